@@ -1,0 +1,87 @@
+"""The `mlsys` entry point: a click group whose command modules load only when used.
+
+Lazy loading keeps `mlsys params` from importing the benchmark harness (and torch with it).
+Errors: MlsysError and click usage errors exit 2 with one line; anything else exits 1.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from ..errors import MlsysError
+
+# command name -> "module:attribute" (relative to mlsyscalc.cli). One line per command group.
+COMMANDS = {
+    "models": "models:models",
+    "gpus": "gpus:gpus",
+    "params": "counts:params",
+    "flops": "counts:flops",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        module = importlib.import_module(f"mlsyscalc.cli.{module_name}")
+        return getattr(module, attr)
+
+    def resolve_command(self, ctx, args):
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as exc:
+            if args and args[0] not in COMMANDS:
+                import difflib
+
+                close = difflib.get_close_matches(args[0], list(COMMANDS), n=3)
+                hint = f" (did you mean: {', '.join(close)}?)" if close else ""
+                raise click.UsageError(f"no such command {args[0]!r}{hint}", ctx) from exc
+            raise
+
+    def invoke(self, ctx: click.Context):
+        """Bad input -> one line on stderr and exit 2; a bug -> one line and exit 1."""
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except MlsysError as exc:
+            if _debug(ctx):
+                raise
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(2)
+        except Exception as exc:  # noqa: BLE001 - the last line of defence
+            if _debug(ctx):
+                raise
+            click.echo(f"unexpected error ({type(exc).__name__}): {exc} [rerun with --debug for a traceback]", err=True)
+            ctx.exit(1)
+
+
+def _debug(ctx: click.Context) -> bool:
+    return bool(ctx.obj and ctx.obj.get("debug")) or "--debug" in sys.argv
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.version_option(package_name="mlsyscalc")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """mlsys: performance modeling for ML systems.
+
+    Parameters, FLOPs, memory, roofline time, scaling laws and communication cost of
+    transformer models, and a GPU harness that measures what these calculators predict.
+    JSON output (--json) carries raw numbers in base units: counts, FLOPs, bytes, seconds.
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli.main(args=argv, prog_name="mlsys")

@@ -1,0 +1,138 @@
+"""The one renderer: every command builds an `Output` and hands it here.
+
+`Output.data` is the JSON contract (raw numbers in base units, the unit in the key name);
+`Output.tables` are the human views of the same numbers; `Output.notes` carry the conventions
+and assumptions behind them, printed under tables and included in JSON as `notes`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import click
+
+FORMATS = ("table", "json", "csv", "markdown")
+
+
+@dataclass(frozen=True)
+class Table:
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+
+
+@dataclass(frozen=True)
+class Output:
+    data: dict[str, Any]
+    tables: tuple[Table, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def table(title: str, columns: list[str] | tuple[str, ...], rows: list[list[Any]] | list[tuple]) -> Table:
+    return Table(title, tuple(columns), tuple(tuple(r) for r in rows))
+
+
+def output_options(func: Callable) -> Callable:
+    """Add --format table|json|csv|markdown and the --json shortcut to a command."""
+    func = click.option("--json", "as_json", is_flag=True, help="Shortcut for --format json.")(func)
+    func = click.option(
+        "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+        help="Output format; json carries raw numbers in base units.",
+    )(func)
+    return func
+
+
+def emit(output: Output, fmt: str, as_json: bool = False) -> None:
+    """Render to stdout in the chosen format."""
+    fmt = "json" if as_json else fmt
+    if fmt == "json":
+        payload = dict(output.data)
+        if output.notes and "notes" not in payload:
+            payload["notes"] = list(output.notes)
+        click.echo(json.dumps(_jsonable(payload), indent=2))
+    elif fmt == "csv":
+        click.echo(_csv(output), nl=False)
+    elif fmt == "markdown":
+        click.echo(_markdown(output))
+    else:
+        _rich(output)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # numpy scalars
+        return value.item()
+    return value
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _csv(output: Output) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    for i, tab in enumerate(output.tables):
+        if len(output.tables) > 1:
+            if i:
+                buf.write("\n")
+            buf.write(f"# {tab.title}\n")
+        writer.writerow(tab.columns)
+        for row in tab.rows:  # raw values: csv is for machines too
+            writer.writerow(["" if v is None else v for v in row])
+    return buf.getvalue()
+
+
+def _markdown(output: Output) -> str:
+    parts = []
+    for tab in output.tables:
+        parts.append(f"### {tab.title}\n")
+        parts.append("| " + " | ".join(tab.columns) + " |")
+        parts.append("|" + "|".join(" --- " for _ in tab.columns) + "|")
+        for row in tab.rows:
+            parts.append("| " + " | ".join(_cell(v).replace("|", "\\|") for v in row) + " |")
+        parts.append("")
+    if output.notes:
+        parts.extend(f"- {note}" for note in output.notes)
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def console(stderr: bool = False):
+    """The one rich Console (stdout for results, stderr for progress)."""
+    from rich.console import Console
+
+    return Console(stderr=stderr, soft_wrap=False, width=None if sys.stdout.isatty() else 120)
+
+
+def _rich(output: Output) -> None:
+    from rich.table import Table as RichTable
+
+    out = console()
+    for tab in output.tables:
+        rich_table = RichTable(title=tab.title, title_justify="left", header_style="bold")
+        for i, col in enumerate(tab.columns):
+            rich_table.add_column(col, justify="left" if i == 0 else "right")
+        for row in tab.rows:
+            rich_table.add_row(*(_cell(v) for v in row))
+        out.print(rich_table)
+    for note in output.notes:
+        out.print(f"[dim]- {note}[/dim]", highlight=False)
