@@ -1,0 +1,138 @@
+"""Run a list of benchmark cases: gate, time, append, go on.
+
+A kernel module describes each benchmark as a `Case` whose `build()` allocates fresh random
+inputs and returns a `Bench` (the kernel call, the torch reference, the torch baseline). The
+sweep never lets one case stop the others: a failed gate, a compile error or an OOM becomes a row
+with `error` set, and the next case runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from . import harness
+from .rows import ResultStore, Row
+
+
+@dataclass
+class Bench:
+    """What one case needs at run time; built by Case.build() on fresh inputs."""
+
+    run: Callable[[], Any]                    # the kernel under test -> output tensor
+    reference: Callable[[], Any]              # torch, higher precision, same inputs -> tensor
+    baseline: Callable[[], Any] | None = None  # torch/cuBLAS path timed beside it -> tensor
+    extra: dict[str, Any] = field(default_factory=dict)   # measured side numbers (quant error, ...)
+
+
+@dataclass(frozen=True)
+class Case:
+    kernel: str
+    baseline: str
+    shape: str
+    dtype: str
+    build: Callable[[], Bench]
+    flops: float = 0.0
+    bytes: float = 0.0
+    variant: str = ""
+    gate: str = ""          # TOLERANCES key; defaults to dtype
+    tol: float | None = None
+
+    @property
+    def key(self) -> str:
+        return "|".join((self.kernel, self.baseline, self.shape, self.dtype, self.variant))
+
+
+def run_case(case: Case) -> Row:
+    """Gate, then time kernel and baseline; any exception becomes the row's `error`."""
+    row = Row(kernel=case.kernel, baseline=case.baseline, shape=case.shape, dtype=case.dtype,
+              variant=case.variant, flops=case.flops or None, bytes=case.bytes or None,
+              env=dict(harness.env_metadata()), measured_at=harness.now())
+    bench = None
+    try:
+        bench = case.build()
+        row.extra.update(bench.extra)
+        check = harness.check_close(bench.run(), bench.reference(), case.gate or case.dtype, case.tol)
+        row.ok, row.rel_err, row.tol = check.ok, check.rel_err, check.tol
+        if not check.ok:
+            row.error = f"correctness gate failed: {check.message}"
+            return row.finish()
+        row.median_ms = harness.time_ms(bench.run)
+        if bench.baseline is not None:
+            base = harness.check_close(bench.baseline(), bench.reference(), case.gate or case.dtype, case.tol)
+            row.extra["baseline_rel_err"] = base.rel_err
+            row.baseline_median_ms = harness.time_ms(bench.baseline)
+    except Exception as exc:  # noqa: BLE001 - compile errors, OOM: record and go on
+        row.error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}"
+    finally:
+        del bench
+        _free_memory()
+    return row.finish()
+
+
+def run_cases(cases: Iterable[Case], store: ResultStore, progress: bool = True) -> list[Row]:
+    """Run every case not already in `store`, appending each row as it finishes.
+
+    Returns the rows of this sweep: the stored ones it skipped plus the new ones.
+    """
+    cases = list(cases)
+    stored = {row.key: row for row in store.rows()}
+    done = {key for key, row in stored.items() if not row.error}
+    todo = [c for c in cases if c.key not in done]
+    rows = {c.key: stored[c.key] for c in cases if c.key in done}
+    with _progress(progress, len(todo)) as advance:
+        for case in todo:
+            advance(f"{case.kernel} {case.dtype} {case.shape}")
+            row = run_case(case)
+            store.append(row)
+            rows[case.key] = row
+        advance(None)
+    return [rows[c.key] for c in cases if c.key in rows]
+
+
+class _progress:
+    """A rich progress bar on stderr (stdout stays parseable); a no-op when disabled."""
+
+    def __init__(self, enabled: bool, total: int):
+        self.enabled, self.total, self._bar, self._task = enabled and total > 0, total, None, None
+
+    def __enter__(self):
+        if self.enabled:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            from ..cli.render import console
+
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=console(stderr=True), transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task("bench", total=self.total)
+        return self._advance
+
+    def _advance(self, description: str | None) -> None:
+        if self._bar is None:
+            return
+        if self._started:
+            self._bar.advance(self._task)
+        if description is not None:
+            self._bar.update(self._task, description=description)
+        self._started = True
+
+    _started = False
+
+    def __exit__(self, *exc):
+        if self._bar is not None:
+            self._bar.stop()
+        return False
+
+
+def _free_memory() -> None:
+    import gc
+
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except ImportError:
+        pass

@@ -1,0 +1,74 @@
+"""`mlsys bench`: run Triton kernels and their torch baselines on the GPU and record the rows.
+
+Subcommands load lazily from BENCH_COMMANDS ("name": "module:attribute", full module path), so
+`mlsys --help` imports neither torch nor triton, and a new kernel family adds one line here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import asdict
+from typing import Callable
+
+import click
+
+from . import render
+
+BENCH_COMMANDS = {
+    "matmul": "mlsyscalc.cli.bench_kernels:matmul",
+    "quant": "mlsyscalc.cli.bench_kernels:quant",
+    "ceilings": "mlsyscalc.cli.bench_ceilings:ceilings",
+}
+
+
+class _LazyBenchGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(BENCH_COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        target = BENCH_COMMANDS.get(name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        return getattr(importlib.import_module(module_name), attr)
+
+
+@click.group(cls=_LazyBenchGroup)
+def bench() -> None:
+    """Measure Triton kernels against torch baselines on a CUDA GPU.
+
+    Each case is checked against a torch reference before it is timed (do_bench median, L2
+    flushed); rows are appended to --out as they finish, and a rerun skips what is done.
+    Without a GPU this exits 2; --interpret runs small shapes through TRITON_INTERPRET=1.
+    """
+
+
+def sweep_options(func: Callable) -> Callable:
+    """--interpret, --out, --quiet and the output format, shared by the kernel subcommands."""
+    func = click.option("--quiet", is_flag=True, help="No progress bar on stderr.")(func)
+    func = click.option("--out", "out", type=click.Path(dir_okay=False),
+                        help="Append rows to this .jsonl or .csv file; a rerun skips rows already there.")(func)
+    func = click.option("--interpret", is_flag=True,
+                        help="Run small shapes on the CPU through TRITON_INTERPRET=1 (a smoke test, not a speed).")(func)
+    return render.output_options(func)
+
+
+def emit_rows(rows, fmt: str, as_json: bool, title: str) -> None:
+    """Render a sweep: the per-group summary, then every row (JSON carries all raw fields)."""
+    from ..bench.summary import summarize
+
+    groups = summarize(rows)
+    columns = ["kernel", "dtype", "shape", "variant", "ok", "rel_err", "median_ms", "baseline_median_ms",
+               "tflops_per_s", "GBps", "speedup", "error"]
+    detail = [[getattr(r, c) for c in columns] for r in rows]
+    summary = [[g.kernel, g.baseline, g.dtype, g.timed, g.failed, g.geomean_speedup, g.min_speedup,
+                g.worst_shape] for g in groups]
+    output = render.Output(
+        data={"rows": [r.flat() for r in rows], "summary": [asdict(g) for g in groups]},
+        tables=(render.table(title, columns, detail),
+                render.table("summary (speedup = baseline ms / kernel ms)",
+                             ["kernel", "baseline", "dtype", "timed", "failed", "geomean", "min", "worst shape"],
+                             summary)),
+        notes=("times are triton.testing.do_bench medians with L2 flushed; a row with an error was not timed",),
+    )
+    render.emit(output, fmt, as_json)

@@ -1,0 +1,33 @@
+"""`mlsys gpus`: the built-in accelerators with their datasheet figures."""
+
+from __future__ import annotations
+
+import click
+
+from ..specs.gpu import builtin_gpus
+from . import render
+
+DTYPES = ("fp32", "tf32", "bf16", "fp8", "int8")
+
+
+@click.command()
+@render.output_options
+def gpus(fmt, as_json):
+    """List the built-in GPUs: dense peak TFLOP/s per dtype, memory, bandwidth, L2, SMs, links."""
+    rows, data = [], []
+    for spec in builtin_gpus().values():
+        peaks = {k: v for k, v in spec.peak_flops_by_dtype.items()}
+        data.append({
+            "name": spec.name, "aliases": list(spec.aliases), "vendor": spec.vendor,
+            "architecture": spec.architecture, "peak_flops": peaks, "memory_bytes": spec.memory_bytes,
+            "memory_bandwidth_Bps": spec.memory_bandwidth_Bps, "l2_bytes": spec.l2_bytes,
+            "sm_count": spec.sm_count, "nvlink_Bps": spec.nvlink_Bps, "pcie_Bps": spec.pcie_Bps,
+            "tdp_w": spec.tdp_w, "source": list(spec.source), "notes": spec.notes,
+        })
+        rows.append([spec.name, *(None if peaks.get(d) is None else peaks[d] / 1e12 for d in DTYPES),
+                     spec.memory_bytes / 1e9, spec.memory_bandwidth_Bps / 1e9,
+                     None if spec.l2_bytes is None else spec.l2_bytes / 1e6, spec.sm_count,
+                     None if spec.nvlink_Bps is None else spec.nvlink_Bps / 1e9])
+    columns = ["name", *(f"{d} TFLOP/s" for d in DTYPES), "memory GB", "HBM GB/s", "L2 MB", "SMs", "NVLink GB/s"]
+    notes = ("Dense (non-sparse) vendor peaks; int8 in TOP/s. GB = 1e9 bytes. Sources per GPU in --json.",)
+    render.emit(render.Output({"gpus": data}, (render.table("built-in GPUs", columns, rows),), notes), fmt, as_json)

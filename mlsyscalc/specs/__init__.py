@@ -1,0 +1,1 @@
+"""Specs: models (normalised from HF config.json), GPUs and clusters (datasheet JSON files)."""

@@ -1,0 +1,102 @@
+"""GPUSpec: datasheet figures of an accelerator, read from model_specs/gpus/*.json.
+
+Figures are the vendor's dense (non-sparse) peaks; each file names its sources. A calibration
+file measured by `mlsys bench ceilings` can replace the peaks with achievable ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Mapping
+
+from ..errors import MlsysError
+from .lookup import _data_dir, read_json, suggest
+
+DTYPE_ALIASES = {
+    "float32": "fp32", "fp32": "fp32", "tf32": "tf32",
+    "bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "fp16": "fp16", "half": "fp16",
+    "fp8": "fp8", "e4m3": "fp8", "fp8_e4m3": "fp8", "e5m2": "fp8", "fp8_e5m2": "fp8",
+    "int8": "int8",
+}
+
+
+def normalise_dtype(dtype: str) -> str:
+    key = DTYPE_ALIASES.get(str(dtype).lower())
+    if key is None:
+        raise MlsysError(f"unknown compute dtype {dtype!r} (use one of: fp32, tf32, bf16, fp16, fp8, int8)")
+    return key
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    name: str
+    vendor: str
+    architecture: str
+    peak_flops_by_dtype: Mapping[str, float | None]  # FLOP/s (int8: OP/s), dense
+    memory_bytes: int
+    memory_bandwidth_Bps: float
+    l2_bytes: int | None
+    sm_count: int | None
+    boost_clock_hz: float | None
+    nvlink_Bps: float | None  # total per GPU, both directions
+    pcie_Bps: float | None
+    tdp_w: float | None
+    source: tuple[str, ...] = ()
+    notes: str = ""
+    aliases: tuple[str, ...] = ()
+    calibrated: bool = False  # True when peaks/bandwidth come from a measurement
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def peak_flops(self, dtype: str) -> float:
+        """Dense peak in FLOP/s for a compute dtype; an error if the vendor publishes none."""
+        key = normalise_dtype(dtype)
+        value = self.peak_flops_by_dtype.get(key)
+        if not value:
+            raise MlsysError(f"{self.name}: no {key} peak is published for this GPU")
+        return float(value)
+
+    def ridge_point(self, dtype: str) -> float:
+        """Arithmetic intensity (FLOP/byte) where compute and bandwidth roofs meet."""
+        return self.peak_flops(dtype) / self.memory_bandwidth_Bps
+
+
+def _opt_scale(value: Any, scale: float) -> float | None:
+    return None if value is None else float(value) * scale
+
+
+def gpu_from_dict(data: Mapping[str, Any], where: str) -> GPUSpec:
+    try:
+        return GPUSpec(
+            name=data["name"], vendor=data.get("vendor", ""), architecture=data.get("architecture", ""),
+            peak_flops_by_dtype={k: _opt_scale(v, 1e12) for k, v in data["peak_dense_tflops"].items()},
+            memory_bytes=int(float(data["memory_GB"]) * 1e9),
+            memory_bandwidth_Bps=float(data["memory_bandwidth_GBps"]) * 1e9,
+            l2_bytes=None if data.get("l2_MB") is None else int(float(data["l2_MB"]) * 1e6),
+            sm_count=data.get("sm_count"), boost_clock_hz=_opt_scale(data.get("boost_clock_MHz"), 1e6),
+            nvlink_Bps=_opt_scale(data.get("nvlink_GBps"), 1e9), pcie_Bps=_opt_scale(data.get("pcie_GBps"), 1e9),
+            tdp_w=data.get("tdp_W"), source=tuple(data.get("source") or ()), notes=data.get("notes", ""),
+            aliases=tuple(data.get("aliases", ())),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MlsysError(f"{where}: malformed GPU spec ({exc.__class__.__name__}: {exc})") from None
+
+
+@lru_cache(maxsize=None)
+def builtin_gpus() -> dict[str, GPUSpec]:
+    gpus = {}
+    for entry in sorted(_data_dir("gpus").iterdir(), key=lambda p: p.name):
+        if entry.name.endswith(".json"):
+            spec = gpu_from_dict(read_json(entry, "GPU spec"), entry.name)
+            gpus[spec.name] = spec
+    return gpus
+
+
+def load_gpu(name: str) -> GPUSpec:
+    """A built-in GPU by name or alias (exact, case-insensitive)."""
+    wanted = str(name).strip().lower()
+    for spec in builtin_gpus().values():
+        if wanted == spec.name.lower() or wanted in (a.lower() for a in spec.aliases):
+            return spec
+    names = [n for s in builtin_gpus().values() for n in (s.name, *s.aliases)]
+    raise MlsysError(f"unknown GPU {name!r}{suggest(str(name), names)}; `mlsys gpus` lists them")

@@ -1,0 +1,113 @@
+"""Find a model: a built-in name or alias (exact, case-insensitive), a config.json, or a folder.
+
+Built-ins are the real public HF config.json files in model_specs/models/, each with `_name`,
+`_aliases` and `_source` keys added. Unlike a substring match, a miss never picks a neighbour:
+it fails with "did you mean" suggestions.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from ..errors import MlsysError
+from .hf import from_hf_config
+from .model import ModelSpec
+
+
+def _data_dir(kind: str):
+    return resources.files("mlsyscalc.model_specs").joinpath(kind)
+
+
+def read_json(path: Any, what: str) -> Any:
+    """Read a JSON file; a missing, unreadable or malformed file is an MlsysError."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MlsysError(f"{what}: cannot read {path}: {exc.__class__.__name__}: {exc}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise MlsysError(f"{what}: {path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+
+
+@lru_cache(maxsize=None)
+def builtin_configs() -> dict[str, dict[str, Any]]:
+    """Built-in name -> its stored config (with the `_` keys)."""
+    configs = {}
+    for entry in sorted(_data_dir("models").iterdir(), key=lambda p: p.name):
+        if entry.name.endswith(".json"):
+            config = read_json(entry, "built-in model")
+            configs[config["_name"]] = config
+    return dict(sorted(configs.items()))
+
+
+@lru_cache(maxsize=None)
+def _index() -> dict[str, str]:
+    index: dict[str, str] = {}
+    for name, config in builtin_configs().items():
+        for key in (name, *config.get("_aliases", ())):
+            index[key.lower()] = name
+    return index
+
+
+def suggest(word: str, choices: Iterable[str], n: int = 3) -> str:
+    """' (did you mean: a, b?)' or ''."""
+    choices = list(choices)
+    lowered = {c.lower(): c for c in choices}
+    close = difflib.get_close_matches(word.lower(), list(lowered), n=n, cutoff=0.5)
+    if not close:
+        close = [c for c in lowered if word.lower() in c or c in word.lower()][:n]
+    return f" (did you mean: {', '.join(lowered[c] for c in close)}?)" if close else ""
+
+
+def resolve_config(ref: str) -> tuple[dict[str, Any], str, str, tuple[str, ...]]:
+    """(raw config, name, source, aliases) for a built-in name/alias or a path."""
+    name = _index().get(str(ref).strip().lower())
+    if name is not None:
+        stored = builtin_configs()[name]
+        raw = {k: v for k, v in stored.items() if not k.startswith("_")}
+        return raw, name, stored.get("_source", "built-in"), tuple(stored.get("_aliases", ()))
+    path = Path(ref).expanduser()
+    if path.is_dir():
+        path = path / "config.json"
+        if not path.is_file():
+            raise MlsysError(f"{ref}: folder has no config.json")
+    if path.is_file():
+        raw = read_json(path, "model config")
+        if not isinstance(raw, dict):
+            raise MlsysError(f"{path}: a config.json must hold a JSON object")
+        stem = path.parent.name if path.name == "config.json" else path.stem
+        return raw, raw.get("_name", stem), str(path), ()
+    names = list(builtin_configs())
+    raise MlsysError(f"unknown model {ref!r}: not a built-in name or alias, nor a config.json path{suggest(str(ref), names)}")
+
+
+def load_model(ref: str, overrides: Mapping[str, Any] | None = None) -> ModelSpec:
+    """A ModelSpec for a built-in name/alias, a config.json path or a folder holding one.
+
+    `overrides` replaces config keys before normalisation (what-if questions), e.g.
+    {"num_hidden_layers": 48}; a key the model family does not read is an error.
+    """
+    raw, name, source, aliases = resolve_config(ref)
+    raw = {k: v for k, v in raw.items() if not k.startswith("_")}
+    return from_hf_config(raw, name=name, source=source, aliases=aliases, overrides=overrides)
+
+
+def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
+    """['num_hidden_layers=48', 'tie_word_embeddings=true'] -> dict (values parsed as JSON)."""
+    overrides: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise MlsysError(f"--set {item!r}: expected KEY=VALUE")
+        try:
+            overrides[key] = json.loads(value)
+        except json.JSONDecodeError:
+            overrides[key] = value
+    return overrides

@@ -1,0 +1,124 @@
+"""ModelSpec: one normalised description of a decoder-only transformer's shapes.
+
+Inputs are stored as given and never overwritten; everything derived is a property.
+Built by `mlsyscalc.specs.hf.from_hf_config` from a Hugging Face config.json.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+
+@dataclass(frozen=True)
+class MoESpec:
+    """Routed mixture-of-experts MLP (Mixtral, DeepSeek-V3)."""
+
+    num_experts: int  # routed experts per MoE layer
+    experts_per_token: int  # top-k
+    expert_intermediate_size: int  # hidden width of one routed expert's gated MLP
+    num_shared_experts: int = 0  # always-on experts (DeepSeek), fused into one MLP
+    shared_intermediate_size: int = 0  # total width of the shared MLP (n_shared * moe_intermediate)
+    first_dense_layers: int = 0  # DeepSeek first_k_dense_replace: leading layers use the dense MLP
+    layer_freq: int = 1  # every layer_freq-th layer (after the dense ones) is MoE
+
+
+@dataclass(frozen=True)
+class MLASpec:
+    """DeepSeek multi-head latent attention (DeepSeek-V2/V3, arXiv:2405.04434 section 2.1)."""
+
+    q_lora_rank: int | None  # None: plain q_proj
+    kv_lora_rank: int  # compressed latent cached per token
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int  # decoupled rotary key, shared across heads, cached per token
+    v_head_dim: int
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    model_type: str
+    source: str  # where the config came from (URL or file path)
+    vocab_size: int
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int  # per-head width of queries and keys (MLA: nope + rope)
+    v_head_dim: int  # per-head width of values (equal to head_dim except in MLA)
+    intermediate_size: int  # dense MLP hidden width
+    gated_mlp: bool  # SwiGLU/GeGLU: gate, up, down (3 matrices) instead of up, down
+    activation: str
+    norm: str  # "rmsnorm" (weight) or "layernorm" (weight, and bias when norm_bias)
+    norm_bias: bool
+    norms_per_layer: int  # gemma2: 4; parallel-attention phi/falcon-7b: 1; most: 2
+    final_norm: bool
+    qkv_bias: bool
+    o_bias: bool
+    mlp_bias: bool
+    lm_head_bias: bool
+    tie_word_embeddings: bool
+    position_embedding: str  # "rope", "learned", "alibi"
+    learned_positions: int = 0  # rows of a learned position table (OPT keeps 2 extra)
+    rotary_fraction: float = 1.0  # partial rotary (phi-2 0.4, pythia 0.25)
+    parallel_attention: bool = False  # attention and MLP read the same input (GPT-J style)
+    max_position_embeddings: int = 0
+    sliding_window: int | None = None
+    sliding_window_layers: int = 0  # how many layers use the window (gemma2: every other one)
+    embed_proj_dim: int | None = None  # OPT word_embed_proj_dim when it differs from hidden
+    qk_norm: bool = False  # per-head LayerNorm on q and k (phi qk_layernorm)
+    moe: MoESpec | None = None
+    mla: MLASpec | None = None
+    torch_dtype: str | None = None  # the checkpoint's dtype, for information
+    aliases: tuple[str, ...] = ()
+    raw_config: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    # ---- derived shapes -------------------------------------------------------------
+    @property
+    def q_dim(self) -> int:
+        """Width of all query heads together (may differ from hidden_size, e.g. gemma2)."""
+        return self.num_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of all key heads together (GQA/MQA: fewer than the query heads)."""
+        return self.num_kv_heads * self.head_dim
+
+    @property
+    def attn_out_dim(self) -> int:
+        """Input width of the output projection (heads x value head dim)."""
+        return self.num_heads * self.v_head_dim
+
+    @property
+    def embed_dim(self) -> int:
+        """Width of the token embedding table (OPT's word_embed_proj_dim, else hidden)."""
+        return self.embed_proj_dim or self.hidden_size
+
+    @property
+    def is_moe(self) -> bool:
+        return self.moe is not None
+
+    def layer_is_moe(self, layer: int) -> bool:
+        """DeepSeek's rule: MoE after the first dense layers, every layer_freq-th layer."""
+        moe = self.moe
+        if moe is None or layer < moe.first_dense_layers:
+            return False
+        return layer % moe.layer_freq == 0
+
+    @property
+    def num_moe_layers(self) -> int:
+        return sum(self.layer_is_moe(i) for i in range(self.num_layers))
+
+    @property
+    def num_dense_layers(self) -> int:
+        return self.num_layers - self.num_moe_layers
+
+    @property
+    def kv_cache_elements_per_token(self) -> int:
+        """Cached elements per token per layer: K and V heads, or MLA's latent + rotary key."""
+        if self.mla is not None:
+            return self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
+        return self.num_kv_heads * (self.head_dim + self.v_head_dim)
+
+    def with_name(self, name: str) -> "ModelSpec":
+        return replace(self, name=name)
