@@ -19,6 +19,7 @@ COMMANDS = {
     "gpus": "gpus:gpus",
     "params": "counts:params",
     "flops": "counts:flops",
+    "bench": "bench:bench",
 }
 
 

@@ -1,0 +1,342 @@
+"""Matmul C = act(scale * (A @ B) + bias) in Triton: bf16/fp16 and fp8 e4m3, fp32 accumulation.
+
+The story, top to bottom:
+
+- `_tile_coords`: grouped tile order (GROUP_M row-tiles share one column of B while it sits in L2).
+- `_epilogue`: scales (per-tensor, or per-row of A x per-column of B), bias, activation, in fp32.
+- `_matmul_tma_kernel`: the Hopper path. A persistent grid of one program per SM walks the tiles;
+  A, B and C move through tensor descriptors (TMA bulk copies), and the K loop is software
+  pipelined `num_stages` deep. Autotuned over tile shapes keyed on (M, N, K, layout, dtype).
+- `_matmul_ptr_kernel`: the same persistent loop with masked pointer loads, for any strides
+  (row- or column-major, unaligned) and for the CPU interpreter.
+- `matmul()`: the launcher (checks, layout detection, output allocation, path choice).
+- `matmul_ref()`: plain torch in fp32 on the same (possibly fp8) inputs.
+- `bench_case()`: one harness case against cuBLAS (torch.matmul) or torch._scaled_mm.
+
+Layouts: `b` is (K, N) with any strides; nn.Linear's `x @ W.T` passes `W.T` (column-major B),
+which the TMA path reads as K-major tiles of W, the layout wgmma wants for fp8.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+ACTIVATIONS = {"none": 0, "relu": 1, "gelu": 2, "silu": 3}
+SCALE_NONE, SCALE_TENSOR, SCALE_ROW = 0, 1, 2
+FP8 = torch.float8_e4m3fn
+
+
+@triton.jit
+def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    # Grouped ordering (Triton matmul tutorial): walk GROUP_M row-tiles down one column of tiles.
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = tile_id // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + (tile_id % group_size_m)
+    pid_n = (tile_id % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def _epilogue(acc, offs_m, offs_n, M, N, a_scale_ptr, b_scale_ptr, bias_ptr,
+              SCALE: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr):
+    if SCALE == 1:  # per-tensor: one fp32 scale each for A and B
+        acc = acc * (tl.load(a_scale_ptr) * tl.load(b_scale_ptr))
+    if SCALE == 2:  # per-row of A (M,) times per-column of B (N,)
+        sa = tl.load(a_scale_ptr + offs_m, mask=offs_m < M, other=0.0)
+        sb = tl.load(b_scale_ptr + offs_n, mask=offs_n < N, other=0.0)
+        acc = acc * sa[:, None] * sb[None, :]
+    if HAS_BIAS:
+        acc = acc + tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
+    if ACT == 1:
+        acc = tl.maximum(acc, 0.0)
+    if ACT == 2:  # tanh-approximate GELU, tanh(u) = 2 sigmoid(2u) - 1
+        u = 0.7978845608028654 * (acc + 0.044715 * acc * acc * acc)
+        acc = 0.5 * acc * (1.0 + (2.0 * tl.sigmoid(2.0 * u) - 1.0))
+    if ACT == 3:
+        acc = acc * tl.sigmoid(acc)
+    return acc
+
+
+@triton.jit
+def _matmul_tma_kernel(
+    a_desc, b_desc, c_desc,                  # descriptors: A (M,K) or A^T (K,M); B^T (N,K) or B (K,N); C (M,N)
+    a_scale_ptr, b_scale_ptr, bias_ptr,      # fp32 scales (scalar or per row/column), bias (N,)
+    M, N, K,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    NUM_SMS: tl.constexpr, A_T: tl.constexpr, B_NK: tl.constexpr,
+    SCALE: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr,
+):
+    start_pid = tl.program_id(axis=0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    num_tiles = num_pid_m * num_pid_n
+    tile_id_c = start_pid - NUM_SMS  # epilogue's own tile counter lets the flattened loop pipeline
+    for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=True):
+        pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_tiles):
+            off_k = ki * BLOCK_K
+            if A_T:
+                a = a_desc.load([off_k, off_m]).T
+            else:
+                a = a_desc.load([off_m, off_k])
+            if B_NK:
+                b = b_desc.load([off_n, off_k]).T
+            else:
+                b = b_desc.load([off_k, off_n])
+            acc = tl.dot(a, b, acc)
+        tile_id_c += NUM_SMS
+        pid_m, pid_n = _tile_coords(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        acc = _epilogue(acc, offs_m, offs_n, M, N, a_scale_ptr, b_scale_ptr, bias_ptr, SCALE, HAS_BIAS, ACT)
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
+
+
+@triton.jit
+def _matmul_ptr_kernel(
+    a_ptr, b_ptr, c_ptr,                     # A (M,K), B (K,N), C (M,N), any strides
+    a_scale_ptr, b_scale_ptr, bias_ptr,
+    M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    NUM_SMS: tl.constexpr, SCALE: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr,
+):
+    start_pid = tl.program_id(axis=0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_tiles = num_pid_m * num_pid_n
+    for tile_id in tl.range(start_pid, num_tiles, NUM_SMS):
+        pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        offs_k = tl.arange(0, BLOCK_K)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            k = k0 + offs_k
+            a = tl.load(a_ptr + offs_m[:, None] * stride_am + k[None, :] * stride_ak,
+                        mask=(offs_m[:, None] < M) & (k[None, :] < K), other=0.0)
+            b = tl.load(b_ptr + k[:, None] * stride_bk + offs_n[None, :] * stride_bn,
+                        mask=(k[:, None] < K) & (offs_n[None, :] < N), other=0.0)
+            acc = tl.dot(a, b, acc)
+        acc = _epilogue(acc, offs_m, offs_n, M, N, a_scale_ptr, b_scale_ptr, bias_ptr, SCALE, HAS_BIAS, ACT)
+        c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+def _set_block_shapes(nargs):
+    bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
+    nargs["a_desc"].block_shape = [bk, bm] if nargs["A_T"] else [bm, bk]
+    nargs["b_desc"].block_shape = [bn, bk] if nargs["B_NK"] else [bk, bn]
+    nargs["c_desc"].block_shape = [bm, bn]
+
+
+def _configs(tiles):
+    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_stages=s,
+                          num_warps=w, pre_hook=_set_block_shapes) for bm, bn, bk, s, w in tiles]
+
+
+_KEY = ["M", "N", "K", "A_T", "B_NK", "SCALE"]
+# H100/H200 tiles: 128x256 with 8 warps (two consumer warpgroups) is the usual winner for big
+# shapes; the smaller tiles cover shapes whose tile count leaves SMs idle.
+_TMA_16BIT = triton.autotune(_configs([
+    (128, 256, 64, 3, 8), (256, 128, 64, 3, 8), (128, 256, 64, 4, 8), (128, 128, 64, 4, 8),
+    (128, 128, 64, 5, 4), (64, 256, 64, 4, 4), (128, 128, 128, 3, 8),
+]), key=_KEY)(_matmul_tma_kernel)
+_TMA_FP8 = triton.autotune(_configs([
+    (128, 256, 128, 3, 8), (256, 128, 128, 3, 8), (128, 128, 128, 4, 8), (128, 128, 128, 4, 4),
+    (128, 256, 64, 4, 8), (64, 256, 128, 4, 4),
+]), key=_KEY)(_matmul_tma_kernel)
+_PTR_GPU = triton.autotune([
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, num_stages=4, num_warps=8),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}, num_stages=4, num_warps=4),
+], key=["M", "N", "K", "SCALE"])(_matmul_ptr_kernel)
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _num_sms(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4
+
+
+def _tma_ok(t: torch.Tensor) -> bool:
+    """A 2-D view TMA can address: one unit stride, the other 16-byte aligned, base aligned."""
+    s0, s1 = t.stride()
+    aligned = t.data_ptr() % 16 == 0
+    return aligned and ((s1 == 1 and s0 * t.element_size() % 16 == 0) or
+                        (s0 == 1 and s1 * t.element_size() % 16 == 0 and t.shape[1] > 1))
+
+
+def _check(a, b, bias, a_scale, b_scale, activation):
+    assert a.dim() == 2 and b.dim() == 2, "matmul takes 2-D A (M,K) and B (K,N)"
+    assert a.shape[1] == b.shape[0], f"inner dimensions differ: A {tuple(a.shape)}, B {tuple(b.shape)}"
+    assert a.dtype == b.dtype, f"A is {a.dtype}, B is {b.dtype}"
+    assert a.dtype in (torch.float16, torch.bfloat16, torch.float32, FP8), f"unsupported dtype {a.dtype}"
+    assert a.device == b.device, "A and B on different devices"
+    assert activation in ACTIVATIONS, f"activation must be one of {sorted(ACTIVATIONS)}"
+    assert (a_scale is None) == (b_scale is None), "give both a_scale and b_scale, or neither"
+    assert a.dtype != FP8 or a_scale is not None, "fp8 inputs need a_scale and b_scale"
+    if bias is not None:
+        assert bias.shape == (b.shape[1],), f"bias must be ({b.shape[1]},)"
+    if a_scale is not None:
+        rowwise = a_scale.numel() != 1
+        assert not rowwise or (a_scale.numel() == a.shape[0] and b_scale.numel() == b.shape[1]), \
+            "per-row scales: a_scale (M,) and b_scale (N,)"
+        assert rowwise or b_scale.numel() == 1, "per-tensor scales: one element each"
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None, activation: str = "none",
+           a_scale: torch.Tensor | None = None, b_scale: torch.Tensor | None = None,
+           out_dtype: torch.dtype | None = None, path: str = "auto") -> torch.Tensor:
+    """C (M,N) = act(a_scale * b_scale * (a @ b) + bias). fp8 needs scales; its output defaults to bf16.
+
+    path: "auto" (TMA when both operands are TMA-addressable on a GPU), "tma", or "ptr".
+    """
+    _check(a, b, bias, a_scale, b_scale, activation)
+    M, K = a.shape
+    N = b.shape[1]
+    out_dtype = out_dtype or (torch.bfloat16 if a.dtype == FP8 else a.dtype)
+    c = torch.empty((M, N), device=a.device, dtype=out_dtype)
+    if a_scale is None:
+        scale_mode = SCALE_NONE
+    else:
+        scale_mode = SCALE_TENSOR if a_scale.numel() == 1 else SCALE_ROW
+        a_scale = a_scale.reshape(-1).float().contiguous()
+        b_scale = b_scale.reshape(-1).float().contiguous()
+    dummy = c  # never read when the matching flag is off
+    args = dict(SCALE=scale_mode, HAS_BIAS=bias is not None, ACT=ACTIVATIONS[activation])
+    scales = (a_scale if a_scale is not None else dummy, b_scale if b_scale is not None else dummy,
+              bias if bias is not None else dummy)
+    tma_ok = _tma_ok(a) and _tma_ok(b) and _tma_ok(c)
+    if path == "auto":
+        path = "tma" if (a.is_cuda and tma_ok) else "ptr"
+    if path == "tma" and not tma_ok:
+        raise ValueError("path='tma' needs one unit stride and 16-byte aligned rows in A, B and C")
+    if M == 0 or N == 0:
+        return c
+    num_sms = _num_sms(a.device)
+    if path == "tma":
+        _launch_tma(a, b, c, scales, num_sms, args)
+    else:
+        _launch_ptr(a, b, c, scales, num_sms, args)
+    return c
+
+
+def _launch_tma(a, b, c, scales, num_sms, args):
+    M, K = a.shape
+    N = b.shape[1]
+    a_t = a.stride(1) != 1            # column-major A: describe A^T (K, M)
+    b_nk = b.stride(0) == 1           # column-major B (W.T): describe W = B^T (N, K)
+    dummy_block = [16, 16]
+    a_desc = TensorDescriptor.from_tensor(a.T if a_t else a, dummy_block)
+    b_desc = TensorDescriptor.from_tensor(b.T if b_nk else b, dummy_block)
+    c_desc = TensorDescriptor.from_tensor(c, dummy_block)
+    kernel = _TMA_FP8 if a.dtype == FP8 else _TMA_16BIT
+    if _interpreting():
+        cfg = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=2, A_T=a_t, B_NK=b_nk)
+        _set_block_shapes(dict(cfg, a_desc=a_desc, b_desc=b_desc, c_desc=c_desc))
+        tiles = triton.cdiv(M, 32) * triton.cdiv(N, 32)
+        _matmul_tma_kernel[(min(num_sms, tiles),)](a_desc, b_desc, c_desc, *scales, M, N, K,
+                                                   NUM_SMS=num_sms, **cfg, **args)
+        return
+
+    def grid(meta):
+        return (min(num_sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
+
+    kernel[grid](a_desc, b_desc, c_desc, *scales, M, N, K, NUM_SMS=num_sms, A_T=a_t, B_NK=b_nk, **args)
+
+
+def _launch_ptr(a, b, c, scales, num_sms, args):
+    M, K = a.shape
+    N = b.shape[1]
+    strides = (*a.stride(), *b.stride(), *c.stride())
+    if _interpreting() or not a.is_cuda:
+        tiles = triton.cdiv(M, 32) * triton.cdiv(N, 32)
+        _matmul_ptr_kernel[(min(num_sms, tiles),)](a, b, c, *scales, M, N, K, *strides, BLOCK_M=32,
+                                                   BLOCK_N=32, BLOCK_K=32, GROUP_M=2, NUM_SMS=num_sms, **args)
+        return
+
+    def grid(meta):
+        return (min(num_sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
+
+    _PTR_GPU[grid](a, b, c, *scales, M, N, K, *strides, NUM_SMS=num_sms, **args)
+
+
+def matmul_ref(a, b, *, bias=None, activation="none", a_scale=None, b_scale=None):
+    """The same function in plain torch, fp32 arithmetic on the (possibly fp8) inputs, upcast."""
+    out = a.float() @ b.float()
+    if a_scale is not None:
+        if a_scale.numel() == 1:
+            out = out * (a_scale.float().reshape(()) * b_scale.float().reshape(()))
+        else:
+            out = out * a_scale.float().reshape(-1, 1) * b_scale.float().reshape(1, -1)
+    if bias is not None:
+        out = out + bias.float()
+    if activation == "relu":
+        out = torch.relu(out)
+    elif activation == "gelu":
+        out = torch.nn.functional.gelu(out, approximate="tanh")
+    elif activation == "silu":
+        out = torch.nn.functional.silu(out)
+    return out
+
+
+# --- benchmark entry -------------------------------------------------------------------------
+
+def bench_case(M: int, N: int, K: int, dtype: str = "bfloat16", activation: str = "none"):
+    """A harness case: x (M,K) @ W.T with W (N,K), nn.Linear's layout, against the torch path.
+
+    dtype: "bfloat16" | "float16" | "float32" (vs torch.matmul, i.e. cuBLAS) or
+    "fp8_tensor" | "fp8_row" (e4m3 inputs, bf16 output, vs torch._scaled_mm with the same scales).
+    """
+    from mlsyscalc.bench import harness
+    from mlsyscalc.bench.sweep import Bench, Case
+
+    fp8 = dtype.startswith("fp8")
+    in_bytes = 1 if fp8 else torch.empty((), dtype=getattr(torch, dtype)).element_size()
+    out_bytes = 2 if fp8 else in_bytes
+
+    def build() -> Bench:
+        dev = harness.device()
+        if not fp8:
+            tdtype = getattr(torch, dtype)
+            x = torch.randn(M, K, device=dev, dtype=tdtype)
+            w = torch.randn(N, K, device=dev, dtype=tdtype) / K**0.5
+            return Bench(run=lambda: matmul(x, w.T, activation=activation),
+                         reference=lambda: matmul_ref(x, w.T, activation=activation),
+                         baseline=(lambda: torch.matmul(x, w.T)) if activation == "none" else None)
+        rowwise = dtype == "fp8_row"
+        x8, sx = quantize_fp8(torch.randn(M, K, device=dev), rowwise)
+        w8, sw = quantize_fp8(torch.randn(N, K, device=dev), rowwise)
+        return Bench(run=lambda: matmul(x8, w8.T, a_scale=sx, b_scale=sw),
+                     reference=lambda: matmul_ref(x8, w8.T, a_scale=sx, b_scale=sw),
+                     baseline=lambda: torch._scaled_mm(x8, w8.T, scale_a=sx.reshape(-1, 1) if rowwise else sx,
+                                                       scale_b=sw.reshape(1, -1) if rowwise else sw,
+                                                       out_dtype=torch.bfloat16))
+
+    return Case(kernel="triton_matmul", baseline="torch._scaled_mm" if fp8 else "torch.matmul",
+                shape=f"{M}x{N}x{K}", dtype=dtype, build=build, flops=2.0 * M * N * K,
+                bytes=float(in_bytes * (M * K + N * K) + out_bytes * M * N),
+                variant="" if activation == "none" else activation, gate="fp8" if fp8 else dtype)
+
+
+def quantize_fp8(x: torch.Tensor, rowwise: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric absmax e4m3 quantisation (448 = e4m3 max): per tensor, or per row. Returns (q, scale)."""
+    amax = x.abs().amax(dim=1) if rowwise else x.abs().amax()
+    scale = (amax.float() / 448.0).clamp(min=1e-12)
+    q = (x / (scale.reshape(-1, 1) if rowwise else scale)).clamp(-448, 448).to(FP8)
+    return q, scale

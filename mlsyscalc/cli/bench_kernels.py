@@ -1,0 +1,61 @@
+"""`mlsys bench matmul` and `mlsys bench quant`: kernel sweeps against torch baselines."""
+
+from __future__ import annotations
+
+import click
+
+from .bench import emit_rows, sweep_options
+
+MATMUL_DTYPES = ("bfloat16", "float16", "float32", "fp8_tensor", "fp8_row")
+QUANT_KINDS = ("quantize", "w8a16", "w4a16", "w8a8")
+
+
+@click.command()
+@click.option("--dtype", "dtypes", multiple=True, type=click.Choice(MATMUL_DTYPES),
+              help="Repeatable; default bfloat16 (float16/float32 under --interpret).")
+@click.option("--shapes", help="Comma-separated MxNxK list, e.g. 4096x4096x4096,2048x12288x4096.")
+@click.option("--sweep", help="Named sweep: squares, llm, prefill (squares + llm), smoke.")
+@click.option("--activation", type=click.Choice(["none", "relu", "gelu", "silu"]), default="none",
+              show_default=True, help="Fused epilogue (no torch baseline is timed for it).")
+@sweep_options
+def matmul(dtypes, shapes, sweep, activation, interpret, out, quiet, fmt, as_json):
+    """Triton matmul (persistent, grouped, TMA, autotuned) vs cuBLAS / torch._scaled_mm.
+
+    Shapes are MxNxK for x (M,K) @ W.T with W (N,K), nn.Linear's layout.
+    """
+    from ..bench import harness, shapes as shape_sets
+    from ..bench.rows import ResultStore
+    from ..bench.sweep import run_cases
+
+    backend = harness.use_backend(interpret)
+    chosen = shape_sets.pick(shapes, sweep, "interpret" if backend == "interpret" else "smoke")
+    dtypes = dtypes or (("float16", "float32") if backend == "interpret" else ("bfloat16",))
+    from mlsyscalc.kernels import matmul as kernel
+
+    cases = [kernel.bench_case(m, n, k, dtype, activation) for dtype in dtypes for m, n, k in chosen]
+    rows = run_cases(cases, ResultStore(out), progress=not quiet)
+    emit_rows(rows, fmt, as_json, "matmul")
+
+
+@click.command()
+@click.option("--kind", "kinds", multiple=True, type=click.Choice(QUANT_KINDS),
+              help="Repeatable; default all four.")
+@click.option("--shapes", help="Comma-separated MxNxK list (M tokens, weight N x K).")
+@click.option("--sweep", help="Named sweep: decode (M = 1, 4, 16 x llama weights), int8_squares, smoke.")
+@sweep_options
+def quant(kinds, shapes, sweep, interpret, out, quiet, fmt, as_json):
+    """Quantize kernels and W8A16 / W4A16 (g=128) / W8A8 matmuls vs torch baselines.
+
+    quantize rows report GB/s and the measured quantisation error; w8a16/w4a16 are decode GEMVs
+    against a bf16 torch.matmul; w8a8 is an int8 GEMM against torch._int_mm.
+    """
+    from ..bench import harness
+    from ..bench.rows import ResultStore
+    from ..bench.sweep import run_cases
+
+    backend = harness.use_backend(interpret)
+    from mlsyscalc.kernels import quant as kernel
+
+    cases = kernel.bench_cases(kinds or QUANT_KINDS, shapes, sweep, small=backend == "interpret")
+    rows = run_cases(cases, ResultStore(out), progress=not quiet)
+    emit_rows(rows, fmt, as_json, "quant")
