@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 DATA = Path(__file__).parent / "data"
+
+# Triton picks its CPU interpreter when a kernel is *decorated*, so without a GPU the variable
+# must be set before any test module imports triton or a kernel (collection order varies).
+try:
+    import torch as _torch
+
+    _HAS_GPU = _torch.cuda.is_available()
+except ImportError:
+    _HAS_GPU = False
+if not _HAS_GPU:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 def load_data(name: str) -> dict:
