@@ -28,6 +28,6 @@ def gpus(fmt, as_json):
                      spec.memory_bytes / 1e9, spec.memory_bandwidth_Bps / 1e9,
                      None if spec.l2_bytes is None else spec.l2_bytes / 1e6, spec.sm_count,
                      None if spec.nvlink_Bps is None else spec.nvlink_Bps / 1e9])
-    columns = ["name", *(f"{d} TFLOP/s" for d in DTYPES), "memory GB", "HBM GB/s", "L2 MB", "SMs", "NVLink GB/s"]
+    columns = ["name", *(f"{d} {'TOP/s' if d == 'int8' else 'TFLOP/s'}" for d in DTYPES), "memory GB", "HBM GB/s", "L2 MB", "SMs", "NVLink GB/s"]
     notes = ("Dense (non-sparse) vendor peaks; int8 in TOP/s. GB = 1e9 bytes. Sources per GPU in --json.",)
     render.emit(render.Output({"gpus": data}, (render.table("built-in GPUs", columns, rows),), notes), fmt, as_json)

@@ -130,7 +130,7 @@ def _rich(output: Output) -> None:
     for tab in output.tables:
         rich_table = RichTable(title=tab.title, title_justify="left", header_style="bold")
         for i, col in enumerate(tab.columns):
-            rich_table.add_column(col, justify="left" if i == 0 else "right")
+            rich_table.add_column(col, justify="left" if i == 0 else "right", no_wrap=i == 0)
         for row in tab.rows:
             rich_table.add_row(*(_cell(v) for v in row))
         out.print(rich_table)
