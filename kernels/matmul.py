@@ -71,8 +71,9 @@ def _matmul_tma_kernel(
     M, N, K,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     NUM_SMS: tl.constexpr, A_T: tl.constexpr, B_NK: tl.constexpr,
-    SCALE: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr,
+    SCALE: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr, INT8: tl.constexpr,
 ):
+    ACC_DTYPE: tl.constexpr = tl.int32 if INT8 else tl.float32  # int8 x int8 sums exactly in int32
     start_pid = tl.program_id(axis=0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -83,7 +84,7 @@ def _matmul_tma_kernel(
         pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC_DTYPE)
         for ki in range(k_tiles):
             off_k = ki * BLOCK_K
             if A_T:
@@ -94,12 +95,13 @@ def _matmul_tma_kernel(
                 b = b_desc.load([off_n, off_k]).T
             else:
                 b = b_desc.load([off_k, off_n])
-            acc = tl.dot(a, b, acc)
+            acc = tl.dot(a, b, acc, out_dtype=ACC_DTYPE)
         tile_id_c += NUM_SMS
         pid_m, pid_n = _tile_coords(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
         offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        acc = _epilogue(acc, offs_m, offs_n, M, N, a_scale_ptr, b_scale_ptr, bias_ptr, SCALE, HAS_BIAS, ACT)
+        acc = _epilogue(acc.to(tl.float32), offs_m, offs_n, M, N, a_scale_ptr, b_scale_ptr, bias_ptr,
+                        SCALE, HAS_BIAS, ACT)
         c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
 
 
@@ -111,7 +113,9 @@ def _matmul_ptr_kernel(
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     NUM_SMS: tl.constexpr, SCALE: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr,
+    INT8: tl.constexpr,
 ):
+    ACC_DTYPE: tl.constexpr = tl.int32 if INT8 else tl.float32
     start_pid = tl.program_id(axis=0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -121,15 +125,16 @@ def _matmul_ptr_kernel(
         offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         offs_k = tl.arange(0, BLOCK_K)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC_DTYPE)
         for k0 in range(0, K, BLOCK_K):
             k = k0 + offs_k
             a = tl.load(a_ptr + offs_m[:, None] * stride_am + k[None, :] * stride_ak,
                         mask=(offs_m[:, None] < M) & (k[None, :] < K), other=0.0)
             b = tl.load(b_ptr + k[:, None] * stride_bk + offs_n[None, :] * stride_bn,
                         mask=(k[:, None] < K) & (offs_n[None, :] < N), other=0.0)
-            acc = tl.dot(a, b, acc)
-        acc = _epilogue(acc, offs_m, offs_n, M, N, a_scale_ptr, b_scale_ptr, bias_ptr, SCALE, HAS_BIAS, ACT)
+            acc = tl.dot(a, b, acc, out_dtype=ACC_DTYPE)
+        acc = _epilogue(acc.to(tl.float32), offs_m, offs_n, M, N, a_scale_ptr, b_scale_ptr, bias_ptr,
+                        SCALE, HAS_BIAS, ACT)
         c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
         tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
@@ -146,7 +151,7 @@ def _configs(tiles):
                           num_warps=w, pre_hook=_set_block_shapes) for bm, bn, bk, s, w in tiles]
 
 
-_KEY = ["M", "N", "K", "A_T", "B_NK", "SCALE"]
+_KEY = ["M", "N", "K", "A_T", "B_NK", "SCALE", "INT8"]
 # H100/H200 tiles: 128x256 with 8 warps (two consumer warpgroups) is the usual winner for big
 # shapes; the smaller tiles cover shapes whose tile count leaves SMs idle.
 _TMA_16BIT = triton.autotune(_configs([
@@ -160,7 +165,7 @@ _TMA_FP8 = triton.autotune(_configs([
 _PTR_GPU = triton.autotune([
     triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, num_stages=4, num_warps=8),
     triton.Config({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}, num_stages=4, num_warps=4),
-], key=["M", "N", "K", "SCALE"])(_matmul_ptr_kernel)
+], key=["M", "N", "K", "SCALE", "INT8"])(_matmul_ptr_kernel)
 
 
 def _interpreting() -> bool:
@@ -185,11 +190,11 @@ def _check(a, b, bias, a_scale, b_scale, activation):
     assert a.dim() == 2 and b.dim() == 2, "matmul takes 2-D A (M,K) and B (K,N)"
     assert a.shape[1] == b.shape[0], f"inner dimensions differ: A {tuple(a.shape)}, B {tuple(b.shape)}"
     assert a.dtype == b.dtype, f"A is {a.dtype}, B is {b.dtype}"
-    assert a.dtype in (torch.float16, torch.bfloat16, torch.float32, FP8), f"unsupported dtype {a.dtype}"
+    assert a.dtype in (torch.float16, torch.bfloat16, torch.float32, FP8, torch.int8), f"unsupported dtype {a.dtype}"
     assert a.device == b.device, "A and B on different devices"
     assert activation in ACTIVATIONS, f"activation must be one of {sorted(ACTIVATIONS)}"
     assert (a_scale is None) == (b_scale is None), "give both a_scale and b_scale, or neither"
-    assert a.dtype != FP8 or a_scale is not None, "fp8 inputs need a_scale and b_scale"
+    assert a.dtype not in (FP8, torch.int8) or a_scale is not None, "fp8/int8 inputs need a_scale and b_scale"
     if bias is not None:
         assert bias.shape == (b.shape[1],), f"bias must be ({b.shape[1]},)"
     if a_scale is not None:
@@ -209,7 +214,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
     _check(a, b, bias, a_scale, b_scale, activation)
     M, K = a.shape
     N = b.shape[1]
-    out_dtype = out_dtype or (torch.bfloat16 if a.dtype == FP8 else a.dtype)
+    out_dtype = out_dtype or (torch.bfloat16 if a.dtype in (FP8, torch.int8) else a.dtype)
     c = torch.empty((M, N), device=a.device, dtype=out_dtype)
     if a_scale is None:
         scale_mode = SCALE_NONE
@@ -218,7 +223,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
         a_scale = a_scale.reshape(-1).float().contiguous()
         b_scale = b_scale.reshape(-1).float().contiguous()
     dummy = c  # never read when the matching flag is off
-    args = dict(SCALE=scale_mode, HAS_BIAS=bias is not None, ACT=ACTIVATIONS[activation])
+    args = dict(SCALE=scale_mode, HAS_BIAS=bias is not None, ACT=ACTIVATIONS[activation], INT8=a.dtype == torch.int8)
     scales = (a_scale if a_scale is not None else dummy, b_scale if b_scale is not None else dummy,
               bias if bias is not None else dummy)
     tma_ok = _tma_ok(a) and _tma_ok(b) and _tma_ok(c)
@@ -245,7 +250,7 @@ def _launch_tma(a, b, c, scales, num_sms, args):
     a_desc = TensorDescriptor.from_tensor(a.T if a_t else a, dummy_block)
     b_desc = TensorDescriptor.from_tensor(b.T if b_nk else b, dummy_block)
     c_desc = TensorDescriptor.from_tensor(c, dummy_block)
-    kernel = _TMA_FP8 if a.dtype == FP8 else _TMA_16BIT
+    kernel = _TMA_FP8 if a.element_size() == 1 else _TMA_16BIT  # fp8 and int8 share 1-byte tiles
     if _interpreting():
         cfg = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=2, A_T=a_t, B_NK=b_nk)
         _set_block_shapes(dict(cfg, a_desc=a_desc, b_desc=b_desc, c_desc=c_desc))
@@ -278,7 +283,10 @@ def _launch_ptr(a, b, c, scales, num_sms, args):
 
 def matmul_ref(a, b, *, bias=None, activation="none", a_scale=None, b_scale=None):
     """The same function in plain torch, fp32 arithmetic on the (possibly fp8) inputs, upcast."""
-    out = a.float() @ b.float()
+    if a.dtype == torch.int8:  # exact: int32 on the GPU, float64 elsewhere
+        out = torch._int_mm(a, b).float() if a.is_cuda else (a.double() @ b.double()).float()
+    else:
+        out = a.float() @ b.float()
     if a_scale is not None:
         if a_scale.numel() == 1:
             out = out * (a_scale.float().reshape(()) * b_scale.float().reshape(()))

@@ -23,6 +23,7 @@ class Bench:
     reference: Callable[[], Any]              # torch, higher precision, same inputs -> tensor
     baseline: Callable[[], Any] | None = None  # torch/cuBLAS path timed beside it -> tensor
     extra: dict[str, Any] = field(default_factory=dict)   # measured side numbers (quant error, ...)
+    view: Callable[[Any], Any] | None = None  # maps run()/baseline() results to the tensor gated
 
 
 @dataclass(frozen=True)
@@ -52,14 +53,15 @@ def run_case(case: Case) -> Row:
     try:
         bench = case.build()
         row.extra.update(bench.extra)
-        check = harness.check_close(bench.run(), bench.reference(), case.gate or case.dtype, case.tol)
+        view = bench.view or (lambda result: result)
+        check = harness.check_close(view(bench.run()), bench.reference(), case.gate or case.dtype, case.tol)
         row.ok, row.rel_err, row.tol = check.ok, check.rel_err, check.tol
         if not check.ok:
             row.error = f"correctness gate failed: {check.message}"
             return row.finish()
         row.median_ms = harness.time_ms(bench.run)
         if bench.baseline is not None:
-            base = harness.check_close(bench.baseline(), bench.reference(), case.gate or case.dtype, case.tol)
+            base = harness.check_close(view(bench.baseline()), bench.reference(), case.gate or case.dtype, case.tol)
             row.extra["baseline_rel_err"] = base.rel_err
             row.baseline_median_ms = harness.time_ms(bench.baseline)
     except Exception as exc:  # noqa: BLE001 - compile errors, OOM: record and go on

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Run on the GPU machine from the repository root: GPU tests, ceilings, matmul + quant sweeps.
+# Usage: MLSYS_GIT_COMMIT=<sha> bash scripts/device_bench_kernels.sh smoke|full
+# Writes under $OUT (<= 8 files): log.txt, tests.txt, ceilings.json, matmul.jsonl, quant.jsonl, sass.txt.
+# The reports are then made on the dev machine: python -m mlsyscalc.bench.report <fetched dir> reports/
+set -u
+MODE=${1:-smoke}
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+exec > >(tee -a "$OUT/log.txt") 2>&1
+echo "== $(date -u) mode=$MODE commit=${MLSYS_GIT_COMMIT:-unknown}"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv
+pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || export PYTHONPATH=$PWD
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
+export TRITON_CACHE_DIR=/tmp/triton_cache
+B="python3 -m mlsyscalc bench"
+
+if [ "$MODE" = smoke ]; then
+  timeout 240 python3 -m pytest -q -x -p no:cacheprovider tests/test_kernels_matmul.py tests/test_kernels_quant.py \
+    tests/test_bench_harness.py 2>&1 | tail -25 | tee "$OUT/tests.txt"
+  timeout 120 $B matmul --quiet --dtype bfloat16 --dtype fp8_tensor --dtype fp8_row \
+    --shapes 4096x4096x4096,8192x8192x8192,2048x12288x4096 --out "$OUT/matmul.jsonl" --format csv
+  timeout 120 $B quant --quiet --shapes 1x4096x4096,16x8192x8192,4096x4096x4096 --out "$OUT/quant.jsonl" --format csv
+  timeout 60 $B ceilings --out "$OUT/ceilings.json" --format csv
+else
+  timeout 60 $B ceilings --out "$OUT/ceilings.json" --format csv
+  timeout 170 $B matmul --quiet --dtype bfloat16 --sweep prefill --out "$OUT/matmul.jsonl" --format csv
+  timeout 150 $B matmul --quiet --dtype fp8_tensor --sweep prefill --out "$OUT/matmul.jsonl" --format csv
+  timeout 40 $B matmul --quiet --dtype fp8_row --sweep squares --out "$OUT/matmul.jsonl" --format csv
+  timeout 110 $B quant --quiet --kind w8a16 --kind w4a16 --out "$OUT/quant.jsonl" --format csv
+  timeout 40 $B quant --quiet --kind w8a8 --kind quantize --out "$OUT/quant.jsonl" --format csv
+fi
+# Did the compiler use Hopper's instructions? Count HGMMA/QGMMA/IMMA (wgmma) and UTMALDG (TMA) per kernel.
+for f in $(find $TRITON_CACHE_DIR -name '*.cubin' 2>/dev/null); do
+  n=$(basename "$f" .cubin)
+  s=$(cuobjdump -sass "$f" 2>/dev/null)
+  echo "$n HGMMA=$(grep -c 'HGMMA' <<<"$s") QGMMA=$(grep -c 'QGMMA' <<<"$s") IGMMA=$(grep -c 'IGMMA' <<<"$s") \
+HMMA=$(grep -c 'HMMA' <<<"$s") IMMA=$(grep -c 'IMMA' <<<"$s") UTMALDG=$(grep -c 'UTMALDG' <<<"$s") \
+UTMASTG=$(grep -c 'UTMASTG' <<<"$s") LDL=$(grep -c 'LDL' <<<"$s")"
+  j="${f%.cubin}.json"; [ -f "$j" ] && python3 -c "import json,sys; d=json.load(open('$j')); print('   ', {k: d.get(k) for k in ('num_warps','num_stages','shared','n_regs','n_spills')})" 2>/dev/null
+done | sort | uniq > "$OUT/sass.txt"
+echo "== done $(date -u)"
