@@ -18,6 +18,8 @@ BENCH_COMMANDS = {
     "matmul": "mlsyscalc.cli.bench_kernels:matmul",
     "quant": "mlsyscalc.cli.bench_kernels:quant",
     "ceilings": "mlsyscalc.cli.bench_ceilings:ceilings",
+    "attention": "mlsyscalc.cli.bench_attention:attention",
+    "comm": "mlsyscalc.cli.bench_comm:comm",
 }
 
 

@@ -1,0 +1,107 @@
+"""`mlsys bench comm`: NCCL collectives measured against the alpha-beta model."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+from ..calc.comm_collectives import COLLECTIVES
+from ..errors import MlsysError
+from ..units import parse_bytes
+from . import render
+
+
+def _gpu_count(backend: str) -> int:
+    try:
+        import torch
+    except ImportError as exc:
+        raise MlsysError(f"mlsys bench comm needs torch ({exc}); pip install 'mlsyscalc[gpu]'") from None
+    if backend == "gloo":
+        return 2
+    if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
+        raise MlsysError(f"mlsys bench comm with NCCL needs at least 2 CUDA GPUs (found "
+                         f"{torch.cuda.device_count() if torch.cuda.is_available() else 0}); "
+                         "--backend gloo runs a CPU smoke test")
+    return torch.cuda.device_count()
+
+
+def _launch(nproc: int, worker_args: list[str]) -> None:
+    """torchrun --standalone for one node; worker output goes to stderr so stdout stays parseable."""
+    from ..bench.comm_bench import SAFE_ENV
+
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+           "-m", "mlsyscalc.bench.comm_bench", *worker_args]
+    env = {**os.environ, **SAFE_ENV, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    done = subprocess.run(cmd, env=env, stdout=sys.stderr, stderr=sys.stderr)
+    if done.returncode != 0:
+        raise MlsysError(f"the benchmark workers failed (torchrun exit {done.returncode}); see the log above")
+
+
+@click.command()
+@click.option("--nproc", type=click.IntRange(min=2), help="Processes (GPUs) on this node; default all GPUs.")
+@click.option("--collective", "collectives", multiple=True, type=click.Choice(COLLECTIVES),
+              help="Repeatable; default all.")
+@click.option("--min-size", default="8KiB", show_default=True)
+@click.option("--max-size", default="1GiB", show_default=True)
+@click.option("--factor", type=click.IntRange(min=2), default=2, show_default=True, help="Size step.")
+@click.option("--backend", type=click.Choice(["nccl", "gloo"]), default="nccl", show_default=True,
+              help="gloo: a CPU smoke test of the code path (its times say nothing about GPUs).")
+@click.option("--cluster", help="Cluster spec for the predictions (default: by GPU name).")
+@click.option("--out", default="comm_bench.jsonl", show_default=True, type=click.Path(dir_okay=False),
+              help="JSONL rows, appended as measured; a rerun skips sizes already there.")
+@click.option("--from", "from_rows", is_flag=True, help="Do not run: use the rows already in --out.")
+@click.option("--calibrate", type=click.Path(dir_okay=False), help="Write a cluster spec fitted to the rows.")
+@click.option("--name", default="measured", show_default=True, help="Name of the --calibrate cluster.")
+@click.option("--report", type=click.Path(file_okay=False), help="Write README.md, busbw.png and rows here.")
+@click.option("--fit-min-size", default="1MiB", show_default=True, help="Smallest size used by the fit.")
+@render.output_options
+def comm(nproc, collectives, min_size, max_size, factor, backend, cluster, out, from_rows, calibrate, name,
+         report, fit_min_size, fmt, as_json):
+    """Time NCCL collectives over the GPUs of this node and compare with the alpha-beta model.
+
+    Runs torchrun with one process per GPU (several nodes: start
+    `torchrun ... -m mlsyscalc.bench.comm_bench` yourself). Each result is checked element by
+    element before it is timed with CUDA events. NCCL_NVLS_ENABLE=0 (NVLink multicast off).
+    """
+    from ..bench import comm_report
+
+    lo, hi, fit_min = parse_bytes(min_size, "--min-size"), parse_bytes(max_size, "--max-size"), parse_bytes(fit_min_size)
+    if not from_rows:
+        if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # already one of torchrun's workers
+            raise MlsysError("inside torchrun, run `-m mlsyscalc.bench.comm_bench` instead of `mlsys bench comm`")
+        nproc = nproc or _gpu_count(backend)
+        args = ["--out", out, "--min-size", str(lo), "--max-size", str(hi), "--factor", str(factor), "--backend", backend]
+        args += [a for c in collectives for a in ("--collective", c)] + (["--cluster", cluster] if cluster else [])
+        _launch(nproc, args)
+    rows = comm_report.load_rows(out)
+    comm_report.check_rows(rows)
+    _render(rows, comm_report, fit_min, calibrate, name, report, cluster, fmt, as_json)
+
+
+def _render(rows, comm_report, fit_min, calibrate, name, report, cluster, fmt, as_json) -> None:
+    import json
+
+    from ..bench.comm_bench import default_cluster
+
+    datasheet = cluster or default_cluster(rows[0].get("env", {}))
+    data = {"rows": rows, "cluster": datasheet}
+    notes = ["busbw/algbw as nccl-tests defines them; prediction_error = (measured - predicted) / predicted"]
+    if calibrate or report:
+        measured = comm_report.measured_cluster(rows, fit_min, name)
+        data["calibrated"] = measured.to_dict()
+        if calibrate:
+            Path(calibrate).write_text(json.dumps(measured.to_dict(), indent=2) + "\n")
+            notes.append(f"fitted cluster spec written to {calibrate}")
+        if report:
+            path = comm_report.write_report(rows, Path(report), fit_min, datasheet, measured,
+                                            "mlsys bench comm --from --report " + report)
+            notes.append(f"report written to {path}")
+    columns = ["collective", "size_bytes", "time_s", "algbw_GBps", "busbw_GBps", "predicted_busbw_GBps",
+               "prediction_error"]
+    table = [[r.get(c) for c in columns] for r in rows]
+    render.emit(render.Output(data, (render.table(f"NCCL vs alpha-beta ({datasheet})", columns, table),),
+                              tuple(notes)), fmt, as_json)

@@ -1,0 +1,146 @@
+"""ClusterSpec: how the GPUs of a cluster are linked, read from model_specs/clusters/*.json.
+
+Each link class (NVLink/PCIe inside a node, the NICs across nodes) has a per-GPU, per-direction
+bandwidth and a per-step latency: the beta and alpha of the alpha-beta model
+(Hockney 1994; Thakur, Rabenseifner & Gropp 2005). A file written by `mlsys bench comm --calibrate`
+holds measured values instead (`"measured": true`), optionally per collective.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..errors import MlsysError, require
+from .lookup import _data_dir, read_json, suggest
+
+
+@dataclass(frozen=True)
+class Link:
+    """One link class: bandwidth per GPU per direction (B/s) and latency per algorithm step (s)."""
+
+    name: str
+    bandwidth_Bps: float
+    latency_s: float
+    # Measured per-collective values (bandwidth_Bps, latency_s) that replace the link-wide ones.
+    per_collective: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+
+    def for_collective(self, collective: str) -> tuple[float, float]:
+        """(bandwidth_Bps, latency_s) for one collective: a measured entry, else the link's."""
+        return self.per_collective.get(collective, (self.bandwidth_Bps, self.latency_s))
+
+    @property
+    def beta_s_per_byte(self) -> float:
+        return 1.0 / self.bandwidth_Bps
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    name: str
+    gpu: str  # a GPU name for `mlsys gpus` (information; the comm model needs only the links)
+    gpus_per_node: int
+    intra: Link  # NVLink / PCIe between GPUs of one node
+    inter: Link | None  # NICs between nodes; None for a single-node box
+    source: tuple[str, ...] = ()
+    notes: str = ""
+    aliases: tuple[str, ...] = ()
+    measured: bool = False  # True when the links come from a fit to NCCL measurements
+
+    def link(self, across_nodes: bool) -> Link:
+        if not across_nodes:
+            return self.intra
+        require(self.inter is not None, f"cluster {self.name} has no inter-node link")
+        return self.inter  # type: ignore[return-value]
+
+    def with_links(self, *, bandwidth_GBps: float | None = None, latency_us: float | None = None,
+                   inter_bandwidth_GBps: float | None = None, inter_latency_us: float | None = None) -> "ClusterSpec":
+        """A copy with link figures replaced (what-if); measured per-collective values are dropped."""
+        intra = _relink(self.intra, bandwidth_GBps, latency_us)
+        inter = self.inter
+        if inter_bandwidth_GBps is not None or inter_latency_us is not None:
+            base = inter or Link("inter-node", self.intra.bandwidth_Bps, self.intra.latency_s)
+            inter = _relink(base, inter_bandwidth_GBps, inter_latency_us)
+        return replace(self, intra=intra, inter=inter)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON schema of model_specs/clusters/*.json (what `--calibrate` writes)."""
+        data: dict[str, Any] = {"name": self.name, "aliases": list(self.aliases), "gpu": self.gpu,
+                                "gpus_per_node": self.gpus_per_node, "measured": self.measured,
+                                "intra_node": _link_dict(self.intra)}
+        if self.inter is not None:
+            data["inter_node"] = _link_dict(self.inter)
+        data.update(source=list(self.source), notes=self.notes)
+        return data
+
+
+def _relink(link: Link, bandwidth_GBps: float | None, latency_us: float | None) -> Link:
+    if bandwidth_GBps is None and latency_us is None:
+        return link
+    require(bandwidth_GBps is None or bandwidth_GBps > 0, f"bandwidth must be positive, got {bandwidth_GBps}")
+    require(latency_us is None or latency_us >= 0, f"latency must be zero or more, got {latency_us}")
+    return Link(
+        name=link.name + " (overridden)",
+        bandwidth_Bps=link.bandwidth_Bps if bandwidth_GBps is None else bandwidth_GBps * 1e9,
+        latency_s=link.latency_s if latency_us is None else latency_us * 1e-6,
+    )
+
+
+def _link_dict(link: Link) -> dict[str, Any]:
+    data: dict[str, Any] = {"link": link.name, "bandwidth_GBps": link.bandwidth_Bps / 1e9,
+                            "latency_us": link.latency_s * 1e6}
+    if link.per_collective:
+        data["per_collective"] = {k: {"bandwidth_GBps": bw / 1e9, "latency_us": lat * 1e6}
+                                  for k, (bw, lat) in link.per_collective.items()}
+    return data
+
+
+def _link_from_dict(data: Mapping[str, Any]) -> Link:
+    bandwidth, latency = float(data["bandwidth_GBps"]) * 1e9, float(data["latency_us"]) * 1e-6
+    if not (bandwidth > 0 and latency >= 0):
+        raise ValueError(f"bandwidth_GBps must be > 0 and latency_us >= 0 in {dict(data)}")
+    per = {k: (float(v["bandwidth_GBps"]) * 1e9, float(v["latency_us"]) * 1e-6)
+           for k, v in (data.get("per_collective") or {}).items()}
+    return Link(str(data.get("link", "")), bandwidth, latency, per)
+
+
+def cluster_from_dict(data: Mapping[str, Any], where: str) -> ClusterSpec:
+    try:
+        gpus_per_node = int(data["gpus_per_node"])
+        if gpus_per_node < 1:
+            raise ValueError("gpus_per_node must be at least 1")
+        inter = data.get("inter_node")
+        return ClusterSpec(
+            name=str(data["name"]), gpu=str(data.get("gpu", "")), gpus_per_node=gpus_per_node,
+            intra=_link_from_dict(data["intra_node"]), inter=None if inter is None else _link_from_dict(inter),
+            source=tuple(data.get("source") or ()), notes=str(data.get("notes", "")),
+            aliases=tuple(data.get("aliases", ())), measured=bool(data.get("measured", False)),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MlsysError(f"{where}: malformed cluster spec ({exc.__class__.__name__}: {exc})") from None
+
+
+@lru_cache(maxsize=None)
+def builtin_clusters() -> dict[str, ClusterSpec]:
+    clusters = {}
+    for entry in sorted(_data_dir("clusters").iterdir(), key=lambda p: p.name):
+        if entry.name.endswith(".json"):
+            spec = cluster_from_dict(read_json(entry, "cluster spec"), entry.name)
+            clusters[spec.name] = spec
+    return clusters
+
+
+def load_cluster(ref: str | ClusterSpec) -> ClusterSpec:
+    """A built-in cluster by name or alias (exact, case-insensitive), or a path to a cluster JSON."""
+    if isinstance(ref, ClusterSpec):
+        return ref
+    wanted = str(ref).strip().lower()
+    for spec in builtin_clusters().values():
+        if wanted == spec.name.lower() or wanted in (a.lower() for a in spec.aliases):
+            return spec
+    path = Path(str(ref)).expanduser()
+    if path.is_file():
+        return cluster_from_dict(read_json(path, "cluster spec"), str(path))
+    names = [n for s in builtin_clusters().values() for n in (s.name, *s.aliases)]
+    raise MlsysError(f"unknown cluster {ref!r}: not a built-in name or alias, nor a JSON file{suggest(str(ref), names)}")
