@@ -1,0 +1,192 @@
+"""Per-GPU memory for serving: weights (any dtype, with group-wise quantisation overhead),
+the KV cache and the activation workspace of one forward step; and the largest batch or
+context that fits a GPU.
+
+KV cache per token per layer (`ModelSpec.kv_cache_elements_per_token`): K and V of every KV
+head (GQA/MQA: fewer than the query heads), or DeepSeek MLA's compressed latent plus the
+shared rotary key (arXiv:2405.04434, section 2.1.2). Layers with a sliding window keep at
+most `sliding_window` tokens. Paged attention (Kwon et al. 2023, vLLM) allocates whole blocks
+of `block_size` tokens: the last block of each sequence is partly empty.
+
+Tensor parallelism splits the weights as Megatron-LM does (`calc.memory_common`) and the KV
+heads across ranks; when tp exceeds the KV heads, each rank keeps one KV head (replicated
+tp/kv times, as vLLM does); MLA's latent is not per head, so every rank keeps all of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Mapping
+
+from ..errors import require
+from ..specs.model import ModelSpec
+from .dtypes import bytes_per_element, dtype_name
+from .layers import Linear, layer_linears
+from .memory_common import check_heads, kv_divisor, linear_params_per_rank, merge_bytes, stage_params, tp_kind
+
+WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4")
+BREAKDOWN_KEYS = ("weights", "kv_cache", "activations")
+# Default quantisation groups: GPTQ/AWQ int4 use 128 input columns per scale; bitsandbytes nf4
+# blocks of 64; int8 (LLM.int8 / SmoothQuant) one scale per output channel; fp8 one per tensor.
+DEFAULT_GROUP = {"int4": 128, "nf4": 64, "int8": 0, "fp8": -1}  # 0: per channel, -1: per tensor
+# Bytes per group: int4 fp16 scale + packed 4-bit zero point; nf4 fp32 absmax; int8/fp8 an fp16/fp32 scale.
+SCALE_BYTES = {"int4": 2.0, "nf4": 4.0, "int8": 2.0, "fp8": 4.0}
+ZERO_BYTES = {"int4": 0.5, "nf4": 0.0, "int8": 0.0, "fp8": 0.0}
+
+
+@dataclass(frozen=True)
+class InferOptions:
+    batch: int = 1  # sequences served together
+    context: int = 4096  # tokens per sequence held in the KV cache (prompt + generated)
+    dtype: str = "bf16"  # weights of the decoder layers' projections
+    base_dtype: str = "bf16"  # embeddings, lm_head, norms, biases and activations
+    kv_dtype: str = "bf16"
+    group_size: int | None = None  # quantisation group (input columns per scale); None: DEFAULT_GROUP
+    tp: int = 1
+    block_size: int = 0  # paged KV cache block (tokens); 0: contiguous, exactly `context` tokens
+    prefill_chunk: int = 2048  # tokens per prefill step (chunked prefill's token budget)
+    flash: bool = True  # no S x S_kv scores in the prefill workspace
+    bytes_overrides: tuple[tuple[str, float], ...] = field(default=())
+
+    def validate(self, spec: ModelSpec) -> None:
+        for name in ("batch", "context", "tp", "prefill_chunk"):
+            value = getattr(self, name)
+            require(isinstance(value, int) and value >= 1, f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+        require(self.block_size >= 0, f"--block-size must be >= 0, got {self.block_size}")
+        require(dtype_name(self.dtype) in WEIGHT_DTYPES, f"--dtype must be one of {', '.join(WEIGHT_DTYPES)}")
+        require(dtype_name(self.base_dtype) in ("fp32", "bf16", "fp16"), "--base-dtype must be fp32, bf16 or fp16")
+        require(self.group_size is None or self.group_size > 0, f"--group-size must be positive, got {self.group_size}")
+        check_heads(spec, self.tp)
+
+
+def default_bytes(opts: InferOptions) -> dict[str, float]:
+    q = dtype_name(opts.dtype)
+    return {
+        "weight": bytes_per_element(q), "base": bytes_per_element(opts.base_dtype),
+        "kv": bytes_per_element(opts.kv_dtype), "activation": bytes_per_element(opts.base_dtype),
+        "scale": SCALE_BYTES.get(q, 0.0), "zero": ZERO_BYTES.get(q, 0.0),
+        "logits": 4.0,  # fp32 logits of the last token of each sequence
+    }
+
+
+@dataclass(frozen=True)
+class InferMemory:
+    model: str
+    options: InferOptions
+    bytes_per_element: Mapping[str, float]
+    breakdown: Mapping[str, int]  # weights, kv_cache, activations: sums to total
+    detail: Mapping[str, int]
+    kv_bytes_per_token: float  # all layers, this rank, without sliding windows or paging
+    kv_tokens_cached: int  # token slots per sequence, summed over layers / num_layers (paging included)
+
+    @property
+    def total(self) -> int:
+        return sum(self.breakdown.values())
+
+
+def infer_memory(spec: ModelSpec, opts: InferOptions = InferOptions()) -> InferMemory:
+    opts.validate(spec)
+    nbytes = merge_bytes(default_bytes(opts), opts.bytes_overrides)
+    quant, scales = _weights(spec, opts, nbytes)
+    params = stage_params(spec, range(spec.num_layers), True, True, opts.tp, 1, 1)
+    quantised_params = sum(linear_params_per_rank(lin, opts.tp) - _bias(lin, opts.tp)
+                           for layer in range(spec.num_layers) for lin in layer_linears(spec, layer))
+    base = (params.total - quantised_params) * nbytes["base"]
+    kv_div = kv_divisor(spec, opts.tp)
+    per_token_layer = spec.kv_cache_elements_per_token / kv_div * nbytes["kv"]
+    slots = _kv_slots(spec, opts)
+    kv = opts.batch * slots * per_token_layer
+    workspace, logits = _workspace(spec, opts, nbytes)
+    detail = {"weights_quantised": quant, "weights_scales": scales, "weights_unquantised": base,
+              "activations_workspace": workspace, "activations_logits": logits}
+    detail = {k: int(round(v)) for k, v in detail.items()}
+    breakdown = {
+        "weights": detail["weights_quantised"] + detail["weights_scales"] + detail["weights_unquantised"],
+        "kv_cache": int(round(kv)),
+        "activations": detail["activations_workspace"] + detail["activations_logits"],
+    }
+    return InferMemory(spec.name, opts, nbytes, breakdown, detail,
+                       per_token_layer * spec.num_layers, slots // spec.num_layers)
+
+
+def _bias(lin: Linear, tp: int) -> int:
+    if not lin.bias:
+        return 0
+    copies = lin.copies
+    return lin.out_features * copies // (tp if tp_kind(lin) == "column" else 1)
+
+
+def _weights(spec: ModelSpec, opts: InferOptions, nbytes: Mapping[str, float]) -> tuple[float, float]:
+    """Decoder projections' weights in --dtype, and their quantisation scales / zero points."""
+    q = dtype_name(opts.dtype)
+    group = opts.group_size if opts.group_size is not None else DEFAULT_GROUP.get(q)
+    weight_elems = scale_groups = 0
+    for layer in range(spec.num_layers):
+        for lin in layer_linears(spec, layer):
+            elems = linear_params_per_rank(lin, opts.tp) - _bias(lin, opts.tp)
+            weight_elems += elems
+            if group is None:
+                continue
+            if group == -1:  # one scale per tensor (per expert copy)
+                scale_groups += lin.copies
+            else:
+                cols = lin.in_features // (opts.tp if tp_kind(lin) == "row" else 1)
+                size = cols if group == 0 else group
+                scale_groups += -(-cols // size) * (elems // cols)
+    return weight_elems * nbytes["weight"], scale_groups * (nbytes["scale"] + nbytes["zero"])
+
+
+def _kv_slots(spec: ModelSpec, opts: InferOptions) -> int:
+    """Token slots per sequence summed over layers (window layers keep at most the window)."""
+    window_layers = spec.sliding_window_layers if spec.sliding_window else 0
+    full = opts.context
+    windowed = min(opts.context, spec.sliding_window) if spec.sliding_window else full
+    if opts.block_size:
+        full, windowed = (-(-n // opts.block_size) * opts.block_size for n in (full, windowed))
+    return (spec.num_layers - window_layers) * full + window_layers * windowed
+
+
+def _workspace(spec: ModelSpec, opts: InferOptions, nbytes: Mapping[str, float]) -> tuple[float, float]:
+    """Live tensors of one layer during a prefill chunk (no autograd: only one layer's worth).
+
+    Tokens: the chunk (or the whole batch's tokens if fewer; decode steps use `batch` tokens).
+    Live at once: the residual stream and the norm output (h each), then the larger of the
+    attention phase (q, k, v, attention output; plus heads x keys scores without flash) and
+    the MLP phase (gate, up and their product: 3I; 2I without gating), per TP rank.
+    """
+    tokens = max(min(opts.prefill_chunk, opts.batch * opts.context), opts.batch)
+    tp, kv_div = opts.tp, kv_divisor(spec, opts.tp)
+    attn = spec.q_dim / tp + 2 * spec.kv_dim / kv_div + spec.attn_out_dim / tp
+    if not opts.flash:  # each chunk token scores up to `context` keys
+        attn += spec.num_heads / tp * opts.context
+    widths = [lin.out_features for layer in range(spec.num_layers) for lin in layer_linears(spec, layer)
+              if lin.name.endswith("up_proj")]
+    inter = max(widths) if widths else spec.intermediate_size
+    if spec.is_moe:  # routed tokens: k copies through experts of width I_e
+        inter = max(inter, spec.moe.experts_per_token * spec.moe.expert_intermediate_size)
+    mlp = (3 if spec.gated_mlp or spec.is_moe else 2) * inter / tp
+    workspace = tokens * (2 * spec.hidden_size + max(attn, mlp)) * nbytes["activation"]
+    logits = opts.batch * -(-spec.vocab_size // tp) * nbytes["logits"]
+    return workspace, logits
+
+
+def solve_max(spec: ModelSpec, opts: InferOptions, target: str, usable_bytes: int) -> tuple[int, InferMemory | None]:
+    """Largest `batch` or `context` whose total fits in usable_bytes (0, None if even 1 doesn't).
+
+    Memory grows monotonically in both, so an exponential search then a bisection finds it.
+    """
+    require(target in ("batch", "context"), f"--max must be batch or context, got {target!r}")
+
+    def fits(n: int) -> InferMemory | None:
+        result = infer_memory(spec, replace(opts, **{target: n}))
+        return result if result.total <= usable_bytes else None
+
+    if fits(1) is None:
+        return 0, None
+    lo, hi = 1, 2
+    while fits(hi) is not None and hi < 1 << 40:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) is not None else (lo, mid)
+    return lo, fits(lo)

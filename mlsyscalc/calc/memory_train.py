@@ -1,0 +1,228 @@
+"""Per-GPU memory of one training step: weights, gradients, optimizer states, activations and
+temporaries at the step's peak, for every pipeline stage (the worst stage is the answer).
+
+Model states follow ZeRO (Rajbhandari et al. 2020, arXiv:1910.02054, section 3): mixed
+precision AdamW keeps 2-byte weights and gradients plus fp32 master weights, momentum and
+variance (2 + 2 + 12 = 16 bytes per parameter); ZeRO-1 shards the optimizer states over the
+data-parallel ranks, ZeRO-2 the gradients too, ZeRO-3 the weights too (FSDP's full_shard and
+shard_grad_op are ZeRO-3 and ZeRO-2). ZeRO-Offload (Ren et al. 2021) keeps master weights and
+optimizer states in CPU memory.
+
+Activations follow Korthikanti et al. 2022 (see `calc.activations`); with pipeline
+parallelism the first stage holds the activations of min(pp, micro-batches) micro-batches
+under 1F1B (paper section 4.2.3). The peak is taken at the start of backward, when every
+saved activation and the loss's fp32 logits temporaries are alive together, and gradients
+are counted as resident (persistent gradient buffers, as in Megatron-LM and DeepSpeed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from ..errors import MlsysError, divide, require
+from ..specs.model import ModelSpec
+from .activations import Split, item_bytes, layer_bytes, layer_saved, Saved
+from .dtypes import dtype_name
+from .memory_common import check_heads, kv_divisor, merge_bytes, stage_layers, stage_params
+
+OPTIMIZERS = ("adamw", "sgd-momentum", "adafactor", "adam8bit")
+RECOMPUTE = ("none", "selective", "full")
+OFFLOAD = ("none", "optimizer")
+FSDP_ALIASES = {"full_shard": 3, "shard_grad_op": 2, "no_shard": 0}  # FSDP sharding strategy -> ZeRO
+BREAKDOWN_KEYS = ("weights", "gradients", "optimizer", "activations", "temporaries")
+# Optimizer state elements per parameter (Adafactor: factored rows + cols, counted per matrix).
+_STATES = {"adamw": 2, "sgd-momentum": 1, "adafactor": 0, "adam8bit": 2}
+# bitsandbytes 8-bit Adam: 1 byte per state plus one fp32 absmax per 2048-element block
+# (Dettmers et al. 2022, arXiv:2110.02861, section 2).
+_ADAM8BIT_STATE_BYTES = 1 + 4 / 2048
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    batch: int = 1  # micro-batch size (sequences)
+    seq: int = 2048
+    grad_accum: int = 1  # micro-batches per step (pipeline: micro-batches per stage)
+    dtype: str = "bf16"  # fp32, or bf16/fp16 (mixed precision: see master_weights)
+    master_weights: bool = True  # bf16/fp16: fp32 master copy and fp32 optimizer states
+    optimizer: str = "adamw"
+    dp: int = 1
+    tp: int = 1
+    pp: int = 1
+    sp: bool = False  # Megatron sequence parallelism over the TP group
+    ep: int = 1
+    cp: int = 1
+    zero: int = 0
+    offload: str = "none"
+    recompute: str = "none"
+    flash: bool = True
+    dropout: bool = False
+    capacity_factor: float = 1.0  # MoE: routed slots per token assignment (1.0 = dropless, balanced)
+    world_size: int | None = None  # checked against dp * tp * pp * cp when given
+    bytes_overrides: tuple[tuple[str, float], ...] = field(default=())
+
+    def validate(self, spec: ModelSpec) -> None:
+        for name in ("batch", "seq", "grad_accum", "dp", "tp", "pp", "ep", "cp"):
+            value = getattr(self, name)
+            require(isinstance(value, int) and value >= 1, f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+        require(self.zero in (0, 1, 2, 3), f"--zero must be 0, 1, 2 or 3, got {self.zero}")
+        require(self.optimizer in OPTIMIZERS, f"--optimizer must be one of {', '.join(OPTIMIZERS)}")
+        require(self.recompute in RECOMPUTE, f"--recompute must be one of {', '.join(RECOMPUTE)}")
+        require(self.offload in OFFLOAD, f"--offload must be one of {', '.join(OFFLOAD)}")
+        require(dtype_name(self.dtype) in ("fp32", "bf16", "fp16"), f"--dtype for training: fp32, bf16 or fp16, not {self.dtype}")
+        require(self.offload == "none" or self.zero >= 1, "--offload optimizer needs --zero 1, 2 or 3 (ZeRO-Offload)")
+        require(self.capacity_factor > 0, f"--capacity-factor must be positive, got {self.capacity_factor}")
+        check_heads(spec, self.tp)
+        stage_layers(spec.num_layers, self.pp, 0)
+        divide(self.seq, self.cp, "--seq over --cp")
+        if self.sp:
+            divide(self.seq // self.cp, self.tp, "--seq over --tp with --sp")
+        if self.ep > 1:
+            require(spec.moe is not None, f"--ep {self.ep}: {spec.name} has no experts")
+            divide(spec.moe.num_experts, self.ep, f"{spec.name}: experts over --ep")
+            divide(self.dp * self.cp, self.ep, "--dp x --cp over --ep (experts are split within data-parallel ranks)")
+        if self.world_size is not None:
+            world = self.dp * self.tp * self.pp * self.cp
+            require(world == self.world_size, f"world size {self.world_size} != dp*tp*pp*cp = "
+                                              f"{self.dp}*{self.tp}*{self.pp}*{self.cp} = {world}")
+
+
+def default_bytes(opts: TrainOptions) -> dict[str, float]:
+    """Bytes per element, before --bytes overrides. `state` is per optimizer-state element."""
+    base = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}[dtype_name(opts.dtype)]
+    mixed = base < 4 and opts.master_weights
+    state = _ADAM8BIT_STATE_BYTES if opts.optimizer == "adam8bit" else (4.0 if mixed or base == 4 else base)
+    return {
+        "weight": base, "grad": base, "master": 4.0 if mixed else 0.0, "state": state,
+        "activation": base, "mask": 1.0,  # dropout masks: 1 byte (Korthikanti et al.)
+        # fp32 cross-entropy at the start of backward: log-probs, their gradient and the logits' gradient
+        "logits": 12.0,
+    }
+
+
+@dataclass(frozen=True)
+class StageMemory:
+    stage: int
+    layers: int
+    micro_batches_in_flight: int
+    params: int  # parameters this rank holds before ZeRO sharding
+    breakdown: Mapping[str, int]  # BREAKDOWN_KEYS; sums to total
+    detail: Mapping[str, int]  # sub-parts of optimizer, activations and temporaries
+    cpu_bytes: int  # offloaded to host memory
+
+    @property
+    def total(self) -> int:
+        return sum(self.breakdown.values())
+
+
+@dataclass(frozen=True)
+class TrainMemory:
+    model: str
+    options: TrainOptions
+    bytes_per_element: Mapping[str, float]
+    stages: tuple[StageMemory, ...]
+    activation_items: tuple[tuple[str, float], ...]  # per-layer saved tensors of layer 0 (bytes)
+    model_state_bytes_unsharded: int  # all parameters x (weight + grad + optimizer) bytes, one GPU
+
+    @property
+    def peak_stage(self) -> StageMemory:
+        return max(self.stages, key=lambda s: s.total)
+
+    @property
+    def total(self) -> int:
+        return self.peak_stage.total
+
+    @property
+    def breakdown(self) -> Mapping[str, int]:
+        return self.peak_stage.breakdown
+
+    @property
+    def world_size(self) -> int:
+        o = self.options
+        return o.dp * o.tp * o.pp * o.cp
+
+
+def train_memory(spec: ModelSpec, opts: TrainOptions = TrainOptions()) -> TrainMemory:
+    """Per-GPU training memory of `spec` under `opts`; parts of every stage add to its total."""
+    opts.validate(spec)
+    nbytes = merge_bytes(default_bytes(opts), opts.bytes_overrides)
+    split = _split(spec, opts)
+    stages = tuple(_stage(spec, opts, nbytes, split, i) for i in range(opts.pp))
+    items = layer_saved(spec, 0, opts.flash, opts.dropout, opts.capacity_factor)
+    per_item = tuple((i.name, item_bytes(i, split, nbytes)) for i in items)
+    from .params import count_params
+
+    total_params = count_params(spec).total
+    per_param = nbytes["weight"] + nbytes["grad"] + _optimizer_bytes_per_param(opts, nbytes)
+    unsharded = int(round(total_params * per_param)) if opts.optimizer != "adafactor" else 0
+    return TrainMemory(spec.name, opts, nbytes, stages, per_item, unsharded)
+
+
+def _split(spec: ModelSpec, opts: TrainOptions) -> Split:
+    local = opts.seq // opts.cp
+    return Split(tokens=opts.batch * local, keys=local, tp=opts.tp, sp=opts.sp, kv_div=kv_divisor(spec, opts.tp))
+
+
+def _optimizer_bytes_per_param(opts: TrainOptions, nbytes: Mapping[str, float]) -> float:
+    return nbytes["master"] + _STATES[opts.optimizer] * nbytes["state"]
+
+
+def _stage(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, stage: int) -> StageMemory:
+    layers = stage_layers(spec.num_layers, opts.pp, stage)
+    first, last = stage == 0, stage == opts.pp - 1
+    sp = stage_params(spec, layers, first, last, opts.tp, opts.ep, opts.pp)
+    shard = opts.dp * opts.cp  # ZeRO shards over the ranks that hold the same replica
+    expert_shard = shard // opts.ep
+
+    def sharded(stage_min: int, per_param: float) -> float:
+        if opts.zero < stage_min:
+            return sp.total * per_param
+        return sp.dense * per_param / shard + sp.expert * per_param / expert_shard
+
+    weights = sharded(3, nbytes["weight"])
+    grads = sharded(2, nbytes["grad"])
+    master = sharded(1, nbytes["master"])
+    if opts.optimizer == "adafactor":  # factored second moment, sized by this rank's matrices
+        states = sp.matrix_factors * nbytes["state"] * (sharded(1, 1.0) / max(sp.total, 1))
+    else:
+        states = sharded(1, _STATES[opts.optimizer] * nbytes["state"])
+    cpu = 0.0
+    if opts.offload == "optimizer":
+        cpu, master, states = master + states, 0.0, 0.0
+
+    in_flight = min(opts.pp - stage, opts.grad_accum)
+    items = [layer_saved(spec, layer, opts.flash, opts.dropout, opts.capacity_factor) for layer in layers]
+    per_mb_layers = sum(layer_bytes(it, split, nbytes, opts.recompute, spec.hidden_size) for it in items)
+    ends = 0.0
+    if first and opts.dropout:  # embedding dropout mask
+        ends += item_bytes(Saved("embedding dropout mask", spec.hidden_size, "seq", "mask"), split, nbytes)
+    if last:  # final norm input and lm_head input
+        ends += item_bytes(Saved("final norm + lm_head inputs", 2 * spec.embed_dim, "seq"), split, nbytes)
+    working = 0.0
+    if opts.recompute == "full":  # the layer being recomputed holds its full activations
+        working = max(layer_bytes(it, split, nbytes, "none", spec.hidden_size) for it in items)
+
+    logits = split.tokens * -(-spec.vocab_size // opts.tp) * nbytes["logits"] if last else 0.0
+    gather = 2 * sp.largest_layer * nbytes["weight"] if opts.zero == 3 else 0.0  # FSDP: current + prefetched unit
+
+    detail = {
+        "master_weights": master, "optimizer_states": states,
+        "activations_layers": in_flight * per_mb_layers, "activations_embedding_head": in_flight * ends,
+        "activations_recompute_working": working,
+        "temporaries_logits": logits, "temporaries_zero3_gather": gather,
+    }
+    detail = {k: int(round(v)) for k, v in detail.items()}
+    breakdown = {
+        "weights": int(round(weights)), "gradients": int(round(grads)),
+        "optimizer": detail["master_weights"] + detail["optimizer_states"],
+        "activations": detail["activations_layers"] + detail["activations_embedding_head"] + detail["activations_recompute_working"],
+        "temporaries": detail["temporaries_logits"] + detail["temporaries_zero3_gather"],
+    }
+    return StageMemory(stage, len(layers), in_flight, sp.total, breakdown, detail, int(round(cpu)))
+
+
+def zero_from_fsdp(strategy: str) -> int:
+    key = strategy.lower()
+    if key not in FSDP_ALIASES:
+        raise MlsysError(f"--fsdp must be one of {', '.join(FSDP_ALIASES)}, got {strategy!r}")
+    return FSDP_ALIASES[key]

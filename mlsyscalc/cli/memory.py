@@ -1,0 +1,241 @@
+"""`mlsys memory train MODEL` and `mlsys memory infer MODEL`: per-GPU memory and what fits."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import click
+
+from ..calc import memory_infer as mi
+from ..calc import memory_train as mt
+from ..calc.memory_common import parse_bytes_overrides, verdict
+from ..errors import require
+from ..units import fmt_bytes
+from . import render
+from .options import model_argument, positive_int, resolve_model
+
+TRAIN_SWEEPS = {"zero": (0, 1, 2, 3), "recompute": mt.RECOMPUTE, "optimizer": mt.OPTIMIZERS}
+INFER_SWEEPS = {"dtype": mi.WEIGHT_DTYPES, "kv_dtype": ("fp32", "bf16", "fp8", "int8", "int4")}
+_BYTE_MEANING = {
+    "weight": "weights (per parameter)", "grad": "gradients (per parameter)",
+    "master": "fp32 master weights (per parameter, mixed precision)", "state": "per optimizer-state element",
+    "activation": "saved activations (per element)", "mask": "dropout masks (per element)",
+    "logits": "loss temporaries per logit (fp32 log-probs + 2 gradients)",
+    "base": "embeddings, lm_head, norms, biases", "kv": "KV cache (per element)",
+    "scale": "quantisation scale (per group)", "zero": "quantisation zero point (per group)",
+}
+
+
+def _gb(value: int) -> str:
+    return f"{value / 1e9:,.2f} GB"
+
+
+def _parts_table(title: str, parts: dict[str, int], total: int):
+    rows = [[k, v, fmt_bytes(v), _gb(v), f"{100 * v / total:.1f}%" if total else "-"] for k, v in parts.items()]
+    rows.append(["total", total, fmt_bytes(total), _gb(total), "100.0%"])
+    return render.table(title, ["part", "bytes", "GiB (2^30)", "GB (10^9)", "share"], rows)
+
+
+def _assumptions(nbytes: dict) -> tuple:
+    rows = [[k, v, _BYTE_MEANING.get(k, "")] for k, v in nbytes.items()]
+    return render.table("bytes per element (override with --bytes KEY=VALUE)", ["key", "bytes", "applies to"], rows)
+
+
+def _fit(data: dict, tables: list, gpu: str | None, total: int, reserve: str):
+    data["fits"] = None
+    if not gpu:
+        return None
+    from ..specs.gpu import load_gpu
+
+    v = verdict(load_gpu(gpu), total, reserve)
+    data.update({"gpu": v.gpu, "fits": v.fits, "capacity_bytes": v.capacity_bytes, "reserve_bytes": v.reserve_bytes,
+                 "usable_bytes": v.usable_bytes, "headroom_bytes": v.headroom_bytes})
+    rows = [["GPU memory", v.capacity_bytes, fmt_bytes(v.capacity_bytes), _gb(v.capacity_bytes)],
+            [f"reserve ({reserve})", v.reserve_bytes, fmt_bytes(v.reserve_bytes), _gb(v.reserve_bytes)],
+            ["usable", v.usable_bytes, fmt_bytes(v.usable_bytes), _gb(v.usable_bytes)],
+            ["needed", total, fmt_bytes(total), _gb(total)],
+            ["headroom", v.headroom_bytes, fmt_bytes(v.headroom_bytes), _gb(v.headroom_bytes)]]
+    tables.append(render.table(f"{v.gpu}: {'fits' if v.fits else 'does NOT fit'}", ["", "bytes", "GiB", "GB"], rows))
+    return v
+
+
+def _bytes_json(parts: dict[str, int]) -> dict[str, int]:
+    return {f"{k}_bytes": v for k, v in parts.items()}
+
+
+def _gpu_options(func):
+    func = click.option("--reserve", default="10%", show_default=True,
+                        help="Memory kept back for the CUDA context, allocator and workspaces: a size (2GiB) or a share of the card (10%, vLLM's default utilisation 0.9).")(func)
+    func = click.option("--gpu", default=None, help="GPU for a fits verdict (see `mlsys gpus`).")(func)
+    func = click.option("--bytes", "byte_overrides", multiple=True, metavar="KEY=VALUE",
+                        help="Override a bytes-per-element assumption (printed in the output).")(func)
+    return click.option("--plot", "plot_path", default=None, metavar="FILE",
+                        help="Draw the breakdown as stacked bars across --sweep (PNG/SVG/PDF).")(func)
+
+
+@click.group()
+def memory():
+    """Per-GPU memory for training and inference, and what fits on a GPU."""
+
+
+@memory.command()
+@model_argument
+@positive_int("--batch", mt.TrainOptions.batch, "Micro-batch size (sequences).")
+@positive_int("--seq", mt.TrainOptions.seq, "Sequence length (tokens).")
+@positive_int("--grad-accum", mt.TrainOptions.grad_accum, "Micro-batches per step (with --pp: micro-batches in the pipeline).")
+@click.option("--dtype", default=mt.TrainOptions.dtype, show_default=True, help="fp32, or bf16/fp16 mixed precision.")
+@click.option("--master-weights/--no-master-weights", default=True, show_default=True,
+              help="bf16/fp16: keep fp32 master weights and fp32 optimizer states (off: everything in --dtype).")
+@click.option("--optimizer", type=click.Choice(mt.OPTIMIZERS), default="adamw", show_default=True)
+@click.option("--dp", type=int, default=1, show_default=True, help="Data-parallel ranks.")
+@click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel ranks.")
+@click.option("--pp", type=int, default=1, show_default=True, help="Pipeline stages (1F1B).")
+@click.option("--sp/--no-sp", default=False, show_default=True, help="Megatron sequence parallelism over the TP ranks.")
+@click.option("--ep", type=int, default=1, show_default=True, help="Expert-parallel ranks (within dp x cp).")
+@click.option("--cp", type=int, default=1, show_default=True, help="Context-parallel ranks (sequence split, ring attention).")
+@click.option("--zero", type=int, default=None, help="ZeRO stage 0-3 (default 0).")
+@click.option("--fsdp", default=None, help="FSDP strategy: full_shard (= --zero 3), shard_grad_op (= 2), no_shard (= 0).")
+@click.option("--offload", type=click.Choice(mt.OFFLOAD), default="none", show_default=True, help="ZeRO-Offload of the optimizer to CPU memory.")
+@click.option("--recompute", type=click.Choice(mt.RECOMPUTE), default="none", show_default=True)
+@click.option("--flash/--no-flash", default=True, show_default=True, help="Flash attention: no S x S scores saved.")
+@click.option("--dropout/--no-dropout", default=False, show_default=True, help="Dropout masks (1 byte per element).")
+@click.option("--capacity-factor", type=float, default=1.0, show_default=True, help="MoE: expert slots per routed token.")
+@click.option("--world-size", type=int, default=None, help="Check dp*tp*pp*cp against this.")
+@click.option("--sweep", type=click.Choice(list(TRAIN_SWEEPS)), default="zero", show_default=True, help="Option swept by --plot.")
+@_gpu_options
+@render.output_options
+def train(model, overrides, batch, seq, grad_accum, dtype, master_weights, optimizer, dp, tp, pp, sp, ep, cp,
+          zero, fsdp, offload, recompute, flash, dropout, capacity_factor, world_size, sweep, plot_path,
+          byte_overrides, gpu, reserve, fmt, as_json):
+    """Per-GPU memory of a training step of MODEL: weights, gradients, optimizer states,
+    activations (Korthikanti et al. 2022) and temporaries at the peak, for the worst pipeline
+    stage. Every bytes-per-element assumption is printed and can be overridden with --bytes.
+    """
+    spec = resolve_model(model, overrides)
+    require(zero is None or fsdp is None, "give --zero or --fsdp, not both")
+    stage = mt.zero_from_fsdp(fsdp) if fsdp else (0 if zero is None else zero)
+    opts = mt.TrainOptions(batch=batch, seq=seq, grad_accum=grad_accum, dtype=dtype, master_weights=master_weights,
+                           optimizer=optimizer, dp=dp, tp=tp, pp=pp, sp=sp, ep=ep, cp=cp, zero=stage, offload=offload,
+                           recompute=recompute, flash=flash, dropout=dropout, capacity_factor=capacity_factor,
+                           world_size=world_size, bytes_overrides=parse_bytes_overrides(byte_overrides))
+    r = mt.train_memory(spec, opts)
+    peak = r.peak_stage
+    data = {
+        "model": r.model, "batch": batch, "seq": seq, "grad_accum": grad_accum, "dtype": dtype,
+        "master_weights": master_weights, "optimizer": optimizer,
+        "parallel": {"dp": dp, "tp": tp, "pp": pp, "sp": sp, "ep": ep, "cp": cp, "world_size": r.world_size},
+        "zero": stage, "offload": offload, "recompute": recompute, "flash": flash, "dropout": dropout,
+        "total_bytes": r.total, "peak_bytes": r.total, **_bytes_json(dict(r.breakdown)),
+        "breakdown": _bytes_json(dict(r.breakdown)), "detail": _bytes_json(dict(peak.detail)),
+        "cpu_offload_bytes": peak.cpu_bytes, "peak_stage": peak.stage,
+        "model_state_bytes_unsharded": r.model_state_bytes_unsharded,
+        "stages": [{"stage": s.stage, "layers": s.layers, "micro_batches_in_flight": s.micro_batches_in_flight,
+                    "params": s.params, "total_bytes": s.total, "breakdown": _bytes_json(dict(s.breakdown))} for s in r.stages],
+        "activation_bytes_per_layer": {name: round(b) for name, b in r.activation_items},
+        "bytes_per_element": dict(r.bytes_per_element),
+    }
+    title = (f"{spec.name}: training, micro-batch {batch} x {seq} tokens, {dtype}, {optimizer}, "
+             f"dp{dp} tp{tp} pp{pp} cp{cp} ep{ep}, ZeRO-{stage}, recompute {recompute} (per GPU, stage {peak.stage})")
+    tables = [_parts_table(title, dict(r.breakdown), r.total),
+              _parts_table("detail", dict(peak.detail), r.total)]
+    layer_total = sum(b for _, b in r.activation_items)
+    tables.append(render.table("activations saved per layer (layer 0, one micro-batch, this rank)",
+                               ["tensor", "bytes", "GiB"], [[n, round(b), fmt_bytes(b)] for n, b in r.activation_items]
+                               + [["layer total (before recompute)", round(layer_total), fmt_bytes(layer_total)]]))
+    if pp > 1:
+        tables.append(render.table("pipeline stages", ["stage", "layers", "micro-batches in flight", "total bytes", "GiB"],
+                                   [[s.stage, s.layers, s.micro_batches_in_flight, s.total, fmt_bytes(s.total)] for s in r.stages]))
+    tables.append(_assumptions(dict(r.bytes_per_element)))
+    v = _fit(data, tables, gpu, r.total, reserve)
+    notes = [
+        "Peak = start of backward: all saved activations, the loss's fp32 logits temporaries and resident gradients "
+        "(persistent gradient buffers, as in Megatron-LM/DeepSpeed). With PyTorch's zero_grad(set_to_none=True) and "
+        "no accumulation the real peak can be lower by up to the gradients.",
+        f"Model states (weights + gradients + optimizer) of all parameters on one GPU: {r.model_state_bytes_unsharded:,} bytes.",
+    ]
+    if peak.cpu_bytes:
+        notes.append(f"ZeRO-Offload: {peak.cpu_bytes:,} bytes ({fmt_bytes(peak.cpu_bytes)}) of fp32 master weights and "
+                     "optimizer states per rank live in CPU memory; the optimizer step runs on the CPU.")
+    if plot_path:
+        values = TRAIN_SWEEPS[sweep]
+        results = [mt.train_memory(spec, replace(opts, **{sweep: val})) for val in values]
+        _plot(plot_path, f"{spec.name}: training memory per GPU", sweep, values, results, v, notes)
+    render.emit(render.Output(data, tuple(tables), tuple(notes)), fmt, as_json)
+
+
+def _plot(path, title, option, values, results, v, notes):
+    from ..report.memory_plot import plot_breakdowns
+
+    plot_breakdowns(path, title, option, [str(x) for x in values], [dict(r.breakdown) for r in results],
+                    v.usable_bytes if v else None)
+    notes.append(f"Plot written to {path}.")
+
+
+@memory.command()
+@model_argument
+@positive_int("--batch", mi.InferOptions.batch, "Sequences served together.")
+@positive_int("--context", mi.InferOptions.context, "Tokens per sequence in the KV cache (prompt + output).")
+@click.option("--dtype", default=mi.InferOptions.dtype, show_default=True, help="Weights of the decoder projections: " + ", ".join(mi.WEIGHT_DTYPES) + ".")
+@click.option("--base-dtype", default=mi.InferOptions.base_dtype, show_default=True, help="Embeddings, lm_head, norms, activations.")
+@click.option("--kv-dtype", default=mi.InferOptions.kv_dtype, show_default=True)
+@click.option("--group-size", type=int, default=None, help="Quantisation group (input columns per scale); default int4 128, nf4 64, int8 per channel.")
+@click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel ranks (split weights and KV heads).")
+@click.option("--block-size", type=click.IntRange(min=0), default=0, show_default=True, help="Paged KV block (tokens); 0 = contiguous.")
+@positive_int("--prefill-chunk", mi.InferOptions.prefill_chunk, "Tokens per prefill step (activation workspace).")
+@click.option("--flash/--no-flash", default=True, show_default=True)
+@click.option("--max", "solve", type=click.Choice(["batch", "context"]), default=None, help="Solve for the largest batch or context that fits --gpu.")
+@click.option("--sweep", type=click.Choice(list(INFER_SWEEPS)), default="dtype", show_default=True, help="Option swept by --plot.")
+@_gpu_options
+@render.output_options
+def infer(model, overrides, batch, context, dtype, base_dtype, kv_dtype, group_size, tp, block_size, prefill_chunk,
+          flash, solve, sweep, plot_path, byte_overrides, gpu, reserve, fmt, as_json):
+    """Per-GPU memory for serving MODEL: weights, KV cache and activation workspace; with
+    --gpu a fits verdict, and with --max the largest batch or context that fits.
+    """
+    spec = resolve_model(model, overrides)
+    opts = mi.InferOptions(batch=batch, context=context, dtype=dtype, base_dtype=base_dtype, kv_dtype=kv_dtype,
+                           group_size=group_size, tp=tp, block_size=block_size, prefill_chunk=prefill_chunk,
+                           flash=flash, bytes_overrides=parse_bytes_overrides(byte_overrides))
+    notes = []
+    solved = None
+    if solve:
+        require(gpu is not None, "--max needs --gpu")
+        from ..specs.gpu import load_gpu
+
+        usable = verdict(load_gpu(gpu), 0, reserve).usable_bytes
+        solved, found = mi.solve_max(spec, opts, solve, usable)
+        if found is None:
+            notes.append(f"Nothing fits: even {solve} = 1 needs more than the usable memory; showing {solve} = 1.")
+        opts = replace(opts, **{solve: max(solved, 1)})
+    r = mi.infer_memory(spec, opts)
+    data = {
+        "model": r.model, "batch": opts.batch, "context": opts.context, "dtype": dtype, "kv_dtype": kv_dtype,
+        "base_dtype": base_dtype, "tp": tp, "block_size": block_size, "prefill_chunk": prefill_chunk,
+        "total_bytes": r.total, **_bytes_json(dict(r.breakdown)), "breakdown": _bytes_json(dict(r.breakdown)),
+        "detail": _bytes_json(dict(r.detail)), "kv_bytes_per_token": r.kv_bytes_per_token,
+        "kv_bytes_per_token_per_layer": r.kv_bytes_per_token / spec.num_layers,
+        "bytes_per_element": dict(r.bytes_per_element),
+    }
+    if solve:
+        data.update({"solved_for": solve, "max_value": solved, f"max_{solve}": solved})
+    title = (f"{spec.name}: inference, batch {opts.batch} x {opts.context} tokens, weights {dtype}, KV {kv_dtype}, "
+             f"tp {tp} (per GPU)")
+    tables = [_parts_table(title, dict(r.breakdown), r.total), _parts_table("detail", dict(r.detail), r.total),
+              _assumptions(dict(r.bytes_per_element))]
+    v = _fit(data, tables, gpu, r.total, reserve)
+    notes.append(f"KV cache: {r.kv_bytes_per_token:,.0f} bytes per token on this rank "
+                 f"({spec.kv_cache_elements_per_token} elements per token per layer before TP)"
+                 + (f"; {spec.sliding_window_layers} layers keep a {spec.sliding_window}-token window" if spec.sliding_window else "") + ".")
+    if spec.mla is not None and tp > 1:
+        notes.append("MLA: the compressed latent is shared by all heads, so every TP rank keeps the whole KV cache.")
+    elif spec.mla is None and tp > spec.num_kv_heads:
+        notes.append(f"tp {tp} > {spec.num_kv_heads} KV heads: each rank keeps one KV head (replicated {tp // spec.num_kv_heads}x).")
+    if solve:
+        notes.append(f"Largest {solve} that fits {gpu} after the reserve: {solved:,}.")
+        if solve == "context" and spec.max_position_embeddings and solved > spec.max_position_embeddings:
+            notes.append(f"(beyond the model's max_position_embeddings {spec.max_position_embeddings:,})")
+    if plot_path:
+        values = INFER_SWEEPS[sweep]
+        results = [mi.infer_memory(spec, replace(opts, **{sweep: val})) for val in values]
+        _plot(plot_path, f"{spec.name}: inference memory per GPU", sweep, values, results, v, notes)
+    render.emit(render.Output(data, tuple(tables), tuple(notes)), fmt, as_json)
