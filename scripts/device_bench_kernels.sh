@@ -13,10 +13,9 @@ echo "== $(date -u) mode=$MODE commit=${MLSYS_GIT_COMMIT:-unknown}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv
 pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -3
 if ! python3 -c "import mlsyscalc.kernels.matmul" 2>/dev/null; then
-  # editable install unavailable: lay out the package as a plain install would (kernels/ -> mlsyscalc.kernels)
-  rm -rf /tmp/shadow && mkdir -p /tmp/shadow && cp -r mlsyscalc /tmp/shadow/ && cp -r kernels /tmp/shadow/mlsyscalc/kernels \
-    && cp -r model_specs /tmp/shadow/mlsyscalc/model_specs && export PYTHONPATH=/tmp/shadow
-  echo "using PYTHONPATH=/tmp/shadow"
+  # editable install unavailable (this throwaway copy only): map kernels/ and model_specs/ into the package
+  ln -sfn ../kernels mlsyscalc/kernels && ln -sfn ../model_specs mlsyscalc/model_specs && export PYTHONPATH=$PWD
+  python3 -c "import mlsyscalc.kernels.matmul; print('using symlinked package layout')"
 fi
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
 export TRITON_CACHE_DIR=/tmp/triton_cache
