@@ -20,6 +20,7 @@ COMMANDS = {
     "params": "counts:params",
     "flops": "counts:flops",
     "bench": "bench:bench",
+    "comm": "comm:comm",
     "memory": "memory:memory",
 }
 

@@ -1,0 +1,260 @@
+"""Communication of one training step, per parallel dimension, priced with the alpha-beta model.
+
+Rules (bytes are nccl-tests message sizes; m = micro-batches per step, L = layers per stage,
+act = b * (s / cp) * hidden * bytes per element):
+
+- DP, plain (ZeRO-0/DDP): one all-reduce of the gradients per step (Li et al. 2020, PyTorch DDP).
+  ZeRO-1: reduce-scatter of gradients + all-gather of updated parameters, once per step; ZeRO-2:
+  the reduce-scatter every micro-batch; ZeRO-3/FSDP: parameter all-gather in forward and again in
+  backward plus the gradient reduce-scatter, every micro-batch (Rajbhandari et al. 2020, sec. 7:
+  2 Psi for ZeRO-1/2, 3 Psi for ZeRO-3). Dense gradients reduce over dp * cp ranks; routed-expert
+  gradients over dp * cp / ep ranks.
+- TP (Megatron, Shoeybi et al. 2019, sec. 3): 2 all-reduces of act per layer forward and 2 backward
+  (1 and 1 where attention and MLP run in parallel);
+  with sequence parallelism each becomes an all-gather + reduce-scatter pair (Korthikanti et al.
+  2022, sec. 4.2.2), the same bytes.
+- PP: a middle stage sends act / tp forward and the same gradient backward per micro-batch and
+  model chunk (Megatron scatter-gather across TP ranks); bubble fraction of the step
+  (p - 1) / (v m + p - 1), i.e. bubble/compute (p - 1) / (v m) (Narayanan et al. 2021, sec. 2.2).
+- EP: per MoE layer, all-to-all dispatch and combine of the routed tokens (b * s / cp * top-k *
+  hidden) forward and both again backward (Lepikhin et al. 2020; Rajbhandari et al. 2022).
+- CP (ring attention / Megatron context parallel): per layer an all-gather of K and V forward,
+  and an all-gather of K, V plus a reduce-scatter of dK, dV backward (Liu et al. 2023).
+
+Placement: ranks are numbered with `order` inner to outer (default tp, cp, dp, pp, as Megatron
+does); consecutive ranks share a node, so TP stays inside a node and DP spans nodes.
+Traffic of the dimensions in `overlap` is assumed hidden behind compute: it is counted in
+`total_time_s` but not in `exposed_time_s`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..errors import divide, require
+from ..specs.cluster import ClusterSpec, load_cluster
+from ..specs.model import ModelSpec
+from .comm_collectives import collective_cost
+from .dtypes import bytes_per_element, dtype_name
+from .layers import mlp_linears
+from .params import count_params
+
+DIMENSIONS = ("tp", "cp", "dp", "pp")  # the rank-order axes; ep lives inside dp
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    dp: int = 1
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    cp: int = 1
+    sp: bool = False  # Megatron sequence parallelism (with tp)
+    zero: int = 0  # 0 plain DP, 1, 2, 3 (= FSDP full shard)
+    batch: int = 1  # micro-batch: sequences per DP replica per micro-batch
+    seq: int = 2048
+    grad_accum: int = 1  # micro-batches per step (the pipeline's m)
+    interleave: int = 1  # virtual pipeline stages per GPU (v)
+    dtype: str = "bf16"  # activations and parameters on the wire
+    grad_dtype: str | None = None  # gradients on the wire (default: dtype)
+    overlap: tuple[str, ...] = ()  # dimensions whose traffic hides behind compute
+    algo: str = "ring"
+    order: tuple[str, ...] = DIMENSIONS
+
+    @property
+    def gpus(self) -> int:
+        return self.dp * self.tp * self.pp * self.cp
+
+
+@dataclass(frozen=True)
+class CommRow:
+    dim: str  # dp, tp, pp, ep, cp
+    collective: str
+    rule: str
+    group_size: int
+    nodes: int  # nodes the group spans
+    message_bytes: int  # per call, nccl-tests size
+    calls: int  # per step
+    sent_bytes_per_call: float  # bytes one GPU sends per call
+    time_per_call_s: float
+    overlapped: bool
+
+    @property
+    def bytes_per_gpu(self) -> float:
+        return self.calls * self.sent_bytes_per_call
+
+    @property
+    def time_s(self) -> float:
+        return self.calls * self.time_per_call_s
+
+
+@dataclass(frozen=True)
+class StepComm:
+    model: str
+    cluster: str
+    options: StepOptions
+    nodes: int
+    params_per_gpu: float  # before ZeRO sharding
+    rows: tuple[CommRow, ...]
+    bubble_fraction: float  # share of the step the pipeline idles
+    bubble_ratio: float  # bubble time / compute time
+    by_dim: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    @property
+    def total_bytes_per_gpu(self) -> float:
+        return sum(r.bytes_per_gpu for r in self.rows)
+
+    @property
+    def total_time_s(self) -> float:
+        return sum(r.time_s for r in self.rows)
+
+    @property
+    def exposed_time_s(self) -> float:
+        return sum(r.time_s for r in self.rows if not r.overlapped)
+
+
+def placement(size: int, stride: int, gpus_per_node: int) -> tuple[int, int]:
+    """(nodes, GPUs per node) of a group of `size` ranks `stride` apart, nodes holding consecutive ranks."""
+    if size == 1:
+        return 1, 1
+    if stride >= gpus_per_node:
+        require(stride % gpus_per_node == 0, f"a group with stride {stride} straddles {gpus_per_node}-GPU nodes")
+        return size, 1
+    require(gpus_per_node % stride == 0, f"a group with stride {stride} straddles {gpus_per_node}-GPU nodes")
+    per_node = min(size, gpus_per_node // stride)
+    return divide(size, per_node, "placement: group members per node"), per_node
+
+
+def _expert_params(spec: ModelSpec) -> int:
+    return sum(lin.params for i in range(spec.num_layers) if spec.layer_is_moe(i)
+               for lin in mlp_linears(spec, i) if lin.copies > 1)
+
+
+def _validate(spec: ModelSpec, o: StepOptions, cluster: ClusterSpec) -> None:
+    for name in ("dp", "tp", "pp", "ep", "cp", "batch", "seq", "grad_accum", "interleave"):
+        require(getattr(o, name) >= 1, f"{name} must be at least 1, got {getattr(o, name)}")
+    require(o.zero in (0, 1, 2, 3), f"zero stage must be 0, 1, 2 or 3, got {o.zero}")
+    require(sorted(o.order) == sorted(DIMENSIONS), f"order must list {', '.join(DIMENSIONS)} once each")
+    require(abs(o.order.index("cp") - o.order.index("dp")) == 1, "order: cp and dp must be neighbours")
+    require(set(o.overlap) <= {"dp", "tp", "pp", "ep", "cp"}, f"overlap: unknown dimension in {o.overlap}")
+    divide(spec.num_heads, o.tp, "tp: attention heads")
+    if spec.num_kv_heads >= o.tp:
+        divide(spec.num_kv_heads, o.tp, "tp: key/value heads")
+    divide(spec.num_layers, o.pp * o.interleave, "pp x interleave: layers")
+    divide(o.seq, o.cp, "cp: sequence length")
+    if o.sp:
+        divide(o.seq // o.cp, o.tp, "sp: sequence per tensor-parallel rank")
+    if o.ep > 1:
+        require(spec.is_moe, f"ep {o.ep}: {spec.name} has no routed experts")
+        divide(spec.moe.num_experts, o.ep, "ep: routed experts")  # type: ignore[union-attr]
+        divide(o.dp, o.ep, "ep: data-parallel ranks")
+    if o.gpus > cluster.gpus_per_node:
+        divide(o.gpus, cluster.gpus_per_node, f"GPUs over {cluster.name} nodes")
+
+
+class _Pricer:
+    """Prices calls of one collective on one parallel group of the layout."""
+
+    def __init__(self, o: StepOptions, cluster: ClusterSpec):
+        self.o, self.cluster = o, cluster
+        self.node_size = min(cluster.gpus_per_node, o.gpus)
+        sizes = {"tp": o.tp, "cp": o.cp, "dp": o.dp, "pp": o.pp}
+        self.stride = {d: math.prod(sizes[x] for x in o.order[:o.order.index(d)]) for d in o.order}
+        self.rows: list[CommRow] = []
+
+    def group(self, dim: str, size: int, stride: int | None = None) -> tuple[int, int, int]:
+        stride = self.stride[dim] if stride is None else stride
+        nodes, _ = placement(size, stride, self.node_size)
+        return size, nodes, stride
+
+    def add(self, dim: str, collective: str, rule: str, group: tuple[int, int, int], message: float,
+            calls: int) -> None:
+        size, nodes, _ = group
+        if size < 2 or calls == 0 or message <= 0:
+            return
+        gpus = 2 if collective == "p2p" else size
+        cost = collective_cost(collective, max(1, int(message)), gpus, self.cluster, nodes, self.o.algo)
+        label = "ep" if dim == "ep" else dim
+        self.rows.append(CommRow(label, collective, rule, gpus, nodes, int(message), calls,
+                                 cost.bytes_per_gpu, cost.time_s, label in self.o.overlap))
+
+
+def _dp_rows(pr: _Pricer, o: StepOptions, dense_params: float, expert_params: float) -> None:
+    grad_bytes = bytes_per_element(o.grad_dtype or o.dtype)
+    param_bytes = bytes_per_element(o.dtype)
+    m = o.grad_accum
+    dp_cp = pr.group("dp", o.dp * o.cp, pr.stride[o.order[min(o.order.index("dp"), o.order.index("cp"))]])
+    groups = [("", dense_params, dp_cp)]
+    if expert_params:
+        stride = dp_cp[2] * o.ep
+        groups.append((" (routed experts)", expert_params, pr.group("dp", o.dp * o.cp // o.ep, stride)))
+    for tag, params, group in groups:
+        g, p = params * grad_bytes, params * param_bytes
+        if o.zero == 0:
+            pr.add("dp", "all-reduce", f"gradient all-reduce once per step{tag}", group, g, 1)
+        elif o.zero in (1, 2):
+            every = m if o.zero == 2 else 1
+            pr.add("dp", "reduce-scatter", f"ZeRO-{o.zero} gradient reduce-scatter, {every}x per step{tag}", group, g, every)
+            pr.add("dp", "all-gather", f"ZeRO-{o.zero} all-gather of updated parameters{tag}", group, p, 1)
+        else:
+            pr.add("dp", "all-gather", f"ZeRO-3/FSDP parameter all-gather, forward and backward of each micro-batch{tag}",
+                   group, p, 2 * m)
+            pr.add("dp", "reduce-scatter", f"ZeRO-3/FSDP gradient reduce-scatter per micro-batch{tag}", group, g, m)
+
+
+def _model_rows(pr: _Pricer, spec: ModelSpec, o: StepOptions) -> None:
+    elem = bytes_per_element(o.dtype)
+    m, v = o.grad_accum, o.interleave
+    layers = spec.num_layers // o.pp
+    tokens = o.batch * o.seq // o.cp  # tokens of one micro-batch on one GPU's sequence shard
+    act = tokens * spec.hidden_size * elem
+    tp = pr.group("tp", o.tp)
+    k = 1 if spec.parallel_attention else 2  # attention and MLP share one all-reduce in parallel blocks
+    if o.sp:
+        pr.add("tp", "all-gather", f"SP: {k} all-gathers per layer forward, {k} backward", tp, act, 2 * k * layers * m)
+        pr.add("tp", "reduce-scatter", f"SP: {k} reduce-scatters per layer forward, {k} backward", tp, act,
+               2 * k * layers * m)
+    else:
+        pr.add("tp", "all-reduce", f"Megatron: {k} all-reduces per layer forward, {k} backward", tp, act,
+               2 * k * layers * m)
+    if o.pp > 1:
+        pr.add("pp", "p2p", f"activations forward + gradients backward per micro-batch and chunk (v={v}), /tp",
+               pr.group("pp", 2), act / o.tp, 2 * m * v)
+    if o.ep > 1:
+        moe_layers = spec.num_moe_layers // o.pp
+        routed = tokens // (o.tp if o.sp else 1) * spec.moe.experts_per_token * spec.hidden_size * elem  # type: ignore[union-attr]
+        pr.add("ep", "all-to-all", "dispatch + combine per MoE layer forward, both again backward",
+               pr.group("ep", o.ep, pr.stride["dp"]), routed, 4 * moe_layers * m)
+    if o.cp > 1:
+        kv_heads = spec.num_kv_heads // o.tp if spec.num_kv_heads >= o.tp else 1
+        kv = o.batch * o.seq * kv_heads * (spec.head_dim + spec.v_head_dim) * elem
+        cp = pr.group("cp", o.cp)
+        pr.add("cp", "all-gather", "K,V all-gather per layer forward and again backward", cp, kv, 2 * layers * m)
+        pr.add("cp", "reduce-scatter", "dK,dV reduce-scatter per layer backward", cp, kv, layers * m)
+
+
+def step_comm(spec: ModelSpec, options: StepOptions, cluster: ClusterSpec | str = "hgx-h100") -> StepComm:
+    """Bytes and alpha-beta time of every parallel dimension's traffic in one training step."""
+    cluster = load_cluster(cluster)
+    o = options
+    dtype_name(o.dtype), dtype_name(o.grad_dtype or o.dtype)
+    _validate(spec, o, cluster)
+    experts = _expert_params(spec)
+    dense = count_params(spec).total - experts
+    model_split = o.tp * o.pp
+    pr = _Pricer(o, cluster)
+    _dp_rows(pr, o, dense / model_split, experts / (model_split * o.ep))
+    _model_rows(pr, spec, o)
+    by_dim: dict[str, dict[str, float]] = {}
+    for r in pr.rows:
+        entry = by_dim.setdefault(r.dim, {"bytes_per_gpu": 0.0, "time_s": 0.0})
+        entry["bytes_per_gpu"] += r.bytes_per_gpu
+        entry["time_s"] += r.time_s
+    bubble_steps = (o.pp - 1) / o.interleave
+    return StepComm(
+        model=spec.name, cluster=cluster.name, options=o, nodes=max(1, o.gpus // cluster.gpus_per_node),
+        params_per_gpu=dense / model_split + experts / (model_split * o.ep), rows=tuple(pr.rows),
+        bubble_fraction=bubble_steps / (o.grad_accum + bubble_steps), bubble_ratio=bubble_steps / o.grad_accum,
+        by_dim=by_dim,
+    )
