@@ -203,6 +203,9 @@ def _stage(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, stag
         working = max(layer_bytes(it, split, nbytes, "none", spec.hidden_size) for it in items)
 
     logits = split.tokens * -(-spec.vocab_size // opts.tp) * nbytes["logits"] if last else 0.0
+    # The loss's logits temporaries are freed before the first layer is recomputed: the peak
+    # holds whichever is larger.
+    logits, working = (logits, 0.0) if logits >= working else (0.0, working)
     gather = 2 * sp.largest_layer * nbytes["weight"] if opts.zero == 3 else 0.0  # FSDP: current + prefetched unit
 
     detail = {
