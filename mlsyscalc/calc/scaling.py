@@ -162,6 +162,11 @@ def paper_table(law: str = DEFAULT_LAW) -> PaperComparison:
     return PaperComparison(tuple(rows), tuple(own))
 
 
+def peak_from_tflops(tflops: float) -> float:
+    """A peak typed in TFLOP/s, in FLOP/s."""
+    return _positive(tflops, "peak TFLOP/s") * 1e12
+
+
 @dataclass(frozen=True)
 class BudgetOptions:
     # Model FLOPs utilisation, achieved / peak (defined in Chowdhery et al. 2022, PaLM, App. B).

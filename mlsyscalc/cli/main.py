@@ -19,6 +19,7 @@ COMMANDS = {
     "gpus": "gpus:gpus",
     "params": "counts:params",
     "flops": "counts:flops",
+    "scaling": "scaling:scaling",
     "bench": "bench:bench",
     "comm": "comm:comm",
     "memory": "memory:memory",
