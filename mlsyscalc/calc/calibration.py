@@ -1,0 +1,236 @@
+"""Ceilings for the roofline: what a kernel on this card can reach, per dtype and per byte.
+
+Two sources:
+
+- the datasheet (`GPUSpec`): dense peak FLOP/s and HBM bandwidth, times efficiency ceilings
+  (the fraction that real kernels reach; defaults below, with the measurement behind each);
+- a calibration file written by `mlsys bench ceilings` (format in docs/bench.md and
+  docs/roofline.md): measured matmul peaks per dtype and read/write/copy bandwidth. Measured
+  figures are already achievable, so their matmul and memory efficiencies default to 1.
+
+Nothing here reads a file except `read_calibration`, which the CLI and the harness call.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..errors import MlsysError, require
+from ..specs.gpu import GPUSpec, builtin_gpus, load_gpu, normalise_dtype
+
+# Fixed cost of one kernel: launch, prologue/epilogue and the tail of the last wave. An assumption
+# (2 us is the usual back-to-back launch gap on a CUDA stream); a calibration file may measure it.
+LAUNCH_OVERHEAD_S = 2e-6
+DEFAULT_GPU = "H100-SXM"
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Fractions of the ceiling that a good kernel reaches (multiplied onto the base ceilings)."""
+
+    matmul: float = 0.74  # H200 cuBLAS bf16 4096^3: 732 / 989.5 TFLOP/s datasheet (DESIGN.md)
+    attention: float = 0.61  # H200 SDPA cuDNN bf16 fwd, d=128, S=4096: 603 / 989.5 (DESIGN.md)
+    memory: float = 0.89  # H200 copy 4.26 / 4.8 TB/s datasheet (DESIGN.md)
+
+    def validate(self) -> None:
+        for name in ("matmul", "attention", "memory"):
+            value = getattr(self, name)
+            require(0 < value <= 1.5, f"efficiency {name} must be in (0, 1.5], got {value}")
+
+
+# With measured ceilings the matmul and memory ceilings are the measurement itself; attention keeps
+# the measured gap between SDPA cuDNN and cuBLAS on the same H200: 603 / 732 TFLOP/s (DESIGN.md).
+CALIBRATED_EFFICIENCY = Efficiency(matmul=1.0, attention=0.82, memory=1.0)
+KINDS = ("matmul", "attention", "memory")
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """Base ceilings (datasheet or measured) and the efficiencies applied to them."""
+
+    gpu: GPUSpec  # the datasheet figures (MFU and MBU are quoted against these)
+    base_flops: Mapping[str, float | None]  # FLOP/s per compute dtype before efficiency
+    read_Bps: float  # base HBM read bandwidth before efficiency
+    write_Bps: float  # base HBM write bandwidth before efficiency
+    sm_count: int
+    efficiency: Efficiency
+    launch_s: float = LAUNCH_OVERHEAD_S
+    source: str = "datasheet"  # "datasheet" or the calibration file
+    notes: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def calibrated(self) -> bool:
+        return self.source != "datasheet"
+
+    def peak(self, dtype: str) -> float:
+        """Base FLOP/s for a compute dtype (measured if calibrated, else datasheet)."""
+        key = normalise_dtype(dtype)
+        value = self.base_flops.get(key)
+        if not value:
+            raise MlsysError(f"{self.gpu.name}: no {key} peak (datasheet or calibration) for this GPU")
+        return float(value)
+
+    def flops_per_s(self, dtype: str, kind: str = "matmul") -> float:
+        """Achievable FLOP/s of one kind of kernel: base peak x efficiency of that kind."""
+        return self.peak(dtype) * getattr(self.efficiency, kind)
+
+    @property
+    def read_ceiling_Bps(self) -> float:
+        return self.read_Bps * self.efficiency.memory
+
+    @property
+    def write_ceiling_Bps(self) -> float:
+        return self.write_Bps * self.efficiency.memory
+
+    @property
+    def bandwidth_Bps(self) -> float:
+        """Achievable bandwidth of a copy (as many bytes read as written): harmonic mean."""
+        return 2.0 / (1.0 / self.read_ceiling_Bps + 1.0 / self.write_ceiling_Bps)
+
+    def memory_s(self, read_bytes: float, write_bytes: float) -> float:
+        """Reads and writes share the HBM bus: their times add."""
+        return read_bytes / self.read_ceiling_Bps + write_bytes / self.write_ceiling_Bps
+
+    def ridge(self, dtype: str, kind: str = "matmul") -> float:
+        """FLOP/byte where this kind's achievable compute roof meets the achievable bandwidth."""
+        return self.flops_per_s(dtype, kind) / self.bandwidth_Bps
+
+    def datasheet_flops(self, dtype: str) -> float:
+        return self.gpu.peak_flops(dtype)
+
+    @property
+    def datasheet_Bps(self) -> float:
+        return self.gpu.memory_bandwidth_Bps
+
+    def with_efficiency(self, **changes: float) -> "Ceilings":
+        unknown = set(changes) - set(KINDS)
+        require(not unknown, f"unknown efficiency {', '.join(sorted(unknown))} (use: {', '.join(KINDS)})")
+        eff = replace(self.efficiency, **changes)
+        eff.validate()
+        return replace(self, efficiency=eff)
+
+    def as_dict(self, dtype: str) -> dict[str, Any]:
+        """The ceilings behind a prediction in `dtype` (JSON: base units, FLOP/s and B/s)."""
+        return {
+            "source": self.source, "gpu": self.gpu.name, "sm_count": self.sm_count, "dtype": normalise_dtype(dtype),
+            "base_flops_per_s": self.peak(dtype), "matmul_flops_per_s": self.flops_per_s(dtype, "matmul"),
+            "attention_flops_per_s": self.flops_per_s(dtype, "attention"),
+            "read_Bps": self.read_ceiling_Bps, "write_Bps": self.write_ceiling_Bps, "bandwidth_Bps": self.bandwidth_Bps,
+            "datasheet_flops_per_s": self.datasheet_flops(dtype), "datasheet_Bps": self.datasheet_Bps,
+            "ridge_flops_per_byte": self.ridge(dtype), "launch_overhead_s": self.launch_s,
+            "efficiency": {k: getattr(self.efficiency, k) for k in KINDS}, "notes": list(self.notes),
+        }
+
+
+def datasheet_ceilings(gpu: GPUSpec | str, efficiency: Efficiency | None = None,
+                       launch_s: float | None = None) -> Ceilings:
+    spec = gpu if isinstance(gpu, GPUSpec) else load_gpu(gpu)
+    require(spec.sm_count is not None, f"{spec.name}: the spec has no sm_count (needed for waves)")
+    eff = efficiency or Efficiency()
+    eff.validate()
+    bw = spec.memory_bandwidth_Bps
+    return Ceilings(
+        gpu=spec, base_flops=dict(spec.peak_flops_by_dtype), read_Bps=bw, write_Bps=bw,
+        sm_count=int(spec.sm_count), efficiency=eff,
+        launch_s=LAUNCH_OVERHEAD_S if launch_s is None else launch_s,
+    )
+
+
+def read_calibration(path: str | Path) -> dict[str, Any]:
+    """The calibration JSON as a dict; a missing or malformed file is an MlsysError."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise MlsysError(f"calibration: cannot read {path}: {exc.strerror or exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise MlsysError(f"calibration: {path} is not valid JSON ({exc})") from None
+    require(isinstance(data, dict), f"calibration: {path} must hold a JSON object")
+    return data
+
+
+def match_gpu(device_name: str) -> GPUSpec:
+    """A built-in GPU for a device name as torch reports it ('NVIDIA H100 80GB HBM3' -> H100-SXM).
+
+    Tries the name without 'NVIDIA', spaces as dashes, then names/aliases that start with it,
+    then drops trailing words ('h100-80gb-hbm3' -> 'h100-80gb').
+    """
+    words = str(device_name).lower().replace("nvidia", " ").replace("_", "-").split()
+    keys = {n.lower(): s for s in builtin_gpus().values() for n in (s.name, *s.aliases)}
+    while words:
+        wanted = "-".join(words)
+        if wanted in keys:
+            return keys[wanted]
+        starts = {s.name: s for k, s in keys.items() if k.startswith(wanted)}
+        if len(starts) == 1:
+            return next(iter(starts.values()))
+        words = words[:-1]
+    raise MlsysError(f"calibration: no built-in GPU matches device {device_name!r}; pass --gpu NAME")
+
+
+def _matched_name(device_name: str) -> str | None:
+    try:
+        return match_gpu(device_name).name
+    except MlsysError:
+        return None
+
+
+def _positive(value: Any, what: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise MlsysError(f"calibration: {what} must be a number, got {value!r}") from None
+    require(number > 0, f"calibration: {what} must be positive, got {value!r}")
+    return number
+
+
+def calibrated_ceilings(data: Mapping[str, Any], gpu: GPUSpec | str | None = None, where: str = "calibration",
+                        efficiency: Efficiency | None = None, launch_s: float | None = None) -> Ceilings:
+    """Ceilings from a calibration record; dtypes or bandwidths it lacks fall back to the datasheet."""
+    spec = gpu if isinstance(gpu, GPUSpec) else load_gpu(gpu) if gpu else match_gpu(data.get("gpu", ""))
+    base = datasheet_ceilings(spec)
+    eff = efficiency or CALIBRATED_EFFICIENCY
+    eff.validate()
+    notes = []
+    measured_peaks = data.get("peak_flops") or {}
+    require(isinstance(measured_peaks, dict), f"{where}: peak_flops must be an object")
+    flops: dict[str, float | None] = {}
+    for dtype, value in base.base_flops.items():
+        measured = _positive(measured_peaks.get(dtype), f"peak_flops.{dtype}")
+        # A dtype without a measurement keeps its datasheet peak scaled to match the measured ones.
+        flops[dtype] = measured if measured else (value * Efficiency().matmul if value else None)
+        if value and not measured:
+            notes.append(f"{dtype}: not in the calibration file; datasheet x {Efficiency().matmul}")
+    bws = data.get("bandwidth_Bps") or {}
+    require(isinstance(bws, dict), f"{where}: bandwidth_Bps must be an object")
+    copy = _positive(bws.get("copy"), "bandwidth_Bps.copy")
+    fallback = copy or spec.memory_bandwidth_Bps * Efficiency().memory
+    if not copy and not (bws.get("read") and bws.get("write")):
+        notes.append("bandwidth: not measured; datasheet x the default memory efficiency")
+    sm_count = data.get("sm_count") or base.sm_count
+    if gpu and data.get("gpu") and _matched_name(data["gpu"]) != spec.name:
+        notes.append(f"calibration measured on {data['gpu']!r}, used with the {spec.name} datasheet")
+    measured_launch = _positive(data.get("launch_overhead_s"), "launch_overhead_s")
+    return Ceilings(
+        gpu=spec, base_flops=flops,
+        read_Bps=_positive(bws.get("read"), "bandwidth_Bps.read") or fallback,
+        write_Bps=_positive(bws.get("write"), "bandwidth_Bps.write") or fallback,
+        sm_count=int(sm_count), efficiency=eff,
+        launch_s=launch_s if launch_s is not None else measured_launch or LAUNCH_OVERHEAD_S,
+        source=where, notes=tuple(notes),
+    )
+
+
+def load_ceilings(gpu: GPUSpec | str | None = None, calibration: str | Path | Mapping[str, Any] | None = None,
+                  efficiency: Efficiency | None = None, launch_s: float | None = None) -> Ceilings:
+    """Datasheet ceilings for `gpu` (default DEFAULT_GPU), or measured ones from a calibration file
+    (path) or record (dict); with a calibration and no `gpu`, the GPU the file names."""
+    if calibration is None:
+        return datasheet_ceilings(gpu or DEFAULT_GPU, efficiency, launch_s)
+    if isinstance(calibration, Mapping):
+        return calibrated_ceilings(calibration, gpu, "calibration record", efficiency, launch_s)
+    return calibrated_ceilings(read_calibration(calibration), gpu, str(calibration), efficiency, launch_s)

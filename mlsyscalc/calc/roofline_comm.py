@@ -1,0 +1,95 @@
+"""Tensor-parallel collectives of a model step, timed by the communication calculator.
+
+Megatron-LM tensor parallel (Shoeybi et al. 2019, section 3): per layer, one all-reduce of the
+(tokens, hidden) activations after the attention output projection and one after the MLP down
+projection (one in all with parallel attention); the same two in backward. The vocabulary-parallel
+embedding adds one all-reduce; inference gathers the vocabulary-parallel logits.
+
+Times come from `calc.comm_collectives.collective_cost` (alpha-beta model, NCCL-style ring or
+tree, whichever is faster) over the built-in cluster whose GPU matches (or `--cluster`). Where
+that calculator or a matching cluster is missing, a labelled ring estimate is used instead:
+2(p-1)/p * n / B + 2(p-1) * alpha with B = half the GPU's NVLink (or PCIe) total.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import require
+from ..specs.gpu import GPUSpec
+from ..specs.model import ModelSpec
+
+# Fallback only: NCCL's per-step NVLink latency for ring/Simple (nccl src/graph/tuning.cc, hwLat).
+RING_STEP_LATENCY_S = 3.4e-6
+
+
+@dataclass(frozen=True)
+class CommRow:
+    name: str
+    pass_name: str  # "forward" or "backward"
+    collective: str  # "all-reduce" or "all-gather"
+    size_bytes: float  # the message, as nccl-tests counts it
+    count: int
+    time_s: float  # one call
+    method: str
+
+    @property
+    def total_s(self) -> float:
+        return self.count * self.time_s
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "pass": self.pass_name, "collective": self.collective,
+                "size_bytes": self.size_bytes, "count": self.count, "predicted_s": self.time_s,
+                "total_s": self.total_s, "method": self.method}
+
+
+def _cluster_for(gpu: GPUSpec, tp: int, cluster: str | None):
+    try:
+        from ..specs.cluster import builtin_clusters, load_cluster
+        from .comm_collectives import collective_cost
+    except ImportError:  # the communication calculator is not installed in this build
+        return None, None
+    if cluster:
+        return load_cluster(cluster), collective_cost
+    for spec in builtin_clusters().values():
+        if spec.gpu == gpu.name and spec.gpus_per_node >= tp:
+            return spec, collective_cost
+    return None, collective_cost
+
+
+def collective_s(collective: str, size_bytes: float, gpu: GPUSpec, tp: int,
+                 cluster: str | None = None) -> tuple[float, str]:
+    """(seconds, how it was computed) of one collective over tp GPUs of one node."""
+    spec, cost_fn = _cluster_for(gpu, tp, cluster)
+    if spec is not None and cost_fn is not None:
+        require(tp <= spec.gpus_per_node, f"--tp {tp} exceeds the {spec.gpus_per_node} GPUs of a {spec.name} node")
+        cost = cost_fn(collective, max(1, int(size_bytes)), tp, spec, 1, "auto")
+        return cost.time_s, f"comm calculator: {cost.algo} {collective} on {spec.name}"
+    link_Bps = gpu.nvlink_Bps or gpu.pcie_Bps
+    require(link_Bps is not None, f"{gpu.name}: no NVLink or PCIe bandwidth in its spec for --tp")
+    one_way = link_Bps / 2
+    steps, factor = (2 * (tp - 1), 2 * (tp - 1) / tp) if collective == "all-reduce" else (tp - 1, (tp - 1) / tp)
+    time = factor * size_bytes / one_way + steps * RING_STEP_LATENCY_S
+    return time, (f"ring estimate (no cluster spec for {gpu.name}): {factor:.3g} n / {one_way / 1e9:.0f} GB/s "
+                  f"+ {steps} x {RING_STEP_LATENCY_S * 1e6:.1f} us")
+
+
+def tp_comm_rows(spec: ModelSpec, gpu: GPUSpec, opts: Any, act_bytes: float) -> list["CommRow"]:
+    """The collectives of one step under tensor parallelism (none for tp = 1)."""
+    tp = opts.tp
+    if tp == 1:
+        return []
+    size = opts.tokens * spec.hidden_size * act_bytes
+    per_layer = 1 if spec.parallel_attention else 2
+    ar_s, ar_how = collective_s("all-reduce", size, gpu, tp, opts.cluster)
+    rows = [CommRow("layer all-reduce", "forward", "all-reduce", size, per_layer * spec.num_layers, ar_s, ar_how),
+            CommRow("embedding all-reduce", "forward", "all-reduce", size, 1, ar_s, ar_how)]
+    if opts.phase == "train":
+        rows.append(CommRow("layer all-reduce", "backward", "all-reduce", size, per_layer * spec.num_layers,
+                            ar_s, ar_how))
+    else:
+        logits = opts.tokens * spec.vocab_size * act_bytes
+        ag_s, ag_how = collective_s("all-gather", logits, gpu, tp, opts.cluster)
+        rows.append(CommRow("logits all-gather", "forward", "all-gather", logits, 1, ag_s, ag_how))
+    return rows

@@ -1,0 +1,376 @@
+"""Roofline time of a whole model: one row per kernel of a layer (and the head), totals per phase.
+
+prefill: `batch` sequences of `seq` new tokens (time to first token); decode: one new token per
+sequence after `context` cached ones (time per output token); train: forward + backward + an
+AdamW step over `batch` x `seq` tokens. Each row is an `OpPrediction` from calc.roofline_ops
+times how often it runs (layers of that kind); the step time is the sum of the rows plus the
+tensor-parallel collectives (calc.roofline_comm). Kernels run one after another on one stream:
+no overlap of communication or of consecutive kernels.
+
+Tensor parallel follows Megatron-LM (Shoeybi et al. 2019, section 3): q/k/v, gate/up and the
+vocabulary are column-parallel, o_proj and down_proj row-parallel, norms replicated; two
+all-reduces of the (tokens, hidden) activations per layer forward, two more backward.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from ..errors import MlsysError, divide, require
+from ..specs.model import ModelSpec
+from .calibration import Ceilings
+from .dtypes import bytes_per_element, dtype_name
+from .flops import FlopOptions, count_flops
+from .layers import Linear, head_linears, layer_linears, norm_width
+from .params import count_params
+from .roofline_comm import CommRow, tp_comm_rows
+from .roofline_memory import copy_cast_op, elementwise_op, embedding_op, norm_op, rotary_op
+from .roofline_ops import (OpPrediction, OpRow, predict_attention, predict_grouped_matmul, predict_matmul,
+                           predict_memory_op)
+from .roofline_train import backward_rows, optimizer_row
+
+PHASES = ("prefill", "decode", "train")
+REPLICATED = {"router", "q_a_proj", "kv_a_proj_with_mqa", "project_in", "project_out"}
+ROW_PARALLEL = {"o_proj", "down_proj"}
+
+
+@dataclass(frozen=True)
+class RooflineOptions:
+    phase: str = "prefill"
+    batch: int = 1
+    seq: int = 2048  # prefill/train: new tokens per sequence
+    context: int = 0  # decode: tokens already in the KV cache
+    tp: int = 1  # tensor-parallel GPUs
+    dtype: str = "bf16"  # weights, activations and the matmul compute dtype
+    kv_dtype: str | None = None  # KV cache dtype (default: dtype)
+    cluster: str | None = None  # cluster spec for the TP collectives (default: one matching the GPU)
+    check_fit: bool = True  # inference: weights + KV cache must fit in the GPU's memory
+
+    @property
+    def flop_options(self) -> FlopOptions:
+        """The same pass in calc.flops terms (prefill and train count a causal forward)."""
+        return FlopOptions(batch=self.batch, seq=self.seq, context=self.context, causal=True,
+                           phase="decode" if self.phase == "decode" else "prefill")
+
+    @property
+    def new_tokens(self) -> int:
+        return self.flop_options.new_tokens
+
+    @property
+    def kv_len(self) -> int:
+        return self.flop_options.kv_len
+
+    @property
+    def tokens(self) -> int:
+        return self.batch * self.new_tokens
+
+    def validate(self, spec: ModelSpec) -> None:
+        require(self.phase in PHASES, f"phase must be one of {', '.join(PHASES)}, got {self.phase!r}")
+        require(self.tp >= 1, f"tp must be a positive integer, got {self.tp}")
+        self.flop_options.validate()  # batch, seq, context; decode needs a context
+        dtype_name(self.dtype), dtype_name(self.kv_dtype or self.dtype)
+        tp = self.tp
+        divide(spec.num_heads, tp, f"--tp {tp}: attention heads")
+        kv = spec.num_kv_heads
+        require(kv % tp == 0 or tp % kv == 0, f"--tp {tp}: {kv} KV heads neither split over nor replicate onto {tp} GPUs")
+        if spec.is_moe:
+            divide(spec.moe.expert_intermediate_size, tp, f"--tp {tp}: expert intermediate size")  # type: ignore[union-attr]
+        if spec.num_dense_layers:
+            divide(spec.intermediate_size, tp, f"--tp {tp}: MLP intermediate size")
+
+
+@dataclass(frozen=True)
+class ModelRoofline:
+    model: str
+    gpu: str
+    options: RooflineOptions
+    ceilings: Ceilings
+    rows: tuple[OpRow, ...]
+    comm: tuple[CommRow, ...]
+    model_flops: float  # useful FLOPs of the step on all GPUs (calc.flops convention; train: 3x forward)
+    weight_bytes: float  # per GPU
+    kv_cache_bytes: float  # per GPU, at the end of the step
+    notes: tuple[str, ...] = ()
+
+    def _sum(self, attr: str) -> float:
+        return sum(r.count * getattr(r.pred, attr) for r in self.rows)
+
+    @property
+    def compute_s(self) -> float:
+        return self._sum("compute_s")
+
+    @property
+    def memory_s(self) -> float:
+        return self._sum("memory_s")
+
+    @property
+    def overhead_s(self) -> float:
+        return self._sum("overhead_s")
+
+    @property
+    def ops_s(self) -> float:
+        return sum(r.total_s for r in self.rows)
+
+    @property
+    def comm_s(self) -> float:
+        return sum(c.total_s for c in self.comm)
+
+    @property
+    def time_s(self) -> float:
+        """The step: every kernel's predicted time plus the collectives, none overlapped."""
+        return self.ops_s + self.comm_s
+
+    @property
+    def bytes(self) -> float:
+        return self._sum("bytes")
+
+    @property
+    def bound(self) -> str:
+        return "compute" if self.compute_s >= self.memory_s else "memory"
+
+    @property
+    def tokens_per_s(self) -> float:
+        """decode: new tokens (one per sequence) per second; prefill/train: tokens processed per second."""
+        return self.options.tokens / self.time_s
+
+    @property
+    def mfu(self) -> float:
+        """Model FLOPs / (time x GPUs x datasheet peak of the dtype) (PaLM, Chowdhery et al. 2022, app. B)."""
+        peak = self.ceilings.datasheet_flops(_compute_dtype(self.options.dtype))
+        return self.model_flops / (self.time_s * self.options.tp * peak)
+
+    def totals(self) -> dict[str, float | int | str | bool | None]:
+        """The step's sums and rates (JSON `totals`)."""
+        o = self.options
+        latency_key = {"prefill": "ttft_s", "decode": "tpot_s", "train": "step_s"}[o.phase]
+        return {
+            "predicted_s": self.time_s, latency_key: self.time_s, "bound": self.bound,
+            "compute_s": self.compute_s, "memory_s": self.memory_s, "overhead_s": self.overhead_s,
+            "ops_s": self.ops_s, "comm_s": self.comm_s, "bytes": self.bytes, "flops": self._sum("flops"),
+            "model_flops": self.model_flops, "tokens": o.tokens, "tokens_per_s": self.tokens_per_s,
+            "mfu": self.mfu, "mbu": self.mbu, "weight_bytes": self.weight_bytes,
+            "kv_cache_bytes": self.kv_cache_bytes, "fits": self.fits if o.phase != "train" else None,
+        }
+
+    @property
+    def fits(self) -> bool:
+        """Weights + KV cache fit in one GPU's memory (inference; training is not checked)."""
+        return self.weight_bytes + self.kv_cache_bytes <= self.ceilings.gpu.memory_bytes
+
+    @property
+    def mbu(self) -> float:
+        """Bytes every kernel moves on one GPU / (time x datasheet bandwidth)."""
+        return self.bytes / (self.time_s * self.ceilings.datasheet_Bps)
+
+
+def _compute_dtype(dtype: str) -> str:
+    """int4/nf4 weight-only models compute in bf16."""
+    name = dtype_name(dtype)
+    return "bf16" if name in ("int4", "nf4") else name
+
+
+def expected_distinct_experts(experts: int, top_k: int, tokens: int) -> float:
+    """E (1 - (1 - k/E)^T): experts hit by T tokens routed uniformly, k each (per expert,
+    P(missed by one token) = 1 - k/E, independent across tokens)."""
+    return experts * (1.0 - (1.0 - top_k / experts) ** tokens)
+
+
+@dataclass(frozen=True)
+class _Pass:
+    spec: ModelSpec
+    ceil: Ceilings
+    opts: RooflineOptions
+
+    @property
+    def act(self) -> str:
+        return _compute_dtype(self.opts.dtype)
+
+    @property
+    def a(self) -> float:
+        return bytes_per_element(self.act)
+
+    @property
+    def tokens(self) -> int:
+        return self.opts.tokens
+
+    @property
+    def heads(self) -> int:
+        return self.spec.num_heads // self.opts.tp
+
+    @property
+    def kv_heads(self) -> int:
+        return max(1, self.spec.num_kv_heads // self.opts.tp)
+
+
+
+def _shard(p: _Pass, lin: Linear) -> tuple[int, int]:
+    """(in, out) features of one GPU's slice of a Linear."""
+    tp, base = p.opts.tp, lin.name.split(".")[-1]
+    if tp == 1 or base in REPLICATED:
+        return lin.in_features, lin.out_features
+    if base in ROW_PARALLEL:
+        return divide(lin.in_features, tp, f"--tp {tp}: {lin.name} input"), lin.out_features
+    if base in ("k_proj", "v_proj"):
+        return lin.in_features, p.kv_heads * (lin.out_features // p.spec.num_kv_heads)
+    if base == "lm_head":  # Megatron pads the vocabulary to a multiple of tp
+        return lin.in_features, math.ceil(lin.out_features / tp)
+    return lin.in_features, divide(lin.out_features, tp, f"--tp {tp}: {lin.name} output")
+
+
+def _linear_op(p: _Pass, lin: Linear) -> OpPrediction:
+    k, n = _shard(p, lin)
+    w_dtype = dtype_name(p.opts.dtype)
+    if lin.copies == 1:
+        return predict_matmul(p.tokens, n, k, p.act, p.ceil, weight_dtype=w_dtype, name=lin.name)
+    routed = p.tokens * lin.active
+    groups = expected_distinct_experts(lin.copies, lin.active, p.tokens)
+    return predict_grouped_matmul(routed, groups, n, k, p.act, p.ceil, weight_dtype=w_dtype, name=lin.name)
+
+
+def _attention_op(p: _Pass, windowed: bool) -> OpPrediction:
+    spec, o = p.spec, p.opts
+    kv_len = min(o.kv_len, spec.sliding_window) if windowed and o.phase == "decode" else o.kv_len
+    causal, kv_dtype = o.phase != "decode", o.kv_dtype or o.dtype
+    name = "attention (window)" if windowed else "attention"
+    if spec.mla is not None and o.phase == "decode":  # absorbed MLA: MQA over the cached latent
+        mla = spec.mla
+        return predict_attention(o.batch, p.heads, 1, 1, kv_len, mla.kv_lora_rank + mla.qk_rope_head_dim, False,
+                                 p.act, p.ceil, v_head_dim=mla.kv_lora_rank, kv_dtype=kv_dtype, name=name)
+    return predict_attention(o.batch, p.heads, p.kv_heads, o.new_tokens, kv_len, spec.head_dim, causal, p.act,
+                             p.ceil, v_head_dim=spec.v_head_dim, kv_dtype=kv_dtype, name=name)
+
+
+def _mlp_widths(p: _Pass, layer: int) -> float:
+    """Activation elements through the MLP nonlinearity (routed tokens x expert width for MoE)."""
+    spec, tp = p.spec, p.opts.tp
+    if not spec.layer_is_moe(layer):
+        return p.tokens * spec.intermediate_size / tp
+    moe = spec.moe
+    assert moe is not None
+    return p.tokens * (moe.experts_per_token * moe.expert_intermediate_size + moe.shared_intermediate_size) / tp
+
+
+def _memory_ops(p: _Pass, layer: int) -> list[tuple[OpPrediction, str]]:
+    """Norms, rotary, KV-cache append, activation, residual adds, MoE routing: HBM-bound kernels."""
+    spec, o, t, act, ceil = p.spec, p.opts, p.tokens, p.act, p.ceil
+    h = spec.hidden_size
+    ops = [(norm_op(t, h, act, ceil), "norm")] * (spec.norms_per_layer if norm_width(spec) else 0)
+    if spec.position_embedding == "rope":
+        rot = spec.mla.qk_rope_head_dim if spec.mla else int(spec.head_dim * spec.rotary_fraction)
+        heads = p.heads + (1 if spec.mla else p.kv_heads)
+        ops.append((rotary_op(t, heads, rot, act, ceil, positions=o.new_tokens), "attention"))
+    if o.phase != "train":
+        per_token = spec.kv_cache_elements_per_token if spec.mla else p.kv_heads * (spec.head_dim + spec.v_head_dim)
+        ops.append((copy_cast_op(t * per_token, act, o.kv_dtype or o.dtype, ceil), "attention"))
+    gated = spec.gated_mlp or spec.layer_is_moe(layer)
+    ops.append((elementwise_op(_mlp_widths(p, layer), 2 if gated else 1, 1, 5, act, ceil,
+                               name="mlp_act" + ("*up" if gated else "")), "mlp"))
+    adds = 1 if spec.parallel_attention else 2
+    ops += [(elementwise_op(t * h, 2, 1, 1, act, ceil, name="residual_add"), "norm")] * adds
+    if spec.layer_is_moe(layer):
+        moe = spec.moe
+        assert moe is not None
+        e, k = moe.num_experts, moe.experts_per_token
+        # router softmax + top-k: read the logits, write k (int32 index, fp32 weight) per token
+        ops.append((predict_memory_op("router_topk", t * e * p.a, t * k * 8, 5 * t * e, act, ceil), "mlp"))
+        # dispatch (gather tokens into expert order) and combine (weighted scatter back)
+        ops.append((elementwise_op(2 * t * k * h, 1, 1, 1, act, ceil, name="moe_permute"), "mlp"))
+    return ops
+
+
+def _layer_kinds(spec: ModelSpec) -> list[tuple[int, int, int]]:
+    """(example layer index, layer count, windowed count) per MLP kind (dense, MoE)."""
+    kinds = []
+    moe_layers = [i for i in range(spec.num_layers) if spec.layer_is_moe(i)]
+    dense_layers = [i for i in range(spec.num_layers) if not spec.layer_is_moe(i)]
+    windowed = spec.sliding_window_layers if spec.sliding_window else 0
+    for layers in (dense_layers, moe_layers):
+        if layers:
+            share = round(windowed * len(layers) / spec.num_layers)
+            kinds.append((layers[0], len(layers), share))
+    return kinds
+
+
+def forward_rows(p: _Pass) -> list[OpRow]:
+    rows: list[OpRow] = []
+    spec = p.spec
+    for layer, count, windowed in _layer_kinds(spec):
+        where = "moe layers" if spec.layer_is_moe(layer) else "layers"
+        ops = [(_linear_op(p, lin), lin.group) for lin in layer_linears(spec, layer)] + _memory_ops(p, layer)
+        rows += [OpRow(op, group, where, count) for op, group in ops]
+        if count - windowed:
+            rows.append(OpRow(_attention_op(p, False), "attention", where, count - windowed))
+        if windowed:
+            rows.append(OpRow(_attention_op(p, True), "attention", where, windowed))
+    return _merge(rows) + head_rows(p)
+
+
+def head_rows(p: _Pass) -> list[OpRow]:
+    spec, t, act = p.spec, p.tokens, p.act
+    extra = spec.hidden_size if spec.learned_positions else 0
+    ops = [embedding_op(t, spec.embed_dim, act, p.ceil, extra_width=extra)]
+    if spec.final_norm and norm_width(spec):
+        ops.append(norm_op(t, spec.hidden_size, act, p.ceil, name="final_norm"))
+    ops += [_linear_op(p, lin) for lin in head_linears(spec)]
+    return [OpRow(op, "head", "head", 1) for op in ops]
+
+
+def _merge(rows: list[OpRow]) -> list[OpRow]:
+    """Identical kernels of one layer kind (two norms, two residual adds) become one row with a count."""
+    merged: dict[tuple, OpRow] = {}
+    for row in rows:
+        key = (row.pred, row.group, row.layers)
+        merged[key] = replace(merged[key], count=merged[key].count + row.count) if key in merged else row
+    return list(merged.values())
+
+
+@lru_cache(maxsize=32)
+def _params(spec: ModelSpec) -> int:
+    return count_params(spec).total
+
+
+def _fit(p: _Pass) -> tuple[float, float]:
+    """(weight bytes, KV-cache bytes) per GPU; weights split evenly over tp (norms are replicated: small)."""
+    spec, o = p.spec, p.opts
+    weights = _params(spec) * bytes_per_element(o.dtype) / o.tp
+    if o.phase == "train":
+        return weights, 0.0
+    per_token = spec.kv_cache_elements_per_token if spec.mla else p.kv_heads * (spec.head_dim + spec.v_head_dim)
+    kv = o.batch * o.kv_len * spec.num_layers * per_token * bytes_per_element(o.kv_dtype or o.dtype)
+    if o.check_fit and weights + kv > p.ceil.gpu.memory_bytes:
+        raise MlsysError(
+            f"{spec.name} does not fit on one {p.ceil.gpu.name} ({p.ceil.gpu.memory_bytes / 1e9:.0f} GB): "
+            f"weights {weights / 1e9:.1f} GB + KV cache {kv / 1e9:.1f} GB per GPU; use --tp, a smaller "
+            f"--dtype/--kv-dtype, --batch or --context (or --no-fit-check)")
+    return weights, kv
+
+
+def predict_model(spec: ModelSpec, ceilings: Ceilings, options: RooflineOptions | None = None) -> ModelRoofline:
+    """Per-kernel roofline rows and totals for one prefill, decode step or training step."""
+    opts = options or RooflineOptions()
+    opts.validate(spec)
+    p = _Pass(spec, ceilings, opts)
+    weights, kv = _fit(p)
+    rows = forward_rows(p)
+    comm = tp_comm_rows(spec, ceilings.gpu, opts, p.a)
+    if opts.phase == "train":
+        rows += backward_rows(p, rows) + [optimizer_row(p, _params(spec))]
+    forward = count_flops(spec, opts.flop_options).forward
+    notes = _notes(spec, opts)
+    return ModelRoofline(spec.name, ceilings.gpu.name, opts, ceilings, tuple(rows), tuple(comm),
+                         forward * (3 if opts.phase == "train" else 1), weights, kv, notes)
+
+
+def _notes(spec: ModelSpec, opts: RooflineOptions) -> tuple[str, ...]:
+    notes = []
+    if spec.sliding_window and opts.phase != "decode" and opts.seq > spec.sliding_window:
+        notes.append(f"sliding window ({spec.sliding_window}) applied in decode only; prefill/train attention "
+                     "is over the full causal sequence (an overestimate)")
+    if spec.mla is not None:
+        notes.append("MLA: decode attends over the cached latent with absorbed up-projections (MQA, "
+                     "d_qk = kv_lora_rank + rope, d_v = kv_lora_rank); prefill over expanded per-head K/V")
+    if spec.is_moe:
+        notes.append("MoE: weights of the expected distinct experts E(1-(1-k/E)^T) are read; T = tokens of the step")
+    return tuple(notes)

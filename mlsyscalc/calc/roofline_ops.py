@@ -1,0 +1,314 @@
+"""Roofline time of one kernel: matmul, flash-style attention and memory-bound ops.
+
+Every prediction is
+
+    predicted_s = max(compute_s, memory_s) + overhead_s
+    compute_s   = waves x (FLOPs of one padded tile) / (achievable FLOP/s / SMs)
+    memory_s    = read_bytes / read ceiling + write_bytes / write ceiling
+    overhead_s  = a fixed per-kernel cost (launch, prologue, tail)
+
+(Williams, Waterman & Patterson, "Roofline", CACM 2009, plus the tile and wave quantisation of
+NVIDIA's "Matrix Multiplication Background" performance guide). Ceilings come from
+`calc.calibration` (datasheet x efficiency, or measured). `bytes` is the fewest bytes a kernel
+must move (each input read once, each output written once): a lower bound that a kernel with
+perfect on-chip reuse attains.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ..errors import require
+from ..specs.gpu import GPUSpec, normalise_dtype
+from .calibration import Ceilings, load_ceilings
+from .dtypes import bytes_per_element, dtype_name
+
+# Output tile (BLOCK_M, BLOCK_N) candidates: CUTLASS/cuBLAS bf16 tiles on Hopper (128x256 with
+# two consumer warpgroups, 128x128), smaller ones for shapes that cannot fill the SMs, and 16-row
+# tiles (mma.m16n8k16) for skinny decode GEMMs. See _matmul_tiling for which are considered.
+MATMUL_TILES = ((128, 256), (128, 128), (64, 128), (64, 64), (16, 128), (16, 64))
+MIN_WAVE_FILL = 0.75  # below this busy share of the SM-waves, smaller tiles / split-K are considered
+SPLIT_K = (1, 2, 4, 8, 16)  # split-K / stream-K factors considered for skinny shapes
+MIN_K_PER_SPLIT = 256
+BLOCK_K_BYTES = 128  # BLOCK_K x element size: 64 for 16-bit, 128 for 8-bit (one 128-byte row)
+# Attention: query rows per CTA (FA2/FA3 prefill 128, decode kernels 64 or 16) and the KV step.
+ATTN_BLOCK_M = (128, 64, 16)
+ATTN_BLOCK_N = 128
+KV_SPLITS = (1, 2, 4, 8, 16, 32, 64)  # flash-decoding splits of the KV sequence
+# Accumulator/output dtype where it differs from the inputs (torch._scaled_mm, torch._int_mm).
+OUT_DTYPE = {"fp8": "bf16", "int8": "fp32"}  # int8 -> int32: 4 bytes, as fp32
+WEIGHT_GROUP = 128  # 4-bit weight-only: one bf16 scale per 128 weights
+
+
+@dataclass(frozen=True)
+class Tiling:
+    block_m: int
+    block_n: int
+    split: int  # split-K (matmul) or KV splits (attention)
+    units: int  # CTAs of work: tiles x splits (x groups)
+    waves: int  # ceil(units / SMs)
+    sms: int
+
+    @property
+    def wave_fill(self) -> float:
+        """Busy fraction of the SM-waves: units / (waves x SMs) (1 = no idle SMs)."""
+        return self.units / (self.waves * self.sms)
+
+
+@dataclass(frozen=True)
+class OpPrediction:
+    name: str
+    kind: str  # "matmul", "attention" or "memory"
+    dtype: str
+    flops: float  # useful FLOPs, 2 per multiply-add (memory ops: CUDA-core FLOPs, counted roughly)
+    read_bytes: float
+    write_bytes: float
+    compute_s: float  # tile/wave-quantised FLOPs at the achievable compute ceiling
+    memory_s: float  # bytes at the achievable read/write ceilings
+    overhead_s: float
+    roofline_s: float  # naive max(FLOPs / datasheet peak, bytes / datasheet bandwidth)
+    ridge_flops_per_byte: float  # achievable compute roof / achievable bandwidth
+    tiling: Tiling | None = None
+    shape: str = ""
+    dims: tuple[float, ...] = ()  # matmul: (tokens, groups, N, K); groups may be fractional (MoE)
+
+    @property
+    def bytes(self) -> float:
+        return self.read_bytes + self.write_bytes
+
+    @property
+    def intensity_flops_per_byte(self) -> float:
+        return self.flops / self.bytes if self.bytes else math.inf
+
+    @property
+    def predicted_s(self) -> float:
+        return max(self.compute_s, self.memory_s) + self.overhead_s
+
+    @property
+    def bound(self) -> str:
+        """compute or memory, whichever time is larger; overhead when the fixed cost exceeds both."""
+        if self.overhead_s > max(self.compute_s, self.memory_s):
+            return "overhead"
+        return "compute" if self.compute_s >= self.memory_s else "memory"
+
+    @property
+    def achievable_fraction(self) -> float:
+        """Naive datasheet roofline time / predicted time: the share of the datasheet roof attained."""
+        return self.roofline_s / self.predicted_s
+
+    @property
+    def attained_flops_per_s(self) -> float:
+        return self.flops / self.predicted_s
+
+    def as_dict(self) -> dict[str, Any]:
+        data = {k: v for k, v in asdict(self).items() if k not in ("tiling", "dims")}
+        data.update(
+            bytes=self.bytes, intensity_flops_per_byte=self.intensity_flops_per_byte,
+            predicted_s=self.predicted_s, bound=self.bound, achievable_fraction=self.achievable_fraction,
+            attained_flops_per_s=self.attained_flops_per_s,
+        )
+        if self.tiling is not None:
+            t = self.tiling
+            data["tiling"] = {"block_m": t.block_m, "block_n": t.block_n, "split": t.split,
+                              "units": t.units, "waves": t.waves, "wave_fill": t.wave_fill}
+        return data
+
+
+@lru_cache(maxsize=64)
+def _cached(gpu: str, calibration: str | None) -> Ceilings:
+    return load_ceilings(gpu, calibration)
+
+
+def resolve_ceilings(gpu: str | GPUSpec | Ceilings, calibration: str | Path | dict | None = None) -> Ceilings:
+    """Ceilings from a Ceilings (as is), a GPUSpec, or a GPU name (+ calibration path), cached."""
+    if isinstance(gpu, Ceilings):
+        return gpu
+    if isinstance(gpu, GPUSpec) or isinstance(calibration, dict):
+        return load_ceilings(gpu, calibration)
+    return _cached(gpu, None if calibration is None else str(calibration))
+
+
+def _finish(name: str, kind: str, dtype: str, flops: float, read: float, write: float, compute_s: float,
+            ceil: Ceilings, tiling: Tiling | None, shape: str, peak_dtype: str) -> OpPrediction:
+    naive_peak = ceil.datasheet_flops(peak_dtype)
+    roofline_s = max(flops / naive_peak, (read + write) / ceil.datasheet_Bps)
+    ridge = ceil.ridge(peak_dtype, "attention" if kind == "attention" else "matmul")
+    return OpPrediction(
+        name=name, kind=kind, dtype=dtype, flops=float(flops), read_bytes=float(read), write_bytes=float(write),
+        compute_s=compute_s, memory_s=ceil.memory_s(read, write), overhead_s=ceil.launch_s,
+        roofline_s=roofline_s, ridge_flops_per_byte=ridge, tiling=tiling, shape=shape,
+    )
+
+
+def _least_time(configs, sms: int, block_time) -> tuple[float, Tiling]:
+    """The configuration (block_m, block_n, split, units, padded_k) with the least waves x tile time."""
+    best: tuple[float, Tiling] | None = None
+    for bm, bn, split, units, padded in configs:
+        waves = math.ceil(units / sms)
+        t = waves * block_time(bm, bn, padded)
+        if best is None or t < best[0] * (1 - 1e-9):  # ties keep the earlier (larger) tile
+            best = (t, Tiling(bm, bn, split, units, waves, sms))
+    assert best is not None
+    return best
+
+
+def _matmul_configs(groups: int, m: int, n: int, k: int, block_k: int, sms: int, full: bool):
+    for bm, bn in MATMUL_TILES if full else MATMUL_TILES[:2]:
+        tiles = groups * math.ceil(m / bm) * math.ceil(n / bn)
+        for split in SPLIT_K if full else (1,):
+            if split > 1 and k / split < MIN_K_PER_SPLIT:
+                break
+            yield bm, bn, split, tiles * split, math.ceil(k / split / block_k) * block_k
+
+
+def _matmul_tiling(groups: int, m: int, n: int, k: int, dtype: str, per_sm: float, sms: int) -> tuple[float, Tiling]:
+    """Large tiles (128x256, 128x128, no split) for shapes they fill well, as cuBLAS heuristics pick;
+    for skinny (M < 128) or poorly filled shapes (the best large-tile grid keeps fewer than
+    MIN_WAVE_FILL of its SM-waves busy), smaller tiles and split-K as well: the least padded time."""
+    block_k = max(16, int(BLOCK_K_BYTES / bytes_per_element(dtype)))
+
+    def block_time(bm: int, bn: int, padded_k: int) -> float:
+        return 2.0 * bm * bn * padded_k / per_sm
+
+    best = _least_time(_matmul_configs(groups, m, n, k, block_k, sms, False), sms, block_time)
+    if m >= 128 and best[1].wave_fill >= MIN_WAVE_FILL:
+        return best
+    return _least_time(_matmul_configs(groups, m, n, k, block_k, sms, True), sms, block_time)
+
+
+def predict_grouped_matmul(tokens: int, groups: float, n: int, k: int, dtype: str = "bf16",
+                           gpu: str | GPUSpec | Ceilings = "H100-SXM", calibration: Any = None, *,
+                           weight_dtype: str | None = None, out_dtype: str | None = None,
+                           name: str = "grouped_matmul") -> OpPrediction:
+    """`groups` matmuls (tokens/groups, K) @ (K, N), each with its own weight (MoE experts).
+
+    groups may be fractional (an expected number of distinct experts): bytes use it as is, the
+    tile count rounds it up.
+
+    bytes = tokens*K*act + groups*N*K*weight (+ 4-bit group scales) + tokens*N*out.
+    """
+    require(min(tokens, n, k) >= 1 and groups > 0, f"{name}: sizes must be positive")
+    ceil = resolve_ceilings(gpu, calibration)
+    act = normalise_dtype(dtype)
+    w_dtype = dtype_name(weight_dtype or act)
+    out = dtype_name(out_dtype or OUT_DTYPE.get(act, act))
+    m = math.ceil(tokens / groups)
+    flops = 2.0 * tokens * n * k
+    weight_bytes = groups * n * k * bytes_per_element(w_dtype)
+    if w_dtype in ("int4", "nf4"):
+        weight_bytes += groups * n * math.ceil(k / WEIGHT_GROUP) * bytes_per_element("bf16")
+    read = tokens * k * bytes_per_element(act) + weight_bytes
+    write = tokens * n * bytes_per_element(out)
+    per_sm = ceil.flops_per_s(act, "matmul") / ceil.sm_count
+    compute_s, tiling = _matmul_tiling(math.ceil(groups), m, n, k, act, per_sm, ceil.sm_count)
+    shape = f"{groups:.3g}x({m}x{n}x{k})" if groups != 1 else f"{m}x{n}x{k}"
+    pred = _finish(name, "matmul", act, flops, read, write, compute_s, ceil, tiling, shape, act)
+    return replace(pred, dims=(tokens, groups, n, k))
+
+
+def predict_matmul(m: int, n: int, k: int, dtype: str = "bf16", gpu: str | GPUSpec | Ceilings = "H100-SXM",
+                   calibration: Any = None, *, batch: int = 1, weight_dtype: str | None = None,
+                   out_dtype: str | None = None, name: str = "matmul") -> OpPrediction:
+    """(M, K) @ (K, N) -> (M, N), `batch` times with separate operands; the harness's per-row call.
+
+    FLOPs = 2*batch*M*N*K; bytes = batch*(M*K*a + N*K*w + M*N*out). fp8 writes bf16 and int8
+    writes int32 (torch._scaled_mm / torch._int_mm) unless out_dtype says otherwise.
+    """
+    return predict_grouped_matmul(m * batch, batch, n, k, dtype, gpu, calibration,
+                                  weight_dtype=weight_dtype, out_dtype=out_dtype, name=name)
+
+
+def causal_fraction(seq_q: int, seq_kv: int) -> float:
+    """Share of the Sq x Skv score rectangle a causal mask keeps: 1 - Sq/(2 Skv) (1/2 when Sq = Skv,
+    the FlashAttention benchmark convention used by calc.flops)."""
+    return 1.0 - seq_q / (2.0 * seq_kv)
+
+
+def _attention_tiling(rows: int, units0: int, seq_kv: int, per_row_flops: float, per_sm: float,
+                      sms: int) -> tuple[float, Tiling]:
+    """FlashAttention-2 grid (128 query rows per CTA, whole KV per CTA) while it fills the SMs;
+    otherwise smaller row blocks and flash-decoding KV splits (least padded time)."""
+    full = units0 * math.ceil(rows / ATTN_BLOCK_M[0]) < sms
+
+    def configs():
+        for bm in ATTN_BLOCK_M if full else ATTN_BLOCK_M[:1]:
+            blocks = units0 * math.ceil(rows / bm)
+            for split in KV_SPLITS if full else (1,):
+                if split > 1 and seq_kv / split < ATTN_BLOCK_N:
+                    break
+                yield bm, ATTN_BLOCK_N, split, blocks * split, math.ceil(seq_kv / split / ATTN_BLOCK_N) * ATTN_BLOCK_N
+
+    def block_time(bm: int, bn: int, padded_kv: int) -> float:
+        return bm * padded_kv * per_row_flops / per_sm
+
+    return _least_time(configs(), sms, block_time)
+
+
+def predict_attention(batch: int, heads: int, kv_heads: int, seq_q: int, seq_kv: int, head_dim: int,
+                      causal: bool = False, dtype: str = "bf16", gpu: str | GPUSpec | Ceilings = "H100-SXM",
+                      calibration: Any = None, *, v_head_dim: int | None = None, kv_dtype: str | None = None,
+                      backward: bool = False, name: str = "attention") -> OpPrediction:
+    """Flash-style attention softmax(Q K^T) V with the IO-aware byte count (no S x S round trip).
+
+    FLOPs = 2*B*Sq*Skv*H*(d_qk + d_v) (x causal_fraction); bytes = Q + K + V read once, O written
+    once (Dao et al. 2022, FlashAttention, section 3.2: the minimum; SRAM-sized re-reads of K/V
+    are assumed served from L2). GQA: query heads sharing a KV head are packed into the rows of
+    one tile, as decode kernels do. backward: FA2's 5 matmuls vs 2 (FLOPs x 2.5), reads Q, K, V,
+    O, dO and writes dQ, dK, dV (Dao 2023, FlashAttention-2, algorithm 2).
+    """
+    require(min(batch, heads, kv_heads, seq_q, seq_kv, head_dim) >= 1, f"{name}: sizes must be positive")
+    require(heads % kv_heads == 0, f"{name}: heads {heads} not divisible by kv_heads {kv_heads}")
+    ceil = resolve_ceilings(gpu, calibration)
+    act = normalise_dtype(dtype)
+    kv = dtype_name(kv_dtype or act)
+    dv = v_head_dim or head_dim
+    frac = causal_fraction(seq_q, seq_kv) if causal else 1.0
+    flops = 2.0 * batch * seq_q * seq_kv * heads * (head_dim + dv) * frac
+    a, b = bytes_per_element(act), bytes_per_element(kv)
+    q_bytes, o_bytes = batch * seq_q * heads * head_dim * a, batch * seq_q * heads * dv * a
+    kv_bytes = batch * seq_kv * kv_heads * (head_dim + dv) * b
+    read, write = q_bytes + kv_bytes, o_bytes
+    scale = 1.0
+    if backward:
+        scale = 2.5
+        read, write = q_bytes + kv_bytes + 2 * o_bytes, q_bytes + kv_bytes
+    per_sm = ceil.flops_per_s(act, "attention") / ceil.sm_count
+    group = heads // kv_heads
+    per_row = 2.0 * (head_dim + dv) * frac * scale
+    compute_s, tiling = _attention_tiling(seq_q * group, batch * kv_heads, seq_kv, per_row, per_sm, ceil.sm_count)
+    shape = f"B{batch} H{heads}/{kv_heads} {seq_q}x{seq_kv} d{head_dim}" + (" causal" if causal else "")
+    return _finish(name, "attention", act, flops * scale, read, write, compute_s, ceil, tiling, shape, act)
+
+
+def predict_memory_op(name: str, read_bytes: float, write_bytes: float, flops: float = 0.0,
+                      dtype: str = "bf16", gpu: str | GPUSpec | Ceilings = "H100-SXM", calibration: Any = None,
+                      shape: str = "") -> OpPrediction:
+    """A kernel without tensor-core work: its FLOPs run on CUDA cores at the fp32 (non-tensor) peak."""
+    require(read_bytes >= 0 and write_bytes >= 0 and read_bytes + write_bytes > 0, f"{name}: no bytes moved")
+    ceil = resolve_ceilings(gpu, calibration)
+    cuda_core = ceil.flops_per_s("fp32", "matmul")
+    return _finish(name, "memory", dtype_name(dtype), flops, read_bytes, write_bytes, flops / cuda_core,
+                   ceil, None, shape, "fp32")
+
+
+@dataclass(frozen=True)
+class OpRow:
+    """One kernel of a model step and how many times the step runs it (layers x occurrences)."""
+
+    pred: OpPrediction
+    group: str  # "attention", "mlp", "norm", "head" or "optimizer"
+    layers: str  # which layers run it: "layers", "moe layers", "head", "step"
+    count: int
+    pass_name: str = "forward"  # "forward", "backward" or "optimizer"
+
+    @property
+    def total_s(self) -> float:
+        return self.count * self.pred.predicted_s
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"group": self.group, "layers": self.layers, "count": self.count, "pass": self.pass_name,
+                **self.pred.as_dict(), "total_s": self.total_s}

@@ -1,0 +1,61 @@
+"""The backward pass and optimizer step of a training step, as roofline rows.
+
+Backward of a linear y = x W^T is two matmuls: dgrad dx = dy W (tokens x in x out) and wgrad
+dW = x^T dy (in x out x tokens), the weight gradient accumulated in fp32 (Megatron's main_grad):
+2x the forward FLOPs (Kaplan et al. 2020, section 2.1). Attention backward is FlashAttention-2's
+(5 matmuls vs 2 forward). A memory-bound kernel's backward reads what its forward read plus the
+incoming gradient and writes the input gradients: bytes (read + write, read). The optimizer is
+AdamW with fp32 master weights and moments: per parameter it reads master, gradient, m and v
+(16 bytes) and writes master, m, v (12 bytes) and the weight in the model dtype, ~12 FLOPs on
+CUDA cores. No activation recomputation.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .dtypes import bytes_per_element
+from .roofline_ops import OpRow, predict_attention, predict_grouped_matmul, predict_matmul, predict_memory_op
+
+ADAMW_READ_BYTES = 16  # fp32 master weight, fp32 gradient, fp32 m, fp32 v
+ADAMW_WRITE_BYTES = 12  # fp32 master weight, m, v (plus the weight copy in the model dtype)
+ADAMW_FLOPS = 12
+
+
+def _matmul_backward(p: Any, row: OpRow) -> list[OpRow]:
+    name = row.pred.name
+    tokens, groups, n, k = row.pred.dims
+    tokens, n, k = int(tokens), int(n), int(k)
+    dgrad = predict_grouped_matmul(tokens, groups, k, n, p.act, p.ceil, name=name + ".dgrad")
+    wgrad = predict_matmul(k, n, math.ceil(tokens / groups), p.act, p.ceil, batch=math.ceil(groups),
+                           out_dtype="fp32", name=name + ".wgrad")
+    return [OpRow(op, row.group, row.layers, row.count, "backward") for op in (dgrad, wgrad)]
+
+
+def backward_rows(p: Any, forward: list[OpRow]) -> list[OpRow]:
+    """One or two backward rows per forward row (same layer counts)."""
+    rows: list[OpRow] = []
+    o, spec = p.opts, p.spec
+    for row in forward:
+        pred = row.pred
+        if pred.kind == "matmul":
+            rows += _matmul_backward(p, row)
+            continue
+        if pred.kind == "attention":
+            op = predict_attention(o.batch, p.heads, p.kv_heads, o.seq, o.seq, spec.head_dim, True, p.act, p.ceil,
+                                   v_head_dim=spec.v_head_dim, backward=True, name=pred.name + ".bwd")
+        else:
+            op = predict_memory_op(pred.name + ".bwd", pred.read_bytes + pred.write_bytes, pred.read_bytes,
+                                   pred.flops, p.act, p.ceil, shape=pred.shape)
+        rows.append(OpRow(op, row.group, row.layers, row.count, "backward"))
+    return rows
+
+
+def optimizer_row(p: Any, total_params: int) -> OpRow:
+    """AdamW over this GPU's parameters (total / tp)."""
+    params = math.ceil(total_params / p.opts.tp)
+    write = params * (ADAMW_WRITE_BYTES + bytes_per_element(p.opts.dtype))
+    op = predict_memory_op("adamw", params * ADAMW_READ_BYTES, write, params * ADAMW_FLOPS, "fp32", p.ceil,
+                           shape=f"{params} params")
+    return OpRow(op, "optimizer", "step", 1, "optimizer")

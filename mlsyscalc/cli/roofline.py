@@ -1,0 +1,238 @@
+"""`mlsys roofline op KIND ...` (one kernel) and `mlsys roofline [model] MODEL ...` (a whole step).
+
+The group treats a first argument that is not a subcommand as a MODEL, so
+`mlsys roofline llama2-7b --phase decode` is `mlsys roofline model llama2-7b --phase decode`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import click
+
+from ..calc.calibration import KINDS, load_ceilings
+from ..calc.roofline_memory import elementwise_op, embedding_op, norm_op, rotary_op, softmax_op
+from ..calc.roofline_model import PHASES, RooflineOptions, predict_model
+from ..calc.roofline_ops import predict_attention, predict_matmul
+from ..calc.roofline_sweep import sweep_batch
+from ..errors import MlsysError
+from ..units import parse_count
+from . import render
+from .options import model_argument, positive_int, resolve_model
+from .roofline_views import model_output, op_output, sweep_output
+
+DTYPES = ("bf16", "fp16", "fp8", "int8", "tf32", "fp32")
+
+
+class _ModelDefaultGroup(click.Group):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and not args[0].startswith("-") and args[0] not in self.commands:
+            args = ["model", *args]
+        return super().parse_args(ctx, args)
+
+
+def ceiling_options(func):
+    """--gpu, --calibration, --efficiency, --launch-us, --plot: shared by every roofline command."""
+    @click.option("--gpu", default=None, help="GPU name or alias (`mlsys gpus`); default H100-SXM, or the "
+                  "calibration file's GPU.")
+    @click.option("--calibration", type=click.Path(dir_okay=False), default=None,
+                  help="Measured ceilings from `mlsys bench ceilings` instead of datasheet x efficiency.")
+    @click.option("--efficiency", "efficiency", multiple=True, metavar="KIND=FRACTION",
+                  help=f"Override an efficiency ceiling ({', '.join(KINDS)}), e.g. --efficiency matmul=0.8.")
+    @click.option("--launch-us", type=click.FloatRange(min=0), default=None,
+                  help="Fixed cost per kernel in microseconds (default 2, or the calibration's).")
+    @click.option("--plot", type=click.Path(dir_okay=False), default=None,
+                  help="Write a roofline plot (PNG or SVG by extension).")
+    @functools.wraps(func)
+    def wrapper(*args, gpu, calibration, efficiency, launch_us, **kwargs):
+        ceilings = load_ceilings(gpu, calibration, launch_s=None if launch_us is None else launch_us * 1e-6)
+        if efficiency:
+            ceilings = ceilings.with_efficiency(**_pairs(efficiency))
+        return func(*args, ceilings=ceilings, **kwargs)
+    return wrapper
+
+
+def _pairs(items: tuple[str, ...]) -> dict[str, float]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise MlsysError(f"--efficiency {item!r}: expected KIND=FRACTION")
+        out[key.strip()] = parse_count(value, f"--efficiency {key}")
+    return out
+
+
+def _emit_op(pred, ceilings, plot, fmt, as_json) -> None:
+    output = op_output(pred, ceilings)
+    if plot:
+        from ..report.roofline_plots import plot_roofline
+
+        plot_roofline(ceilings, [pred], plot, dtype=pred.dtype if pred.kind != "memory" else "bf16")
+    render.emit(output, fmt, as_json)
+
+
+@click.group(cls=_ModelDefaultGroup)
+def roofline():
+    """Roofline time predictions: `op KIND` for one kernel, `[model] MODEL` for a whole step.
+
+    predicted = max(compute, memory) + a fixed per-kernel cost, where compute counts tile and
+    wave quantisation over the SMs and both use achievable ceilings (datasheet x efficiency, or
+    measured with --calibration). See docs/roofline.md.
+    """
+
+
+@roofline.group()
+def op():
+    """One kernel: matmul, attention, elementwise, norm, softmax, rotary, embedding."""
+
+
+def _dtype_option(default: str = "bf16"):
+    return click.option("--dtype", type=click.Choice(DTYPES), default=default, show_default=True,
+                        help="Compute/storage dtype.")
+
+
+@op.command()
+@positive_int("--m", 4096, "Rows of A and C.")
+@positive_int("--n", 4096, "Columns of B and C.")
+@positive_int("--k", 4096, "Inner dimension.")
+@positive_int("--batch", 1, "Independent matmuls (batched GEMM).")
+@_dtype_option()
+@click.option("--weight-dtype", default=None, help="B's storage dtype if different (e.g. int4 for W4A16).")
+@ceiling_options
+@render.output_options
+def matmul(m, n, k, batch, dtype, weight_dtype, ceilings, plot, fmt, as_json):
+    """(M, K) @ (K, N): FLOPs 2MNK, bytes MK + NK + MN elements, tile/wave-quantised compute."""
+    pred = predict_matmul(m, n, k, dtype, ceilings, batch=batch, weight_dtype=weight_dtype)
+    _emit_op(pred, ceilings, plot, fmt, as_json)
+
+
+@op.command()
+@positive_int("--batch", 1, "Sequences.")
+@positive_int("--heads", 32, "Query heads.")
+@click.option("--kv-heads", type=click.IntRange(min=1), default=None, help="KV heads (GQA/MQA); default --heads.")
+@positive_int("--seq", 4096, "Query length.")
+@click.option("--kv-len", type=click.IntRange(min=1), default=None, help="Keys per query; default --seq.")
+@positive_int("--head-dim", 128, "Per-head width of Q and K.")
+@click.option("--v-head-dim", type=click.IntRange(min=1), default=None, help="Per-head width of V; default --head-dim.")
+@click.option("--causal", is_flag=True, help="Causal mask (keeps 1 - Sq/(2 Skv) of the scores).")
+@click.option("--backward", is_flag=True, help="FlashAttention-2 backward instead of forward.")
+@_dtype_option()
+@click.option("--kv-dtype", default=None, help="K/V storage dtype (e.g. fp8 cache); default --dtype.")
+@ceiling_options
+@render.output_options
+def attention(batch, heads, kv_heads, seq, kv_len, head_dim, v_head_dim, causal, backward, dtype, kv_dtype,
+              ceilings, plot, fmt, as_json):
+    """Flash-style attention: Q, K, V read once, O written once (no S x S round trip)."""
+    pred = predict_attention(batch, heads, kv_heads or heads, seq, kv_len or seq, head_dim, causal, dtype, ceilings,
+                             v_head_dim=v_head_dim, kv_dtype=kv_dtype, backward=backward)
+    _emit_op(pred, ceilings, plot, fmt, as_json)
+
+
+@op.command()
+@click.option("--elements", default="16M", show_default=True, help="Elements per tensor (accepts 16M, 1e8).")
+@positive_int("--inputs", 1, "Tensors read.")
+@positive_int("--outputs", 1, "Tensors written.")
+@click.option("--flops-per-element", type=click.FloatRange(min=0), default=1.0, show_default=True)
+@_dtype_option()
+@ceiling_options
+@render.output_options
+def elementwise(elements, inputs, outputs, flops_per_element, dtype, ceilings, plot, fmt, as_json):
+    """y = f(x1..xn) element by element (residual add: --inputs 2)."""
+    count = parse_count(elements, "--elements")
+    _emit_op(elementwise_op(count, inputs, outputs, flops_per_element, dtype, ceilings), ceilings, plot, fmt, as_json)
+
+
+@op.command()
+@positive_int("--tokens", 4096, "Rows.")
+@positive_int("--hidden", 4096, "Normalised width.")
+@_dtype_option()
+@ceiling_options
+@render.output_options
+def norm(tokens, hidden, dtype, ceilings, plot, fmt, as_json):
+    """RMSNorm/LayerNorm over (tokens, hidden)."""
+    _emit_op(norm_op(tokens, hidden, dtype, ceilings), ceilings, plot, fmt, as_json)
+
+
+@op.command()
+@positive_int("--rows", 4096, "Rows.")
+@positive_int("--cols", 32000, "Row length (e.g. the vocabulary).")
+@_dtype_option()
+@ceiling_options
+@render.output_options
+def softmax(rows, cols, dtype, ceilings, plot, fmt, as_json):
+    """Row softmax, one read and one write."""
+    _emit_op(softmax_op(rows, cols, dtype, ceilings), ceilings, plot, fmt, as_json)
+
+
+@op.command()
+@positive_int("--tokens", 4096, "Tokens.")
+@positive_int("--heads", 40, "Query + key heads rotated.")
+@positive_int("--head-dim", 128, "Rotated dims per head.")
+@_dtype_option()
+@ceiling_options
+@render.output_options
+def rotary(tokens, heads, head_dim, dtype, ceilings, plot, fmt, as_json):
+    """Rotary position embedding applied to q and k."""
+    _emit_op(rotary_op(tokens, heads, head_dim, dtype, ceilings), ceilings, plot, fmt, as_json)
+
+
+@op.command()
+@positive_int("--tokens", 4096, "Token ids looked up.")
+@positive_int("--hidden", 4096, "Embedding width.")
+@_dtype_option()
+@ceiling_options
+@render.output_options
+def embedding(tokens, hidden, dtype, ceilings, plot, fmt, as_json):
+    """Embedding lookup: only the looked-up rows are read."""
+    _emit_op(embedding_op(tokens, hidden, dtype, ceilings), ceilings, plot, fmt, as_json)
+
+
+def _sweep_values(text: str) -> list[int]:
+    key, sep, values = text.partition("=")
+    if key.strip() != "batch" or not sep:
+        raise MlsysError(f"--sweep {text!r}: expected batch=1,2,4,... (only batch sweeps are supported)")
+    return [int(parse_count(v, "--sweep batch")) for v in values.split(",") if v.strip()]
+
+
+@roofline.command("model")
+@model_argument
+@click.option("--phase", type=click.Choice(PHASES), default=RooflineOptions.phase, show_default=True)
+@positive_int("--batch", RooflineOptions.batch, "Sequences in the batch.")
+@positive_int("--seq", RooflineOptions.seq, "prefill/train: tokens per sequence.")
+@click.option("--context", type=click.IntRange(min=0), default=RooflineOptions.context, show_default=True,
+              help="decode: tokens already in the KV cache (required).")
+@positive_int("--tp", RooflineOptions.tp, "Tensor-parallel GPUs (Megatron-style).")
+@click.option("--dtype", default=RooflineOptions.dtype, show_default=True,
+              help="Weights/activations: bf16, fp16, fp8, int8, fp32; int4/nf4 = weight-only (bf16 compute).")
+@click.option("--kv-dtype", default=None, help="KV cache dtype; default --dtype.")
+@click.option("--cluster", default=None, help="Cluster spec for the TP collectives; default: one with this GPU.")
+@click.option("--no-fit-check", is_flag=True, help="Predict even if weights + KV cache exceed GPU memory.")
+@click.option("--sweep", default=None, metavar="batch=1,2,4,...", help="Decode/prefill curve over batch sizes.")
+@ceiling_options
+@render.output_options
+def model(model, overrides, phase, batch, seq, context, tp, dtype, kv_dtype, cluster, no_fit_check, sweep,
+          ceilings, plot, fmt, as_json):
+    """Per-kernel roofline of one layer (and the head) of MODEL, and the step's totals.
+
+    prefill: time to first token; decode: time per output token (needs --context); train:
+    forward + backward + AdamW step. Also tokens/s, MFU, MBU, and with --tp the collectives.
+    """
+    spec = resolve_model(model, overrides)
+    opts = RooflineOptions(phase=phase, batch=batch, seq=seq, context=context, tp=tp, dtype=dtype,
+                           kv_dtype=kv_dtype, cluster=cluster, check_fit=not no_fit_check)
+    if sweep:
+        result = sweep_batch(spec, ceilings, opts, _sweep_values(sweep))
+        output = sweep_output(result)
+        if plot:
+            from ..report.roofline_plots import plot_model
+
+            plot_model(result.points[0], plot, sweep=result)
+    else:
+        result = predict_model(spec, ceilings, opts)
+        output = model_output(result)
+        if plot:
+            from ..report.roofline_plots import plot_model
+
+            plot_model(result, plot)
+    render.emit(output, fmt, as_json)
+
