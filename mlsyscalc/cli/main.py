@@ -21,6 +21,7 @@ COMMANDS = {
     "flops": "counts:flops",
     "scaling": "scaling:scaling",
     "bench": "bench:bench",
+    "roofline": "roofline:roofline",
     "comm": "comm:comm",
     "memory": "memory:memory",
 }
