@@ -1,0 +1,78 @@
+"""`mlsys memory train|infer` through click's CliRunner: JSON contract, verdicts, exit codes, plots."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+
+def test_train_json_contract(run_cli):
+    d = run_cli.json("memory", "train", "llama2-7b", "--seq", "4096", "--gpu", "H100-SXM")
+    for key in ("total_bytes", "peak_bytes", "breakdown", "fits", "weights_bytes", "gradients_bytes",
+                "optimizer_bytes", "activations_bytes", "temporaries_bytes", "bytes_per_element", "stages"):
+        assert key in d
+    assert sum(d["breakdown"].values()) == d["total_bytes"]
+    assert d["weights_bytes"] + d["gradients_bytes"] + d["optimizer_bytes"] == 107_814_649_856
+    assert d["fits"] is False and d["headroom_bytes"] < 0
+
+
+def test_fsdp_alias_equals_zero_stage(run_cli):
+    a = run_cli.json("memory", "train", "llama2-7b", "--dp", "8", "--fsdp", "full_shard")
+    b = run_cli.json("memory", "train", "llama2-7b", "--dp", "8", "--zero", "3")
+    c = run_cli.json("memory", "train", "llama2-7b", "--dp", "8", "--fsdp", "shard_grad_op")
+    assert a["total_bytes"] == b["total_bytes"] and c["zero"] == 2
+    assert (a["weights_bytes"] + a["gradients_bytes"] + a["optimizer_bytes"]) * 8 == 107_814_649_856
+
+
+def test_bytes_override_is_printed_and_used(run_cli):
+    d = run_cli.json("memory", "train", "llama2-7b", "--bytes", "master=0")
+    assert d["bytes_per_element"]["master"] == 0
+    assert d["optimizer_bytes"] == 8 * 6_738_415_616
+
+
+def test_infer_json_and_max(run_cli):
+    d = run_cli.json("memory", "infer", "llama2-7b", "--context", "4096")
+    assert d["kv_cache_bytes"] == 2_147_483_648 and sum(d["breakdown"].values()) == d["total_bytes"]
+    m = run_cli.json("memory", "infer", "llama2-7b", "--gpu", "H100-SXM", "--max", "batch", "--reserve", "10%")
+    assert m["solved_for"] == "batch" and m["max_batch"] == m["max_value"] == m["batch"] > 1
+    assert m["fits"] is True and m["total_bytes"] <= m["usable_bytes"]
+
+
+@pytest.mark.parametrize("args", [
+    ["train", "llama2-7b", "--tp", "3"], ["train", "llama2-7b", "--pp", "5"], ["train", "llama2-7b", "--zero", "4"],
+    ["train", "llama2-7b", "--batch", "-1"], ["train", "llama2-7b", "--dp", "0"], ["train", "llama2-7b", "--ep", "2"],
+    ["train", "llama2-7b", "--dp", "2", "--world-size", "8"], ["train", "llama2-7b", "--fsdp", "bogus"],
+    ["infer", "llama2-7b", "--tp", "3"], ["infer", "llama2-7b", "--max", "batch"], ["infer", "llama2-7b", "--dtype", "int3"],
+    ["train", "llama2-7b", "--bytes", "nonsense=2"],
+])
+def test_bad_input_exits_2(run_cli, args):
+    code, _, err = run_cli("memory", *args)
+    assert code == 2 and err.strip()
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "csv"])
+def test_human_formats_label_gib_and_gb(run_cli, fmt):
+    code, out, _ = run_cli("memory", "infer", "llama3-8b", "--context", "8192", "--format", fmt)
+    assert code == 0 and "1,073,741,824" in out or "1073741824" in out
+    if fmt != "csv":
+        assert "GiB" in out and "GB" in out
+
+
+def test_plot_writes_a_file(run_cli, tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "zero.png"
+    code, _, err = run_cli("memory", "train", "llama2-7b", "--dp", "8", "--plot", str(path), "--sweep", "zero")
+    assert code == 0, err
+    assert path.stat().st_size > 1000
+
+
+def test_calculator_imports_no_torch():
+    code = ("import sys; from mlsyscalc.cli.main import main\n"
+            "try: main(['memory', 'train', 'llama2-7b', '--json'])\nexcept SystemExit: pass\n"
+            "try: main(['memory', 'infer', 'llama2-7b', '--json'])\nexcept SystemExit: pass\n"
+            "bad = [m for m in ('torch', 'triton', 'pandas', 'matplotlib', 'scipy') if m in sys.modules]\n"
+            "print('BAD', bad) if bad else print('CLEAN')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().endswith("CLEAN")

@@ -1,0 +1,162 @@
+"""Training memory: exact model-state arithmetic, Korthikanti's activation formulas, ZeRO,
+pipeline stages, bad input."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlsyscalc import count_params, load_model
+from mlsyscalc.calc.activations import Split, layer_bytes, layer_saved
+from mlsyscalc.calc.memory_common import stage_params
+from mlsyscalc.calc.memory_train import TrainOptions, train_memory
+from mlsyscalc.errors import MlsysError
+
+LLAMA2_7B = 6_738_415_616
+
+
+def model_states(r) -> int:
+    b = r.breakdown
+    return b["weights"] + b["gradients"] + b["optimizer"]
+
+
+def test_llama2_7b_mixed_adamw_model_states_16_bytes():
+    r = train_memory(load_model("llama2-7b"), TrainOptions())
+    assert model_states(r) == 16 * LLAMA2_7B == 107_814_649_856
+    assert r.model_state_bytes_unsharded == 107_814_649_856
+    assert r.breakdown["weights"] == 2 * LLAMA2_7B and r.breakdown["optimizer"] == 12 * LLAMA2_7B
+
+
+def test_zero3_on_8_gpus_is_an_eighth():
+    r = train_memory(load_model("llama2-7b"), TrainOptions(dp=8, zero=3))
+    assert model_states(r) * 8 == 107_814_649_856
+
+
+@pytest.mark.parametrize("zero, per_param", [(0, 16), (1, 4 + 12 / 8), (2, 2 + 14 / 8), (3, 16 / 8)])
+def test_zero_stages_match_the_zero_paper(zero, per_param):
+    r = train_memory(load_model("llama2-7b"), TrainOptions(dp=8, zero=zero))
+    assert model_states(r) == pytest.approx(per_param * LLAMA2_7B, abs=4)
+
+
+def gpt_spec():
+    return load_model("gpt2", {"n_embd": 1024, "n_head": 16, "n_layer": 4})
+
+
+def test_gpt_layer_reduces_to_korthikanti_equation_1():
+    """sbh(34 + 5as/h): LayerNorm, MHA, 4h GeLU MLP, dropout, no flash, 2-byte activations."""
+    spec = gpt_spec()
+    s, b, h, a = 2048, 4, spec.hidden_size, spec.num_heads
+    items = layer_saved(spec, 0, flash=False, dropout=True)
+    got = layer_bytes(items, Split(b * s, s, 1, False, 1), {"activation": 2, "mask": 1}, "none", h)
+    assert got == 34 * s * b * h + 5 * a * s * s * b
+
+
+@pytest.mark.parametrize("t", [2, 4, 8])
+def test_tensor_and_sequence_parallel_match_equations_2_and_3(t):
+    spec = gpt_spec()
+    s, b, h, a = 2048, 2, spec.hidden_size, spec.num_heads
+    items = layer_saved(spec, 0, flash=False, dropout=True)
+    nb = {"activation": 2, "mask": 1}
+    tp_only = layer_bytes(items, Split(b * s, s, t, False, t), nb, "none", h)
+    assert tp_only == pytest.approx(s * b * h * (10 + 24 / t + 5 * a * s / (h * t)))
+    with_sp = layer_bytes(items, Split(b * s, s, t, True, t), nb, "none", h)
+    assert with_sp == pytest.approx(s * b * h * (34 / t + 5 * a * s / (h * t)))
+    selective = layer_bytes(items, Split(b * s, s, t, True, t), nb, "selective", h)
+    assert selective == pytest.approx(s * b * h * 34 / t)  # equation 6
+    full = layer_bytes(items, Split(b * s, s, t, True, t), nb, "full", h)
+    assert full == pytest.approx(2 * s * b * h / t)
+
+
+def test_flash_drops_the_scores_and_gated_mlp_saves_4I():
+    spec = load_model("llama2-7b")
+    s, b, h = 4096, 1, spec.hidden_size
+    items = layer_saved(spec, 0, flash=True, dropout=False)
+    got = layer_bytes(items, Split(b * s, s, 1, False, 1), {"activation": 2, "mask": 1}, "none", h)
+    # norms 2h, qkv input h, Q K V 3h, o_proj input h, mlp input h, 4 x 11008
+    assert got == 2 * s * b * (8 * h + 4 * spec.intermediate_size)
+    no_flash = layer_bytes(layer_saved(spec, 0, False, False), Split(b * s, s, 1, False, 1),
+                           {"activation": 2, "mask": 1}, "none", h)
+    assert no_flash - got == 2 * spec.num_heads * s * s * b
+
+
+def test_gqa_keeps_kv_at_kv_width():
+    spec = load_model("llama3-8b")
+    names = {i.name: i.per_token for i in layer_saved(spec, 0, True, False)}
+    assert names["K (after rotary)"] == 8 * 128 and names["Q (after rotary)"] == 32 * 128
+
+
+def test_mla_saves_latents_and_per_head_kv():
+    spec = load_model("deepseek-v3")
+    names = {i.name: i.per_token for i in layer_saved(spec, 0, True, False)}
+    assert names["kv_a_layernorm input"] == 512 and names["q_a_layernorm input"] == 1536
+    assert names["K (after rotary)"] == 128 * 192 and names["V"] == 128 * 128
+
+
+def test_moe_routed_tokens_scale_with_top_k_and_capacity():
+    spec = load_model("mixtral-8x7b")
+    base = {i.name: i.per_token for i in layer_saved(spec, 0, True, False, 1.0)}
+    more = {i.name: i.per_token for i in layer_saved(spec, 0, True, False, 1.25)}
+    assert base["expert intermediates (k x 4I)"] == 2 * 4 * 14336
+    assert more["expert intermediates (k x 4I)"] == round(1.25 * 2 * 4 * 14336)
+
+
+def test_stage_params_sum_to_count_params_for_every_builtin_shape():
+    for name in ("llama2-7b", "gpt2", "opt-350m", "deepseek-v3", "gemma2-9b", "phi-2"):
+        spec = load_model(name)
+        sp = stage_params(spec, range(spec.num_layers), True, True, 1, 1, 1)
+        assert sp.total == count_params(spec).total
+
+
+def test_tp_splits_projections_and_keeps_norms():
+    spec = load_model("llama2-7b")
+    one = stage_params(spec, range(32), True, True, 1, 1, 1).total
+    two = stage_params(spec, range(32), True, True, 2, 1, 1).total
+    norms = 32 * 2 * 4096 + 4096
+    assert two == (one - norms) // 2 + norms
+
+
+def test_pipeline_first_stage_holds_pp_micro_batches():
+    spec = load_model("llama2-7b")
+    r = train_memory(spec, TrainOptions(pp=4, grad_accum=8, seq=4096))
+    first, last = r.stages[0], r.stages[-1]
+    assert first.micro_batches_in_flight == 4 and last.micro_batches_in_flight == 1
+    one = train_memory(spec, TrainOptions(seq=4096)).peak_stage.detail["activations_layers"]
+    assert first.detail["activations_layers"] == one  # 4 micro-batches x 8 layers = 1 x 32 layers
+    assert last.breakdown["temporaries"] > 0 and first.breakdown["temporaries"] == 0
+
+
+def test_offload_moves_optimizer_to_cpu():
+    r = train_memory(load_model("llama2-7b"), TrainOptions(dp=8, zero=2, offload="optimizer"))
+    assert r.breakdown["optimizer"] == 0
+    assert r.peak_stage.cpu_bytes == pytest.approx(12 * LLAMA2_7B / 8, abs=4)
+
+
+def test_optimizers():
+    spec = load_model("llama2-7b")
+    states = {o: train_memory(spec, TrainOptions(optimizer=o)).breakdown["optimizer"]
+              for o in ("adamw", "sgd-momentum", "adafactor", "adam8bit")}
+    assert states["sgd-momentum"] == 8 * LLAMA2_7B
+    assert states["adam8bit"] == pytest.approx(LLAMA2_7B * (4 + 2 * (1 + 4 / 2048)), abs=4)
+    assert 4 * LLAMA2_7B < states["adafactor"] < 4.01 * LLAMA2_7B  # master + factored moments
+
+
+def test_bytes_override_changes_the_assumption():
+    r = train_memory(load_model("llama2-7b"), TrainOptions(bytes_overrides=(("grad", 4.0),)))
+    assert r.breakdown["gradients"] == 4 * LLAMA2_7B and r.bytes_per_element["grad"] == 4.0
+
+
+@pytest.mark.parametrize("opts", [
+    TrainOptions(tp=3), TrainOptions(pp=5), TrainOptions(zero=4), TrainOptions(batch=-1),
+    TrainOptions(dp=0), TrainOptions(ep=2), TrainOptions(world_size=8, dp=2),
+    TrainOptions(offload="optimizer"), TrainOptions(optimizer="lion"),
+])
+def test_bad_combinations_raise(opts):
+    with pytest.raises(MlsysError):
+        train_memory(load_model("llama2-7b"), opts)
+
+
+def test_ep_must_divide_experts_and_dp():
+    spec = load_model("mixtral-8x7b")
+    with pytest.raises(MlsysError):
+        train_memory(spec, TrainOptions(ep=3, dp=3))
+    r = train_memory(spec, TrainOptions(ep=8, dp=8, zero=1))
+    assert r.total < train_memory(spec, TrainOptions(dp=8, zero=1)).total
