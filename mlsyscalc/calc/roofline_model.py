@@ -237,7 +237,7 @@ def _attention_op(p: _Pass, windowed: bool) -> OpPrediction:
     if spec.mla is not None and o.phase == "decode":  # absorbed MLA: MQA over the cached latent
         mla = spec.mla
         return predict_attention(o.batch, p.heads, 1, 1, kv_len, mla.kv_lora_rank + mla.qk_rope_head_dim, False,
-                                 p.act, p.ceil, v_head_dim=mla.kv_lora_rank, kv_dtype=kv_dtype, name=name)
+                                 p.act, p.ceil, v_head_dim=mla.kv_lora_rank, kv_dtype=kv_dtype, v_in_k=True, name=name)
     return predict_attention(o.batch, p.heads, p.kv_heads, o.new_tokens, kv_len, spec.head_dim, causal, p.act,
                              p.ceil, v_head_dim=spec.v_head_dim, kv_dtype=kv_dtype, name=name)
 

@@ -251,14 +251,15 @@ def _attention_tiling(rows: int, units0: int, seq_kv: int, per_row_flops: float,
 def predict_attention(batch: int, heads: int, kv_heads: int, seq_q: int, seq_kv: int, head_dim: int,
                       causal: bool = False, dtype: str = "bf16", gpu: str | GPUSpec | Ceilings = "H100-SXM",
                       calibration: Any = None, *, v_head_dim: int | None = None, kv_dtype: str | None = None,
-                      backward: bool = False, name: str = "attention") -> OpPrediction:
+                      backward: bool = False, v_in_k: bool = False, name: str = "attention") -> OpPrediction:
     """Flash-style attention softmax(Q K^T) V with the IO-aware byte count (no S x S round trip).
 
     FLOPs = 2*B*Sq*Skv*H*(d_qk + d_v) (x causal_fraction); bytes = Q + K + V read once, O written
     once (Dao et al. 2022, FlashAttention, section 3.2: the minimum; SRAM-sized re-reads of K/V
     are assumed served from L2). GQA: query heads sharing a KV head are packed into the rows of
     one tile, as decode kernels do. backward: FA2's 5 matmuls vs 2 (FLOPs x 2.5), reads Q, K, V,
-    O, dO and writes dQ, dK, dV (Dao 2023, FlashAttention-2, algorithm 2).
+    O, dO and writes dQ, dK, dV (Dao 2023, FlashAttention-2, algorithm 2). v_in_k: V is a slice
+    of the cached K (absorbed MLA decode, DeepSeek-V2 section 2.1.2), read once.
     """
     require(min(batch, heads, kv_heads, seq_q, seq_kv, head_dim) >= 1, f"{name}: sizes must be positive")
     require(heads % kv_heads == 0, f"{name}: heads {heads} not divisible by kv_heads {kv_heads}")
@@ -270,7 +271,7 @@ def predict_attention(batch: int, heads: int, kv_heads: int, seq_q: int, seq_kv:
     flops = 2.0 * batch * seq_q * seq_kv * heads * (head_dim + dv) * frac
     a, b = bytes_per_element(act), bytes_per_element(kv)
     q_bytes, o_bytes = batch * seq_q * heads * head_dim * a, batch * seq_q * heads * dv * a
-    kv_bytes = batch * seq_kv * kv_heads * (head_dim + dv) * b
+    kv_bytes = batch * seq_kv * kv_heads * (head_dim if v_in_k else head_dim + dv) * b
     read, write = q_bytes + kv_bytes, o_bytes
     scale = 1.0
     if backward:
