@@ -152,20 +152,29 @@ def _configs(tiles):
 
 
 _KEY = ["M", "N", "K", "A_T", "B_NK", "SCALE", "INT8"]
+
+
+def _quick_bench(fn, quantiles):
+    """The autotuners' timer: do_bench with short windows (tuning only, never reported)."""
+    return triton.testing.do_bench(fn, warmup=5, rep=25, quantiles=quantiles)
+
+
 # H100/H200 tiles: 128x256 with 8 warps (two consumer warpgroups) is the usual winner for big
 # shapes; the smaller tiles cover shapes whose tile count leaves SMs idle.
 _TMA_16BIT = triton.autotune(_configs([
     (128, 256, 64, 3, 8), (256, 128, 64, 3, 8), (128, 256, 64, 4, 8), (128, 128, 64, 4, 8),
     (128, 128, 64, 5, 4), (64, 256, 64, 4, 4), (128, 128, 128, 3, 8),
-]), key=_KEY)(_matmul_tma_kernel)
+]), key=_KEY, do_bench=_quick_bench)(_matmul_tma_kernel)
 _TMA_FP8 = triton.autotune(_configs([
     (128, 256, 128, 3, 8), (256, 128, 128, 3, 8), (128, 128, 128, 4, 8), (128, 128, 128, 4, 4),
     (128, 256, 64, 4, 8), (64, 256, 128, 4, 4),
-]), key=_KEY)(_matmul_tma_kernel)
+]), key=_KEY, do_bench=_quick_bench)(_matmul_tma_kernel)
+_TMA_32BIT = triton.autotune(_configs([(128, 128, 32, 3, 8), (128, 64, 32, 4, 4), (64, 64, 32, 4, 4)]),
+                             key=_KEY, do_bench=_quick_bench)(_matmul_tma_kernel)
 _PTR_GPU = triton.autotune([
     triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, num_stages=4, num_warps=8),
     triton.Config({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}, num_stages=4, num_warps=4),
-], key=["M", "N", "K", "SCALE", "INT8"])(_matmul_ptr_kernel)
+], key=["M", "N", "K", "SCALE", "INT8"], do_bench=_quick_bench)(_matmul_ptr_kernel)
 
 
 def _interpreting() -> bool:
@@ -198,7 +207,7 @@ def _check(a, b, bias, a_scale, b_scale, activation):
     if bias is not None:
         assert bias.shape == (b.shape[1],), f"bias must be ({b.shape[1]},)"
     if a_scale is not None:
-        rowwise = a_scale.numel() != 1
+        rowwise = a_scale.numel() != 1 or b_scale.numel() != 1
         assert not rowwise or (a_scale.numel() == a.shape[0] and b_scale.numel() == b.shape[1]), \
             "per-row scales: a_scale (M,) and b_scale (N,)"
         assert rowwise or b_scale.numel() == 1, "per-tensor scales: one element each"
@@ -219,7 +228,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
     if a_scale is None:
         scale_mode = SCALE_NONE
     else:
-        scale_mode = SCALE_TENSOR if a_scale.numel() == 1 else SCALE_ROW
+        scale_mode = SCALE_TENSOR if a_scale.numel() == 1 and b_scale.numel() == 1 else SCALE_ROW
         a_scale = a_scale.reshape(-1).float().contiguous()
         b_scale = b_scale.reshape(-1).float().contiguous()
     dummy = c  # never read when the matching flag is off
@@ -250,7 +259,7 @@ def _launch_tma(a, b, c, scales, num_sms, args):
     a_desc = TensorDescriptor.from_tensor(a.T if a_t else a, dummy_block)
     b_desc = TensorDescriptor.from_tensor(b.T if b_nk else b, dummy_block)
     c_desc = TensorDescriptor.from_tensor(c, dummy_block)
-    kernel = _TMA_FP8 if a.element_size() == 1 else _TMA_16BIT  # fp8 and int8 share 1-byte tiles
+    kernel = {1: _TMA_FP8, 2: _TMA_16BIT, 4: _TMA_32BIT}[a.element_size()]  # fp8 and int8 share 1-byte tiles
     if _interpreting():
         cfg = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=2, A_T=a_t, B_NK=b_nk)
         _set_block_shapes(dict(cfg, a_desc=a_desc, b_desc=b_desc, c_desc=c_desc))

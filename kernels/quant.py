@@ -9,8 +9,10 @@
 - `weight_only_matmul(x, q, scale, bits, group)`: y (M,N) = x (M,K) @ dequant(W).T for decode
   (M = 1..64). Each program streams a BLOCK_N x K slab of the int8 or packed-int4 weight once,
   unpacks it in registers, and feeds tensor-core dots; int4 applies its per-group scale to each
-  group's partial sum. `split_k > 1` splits K over programs (fp32 partials summed by torch) for
-  weights too narrow to fill the GPU.
+  int4 weights are dequantised in registers (nibbles interleaved back into k order, times their
+  group's scale). Autotuned between tensor-core dots and CUDA-core multiply-and-sum (M <= 4), tile
+  shapes, and a split of K over programs with fp32 atomics (`split_k`) for weights too narrow to
+  fill the GPU.
 - W8A8: `w8a8_matmul` = the persistent TMA matmul of kernels/matmul.py on int8 inputs, int32
   accumulation, per-row x per-column scales in the epilogue.
 - `*_ref`: plain torch; `bench_cases`: harness cases against torch baselines.
@@ -47,13 +49,14 @@ def _quantize_kernel(
     rows = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     row_ok = rows < N
     k0 = pid_g * GROUP
-    if MODE == 1:  # int4: even and odd columns separately, so the pair packs into one byte
+    if MODE == 1:  # int4: one contiguous load, split into even and odd columns that pack into a byte
         half = tl.arange(0, BLOCK_K // 2)
+        cols = tl.arange(0, BLOCK_K)
+        full_ok = row_ok[:, None] & (cols[None, :] < GROUP) & (k0 + cols[None, :] < K)
+        x = tl.load(x_ptr + rows[:, None] * stride_xn + k0 + cols[None, :], mask=full_ok, other=0.0).to(tl.float32)
+        xe, xo = tl.split(tl.reshape(x, (BLOCK_N, BLOCK_K // 2, 2)))
         ok = row_ok[:, None] & (half[None, :] < GROUP // 2) & (k0 + 2 * half[None, :] < K)
-        base = x_ptr + rows[:, None] * stride_xn + k0 + 2 * half[None, :]
-        xe = tl.load(base, mask=ok, other=0.0).to(tl.float32)
-        xo = tl.load(base + 1, mask=ok, other=0.0).to(tl.float32)
-        amax = tl.maximum(tl.max(tl.abs(xe), axis=1), tl.max(tl.abs(xo), axis=1))
+        amax = tl.max(tl.abs(x), axis=1)
     else:
         cols = tl.arange(0, BLOCK_K)
         ok = row_ok[:, None] & (cols[None, :] < GROUP) & (k0 + cols[None, :] < K)
@@ -163,13 +166,14 @@ def dequantize_ref(q, scale, mode, group=None):
     return (q.float().reshape(N, K // group, group) * scale.float()[..., None]).reshape(N, K)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["M"])
 def _weight_only_kernel(
     x_ptr, w_ptr, s_ptr, y_ptr,          # x (M,K) fp16/bf16; w (N,K) int8 or (N,K/2) packed int4; s (N, K/GROUP)
-    M, N, K, k_per_split,
-    stride_xm, stride_wn, stride_sn, stride_ys, stride_ym,
+    M, N, K,                             # y (M,N): x's dtype, or fp32 summed atomically when SPLIT_K > 1
+    stride_xm, stride_wn, stride_sn, stride_ym,
     BITS: tl.constexpr, GROUP: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    USE_DOT: tl.constexpr, SPLIT_K: tl.constexpr,
 ):
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
@@ -180,51 +184,96 @@ def _weight_only_kernel(
     m_ok = offs_m < M
     n_ok = offs_n < N
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    k_per_split = tl.cdiv(tl.cdiv(K, SPLIT_K), BLOCK_K) * BLOCK_K
     k_start = pid_k * k_per_split
     k_end = tl.minimum(k_start + k_per_split, K)
-    if BITS == 8:  # per-channel: plain dot over the int8 slab, scale once at the end
-        offs_k = tl.arange(0, BLOCK_K)
-        for k0 in range(k_start, k_end, BLOCK_K):
-            k = k0 + offs_k
-            w = tl.load(w_ptr + offs_n[:, None] * stride_wn + k[None, :],
-                        mask=n_ok[:, None] & (k[None, :] < k_end), other=0)
-            x = tl.load(x_ptr + offs_m[:, None] * stride_xm + k[None, :],
-                        mask=m_ok[:, None] & (k[None, :] < k_end), other=0.0)
+    for k0 in range(k_start, k_end, BLOCK_K):
+        k = k0 + tl.arange(0, BLOCK_K)
+        k_ok = k < k_end
+        x = tl.load(x_ptr + offs_m[:, None] * stride_xm + k[None, :], mask=m_ok[:, None] & k_ok[None, :], other=0.0)
+        if BITS == 8:
+            w = tl.load(w_ptr + offs_n[:, None] * stride_wn + k[None, :], mask=n_ok[:, None] & k_ok[None, :],
+                        other=0).to(tl.float32)
+        else:  # two int4 per byte: low nibble = even k, high = odd k; each group of GROUP k has a scale
+            kh = k0 // 2 + tl.arange(0, BLOCK_K // 2)
+            byte = tl.load(w_ptr + offs_n[:, None] * stride_wn + kh[None, :],
+                           mask=n_ok[:, None] & (kh < k_end // 2)[None, :], other=0)
+            w = tl.interleave((byte & 15).to(tl.float32) - 8.0, (byte >> 4).to(tl.float32) - 8.0)
+            s = tl.load(s_ptr + offs_n[:, None] * stride_sn + k[None, :] // GROUP, mask=n_ok[:, None] & k_ok[None, :],
+                        other=0.0)
+            w = w * s.to(tl.float32)
+        if USE_DOT:   # tensor cores: BLOCK_M >= 16, worth it from a few rows of x up
             acc = tl.dot(x, w.to(dt).T, acc)
+        else:         # CUDA cores: a broadcast multiply and a row sum, for M = 1..4
+            acc += tl.sum(x.to(tl.float32)[:, None, :] * w[None, :, :], axis=2)
+    if BITS == 8:  # per-channel scale, once at the end
         acc = acc * tl.load(s_ptr + offs_n * stride_sn, mask=n_ok, other=0.0).to(tl.float32)[None, :]
-    else:  # int4, GROUP columns per scale: even/odd halves of x meet low/high nibbles
-        half = tl.arange(0, GROUP // 2)
-        for k0 in range(k_start, k_end, BLOCK_K):
-            for g in tl.static_range(BLOCK_K // GROUP):
-                kg = k0 + g * GROUP
-                g_ok = kg < k_end
-                byte = tl.load(w_ptr + offs_n[:, None] * stride_wn + kg // 2 + half[None, :],
-                               mask=n_ok[:, None] & g_ok, other=0)
-                xe = tl.load(x_ptr + offs_m[:, None] * stride_xm + kg + 2 * half[None, :],
-                             mask=m_ok[:, None] & g_ok, other=0.0)
-                xo = tl.load(x_ptr + offs_m[:, None] * stride_xm + kg + 1 + 2 * half[None, :],
-                             mask=m_ok[:, None] & g_ok, other=0.0)
-                lo = ((byte & 15).to(tl.int8) - 8).to(dt)
-                hi = ((byte >> 4).to(tl.int8) - 8).to(dt)
-                part = tl.dot(xe, lo.T) + tl.dot(xo, hi.T)
-                s = tl.load(s_ptr + offs_n * stride_sn + kg // GROUP, mask=n_ok & g_ok, other=0.0)
-                acc += part * s.to(tl.float32)[None, :]
-    out = y_ptr + pid_k * stride_ys + offs_m[:, None] * stride_ym + offs_n[None, :]
-    tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+    out = y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :]
+    if SPLIT_K == 1:
+        tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+    else:
+        tl.atomic_add(out, acc, mask=m_ok[:, None] & n_ok[None, :], sem="relaxed")
 
 
-def _wo_configs():
-    return [triton.Config({"BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
-            for bn, bk, w, s in ((16, 256, 4, 4), (32, 256, 4, 4), (32, 512, 4, 3), (64, 256, 4, 4),
-                                 (16, 512, 4, 4), (64, 512, 8, 3), (128, 256, 8, 3))]
+def _wo_configs(split: bool):
+    dot = [(16, 256, 4, 4), (32, 256, 4, 4), (64, 256, 4, 3), (16, 512, 4, 3)]
+    fma = [(8, 512, 4, 2), (4, 1024, 4, 2), (16, 256, 4, 2), (8, 1024, 8, 2)]
+    splits = (2, 4, 8) if split else (1,)
+    if split:
+        dot, fma = dot[:2], fma[:2]
+    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "USE_DOT": use_dot, "SPLIT_K": sk},
+                          num_warps=w, num_stages=st)
+            for use_dot, tiles, bms in ((True, dot, (16, 32, 64)), (False, fma, (1, 2, 4)))
+            for bn, bk, w, st in tiles for bm in bms for sk in splits]
 
 
-_WO_TUNED = triton.autotune(_wo_configs(), key=["M", "N", "K", "BITS", "k_per_split"])(_weight_only_kernel)
+def _wo_prune(configs, named_args, **kwargs):
+    """Keep the BLOCK_M that fits M for each variant; CUDA-core configs only for M <= 4."""
+    M = named_args["M"]
+    want_dot = 16 if M <= 16 else (32 if M <= 32 else 64)
+    want_fma = triton.next_power_of_2(M) if M <= 4 else None
+    return [c for c in configs if c.kwargs["BLOCK_M"] == (want_dot if c.kwargs["USE_DOT"] else want_fma)]
+
+
+def _quick_bench(fn, quantiles):
+    """The autotuners' timer: do_bench with short windows (tuning only, never reported)."""
+    return triton.testing.do_bench(fn, warmup=5, rep=20, quantiles=quantiles)
+
+
+_WO_KEY = ["M", "N", "K", "BITS", "GROUP"]
+_WO_DIRECT = triton.autotune(_wo_configs(False), key=_WO_KEY, do_bench=_quick_bench, prune_configs_by={"early_config_prune": _wo_prune})(
+    _weight_only_kernel)
+_WO_SPLIT = triton.autotune(_wo_configs(True), key=_WO_KEY, reset_to_zero=["y_ptr"], do_bench=_quick_bench,
+                            prune_configs_by={"early_config_prune": _wo_prune})(_weight_only_kernel)
+_WO_CHOICE: dict = {}   # (M, N, K, bits, group, dtype) -> "direct" | "split", measured on first use
+
+
+def _wo_launch(x, q, scale, bits, group, split):
+    M, K = x.shape
+    N = q.shape[0]
+    y = torch.zeros((M, N), device=x.device, dtype=torch.float32) if split else \
+        torch.empty((M, N), device=x.device, dtype=x.dtype)
+    args = (x, q, scale, y, M, N, K, x.stride(0), q.stride(0), scale.stride(0), y.stride(0))
+    if os.environ.get("TRITON_INTERPRET") == "1" or not x.is_cuda:
+        use_dot = M > 4
+        bm = 16 if use_dot else triton.next_power_of_2(M)
+        grid = (triton.cdiv(N, 16), triton.cdiv(M, bm), split or 1)
+        _weight_only_kernel[grid](*args, BITS=bits, GROUP=group, BLOCK_M=bm, BLOCK_N=16,
+                                  BLOCK_K=max(64, group) if bits == 4 else 64, USE_DOT=use_dot, SPLIT_K=split or 1)
+    else:
+        def grid(meta):
+            return (triton.cdiv(N, meta["BLOCK_N"]), triton.cdiv(M, meta["BLOCK_M"]), meta["SPLIT_K"])
+        (_WO_SPLIT if split else _WO_DIRECT)[grid](*args, BITS=bits, GROUP=group)
+    return y.to(x.dtype) if split else y
 
 
 def weight_only_matmul(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int,
-                       group: int | None = None, split_k: int = 1) -> torch.Tensor:
-    """y (M,N) = x (M,K) @ dequant(q, scale).T; bits 8 (per-channel, scale (N,1)) or 4 (scale (N, K/group))."""
+                       group: int | None = None, split_k: int | None = None) -> torch.Tensor:
+    """y (M,N) = x (M,K) @ dequant(q, scale).T; bits 8 (per-channel, scale (N,1)) or 4 (scale (N, K/group)).
+
+    split_k: None = choose by timing both launches once per shape on the GPU (direct store vs K
+    split over programs with fp32 atomics); an int forces it (1 = direct).
+    """
     assert bits in (8, 4), "bits must be 8 or 4"
     assert x.dim() == 2 and x.stride(1) == 1 and q.stride(1) == 1, "x and q need contiguous rows"
     assert x.dtype in (torch.float16, torch.bfloat16, torch.float32), f"activations in {x.dtype}?"
@@ -233,22 +282,17 @@ def weight_only_matmul(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bi
     group = group or K
     assert q.shape[1] * (2 if bits == 4 else 1) == K, f"weight {tuple(q.shape)} does not match K={K}"
     assert scale.shape == (N, K // group), f"scale must be ({N}, {K // group})"
-    assert bits == 8 or (group in (32, 64, 128, 256) and K % group == 0), "int4 needs group 32..256 dividing K"
-    block_m = 16 if M <= 16 else (32 if M <= 32 else 64)
-    tile = 512 if bits == 8 else max(256, group)
-    k_per_split = triton.cdiv(triton.cdiv(K, split_k), tile) * tile
-    split_k = triton.cdiv(K, k_per_split)
-    y = torch.empty((split_k, M, N), device=x.device, dtype=torch.float32 if split_k > 1 else x.dtype)
-    args = (x, q, scale, y, M, N, K, k_per_split, x.stride(0), q.stride(0), scale.stride(0), y.stride(0), y.stride(1))
-    if os.environ.get("TRITON_INTERPRET") == "1" or not x.is_cuda:
-        bk = max(64, group) if bits == 4 else 64
-        grid = (triton.cdiv(N, 16), triton.cdiv(M, block_m), split_k)
-        _weight_only_kernel[grid](*args, BITS=bits, GROUP=group, BLOCK_M=block_m, BLOCK_N=16, BLOCK_K=bk)
-    else:
-        def grid(meta):
-            return (triton.cdiv(N, meta["BLOCK_N"]), triton.cdiv(M, block_m), split_k)
-        _WO_TUNED[grid](*args, BITS=bits, GROUP=group, BLOCK_M=block_m)
-    return y[0] if split_k == 1 else y.sum(0).to(x.dtype)
+    assert bits == 8 or (group in (32, 64, 128, 256) and K % 256 == 0), "int4 needs group 32..256 and K % 256 == 0"
+    if split_k is not None or not x.is_cuda:
+        return _wo_launch(x, q, scale, bits, group, split_k if (split_k or 1) > 1 else 0)
+    key = (M, N, K, bits, group, x.dtype)
+    if key not in _WO_CHOICE:
+        import triton.testing
+
+        times = {mode: triton.testing.do_bench(lambda: _wo_launch(x, q, scale, bits, group, mode == "split"),
+                                               warmup=5, rep=20, return_mode="median") for mode in ("direct", "split")}
+        _WO_CHOICE[key] = min(times, key=times.get)
+    return _wo_launch(x, q, scale, bits, group, _WO_CHOICE[key] == "split")
 
 
 def weight_only_matmul_ref(x, q, scale, bits, group=None):

@@ -29,12 +29,13 @@ if [ "$MODE" = smoke ]; then
   timeout 120 $B quant --quiet --shapes 1x4096x4096,16x8192x8192,4096x4096x4096 --out "$OUT/quant.jsonl" --format csv
   timeout 60 $B ceilings --out "$OUT/ceilings.json" --format csv
 else
-  timeout 60 $B ceilings --out "$OUT/ceilings.json" --format csv
-  timeout 170 $B matmul --quiet --dtype bfloat16 --sweep prefill --out "$OUT/matmul.jsonl" --format csv
-  timeout 150 $B matmul --quiet --dtype fp8_tensor --sweep prefill --out "$OUT/matmul.jsonl" --format csv
-  timeout 40 $B matmul --quiet --dtype fp8_row --sweep squares --out "$OUT/matmul.jsonl" --format csv
-  timeout 110 $B quant --quiet --kind w8a16 --kind w4a16 --out "$OUT/quant.jsonl" --format csv
-  timeout 40 $B quant --quiet --kind w8a8 --kind quantize --out "$OUT/quant.jsonl" --format csv
+  timeout 100 python3 -m pytest -q -p no:cacheprovider tests/test_kernels_matmul.py tests/test_kernels_quant.py \
+    tests/test_bench_harness.py 2>&1 | tail -25 | tee "$OUT/tests.txt"
+  timeout 45 $B ceilings --out "$OUT/ceilings.json" --format csv
+  timeout 130 $B matmul --quiet --dtype bfloat16 --sweep prefill --out "$OUT/matmul.jsonl" --format csv
+  timeout 100 $B matmul --quiet --dtype fp8_tensor --sweep prefill --out "$OUT/matmul.jsonl" --format csv
+  timeout 120 $B quant --quiet --kind w8a16 --kind w4a16 --out "$OUT/quant.jsonl" --format csv
+  timeout 30 $B quant --quiet --kind w8a8 --kind quantize --out "$OUT/quant.jsonl" --format csv
 fi
 # Did the compiler use Hopper's instructions? Count HGMMA/QGMMA/IMMA (wgmma) and UTMALDG (TMA) per kernel.
 for f in $(find $TRITON_CACHE_DIR -name '*.cubin' 2>/dev/null); do

@@ -19,7 +19,7 @@ PROJECTIONS = {
     "llama3-70b.gate_up": (57344, 8192),
     "llama3-70b.down": (8192, 28672),
 }
-PREFILL_M = (2048, 4096, 8192, 16384)
+PREFILL_M = (2048, 8192, 16384)
 SQUARES = (1024, 2048, 4096, 8192)
 DECODE_M = (1, 4, 16)
 
