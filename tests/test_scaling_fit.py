@@ -122,6 +122,10 @@ def test_cli_fit_bad_data_exits_2(tmp_path: Path):
     few = write_csv(tmp_path / "few.csv", Runs((1e8, 2e8, 4e8), (1e9, 2e9, 4e9), (3.0, 2.9, 2.8)))
     result = CliRunner().invoke(cli, ["scaling", "fit", str(few)])
     assert result.exit_code == 2 and "at least 8 runs" in result.output
+    runs_csv = write_csv(tmp_path / "runs.csv", isoflop_runs(TRUE, noise=0.0))
+    for bad in (["--starts", "0"], ["--starts", "many"], ["--ci", "1.5"], ["--bootstrap", "-1"]):
+        result = CliRunner().invoke(cli, ["scaling", "fit", str(runs_csv), *bad])
+        assert result.exit_code == 2, (bad, result.output)
     garbage = tmp_path / "garbage.csv"
     garbage.write_text("params,tokens,loss\n1e8,lots,3.0\n")
     result = CliRunner().invoke(cli, ["scaling", "fit", str(garbage)])

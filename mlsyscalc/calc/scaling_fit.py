@@ -197,10 +197,12 @@ def fit_runs(runs: Runs, options: FitOptions = FitOptions(), compute_flops: floa
     """Fit E, A, B, alpha, beta with bootstrap intervals and the implied compute-optimal allocation."""
     import numpy as np
 
+    _need_scipy()
     check_runs(runs)
     require(options.delta > 0, "Huber delta must be positive")
     require(0 < options.ci < 1, f"confidence level must be in (0, 1), got {options.ci}")
     require(options.bootstrap >= 0, "bootstrap count must be >= 0")
+    require(options.starts is None or options.starts >= 1, "need at least one L-BFGS start")
     x, y, log_l = (np.log(np.asarray(v, dtype=float)) for v in (runs.params, runs.tokens, runs.loss))
     grid = _grid()
     starts = _starts(grid, x, y, log_l, options.delta, options.starts, options.seed)
@@ -218,6 +220,13 @@ def fit_runs(runs: Runs, options: FitOptions = FitOptions(), compute_flops: floa
         law, runs, scaled * options.delta, float(np.sqrt(np.mean(residual**2))), len(starts), converged,
         len(samples), options.ci, intervals, compute, n_opt, compute / (FLOPS_PER_PARAM_TOKEN * n_opt),
     )
+
+
+def _need_scipy() -> None:
+    try:
+        import scipy.optimize  # noqa: F401
+    except ImportError as exc:
+        raise MlsysError("fitting needs scipy: pip install 'mlsyscalc[science]'") from exc
 
 
 def _usable(theta, what: str) -> Parametric:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ..calc import scaling as calc
+from ..calc.scaling_fit import FitOptions
 from ..calc.scaling_laws import LAW_NAMES, PARAMETRIC_LAW_NAMES
 from ..errors import MlsysError
 from ..units import fmt_count, fmt_seconds, parse_count
@@ -129,7 +130,7 @@ def loss(params, tokens, law, plot_path, fmt, as_json):
         ["tokens per parameter", pred.tokens / pred.params, best.tokens_per_param],
     ]
     notes = [f"source: {best.law.source}", f"compute C = 6ND = {pred.compute_flops:.4g} FLOP; "
-             f"the compute-optimal split of the same C loses {pred.excess_loss:.4g} nats/token less", CONVENTION]
+             f"the compute-optimal split of the same C reaches a loss {pred.excess_loss:.4g} nats/token lower", CONVENTION]
 
     def draw():
         from ..report.scaling_plots import plot_frontier
@@ -252,17 +253,18 @@ def _starts(ctx, param, value):
                       "Needs scipy (pip install 'mlsyscalc[science]').")
 @click.argument("runs_csv", type=click.Path(exists=True, dir_okay=False))
 @click.option("--compute", callback=_count("compute"), help="Budget for the implied optimum (FLOPs).")
-@click.option("--starts", default="200", show_default=True, callback=_starts,
+@click.option("--starts", default=str(FitOptions.starts), show_default=True, callback=_starts,
               help="L-BFGS starts drawn from the paper's 4,500-point grid, or 'all'.")
-@click.option("--bootstrap", type=int, default=100, show_default=True, help="Bootstrap resamples (0: no CIs).")
-@click.option("--ci", type=float, default=0.95, show_default=True, help="Confidence level.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Random seed (starts and bootstrap).")
+@click.option("--bootstrap", type=int, default=FitOptions.bootstrap, show_default=True,
+              help="Bootstrap resamples (0: no CIs).")
+@click.option("--ci", type=float, default=FitOptions.ci, show_default=True, help="Confidence level.")
+@click.option("--seed", type=int, default=FitOptions.seed, show_default=True, help="Random seed (starts and bootstrap).")
 @plot_option
 @render.output_options
 def fit(runs_csv, compute, starts, bootstrap, ci, seed, plot_path, fmt, as_json):
     import csv
 
-    from ..calc.scaling_fit import FitOptions, fit_runs, parse_runs
+    from ..calc.scaling_fit import fit_runs, parse_runs
 
     with open(runs_csv, newline="") as handle:
         runs = parse_runs(csv.DictReader(handle), source=runs_csv)

@@ -15,7 +15,10 @@ FORMATS = (".png", ".svg")
 
 
 def _pyplot():
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise MlsysError("plots need matplotlib: pip install 'mlsyscalc[science]'") from exc
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
