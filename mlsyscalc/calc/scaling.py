@@ -7,6 +7,7 @@ Fitting your own runs lives in `scaling_fit` (it needs scipy).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..errors import MlsysError, require
@@ -61,7 +62,7 @@ class Optimum:
 
 
 def _positive(value: float, what: str) -> float:
-    require(value > 0 and value == value and value != float("inf"), f"{what} must be a positive finite number, got {value!r}")
+    require(math.isfinite(value) and value > 0, f"{what} must be a positive finite number, got {value!r}")
     return float(value)
 
 
