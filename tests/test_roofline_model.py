@@ -120,7 +120,7 @@ def test_memory_fit_check():
 
 def test_mla_decode_reads_the_latent_cache():
     spec = load_model("deepseek-v3")
-    r = predict_model(spec, H100, RooflineOptions(phase="decode", batch=4, context=1000, tp=8, dtype="fp8",
+    r = predict_model(spec, H100, RooflineOptions(phase="decode", batch=4, context=1000, tp=8, dtype="fp8", kv_dtype="fp8",
                                                   check_fit=False))
     attn = next(x.pred for x in r.rows if x.pred.kind == "attention")
     latent = (512 + 64) * 1  # kv_lora_rank + rope dims, fp8
@@ -157,3 +157,18 @@ def test_more_batch_never_fewer_tokens_per_s_below_the_ridge(model, context, b1,
     if all(r.pred.compute_s <= r.pred.memory_s for r in large.rows):
         assert large.tokens_per_s >= small.tokens_per_s * (1 - 1e-12)
     assert large.memory_s > small.memory_s  # more sequences always move more bytes
+
+
+def test_low_precision_weights_and_kv_cache():
+    spec = load_model("llama3-8b")
+    opts = RooflineOptions(phase="decode", context=4096)
+    rows = {d: predict_model(spec, H100, replace(opts, dtype=d)) for d in ("bf16", "fp8", "int4")}
+    q = {d: next(x.pred for x in r.rows if x.pred.name == "q_proj") for d, r in rows.items()}
+    weight = 4096 * 4096
+    assert q["bf16"].read_bytes == weight * 2 + 4096 * 2
+    assert q["fp8"].read_bytes == weight * 1 + 4096 * 1  # fp8 weights and quantised input
+    assert q["int4"].read_bytes == weight / 2 + weight / 128 * 2 + 4096 * 2  # packed + bf16 group scales
+    assert all(r.options.kv_dtype_name == "bf16" for r in rows.values())  # KV stays bf16 unless --kv-dtype
+    fp8_kv = predict_model(spec, H100, replace(opts, kv_dtype="fp8"))
+    assert fp8_kv.kv_cache_bytes == pytest.approx(rows["bf16"].kv_cache_bytes / 2)
+    assert rows["int4"].time_s < rows["fp8"].time_s < rows["bf16"].time_s

@@ -55,6 +55,22 @@ class RooflineOptions:
                            phase="decode" if self.phase == "decode" else "prefill")
 
     @property
+    def compute_dtype(self) -> str:
+        """The matmul dtype: int4/nf4 weight-only models compute in bf16."""
+        name = dtype_name(self.dtype)
+        return "bf16" if name in ("int4", "nf4") else name
+
+    @property
+    def activation_dtype(self) -> str:
+        """Activations between kernels: bf16 when matmuls run in fp8/int8 or weights are 4-bit."""
+        name = dtype_name(self.dtype)
+        return "bf16" if name in ("fp8", "int8", "int4", "nf4") else name
+
+    @property
+    def kv_dtype_name(self) -> str:
+        return dtype_name(self.kv_dtype) if self.kv_dtype else self.activation_dtype
+
+    @property
     def new_tokens(self) -> int:
         return self.flop_options.new_tokens
 
@@ -70,7 +86,7 @@ class RooflineOptions:
         require(self.phase in PHASES, f"phase must be one of {', '.join(PHASES)}, got {self.phase!r}")
         require(self.tp >= 1, f"tp must be a positive integer, got {self.tp}")
         self.flop_options.validate()  # batch, seq, context; decode needs a context
-        dtype_name(self.dtype), dtype_name(self.kv_dtype or self.dtype)
+        self.kv_dtype_name, self.compute_dtype  # unknown dtypes are an error here
         tp = self.tp
         divide(spec.num_heads, tp, f"--tp {tp}: attention heads")
         kv = spec.num_kv_heads
@@ -138,7 +154,7 @@ class ModelRoofline:
     @property
     def mfu(self) -> float:
         """Model FLOPs / (time x GPUs x datasheet peak of the dtype) (PaLM, Chowdhery et al. 2022, app. B)."""
-        peak = self.ceilings.datasheet_flops(_compute_dtype(self.options.dtype))
+        peak = self.ceilings.datasheet_flops(self.options.compute_dtype)
         return self.model_flops / (self.time_s * self.options.tp * peak)
 
     def totals(self) -> dict[str, float | int | str | bool | None]:
@@ -165,12 +181,6 @@ class ModelRoofline:
         return self.bytes / (self.time_s * self.ceilings.datasheet_Bps)
 
 
-def _compute_dtype(dtype: str) -> str:
-    """int4/nf4 weight-only models compute in bf16."""
-    name = dtype_name(dtype)
-    return "bf16" if name in ("int4", "nf4") else name
-
-
 def expected_distinct_experts(experts: int, top_k: int, tokens: int) -> float:
     """E (1 - (1 - k/E)^T): experts hit by T tokens routed uniformly, k each (per expert,
     P(missed by one token) = 1 - k/E, independent across tokens)."""
@@ -185,11 +195,17 @@ class _Pass:
 
     @property
     def act(self) -> str:
-        return _compute_dtype(self.opts.dtype)
+        """Matmul compute dtype."""
+        return self.opts.compute_dtype
+
+    @property
+    def store(self) -> str:
+        """Activation storage dtype (memory-bound kernels, attention, matmul outputs)."""
+        return self.opts.activation_dtype
 
     @property
     def a(self) -> float:
-        return bytes_per_element(self.act)
+        return bytes_per_element(self.store)
 
     @property
     def tokens(self) -> int:
@@ -223,22 +239,23 @@ def _linear_op(p: _Pass, lin: Linear) -> OpPrediction:
     k, n = _shard(p, lin)
     w_dtype = dtype_name(p.opts.dtype)
     if lin.copies == 1:
-        return predict_matmul(p.tokens, n, k, p.act, p.ceil, weight_dtype=w_dtype, name=lin.name)
+        return predict_matmul(p.tokens, n, k, p.act, p.ceil, weight_dtype=w_dtype, out_dtype=p.store, name=lin.name)
     routed = p.tokens * lin.active
     groups = expected_distinct_experts(lin.copies, lin.active, p.tokens)
-    return predict_grouped_matmul(routed, groups, n, k, p.act, p.ceil, weight_dtype=w_dtype, name=lin.name)
+    return predict_grouped_matmul(routed, groups, n, k, p.act, p.ceil, weight_dtype=w_dtype, out_dtype=p.store,
+                                  name=lin.name)
 
 
 def _attention_op(p: _Pass, windowed: bool) -> OpPrediction:
     spec, o = p.spec, p.opts
     kv_len = min(o.kv_len, spec.sliding_window) if windowed and o.phase == "decode" else o.kv_len
-    causal, kv_dtype = o.phase != "decode", o.kv_dtype or o.dtype
+    causal, kv_dtype = o.phase != "decode", o.kv_dtype_name
     name = "attention (window)" if windowed else "attention"
     if spec.mla is not None and o.phase == "decode":  # absorbed MLA: MQA over the cached latent
         mla = spec.mla
         return predict_attention(o.batch, p.heads, 1, 1, kv_len, mla.kv_lora_rank + mla.qk_rope_head_dim, False,
-                                 p.act, p.ceil, v_head_dim=mla.kv_lora_rank, kv_dtype=kv_dtype, v_in_k=True, name=name)
-    return predict_attention(o.batch, p.heads, p.kv_heads, o.new_tokens, kv_len, spec.head_dim, causal, p.act,
+                                 p.store, p.ceil, v_head_dim=mla.kv_lora_rank, kv_dtype=kv_dtype, v_in_k=True, name=name)
+    return predict_attention(o.batch, p.heads, p.kv_heads, o.new_tokens, kv_len, spec.head_dim, causal, p.store,
                              p.ceil, v_head_dim=spec.v_head_dim, kv_dtype=kv_dtype, name=name)
 
 
@@ -254,7 +271,7 @@ def _mlp_widths(p: _Pass, layer: int) -> float:
 
 def _memory_ops(p: _Pass, layer: int) -> list[tuple[OpPrediction, str]]:
     """Norms, rotary, KV-cache append, activation, residual adds, MoE routing: HBM-bound kernels."""
-    spec, o, t, act, ceil = p.spec, p.opts, p.tokens, p.act, p.ceil
+    spec, o, t, act, ceil = p.spec, p.opts, p.tokens, p.store, p.ceil
     h = spec.hidden_size
     ops = [(norm_op(t, h, act, ceil), "norm")] * (spec.norms_per_layer if norm_width(spec) else 0)
     if spec.position_embedding == "rope":
@@ -263,7 +280,7 @@ def _memory_ops(p: _Pass, layer: int) -> list[tuple[OpPrediction, str]]:
         ops.append((rotary_op(t, heads, rot, act, ceil, positions=o.new_tokens), "attention"))
     if o.phase != "train":
         per_token = spec.kv_cache_elements_per_token if spec.mla else p.kv_heads * (spec.head_dim + spec.v_head_dim)
-        ops.append((copy_cast_op(t * per_token, act, o.kv_dtype or o.dtype, ceil), "attention"))
+        ops.append((copy_cast_op(t * per_token, act, o.kv_dtype_name, ceil), "attention"))
     gated = spec.gated_mlp or spec.layer_is_moe(layer)
     ops.append((elementwise_op(_mlp_widths(p, layer), 2 if gated else 1, 1, 5, act, ceil,
                                name="mlp_act" + ("*up" if gated else "")), "mlp"))
@@ -308,7 +325,7 @@ def forward_rows(p: _Pass) -> list[OpRow]:
 
 
 def head_rows(p: _Pass) -> list[OpRow]:
-    spec, t, act = p.spec, p.tokens, p.act
+    spec, t, act = p.spec, p.tokens, p.store
     extra = spec.hidden_size if spec.learned_positions else 0
     ops = [embedding_op(t, spec.embed_dim, act, p.ceil, extra_width=extra)]
     if spec.final_norm and norm_width(spec):
@@ -338,7 +355,7 @@ def _fit(p: _Pass) -> tuple[float, float]:
     if o.phase == "train":
         return weights, 0.0
     per_token = spec.kv_cache_elements_per_token if spec.mla else p.kv_heads * (spec.head_dim + spec.v_head_dim)
-    kv = o.batch * o.kv_len * spec.num_layers * per_token * bytes_per_element(o.kv_dtype or o.dtype)
+    kv = o.batch * o.kv_len * spec.num_layers * per_token * bytes_per_element(o.kv_dtype_name)
     if o.check_fit and weights + kv > p.ceil.gpu.memory_bytes:
         raise MlsysError(
             f"{spec.name} does not fit on one {p.ceil.gpu.name} ({p.ceil.gpu.memory_bytes / 1e9:.0f} GB): "

@@ -27,7 +27,7 @@ def _matmul_backward(p: Any, row: OpRow) -> list[OpRow]:
     name = row.pred.name
     tokens, groups, n, k = row.pred.dims
     tokens, n, k = int(tokens), int(n), int(k)
-    dgrad = predict_grouped_matmul(tokens, groups, k, n, p.act, p.ceil, name=name + ".dgrad")
+    dgrad = predict_grouped_matmul(tokens, groups, k, n, p.act, p.ceil, out_dtype=p.store, name=name + ".dgrad")
     wgrad = predict_matmul(k, n, math.ceil(tokens / groups), p.act, p.ceil, batch=math.ceil(groups),
                            out_dtype="fp32", name=name + ".wgrad")
     return [OpRow(op, row.group, row.layers, row.count, "backward") for op in (dgrad, wgrad)]
@@ -43,11 +43,11 @@ def backward_rows(p: Any, forward: list[OpRow]) -> list[OpRow]:
             rows += _matmul_backward(p, row)
             continue
         if pred.kind == "attention":
-            op = predict_attention(o.batch, p.heads, p.kv_heads, o.seq, o.seq, spec.head_dim, True, p.act, p.ceil,
+            op = predict_attention(o.batch, p.heads, p.kv_heads, o.seq, o.seq, spec.head_dim, True, p.store, p.ceil,
                                    v_head_dim=spec.v_head_dim, backward=True, name=pred.name + ".bwd")
         else:
             op = predict_memory_op(pred.name + ".bwd", pred.read_bytes + pred.write_bytes, pred.read_bytes,
-                                   pred.flops, p.act, p.ceil, shape=pred.shape)
+                                   pred.flops, p.store, p.ceil, shape=pred.shape)
         rows.append(OpRow(op, row.group, row.layers, row.count, "backward"))
     return rows
 

@@ -10,7 +10,7 @@ import functools
 
 import click
 
-from ..calc.calibration import KINDS, load_ceilings
+from ..calc.calibration import KINDS, LAUNCH_OVERHEAD_S, load_ceilings
 from ..calc.roofline_memory import elementwise_op, embedding_op, norm_op, rotary_op, softmax_op
 from ..calc.roofline_model import PHASES, RooflineOptions, predict_model
 from ..calc.roofline_ops import predict_attention, predict_matmul
@@ -40,7 +40,8 @@ def ceiling_options(func):
     @click.option("--efficiency", "efficiency", multiple=True, metavar="KIND=FRACTION",
                   help=f"Override an efficiency ceiling ({', '.join(KINDS)}), e.g. --efficiency matmul=0.8.")
     @click.option("--launch-us", type=click.FloatRange(min=0), default=None,
-                  help="Fixed cost per kernel in microseconds (default 2, or the calibration's).")
+                  help=f"Fixed cost per kernel in microseconds (default {LAUNCH_OVERHEAD_S * 1e6:g}, or the "
+                  "calibration's).")
     @click.option("--plot", type=click.Path(dir_okay=False), default=None,
                   help="Write a roofline plot (PNG or SVG by extension).")
     @functools.wraps(func)
@@ -142,49 +143,27 @@ def elementwise(elements, inputs, outputs, flops_per_element, dtype, ceilings, p
     _emit_op(elementwise_op(count, inputs, outputs, flops_per_element, dtype, ceilings), ceilings, plot, fmt, as_json)
 
 
-@op.command()
-@positive_int("--tokens", 4096, "Rows.")
-@positive_int("--hidden", 4096, "Normalised width.")
-@_dtype_option()
-@ceiling_options
-@render.output_options
-def norm(tokens, hidden, dtype, ceilings, plot, fmt, as_json):
-    """RMSNorm/LayerNorm over (tokens, hidden)."""
-    _emit_op(norm_op(tokens, hidden, dtype, ceilings), ceilings, plot, fmt, as_json)
+def _memory_command(name: str, builder, doc: str, sizes: list[tuple[str, int, str]]) -> None:
+    """Register `op NAME` for a memory-bound kernel builder taking its sizes as keyword arguments."""
+    def command(dtype, ceilings, plot, fmt, as_json, **kwargs):
+        _emit_op(builder(dtype=dtype, gpu=ceilings, **kwargs), ceilings, plot, fmt, as_json)
+
+    command.__doc__ = doc
+    command = _dtype_option()(ceiling_options(render.output_options(command)))
+    for flag, default, help_text in reversed(sizes):
+        command = positive_int(flag, default, help_text)(command)
+    op.command(name)(command)
 
 
-@op.command()
-@positive_int("--rows", 4096, "Rows.")
-@positive_int("--cols", 32000, "Row length (e.g. the vocabulary).")
-@_dtype_option()
-@ceiling_options
-@render.output_options
-def softmax(rows, cols, dtype, ceilings, plot, fmt, as_json):
-    """Row softmax, one read and one write."""
-    _emit_op(softmax_op(rows, cols, dtype, ceilings), ceilings, plot, fmt, as_json)
-
-
-@op.command()
-@positive_int("--tokens", 4096, "Tokens.")
-@positive_int("--heads", 40, "Query + key heads rotated.")
-@positive_int("--head-dim", 128, "Rotated dims per head.")
-@_dtype_option()
-@ceiling_options
-@render.output_options
-def rotary(tokens, heads, head_dim, dtype, ceilings, plot, fmt, as_json):
-    """Rotary position embedding applied to q and k."""
-    _emit_op(rotary_op(tokens, heads, head_dim, dtype, ceilings), ceilings, plot, fmt, as_json)
-
-
-@op.command()
-@positive_int("--tokens", 4096, "Token ids looked up.")
-@positive_int("--hidden", 4096, "Embedding width.")
-@_dtype_option()
-@ceiling_options
-@render.output_options
-def embedding(tokens, hidden, dtype, ceilings, plot, fmt, as_json):
-    """Embedding lookup: only the looked-up rows are read."""
-    _emit_op(embedding_op(tokens, hidden, dtype, ceilings), ceilings, plot, fmt, as_json)
+_memory_command("norm", norm_op, "RMSNorm/LayerNorm over (tokens, hidden).",
+                [("--tokens", 4096, "Rows."), ("--hidden", 4096, "Normalised width.")])
+_memory_command("softmax", softmax_op, "Row softmax, one read and one write.",
+                [("--rows", 4096, "Rows."), ("--cols", 32000, "Row length (e.g. the vocabulary).")])
+_memory_command("rotary", rotary_op, "Rotary position embedding applied to q and k.",
+                [("--tokens", 4096, "Tokens."), ("--heads", 40, "Query + key heads rotated."),
+                 ("--rotary-dim", 128, "Rotated dims per head.")])
+_memory_command("embedding", embedding_op, "Embedding lookup: only the looked-up rows are read.",
+                [("--tokens", 4096, "Token ids looked up."), ("--hidden", 4096, "Embedding width.")])
 
 
 def _sweep_values(text: str) -> list[int]:

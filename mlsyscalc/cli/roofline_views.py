@@ -58,15 +58,11 @@ def model_data(r: ModelRoofline) -> dict:
     totals = r.totals()
     return {
         "model": r.model, "gpu": r.gpu, "phase": o.phase, "batch": o.batch, "seq": o.new_tokens,
-        "context": o.context, "kv_len": o.kv_len, "tp": o.tp, "dtype": o.dtype, "kv_dtype": o.kv_dtype or o.dtype,
+        "context": o.context, "kv_len": o.kv_len, "tp": o.tp, "dtype": o.dtype, "kv_dtype": o.kv_dtype_name,
         "predicted_s": r.time_s, "bound": r.bound, "tokens_per_s": r.tokens_per_s, "mfu": r.mfu, "mbu": r.mbu,
         "totals": totals, "ops": [row.as_dict() for row in r.rows], "comm": [c.as_dict() for c in r.comm],
-        "ceilings": r.ceilings.as_dict(_compute_dtype(o.dtype)),
+        "ceilings": r.ceilings.as_dict(o.compute_dtype),
     }
-
-
-def _compute_dtype(dtype: str) -> str:
-    return "bf16" if dtype.lower() in ("int4", "nf4") else dtype
 
 
 def model_output(r: ModelRoofline) -> render.Output:
@@ -113,7 +109,7 @@ def sweep_output(s: Sweep) -> render.Output:
                "fits": p.fits if o.phase != "train" else None} for p in s.points]
     data = {"model": first.model, "gpu": first.gpu, "phase": o.phase, "seq": o.new_tokens, "context": o.context,
             "tp": o.tp, "dtype": o.dtype, "sweep": points, "compute_bound_batch": s.compute_bound_batch,
-            "ceilings": first.ceilings.as_dict(_compute_dtype(o.dtype))}
+            "ceilings": first.ceilings.as_dict(o.compute_dtype)}
     cross = (f"The step turns compute-bound at batch {s.compute_bound_batch}." if s.compute_bound_batch else
              "The step stays memory-bound for every batch up to 65536 (KV-cache reads grow with the batch).")
     notes = (cross, "fits: weights + KV cache within one GPU's memory.", _ceiling_note(first.ceilings))

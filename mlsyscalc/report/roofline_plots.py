@@ -154,7 +154,7 @@ def plot_model(result: Any, path: str | Path, sweep: Any = None) -> Path:
     preds = [r.pred for r in rows]
     labels = [f"{r.pred.name}" + (" (head)" if r.layers == "head" else "") for r in rows]
     o = result.options
-    dtype = "bf16" if o.dtype in ("int4", "nf4") else o.dtype
+    dtype = o.compute_dtype
     title = f"{result.model} {o.phase} kernels (batch {o.batch}) on {result.gpu} ({result.ceilings.source})"
     _roofline_axes(axes[0][0], result.ceilings, preds, labels, dtype, title)
     if sweep:
