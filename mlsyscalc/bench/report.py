@@ -1,0 +1,152 @@
+"""Turn fetched benchmark rows into reports/matmul and reports/quant (markdown, CSV, JSONL, plots).
+
+    python -m mlsyscalc.bench.report SRC_DIR [REPORTS_DIR]
+
+SRC_DIR holds what scripts/device_bench_kernels.sh wrote: matmul.jsonl, quant.jsonl, ceilings.json.
+Every number in the markdown comes from those rows; nothing is typed in by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from .rows import ResultStore, Row
+from .summary import geomean
+
+GOALS = (  # (title, baseline, rows filter, goal text, threshold on geomean, threshold on min)
+    ("bf16 matmul, prefill shapes + squares", "torch.matmul (cuBLAS)",
+     lambda r: r.kernel == "triton_matmul" and r.dtype == "bfloat16", "geomean >= 1.0x, none below 0.85x", 1.0, 0.85),
+    ("fp8 e4m3 matmul (per-tensor scales), same shapes", "torch._scaled_mm",
+     lambda r: r.kernel == "triton_matmul" and r.dtype == "fp8_tensor", "geomean >= 1.0x", 1.0, None),
+    ("W8A16, M = 1, 4, 16, llama2-7b / llama3-70b weights", "bf16 torch.matmul",
+     lambda r: r.kernel == "triton_w8a16", ">= 1.8x", 1.8, 1.8),
+    ("W4A16 (g=128), same", "bf16 torch.matmul",
+     lambda r: r.kernel == "triton_w4a16", ">= 3.0x", 3.0, 3.0),
+    ("W8A8 int8 GEMM, 4096..8192 squares", "torch._int_mm",
+     lambda r: r.kernel == "triton_w8a8", ">= 4x", 4.0, 4.0),
+)
+
+
+def _fmt(value, spec=".2f", suffix=""):
+    return "n/a" if value is None else f"{value:{spec}}{suffix}"
+
+
+def _env_line(rows: list[Row], ceilings: dict | None) -> str:
+    env = next((r.env for r in rows if r.env), {})
+    line = (f"Card: **{env.get('gpu')}** ({env.get('sm_count')} SMs, driver {env.get('driver')}, "
+            f"SM clock {env.get('sm_clock_MHz')}/{env.get('max_sm_clock_MHz')} MHz); torch {env.get('torch')}, "
+            f"triton {env.get('triton')}, CUDA {env.get('cuda')}; commit `{env.get('git_commit')}`; "
+            f"measured {min((r.measured_at or '') for r in rows)}.")
+    if ceilings:
+        bw = ceilings["bandwidth_Bps"]
+        peaks = ", ".join(f"{k} {v / 1e12:.0f}" for k, v in ceilings["peak_flops"].items() if v)
+        line += (f"\n\nCeilings on the same card (`mlsys bench ceilings`): matmul peak TFLOP/s {peaks}; "
+                 f"HBM read {bw['read'] / 1e9:.0f}, write {bw['write'] / 1e9:.0f}, copy {bw['copy'] / 1e9:.0f} GB/s.")
+    return line
+
+
+def goals_table(rows: list[Row], ceilings: dict | None) -> list[str]:
+    out = ["| kernel | baseline | goal | measured geomean | measured min (shape) | timed / failed | met? |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
+    for title, baseline, keep, goal, g_goal, m_goal in GOALS:
+        chosen = [r for r in rows if keep(r)]
+        timed = [r for r in chosen if r.speedup]
+        if not chosen:
+            continue
+        gm = geomean([r.speedup for r in timed])
+        worst = min(timed, key=lambda r: r.speedup) if timed else None
+        met = gm is not None and gm >= g_goal and (m_goal is None or (worst and worst.speedup >= m_goal))
+        out.append(f"| {title} | {baseline} | {goal} | {_fmt(gm, '.2f', 'x')} | "
+                   f"{_fmt(worst.speedup if worst else None, '.2f', 'x')} ({worst.shape if worst else '-'}) | "
+                   f"{len(timed)} / {sum(1 for r in chosen if r.error)} | {'yes' if met else 'no'} |")
+    if ceilings:
+        copy = ceilings["bandwidth_Bps"]["copy"] / 1e9
+        mem = [r for r in rows if r.GBps and (r.kernel.startswith("triton_quantize") or r.kernel in
+                                                 ("triton_w8a16", "triton_w4a16"))]
+        if mem:
+            best = max(mem, key=lambda r: r.GBps)
+            out.append(f"| any memory-bound kernel (quantize, GEMV) | measured copy {copy:.0f} GB/s | >= 85% | "
+                       f"best {best.GBps / copy:.0%} ({best.kernel} {best.dtype} {best.shape}) | | "
+                       f"{len(mem)} rows | {'yes' if best.GBps / copy >= 0.85 else 'no'} |")
+    return out
+
+
+def rows_table(rows: list[Row], copy_GBps: float | None) -> list[str]:
+    out = ["| kernel | dtype | shape (MxNxK) | ms | baseline ms | TFLOP/s | GB/s | % copy BW | speedup | rel err | error |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        pct = f"{r.GBps / copy_GBps:.0%}" if (r.GBps and copy_GBps) else ""
+        out.append(f"| {r.kernel} | {r.dtype} | {r.shape} | {_fmt(r.median_ms, '.4f')} | "
+                   f"{_fmt(r.baseline_median_ms, '.4f')} | {_fmt(r.tflops_per_s, '.0f')} | {_fmt(r.GBps, '.0f')} | "
+                   f"{pct} | {_fmt(r.speedup, '.2f', 'x')} | {_fmt(r.rel_err, '.1e')} | {(r.error or '')[:80]} |")
+    return out
+
+
+def plot(rows: list[Row], path: Path, metric: str, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups: dict[str, list[Row]] = {}
+    for r in rows:
+        if getattr(r, metric):
+            groups.setdefault(f"{r.kernel} {r.dtype}", []).append(r)
+    if not groups:
+        return
+    fig, axes = plt.subplots(len(groups), 1, figsize=(11, 3.2 * len(groups)), squeeze=False)
+    for ax, (name, members) in zip(axes[:, 0], groups.items()):
+        xs = range(len(members))
+        ax.bar([x - 0.2 for x in xs], [getattr(r, metric) for r in members], 0.4, label="triton")
+        ax.bar([x + 0.2 for x in xs], [getattr(r, "baseline_" + metric) or 0 for r in members], 0.4,
+               label=members[0].baseline)
+        ax.set_xticks(list(xs), [r.shape for r in members], rotation=60, fontsize=7, ha="right")
+        ax.set_ylabel(metric.replace("tflops_per_s", "TFLOP/s").replace("GBps", "GB/s"))
+        ax.set_title(name, fontsize=9)
+        ax.legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_report(name: str, rows: list[Row], ceilings: dict | None, out_dir: Path, src: Path, notes: list[str]):
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy(src, out_dir / "rows.jsonl")
+    csv_store = ResultStore(out_dir / "rows.csv")
+    if csv_store.path.exists():
+        csv_store.path.unlink()
+    for r in rows:
+        csv_store.append(r)
+    metric = "tflops_per_s" if name == "matmul" else "GBps"
+    plot(rows, out_dir / f"{name}.png", metric, f"{name}: Triton vs torch baseline")
+    copy = ceilings["bandwidth_Bps"]["copy"] / 1e9 if ceilings else None
+    text = [f"# {name}: measured on a GPU", "",
+            f"Generated by `python -m mlsyscalc.bench.report <fetched dir> reports` from rows written by "
+            f"`scripts/device_bench_kernels.sh full` (`mlsys bench {name} ...`). Do not edit by hand.", "",
+            _env_line(rows, ceilings), "", "## Goals (issue 7)", "", *goals_table(rows, ceilings), "",
+            *notes, "", "## All rows", "", *rows_table(rows, copy), "", f"![{name}]({name}.png)", ""]
+    (out_dir / "README.md").write_text("\n".join(text))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = argv if argv is not None else sys.argv[1:]
+    src = Path(args[0])
+    dest = Path(args[1] if len(args) > 1 else "reports")
+    ceilings = json.loads((src / "ceilings.json").read_text()) if (src / "ceilings.json").exists() else None
+    notes_file = dest / "notes.json"   # hand-written analysis per report, kept beside the data
+    notes = json.loads(notes_file.read_text()) if notes_file.exists() else {}
+    for name in ("matmul", "quant"):
+        path = src / f"{name}.jsonl"
+        if path.exists():
+            rows = ResultStore(path).rows()
+            write_report(name, rows, ceilings, dest / name, path, notes.get(name, []))
+    if ceilings:
+        (dest / "ceilings.json").write_text(json.dumps(ceilings, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
