@@ -2,11 +2,13 @@
 # The NCCL sweep behind reports/comm/, as run on a 2-GPU machine (see docs/comm.md):
 #   MLSYS_GIT_COMMIT=$(git rev-parse HEAD) OUT=/tmp/comm bash scripts/device_comm.sh
 # then, on any machine: mlsys bench comm --from --out $OUT/comm_rows.jsonl --report reports/comm \
-#   --calibrate model_specs/clusters/h100-x2-measured.json --name h100-x2-measured
+#   --calibrate model_specs/clusters/h200-x2-measured.json --name h200-x2-measured
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0): on shared hosts it can take the GPUs out of service.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# model_specs/ ships inside the package namespace, so install (editable) rather than PYTHONPATH=.
+python3 -m pip install -q --no-deps --no-build-isolation -e . > /dev/null 2>&1 || echo "pip install -e . failed"
+NAME="${NAME:-$(python3 -c 'import torch; print(torch.cuda.get_device_name(0).split()[-1].lower())')-x$(nvidia-smi -L | wc -l)-measured}"
 OUT="${OUT:-comm_out}"
 mkdir -p "$OUT"
 {
@@ -16,7 +18,7 @@ mkdir -p "$OUT"
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version(), "gpus", torch.cuda.device_count())'
 } > "$OUT/machine.txt" 2>&1
 timeout "${SWEEP_TIMEOUT:-240}" python3 -m mlsyscalc bench comm --min-size 8KiB --max-size "${MAX_SIZE:-2GiB}" --backend "${BACKEND:-nccl}" \
-  --out "$OUT/comm_rows.jsonl" --fit-min-size "${FIT_MIN:-1MiB}" --calibrate "$OUT/h100-x2-measured.json" --name h100-x2-measured \
+  --out "$OUT/comm_rows.jsonl" --fit-min-size "${FIT_MIN:-1MiB}" --calibrate "$OUT/$NAME.json" --name "$NAME" \
   --report "$OUT/report" --format markdown > "$OUT/comm_log.txt" 2>&1
 echo "bench comm exit $?"
 tail -n 60 "$OUT/comm_log.txt"

@@ -79,10 +79,10 @@ def comm(nproc, collectives, min_size, max_size, factor, backend, cluster, out, 
         _launch(nproc, args)
     rows = comm_report.load_rows(out)
     comm_report.check_rows(rows)
-    _render(rows, comm_report, fit_min, calibrate, name, report, cluster, fmt, as_json)
+    _render(rows, comm_report, out, fit_min, calibrate, name, report, cluster, fmt, as_json)
 
 
-def _render(rows, comm_report, fit_min, calibrate, name, report, cluster, fmt, as_json) -> None:
+def _render(rows, comm_report, out, fit_min, calibrate, name, report, cluster, fmt, as_json) -> None:
     import json
 
     from ..bench.comm_bench import default_cluster
@@ -97,8 +97,9 @@ def _render(rows, comm_report, fit_min, calibrate, name, report, cluster, fmt, a
             Path(calibrate).write_text(json.dumps(measured.to_dict(), indent=2) + "\n")
             notes.append(f"fitted cluster spec written to {calibrate}")
         if report:
-            path = comm_report.write_report(rows, Path(report), fit_min, datasheet, measured,
-                                            "mlsys bench comm --from --report " + report)
+            command = (f"mlsys bench comm --from --out {out} --report {report} --name {name} "
+                       f"--fit-min-size {fit_min}" + (f" --calibrate {calibrate}" if calibrate else ""))
+            path = comm_report.write_report(rows, Path(report), fit_min, datasheet, measured, command)
             notes.append(f"report written to {path}")
     columns = ["collective", "size_bytes", "time_s", "algbw_GBps", "busbw_GBps", "predicted_busbw_GBps",
                "prediction_error"]
