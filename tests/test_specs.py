@@ -85,3 +85,9 @@ def test_gpu_lookup():
 def test_gpu_missing_dtype_is_an_error():
     with pytest.raises(MlsysError, match="unknown compute dtype"):
         load_gpu("h100").peak_flops("fp4x")
+
+
+def test_capacity_is_what_the_driver_reports():
+    # nvidia-smi on the project's H100 80GB HBM3 machine: 81,559 MiB (more than 80e9 bytes).
+    assert load_gpu("h100").memory_bytes == 81_559 * 2**20
+    assert load_gpu("MI300X").memory_bytes == 192 * 10**9  # no driver figure recorded: datasheet GB

@@ -65,12 +65,23 @@ def _opt_scale(value: Any, scale: float) -> float | None:
     return None if value is None else float(value) * scale
 
 
+def _capacity_bytes(data: Mapping[str, Any]) -> int:
+    """The capacity the driver reports when the spec records it, else the datasheet's GB.
+
+    An "80 GB" H100 reports 81,559 MiB (85.5e9 bytes): the marketing figure is neither exact
+    GB nor GiB, and fit verdicts near the edge depend on the difference.
+    """
+    if data.get("memory_MiB_reported"):
+        return int(data["memory_MiB_reported"]) * 2**20
+    return int(float(data["memory_GB"]) * 1e9)
+
+
 def gpu_from_dict(data: Mapping[str, Any], where: str) -> GPUSpec:
     try:
         return GPUSpec(
             name=data["name"], vendor=data.get("vendor", ""), architecture=data.get("architecture", ""),
             peak_flops_by_dtype={k: _opt_scale(v, 1e12) for k, v in data["peak_dense_tflops"].items()},
-            memory_bytes=int(float(data["memory_GB"]) * 1e9),
+            memory_bytes=_capacity_bytes(data),
             memory_bandwidth_Bps=float(data["memory_bandwidth_GBps"]) * 1e9,
             l2_bytes=None if data.get("l2_MB") is None else int(float(data["l2_MB"]) * 1e6),
             sm_count=data.get("sm_count"), boost_clock_hz=_opt_scale(data.get("boost_clock_MHz"), 1e6),
