@@ -129,6 +129,10 @@ def test_device_names_match_builtins():
     assert match_gpu("NVIDIA H200").name == "H200"
     assert match_gpu("NVIDIA A100-SXM4-80GB").name == "A100-80GB-SXM"
     assert match_gpu("NVIDIA H100 PCIe").name == "H100-PCIe"
+    # the harness may pass torch's device name straight through
+    assert predict_matmul(64, 64, 64, "bf16", "NVIDIA H200").flops == 2 * 64**3
+    with pytest.raises(MlsysError, match="did you mean"):
+        predict_matmul(64, 64, 64, "bf16", "H300")
 
 
 GPUS = ["A100", "H100", "H200", "B200", "L40S"]

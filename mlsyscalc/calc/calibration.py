@@ -127,7 +127,7 @@ class Ceilings:
 
 def datasheet_ceilings(gpu: GPUSpec | str, efficiency: Efficiency | None = None,
                        launch_s: float | None = None) -> Ceilings:
-    spec = gpu if isinstance(gpu, GPUSpec) else load_gpu(gpu)
+    spec = gpu if isinstance(gpu, GPUSpec) else find_gpu(gpu)
     require(spec.sm_count is not None, f"{spec.name}: the spec has no sm_count (needed for waves)")
     eff = efficiency or Efficiency()
     eff.validate()
@@ -170,6 +170,17 @@ def match_gpu(device_name: str) -> GPUSpec:
     raise MlsysError(f"calibration: no built-in GPU matches device {device_name!r}; pass --gpu NAME")
 
 
+def find_gpu(name: str) -> GPUSpec:
+    """A built-in GPU by name or alias, else by device name ('NVIDIA H200'), else load_gpu's error."""
+    try:
+        return load_gpu(name)
+    except MlsysError as exc:
+        try:
+            return match_gpu(name)
+        except MlsysError:
+            raise exc from None
+
+
 def _matched_name(device_name: str) -> str | None:
     try:
         return match_gpu(device_name).name
@@ -191,7 +202,7 @@ def _positive(value: Any, what: str) -> float | None:
 def calibrated_ceilings(data: Mapping[str, Any], gpu: GPUSpec | str | None = None, where: str = "calibration",
                         efficiency: Efficiency | None = None, launch_s: float | None = None) -> Ceilings:
     """Ceilings from a calibration record; dtypes or bandwidths it lacks fall back to the datasheet."""
-    spec = gpu if isinstance(gpu, GPUSpec) else load_gpu(gpu) if gpu else match_gpu(data.get("gpu", ""))
+    spec = gpu if isinstance(gpu, GPUSpec) else find_gpu(gpu) if gpu else match_gpu(data.get("gpu", ""))
     base = datasheet_ceilings(spec)
     eff = efficiency or CALIBRATED_EFFICIENCY
     eff.validate()

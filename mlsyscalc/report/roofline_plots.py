@@ -14,7 +14,8 @@ from ..calc.roofline_ops import OpPrediction
 from ..errors import MlsysError
 
 ROOF_DTYPES = ("fp32", "tf32", "bf16", "fp8", "int8")
-MAX_LABELS = 24
+MAX_LABELS = 30
+DIRECT_LABELS = 6  # more label groups than this are numbered, with a key beside the axes
 
 
 def _pyplot():
@@ -56,7 +57,7 @@ def _draw_roofs(ax: Any, ceil: Ceilings, dtype: str, x_range: tuple[float, float
     ax.plot(xs, np.minimum(achievable, abw * xs), "-", lw=2, color="tab:blue",
             label=f"achievable {dtype} matmul: {achievable / 1e12:.0f} TFLOP/s; {abw / 1e12:.2f} TB/s")
     ax.axvline(ridge, color="tab:blue", lw=0.8, ls=":")
-    ax.annotate(f"ridge {ridge:.0f} FLOP/B", (ridge, x_range[0] * abw), xytext=(4, 4), textcoords="offset points",
+    ax.annotate(f"ridge {ridge:.0f} FLOP/B", (ridge, achievable / 20), xytext=(4, 0), textcoords="offset points",
                 fontsize=8, color="tab:blue")
 
 
@@ -78,6 +79,8 @@ def _clusters(preds: Sequence[OpPrediction], labels: Sequence[str]) -> list[tupl
 
 
 def _draw_points(ax: Any, preds: Sequence[OpPrediction], labels: Sequence[str]) -> None:
+    """Each kernel as a point coloured by its bound; few groups get direct labels, many get numbers
+    with a key beside the axes (so labels of close points never overlap)."""
     colors = {"compute": "tab:red", "memory": "tab:green", "overhead": "tab:orange"}
     seen = set()
     for pred in preds:
@@ -85,9 +88,18 @@ def _draw_points(ax: Any, preds: Sequence[OpPrediction], labels: Sequence[str]) 
         ax.plot(pred.intensity_flops_per_byte, pred.attained_flops_per_s, "o", ms=6, color=colors[bound],
                 label=f"{bound}-bound" if bound not in seen else None, zorder=3)
         seen.add(bound)
-    for i, (x, y, label, _) in enumerate(_clusters(preds, labels)[:MAX_LABELS]):
-        ax.annotate(label, (x, y), xytext=(6, -10 + 10 * (i % 3)), textcoords="offset points", fontsize=7,
-                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.7})
+    groups = _clusters(preds, labels)[:MAX_LABELS]
+    box = {"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.7}
+    if len(groups) <= DIRECT_LABELS:
+        for x, y, label, _ in groups:
+            ax.annotate(label, (x, y), xytext=(6, -10), textcoords="offset points", fontsize=7, bbox=box)
+        return
+    key = []
+    for i, (x, y, label, _) in enumerate(sorted(groups, key=lambda g: g[0]), start=1):
+        ax.annotate(str(i), (x, y), xytext=(4, 4 if i % 2 else -10), textcoords="offset points", fontsize=7,
+                    fontweight="bold", bbox=box)
+        key.append(f"{i}: {label}")
+    ax.text(1.02, 1.0, "\n".join(key), transform=ax.transAxes, va="top", ha="left", fontsize=7, wrap=True)
 
 
 def _roofline_axes(ax: Any, ceil: Ceilings, preds: Sequence[OpPrediction], labels: Sequence[str], dtype: str,
@@ -103,7 +115,7 @@ def _roofline_axes(ax: Any, ceil: Ceilings, preds: Sequence[OpPrediction], label
     ax.set_ylabel("attained FLOP/s (FLOPs / predicted time)")
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", lw=0.3, alpha=0.5)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left")
 
 
 def plot_roofline(ceil: Ceilings, preds: Sequence[OpPrediction], path: str | Path, dtype: str = "bf16",
@@ -111,11 +123,10 @@ def plot_roofline(ceil: Ceilings, preds: Sequence[OpPrediction], path: str | Pat
     """The roofline of `ceil`'s GPU with each prediction as a point at (intensity, FLOPs / time)."""
     out = _check_path(path)
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(9, 6))
+    fig, ax = plt.subplots(figsize=(10, 6))
     _roofline_axes(ax, ceil, preds, labels or [p.name for p in preds], dtype,
                    title or f"Roofline: {ceil.gpu.name} ({ceil.source})")
-    fig.tight_layout()
-    fig.savefig(out, dpi=140)
+    fig.savefig(out, dpi=140, bbox_inches="tight")
     plt.close(fig)
     return out
 
@@ -149,7 +160,8 @@ def plot_model(result: Any, path: str | Path, sweep: Any = None) -> Path:
     """A model step's kernels on the roofline; with a sweep, the throughput/latency curve beside it."""
     out = _check_path(path)
     plt = _pyplot()
-    fig, axes = plt.subplots(1, 2 if sweep else 1, figsize=(16 if sweep else 10, 6.5), squeeze=False)
+    fig, axes = plt.subplots(1, 2 if sweep else 1, figsize=(18 if sweep else 12, 6.5), squeeze=False,
+                             gridspec_kw={"wspace": 0.55} if sweep else None)
     rows = [r for r in result.rows if r.pass_name == "forward"]
     preds = [r.pred for r in rows]
     labels = [f"{r.pred.name}" + (" (head)" if r.layers == "head" else "") for r in rows]
@@ -159,7 +171,6 @@ def plot_model(result: Any, path: str | Path, sweep: Any = None) -> Path:
     _roofline_axes(axes[0][0], result.ceilings, preds, labels, dtype, title)
     if sweep:
         _sweep_axes(axes[0][1], sweep)
-    fig.tight_layout()
-    fig.savefig(out, dpi=130)
+    fig.savefig(out, dpi=130, bbox_inches="tight")
     plt.close(fig)
     return out
