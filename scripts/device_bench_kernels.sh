@@ -34,7 +34,7 @@ else
   timeout 45 $B ceilings --out "$OUT/ceilings.json" --format csv
   timeout 130 $B matmul --quiet --dtype bfloat16 --sweep prefill --out "$OUT/matmul.jsonl" --format csv
   timeout 100 $B matmul --quiet --dtype fp8_tensor --sweep prefill --out "$OUT/matmul.jsonl" --format csv
-  timeout 120 $B quant --quiet --kind w8a16 --kind w4a16 --out "$OUT/quant.jsonl" --format csv
+  timeout 150 $B quant --quiet --kind w8a16 --kind w4a16 --out "$OUT/quant.jsonl" --format csv
   timeout 30 $B quant --quiet --kind w8a8 --kind quantize --out "$OUT/quant.jsonl" --format csv
 fi
 # Did the compiler use Hopper's instructions? Count HGMMA/QGMMA/IMMA (wgmma) and UTMALDG (TMA) per kernel.
