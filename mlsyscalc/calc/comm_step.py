@@ -238,7 +238,8 @@ def step_comm(spec: ModelSpec, options: StepOptions, cluster: ClusterSpec | str 
     """Bytes and alpha-beta time of every parallel dimension's traffic in one training step."""
     cluster = load_cluster(cluster)
     o = options
-    dtype_name(o.dtype), dtype_name(o.grad_dtype or o.dtype)
+    for dtype in (o.dtype, o.grad_dtype or o.dtype):
+        dtype_name(dtype)  # an unknown dtype is an MlsysError here, before any arithmetic
     _validate(spec, o, cluster)
     experts = _expert_params(spec)
     dense = count_params(spec).total - experts
