@@ -131,7 +131,7 @@ def attention_decode_reduce_kernel(
 
 
 def _decode_configs() -> list[triton.Config]:
-    shapes = [(64, 4, 3), (64, 4, 4), (128, 4, 3), (128, 8, 3), (32, 4, 4), (64, 8, 4)]
+    shapes = [(64, 4, 3), (64, 4, 4), (128, 8, 3), (32, 4, 4)]
     return [triton.Config({"BLOCK_N": bn}, num_warps=w, num_stages=s) for bn, w, s in shapes]
 
 

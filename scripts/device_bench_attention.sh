@@ -38,7 +38,7 @@ for line in open(sys.argv[1]):
           f"ms={r['median_ms']} base_ms={r['baseline_median_ms']} TF={r['tflops_per_s']} GBps={r['GBps']} {r['error'] or ''}")
 PY
 else
-  bench sweep --sweep goals --kind bandwidth --kind fwd --kind bwd --kind decode --out "$OUT/attention.jsonl"
+  bench sweep --sweep goals --kind bandwidth --kind decode --kind fwd --kind bwd --out "$OUT/attention.jsonl"
   bench sweep --sweep extra --kind fwd --kind decode --out "$OUT/attention.jsonl"
 fi
 grep -h "best config\|Triton autotuning" "$OUT"/*.log 2>/dev/null | sort | uniq -c | sort -rn | head -20

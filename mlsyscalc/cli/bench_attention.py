@@ -40,7 +40,7 @@ def attention(kinds, sweep, dtype, interpret, out, quiet, fmt, as_json):
         if kind == "bandwidth":
             cases += sweeps.bandwidth_cases(2**20 if backend == "interpret" else 4 * 2**30)
         elif kind == "fwd":
-            cases += sweeps.forward_cases(sweeps.prefill_shapes(name), dtype, backends)
+            cases += sweeps.forward_cases(sweeps.prefill_shapes(name), dtype, backends, descriptor_path=name != "goals")
         elif kind == "bwd":
             cases += sweeps.backward_cases(sweeps.prefill_shapes(name), dtype, backends[:3])
         else:
