@@ -151,3 +151,19 @@ def test_python_m_entry_point():
     out = subprocess.run([sys.executable, "-m", "mlsyscalc", "params", "gpt2", "--json"],
                          capture_output=True, text=True, check=True).stdout
     assert json.loads(out)["total_params"] == 124_439_808
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["bench", "--help"], ["memory", "train", "gpt2", "--json"],
+                                  ["roofline", "llama2-7b", "--gpu", "h100", "--json"],
+                                  ["comm", "all-reduce", "--size", "1GiB", "--gpus", "8", "--json"],
+                                  ["scaling", "optimal", "--compute", "1e23", "--json"]])
+def test_every_group_is_import_light(argv):
+    """Help pages and calculator commands never pull in torch, triton, pandas or matplotlib."""
+    probe = (
+        "import sys, io, contextlib\nfrom mlsyscalc.cli.main import main\n"
+        f"sys.argv=['mlsys', *{argv!r}]\nbuf=io.StringIO()\n"
+        "try:\n  with contextlib.redirect_stdout(buf): main()\nexcept SystemExit as e: assert e.code in (0, None), e.code\n"
+        "print([m for m in ('torch','triton','pandas','matplotlib') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
