@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from ..calc.memory_infer import InferOptions, infer_memory

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import MlsysError, require
-from .lookup import _data_dir, read_json, suggest
+from .lookup import all_names, find_named, load_spec_dir, read_json, suggest
 
 
 @dataclass(frozen=True)
@@ -123,24 +123,18 @@ def cluster_from_dict(data: Mapping[str, Any], where: str) -> ClusterSpec:
 
 @lru_cache(maxsize=None)
 def builtin_clusters() -> dict[str, ClusterSpec]:
-    clusters = {}
-    for entry in sorted(_data_dir("clusters").iterdir(), key=lambda p: p.name):
-        if entry.name.endswith(".json"):
-            spec = cluster_from_dict(read_json(entry, "cluster spec"), entry.name)
-            clusters[spec.name] = spec
-    return clusters
+    return load_spec_dir("clusters", cluster_from_dict, "cluster spec")
 
 
 def load_cluster(ref: str | ClusterSpec) -> ClusterSpec:
     """A built-in cluster by name or alias (exact, case-insensitive), or a path to a cluster JSON."""
     if isinstance(ref, ClusterSpec):
         return ref
-    wanted = str(ref).strip().lower()
-    for spec in builtin_clusters().values():
-        if wanted == spec.name.lower() or wanted in (a.lower() for a in spec.aliases):
-            return spec
+    spec = find_named(builtin_clusters(), ref)
+    if spec is not None:
+        return spec
     path = Path(str(ref)).expanduser()
     if path.is_file():
         return cluster_from_dict(read_json(path, "cluster spec"), str(path))
-    names = [n for s in builtin_clusters().values() for n in (s.name, *s.aliases)]
+    names = all_names(builtin_clusters())
     raise MlsysError(f"unknown cluster {ref!r}: not a built-in name or alias, nor a JSON file{suggest(str(ref), names)}")

@@ -11,7 +11,7 @@ from functools import lru_cache
 from typing import Any, Mapping
 
 from ..errors import MlsysError
-from .lookup import _data_dir, read_json, suggest
+from .lookup import all_names, find_named, load_spec_dir, suggest
 
 DTYPE_ALIASES = {
     "float32": "fp32", "fp32": "fp32", "tf32": "tf32",
@@ -95,19 +95,13 @@ def gpu_from_dict(data: Mapping[str, Any], where: str) -> GPUSpec:
 
 @lru_cache(maxsize=None)
 def builtin_gpus() -> dict[str, GPUSpec]:
-    gpus = {}
-    for entry in sorted(_data_dir("gpus").iterdir(), key=lambda p: p.name):
-        if entry.name.endswith(".json"):
-            spec = gpu_from_dict(read_json(entry, "GPU spec"), entry.name)
-            gpus[spec.name] = spec
-    return gpus
+    return load_spec_dir("gpus", gpu_from_dict, "GPU spec")
 
 
 def load_gpu(name: str) -> GPUSpec:
     """A built-in GPU by name or alias (exact, case-insensitive)."""
-    wanted = str(name).strip().lower()
-    for spec in builtin_gpus().values():
-        if wanted == spec.name.lower() or wanted in (a.lower() for a in spec.aliases):
-            return spec
-    names = [n for s in builtin_gpus().values() for n in (s.name, *s.aliases)]
-    raise MlsysError(f"unknown GPU {name!r}{suggest(str(name), names)}; `mlsys gpus` lists them")
+    spec = find_named(builtin_gpus(), name)
+    if spec is None:
+        suggestion = suggest(str(name), all_names(builtin_gpus()))
+        raise MlsysError(f"unknown GPU {name!r}{suggestion}; `mlsys gpus` lists them")
+    return spec

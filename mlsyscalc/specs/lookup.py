@@ -12,7 +12,7 @@ import json
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from ..errors import MlsysError
 from .hf import from_hf_config
@@ -33,6 +33,29 @@ def read_json(path: Any, what: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise MlsysError(f"{what}: {path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+
+
+def load_spec_dir(kind: str, parse: Callable[[Any, str], Any], what: str) -> dict[str, Any]:
+    """Parse every JSON file of model_specs/<kind>/ into name -> spec (specs with `.name`)."""
+    specs = {}
+    for entry in sorted(_data_dir(kind).iterdir(), key=lambda p: p.name):
+        if entry.name.endswith(".json"):
+            spec = parse(read_json(entry, what), entry.name)
+            specs[spec.name] = spec
+    return specs
+
+
+def find_named(specs: Mapping[str, Any], ref: str) -> Any | None:
+    """The spec whose name or one of whose aliases equals ref (case-insensitive), else None."""
+    wanted = str(ref).strip().lower()
+    for spec in specs.values():
+        if wanted == spec.name.lower() or wanted in (a.lower() for a in spec.aliases):
+            return spec
+    return None
+
+
+def all_names(specs: Mapping[str, Any]) -> list[str]:
+    return [n for s in specs.values() for n in (s.name, *s.aliases)]
 
 
 @lru_cache(maxsize=None)
