@@ -77,6 +77,12 @@ def decode_table(rows, bw_GBps):
     return out
 
 
+def desc_table(rows):
+    idx = index(rows)
+    return [[s, v, fmt(idx[("triton_fwd", s, v)].tflops_per_s if ("triton_fwd", s, v) in idx else None), fmt(r.tflops_per_s)]
+            for (k, s, v), r in sorted(idx.items()) if k == "triton_fwd_desc"]
+
+
 def markdown_table(header, body):
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     return "\n".join(lines + ["| " + " | ".join(str(c) for c in row) + " |" for row in body])
@@ -100,7 +106,7 @@ def plot(rows, path: Path):
                     continue
                 if kernel == mine and r.baseline_tflops_per_s:  # SDPA FLASH, timed inside the Triton row
                     series["sdpa_flash"][seq_of(shape)] = r.baseline_tflops_per_s
-                name = kernel[: -len(suffix)] if suffix and kernel.endswith(suffix) else kernel
+                name = kernel[: -len(suffix)] if suffix and kernel.startswith("sdpa_") else kernel
                 if name in series and name != "sdpa_flash":
                     series[name][seq_of(shape)] = r.tflops_per_s
             for name, pts in series.items():
@@ -162,6 +168,10 @@ def main(argv: list[str]) -> None:
         "Paged rows read through a shuffled block table (16- or 256-token blocks).",
         "",
         markdown_table(["shape", "cache", "ms", "GB/s", "% of read BW", "vs SDPA default", "vs best SDPA", "goal"], dec),
+        "",
+        "## Forward load paths: pointers vs Hopper tensor descriptors (TMA)",
+        "",
+        markdown_table(["shape", "mask", "pointer TFLOP/s", "descriptor TFLOP/s"], desc_table(rows)),
         "",
         "![TFLOP/s vs sequence length](tflops_vs_seqlen.png)",
         "",
