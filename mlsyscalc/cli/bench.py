@@ -6,13 +6,13 @@ Subcommands load lazily from BENCH_COMMANDS ("name": "module:attribute", full mo
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import asdict
 from typing import Callable
 
 import click
 
 from . import render
+from .main import LazyGroup
 
 BENCH_COMMANDS = {
     "matmul": "mlsyscalc.cli.bench_kernels:matmul",
@@ -23,16 +23,8 @@ BENCH_COMMANDS = {
 }
 
 
-class _LazyBenchGroup(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(BENCH_COMMANDS)
-
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        target = BENCH_COMMANDS.get(name)
-        if target is None:
-            return None
-        module_name, attr = target.split(":")
-        return getattr(importlib.import_module(module_name), attr)
+class _LazyBenchGroup(LazyGroup):
+    lazy_commands = BENCH_COMMANDS
 
 
 @click.group(cls=_LazyBenchGroup)

@@ -13,7 +13,7 @@ import click
 
 from ..errors import MlsysError
 
-# command name -> "module:attribute" (relative to mlsyscalc.cli). One line per command group.
+# command name -> "module:attribute" (modules relative to mlsyscalc.cli). One line per group.
 COMMANDS = {
     "models": "models:models",
     "gpus": "gpus:gpus",
@@ -28,16 +28,23 @@ COMMANDS = {
 
 
 class LazyGroup(click.Group):
+    """A click group whose subcommands ("name": "module:attribute") are imported on first use."""
+
+    lazy_commands: dict[str, str] = {}
+
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
+        return sorted(self.lazy_commands)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        target = COMMANDS.get(name)
+        target = self.lazy_commands.get(name)
         if target is None:
             return None
         module_name, attr = target.split(":")
-        module = importlib.import_module(f"mlsyscalc.cli.{module_name}")
-        return getattr(module, attr)
+        return getattr(importlib.import_module(module_name, package="mlsyscalc.cli"), attr)
+
+
+class MainGroup(LazyGroup):
+    lazy_commands = {name: "." + target for name, target in COMMANDS.items()}
 
     def resolve_command(self, ctx, args):
         try:
@@ -73,7 +80,7 @@ def _debug(ctx: click.Context) -> bool:
     return bool(ctx.obj and ctx.obj.get("debug")) or "--debug" in sys.argv
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=MainGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
 @click.version_option(package_name="mlsyscalc")
 @click.pass_context
