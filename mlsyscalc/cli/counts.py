@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..calc.flops import FlopOptions, count_flops
+from ..calc.flops import PHASES, FlopOptions, count_flops
 from ..calc.params import count_params
 from ..units import fmt_count, fmt_flops
 from . import render
@@ -48,11 +48,11 @@ def params(model, overrides, fmt, as_json):
 
 @click.command()
 @model_argument
-@positive_int("--batch", 1, "Sequences in the batch.")
-@positive_int("--seq", 2048, "Tokens per sequence processed in this pass (prefill).")
-@click.option("--phase", type=click.Choice(["prefill", "decode"]), default="prefill", show_default=True,
+@positive_int("--batch", FlopOptions.batch, "Sequences in the batch.")
+@positive_int("--seq", FlopOptions.seq, "Tokens per sequence processed in this pass (prefill).")
+@click.option("--phase", type=click.Choice(PHASES), default=FlopOptions.phase, show_default=True,
               help="prefill: --seq new tokens; decode: one new token per sequence.")
-@click.option("--context", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--context", type=click.IntRange(min=0), default=FlopOptions.context, show_default=True,
               help="Tokens already in the KV cache (decode attends to context + 1).")
 @click.option("--causal", is_flag=True, help="Halve attention scores and attention-times-V (prefill).")
 @render.output_options
