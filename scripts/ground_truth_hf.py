@@ -40,7 +40,8 @@ DENSE_FLOPS = {
     "falcon-7b": (1, 256), "phi-2": (1, 256), "phi3-mini": (1, 256), "gemma2-9b": (1, 256),
     "qwen2.5-7b": (1, 256), "llama3-8b": (2, 128), "opt-350m": (1, 128), "falcon-40b": (1, 128),
 }
-DECODE = ("llama2-7b", 100)  # prefill this many tokens into a cache, then count one new token
+DECODE = ("llama2-7b", 100)
+TRAIN = {"gpt2": (2, 128), "llama3-8b": (1, 128)}  # forward + backward of the logits' sum  # prefill this many tokens into a cache, then count one new token
 
 # MoE routing is data dependent: shrunk copies with real random weights run on the CPU.
 SHRUNK_MOE = {
@@ -162,6 +163,18 @@ def decode_flops(name, context):
             "attended_kv_len": cache.get_seq_length(), "device": "meta", **rec}
 
 
+def train_flops(name, batch, seq):
+    """Forward and backward FLOPs of one step (backward of the logits' sum: the loss adds no matmul)."""
+    model = build(load_config(name))
+    ids = torch.zeros(batch, seq, dtype=torch.long, device="meta")
+    with FlopCounterMode(display=False) as counter:
+        logits = model(input_ids=ids).logits
+        forward = counter.get_total_flops()
+        logits.float().sum().backward()
+    return {"model": name, "batch": batch, "seq": seq, "phase": "train", "device": "meta",
+            "forward_flops": forward, "backward_flops": counter.get_total_flops() - forward}
+
+
 def shrunk_moe_flops(name, shape, overrides):
     cfg = {**load_config(name), **overrides}
     cfg.pop("quantization_config", None)  # DeepSeek-V3's FP8 block quantisation: not for CPU weights
@@ -198,6 +211,8 @@ def main():
         print(f"{name:16s} {batch}x{seq:<5d} {flops[name]['forward_flops']:>22,d}")
     name, context = DECODE
     flops[f"{name}-decode"] = {"model": name, **decode_flops(name, context)}
+    for name, (batch, seq) in TRAIN.items():
+        flops[f"{name}-train"] = train_flops(name, batch, seq)
     for name, (shape, overrides) in SHRUNK_MOE.items():
         flops[f"{name}-shrunk"] = {"model": name, **shrunk_moe_flops(name, shape, overrides)}
     write(DATA / "hf_flops.json", flops)

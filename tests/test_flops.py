@@ -14,7 +14,8 @@ from mlsyscalc.specs.hf import from_hf_config
 from .conftest import load_data
 
 HF = load_data("hf_flops.json")["models"]
-FULL = sorted(k for k, v in HF.items() if not v.get("shrunk"))
+FULL = sorted(k for k, v in HF.items() if not v.get("shrunk") and v["phase"] != "train")
+TRAIN = sorted(k for k, v in HF.items() if v["phase"] == "train")
 SHRUNK = sorted(k for k, v in HF.items() if v.get("shrunk"))
 
 
@@ -42,6 +43,14 @@ def test_moe_routed_flops_on_small_real_models(key):
     assert count_params(spec).total == case["total_params"]
     assert count_params(spec).active == case["active_params"]
     assert count_flops(spec, _options(case)).forward == case["forward_flops"]
+
+
+@pytest.mark.parametrize("key", TRAIN)
+def test_backward_is_twice_forward_as_autograd_counts_it(key):
+    case = HF[key]
+    got = count_flops(load_model(case["model"]), FlopOptions(batch=case["batch"], seq=case["seq"]))
+    assert got.forward == case["forward_flops"]
+    assert got.backward == case["backward_flops"]
 
 
 def test_llama2_7b_issue_anchor():
