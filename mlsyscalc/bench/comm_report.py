@@ -1,10 +1,12 @@
-"""Fit alpha and beta to measured collectives, write a measured cluster spec, and the report.
+"""Fit the collective model to measured NCCL rows, write a measured cluster spec, and the report.
 
-The fit minimises the relative error of the single-node ring model
-t = steps(c, p) * alpha + bytes(c, p, n) * beta over the rows of at least `min_size` bytes,
-a weighted linear least squares (weights 1/t_measured), once over all collectives together and
-once per collective (NCCL's own tuner also keeps per-collective bandwidth tables). alpha is held
-at zero or more. numpy and matplotlib are imported inside the functions that need them.
+Two fits. The single alpha-beta line: weighted linear least squares (weights 1/t_measured) of the
+single-node ring model t = steps(c, p) * alpha + bytes(c, p, n) * beta over the rows of at least
+`min_size` bytes, over all collectives together and per collective, alpha held at zero or more.
+The protocol model (`comm_fit`): per collective, t = max(H, min_p(steps alpha_p + bytes / B_p))
+over every size. The measured spec holds both (the protocols are what the calculator uses);
+the report gives each one's error, in-sample and held out. numpy, scipy and matplotlib are
+imported inside the functions that need them.
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ from typing import Any, Iterable
 
 from ..calc.comm_collectives import COLLECTIVES, collective_cost, ring_terms
 from ..errors import MlsysError, require
-from ..specs.cluster import ClusterSpec, Link, load_cluster
+from ..specs.cluster import ClusterSpec, Link, LinkTerms, load_cluster
 from ..units import fmt_bytes
+from . import comm_fit
+
+PROTOCOLS = 2  # protocols fitted per collective: LL hides under the host floor (docs/comm.md)
 
 BAND_SPLIT = 16 * 2**20  # the report shows errors below and above this size separately
 
@@ -72,22 +77,44 @@ def fit_all(rows: list[dict[str, Any]], min_size: int) -> tuple[Fit, dict[str, F
     return fit_alpha_beta(timed), per
 
 
-def measured_cluster(rows: list[dict[str, Any]], min_size: int, name: str) -> ClusterSpec:
-    """A cluster spec whose NVLink/PCIe link is the fit (per-collective values included)."""
+def measured_cluster(rows: list[dict[str, Any]], min_size: int, name: str,
+                     fits: dict[str, comm_fit.ProtocolFit] | None = None) -> ClusterSpec:
+    """A cluster spec whose NVLink/PCIe link is the fit: per collective, the protocol model (from
+    `fits`, default: fitted to every size) beside the single alpha-beta line of sizes >= min_size."""
     joint, per = fit_all(rows, min_size)
+    if fits is None:
+        fits = {c: comm_fit.fit_protocols(group, PROTOCOLS) for c, group in comm_fit.by_collective(rows).items()}
+    terms = {c: LinkTerms(f.bandwidth_Bps, f.latency_s) for c, f in per.items()}
+    terms |= {c: fit.terms(*(per[c].bandwidth_Bps, per[c].latency_s) if c in per else (joint.bandwidth_Bps, joint.latency_s))
+              for c, fit in fits.items()}
     env = _timed(rows, min_size)[0].get("env", {})
     gpus = max(r["gpus"] for r in rows)
     link = Link(f"measured between {gpus} x {env.get('gpu', '?')} (NCCL {env.get('nccl', '?')}, NVLS off)",
-                joint.bandwidth_Bps, joint.latency_s,
-                {c: (f.bandwidth_Bps, f.latency_s) for c, f in per.items()})
+                joint.bandwidth_Bps, joint.latency_s, terms)
+    fitted = sum(len(f.sizes) for f in fits.values())
     return ClusterSpec(
         name=name, gpu=str(env.get("gpu", "")), gpus_per_node=gpus, intra=link, inter=None, measured=True,
         source=(f"mlsys bench comm (mlsyscalc/bench/comm_bench.py) at commit {env.get('git_commit')}, "
                 f"torch {env.get('torch')}, NCCL {env.get('nccl')}, CUDA {env.get('cuda')}",),
-        notes=(f"MEASURED, not a datasheet: alpha (per ring step) and beta fitted by weighted least squares to "
-               f"{joint.rows} NCCL timings of {fmt_bytes(min_size)} and more; per_collective holds each "
-               f"collective's own fit. Single node only (no inter-node link was measured)."),
+        notes=(f"MEASURED, not a datasheet. per_collective: call_overhead_us (host time per call, H) and up to "
+               f"{PROTOCOLS} protocols (per-step latency alpha_p, bandwidth B_p), fitted per collective to {fitted} "
+               "NCCL timings of every size by least squares in log-time with scipy (bounds H, alpha >= 0, B > 0; "
+               "mlsyscalc/bench/comm_fit.py); time per call = max(H, min_p(steps alpha_p + bytes / B_p)). "
+               f"bandwidth_GBps/latency_us: the single alpha-beta line, weighted least squares over {joint.rows} "
+               f"timings of {fmt_bytes(min_size)} and more (link level: all collectives jointly). Single node only "
+               "(no inter-node link was measured); 2 GPUs only, so per-step latency and per-call base latency "
+               "cannot be told apart."),
     )
+
+
+def held_out_cluster(rows: list[dict[str, Any]], min_size: int, name: str) -> tuple[ClusterSpec, list[dict[str, Any]]]:
+    """The protocol model fitted on every other size of each collective, and the rows it did not see."""
+    fits, test = {}, []
+    for c, group in comm_fit.by_collective(rows).items():
+        train, rest = comm_fit.split_every_other(group)
+        fits[c] = comm_fit.fit_protocols(train, PROTOCOLS)
+        test += rest
+    return measured_cluster(rows, min_size, name, fits), test
 
 
 def error_table(rows: list[dict[str, Any]], cluster: ClusterSpec | str, min_size: int,
@@ -156,13 +183,77 @@ def _observations(timed: list[dict[str, Any]], datasheet: str) -> list[str]:
         lines.append(f"| {c} | {floor} | {fmt_bytes(big['size_bytes'])} | {big['busbw_GBps']:.1f} | "
                      f"{100 * big['busbw_GBps'] * 1e9 / peak_link:.0f}% |")
     lines += ["", "A flat time per call over the small sizes is the cost of issuing one collective through "
-              "torch.distributed back to back (host work per call), not link latency: the alpha-beta sum "
-              "cannot follow max(host floor, alpha + n beta), which is where the fitted model misses most."]
+              "torch.distributed back to back (host work per call), not link latency: an alpha-beta sum cannot "
+              "follow max(host floor, device time), which is where the single line misses most; the protocol "
+              "model's H is that floor."]
     return lines
 
 
 def _pct(x: float) -> str:
     return f"{100 * x:+.1f}%"
+
+
+def _key(row: dict[str, Any]) -> tuple:
+    return row["collective"], row["size_bytes"], row["gpus"]
+
+
+def _line_cluster(measured: ClusterSpec, joint: Fit, per: dict[str, Fit]) -> ClusterSpec:
+    link = Link("single alpha-beta line", joint.bandwidth_Bps, joint.latency_s,
+                {c: (f.bandwidth_Bps, f.latency_s) for c, f in per.items()})
+    return ClusterSpec(measured.name, measured.gpu, measured.gpus_per_node, link, None)
+
+
+def _model_section(measured: ClusterSpec, min_size: int) -> list[str]:
+    lines = ["## Fitted model (MEASURED on this machine)", "",
+             "Per collective: time per call = max(H, min over protocols p of (steps x alpha_p + bytes / B_p)), "
+             "steps and bytes sent per GPU of the ring (docs/comm.md); H = host time to issue one call, alpha_p = "
+             "per-step latency, B_p = bandwidth of protocol p (NCCL's tuner keeps the same two numbers per protocol, "
+             "src/graph/tuning.cc). Least squares in log-time over every size (scipy, bounds H, alpha >= 0, B > 0), "
+             f"{PROTOCOLS} protocols at most; written to `model_specs/clusters/{measured.name}.json`. The single "
+             f"alpha-beta line (weighted least squares over sizes >= {fmt_bytes(min_size)}) is kept beside it.", "",
+             "| collective | H (us) | protocol | alpha_p (us per step) | B_p (GB/s) | single line: alpha (us) | B (GB/s) |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for c, t in measured.intra.per_collective.items():
+        for k, proto in enumerate(t.protocols):
+            head = f"| {c} | {t.call_overhead_s * 1e6:.1f}" if k == 0 else "| |"
+            tail = f"{t.latency_s * 1e6:.1f} | {t.bandwidth_Bps / 1e9:.1f}" if k == 0 else " |"
+            lines.append(f"{head} | {proto.name} | {proto.latency_s * 1e6:.1f} | {proto.bandwidth_Bps / 1e9:.1f} | {tail} |")
+    return lines
+
+
+def _error_section(rows: list[dict[str, Any]], specs: dict[str, ClusterSpec | str], test_rows: list[dict[str, Any]],
+                   min_size: int) -> list[str]:
+    lines = ["", "## Prediction error", "",
+             "datasheet: the built-in cluster spec; one line: each collective's single alpha-beta fit; protocol "
+             "model: the measured spec, in-sample (fitted to every size) and held out (fitted to every other size "
+             "of the sweep, 8 KiB, 32 KiB, ..., 2 GiB, and tested on the sizes it did not see, 16 KiB, 64 KiB, "
+             "..., 1 GiB; the rows column counts those). All predictions go through `collective_cost`."]
+    for lo, hi in ((min_size, float("inf")), (min_size, BAND_SPLIT - 1), (BAND_SPLIT, float("inf"))):
+        band = f">= {fmt_bytes(lo)}" if hi == float("inf") else f"{fmt_bytes(lo)} .. < {fmt_bytes(hi + 1)}"
+        lines += ["", f"### |predicted - measured| / measured, sizes {band}, median / max", "",
+                  "| collective | datasheet | one line | protocol model, in-sample | protocol model, held out | held-out rows |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        tables = [error_table(test_rows if k == "held out" else rows, s, lo, hi) for k, s in specs.items()]
+        for c in tables[0]:
+            cells = [f"{100 * t[c]['median_abs_error']:.1f}% / {100 * t[c]['max_abs_error']:.1f}%" if c in t else "-"
+                     for t in tables]
+            lines.append(f"| {c} | " + " | ".join(cells) + f" | {tables[-1].get(c, {}).get('rows', 0)} |")
+    return lines
+
+
+def _variants_section(rows: list[dict[str, Any]], min_size: int) -> list[str]:
+    errors = comm_fit.variant_errors(rows, min_size)
+    names = {("max", 1): "max, 1 protocol", ("max", 2): "max, 2 (the model)", ("max", 3): "max, 3",
+             ("sum", 2): "sum, 2 protocols"}
+    lines = ["", f"### Choices: how H enters and how many protocols (max error, sizes >= {fmt_bytes(min_size)}, "
+             "in-sample / held out)", "",
+             "max: time = max(H, device time), the host issues the next call while the GPU runs this one; sum: "
+             "time = H + device time, a per-call latency as NCCL's tuner adds its base latency.", "",
+             "| collective | " + " | ".join(names[v] for v in comm_fit.VARIANTS) + " |",
+             "| --- |" + " --- |" * len(comm_fit.VARIANTS)]
+    for c, per in errors.items():
+        lines.append(f"| {c} | " + " | ".join(f"{100 * a:.1f}% / {100 * b:.1f}%" for a, b in per.values()) + " |")
+    return lines
 
 
 def write_report(rows: list[dict[str, Any]], out_dir: Path, min_size: int, datasheet: str,
@@ -171,11 +262,12 @@ def write_report(rows: list[dict[str, Any]], out_dir: Path, min_size: int, datas
     out_dir.mkdir(parents=True, exist_ok=True)
     timed = [r for r in rows if r.get("time_s")]
     env = timed[0]["env"]
-    joint = fit_alpha_beta(_timed(rows, min_size))
-    _, per = fit_all(rows, min_size)
-    plot(rows, {f"model: {datasheet} datasheet": datasheet, "model: fitted (per collective)": measured}, out_dir / "busbw.png")
+    line = _line_cluster(measured, *fit_all(rows, min_size))
+    held, test_rows = held_out_cluster(rows, min_size, measured.name)
+    plot(rows, {f"model: {datasheet} datasheet": datasheet, "model: one alpha-beta line": line,
+                "model: protocols + host floor (fitted)": measured}, out_dir / "busbw.png")
     lines = [
-        f"# NCCL collectives on {env['world_size']} x {env['gpu']}: measured vs the alpha-beta model", "",
+        f"# NCCL collectives on {env['world_size']} x {env['gpu']}: measured vs the collective model", "",
         f"Generated by `{command}` from `rows.jsonl` (do not edit by hand).", "",
         f"- card: {env['world_size']} x {env['gpu']} on one host ({env.get('hostname')}), NCCL {env.get('nccl')}, "
         f"torch {env['torch']}, CUDA {env.get('cuda')}, NCCL_NVLS_ENABLE={env.get('nccl_nvls_enable')}",
@@ -185,42 +277,34 @@ def write_report(rows: list[dict[str, Any]], out_dir: Path, min_size: int, datas
         f"{'CUDA events' if env['backend'] == 'nccl' else 'the wall clock'} after warm-up; a row's time "
         "is the slowest rank's median trial. busbw/algbw as nccl-tests defines them; p2p is nccl-tests' "
         "sendrecv (every rank sends to the next and receives from the previous at once).", "",
-        "## Fitted alpha and beta (MEASURED on this machine)", "",
-        f"Weighted least squares on the ring model over sizes >= {fmt_bytes(min_size)}; written to "
-        f"`model_specs/clusters/{measured.name}.json`.", "",
-        "| collective | alpha (us per step) | bandwidth 1/beta (GB/s) | rows | median abs err | max abs err |",
-        "| --- | --- | --- | --- | --- | --- |",
     ]
-    for fit in (joint, *per.values()):
-        lines.append(f"| {fit.collective} | {fit.latency_s * 1e6:.2f} | {fit.bandwidth_Bps / 1e9:.1f} | {fit.rows} | "
-                     f"{100 * fit.median_abs_error:.1f}% | {100 * fit.max_abs_error:.1f}% |")
-    joint_spec = ClusterSpec(measured.name, measured.gpu, measured.gpus_per_node,
-                             Link("joint fit", joint.bandwidth_Bps, joint.latency_s), None)
-    lines += ["", "## Prediction error", "",
-              "datasheet: the built-in cluster spec; one alpha/beta: the joint fit above; per-collective: each "
-              "collective's own fit (what the measured cluster spec holds)."]
-    for lo, hi in ((min_size, float("inf")), (min_size, BAND_SPLIT - 1), (BAND_SPLIT, float("inf"))):
-        band = f">= {fmt_bytes(lo)}" if hi == float("inf") else f"{fmt_bytes(lo)} .. < {fmt_bytes(hi + 1)}"
-        lines += ["", f"### |predicted - measured| / measured, sizes {band}", "",
-                  "| collective | datasheet median | datasheet max | one alpha/beta median | one alpha/beta max "
-                  "| per-collective median | per-collective max |", "| --- | --- | --- | --- | --- | --- | --- |"]
-        tables = [error_table(rows, s, lo, hi) for s in (datasheet, joint_spec, measured)]
-        for c in tables[0]:
-            cells = [f"{100 * t[c]['median_abs_error']:.1f}% | {100 * t[c]['max_abs_error']:.1f}%" for t in tables]
-            lines.append(f"| {c} | " + " | ".join(cells) + " |")
+    lines += _model_section(measured, min_size)
+    lines += _error_section(rows, {"datasheet": datasheet, "line": line, "measured": measured, "held out": held},
+                            test_rows, min_size)
+    lines += _variants_section(rows, min_size)
     lines += _observations(timed, datasheet)
-    lines += ["", "![busbw against size](busbw.png)", "", "## Every size", "",
-              "| collective | size | time (us) | algbw (GB/s) | busbw (GB/s) | datasheet model busbw | err | fitted model time (us) | err |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in timed:
-        data = collective_cost(r["collective"], r["size_bytes"], r["gpus"], datasheet)
-        fitted = collective_cost(r["collective"], r["size_bytes"], r["gpus"], measured)
-        lines.append(
-            f"| {r['collective']} | {fmt_bytes(r['size_bytes'])} | {r['time_s'] * 1e6:.1f} | {r['algbw_GBps']:.2f} | "
-            f"{r['busbw_GBps']:.2f} | {data.busbw_Bps / 1e9:.1f} | {_pct((data.time_s - r['time_s']) / r['time_s'])} | "
-            f"{fitted.time_s * 1e6:.1f} | {_pct((fitted.time_s - r['time_s']) / r['time_s'])} |")
-    lines += ["", "Errors are (predicted - measured) / measured: negative means the model is too optimistic."]
+    lines += _size_table(timed, datasheet, line, measured, {_key(r) for r in test_rows})
     path = out_dir / "README.md"
     path.write_text("\n".join(lines) + "\n")
     (out_dir / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
+
+
+def _size_table(timed: list[dict[str, Any]], datasheet: str, line: ClusterSpec, measured: ClusterSpec,
+                held_out: set[tuple]) -> list[str]:
+    lines = ["", "![busbw against size](busbw.png)", "", "## Every size", "",
+             "regime: the protocol the model picks, or `host` where the host floor H sets the time; held out: "
+             "a size the held-out fit did not see.", "",
+             "| collective | size | time (us) | algbw (GB/s) | busbw (GB/s) | datasheet model busbw | err | one line err "
+             "| protocol model time (us) | err | regime | held out |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in timed:
+        data, one, fitted = (collective_cost(r["collective"], r["size_bytes"], r["gpus"], s) for s in (datasheet, line, measured))
+        regime = "host" if fitted.host_wait_s > 0 else fitted.phases[0].protocol
+        err = lambda c: _pct((c.time_s - r["time_s"]) / r["time_s"])  # noqa: E731
+        lines.append(
+            f"| {r['collective']} | {fmt_bytes(r['size_bytes'])} | {r['time_s'] * 1e6:.1f} | {r['algbw_GBps']:.2f} | "
+            f"{r['busbw_GBps']:.2f} | {data.busbw_Bps / 1e9:.1f} | {err(data)} | {err(one)} | {fitted.time_s * 1e6:.1f} | "
+            f"{err(fitted)} | {regime} | {'yes' if _key(r) in held_out else ''} |")
+    lines += ["", "Errors are (predicted - measured) / measured: negative means the model is too optimistic."]
+    return lines

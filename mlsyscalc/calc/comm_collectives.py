@@ -20,6 +20,14 @@ the full input; all-to-all: the whole send buffer of one rank). Time, algorithm 
 (n / time) and bus bandwidth (algbw times 2(p-1)/p for all-reduce, (p-1)/p for all-gather,
 reduce-scatter and all-to-all, 1 otherwise) follow nccl-tests' doc/PERFORMANCE.md, so with
 alpha = 0 the bus bandwidth of every collective equals the link bandwidth B.
+
+Where a link spec lists protocols (a measured spec does), each phase over that link takes the
+fastest of them, as NCCL's tuner picks the protocol with the least modelled time (NVIDIA NCCL,
+src/graph/tuning.cc: latency = steps x per-step latency, time = latency + bytes / bandwidth, per
+protocol LL / LL128 / Simple): phase time = min over p of (steps alpha_p + bytes beta_p). A call
+overhead H (host time to issue one call) bounds the time per call from below: consecutive calls
+are issued while the GPU still runs the previous one, so a stream of calls runs at
+max(H, device time) per call; `host_wait_s` = max(0, H - device time) is the part that adds.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ import math
 from dataclasses import dataclass
 
 from ..errors import MlsysError, require
-from ..specs.cluster import ClusterSpec, load_cluster
+from ..specs.cluster import ClusterSpec, LinkTerms, Protocol, load_cluster
 
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast", "reduce", "p2p")
 ALGORITHMS = ("ring", "tree", "hierarchical", "auto")
@@ -58,6 +66,7 @@ class Phase:
     step_latency_s: float
     bytes_per_gpu: float  # bytes each GPU sends in this stage
     transfer_s: float  # time the bytes take on the link(s)
+    protocol: str = ""  # the link spec's protocol this stage uses ("" for a single alpha-beta link)
 
     @property
     def latency_s(self) -> float:
@@ -76,10 +85,20 @@ class CollectiveCost:
     gpus: int
     nodes: int
     phases: tuple[Phase, ...]
+    call_overhead_s: float = 0.0  # host time to issue one call (0: not modelled)
+
+    @property
+    def device_s(self) -> float:
+        return sum(p.time_s for p in self.phases)
+
+    @property
+    def host_wait_s(self) -> float:
+        """Time per call the GPUs wait for the host to issue the next call: max(0, H - device time)."""
+        return max(0.0, self.call_overhead_s - self.device_s)
 
     @property
     def time_s(self) -> float:
-        return sum(p.time_s for p in self.phases)
+        return self.device_s + self.host_wait_s
 
     @property
     def latency_s(self) -> float:
@@ -115,25 +134,31 @@ def ring_terms(collective: str, p: int, n: float) -> tuple[int, float]:
     return 1, float(n)  # p2p
 
 
-def _ring_phase(collective: str, p: int, n: float, bandwidth_Bps: float, latency_s: float, name: str,
-                link: str) -> Phase:
+def _phase(name: str, link: str, p: int, steps: int, sent: float, terms: LinkTerms) -> Phase:
+    """One stage; with protocols, the one of least steps x alpha_p + sent / B_p (NCCL's choice)."""
+    options = terms.protocols or (Protocol("", terms.bandwidth_Bps, terms.latency_s),)
+    best = min(options, key=lambda o: steps * o.latency_s + sent / o.bandwidth_Bps)
+    return Phase(name, link, p, steps, best.latency_s, sent, sent / best.bandwidth_Bps, best.name)
+
+
+def _ring_phase(collective: str, p: int, n: float, terms: LinkTerms, name: str, link: str) -> Phase:
     steps, sent = ring_terms(collective, p, n)
-    return Phase(name, link, p, steps, latency_s, sent, sent / bandwidth_Bps)
+    return _phase(name, link, p, steps, sent, terms)
 
 
-def _flat_link(cluster: ClusterSpec, collective: str, nodes: int, per_node: int) -> tuple[float, float, str]:
-    """(bandwidth, step latency, label) of a flat ring/tree over `nodes` nodes.
+def _flat_link(cluster: ClusterSpec, collective: str, nodes: int, per_node: int) -> tuple[LinkTerms, str]:
+    """(figures, label) of a flat ring/tree over `nodes` nodes.
 
     Across nodes NCCL runs one ring per NIC ("rails"), so the per_node GPUs of a node cross the
     network in parallel: bandwidth min(B_intra, per_node * B_nic); each step waits for the slower link.
     """
-    intra_bw, intra_lat = cluster.intra.for_collective(collective)
     if nodes == 1:
-        return intra_bw, intra_lat, cluster.intra.name
-    inter_bw, inter_lat = cluster.link(across_nodes=True).for_collective(collective)
+        return cluster.intra.terms(collective), cluster.intra.name
+    net = cluster.link(across_nodes=True)
     if per_node == 1:
-        return inter_bw, inter_lat, cluster.inter.name  # type: ignore[union-attr]
-    return min(intra_bw, per_node * inter_bw), max(intra_lat, inter_lat), "intra+inter (rails)"
+        return net.terms(collective), net.name
+    (intra_bw, intra_lat), (inter_bw, inter_lat) = cluster.intra.for_collective(collective), net.for_collective(collective)
+    return LinkTerms(min(intra_bw, per_node * inter_bw), max(intra_lat, inter_lat)), "intra+inter (rails)"
 
 
 def _all_to_all_multinode(cluster: ClusterSpec, p: int, nodes: int, g: int, n: float) -> Phase:
@@ -146,18 +171,17 @@ def _all_to_all_multinode(cluster: ClusterSpec, p: int, nodes: int, g: int, n: f
                  intra_bytes + inter_bytes, transfer)
 
 
-def _tree_phases(collective: str, p: int, n: float, bw: float, lat: float, link: str) -> tuple[Phase, ...]:
+def _tree_phases(collective: str, p: int, n: float, terms: LinkTerms, link: str) -> tuple[Phase, ...]:
     depth = math.ceil(math.log2(p))
     factor = 2 if collective == "all-reduce" else 1
-    return (Phase("double binary tree", link, p, factor * depth, lat, factor * n, factor * n / bw),)
+    return (_phase("double binary tree", link, p, factor * depth, factor * n, terms),)
 
 
 def _hierarchical_phases(cluster: ClusterSpec, collective: str, n: float, nodes: int, g: int) -> tuple[Phase, ...]:
-    intra_bw, intra_lat = cluster.intra.for_collective(collective)
     net = cluster.link(across_nodes=True)
-    inter_bw, inter_lat = net.for_collective(collective)
-    intra = lambda c, size, label: _ring_phase(c, g, size, intra_bw, intra_lat, label, cluster.intra.name)  # noqa: E731
-    inter = lambda c, size, label: _ring_phase(c, nodes, size, inter_bw, inter_lat, label, net.name)  # noqa: E731
+    intra_terms, inter_terms = cluster.intra.terms(collective), net.terms(collective)
+    intra = lambda c, size, label: _ring_phase(c, g, size, intra_terms, label, cluster.intra.name)  # noqa: E731
+    inter = lambda c, size, label: _ring_phase(c, nodes, size, inter_terms, label, net.name)  # noqa: E731
     if collective == "all-reduce":
         phases = (intra("reduce-scatter", n, "intra-node reduce-scatter"),
                   inter("all-reduce", n / g, f"inter-node all-reduce of n/{g}"),
@@ -208,13 +232,19 @@ def collective_cost(collective: str, size_bytes: int, gpus: int, cluster: Cluste
     elif algo == "hierarchical" and nodes > 1 and collective != "p2p":
         phases = _hierarchical_phases(cluster, collective, n, nodes, g)
     else:
-        bw, lat, label = _flat_link(cluster, collective, nodes, g)
+        terms, label = _flat_link(cluster, collective, nodes, g)
         if algo == "tree":
-            phases = _tree_phases(collective, gpus, n, bw, lat, label)
+            phases = _tree_phases(collective, gpus, n, terms, label)
         else:
             name = {"all-to-all": "pairwise all-to-all", "p2p": "send/recv"}.get(collective, f"ring {collective}")
-            phases = (_ring_phase(collective, gpus, n, bw, lat, name, label),)
-    return CollectiveCost(collective, algo, int(size_bytes), gpus, nodes, phases)
+            phases = (_ring_phase(collective, gpus, n, terms, name, label),)
+    return CollectiveCost(collective, algo, int(size_bytes), gpus, nodes, phases, _call_overhead(cluster, collective, nodes))
+
+
+def _call_overhead(cluster: ClusterSpec, collective: str, nodes: int) -> float:
+    """Host time to issue one call: the largest any link class used by the call specifies."""
+    links = (cluster.intra,) if nodes == 1 else (cluster.intra, cluster.link(across_nodes=True))
+    return max(link.terms(collective).call_overhead_s for link in links)
 
 
 def _applies(algo: str, collective: str, nodes: int) -> bool:

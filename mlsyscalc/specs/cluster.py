@@ -4,6 +4,10 @@ Each link class (NVLink/PCIe inside a node, the NICs across nodes) has a per-GPU
 bandwidth and a per-step latency: the beta and alpha of the alpha-beta model
 (Hockney 1994; Thakur, Rabenseifner & Gropp 2005). A file written by `mlsys bench comm --calibrate`
 holds measured values instead (`"measured": true`), optionally per collective.
+
+Optional, as NCCL's tuner models time (src/graph/tuning.cc: a latency and a bandwidth per protocol,
+the fastest wins): `protocols`, each a per-step latency and a bandwidth, and `call_overhead_us`, the
+host time to issue one call. Without them a link is the single alpha-beta pair, as before.
 """
 
 from __future__ import annotations
@@ -18,18 +22,49 @@ from .lookup import all_names, find_named, load_spec_dir, read_json, suggest
 
 
 @dataclass(frozen=True)
+class Protocol:
+    """One way NCCL moves data (LL, LL128, Simple; or a fitted regime): per-step latency and bandwidth."""
+
+    name: str
+    bandwidth_Bps: float  # per GPU per direction
+    latency_s: float  # per algorithm step
+
+
+@dataclass(frozen=True)
+class LinkTerms:
+    """What the collective model needs from one link for one collective."""
+
+    bandwidth_Bps: float
+    latency_s: float
+    protocols: tuple[Protocol, ...] = ()  # when present they replace (bandwidth, latency); fastest wins
+    call_overhead_s: float = 0.0  # host time to issue one call (time per call >= this)
+
+
+@dataclass(frozen=True)
 class Link:
     """One link class: bandwidth per GPU per direction (B/s) and latency per algorithm step (s)."""
 
     name: str
     bandwidth_Bps: float
     latency_s: float
-    # Measured per-collective values (bandwidth_Bps, latency_s) that replace the link-wide ones.
-    per_collective: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    # Measured per-collective figures that replace the link-wide ones.
+    per_collective: Mapping[str, LinkTerms] = field(default_factory=dict)
+    protocols: tuple[Protocol, ...] = ()
+    call_overhead_s: float = 0.0
+
+    def __post_init__(self) -> None:  # a (bandwidth_Bps, latency_s) pair is a single alpha-beta entry
+        per = {k: v if isinstance(v, LinkTerms) else LinkTerms(*v) for k, v in self.per_collective.items()}
+        object.__setattr__(self, "per_collective", per)
+
+    def terms(self, collective: str) -> LinkTerms:
+        """The figures for one collective: a measured entry, else the link's."""
+        default = LinkTerms(self.bandwidth_Bps, self.latency_s, self.protocols, self.call_overhead_s)
+        return self.per_collective.get(collective, default)
 
     def for_collective(self, collective: str) -> tuple[float, float]:
-        """(bandwidth_Bps, latency_s) for one collective: a measured entry, else the link's."""
-        return self.per_collective.get(collective, (self.bandwidth_Bps, self.latency_s))
+        """(bandwidth_Bps, latency_s) of the single alpha-beta pair for one collective."""
+        terms = self.terms(collective)
+        return terms.bandwidth_Bps, terms.latency_s
 
     @property
     def beta_s_per_byte(self) -> float:
@@ -56,7 +91,7 @@ class ClusterSpec:
 
     def with_links(self, *, bandwidth_GBps: float | None = None, latency_us: float | None = None,
                    inter_bandwidth_GBps: float | None = None, inter_latency_us: float | None = None) -> "ClusterSpec":
-        """A copy with link figures replaced (what-if); measured per-collective values are dropped."""
+        """A copy with link figures replaced (what-if); measured per-collective values and protocols are dropped."""
         intra = _relink(self.intra, bandwidth_GBps, latency_us)
         inter = self.inter
         if inter_bandwidth_GBps is not None or inter_latency_us is not None:
@@ -87,22 +122,45 @@ def _relink(link: Link, bandwidth_GBps: float | None, latency_us: float | None) 
     )
 
 
-def _link_dict(link: Link) -> dict[str, Any]:
-    data: dict[str, Any] = {"link": link.name, "bandwidth_GBps": link.bandwidth_Bps / 1e9,
-                            "latency_us": link.latency_s * 1e6}
-    if link.per_collective:
-        data["per_collective"] = {k: {"bandwidth_GBps": bw / 1e9, "latency_us": lat * 1e6}
-                                  for k, (bw, lat) in link.per_collective.items()}
+def _terms_dict(terms: LinkTerms | Link, link: Link | None = None) -> dict[str, Any]:
+    """JSON figures; a per-collective entry also states what would otherwise come from its `link`."""
+    data: dict[str, Any] = {"bandwidth_GBps": terms.bandwidth_Bps / 1e9, "latency_us": terms.latency_s * 1e6}
+    if terms.call_overhead_s or (link is not None and link.call_overhead_s):
+        data["call_overhead_us"] = terms.call_overhead_s * 1e6
+    if terms.protocols or (link is not None and link.protocols):
+        data["protocols"] = [{"name": p.name, "bandwidth_GBps": p.bandwidth_Bps / 1e9, "latency_us": p.latency_s * 1e6}
+                             for p in terms.protocols]
     return data
 
 
+def _link_dict(link: Link) -> dict[str, Any]:
+    data: dict[str, Any] = {"link": link.name, **_terms_dict(link)}
+    if link.per_collective:
+        data["per_collective"] = {k: _terms_dict(v, link) for k, v in link.per_collective.items()}
+    return data
+
+
+def _terms_from_dict(data: Mapping[str, Any], default: LinkTerms | None = None) -> LinkTerms:
+    """Figures from JSON; a per-collective entry takes what it leaves out from its link (`default`)."""
+    get = lambda key, scale, fallback: float(data[key]) * scale if key in data else fallback  # noqa: E731
+    if default is None:
+        default = LinkTerms(float(data["bandwidth_GBps"]) * 1e9, float(data["latency_us"]) * 1e-6)
+    bandwidth, latency = get("bandwidth_GBps", 1e9, default.bandwidth_Bps), get("latency_us", 1e-6, default.latency_s)
+    overhead = get("call_overhead_us", 1e-6, default.call_overhead_s)
+    protocols = default.protocols if "protocols" not in data else tuple(
+        Protocol(str(p["name"]), float(p["bandwidth_GBps"]) * 1e9, float(p["latency_us"]) * 1e-6)
+        for p in data["protocols"])
+    figures = [(bandwidth, latency)] + [(p.bandwidth_Bps, p.latency_s) for p in protocols]
+    if not all(bw > 0 and lat >= 0 for bw, lat in figures) or overhead < 0:
+        raise ValueError(f"bandwidth_GBps must be > 0, latency_us and call_overhead_us >= 0 in {dict(data)}")
+    return LinkTerms(bandwidth, latency, protocols, overhead)
+
+
 def _link_from_dict(data: Mapping[str, Any]) -> Link:
-    bandwidth, latency = float(data["bandwidth_GBps"]) * 1e9, float(data["latency_us"]) * 1e-6
-    if not (bandwidth > 0 and latency >= 0):
-        raise ValueError(f"bandwidth_GBps must be > 0 and latency_us >= 0 in {dict(data)}")
-    per = {k: (float(v["bandwidth_GBps"]) * 1e9, float(v["latency_us"]) * 1e-6)
-           for k, v in (data.get("per_collective") or {}).items()}
-    return Link(str(data.get("link", "")), bandwidth, latency, per)
+    base = _terms_from_dict(data)
+    per = {k: _terms_from_dict(v, base) for k, v in (data.get("per_collective") or {}).items()}
+    return Link(str(data.get("link", "")), base.bandwidth_Bps, base.latency_s, per, base.protocols,
+                base.call_overhead_s)
 
 
 def cluster_from_dict(data: Mapping[str, Any], where: str) -> ClusterSpec:

@@ -1,0 +1,148 @@
+"""Fit the protocol model of one link to measured NCCL collectives (numpy and scipy inside the functions).
+
+Per collective, over every measured size n (the small ones pin the host floor):
+
+    t(n) = max(H, min over protocols p of (steps * alpha_p + bytes(n) / B_p))
+
+steps and bytes are the ring terms of `calc.comm_collectives.ring_terms`; H is the host time to
+issue one call (consecutive calls overlap it with the GPU's work on the previous call, so it
+bounds the time per call from below instead of adding to it); alpha_p and B_p are the per-step
+latency and the bandwidth of protocol p, the two numbers NCCL's tuner keeps per protocol
+(src/graph/tuning.cc). Fitted in log-time (relative error) with scipy.optimize.least_squares,
+every parameter bounded to its physical range (H, alpha >= 0, B > 0), from a fixed set of
+starts so a rerun gives the same numbers. A protocol that is fastest at no fitted size above the
+floor cannot be told from the data and is dropped.
+
+`form="sum"` fits the additive alternative t = H + min_p(...) (what NCCL's own tuner does with its
+base latency) for comparison only; the calculator implements the max form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..calc.comm_collectives import COLLECTIVES, ring_terms
+from ..errors import MlsysError, require
+from ..specs.cluster import LinkTerms, Protocol
+
+# Names by ascending bandwidth. NCCL's protocols rank LL < LL128 < Simple in both latency and
+# bandwidth, but the fit cannot tell a protocol switch from NCCL using more channels as messages
+# grow, so the regimes get neutral names.
+PROTOCOL_NAMES = {1: ("bulk",), 2: ("medium", "bulk"), 3: ("small", "medium", "bulk")}
+
+
+@dataclass(frozen=True)
+class ProtocolFit:
+    collective: str
+    form: str  # "max" (the model) or "sum" (the additive alternative)
+    call_overhead_s: float
+    protocols: tuple[Protocol, ...]  # ascending bandwidth
+    sizes: tuple[int, ...]  # the sizes it was fitted to
+
+    def terms(self, bandwidth_Bps: float, latency_s: float) -> LinkTerms:
+        """Link figures for the calculator; (bandwidth, latency) is the single alpha-beta pair kept beside."""
+        return LinkTerms(bandwidth_Bps, latency_s, self.protocols, self.call_overhead_s)
+
+    def predict_s(self, gpus: int, size_bytes: float) -> float:
+        steps, sent = ring_terms(self.collective, gpus, size_bytes)
+        device = min(steps * p.latency_s + sent / p.bandwidth_Bps for p in self.protocols)
+        return max(self.call_overhead_s, device) if self.form == "max" else self.call_overhead_s + device
+
+
+def _device_us(x, steps, sent, count: int):
+    """(count, rows) times in us of each protocol; x = [H_us, alpha_us * count, B_GBps * count]."""
+    alpha, bandwidth = x[1:1 + count, None], x[1 + count:, None]
+    return steps * alpha + sent[None, :] / (bandwidth * 1e3)  # bytes / (GB/s) = ns
+
+
+def _model_us(x, steps, sent, count: int, form: str):
+    import numpy as np
+
+    device = _device_us(x, steps, sent, count).min(axis=0)
+    return np.maximum(x[0], device) if form == "max" else x[0] + device
+
+
+def _starts(t_us, steps, sent, count: int, form: str):
+    """Deterministic starts: the bulk line from the largest sizes, slower/shorter ones below it, a few draws."""
+    import numpy as np
+
+    top = sent >= np.quantile(sent, 0.6)
+    design = np.c_[np.full(top.sum(), float(steps)), sent[top] / 1e3]
+    (a_bulk, inv_bw), *_ = np.linalg.lstsq(design / t_us[top, None], np.ones(top.sum()), rcond=None)
+    a_bulk, b_bulk = max(a_bulk, 1.0), 1 / inv_bw if inv_bw > 0 else float(sent.max() / 1e3 / t_us.max())
+    floor = t_us.min() if form == "max" else 0.5 * t_us.min()
+    starts = []
+    for f, g in ((0.1, 0.6), (0.3, 0.8), (0.6, 0.9), (0.2, 0.95)):
+        ladder = [(a_bulk * f ** k, b_bulk * g ** k) for k in range(count - 1, -1, -1)]
+        starts.append(np.r_[floor, [a for a, _ in ladder], [b for _, b in ladder]])
+    rng = np.random.default_rng(0)
+    for _ in range(6):
+        starts.append(np.r_[floor, np.sort(rng.uniform(0, 3 * a_bulk, count)), np.sort(rng.uniform(0.3, 1.2, count)) * b_bulk])
+    return starts
+
+
+def fit_protocols(rows: list[dict[str, Any]], count: int = 2, form: str = "max") -> ProtocolFit:
+    """Fit H and `count` protocols (1..3) to the timed rows of one collective on one node."""
+    import numpy as np
+
+    try:
+        from scipy.optimize import least_squares
+    except ImportError:
+        raise MlsysError("fitting the protocol model needs scipy: pip install 'mlsyscalc[science]'") from None
+    require(1 <= count <= 3, f"1 to 3 protocols, not {count}")
+    collective, gpus = rows[0]["collective"], rows[0]["gpus"]
+    require(len(rows) >= 3 and all(r["collective"] == collective and r["gpus"] == gpus for r in rows),
+            f"{collective}: need at least 3 rows of one collective and GPU count to fit protocols")
+    steps = ring_terms(collective, gpus, 1)[0]
+    sent = np.array([ring_terms(collective, gpus, r["size_bytes"])[1] for r in rows], dtype=float)
+    t_us = np.array([r["time_s"] * 1e6 for r in rows])
+    lower = np.r_[0.0, np.zeros(count), np.full(count, 1e-3)]
+    best = None
+    for x0 in _starts(t_us, steps, sent, count, form):
+        res = least_squares(lambda x: np.log(_model_us(x, steps, sent, count, form)) - np.log(t_us),
+                            np.maximum(x0, lower + 1e-9), bounds=(lower, np.inf), x_scale=np.maximum(x0, 1.0))
+        if best is None or res.cost < best.cost - 1e-12:
+            best = res
+    x = [float(v) for v in best.x]
+    device = _device_us(np.array(x), steps, sent, count)
+    visible = device.min(axis=0) > x[0] if form == "max" else np.ones(len(sent), dtype=bool)
+    used = sorted({int(i) for i in device.argmin(axis=0)[visible]} or {int(np.argmax(x[1 + count:]))},
+                  key=lambda i: x[1 + count + i])
+    names = PROTOCOL_NAMES[len(used)]
+    protocols = tuple(Protocol(names[k], x[1 + count + i] * 1e9, x[1 + i] * 1e-6) for k, i in enumerate(used))
+    return ProtocolFit(collective, form, x[0] * 1e-6, protocols, tuple(int(r["size_bytes"]) for r in rows))
+
+
+def by_collective(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Correct, timed single-node rows grouped by collective, each list sorted by size."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in sorted(rows, key=lambda r: r["size_bytes"]):
+        if r.get("ok") and r.get("time_s") and r["nodes"] == 1:
+            out.setdefault(r["collective"], []).append(r)
+    return {c: out[c] for c in COLLECTIVES if len(out.get(c, ())) >= 3}
+
+
+def split_every_other(group: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(fit, held out): sizes at even positions of the sorted sweep (the smallest, 4x it, ...) and the rest."""
+    return group[0::2], group[1::2]
+
+
+def abs_errors(fit: ProtocolFit, rows: list[dict[str, Any]], min_size: int) -> list[float]:
+    return [abs(fit.predict_s(r["gpus"], r["size_bytes"]) / r["time_s"] - 1) for r in rows if r["size_bytes"] >= min_size]
+
+
+VARIANTS = (("max", 1), ("max", 2), ("max", 3), ("sum", 2))  # (form, protocols) compared in the report
+
+
+def variant_errors(rows: list[dict[str, Any]], min_size: int) -> dict[str, dict[tuple[str, int], tuple[float, float]]]:
+    """Per collective and variant: max |error| over sizes >= min_size, in-sample and held out."""
+    out: dict[str, dict[tuple[str, int], tuple[float, float]]] = {}
+    for c, group in by_collective(rows).items():
+        train, test = split_every_other(group)
+        out[c] = {}
+        for form, count in VARIANTS:
+            inside = abs_errors(fit_protocols(group, count, form), group, min_size)
+            held = abs_errors(fit_protocols(train, count, form), test, min_size)
+            out[c][(form, count)] = (max(inside, default=float("nan")), max(held, default=float("nan")))
+    return out
