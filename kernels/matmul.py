@@ -9,9 +9,11 @@ The story, top to bottom:
   pipelined `num_stages` deep. Autotuned over tile shapes keyed on (M, N, K, layout, dtype).
 - `_matmul_ptr_kernel`: the same persistent loop with masked pointer loads, for any strides
   (row- or column-major, unaligned) and for the CPU interpreter.
-- `matmul()`: the launcher (checks, layout detection, output allocation, path choice).
+- `matmul()`: the launcher (checks, layout detection, output allocation, path choice). Repeated
+  launch signatures skip the autotuner and binder (matmul_launch.py); `split_k` selects the
+  split-K kernel of matmul_splitk.py for shapes with fewer tiles than SMs.
 - `matmul_ref()`: plain torch in fp32 on the same (possibly fp8) inputs.
-- `bench_case()`: one harness case against cuBLAS (torch.matmul) or torch._scaled_mm.
+- `quantize_fp8()`: absmax e4m3 inputs for tests and benchmarks (the harness case is in matmul_bench.py).
 
 Layouts: `b` is (K, N) with any strides; nn.Linear's `x @ W.T` passes `W.T` (column-major B),
 which the TMA path reads as K-major tiles of W, the layout wgmma wants for fp8.
@@ -19,12 +21,15 @@ which the TMA path reads as K-major tiles of W, the layout wgmma wants for fp8.
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
+
+from . import matmul_launch
 
 ACTIVATIONS = {"none": 0, "relu": 1, "gelu": 2, "silu": 3}
 SCALE_NONE, SCALE_TENSOR, SCALE_ROW = 0, 1, 2
@@ -41,6 +46,16 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
     pid_m = first_pid_m + (tile_id % group_size_m)
     pid_n = (tile_id % num_pid_in_group) // group_size_m
     return pid_m, pid_n
+
+
+@triton.jit
+def _load_ab(a_ptr, b_ptr, offs_m, offs_n, k, M, N, K, stride_am, stride_ak, stride_bk, stride_bn):
+    # Masked pointer loads of one A (BLOCK_M, BLOCK_K) and one B (BLOCK_K, BLOCK_N) tile; zeros outside.
+    a = tl.load(a_ptr + offs_m[:, None] * stride_am + k[None, :] * stride_ak,
+                mask=(offs_m[:, None] < M) & (k[None, :] < K), other=0.0)
+    b = tl.load(b_ptr + k[:, None] * stride_bk + offs_n[None, :] * stride_bn,
+                mask=(k[:, None] < K) & (offs_n[None, :] < N), other=0.0)
+    return a, b
 
 
 @triton.jit
@@ -127,11 +142,8 @@ def _matmul_ptr_kernel(
         offs_k = tl.arange(0, BLOCK_K)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC_DTYPE)
         for k0 in range(0, K, BLOCK_K):
-            k = k0 + offs_k
-            a = tl.load(a_ptr + offs_m[:, None] * stride_am + k[None, :] * stride_ak,
-                        mask=(offs_m[:, None] < M) & (k[None, :] < K), other=0.0)
-            b = tl.load(b_ptr + k[:, None] * stride_bk + offs_n[None, :] * stride_bn,
-                        mask=(k[:, None] < K) & (offs_n[None, :] < N), other=0.0)
+            a, b = _load_ab(a_ptr, b_ptr, offs_m, offs_n, k0 + offs_k, M, N, K,
+                            stride_am, stride_ak, stride_bk, stride_bn)
             acc = tl.dot(a, b, acc, out_dtype=ACC_DTYPE)
         acc = _epilogue(acc.to(tl.float32), offs_m, offs_n, M, N, a_scale_ptr, b_scale_ptr, bias_ptr,
                         SCALE, HAS_BIAS, ACT)
@@ -181,6 +193,7 @@ def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
+@functools.lru_cache(maxsize=None)
 def _num_sms(device: torch.device) -> int:
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).multi_processor_count
@@ -215,10 +228,15 @@ def _check(a, b, bias, a_scale, b_scale, activation):
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None, activation: str = "none",
            a_scale: torch.Tensor | None = None, b_scale: torch.Tensor | None = None,
-           out_dtype: torch.dtype | None = None, path: str = "auto") -> torch.Tensor:
+           out_dtype: torch.dtype | None = None, path: str = "auto", split_k: int | str | None = None,
+           launch_cache: bool = True) -> torch.Tensor:
     """C (M,N) = act(a_scale * b_scale * (a @ b) + bias). fp8 needs scales; its output defaults to bf16.
 
     path: "auto" (TMA when both operands are TMA-addressable on a GPU), "tma", or "ptr".
+    split_k: None = the persistent kernel; "auto" = the split-K kernel where 128x128 tiles leave
+    SMs idle (matmul_splitk.choose_split_k), else the persistent one; an int >= 1 forces the split-K
+    kernel with that many K-slices (1: small tiles, one program per tile, no workspace).
+    launch_cache: reuse the compiled kernel, config and grid of an identical earlier launch.
     """
     _check(a, b, bias, a_scale, b_scale, activation)
     M, K = a.shape
@@ -243,22 +261,47 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
     if M == 0 or N == 0:
         return c
     num_sms = _num_sms(a.device)
-    if path == "tma":
-        _launch_tma(a, b, c, scales, num_sms, args)
+    split = resolve_split_k(split_k, M, N, K, num_sms)
+    if split is not None:
+        from . import matmul_splitk
+
+        a_desc, b_desc, a_t, b_nk = _descriptors(a, b) if path == "tma" else (a, b, False, False)
+        matmul_splitk.launch_splitk(a, b, c, a_desc, b_desc, scales, split, path == "tma", args,
+                                    a_t=a_t, b_nk=b_nk, cache=launch_cache)
+    elif path == "tma":
+        _launch_tma(a, b, c, scales, num_sms, args, launch_cache)
     else:
-        _launch_ptr(a, b, c, scales, num_sms, args)
+        _launch_ptr(a, b, c, scales, num_sms, args, launch_cache)
     return c
 
 
-def _launch_tma(a, b, c, scales, num_sms, args):
-    M, K = a.shape
-    N = b.shape[1]
+def resolve_split_k(split_k: int | str | None, M: int, N: int, K: int, num_sms: int) -> int | None:
+    """None -> the persistent kernel; "auto" -> choose_split_k's answer; an int >= 1 -> itself."""
+    if split_k is None:
+        return None
+    if split_k == "auto":
+        from .matmul_splitk import choose_split_k
+
+        return choose_split_k(M, N, K, num_sms)
+    if not isinstance(split_k, int) or isinstance(split_k, bool) or split_k < 1:
+        raise ValueError(f"split_k must be None, 'auto' or an int >= 1, not {split_k!r}")
+    return split_k
+
+
+def _descriptors(a, b):
+    """Host descriptors for A and B; block shapes are set per config by the autotuner's pre-hook."""
     a_t = a.stride(1) != 1            # column-major A: describe A^T (K, M)
     b_nk = b.stride(0) == 1           # column-major B (W.T): describe W = B^T (N, K)
-    dummy_block = [16, 16]
-    a_desc = TensorDescriptor.from_tensor(a.T if a_t else a, dummy_block)
-    b_desc = TensorDescriptor.from_tensor(b.T if b_nk else b, dummy_block)
-    c_desc = TensorDescriptor.from_tensor(c, dummy_block)
+    a_desc = TensorDescriptor.from_tensor(a.T if a_t else a, [16, 16])
+    b_desc = TensorDescriptor.from_tensor(b.T if b_nk else b, [16, 16])
+    return a_desc, b_desc, a_t, b_nk
+
+
+def _launch_tma(a, b, c, scales, num_sms, args, cache=True):
+    M, K = a.shape
+    N = b.shape[1]
+    a_desc, b_desc, a_t, b_nk = _descriptors(a, b)
+    c_desc = TensorDescriptor.from_tensor(c, [16, 16])
     kernel = {1: _TMA_FP8, 2: _TMA_16BIT, 4: _TMA_32BIT}[a.element_size()]  # fp8 and int8 share 1-byte tiles
     if _interpreting():
         cfg = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=2, A_T=a_t, B_NK=b_nk)
@@ -271,10 +314,11 @@ def _launch_tma(a, b, c, scales, num_sms, args):
     def grid(meta):
         return (min(num_sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
 
-    kernel[grid](a_desc, b_desc, c_desc, *scales, M, N, K, NUM_SMS=num_sms, A_T=a_t, B_NK=b_nk, **args)
+    matmul_launch.launch(kernel, grid, (a_desc, b_desc, c_desc, *scales, M, N, K),
+                         dict(NUM_SMS=num_sms, A_T=a_t, B_NK=b_nk, **args), cache=cache)
 
 
-def _launch_ptr(a, b, c, scales, num_sms, args):
+def _launch_ptr(a, b, c, scales, num_sms, args, cache=True):
     M, K = a.shape
     N = b.shape[1]
     strides = (*a.stride(), *b.stride(), *c.stride())
@@ -287,7 +331,8 @@ def _launch_ptr(a, b, c, scales, num_sms, args):
     def grid(meta):
         return (min(num_sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
 
-    _PTR_GPU[grid](a, b, c, *scales, M, N, K, *strides, NUM_SMS=num_sms, **args)
+    matmul_launch.launch(_PTR_GPU, grid, (a, b, c, *scales, M, N, K, *strides), dict(NUM_SMS=num_sms, **args),
+                         cache=cache)
 
 
 def matmul_ref(a, b, *, bias=None, activation="none", a_scale=None, b_scale=None):
@@ -310,45 +355,6 @@ def matmul_ref(a, b, *, bias=None, activation="none", a_scale=None, b_scale=None
     elif activation == "silu":
         out = torch.nn.functional.silu(out)
     return out
-
-
-# --- benchmark entry -------------------------------------------------------------------------
-
-def bench_case(M: int, N: int, K: int, dtype: str = "bfloat16", activation: str = "none"):
-    """A harness case: x (M,K) @ W.T with W (N,K), nn.Linear's layout, against the torch path.
-
-    dtype: "bfloat16" | "float16" | "float32" (vs torch.matmul, i.e. cuBLAS) or
-    "fp8_tensor" | "fp8_row" (e4m3 inputs, bf16 output, vs torch._scaled_mm with the same scales).
-    """
-    from mlsyscalc.bench import harness
-    from mlsyscalc.bench.sweep import Bench, Case
-
-    fp8 = dtype.startswith("fp8")
-    in_bytes = 1 if fp8 else torch.empty((), dtype=getattr(torch, dtype)).element_size()
-    out_bytes = 2 if fp8 else in_bytes
-
-    def build() -> Bench:
-        dev = harness.device()
-        if not fp8:
-            tdtype = getattr(torch, dtype)
-            x = torch.randn(M, K, device=dev, dtype=tdtype)
-            w = torch.randn(N, K, device=dev, dtype=tdtype) / K**0.5
-            return Bench(run=lambda: matmul(x, w.T, activation=activation),
-                         reference=lambda: matmul_ref(x, w.T, activation=activation),
-                         baseline=(lambda: torch.matmul(x, w.T)) if activation == "none" else None)
-        rowwise = dtype == "fp8_row"
-        x8, sx = quantize_fp8(torch.randn(M, K, device=dev), rowwise)
-        w8, sw = quantize_fp8(torch.randn(N, K, device=dev), rowwise)
-        return Bench(run=lambda: matmul(x8, w8.T, a_scale=sx, b_scale=sw),
-                     reference=lambda: matmul_ref(x8, w8.T, a_scale=sx, b_scale=sw),
-                     baseline=lambda: torch._scaled_mm(x8, w8.T, scale_a=sx.reshape(-1, 1) if rowwise else sx,
-                                                       scale_b=sw.reshape(1, -1) if rowwise else sw,
-                                                       out_dtype=torch.bfloat16))
-
-    return Case(kernel="triton_matmul", baseline="torch._scaled_mm" if fp8 else "torch.matmul",
-                shape=f"{M}x{N}x{K}", dtype=dtype, build=build, flops=2.0 * M * N * K,
-                bytes=float(in_bytes * (M * K + N * K) + out_bytes * M * N),
-                variant="" if activation == "none" else activation, gate="fp8" if fp8 else dtype)
 
 
 def quantize_fp8(x: torch.Tensor, rowwise: bool) -> tuple[torch.Tensor, torch.Tensor]:

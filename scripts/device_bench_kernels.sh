@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Run on the GPU machine from the repository root: GPU tests, ceilings, matmul + quant sweeps.
 # Usage: MLSYS_GIT_COMMIT=<sha> bash scripts/device_bench_kernels.sh smoke|full
+# splitk: matmul only: persistent kernel (launch cache on / off) vs split-K (auto, 2, 4) on the few-tile
+#     shapes (splitk_squares, skinny) into matmul_splitk.jsonl, plus the matmul GPU tests (<= 8.5 min).
 # Writes under $OUT (<= 8 files): log.txt, tests.txt, ceilings.json, matmul.jsonl, quant.jsonl, sass.txt.
 # The reports are then made on the dev machine: python -m mlsyscalc.bench.report <fetched dir> reports/
 set -u
@@ -22,14 +24,25 @@ export TRITON_CACHE_DIR=/tmp/triton_cache
 B="python3 -m mlsyscalc bench"
 
 if [ "$MODE" = smoke ]; then
-  timeout 240 python3 -m pytest -q -x -p no:cacheprovider tests/test_kernels_matmul.py tests/test_kernels_quant.py \
+  timeout 240 python3 -m pytest -q -x -p no:cacheprovider -k "not splitk" tests/test_kernels_matmul.py tests/test_kernels_quant.py \
     tests/test_bench_harness.py 2>&1 | tail -25 | tee "$OUT/tests.txt"
   timeout 120 $B matmul --quiet --dtype bfloat16 --dtype fp8_tensor --dtype fp8_row \
     --shapes 4096x4096x4096,8192x8192x8192,2048x12288x4096 --out "$OUT/matmul.jsonl" --format csv
   timeout 120 $B quant --quiet --shapes 1x4096x4096,16x8192x8192,4096x4096x4096 --out "$OUT/quant.jsonl" --format csv
   timeout 60 $B ceilings --out "$OUT/ceilings.json" --format csv
-else
-  timeout 100 python3 -m pytest -q -p no:cacheprovider tests/test_kernels_matmul.py tests/test_kernels_quant.py \
+elif [ "$MODE" = splitk ]; then
+  # no ceilings here (time): the report can reuse a calibration measured on the same card
+  timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_kernels_matmul.py 2>&1 | tail -25 \
+    | tee "$OUT/tests.txt"
+  S="$OUT/matmul_splitk.jsonl"   # kernel names: triton_matmul[_nocache], triton_matmul_splitk{_auto,2,4}
+  timeout 120 $B matmul --quiet --dtype bfloat16 --sweep splitk_squares --split-k none --split-k auto --split-k 2 \
+    --split-k 4 --out "$S" --format csv
+  timeout 40 $B matmul --quiet --dtype bfloat16 --sweep splitk_squares --no-launch-cache --out "$S" --format csv
+  timeout 150 $B matmul --quiet --dtype bfloat16 --sweep skinny --split-k none --split-k auto --out "$S" --format csv
+  timeout 70 $B matmul --quiet --dtype fp8_tensor --sweep splitk_squares --split-k none --split-k auto \
+    --out "$S" --format csv
+else  # split-K tests compile many kernels: they run in the splitk mode
+  timeout 100 python3 -m pytest -q -p no:cacheprovider -k "not splitk" tests/test_kernels_matmul.py tests/test_kernels_quant.py \
     tests/test_bench_harness.py 2>&1 | tail -25 | tee "$OUT/tests.txt"
   timeout 45 $B ceilings --out "$OUT/ceilings.json" --format csv
   timeout 130 $B matmul --quiet --dtype bfloat16 --sweep prefill --out "$OUT/matmul.jsonl" --format csv

@@ -7,6 +7,9 @@ import torch
 
 from mlsyscalc.bench.harness import check_close
 from mlsyscalc.kernels import matmul as mm
+from mlsyscalc.kernels import matmul_bench as mb
+from mlsyscalc.kernels import matmul_launch as ml
+from mlsyscalc.kernels import matmul_splitk as sk
 
 GPU = torch.cuda.is_available()
 DEV = "cuda" if GPU else "cpu"
@@ -67,7 +70,7 @@ def test_launcher_rejects_bad_input():
 
 
 def test_bench_case_gates_and_counts():
-    case = mm.bench_case(37, 45, 53, "float16" if not GPU else "bfloat16")
+    case = mb.bench_case(37, 45, 53, "float16" if not GPU else "bfloat16")
     assert case.flops == 2 * 37 * 45 * 53
     bench = case.build()
     assert check_close(bench.run(), bench.reference(), case.gate).ok
@@ -80,7 +83,228 @@ def test_bench_case_gates_and_counts():
 def test_gpu_matmul_bf16_fp8(M, N, K, dtype):
     if dtype.startswith("fp8") and K % 16:
         pytest.skip("fp8 rows need 16-byte alignment for torch._scaled_mm")
-    bench = mm.bench_case(M, N, K, dtype).build()
+    bench = mb.bench_case(M, N, K, dtype).build()
     check = check_close(bench.run(), bench.reference(), "fp8" if dtype.startswith("fp8") else dtype)
     assert check.ok, check.message
     assert check_close(bench.baseline(), bench.reference(), "fp8" if dtype.startswith("fp8") else dtype).ok
+
+
+# --- split-K (kernels/matmul_splitk.py) and the launch cache (kernels/matmul_launch.py) ----------
+# Under the interpreter the split-K kernel uses 32x32x32 tiles: K = 150 is 5 k-tiles, so splits of
+# 2 and 3 give uneven slices (3+2, 2+2+1) ending in a partial tile; K = 53 is 2 k-tiles, so split 4
+# leaves two empty slices that must contribute zeros.
+
+@pytest.mark.parametrize("M,N,K,dtype,b_layout,split,path", [
+    (37, 45, 150, torch.float16, "col", 2, "ptr"),
+    (37, 45, 150, torch.float16, "row", 3, "ptr"),
+    (37, 45, 53, torch.float16, "col", 4, "ptr"),
+    (40, 56, 150, torch.float32, "row", 3, "ptr"),
+    (64, 48, 160, torch.float16, "col", 3, "ptr"),
+    (64, 48, 160, torch.float16, "col", 3, "tma"),   # TMA-addressable: descriptor loads, zero-filled edges
+    (64, 48, 160, torch.float32, "row", 2, "tma"),
+    (48, 40, 72, torch.float16, "row", 4, "tma"),    # 3 k-tiles over 4 slices: one empty
+    (33, 40, 24, torch.float16, "col", 1, "ptr"),    # split 1: small tiles, epilogue in the same kernel
+    (48, 40, 72, torch.float32, "col", 1, "tma"),
+])
+def test_splitk_matches_torch_with_epilogue_once(M, N, K, dtype, b_layout, split, path):
+    a, b = _inputs(M, N, K, dtype, b_layout)
+    bias = torch.randn(N, device=DEV, dtype=dtype) + 2.0   # large next to the partial sums
+    name = str(dtype).split(".")[1]
+    # bias added once per K-slice, or relu applied to partial sums, would miss this by far
+    out = mm.matmul(a, b, bias=bias, activation="relu", split_k=split, path=path)
+    check = check_close(out, mm.matmul_ref(a, b, bias=bias, activation="relu"), name)
+    assert check.ok, check.message
+    assert out.dtype == dtype and out.shape == (M, N)
+    plain = mm.matmul(a, b, split_k=split, path=path)
+    assert check_close(plain, a.double() @ b.double(), name).ok
+
+
+def test_splitk_column_major_a_row_scales_and_int8_exact():
+    a = torch.randn(45, 150, device=DEV, dtype=torch.float16).T.contiguous().T  # column-major A
+    _, b = _inputs(45, 40, 150, torch.float16, "col")
+    sa, sb = torch.rand(45, device=DEV) + 0.5, torch.rand(40, device=DEV) + 0.5
+    out = mm.matmul(a, b, a_scale=sa, b_scale=sb, activation="silu", split_k=3)
+    assert check_close(out, mm.matmul_ref(a, b, a_scale=sa, b_scale=sb, activation="silu"), "float16").ok
+    a8 = torch.randint(-127, 128, (33, 150), device=DEV, dtype=torch.int8)
+    w8 = torch.randint(-127, 128, (48, 150), device=DEV, dtype=torch.int8)
+    one = torch.ones(1, device=DEV)
+    out = mm.matmul(a8, w8.T, a_scale=one, b_scale=one, out_dtype=torch.float32, split_k=2)
+    assert torch.equal(out, (a8.double() @ w8.double().T).float())  # int32 partials, int32 sum: exact
+
+
+def test_choose_split_k_fills_idle_sms_only():
+    assert sk.choose_split_k(1024, 1024, 1024, 132) == 2      # 64 tiles -> 128 programs
+    assert sk.choose_split_k(16, 4096, 4096, 132) == 4        # 32 tiles, K/4 = 1024
+    assert sk.choose_split_k(1, 4096, 11008, 132) == 4
+    assert sk.choose_split_k(2048, 2048, 2048, 132) is None   # 256 tiles: persistent kernel
+    assert sk.choose_split_k(16, 57344, 8192, 132) is None    # 448 tiles
+    assert sk.choose_split_k(64, 256, 300, 132) == 1          # K too short to split
+    assert mm.resolve_split_k(None, 1024, 1024, 1024, 132) is None
+    assert mm.resolve_split_k("auto", 1024, 1024, 1024, 132) == 2
+    for bad in (0, -2, "2", True, 1.5):
+        with pytest.raises(ValueError, match="split_k"):
+            mm.resolve_split_k(bad, 64, 64, 64, 132)
+
+
+def test_splitk_auto_resolves_and_bench_names_the_choice():
+    assert [mb.kernel_name(s) for s in (None, "auto", 4)] == \
+        ["triton_matmul", "triton_matmul_splitk_auto", "triton_matmul_splitk4"]
+    assert mb.kernel_name(2, launch_cache=False) == "triton_matmul_splitk2_nocache"
+    assert [mb.parse_split_k(t) for t in ("none", "auto", "3")] == [None, "auto", 3]
+    with pytest.raises(ValueError):
+        mb.parse_split_k("0")
+    case = mb.bench_case(37, 45, 150, "float16" if not GPU else "bfloat16", split_k="auto")
+    assert case.kernel == "triton_matmul_splitk_auto" and case.key != mb.bench_case(37, 45, 150).key
+    bench = case.build()
+    expected = mm.resolve_split_k("auto", 37, 45, 150, mm._num_sms(torch.device(DEV))) or 0
+    assert bench.extra["split_k"] == expected
+    assert check_close(bench.run(), bench.reference(), case.gate).ok
+
+
+class _FakeAutotuned:
+    """What launch() reads from a triton Autotuner after a call: arg_names and best_config."""
+    arg_names = ["x_ptr", "n", "BLOCK", "FLAG", "SPLIT"]
+
+    def __init__(self):
+        import triton
+
+        self.best_config = triton.Config({"BLOCK": 64}, num_warps=4, pre_hook=None)
+
+
+def test_launch_entry_orders_constexprs_by_signature_and_freezes_grid():
+    kernel, x = _FakeAutotuned(), torch.zeros(8)
+    entry = ml.make_entry(kernel, "compiled", lambda meta: (meta["n"] // meta["BLOCK"], meta["SPLIT"]),
+                          (x, 256), dict(SPLIT=3, FLAG=True))
+    assert entry.tail == (64, True, 3)          # BLOCK from the config, then FLAG, SPLIT in signature order
+    assert entry.grid == (4, 3, 1)
+    with pytest.raises(ValueError, match="FLAG"):
+        ml.make_entry(kernel, "compiled", (1,), (x, 256), dict(SPLIT=3))
+
+
+def test_launch_key_separates_what_the_jit_specialises_on():
+    x = torch.zeros(64, dtype=torch.float16)
+    key = ml.launch_key(_FakeAutotuned, 0, (x, 64), dict(SPLIT=2))
+    assert key == ml.launch_key(_FakeAutotuned, 0, (torch.ones(64, dtype=torch.float16), 64), dict(SPLIT=2))
+    assert key != ml.launch_key(_FakeAutotuned, 0, (x[1:], 64), dict(SPLIT=2))          # 2-byte offset
+    assert key != ml.launch_key(_FakeAutotuned, 0, (x.float(), 64), dict(SPLIT=2))      # dtype
+    assert key != ml.launch_key(_FakeAutotuned, 0, (x, 65), dict(SPLIT=2))              # an integer
+    assert key != ml.launch_key(_FakeAutotuned, 0, (x, 64), dict(SPLIT=4))              # a constexpr
+    assert key != ml.launch_key(_FakeAutotuned, 1, (x, 64), dict(SPLIT=2))              # the device
+
+
+class _FakeCompiled:
+    """Stands in for a CompiledKernel: records direct launches, or fails like a changed triton API."""
+    function, packed_metadata = "fn", "meta"
+
+    def __init__(self, fail=False):
+        self.fail, self.launches = fail, []
+
+    def launch_metadata(self, grid, stream, *args):
+        return None
+
+    def run(self, g0, g1, g2, stream, function, packed, metadata, enter, exit_, *args):
+        if self.fail:
+            raise TypeError("launcher takes other arguments")
+        self.launches.append(((g0, g1, g2), args))
+
+
+class _FakeKernel(_FakeAutotuned):
+    def __init__(self, compiled):
+        super().__init__()
+        self.compiled, self.calls = compiled, 0
+
+    def __getitem__(self, grid):
+        def call(*args, **consts):
+            self.calls += 1
+            return self.compiled
+        return call
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_launch_reuses_the_entry_and_falls_back_when_the_launcher_differs(monkeypatch, fail):
+    class _Driver:  # the CUDA driver's device/stream queries, without a GPU
+        class active:
+            get_current_device = staticmethod(lambda: 0)
+            get_current_stream = staticmethod(lambda device: 7)
+
+    monkeypatch.setattr(ml, "driver", _Driver)
+    monkeypatch.setattr(ml, "_on_gpu", lambda x: True)
+    monkeypatch.setattr(ml, "disabled", None)
+    monkeypatch.setattr(ml, "_ENTRIES", {})
+    kernel, x = _FakeKernel(_FakeCompiled(fail)), torch.zeros(8)
+    ml.launch(kernel, (2,), (x, 256), dict(FLAG=True, SPLIT=3))       # through kernel[grid], remembered
+    if not fail:
+        ml.launch(kernel, (2,), (x, 256), dict(FLAG=True, SPLIT=3))   # direct
+        assert kernel.calls == 1 and kernel.compiled.launches == [((2, 1, 1), (x, 256, 64, True, 3))]
+        return
+    with pytest.warns(RuntimeWarning, match="launch cache off"):
+        ml.launch(kernel, (2,), (x, 256), dict(FLAG=True, SPLIT=3))
+    assert kernel.calls == 2 and "TypeError" in ml.disabled and not ml._ENTRIES
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("M,N,K", [(1024, 1024, 1024), (16, 4096, 4096), (1, 4096, 11008), (129, 300, 72)])
+@pytest.mark.parametrize("dtype", ["bfloat16", "fp8_tensor"])
+@pytest.mark.parametrize("split_k", ["auto", 3])
+def test_gpu_splitk_bf16_fp8(M, N, K, dtype, split_k):
+    if dtype.startswith("fp8") and K % 16:
+        pytest.skip("fp8 rows need 16-byte alignment for torch._scaled_mm")
+    bench = mb.bench_case(M, N, K, dtype, split_k=split_k).build()
+    check = check_close(bench.run(), bench.reference(), "fp8" if dtype.startswith("fp8") else dtype)
+    assert check.ok, check.message
+    first = bench.run()
+    assert torch.equal(first, bench.run())  # fixed-order reduction: bitwise repeatable
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("split_k", [None, 2])
+def test_gpu_launch_cache_hits_and_respects_alignment(split_k):
+    ml.clear()
+    a, b = _inputs(512, 384, 256, torch.bfloat16, "col")
+    bias = torch.randn(385, device=DEV, dtype=torch.bfloat16)
+    for bias_view in (bias[:384], bias[1:]):    # aligned, then 2 bytes off: a different specialisation
+        for _ in range(2):                      # the second call of each goes through the cache
+            a.normal_()
+            out = mm.matmul(a, b, bias=bias_view, split_k=split_k)
+            assert check_close(out, mm.matmul_ref(a, b, bias=bias_view), "bfloat16").ok
+    assert ml.disabled is None                                      # no fallback to the slow launch
+    assert len(ml._ENTRIES) == 2 * (1 if split_k is None else 2)  # one per signature (and kernel)
+
+
+def test_interpret_cli_times_each_split_choice_as_its_own_kernel(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "mlsyscalc", "bench", "matmul", "--interpret", "--quiet", "--shapes", "37x45x150",
+           "--dtype", "float16", "--out", str(tmp_path / "rows.jsonl"), "--json"]
+    proc = subprocess.run(cmd + ["--split-k", "none", "--split-k", "auto", "--split-k", "3"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)["rows"]
+    assert [r["kernel"] for r in rows] == ["triton_matmul", "triton_matmul_splitk_auto", "triton_matmul_splitk3"]
+    assert all(r["ok"] for r in rows) and [r["extra_split_k"] for r in rows] == [0, 1, 3]
+    bad = subprocess.run(cmd + ["--split-k", "0"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "split-K" in bad.stderr
+
+
+def test_splitk_kernels_compile_for_hopper_without_a_gpu():
+    # triton's own ptxas builds sm_90 cubins with no driver; a fresh process, since the
+    # interpreter (set for CPU runs) replaces @triton.jit with something that does not compile
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-m", "mlsyscalc.kernels.matmul_compile"], capture_output=True,
+                          text=True, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    results = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert len(results) == 8 and all(r["cubin_bytes"] > 0 for r in results)
+    for r in results:
+        if r["kernel"] == "partial":
+            assert r["wgmma"] > 0, r                     # Hopper tensor-core MMA, not mma.sync
+            assert (r["tma_loads"] > 0) == r["tma"], r   # descriptor loads are TMA bulk copies

@@ -36,6 +36,9 @@ MATMUL_SWEEPS = {
     "llm": _llm(),
     "prefill": [(s, s, s) for s in SQUARES] + _llm(),
     "decode": [(m, n, k) for m in DECODE_M for n, k in PROJECTIONS.values()],
+    # few output tiles for 132 SMs: where split-K (kernels/matmul_splitk.py) is meant to help
+    "splitk_squares": [(s, s, s) for s in (1024, 2048, 4096)],
+    "skinny": [(m, n, k) for m in (1, 16) for n, k in PROJECTIONS.values()],
     "int8_squares": [(s, s, s) for s in (4096, 6144, 8192)],
 }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..errors import MlsysError
 from .bench import emit_rows, sweep_options
 
 MATMUL_DTYPES = ("bfloat16", "float16", "float32", "fp8_tensor", "fp8_row")
@@ -14,14 +15,19 @@ QUANT_KINDS = ("quantize", "w8a16", "w4a16", "w8a8")
 @click.option("--dtype", "dtypes", multiple=True, type=click.Choice(MATMUL_DTYPES),
               help="Repeatable; default bfloat16 (float16/float32 under --interpret).")
 @click.option("--shapes", help="Comma-separated MxNxK list, e.g. 4096x4096x4096,2048x12288x4096.")
-@click.option("--sweep", help="Named sweep: squares, llm, prefill (squares + llm), smoke.")
+@click.option("--sweep", help="Named sweep: squares, llm, prefill (squares + llm), smoke, splitk_squares, skinny.")
 @click.option("--activation", type=click.Choice(["none", "relu", "gelu", "silu"]), default="none",
               show_default=True, help="Fused epilogue (no torch baseline is timed for it).")
+@click.option("--split-k", "splits", multiple=True, default=("none",), show_default=True,
+              help="Repeatable: none (persistent kernel), auto, or a K-split count; each is its own kernel row.")
+@click.option("--no-launch-cache", is_flag=True, help="Launch through the autotuner every call (kernel name *_nocache).")
 @sweep_options
-def matmul(dtypes, shapes, sweep, activation, interpret, out, quiet, fmt, as_json):
+def matmul(dtypes, shapes, sweep, activation, splits, no_launch_cache, interpret, out, quiet, fmt, as_json):
     """Triton matmul (persistent, grouped, TMA, autotuned) vs cuBLAS / torch._scaled_mm.
 
-    Shapes are MxNxK for x (M,K) @ W.T with W (N,K), nn.Linear's layout.
+    Shapes are MxNxK for x (M,K) @ W.T with W (N,K), nn.Linear's layout. --split-k times the
+    split-K kernel (kernels/matmul_splitk.py) beside the persistent one: kernel names
+    triton_matmul, triton_matmul_splitk_auto, triton_matmul_splitk<S>.
     """
     from ..bench import harness, shapes as shape_sets
     from ..bench.rows import ResultStore
@@ -30,9 +36,14 @@ def matmul(dtypes, shapes, sweep, activation, interpret, out, quiet, fmt, as_jso
     backend = harness.use_backend(interpret)
     chosen = shape_sets.pick(shapes, sweep, "interpret" if backend == "interpret" else "smoke")
     dtypes = dtypes or (("float16", "float32") if backend == "interpret" else ("bfloat16",))
-    from mlsyscalc.kernels import matmul as kernel
+    from mlsyscalc.kernels import matmul_bench as kernel
 
-    cases = [kernel.bench_case(m, n, k, dtype, activation) for dtype in dtypes for m, n, k in chosen]
+    try:
+        split_ks = [kernel.parse_split_k(s) for s in splits]
+    except ValueError as exc:
+        raise MlsysError(str(exc)) from None
+    cases = [kernel.bench_case(m, n, k, dtype, activation, split, not no_launch_cache)
+             for dtype in dtypes for split in split_ks for m, n, k in chosen]
     rows = run_cases(cases, ResultStore(out), progress=not quiet)
     emit_rows(rows, fmt, as_json, "matmul")
 
