@@ -8,14 +8,15 @@
 - `dequantize(q, scale, mode, group)`: the inverse, to bf16/fp16/fp32.
 - `weight_only_matmul(x, q, scale, bits, group)`: y (M,N) = x (M,K) @ dequant(W).T for decode
   (M = 1..64). Each program streams a BLOCK_N x K slab of the int8 or packed-int4 weight once,
-  unpacks it in registers, and feeds tensor-core dots; int4 applies its per-group scale to each
-  int4 weights are dequantised in registers (nibbles interleaved back into k order, times their
-  group's scale). Autotuned between tensor-core dots and CUDA-core multiply-and-sum (M <= 4), tile
-  shapes, and a split of K over programs with fp32 atomics (`split_k`) for weights too narrow to
-  fill the GPU.
+  unpacks it in registers, and feeds tensor-core dots. int4 (`variant="interleave"`, the default)
+  dequantises in registers: nibbles interleaved back into k order, times their group's scale;
+  `variant="evenodd"` / `"halves"` (kernels/quant_w4.py) keep nibbles in packed order and pair x
+  with them instead ("halves" takes weights repacked by `quant_w4.pack_halves`).
+  Autotuned between tensor-core dots and CUDA-core multiply-and-sum (M <= 4), tile shapes, and a
+  split of K over programs with fp32 atomics (`split_k`) for weights too narrow to fill the GPU.
 - W8A8: `w8a8_matmul` = the persistent TMA matmul of kernels/matmul.py on int8 inputs, int32
   accumulation, per-row x per-column scales in the epilogue.
-- `*_ref`: plain torch; `bench_cases`: harness cases against torch baselines.
+- `*_ref`: plain torch. Benchmark cases against torch baselines: kernels/quant_bench.py.
 """
 
 from __future__ import annotations
@@ -166,6 +167,31 @@ def dequantize_ref(q, scale, mode, group=None):
     return (q.float().reshape(N, K // group, group) * scale.float()[..., None]).reshape(N, K)
 
 
+@triton.jit
+def _wo_tile(M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr):
+    """A weight-only program's rows of x and y, columns of W and y, their masks, and its K slice [k_start, k_end)."""
+    pid_n = tl.program_id(0)
+    pid_m = tl.program_id(1)
+    pid_k = tl.program_id(2)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    m_ok = offs_m < M
+    n_ok = offs_n < N
+    k_per_split = tl.cdiv(tl.cdiv(K, SPLIT_K), BLOCK_K) * BLOCK_K   # whole BLOCK_K tiles per slice
+    k_start = pid_k * k_per_split
+    return offs_m, offs_n, m_ok, n_ok, k_start, tl.minimum(k_start + k_per_split, K)
+
+
+@triton.jit
+def _wo_store(y_ptr, acc, offs_m, offs_n, m_ok, n_ok, stride_ym, SPLIT_K: tl.constexpr):
+    """y tile = acc in y's dtype, or fp32 added atomically to the other K slices' partial sums."""
+    out = y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :]
+    if SPLIT_K == 1:
+        tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+    else:
+        tl.atomic_add(out, acc, mask=m_ok[:, None] & n_ok[None, :], sem="relaxed")
+
+
 @triton.jit(do_not_specialize=["M"])
 def _weight_only_kernel(
     x_ptr, w_ptr, s_ptr, y_ptr,          # x (M,K) fp16/bf16; w (N,K) int8 or (N,K/2) packed int4; s (N, K/GROUP)
@@ -175,18 +201,9 @@ def _weight_only_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     USE_DOT: tl.constexpr, SPLIT_K: tl.constexpr,
 ):
-    pid_n = tl.program_id(0)
-    pid_m = tl.program_id(1)
-    pid_k = tl.program_id(2)
     dt = x_ptr.dtype.element_ty
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    m_ok = offs_m < M
-    n_ok = offs_n < N
+    offs_m, offs_n, m_ok, n_ok, k_start, k_end = _wo_tile(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    k_per_split = tl.cdiv(tl.cdiv(K, SPLIT_K), BLOCK_K) * BLOCK_K
-    k_start = pid_k * k_per_split
-    k_end = tl.minimum(k_start + k_per_split, K)
     for k0 in range(k_start, k_end, BLOCK_K):
         k = k0 + tl.arange(0, BLOCK_K)
         k_ok = k < k_end
@@ -208,11 +225,7 @@ def _weight_only_kernel(
             acc += tl.sum(x.to(tl.float32)[:, None, :] * w[None, :, :], axis=2)
     if BITS == 8:  # per-channel scale, once at the end
         acc = acc * tl.load(s_ptr + offs_n * stride_sn, mask=n_ok, other=0.0).to(tl.float32)[None, :]
-    out = y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :]
-    if SPLIT_K == 1:
-        tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
-    else:
-        tl.atomic_add(out, acc, mask=m_ok[:, None] & n_ok[None, :], sem="relaxed")
+    _wo_store(y_ptr, acc, offs_m, offs_n, m_ok, n_ok, stride_ym, SPLIT_K)
 
 
 def _wo_configs(split: bool):
@@ -245,10 +258,20 @@ _WO_DIRECT = triton.autotune(_wo_configs(False), key=_WO_KEY, do_bench=_quick_be
     _weight_only_kernel)
 _WO_SPLIT = triton.autotune(_wo_configs(True), key=_WO_KEY, reset_to_zero=["y_ptr"], do_bench=_quick_bench,
                             prune_configs_by={"early_config_prune": _wo_prune})(_weight_only_kernel)
-_WO_CHOICE: dict = {}   # (M, N, K, bits, group, dtype) -> "direct" | "split", measured on first use
+_WO_CHOICE: dict = {}   # (M, N, K, bits, group, dtype, variant) -> "direct" | "split", measured on first use
+W4_VARIANTS = ("interleave", "evenodd", "halves")
 
 
-def _wo_launch(x, q, scale, bits, group, split):
+def _wo_launch(x, q, scale, bits, group, split, variant="interleave"):
+    """One launch of a variant's kernel: its autotuners on a GPU, fixed small tiles under the interpreter."""
+    if variant == "interleave":
+        kernel, direct, split_tuner = _weight_only_kernel, _WO_DIRECT, _WO_SPLIT
+        block_k, extra = (max(64, group) if bits == 4 else 64), {}
+    else:   # interpreter: two groups a tile, so CPU tests cover a group past K
+        from .quant_w4 import KERNELS
+
+        kernel, direct, split_tuner = KERNELS
+        block_k, extra = 2 * group, {"X_HALVES": variant == "halves"}
     M, K = x.shape
     N = q.shape[0]
     y = torch.zeros((M, N), device=x.device, dtype=torch.float32) if split else \
@@ -258,21 +281,24 @@ def _wo_launch(x, q, scale, bits, group, split):
         use_dot = M > 4
         bm = 16 if use_dot else triton.next_power_of_2(M)
         grid = (triton.cdiv(N, 16), triton.cdiv(M, bm), split or 1)
-        _weight_only_kernel[grid](*args, BITS=bits, GROUP=group, BLOCK_M=bm, BLOCK_N=16,
-                                  BLOCK_K=max(64, group) if bits == 4 else 64, USE_DOT=use_dot, SPLIT_K=split or 1)
+        kernel[grid](*args, BITS=bits, GROUP=group, BLOCK_M=bm, BLOCK_N=16, BLOCK_K=block_k,
+                     USE_DOT=use_dot, SPLIT_K=split or 1, **extra)
     else:
         def grid(meta):
             return (triton.cdiv(N, meta["BLOCK_N"]), triton.cdiv(M, meta["BLOCK_M"]), meta["SPLIT_K"])
-        (_WO_SPLIT if split else _WO_DIRECT)[grid](*args, BITS=bits, GROUP=group)
+        (split_tuner if split else direct)[grid](*args, BITS=bits, GROUP=group, **extra)
     return y.to(x.dtype) if split else y
 
 
 def weight_only_matmul(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int,
-                       group: int | None = None, split_k: int | None = None) -> torch.Tensor:
+                       group: int | None = None, split_k: int | None = None,
+                       variant: str = "interleave") -> torch.Tensor:
     """y (M,N) = x (M,K) @ dequant(q, scale).T; bits 8 (per-channel, scale (N,1)) or 4 (scale (N, K/group)).
 
     split_k: None = choose by timing both launches once per shape on the GPU (direct store vs K
     split over programs with fp32 atomics); an int forces it (1 = direct).
+    variant (int4 only): "interleave" (the measured default), "evenodd" or "halves" (kernels/quant_w4.py,
+    unmeasured; "halves" needs q repacked by `quant_w4.pack_halves(q, group)`).
     """
     assert bits in (8, 4), "bits must be 8 or 4"
     assert x.dim() == 2 and x.stride(1) == 1 and q.stride(1) == 1, "x and q need contiguous rows"
@@ -282,17 +308,20 @@ def weight_only_matmul(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bi
     group = group or K
     assert q.shape[1] * (2 if bits == 4 else 1) == K, f"weight {tuple(q.shape)} does not match K={K}"
     assert scale.shape == (N, K // group), f"scale must be ({N}, {K // group})"
-    assert bits == 8 or (group in (32, 64, 128, 256) and K % 256 == 0), "int4 needs group 32..256 and K % 256 == 0"
+    assert variant in W4_VARIANTS and (bits == 4 or variant == "interleave"), f"variant {variant!r}?"
+    assert bits == 8 or (group in (32, 64, 128, 256) and K % (256 if variant == "interleave" else group) == 0), \
+        "int4 needs group 32..256 and K % 256 == 0 (evenodd, halves: K % group == 0)"
     if split_k is not None or not x.is_cuda:
-        return _wo_launch(x, q, scale, bits, group, split_k if (split_k or 1) > 1 else 0)
-    key = (M, N, K, bits, group, x.dtype)
+        return _wo_launch(x, q, scale, bits, group, split_k if (split_k or 1) > 1 else 0, variant)
+    key = (M, N, K, bits, group, x.dtype, variant)
     if key not in _WO_CHOICE:
         import triton.testing
 
-        times = {mode: triton.testing.do_bench(lambda: _wo_launch(x, q, scale, bits, group, mode == "split"),
-                                               warmup=5, rep=20, return_mode="median") for mode in ("direct", "split")}
+        times = {mode: triton.testing.do_bench(
+            lambda: _wo_launch(x, q, scale, bits, group, mode == "split", variant), warmup=5, rep=20,
+            return_mode="median") for mode in ("direct", "split")}
         _WO_CHOICE[key] = min(times, key=times.get)
-    return _wo_launch(x, q, scale, bits, group, _WO_CHOICE[key] == "split")
+    return _wo_launch(x, q, scale, bits, group, _WO_CHOICE[key] == "split", variant)
 
 
 def weight_only_matmul_ref(x, q, scale, bits, group=None):
@@ -306,93 +335,3 @@ def w8a8_matmul(x_q, x_scale, w_q, w_scale, out_dtype=torch.bfloat16):
 
 def w8a8_matmul_ref(x_q, x_scale, w_q, w_scale):
     return _mm.matmul_ref(x_q, w_q.T, a_scale=x_scale.reshape(-1), b_scale=w_scale.reshape(-1))
-
-
-# --- benchmark entries -----------------------------------------------------------------------
-
-QUANT_SIZES = ((4096, 4096), (8192, 8192), (22016, 4096), (8192, 28672))   # (N, K) llama weights
-QUANT_MODES = (("int8", None, "float32"), ("int4", 128, "bfloat16"), ("fp8", None, "float32"))
-
-
-def _quantize_case(N, K, mode, group, scale_dtype, dev_dtype):
-    from mlsyscalc.bench import harness
-    from mlsyscalc.bench.sweep import Bench, Case
-
-    sdt = getattr(torch, scale_dtype)
-    q_bytes = N * K // 2 if mode == "int4" else N * K
-    s_bytes = N * (K // (group or K)) * sdt.itemsize
-
-    def build():
-        x = torch.randn(N, K, device=harness.device(), dtype=dev_dtype)
-        q, s = quantize(x, mode, group, sdt)
-        deq = dequantize_ref(q, s, mode, group)
-        err = (torch.linalg.vector_norm(deq - x.float()) / torch.linalg.vector_norm(x.float())).item()
-        return Bench(run=lambda: quantize(x, mode, group, sdt), view=lambda qs: dequantize_ref(*qs, mode, group),
-                     reference=lambda: dequantize_ref(*quantize_ref(x, mode, group, sdt), mode, group),
-                     baseline=lambda: quantize_ref(x, mode, group, sdt), extra={"quant_rel_err": err})
-
-    return Case("triton_quantize", "torch eager", f"{N}x{K}", mode + (f"_g{group}" if group else "_row"), build,
-                bytes=float(N * K * torch.empty((), dtype=dev_dtype).element_size() + q_bytes + s_bytes),
-                gate="int8", tol=1e-2)
-
-
-def _weight_only_case(M, N, K, bits, dev_dtype):
-    from mlsyscalc.bench import harness
-    from mlsyscalc.bench.sweep import Bench, Case
-
-    group = 128 if bits == 4 else None
-    mode = "int4" if bits == 4 else "int8"
-
-    def build():
-        dev = harness.device()
-        q, s = quantize(torch.randn(N, K, device=dev, dtype=dev_dtype), mode, group, dev_dtype)
-        w = dequantize_ref(q, s, mode, group).to(dev_dtype)   # the same weights in 16 bits for the baseline
-        x = torch.randn(M, K, device=dev, dtype=dev_dtype)
-        return Bench(run=lambda: weight_only_matmul(x, q, s, bits, group),
-                     reference=lambda: weight_only_matmul_ref(x, q, s, bits, group),
-                     baseline=lambda: torch.matmul(x, w.T))
-
-    w_bytes = N * K * bits // 8 + N * (K // (group or K)) * 2
-    io_bytes = 2 * (M * K + M * N)
-    return Case(f"triton_w{bits}a16", "torch.matmul bf16", f"{M}x{N}x{K}", f"w{bits}a16" + ("_g128" if group else ""),
-                build, flops=2.0 * M * N * K, bytes=float(w_bytes + io_bytes), gate="bfloat16")
-
-
-def _w8a8_case(M, N, K, dev_dtype):
-    from mlsyscalc.bench import harness
-    from mlsyscalc.bench.sweep import Bench, Case
-
-    def build():
-        dev = harness.device()
-        xq, xs = quantize(torch.randn(M, K, device=dev, dtype=dev_dtype), "int8")
-        wq, ws = quantize(torch.randn(N, K, device=dev, dtype=dev_dtype), "int8")
-        out = dev_dtype if dev_dtype != torch.float16 else torch.float32
-        return Bench(run=lambda: w8a8_matmul(xq, xs, wq, ws, out_dtype=out),
-                     reference=lambda: w8a8_matmul_ref(xq, xs, wq, ws),
-                     baseline=(lambda: torch._int_mm(xq, wq.T).float() * xs * ws.reshape(1, -1)) if not xq.is_cuda
-                     else (lambda: torch._int_mm(xq, wq.T)),
-                     view=lambda y: y.float() * (xs * ws.reshape(1, -1)) if y.dtype == torch.int32 else y)
-
-    return Case("triton_w8a8", "torch._int_mm", f"{M}x{N}x{K}", "int8_rowcol", build, flops=2.0 * M * N * K,
-                bytes=float(M * K + N * K + 2 * M * N), gate="int8")
-
-
-def bench_cases(kinds, shapes: str | None = None, sweep: str | None = None, small: bool = False):
-    """Harness cases for `mlsys bench quant` (kinds: quantize, w8a16, w4a16, w8a8)."""
-    from mlsyscalc.bench import shapes as shape_sets
-
-    dev_dtype = torch.float16 if small else torch.bfloat16
-    cases = []
-    for kind in kinds:
-        if kind == "quantize":
-            sizes = [(n, k) for _, n, k in shape_sets.parse_shapes(shapes)] if shapes else \
-                ([(48, 256)] if small else list(QUANT_SIZES))
-            cases += [_quantize_case(n, k, mode, group, sdt if not small else "float32", dev_dtype)
-                      for n, k in sizes for mode, group, sdt in QUANT_MODES if not (small and mode == "fp8")]
-        elif kind in ("w8a16", "w4a16"):
-            chosen = shape_sets.pick(shapes, sweep, "decode") if not small else [(1, 40, 256), (5, 40, 256)]
-            cases += [_weight_only_case(m, n, k, 8 if kind == "w8a16" else 4, dev_dtype) for m, n, k in chosen]
-        else:
-            chosen = shape_sets.pick(shapes, sweep, "int8_squares") if not small else [(33, 48, 64)]
-            cases += [_w8a8_case(m, n, k, dev_dtype) for m, n, k in chosen]
-    return cases

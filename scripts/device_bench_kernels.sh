@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Run on the GPU machine from the repository root: GPU tests, ceilings, matmul + quant sweeps.
-# Usage: MLSYS_GIT_COMMIT=<sha> bash scripts/device_bench_kernels.sh smoke|full
+# Usage: MLSYS_GIT_COMMIT=<sha> bash scripts/device_bench_kernels.sh smoke|full|w4
+# w4: only the W4A16 kernels (default "interleave" + the evenodd / halves variants of kernels/quant_w4.py)
+#     over the decode sweep, side by side in one quant.jsonl, plus quant tests and ceilings (~5-6 min).
 # splitk: matmul only: persistent kernel (launch cache on / off) vs split-K (auto, 2, 4) on the few-tile
 #     shapes (splitk_squares, skinny) into matmul_splitk.jsonl, plus the matmul GPU tests (<= 8.5 min).
 # Writes under $OUT (<= 8 files): log.txt, tests.txt, ceilings.json, matmul.jsonl, quant.jsonl, sass.txt.
@@ -30,6 +32,14 @@ if [ "$MODE" = smoke ]; then
     --shapes 4096x4096x4096,8192x8192x8192,2048x12288x4096 --out "$OUT/matmul.jsonl" --format csv
   timeout 120 $B quant --quiet --shapes 1x4096x4096,16x8192x8192,4096x4096x4096 --out "$OUT/quant.jsonl" --format csv
   timeout 60 $B ceilings --out "$OUT/ceilings.json" --format csv
+elif [ "$MODE" = w4 ]; then
+  # the W4A16 GPU gate tests (bf16; 3x4099x4224: odd N, K % 256 != 0); the sweep gates every shape again
+  timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu -k w4a16 tests/test_kernels_quant.py 2>&1 | tail -25 \
+    | tee "$OUT/tests.txt"
+  timeout 45 $B ceilings --out "$OUT/ceilings.json" --format csv
+  # one kind after another over the same shapes: each row times its own bf16 torch.matmul baseline
+  timeout 330 $B quant --quiet --kind w4a16 --kind w4a16_evenodd --kind w4a16_halves --sweep decode \
+    --out "$OUT/quant.jsonl" --format csv
 elif [ "$MODE" = splitk ]; then
   # no ceilings here (time): the report can reuse a calibration measured on the same card
   timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_kernels_matmul.py 2>&1 | tail -25 \

@@ -25,6 +25,10 @@ GOALS = (  # (title, baseline, rows filter, goal text, threshold on geomean, thr
      lambda r: r.kernel == "triton_w8a16", ">= 1.8x", 1.8, 1.8),
     ("W4A16 (g=128), same", "bf16 torch.matmul",
      lambda r: r.kernel == "triton_w4a16", ">= 3.0x", 3.0, 3.0),
+    ("W4A16 (g=128), variant evenodd (kernels/quant_w4.py)", "bf16 torch.matmul",
+     lambda r: r.kernel == "triton_w4a16_evenodd", ">= 3.0x", 3.0, 3.0),
+    ("W4A16 (g=128), variant halves (kernels/quant_w4.py)", "bf16 torch.matmul",
+     lambda r: r.kernel == "triton_w4a16_halves", ">= 3.0x", 3.0, 3.0),
     ("W8A8 int8 GEMM, 4096..8192 squares", "torch._int_mm",
      lambda r: r.kernel == "triton_w8a8", ">= 4x", 4.0, 4.0),
 )
@@ -101,8 +105,7 @@ def goals_table(rows: list[Row], ceilings: dict | None) -> list[str]:
                        f"{worst.speedup:.2f}x ({worst.shape}) | {len(big)} / 0 | |")
     if ceilings:
         copy = ceilings["bandwidth_Bps"]["copy"] / 1e9
-        mem = [r for r in rows if r.GBps and (r.kernel.startswith("triton_quantize") or r.kernel in
-                                                 ("triton_w8a16", "triton_w4a16"))]
+        mem = [r for r in rows if r.GBps and r.kernel.startswith(("triton_quantize", "triton_w8a16", "triton_w4a16"))]
         if mem:
             best = max(mem, key=lambda r: r.GBps)
             out.append(f"| any memory-bound kernel (quantize, GEMV) | measured copy {copy:.0f} GB/s | >= 85% | "

@@ -8,7 +8,7 @@ from ..errors import MlsysError
 from .bench import emit_rows, sweep_options
 
 MATMUL_DTYPES = ("bfloat16", "float16", "float32", "fp8_tensor", "fp8_row")
-QUANT_KINDS = ("quantize", "w8a16", "w4a16", "w8a8")
+QUANT_KINDS = ("quantize", "w8a16", "w4a16", "w4a16_evenodd", "w4a16_halves", "w8a8")   # kernels/quant_bench.py KINDS
 
 
 @click.command()
@@ -50,7 +50,7 @@ def matmul(dtypes, shapes, sweep, activation, splits, no_launch_cache, interpret
 
 @click.command()
 @click.option("--kind", "kinds", multiple=True, type=click.Choice(QUANT_KINDS),
-              help="Repeatable; default all four.")
+              help="Repeatable; default all. w4a16_evenodd / w4a16_halves: W4A16 variants (unpermuted nibbles).")
 @click.option("--shapes", help="Comma-separated MxNxK list (M tokens, weight N x K).")
 @click.option("--sweep", help="Named sweep: decode (M = 1, 4, 16 x llama weights), int8_squares, smoke.")
 @sweep_options
@@ -58,14 +58,16 @@ def quant(kinds, shapes, sweep, interpret, out, quiet, fmt, as_json):
     """Quantize kernels and W8A16 / W4A16 (g=128) / W8A8 matmuls vs torch baselines.
 
     quantize rows report GB/s and the measured quantisation error; w8a16/w4a16 are decode GEMVs
-    against a bf16 torch.matmul; w8a8 is an int8 GEMM against torch._int_mm.
+    against a bf16 torch.matmul (w4a16_evenodd, w4a16_halves: the same weights through the W4A16
+    variants that leave nibbles in packed order, rows named triton_w4a16_evenodd / _halves);
+    w8a8 is an int8 GEMM against torch._int_mm.
     """
     from ..bench import harness
     from ..bench.rows import ResultStore
     from ..bench.sweep import run_cases
 
     backend = harness.use_backend(interpret)
-    from mlsyscalc.kernels import quant as kernel
+    from mlsyscalc.kernels import quant_bench as kernel
 
     cases = kernel.bench_cases(kinds or QUANT_KINDS, shapes, sweep, small=backend == "interpret")
     rows = run_cases(cases, ResultStore(out), progress=not quiet)
