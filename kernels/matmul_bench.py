@@ -3,10 +3,10 @@
 One case per (shape, dtype, split_k choice, launch cache on/off); the choice is part of the
 kernel name, so a sweep can time the persistent kernel and the split-K kernel side by side:
 
-    triton_matmul                   split_k=None, launch cache on (the default call)
+    triton_matmul                   split_k=None, launch cache off (the default call, as measured)
     triton_matmul_splitk_auto       split_k="auto" (extra_split_k: what it resolved to, 0 = persistent)
     triton_matmul_splitk<S>         split_k=S forced
-    ..._nocache                     the same with launch_cache=False (autotuner + binder every call)
+    ..._cached                      the same with launch_cache=True (skips autotuner + binder on repeats)
 
 On a GPU each row also records `extra_host_us` / `extra_baseline_host_us`: host microseconds per
 call of the kernel and of the baseline, from back-to-back calls without synchronisation
@@ -21,9 +21,9 @@ import torch
 from .matmul import _num_sms, matmul, matmul_ref, quantize_fp8, resolve_split_k
 
 
-def kernel_name(split_k: int | str | None = None, launch_cache: bool = True) -> str:
+def kernel_name(split_k: int | str | None = None, launch_cache: bool = False) -> str:
     name = "triton_matmul" if split_k is None else f"triton_matmul_splitk{'_auto' if split_k == 'auto' else split_k}"
-    return name if launch_cache else name + "_nocache"
+    return name + "_cached" if launch_cache else name
 
 
 def parse_split_k(text: str) -> int | str | None:
@@ -36,7 +36,7 @@ def parse_split_k(text: str) -> int | str | None:
 
 
 def bench_case(M: int, N: int, K: int, dtype: str = "bfloat16", activation: str = "none",
-               split_k: int | str | None = None, launch_cache: bool = True):
+               split_k: int | str | None = None, launch_cache: bool = False):
     """A harness case: x (M,K) @ W.T with W (N,K), nn.Linear's layout, against the torch path.
 
     dtype: "bfloat16" | "float16" | "float32" (vs torch.matmul, i.e. cuBLAS) or

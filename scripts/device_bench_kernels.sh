@@ -44,10 +44,10 @@ elif [ "$MODE" = splitk ]; then
   # no ceilings here (time): the report can reuse a calibration measured on the same card
   timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_kernels_matmul.py 2>&1 | tail -25 \
     | tee "$OUT/tests.txt"
-  S="$OUT/matmul_splitk.jsonl"   # kernel names: triton_matmul[_nocache], triton_matmul_splitk{_auto,2,4}
+  S="$OUT/matmul_splitk.jsonl"   # kernel names: triton_matmul[_cached], triton_matmul_splitk{_auto,2,4}
   timeout 120 $B matmul --quiet --dtype bfloat16 --sweep splitk_squares --split-k none --split-k auto --split-k 2 \
     --split-k 4 --out "$S" --format csv
-  timeout 40 $B matmul --quiet --dtype bfloat16 --sweep splitk_squares --no-launch-cache --out "$S" --format csv
+  timeout 40 $B matmul --quiet --dtype bfloat16 --sweep splitk_squares --launch-cache --out "$S" --format csv
   timeout 150 $B matmul --quiet --dtype bfloat16 --sweep skinny --split-k none --split-k auto --out "$S" --format csv
   timeout 70 $B matmul --quiet --dtype fp8_tensor --sweep splitk_squares --split-k none --split-k auto \
     --out "$S" --format csv

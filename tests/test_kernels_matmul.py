@@ -149,7 +149,8 @@ def test_choose_split_k_fills_idle_sms_only():
 def test_splitk_auto_resolves_and_bench_names_the_choice():
     assert [mb.kernel_name(s) for s in (None, "auto", 4)] == \
         ["triton_matmul", "triton_matmul_splitk_auto", "triton_matmul_splitk4"]
-    assert mb.kernel_name(2, launch_cache=False) == "triton_matmul_splitk2_nocache"
+    assert mb.kernel_name(2, launch_cache=False) == "triton_matmul_splitk2"
+    assert mb.kernel_name(2, launch_cache=True) == "triton_matmul_splitk2_cached"
     assert [mb.parse_split_k(t) for t in ("none", "auto", "3")] == [None, "auto", 3]
     with pytest.raises(ValueError):
         mb.parse_split_k("0")
@@ -267,7 +268,7 @@ def test_gpu_launch_cache_hits_and_respects_alignment(split_k):
     for bias_view in (bias[:384], bias[1:]):    # aligned, then 2 bytes off: a different specialisation
         for _ in range(2):                      # the second call of each goes through the cache
             a.normal_()
-            out = mm.matmul(a, b, bias=bias_view, split_k=split_k)
+            out = mm.matmul(a, b, bias=bias_view, split_k=split_k, launch_cache=True)
             assert check_close(out, mm.matmul_ref(a, b, bias=bias_view), "bfloat16").ok
     assert ml.disabled is None                                      # no fallback to the slow launch
     assert len(ml._ENTRIES) == 2 * (1 if split_k is None else 2)  # one per signature (and kernel)

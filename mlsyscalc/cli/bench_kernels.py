@@ -20,9 +20,9 @@ QUANT_KINDS = ("quantize", "w8a16", "w4a16", "w4a16_evenodd", "w4a16_halves", "w
               show_default=True, help="Fused epilogue (no torch baseline is timed for it).")
 @click.option("--split-k", "splits", multiple=True, default=("none",), show_default=True,
               help="Repeatable: none (persistent kernel), auto, or a K-split count; each is its own kernel row.")
-@click.option("--no-launch-cache", is_flag=True, help="Launch through the autotuner every call (kernel name *_nocache).")
+@click.option("--launch-cache", is_flag=True, help="Skip the autotuner on repeated launches (kernel name *_cached; unmeasured).")
 @sweep_options
-def matmul(dtypes, shapes, sweep, activation, splits, no_launch_cache, interpret, out, quiet, fmt, as_json):
+def matmul(dtypes, shapes, sweep, activation, splits, launch_cache, interpret, out, quiet, fmt, as_json):
     """Triton matmul (persistent, grouped, TMA, autotuned) vs cuBLAS / torch._scaled_mm.
 
     Shapes are MxNxK for x (M,K) @ W.T with W (N,K), nn.Linear's layout. --split-k times the
@@ -42,7 +42,7 @@ def matmul(dtypes, shapes, sweep, activation, splits, no_launch_cache, interpret
         split_ks = [kernel.parse_split_k(s) for s in splits]
     except ValueError as exc:
         raise MlsysError(str(exc)) from None
-    cases = [kernel.bench_case(m, n, k, dtype, activation, split, not no_launch_cache)
+    cases = [kernel.bench_case(m, n, k, dtype, activation, split, launch_cache)
              for dtype in dtypes for split in split_ks for m, n, k in chosen]
     rows = run_cases(cases, ResultStore(out), progress=not quiet)
     emit_rows(rows, fmt, as_json, "matmul")
