@@ -6,7 +6,7 @@ Built by `mlsyscalc.specs.hf.from_hf_config` from a Hugging Face config.json.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 
@@ -119,6 +119,3 @@ class ModelSpec:
         if self.mla is not None:
             return self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
         return self.num_kv_heads * (self.head_dim + self.v_head_dim)
-
-    def with_name(self, name: str) -> "ModelSpec":
-        return replace(self, name=name)
