@@ -14,6 +14,7 @@ Nothing here reads a file except `read_calibration`, which the CLI and the harne
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
@@ -192,11 +193,23 @@ def _positive(value: Any, what: str) -> float | None:
     if value is None:
         return None
     try:
-        number = float(value)
+        number = float(value) if not isinstance(value, bool) else math.nan
     except (TypeError, ValueError):
-        raise MlsysError(f"calibration: {what} must be a number, got {value!r}") from None
+        number = math.nan
+    require(isinstance(value, (int, float, str)) and not isinstance(value, bool) and not math.isnan(number),
+            f"calibration: {what} must be a number, got {value!r}")
     require(number > 0, f"calibration: {what} must be positive, got {value!r}")
+    require(math.isfinite(number), f"calibration: {what} must be finite, got {value!r}")
     return number
+
+
+def _sm_count(value: Any, default: int) -> int:
+    """The measured SM count: a positive whole number (a MIG slice has fewer), or the spec's."""
+    if value is None:
+        return default
+    number = _positive(value, "sm_count")
+    require(number is not None and number == int(number), f"calibration: sm_count must be a whole number, got {value!r}")
+    return int(number)  # type: ignore[arg-type]
 
 
 def calibrated_ceilings(data: Mapping[str, Any], gpu: GPUSpec | str | None = None, where: str = "calibration",
@@ -222,7 +235,7 @@ def calibrated_ceilings(data: Mapping[str, Any], gpu: GPUSpec | str | None = Non
     fallback = copy or spec.memory_bandwidth_Bps * Efficiency().memory
     if not copy and not (bws.get("read") and bws.get("write")):
         notes.append("bandwidth: not measured; datasheet x the default memory efficiency")
-    sm_count = data.get("sm_count") or base.sm_count
+    sm_count = _sm_count(data.get("sm_count"), base.sm_count)
     if gpu and data.get("gpu") and _matched_name(data["gpu"]) != spec.name:
         notes.append(f"calibration measured on {data['gpu']!r}, used with the {spec.name} datasheet")
     measured_launch = _positive(data.get("launch_overhead_s"), "launch_overhead_s")
@@ -230,7 +243,7 @@ def calibrated_ceilings(data: Mapping[str, Any], gpu: GPUSpec | str | None = Non
         gpu=spec, base_flops=flops,
         read_Bps=_positive(bws.get("read"), "bandwidth_Bps.read") or fallback,
         write_Bps=_positive(bws.get("write"), "bandwidth_Bps.write") or fallback,
-        sm_count=int(sm_count), efficiency=eff,
+        sm_count=sm_count, efficiency=eff,
         launch_s=launch_s if launch_s is not None else measured_launch or LAUNCH_OVERHEAD_S,
         source=where, notes=tuple(notes),
     )

@@ -52,9 +52,13 @@ def _cluster_for(gpu: GPUSpec, tp: int, cluster: str | None):
         return None, None
     if cluster:
         return load_cluster(cluster), collective_cost
-    for spec in builtin_clusters().values():
-        if spec.gpu == gpu.name and spec.gpus_per_node >= tp:
+    nodes = [spec for spec in builtin_clusters().values() if spec.gpu == gpu.name]
+    for spec in nodes:
+        if spec.gpus_per_node >= tp:
             return spec, collective_cost
+    most = max((spec.gpus_per_node for spec in nodes), default=tp)
+    require(tp <= most, f"--tp {tp} exceeds the {most} GPUs per node of every built-in {gpu.name} cluster "
+            f"({', '.join(s.name for s in nodes)}); tensor parallel across nodes is not modelled")
     return None, collective_cost
 
 

@@ -18,83 +18,22 @@ import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from ..errors import MlsysError, divide, require
+from ..errors import MlsysError, divide
 from ..specs.model import ModelSpec
 from .calibration import Ceilings
 from .dtypes import bytes_per_element, dtype_name
-from .flops import FlopOptions, count_flops
+from .flops import count_flops
 from .layers import Linear, head_linears, layer_linears, norm_width
 from .params import count_params
 from .roofline_comm import CommRow, tp_comm_rows
 from .roofline_memory import copy_cast_op, elementwise_op, embedding_op, norm_op, rotary_op
+from .roofline_options import PHASES, RooflineOptions  # noqa: F401  (re-exported)
 from .roofline_ops import (OpPrediction, OpRow, predict_attention, predict_grouped_matmul, predict_matmul,
                            predict_memory_op)
 from .roofline_train import backward_rows, optimizer_row
 
-PHASES = ("prefill", "decode", "train")
 REPLICATED = {"router", "q_a_proj", "kv_a_proj_with_mqa", "project_in", "project_out"}
 ROW_PARALLEL = {"o_proj", "down_proj"}
-
-
-@dataclass(frozen=True)
-class RooflineOptions:
-    phase: str = "prefill"
-    batch: int = 1
-    seq: int = 2048  # prefill/train: new tokens per sequence
-    context: int = 0  # decode: tokens already in the KV cache
-    tp: int = 1  # tensor-parallel GPUs
-    dtype: str = "bf16"  # weights, activations and the matmul compute dtype
-    kv_dtype: str | None = None  # KV cache dtype (default: dtype)
-    cluster: str | None = None  # cluster spec for the TP collectives (default: one matching the GPU)
-    check_fit: bool = True  # inference: weights + KV cache must fit in the GPU's memory
-
-    @property
-    def flop_options(self) -> FlopOptions:
-        """The same pass in calc.flops terms (prefill and train count a causal forward)."""
-        return FlopOptions(batch=self.batch, seq=self.seq, context=self.context, causal=True,
-                           phase="decode" if self.phase == "decode" else "prefill")
-
-    @property
-    def compute_dtype(self) -> str:
-        """The matmul dtype: int4/nf4 weight-only models compute in bf16."""
-        name = dtype_name(self.dtype)
-        return "bf16" if name in ("int4", "nf4") else name
-
-    @property
-    def activation_dtype(self) -> str:
-        """Activations between kernels: bf16 when matmuls run in fp8/int8 or weights are 4-bit."""
-        name = dtype_name(self.dtype)
-        return "bf16" if name in ("fp8", "int8", "int4", "nf4") else name
-
-    @property
-    def kv_dtype_name(self) -> str:
-        return dtype_name(self.kv_dtype) if self.kv_dtype else self.activation_dtype
-
-    @property
-    def new_tokens(self) -> int:
-        return self.flop_options.new_tokens
-
-    @property
-    def kv_len(self) -> int:
-        return self.flop_options.kv_len
-
-    @property
-    def tokens(self) -> int:
-        return self.batch * self.new_tokens
-
-    def validate(self, spec: ModelSpec) -> None:
-        require(self.phase in PHASES, f"phase must be one of {', '.join(PHASES)}, got {self.phase!r}")
-        require(self.tp >= 1, f"tp must be a positive integer, got {self.tp}")
-        self.flop_options.validate()  # batch, seq, context; decode needs a context
-        self.kv_dtype_name, self.compute_dtype  # unknown dtypes are an error here
-        tp = self.tp
-        divide(spec.num_heads, tp, f"--tp {tp}: attention heads")
-        kv = spec.num_kv_heads
-        require(kv % tp == 0 or tp % kv == 0, f"--tp {tp}: {kv} KV heads neither split over nor replicate onto {tp} GPUs")
-        if spec.is_moe:
-            divide(spec.moe.expert_intermediate_size, tp, f"--tp {tp}: expert intermediate size")  # type: ignore[union-attr]
-        if spec.num_dense_layers:
-            divide(spec.intermediate_size, tp, f"--tp {tp}: MLP intermediate size")
 
 
 @dataclass(frozen=True)

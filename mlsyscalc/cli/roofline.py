@@ -170,7 +170,11 @@ def _sweep_values(text: str) -> list[int]:
     key, sep, values = text.partition("=")
     if key.strip() != "batch" or not sep:
         raise MlsysError(f"--sweep {text!r}: expected batch=1,2,4,... (only batch sweeps are supported)")
-    return [int(parse_count(v, "--sweep batch")) for v in values.split(",") if v.strip()]
+    batches = [parse_count(v, "--sweep batch") for v in values.split(",") if v.strip()]
+    for value in batches:
+        if value != int(value):
+            raise MlsysError(f"--sweep batch: {value:g} is not a whole number of sequences")
+    return [int(v) for v in batches]
 
 
 @roofline.command("model")

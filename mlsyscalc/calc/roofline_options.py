@@ -1,0 +1,106 @@
+"""Options of a model-level roofline (`mlsys roofline MODEL`) and the checks that reject impossible ones.
+
+Each default lives here once; the CLI takes its defaults from this dataclass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import divide, require
+from ..specs.model import ModelSpec
+from .dtypes import dtype_name
+from .flops import FlopOptions
+
+PHASES = ("prefill", "decode", "train")
+WINDOW_MODES = ("skip", "full")  # sliding-window attention: skip KV tiles outside the window, or not
+RECOMPUTE = ("none", "selective", "full")  # Korthikanti et al. 2022: selective = attention core only
+
+
+@dataclass(frozen=True)
+class RooflineOptions:
+    phase: str = "prefill"
+    batch: int = 1
+    seq: int = 2048  # prefill/train: new tokens per sequence
+    context: int = 0  # decode: tokens already in the KV cache
+    tp: int = 1  # tensor-parallel GPUs
+    dtype: str = "bf16"  # weights, activations and the matmul compute dtype
+    kv_dtype: str | None = None  # KV cache dtype (default: dtype)
+    cluster: str | None = None  # cluster spec for the TP collectives (default: one matching the GPU)
+    check_fit: bool = True  # inference: weights + KV cache must fit in the GPU's memory
+    window: str = "skip"  # sliding-window layers: "skip" KV tiles outside the window, or "full" causal
+    recompute: str = "none"  # train: activation recomputation "none", "selective" or "full"
+    dp: int = 1  # train: data-parallel replicas (gradient communication via calc.comm_step)
+    zero: int = 0  # train with dp: ZeRO stage 0-3 (comm rules of calc.comm_step; 1+ shards AdamW)
+    dp_overlap: bool = False  # train with dp: gradient traffic overlaps the backward kernels
+
+    @property
+    def flop_options(self) -> FlopOptions:
+        """The same pass in calc.flops terms (prefill and train count a causal forward)."""
+        return FlopOptions(batch=self.batch, seq=self.seq, context=self.context, causal=True,
+                           phase="decode" if self.phase == "decode" else "prefill")
+
+    @property
+    def compute_dtype(self) -> str:
+        """The matmul dtype: int4/nf4 weight-only models compute in bf16."""
+        name = dtype_name(self.dtype)
+        return "bf16" if name in ("int4", "nf4") else name
+
+    @property
+    def activation_dtype(self) -> str:
+        """Activations between kernels: bf16 when matmuls run in fp8/int8 or weights are 4-bit."""
+        name = dtype_name(self.dtype)
+        return "bf16" if name in ("fp8", "int8", "int4", "nf4") else name
+
+    @property
+    def kv_dtype_name(self) -> str:
+        return dtype_name(self.kv_dtype) if self.kv_dtype else self.activation_dtype
+
+    @property
+    def new_tokens(self) -> int:
+        return self.flop_options.new_tokens
+
+    @property
+    def kv_len(self) -> int:
+        return self.flop_options.kv_len
+
+    @property
+    def tokens(self) -> int:
+        return self.batch * self.new_tokens
+
+    def validate(self, spec: ModelSpec) -> None:
+        require(self.phase in PHASES, f"phase must be one of {', '.join(PHASES)}, got {self.phase!r}")
+        require(self.tp >= 1, f"tp must be a positive integer, got {self.tp}")
+        self.flop_options.validate()  # batch, seq, context; decode needs a context
+        _ = self.kv_dtype_name, self.compute_dtype  # unknown dtypes are an error here
+        self._validate_positions(spec)
+        self._validate_train()
+        tp = self.tp
+        divide(spec.num_heads, tp, f"--tp {tp}: attention heads")
+        kv = spec.num_kv_heads
+        require(kv % tp == 0 or tp % kv == 0, f"--tp {tp}: {kv} KV heads neither split over nor replicate onto {tp} GPUs")
+        if spec.is_moe:
+            divide(spec.moe.expert_intermediate_size, tp, f"--tp {tp}: expert intermediate size")  # type: ignore[union-attr]
+        if spec.num_dense_layers:
+            divide(spec.intermediate_size, tp, f"--tp {tp}: MLP intermediate size")
+
+    def _validate_positions(self, spec: ModelSpec) -> None:
+        """A learned position table has no row past its last: longer sequences cannot be embedded."""
+        limit = spec.max_position_embeddings or spec.learned_positions
+        require(not spec.learned_positions or self.kv_len <= limit,
+                f"{spec.name} has {limit} learned position embeddings; {self.phase} needs {self.kv_len} positions "
+                f"(--seq, or --context + 1 for decode)")
+
+    def _validate_train(self) -> None:
+        require(self.window in WINDOW_MODES, f"window must be one of {', '.join(WINDOW_MODES)}, got {self.window!r}")
+        require(self.recompute in RECOMPUTE, f"recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r}")
+        require(self.dp >= 1, f"dp must be a positive integer, got {self.dp}")
+        require(self.zero in (0, 1, 2, 3), f"zero stage must be 0, 1, 2 or 3, got {self.zero}")
+        if self.phase != "train":
+            require(self.recompute == "none" and self.dp == 1 and self.zero == 0 and not self.dp_overlap,
+                    "--recompute, --dp, --zero and --dp-overlap apply to --phase train only")
+            return
+        require(dtype_name(self.dtype) not in ("int4", "nf4"),
+                f"--dtype {self.dtype} is a weight-only inference format; training needs trainable weights "
+                "(bf16, fp16, fp8, fp32)")
+        require(self.dp > 1 or (self.zero == 0 and not self.dp_overlap), "--zero and --dp-overlap need --dp N > 1")
