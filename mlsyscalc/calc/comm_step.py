@@ -17,7 +17,8 @@ act = b * (s / cp) * hidden * bytes per element):
   model chunk (Megatron scatter-gather across TP ranks); bubble fraction of the step
   (p - 1) / (v m + p - 1), i.e. bubble/compute (p - 1) / (v m) (Narayanan et al. 2021, sec. 2.2).
 - EP: per MoE layer, all-to-all dispatch and combine of the routed tokens (b * s / cp * top-k *
-  hidden) forward and both again backward (Lepikhin et al. 2020; Rajbhandari et al. 2022).
+  hidden) forward and both again backward, for the MoE layers of the busiest stage (Lepikhin et al.
+  2020; Rajbhandari et al. 2022).
 - CP (ring attention / Megatron context parallel): per layer an all-gather of K and V forward,
   and an all-gather of K, V plus a reduce-scatter of dK, dV backward (Liu et al. 2023).
 
@@ -35,7 +36,7 @@ from dataclasses import dataclass, field
 from ..errors import divide, require
 from ..specs.cluster import ClusterSpec, load_cluster
 from ..specs.model import ModelSpec
-from .comm_collectives import collective_cost
+from .comm_collectives import TREE_COLLECTIVES, collective_cost
 from .dtypes import bytes_per_element, dtype_name
 from .layers import mlp_linears
 from .params import count_params
@@ -168,13 +169,23 @@ class _Pricer:
         nodes, _ = placement(size, stride, self.node_size)
         return size, nodes, stride
 
+    def ranks(self, size: int, ranks: list[int]) -> tuple[int, int, int]:
+        """A group given by its member ranks (not evenly strided): the nodes it spans, equal shares each."""
+        per_node: dict[int, int] = {}
+        for r in ranks:
+            per_node[r // self.node_size] = per_node.get(r // self.node_size, 0) + 1
+        require(len(set(per_node.values())) == 1, f"a group of {size} ranks is split unevenly over nodes")
+        return size, len(per_node), 0
+
     def add(self, dim: str, collective: str, rule: str, group: tuple[int, int, int], message: float,
             calls: int) -> None:
         size, nodes, _ = group
         if size < 2 or calls == 0 or message <= 0:
             return
         gpus = 2 if collective == "p2p" else size
-        cost = collective_cost(collective, max(1, int(message)), gpus, self.cluster, nodes, self.o.algo)
+        # tree applies to all-reduce, broadcast, reduce; NCCL runs the others as rings
+        algo = "ring" if self.o.algo == "tree" and collective not in TREE_COLLECTIVES else self.o.algo
+        cost = collective_cost(collective, max(1, int(message)), gpus, self.cluster, nodes, algo)
         label = "ep" if dim == "ep" else dim
         self.rows.append(CommRow(label, collective, rule, gpus, nodes, int(message), calls,
                                  cost.bytes_per_gpu, cost.time_s, label in self.o.overlap))
@@ -186,9 +197,10 @@ def _dp_rows(pr: _Pricer, o: StepOptions, dense_params: float, expert_params: fl
     m = o.grad_accum
     dp_cp = pr.group("dp", o.dp * o.cp, pr.stride[o.order[min(o.order.index("dp"), o.order.index("cp"))]])
     groups = [("", dense_params, dp_cp)]
-    if expert_params:
-        stride = dp_cp[2] * o.ep
-        groups.append((" (routed experts)", expert_params, pr.group("dp", o.dp * o.cp // o.ep, stride)))
+    if expert_params:  # the replicas of one expert shard: every cp rank x every ep-th dp rank
+        s_cp, s_dp = pr.stride["cp"], pr.stride["dp"]
+        ranks = [c * s_cp + j * o.ep * s_dp for c in range(o.cp) for j in range(o.dp // o.ep)]
+        groups.append((" (routed experts)", expert_params, pr.ranks(len(ranks), ranks)))
     for tag, params, group in groups:
         g, p = params * grad_bytes, params * param_bytes
         if o.zero == 0:
@@ -218,11 +230,12 @@ def _model_rows(pr: _Pricer, spec: ModelSpec, o: StepOptions) -> None:
     else:
         pr.add("tp", "all-reduce", f"Megatron: {k} all-reduces per layer forward, {k} backward", tp, act,
                2 * k * layers * m)
-    if o.pp > 1:
+    if o.pp > 1:  # stages run in lockstep: one boundary between nodes paces every stage
+        pipeline_nodes = pr.group("pp", o.pp)[1]
         pr.add("pp", "p2p", f"activations forward + gradients backward per micro-batch and chunk (v={v}), /tp",
-               pr.group("pp", 2), act / o.tp, 2 * m * v)
+               (2, min(pipeline_nodes, 2), pr.stride["pp"]), act / o.tp, 2 * m * v)
     if o.ep > 1:
-        moe_layers = spec.num_moe_layers // o.pp
+        moe_layers = _moe_layers_per_stage(spec, o.pp, v)
         routed = tokens // (o.tp if o.sp else 1) * spec.moe.experts_per_token * spec.hidden_size * elem  # type: ignore[union-attr]
         pr.add("ep", "all-to-all", "dispatch + combine per MoE layer forward, both again backward",
                pr.group("ep", o.ep, pr.stride["dp"]), routed, 4 * moe_layers * m)
@@ -232,6 +245,13 @@ def _model_rows(pr: _Pricer, spec: ModelSpec, o: StepOptions) -> None:
         cp = pr.group("cp", o.cp)
         pr.add("cp", "all-gather", "K,V all-gather per layer forward and again backward", cp, kv, 2 * layers * m)
         pr.add("cp", "reduce-scatter", "dK,dV reduce-scatter per layer backward", cp, kv, layers * m)
+
+
+def _moe_layers_per_stage(spec: ModelSpec, pp: int, v: int) -> int:
+    """MoE layers on the busiest stage: stage s holds chunks s, s + pp, ... of layers / (pp v) layers."""
+    chunk = spec.num_layers // (pp * v)
+    return max(sum(spec.layer_is_moe(i) for c in range(s, pp * v, pp) for i in range(c * chunk, (c + 1) * chunk))
+               for s in range(pp))
 
 
 def step_comm(spec: ModelSpec, options: StepOptions, cluster: ClusterSpec | str = "hgx-h100") -> StepComm:
