@@ -74,14 +74,19 @@ def optimal(law: str = DEFAULT_LAW, *, compute_flops: float | None = None, param
     (kind, value), = given.items()
     value = _positive(value, kind)
     frontier = get_law(law)
-    if kind == "compute":
-        compute = value
-    elif kind == "params":
-        compute = frontier.compute_for_params(value)
-    else:
-        compute = frontier.compute_for_tokens(value)
-    n = value if kind == "params" else frontier.params_for_compute(compute)
-    d = value if kind == "tokens" else compute / (FLOPS_PER_PARAM_TOKEN * n)
+    try:
+        if kind == "compute":
+            compute = value
+        elif kind == "params":
+            compute = frontier.compute_for_params(value)
+        else:
+            compute = frontier.compute_for_tokens(value)
+        n = value if kind == "params" else frontier.params_for_compute(compute)
+        d = value if kind == "tokens" else compute / (FLOPS_PER_PARAM_TOKEN * n)
+    except (OverflowError, ZeroDivisionError):
+        compute = n = d = math.nan
+    require(all(math.isfinite(x) and x > 0 for x in (compute, n, d)),
+            f"{kind} {value:g} is out of range for {frontier.name}: the optimum lies beyond the range of a float")
     loss_name = loss_law or (frontier.name if frontier.parametric else DEFAULT_LOSS_LAW)
     return Optimum(frontier, kind, compute, n, d, loss_name, loss_terms(loss_model(loss_name), n, d))
 

@@ -83,7 +83,9 @@ class FitResult:
 def parse_runs(rows: Iterable[Mapping[str, str]], source: str = "runs") -> Runs:
     """Rows with params, tokens, loss (params/tokens accept 70B-style suffixes); validated."""
     params, tokens, loss = [], [], []
-    for i, row in enumerate(rows, start=2):  # line 1 is the header
+    for i, raw in enumerate(rows, start=2):  # line 1 is the header
+        # header names as typed: " tokens", "Loss", or a UTF-8 byte-order mark before the first
+        row = {str(k).lstrip("\ufeff").strip().lower(): v for k, v in raw.items() if k is not None}
         missing = [k for k in ("params", "tokens", "loss") if not str(row.get(k) or "").strip()]
         require(not missing, f"{source} line {i}: missing {', '.join(missing)} (columns: params, tokens, loss)")
         params.append(parse_count(row["params"], f"{source} line {i} params"))

@@ -266,7 +266,7 @@ def fit(runs_csv, compute, starts, bootstrap, ci, seed, plot_path, fmt, as_json)
 
     from ..calc.scaling_fit import fit_runs, parse_runs
 
-    with open(runs_csv, newline="") as handle:
+    with open(runs_csv, newline="", encoding="utf-8-sig") as handle:  # -sig: Excel's byte-order mark
         runs = parse_runs(csv.DictReader(handle), source=runs_csv)
     result = fit_runs(runs, FitOptions(starts=starts, bootstrap=bootstrap, ci=ci, seed=seed), compute_flops=compute)
     law = result.fit
