@@ -92,3 +92,26 @@ def test_nothing_fits_returns_zero():
 def test_bad_input_raises(opts):
     with pytest.raises(MlsysError):
         infer_memory(load_model("llama2-7b"), opts)
+
+
+def test_mqa_kv_projection_replicated_on_every_rank():
+    """falcon-7b (1 KV head) on 71 ranks: q/o/MLP split 71 ways, k/v (64 wide) kept whole."""
+    r = infer_memory(load_model("falcon-7b"), InferOptions(tp=71))
+    h, d, inter = 4544, 64, 18176
+    per_layer = 2 * h * (h // 71) + 2 * h * d + 2 * h * (inter // 71)
+    assert r.detail["weights_quantised"] == 32 * per_layer * 2
+    assert r.breakdown["kv_cache"] == kv("falcon-7b")  # the one KV head, replicated
+
+
+def test_reserve_must_leave_memory():
+    from mlsyscalc.calc.memory_common import verdict
+    from mlsyscalc.specs.gpu import load_gpu
+
+    with pytest.raises(MlsysError):
+        verdict(load_gpu("H100-SXM"), 10**9, "100GiB")
+
+
+def test_max_context_is_unbounded_when_every_layer_has_a_window():
+    """mistral-7b keeps a 4096-token window in all layers: memory stops growing with context."""
+    with pytest.raises(MlsysError, match="window"):
+        solve_max(load_model("mistral-7b"), InferOptions(), "context", 72 * 10**9)

@@ -160,3 +160,27 @@ def test_ep_must_divide_experts_and_dp():
         train_memory(spec, TrainOptions(ep=3, dp=3))
     r = train_memory(spec, TrainOptions(ep=8, dp=8, zero=1))
     assert r.total < train_memory(spec, TrainOptions(dp=8, zero=1)).total
+
+
+def test_kv_projections_replicate_when_tp_exceeds_kv_heads():
+    """llama3-8b (8 KV heads) on 16 ranks: each rank keeps one whole KV head's k/v projection
+    (as at tp 8); every other projection and the vocabulary halve, norms stay."""
+    spec = load_model("llama3-8b")
+    at8 = stage_params(spec, range(32), True, True, 8, 1, 1).total
+    at16 = stage_params(spec, range(32), True, True, 16, 1, 1).total
+    kv = 32 * 2 * 4096 * 128  # k_proj + v_proj of one KV head, every layer
+    norms = 32 * 2 * 4096 + 4096
+    assert at16 == (at8 - kv - norms) // 2 + kv + norms
+
+
+@pytest.mark.parametrize("name, tp", [("qwen2.5-0.5b", 14), ("qwen2.5-7b", 28)])
+def test_tp_must_divide_the_mlp_width(name, tp):
+    with pytest.raises(MlsysError, match="intermediate|up_proj|gate_proj|divisible"):
+        train_memory(load_model(name), TrainOptions(tp=tp))
+
+
+@pytest.mark.parametrize("opts", [TrainOptions(capacity_factor=float("inf")),
+                                  TrainOptions(bytes_overrides=(("weight", float("inf")),))])
+def test_non_finite_inputs_raise(opts):
+    with pytest.raises(MlsysError):
+        train_memory(load_model("mixtral-8x7b"), opts)

@@ -6,11 +6,13 @@ Tensor parallelism follows Megatron-LM (Shoeybi et al. 2019, section 3): q/k/v, 
 MLA's up-projections are column-parallel (weight and bias split), o_proj and down_proj are
 row-parallel (weight split, bias replicated); norms, the router and MLA's low-rank
 down-projections (q_a_proj, kv_a_proj_with_mqa) are replicated; the embedding table and
-lm_head are split along the vocabulary.
+lm_head are split along the vocabulary. k/v projections split only as far as the KV heads
+allow: with tp > KV heads each rank keeps one whole KV head's projection (Megatron-LM, vLLM).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -20,6 +22,7 @@ from .layers import Linear, embedding_params, head_linears, layer_linears, layer
 
 _ROW_PARALLEL = ("o_proj", "down_proj")
 _REPLICATED = ("router", "q_a_proj", "kv_a_proj_with_mqa", "project_in", "project_out")
+_KV_PROJ = ("k_proj", "v_proj")  # split only as far as the KV heads allow (`kv_divisor`)
 
 
 def tp_kind(lin: Linear) -> str:
@@ -30,17 +33,26 @@ def tp_kind(lin: Linear) -> str:
     return "row" if base in _ROW_PARALLEL else "column"
 
 
-def linear_params_per_rank(lin: Linear, tp: int, ep: int = 1) -> int:
+def tp_split(lin: Linear, tp: int, kv_split: int | None = None) -> int:
+    """By how much TP divides one projection: 1 if replicated; k/v by `kv_split` (the KV heads
+    per rank: tp exceeding the KV heads replicates them), every other projection by tp."""
+    if tp_kind(lin) == "replicated":
+        return 1
+    if kv_split is not None and lin.name.rsplit(".", 1)[-1] in _KV_PROJ:
+        return kv_split
+    return tp
+
+
+def linear_params_per_rank(lin: Linear, tp: int, ep: int = 1, kv_split: int | None = None) -> int:
     """Parameters of one projection held by one rank (experts: E/ep experts, each TP-split)."""
     if lin.tied:
         return 0
     copies = lin.copies // ep if lin.copies > 1 else lin.copies
-    kind = tp_kind(lin)
-    split = 1 if kind == "replicated" else tp
+    split = tp_split(lin, tp, kv_split)
     weight = lin.in_features * lin.out_features * copies // split
     bias = lin.out_features * copies if lin.bias else 0
-    if kind == "column":
-        bias //= tp
+    if tp_kind(lin) == "column":
+        bias //= split
     return weight + bias
 
 
@@ -57,6 +69,21 @@ def check_heads(spec: ModelSpec, tp: int) -> int:
     require(tp % kv == 0, f"{spec.name}: num_kv_heads {kv} and --tp {tp}: neither divides the other, "
                           "so KV heads can be neither split nor replicated evenly")
     return 1
+
+
+def check_tp(spec: ModelSpec, tp: int) -> None:
+    """Heads (`check_heads`) and every split width (MLP and expert intermediates) divide by tp,
+    as Megatron-LM's and vLLM's parallel linears require."""
+    check_heads(spec, tp)
+    seen = set()
+    for layer in range(spec.num_layers):
+        for lin in layer_linears(spec, layer):
+            kind = tp_kind(lin)
+            width = lin.out_features if kind == "column" else lin.in_features
+            if kind == "replicated" or lin.name.rsplit(".", 1)[-1] in _KV_PROJ or (lin.name, width) in seen:
+                continue
+            seen.add((lin.name, width))
+            divide(width, tp, f"{spec.name}: {lin.name} width over --tp")
 
 
 def kv_divisor(spec: ModelSpec, tp: int) -> int:
@@ -92,17 +119,18 @@ def stage_params(spec: ModelSpec, layers: Iterable[int], first: bool, last: bool
     on the last stage when pp > 1, as Megatron-LM does)."""
     dense = expert = largest = factors = 0
     norms = layer_norm_params(spec)
+    kv_split = kv_divisor(spec, tp)
     for layer in layers:
         in_layer = norms
         for lin in layer_linears(spec, layer):
-            n = linear_params_per_rank(lin, tp, ep)
+            n = linear_params_per_rank(lin, tp, ep, kv_split)
             in_layer += n
             if lin.copies > 1:
                 expert += n
-                factors += _factors(lin, tp, ep)
+                factors += _factors(lin, tp, ep, kv_split)
             else:
                 dense += n
-                factors += _factors(lin, tp, 1)
+                factors += _factors(lin, tp, 1, kv_split)
         dense += norms
         factors += norms
         largest = max(largest, in_layer)
@@ -126,12 +154,12 @@ def stage_params(spec: ModelSpec, layers: Iterable[int], first: bool, last: bool
     return StageParams(dense=dense, expert=expert, largest_layer=largest, matrix_factors=factors)
 
 
-def _factors(lin: Linear, tp: int, ep: int) -> int:
+def _factors(lin: Linear, tp: int, ep: int, kv_split: int) -> int:
     """Adafactor's factored second moment of one projection on one rank: rows + cols per matrix."""
     if lin.tied:
         return 0
     copies = lin.copies // ep if lin.copies > 1 else 1
-    split = 1 if tp_kind(lin) == "replicated" else tp
+    split = tp_split(lin, tp, kv_split)
     rows = lin.out_features // split if tp_kind(lin) != "row" else lin.out_features
     cols = lin.in_features // split if tp_kind(lin) == "row" else lin.in_features
     return copies * (rows + cols + (rows if lin.bias else 0))
@@ -142,7 +170,7 @@ def merge_bytes(defaults: Mapping[str, float], overrides: Iterable[tuple[str, fl
     merged = dict(defaults)
     for key, value in overrides:
         require(key in merged, f"--bytes: unknown key {key!r} (known: {', '.join(merged)})")
-        require(value >= 0, f"--bytes {key}: must be >= 0, got {value}")
+        require(math.isfinite(value) and value >= 0, f"--bytes {key}: must be a finite number >= 0, got {value}")
         merged[key] = float(value)
     return merged
 
@@ -189,5 +217,6 @@ def reserve_bytes(capacity: int, text: str) -> int:
 def verdict(gpu, needed: int, reserve: str) -> Verdict:
     cap = int(gpu.memory_bytes)
     res = reserve_bytes(cap, reserve)
+    require(res < cap, f"--reserve {reserve}: {res:,} bytes leave nothing of {gpu.name}'s {cap:,} bytes")
     usable = cap - res
     return Verdict(gpu.name, cap, res, usable, int(needed), needed <= usable, usable - int(needed))

@@ -22,7 +22,7 @@ from ..errors import require
 from ..specs.model import ModelSpec
 from .dtypes import bytes_per_element, dtype_name
 from .layers import Linear, layer_linears
-from .memory_common import check_heads, kv_divisor, linear_params_per_rank, merge_bytes, stage_params, tp_kind
+from .memory_common import check_tp, kv_divisor, linear_params_per_rank, merge_bytes, stage_params, tp_kind, tp_split
 
 WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4")
 BREAKDOWN_KEYS = ("weights", "kv_cache", "activations")
@@ -56,7 +56,7 @@ class InferOptions:
         require(dtype_name(self.dtype) in WEIGHT_DTYPES, f"--dtype must be one of {', '.join(WEIGHT_DTYPES)}")
         require(dtype_name(self.base_dtype) in ("fp32", "bf16", "fp16"), "--base-dtype must be fp32, bf16 or fp16")
         require(self.group_size is None or self.group_size > 0, f"--group-size must be positive, got {self.group_size}")
-        check_heads(spec, self.tp)
+        check_tp(spec, self.tp)
 
 
 def default_bytes(opts: InferOptions) -> dict[str, float]:
@@ -89,11 +89,11 @@ def infer_memory(spec: ModelSpec, opts: InferOptions = InferOptions()) -> InferM
     nbytes = merge_bytes(default_bytes(opts), opts.bytes_overrides)
     quant, scales = _weights(spec, opts, nbytes)
     params = stage_params(spec, range(spec.num_layers), True, True, opts.tp, 1, 1)
-    quantised_params = sum(linear_params_per_rank(lin, opts.tp) - _bias(lin, opts.tp)
+    kv_split = kv_divisor(spec, opts.tp)
+    quantised_params = sum(linear_params_per_rank(lin, opts.tp, 1, kv_split) - _bias(lin, opts.tp, kv_split)
                            for layer in range(spec.num_layers) for lin in layer_linears(spec, layer))
     base = (params.total - quantised_params) * nbytes["base"]
-    kv_div = kv_divisor(spec, opts.tp)
-    per_token_layer = spec.kv_cache_elements_per_token / kv_div * nbytes["kv"]
+    per_token_layer = spec.kv_cache_elements_per_token / kv_split * nbytes["kv"]
     slots = _kv_slots(spec, opts)
     kv = opts.batch * slots * per_token_layer
     workspace, logits = _workspace(spec, opts, nbytes)
@@ -109,11 +109,10 @@ def infer_memory(spec: ModelSpec, opts: InferOptions = InferOptions()) -> InferM
                        per_token_layer * spec.num_layers, slots // spec.num_layers)
 
 
-def _bias(lin: Linear, tp: int) -> int:
+def _bias(lin: Linear, tp: int, kv_split: int) -> int:
     if not lin.bias:
         return 0
-    copies = lin.copies
-    return lin.out_features * copies // (tp if tp_kind(lin) == "column" else 1)
+    return lin.out_features * lin.copies // (tp_split(lin, tp, kv_split) if tp_kind(lin) == "column" else 1)
 
 
 def _weights(spec: ModelSpec, opts: InferOptions, nbytes: Mapping[str, float]) -> tuple[float, float]:
@@ -121,9 +120,10 @@ def _weights(spec: ModelSpec, opts: InferOptions, nbytes: Mapping[str, float]) -
     q = dtype_name(opts.dtype)
     group = opts.group_size if opts.group_size is not None else DEFAULT_GROUP.get(q)
     weight_elems = scale_groups = 0
+    kv_split = kv_divisor(spec, opts.tp)
     for layer in range(spec.num_layers):
         for lin in layer_linears(spec, layer):
-            elems = linear_params_per_rank(lin, opts.tp) - _bias(lin, opts.tp)
+            elems = linear_params_per_rank(lin, opts.tp, 1, kv_split) - _bias(lin, opts.tp, kv_split)
             weight_elems += elems
             if group is None:
                 continue
@@ -184,7 +184,10 @@ def solve_max(spec: ModelSpec, opts: InferOptions, target: str, usable_bytes: in
     if fits(1) is None:
         return 0, None
     lo, hi = 1, 2
-    while fits(hi) is not None and hi < 1 << 40:
+    while fits(hi) is not None:
+        # Any growth of >= 1 byte per token exceeds every GPU long before 2^40 tokens.
+        require(hi < 1 << 40, f"--max {target}: memory stops growing with {target} (every layer keeps a "
+                              f"{spec.sliding_window}-token sliding window), so no largest value exists")
         lo, hi = hi, hi * 2
     while hi - lo > 1:
         mid = (lo + hi) // 2

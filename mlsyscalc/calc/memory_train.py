@@ -24,7 +24,7 @@ from ..errors import MlsysError, divide, require
 from ..specs.model import ModelSpec
 from .activations import Split, item_bytes, layer_bytes, layer_saved, Saved
 from .dtypes import dtype_name
-from .memory_common import check_heads, kv_divisor, merge_bytes, stage_layers, stage_params
+from .memory_common import check_tp, kv_divisor, merge_bytes, stage_layers, stage_params
 
 OPTIMIZERS = ("adamw", "sgd-momentum", "adafactor", "adam8bit")
 RECOMPUTE = ("none", "selective", "full")
@@ -71,8 +71,8 @@ class TrainOptions:
         require(self.offload in OFFLOAD, f"--offload must be one of {', '.join(OFFLOAD)}")
         require(dtype_name(self.dtype) in ("fp32", "bf16", "fp16"), f"--dtype for training: fp32, bf16 or fp16, not {self.dtype}")
         require(self.offload == "none" or self.zero >= 1, "--offload optimizer needs --zero 1, 2 or 3 (ZeRO-Offload)")
-        require(self.capacity_factor > 0, f"--capacity-factor must be positive, got {self.capacity_factor}")
-        check_heads(spec, self.tp)
+        require(0 < self.capacity_factor < float("inf"), f"--capacity-factor must be positive and finite, got {self.capacity_factor}")
+        check_tp(spec, self.tp)
         stage_layers(spec.num_layers, self.pp, 0)
         divide(self.seq, self.cp, "--seq over --cp")
         if self.sp:
