@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from ..calc.memory_infer import InferOptions, infer_memory
@@ -54,7 +55,7 @@ INFER_CASES = [
 
 def spec_for(label: str):
     base, overrides = MODELS[label]
-    return load_model(base, overrides or None).with_name(label)
+    return replace(load_model(base, overrides or None), name=label)
 
 
 class MixedAdamW:
