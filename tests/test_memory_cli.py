@@ -76,3 +76,31 @@ def test_calculator_imports_no_torch():
             "print('BAD', bad) if bad else print('CLEAN')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().endswith("CLEAN")
+
+
+@pytest.mark.parametrize("args, per_param, total_gib", [
+    (["--no-master-weights"], 8, 60.3), ([], 16, 110.5), (["--bytes", "grad=4"], 18, 123.1),
+    (["--bytes", "grad=6"], 20, 135.7),
+])
+def test_llama2_7b_peer_figures(run_cli, args, per_param, total_gib):
+    """The assumption sets docs/memory.md names for the 50 / 110 / 113 / 125 GiB peer figures."""
+    d = run_cli.json("memory", "train", "llama2-7b", *args)
+    states = d["weights_bytes"] + d["gradients_bytes"] + d["optimizer_bytes"]
+    assert states == per_param * 6_738_415_616
+    assert round(d["total_bytes"] / 2**30, 1) == total_gib
+
+
+def test_plot_sweep_skips_values_the_options_forbid(run_cli, tmp_path):
+    """--offload optimizer needs ZeRO >= 1: the ZeRO sweep plots stages 1-3 instead of failing."""
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "zero.png"
+    code, _, err = run_cli("memory", "train", "gpt2", "--zero", "1", "--offload", "optimizer", "--plot", str(path))
+    assert code == 0, err
+    assert path.stat().st_size > 1000
+
+
+@pytest.mark.parametrize("name", ["missing-dir/x.png", "x.nosuchformat"])
+def test_unwritable_plot_exits_2(run_cli, tmp_path, name):
+    pytest.importorskip("matplotlib")
+    code, _, err = run_cli("memory", "infer", "gpt2", "--plot", str(tmp_path / name))
+    assert code == 2 and "--plot" in err

@@ -9,7 +9,7 @@ import click
 from ..calc import memory_infer as mi
 from ..calc import memory_train as mt
 from ..calc.memory_common import parse_bytes_overrides, verdict
-from ..errors import require
+from ..errors import MlsysError, require
 from ..units import fmt_bytes
 from . import render
 from .options import model_argument, positive_int, resolve_model
@@ -93,10 +93,11 @@ def memory():
 @click.option("--sp/--no-sp", default=False, show_default=True, help="Megatron sequence parallelism over the TP ranks.")
 @click.option("--ep", type=int, default=1, show_default=True, help="Expert-parallel ranks (within dp x cp).")
 @click.option("--cp", type=int, default=1, show_default=True, help="Context-parallel ranks (sequence split, ring attention).")
-@click.option("--zero", type=int, default=None, help="ZeRO stage 0-3 (default 0).")
+@click.option("--zero", type=int, default=None, help="ZeRO stage 0-3 (default 0), sharded over dp x cp: 1 optimizer states, 2 + gradients, 3 + weights.")
 @click.option("--fsdp", default=None, help="FSDP strategy: full_shard (= --zero 3), shard_grad_op (= 2), no_shard (= 0).")
 @click.option("--offload", type=click.Choice(mt.OFFLOAD), default="none", show_default=True, help="ZeRO-Offload of the optimizer to CPU memory.")
-@click.option("--recompute", type=click.Choice(mt.RECOMPUTE), default="none", show_default=True)
+@click.option("--recompute", type=click.Choice(mt.RECOMPUTE), default="none", show_default=True,
+              help="selective: attention scores recomputed; full: each layer keeps only its input (Korthikanti et al. 2022).")
 @click.option("--flash/--no-flash", default=True, show_default=True, help="Flash attention: no S x S scores saved.")
 @click.option("--dropout/--no-dropout", default=False, show_default=True, help="Dropout masks (1 byte per element).")
 @click.option("--capacity-factor", type=float, default=1.0, show_default=True, help="MoE: expert slots per routed token.")
@@ -109,7 +110,9 @@ def train(model, overrides, batch, seq, grad_accum, dtype, master_weights, optim
           byte_overrides, gpu, reserve, fmt, as_json):
     """Per-GPU memory of a training step of MODEL: weights, gradients, optimizer states,
     activations (Korthikanti et al. 2022) and temporaries at the peak, for the worst pipeline
-    stage. Every bytes-per-element assumption is printed and can be overridden with --bytes.
+    stage. Defaults: mixed-precision AdamW at 2 + 2 + 12 bytes per parameter, gradients
+    resident at the start of backward. Every bytes-per-element assumption is printed and can
+    be overridden with --bytes.
     """
     spec = resolve_model(model, overrides)
     require(zero is None or fsdp is None, "give --zero or --fsdp, not both")
@@ -157,17 +160,30 @@ def train(model, overrides, batch, seq, grad_accum, dtype, master_weights, optim
         notes.append(f"ZeRO-Offload: {peak.cpu_bytes:,} bytes ({fmt_bytes(peak.cpu_bytes)}) of fp32 master weights and "
                      "optimizer states per rank live in CPU memory; the optimizer step runs on the CPU.")
     if plot_path:
-        values = TRAIN_SWEEPS[sweep]
-        results = [mt.train_memory(spec, replace(opts, **{sweep: val})) for val in values]
-        _plot(plot_path, f"{spec.name}: training memory per GPU", sweep, values, results, v, notes)
+        pairs = _sweep(mt.train_memory, spec, opts, sweep, TRAIN_SWEEPS[sweep])
+        _plot(plot_path, f"{spec.name}: training memory per GPU", sweep, pairs, v, notes)
     render.emit(render.Output(data, tuple(tables), tuple(notes)), fmt, as_json)
 
 
-def _plot(path, title, option, values, results, v, notes):
+def _sweep(calc, spec, opts, option, values):
+    """(value, result) for each swept value the options allow (e.g. --offload skips ZeRO-0)."""
+    pairs = []
+    for val in values:
+        try:
+            pairs.append((val, calc(spec, replace(opts, **{option: val}))))
+        except MlsysError:
+            continue
+    return pairs
+
+
+def _plot(path, title, option, pairs, v, notes):
     from ..report.memory_plot import plot_breakdowns
 
-    plot_breakdowns(path, title, option, [str(x) for x in values], [dict(r.breakdown) for r in results],
-                    v.usable_bytes if v else None)
+    try:
+        plot_breakdowns(path, title, option, [str(x) for x, _ in pairs], [dict(r.breakdown) for _, r in pairs],
+                        v.usable_bytes if v else None)
+    except (OSError, ValueError) as exc:
+        raise MlsysError(f"--plot {path}: {exc}") from None
     notes.append(f"Plot written to {path}.")
 
 
@@ -190,7 +206,9 @@ def _plot(path, title, option, values, results, v, notes):
 def infer(model, overrides, batch, context, dtype, base_dtype, kv_dtype, group_size, tp, block_size, prefill_chunk,
           flash, solve, sweep, plot_path, byte_overrides, gpu, reserve, fmt, as_json):
     """Per-GPU memory for serving MODEL: weights, KV cache and activation workspace; with
-    --gpu a fits verdict, and with --max the largest batch or context that fits.
+    --gpu a fits verdict, and with --max the largest batch or context that fits. KV cache:
+    K and V of the KV heads (MLA: the compressed latent), sliding windows honoured, --tp
+    splitting KV heads (replicating them when tp exceeds them).
     """
     spec = resolve_model(model, overrides)
     opts = mi.InferOptions(batch=batch, context=context, dtype=dtype, base_dtype=base_dtype, kv_dtype=kv_dtype,
@@ -235,7 +253,6 @@ def infer(model, overrides, batch, context, dtype, base_dtype, kv_dtype, group_s
         if solve == "context" and spec.max_position_embeddings and solved > spec.max_position_embeddings:
             notes.append(f"(beyond the model's max_position_embeddings {spec.max_position_embeddings:,})")
     if plot_path:
-        values = INFER_SWEEPS[sweep]
-        results = [mi.infer_memory(spec, replace(opts, **{sweep: val})) for val in values]
-        _plot(plot_path, f"{spec.name}: inference memory per GPU", sweep, values, results, v, notes)
+        pairs = _sweep(mi.infer_memory, spec, opts, sweep, INFER_SWEEPS[sweep])
+        _plot(plot_path, f"{spec.name}: inference memory per GPU", sweep, pairs, v, notes)
     render.emit(render.Output(data, tuple(tables), tuple(notes)), fmt, as_json)
