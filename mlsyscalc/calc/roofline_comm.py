@@ -13,7 +13,7 @@ that calculator or a matching cluster is missing, a labelled ring estimate is us
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import require
@@ -33,15 +33,21 @@ class CommRow:
     count: int
     time_s: float  # one call
     method: str
+    hidden_s: float = 0.0  # of total_s, the part overlapped with kernels (not in the step time)
 
     @property
     def total_s(self) -> float:
         return self.count * self.time_s
 
+    @property
+    def exposed_s(self) -> float:
+        return self.total_s - self.hidden_s
+
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "pass": self.pass_name, "collective": self.collective,
                 "size_bytes": self.size_bytes, "count": self.count, "predicted_s": self.time_s,
-                "total_s": self.total_s, "method": self.method}
+                "total_s": self.total_s, "hidden_s": self.hidden_s, "exposed_s": self.exposed_s,
+                "method": self.method}
 
 
 def _cluster_for(gpu: GPUSpec, tp: int, cluster: str | None):
@@ -92,8 +98,47 @@ def tp_comm_rows(spec: ModelSpec, gpu: GPUSpec, opts: Any, act_bytes: float) -> 
     if opts.phase == "train":
         rows.append(CommRow("layer all-reduce", "backward", "all-reduce", size, per_layer * spec.num_layers,
                             ar_s, ar_how))
+        if opts.recompute == "full":  # the recomputed forward repeats its all-reduces
+            rows.append(CommRow("layer all-reduce", "recompute", "all-reduce", size, per_layer * spec.num_layers,
+                                ar_s, ar_how))
     else:
         logits = opts.tokens * spec.vocab_size * act_bytes
         ag_s, ag_how = collective_s("all-gather", logits, gpu, tp, opts.cluster)
         rows.append(CommRow("logits all-gather", "forward", "all-gather", logits, 1, ag_s, ag_how))
     return rows
+
+
+def dp_comm_rows(spec: ModelSpec, gpu: GPUSpec, opts: Any, forward_s: float, backward_s: float) -> list[CommRow]:
+    """Data-parallel gradient (and ZeRO parameter) traffic of one training step, from
+    `calc.comm_step.step_comm` (its DP/ZeRO rules, one micro-batch per step, TP ranks inner).
+
+    With dp_overlap, traffic hides behind kernels and only what exceeds them is exposed:
+    gradient all-reduce / reduce-scatter behind the backward kernels (DDP gradient buckets, Li et
+    al. 2020), ZeRO-1/2's parameter all-gather behind the next step's forward (Megatron's
+    overlapped parameter gather), ZeRO-3's prefetched gathers and gradient reduce-scatter
+    together behind forward + backward. The hidden part is shared over the rows of a group in
+    proportion to their time."""
+    if opts.dp == 1:
+        return []
+    from .comm_step import StepOptions, step_comm
+
+    cluster, _ = _cluster_for(gpu, opts.tp, opts.cluster)
+    require(cluster is not None, f"--dp: no built-in cluster of {gpu.name} GPUs; pass --cluster NAME or FILE")
+    step = step_comm(spec, StepOptions(dp=opts.dp, tp=opts.tp, zero=opts.zero, batch=opts.batch, seq=opts.seq,
+                                       dtype=opts.activation_dtype), cluster)
+    rows = [CommRow(r.rule, "step", r.collective, r.message_bytes, r.calls, r.time_per_call_s,
+                    f"comm_step: {r.group_size} GPUs, {r.nodes} {cluster.name} node(s)")
+            for r in step.rows if r.dim == "dp"]
+    if not opts.dp_overlap:
+        return rows
+    if opts.zero == 3:
+        groups = [(rows, forward_s + backward_s)]
+    else:
+        groups = [([r for r in rows if r.collective != "all-gather"], backward_s),
+                  ([r for r in rows if r.collective == "all-gather"], forward_s)]
+    out = []
+    for members, window_s in groups:
+        total = sum(r.total_s for r in members)
+        hidden = min(total, window_s)
+        out += [replace(r, pass_name="overlapped", hidden_s=r.total_s * hidden / total) for r in members]
+    return out

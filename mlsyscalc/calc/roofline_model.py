@@ -22,15 +22,16 @@ from ..errors import MlsysError, divide
 from ..specs.model import ModelSpec
 from .calibration import Ceilings
 from .dtypes import bytes_per_element, dtype_name
-from .flops import count_flops
+from .flops import attention_core_flops, count_flops
 from .layers import Linear, head_linears, layer_linears, norm_width
 from .params import count_params
-from .roofline_comm import CommRow, tp_comm_rows
+from .roofline_comm import CommRow, dp_comm_rows, tp_comm_rows
 from .roofline_memory import copy_cast_op, elementwise_op, embedding_op, norm_op, rotary_op
-from .roofline_options import PHASES, RooflineOptions  # noqa: F401  (re-exported)
+from .roofline_notes import model_notes
 from .roofline_ops import (OpPrediction, OpRow, predict_attention, predict_grouped_matmul, predict_matmul,
-                           predict_memory_op)
-from .roofline_train import backward_rows, optimizer_row
+                           predict_memory_op, window_fraction)
+from .roofline_options import PHASES, RooflineOptions  # noqa: F401  (re-exported)
+from .roofline_train import backward_rows, optimizer_row, recompute_rows
 
 REPLICATED = {"router", "q_a_proj", "kv_a_proj_with_mqa", "project_in", "project_out"}
 ROW_PARALLEL = {"o_proj", "down_proj"}
@@ -73,9 +74,18 @@ class ModelRoofline:
         return sum(c.total_s for c in self.comm)
 
     @property
+    def comm_hidden_s(self) -> float:
+        """Communication overlapped with kernels (data-parallel traffic with dp_overlap only)."""
+        return sum(c.hidden_s for c in self.comm)
+
+    def pass_s(self, pass_name: str) -> float:
+        """Kernel time of one pass: forward, backward, recompute or optimizer."""
+        return sum(r.total_s for r in self.rows if r.pass_name == pass_name)
+
+    @property
     def time_s(self) -> float:
-        """The step: every kernel's predicted time plus the collectives, none overlapped."""
-        return self.ops_s + self.comm_s
+        """The step: every kernel's predicted time plus the collectives' exposed time."""
+        return self.ops_s + self.comm_s - self.comm_hidden_s
 
     @property
     def bytes(self) -> float:
@@ -87,8 +97,9 @@ class ModelRoofline:
 
     @property
     def tokens_per_s(self) -> float:
-        """decode: new tokens (one per sequence) per second; prefill/train: tokens processed per second."""
-        return self.options.tokens / self.time_s
+        """decode: new tokens (one per sequence) per second; prefill/train: tokens processed per second
+        (train: over all dp replicas)."""
+        return self.options.tokens * self.options.dp / self.time_s
 
     @property
     def mfu(self) -> float:
@@ -103,7 +114,10 @@ class ModelRoofline:
         return {
             "predicted_s": self.time_s, latency_key: self.time_s, "bound": self.bound,
             "compute_s": self.compute_s, "memory_s": self.memory_s, "overhead_s": self.overhead_s,
-            "ops_s": self.ops_s, "comm_s": self.comm_s, "bytes": self.bytes, "flops": self._sum("flops"),
+            "ops_s": self.ops_s, "comm_s": self.comm_s, "comm_hidden_s": self.comm_hidden_s,
+            **{f"{name}_s": self.pass_s(name) for name in ("forward", "backward", "recompute", "optimizer")},
+            "tp_comm_s": sum(c.total_s for c in self.comm if not c.method.startswith("comm_step")),
+            "dp_comm_s": sum(c.total_s for c in self.comm if c.method.startswith("comm_step")), "bytes": self.bytes, "flops": self._sum("flops"),
             "model_flops": self.model_flops, "tokens": o.tokens, "tokens_per_s": self.tokens_per_s,
             "mfu": self.mfu, "mbu": self.mbu, "weight_bytes": self.weight_bytes,
             "kv_cache_bytes": self.kv_cache_bytes, "fits": self.fits if o.phase != "train" else None,
@@ -158,6 +172,9 @@ class _Pass:
     def kv_heads(self) -> int:
         return max(1, self.spec.num_kv_heads // self.opts.tp)
 
+    def attention(self, windowed: bool, backward: bool = False) -> OpPrediction:
+        return _attention_op(self, windowed, backward)
+
 
 
 def _shard(p: _Pass, lin: Linear) -> tuple[int, int]:
@@ -185,17 +202,23 @@ def _linear_op(p: _Pass, lin: Linear) -> OpPrediction:
                                   name=lin.name)
 
 
-def _attention_op(p: _Pass, windowed: bool) -> OpPrediction:
+def _attention_op(p: _Pass, windowed: bool, backward: bool = False) -> OpPrediction:
+    """Attention of one layer; on a sliding-window layer with window "skip", decode reads at most W
+    cached keys and prefill/train count only the tiles inside the window (window_fraction)."""
     spec, o = p.spec, p.opts
-    kv_len = min(o.kv_len, spec.sliding_window) if windowed and o.phase == "decode" else o.kv_len
+    window = spec.sliding_window if windowed and o.window == "skip" else None
+    kv_len = o.kv_len
+    if window is not None and o.phase == "decode":
+        kv_len, window = min(kv_len, window), None
     causal, kv_dtype = o.phase != "decode", o.kv_dtype_name
-    name = "attention (window)" if windowed else "attention"
+    name = ("attention (window)" if windowed else "attention") + (".bwd" if backward else "")
     if spec.mla is not None and o.phase == "decode":  # absorbed MLA: MQA over the cached latent
         mla = spec.mla
         return predict_attention(o.batch, p.heads, 1, 1, kv_len, mla.kv_lora_rank + mla.qk_rope_head_dim, False,
                                  p.store, p.ceil, v_head_dim=mla.kv_lora_rank, kv_dtype=kv_dtype, v_in_k=True, name=name)
     return predict_attention(o.batch, p.heads, p.kv_heads, o.new_tokens, kv_len, spec.head_dim, causal, p.store,
-                             p.ceil, v_head_dim=spec.v_head_dim, kv_dtype=kv_dtype, name=name)
+                             p.ceil, v_head_dim=spec.v_head_dim, kv_dtype=None if backward else kv_dtype,
+                             backward=backward, window=window, name=name)
 
 
 def _mlp_widths(p: _Pass, layer: int) -> float:
@@ -312,21 +335,26 @@ def predict_model(spec: ModelSpec, ceilings: Ceilings, options: RooflineOptions 
     rows = forward_rows(p)
     comm = tp_comm_rows(spec, ceilings.gpu, opts, p.a)
     if opts.phase == "train":
-        rows += backward_rows(p, rows) + [optimizer_row(p, _params(spec))]
-    forward = count_flops(spec, opts.flop_options).forward
-    notes = _notes(spec, opts)
+        backward = recompute_rows(rows, opts.recompute) + backward_rows(p, rows)
+        forward_s, backward_s = sum(r.total_s for r in rows), sum(r.total_s for r in backward)
+        rows += backward + [optimizer_row(p, _params(spec))]
+        comm += dp_comm_rows(spec, ceilings.gpu, opts, forward_s, backward_s)
+    forward = count_flops(spec, opts.flop_options).forward - _window_saving_flops(spec, opts)
     return ModelRoofline(spec.name, ceilings.gpu.name, opts, ceilings, tuple(rows), tuple(comm),
-                         forward * (3 if opts.phase == "train" else 1), weights, kv, notes)
+                         forward * (3 if opts.phase == "train" else 1), weights, kv, model_notes(spec, opts))
 
 
-def _notes(spec: ModelSpec, opts: RooflineOptions) -> tuple[str, ...]:
-    notes = []
-    if spec.sliding_window and opts.phase != "decode" and opts.seq > spec.sliding_window:
-        notes.append(f"sliding window ({spec.sliding_window}) applied in decode only; prefill/train attention "
-                     "is over the full causal sequence (an overestimate)")
-    if spec.mla is not None:
-        notes.append("MLA: decode attends over the cached latent with absorbed up-projections (MQA, "
-                     "d_qk = kv_lora_rank + rope, d_v = kv_lora_rank); prefill over expanded per-head K/V")
-    if spec.is_moe:
-        notes.append("MoE: weights of the expected distinct experts E(1-(1-k/E)^T) are read; T = tokens of the step")
-    return tuple(notes)
+def _window_saving_flops(spec: ModelSpec, opts: RooflineOptions) -> float:
+    """Attention FLOPs that calc.flops counts (full causal) but a window-skipping kernel does not do,
+    so that MFU counts the model's own work: per windowed layer, full core - windowed core."""
+    layers = spec.sliding_window_layers if spec.sliding_window else 0
+    if not layers or opts.window != "skip" or spec.mla is not None:
+        return 0.0
+    o, w = opts.flop_options, spec.sliding_window
+    full = attention_core_flops(spec, o.batch, o.new_tokens, o.kv_len, opts.phase != "decode") / spec.num_layers
+    per_pair = 2.0 * o.batch * spec.num_heads * (spec.head_dim + spec.v_head_dim)
+    if opts.phase == "decode":
+        windowed = per_pair * min(o.kv_len, w)
+    else:
+        windowed = per_pair * o.new_tokens * o.kv_len * window_fraction(o.new_tokens, o.kv_len, w)
+    return layers * (full - windowed)

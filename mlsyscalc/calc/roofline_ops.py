@@ -228,6 +228,22 @@ def causal_fraction(seq_q: int, seq_kv: int) -> float:
     return 1.0 - seq_q / (2.0 * seq_kv)
 
 
+def window_fraction(seq_q: int, seq_kv: int, window: int) -> float:
+    """Share of the Sq x Skv score rectangle a causal sliding-window kernel computes when it skips
+    KV tiles outside the window (FlashAttention-2's `window_size`): query at position p sees
+    min(p, W) keys, so the area is the integral of min(p, W) over p in [Skv - Sq, Skv] (the
+    continuous convention of causal_fraction, which it equals for W >= Skv; S x W - W^2/2 for
+    Sq = Skv = S > W)."""
+    a, b, w = seq_kv - seq_q, seq_kv, window
+    if w >= b:
+        area = (b * b - a * a) / 2.0
+    elif w <= a:
+        area = w * (b - a)
+    else:
+        area = (w * w - a * a) / 2.0 + w * (b - w)
+    return area / (seq_q * seq_kv)
+
+
 def _attention_tiling(rows: int, units0: int, seq_kv: int, per_row_flops: float, per_sm: float,
                       sms: int) -> tuple[float, Tiling]:
     """FlashAttention-2 grid (128 query rows per CTA, whole KV per CTA) while it fills the SMs;
@@ -251,7 +267,8 @@ def _attention_tiling(rows: int, units0: int, seq_kv: int, per_row_flops: float,
 def predict_attention(batch: int, heads: int, kv_heads: int, seq_q: int, seq_kv: int, head_dim: int,
                       causal: bool = False, dtype: str = "bf16", gpu: str | GPUSpec | Ceilings = "H100-SXM",
                       calibration: Any = None, *, v_head_dim: int | None = None, kv_dtype: str | None = None,
-                      backward: bool = False, v_in_k: bool = False, name: str = "attention") -> OpPrediction:
+                      backward: bool = False, v_in_k: bool = False, window: int | None = None,
+                      name: str = "attention") -> OpPrediction:
     """Flash-style attention softmax(Q K^T) V with the IO-aware byte count (no S x S round trip).
 
     FLOPs = 2*B*Sq*Skv*H*(d_qk + d_v) (x causal_fraction); bytes = Q + K + V read once, O written
@@ -259,7 +276,9 @@ def predict_attention(batch: int, heads: int, kv_heads: int, seq_q: int, seq_kv:
     are assumed served from L2). GQA: query heads sharing a KV head are packed into the rows of
     one tile, as decode kernels do. backward: FA2's 5 matmuls vs 2 (FLOPs x 2.5), reads Q, K, V,
     O, dO and writes dQ, dK, dV (Dao 2023, FlashAttention-2, algorithm 2). v_in_k: V is a slice
-    of the cached K (absorbed MLA decode, DeepSeek-V2 section 2.1.2), read once.
+    of the cached K (absorbed MLA decode, DeepSeek-V2 section 2.1.2), read once. window (with
+    causal): a sliding-window kernel that skips tiles outside the window: FLOPs x window_fraction,
+    and only the last Sq + W - 1 keys are read.
     """
     require(min(batch, heads, kv_heads, seq_q, seq_kv, head_dim) >= 1, f"{name}: sizes must be positive")
     require(heads % kv_heads == 0, f"{name}: heads {heads} not divisible by kv_heads {kv_heads}")
@@ -267,11 +286,15 @@ def predict_attention(batch: int, heads: int, kv_heads: int, seq_q: int, seq_kv:
     act = normalise_dtype(dtype)
     kv = dtype_name(kv_dtype or act)
     dv = v_head_dim or head_dim
+    require(window is None or (causal and window >= 1), f"{name}: a window needs a causal mask and W >= 1")
     frac = causal_fraction(seq_q, seq_kv) if causal else 1.0
+    keys = seq_kv
+    if window is not None:
+        frac, keys = window_fraction(seq_q, seq_kv, window), min(seq_kv, seq_q + window - 1)
     flops = 2.0 * batch * seq_q * seq_kv * heads * (head_dim + dv) * frac
     a, b = bytes_per_element(act), bytes_per_element(kv)
     q_bytes, o_bytes = batch * seq_q * heads * head_dim * a, batch * seq_q * heads * dv * a
-    kv_bytes = batch * seq_kv * kv_heads * (head_dim if v_in_k else head_dim + dv) * b
+    kv_bytes = batch * keys * kv_heads * (head_dim if v_in_k else head_dim + dv) * b
     read, write = q_bytes + kv_bytes, o_bytes
     scale = 1.0
     if backward:
@@ -281,7 +304,8 @@ def predict_attention(batch: int, heads: int, kv_heads: int, seq_q: int, seq_kv:
     group = heads // kv_heads
     per_row = 2.0 * (head_dim + dv) * frac * scale
     compute_s, tiling = _attention_tiling(seq_q * group, batch * kv_heads, seq_kv, per_row, per_sm, ceil.sm_count)
-    shape = f"B{batch} H{heads}/{kv_heads} {seq_q}x{seq_kv} d{head_dim}" + (" causal" if causal else "")
+    shape = (f"B{batch} H{heads}/{kv_heads} {seq_q}x{seq_kv} d{head_dim}" + (" causal" if causal else "")
+             + (f" window {window}" if window is not None else ""))
     return _finish(name, "attention", act, flops * scale, read, write, compute_s, ceil, tiling, shape, act)
 
 

@@ -7,16 +7,21 @@ dW = x^T dy (in x out x tokens), the weight gradient accumulated in fp32 (Megatr
 incoming gradient and writes the input gradients: bytes (read + write, read). The optimizer is
 AdamW with fp32 master weights and moments: per parameter it reads master, gradient, m and v
 (16 bytes) and writes master, m, v (12 bytes) and the weight in the model dtype, ~12 FLOPs on
-CUDA cores. No activation recomputation.
+CUDA cores. Activation recomputation (Korthikanti et al. 2022, "Reducing Activation Recomputation
+in Large Transformer Models"): "full" runs every layer's forward kernels once more before its
+backward (the head is not recomputed); "selective" recomputes only the attention core (their
+section 5: the softmax/dropout/QK^T/AV part whose activations grow with S^2). With ZeRO stage
+1 or more (Rajbhandari et al. 2020) each data-parallel rank updates 1/dp of the parameters.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from .dtypes import bytes_per_element
-from .roofline_ops import OpRow, predict_attention, predict_grouped_matmul, predict_matmul, predict_memory_op
+from .roofline_ops import OpRow, predict_grouped_matmul, predict_matmul, predict_memory_op
 
 ADAMW_READ_BYTES = 16  # fp32 master weight, fp32 gradient, fp32 m, fp32 v
 ADAMW_WRITE_BYTES = 12  # fp32 master weight, m, v (plus the weight copy in the model dtype)
@@ -36,15 +41,13 @@ def _matmul_backward(p: Any, row: OpRow) -> list[OpRow]:
 def backward_rows(p: Any, forward: list[OpRow]) -> list[OpRow]:
     """One or two backward rows per forward row (same layer counts)."""
     rows: list[OpRow] = []
-    o, spec = p.opts, p.spec
     for row in forward:
         pred = row.pred
         if pred.kind == "matmul":
             rows += _matmul_backward(p, row)
             continue
         if pred.kind == "attention":
-            op = predict_attention(o.batch, p.heads, p.kv_heads, o.seq, o.seq, spec.head_dim, True, p.store, p.ceil,
-                                   v_head_dim=spec.v_head_dim, backward=True, name=pred.name + ".bwd")
+            op = p.attention(pred.name.startswith("attention (window)"), backward=True)
         else:
             op = predict_memory_op(pred.name + ".bwd", pred.read_bytes + pred.write_bytes, pred.read_bytes,
                                    pred.flops, p.store, p.ceil, shape=pred.shape)
@@ -52,9 +55,19 @@ def backward_rows(p: Any, forward: list[OpRow]) -> list[OpRow]:
     return rows
 
 
+def recompute_rows(forward: list[OpRow], mode: str) -> list[OpRow]:
+    """The forward rows run again in backward: every layer row ("full") or attention only ("selective")."""
+    if mode == "none":
+        return []
+    if mode == "full":
+        return [replace(r, pass_name="recompute") for r in forward if r.layers != "head"]
+    return [replace(r, pass_name="recompute") for r in forward if r.pred.kind == "attention"]
+
+
 def optimizer_row(p: Any, total_params: int) -> OpRow:
-    """AdamW over this GPU's parameters (total / tp)."""
-    params = math.ceil(total_params / p.opts.tp)
+    """AdamW over this GPU's parameters: total / tp, and / dp with ZeRO >= 1 (sharded optimizer states)."""
+    shards = p.opts.tp * (p.opts.dp if p.opts.zero >= 1 else 1)
+    params = math.ceil(total_params / shards)
     write = params * (ADAMW_WRITE_BYTES + bytes_per_element(p.opts.dtype))
     op = predict_memory_op("adamw", params * ADAMW_READ_BYTES, write, params * ADAMW_FLOPS, "fp32", p.ceil,
                            shape=f"{params} params")

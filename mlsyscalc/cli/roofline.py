@@ -12,7 +12,8 @@ import click
 
 from ..calc.calibration import KINDS, LAUNCH_OVERHEAD_S, load_ceilings
 from ..calc.roofline_memory import elementwise_op, embedding_op, norm_op, rotary_op, softmax_op
-from ..calc.roofline_model import PHASES, RooflineOptions, predict_model
+from ..calc.roofline_model import predict_model
+from ..calc.roofline_options import PHASES, RECOMPUTE, WINDOW_MODES, RooflineOptions
 from ..calc.roofline_ops import predict_attention, predict_matmul
 from ..calc.roofline_sweep import sweep_batch
 from ..errors import MlsysError
@@ -116,16 +117,18 @@ def matmul(m, n, k, batch, dtype, weight_dtype, ceilings, plot, fmt, as_json):
 @positive_int("--head-dim", 128, "Per-head width of Q and K.")
 @click.option("--v-head-dim", type=click.IntRange(min=1), default=None, help="Per-head width of V; default --head-dim.")
 @click.option("--causal", is_flag=True, help="Causal mask (keeps 1 - Sq/(2 Skv) of the scores).")
+@click.option("--window", type=click.IntRange(min=1), default=None,
+              help="Sliding window W (with --causal): skip KV tiles outside it (FLOPs ~ Sq x min(Skv, W)).")
 @click.option("--backward", is_flag=True, help="FlashAttention-2 backward instead of forward.")
 @_dtype_option()
 @click.option("--kv-dtype", default=None, help="K/V storage dtype (e.g. fp8 cache); default --dtype.")
 @ceiling_options
 @render.output_options
-def attention(batch, heads, kv_heads, seq, kv_len, head_dim, v_head_dim, causal, backward, dtype, kv_dtype,
+def attention(batch, heads, kv_heads, seq, kv_len, head_dim, v_head_dim, causal, window, backward, dtype, kv_dtype,
               ceilings, plot, fmt, as_json):
     """Flash-style attention: Q, K, V read once, O written once (no S x S round trip)."""
     pred = predict_attention(batch, heads, kv_heads or heads, seq, kv_len or seq, head_dim, causal, dtype, ceilings,
-                             v_head_dim=v_head_dim, kv_dtype=kv_dtype, backward=backward)
+                             v_head_dim=v_head_dim, kv_dtype=kv_dtype, backward=backward, window=window)
     _emit_op(pred, ceilings, plot, fmt, as_json)
 
 
@@ -191,10 +194,19 @@ def _sweep_values(text: str) -> list[int]:
 @click.option("--cluster", default=None, help="Cluster spec for the TP collectives; default: one with this GPU.")
 @click.option("--no-fit-check", is_flag=True, help="Predict even if weights + KV cache exceed GPU memory.")
 @click.option("--sweep", default=None, metavar="batch=1,2,4,...", help="Decode/prefill curve over batch sizes.")
+@click.option("--sliding-window", "window", type=click.Choice(WINDOW_MODES), default=RooflineOptions.window,
+              show_default=True, help="Sliding-window layers: kernels skip KV tiles outside the window, or count "
+              "the full causal sequence.")
+@click.option("--recompute", type=click.Choice(RECOMPUTE), default=RooflineOptions.recompute, show_default=True,
+              help="train: activation recomputation (selective = attention core only).")
+@positive_int("--dp", RooflineOptions.dp, "train: data-parallel replicas (adds gradient communication).")
+@click.option("--zero", type=click.IntRange(0, 3), default=RooflineOptions.zero, show_default=True,
+              help="train with --dp: ZeRO stage (communication rules of `mlsys comm step`).")
+@click.option("--dp-overlap", is_flag=True, help="train with --dp: overlap DP traffic with the backward kernels.")
 @ceiling_options
 @render.output_options
 def model(model, overrides, phase, batch, seq, context, tp, dtype, kv_dtype, cluster, no_fit_check, sweep,
-          ceilings, plot, fmt, as_json):
+          window, recompute, dp, zero, dp_overlap, ceilings, plot, fmt, as_json):
     """Per-kernel roofline of one layer (and the head) of MODEL, and the step's totals.
 
     prefill: time to first token; decode: time per output token (needs --context); train:
@@ -202,7 +214,8 @@ def model(model, overrides, phase, batch, seq, context, tp, dtype, kv_dtype, clu
     """
     spec = resolve_model(model, overrides)
     opts = RooflineOptions(phase=phase, batch=batch, seq=seq, context=context, tp=tp, dtype=dtype,
-                           kv_dtype=kv_dtype, cluster=cluster, check_fit=not no_fit_check)
+                           kv_dtype=kv_dtype, cluster=cluster, check_fit=not no_fit_check, window=window,
+                           recompute=recompute, dp=dp, zero=zero, dp_overlap=dp_overlap)
     if sweep:
         result = sweep_batch(spec, ceilings, opts, _sweep_values(sweep))
         output = sweep_output(result)

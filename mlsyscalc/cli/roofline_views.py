@@ -59,6 +59,7 @@ def model_data(r: ModelRoofline) -> dict:
     return {
         "model": r.model, "gpu": r.gpu, "phase": o.phase, "batch": o.batch, "seq": o.new_tokens,
         "context": o.context, "kv_len": o.kv_len, "tp": o.tp, "dtype": o.dtype, "kv_dtype": o.kv_dtype_name,
+        "sliding_window": o.window, "recompute": o.recompute, "dp": o.dp, "zero": o.zero, "dp_overlap": o.dp_overlap,
         "predicted_s": r.time_s, "bound": r.bound, "tokens_per_s": r.tokens_per_s, "mfu": r.mfu, "mbu": r.mbu,
         "totals": totals, "ops": [row.as_dict() for row in r.rows], "comm": [c.as_dict() for c in r.comm],
         "ceilings": r.ceilings.as_dict(o.compute_dtype),
@@ -72,7 +73,7 @@ def model_output(r: ModelRoofline) -> render.Output:
             row.pred.bytes, row.pred.intensity_flops_per_byte, row.pred.bound, row.pred.predicted_s * 1e6,
             row.total_s * 1e3, f"{100 * row.total_s / total:.1f}%"] for row in r.rows]
     comm = [[c.name, c.pass_name, c.count, fmt_bytes(c.size_bytes), c.time_s * 1e6, c.total_s * 1e3,
-             f"{100 * c.total_s / total:.1f}%", c.method] for c in r.comm]
+             c.exposed_s * 1e3, f"{100 * c.exposed_s / total:.1f}%", c.method] for c in r.comm]
     summary = [
         [_latency_name(o.phase), total, fmt_seconds(total)],
         ["tokens/s", r.tokens_per_s, f"{r.tokens_per_s:,.0f}"],
@@ -81,10 +82,14 @@ def model_output(r: ModelRoofline) -> render.Output:
         ["bound (sum compute vs sum memory)", r.bound, ""],
         ["kernels: compute / memory / fixed", r.compute_s, f"{fmt_seconds(r.compute_s)} / "
          f"{fmt_seconds(r.memory_s)} / {fmt_seconds(r.overhead_s)}"],
-        ["communication", r.comm_s, fmt_seconds(r.comm_s)],
+        ["communication (exposed / total)", r.comm_s - r.comm_hidden_s,
+         f"{fmt_seconds(r.comm_s - r.comm_hidden_s)} / {fmt_seconds(r.comm_s)}"],
         ["weights per GPU", r.weight_bytes, fmt_bytes(r.weight_bytes)],
         ["KV cache per GPU", r.kv_cache_bytes, fmt_bytes(r.kv_cache_bytes)],
     ]
+    if train:
+        summary[1:1] = [[f"{name} kernels", r.pass_s(name), fmt_seconds(r.pass_s(name))]
+                        for name in ("forward", "backward", "recompute", "optimizer")]
     title = (f"{r.model} {o.phase} on {r.gpu}" + (f" x{o.tp} (TP)" if o.tp > 1 else "") +
              f": batch {o.batch}, " + (f"context {o.context}" if o.phase == "decode" else f"seq {o.seq}") +
              f", {o.dtype}")
@@ -92,10 +97,10 @@ def model_output(r: ModelRoofline) -> render.Output:
               render.table("kernels (count = runs per step: layers x per layer)", ["op", "count", "shape", "FLOPs",
                            "bytes", "FLOP/B", "bound", "each us", "total ms", "share"], ops)]
     if comm:
-        tables.append(render.table("tensor-parallel collectives", ["collective", "pass", "count", "size",
-                                   "each (us)", "total (ms)", "share", "method"], comm))
+        tables.append(render.table("collectives (tensor parallel; data parallel with --dp)", ["collective", "pass",
+                                   "count", "size", "each (us)", "total (ms)", "exposed (ms)", "share", "method"], comm))
     notes = (FORMULA, _ceiling_note(r.ceilings),
-             "Kernels and collectives run back to back (no overlap); MFU uses calc.flops model FLOPs "
+             "Kernels and collectives run back to back (overlap only with --dp-overlap); MFU uses calc.flops model FLOPs "
              "(train: 3x forward), MBU every kernel's minimum bytes.", *r.notes, *r.ceilings.notes)
     return render.Output(model_data(r), tuple(tables), notes)
 

@@ -1,0 +1,41 @@
+"""The notes a model-level roofline prints: which approximations and options shaped its rows."""
+
+from __future__ import annotations
+
+from ..specs.model import ModelSpec
+from .roofline_options import RooflineOptions
+
+
+def model_notes(spec: ModelSpec, opts: RooflineOptions) -> tuple[str, ...]:
+    notes = []
+    if spec.sliding_window and spec.sliding_window_layers:
+        how = ("kernels skip KV tiles outside the window (prefill/train FLOPs ~ S*min(S, W); decode reads at most "
+               "W keys; --sliding-window full counts the full causal sequence)" if opts.window == "skip" else
+               "counted over the full causal sequence (--sliding-window full; a masking kernel without tile "
+               "skipping); decode reads the whole context")
+        notes.append(f"sliding window {spec.sliding_window} on {spec.sliding_window_layers} of {spec.num_layers} "
+                     f"layers: {how}")
+    if spec.mla is not None:
+        notes.append("MLA: decode attends over the cached latent with absorbed up-projections (MQA, "
+                     "d_qk = kv_lora_rank + rope, d_v = kv_lora_rank); prefill over expanded per-head K/V")
+    if spec.is_moe:
+        notes.append("MoE: weights of the expected distinct experts E(1-(1-k/E)^T) are read; T = tokens of the step")
+    if opts.phase == "train":
+        notes += _train_notes(opts)
+    return tuple(notes)
+
+
+def _train_notes(opts: RooflineOptions) -> list[str]:
+    notes = [{"none": "no activation recomputation",
+              "selective": "selective recomputation: the attention core runs again before its backward (rows "
+                           "'recompute'); MFU excludes it",
+              "full": "full recomputation: every layer's forward kernels (and TP all-reduces) run again before "
+                      "backward (rows 'recompute'); MFU excludes it"}[opts.recompute]]
+    if opts.dp > 1:
+        overlap = ("overlapped (gradients with backward, parameter all-gathers with forward, ZeRO-3 both with "
+                   "forward + backward); only the excess is added to the step" if opts.dp_overlap
+                   else "added to the step, not overlapped (--dp-overlap hides it behind kernels)")
+        notes.append(f"data parallel x{opts.dp}, ZeRO-{opts.zero}: gradient/parameter traffic from calc.comm_step, "
+                     f"{overlap}; tokens/s counts all replicas" + ("; AdamW over 1/dp of the parameters"
+                                                                    if opts.zero >= 1 else ""))
+    return notes
