@@ -6,6 +6,8 @@ Subcommands load lazily from BENCH_COMMANDS ("name": "module:attribute", full mo
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import asdict
 from typing import Callable
 
@@ -47,6 +49,14 @@ def sweep_options(func: Callable) -> Callable:
     return render.output_options(func)
 
 
+def _notes() -> tuple[str, ...]:
+    notes = ("times are triton.testing.do_bench medians with L2 flushed; a row with an error was not timed",)
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        notes += ("--interpret: the kernels ran in Triton's CPU interpreter, so the times, rates and "
+                  "speedups measure numpy on the CPU, not the kernels; only the correctness columns count",)
+    return notes
+
+
 def emit_rows(rows, fmt: str, as_json: bool, title: str) -> None:
     """Render a sweep: the per-group summary, then every row (JSON carries all raw fields)."""
     from ..bench.summary import summarize
@@ -63,6 +73,6 @@ def emit_rows(rows, fmt: str, as_json: bool, title: str) -> None:
                 render.table("summary (speedup = baseline ms / kernel ms)",
                              ["kernel", "baseline", "dtype", "timed", "failed", "geomean", "min", "worst shape"],
                              summary)),
-        notes=("times are triton.testing.do_bench medians with L2 flushed; a row with an error was not timed",),
+        notes=_notes(),
     )
     render.emit(output, fmt, as_json)
