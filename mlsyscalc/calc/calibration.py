@@ -13,14 +13,14 @@ Nothing here reads a file except `read_calibration`, which the CLI and the harne
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import MlsysError, require
-from ..specs.gpu import GPUSpec, builtin_gpus, load_gpu, normalise_dtype
+from ..specs.gpu import GPUSpec, builtin_gpus, load_gpu, normalise_dtype, peak_from
+from ..specs.lookup import read_json
 
 # Fixed cost of one kernel: launch, prologue/epilogue and the tail of the last wave. An assumption
 # (2 us is the usual back-to-back launch gap on a CUDA stream); a calibration file may measure it.
@@ -68,11 +68,8 @@ class Ceilings:
 
     def peak(self, dtype: str) -> float:
         """Base FLOP/s for a compute dtype (measured if calibrated, else datasheet)."""
-        key = normalise_dtype(dtype)
-        value = self.base_flops.get(key)
-        if not value:
-            raise MlsysError(f"{self.gpu.name}: no {key} peak (datasheet or calibration) for this GPU")
-        return float(value)
+        return peak_from(self.base_flops, dtype,
+                         self.gpu.name + ": no {key} peak (datasheet or calibration) for this GPU")
 
     def flops_per_s(self, dtype: str, kind: str = "matmul") -> float:
         """Achievable FLOP/s of one kind of kernel: base peak x efficiency of that kind."""
@@ -142,12 +139,7 @@ def datasheet_ceilings(gpu: GPUSpec | str, efficiency: Efficiency | None = None,
 
 def read_calibration(path: str | Path) -> dict[str, Any]:
     """The calibration JSON as a dict; a missing or malformed file is an MlsysError."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise MlsysError(f"calibration: cannot read {path}: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise MlsysError(f"calibration: {path} is not valid JSON ({exc})") from None
+    data = read_json(Path(path), "calibration")
     require(isinstance(data, dict), f"calibration: {path} must hold a JSON object")
     return data
 

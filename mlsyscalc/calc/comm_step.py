@@ -37,7 +37,7 @@ from ..errors import divide, require
 from ..specs.cluster import ClusterSpec, load_cluster
 from ..specs.model import ModelSpec
 from .comm_collectives import TREE_COLLECTIVES, collective_cost
-from .dtypes import bytes_per_element, dtype_name
+from ..dtypes import bytes_per_element, dtype_name
 from .layers import mlp_linears
 from .params import count_params
 

@@ -18,11 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
+from ..dtypes import bytes_per_element, dtype_name
 from ..errors import require
 from ..specs.model import ModelSpec
-from .dtypes import bytes_per_element, dtype_name
 from .layers import Linear, layer_linears
-from .memory_common import check_tp, kv_divisor, linear_params_per_rank, merge_bytes, stage_params, tp_kind, tp_split
+from .memory_common import linear_params_per_rank, merge_bytes, stage_params
+from .tensor_parallel import check_tp, kv_divisor, tp_kind, tp_split
 
 WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4")
 BREAKDOWN_KEYS = ("weights", "kv_cache", "activations")

@@ -20,11 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from ..dtypes import dtype_name
 from ..errors import MlsysError, divide, require
 from ..specs.model import ModelSpec
-from .activations import Split, item_bytes, layer_bytes, layer_saved, Saved
-from .dtypes import dtype_name
-from .memory_common import check_tp, kv_divisor, merge_bytes, stage_layers, stage_params
+from .activations import Saved, Split, item_bytes, layer_bytes, layer_saved
+from .memory_common import merge_bytes, stage_layers, stage_params
+from .tensor_parallel import check_tp, kv_divisor
 
 OPTIMIZERS = ("adamw", "sgd-momentum", "adafactor", "adam8bit")
 RECOMPUTE = ("none", "selective", "full")

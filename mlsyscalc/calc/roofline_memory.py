@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import require
-from .dtypes import bytes_per_element
+from ..dtypes import bytes_per_element
 from .roofline_ops import OpPrediction, predict_memory_op
 
 

@@ -18,10 +18,10 @@ import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from ..dtypes import bytes_per_element, dtype_name
 from ..errors import MlsysError, divide
 from ..specs.model import ModelSpec
 from .calibration import Ceilings
-from .dtypes import bytes_per_element, dtype_name
 from .flops import attention_core_flops, count_flops
 from .layers import Linear, head_linears, layer_linears, norm_width
 from .params import count_params
@@ -32,9 +32,7 @@ from .roofline_ops import (OpPrediction, OpRow, predict_attention, predict_group
                            predict_memory_op, window_fraction)
 from .roofline_options import PHASES, RooflineOptions  # noqa: F401  (re-exported)
 from .roofline_train import backward_rows, optimizer_row, recompute_rows
-
-REPLICATED = {"router", "q_a_proj", "kv_a_proj_with_mqa", "project_in", "project_out"}
-ROW_PARALLEL = {"o_proj", "down_proj"}
+from .tensor_parallel import tp_kind
 
 
 @dataclass(frozen=True)
@@ -179,10 +177,10 @@ class _Pass:
 
 def _shard(p: _Pass, lin: Linear) -> tuple[int, int]:
     """(in, out) features of one GPU's slice of a Linear."""
-    tp, base = p.opts.tp, lin.name.split(".")[-1]
-    if tp == 1 or base in REPLICATED:
+    tp, base, kind = p.opts.tp, lin.name.split(".")[-1], tp_kind(lin)
+    if tp == 1 or kind == "replicated":
         return lin.in_features, lin.out_features
-    if base in ROW_PARALLEL:
+    if kind == "row":
         return divide(lin.in_features, tp, f"--tp {tp}: {lin.name} input"), lin.out_features
     if base in ("k_proj", "v_proj"):
         return lin.in_features, p.kv_heads * (lin.out_features // p.spec.num_kv_heads)

@@ -25,7 +25,7 @@ from typing import Any
 from ..errors import require
 from ..specs.gpu import GPUSpec, normalise_dtype
 from .calibration import Ceilings, load_ceilings
-from .dtypes import bytes_per_element, dtype_name
+from ..dtypes import bytes_per_element, dtype_name
 
 # Output tile (BLOCK_M, BLOCK_N) candidates: CUTLASS/cuBLAS bf16 tiles on Hopper (128x256 with
 # two consumer warpgroups, 128x128), smaller ones for shapes that cannot fill the SMs, and 16-row

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import divide, require
+from ..dtypes import dtype_name
+from ..errors import require
 from ..specs.model import ModelSpec
-from .dtypes import dtype_name
 from .flops import FlopOptions
+from .tensor_parallel import check_tp
 
 PHASES = ("prefill", "decode", "train")
 WINDOW_MODES = ("skip", "full")  # sliding-window attention: skip KV tiles outside the window, or not
@@ -75,14 +76,7 @@ class RooflineOptions:
         _ = self.kv_dtype_name, self.compute_dtype  # unknown dtypes are an error here
         self._validate_positions(spec)
         self._validate_train()
-        tp = self.tp
-        divide(spec.num_heads, tp, f"--tp {tp}: attention heads")
-        kv = spec.num_kv_heads
-        require(kv % tp == 0 or tp % kv == 0, f"--tp {tp}: {kv} KV heads neither split over nor replicate onto {tp} GPUs")
-        if spec.is_moe:
-            divide(spec.moe.expert_intermediate_size, tp, f"--tp {tp}: expert intermediate size")  # type: ignore[union-attr]
-        if spec.num_dense_layers:
-            divide(spec.intermediate_size, tp, f"--tp {tp}: MLP intermediate size")
+        check_tp(spec, self.tp)  # heads, KV heads (split or replicated) and every split width
 
     def _validate_positions(self, spec: ModelSpec) -> None:
         """A learned position table has no row past its last: longer sequences cannot be embedded."""

@@ -20,7 +20,7 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from .dtypes import bytes_per_element
+from ..dtypes import bytes_per_element
 from .roofline_ops import OpRow, predict_grouped_matmul, predict_matmul, predict_memory_op
 
 ADAMW_READ_BYTES = 16  # fp32 master weight, fp32 gradient, fp32 m, fp32 v

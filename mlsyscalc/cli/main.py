@@ -51,11 +51,9 @@ class MainGroup(LazyGroup):
             return super().resolve_command(ctx, args)
         except click.UsageError as exc:
             if args and args[0] not in COMMANDS:
-                import difflib
+                from ..specs.lookup import suggest
 
-                close = difflib.get_close_matches(args[0], list(COMMANDS), n=3)
-                hint = f" (did you mean: {', '.join(close)}?)" if close else ""
-                raise click.UsageError(f"no such command {args[0]!r}{hint}", ctx) from exc
+                raise click.UsageError(f"no such command {args[0]!r}{suggest(args[0], COMMANDS)}", ctx) from exc
             raise
 
     def invoke(self, ctx: click.Context):

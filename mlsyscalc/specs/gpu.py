@@ -11,21 +11,30 @@ from functools import lru_cache
 from typing import Any, Mapping
 
 from ..errors import MlsysError
+from ..dtypes import dtype_name
 from .lookup import all_names, find_named, load_spec_dir, suggest
 
-DTYPE_ALIASES = {
-    "float32": "fp32", "fp32": "fp32", "tf32": "tf32",
-    "bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "fp16": "fp16", "half": "fp16",
-    "fp8": "fp8", "e4m3": "fp8", "fp8_e4m3": "fp8", "e5m2": "fp8", "fp8_e5m2": "fp8",
-    "int8": "int8",
-}
+COMPUTE_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")  # the keys of peak_dense_tflops
 
 
 def normalise_dtype(dtype: str) -> str:
-    key = DTYPE_ALIASES.get(str(dtype).lower())
-    if key is None:
-        raise MlsysError(f"unknown compute dtype {dtype!r} (use one of: fp32, tf32, bf16, fp16, fp8, int8)")
+    """A compute dtype's canonical name (aliases as in mlsyscalc.dtypes); storage-only ones are errors."""
+    try:
+        key = dtype_name(dtype)
+    except MlsysError:
+        key = None
+    if key not in COMPUTE_DTYPES:
+        raise MlsysError(f"unknown compute dtype {dtype!r} (use one of: {', '.join(COMPUTE_DTYPES)})")
     return key
+
+
+def peak_from(table: Mapping[str, float | None], dtype: str, missing: str) -> float:
+    """The FLOP/s a peak table gives a compute dtype; `missing` (with a {key} field) when it has none."""
+    key = normalise_dtype(dtype)
+    value = table.get(key)
+    if not value:
+        raise MlsysError(missing.format(key=key))
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -50,11 +59,7 @@ class GPUSpec:
 
     def peak_flops(self, dtype: str) -> float:
         """Dense peak in FLOP/s for a compute dtype; an error if the vendor publishes none."""
-        key = normalise_dtype(dtype)
-        value = self.peak_flops_by_dtype.get(key)
-        if not value:
-            raise MlsysError(f"{self.name}: no {key} peak is published for this GPU")
-        return float(value)
+        return peak_from(self.peak_flops_by_dtype, dtype, self.name + ": no {key} peak is published for this GPU")
 
     def ridge_point(self, dtype: str) -> float:
         """Arithmetic intensity (FLOP/byte) where compute and bandwidth roofs meet."""

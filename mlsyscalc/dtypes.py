@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import MlsysError
+from .errors import MlsysError
 
 # Storage size in bytes per element (int4/nf4 pack two values per byte; their group-wise
 # scales are accounted for separately by the calculators that use them).
