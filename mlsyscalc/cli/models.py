@@ -21,7 +21,7 @@ def models(ctx, fmt, as_json):
     if ctx.invoked_subcommand is not None:
         return
     rows, data = [], []
-    for name, config in builtin_configs().items():
+    for name in builtin_configs():
         spec = load_model(name)
         total = count_params(spec).total
         data.append({"name": name, "model_type": spec.model_type, "total_params": total,
