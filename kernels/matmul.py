@@ -80,14 +80,11 @@ def _epilogue(acc, offs_m, offs_n, M, N, a_scale_ptr, b_scale_ptr, bias_ptr,
 
 
 @triton.jit
-def _matmul_tma_kernel(
-    a_desc, b_desc, c_desc,                  # descriptors: A (M,K) or A^T (K,M); B^T (N,K) or B (K,N); C (M,N)
-    a_scale_ptr, b_scale_ptr, bias_ptr,      # fp32 scales (scalar or per row/column), bias (N,)
-    M, N, K,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    NUM_SMS: tl.constexpr, A_T: tl.constexpr, B_NK: tl.constexpr,
-    SCALE: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr, INT8: tl.constexpr,
-):
+def _persistent_tma_loop(a_desc, b_desc, c_desc, a_scale_ptr, b_scale_ptr, bias_ptr, M, N, K,
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                         NUM_SMS: tl.constexpr, A_T: tl.constexpr, B_NK: tl.constexpr,
+                         SCALE: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr, INT8: tl.constexpr):
+    """The persistent tile loop over TMA descriptors, whoever made them (the host or this program)."""
     ACC_DTYPE: tl.constexpr = tl.int32 if INT8 else tl.float32  # int8 x int8 sums exactly in int32
     start_pid = tl.program_id(axis=0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -118,6 +115,44 @@ def _matmul_tma_kernel(
         acc = _epilogue(acc.to(tl.float32), offs_m, offs_n, M, N, a_scale_ptr, b_scale_ptr, bias_ptr,
                         SCALE, HAS_BIAS, ACT)
         c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
+
+
+@triton.jit
+def _matmul_tma_kernel(
+    a_desc, b_desc, c_desc,                  # descriptors: A (M,K) or A^T (K,M); B^T (N,K) or B (K,N); C (M,N)
+    a_scale_ptr, b_scale_ptr, bias_ptr,      # fp32 scales (scalar or per row/column), bias (N,)
+    M, N, K,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    NUM_SMS: tl.constexpr, A_T: tl.constexpr, B_NK: tl.constexpr,
+    SCALE: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr, INT8: tl.constexpr,
+):
+    _persistent_tma_loop(a_desc, b_desc, c_desc, a_scale_ptr, b_scale_ptr, bias_ptr, M, N, K,
+                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_SMS, A_T, B_NK, SCALE, HAS_BIAS, ACT, INT8)
+
+
+@triton.jit
+def _matmul_dtma_kernel(
+    a_ptr, b_ptr, c_ptr,                     # A (M,K) or its column-major view, B (K,N) or W.T, C (M,N) row-major
+    a_scale_ptr, b_scale_ptr, bias_ptr,
+    M, N, K,
+    stride_a, stride_b, stride_c,            # the non-unit stride of each operand, in elements
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    NUM_SMS: tl.constexpr, A_T: tl.constexpr, B_NK: tl.constexpr,
+    SCALE: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr, INT8: tl.constexpr,
+):
+    """The TMA kernel with descriptors built on the device, once per program: the host passes plain
+    pointers, so a launch costs no host-side descriptor objects or CUtensorMap encoding."""
+    if A_T:
+        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[K, M], strides=[stride_a, 1], block_shape=[BLOCK_K, BLOCK_M])
+    else:
+        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_a, 1], block_shape=[BLOCK_M, BLOCK_K])
+    if B_NK:
+        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[stride_b, 1], block_shape=[BLOCK_N, BLOCK_K])
+    else:
+        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_b, 1], block_shape=[BLOCK_K, BLOCK_N])
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_c, 1], block_shape=[BLOCK_M, BLOCK_N])
+    _persistent_tma_loop(a_desc, b_desc, c_desc, a_scale_ptr, b_scale_ptr, bias_ptr, M, N, K,
+                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_SMS, A_T, B_NK, SCALE, HAS_BIAS, ACT, INT8)
 
 
 @triton.jit
@@ -183,6 +218,17 @@ _TMA_FP8 = triton.autotune(_configs([
 ]), key=_KEY, do_bench=_quick_bench)(_matmul_tma_kernel)
 _TMA_32BIT = triton.autotune(_configs([(128, 128, 32, 3, 8), (128, 64, 32, 4, 4), (64, 64, 32, 4, 4)]),
                              key=_KEY, do_bench=_quick_bench)(_matmul_tma_kernel)
+
+def _dtma_configs(tiles):
+    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_stages=st, num_warps=w)
+            for bm, bn, bk, st, w in tiles]
+
+
+# the same tiles as the host-descriptor kernels above, without the pre-hook that sizes host descriptors
+_DTMA = {size: triton.autotune(_dtma_configs([(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"],
+                                               c.num_stages, c.num_warps) for c in tuned.configs]),
+                               key=_KEY, do_bench=_quick_bench)(_matmul_dtma_kernel)
+         for size, tuned in ((1, _TMA_FP8), (2, _TMA_16BIT), (4, _TMA_32BIT))}
 _PTR_GPU = triton.autotune([
     triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, num_stages=4, num_warps=8),
     triton.Config({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}, num_stages=4, num_warps=4),
@@ -229,15 +275,16 @@ def _check(a, b, bias, a_scale, b_scale, activation):
 def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None, activation: str = "none",
            a_scale: torch.Tensor | None = None, b_scale: torch.Tensor | None = None,
            out_dtype: torch.dtype | None = None, path: str = "auto", split_k: int | str | None = None,
-           launch_cache: bool = False) -> torch.Tensor:
+           launch_cache: bool = True) -> torch.Tensor:
     """C (M,N) = act(a_scale * b_scale * (a @ b) + bias). fp8 needs scales; its output defaults to bf16.
 
-    path: "auto" (TMA when both operands are TMA-addressable on a GPU), "tma", or "ptr".
+    path: "auto" (device-built TMA descriptors when A, B and C are TMA-addressable on a GPU), "dtma" (the
+    same), "tma" (descriptors built on the host, as first measured), or "ptr".
     split_k: None = the persistent kernel; "auto" = the split-K kernel where 128x128 tiles leave
     SMs idle (matmul_splitk.choose_split_k), else the persistent one; an int >= 1 forces the split-K
     kernel with that many K-slices (1: small tiles, one program per tile, no workspace).
-    launch_cache: reuse the compiled kernel, config and grid of an identical earlier launch
-    (opt-in until it has been measured and checked on a GPU; see reports/matmul/notes.md).
+    launch_cache: reuse the compiled kernel, config and grid of an identical earlier launch (default;
+    on one H200 it cut the host time per call that do_bench could not hide: reports/matmul/notes.md).
     """
     _check(a, b, bias, a_scale, b_scale, activation)
     M, K = a.shape
@@ -256,9 +303,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
               bias if bias is not None else dummy)
     tma_ok = _tma_ok(a) and _tma_ok(b) and _tma_ok(c)
     if path == "auto":
-        path = "tma" if (a.is_cuda and tma_ok) else "ptr"
-    if path == "tma" and not tma_ok:
-        raise ValueError("path='tma' needs one unit stride and 16-byte aligned rows in A, B and C")
+        path = "dtma" if (a.is_cuda and tma_ok) else "ptr"
+    if path in ("tma", "dtma") and not tma_ok:
+        raise ValueError(f"path={path!r} needs one unit stride and 16-byte aligned rows in A, B and C")
     if M == 0 or N == 0:
         return c
     num_sms = _num_sms(a.device)
@@ -271,6 +318,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
                                     a_t=a_t, b_nk=b_nk, cache=launch_cache)
     elif path == "tma":
         _launch_tma(a, b, c, scales, num_sms, args, launch_cache)
+    elif path == "dtma":
+        _launch_dtma(a, b, c, scales, num_sms, args, launch_cache)
     else:
         _launch_ptr(a, b, c, scales, num_sms, args, launch_cache)
     return c
@@ -317,6 +366,37 @@ def _launch_tma(a, b, c, scales, num_sms, args, cache=True):
 
     matmul_launch.launch(kernel, grid, (a_desc, b_desc, c_desc, *scales, M, N, K),
                          dict(NUM_SMS=num_sms, A_T=a_t, B_NK=b_nk, **args), cache=cache)
+
+
+def _launch_dtma(a, b, c, scales, num_sms, args, cache=True):
+    """Device-built descriptors: A as itself (row-major) or as A^T, B as itself or as W = B^T (nn.Linear)."""
+    M, K = a.shape
+    N = b.shape[1]
+    a_t = a.stride(1) != 1
+    b_nk = b.stride(0) == 1
+    strides = (a.stride(1) if a_t else a.stride(0), b.stride(1) if b_nk else b.stride(0), c.stride(0))
+    consts = dict(NUM_SMS=num_sms, A_T=a_t, B_NK=b_nk, **args)
+    _set_scratch_allocator()
+    if _interpreting():
+        tiles = triton.cdiv(M, 32) * triton.cdiv(N, 32)
+        _matmul_dtma_kernel[(min(num_sms, tiles),)](a, b, c, *scales, M, N, K, *strides, BLOCK_M=32, BLOCK_N=32,
+                                                    BLOCK_K=32, GROUP_M=2, **consts)
+        return
+
+    def grid(meta):
+        return (min(num_sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
+
+    matmul_launch.launch(_DTMA[a.element_size()], grid, (a, b, c, *scales, M, N, K, *strides), consts, cache=cache)
+
+
+_ALLOCATOR_SET = []
+
+
+def _set_scratch_allocator() -> None:
+    """Device-built descriptors live in per-program global scratch that the launcher asks the caller for."""
+    if not _ALLOCATOR_SET:
+        triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
+        _ALLOCATOR_SET.append(True)
 
 
 def _launch_ptr(a, b, c, scales, num_sms, args, cache=True):

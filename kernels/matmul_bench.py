@@ -3,10 +3,11 @@
 One case per (shape, dtype, split_k choice, launch cache on/off); the choice is part of the
 kernel name, so a sweep can time the persistent kernel and the split-K kernel side by side:
 
-    triton_matmul                   split_k=None, launch cache off (the default call, as measured)
+    triton_matmul                   split_k=None, path "auto", launch cache on: matmul()'s defaults
     triton_matmul_splitk_auto       split_k="auto" (extra_split_k: what it resolved to, 0 = persistent)
     triton_matmul_splitk<S>         split_k=S forced
-    ..._cached                      the same with launch_cache=True (skips autotuner + binder on repeats)
+    ..._<path>                      path forced: tma (host-built descriptors), dtma (device-built), ptr
+    ..._nocache                     launch_cache=False (autotuner + binder on every call)
 
 On a GPU each row also records `extra_host_us` / `extra_baseline_host_us`: host microseconds per
 call of the kernel and of the baseline, from back-to-back calls without synchronisation
@@ -21,9 +22,10 @@ import torch
 from .matmul import _num_sms, matmul, matmul_ref, quantize_fp8, resolve_split_k
 
 
-def kernel_name(split_k: int | str | None = None, launch_cache: bool = False) -> str:
+def kernel_name(split_k: int | str | None = None, launch_cache: bool = True, path: str = "auto") -> str:
     name = "triton_matmul" if split_k is None else f"triton_matmul_splitk{'_auto' if split_k == 'auto' else split_k}"
-    return name + "_cached" if launch_cache else name
+    name += "" if path == "auto" else f"_{path}"
+    return name if launch_cache else name + "_nocache"
 
 
 def parse_split_k(text: str) -> int | str | None:
@@ -36,7 +38,7 @@ def parse_split_k(text: str) -> int | str | None:
 
 
 def bench_case(M: int, N: int, K: int, dtype: str = "bfloat16", activation: str = "none",
-               split_k: int | str | None = None, launch_cache: bool = False):
+               split_k: int | str | None = None, launch_cache: bool = True, path: str = "auto"):
     """A harness case: x (M,K) @ W.T with W (N,K), nn.Linear's layout, against the torch path.
 
     dtype: "bfloat16" | "float16" | "float32" (vs torch.matmul, i.e. cuBLAS) or
@@ -48,7 +50,7 @@ def bench_case(M: int, N: int, K: int, dtype: str = "bfloat16", activation: str 
     fp8 = dtype.startswith("fp8")
     in_bytes = 1 if fp8 else torch.empty((), dtype=getattr(torch, dtype)).element_size()
     out_bytes = 2 if fp8 else in_bytes
-    opts = dict(split_k=split_k, launch_cache=launch_cache)
+    opts = dict(split_k=split_k, launch_cache=launch_cache, path=path)
 
     def build() -> Bench:
         dev = harness.device()
@@ -77,7 +79,7 @@ def bench_case(M: int, N: int, K: int, dtype: str = "bfloat16", activation: str 
                 bench.extra["baseline_host_us"] = host_us(bench.baseline)
         return bench
 
-    return Case(kernel=kernel_name(split_k, launch_cache), baseline="torch._scaled_mm" if fp8 else "torch.matmul",
+    return Case(kernel=kernel_name(split_k, launch_cache, path), baseline="torch._scaled_mm" if fp8 else "torch.matmul",
                 shape=f"{M}x{N}x{K}", dtype=dtype, build=build, flops=2.0 * M * N * K,
                 bytes=float(in_bytes * (M * K + N * K) + out_bytes * M * N),
                 variant="" if activation == "none" else activation, gate="fp8" if fp8 else dtype)

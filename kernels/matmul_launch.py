@@ -10,7 +10,7 @@ the chosen config's constexprs and the grid under a key; later calls with the sa
 runtime/jit.py). Tensor descriptors still get their CUtensorMap encoded per launch by the
 driver's launcher (backends/nvidia/driver.py `make_tensordesc_arg`): that part has no cache.
 
-The key covers everything the JIT specialises on: each tensor's dtype and 16-byte alignment,
+The key covers everything the JIT specialises on: each tensor's dtype, device type and 16-byte alignment,
 each descriptor's dtype, shape and strides, every integer's exact value, the constexprs and the
 device. Per-call values must be the leading parameters (`args`); the remaining ones come from
 `consts` and the config, and must not change under one key.
@@ -50,7 +50,7 @@ disabled: str | None = None  # set when a direct launch failed: the reason
 def _spec(x):
     """What the JIT specialises on for one argument, as a hashable value."""
     if isinstance(x, torch.Tensor):
-        return (x.dtype, x.data_ptr() % 16 == 0)
+        return (x.dtype, x.is_cuda, x.data_ptr() % 16 == 0)
     if isinstance(x, TensorDescriptor):
         return (x.base.dtype, tuple(x.shape), tuple(x.strides), x.base.data_ptr() % 16 == 0, x.padding)
     return (type(x), x)
@@ -102,8 +102,11 @@ def _launch_entry(entry: Entry, device: int, full: tuple) -> None:
         entry.pre_hook(dict(zip(entry.names, full)))
     stream = driver.active.get_current_stream(device)
     c, (g0, g1, g2) = entry.compiled, entry.grid
+    # tensors go in as raw addresses: the launcher then skips its per-pointer driver query (the key
+    # already says they are CUDA tensors with the alignment the first, checked launch had)
+    raw = tuple(x.data_ptr() if isinstance(x, torch.Tensor) else x for x in full)
     c.run(g0, g1, g2, stream, c.function, c.packed_metadata, c.launch_metadata(entry.grid, stream, *full),
-          knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook, *full)
+          knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook, *raw)
 
 
 def _disable(reason: str) -> None:

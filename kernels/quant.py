@@ -259,7 +259,7 @@ _WO_DIRECT = triton.autotune(_wo_configs(False), key=_WO_KEY, do_bench=_quick_be
 _WO_SPLIT = triton.autotune(_wo_configs(True), key=_WO_KEY, reset_to_zero=["y_ptr"], do_bench=_quick_bench,
                             prune_configs_by={"early_config_prune": _wo_prune})(_weight_only_kernel)
 _WO_CHOICE: dict = {}   # (M, N, K, bits, group, dtype, variant) -> "direct" | "split", measured on first use
-W4_VARIANTS = ("interleave", "evenodd", "halves")
+W4_VARIANTS = ("interleave", "evenodd", "halves", "gemv")
 
 
 def _wo_launch(x, q, scale, bits, group, split, variant="interleave"):
@@ -298,7 +298,8 @@ def weight_only_matmul(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bi
     split_k: None = choose by timing both launches once per shape on the GPU (direct store vs K
     split over programs with fp32 atomics); an int forces it (1 = direct).
     variant (int4 only): "interleave" (the measured default), "evenodd" or "halves" (kernels/quant_w4.py,
-    unmeasured; "halves" needs q repacked by `quant_w4.pack_halves(q, group)`).
+    unmeasured; "halves" needs q repacked by `quant_w4.pack_halves(q, group)`). "gemv" (int8 and int4,
+    M <= 16): kernels/quant_gemv.py, one launch, conversions by bit operations; int4 needs the "halves" packing.
     """
     assert bits in (8, 4), "bits must be 8 or 4"
     assert x.dim() == 2 and x.stride(1) == 1 and q.stride(1) == 1, "x and q need contiguous rows"
@@ -308,7 +309,11 @@ def weight_only_matmul(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bi
     group = group or K
     assert q.shape[1] * (2 if bits == 4 else 1) == K, f"weight {tuple(q.shape)} does not match K={K}"
     assert scale.shape == (N, K // group), f"scale must be ({N}, {K // group})"
-    assert variant in W4_VARIANTS and (bits == 4 or variant == "interleave"), f"variant {variant!r}?"
+    assert variant in W4_VARIANTS and (bits == 4 or variant in ("interleave", "gemv")), f"variant {variant!r}?"
+    if variant == "gemv":
+        from .quant_gemv import gemv
+
+        return gemv(x, q, scale, bits, group)
     assert bits == 8 or (group in (32, 64, 128, 256) and K % (256 if variant == "interleave" else group) == 0), \
         "int4 needs group 32..256 and K % 256 == 0 (evenodd, halves: K % group == 0)"
     if split_k is not None or not x.is_cuda:

@@ -22,8 +22,8 @@ from .quant import (
 )
 from .quant_w4 import pack_halves
 
-KINDS = ("quantize", "w8a16", "w4a16", "w4a16_evenodd", "w4a16_halves", "w8a8")
-W4_KINDS = {"w4a16": "interleave", "w4a16_evenodd": "evenodd", "w4a16_halves": "halves"}   # kind -> variant
+KINDS = ("quantize", "w8a16", "w8a16_gemv", "w4a16", "w4a16_evenodd", "w4a16_halves", "w4a16_gemv", "w8a8")
+W4_KINDS = {"w4a16": "interleave", "w4a16_evenodd": "evenodd", "w4a16_halves": "halves", "w4a16_gemv": "gemv"}  # -> variant
 
 QUANT_SIZES = ((4096, 4096), (8192, 8192), (22016, 4096), (8192, 28672))   # (N, K) llama weights
 QUANT_MODES = (("int8", None, "float32"), ("int4", 128, "bfloat16"), ("fp8", None, "float32"))
@@ -63,10 +63,15 @@ def _weight_only_case(M, N, K, bits, dev_dtype, variant="interleave"):
         q, s = quantize(torch.randn(N, K, device=dev, dtype=dev_dtype), mode, group, dev_dtype)
         w = dequantize_ref(q, s, mode, group).to(dev_dtype)   # the same weights in 16 bits for the baseline
         x = torch.randn(M, K, device=dev, dtype=dev_dtype)
-        qk = pack_halves(q, group) if variant == "halves" else q   # repacked once, outside the timing
-        return Bench(run=lambda: weight_only_matmul(x, qk, s, bits, group, variant=variant),
-                     reference=lambda: weight_only_matmul_ref(x, q, s, bits, group),
-                     baseline=lambda: torch.matmul(x, w.T))
+        qk = pack_halves(q, group) if bits == 4 and variant in ("halves", "gemv") else q   # repacked once, untimed
+        bench = Bench(run=lambda: weight_only_matmul(x, qk, s, bits, group, variant=variant),
+                      reference=lambda: weight_only_matmul_ref(x, q, s, bits, group),
+                      baseline=lambda: torch.matmul(x, w.T))
+        if x.is_cuda:   # host microseconds per call: above do_bench's L2 flush (~60 us) they show in the timing
+            from .matmul_launch import host_us
+
+            bench.extra.update(host_us=host_us(bench.run), baseline_host_us=host_us(bench.baseline))
+        return bench
 
     w_bytes = N * K * bits // 8 + N * (K // (group or K)) * 2
     io_bytes = 2 * (M * K + M * N)
@@ -107,9 +112,10 @@ def bench_cases(kinds, shapes: str | None = None, sweep: str | None = None, smal
                 ([(48, 256)] if small else list(QUANT_SIZES))
             cases += [_quantize_case(n, k, mode, group, sdt if not small else "float32", dev_dtype)
                       for n, k in sizes for mode, group, sdt in QUANT_MODES if not (small and mode == "fp8")]
-        elif kind == "w8a16" or kind in W4_KINDS:
+        elif kind in ("w8a16", "w8a16_gemv") or kind in W4_KINDS:
             chosen = shape_sets.pick(shapes, sweep, "decode") if shapes or not small else [(1, 40, 256), (5, 40, 256)]
-            bits, variant = (8, "interleave") if kind == "w8a16" else (4, W4_KINDS[kind])
+            bits, variant = (8, "gemv" if kind == "w8a16_gemv" else "interleave") if kind.startswith("w8") \
+                else (4, W4_KINDS[kind])
             cases += [_weight_only_case(m, n, k, bits, dev_dtype, variant) for m, n, k in chosen]
         else:
             chosen = shape_sets.pick(shapes, sweep, "int8_squares") if not small else [(33, 48, 64)]

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Run on the GPU machine from the repository root: GPU tests, ceilings, matmul + quant sweeps.
-# Usage: MLSYS_GIT_COMMIT=<sha> bash scripts/device_bench_kernels.sh smoke|full|w4
+# Usage: MLSYS_GIT_COMMIT=<sha> bash scripts/device_bench_kernels.sh smoke|full|w4|splitk|lean
+# lean: the one-launch W4A16/W8A16 decode kernel (kernels/quant_gemv.py) over the decode sweep, the matmul's
+#     device-descriptor default vs host descriptors on the few-tile squares, GPU tests, ceilings (~9 min).
 # w4: only the W4A16 kernels (default "interleave" + the evenodd / halves variants of kernels/quant_w4.py)
 #     over the decode sweep, side by side in one quant.jsonl, plus quant tests and ceilings (~5-6 min).
 # splitk: matmul only: persistent kernel (launch cache on / off) vs split-K (auto, 2, 4) on the few-tile
@@ -40,14 +42,23 @@ elif [ "$MODE" = w4 ]; then
   # one kind after another over the same shapes: each row times its own bf16 torch.matmul baseline
   timeout 330 $B quant --quiet --kind w4a16 --kind w4a16_evenodd --kind w4a16_halves --sweep decode \
     --out "$OUT/quant.jsonl" --format csv
+elif [ "$MODE" = lean ]; then
+  # host-lean launches: the one-launch decode GEMV (kernels/quant_gemv.py) and the matmul with device-built
+  # descriptors + launch cache (the new defaults) beside the host-descriptor path, few-tile squares
+  timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu -k "not splitk" tests/test_kernels_quant_gemv.py \
+    tests/test_kernels_matmul.py 2>&1 | tail -25 | tee "$OUT/tests.txt"
+  timeout 45 $B ceilings --out "$OUT/ceilings.json" --format csv
+  timeout 90 $B matmul --quiet --dtype bfloat16 --dtype fp8_tensor --sweep splitk_squares --path auto --path tma \
+    --out "$OUT/matmul.jsonl" --format csv
+  timeout 270 $B quant --quiet --kind w4a16_gemv --kind w8a16_gemv --sweep decode --out "$OUT/quant.jsonl" --format csv
 elif [ "$MODE" = splitk ]; then
   # no ceilings here (time): the report can reuse a calibration measured on the same card
   timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_kernels_matmul.py 2>&1 | tail -25 \
     | tee "$OUT/tests.txt"
-  S="$OUT/matmul_splitk.jsonl"   # kernel names: triton_matmul[_cached], triton_matmul_splitk{_auto,2,4}
+  S="$OUT/matmul_splitk.jsonl"   # kernel names: triton_matmul[_nocache], triton_matmul_splitk{_auto,2,4}
   timeout 120 $B matmul --quiet --dtype bfloat16 --sweep splitk_squares --split-k none --split-k auto --split-k 2 \
     --split-k 4 --out "$S" --format csv
-  timeout 40 $B matmul --quiet --dtype bfloat16 --sweep splitk_squares --launch-cache --out "$S" --format csv
+  timeout 40 $B matmul --quiet --dtype bfloat16 --sweep splitk_squares --no-launch-cache --out "$S" --format csv
   timeout 150 $B matmul --quiet --dtype bfloat16 --sweep skinny --split-k none --split-k auto --out "$S" --format csv
   timeout 70 $B matmul --quiet --dtype fp8_tensor --sweep splitk_squares --split-k none --split-k auto \
     --out "$S" --format csv

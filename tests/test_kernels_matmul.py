@@ -23,7 +23,7 @@ def _inputs(M, N, K, dtype, b_layout):
     return a, b
 
 
-@pytest.mark.parametrize("path", ["ptr", "tma"])
+@pytest.mark.parametrize("path", ["ptr", "tma", "dtma"])
 @pytest.mark.parametrize("M,N,K,dtype,b_layout", [
     (37, 45, 53, torch.float16, "col"),   # odd everything: masked edges (pointer path only)
     (64, 48, 40, torch.float16, "row"),
@@ -31,9 +31,9 @@ def _inputs(M, N, K, dtype, b_layout):
 ])
 def test_matmul_matches_torch(path, M, N, K, dtype, b_layout):
     a, b = _inputs(M, N, K, dtype, b_layout)
-    if path == "tma" and not (mm._tma_ok(a) and mm._tma_ok(b)):
+    if path in ("tma", "dtma") and not (mm._tma_ok(a) and mm._tma_ok(b)):
         with pytest.raises(ValueError, match="16-byte"):
-            mm.matmul(a, b, path="tma")
+            mm.matmul(a, b, path=path)
         return
     check = check_close(mm.matmul(a, b, path=path), a.double() @ b.double(), str(dtype).split(".")[1])
     assert check.ok, check.message
@@ -48,6 +48,18 @@ def test_fused_epilogue_bias_activation_and_row_scales(activation):
     ref = mm.matmul_ref(a, b, bias=bias, activation=activation, a_scale=sa, b_scale=sb)
     assert check_close(out, ref, "float16").ok
     assert out.dtype == torch.float16 and out.shape == (33, 40)
+
+
+@pytest.mark.parametrize("a_layout", ["row", "col"])
+@pytest.mark.parametrize("b_layout", ["row", "col"])
+def test_device_descriptors_read_every_layout(a_layout, b_layout):
+    # path "dtma" builds its descriptors in the kernel: A or A^T, B or W = B^T, C row-major
+    a, b = _inputs(64, 48, 32, torch.float16, b_layout)
+    if a_layout == "col":
+        a = a.T.contiguous().T
+    out = mm.matmul(a, b, path="dtma", bias=torch.ones(48, device=DEV, dtype=torch.float16))
+    check = check_close(out, a.double() @ b.double() + 1.0, "float16")
+    assert check.ok, check.message
 
 
 def test_column_major_a_and_int8_exact():
@@ -154,8 +166,9 @@ def test_choose_split_k_fills_idle_sms_only():
 def test_splitk_auto_resolves_and_bench_names_the_choice():
     assert [mb.kernel_name(s) for s in (None, "auto", 4)] == \
         ["triton_matmul", "triton_matmul_splitk_auto", "triton_matmul_splitk4"]
-    assert mb.kernel_name(2, launch_cache=False) == "triton_matmul_splitk2"
-    assert mb.kernel_name(2, launch_cache=True) == "triton_matmul_splitk2_cached"
+    assert mb.kernel_name(2, launch_cache=True) == "triton_matmul_splitk2"
+    assert mb.kernel_name(2, launch_cache=False) == "triton_matmul_splitk2_nocache"
+    assert mb.kernel_name(None, path="tma") == "triton_matmul_tma"
     assert [mb.parse_split_k(t) for t in ("none", "auto", "3")] == [None, "auto", 3]
     with pytest.raises(ValueError):
         mb.parse_split_k("0")
@@ -241,7 +254,8 @@ def test_launch_reuses_the_entry_and_falls_back_when_the_launcher_differs(monkey
     ml.launch(kernel, (2,), (x, 256), dict(FLAG=True, SPLIT=3))       # through kernel[grid], remembered
     if not fail:
         ml.launch(kernel, (2,), (x, 256), dict(FLAG=True, SPLIT=3))   # direct
-        assert kernel.calls == 1 and kernel.compiled.launches == [((2, 1, 1), (x, 256, 64, True, 3))]
+        # tensors reach the launcher as raw addresses
+        assert kernel.calls == 1 and kernel.compiled.launches == [((2, 1, 1), (x.data_ptr(), 256, 64, True, 3))]
         return
     with pytest.warns(RuntimeWarning, match="launch cache off"):
         ml.launch(kernel, (2,), (x, 256), dict(FLAG=True, SPLIT=3))

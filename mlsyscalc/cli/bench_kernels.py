@@ -8,7 +8,7 @@ from ..errors import MlsysError
 from .bench import emit_rows, sweep_options
 
 MATMUL_DTYPES = ("bfloat16", "float16", "float32", "fp8_tensor", "fp8_row")
-QUANT_KINDS = ("quantize", "w8a16", "w4a16", "w4a16_evenodd", "w4a16_halves", "w8a8")   # kernels/quant_bench.py KINDS
+QUANT_KINDS = ("quantize", "w8a16", "w8a16_gemv", "w4a16", "w4a16_evenodd", "w4a16_halves", "w4a16_gemv", "w8a8")   # kernels/quant_bench.py KINDS
 
 
 @click.command()
@@ -20,9 +20,14 @@ QUANT_KINDS = ("quantize", "w8a16", "w4a16", "w4a16_evenodd", "w4a16_halves", "w
               show_default=True, help="Fused epilogue (no torch baseline is timed for it).")
 @click.option("--split-k", "splits", multiple=True, default=("none",), show_default=True,
               help="Repeatable: none (persistent kernel), auto, or a K-split count; each is its own kernel row.")
-@click.option("--launch-cache", is_flag=True, help="Skip the autotuner on repeated launches (kernel name *_cached; unmeasured).")
+@click.option("--no-launch-cache", "no_cache", is_flag=True,
+              help="Go through the autotuner and binder on every call (kernel name *_nocache).")
+@click.option("--path", "paths", multiple=True, default=("auto",), show_default=True,
+              type=click.Choice(["auto", "tma", "dtma", "ptr"]),
+              help="Repeatable load path: auto, tma (host-built descriptors), dtma (device-built), ptr; "
+                   "each forced path is its own kernel row (*_tma, ...).")
 @sweep_options
-def matmul(dtypes, shapes, sweep, activation, splits, launch_cache, interpret, out, quiet, fmt, as_json):
+def matmul(dtypes, shapes, sweep, activation, splits, no_cache, paths, interpret, out, quiet, fmt, as_json):
     """Triton matmul (persistent, grouped, TMA, autotuned) vs cuBLAS / torch._scaled_mm.
 
     Shapes are MxNxK for x (M,K) @ W.T with W (N,K), nn.Linear's layout. --split-k times the
@@ -42,15 +47,16 @@ def matmul(dtypes, shapes, sweep, activation, splits, launch_cache, interpret, o
         split_ks = [kernel.parse_split_k(s) for s in splits]
     except ValueError as exc:
         raise MlsysError(str(exc)) from None
-    cases = [kernel.bench_case(m, n, k, dtype, activation, split, launch_cache)
-             for dtype in dtypes for split in split_ks for m, n, k in chosen]
+    cases = [kernel.bench_case(m, n, k, dtype, activation, split, not no_cache, path)
+             for dtype in dtypes for split in split_ks for path in paths for m, n, k in chosen]
     rows = run_cases(cases, ResultStore(out), progress=not quiet)
     emit_rows(rows, fmt, as_json, "matmul")
 
 
 @click.command()
 @click.option("--kind", "kinds", multiple=True, type=click.Choice(QUANT_KINDS),
-              help="Repeatable; default all. w4a16_evenodd / w4a16_halves: W4A16 variants (unpermuted nibbles).")
+              help="Repeatable; default all. w4a16_evenodd / w4a16_halves: W4A16 variants (unpermuted nibbles); "
+                   "*_gemv: the one-launch decode kernel (kernels/quant_gemv.py).")
 @click.option("--shapes", help="Comma-separated MxNxK list (M tokens, weight N x K).")
 @click.option("--sweep", help="Named sweep: decode (M = 1, 4, 16 x llama weights), int8_squares, smoke.")
 @sweep_options
@@ -59,7 +65,8 @@ def quant(kinds, shapes, sweep, interpret, out, quiet, fmt, as_json):
 
     quantize rows report GB/s and the measured quantisation error; w8a16/w4a16 are decode GEMVs
     against a bf16 torch.matmul (w4a16_evenodd, w4a16_halves: the same weights through the W4A16
-    variants that leave nibbles in packed order, rows named triton_w4a16_evenodd / _halves);
+    variants that leave nibbles in packed order, rows named triton_w4a16_evenodd / _halves;
+    w8a16_gemv, w4a16_gemv: the one-launch decode kernel of kernels/quant_gemv.py);
     w8a8 is an int8 GEMM against torch._int_mm.
     """
     from ..bench import harness

@@ -1,0 +1,70 @@
+"""The one-launch decode GEMV (kernels/quant_gemv.py): CPU interpreter at small odd shapes, GPU at real ones."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mlsyscalc.bench.harness import check_close
+from mlsyscalc.kernels import quant as Q
+from mlsyscalc.kernels import quant_gemv as G
+from mlsyscalc.kernels.quant_w4 import pack_halves
+
+GPU = torch.cuda.is_available()
+DEV = "cuda" if GPU else "cpu"
+
+
+def _weights(N, K, bits, group, dtype):
+    w = torch.randn(N, K, device=DEV)
+    w[0, :8] = torch.tensor([-1.0, 1.0, 0.5, -0.5, 0.25, -0.25, 0.0, 0.125])   # full range of codes in row 0
+    q, s = Q.quantize(w, "int8" if bits == 8 else "int4", group, dtype)
+    return q, s, (pack_halves(q, group) if bits == 4 else q)
+
+
+@pytest.mark.parametrize("bits,group", [(8, None), (4, 128), (4, 32)])
+@pytest.mark.parametrize("M", [1, 3, 16])
+@pytest.mark.parametrize("K,N", [(256, 40), (384, 17)])
+def test_gemv_matches_reference(bits, group, M, K, N):
+    dtype = torch.float16
+    if bits == 8 and K == 384:
+        K = 300   # int8 takes any K: the last K tile is masked
+    q, s, qk = _weights(N, K, bits, group, dtype)
+    x = torch.randn(M, K, device=DEV, dtype=dtype)
+    y = Q.weight_only_matmul(x, qk, s, bits, group, variant="gemv")
+    assert y.shape == (M, N) and y.dtype == dtype
+    check = check_close(y, Q.weight_only_matmul_ref(x, q, s, bits, group), "float16")
+    assert check.ok, check.message
+
+
+def test_gemv_rejects_more_rows_than_a_tile():
+    q, s, qk = _weights(16, 128, 8, None, torch.float16)
+    with pytest.raises(AssertionError, match="rows of x"):
+        G.gemv(torch.randn(G.MAX_M + 1, 128, device=DEV, dtype=torch.float16), qk, s, 8)
+
+
+def test_ptx_constants_encode_the_magic_numbers():
+    # bf16 0x4300 = 128.0, 0xC308 = -136.0; fp16 0x6400 = 1024.0, 0xE408 = -1032.0, 0xE480 = -1152.0
+    as_bf16 = lambda h: torch.tensor([h], dtype=torch.int16).view(torch.bfloat16).item()   # noqa: E731
+    as_f16 = lambda h: torch.tensor([h - (1 << 16) if h >= 1 << 15 else h], dtype=torch.int16).view(torch.float16).item()  # noqa: E731
+    assert as_bf16(0x4300) == 128.0 and as_bf16(0x4300 | 15) == 143.0
+    assert as_bf16(-(0x10000 - 0xC308)) == -136.0
+    assert as_f16(0x6400) == 1024.0 and as_f16(0x6400 | 255) == 1279.0
+    assert as_f16(0xE408) == -1032.0 and as_f16(0xE480) == -1152.0
+    assert torch.tensor([0x4B000080], dtype=torch.int32).view(torch.float32).item() == 2.0 ** 23 + 128
+    for ptx in (G._INT4_PTX_BF16.value, G._INT4_PTX_F16.value, G._INT8_PTX_BF16.value, G._INT8_PTX_F16.value):
+        assert ptx.count("{") == ptx.count("}") == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not GPU, reason="needs a CUDA GPU")
+@pytest.mark.parametrize("bits,group", [(8, None), (4, 128)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("M,N,K", [(1, 4096, 4096), (5, 1000, 2048), (16, 4099, 4224)])
+def test_gpu_gemv_asm_conversions(bits, group, dtype, M, N, K):
+    if bits == 4 and K % group:
+        pytest.skip("int4 needs K % group == 0")
+    q, s, qk = _weights(N, K, bits, group, dtype)
+    x = torch.randn(M, K, device=DEV, dtype=dtype)
+    y = Q.weight_only_matmul(x, qk, s, bits, group, variant="gemv")
+    check = check_close(y, Q.weight_only_matmul_ref(x, q, s, bits, group), "bfloat16")
+    assert check.ok, check.message
