@@ -15,6 +15,7 @@ Query token t of n_q sits at position seqlen - n_q + t and sees keys j <= that p
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -22,6 +23,7 @@ import triton
 import triton.language as tl
 
 from .attention_fwd import LOG2E, interpreting
+from .matmul_launch import launch
 
 
 @triton.jit
@@ -35,15 +37,18 @@ def attention_decode_split_kernel(
     stride_ob, stride_oh, stride_ot, stride_od,
     stride_table,
     # sizes
-    H, N_Q, GROUP, TOKENS_PER_SPLIT, NUM_SPLITS, qk_scale,
+    H, N_Q, GROUP, TOKENS_PER_SPLIT, NUM_SPLITS, qk_scale, MAX_LEN,
     # meta
     HEAD_DIM: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
-    PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr, SINGLE: tl.constexpr,
+    PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr, SINGLE: tl.constexpr, HAS_LENS: tl.constexpr,
 ):
     split = tl.program_id(0)
     off_hkv = tl.program_id(1)
     off_b = tl.program_id(2)
-    seqlen = tl.load(seqlens_ptr + off_b)
+    if HAS_LENS:
+        seqlen = tl.load(seqlens_ptr + off_b)
+    else:  # every sequence fills the cache
+        seqlen = MAX_LEN
 
     # Rows of the tile: (query head within the group, query token), padded to BLOCK_H >= 16.
     rows = tl.arange(0, BLOCK_H)
@@ -137,7 +142,7 @@ def _decode_configs() -> list[triton.Config]:
 
 attention_decode_tuned = triton.autotune(
     configs=_decode_configs(),
-    key=["N_Q", "GROUP", "HEAD_DIM", "PAGED", "PAGE_SIZE", "TOKENS_PER_SPLIT", "NUM_SPLITS"],
+    key=["N_Q", "GROUP", "HEAD_DIM", "PAGED", "PAGE_SIZE", "TOKENS_PER_SPLIT", "NUM_SPLITS", "HAS_LENS"],
 )(attention_decode_split_kernel)
 
 SPLIT_ALIGN = 256  # tokens per split are a multiple of every BLOCK_N the autotuner tries
@@ -172,27 +177,35 @@ def _check_decode(q, k_cache, v_cache, block_table):
     return b, h, h_kv, n_q, d, max_len
 
 
+@functools.lru_cache(maxsize=None)
+def _sm_count(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
 def decode_attention(q, k_cache, v_cache, cache_seqlens=None, block_table=None, sm_scale: float | None = None,
                      num_splits: int | None = None, config: dict | None = None):
     """Attention of q (B, H, n_q, D) over a contiguous or paged KV cache; returns (B, H, n_q, D).
 
     cache_seqlens: (B,) int32 valid lengths (the n_q new tokens included); default: full cache.
     block_table: (B, max_blocks) int32 for a paged cache (k_cache (blocks, page, H_kv, D)).
+    Launches go through matmul_launch's cache: a repeated call costs one allocation and one or two
+    direct kernel launches on the host.
     """
     b, h, h_kv, n_q, d, max_len = _check_decode(q, k_cache, v_cache, block_table)
     sm_scale = 1.0 / math.sqrt(d) if sm_scale is None else sm_scale
-    if cache_seqlens is None:
-        cache_seqlens = torch.full((b,), max_len, dtype=torch.int32, device=q.device)
     group = h // h_kv
     paged = block_table is not None
     if paged:
-        table, page = block_table.to(torch.int32), k_cache.shape[1]
+        table, page = block_table if block_table.dtype == torch.int32 else block_table.to(torch.int32), k_cache.shape[1]
         kst = (k_cache.stride(0), k_cache.stride(2), k_cache.stride(1), k_cache.stride(3))
         vst = (v_cache.stride(0), v_cache.stride(2), v_cache.stride(1), v_cache.stride(3))
     else:
-        table, page = cache_seqlens, 1  # table unused
+        table, page = q, 1  # table unused
         kst, vst = k_cache.stride(), v_cache.stride()
-    sm_count = 132 if interpreting() else torch.cuda.get_device_properties(q.device).multi_processor_count
+    has_lens = cache_seqlens is not None
+    if has_lens and cache_seqlens.dtype != torch.int32:
+        cache_seqlens = cache_seqlens.to(torch.int32)
+    sm_count = 132 if interpreting() else _sm_count(q.device)
     if config is None and interpreting():
         config = {"BLOCK_N": 32, "num_warps": 4, "num_stages": 1}
     if num_splits is None:
@@ -203,22 +216,27 @@ def decode_attention(q, k_cache, v_cache, cache_seqlens=None, block_table=None, 
         num_splits = math.ceil(max_len / per_split)
     o = torch.empty_like(q)
     single = num_splits == 1
-    part_o = torch.empty((b, h, n_q, num_splits, d) if not single else (1,), device=q.device, dtype=torch.float32)
-    part_lse = torch.empty((b, h, n_q, num_splits) if not single else (1,), device=q.device, dtype=torch.float32)
-    args = (q, k_cache, v_cache, table, cache_seqlens.to(torch.int32), o, part_o, part_lse,
+    rows = b * h * n_q
+    # partial outputs and their logsumexps in one allocation: (rows, splits, D) then (rows, splits)
+    part = torch.empty(rows * num_splits * (d + 1) if not single else 1, device=q.device, dtype=torch.float32)
+    part_o, part_lse = (part[: rows * num_splits * d], part[rows * num_splits * d:]) if not single else (part, part)
+    args = (q, k_cache, v_cache, table, cache_seqlens if has_lens else q, o, part_o, part_lse,
             *q.stride(), *kst, *vst, *o.stride(), table.stride(0),
-            h, n_q, group, per_split, num_splits, sm_scale * LOG2E)
+            h, n_q, group, per_split, num_splits, sm_scale * LOG2E, max_len)
     meta = dict(HEAD_DIM=d, BLOCK_H=max(16, triton.next_power_of_2(group * n_q)),
-                PAGED=paged, PAGE_SIZE=page, SINGLE=single)
+                PAGED=paged, PAGE_SIZE=page, SINGLE=single, HAS_LENS=has_lens)
     grid = (num_splits, h_kv, b)
     if config is None:
-        attention_decode_tuned[grid](*args, **meta)
+        launch(attention_decode_tuned, grid, args, meta)
     else:
         attention_decode_split_kernel[grid](*args, **meta, **config)
     if not single:
-        attention_decode_reduce_kernel[(b * h * n_q,)](
-            part_o, part_lse, o, *o.stride(), h, n_q, num_splits,
-            HEAD_DIM=d, BLOCK_S=max(2, triton.next_power_of_2(num_splits)))
+        reduce_args = (part_o, part_lse, o, *o.stride(), h, n_q, num_splits)
+        reduce_meta = dict(HEAD_DIM=d, BLOCK_S=max(2, triton.next_power_of_2(num_splits)))
+        if interpreting():
+            attention_decode_reduce_kernel[(rows,)](*reduce_args, **reduce_meta)
+        else:
+            launch(attention_decode_reduce_kernel, (rows,), reduce_args, reduce_meta)
     return o
 
 

@@ -2,6 +2,7 @@
 # Attention on the GPU machine: install, GPU tests, then the sweep; everything lands under $OUT.
 #   scripts/device_bench_attention.sh smoke   # GPU tests + one shape per kind (a first, short call)
 #   scripts/device_bench_attention.sh full    # the goals sweep, then the extra shapes
+#   scripts/device_bench_attention.sh decode  # decode goals only, into a fresh $OUT/decode.jsonl
 # Rows already in reports/attention/results.jsonl are carried in and skipped (resume), so a
 # call cut short by its time limit is finished by the next one. Set MLSYS_GIT_COMMIT where the
 # copy has no .git. Copy $OUT/attention.jsonl back to reports/attention/results.jsonl afterwards.
@@ -37,6 +38,9 @@ for line in open(sys.argv[1]):
     print(f"{r['kernel']:20s} {r['variant']:10s} {r['shape']:28s} ok={r['ok']} err={r['rel_err']} "
           f"ms={r['median_ms']} base_ms={r['baseline_median_ms']} TF={r['tflops_per_s']} GBps={r['GBps']} {r['error'] or ''}")
 PY
+elif [ "$MODE" = decode ]; then  # decode only, fresh rows (not resumed), host time per call recorded
+  timeout 150 python3 -m pytest -q -x -m gpu -k decode tests/test_kernels_attention.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -5
+  bench decode --sweep goals --kind bandwidth --kind decode --out "$OUT/decode.jsonl"
 else
   bench sweep --sweep goals --kind bandwidth --kind decode --kind fwd --kind bwd --out "$OUT/attention.jsonl"
   bench sweep --sweep extra --kind fwd --kind decode --out "$OUT/attention.jsonl"

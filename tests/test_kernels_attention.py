@@ -145,6 +145,11 @@ def test_contiguous_decode_strided_cache_gqa(splits):
     lens = torch.tensor([200, 130], dtype=torch.int32, device=DEV)
     o = A.decode_attention(q, k, v, lens, num_splits=splits)
     assert rel_err(o, A.decode_ref(q, k, v, lens)) < TOL[torch.float16]
+    # no lengths: every sequence fills the cache (no length tensor is read or made)
+    full = A.decode_attention(q, k, v, num_splits=splits)
+    assert rel_err(full, A.decode_ref(q, k, v)) < TOL[torch.float16]
+    assert rel_err(full, A.decode_attention(q, k, v, torch.full((b,), s, dtype=torch.int32, device=DEV),
+                                            num_splits=splits)) < 1e-6
 
 
 def test_decode_ref_agrees_with_prefill_reference():

@@ -263,7 +263,14 @@ def decode_cases(shapes: list[Shape], dtype: str, pages=(None, 16, 256), backend
                 return Bench(run=lambda: sdpa(backend)(q, k, v, False), reference=reference)
             timed = page is None and s.q_len == 1 and not harness.interpreting()
             baseline = (lambda: sdpa(None)(q, k, v, False)) if timed else None
-            return Bench(run=lambda: A.decode_attention(q, k, v, lens, table), reference=reference, baseline=baseline)
+            bench = Bench(run=lambda: A.decode_attention(q, k, v, lens, table), reference=reference, baseline=baseline)
+            if q.is_cuda:   # host microseconds per call (matmul_launch.host_us): above ~60 us they show in do_bench
+                from mlsyscalc.kernels.matmul_launch import host_us
+
+                bench.extra["host_us"] = host_us(bench.run)
+                if baseline is not None:
+                    bench.extra["baseline_host_us"] = host_us(baseline)
+            return bench
 
         for page in pages:
             variant = "contiguous" if page is None else f"paged{page}"
