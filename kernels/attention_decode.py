@@ -24,6 +24,7 @@ import triton.language as tl
 
 from .attention_fwd import LOG2E, interpreting
 from .matmul_launch import launch
+from .tuning import gpu_time_ms
 
 
 @triton.jit
@@ -143,6 +144,7 @@ def _decode_configs() -> list[triton.Config]:
 attention_decode_tuned = triton.autotune(
     configs=_decode_configs(),
     key=["N_Q", "GROUP", "HEAD_DIM", "PAGED", "PAGE_SIZE", "TOKENS_PER_SPLIT", "NUM_SPLITS", "HAS_LENS"],
+    do_bench=gpu_time_ms,   # GPU time on a cold L2: the host's launch cost no longer decides between configs
 )(attention_decode_split_kernel)
 
 SPLIT_ALIGN = 256  # tokens per split are a multiple of every BLOCK_N the autotuner tries

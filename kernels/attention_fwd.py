@@ -183,7 +183,9 @@ attention_fwd_tuned = triton.autotune(
 
 def _set_descriptor_allocator() -> None:
     """Device-side tensor descriptors need scratch memory from the caller (triton >= 3.4)."""
-    triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
+    from .matmul_launch import use_scratch_allocator
+
+    use_scratch_allocator()
 
 
 def can_use_descriptors(*tensors: torch.Tensor) -> bool:

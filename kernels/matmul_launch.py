@@ -126,6 +126,33 @@ def clear() -> None:
     _ENTRIES.clear()
 
 
+_SCRATCH: dict = {}   # (bytes, stream) -> buffer
+
+
+def scratch(size: int, align: int, stream) -> torch.Tensor:
+    """Triton's global-scratch allocator (device-built TMA descriptors live there), one buffer kept per
+    (size, stream): launches on one stream run in order, so the next launch may reuse the buffer, and a
+    repeated launch costs no allocation on the host."""
+    key = (size, stream)
+    buf = _SCRATCH.get(key)
+    if buf is None:
+        if len(_SCRATCH) > 64:
+            _SCRATCH.clear()
+        buf = _SCRATCH[key] = torch.empty(size + align, dtype=torch.int8, device="cuda")
+    offset = (-buf.data_ptr()) % align
+    return buf[offset: offset + size]
+
+
+def use_scratch_allocator() -> None:
+    """Install `scratch` as triton's allocator (once; idempotent)."""
+    import triton
+
+    if getattr(use_scratch_allocator, "done", False):
+        return
+    triton.set_allocator(scratch)
+    use_scratch_allocator.done = True
+
+
 def host_us(fn: Callable[[], Any], calls: int = 20) -> float:
     """Host time per call in microseconds: `calls` back-to-back calls with no synchronisation in
     between (enqueue cost: Python, the launcher, allocation), then one synchronise outside the clock.

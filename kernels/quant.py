@@ -249,8 +249,10 @@ def _wo_prune(configs, named_args, **kwargs):
 
 
 def _quick_bench(fn, quantiles):
-    """The autotuners' timer: do_bench with short windows (tuning only, never reported)."""
-    return triton.testing.do_bench(fn, warmup=5, rep=20, quantiles=quantiles)
+    """The autotuners' timer: GPU time per call on a cold L2, host launch cost excluded (kernels/tuning.py)."""
+    from .tuning import gpu_time_ms
+
+    return gpu_time_ms(fn, quantiles)
 
 
 _WO_KEY = ["M", "N", "K", "BITS", "GROUP"]

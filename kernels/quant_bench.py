@@ -71,6 +71,10 @@ def _weight_only_case(M, N, K, bits, dev_dtype, variant="interleave"):
             from .matmul_launch import host_us
 
             bench.extra.update(host_us=host_us(bench.run), baseline_host_us=host_us(bench.baseline))
+            if variant == "gemv":   # the tile the autotuner chose for this shape
+                from .quant_gemv import _TUNED
+
+                bench.extra["config"] = str(_TUNED.best_config)
         return bench
 
     w_bytes = N * K * bits // 8 + N * (K // (group or K)) * 2

@@ -35,6 +35,7 @@ import triton
 import triton.language as tl
 
 from .matmul_launch import launch
+from .tuning import gpu_time_ms
 
 
 @triton.jit
@@ -194,14 +195,15 @@ MAX_M = 16   # rows of x one 16-row tensor-core tile holds
 def _configs():
     # (BLOCK_N, BLOCK_K, warps, stages); the tensor-core layout gives each warp >= 8 columns (BLOCK_N 16 -> 2 warps),
     # else warps repeat each other's work
-    tiles = [(16, 512, 2, 4), (32, 256, 4, 4), (32, 512, 4, 3), (32, 512, 4, 4), (32, 256, 4, 6), (64, 256, 4, 4),
-             (64, 512, 8, 3), (64, 256, 8, 5), (128, 256, 8, 3), (128, 256, 8, 4)]
+    tiles = [(16, 512, 2, 4), (16, 256, 2, 3), (32, 128, 4, 4), (32, 256, 4, 4), (32, 512, 4, 3), (32, 512, 4, 4),
+             (32, 256, 4, 6), (64, 128, 4, 4), (64, 256, 4, 4), (64, 512, 8, 3), (64, 256, 8, 5), (128, 256, 8, 3),
+             (128, 256, 8, 4)]
     return [triton.Config({"BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=st) for bn, bk, w, st in tiles]
 
 
 def _quick_bench(fn, quantiles):
-    """The autotuner's timer: do_bench with short windows (tuning only, never reported)."""
-    return triton.testing.do_bench(fn, warmup=5, rep=20, quantiles=quantiles)
+    """The autotuner's timer: GPU time per call on a cold L2, host launch cost excluded (kernels/tuning.py)."""
+    return gpu_time_ms(fn, quantiles)
 
 
 _TUNED = triton.autotune(_configs(), key=["M", "N", "K", "BITS", "GROUP"], do_bench=_quick_bench)(_gemv_kernel)
@@ -212,13 +214,13 @@ def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group
     """y (M,N) = x (M,K) @ dequant(q, scale).T for M <= 16 in one launch.
 
     bits 8: q (N, K) int8, scale (N, 1). bits 4: q (N, K/2) uint8 in the "halves" packing
-    (`quant_w4.pack_halves(quantize(...)[0], group)`), scale (N, K/group) with group 32..256 dividing K.
+    (`quant_w4.pack_halves(quantize(...)[0], group)`), scale (N, K/group) with group 32, 64 or 128 dividing K.
     """
     M, K = x.shape
     N = q.shape[0]
     group = group or K
     assert 1 <= M <= MAX_M, f"gemv takes 1..{MAX_M} rows of x, not {M}"
-    assert bits == 8 or (group in (32, 64, 128, 256) and K % group == 0), "int4 needs group 32..256 dividing K"
+    assert bits == 8 or (group in (32, 64, 128) and K % group == 0), "int4 needs group 32, 64 or 128 dividing K"
     y = torch.empty((M, N), device=x.device, dtype=x.dtype)
     args = (x, q, scale, y, M, N, K, x.stride(0), q.stride(0), scale.stride(0), y.stride(0))
     interpret = os.environ.get("TRITON_INTERPRET") == "1" or not x.is_cuda
@@ -228,7 +230,7 @@ def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group
     else:
         def grid(meta):
             return (triton.cdiv(N, meta["BLOCK_N"]),)
-        # BLOCK_K (256, 512) holds whole groups of 32..256; the PTX conversions need 16-bit activations.
+        # BLOCK_K (128..512) holds whole groups of 32..128 (group 256: the 256/512 tiles); the PTX conversions need 16-bit activations.
         # Repeated shapes go straight to the compiled kernel (matmul_launch: no autotuner or binder per call).
         launch(_TUNED, grid, args, dict(BITS=bits, GROUP=group, SWAP=False, ASM=x.dtype in (torch.float16, torch.bfloat16)),
                cache=cache)

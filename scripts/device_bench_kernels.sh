@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run on the GPU machine from the repository root: GPU tests, ceilings, matmul + quant sweeps.
 # Usage: MLSYS_GIT_COMMIT=<sha> bash scripts/device_bench_kernels.sh smoke|full|w4|splitk|lean
+# lean2: the same after autotuning by GPU time, plus the first W8A16 kernel (~9 min).
 # lean: the one-launch W4A16/W8A16 decode kernel (kernels/quant_gemv.py) over the decode sweep, the matmul's
 #     device-descriptor default vs host descriptors on the few-tile squares, GPU tests, ceilings (~9 min).
 # w4: only the W4A16 kernels (default "interleave" + the evenodd / halves variants of kernels/quant_w4.py)
@@ -51,6 +52,14 @@ elif [ "$MODE" = lean ]; then
   timeout 90 $B matmul --quiet --dtype bfloat16 --dtype fp8_tensor --sweep splitk_squares --path auto --path tma \
     --out "$OUT/matmul.jsonl" --format csv
   timeout 270 $B quant --quiet --kind w4a16_gemv --kind w8a16_gemv --sweep decode --out "$OUT/quant.jsonl" --format csv
+elif [ "$MODE" = lean2 ]; then
+  # after tuning by GPU time (kernels/tuning.py): few-tile squares, the decode GEMVs and the first W8A16 kernel
+  timeout 110 python3 -m pytest -q -p no:cacheprovider -m gpu -k "not splitk" tests/test_kernels_quant_gemv.py \
+    tests/test_kernels_matmul.py 2>&1 | tail -25 | tee "$OUT/tests.txt"
+  timeout 100 $B matmul --quiet --dtype bfloat16 --dtype fp8_tensor --sweep splitk_squares --out "$OUT/matmul.jsonl" \
+    --format csv
+  timeout 330 $B quant --quiet --kind w4a16_gemv --kind w8a16_gemv --kind w8a16 --sweep decode --out "$OUT/quant.jsonl" \
+    --format csv
 elif [ "$MODE" = splitk ]; then
   # no ceilings here (time): the report can reuse a calibration measured on the same card
   timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_kernels_matmul.py 2>&1 | tail -25 \

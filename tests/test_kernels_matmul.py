@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import triton.testing
 
 from mlsyscalc.bench.harness import check_close
 from mlsyscalc.kernels import matmul as mm
@@ -326,3 +327,16 @@ def test_splitk_kernels_compile_for_hopper_without_a_gpu():
         if r["kernel"] == "partial":
             assert r["wgmma"] > 0, r                     # Hopper tensor-core MMA, not mma.sync
             assert (r["tma_loads"] > 0) == r["tma"], r   # descriptor loads are TMA bulk copies
+
+
+@gpu
+@pytest.mark.gpu
+def test_gpu_tuning_timer_matches_do_bench_on_a_long_kernel():
+    # 4096^3 bf16 runs ~0.2 ms, far above any host cost: the graph timer and do_bench must agree
+    from mlsyscalc.kernels.tuning import gpu_time_ms
+
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    graph_ms = gpu_time_ms(lambda: a @ a)
+    plain_ms = triton.testing.do_bench(lambda: a @ a, return_mode="median")
+    assert 0.7 * plain_ms < graph_ms < 1.3 * plain_ms, (graph_ms, plain_ms)
+    assert len(gpu_time_ms(lambda: a @ a, quantiles=(0.5, 0.2, 0.8))) == 3
