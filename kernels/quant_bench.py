@@ -71,10 +71,11 @@ def _weight_only_case(M, N, K, bits, dev_dtype, variant="interleave"):
             from .matmul_launch import host_us
 
             bench.extra.update(host_us=host_us(bench.run), baseline_host_us=host_us(bench.baseline))
-            if variant == "gemv":   # the tile the autotuner chose for this shape
-                from .quant_gemv import _TUNED
+            if variant == "gemv":   # which kernel and tile the shape got
+                from . import quant_gemv as G
 
-                bench.extra["config"] = str(_TUNED.best_config)
+                kind = G._CHOICE.get((M, N, K, bits, group or K, x.dtype), "plain")
+                bench.extra["config"] = f"{kind}: {(G._TUNED_KS if kind == 'ks' else G._TUNED).best_config}"
         return bench
 
     w_bytes = N * K * bits // 8 + N * (K // (group or K)) * 2

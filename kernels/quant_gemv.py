@@ -1,26 +1,28 @@
-"""Weight-only decode matmul (W8A16, W4A16 g=128) without integer-to-float conversion instructions.
+"""Weight-only decode matmul (W8A16, W4A16) without integer-to-float conversion instructions.
 
 y (M, N) = x (M, K) @ dequant(W).T for M = 1..16 (decode), W (N, K) int8 with a scale per row, or
-int4 packed two per byte with a bf16/fp16 scale per group of GROUP k.
+int4 packed two per byte with a bf16/fp16 scale per group of GROUP (32, 64, 128) k.
 
 Why a second kernel: the first one (kernels/quant.py) turns each weight into a float with the
-hardware's integer-to-float conversion (I2F, a quarter-rate instruction on Hopper) and, for int4,
-gathers one scale per element; the compiled code spends more issue slots on that than the memory
-system needs to stream the weights. Here every weight becomes a float with integer bit operations
-only, the classic "magic number" construction:
+hardware's integer-to-float conversion and, for int4, gathers one scale per element; the compiled
+loop spends more instructions per weight than streaming the weights needs. Here every weight
+becomes a 16-bit float with integer bit operations only, the "magic number" construction, in
+inline PTX on 4 packed bytes at a time (`_int4_ptx`, `_int8_ptx`):
 
-- int4 (nibble n in 0..15, value n - 8): the 16-bit pattern 0x4300 | n is the bf16 (and 0x5800 | n
-  the fp16... not used: fp16 needs 0x6400 | n = 1024 + n) number 128 + n, exact. The kernel feeds
-  128 + n to the tensor-core dot and subtracts 136 * (sum of x over the group) from the group's
-  partial sum: sum_k x_k (n_k - 8) = sum_k x_k (128 + n_k) - 136 sum_k x_k. The products are exact
-  in the dot's fp32 accumulator; the subtraction loses about log2(136 / 4.6) ~ 5 of fp32's 24 bits.
-- int8 (q in -128..127): q + 128 fits 8 bits, and 0x4B000000 | (q + 128) is the fp32 number
-  2^23 + q + 128; one integer add and one float subtraction give q exactly.
+- int4 nibble n (value n - 8): the bf16 bits 0x4300 | n are the number 128 + n (fp16: 0x6400 | n
+  = 1024 + n), exact; one packed bf16x2 (f16x2) FMA per pair subtracts 136 (1032): n - 8, exact.
+- int8 q: u = q ^ 0x80 = q + 128 as an unsigned byte; fp32 bits 0x4B000000 | u are 2^23 + u; one
+  subtraction of 2^23 + 128 gives q exactly, and one packing conversion per pair makes bf16x2
+  (fp16: 0x6400 | u = 1024 + u, minus 1152 in f16x2).
 
-int4 weights use the "halves" packing of kernels/quant_w4.py (`pack_halves`): byte j of a group
-holds k = j (low nibble) and k = GROUP/2 + j (high nibble), so the two nibbles of a byte tile pair
-with two contiguous halves of x's group. Every group is one pair of dots and one scale multiply on
-the fp32 partial sum.
+Without the PTX (the CPU interpreter in CI, fp32 activations) the same constructions run as plain
+Triton integer ops; int4 then feeds BIAS + n to the dot and subtracts BIAS * (sum of x over the
+group) from the group's fp32 partial sum, which is exact up to fp32 rounding of that sum.
+
+int4 weights use the "halves" packing of kernels/quant_w4.py (`pack_halves`, a one-time repack):
+byte j of a group holds k = j (low nibble) and k = GROUP/2 + j (high nibble), so the two nibbles
+of a byte tile pair with two contiguous halves of x's group. Every group is one pair of dots and
+one scale multiply on the fp32 partial sum.
 
 M <= 16 rows of x ride in one 16-row tensor-core tile (masked rows read nothing); the grid is one
 program per BLOCK_N columns and no split of K, so there is one launch and no workspace.
@@ -189,6 +191,75 @@ def _gemv_kernel(
         tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
 
 
+@triton.jit(do_not_specialize=["M"])
+def _gemv_ks_kernel(
+    x_ptr, w_ptr, s_ptr, y_ptr,          # as _gemv_kernel
+    M, N, K,
+    stride_xm, stride_wn, stride_sn, stride_ym,
+    BITS: tl.constexpr, GROUP: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, KS: tl.constexpr, ASM: tl.constexpr,
+):
+    """_gemv_kernel with K split KS ways inside the program: a batched (KS, 16, BLOCK_N) dot whose
+    batch runs on different warps, summed once at the end. For few columns (N / BLOCK_N programs)
+    the warps of a plain tile cannot outnumber N / 8, about 4 per SM at N = 4096; KS multiplies that
+    without a second launch or a workspace. int4: each K slice is one group (BLOCK_K = KS * GROUP)."""
+    BLOCK_M: tl.constexpr = 16
+    dt = x_ptr.dtype.element_ty
+    SL: tl.constexpr = BLOCK_K // KS                    # k per slice
+    pid = tl.program_id(0)
+    offs_n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_m = tl.arange(0, BLOCK_M)
+    ks = tl.arange(0, KS)
+    n_ok = offs_n < N
+    m_ok = offs_m < M
+    acc = tl.zeros((KS, BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if BITS == 8:
+        j = tl.arange(0, SL)
+        for k0 in range(0, K, BLOCK_K):
+            k = k0 + ks[:, None] * SL + j[None, :]                                   # (KS, SL)
+            k_ok = k < K
+            x = tl.load(x_ptr + offs_m[None, :, None] * stride_xm + k[:, None, :],
+                        mask=m_ok[None, :, None] & k_ok[:, None, :], other=0.0)    # (KS, 16, SL)
+            q = tl.load(w_ptr + offs_n[None, None, :] * stride_wn + k[:, :, None],
+                        mask=n_ok[None, None, :] & k_ok[:, :, None], other=0)      # (KS, SL, BLOCK_N)
+            if ASM:
+                w = _int8_asm(q, dt)
+            else:
+                w = _int8_as_f32(q).to(dt)
+            acc = tl.dot(x, w, acc)
+        out = tl.sum(acc, axis=0) * tl.load(s_ptr + offs_n * stride_sn, mask=n_ok, other=0.0).to(tl.float32)[None, :]
+    else:
+        H: tl.constexpr = GROUP // 2
+        BIAS: tl.constexpr = 1032.0 if dt == tl.float16 else 136.0
+        tl.static_assert(SL == GROUP, "int4: one group per K slice")
+        j = tl.arange(0, H)
+        for k0 in range(0, K, BLOCK_K):
+            kg = k0 + ks * GROUP                                                     # (KS,) first k of each group
+            g_ok = kg < K
+            x_row = x_ptr + offs_m[None, :, None] * stride_xm + kg[:, None, None] + j[None, None, :]
+            x_mask = m_ok[None, :, None] & g_ok[:, None, None]
+            x_lo = tl.load(x_row, mask=x_mask, other=0.0)                           # (KS, 16, H)
+            x_hi = tl.load(x_row + H, mask=x_mask, other=0.0)
+            byte = tl.load(w_ptr + offs_n[None, None, :] * stride_wn + (kg // 2)[:, None, None] + j[None, :, None],
+                           mask=n_ok[None, None, :] & g_ok[:, None, None], other=0)  # (KS, H, BLOCK_N) uint8
+            if ASM:
+                lo, hi = _int4_asm(byte, dt)
+                part = tl.dot(x_lo, lo)
+                part = tl.dot(x_hi, hi, part)
+            else:
+                lo = _int4_plus_bias(byte & 15, dt)
+                hi = _int4_plus_bias(byte >> 4, dt)
+                x_sum = tl.sum(x_lo.to(tl.float32) + x_hi.to(tl.float32), axis=2)  # (KS, 16)
+                part = tl.dot(x_lo, lo)
+                part = tl.dot(x_hi, hi, part) - BIAS * x_sum[:, :, None]
+            s = tl.load(s_ptr + offs_n[None, :] * stride_sn + (kg // GROUP)[:, None],
+                        mask=n_ok[None, :] & g_ok[:, None], other=0.0).to(tl.float32)  # (KS, BLOCK_N)
+            acc += part * s[:, None, :]
+        out = tl.sum(acc, axis=0)
+    ptrs = y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :]
+    tl.store(ptrs, out.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+
+
 MAX_M = 16   # rows of x one 16-row tensor-core tile holds
 
 
@@ -206,15 +277,39 @@ def _quick_bench(fn, quantiles):
     return gpu_time_ms(fn, quantiles)
 
 
-_TUNED = triton.autotune(_configs(), key=["M", "N", "K", "BITS", "GROUP"], do_bench=_quick_bench)(_gemv_kernel)
+def _ks_configs():
+    # (BLOCK_N, KS, k per slice, warps, stages): BLOCK_K = KS * slice; int4 keeps only slice == GROUP
+    tiles = [(32, 4, 128, 4, 3), (32, 4, 128, 4, 4), (16, 4, 128, 4, 4), (32, 8, 128, 8, 3), (16, 8, 128, 8, 3),
+             (64, 4, 128, 8, 3), (32, 4, 256, 8, 3), (16, 8, 256, 8, 3), (32, 2, 128, 4, 4), (32, 2, 256, 4, 4)]
+    return [triton.Config({"BLOCK_N": bn, "BLOCK_K": ks * sl, "KS": ks}, num_warps=w, num_stages=st)
+            for bn, ks, sl, w, st in tiles]
+
+
+def _ks_prune(configs, named_args, **kwargs):
+    """int4 slices are whole groups: BLOCK_K == KS * GROUP."""
+    bits = kwargs.get("BITS", named_args.get("BITS"))
+    group = kwargs.get("GROUP", named_args.get("GROUP"))
+    if bits == 8:
+        return configs
+    return [c for c in configs if c.kwargs["BLOCK_K"] == c.kwargs["KS"] * group] or configs[:1]
+
+
+_KEY = ["M", "N", "K", "BITS", "GROUP"]
+_TUNED = triton.autotune(_configs(), key=_KEY, do_bench=_quick_bench)(_gemv_kernel)
+_TUNED_KS = triton.autotune(_ks_configs(), key=_KEY, do_bench=_quick_bench,
+                            prune_configs_by={"early_config_prune": _ks_prune})(_gemv_ks_kernel)
+_CHOICE: dict = {}   # (M, N, K, bits, group, dtype) -> "plain" | "ks": the faster by GPU time, measured on first use
 
 
 def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group: int | None = None,
-         cache: bool = True) -> torch.Tensor:
+         cache: bool = True, kind: str | None = None) -> torch.Tensor:
     """y (M,N) = x (M,K) @ dequant(q, scale).T for M <= 16 in one launch.
 
     bits 8: q (N, K) int8, scale (N, 1). bits 4: q (N, K/2) uint8 in the "halves" packing
     (`quant_w4.pack_halves(quantize(...)[0], group)`), scale (N, K/group) with group 32, 64 or 128 dividing K.
+    kind: "plain" (_gemv_kernel), "ks" (_gemv_ks_kernel: K split over the warps of a program), or
+    None: on a GPU, both are tuned and timed once per shape (GPU time, kernels/tuning.py) and the
+    faster is kept; under the interpreter, "plain".
     """
     M, K = x.shape
     N = q.shape[0]
@@ -224,14 +319,29 @@ def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group
     y = torch.empty((M, N), device=x.device, dtype=x.dtype)
     args = (x, q, scale, y, M, N, K, x.stride(0), q.stride(0), scale.stride(0), y.stride(0))
     interpret = os.environ.get("TRITON_INTERPRET") == "1" or not x.is_cuda
-    if interpret:   # fixed small tiles; two groups a tile so a group past K is exercised
-        _gemv_kernel[(triton.cdiv(N, 16),)](*args, BITS=bits, GROUP=group, BLOCK_N=16,
-                                           BLOCK_K=64 if bits == 8 else 2 * group, SWAP=False, ASM=False)
+    assert kind in (None, "plain", "ks"), f"kind {kind!r}?"
+    if interpret:   # fixed small tiles; two groups a tile (two K slices) so a group past K is exercised
+        if kind == "ks":
+            _gemv_ks_kernel[(triton.cdiv(N, 16),)](*args, BITS=bits, GROUP=group, BLOCK_N=16, KS=2,
+                                                  BLOCK_K=128 if bits == 8 else 2 * group, ASM=False)
+        else:
+            _gemv_kernel[(triton.cdiv(N, 16),)](*args, BITS=bits, GROUP=group, BLOCK_N=16,
+                                               BLOCK_K=64 if bits == 8 else 2 * group, SWAP=False, ASM=False)
+        return y
+    if kind is None:
+        key = (M, N, K, bits, group, x.dtype)
+        if key not in _CHOICE:
+            times = {k: gpu_time_ms(lambda k=k: gemv(x, q, scale, bits, group, cache, k)) for k in ("plain", "ks")}
+            _CHOICE[key] = min(times, key=times.get)
+        kind = _CHOICE[key]
+
+    def grid(meta):
+        return (triton.cdiv(N, meta["BLOCK_N"]),)
+    # BLOCK_K holds whole groups (group <= 128); the PTX conversions need 16-bit activations.
+    # Repeated shapes go straight to the compiled kernel (matmul_launch: no autotuner or binder per call).
+    asm = x.dtype in (torch.float16, torch.bfloat16)
+    if kind == "ks":
+        launch(_TUNED_KS, grid, args, dict(BITS=bits, GROUP=group, ASM=asm), cache=cache)
     else:
-        def grid(meta):
-            return (triton.cdiv(N, meta["BLOCK_N"]),)
-        # BLOCK_K (128..512) holds whole groups of 32..128 (group 256: the 256/512 tiles); the PTX conversions need 16-bit activations.
-        # Repeated shapes go straight to the compiled kernel (matmul_launch: no autotuner or binder per call).
-        launch(_TUNED, grid, args, dict(BITS=bits, GROUP=group, SWAP=False, ASM=x.dtype in (torch.float16, torch.bfloat16)),
-               cache=cache)
+        launch(_TUNED, grid, args, dict(BITS=bits, GROUP=group, SWAP=False, ASM=asm), cache=cache)
     return y

@@ -21,16 +21,18 @@ def _weights(N, K, bits, group, dtype):
     return q, s, (pack_halves(q, group) if bits == 4 else q)
 
 
+@pytest.mark.parametrize("kind", ["plain", "ks"])
 @pytest.mark.parametrize("bits,group", [(8, None), (4, 128), (4, 32)])
 @pytest.mark.parametrize("M", [1, 3, 16])
 @pytest.mark.parametrize("K,N", [(256, 40), (384, 17)])
-def test_gemv_matches_reference(bits, group, M, K, N):
+def test_gemv_matches_reference(kind, bits, group, M, K, N):
     dtype = torch.float16
     if bits == 8 and K == 384:
         K = 300   # int8 takes any K: the last K tile is masked
     q, s, qk = _weights(N, K, bits, group, dtype)
     x = torch.randn(M, K, device=DEV, dtype=dtype)
-    y = Q.weight_only_matmul(x, qk, s, bits, group, variant="gemv")
+    y = G.gemv(x, qk, s, bits, group, kind=kind) if kind == "ks" else \
+        Q.weight_only_matmul(x, qk, s, bits, group, variant="gemv")
     assert y.shape == (M, N) and y.dtype == dtype
     check = check_close(y, Q.weight_only_matmul_ref(x, q, s, bits, group), "float16")
     assert check.ok, check.message
@@ -61,10 +63,9 @@ def test_ptx_constants_encode_the_magic_numbers():
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("M,N,K", [(1, 4096, 4096), (5, 1000, 2048), (16, 4099, 4224)])
 def test_gpu_gemv_asm_conversions(bits, group, dtype, M, N, K):
-    if bits == 4 and K % group:
-        pytest.skip("int4 needs K % group == 0")
     q, s, qk = _weights(N, K, bits, group, dtype)
     x = torch.randn(M, K, device=DEV, dtype=dtype)
-    y = Q.weight_only_matmul(x, qk, s, bits, group, variant="gemv")
-    check = check_close(y, Q.weight_only_matmul_ref(x, q, s, bits, group), "bfloat16")
-    assert check.ok, check.message
+    ref = Q.weight_only_matmul_ref(x, q, s, bits, group)
+    for kind in ("plain", "ks", None):   # both kernels, then the per-shape choice
+        check = check_close(G.gemv(x, qk, s, bits, group, kind=kind), ref, "bfloat16")
+        assert check.ok, (kind, check.message)
