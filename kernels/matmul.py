@@ -273,6 +273,11 @@ def _check(a, b, bias, a_scale, b_scale, activation):
         assert rowwise or b_scale.numel() == 1, "per-tensor scales: one element each"
 
 
+# (dtypes, activation, device, shapes, strides, alignment of every tensor) of a call that took the
+# device-descriptor path with fp32 contiguous scales (or none) -> (launch entry, C dtype, integer args)
+_FAST: dict = {}
+
+
 def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None, activation: str = "none",
            a_scale: torch.Tensor | None = None, b_scale: torch.Tensor | None = None,
            out_dtype: torch.dtype | None = None, path: str = "auto", split_k: int | str | None = None,
@@ -287,6 +292,21 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
     launch_cache: reuse the compiled kernel, config and grid of an identical earlier launch (default;
     on one H200 it cut the host time per call that do_bench could not hide: reports/matmul/notes.md).
     """
+    fast = launch_cache and path == "auto" and split_k is None and (a_scale is None) == (b_scale is None)
+    if fast:   # a repeated call: one key, one allocation, one launch (see _FAST)
+        key = (a.dtype, b.dtype, out_dtype, activation, a.device, a.shape, b.shape, a.stride(), b.stride(),
+               a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0,
+               None if a_scale is None else (a_scale.dtype, a_scale.shape, b_scale.dtype, b_scale.shape,
+                                             a_scale.is_contiguous() and b_scale.is_contiguous(),
+                                             a_scale.data_ptr() % 16 == 0, b_scale.data_ptr() % 16 == 0),
+               None if bias is None else (bias.dtype, bias.shape, bias.stride(), bias.data_ptr() % 16 == 0))
+        hit = _FAST.get(key)
+        if hit is not None:
+            entry, c_dtype, ints = hit
+            c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=c_dtype)
+            sa, sb = (c, c) if a_scale is None else (a_scale.reshape(-1), b_scale.reshape(-1))
+            matmul_launch.run_entry(entry, (a, b, c, sa, sb, c if bias is None else bias, *ints), a.device.index)
+            return c
     _check(a, b, bias, a_scale, b_scale, activation)
     M, K = a.shape
     N = b.shape[1]
@@ -320,7 +340,13 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
     elif path == "tma":
         _launch_tma(a, b, c, scales, num_sms, args, launch_cache)
     elif path == "dtma":
-        _launch_dtma(a, b, c, scales, num_sms, args, launch_cache)
+        entry = _launch_dtma(a, b, c, scales, num_sms, args, launch_cache)
+        # remember it only where the scales went to the kernel as given (fp32, contiguous)
+        if fast and entry is not None and not _interpreting() and \
+                (scale_mode == SCALE_NONE or (key[11][0] == key[11][2] == torch.float32 and key[11][4])):
+            if len(_FAST) > 4096:
+                _FAST.clear()
+            _FAST[key] = (entry, out_dtype, (M, N, K, *_dtma_strides(a, b, c)))
     else:
         _launch_ptr(a, b, c, scales, num_sms, args, launch_cache)
     return c
@@ -369,25 +395,33 @@ def _launch_tma(a, b, c, scales, num_sms, args, cache=True):
                          dict(NUM_SMS=num_sms, A_T=a_t, B_NK=b_nk, **args), cache=cache)
 
 
+def _dtma_strides(a, b, c) -> tuple[int, int, int]:
+    """The non-unit stride of A (or A^T), B (or W = B^T) and C, as _matmul_dtma_kernel takes them."""
+    return (a.stride(1) if a.stride(1) != 1 else a.stride(0), b.stride(1) if b.stride(0) == 1 else b.stride(0),
+            c.stride(0))
+
+
 def _launch_dtma(a, b, c, scales, num_sms, args, cache=True):
-    """Device-built descriptors: A as itself (row-major) or as A^T, B as itself or as W = B^T (nn.Linear)."""
+    """Device-built descriptors: A as itself (row-major) or as A^T, B as itself or as W = B^T (nn.Linear).
+    Returns the launch cache's entry (None when uncached or interpreted)."""
     M, K = a.shape
     N = b.shape[1]
     a_t = a.stride(1) != 1
     b_nk = b.stride(0) == 1
-    strides = (a.stride(1) if a_t else a.stride(0), b.stride(1) if b_nk else b.stride(0), c.stride(0))
+    strides = _dtma_strides(a, b, c)
     consts = dict(NUM_SMS=num_sms, A_T=a_t, B_NK=b_nk, **args)
     matmul_launch.use_scratch_allocator()   # device-built descriptors live in per-program global scratch
     if _interpreting():
         tiles = triton.cdiv(M, 32) * triton.cdiv(N, 32)
         _matmul_dtma_kernel[(min(num_sms, tiles),)](a, b, c, *scales, M, N, K, *strides, BLOCK_M=32, BLOCK_N=32,
                                                     BLOCK_K=32, GROUP_M=2, **consts)
-        return
+        return None
 
     def grid(meta):
         return (min(num_sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
 
-    matmul_launch.launch(_DTMA[a.element_size()], grid, (a, b, c, *scales, M, N, K, *strides), consts, cache=cache)
+    return matmul_launch.launch(_DTMA[a.element_size()], grid, (a, b, c, *scales, M, N, K, *strides), consts,
+                                cache=cache)
 
 
 def _launch_ptr(a, b, c, scales, num_sms, args, cache=True):

@@ -74,12 +74,16 @@ def make_entry(kernel, compiled, grid, args: tuple, consts: dict) -> Entry:
                  pre_hook=config.pre_hook if config is not None else None)
 
 
-def launch(kernel, grid, args: tuple, consts: dict, *, cache: bool = True) -> None:
-    """`kernel[grid](*args, **consts)`; with `cache`, repeated signatures skip straight to the launcher."""
+def launch(kernel, grid, args: tuple, consts: dict, *, cache: bool = True) -> Entry | None:
+    """`kernel[grid](*args, **consts)`; with `cache`, repeated signatures skip straight to the launcher.
+
+    Returns the Entry this launch signature maps to (None when uncached), so a caller can keep it
+    under a cheaper key of its own and go through `run_entry` next time.
+    """
     if not cache or disabled or not args or not isinstance(args[0], (torch.Tensor, TensorDescriptor)) or \
             not _on_gpu(args[0]):
         kernel[grid](*args, **consts)
-        return
+        return None
     device = driver.active.get_current_device()
     key = launch_key(kernel, device, args, consts)
     entry = _ENTRIES.get(key)
@@ -88,25 +92,26 @@ def launch(kernel, grid, args: tuple, consts: dict, *, cache: bool = True) -> No
         if compiled is not None and not hasattr(compiled, "result"):  # not an async-compile future
             if len(_ENTRIES) >= _MAX_ENTRIES:
                 _ENTRIES.clear()
-            _ENTRIES[key] = make_entry(kernel, compiled, grid, args, consts)
-        return
+            entry = _ENTRIES[key] = make_entry(kernel, compiled, grid, args, consts)
+        return entry
     try:
-        _launch_entry(entry, device, (*args, *entry.tail))
+        run_entry(entry, args, device)
     except Exception as exc:  # noqa: BLE001 - an internal API that moved: fall back, say so once
         _disable(f"{type(exc).__name__}: {exc}")
         kernel[grid](*args, **consts)
+        return None
+    return entry
 
 
-def _launch_entry(entry: Entry, device: int, full: tuple) -> None:
+def run_entry(entry: Entry, args: tuple, device: int) -> None:
+    """Launch a remembered entry with new leading arguments (same signature: dtypes, alignment, integers)."""
+    full = (*args, *entry.tail)
     if entry.pre_hook is not None:
         entry.pre_hook(dict(zip(entry.names, full)))
     stream = driver.active.get_current_stream(device)
     c, (g0, g1, g2) = entry.compiled, entry.grid
-    # tensors go in as raw addresses: the launcher then skips its per-pointer driver query (the key
-    # already says they are CUDA tensors with the alignment the first, checked launch had)
-    raw = tuple(x.data_ptr() if isinstance(x, torch.Tensor) else x for x in full)
     c.run(g0, g1, g2, stream, c.function, c.packed_metadata, c.launch_metadata(entry.grid, stream, *full),
-          knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook, *raw)
+          knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook, *full)
 
 
 def _disable(reason: str) -> None:
@@ -138,9 +143,10 @@ def scratch(size: int, align: int, stream) -> torch.Tensor:
     if buf is None:
         if len(_SCRATCH) > 64:
             _SCRATCH.clear()
-        buf = _SCRATCH[key] = torch.empty(size + align, dtype=torch.int8, device="cuda")
-    offset = (-buf.data_ptr()) % align
-    return buf[offset: offset + size]
+        buf = torch.empty(size + align, dtype=torch.int8, device="cuda")
+        offset = (-buf.data_ptr()) % align
+        buf = _SCRATCH[key] = buf[offset: offset + size]   # sliced once; a hit returns it as is
+    return buf
 
 
 def use_scratch_allocator() -> None:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run on the GPU machine from the repository root: GPU tests, ceilings, matmul + quant sweeps.
 # Usage: MLSYS_GIT_COMMIT=<sha> bash scripts/device_bench_kernels.sh smoke|full|w4|splitk|lean
+# final1 / final2: the measurement of record (tests, ceilings, prefill bf16/fp8, W8A8 / decode GEMVs, quantize).
 # lean2: the same after autotuning by GPU time, plus the first W8A16 kernel (~9 min).
 # lean: the one-launch W4A16/W8A16 decode kernel (kernels/quant_gemv.py) over the decode sweep, the matmul's
 #     device-descriptor default vs host descriptors on the few-tile squares, GPU tests, ceilings (~9 min).
@@ -60,6 +61,21 @@ elif [ "$MODE" = lean2 ]; then
     --format csv
   timeout 330 $B quant --quiet --kind w4a16_gemv --kind w8a16_gemv --kind w8a16 --sweep decode --out "$OUT/quant.jsonl" \
     --format csv
+elif [ "$MODE" = final1 ]; then
+  # the measurement of record, part 1: GPU tests, ceilings, the prefill sweep (bf16, fp8), W8A8 squares
+  timeout 100 python3 -m pytest -q -p no:cacheprovider -m gpu -k "not splitk" tests/test_kernels_quant_gemv.py \
+    tests/test_kernels_matmul.py 2>&1 | tail -25 | tee "$OUT/tests.txt"
+  timeout 45 $B ceilings --out "$OUT/ceilings.json" --format csv
+  timeout 220 $B matmul --quiet --dtype bfloat16 --sweep prefill --out "$OUT/matmul.jsonl" --format csv
+  timeout 160 $B matmul --quiet --dtype fp8_tensor --sweep prefill --out "$OUT/matmul.jsonl" --format csv
+  timeout 40 $B quant --quiet --kind w8a8 --out "$OUT/quant.jsonl" --format csv
+elif [ "$MODE" = final2 ]; then
+  # part 2: the decode GEMVs (new and first W8A16 kernel) and the quantize kernels
+  timeout 90 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_kernels_quant_gemv.py \
+    tests/test_kernels_attention.py 2>&1 | tail -25 | tee "$OUT/tests.txt"
+  timeout 300 $B quant --quiet --kind w4a16_gemv --kind w8a16_gemv --kind w8a16 --sweep decode \
+    --out "$OUT/quant.jsonl" --format csv
+  timeout 150 $B quant --quiet --kind quantize --out "$OUT/quant.jsonl" --format csv
 elif [ "$MODE" = splitk ]; then
   # no ceilings here (time): the report can reuse a calibration measured on the same card
   timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_kernels_matmul.py 2>&1 | tail -25 \

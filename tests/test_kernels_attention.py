@@ -208,3 +208,23 @@ def test_gpu_bf16_paged_decode(page):
     lens = torch.tensor([3000, 1, 2048, 777], dtype=torch.int32, device=DEV)
     o = A.decode_attention(q, k, v, lens, table)
     assert rel_err(o, A.decode_ref(q, k, v, lens, table)) < TOL[torch.bfloat16]
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("page", [None, 16])
+def test_gpu_decode_repeated_calls_read_their_own_inputs(page):
+    # the second call of a signature takes the remembered launches (_FAST): it must read the new tensors
+    b, h, h_kv, d, s = 4, 8, 2, 128, 1000
+    for _ in range(3):
+        q = torch.randn(b, h, 1, d, device="cuda", dtype=torch.bfloat16)
+        if page is None:
+            k = torch.randn(b, h_kv, s, d, device="cuda", dtype=torch.bfloat16)
+            v, table = torch.randn_like(k), None
+        else:
+            nb = -(-s // page)
+            k = torch.randn(b * nb, page, h_kv, d, device="cuda", dtype=torch.bfloat16)
+            v = torch.randn_like(k)
+            table = torch.randperm(b * nb, device="cuda").reshape(b, nb).int()
+        o = A.decode_attention(q, k, v, None, table)
+        assert rel_err(o, A.decode_ref(q, k, v, None, table)) < TOL[torch.bfloat16]

@@ -255,8 +255,7 @@ def test_launch_reuses_the_entry_and_falls_back_when_the_launcher_differs(monkey
     ml.launch(kernel, (2,), (x, 256), dict(FLAG=True, SPLIT=3))       # through kernel[grid], remembered
     if not fail:
         ml.launch(kernel, (2,), (x, 256), dict(FLAG=True, SPLIT=3))   # direct
-        # tensors reach the launcher as raw addresses
-        assert kernel.calls == 1 and kernel.compiled.launches == [((2, 1, 1), (x.data_ptr(), 256, 64, True, 3))]
+        assert kernel.calls == 1 and kernel.compiled.launches == [((2, 1, 1), (x, 256, 64, True, 3))]
         return
     with pytest.warns(RuntimeWarning, match="launch cache off"):
         ml.launch(kernel, (2,), (x, 256), dict(FLAG=True, SPLIT=3))
@@ -340,3 +339,19 @@ def test_gpu_tuning_timer_matches_do_bench_on_a_long_kernel():
     plain_ms = triton.testing.do_bench(lambda: a @ a, return_mode="median")
     assert 0.7 * plain_ms < graph_ms < 1.3 * plain_ms, (graph_ms, plain_ms)
     assert len(gpu_time_ms(lambda: a @ a, quantiles=(0.5, 0.2, 0.8))) == 3
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bfloat16", "fp8_tensor"])
+def test_gpu_repeated_calls_take_the_fast_path_and_read_their_own_inputs(dtype):
+    # after the first call of a signature, matmul() launches the remembered entry (mm._FAST)
+    for i in range(3):
+        bench = mb.bench_case(256, 384, 512, dtype).build()
+        check = check_close(bench.run(), bench.reference(), "fp8" if dtype.startswith("fp8") else dtype)
+        assert check.ok, (i, check.message)
+    assert any(k[5] == (256, 512) for k in mm._FAST)
+    a = torch.randn(257, 512, device="cuda", dtype=torch.bfloat16)[1:]   # misaligned rows: its own key
+    w = torch.randn(384, 512, device="cuda", dtype=torch.bfloat16)
+    for _ in range(2):
+        assert check_close(mm.matmul(a, w.T), a.double() @ w.T.double(), "bfloat16").ok

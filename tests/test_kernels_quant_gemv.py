@@ -69,3 +69,16 @@ def test_gpu_gemv_asm_conversions(bits, group, dtype, M, N, K):
     for kind in ("plain", "ks", None):   # both kernels, then the per-shape choice
         check = check_close(G.gemv(x, qk, s, bits, group, kind=kind), ref, "bfloat16")
         assert check.ok, (kind, check.message)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not GPU, reason="needs a CUDA GPU")
+@pytest.mark.parametrize("bits,group", [(8, None), (4, 128)])
+def test_gpu_gemv_repeated_calls_read_their_own_inputs(bits, group):
+    # the second call of a signature launches the remembered entry (G._FAST)
+    for _ in range(3):
+        q, s, qk = _weights(1024, 2048, bits, group, torch.bfloat16)
+        x = torch.randn(2, 2048, device=DEV, dtype=torch.bfloat16)
+        check = check_close(G.gemv(x, qk, s, bits, group), Q.weight_only_matmul_ref(x, q, s, bits, group), "bfloat16")
+        assert check.ok, check.message
+    assert G._FAST
