@@ -216,14 +216,30 @@ def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, i
     return b, h, h_kv, s_q, s_kv, d
 
 
+_PATH_CHOICE: dict = {}   # (shapes, strides, dtype, causal, scale) -> use_desc, timed once on the GPU
+
+
 def attention_forward(q, k, v, causal: bool = False, sm_scale: float | None = None,
-                      config: dict | None = None, use_desc: bool = False):
+                      config: dict | None = None, use_desc: bool | None = None):
     """O, LSE for softmax(Q K^T * sm_scale) V. LSE is (B, H, S_q) float32, natural log.
 
     config: fixed {"BLOCK_M", "BLOCK_N", "num_warps", "num_stages"} instead of autotuning (the
-    interpreter always uses a fixed one). use_desc: take the tensor-descriptor (TMA) path; off by
-    default because the pointer path measured faster on an H200 (reports/attention/smoke.jsonl).
+    interpreter always uses a fixed one). use_desc: True = the tensor-descriptor (TMA) path, False =
+    pointers; None (default) = on a GPU where descriptors apply, both are tuned and timed once per
+    shape (GPU time, kernels/tuning.py) and the faster is kept (on one H200 neither path won every
+    shape: reports/attention/README.md); else pointers.
     """
+    if use_desc is None:
+        use_desc = False
+        if config is None and not interpreting() and q.is_cuda and can_use_descriptors(q, k, v):
+            key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), q.dtype, causal, sm_scale)
+            if key not in _PATH_CHOICE:
+                from .tuning import gpu_time_ms
+
+                times = {d: gpu_time_ms(lambda d=d: attention_forward(q, k, v, causal, sm_scale, None, d))
+                         for d in (False, True)}
+                _PATH_CHOICE[key] = min(times, key=times.get)
+            use_desc = _PATH_CHOICE[key]
     b, h, h_kv, s_q, s_kv, d = check_qkv(q, k, v)
     sm_scale = 1.0 / math.sqrt(d) if sm_scale is None else sm_scale
     o = torch.empty_like(q)

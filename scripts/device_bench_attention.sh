@@ -3,6 +3,7 @@
 #   scripts/device_bench_attention.sh smoke   # GPU tests + one shape per kind (a first, short call)
 #   scripts/device_bench_attention.sh full    # the goals sweep, then the extra shapes
 #   scripts/device_bench_attention.sh decode  # decode goals only, into a fresh $OUT/decode.jsonl
+#   scripts/device_bench_attention.sh fwd     # forward goals only, into a fresh $OUT/fwd.jsonl
 # Rows already in reports/attention/results.jsonl are carried in and skipped (resume), so a
 # call cut short by its time limit is finished by the next one. Set MLSYS_GIT_COMMIT where the
 # copy has no .git. Copy $OUT/attention.jsonl back to reports/attention/results.jsonl afterwards.
@@ -38,6 +39,8 @@ for line in open(sys.argv[1]):
     print(f"{r['kernel']:20s} {r['variant']:10s} {r['shape']:28s} ok={r['ok']} err={r['rel_err']} "
           f"ms={r['median_ms']} base_ms={r['baseline_median_ms']} TF={r['tflops_per_s']} GBps={r['GBps']} {r['error'] or ''}")
 PY
+elif [ "$MODE" = fwd ]; then  # forward goals only (per-shape load-path choice), fresh rows
+  bench fwd --sweep goals --kind fwd --out "$OUT/fwd.jsonl"
 elif [ "$MODE" = decode ]; then  # decode only, fresh rows (not resumed), host time per call recorded
   timeout 150 python3 -m pytest -q -x -m gpu -k decode tests/test_kernels_attention.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -5
   bench decode --sweep goals --kind bandwidth --kind decode --out "$OUT/decode.jsonl"

@@ -168,19 +168,21 @@ def forward_cases(shapes: list[Shape], dtype: str, backends=SDPA_BACKENDS, descr
         variant = "causal" if s.causal else "full"
         common = dict(shape=s.label(), dtype=dtype, flops=forward_flops(s), bytes=forward_bytes(s), variant=variant)
 
-        def build(s=s, use_desc=False, backend=None):
+        def build(s=s, use_desc=None, backend=None):
             q, k, v = _qkv(s, dtype)
             if backend is not None:
                 return Bench(run=lambda: sdpa(backend)(q, k, v, s.causal),
                              reference=lambda: reference_attention(q, k, v, s.causal))
-            baseline = None if use_desc or harness.interpreting() else (lambda: sdpa("flash")(q, k, v, s.causal))
+            baseline = None if use_desc is not None or harness.interpreting() else \
+                (lambda: sdpa("flash")(q, k, v, s.causal))
             return Bench(run=lambda: A.attention_forward(q, k, v, causal=s.causal, use_desc=use_desc)[0],
                          reference=lambda: reference_attention(q, k, v, s.causal), baseline=baseline)
 
         baseline = "sdpa_flash" if not harness.interpreting() else ""
         cases.append(Case(kernel="triton_fwd", baseline=baseline, build=build, **common))
-        if descriptor_path and not harness.interpreting():
+        if descriptor_path and not harness.interpreting():   # each load path forced, beside the auto choice
             cases.append(Case(kernel="triton_fwd_desc", baseline="", build=lambda s=s: build(s, use_desc=True), **common))
+            cases.append(Case(kernel="triton_fwd_ptr", baseline="", build=lambda s=s: build(s, use_desc=False), **common))
         for name in backends:
             if name == "math" and s.b * s.h * s.q_len * s.s_kv * 4 > 2**30:
                 continue  # MATH materialises the S x S scores (~25 TFLOP/s): skip past 1 GiB of them

@@ -71,16 +71,23 @@ def decode_table(rows, bw_GBps):
             vs_default = contig.speedup if variant == "contiguous" and contig else None
             vs_best = best_sdpa / r.median_ms if best_sdpa else None
             frac = r.GBps / bw_GBps if bw_GBps and r.GBps else None
+            host = r.extra.get("host_us")
+            base_host = r.extra.get("baseline_host_us") if variant == "contiguous" else None
             out.append([shape, variant, fmt(r.median_ms, 3), fmt(r.GBps), fmt(100 * frac if frac else None, 0, "%"),
-                        fmt(vs_default, 2, "x"), fmt(vs_best, 2, "x"),
+                        fmt(vs_default, 2, "x"), fmt(vs_best, 2, "x"), fmt(host), fmt(base_host),
                         "met" if (vs_best or 0) >= 1.0 and (frac or 0) >= 0.85 else "missed"])
     return out
 
 
 def desc_table(rows):
+    """Pointer vs descriptor path per shape: rows triton_fwd_ptr where measured (else the older triton_fwd rows,
+    which were the pointer path before the per-shape choice)."""
     idx = index(rows)
-    return [[s, v, fmt(idx[("triton_fwd", s, v)].tflops_per_s if ("triton_fwd", s, v) in idx else None), fmt(r.tflops_per_s)]
-            for (k, s, v), r in sorted(idx.items()) if k == "triton_fwd_desc"]
+
+    def ptr(s, v):
+        r = idx.get(("triton_fwd_ptr", s, v)) or idx.get(("triton_fwd", s, v))
+        return r.tflops_per_s if r else None
+    return [[s, v, fmt(ptr(s, v)), fmt(r.tflops_per_s)] for (k, s, v), r in sorted(idx.items()) if k == "triton_fwd_desc"]
 
 
 def markdown_table(header, body):
@@ -138,12 +145,15 @@ def main(argv: list[str]) -> None:
     plot(rows, HERE / "tflops_vs_seqlen.png")
     head = ["shape", "mask", "Triton TFLOP/s", "SDPA FLASH", "SDPA cuDNN", "SDPA EFFICIENT",
             "Triton / FLASH", "Triton / cuDNN", "goal"]
+    commits = sorted({str(r.env.get("git_commit")) for r in rows if r.env.get("gpu")})
+    times = sorted(r.measured_at for r in rows if r.measured_at)
+    notes = HERE / "notes.md"
     text = [
         "# Triton flash attention vs SDPA",
         "",
         f"Card: {env.get('gpu')} ({env.get('sm_count')} SMs, driver {env.get('driver')}); torch {env.get('torch')}, "
-        f"triton {env.get('triton')}, CUDA {env.get('cuda')}; commit {env.get('git_commit')}; "
-        f"measured {min((r.measured_at for r in rows if r.measured_at), default='?')}.",
+        f"triton {env.get('triton')}, CUDA {env.get('cuda')}; commits {', '.join(commits)} (each row names its own); "
+        f"measured {times[0] if times else '?'} to {times[-1] if times else '?'}.",
         "Regenerate: `python reports/attention/make_report.py` (rows: `results.jsonl`, written by "
         "`scripts/device_bench_attention.sh full` through `mlsys bench attention`).",
         "",
@@ -167,7 +177,11 @@ def main(argv: list[str]) -> None:
         "backend choice, same contiguous cache); 'vs best SDPA' divides by the fastest SDPA backend row of the shape. "
         "Paged rows read through a shuffled block table (16- or 256-token blocks).",
         "",
-        markdown_table(["shape", "cache", "ms", "GB/s", "% of read BW", "vs SDPA default", "vs best SDPA", "goal"], dec),
+        markdown_table(["shape", "cache", "ms", "GB/s", "% of read BW", "vs SDPA default", "vs best SDPA",
+                        "host us/call", "SDPA host us/call", "goal"], dec),
+        "",
+        "'host us/call': host time per call over 20 back-to-back calls without synchronisation; do_bench's "
+        "L2-flushing memset (~60 us on this card) hides host time below it.",
         "",
         "## Forward load paths: pointers vs Hopper tensor descriptors (TMA)",
         "",
@@ -177,6 +191,8 @@ def main(argv: list[str]) -> None:
         "",
         f"Summary: forward Triton/FLASH {fmt(min(fwd_r, default=None), 2)}..{fmt(max(fwd_r, default=None), 2)}x, "
         f"backward {fmt(min(bwd_r, default=None), 2)}..{fmt(max(bwd_r, default=None), 2)}x.",
+        "",
+        notes.read_text() if notes.exists() else "",
         "",
         "## Rows that failed (not timed)",
         "",
