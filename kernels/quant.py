@@ -14,6 +14,8 @@
   with them instead ("halves" takes weights repacked by `quant_w4.pack_halves`).
   Autotuned between tensor-core dots and CUDA-core multiply-and-sum (M <= 4), tile shapes, and a
   split of K over programs with fp32 atomics (`split_k`) for weights too narrow to fill the GPU.
+  `variant="gemv"` (kernels/quant_gemv.py) is the faster one-launch decode kernel, and the default
+  for int8 weights with M <= 16 on a GPU; int4 needs its "halves" packing, so int4 asks for it.
 - W8A8: `w8a8_matmul` = the persistent TMA matmul of kernels/matmul.py on int8 inputs, int32
   accumulation, per-row x per-column scales in the epilogue.
 - `*_ref`: plain torch. Benchmark cases against torch baselines: kernels/quant_bench.py.
@@ -294,16 +296,21 @@ def _wo_launch(x, q, scale, bits, group, split, variant="interleave"):
 
 def weight_only_matmul(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int,
                        group: int | None = None, split_k: int | None = None,
-                       variant: str = "interleave") -> torch.Tensor:
+                       variant: str | None = None) -> torch.Tensor:
     """y (M,N) = x (M,K) @ dequant(q, scale).T; bits 8 (per-channel, scale (N,1)) or 4 (scale (N, K/group)).
 
     split_k: None = choose by timing both launches once per shape on the GPU (direct store vs K
     split over programs with fp32 atomics); an int forces it (1 = direct).
-    variant (int4 only): "interleave" (the measured default), "evenodd" or "halves" (kernels/quant_w4.py,
-    unmeasured; "halves" needs q repacked by `quant_w4.pack_halves(q, group)`). "gemv" (int8 and int4,
+    variant: "interleave" (this module's kernel), "evenodd" or "halves" (int4 only, kernels/quant_w4.py;
+    "halves" needs q repacked by `quant_w4.pack_halves(q, group)`), "gemv" (int8 and int4,
     M <= 16): kernels/quant_gemv.py, one launch, conversions by bit operations; int4 needs the "halves" packing.
+    None (default): "gemv" for int8 weights with M <= 16 rows of fp16/bf16 x on a GPU (the faster one
+    measured, reports/quant/README.md), else "interleave" (int4 keeps the packing `quantize` writes).
     """
     assert bits in (8, 4), "bits must be 8 or 4"
+    if variant is None:
+        variant = "gemv" if bits == 8 and split_k is None and x.is_cuda and x.dim() == 2 and x.shape[0] <= 16 \
+            and x.dtype in (torch.float16, torch.bfloat16) else "interleave"
     assert x.dim() == 2 and x.stride(1) == 1 and q.stride(1) == 1, "x and q need contiguous rows"
     assert x.dtype in (torch.float16, torch.bfloat16, torch.float32), f"activations in {x.dtype}?"
     M, K = x.shape
