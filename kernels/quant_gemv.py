@@ -106,10 +106,11 @@ def _int4_asm(byte, dt: tl.constexpr):
     """uint8 bytes -> (low nibble - 8, high nibble - 8) in dt: per 4 bytes two PRMT, four LOP3, two shifts and
     four packed bf16x2/f16x2 FMAs (1.5 instructions a weight), no conversion instructions."""
     if dt == tl.float16:
-        return tl.inline_asm_elementwise(_INT4_PTX_F16, "=r,=r,=r,=r,r", [byte], dtype=(tl.float16, tl.float16), is_pure=True, pack=4)
+        return tl.inline_asm_elementwise(_INT4_PTX_F16, "=r,=r,=r,=r,r", [byte], dtype=(tl.float16, tl.float16),
+                                         is_pure=True, pack=4)
     else:
-        return tl.inline_asm_elementwise(_INT4_PTX_BF16, "=r,=r,=r,=r,r", [byte], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True,
-                                         pack=4)
+        return tl.inline_asm_elementwise(_INT4_PTX_BF16, "=r,=r,=r,=r,r", [byte],
+                                         dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
 
 
 @triton.jit(do_not_specialize=["M"])
@@ -118,7 +119,7 @@ def _gemv_kernel(
     M, N, K,
     stride_xm, stride_wn, stride_sn, stride_ym,
     BITS: tl.constexpr, GROUP: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SWAP: tl.constexpr, ASM: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr,
 ):
     BLOCK_M: tl.constexpr = 16
     dt = x_ptr.dtype.element_ty
@@ -127,10 +128,7 @@ def _gemv_kernel(
     offs_m = tl.arange(0, BLOCK_M)
     n_ok = offs_n < N
     m_ok = offs_m < M
-    if SWAP:
-        acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    else:
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if BITS == 8:
         kk = tl.arange(0, BLOCK_K)
         for k0 in range(0, K, BLOCK_K):
@@ -142,15 +140,9 @@ def _gemv_kernel(
                 w = _int8_asm(q, dt)
             else:
                 w = _int8_as_f32(q).to(dt)
-            if SWAP:
-                acc = tl.dot(w, tl.trans(x), acc)
-            else:
-                acc = tl.dot(x, tl.trans(w), acc)
+            acc = tl.dot(x, tl.trans(w), acc)
         s = tl.load(s_ptr + offs_n * stride_sn, mask=n_ok, other=0.0).to(tl.float32)
-        if SWAP:
-            acc = acc * s[:, None]
-        else:
-            acc = acc * s[None, :]
+        acc = acc * s[None, :]
     else:
         H: tl.constexpr = GROUP // 2
         BIAS: tl.constexpr = 1032.0 if dt == tl.float16 else 136.0   # magic base + the int4 offset 8
@@ -175,20 +167,11 @@ def _gemv_kernel(
                     x_sum = tl.sum(x_lo.to(tl.float32) + x_hi.to(tl.float32), axis=1)  # (16,)
                     bias = BIAS
                 s = tl.load(s_ptr + offs_n * stride_sn + kg // GROUP, mask=n_ok & g_ok, other=0.0).to(tl.float32)
-                if SWAP:
-                    part = tl.dot(lo, tl.trans(x_lo))
-                    part = tl.dot(hi, tl.trans(x_hi), part)
-                    acc += (part - bias * x_sum[None, :]) * s[:, None]
-                else:
-                    part = tl.dot(x_lo, tl.trans(lo))
-                    part = tl.dot(x_hi, tl.trans(hi), part)
-                    acc += (part - bias * x_sum[:, None]) * s[None, :]
-    if SWAP:
-        out = y_ptr + offs_m[None, :] * stride_ym + offs_n[:, None]
-        tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=m_ok[None, :] & n_ok[:, None])
-    else:
-        out = y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :]
-        tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+                part = tl.dot(x_lo, tl.trans(lo))
+                part = tl.dot(x_hi, tl.trans(hi), part)
+                acc += (part - bias * x_sum[:, None]) * s[None, :]
+    out = y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :]
+    tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
 
 
 @triton.jit(do_not_specialize=["M"])
@@ -336,7 +319,7 @@ def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group
                                                   BLOCK_K=128 if bits == 8 else 2 * group, ASM=False)
         else:
             _gemv_kernel[(triton.cdiv(N, 16),)](*args, BITS=bits, GROUP=group, BLOCK_N=16,
-                                               BLOCK_K=64 if bits == 8 else 2 * group, SWAP=False, ASM=False)
+                                               BLOCK_K=64 if bits == 8 else 2 * group, ASM=False)
         return y
     chosen = kind is None
     if chosen:
@@ -354,7 +337,7 @@ def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group
     if kind == "ks":
         entry = launch(_TUNED_KS, grid, args, dict(BITS=bits, GROUP=group, ASM=asm), cache=cache)
     else:
-        entry = launch(_TUNED, grid, args, dict(BITS=bits, GROUP=group, SWAP=False, ASM=asm), cache=cache)
+        entry = launch(_TUNED, grid, args, dict(BITS=bits, GROUP=group, ASM=asm), cache=cache)
     if chosen and cache and entry is not None:
         if len(_FAST) > 4096:
             _FAST.clear()
