@@ -21,7 +21,8 @@ row sum of x, and one scale per (group, column) applied to the fp32 partial sum.
 BLOCK_K spans BLOCK_K // GROUP whole groups, unrolled with `tl.static_range`; a group past the end
 of K (or of a split-K slice) is masked as a whole, so K only needs to be a multiple of GROUP. Same
 launch parameters, autotuner configs and split-K scheme as the default kernel (quant._wo_launch
-launches all three). UNMEASURED on a GPU so far: see reports/quant/notes.md.
+launches all three). Measured on an H200 (reports/quant/README.md: 0.61x and 0.65x bf16 cuBLAS);
+kernels/quant_gemv.py replaced them as the fast W4A16 path (the same "halves" packing).
 """
 
 from __future__ import annotations
