@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .attention_fwd import LOG2E, attention_forward, check_qkv, interpreting
+from .attention_fwd import LOG2E, _kv_range, _load_rows, _query_block, attention_forward, check_qkv, interpreting
 
 
 @triton.jit
@@ -141,12 +141,8 @@ def _dq_inner(dq, q, do, lse2, delta, k_ptrs, v_ptrs, offs_m, lo, hi, S_kv, qk_s
         start_n = tl.multiple_of(start_n, BLOCK_N)
         offs_n = start_n + offs_n0
         in_kv = offs_n < S_kv
-        if MASK:
-            k = tl.load(k_ptrs + start_n * stride_kn, mask=in_kv[:, None], other=0.0)
-            v = tl.load(v_ptrs + start_n * stride_vn, mask=in_kv[:, None], other=0.0)
-        else:
-            k = tl.load(k_ptrs + start_n * stride_kn)
-            v = tl.load(v_ptrs + start_n * stride_vn)
+        k = _load_rows(k_ptrs, start_n, stride_kn, in_kv, MASK)
+        v = _load_rows(v_ptrs, start_n, stride_vn, in_kv, MASK)
         qk = tl.dot(q, tl.trans(k))
         p = tl.math.exp2(qk * qk_scale - lse2[:, None])
         if MASK:
@@ -175,15 +171,9 @@ def attention_bwd_dq_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
 ):
     tl.static_assert(BLOCK_M % BLOCK_N == 0)
-    start_m = tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
-    off_bh = tl.program_id(1)
-    off_b = off_bh // H
-    off_h = off_bh % H
-    off_hkv = off_h // GROUP
-    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    start_m, off_bh, off_b, off_h, off_hkv, offs_m, in_q = _query_block(H, GROUP, S_q, BLOCK_M, CAUSAL)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
-    in_q = offs_m < S_q
     q_off = off_b.to(tl.int64) * stride_qb + off_h.to(tl.int64) * stride_qh
     q = tl.load(q_ptr + q_off + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd,
                 mask=in_q[:, None], other=0.0)
@@ -197,13 +187,7 @@ def attention_bwd_dq_kernel(
     v_ptrs = (v_ptr + off_b.to(tl.int64) * stride_vb + off_hkv.to(tl.int64) * stride_vh
               + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd)
     dq = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
-    if CAUSAL:
-        hi = tl.minimum((start_m + 1) * BLOCK_M, S_kv)
-        mask_lo = start_m * BLOCK_M
-    else:
-        hi = S_kv
-        mask_lo = S_kv
-    full_hi = tl.minimum(mask_lo, (S_kv // BLOCK_N) * BLOCK_N)
+    hi, full_hi = _kv_range(start_m, S_kv, BLOCK_M, BLOCK_N, CAUSAL)
     dq = _dq_inner(dq, q, do, lse2, delta, k_ptrs, v_ptrs, offs_m, 0, full_hi, S_kv, qk_scale,
                    stride_kn, stride_vn, BLOCK_N, False, CAUSAL)
     dq = _dq_inner(dq, q, do, lse2, delta, k_ptrs, v_ptrs, offs_m, full_hi, hi, S_kv, qk_scale,

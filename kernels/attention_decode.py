@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 
 from .attention_fwd import LOG2E, interpreting
-from .matmul_launch import launch, run_entry
+from .matmul_launch import launch, remember, run_entry
 from .tuning import gpu_time_ms
 
 
@@ -229,9 +229,7 @@ def decode_attention(q, k_cache, v_cache, cache_seqlens=None, block_table=None, 
     o = torch.empty_like(q)
     single = num_splits == 1
     rows = b * h * n_q
-    # partial outputs and their logsumexps in one allocation: (rows, splits, D) then (rows, splits)
-    part = torch.empty(rows * num_splits * (d + 1) if not single else 1, device=q.device, dtype=torch.float32)
-    part_o, part_lse = (part[: rows * num_splits * d], part[rows * num_splits * d:]) if not single else (part, part)
+    part_o, part_lse = _partials(q, rows * num_splits * d, rows * num_splits, single)
     args = (q, k_cache, v_cache, table, cache_seqlens if has_lens else q, o, part_o, part_lse,
             *q.stride(), *kst, *vst, *o.stride(), table.stride(0),
             h, n_q, group, per_split, num_splits, sm_scale * LOG2E, max_len)
@@ -253,9 +251,7 @@ def decode_attention(q, k_cache, v_cache, cache_seqlens=None, block_table=None, 
     if fast and entry is not None and (single or reduce_entry is not None) and not interpreting() and \
             (block_table is None or block_table.dtype == torch.int32) and \
             (cache_seqlens is None or cache_seqlens.dtype == torch.int32):   # tensors used as given
-        if len(_FAST) > 4096:
-            _FAST.clear()
-        _FAST[key] = (entry, reduce_entry, rows * num_splits * d, rows * num_splits, args[8:])
+        remember(_FAST, key, (entry, reduce_entry, rows * num_splits * d, rows * num_splits, args[8:]))
     return o
 
 
@@ -264,14 +260,19 @@ def decode_attention(q, k_cache, v_cache, cache_seqlens=None, block_table=None, 
 _FAST: dict = {}
 
 
+def _partials(q, n_o: int, n_lse: int, single: bool):
+    """fp32 partial outputs (rows, splits, D) and their logsumexps (rows, splits), flat; one element each
+    when a single split writes o itself (the kernel then never touches them)."""
+    if single:
+        n_o = n_lse = 1
+    return (torch.empty(n_o, device=q.device, dtype=torch.float32),
+            torch.empty(n_lse, device=q.device, dtype=torch.float32))
+
+
 def _run_fast(hit, q, k_cache, v_cache, cache_seqlens, block_table):
     entry, reduce_entry, n_o, n_lse, ints = hit
     o = torch.empty_like(q)
-    if reduce_entry is None:
-        part_o = part_lse = o
-    else:
-        part_o = torch.empty(n_o, device=q.device, dtype=torch.float32)
-        part_lse = torch.empty(n_lse, device=q.device, dtype=torch.float32)
+    part_o, part_lse = _partials(q, n_o, n_lse, reduce_entry is None)
     dev = q.device.index
     run_entry(entry, (q, k_cache, v_cache, q if block_table is None else block_table,
                       q if cache_seqlens is None else cache_seqlens, o, part_o, part_lse, *ints), dev)

@@ -32,6 +32,42 @@ def interpreting() -> bool:
 
 
 @triton.jit
+def _query_block(H, GROUP, S_q, BLOCK_M: tl.constexpr, CAUSAL: tl.constexpr):
+    """This program's query block of one (batch, head): start_m, off_bh, off_b, off_h, off_hkv, offs_m, in_q.
+    Causal grids run the longest rows first, so the short ones fill the tail of the grid."""
+    start_m = tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
+    off_bh = tl.program_id(1)
+    off_b = off_bh // H
+    off_h = off_bh % H
+    off_hkv = off_h // GROUP
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    return start_m, off_bh, off_b, off_h, off_hkv, offs_m, offs_m < S_q
+
+
+@triton.jit
+def _kv_range(start_m, S_kv, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    """KV range [0, hi) a query block reads, and full_hi: tiles below it need neither the causal nor the
+    bounds mask. BLOCK_M % BLOCK_N == 0 keeps the causal boundary on a tile boundary."""
+    if CAUSAL:
+        hi = tl.minimum((start_m + 1) * BLOCK_M, S_kv)
+        mask_lo = start_m * BLOCK_M
+    else:
+        hi = S_kv
+        mask_lo = S_kv
+    return hi, tl.minimum(mask_lo, (S_kv // BLOCK_N) * BLOCK_N)
+
+
+@triton.jit
+def _load_rows(ptrs, start, stride, in_range, MASK: tl.constexpr):
+    """Rows start.. of a (rows, D) tile through pointers; MASK: rows outside `in_range` read as zeros."""
+    if MASK:
+        tile = tl.load(ptrs + start * stride, mask=in_range[:, None], other=0.0)
+    else:
+        tile = tl.load(ptrs + start * stride)
+    return tile
+
+
+@triton.jit
 def _fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, k_desc, v_desc, off_b, off_hkv,
                offs_m, lo, hi, S_kv, qk_scale, stride_kn, stride_vn,
                BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
@@ -44,10 +80,8 @@ def _fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, k_desc, v_desc, off_b, off_hkv,
         in_kv = offs_n < S_kv
         if USE_DESC:
             k = k_desc.load([off_b, off_hkv, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
-        elif MASK:
-            k = tl.load(k_ptrs + start_n * stride_kn, mask=in_kv[:, None], other=0.0)
         else:
-            k = tl.load(k_ptrs + start_n * stride_kn)
+            k = _load_rows(k_ptrs, start_n, stride_kn, in_kv, MASK)
         qk = tl.dot(q, tl.trans(k))  # (BLOCK_M, BLOCK_N), fp32
         if MASK:
             keep = in_kv[None, :]
@@ -65,10 +99,8 @@ def _fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, k_desc, v_desc, off_b, off_hkv,
         acc = acc * alpha[:, None]
         if USE_DESC:
             v = v_desc.load([off_b, off_hkv, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
-        elif MASK:
-            v = tl.load(v_ptrs + start_n * stride_vn, mask=in_kv[:, None], other=0.0)
         else:
-            v = tl.load(v_ptrs + start_n * stride_vn)
+            v = _load_rows(v_ptrs, start_n, stride_vn, in_kv, MASK)
         acc = tl.dot(p.to(v.dtype), v, acc)
         m_i = m_ij
     return acc, l_i, m_i
@@ -90,17 +122,9 @@ def attention_fwd_kernel(
     CAUSAL: tl.constexpr, USE_DESC: tl.constexpr,
 ):
     tl.static_assert(BLOCK_M % BLOCK_N == 0)
-    # Causal: the longest rows first, so the short ones fill the tail of the grid.
-    start_m = tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
-    off_bh = tl.program_id(1)
-    off_b = off_bh // H
-    off_h = off_bh % H
-    off_hkv = off_h // GROUP
-
-    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    start_m, off_bh, off_b, off_h, off_hkv, offs_m, in_q = _query_block(H, GROUP, S_q, BLOCK_M, CAUSAL)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
-    in_q = offs_m < S_q
     q_base = q_ptr + off_b.to(tl.int64) * stride_qb + off_h.to(tl.int64) * stride_qh
     k_base = k_ptr + off_b.to(tl.int64) * stride_kb + off_hkv.to(tl.int64) * stride_kh
     v_base = v_ptr + off_b.to(tl.int64) * stride_vb + off_hkv.to(tl.int64) * stride_vh
@@ -132,15 +156,7 @@ def attention_fwd_kernel(
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
 
-    # KV range [0, hi); tiles from mask_lo on need the causal mask, tiles past the last full
-    # tile need the bounds mask. BLOCK_M % BLOCK_N == 0 keeps mask_lo on a tile boundary.
-    if CAUSAL:
-        hi = tl.minimum((start_m + 1) * BLOCK_M, S_kv)
-        mask_lo = start_m * BLOCK_M
-    else:
-        hi = S_kv
-        mask_lo = S_kv
-    full_hi = tl.minimum(mask_lo, (S_kv // BLOCK_N) * BLOCK_N)
+    hi, full_hi = _kv_range(start_m, S_kv, BLOCK_M, BLOCK_N, CAUSAL)
     acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, k_desc, v_desc, off_b, off_hkv,
                                offs_m, 0, full_hi, S_kv, qk_scale, stride_kn, stride_vn,
                                BLOCK_N, HEAD_DIM, False, CAUSAL, USE_DESC)

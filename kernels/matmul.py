@@ -202,23 +202,18 @@ def _configs(tiles):
 _KEY = ["M", "N", "K", "A_T", "B_NK", "SCALE", "INT8"]
 
 
-def _quick_bench(fn, quantiles):
-    """The autotuners' timer: GPU time per call on a cold L2, host launch cost excluded (kernels/tuning.py)."""
-    return gpu_time_ms(fn, quantiles)
-
-
 # H100/H200 tiles: 128x256 with 8 warps (two consumer warpgroups) is the usual winner for big
 # shapes; the smaller tiles cover shapes whose tile count leaves SMs idle.
 _TMA_16BIT = triton.autotune(_configs([
     (128, 256, 64, 3, 8), (256, 128, 64, 3, 8), (128, 256, 64, 4, 8), (128, 128, 64, 4, 8),
     (128, 128, 64, 5, 4), (64, 256, 64, 4, 4), (128, 128, 128, 3, 8), (64, 128, 64, 4, 4), (128, 64, 64, 4, 4),
-]), key=_KEY, do_bench=_quick_bench)(_matmul_tma_kernel)
+]), key=_KEY, do_bench=gpu_time_ms)(_matmul_tma_kernel)
 _TMA_FP8 = triton.autotune(_configs([
     (128, 256, 128, 3, 8), (256, 128, 128, 3, 8), (128, 128, 128, 4, 8), (128, 128, 128, 4, 4),
     (128, 256, 64, 4, 8), (64, 256, 128, 4, 4), (64, 128, 128, 4, 4), (128, 64, 128, 4, 4),
-]), key=_KEY, do_bench=_quick_bench)(_matmul_tma_kernel)
+]), key=_KEY, do_bench=gpu_time_ms)(_matmul_tma_kernel)
 _TMA_32BIT = triton.autotune(_configs([(128, 128, 32, 3, 8), (128, 64, 32, 4, 4), (64, 64, 32, 4, 4)]),
-                             key=_KEY, do_bench=_quick_bench)(_matmul_tma_kernel)
+                             key=_KEY, do_bench=gpu_time_ms)(_matmul_tma_kernel)
 
 def _dtma_configs(tiles):
     return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_stages=st, num_warps=w)
@@ -228,12 +223,12 @@ def _dtma_configs(tiles):
 # the same tiles as the host-descriptor kernels above, without the pre-hook that sizes host descriptors
 _DTMA = {size: triton.autotune(_dtma_configs([(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"],
                                                c.num_stages, c.num_warps) for c in tuned.configs]),
-                               key=_KEY, do_bench=_quick_bench)(_matmul_dtma_kernel)
+                               key=_KEY, do_bench=gpu_time_ms)(_matmul_dtma_kernel)
          for size, tuned in ((1, _TMA_FP8), (2, _TMA_16BIT), (4, _TMA_32BIT))}
 _PTR_GPU = triton.autotune([
     triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, num_stages=4, num_warps=8),
     triton.Config({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}, num_stages=4, num_warps=4),
-], key=["M", "N", "K", "SCALE", "INT8"], do_bench=_quick_bench)(_matmul_ptr_kernel)
+], key=["M", "N", "K", "SCALE", "INT8"], do_bench=gpu_time_ms)(_matmul_ptr_kernel)
 
 
 def _interpreting() -> bool:
@@ -344,9 +339,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
         # remember it only where the scales went to the kernel as given (fp32, contiguous)
         if fast and entry is not None and not _interpreting() and \
                 (scale_mode == SCALE_NONE or (key[11][0] == key[11][2] == torch.float32 and key[11][4])):
-            if len(_FAST) > 4096:
-                _FAST.clear()
-            _FAST[key] = (entry, out_dtype, (M, N, K, *_dtma_strides(a, b, c)))
+            matmul_launch.remember(_FAST, key, (entry, out_dtype, (M, N, K, *_dtma_strides(a, b, c))))
     else:
         _launch_ptr(a, b, c, scales, num_sms, args, launch_cache)
     return c

@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 
 from .matmul import _num_sms, matmul, matmul_ref, quantize_fp8, resolve_split_k
+from .matmul_launch import add_host_times
 
 
 def kernel_name(split_k: int | str | None = None, launch_cache: bool = True, path: str = "auto") -> str:
@@ -71,12 +72,7 @@ def bench_case(M: int, N: int, K: int, dtype: str = "bfloat16", activation: str 
                                                             scale_b=sw.reshape(1, -1) if rowwise else sw,
                                                             out_dtype=torch.bfloat16))
         bench.extra["split_k"] = resolve_split_k(split_k, M, N, K, _num_sms(torch.device(dev))) or 0
-        if dev == "cuda":
-            from .matmul_launch import host_us
-
-            bench.extra["host_us"] = host_us(bench.run)
-            if bench.baseline is not None:
-                bench.extra["baseline_host_us"] = host_us(bench.baseline)
+        add_host_times(bench, dev == "cuda")
         return bench
 
     return Case(kernel=kernel_name(split_k, launch_cache, path), baseline="torch._scaled_mm" if fp8 else "torch.matmul",

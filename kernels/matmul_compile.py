@@ -25,6 +25,12 @@ def _signature(fn, types: dict, consts: dict) -> dict:
     return {name: "constexpr" if name in consts else types[name] for name in fn.arg_names}
 
 
+def compile_for_hopper(fn, types: dict, consts: dict, **options):
+    """triton.compile one specialisation of `fn` for sm_90 (no GPU needed): `types` for the runtime
+    parameters, `consts` for the constexprs, `options` e.g. num_warps / num_stages."""
+    return triton.compile(ASTSource(fn, _signature(fn, types, consts), consts), target=HOPPER, options=options)
+
+
 def _counts(compiled, **about) -> dict:
     ptx = compiled.asm["ptx"]
     return dict(about, cubin_bytes=len(compiled.asm["cubin"]), wgmma=ptx.count("wgmma.mma_async"),
@@ -44,9 +50,7 @@ def partial(dtype: str, block: tuple[int, int, int], split: int, use_tma: bool, 
                  a_scale_ptr="*fp32", b_scale_ptr="*fp32", bias_ptr="*bf16")
     consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, SPLIT_K=split, USE_TMA=use_tma, A_T=False,
                   B_NK=use_tma, SCALE=1 if dtype in ("fp8", "int8") else 0, HAS_BIAS=split == 1, ACT=1, INT8=int8)
-    fn = sk._splitk_partial_kernel
-    kernel = triton.compile(ASTSource(fn, _signature(fn, types, consts), consts), target=HOPPER,
-                            options=dict(num_warps=warps, num_stages=stages))
+    kernel = compile_for_hopper(sk._splitk_partial_kernel, types, consts, num_warps=warps, num_stages=stages)
     return _counts(kernel, kernel="partial", dtype=dtype, block=list(block), split=split, tma=use_tma)
 
 
@@ -55,8 +59,7 @@ def reduce(split: int, int8: bool = False) -> dict:
     types = dict(ws_ptr="*i32" if int8 else "*fp32", c_ptr="*bf16", a_scale_ptr="*fp32", b_scale_ptr="*fp32",
                  bias_ptr="*bf16", M="i32", N="i32", stride_ws="i32", stride_cm="i32", stride_cn="i32")
     consts = dict(BLOCK_M=32, BLOCK_N=128, SPLIT_K=split, SCALE=2, HAS_BIAS=True, ACT=2, INT8=int8)
-    kernel = triton.compile(ASTSource(fn, _signature(fn, types, consts), consts), target=HOPPER,
-                            options=dict(num_warps=4))
+    kernel = compile_for_hopper(fn, types, consts, num_warps=4)
     return _counts(kernel, kernel="reduce", split=split, int8=int8)
 
 

@@ -56,6 +56,15 @@ def _spec(x):
     return (type(x), x)
 
 
+def remember(table: dict, key, value, limit: int = _MAX_ENTRIES):
+    """table[key] = value, emptying the table first once it holds `limit` entries (a bounded memo); returns value.
+    The launch cache, the scratch buffers and the callers' per-signature fast paths all keep theirs this way."""
+    if len(table) >= limit:
+        table.clear()
+    table[key] = value
+    return value
+
+
 def launch_key(kernel, device: int, args: tuple, consts: dict) -> tuple:
     return (id(kernel), device, *map(_spec, args), *consts.items())
 
@@ -90,9 +99,7 @@ def launch(kernel, grid, args: tuple, consts: dict, *, cache: bool = True) -> En
     if entry is None:
         compiled = kernel[grid](*args, **consts)
         if compiled is not None and not hasattr(compiled, "result"):  # not an async-compile future
-            if len(_ENTRIES) >= _MAX_ENTRIES:
-                _ENTRIES.clear()
-            entry = _ENTRIES[key] = make_entry(kernel, compiled, grid, args, consts)
+            entry = remember(_ENTRIES, key, make_entry(kernel, compiled, grid, args, consts))
         return entry
     try:
         run_entry(entry, args, device)
@@ -141,11 +148,9 @@ def scratch(size: int, align: int, stream) -> torch.Tensor:
     key = (size, stream)
     buf = _SCRATCH.get(key)
     if buf is None:
-        if len(_SCRATCH) > 64:
-            _SCRATCH.clear()
         buf = torch.empty(size + align, dtype=torch.int8, device="cuda")
         offset = (-buf.data_ptr()) % align
-        buf = _SCRATCH[key] = buf[offset: offset + size]   # sliced once; a hit returns it as is
+        buf = remember(_SCRATCH, key, buf[offset: offset + size], limit=64)   # sliced once; a hit returns it as is
     return buf
 
 
@@ -157,6 +162,17 @@ def use_scratch_allocator() -> None:
         return
     triton.set_allocator(scratch)
     use_scratch_allocator.done = True
+
+
+def add_host_times(bench, on_gpu: bool) -> None:
+    """Record host microseconds per call of a harness Bench's kernel (`host_us`) and baseline
+    (`baseline_host_us`, when it has one) in its extras; for inputs off the GPU nothing is recorded.
+    Above do_bench's L2-flushing memset (~60 us on an H200) host time shows in the timing."""
+    if not on_gpu:
+        return
+    bench.extra["host_us"] = host_us(bench.run)
+    if bench.baseline is not None:
+        bench.extra["baseline_host_us"] = host_us(bench.baseline)
 
 
 def host_us(fn: Callable[[], Any], calls: int = 20) -> float:

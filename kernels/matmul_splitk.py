@@ -22,7 +22,8 @@ import triton
 import triton.language as tl
 
 from . import matmul_launch
-from .matmul import _epilogue, _interpreting, _load_ab, _quick_bench, _tile_coords
+from .matmul import _epilogue, _interpreting, _load_ab, _tile_coords
+from .tuning import gpu_time_ms
 
 SPLITK_TILE = 128           # the tile edge the "auto" rule counts tiles with (the persistent kernel's smallest)
 MIN_K_PER_SPLIT = 256       # below this a slice's loads no longer pay for its fp32 workspace write
@@ -111,7 +112,7 @@ def _tuned(tiles):
     configs = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_stages=s,
                              num_warps=w, pre_hook=_set_block_shapes) for bm, bn, bk, s, w in tiles]
     key = ["M", "N", "K", "A_T", "B_NK", "SPLIT_K", "USE_TMA", "SCALE", "INT8"]
-    return triton.autotune(configs, key=key, do_bench=_quick_bench)(_splitk_partial_kernel)
+    return triton.autotune(configs, key=key, do_bench=gpu_time_ms)(_splitk_partial_kernel)
 
 
 # Smaller tiles than the persistent kernel's: more programs for the few-tile shapes this path is for.

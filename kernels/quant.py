@@ -30,6 +30,7 @@ import triton
 import triton.language as tl
 
 from . import matmul as _mm
+from .tuning import gpu_time_ms
 
 QMAX = {"int8": 127.0, "int4": 7.0, "fp8": 448.0}
 _MODE = {"int8": 0, "int4": 1, "fp8": 2}
@@ -250,17 +251,10 @@ def _wo_prune(configs, named_args, **kwargs):
     return [c for c in configs if c.kwargs["BLOCK_M"] == (want_dot if c.kwargs["USE_DOT"] else want_fma)]
 
 
-def _quick_bench(fn, quantiles):
-    """The autotuners' timer: GPU time per call on a cold L2, host launch cost excluded (kernels/tuning.py)."""
-    from .tuning import gpu_time_ms
-
-    return gpu_time_ms(fn, quantiles)
-
-
 _WO_KEY = ["M", "N", "K", "BITS", "GROUP"]
-_WO_DIRECT = triton.autotune(_wo_configs(False), key=_WO_KEY, do_bench=_quick_bench, prune_configs_by={"early_config_prune": _wo_prune})(
+_WO_DIRECT = triton.autotune(_wo_configs(False), key=_WO_KEY, do_bench=gpu_time_ms, prune_configs_by={"early_config_prune": _wo_prune})(
     _weight_only_kernel)
-_WO_SPLIT = triton.autotune(_wo_configs(True), key=_WO_KEY, reset_to_zero=["y_ptr"], do_bench=_quick_bench,
+_WO_SPLIT = triton.autotune(_wo_configs(True), key=_WO_KEY, reset_to_zero=["y_ptr"], do_bench=gpu_time_ms,
                             prune_configs_by={"early_config_prune": _wo_prune})(_weight_only_kernel)
 _WO_CHOICE: dict = {}   # (M, N, K, bits, group, dtype, variant) -> "direct" | "split", measured on first use
 W4_VARIANTS = ("interleave", "evenodd", "halves", "gemv")
@@ -328,12 +322,9 @@ def weight_only_matmul(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bi
     if split_k is not None or not x.is_cuda:
         return _wo_launch(x, q, scale, bits, group, split_k if (split_k or 1) > 1 else 0, variant)
     key = (M, N, K, bits, group, x.dtype, variant)
-    if key not in _WO_CHOICE:
-        import triton.testing
-
-        times = {mode: triton.testing.do_bench(
-            lambda: _wo_launch(x, q, scale, bits, group, mode == "split", variant), warmup=5, rep=20,
-            return_mode="median") for mode in ("direct", "split")}
+    if key not in _WO_CHOICE:   # by GPU time, as the autotuners choose (kernels/tuning.py)
+        times = {mode: gpu_time_ms(lambda mode=mode: _wo_launch(x, q, scale, bits, group, mode == "split", variant))
+                 for mode in ("direct", "split")}
         _WO_CHOICE[key] = min(times, key=times.get)
     return _wo_launch(x, q, scale, bits, group, _WO_CHOICE[key] == "split", variant)
 

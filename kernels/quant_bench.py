@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from .matmul_launch import add_host_times
 from .quant import (
     dequantize_ref,
     quantize,
@@ -67,11 +68,8 @@ def _weight_only_case(M, N, K, bits, dev_dtype, variant="interleave"):
         bench = Bench(run=lambda: weight_only_matmul(x, qk, s, bits, group, variant=variant),
                       reference=lambda: weight_only_matmul_ref(x, q, s, bits, group),
                       baseline=lambda: torch.matmul(x, w.T))
-        if x.is_cuda:   # host microseconds per call: above do_bench's L2 flush (~60 us) they show in the timing
-            from .matmul_launch import host_us
-
-            bench.extra.update(host_us=host_us(bench.run), baseline_host_us=host_us(bench.baseline))
-            if variant == "gemv":   # which kernel and tile the shape got
+        add_host_times(bench, x.is_cuda)
+        if x.is_cuda and variant == "gemv":   # which kernel and tile the shape got
                 from . import quant_gemv as G
 
                 kind = G._CHOICE.get((M, N, K, bits, group or K, x.dtype), "plain")

@@ -36,7 +36,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .matmul_launch import launch, run_entry
+from .matmul_launch import launch, remember, run_entry
 from .tuning import gpu_time_ms
 
 
@@ -255,11 +255,6 @@ def _configs():
     return [triton.Config({"BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=st) for bn, bk, w, st in tiles]
 
 
-def _quick_bench(fn, quantiles):
-    """The autotuner's timer: GPU time per call on a cold L2, host launch cost excluded (kernels/tuning.py)."""
-    return gpu_time_ms(fn, quantiles)
-
-
 def _ks_configs():
     # (BLOCK_N, KS, k per slice, warps, stages): BLOCK_K = KS * slice; int4 keeps only slice == GROUP
     tiles = [(32, 4, 128, 4, 3), (32, 4, 128, 4, 4), (16, 4, 128, 4, 4), (32, 8, 128, 8, 3), (16, 8, 128, 8, 3),
@@ -278,8 +273,8 @@ def _ks_prune(configs, named_args, **kwargs):
 
 
 _KEY = ["M", "N", "K", "BITS", "GROUP"]
-_TUNED = triton.autotune(_configs(), key=_KEY, do_bench=_quick_bench)(_gemv_kernel)
-_TUNED_KS = triton.autotune(_ks_configs(), key=_KEY, do_bench=_quick_bench,
+_TUNED = triton.autotune(_configs(), key=_KEY, do_bench=gpu_time_ms)(_gemv_kernel)
+_TUNED_KS = triton.autotune(_ks_configs(), key=_KEY, do_bench=gpu_time_ms,
                             prune_configs_by={"early_config_prune": _ks_prune})(_gemv_ks_kernel)
 _CHOICE: dict = {}   # (M, N, K, bits, group, dtype) -> "plain" | "ks": the faster by GPU time, measured on first use
 _FAST: dict = {}     # shapes, strides, dtypes, alignment of a chosen-kind call -> its launch entry
@@ -339,7 +334,5 @@ def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group
     else:
         entry = launch(_TUNED, grid, args, dict(BITS=bits, GROUP=group, ASM=asm), cache=cache)
     if chosen and cache and entry is not None:
-        if len(_FAST) > 4096:
-            _FAST.clear()
-        _FAST[fkey] = entry
+        remember(_FAST, fkey, entry)
     return y

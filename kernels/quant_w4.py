@@ -32,6 +32,7 @@ import triton
 import triton.language as tl
 
 from . import quant as _q
+from .tuning import gpu_time_ms
 
 
 @triton.jit(do_not_specialize=["M"])
@@ -92,9 +93,9 @@ def pack_halves(q: torch.Tensor, group: int) -> torch.Tensor:
 
 
 _KEY = _q._WO_KEY + ["X_HALVES"]
-_DIRECT = triton.autotune(_q._wo_configs(False), key=_KEY, do_bench=_q._quick_bench,
+_DIRECT = triton.autotune(_q._wo_configs(False), key=_KEY, do_bench=gpu_time_ms,
                           prune_configs_by={"early_config_prune": _q._wo_prune})(_w4_packed_order_kernel)
-_SPLIT = triton.autotune(_q._wo_configs(True), key=_KEY, reset_to_zero=["y_ptr"], do_bench=_q._quick_bench,
+_SPLIT = triton.autotune(_q._wo_configs(True), key=_KEY, reset_to_zero=["y_ptr"], do_bench=gpu_time_ms,
                          prune_configs_by={"early_config_prune": _q._wo_prune})(_w4_packed_order_kernel)
 
 # what quant._wo_launch runs (its configs have BLOCK_K 256..1024: whole groups of 32..256)

@@ -12,6 +12,8 @@ from mlsyscalc.kernels import matmul_bench as mb
 from mlsyscalc.kernels import matmul_launch as ml
 from mlsyscalc.kernels import matmul_splitk as sk
 
+from .sm90 import run_uninterpreted
+
 GPU = torch.cuda.is_available()
 DEV = "cuda" if GPU else "cpu"
 gpu = pytest.mark.skipif(not GPU, reason="needs a CUDA GPU")
@@ -312,15 +314,8 @@ def test_splitk_kernels_compile_for_hopper_without_a_gpu():
     # triton's own ptxas builds sm_90 cubins with no driver; a fresh process, since the
     # interpreter (set for CPU runs) replaces @triton.jit with something that does not compile
     import json
-    import os
-    import subprocess
-    import sys
 
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, "-m", "mlsyscalc.kernels.matmul_compile"], capture_output=True,
-                          text=True, env=env)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    results = [json.loads(line) for line in proc.stdout.splitlines()]
+    results = [json.loads(line) for line in run_uninterpreted("-m", "mlsyscalc.kernels.matmul_compile").splitlines()]
     assert len(results) == 8 and all(r["cubin_bytes"] > 0 for r in results)
     for r in results:
         if r["kernel"] == "partial":

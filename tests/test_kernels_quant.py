@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
-import triton
 
 from mlsyscalc.bench.harness import check_close
 from mlsyscalc.cli.bench_kernels import QUANT_KINDS
 from mlsyscalc.kernels import quant as Q
 from mlsyscalc.kernels import quant_bench as QB
 from mlsyscalc.kernels import quant_w4 as W4
+
+from .sm90 import needs_ptxas, run_uninterpreted
 
 GPU = torch.cuda.is_available()
 DEV = "cuda" if GPU else "cpu"
@@ -162,34 +161,25 @@ def test_interpret_quant_cli_records_w4a16_variants(tmp_path):
     assert all(r["ok"] and r["rel_err"] < 5e-3 and r["shape"] == "3x40x256" for r in rows)
 
 
-_PTXAS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
 _COMPILE_SM90 = """
-import sys, triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
 from mlsyscalc.kernels import quant_w4 as W4
-fn = W4._w4_packed_order_kernel
+from mlsyscalc.kernels.matmul_compile import compile_for_hopper
 for halves, bm, bn, bk, dot, split in ((False, 16, 32, 256, True, 1), (True, 16, 16, 512, True, 2),
                                        (False, 1, 8, 512, False, 2), (True, 2, 4, 1024, False, 1)):
     const = dict(BITS=4, GROUP=128, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, USE_DOT=dot, SPLIT_K=split, X_HALVES=halves)
     sig = dict(x_ptr="*bf16", w_ptr="*u8", s_ptr="*bf16", y_ptr="*fp32" if split > 1 else "*bf16", M="i32",
                N="i32", K="i32", stride_xm="i32", stride_wn="i32", stride_sn="i32", stride_ym="i32")
-    sig.update({k: "constexpr" for k in const})
-    src = ASTSource(fn, sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()})
-    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4, num_stages=3))
+    kernel = compile_for_hopper(W4._w4_packed_order_kernel, sig, const, num_warps=4, num_stages=3)
     print(halves, dot, len(kernel.asm["cubin"]), "mma.sync" in kernel.asm["ptx"])
 """
 
 
-@pytest.mark.skipif(not _PTXAS.exists(), reason="triton's bundled ptxas is missing")
+@needs_ptxas
 def test_w4a16_packed_order_kernel_compiles_for_sm90_bf16():
     # The interpreter runs neither bf16 nor the GPU compiler: compile the GPU path (bf16 tensor-core dots,
     # CUDA-core sums, split-K atomics) for sm_90 with triton's own compiler and ptxas, in a process
     # without TRITON_INTERPRET (no GPU needed). Tensor-core dots must lower to mma, CUDA-core sums must not.
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, "-c", _COMPILE_SM90], capture_output=True, text=True, env=env, check=False)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    lines = [line.split() for line in proc.stdout.strip().splitlines()]
+    lines = [line.split() for line in run_uninterpreted("-c", _COMPILE_SM90).strip().splitlines()]
     assert len(lines) == 4 and all(int(size) > 0 for *_, size, _ in lines)
     assert [(dot, mma) for _, dot, _, mma in lines] == [("True", "True"), ("True", "True"), ("False", "False"),
                                                          ("False", "False")]

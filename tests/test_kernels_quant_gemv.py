@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
-import triton
 
 from mlsyscalc.bench.harness import check_close
 from mlsyscalc.kernels import quant as Q
 from mlsyscalc.kernels import quant_gemv as G
 from mlsyscalc.kernels.quant_w4 import pack_halves
+
+from .sm90 import needs_ptxas, run_uninterpreted
 
 GPU = torch.cuda.is_available()
 DEV = "cuda" if GPU else "cpu"
@@ -90,36 +86,28 @@ def test_gpu_gemv_repeated_calls_read_their_own_inputs(bits, group):
     assert G._FAST
 
 
-_PTXAS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
 _COMPILE_SM90 = """
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
 from mlsyscalc.kernels import quant_gemv as G
+from mlsyscalc.kernels.matmul_compile import compile_for_hopper
 for fn, extra in ((G._gemv_kernel, {}), (G._gemv_ks_kernel, {"KS": 4})):
     for act in ("bf16", "fp16"):
         for bits in (8, 4):
             const = dict(BITS=bits, GROUP=128 if bits == 4 else 4096, BLOCK_N=32, BLOCK_K=512, ASM=True, **extra)
             sig = dict(x_ptr="*" + act, w_ptr="*i8" if bits == 8 else "*u8", s_ptr="*" + act, y_ptr="*" + act,
                        M="i32", N="i32", K="i32", stride_xm="i32", stride_wn="i32", stride_sn="i32", stride_ym="i32")
-            sig.update({k: "constexpr" for k in const})
-            src = ASTSource(fn, sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()})
-            k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4, num_stages=3))
+            k = compile_for_hopper(fn, sig, const, num_warps=4, num_stages=3)
             ptx = k.asm["ptx"]
             print(fn.__name__, act, bits, len(k.asm["cubin"]) > 0, "mma.sync" in ptx, "cvt.rn.f32.s" in ptx,
                   ("fma.rn.bf16x2" if act == "bf16" else "fma.rn.f16x2") in ptx if bits == 4 else "prmt.b32" in ptx)
 """
 
 
-@pytest.mark.skipif(not _PTXAS.exists(), reason="triton's bundled ptxas is missing")
+@needs_ptxas
 def test_gemv_ptx_assembles_for_sm90():
     # The inline PTX runs only on a GPU: compile both kernels' GPU paths (bf16/fp16, int8/int4) for sm_90 with
     # triton's compiler and bundled ptxas, in a process without TRITON_INTERPRET. Each must build a cubin, use
     # tensor-core mma, convert weights with the PTX (prmt / packed FMAs) and contain no int-to-float cvt.
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, "-c", _COMPILE_SM90], capture_output=True, text=True, env=env, check=False)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    lines = [line.split() for line in proc.stdout.strip().splitlines()]
+    lines = [line.split() for line in run_uninterpreted("-c", _COMPILE_SM90).strip().splitlines()]
     assert len(lines) == 8
     assert all(cubin == "True" and mma == "True" and cvt == "False" and asm == "True"
                for _, _, _, cubin, mma, cvt, asm in lines), lines

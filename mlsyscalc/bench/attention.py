@@ -252,6 +252,7 @@ def decode_cases(shapes: list[Shape], dtype: str, pages=(None, 16, 256), backend
     """Triton decode (contiguous vs SDPA's default choice; paged untimed against a baseline, compare
     with the contiguous rows of the same shape) and each SDPA backend on the contiguous cache."""
     from mlsyscalc.kernels import attention as A
+    from mlsyscalc.kernels.matmul_launch import add_host_times
 
     cases = []
     for s in shapes:
@@ -266,12 +267,7 @@ def decode_cases(shapes: list[Shape], dtype: str, pages=(None, 16, 256), backend
             timed = page is None and s.q_len == 1 and not harness.interpreting()
             baseline = (lambda: sdpa(None)(q, k, v, False)) if timed else None
             bench = Bench(run=lambda: A.decode_attention(q, k, v, lens, table), reference=reference, baseline=baseline)
-            if q.is_cuda:   # host microseconds per call (matmul_launch.host_us): above ~60 us they show in do_bench
-                from mlsyscalc.kernels.matmul_launch import host_us
-
-                bench.extra["host_us"] = host_us(bench.run)
-                if baseline is not None:
-                    bench.extra["baseline_host_us"] = host_us(baseline)
+            add_host_times(bench, q.is_cuda)
             return bench
 
         for page in pages:
