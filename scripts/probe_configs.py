@@ -1,0 +1,237 @@
+"""Per-config GPU times of the kernels' candidate configurations on the shapes where a goal is missed.
+
+A developer's probe, not a benchmark of record: it times every candidate (tile, warps, stages,
+split count, load path) by GPU time on a cold L2 (kernels/tuning.gpu_time_ms: CUDA-graph replay
+minus the flushes) beside the torch baseline in the same process, after checking each
+candidate's output against the baseline. The reports come from `mlsys bench`; this says which
+candidates deserve to become defaults.
+
+    python scripts/probe_configs.py matmul|decode|forward [--out DIR]
+
+Writes DIR/probe_<section>.jsonl (one line per candidate and shape) and prints the best per shape.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import torch
+import triton
+
+from mlsyscalc.kernels import matmul as mm
+from mlsyscalc.kernels import matmul_launch
+from mlsyscalc.kernels.tuning import gpu_time_ms
+
+
+def rel_err(x: torch.Tensor, ref: torch.Tensor) -> float:
+    return float((x.float() - ref.float()).norm() / ref.float().norm().clamp_min(1e-30))
+
+
+def timed(fn, ref, tol):
+    """(gpu ms, do_bench ms, rel err) or an error string."""
+    try:
+        out = fn()
+        if isinstance(out, tuple):
+            out = out[0]
+        err = rel_err(out, ref)
+        if not err <= tol:
+            return None, None, err, f"rel err {err:.2e} > {tol}"
+        gpu = gpu_time_ms(fn)
+        bench = triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median")
+        return gpu, bench, err, ""
+    except Exception as e:  # noqa: BLE001 - out of resources, compile failure: a row with the error
+        torch.cuda.synchronize()
+        return None, None, None, f"{type(e).__name__}: {str(e)[:200]}"
+
+
+def emit(out, section, row):
+    row = dict(section=section, **row)
+    out.write(json.dumps(row) + "\n")
+    out.flush()
+    g, b = row.get("gpu_ms"), row.get("bench_ms")
+    print(f"{section} {row['shape']:<34} {row['cand']:<44} gpu {g if g is None else round(g * 1e3, 1)} us "
+          f"bench {b if b is None else round(b * 1e3, 1)} us {row.get('error', '')}", flush=True)
+
+
+# ---------------------------------------------------------------- matmul
+
+MATMUL_SHAPES = [(1024, 1024, 1024), (2048, 2048, 2048), (2048, 4096, 4096), (8192, 4096, 4096),
+                 (16384, 4096, 4096), (8192, 4096, 11008)]
+# (BLOCK_M, BLOCK_N, BLOCK_K, stages, warps, GROUP_M): the tuned space and its neighbours
+MATMUL_CONFIGS = [
+    (128, 256, 64, 3, 8, 8), (256, 128, 64, 3, 8, 8), (128, 256, 64, 4, 8, 8), (128, 128, 64, 4, 8, 8),
+    (128, 128, 64, 5, 4, 8), (64, 256, 64, 4, 4, 8), (128, 128, 128, 3, 8, 8), (64, 128, 64, 4, 4, 8),
+    (128, 64, 64, 4, 4, 8),
+    # new candidates: fewer k-steps for short K, deeper pipelines, 8-warp small tiles, other groupings
+    (64, 128, 128, 3, 4, 8), (128, 64, 128, 3, 4, 8), (64, 64, 128, 4, 4, 8), (128, 64, 64, 6, 4, 8),
+    (64, 128, 64, 6, 4, 8), (128, 128, 64, 4, 8, 1), (128, 256, 64, 3, 8, 4), (128, 256, 64, 3, 8, 16),
+    (256, 128, 64, 3, 8, 16), (128, 256, 64, 4, 8, 16), (64, 64, 64, 6, 4, 8),
+]
+
+
+def probe_matmul(out, shapes):
+    torch.manual_seed(0)
+    matmul_launch.use_scratch_allocator()
+    for M, N, K in shapes:
+        x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(N, K, device="cuda", dtype=torch.bfloat16) / K**0.5
+        b = w.T
+        ref = torch.matmul(x.float(), b.float())
+        shape = f"{M}x{N}x{K}"
+        g, bn, e, err = timed(lambda: torch.matmul(x, b), ref, 1e-2)
+        emit(out, "matmul", dict(shape=shape, cand="cublas", gpu_ms=g, bench_ms=bn, rel_err=e, error=err))
+        c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+        strides = mm._dtma_strides(x, b, c)
+        args = dict(SCALE=mm.SCALE_NONE, HAS_BIAS=False, ACT=0, INT8=False)
+        num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+        for bm, bn_, bk, st, wp, gm in MATMUL_CONFIGS:
+            tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn_)
+
+            def run(bm=bm, bn_=bn_, bk=bk, st=st, wp=wp, gm=gm, tiles=tiles):
+                mm._matmul_dtma_kernel[(min(num_sms, tiles),)](
+                    x, b, c, c, c, c, M, N, K, *strides, BLOCK_M=bm, BLOCK_N=bn_, BLOCK_K=bk, GROUP_M=gm,
+                    NUM_SMS=num_sms, A_T=False, B_NK=True, **args, num_stages=st, num_warps=wp)
+                return c
+
+            g, bt, e, err = timed(run, ref, 1e-2)
+            emit(out, "matmul", dict(shape=shape, cand=f"dtma {bm}x{bn_}x{bk} s{st} w{wp} g{gm}", gpu_ms=g,
+                                     bench_ms=bt, rel_err=e, error=err, tiles=tiles))
+        # whole paths through matmul() (their own autotuners pick the config)
+        for label, kw in (("auto", {}), ("tma", dict(path="tma")), ("ptr", dict(path="ptr")),
+                          ("splitk1", dict(split_k=1)), ("splitk2", dict(split_k=2)), ("splitk4", dict(split_k=4))):
+            if label.startswith("splitk") and M * N > 4096 * 4096:
+                continue
+            g, bt, e, err = timed(lambda kw=kw: mm.matmul(x, b, **kw), ref, 1e-2)
+            emit(out, "matmul", dict(shape=shape, cand=f"matmul() {label}", gpu_ms=g, bench_ms=bt, rel_err=e, error=err))
+        del x, w, b, c, ref
+        torch.cuda.empty_cache()
+
+
+# ---------------------------------------------------------------- decode
+
+DECODE_SHAPES = [(64, 32, 8, 1024, None), (64, 32, 8, 1024, 16), (64, 32, 8, 2048, None), (64, 32, 8, 2048, 16),
+                 (64, 32, 32, 1024, None), (64, 32, 8, 4096, None)]
+DECODE_CONFIGS = [(64, 4, 3), (64, 4, 4), (128, 8, 3), (32, 4, 4), (128, 4, 3), (64, 8, 3), (128, 8, 4),
+                  (64, 4, 2), (32, 2, 4), (256, 8, 2)]
+
+
+def probe_decode(out, shapes):
+    from mlsyscalc.kernels import attention_decode as dec
+
+    torch.manual_seed(0)
+    d = 128
+    for B, H, HKV, S, page in shapes:
+        q = torch.randn(B, H, 1, d, device="cuda", dtype=torch.bfloat16)
+        if page is None:
+            k = torch.randn(B, HKV, S, d, device="cuda", dtype=torch.bfloat16)
+            v = torch.randn(B, HKV, S, d, device="cuda", dtype=torch.bfloat16)
+            table = None
+        else:
+            nb = B * S // page
+            k = torch.randn(nb, page, HKV, d, device="cuda", dtype=torch.bfloat16)
+            v = torch.randn(nb, page, HKV, d, device="cuda", dtype=torch.bfloat16)
+            table = torch.randperm(nb, device="cuda", dtype=torch.int32).reshape(B, S // page)
+        if table is None:
+            ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+        else:
+            ref = dec.decode_ref(q, k, v, block_table=table)
+        shape = f"B{B}xH{H}xKV{HKV}x{S}" + ("" if page is None else f"xpage{page}")
+        nbytes = 2 * k.numel() * k.element_size()
+        if table is None:
+            for name, backend in (("sdpa_cudnn", "CUDNN_ATTENTION"), ("sdpa_flash", "FLASH_ATTENTION"),
+                                  ("sdpa_efficient", "EFFICIENT_ATTENTION")):
+                from torch.nn.attention import SDPBackend, sdpa_kernel
+
+                def base(backend=backend):
+                    with sdpa_kernel(getattr(SDPBackend, backend)):
+                        return torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+
+                g, bt, e, err = timed(base, ref, 2e-2)
+                emit(out, "decode", dict(shape=shape, cand=name, gpu_ms=g, bench_ms=bt, rel_err=e, error=err,
+                                         bytes=nbytes))
+        for splits in (1, 2, 3, 4, 8):
+            g, bt, e, err = timed(lambda s=splits: dec.decode_attention(q, k, v, block_table=table, num_splits=s),
+                                  ref, 2e-2)
+            emit(out, "decode", dict(shape=shape, cand=f"tuned splits={splits}", gpu_ms=g, bench_ms=bt, rel_err=e,
+                                     error=err, bytes=nbytes))
+            for bn, wp, st in DECODE_CONFIGS:
+                cfg = dict(BLOCK_N=bn, num_warps=wp, num_stages=st)
+                g, bt, e, err = timed(lambda s=splits, cfg=cfg: dec.decode_attention(
+                    q, k, v, block_table=table, num_splits=s, config=cfg), ref, 2e-2)
+                emit(out, "decode", dict(shape=shape, cand=f"splits={splits} n{bn} w{wp} s{st}", gpu_ms=g,
+                                         bench_ms=bt, rel_err=e, error=err, bytes=nbytes))
+        g, bt, e, err = timed(lambda: dec.decode_attention(q, k, v, block_table=table), ref, 2e-2)
+        emit(out, "decode", dict(shape=shape, cand="default", gpu_ms=g, bench_ms=bt, rel_err=e, error=err,
+                                 bytes=nbytes))
+        del q, k, v, ref
+        torch.cuda.empty_cache()
+
+
+# ---------------------------------------------------------------- forward
+
+FORWARD_SHAPES = [(16, 32, 1024, False), (16, 32, 1024, True), (8, 32, 2048, False), (8, 32, 2048, True)]
+# (BLOCK_M, BLOCK_N, warps, stages, maxnreg or None)
+FORWARD_CONFIGS = [(128, 64, 8, 3, None), (128, 64, 8, 4, None), (128, 128, 8, 2, None), (128, 128, 8, 3, None),
+                   (128, 64, 8, 2, None), (128, 64, 8, 2, 128), (128, 32, 8, 4, None), (64, 64, 4, 3, None),
+                   (64, 128, 4, 3, None)]
+
+
+def probe_forward(out, shapes):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from mlsyscalc.kernels import attention_fwd as fwd
+
+    torch.manual_seed(0)
+    d = 128
+    for B, H, S, causal in shapes:
+        q, k, v = (torch.randn(B, H, S, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        shape = f"B{B}xH{H}xS{S}" + ("xcausal" if causal else "")
+        flops = 4.0 * B * H * S * S * d * (0.5 if causal else 1.0)
+        for name, backend in (("sdpa_flash", "FLASH_ATTENTION"), ("sdpa_cudnn", "CUDNN_ATTENTION")):
+            def base(backend=backend):
+                with sdpa_kernel(getattr(SDPBackend, backend)):
+                    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+            g, bt, e, err = timed(base, ref, 2e-2)
+            emit(out, "forward", dict(shape=shape, cand=name, gpu_ms=g, bench_ms=bt, rel_err=e, error=err, flops=flops))
+        for use_desc in (False, True):
+            for bm, bn, wp, st, reg in FORWARD_CONFIGS:
+                cfg = dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=wp, num_stages=st)
+                if reg is not None:
+                    cfg["maxnreg"] = reg
+                g, bt, e, err = timed(lambda cfg=cfg, u=use_desc: fwd.attention_forward(
+                    q, k, v, causal, config=cfg, use_desc=u), ref, 2e-2)
+                emit(out, "forward", dict(shape=shape, cand=f"{'desc' if use_desc else 'ptr'} {bm}x{bn} w{wp} s{st}"
+                                          + ("" if reg is None else f" r{reg}"),
+                                          gpu_ms=g, bench_ms=bt, rel_err=e, error=err, flops=flops))
+        g, bt, e, err = timed(lambda: fwd.attention_forward(q, k, v, causal), ref, 2e-2)
+        emit(out, "forward", dict(shape=shape, cand="default", gpu_ms=g, bench_ms=bt, rel_err=e, error=err, flops=flops))
+        del q, k, v, ref
+        torch.cuda.empty_cache()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("section", choices=["matmul", "decode", "forward"])
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--quick", action="store_true", help="first shape only")
+    a = ap.parse_args()
+    shapes = {"matmul": MATMUL_SHAPES, "decode": DECODE_SHAPES, "forward": FORWARD_SHAPES}[a.section]
+    shapes = shapes[:1] if a.quick else shapes
+    fn = {"matmul": probe_matmul, "decode": probe_decode, "forward": probe_forward}[a.section]
+    t0 = time.time()
+    with open(os.path.join(a.out, f"probe_{a.section}.jsonl"), "a") as out:
+        out.write(json.dumps(dict(section=a.section, env=dict(torch=torch.__version__, triton=triton.__version__,
+                                                                gpu=torch.cuda.get_device_name(),
+                                                                commit=os.environ.get("MLSYS_GIT_COMMIT", "")))) + "\n")
+        fn(out, shapes)
+    print(f"{a.section}: {time.time() - t0:.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
