@@ -10,8 +10,9 @@ aligned (query i sees keys j <= i), as `torch.nn.functional.scaled_dot_product_a
 is_causal=True)` does; KV tiles entirely above the diagonal are never loaded. Lengths need not be
 multiples of the tile: only the last (and, causal, the diagonal) tiles pay for masks.
 
-Two load paths share one kernel: plain pointers (any strides; what the CPU interpreter runs in
-CI) and Hopper tensor descriptors (TMA, 4-D so that out-of-range rows read as zeros).
+Three load paths share one kernel: plain pointers (any strides; what the CPU interpreter runs in
+CI) and Hopper tensor descriptors (TMA, 4-D so that out-of-range rows read as zeros), built either
+by each program on the device or once on the host.
 """
 
 from __future__ import annotations
@@ -123,18 +124,16 @@ def attention_fwd_kernel(
 ):
     tl.static_assert(BLOCK_M % BLOCK_N == 0)
     start_m, off_bh, off_b, off_h, off_hkv, offs_m, in_q = _query_block(H, GROUP, S_q, BLOCK_M, CAUSAL)
-    offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, HEAD_DIM)
-    q_base = q_ptr + off_b.to(tl.int64) * stride_qb + off_h.to(tl.int64) * stride_qh
-    k_base = k_ptr + off_b.to(tl.int64) * stride_kb + off_hkv.to(tl.int64) * stride_kh
-    v_base = v_ptr + off_b.to(tl.int64) * stride_vb + off_hkv.to(tl.int64) * stride_vh
-    o_base = o_ptr + off_b.to(tl.int64) * stride_ob + off_h.to(tl.int64) * stride_oh
-    k_ptrs = k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd
-    v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd
-
+    k_ptrs = None
+    v_ptrs = None
     k_desc = None
     v_desc = None
-    if USE_DESC:
+    if USE_DESC == 2:   # descriptors built on the host: q_ptr.. o_ptr are tensor descriptors
+        q_desc = q_ptr
+        k_desc = k_ptr
+        v_desc = v_ptr
+        o_desc = o_ptr
+    elif USE_DESC == 1:   # built here, once per program (a global write and a fence each)
         q_desc = tl.make_tensor_descriptor(q_ptr, shape=[B, H, S_q, HEAD_DIM],
                                            strides=[stride_qb, stride_qh, stride_qm, 1],
                                            block_shape=[1, 1, BLOCK_M, HEAD_DIM])
@@ -147,10 +146,17 @@ def attention_fwd_kernel(
         o_desc = tl.make_tensor_descriptor(o_ptr, shape=[B, H, S_q, HEAD_DIM],
                                            strides=[stride_ob, stride_oh, stride_om, 1],
                                            block_shape=[1, 1, BLOCK_M, HEAD_DIM])
+    if USE_DESC:
         q = q_desc.load([off_b, off_h, start_m * BLOCK_M, 0]).reshape(BLOCK_M, HEAD_DIM)
     else:
-        q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd
-        q = tl.load(q_ptrs, mask=in_q[:, None], other=0.0)
+        offs_n = tl.arange(0, BLOCK_N)
+        offs_d = tl.arange(0, HEAD_DIM)
+        k_base = k_ptr + off_b.to(tl.int64) * stride_kb + off_hkv.to(tl.int64) * stride_kh
+        v_base = v_ptr + off_b.to(tl.int64) * stride_vb + off_hkv.to(tl.int64) * stride_vh
+        k_ptrs = k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd
+        v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd
+        q_base = q_ptr + off_b.to(tl.int64) * stride_qb + off_h.to(tl.int64) * stride_qh
+        q = tl.load(q_base + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd, mask=in_q[:, None], other=0.0)
 
     m_i = tl.full([BLOCK_M], -float("inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
@@ -168,25 +174,42 @@ def attention_fwd_kernel(
     acc = acc / l_i[:, None]
     lse = (m_i + tl.math.log2(l_i)) / 1.4426950408889634
     tl.store(lse_ptr + off_bh.to(tl.int64) * S_q + offs_m, lse, mask=in_q)
-    out = acc.to(o_ptr.dtype.element_ty)
     if USE_DESC:
-        o_desc.store([off_b, off_h, start_m * BLOCK_M, 0], out.reshape(1, 1, BLOCK_M, HEAD_DIM))
+        o_desc.store([off_b, off_h, start_m * BLOCK_M, 0], acc.to(o_desc.dtype).reshape(1, 1, BLOCK_M, HEAD_DIM))
     else:
-        o_ptrs = o_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od
-        tl.store(o_ptrs, out, mask=in_q[:, None])
+        offs_d = tl.arange(0, HEAD_DIM)
+        o_base = o_ptr + off_b.to(tl.int64) * stride_ob + off_h.to(tl.int64) * stride_oh
+        tl.store(o_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od, acc.to(o_ptr.dtype.element_ty),
+                 mask=in_q[:, None])
 
 
 def _fwd_configs() -> list[triton.Config]:
     # H200 smoke run (d=128, S=4096): (128, 64, 8, 3) won every key; the rest are its neighbours
-    # and the small tiles that d=256 needs.
-    shapes = [(128, 64, 8, 3), (128, 64, 8, 4), (128, 128, 8, 2), (64, 64, 4, 3), (64, 32, 4, 3)]
-    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s) for bm, bn, w, s in shapes]
+    # and the small tiles that d=256 needs. maxnreg=128 caps an 8-warp program at 128 registers a
+    # thread, so two programs share an SM and one's prologue/epilogue overlaps the other's main
+    # loop; without spills only on the descriptor paths (sm_90 compile, d=128: 128x64 holds 155
+    # registers uncapped), so _fwd_prune keeps it there.
+    shapes = [(128, 64, 8, 3, None), (128, 64, 8, 4, None), (64, 64, 4, 3, None), (64, 32, 4, 3, None),
+              (128, 64, 8, 2, 128)]
+    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s, maxnreg=r,
+                          pre_hook=_set_block_shapes) for bm, bn, w, s, r in shapes]
+
+
+def _set_block_shapes(nargs):
+    """Host-built descriptors (USE_DESC == 2) take the tile of the config being launched."""
+    if nargs["USE_DESC"] == 2:
+        bm, bn, d = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["HEAD_DIM"]
+        for name, rows in (("q_ptr", bm), ("k_ptr", bn), ("v_ptr", bn), ("o_ptr", bm)):
+            nargs[name].block_shape = [1, 1, rows, d]
 
 
 def _fwd_prune(configs, named_args, **kwargs):
-    """Drop tiles whose K/V pipeline cannot fit Hopper's ~227 KB of shared memory."""
+    """Drop tiles whose K/V pipeline cannot fit Hopper's ~227 KB of shared memory, and the register
+    cap where pointer loads would spill under it."""
     d = named_args["HEAD_DIM"] if "HEAD_DIM" in named_args else kwargs["HEAD_DIM"]
-    kept = [c for c in configs if (c.kwargs["BLOCK_M"] + 2 * c.kwargs["BLOCK_N"] * c.num_stages) * d * 2 <= 200_000]
+    desc = named_args["USE_DESC"] if "USE_DESC" in named_args else kwargs["USE_DESC"]
+    kept = [c for c in configs if (c.kwargs["BLOCK_M"] + 2 * c.kwargs["BLOCK_N"] * c.num_stages) * d * 2 <= 200_000
+            and (c.maxnreg is None or (desc and d <= 128))]
     return kept or configs[-1:]
 
 
@@ -233,17 +256,19 @@ def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, i
 
 
 _PATH_CHOICE: dict = {}   # (shapes, strides, dtype, causal, scale) -> use_desc, timed once on the GPU
+_DESC_MODE = {False: 0, True: 1, "host": 2}
 
 
 def attention_forward(q, k, v, causal: bool = False, sm_scale: float | None = None,
-                      config: dict | None = None, use_desc: bool | None = None):
+                      config: dict | None = None, use_desc: bool | str | None = None):
     """O, LSE for softmax(Q K^T * sm_scale) V. LSE is (B, H, S_q) float32, natural log.
 
-    config: fixed {"BLOCK_M", "BLOCK_N", "num_warps", "num_stages"} instead of autotuning (the
-    interpreter always uses a fixed one). use_desc: True = the tensor-descriptor (TMA) path, False =
-    pointers; None (default) = on a GPU where descriptors apply, both are tuned and timed once per
-    shape (GPU time, kernels/tuning.py) and the faster is kept (on one H200 neither path won every
-    shape: reports/attention/README.md); else pointers.
+    config: fixed {"BLOCK_M", "BLOCK_N", "num_warps", "num_stages"[, "maxnreg"]} instead of autotuning
+    (the interpreter always uses a fixed one). use_desc: False = pointer loads; True = tensor
+    descriptors (TMA) built on the device by every program; "host" = tensor descriptors built once
+    on the host and passed to the kernel (no per-program set-up: four global writes and fences);
+    None (default) = on a GPU where descriptors apply, the three are tuned and timed once per shape
+    (GPU time, kernels/tuning.py) and the fastest is kept (reports/attention/README.md); else pointers.
     """
     if use_desc is None:
         use_desc = False
@@ -253,27 +278,38 @@ def attention_forward(q, k, v, causal: bool = False, sm_scale: float | None = No
                 from .tuning import gpu_time_ms
 
                 times = {d: gpu_time_ms(lambda d=d: attention_forward(q, k, v, causal, sm_scale, None, d))
-                         for d in (False, True)}
+                         for d in (False, True, "host")}
                 _PATH_CHOICE[key] = min(times, key=times.get)
             use_desc = _PATH_CHOICE[key]
+    if use_desc not in _DESC_MODE:
+        raise ValueError(f"use_desc must be None, False, True or 'host', not {use_desc!r}")
     b, h, h_kv, s_q, s_kv, d = check_qkv(q, k, v)
     sm_scale = 1.0 / math.sqrt(d) if sm_scale is None else sm_scale
     o = torch.empty_like(q)
     lse = torch.empty((b, h, s_q), device=q.device, dtype=torch.float32)
     if use_desc and not interpreting() and not can_use_descriptors(q, k, v, o):
         raise ValueError("tensor descriptors need sm_90+, unit last stride and 16-byte aligned strides")
-    if use_desc:
+    mode = _DESC_MODE[use_desc]
+    tensors = (q, k, v, o)
+    if mode == 1:
         _set_descriptor_allocator()
+    elif mode == 2:   # block shapes are set per config (_set_block_shapes) before each launch
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        tensors = tuple(TensorDescriptor.from_tensor(t, [1, 1, 16, d]) for t in tensors)
     if config is None and interpreting():
         config = {"BLOCK_M": 32, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
-    args = (q, k, v, o, lse, *q.stride(), *k.stride(), *v.stride(), *o.stride(),
+    args = (*tensors, lse, *q.stride(), *k.stride(), *v.stride(), *o.stride(),
             b, h, h_kv, s_q, s_kv, h // h_kv, sm_scale * LOG2E)
     if config is None:
         grid = lambda meta: (triton.cdiv(s_q, meta["BLOCK_M"]), b * h)  # noqa: E731
-        attention_fwd_tuned[grid](*args, HEAD_DIM=d, CAUSAL=causal, USE_DESC=use_desc)
+        attention_fwd_tuned[grid](*args, HEAD_DIM=d, CAUSAL=causal, USE_DESC=mode)
     else:
+        if mode == 2:
+            _set_block_shapes(dict(zip(("q_ptr", "k_ptr", "v_ptr", "o_ptr"), tensors), USE_DESC=2, HEAD_DIM=d,
+                                   BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"]))
         grid = (triton.cdiv(s_q, config["BLOCK_M"]), b * h)
-        attention_fwd_kernel[grid](*args, HEAD_DIM=d, CAUSAL=causal, USE_DESC=use_desc, **config)
+        attention_fwd_kernel[grid](*args, HEAD_DIM=d, CAUSAL=causal, USE_DESC=mode, **config)
     return o, lse
 
 

@@ -195,18 +195,23 @@ def _set_block_shapes(nargs):
 
 
 def _configs(tiles):
-    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_stages=s,
-                          num_warps=w, pre_hook=_set_block_shapes) for bm, bn, bk, s, w in tiles]
+    """(BLOCK_M, BLOCK_N, BLOCK_K, stages, warps[, GROUP_M = 8]) -> configs."""
+    return [triton.Config({"BLOCK_M": t[0], "BLOCK_N": t[1], "BLOCK_K": t[2], "GROUP_M": t[5] if len(t) > 5 else 8},
+                          num_stages=t[3], num_warps=t[4], pre_hook=_set_block_shapes) for t in tiles]
 
 
 _KEY = ["M", "N", "K", "A_T", "B_NK", "SCALE", "INT8"]
 
 
 # H100/H200 tiles: 128x256 with 8 warps (two consumer warpgroups) is the usual winner for big
-# shapes; the smaller tiles cover shapes whose tile count leaves SMs idle.
+# shapes; the smaller tiles cover shapes whose tile count leaves SMs idle. GROUP_M 16 (taller
+# groups of tiles sharing B in L2) won on N = 4096 shapes in scripts/probe_configs.py (one H200);
+# BLOCK_K 128 / deeper pipelines on the few-tile squares. (128, 256, 64) with 4 stages needs
+# 262 KB of shared memory with device-built descriptors and drops out there.
 _TMA_16BIT = triton.autotune(_configs([
     (128, 256, 64, 3, 8), (256, 128, 64, 3, 8), (128, 256, 64, 4, 8), (128, 128, 64, 4, 8),
     (128, 128, 64, 5, 4), (64, 256, 64, 4, 4), (128, 128, 128, 3, 8), (64, 128, 64, 4, 4), (128, 64, 64, 4, 4),
+    (128, 256, 64, 3, 8, 16), (256, 128, 64, 3, 8, 16), (64, 128, 128, 3, 4), (64, 128, 64, 6, 4),
 ]), key=_KEY, do_bench=gpu_time_ms)(_matmul_tma_kernel)
 _TMA_FP8 = triton.autotune(_configs([
     (128, 256, 128, 3, 8), (256, 128, 128, 3, 8), (128, 128, 128, 4, 8), (128, 128, 128, 4, 4),
@@ -215,15 +220,9 @@ _TMA_FP8 = triton.autotune(_configs([
 _TMA_32BIT = triton.autotune(_configs([(128, 128, 32, 3, 8), (128, 64, 32, 4, 4), (64, 64, 32, 4, 4)]),
                              key=_KEY, do_bench=gpu_time_ms)(_matmul_tma_kernel)
 
-def _dtma_configs(tiles):
-    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_stages=st, num_warps=w)
-            for bm, bn, bk, st, w in tiles]
-
-
 # the same tiles as the host-descriptor kernels above, without the pre-hook that sizes host descriptors
-_DTMA = {size: triton.autotune(_dtma_configs([(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"],
-                                               c.num_stages, c.num_warps) for c in tuned.configs]),
-                               key=_KEY, do_bench=gpu_time_ms)(_matmul_dtma_kernel)
+_DTMA = {size: triton.autotune([triton.Config(dict(c.kwargs), num_stages=c.num_stages, num_warps=c.num_warps)
+                                for c in tuned.configs], key=_KEY, do_bench=gpu_time_ms)(_matmul_dtma_kernel)
          for size, tuned in ((1, _TMA_FP8), (2, _TMA_16BIT), (4, _TMA_32BIT))}
 _PTR_GPU = triton.autotune([
     triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, num_stages=4, num_warps=8),

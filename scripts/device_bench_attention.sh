@@ -4,6 +4,7 @@
 #   scripts/device_bench_attention.sh full    # the goals sweep, then the extra shapes
 #   scripts/device_bench_attention.sh decode  # decode goals only, into a fresh $OUT/decode.jsonl
 #   scripts/device_bench_attention.sh fwd     # forward goals only, into a fresh $OUT/fwd.jsonl
+#   scripts/device_bench_attention.sh fwdec   # GPU tests of those paths, forward then decode goals (fresh rows)
 # Rows already in reports/attention/results.jsonl are carried in and skipped (resume), so a
 # call cut short by its time limit is finished by the next one. Set MLSYS_GIT_COMMIT where the
 # copy has no .git. Copy $OUT/attention.jsonl back to reports/attention/results.jsonl afterwards.
@@ -17,6 +18,9 @@ start=$(date +%s)
 left() { echo $(( BUDGET_S - ($(date +%s) - start) )); }
 
 python3 -m pip install -q --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 || export PYTHONPATH=$PWD
+if ! python3 -c "import mlsyscalc.kernels.attention" 2>/dev/null; then   # editable install unusable in this copy
+  ln -sfn ../kernels mlsyscalc/kernels && ln -sfn ../model_specs mlsyscalc/model_specs && export PYTHONPATH=$PWD
+fi
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv
   python3 -c "import torch, triton, numpy; print('torch', torch.__version__, 'triton', triton.__version__, 'numpy', numpy.__version__, 'cudnn', torch.backends.cudnn.version())"
 } >"$OUT/env.txt" 2>&1
@@ -41,6 +45,11 @@ for line in open(sys.argv[1]):
 PY
 elif [ "$MODE" = fwd ]; then  # forward goals only (per-shape load-path choice), fresh rows
   bench fwd --sweep goals --kind fwd --out "$OUT/fwd.jsonl"
+elif [ "$MODE" = fwdec ]; then  # forward and decode goals (fresh rows), after the GPU tests of those paths
+  timeout 120 python3 -m pytest -q -x -k "descriptor or gpu" \
+    tests/test_kernels_attention.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -5
+  bench fwd --sweep goals --kind fwd --out "$OUT/fwd.jsonl"   # decode gets what the forward leaves
+  bench decode --sweep goals --kind bandwidth --kind decode --out "$OUT/decode.jsonl"
 elif [ "$MODE" = decode ]; then  # decode only, fresh rows (not resumed), host time per call recorded
   timeout 150 python3 -m pytest -q -x -m gpu -k decode tests/test_kernels_attention.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -5
   bench decode --sweep goals --kind bandwidth --kind decode --out "$OUT/decode.jsonl"

@@ -64,18 +64,25 @@ def test_forward_matches_reference(shape, causal, dtype):
     assert torch.allclose(lse, ref_lse, atol=1e-4, rtol=1e-5)  # LSE is fp32 in both
 
 
+@pytest.mark.parametrize("use_desc", [True, "host"])
 @pytest.mark.parametrize("causal", [False, True])
-def test_descriptor_and_pointer_paths_agree(causal):
-    """The TMA-descriptor path (zero-filled out-of-range rows) equals the masked-pointer path."""
+def test_descriptor_and_pointer_paths_agree(causal, use_desc):
+    """The TMA-descriptor paths (device- or host-built; zero-filled out-of-range rows) equal the masked-pointer path."""
     if DEV == "cpu":
         import triton
 
         triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8))
     q, k, v = qkv(1, 4, 2, 45, 45, 16, torch.float16)
     o_ptr, lse_ptr = A.attention_forward(q, k, v, causal=causal, use_desc=False)
-    o_desc, lse_desc = A.attention_forward(q, k, v, causal=causal, use_desc=True)
+    o_desc, lse_desc = A.attention_forward(q, k, v, causal=causal, use_desc=use_desc)
     assert rel_err(o_desc, o_ptr) < 1e-3
     assert torch.allclose(lse_desc, lse_ptr, atol=1e-5)
+
+
+def test_unknown_descriptor_mode_is_refused():
+    q, k, v = qkv(1, 2, 2, 16, 16, 16, torch.float32)
+    with pytest.raises(ValueError, match="use_desc"):
+        A.attention_forward(q, k, v, use_desc="device")
 
 
 def test_causal_changes_the_answer_and_skips_future_keys():
@@ -163,6 +170,7 @@ def test_choose_splits_fills_the_card():
     assert A.choose_splits(batch=1, kv_heads=8, max_len=32768, sm_count=132) == (64, 512)
     assert A.choose_splits(batch=4, kv_heads=8, max_len=10_000, sm_count=132) == (14, 768)
     assert A.choose_splits(batch=64, kv_heads=32, max_len=1024, sm_count=132) == (1, 1024)
+    assert A.choose_splits(batch=64, kv_heads=8, max_len=1024, sm_count=132) == (1, 1024)   # 512 programs
 
 
 def test_stream_read_sums_every_element():

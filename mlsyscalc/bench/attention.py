@@ -183,6 +183,8 @@ def forward_cases(shapes: list[Shape], dtype: str, backends=SDPA_BACKENDS, descr
         if descriptor_path and not harness.interpreting():   # each load path forced, beside the auto choice
             cases.append(Case(kernel="triton_fwd_desc", baseline="", build=lambda s=s: build(s, use_desc=True), **common))
             cases.append(Case(kernel="triton_fwd_ptr", baseline="", build=lambda s=s: build(s, use_desc=False), **common))
+            cases.append(Case(kernel="triton_fwd_hostdesc", baseline="", build=lambda s=s: build(s, use_desc="host"),
+                              **common))
         for name in backends:
             if name == "math" and s.b * s.h * s.q_len * s.s_kv * 4 > 2**30:
                 continue  # MATH materialises the S x S scores (~25 TFLOP/s): skip past 1 GiB of them
