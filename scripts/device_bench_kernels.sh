@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run on the GPU machine from the repository root: GPU tests, ceilings, matmul + quant sweeps.
 # Usage: MLSYS_GIT_COMMIT=<sha> bash scripts/device_bench_kernels.sh smoke|full|w4|splitk|lean
+# final3: matmul GPU tests, bf16 prefill, few-tile config probe, fp8 prefill (~9.5 min).
 # final1 / final2: the measurement of record (tests, ceilings, prefill bf16/fp8, W8A8 / decode GEMVs, quantize).
 # lean2: the same after autotuning by GPU time, plus the first W8A16 kernel (~9 min).
 # lean: the one-launch W4A16/W8A16 decode kernel (kernels/quant_gemv.py) over the decode sweep, the matmul's
@@ -76,6 +77,15 @@ elif [ "$MODE" = final2 ]; then
   timeout 300 $B quant --quiet --kind w4a16_gemv --kind w8a16_gemv --kind w8a16 --sweep decode \
     --out "$OUT/quant.jsonl" --format csv
   timeout 150 $B quant --quiet --kind quantize --out "$OUT/quant.jsonl" --format csv
+elif [ "$MODE" = final3 ]; then
+  # after the config probe (scripts/probe_configs.py): matmul GPU tests, the bf16 prefill sweep (GROUP_M 16 and
+  # few-tile configs, do_bench-timed autotuning of long calls), the few-tile probe (pointer / host-descriptor
+  # tiles), then fp8 again
+  timeout 70 python3 -m pytest -q -p no:cacheprovider -m gpu -k "not splitk" tests/test_kernels_matmul.py 2>&1 \
+    | tail -25 | tee "$OUT/tests.txt"
+  timeout 200 $B matmul --quiet --dtype bfloat16 --sweep prefill --out "$OUT/matmul.jsonl" --format csv
+  timeout 90 python3 scripts/probe_configs.py matmul --small --out "$OUT" > "$OUT/probe.log" 2>&1
+  timeout 130 $B matmul --quiet --dtype fp8_tensor --sweep prefill --out "$OUT/matmul.jsonl" --format csv
 elif [ "$MODE" = splitk ]; then
   # no ceilings here (time): the report can reuse a calibration measured on the same card
   timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_kernels_matmul.py 2>&1 | tail -25 \

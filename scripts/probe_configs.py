@@ -96,9 +96,40 @@ def probe_matmul(out, shapes):
                     NUM_SMS=num_sms, A_T=False, B_NK=True, **args, num_stages=st, num_warps=wp)
                 return c
 
+            c.zero_()   # a config that writes nothing must not pass on an earlier config's output
             g, bt, e, err = timed(run, ref, 1e-2)
             emit(out, "matmul", dict(shape=shape, cand=f"dtma {bm}x{bn_}x{bk} s{st} w{wp} g{gm}", gpu_ms=g,
                                      bench_ms=bt, rel_err=e, error=err, tiles=tiles))
+        if M * N <= 2048 * 4096:   # few-tile shapes: the same tiles with pointer loads and with host descriptors
+            strides_ptr = (*x.stride(), *b.stride(), *c.stride())
+            a_desc, b_desc, a_t, b_nk = mm._descriptors(x, b)
+            from triton.tools.tensor_descriptor import TensorDescriptor
+
+            c_desc = TensorDescriptor.from_tensor(c, [16, 16])
+            for bm, bn_, bk, st, wp, gm in MATMUL_CONFIGS:
+                tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn_)
+                if bm * bn_ > 128 * 128 or tiles > 4 * num_sms:
+                    continue
+
+                def run_ptr(bm=bm, bn_=bn_, bk=bk, st=st, wp=wp, gm=gm, tiles=tiles):
+                    mm._matmul_ptr_kernel[(min(num_sms, tiles),)](
+                        x, b, c, c, c, c, M, N, K, *strides_ptr, BLOCK_M=bm, BLOCK_N=bn_, BLOCK_K=bk, GROUP_M=gm,
+                        NUM_SMS=num_sms, **args, num_stages=st, num_warps=wp)
+                    return c
+
+                def run_tma(bm=bm, bn_=bn_, bk=bk, st=st, wp=wp, gm=gm, tiles=tiles):
+                    mm._set_block_shapes(dict(a_desc=a_desc, b_desc=b_desc, c_desc=c_desc, BLOCK_M=bm, BLOCK_N=bn_,
+                                              BLOCK_K=bk, A_T=a_t, B_NK=b_nk))
+                    mm._matmul_tma_kernel[(min(num_sms, tiles),)](
+                        a_desc, b_desc, c_desc, c, c, c, M, N, K, BLOCK_M=bm, BLOCK_N=bn_, BLOCK_K=bk, GROUP_M=gm,
+                        NUM_SMS=num_sms, A_T=a_t, B_NK=b_nk, **args, num_stages=st, num_warps=wp)
+                    return c
+
+                for label, run_fn in (("ptr", run_ptr), ("tma", run_tma)):
+                    c.zero_()
+                    g, bt, e, err = timed(run_fn, ref, 1e-2)
+                    emit(out, "matmul", dict(shape=shape, cand=f"{label} {bm}x{bn_}x{bk} s{st} w{wp} g{gm}", gpu_ms=g,
+                                             bench_ms=bt, rel_err=e, error=err, tiles=tiles))
         # whole paths through matmul() (their own autotuners pick the config)
         for label, kw in (("auto", {}), ("tma", dict(path="tma")), ("ptr", dict(path="ptr")),
                           ("splitk1", dict(split_k=1)), ("splitk2", dict(split_k=2)), ("splitk4", dict(split_k=4))):
@@ -219,9 +250,12 @@ def main() -> int:
     ap.add_argument("section", choices=["matmul", "decode", "forward"])
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--quick", action="store_true", help="first shape only")
+    ap.add_argument("--small", action="store_true", help="matmul: the few-tile shapes only")
     a = ap.parse_args()
     shapes = {"matmul": MATMUL_SHAPES, "decode": DECODE_SHAPES, "forward": FORWARD_SHAPES}[a.section]
     shapes = shapes[:1] if a.quick else shapes
+    if a.small:
+        shapes = [sh for sh in shapes if sh[0] * sh[1] <= 2048 * 4096]
     fn = {"matmul": probe_matmul, "decode": probe_decode, "forward": probe_forward}[a.section]
     t0 = time.time()
     with open(os.path.join(a.out, f"probe_{a.section}.jsonl"), "a") as out:
