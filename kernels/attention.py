@@ -12,7 +12,7 @@ Benchmarks: `mlsys bench attention` (mlsyscalc/bench/attention.py).
 
 from .attention_bwd import FlashAttention, attention, attention_backward
 from .attention_decode import choose_splits, decode_attention, decode_ref, gather_paged, stream_read
-from .attention_fwd import attention_forward, attention_ref, can_use_descriptors, interpreting
+from .attention_fwd import attention_forward, attention_ref, can_use_descriptors, chosen_path, interpreting
 
 __all__ = [
     "FlashAttention",
@@ -22,6 +22,7 @@ __all__ = [
     "attention_ref",
     "can_use_descriptors",
     "choose_splits",
+    "chosen_path",
     "decode_attention",
     "decode_ref",
     "gather_paged",

@@ -257,6 +257,18 @@ def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, i
 
 _PATH_CHOICE: dict = {}   # (shapes, strides, dtype, causal, scale) -> use_desc, timed once on the GPU
 _DESC_MODE = {False: 0, True: 1, "host": 2}
+PATH_NAMES = {False: "pointers", True: "device descriptors", "host": "host descriptors"}   # use_desc -> words
+
+
+def _path_key(q, k, v, causal, sm_scale):
+    return (q.shape, k.shape, q.stride(), k.stride(), v.stride(), q.dtype, causal, sm_scale)
+
+
+def chosen_path(q, k, v, causal: bool = False, sm_scale: float | None = None) -> str | None:
+    """The load path the default (use_desc=None) settled on for these inputs, once it has run:
+    "pointers", "device descriptors" or "host descriptors"; None before."""
+    use_desc = _PATH_CHOICE.get(_path_key(q, k, v, causal, sm_scale))
+    return None if use_desc is None else PATH_NAMES[use_desc]
 
 
 def attention_forward(q, k, v, causal: bool = False, sm_scale: float | None = None,
@@ -273,7 +285,7 @@ def attention_forward(q, k, v, causal: bool = False, sm_scale: float | None = No
     if use_desc is None:
         use_desc = False
         if config is None and not interpreting() and q.is_cuda and can_use_descriptors(q, k, v):
-            key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), q.dtype, causal, sm_scale)
+            key = _path_key(q, k, v, causal, sm_scale)
             if key not in _PATH_CHOICE:
                 from .tuning import gpu_time_ms
 

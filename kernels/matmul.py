@@ -267,9 +267,25 @@ def _check(a, b, bias, a_scale, b_scale, activation):
         assert rowwise or b_scale.numel() == 1, "per-tensor scales: one element each"
 
 
-# (dtypes, activation, device, shapes, strides, alignment of every tensor) of a call that took the
-# device-descriptor path with fp32 contiguous scales (or none) -> (launch entry, C dtype, integer args)
+# (dtypes, activation, device, shapes, strides, alignment of every tensor) of a call that took a
+# descriptor path with fp32 contiguous scales (or none) -> (launch entry, C dtype, integer args,
+# None for device-built descriptors or (A_T, B_NK) for host-built ones)
 _FAST: dict = {}
+# The same key -> "dtma" | "tma" for few-tile shapes (FEW_TILES): the path with the lower GPU time,
+# timed once. Each program of the device-descriptor kernel builds its three descriptors (a global
+# write and a fence each) before its first load; where a program has only a short K loop that shows
+# (1024^3: about 1-2 us of 8-10 on one H200, scripts/probe_configs.py), and host-built ones win.
+_PATH: dict = {}
+FEW_TILES = 2   # 128x128 tiles per SM below which both descriptor paths are timed
+
+
+def _lean_desc(t: torch.Tensor) -> TensorDescriptor:
+    """A host descriptor of t without TensorDescriptor's checks: for a signature whose first call
+    built and checked its descriptors the regular way (same shapes, strides and 16-byte alignment).
+    The block shape is the config's, set by the entry's pre-hook at launch."""
+    d = object.__new__(TensorDescriptor)
+    d.base, d.shape, d.strides, d.block_shape, d.padding = t, t.shape, t.stride(), [16, 16], "zero"
+    return d
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None, activation: str = "none",
@@ -278,8 +294,10 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
            launch_cache: bool = True) -> torch.Tensor:
     """C (M,N) = act(a_scale * b_scale * (a @ b) + bias). fp8 needs scales; its output defaults to bf16.
 
-    path: "auto" (device-built TMA descriptors when A, B and C are TMA-addressable on a GPU), "dtma" (the
-    same), "tma" (descriptors built on the host, as first measured), or "ptr".
+    path: "auto" (TMA descriptors when A, B and C are TMA-addressable on a GPU: built on the device,
+    except on few-tile shapes (fewer than FEW_TILES 128x128 tiles per SM), where the device- and the
+    host-built variant are both timed once per signature and the one with less GPU time is kept),
+    "dtma" (device-built descriptors), "tma" (descriptors built on the host, as first measured), or "ptr".
     split_k: None = the persistent kernel; "auto" = the split-K kernel where 128x128 tiles leave
     SMs idle (matmul_splitk.choose_split_k), else the persistent one; an int >= 1 forces the split-K
     kernel with that many K-slices (1: small tiles, one program per tile, no workspace).
@@ -296,10 +314,12 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
                None if bias is None else (bias.dtype, bias.shape, bias.stride(), bias.data_ptr() % 16 == 0))
         hit = _FAST.get(key)
         if hit is not None:
-            entry, c_dtype, ints = hit
+            entry, c_dtype, ints, host_desc = hit
             c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=c_dtype)
             sa, sb = (c, c) if a_scale is None else (a_scale.reshape(-1), b_scale.reshape(-1))
-            matmul_launch.run_entry(entry, (a, b, c, sa, sb, c if bias is None else bias, *ints), a.device.index)
+            ops = (a, b, c) if host_desc is None else \
+                (_lean_desc(a.T if host_desc[0] else a), _lean_desc(b.T if host_desc[1] else b), _lean_desc(c))
+            matmul_launch.run_entry(entry, (*ops, sa, sb, c if bias is None else bias, *ints), a.device.index)
             return c
     _check(a, b, bias, a_scale, b_scale, activation)
     M, K = a.shape
@@ -325,20 +345,30 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
         return c
     num_sms = _num_sms(a.device)
     split = resolve_split_k(split_k, M, N, K, num_sms)
+    if fast and path == "dtma" and triton.cdiv(M, 128) * triton.cdiv(N, 128) < FEW_TILES * num_sms \
+            and not _interpreting():
+        if key not in _PATH:   # both descriptor paths, each autotuned, timed once by GPU time
+            kw = dict(bias=bias, activation=activation, a_scale=a_scale, b_scale=b_scale, out_dtype=out_dtype)
+            times = {p: gpu_time_ms(lambda p=p: matmul(a, b, path=p, **kw)) for p in ("dtma", "tma")}
+            matmul_launch.remember(_PATH, key, min(times, key=times.get))
+        path = _PATH[key]
     if split is not None:
         from . import matmul_splitk
 
         a_desc, b_desc, a_t, b_nk = _descriptors(a, b) if path == "tma" else (a, b, False, False)
         matmul_splitk.launch_splitk(a, b, c, a_desc, b_desc, scales, split, path == "tma", args,
                                     a_t=a_t, b_nk=b_nk, cache=launch_cache)
-    elif path == "tma":
-        _launch_tma(a, b, c, scales, num_sms, args, launch_cache)
-    elif path == "dtma":
-        entry = _launch_dtma(a, b, c, scales, num_sms, args, launch_cache)
+    elif path in ("tma", "dtma"):
+        if path == "tma":
+            entry = _launch_tma(a, b, c, scales, num_sms, args, launch_cache)
+            ints, host_desc = (M, N, K), (a.stride(1) != 1, b.stride(0) == 1)
+        else:
+            entry = _launch_dtma(a, b, c, scales, num_sms, args, launch_cache)
+            ints, host_desc = (M, N, K, *_dtma_strides(a, b, c)), None
         # remember it only where the scales went to the kernel as given (fp32, contiguous)
         if fast and entry is not None and not _interpreting() and \
                 (scale_mode == SCALE_NONE or (key[11][0] == key[11][2] == torch.float32 and key[11][4])):
-            matmul_launch.remember(_FAST, key, (entry, out_dtype, (M, N, K, *_dtma_strides(a, b, c))))
+            matmul_launch.remember(_FAST, key, (entry, out_dtype, ints, host_desc))
     else:
         _launch_ptr(a, b, c, scales, num_sms, args, launch_cache)
     return c
@@ -367,6 +397,7 @@ def _descriptors(a, b):
 
 
 def _launch_tma(a, b, c, scales, num_sms, args, cache=True):
+    """Host-built descriptors; returns the launch cache's entry (None when uncached or interpreted)."""
     M, K = a.shape
     N = b.shape[1]
     a_desc, b_desc, a_t, b_nk = _descriptors(a, b)
@@ -378,13 +409,13 @@ def _launch_tma(a, b, c, scales, num_sms, args, cache=True):
         tiles = triton.cdiv(M, 32) * triton.cdiv(N, 32)
         _matmul_tma_kernel[(min(num_sms, tiles),)](a_desc, b_desc, c_desc, *scales, M, N, K,
                                                    NUM_SMS=num_sms, **cfg, **args)
-        return
+        return None
 
     def grid(meta):
         return (min(num_sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
 
-    matmul_launch.launch(kernel, grid, (a_desc, b_desc, c_desc, *scales, M, N, K),
-                         dict(NUM_SMS=num_sms, A_T=a_t, B_NK=b_nk, **args), cache=cache)
+    return matmul_launch.launch(kernel, grid, (a_desc, b_desc, c_desc, *scales, M, N, K),
+                                dict(NUM_SMS=num_sms, A_T=a_t, B_NK=b_nk, **args), cache=cache)
 
 
 def _dtma_strides(a, b, c) -> tuple[int, int, int]:

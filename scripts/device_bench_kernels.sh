@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run on the GPU machine from the repository root: GPU tests, ceilings, matmul + quant sweeps.
 # Usage: MLSYS_GIT_COMMIT=<sha> bash scripts/device_bench_kernels.sh smoke|full|w4|splitk|lean
+# final4: matmul GPU tests, bf16 + fp8 prefill, forward attention extra shapes (~9.5 min).
 # final3: matmul GPU tests, bf16 prefill, few-tile config probe, fp8 prefill (~9.5 min).
 # final1 / final2: the measurement of record (tests, ceilings, prefill bf16/fp8, W8A8 / decode GEMVs, quantize).
 # lean2: the same after autotuning by GPU time, plus the first W8A16 kernel (~9 min).
@@ -86,6 +87,14 @@ elif [ "$MODE" = final3 ]; then
   timeout 200 $B matmul --quiet --dtype bfloat16 --sweep prefill --out "$OUT/matmul.jsonl" --format csv
   timeout 90 python3 scripts/probe_configs.py matmul --small --out "$OUT" > "$OUT/probe.log" 2>&1
   timeout 130 $B matmul --quiet --dtype fp8_tensor --sweep prefill --out "$OUT/matmul.jsonl" --format csv
+elif [ "$MODE" = final4 ]; then
+  # the measurement of record after the few-tile path choice (device- vs host-built descriptors): matmul GPU
+  # tests, bf16 and fp8 prefill sweeps; then the forward attention's extra shapes with what time is left
+  timeout 75 python3 -m pytest -q -p no:cacheprovider -m gpu -k "not splitk" tests/test_kernels_matmul.py 2>&1 \
+    | tail -25 | tee "$OUT/tests.txt"
+  timeout 200 $B matmul --quiet --dtype bfloat16 --sweep prefill --out "$OUT/matmul.jsonl" --format csv
+  timeout 150 $B matmul --quiet --dtype fp8_tensor --sweep prefill --out "$OUT/matmul.jsonl" --format csv
+  timeout 120 $B attention --quiet --sweep extra --kind fwd --out "$OUT/fwd_extra.jsonl" --format csv
 elif [ "$MODE" = splitk ]; then
   # no ceilings here (time): the report can reuse a calibration measured on the same card
   timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_kernels_matmul.py 2>&1 | tail -25 \

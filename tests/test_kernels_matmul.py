@@ -350,3 +350,26 @@ def test_gpu_repeated_calls_take_the_fast_path_and_read_their_own_inputs(dtype):
     w = torch.randn(384, 512, device="cuda", dtype=torch.bfloat16)
     for _ in range(2):
         assert check_close(mm.matmul(a, w.T), a.double() @ w.T.double(), "bfloat16").ok
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bfloat16", "fp8_tensor"])
+@pytest.mark.parametrize("forced", ["dtma", "tma"])
+def test_gpu_few_tile_path_choice_and_both_fast_paths(dtype, forced, monkeypatch):
+    # few-tile shapes time both descriptor paths once (mm._PATH); a repeated call then launches the chosen
+    # path's entry with new tensors: host descriptors through _lean_desc, or device-built ones
+    monkeypatch.setattr(mm, "_FAST", {})
+    monkeypatch.setattr(mm, "_PATH", {})
+    bench = mb.bench_case(320, 448, 256, dtype).build()
+    assert check_close(bench.run(), bench.reference(), "fp8" if dtype.startswith("fp8") else dtype).ok
+    assert len(mm._PATH) == 1 and set(mm._PATH.values()) <= {"dtma", "tma"}
+    for key in mm._PATH:   # force each path in turn and start its fast entry afresh
+        mm._PATH[key] = forced
+    mm._FAST.clear()
+    for i in range(3):   # first call makes the entry, the next two take it, each with fresh inputs
+        bench = mb.bench_case(320, 448, 256, dtype).build()
+        check = check_close(bench.run(), bench.reference(), "fp8" if dtype.startswith("fp8") else dtype)
+        assert check.ok, (forced, i, check.message)
+    (hit,) = mm._FAST.values()
+    assert (hit[3] is not None) == (forced == "tma")

@@ -162,6 +162,7 @@ def _cat_grads(grads):
 
 def forward_cases(shapes: list[Shape], dtype: str, backends=SDPA_BACKENDS, descriptor_path: bool = False) -> list[Case]:
     from mlsyscalc.kernels import attention as A
+    from mlsyscalc.kernels import attention_fwd
 
     cases = []
     for s in shapes:
@@ -175,8 +176,13 @@ def forward_cases(shapes: list[Shape], dtype: str, backends=SDPA_BACKENDS, descr
                              reference=lambda: reference_attention(q, k, v, s.causal))
             baseline = None if use_desc is not None or harness.interpreting() else \
                 (lambda: sdpa("flash")(q, k, v, s.causal))
-            return Bench(run=lambda: A.attention_forward(q, k, v, causal=s.causal, use_desc=use_desc)[0],
-                         reference=lambda: reference_attention(q, k, v, s.causal), baseline=baseline)
+            bench = Bench(run=lambda: A.attention_forward(q, k, v, causal=s.causal, use_desc=use_desc)[0],
+                          reference=lambda: reference_attention(q, k, v, s.causal), baseline=baseline)
+            if q.is_cuda and not harness.interpreting():   # which load path and tile the shape got
+                bench.run()
+                path = A.chosen_path(q, k, v, s.causal) if use_desc is None else attention_fwd.PATH_NAMES[use_desc]
+                bench.extra["config"] = f"{path}: {attention_fwd.attention_fwd_tuned.best_config}"
+            return bench
 
         baseline = "sdpa_flash" if not harness.interpreting() else ""
         cases.append(Case(kernel="triton_fwd", baseline=baseline, build=build, **common))
