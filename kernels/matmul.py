@@ -279,12 +279,11 @@ _PATH: dict = {}
 FEW_TILES = 2   # 128x128 tiles per SM below which both descriptor paths are timed
 
 
-def _lean_desc(t: torch.Tensor) -> TensorDescriptor:
+def _lean_desc(t: torch.Tensor, block: tuple) -> TensorDescriptor:
     """A host descriptor of t without TensorDescriptor's checks: for a signature whose first call
-    built and checked its descriptors the regular way (same shapes, strides and 16-byte alignment).
-    The block shape is the config's, set by the entry's pre-hook at launch."""
+    built and checked its descriptors the regular way (same shapes, strides and 16-byte alignment)."""
     d = object.__new__(TensorDescriptor)
-    d.base, d.shape, d.strides, d.block_shape, d.padding = t, t.shape, t.stride(), [16, 16], "zero"
+    d.base, d.shape, d.strides, d.block_shape, d.padding = t, t.shape, t.stride(), list(block), "zero"
     return d
 
 
@@ -317,9 +316,14 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
             entry, c_dtype, ints, host_desc = hit
             c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=c_dtype)
             sa, sb = (c, c) if a_scale is None else (a_scale.reshape(-1), b_scale.reshape(-1))
-            ops = (a, b, c) if host_desc is None else \
-                (_lean_desc(a.T if host_desc[0] else a), _lean_desc(b.T if host_desc[1] else b), _lean_desc(c))
-            matmul_launch.run_entry(entry, (*ops, sa, sb, c if bias is None else bias, *ints), a.device.index)
+            if host_desc is None:
+                ops = (a, b, c)
+            else:   # (A_T, B_NK, block shapes of A, B, C): descriptors already sized, the pre-hook is skipped
+                a_t, b_nk, blocks = host_desc
+                ops = (_lean_desc(a.T if a_t else a, blocks[0]), _lean_desc(b.T if b_nk else b, blocks[1]),
+                       _lean_desc(c, blocks[2]))
+            matmul_launch.run_entry(entry, (*ops, sa, sb, c if bias is None else bias, *ints), a.device.index,
+                                    hook=host_desc is None)
             return c
     _check(a, b, bias, a_scale, b_scale, activation)
     M, K = a.shape
@@ -361,12 +365,17 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
     elif path in ("tma", "dtma"):
         if path == "tma":
             entry = _launch_tma(a, b, c, scales, num_sms, args, launch_cache)
-            ints, host_desc = (M, N, K), (a.stride(1) != 1, b.stride(0) == 1)
+            ints, host_desc = (M, N, K), None
+            if entry is not None:
+                tile = dict(zip(entry.names[9:], entry.tail))   # the constexprs after the 9 launch arguments
+                bm, bn, bk = tile["BLOCK_M"], tile["BLOCK_N"], tile["BLOCK_K"]
+                a_t, b_nk = tile["A_T"], tile["B_NK"]
+                host_desc = (a_t, b_nk, ((bk, bm) if a_t else (bm, bk), (bn, bk) if b_nk else (bk, bn), (bm, bn)))
         else:
             entry = _launch_dtma(a, b, c, scales, num_sms, args, launch_cache)
             ints, host_desc = (M, N, K, *_dtma_strides(a, b, c)), None
         # remember it only where the scales went to the kernel as given (fp32, contiguous)
-        if fast and entry is not None and not _interpreting() and \
+        if fast and entry is not None and not _interpreting() and (path == "dtma" or host_desc is not None) and \
                 (scale_mode == SCALE_NONE or (key[11][0] == key[11][2] == torch.float32 and key[11][4])):
             matmul_launch.remember(_FAST, key, (entry, out_dtype, ints, host_desc))
     else:

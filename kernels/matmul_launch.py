@@ -110,10 +110,11 @@ def launch(kernel, grid, args: tuple, consts: dict, *, cache: bool = True) -> En
     return entry
 
 
-def run_entry(entry: Entry, args: tuple, device: int) -> None:
-    """Launch a remembered entry with new leading arguments (same signature: dtypes, alignment, integers)."""
+def run_entry(entry: Entry, args: tuple, device: int, hook: bool = True) -> None:
+    """Launch a remembered entry with new leading arguments (same signature: dtypes, alignment, integers).
+    hook=False skips the config's pre-hook, for a caller whose arguments already carry what it sets."""
     full = (*args, *entry.tail)
-    if entry.pre_hook is not None:
+    if hook and entry.pre_hook is not None:
         entry.pre_hook(dict(zip(entry.names, full)))
     stream = driver.active.get_current_stream(device)
     c, (g0, g1, g2) = entry.compiled, entry.grid

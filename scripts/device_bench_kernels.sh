@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run on the GPU machine from the repository root: GPU tests, ceilings, matmul + quant sweeps.
 # Usage: MLSYS_GIT_COMMIT=<sha> bash scripts/device_bench_kernels.sh smoke|full|w4|splitk|lean
+# few: the few-tile matmul path choice (tests, squares bf16/fp8) and the forward attention extra shapes (~6 min).
 # final4: matmul GPU tests, bf16 + fp8 prefill, forward attention extra shapes (~9.5 min).
 # final3: matmul GPU tests, bf16 prefill, few-tile config probe, fp8 prefill (~9.5 min).
 # final1 / final2: the measurement of record (tests, ceilings, prefill bf16/fp8, W8A8 / decode GEMVs, quantize).
@@ -95,6 +96,15 @@ elif [ "$MODE" = final4 ]; then
   timeout 200 $B matmul --quiet --dtype bfloat16 --sweep prefill --out "$OUT/matmul.jsonl" --format csv
   timeout 150 $B matmul --quiet --dtype fp8_tensor --sweep prefill --out "$OUT/matmul.jsonl" --format csv
   timeout 120 $B attention --quiet --sweep extra --kind fwd --out "$OUT/fwd_extra.jsonl" --format csv
+elif [ "$MODE" = few ]; then
+  # the few-tile path choice with the leaner host-descriptor launch: its GPU tests, the squares in bf16 and fp8,
+  # then the forward attention extra shapes, resumed from FWD_EXTRA (rows of an earlier call) when given
+  timeout 90 python3 -m pytest -q -p no:cacheprovider -m gpu -k "few_tile or fast_path or launch_cache" \
+    tests/test_kernels_matmul.py 2>&1 | tail -25 | tee "$OUT/tests.txt"
+  timeout 100 $B matmul --quiet --dtype bfloat16 --dtype fp8_tensor --sweep splitk_squares --out "$OUT/matmul.jsonl" \
+    --format csv
+  [ -n "${FWD_EXTRA:-}" ] && cp "$FWD_EXTRA" "$OUT/fwd_extra.jsonl"
+  timeout 200 $B attention --quiet --sweep extra --kind fwd --out "$OUT/fwd_extra.jsonl" --format csv
 elif [ "$MODE" = splitk ]; then
   # no ceilings here (time): the report can reuse a calibration measured on the same card
   timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_kernels_matmul.py 2>&1 | tail -25 \
