@@ -85,14 +85,21 @@ def decode_table(rows, bw_GBps):
 
 
 def desc_table(rows):
-    """Pointer vs descriptor path per shape: rows triton_fwd_ptr where measured (else the older triton_fwd rows,
-    which were the pointer path before the per-shape choice)."""
+    """The forward's load paths per shape, each forced: pointers (rows triton_fwd_ptr, else the older
+    triton_fwd rows, which were the pointer path before the per-shape choice), descriptors built by
+    each program on the device (triton_fwd_desc) and once on the host (triton_fwd_hostdesc), and
+    which path and tile the default chose (triton_fwd's extra_config, where recorded)."""
     idx = index(rows)
 
-    def ptr(s, v):
-        r = idx.get(("triton_fwd_ptr", s, v)) or idx.get(("triton_fwd", s, v))
-        return r.tflops_per_s if r else None
-    return [[s, v, fmt(ptr(s, v)), fmt(r.tflops_per_s)] for (k, s, v), r in sorted(idx.items()) if k == "triton_fwd_desc"]
+    def tf(kernel, s, v):
+        r = idx.get((kernel, s, v)) or (idx.get(("triton_fwd", s, v)) if kernel == "triton_fwd_ptr" else None)
+        return fmt(r.tflops_per_s) if r else "-"
+
+    def chosen(s, v):
+        r = idx.get(("triton_fwd", s, v))
+        return (r.extra.get("config") or "-").replace("num_ctas: 1, ", "") if r else "-"
+    return [[s, v, tf("triton_fwd_ptr", s, v), tf("triton_fwd_desc", s, v), tf("triton_fwd_hostdesc", s, v), chosen(s, v)]
+            for (k, s, v), r in sorted(idx.items()) if k == "triton_fwd_desc"]
 
 
 def markdown_table(header, body):
@@ -191,9 +198,10 @@ def main(argv: list[str]) -> None:
         "'host us/call': host time per call over 20 back-to-back calls without synchronisation; do_bench's "
         "L2-flushing memset (~60 us on this card) hides host time below it.",
         "",
-        "## Forward load paths: pointers vs Hopper tensor descriptors (TMA)",
+        "## Forward load paths: pointers vs Hopper tensor descriptors (TMA), each forced",
         "",
-        markdown_table(["shape", "mask", "pointer TFLOP/s", "descriptor TFLOP/s"], desc_table(rows)),
+        markdown_table(["shape", "mask", "pointer TFLOP/s", "device-built descriptors", "host-built descriptors",
+                        "default's choice (path: tile)"], desc_table(rows)),
         "",
         "![TFLOP/s vs sequence length](tflops_vs_seqlen.png)",
         "",
