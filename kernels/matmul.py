@@ -84,8 +84,11 @@ def _epilogue(acc, offs_m, offs_n, M, N, a_scale_ptr, b_scale_ptr, bias_ptr,
 def _persistent_tma_loop(a_desc, b_desc, c_desc, a_scale_ptr, b_scale_ptr, bias_ptr, M, N, K,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                          NUM_SMS: tl.constexpr, A_T: tl.constexpr, B_NK: tl.constexpr,
-                         SCALE: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr, INT8: tl.constexpr):
-    """The persistent tile loop over TMA descriptors, whoever made them (the host or this program)."""
+                         SCALE: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr, INT8: tl.constexpr,
+                         SUBTILE: tl.constexpr):
+    """The persistent tile loop over TMA descriptors, whoever made them (the host or this program).
+    SUBTILE: C leaves in two (BLOCK_M, BLOCK_N / 2) halves (c_desc's block), so the epilogue's staging
+    buffer is half a tile and a 128x256 tile fits a 4-stage pipeline in shared memory."""
     ACC_DTYPE: tl.constexpr = tl.int32 if INT8 else tl.float32  # int8 x int8 sums exactly in int32
     start_pid = tl.program_id(axis=0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -115,7 +118,12 @@ def _persistent_tma_loop(a_desc, b_desc, c_desc, a_scale_ptr, b_scale_ptr, bias_
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         acc = _epilogue(acc.to(tl.float32), offs_m, offs_n, M, N, a_scale_ptr, b_scale_ptr, bias_ptr,
                         SCALE, HAS_BIAS, ACT)
-        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
+        if SUBTILE:
+            left, right = tl.split(tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1)))
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], left.to(c_desc.dtype))
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N + BLOCK_N // 2], right.to(c_desc.dtype))
+        else:
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
 
 
 @triton.jit
@@ -126,9 +134,10 @@ def _matmul_tma_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     NUM_SMS: tl.constexpr, A_T: tl.constexpr, B_NK: tl.constexpr,
     SCALE: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr, INT8: tl.constexpr,
+    SUBTILE: tl.constexpr = False,
 ):
     _persistent_tma_loop(a_desc, b_desc, c_desc, a_scale_ptr, b_scale_ptr, bias_ptr, M, N, K,
-                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_SMS, A_T, B_NK, SCALE, HAS_BIAS, ACT, INT8)
+                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_SMS, A_T, B_NK, SCALE, HAS_BIAS, ACT, INT8, SUBTILE)
 
 
 @triton.jit
@@ -140,6 +149,7 @@ def _matmul_dtma_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     NUM_SMS: tl.constexpr, A_T: tl.constexpr, B_NK: tl.constexpr,
     SCALE: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr, INT8: tl.constexpr,
+    SUBTILE: tl.constexpr = False,
 ):
     """The TMA kernel with descriptors built on the device, once per program: the host passes plain
     pointers, so a launch costs no host-side descriptor objects or CUtensorMap encoding."""
@@ -151,9 +161,10 @@ def _matmul_dtma_kernel(
         b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[stride_b, 1], block_shape=[BLOCK_N, BLOCK_K])
     else:
         b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_b, 1], block_shape=[BLOCK_K, BLOCK_N])
-    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_c, 1], block_shape=[BLOCK_M, BLOCK_N])
+    C_N: tl.constexpr = BLOCK_N // 2 if SUBTILE else BLOCK_N
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_c, 1], block_shape=[BLOCK_M, C_N])
     _persistent_tma_loop(a_desc, b_desc, c_desc, a_scale_ptr, b_scale_ptr, bias_ptr, M, N, K,
-                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_SMS, A_T, B_NK, SCALE, HAS_BIAS, ACT, INT8)
+                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_SMS, A_T, B_NK, SCALE, HAS_BIAS, ACT, INT8, SUBTILE)
 
 
 @triton.jit
@@ -191,12 +202,13 @@ def _set_block_shapes(nargs):
     bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
     nargs["a_desc"].block_shape = [bk, bm] if nargs["A_T"] else [bm, bk]
     nargs["b_desc"].block_shape = [bn, bk] if nargs["B_NK"] else [bk, bn]
-    nargs["c_desc"].block_shape = [bm, bn]
+    nargs["c_desc"].block_shape = [bm, bn // 2 if nargs.get("SUBTILE") else bn]
 
 
 def _configs(tiles):
-    """(BLOCK_M, BLOCK_N, BLOCK_K, stages, warps[, GROUP_M = 8]) -> configs."""
-    return [triton.Config({"BLOCK_M": t[0], "BLOCK_N": t[1], "BLOCK_K": t[2], "GROUP_M": t[5] if len(t) > 5 else 8},
+    """(BLOCK_M, BLOCK_N, BLOCK_K, stages, warps[, GROUP_M = 8[, SUBTILE = False]]) -> configs."""
+    return [triton.Config({"BLOCK_M": t[0], "BLOCK_N": t[1], "BLOCK_K": t[2], "GROUP_M": t[5] if len(t) > 5 else 8,
+                           "SUBTILE": len(t) > 6 and t[6]},
                           num_stages=t[3], num_warps=t[4], pre_hook=_set_block_shapes) for t in tiles]
 
 
@@ -207,11 +219,13 @@ _KEY = ["M", "N", "K", "A_T", "B_NK", "SCALE", "INT8"]
 # shapes; the smaller tiles cover shapes whose tile count leaves SMs idle. GROUP_M 16 (taller
 # groups of tiles sharing B in L2) won on N = 4096 shapes in scripts/probe_configs.py (one H200);
 # BLOCK_K 128 / deeper pipelines on the few-tile squares. (128, 256, 64) with 4 stages needs
-# 262 KB of shared memory with device-built descriptors and drops out there.
+# 262 KB of shared memory with a whole-tile epilogue buffer; storing C in two halves (SUBTILE)
+# brings it to 229,408 bytes (sm_90 compile), under the 232,448 a Hopper program may use.
 _TMA_16BIT = triton.autotune(_configs([
     (128, 256, 64, 3, 8), (256, 128, 64, 3, 8), (128, 256, 64, 4, 8), (128, 128, 64, 4, 8),
     (128, 128, 64, 5, 4), (64, 256, 64, 4, 4), (128, 128, 128, 3, 8), (64, 128, 64, 4, 4), (128, 64, 64, 4, 4),
     (128, 256, 64, 3, 8, 16), (256, 128, 64, 3, 8, 16), (64, 128, 128, 3, 4), (64, 128, 64, 6, 4),
+    (128, 256, 64, 4, 8, 8, True), (128, 256, 64, 4, 8, 16, True),
 ]), key=_KEY, do_bench=gpu_time_ms)(_matmul_tma_kernel)
 _TMA_FP8 = triton.autotune(_configs([
     (128, 256, 128, 3, 8), (256, 128, 128, 3, 8), (128, 128, 128, 4, 8), (128, 128, 128, 4, 4),
@@ -370,7 +384,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
                 tile = dict(zip(entry.names[9:], entry.tail))   # the constexprs after the 9 launch arguments
                 bm, bn, bk = tile["BLOCK_M"], tile["BLOCK_N"], tile["BLOCK_K"]
                 a_t, b_nk = tile["A_T"], tile["B_NK"]
-                host_desc = (a_t, b_nk, ((bk, bm) if a_t else (bm, bk), (bn, bk) if b_nk else (bk, bn), (bm, bn)))
+                c_n = bn // 2 if tile["SUBTILE"] else bn
+                host_desc = (a_t, b_nk, ((bk, bm) if a_t else (bm, bk), (bn, bk) if b_nk else (bk, bn), (bm, c_n)))
         else:
             entry = _launch_dtma(a, b, c, scales, num_sms, args, launch_cache)
             ints, host_desc = (M, N, K, *_dtma_strides(a, b, c)), None

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run on the GPU machine from the repository root: GPU tests, ceilings, matmul + quant sweeps.
 # Usage: MLSYS_GIT_COMMIT=<sha> bash scripts/device_bench_kernels.sh smoke|full|w4|splitk|lean
+# final5: all kernel GPU tests, bf16 prefill (4-stage 128x256 tiles with a half-tile epilogue), one fp8 shape.
 # few: the few-tile matmul path choice (tests, squares bf16/fp8) and the forward attention extra shapes (~6 min).
 # final4: matmul GPU tests, bf16 + fp8 prefill, forward attention extra shapes (~9.5 min).
 # final3: matmul GPU tests, bf16 prefill, few-tile config probe, fp8 prefill (~9.5 min).
@@ -105,6 +106,15 @@ elif [ "$MODE" = few ]; then
     --format csv
   [ -n "${FWD_EXTRA:-}" ] && cp "$FWD_EXTRA" "$OUT/fwd_extra.jsonl"
   timeout 200 $B attention --quiet --sweep extra --kind fwd --out "$OUT/fwd_extra.jsonl" --format csv
+elif [ "$MODE" = final5 ]; then
+  # every GPU test of the kernels (matmul, GEMV, quant, attention), then the bf16 prefill sweep with the
+  # 4-stage 128x256 tiles that the half-tile epilogue (SUBTILE) lets fit, then the fp8 shape final4 missed
+  timeout 100 python3 -m pytest -q -p no:cacheprovider -m gpu -k "not splitk" tests/test_kernels_matmul.py \
+    tests/test_kernels_quant_gemv.py 2>&1 | tail -15 | tee "$OUT/tests.txt"
+  timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_kernels_quant.py \
+    tests/test_kernels_attention.py 2>&1 | tail -15 | tee -a "$OUT/tests.txt"
+  timeout 210 $B matmul --quiet --dtype bfloat16 --sweep prefill --out "$OUT/matmul.jsonl" --format csv
+  timeout 40 $B matmul --quiet --dtype fp8_tensor --shapes 16384x8192x28672 --out "$OUT/matmul.jsonl" --format csv
 elif [ "$MODE" = splitk ]; then
   # no ceilings here (time): the report can reuse a calibration measured on the same card
   timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_kernels_matmul.py 2>&1 | tail -25 \

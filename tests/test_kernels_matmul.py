@@ -65,6 +65,34 @@ def test_device_descriptors_read_every_layout(a_layout, b_layout):
     assert check.ok, check.message
 
 
+@pytest.mark.parametrize("kernel", ["tma", "dtma"])
+def test_subtile_epilogue_stores_both_halves(kernel):
+    # SUBTILE: the epilogue stores C as two (BLOCK_M, BLOCK_N / 2) halves; edges (M = 70) included
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    M, N, K = 70, 96, 64
+    a, b = _inputs(M, N, K, torch.float16, "col")
+    bias = torch.randn(N, device=DEV, dtype=torch.float16)
+    c = torch.zeros(M, N, device=DEV, dtype=torch.float16)
+    tiles = 3 * 3   # 32x32 tiles
+    meta = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=2, NUM_SMS=4, SCALE=mm.SCALE_NONE, HAS_BIAS=True,
+                ACT=mm.ACTIVATIONS["relu"], INT8=False, SUBTILE=True)
+    assert tiles > meta["NUM_SMS"]   # programs loop over several tiles
+    if kernel == "tma":
+        a_desc, b_desc, a_t, b_nk = mm._descriptors(a, b)
+        c_desc = TensorDescriptor.from_tensor(c, [16, 16])
+        mm._set_block_shapes(dict(a_desc=a_desc, b_desc=b_desc, c_desc=c_desc, A_T=a_t, B_NK=b_nk, **meta))
+        assert c_desc.block_shape == [32, 16]
+        mm._matmul_tma_kernel[(4,)](a_desc, b_desc, c_desc, c, c, bias, M, N, K, A_T=a_t, B_NK=b_nk, **meta)
+    else:
+        if GPU:
+            mm.matmul_launch.use_scratch_allocator()
+        mm._matmul_dtma_kernel[(4,)](a, b, c, c, c, bias, M, N, K, *mm._dtma_strides(a, b, c), A_T=False, B_NK=True,
+                                     **meta)
+    check = check_close(c, mm.matmul_ref(a, b, bias=bias, activation="relu"), "float16")
+    assert check.ok, check.message
+
+
 def test_column_major_a_and_int8_exact():
     a = torch.randn(48, 32, device=DEV, dtype=torch.float16).T.contiguous().T  # column-major A
     _, b = _inputs(48, 32, 32, torch.float16, "col")
