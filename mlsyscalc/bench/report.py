@@ -99,14 +99,14 @@ def goals_table(rows: list[Row], ceilings: dict | None) -> list[str]:
         gm = geomean([r.speedup for r in timed])
         worst = min(timed, key=lambda r: r.speedup) if timed else None
         met = gm is not None and gm >= g_goal and (m_goal is None or (worst and worst.speedup >= m_goal))
-        out.append(f"| {title} | {baseline} | {goal} | {_fmt(gm, '.2f', 'x')} | "
+        out.append(f"| {title} | {baseline} | {goal} | {_fmt(gm, '.3f', 'x')} | "
                    f"{_fmt(worst.speedup if worst else None, '.2f', 'x')} ({worst.shape if worst else '-'}) | "
                    f"{len(timed)} / {sum(1 for r in chosen if r.error)} | {'yes' if met else 'no'} |")
     for title, _, keep, *_ in GOALS[:2]:  # the same goals without the small squares (launch-bound)
         big = [r for r in rows if keep(r) and r.speedup and not _small_square(r.shape)]
         if big:
             worst = min(big, key=lambda r: r.speedup)
-            out.append(f"| {title}, without 1024^3 and 2048^3 | | | {geomean([r.speedup for r in big]):.2f}x | "
+            out.append(f"| {title}, without 1024^3 and 2048^3 | | | {geomean([r.speedup for r in big]):.3f}x | "
                        f"{worst.speedup:.2f}x ({worst.shape}) | {len(big)} / 0 | |")
     if ceilings:
         copy = ceilings["bandwidth_Bps"]["copy"] / 1e9
