@@ -4,9 +4,12 @@ The story, top to bottom:
 
 - `_tile_coords`: grouped tile order (GROUP_M row-tiles share one column of B while it sits in L2).
 - `_epilogue`: scales (per-tensor, or per-row of A x per-column of B), bias, activation, in fp32.
-- `_matmul_tma_kernel`: the Hopper path. A persistent grid of one program per SM walks the tiles;
-  A, B and C move through tensor descriptors (TMA bulk copies), and the K loop is software
-  pipelined `num_stages` deep. Autotuned over tile shapes keyed on (M, N, K, layout, dtype).
+- `_persistent_tma_loop`: the Hopper path. A persistent grid of one program per SM walks the tiles;
+  A, B and C move through tensor descriptors (TMA bulk copies), the K loop is software pipelined
+  `num_stages` deep, and C may leave in two halves (SUBTILE). Autotuned over tile shapes keyed on
+  (M, N, K, layout, dtype). Two kernels run it: `_matmul_dtma_kernel` builds its descriptors on the
+  device (the default), `_matmul_tma_kernel` takes them from the host (chosen per signature on
+  few-tile shapes, where the device-side set-up shows: see `matmul()`).
 - `_matmul_ptr_kernel`: the same persistent loop with masked pointer loads, for any strides
   (row- or column-major, unaligned) and for the CPU interpreter.
 - `matmul()`: the launcher (checks, layout detection, output allocation, path choice). Repeated
