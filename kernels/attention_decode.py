@@ -153,11 +153,11 @@ SPLIT_ALIGN = 256  # tokens per split are a multiple of every BLOCK_N the autotu
 
 
 def choose_splits(batch: int, kv_heads: int, max_len: int, sm_count: int) -> tuple[int, int]:
-    """(num_splits, tokens_per_split): up to ~4 programs per SM, >= 512 tokens each. One split once
-    batch x kv_heads programs reach that: a second split then costs more (partials, the reducing
-    launch) than it evens out (B64 x KV8 = 512 programs on 132 SMs: 2 splits 6-8% slower than 1 on
-    one H200, scripts/probe_configs.py decode)."""
-    want = max(1, (4 * sm_count) // (batch * kv_heads))
+    """(num_splits, tokens_per_split): about 4 programs per SM (splits rounded to the nearest count),
+    >= 512 tokens each. So one split once batch x kv_heads programs come near that: a second split
+    then costs more (partials, the reducing launch) than it evens out (B64 x KV8 = 512 programs on
+    132 SMs: 2 splits 6-8% slower than 1 on one H200, scripts/probe_configs.py decode)."""
+    want = max(1, round(4 * sm_count / (batch * kv_heads)))
     most = max(1, math.ceil(max_len / 512))
     splits = min(want, most)
     per_split = math.ceil(math.ceil(max_len / splits) / SPLIT_ALIGN) * SPLIT_ALIGN

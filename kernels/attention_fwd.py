@@ -121,6 +121,7 @@ def attention_fwd_kernel(
     # meta
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CAUSAL: tl.constexpr, USE_DESC: tl.constexpr,
+    ELEM_BYTES: tl.constexpr,   # bytes per q/k/v element: in the tuning key, where descriptors hide the dtype
 ):
     tl.static_assert(BLOCK_M % BLOCK_N == 0)
     start_m, off_bh, off_b, off_h, off_hkv, offs_m, in_q = _query_block(H, GROUP, S_q, BLOCK_M, CAUSAL)
@@ -205,17 +206,22 @@ def _set_block_shapes(nargs):
 
 def _fwd_prune(configs, named_args, **kwargs):
     """Drop tiles whose K/V pipeline cannot fit Hopper's ~227 KB of shared memory, and the register
-    cap where pointer loads would spill under it."""
-    d = named_args["HEAD_DIM"] if "HEAD_DIM" in named_args else kwargs["HEAD_DIM"]
-    desc = named_args["USE_DESC"] if "USE_DESC" in named_args else kwargs["USE_DESC"]
-    kept = [c for c in configs if (c.kwargs["BLOCK_M"] + 2 * c.kwargs["BLOCK_N"] * c.num_stages) * d * 2 <= 200_000
-            and (c.maxnreg is None or (desc and d <= 128))]
-    return kept or configs[-1:]
+    cap where pointer loads would spill under it; if nothing fits, keep the smallest pipeline."""
+    def arg(name):
+        return named_args[name] if name in named_args else kwargs[name]
+
+    d, desc, elem = arg("HEAD_DIM"), arg("USE_DESC"), arg("ELEM_BYTES")
+
+    def smem(c):
+        return (c.kwargs["BLOCK_M"] + 2 * c.kwargs["BLOCK_N"] * c.num_stages) * d * elem
+
+    kept = [c for c in configs if smem(c) <= 200_000 and (c.maxnreg is None or (desc and d <= 128 and elem == 2))]
+    return kept or [min(configs, key=smem)]
 
 
 attention_fwd_tuned = triton.autotune(
     configs=_fwd_configs(),
-    key=["S_q", "S_kv", "HEAD_DIM", "CAUSAL", "USE_DESC", "GROUP"],
+    key=["S_q", "S_kv", "HEAD_DIM", "CAUSAL", "USE_DESC", "GROUP", "ELEM_BYTES"],
     prune_configs_by={"early_config_prune": _fwd_prune},
 )(attention_fwd_kernel)
 
@@ -230,6 +236,8 @@ def _set_descriptor_allocator() -> None:
 def can_use_descriptors(*tensors: torch.Tensor) -> bool:
     """TMA needs sm_90+, a unit last stride and 16-byte aligned base and strides."""
     if not all(t.is_cuda for t in tensors) or torch.cuda.get_device_capability(tensors[0].device)[0] < 9:
+        return False
+    if any(t.numel() == 0 for t in tensors):   # a descriptor needs every dimension positive
         return False
     for t in tensors:
         item = t.element_size()
@@ -315,13 +323,14 @@ def attention_forward(q, k, v, causal: bool = False, sm_scale: float | None = No
             b, h, h_kv, s_q, s_kv, h // h_kv, sm_scale * LOG2E)
     if config is None:
         grid = lambda meta: (triton.cdiv(s_q, meta["BLOCK_M"]), b * h)  # noqa: E731
-        attention_fwd_tuned[grid](*args, HEAD_DIM=d, CAUSAL=causal, USE_DESC=mode)
+        attention_fwd_tuned[grid](*args, HEAD_DIM=d, CAUSAL=causal, USE_DESC=mode, ELEM_BYTES=q.element_size())
     else:
         if mode == 2:
             _set_block_shapes(dict(zip(("q_ptr", "k_ptr", "v_ptr", "o_ptr"), tensors), USE_DESC=2, HEAD_DIM=d,
                                    BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"]))
         grid = (triton.cdiv(s_q, config["BLOCK_M"]), b * h)
-        attention_fwd_kernel[grid](*args, HEAD_DIM=d, CAUSAL=causal, USE_DESC=mode, **config)
+        attention_fwd_kernel[grid](*args, HEAD_DIM=d, CAUSAL=causal, USE_DESC=mode, ELEM_BYTES=q.element_size(),
+                                   **config)
     return o, lse
 
 

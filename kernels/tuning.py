@@ -11,7 +11,9 @@ Falls back to `do_bench` with short windows when the call cannot be captured (an
 synchronisation that graphs forbid). Calls of LONG_MS or more are timed by `do_bench` itself: the
 host cannot show through its window there, it is how the reports time, and on one H200 the graph
 replay's per-config times of 0.4-1 ms matmuls strayed from do_bench's by up to 15% in either
-direction (scripts/probe_configs.py), enough to reorder configs a few percent apart.
+direction (scripts/probe_configs.py), enough to reorder configs a few percent apart. The switch is
+per call: candidates on both sides of LONG_MS in one comparison are timed by different methods
+(both medians; near 0.2 ms they differ little, since host time cannot show there either way).
 """
 
 from __future__ import annotations
@@ -69,9 +71,9 @@ def gpu_time_ms(fn, quantiles=None, reps: int = 8, rounds: int = 5):
         del graph
     except Exception:   # noqa: BLE001 - anything a graph cannot hold: time it the plain way
         torch.cuda.synchronize()
-        return triton.testing.do_bench(fn, warmup=5, rep=20, quantiles=quantiles)
+        return triton.testing.do_bench(fn, warmup=5, rep=20, quantiles=quantiles, return_mode="median")
     if statistics.median(per_call) >= LONG_MS:
-        return triton.testing.do_bench(fn, warmup=10, rep=60, quantiles=quantiles)
+        return triton.testing.do_bench(fn, warmup=10, rep=60, quantiles=quantiles, return_mode="median")
     if quantiles is None:
         return statistics.median(per_call)
     ordered = sorted(per_call)

@@ -209,6 +209,27 @@ def test_gpu_bf16_forward_backward(d, causal):
 
 @gpu
 @pytest.mark.gpu
+@pytest.mark.parametrize("use_desc", ["host", None])
+def test_gpu_forward_tunes_each_dtype_apart(use_desc):
+    # host descriptors hide the dtype from the autotuner: ELEM_BYTES keys it, so an fp32 call of a shape
+    # first tuned in bf16 gets its own (smaller) tiles instead of the bf16 ones, which would not fit
+    for dtype in (torch.bfloat16, torch.float32):
+        q, k, v = qkv(1, 4, 4, 512, 512, 128, dtype)
+        o, _ = A.attention_forward(q, k, v, use_desc=use_desc)
+        assert rel_err(o, A.attention_ref(q.float(), k.float(), v.float())[0]) < TOL[torch.bfloat16]
+
+
+@gpu
+@pytest.mark.gpu
+def test_gpu_forward_empty_query_takes_the_pointer_path():
+    q, k, v = qkv(1, 2, 2, 0, 16, 64, torch.bfloat16)
+    assert not A.can_use_descriptors(q, k, v)
+    o, lse = A.attention_forward(q, k, v)
+    assert o.shape == q.shape and lse.shape == (1, 2, 0)
+
+
+@gpu
+@pytest.mark.gpu
 @pytest.mark.parametrize("page", [16, 64, 256])
 def test_gpu_bf16_paged_decode(page):
     k, v, table = _paged_cache(4, 8, 128, page, 3000, torch.bfloat16)

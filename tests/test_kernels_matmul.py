@@ -403,3 +403,18 @@ def test_gpu_few_tile_path_choice_and_both_fast_paths(dtype, forced, monkeypatch
         assert check.ok, (forced, i, check.message)
     (hit,) = mm._FAST.values()
     assert (hit[3] is not None) == (forced == "tma")
+
+
+@gpu
+@pytest.mark.gpu
+def test_gpu_few_tile_fp8_output_dtypes_are_tuned_apart():
+    # with scales and a bias, no argument of the host-descriptor kernel carries C's dtype: C_BYTES keys
+    # its tuning, so an fp32-output call after a bf16 one does not reuse tiles sized for 2-byte C
+    x8, sx = mm.quantize_fp8(torch.randn(256, 512, device=DEV), False)
+    w8, sw = mm.quantize_fp8(torch.randn(384, 512, device=DEV), False)
+    bias = torch.randn(384, device=DEV, dtype=torch.bfloat16)
+    ref = mm.matmul_ref(x8, w8.T, bias=bias, a_scale=sx, b_scale=sw)
+    for out_dtype in (torch.bfloat16, torch.float32):
+        for path in ("auto", "tma"):
+            out = mm.matmul(x8, w8.T, bias=bias, a_scale=sx, b_scale=sw, out_dtype=out_dtype, path=path)
+            assert out.dtype == out_dtype and check_close(out, ref, "fp8").ok, (out_dtype, path)

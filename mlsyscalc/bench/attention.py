@@ -180,7 +180,8 @@ def forward_cases(shapes: list[Shape], dtype: str, backends=SDPA_BACKENDS, descr
                           reference=lambda: reference_attention(q, k, v, s.causal), baseline=baseline)
             if q.is_cuda and not harness.interpreting():   # which load path and tile the shape got
                 bench.run()
-                path = A.chosen_path(q, k, v, s.causal) if use_desc is None else attention_fwd.PATH_NAMES[use_desc]
+                path = (A.chosen_path(q, k, v, s.causal) or "pointers") if use_desc is None else \
+                    attention_fwd.PATH_NAMES[use_desc]   # no choice recorded: descriptors did not apply
                 bench.extra["config"] = f"{path}: {attention_fwd.attention_fwd_tuned.best_config}"
             return bench
 
