@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run on the GPU machine from the repository root: GPU tests, ceilings, matmul + quant sweeps.
 # Usage: MLSYS_GIT_COMMIT=<sha> bash scripts/device_bench_kernels.sh smoke|full|w4|splitk|lean
+# tests: every kernel GPU test, verbose, one file at a time (~9.5 min at most; run this first next time).
 # final5: all kernel GPU tests, bf16 prefill (4-stage 128x256 tiles with a half-tile epilogue), one fp8 shape.
 # few: the few-tile matmul path choice (tests, squares bf16/fp8) and the forward attention extra shapes (~6 min).
 # final4: matmul GPU tests, bf16 + fp8 prefill, forward attention extra shapes (~9.5 min).
@@ -106,6 +107,15 @@ elif [ "$MODE" = few ]; then
     --format csv
   [ -n "${FWD_EXTRA:-}" ] && cp "$FWD_EXTRA" "$OUT/fwd_extra.jsonl"
   timeout 200 $B attention --quiet --sweep extra --kind fwd --out "$OUT/fwd_extra.jsonl" --format csv
+elif [ "$MODE" = tests ]; then
+  # every kernel GPU test, one file at a time, verbose: a file cut by its cap still names each test that ran
+  for spec in "130 tests/test_kernels_matmul.py" "140 tests/test_kernels_quant_gemv.py" \
+              "200 tests/test_kernels_attention.py" "100 tests/test_kernels_quant.py"; do
+    set -- $spec
+    timeout "$1" python3 -m pytest -v -p no:cacheprovider -m gpu -k "not splitk" "$2" 2>&1 \
+      | grep -E "PASSED|FAILED|ERROR|Error|assert|passed|failed" >> "$OUT/tests.txt"
+    echo "== $2 exit ${PIPESTATUS[0]}" >> "$OUT/tests.txt"
+  done
 elif [ "$MODE" = final5 ]; then
   # every GPU test of the kernels (matmul, GEMV, quant, attention), then the bf16 prefill sweep with the
   # 4-stage 128x256 tiles that the half-tile epilogue (SUBTILE) lets fit, then the fp8 shape final4 missed
