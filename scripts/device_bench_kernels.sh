@@ -146,7 +146,9 @@ else  # split-K tests compile many kernels: they run in the splitk mode
   timeout 30 $B quant --quiet --kind w8a8 --kind quantize --out "$OUT/quant.jsonl" --format csv
 fi
 # Did the compiler use Hopper's instructions? Count HGMMA/QGMMA/IMMA (wgmma) and UTMALDG (TMA) per kernel.
-for f in $(find $TRITON_CACHE_DIR -name '*.cubin' 2>/dev/null); do
+# (skipped in the tests mode; at most 300 cubins: with many tuned configs the census outran final5's cap)
+[ "$MODE" = tests ] && { echo "== done $(date -u)"; exit 0; }
+for f in $(find $TRITON_CACHE_DIR -name '*.cubin' 2>/dev/null | head -300); do
   n=$(basename "$f" .cubin)
   s=$(cuobjdump -sass "$f" 2>/dev/null)
   echo "$n HGMMA=$(grep -c 'HGMMA' <<<"$s") QGMMA=$(grep -c 'QGMMA' <<<"$s") IGMMA=$(grep -c 'IGMMA' <<<"$s") \
