@@ -6,7 +6,7 @@ minus the flushes) beside the torch baseline in the same process, after checking
 candidate's output against the baseline. The reports come from `mlsys bench`; this says which
 candidates deserve to become defaults.
 
-    python scripts/probe_configs.py matmul|decode|forward [--out DIR]
+    python scripts/probe_configs.py matmul|decode|forward|gemv [--out DIR]
 
 Writes DIR/probe_<section>.jsonl (one line per candidate and shape) and prints the best per shape.
 """
@@ -245,18 +245,70 @@ def probe_forward(out, shapes):
         torch.cuda.empty_cache()
 
 
+# ---------------------------------------------------------------- gemv (weight-only decode)
+
+GEMV_SHAPES = [(1, 4096, 4096), (1, 8192, 8192), (1, 28672, 8192), (1, 57344, 8192), (16, 8192, 8192)]
+
+
+def probe_gemv(out, shapes):
+    """Every tile of both GEMV kernels (plain, K split over warps) for int8 and int4 g128 weights, beside
+    bf16 cuBLAS on the same weights dequantised: where the fixed cost of the small weights goes."""
+    from mlsyscalc.kernels import quant as Q
+    from mlsyscalc.kernels import quant_gemv as G
+    from mlsyscalc.kernels.quant_w4 import pack_halves
+
+    torch.manual_seed(0)
+    for M, N, K in shapes:
+        x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(N, K, device="cuda")
+        shape = f"{M}x{N}x{K}"
+        w16 = w.to(torch.bfloat16)
+        g, bt, e, err = timed(lambda: torch.matmul(x, w16.T), torch.matmul(x.float(), w16.float().T), 1e-2)
+        emit(out, "gemv", dict(shape=shape, cand="cublas bf16", gpu_ms=g, bench_ms=bt, rel_err=e, error=err,
+                               bytes=2 * N * K))
+        for bits, group in ((8, None), (4, 128)):
+            q, sc = Q.quantize(w, "int8" if bits == 8 else "int4", group, torch.bfloat16)
+            qk = pack_halves(q, group) if bits == 4 else q
+            ref = Q.weight_only_matmul_ref(x, q, sc, bits, group)
+            nbytes = qk.numel() + 2 * sc.numel()
+            args = (x, qk, sc)
+            for kind, kernel, configs in (("plain", G._gemv_kernel, G._configs()),
+                                          ("ks", G._gemv_ks_kernel, G._ks_configs())):
+                for c in configs:
+                    if bits == 4 and (c.kwargs["BLOCK_K"] % 128 or (kind == "ks" and
+                                                                   c.kwargs["BLOCK_K"] != c.kwargs["KS"] * 128)):
+                        continue
+                    y = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+
+                    def run(kernel=kernel, c=c, y=y):
+                        kernel[(triton.cdiv(N, c.kwargs["BLOCK_N"]),)](
+                            *args, y, M, N, K, x.stride(0), qk.stride(0), sc.stride(0), y.stride(0), BITS=bits,
+                            GROUP=group or K, ASM=True, **c.kwargs, num_warps=c.num_warps, num_stages=c.num_stages)
+                        return y
+
+                    y.zero_()
+                    g, bt, e, err = timed(run, ref, 2e-2)
+                    emit(out, "gemv", dict(shape=shape, cand=f"w{bits} {kind} {c.kwargs} w{c.num_warps} s{c.num_stages}",
+                                           gpu_ms=g, bench_ms=bt, rel_err=e, error=err, bytes=nbytes))
+            g, bt, e, err = timed(lambda: G.gemv(x, qk, sc, bits, group), ref, 2e-2)
+            emit(out, "gemv", dict(shape=shape, cand=f"w{bits} default", gpu_ms=g, bench_ms=bt, rel_err=e, error=err,
+                                   bytes=nbytes))
+        del x, w, w16
+        torch.cuda.empty_cache()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("section", choices=["matmul", "decode", "forward"])
+    ap.add_argument("section", choices=["matmul", "decode", "forward", "gemv"])
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--quick", action="store_true", help="first shape only")
     ap.add_argument("--small", action="store_true", help="matmul: the few-tile shapes only")
     a = ap.parse_args()
-    shapes = {"matmul": MATMUL_SHAPES, "decode": DECODE_SHAPES, "forward": FORWARD_SHAPES}[a.section]
+    shapes = {"matmul": MATMUL_SHAPES, "decode": DECODE_SHAPES, "forward": FORWARD_SHAPES, "gemv": GEMV_SHAPES}[a.section]
     shapes = shapes[:1] if a.quick else shapes
     if a.small:
         shapes = [sh for sh in shapes if sh[0] * sh[1] <= 2048 * 4096]
-    fn = {"matmul": probe_matmul, "decode": probe_decode, "forward": probe_forward}[a.section]
+    fn = {"matmul": probe_matmul, "decode": probe_decode, "forward": probe_forward, "gemv": probe_gemv}[a.section]
     t0 = time.time()
     with open(os.path.join(a.out, f"probe_{a.section}.jsonl"), "a") as out:
         out.write(json.dumps(dict(section=a.section, env=dict(torch=torch.__version__, triton=triton.__version__,
