@@ -15,7 +15,6 @@ Query token t of n_q sits at position seqlen - n_q + t and sees keys j <= that p
 
 from __future__ import annotations
 
-import functools
 import math
 
 import torch
@@ -23,7 +22,7 @@ import triton
 import triton.language as tl
 
 from .attention_fwd import LOG2E, interpreting
-from .matmul_launch import launch, remember, run_entry
+from .matmul_launch import launch, remember, run_entry, sm_count
 from .tuning import gpu_time_ms
 
 
@@ -184,11 +183,6 @@ def _check_decode(q, k_cache, v_cache, block_table):
     return b, h, h_kv, n_q, d, max_len
 
 
-@functools.lru_cache(maxsize=None)
-def _sm_count(device: torch.device) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
 def decode_attention(q, k_cache, v_cache, cache_seqlens=None, block_table=None, sm_scale: float | None = None,
                      num_splits: int | None = None, config: dict | None = None):
     """Attention of q (B, H, n_q, D) over a contiguous or paged KV cache; returns (B, H, n_q, D).
@@ -222,11 +216,11 @@ def decode_attention(q, k_cache, v_cache, cache_seqlens=None, block_table=None, 
     has_lens = cache_seqlens is not None
     if has_lens and cache_seqlens.dtype != torch.int32:
         cache_seqlens = cache_seqlens.to(torch.int32)
-    sm_count = 132 if interpreting() else _sm_count(q.device)
+    sms = 132 if interpreting() else sm_count(q.device)
     if config is None and interpreting():
         config = {"BLOCK_N": 32, "num_warps": 4, "num_stages": 1}
     if num_splits is None:
-        num_splits, per_split = choose_splits(b, h_kv, max_len, sm_count)
+        num_splits, per_split = choose_splits(b, h_kv, max_len, sms)
     else:  # splits are whole tiles: any BLOCK_N the autotuner may pick divides them
         align = config["BLOCK_N"] if config else SPLIT_ALIGN
         per_split = math.ceil(math.ceil(max_len / num_splits) / align) * align

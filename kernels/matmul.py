@@ -24,7 +24,6 @@ which the TMA path reads as K-major tiles of W, the layout wgmma wants for fp8.
 
 from __future__ import annotations
 
-import functools
 import os
 
 import torch
@@ -202,11 +201,16 @@ def _matmul_ptr_kernel(
         tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
 
+def _block_shapes(cfg) -> tuple[list, list, list]:
+    """TMA block shapes of A (or A^T), B (or W = B^T) and C for one config (BLOCK_*, A_T, B_NK, SUBTILE)."""
+    bm, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
+    return ([bk, bm] if cfg["A_T"] else [bm, bk], [bn, bk] if cfg["B_NK"] else [bk, bn],
+            [bm, bn // 2 if cfg.get("SUBTILE") else bn])
+
+
 def _set_block_shapes(nargs):
-    bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
-    nargs["a_desc"].block_shape = [bk, bm] if nargs["A_T"] else [bm, bk]
-    nargs["b_desc"].block_shape = [bn, bk] if nargs["B_NK"] else [bk, bn]
-    nargs["c_desc"].block_shape = [bm, bn // 2 if nargs.get("SUBTILE") else bn]
+    for name, shape in zip(("a_desc", "b_desc", "c_desc"), _block_shapes(nargs)):
+        nargs[name].block_shape = shape
 
 
 def _configs(tiles):
@@ -253,11 +257,7 @@ def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
-@functools.lru_cache(maxsize=None)
-def _num_sms(device: torch.device) -> int:
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 4
+_num_sms = matmul_launch.sm_count
 
 
 def _tma_ok(t: torch.Tensor) -> bool:
@@ -288,7 +288,7 @@ def _check(a, b, bias, a_scale, b_scale, activation):
 
 # (dtypes, activation, device, shapes, strides, alignment of every tensor) of a call that took a
 # descriptor path with fp32 contiguous scales (or none) -> (launch entry, C dtype, integer args,
-# None for device-built descriptors or (A_T, B_NK) for host-built ones)
+# None for device-built descriptors or (A_T, B_NK, block shapes of A, B, C) for host-built ones)
 _FAST: dict = {}
 # The same key -> "dtma" | "tma" for few-tile shapes (FEW_TILES): the path with the lower GPU time,
 # timed once. Each program of the device-descriptor kernel builds its three descriptors (a global
@@ -298,11 +298,11 @@ _PATH: dict = {}
 FEW_TILES = 2   # 128x128 tiles per SM below which both descriptor paths are timed
 
 
-def _lean_desc(t: torch.Tensor, block: tuple) -> TensorDescriptor:
+def _lean_desc(t: torch.Tensor, block: list) -> TensorDescriptor:
     """A host descriptor of t without TensorDescriptor's checks: for a signature whose first call
     built and checked its descriptors the regular way (same shapes, strides and 16-byte alignment)."""
     d = object.__new__(TensorDescriptor)
-    d.base, d.shape, d.strides, d.block_shape, d.padding = t, t.shape, t.stride(), list(block), "zero"
+    d.base, d.shape, d.strides, d.block_shape, d.padding = t, t.shape, t.stride(), block, "zero"
     return d
 
 
@@ -391,10 +391,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
             ints, host_desc = (M, N, K), None
             if entry is not None:
                 tile = dict(zip(entry.names[9:], entry.tail))   # the constexprs after the 9 launch arguments
-                bm, bn, bk = tile["BLOCK_M"], tile["BLOCK_N"], tile["BLOCK_K"]
-                a_t, b_nk = tile["A_T"], tile["B_NK"]
-                c_n = bn // 2 if tile["SUBTILE"] else bn
-                host_desc = (a_t, b_nk, ((bk, bm) if a_t else (bm, bk), (bn, bk) if b_nk else (bk, bn), (bm, c_n)))
+                host_desc = (tile["A_T"], tile["B_NK"], _block_shapes(tile))
         else:
             entry = _launch_dtma(a, b, c, scales, num_sms, args, launch_cache)
             ints, host_desc = (M, N, K, *_dtma_strides(a, b, c)), None
@@ -420,10 +417,24 @@ def resolve_split_k(split_k: int | str | None, M: int, N: int, K: int, num_sms: 
     return split_k
 
 
+def _layout(a, b) -> tuple[bool, bool]:
+    """(A_T, B_NK): column-major A is described as A^T (K, M), column-major B (W.T) as W = B^T (N, K)."""
+    return a.stride(1) != 1, b.stride(0) == 1
+
+
+_SMALL_TILE = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=2)   # the CPU interpreter's fixed config
+
+
+def _persistent_grid(M: int, N: int, num_sms: int):
+    """grid(meta) of the persistent kernels: one program per SM, or per tile where there are fewer tiles."""
+    def grid(meta):
+        return (min(num_sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
+    return grid
+
+
 def _descriptors(a, b):
     """Host descriptors for A and B; block shapes are set per config by the autotuner's pre-hook."""
-    a_t = a.stride(1) != 1            # column-major A: describe A^T (K, M)
-    b_nk = b.stride(0) == 1           # column-major B (W.T): describe W = B^T (N, K)
+    a_t, b_nk = _layout(a, b)
     a_desc = TensorDescriptor.from_tensor(a.T if a_t else a, [16, 16])
     b_desc = TensorDescriptor.from_tensor(b.T if b_nk else b, [16, 16])
     return a_desc, b_desc, a_t, b_nk
@@ -436,20 +447,13 @@ def _launch_tma(a, b, c, scales, num_sms, args, cache=True):
     a_desc, b_desc, a_t, b_nk = _descriptors(a, b)
     c_desc = TensorDescriptor.from_tensor(c, [16, 16])
     kernel = {1: _TMA_FP8, 2: _TMA_16BIT, 4: _TMA_32BIT}[a.element_size()]  # fp8 and int8 share 1-byte tiles
+    grid = _persistent_grid(M, N, num_sms)
+    consts = dict(NUM_SMS=num_sms, A_T=a_t, B_NK=b_nk, C_BYTES=c.element_size(), **args)
     if _interpreting():
-        cfg = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=2, A_T=a_t, B_NK=b_nk)
-        _set_block_shapes(dict(cfg, a_desc=a_desc, b_desc=b_desc, c_desc=c_desc))
-        tiles = triton.cdiv(M, 32) * triton.cdiv(N, 32)
-        _matmul_tma_kernel[(min(num_sms, tiles),)](a_desc, b_desc, c_desc, *scales, M, N, K,
-                                                   NUM_SMS=num_sms, C_BYTES=c.element_size(), **cfg, **args)
+        _set_block_shapes(dict(_SMALL_TILE, A_T=a_t, B_NK=b_nk, a_desc=a_desc, b_desc=b_desc, c_desc=c_desc))
+        _matmul_tma_kernel[grid(_SMALL_TILE)](a_desc, b_desc, c_desc, *scales, M, N, K, **_SMALL_TILE, **consts)
         return None
-
-    def grid(meta):
-        return (min(num_sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
-
-    return matmul_launch.launch(kernel, grid, (a_desc, b_desc, c_desc, *scales, M, N, K),
-                                dict(NUM_SMS=num_sms, A_T=a_t, B_NK=b_nk, C_BYTES=c.element_size(), **args),
-                                cache=cache)
+    return matmul_launch.launch(kernel, grid, (a_desc, b_desc, c_desc, *scales, M, N, K), consts, cache=cache)
 
 
 def _dtma_strides(a, b, c) -> tuple[int, int, int]:
@@ -463,39 +467,26 @@ def _launch_dtma(a, b, c, scales, num_sms, args, cache=True):
     Returns the launch cache's entry (None when uncached or interpreted)."""
     M, K = a.shape
     N = b.shape[1]
-    a_t = a.stride(1) != 1
-    b_nk = b.stride(0) == 1
-    strides = _dtma_strides(a, b, c)
+    a_t, b_nk = _layout(a, b)
+    launch_args = (a, b, c, *scales, M, N, K, *_dtma_strides(a, b, c))
     consts = dict(NUM_SMS=num_sms, A_T=a_t, B_NK=b_nk, **args)
+    grid = _persistent_grid(M, N, num_sms)
     matmul_launch.use_scratch_allocator()   # device-built descriptors live in per-program global scratch
     if _interpreting():
-        tiles = triton.cdiv(M, 32) * triton.cdiv(N, 32)
-        _matmul_dtma_kernel[(min(num_sms, tiles),)](a, b, c, *scales, M, N, K, *strides, BLOCK_M=32, BLOCK_N=32,
-                                                    BLOCK_K=32, GROUP_M=2, **consts)
+        _matmul_dtma_kernel[grid(_SMALL_TILE)](*launch_args, **_SMALL_TILE, **consts)
         return None
-
-    def grid(meta):
-        return (min(num_sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
-
-    return matmul_launch.launch(_DTMA[a.element_size()], grid, (a, b, c, *scales, M, N, K, *strides), consts,
-                                cache=cache)
+    return matmul_launch.launch(_DTMA[a.element_size()], grid, launch_args, consts, cache=cache)
 
 
 def _launch_ptr(a, b, c, scales, num_sms, args, cache=True):
     M, K = a.shape
     N = b.shape[1]
-    strides = (*a.stride(), *b.stride(), *c.stride())
+    launch_args = (a, b, c, *scales, M, N, K, *a.stride(), *b.stride(), *c.stride())
+    grid = _persistent_grid(M, N, num_sms)
     if _interpreting() or not a.is_cuda:
-        tiles = triton.cdiv(M, 32) * triton.cdiv(N, 32)
-        _matmul_ptr_kernel[(min(num_sms, tiles),)](a, b, c, *scales, M, N, K, *strides, BLOCK_M=32,
-                                                   BLOCK_N=32, BLOCK_K=32, GROUP_M=2, NUM_SMS=num_sms, **args)
+        _matmul_ptr_kernel[grid(_SMALL_TILE)](*launch_args, **_SMALL_TILE, NUM_SMS=num_sms, **args)
         return
-
-    def grid(meta):
-        return (min(num_sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
-
-    matmul_launch.launch(_PTR_GPU, grid, (a, b, c, *scales, M, N, K, *strides), dict(NUM_SMS=num_sms, **args),
-                         cache=cache)
+    matmul_launch.launch(_PTR_GPU, grid, launch_args, dict(NUM_SMS=num_sms, **args), cache=cache)
 
 
 def matmul_ref(a, b, *, bias=None, activation="none", a_scale=None, b_scale=None):

@@ -22,6 +22,7 @@ every launch goes through `kernel[grid]` again.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -120,6 +121,14 @@ def run_entry(entry: Entry, args: tuple, device: int, hook: bool = True) -> None
     c, (g0, g1, g2) = entry.compiled, entry.grid
     c.run(g0, g1, g2, stream, c.function, c.packed_metadata, c.launch_metadata(entry.grid, stream, *full),
           knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook, *full)
+
+
+@functools.lru_cache(maxsize=None)
+def sm_count(device: torch.device) -> int:
+    """Streaming multiprocessors of a CUDA device (4 elsewhere: the CPU interpreter's stand-in)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4
 
 
 def _disable(reason: str) -> None:

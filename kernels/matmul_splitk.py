@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from . import matmul_launch
-from .matmul import _epilogue, _interpreting, _load_ab, _tile_coords
+from .matmul import _SMALL_TILE, _block_shapes, _epilogue, _interpreting, _load_ab, _tile_coords
 from .tuning import gpu_time_ms
 
 SPLITK_TILE = 128           # the tile edge the "auto" rule counts tiles with (the persistent kernel's smallest)
@@ -103,9 +103,7 @@ def _splitk_reduce_kernel(
 
 def _set_block_shapes(nargs):
     if nargs["USE_TMA"]:
-        bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
-        nargs["a_in"].block_shape = [bk, bm] if nargs["A_T"] else [bm, bk]
-        nargs["b_in"].block_shape = [bn, bk] if nargs["B_NK"] else [bk, bn]
+        nargs["a_in"].block_shape, nargs["b_in"].block_shape, _ = _block_shapes(nargs)
 
 
 def _tuned(tiles):
@@ -151,11 +149,10 @@ def launch_splitk(a, b, c, a_in, b_in, scales, split_k: int, use_tma: bool, flag
     args = (a_in, b_in, ws, *scales, M, N, K, *a.stride(), *b.stride(), *out_strides)
     consts = dict(SPLIT_K=split_k, USE_TMA=use_tma, A_T=a_t, B_NK=b_nk, **flags)
     if _interpreting():
-        cfg = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=2)
         if use_tma:
-            _set_block_shapes(dict(cfg, a_in=a_in, b_in=b_in, USE_TMA=True, A_T=a_t, B_NK=b_nk))
-        grid = (triton.cdiv(M, 32) * triton.cdiv(N, 32), split_k)
-        _splitk_partial_kernel[grid](*args, **cfg, **consts)
+            _set_block_shapes(dict(_SMALL_TILE, a_in=a_in, b_in=b_in, USE_TMA=True, A_T=a_t, B_NK=b_nk))
+        grid = (triton.cdiv(M, _SMALL_TILE["BLOCK_M"]) * triton.cdiv(N, _SMALL_TILE["BLOCK_N"]), split_k)
+        _splitk_partial_kernel[grid](*args, **_SMALL_TILE, **consts)
     else:
         def grid(meta):
             return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]), split_k)

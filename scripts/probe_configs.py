@@ -21,27 +21,24 @@ import time
 import torch
 import triton
 
+from mlsyscalc.bench.attention import sdpa
+from mlsyscalc.bench.harness import check_close
 from mlsyscalc.kernels import matmul as mm
 from mlsyscalc.kernels import matmul_launch
 from mlsyscalc.kernels.tuning import gpu_time_ms
 
 
-def rel_err(x: torch.Tensor, ref: torch.Tensor) -> float:
-    return float((x.float() - ref.float()).norm() / ref.float().norm().clamp_min(1e-30))
-
-
 def timed(fn, ref, tol):
-    """(gpu ms, do_bench ms, rel err) or an error string."""
+    """(gpu ms, do_bench ms, rel err, error text): the candidate is timed only after its output passes the
+    harness's relative-Frobenius check at `tol`."""
     try:
         out = fn()
-        if isinstance(out, tuple):
-            out = out[0]
-        err = rel_err(out, ref)
-        if not err <= tol:
-            return None, None, err, f"rel err {err:.2e} > {tol}"
+        check = check_close(out[0] if isinstance(out, tuple) else out, ref, "bfloat16", tol)
+        if not check.ok:
+            return None, None, check.rel_err, check.message
         gpu = gpu_time_ms(fn)
         bench = triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median")
-        return gpu, bench, err, ""
+        return gpu, bench, check.rel_err, ""
     except Exception as e:  # noqa: BLE001 - out of resources, compile failure: a row with the error
         torch.cuda.synchronize()
         return None, None, None, f"{type(e).__name__}: {str(e)[:200]}"
@@ -86,7 +83,7 @@ def probe_matmul(out, shapes):
         c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
         strides = mm._dtma_strides(x, b, c)
         args = dict(SCALE=mm.SCALE_NONE, HAS_BIAS=False, ACT=0, INT8=False)
-        num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+        num_sms = matmul_launch.sm_count(x.device)
         for bm, bn_, bk, st, wp, gm in MATMUL_CONFIGS:
             tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn_)
 
@@ -172,17 +169,10 @@ def probe_decode(out, shapes):
         shape = f"B{B}xH{H}xKV{HKV}x{S}" + ("" if page is None else f"xpage{page}")
         nbytes = 2 * k.numel() * k.element_size()
         if table is None:
-            for name, backend in (("sdpa_cudnn", "CUDNN_ATTENTION"), ("sdpa_flash", "FLASH_ATTENTION"),
-                                  ("sdpa_efficient", "EFFICIENT_ATTENTION")):
-                from torch.nn.attention import SDPBackend, sdpa_kernel
-
-                def base(backend=backend):
-                    with sdpa_kernel(getattr(SDPBackend, backend)):
-                        return torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True)
-
-                g, bt, e, err = timed(base, ref, 2e-2)
-                emit(out, "decode", dict(shape=shape, cand=name, gpu_ms=g, bench_ms=bt, rel_err=e, error=err,
-                                         bytes=nbytes))
+            for backend in ("cudnn", "flash", "efficient"):
+                g, bt, e, err = timed(lambda backend=backend: sdpa(backend)(q, k, v, False), ref, 2e-2)
+                emit(out, "decode", dict(shape=shape, cand=f"sdpa_{backend}", gpu_ms=g, bench_ms=bt, rel_err=e,
+                                         error=err, bytes=nbytes))
         for splits in (1, 2, 3, 4, 8):
             g, bt, e, err = timed(lambda s=splits: dec.decode_attention(q, k, v, block_table=table, num_splits=s),
                                   ref, 2e-2)
@@ -211,8 +201,6 @@ FORWARD_CONFIGS = [(128, 64, 8, 3, None), (128, 64, 8, 4, None), (128, 128, 8, 2
 
 
 def probe_forward(out, shapes):
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
     from mlsyscalc.kernels import attention_fwd as fwd
 
     torch.manual_seed(0)
@@ -222,13 +210,10 @@ def probe_forward(out, shapes):
         ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
         shape = f"B{B}xH{H}xS{S}" + ("xcausal" if causal else "")
         flops = 4.0 * B * H * S * S * d * (0.5 if causal else 1.0)
-        for name, backend in (("sdpa_flash", "FLASH_ATTENTION"), ("sdpa_cudnn", "CUDNN_ATTENTION")):
-            def base(backend=backend):
-                with sdpa_kernel(getattr(SDPBackend, backend)):
-                    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
-
-            g, bt, e, err = timed(base, ref, 2e-2)
-            emit(out, "forward", dict(shape=shape, cand=name, gpu_ms=g, bench_ms=bt, rel_err=e, error=err, flops=flops))
+        for backend in ("flash", "cudnn"):
+            g, bt, e, err = timed(lambda backend=backend: sdpa(backend)(q, k, v, causal), ref, 2e-2)
+            emit(out, "forward", dict(shape=shape, cand=f"sdpa_{backend}", gpu_ms=g, bench_ms=bt, rel_err=e,
+                                      error=err, flops=flops))
         for use_desc in (False, True):
             for bm, bn, wp, st, reg in FORWARD_CONFIGS:
                 cfg = dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=wp, num_stages=st)

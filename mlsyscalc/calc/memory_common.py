@@ -22,17 +22,24 @@ from .layers import (
 from .tensor_parallel import kv_divisor, tp_kind, tp_split
 
 
-def linear_params_per_rank(lin: Linear, tp: int, ep: int = 1, kv_split: int | None = None) -> int:
-    """Parameters of one projection held by one rank (experts: E/ep experts, each TP-split)."""
+def linear_weight_per_rank(lin: Linear, tp: int, ep: int = 1, kv_split: int | None = None) -> int:
+    """Weight-matrix elements of one projection held by one rank (experts: E/ep experts, each TP-split)."""
     if lin.tied:
         return 0
     copies = lin.copies // ep if lin.copies > 1 else lin.copies
-    split = tp_split(lin, tp, kv_split)
-    weight = lin.in_features * lin.out_features * copies // split
-    bias = lin.out_features * copies if lin.bias else 0
+    return lin.in_features * lin.out_features * copies // tp_split(lin, tp, kv_split)
+
+
+def linear_params_per_rank(lin: Linear, tp: int, ep: int = 1, kv_split: int | None = None) -> int:
+    """Parameters of one projection held by one rank: its weight share plus its bias (split with
+    column-parallel weights, replicated with row-parallel ones)."""
+    if lin.tied or not lin.bias:
+        return linear_weight_per_rank(lin, tp, ep, kv_split)
+    copies = lin.copies // ep if lin.copies > 1 else lin.copies
+    bias = lin.out_features * copies
     if tp_kind(lin) == "column":
-        bias //= split
-    return weight + bias
+        bias //= tp_split(lin, tp, kv_split)
+    return linear_weight_per_rank(lin, tp, ep, kv_split) + bias
 
 
 @dataclass(frozen=True)

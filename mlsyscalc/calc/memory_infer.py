@@ -21,9 +21,9 @@ from typing import Mapping
 from ..dtypes import bytes_per_element, dtype_name
 from ..errors import require
 from ..specs.model import ModelSpec
-from .layers import Linear, layer_linears
-from .memory_common import linear_params_per_rank, merge_bytes, stage_params
-from .tensor_parallel import check_tp, kv_divisor, tp_kind, tp_split
+from .layers import layer_linears
+from .memory_common import linear_weight_per_rank, merge_bytes, stage_params
+from .tensor_parallel import check_tp, kv_divisor, tp_kind
 
 WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4")
 BREAKDOWN_KEYS = ("weights", "kv_cache", "activations")
@@ -88,11 +88,9 @@ class InferMemory:
 def infer_memory(spec: ModelSpec, opts: InferOptions = InferOptions()) -> InferMemory:
     opts.validate(spec)
     nbytes = merge_bytes(default_bytes(opts), opts.bytes_overrides)
-    quant, scales = _weights(spec, opts, nbytes)
-    params = stage_params(spec, range(spec.num_layers), True, True, opts.tp, 1, 1)
     kv_split = kv_divisor(spec, opts.tp)
-    quantised_params = sum(linear_params_per_rank(lin, opts.tp, 1, kv_split) - _bias(lin, opts.tp, kv_split)
-                           for layer in range(spec.num_layers) for lin in layer_linears(spec, layer))
+    quantised_params, quant, scales = _weights(spec, opts, nbytes, kv_split)
+    params = stage_params(spec, range(spec.num_layers), True, True, opts.tp, 1, 1)
     base = (params.total - quantised_params) * nbytes["base"]
     per_token_layer = spec.kv_cache_elements_per_token / kv_split * nbytes["kv"]
     slots = _kv_slots(spec, opts)
@@ -110,21 +108,16 @@ def infer_memory(spec: ModelSpec, opts: InferOptions = InferOptions()) -> InferM
                        per_token_layer * spec.num_layers, slots // spec.num_layers)
 
 
-def _bias(lin: Linear, tp: int, kv_split: int) -> int:
-    if not lin.bias:
-        return 0
-    return lin.out_features * lin.copies // (tp_split(lin, tp, kv_split) if tp_kind(lin) == "column" else 1)
-
-
-def _weights(spec: ModelSpec, opts: InferOptions, nbytes: Mapping[str, float]) -> tuple[float, float]:
-    """Decoder projections' weights in --dtype, and their quantisation scales / zero points."""
+def _weights(spec: ModelSpec, opts: InferOptions, nbytes: Mapping[str, float],
+             kv_split: int) -> tuple[int, float, float]:
+    """Decoder projections' weight elements per rank, their bytes in --dtype, and the bytes of their
+    quantisation scales / zero points."""
     q = dtype_name(opts.dtype)
     group = opts.group_size if opts.group_size is not None else DEFAULT_GROUP.get(q)
     weight_elems = scale_groups = 0
-    kv_split = kv_divisor(spec, opts.tp)
     for layer in range(spec.num_layers):
         for lin in layer_linears(spec, layer):
-            elems = linear_params_per_rank(lin, opts.tp, 1, kv_split) - _bias(lin, opts.tp, kv_split)
+            elems = linear_weight_per_rank(lin, opts.tp, 1, kv_split)
             weight_elems += elems
             if group is None:
                 continue
@@ -134,7 +127,7 @@ def _weights(spec: ModelSpec, opts: InferOptions, nbytes: Mapping[str, float]) -
                 cols = lin.in_features // (opts.tp if tp_kind(lin) == "row" else 1)
                 size = cols if group == 0 else group
                 scale_groups += -(-cols // size) * (elems // cols)
-    return weight_elems * nbytes["weight"], scale_groups * (nbytes["scale"] + nbytes["zero"])
+    return weight_elems, weight_elems * nbytes["weight"], scale_groups * (nbytes["scale"] + nbytes["zero"])
 
 
 def _kv_slots(spec: ModelSpec, opts: InferOptions) -> int:
