@@ -491,8 +491,10 @@ def _launch_ptr(a, b, c, scales, num_sms, args, cache=True):
 
 def matmul_ref(a, b, *, bias=None, activation="none", a_scale=None, b_scale=None):
     """The same function in plain torch, fp32 arithmetic on the (possibly fp8) inputs, upcast."""
-    if a.dtype == torch.int8:  # exact: int32 on the GPU, float64 elsewhere
-        out = torch._int_mm(a, b).float() if a.is_cuda else (a.double() @ b.double()).float()
+    if a.dtype == torch.int8:  # exact: int32 through _int_mm where its shape rules allow (M > 16, N and K
+        # multiples of 8, on a GPU), float64 otherwise (int8 dot products stay exact there up to K of 2^38)
+        int_mm = a.is_cuda and a.shape[0] > 16 and a.shape[1] % 8 == 0 and b.shape[1] % 8 == 0
+        out = torch._int_mm(a, b).float() if int_mm else (a.double() @ b.double()).float()
     else:
         out = a.float() @ b.float()
     if a_scale is not None:

@@ -25,10 +25,13 @@ def _signature(fn, types: dict, consts: dict) -> dict:
     return {name: "constexpr" if name in consts else types[name] for name in fn.arg_names}
 
 
-def compile_for_hopper(fn, types: dict, consts: dict, **options):
+def compile_for_hopper(fn, types: dict, consts: dict, aligned: tuple = (), **options):
     """triton.compile one specialisation of `fn` for sm_90 (no GPU needed): `types` for the runtime
-    parameters, `consts` for the constexprs, `options` e.g. num_warps / num_stages."""
-    return triton.compile(ASTSource(fn, _signature(fn, types, consts), consts), target=HOPPER, options=options)
+    parameters, `consts` for the constexprs, `options` e.g. num_warps / num_stages. `aligned` names the
+    parameters to treat as the JIT does a 16-byte-aligned pointer or an integer divisible by 16 (on a
+    GPU it specialises each launch so; without it, loads over such strides are not vectorised)."""
+    attrs = {(fn.arg_names.index(name),): [["tt.divisibility", 16]] for name in aligned if name in fn.arg_names}
+    return triton.compile(ASTSource(fn, _signature(fn, types, consts), consts, attrs), target=HOPPER, options=options)
 
 
 def _counts(compiled, **about) -> dict:

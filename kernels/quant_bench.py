@@ -70,10 +70,10 @@ def _weight_only_case(M, N, K, bits, dev_dtype, variant="interleave"):
                       baseline=lambda: torch.matmul(x, w.T))
         add_host_times(bench, x.is_cuda)
         if x.is_cuda and variant == "gemv":   # which kernel and tile the shape got
-                from . import quant_gemv as G
+            from . import quant_gemv as G
 
-                kind = G._CHOICE.get((M, N, K, bits, group or K, x.dtype), "plain")
-                bench.extra["config"] = f"{kind}: {(G._TUNED_KS if kind == 'ks' else G._TUNED).best_config}"
+            kind = G._CHOICE.get((M, N, K, bits, group or K, x.dtype), "plain")
+            bench.extra["config"] = f"{kind}: {G.TUNED[kind].best_config}"
         return bench
 
     w_bytes = N * K * bits // 8 + N * (K // (group or K)) * 2

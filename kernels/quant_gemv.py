@@ -113,25 +113,18 @@ def _int4_asm(byte, dt: tl.constexpr):
                                          dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
 
 
-@triton.jit(do_not_specialize=["M"])
-def _gemv_kernel(
-    x_ptr, w_ptr, s_ptr, y_ptr,          # x (M,K) bf16/fp16; w (N,K) int8 or (N,K/2) uint8 ("halves"); s (N, K/GROUP)
-    M, N, K,
-    stride_xm, stride_wn, stride_sn, stride_ym,
-    BITS: tl.constexpr, GROUP: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr,
-):
+@triton.jit
+def _gemv_acc(x_ptr, w_ptr, s_ptr, offs_m, offs_n, m_ok, n_ok, k_lo, k_hi, K, stride_xm, stride_wn, stride_sn,
+              BITS: tl.constexpr, GROUP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+              ASM: tl.constexpr):
+    """fp32 (16, BLOCK_N) = x[:, k_lo:k_hi] @ dequant(W)[offs_n, k_lo:k_hi].T, scales applied; k_lo is a
+    multiple of BLOCK_K, and tiles past K read nothing (masked)."""
     BLOCK_M: tl.constexpr = 16
     dt = x_ptr.dtype.element_ty
-    pid = tl.program_id(0)
-    offs_n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_m = tl.arange(0, BLOCK_M)
-    n_ok = offs_n < N
-    m_ok = offs_m < M
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if BITS == 8:
         kk = tl.arange(0, BLOCK_K)
-        for k0 in range(0, K, BLOCK_K):
+        for k0 in range(k_lo, k_hi, BLOCK_K):
             k = k0 + kk
             k_ok = k < K
             x = tl.load(x_ptr + offs_m[:, None] * stride_xm + k[None, :], mask=m_ok[:, None] & k_ok[None, :], other=0.0)
@@ -147,7 +140,7 @@ def _gemv_kernel(
         H: tl.constexpr = GROUP // 2
         BIAS: tl.constexpr = 1032.0 if dt == tl.float16 else 136.0   # magic base + the int4 offset 8
         j = tl.arange(0, H)
-        for k0 in range(0, K, BLOCK_K):          # K % GROUP == 0; BLOCK_K holds whole groups
+        for k0 in range(k_lo, k_hi, BLOCK_K):    # K % GROUP == 0; BLOCK_K holds whole groups
             for g in tl.static_range(BLOCK_K // GROUP):
                 kg = k0 + g * GROUP
                 g_ok = kg < K
@@ -170,8 +163,66 @@ def _gemv_kernel(
                 part = tl.dot(x_lo, tl.trans(lo))
                 part = tl.dot(x_hi, tl.trans(hi), part)
                 acc += (part - bias * x_sum[:, None]) * s[None, :]
+    return acc
+
+
+@triton.jit(do_not_specialize=["M"])
+def _gemv_kernel(
+    x_ptr, w_ptr, s_ptr, y_ptr,          # x (M,K) bf16/fp16; w (N,K) int8 or (N,K/2) uint8 ("halves"); s (N, K/GROUP)
+    M, N, K,
+    stride_xm, stride_wn, stride_sn, stride_ym,
+    BITS: tl.constexpr, GROUP: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    offs_n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_m = tl.arange(0, 16)
+    n_ok = offs_n < N
+    m_ok = offs_m < M
+    acc = _gemv_acc(x_ptr, w_ptr, s_ptr, offs_m, offs_n, m_ok, n_ok, 0, K, K, stride_xm, stride_wn, stride_sn,
+                    BITS, GROUP, BLOCK_N, BLOCK_K, ASM)
     out = y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :]
     tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+
+
+@triton.jit(do_not_specialize=["M"])
+def _gemv_sk_kernel(
+    x_ptr, w_ptr, s_ptr, y_ptr,          # as _gemv_kernel
+    ws_ptr, lock_ptr,                    # fp32 (SPLIT, M, N) partial sums; int32 per column tile, zero between calls
+    M, N, K,
+    stride_xm, stride_wn, stride_sn, stride_ym,
+    BITS: tl.constexpr, GROUP: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, ASM: tl.constexpr,
+):
+    """_gemv_kernel over a (column tile, K slice) grid: SPLIT programs per column tile, each over one
+    K slice (a whole number of BLOCK_K). Small weights get several programs per SM, and so more
+    loads in flight and more warps converting weights, still in one launch: each program stores
+    its fp32 partial sum, counts itself in its tile's counter (release/acquire), and the tile's last
+    program adds the SPLIT partials in slice order (the same sum whichever program is last), stores
+    y and puts the counter back to zero for the next call."""
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_m = tl.arange(0, 16)
+    n_ok = offs_n < N
+    m_ok = offs_m < M
+    chunk = tl.cdiv(tl.cdiv(K, SPLIT), BLOCK_K) * BLOCK_K
+    k_lo = pid_k * chunk
+    k_hi = tl.minimum(k_lo + chunk, K)
+    acc = _gemv_acc(x_ptr, w_ptr, s_ptr, offs_m, offs_n, m_ok, n_ok, k_lo, k_hi, K, stride_xm, stride_wn, stride_sn,
+                    BITS, GROUP, BLOCK_N, BLOCK_K, ASM)
+    mask = m_ok[:, None] & n_ok[None, :]
+    ws = ws_ptr + offs_m[:, None] * N + offs_n[None, :]
+    tl.store(ws + pid_k * M * N, acc, mask=mask)
+    tl.debug_barrier()                   # every thread's partial is written before the counter moves
+    arrived = tl.atomic_add(lock_ptr + pid_n, 1, sem="acq_rel", scope="gpu")
+    if arrived == SPLIT - 1:
+        tl.debug_barrier()
+        total = tl.zeros((16, BLOCK_N), dtype=tl.float32)
+        for sl in tl.static_range(SPLIT):
+            total += tl.load(ws + sl * M * N, mask=mask, other=0.0, cache_modifier=".cg")
+        tl.store(y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :], total.to(y_ptr.dtype.element_ty), mask=mask)
+        tl.atomic_xchg(lock_ptr + pid_n, 0, sem="relaxed", scope="gpu")
 
 
 @triton.jit(do_not_specialize=["M"])
@@ -251,14 +302,18 @@ def _configs():
     # else warps repeat each other's work
     tiles = [(16, 512, 2, 4), (16, 256, 2, 3), (32, 128, 4, 4), (32, 256, 4, 4), (32, 512, 4, 3), (32, 512, 4, 4),
              (32, 256, 4, 6), (64, 128, 4, 4), (64, 256, 4, 4), (64, 512, 8, 3), (64, 256, 8, 5), (128, 256, 8, 3),
-             (128, 256, 8, 4)]
+             (128, 256, 8, 4),
+             # 32-64 columns a warp: each x fragment feeds more MMAs (int4: 2.8-3.5 instructions a weight in
+             # the sm_90 SASS of the loop, against 4.1 at 16 columns a warp)
+             (128, 128, 4, 4), (128, 256, 4, 3), (256, 128, 4, 3)]
     return [triton.Config({"BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=st) for bn, bk, w, st in tiles]
 
 
 def _ks_configs():
     # (BLOCK_N, KS, k per slice, warps, stages): BLOCK_K = KS * slice; int4 keeps only slice == GROUP
     tiles = [(32, 4, 128, 4, 3), (32, 4, 128, 4, 4), (16, 4, 128, 4, 4), (32, 8, 128, 8, 3), (16, 8, 128, 8, 3),
-             (64, 4, 128, 8, 3), (32, 4, 256, 8, 3), (16, 8, 256, 8, 3), (32, 2, 128, 4, 4), (32, 2, 256, 4, 4)]
+             (64, 4, 128, 8, 3), (32, 4, 256, 8, 3), (16, 8, 256, 8, 3), (32, 2, 128, 4, 4), (32, 2, 256, 4, 4),
+             (64, 4, 128, 4, 3), (64, 4, 128, 4, 4)]   # 64 columns a warp (int4: 2.9 instructions a weight)
     return [triton.Config({"BLOCK_N": bn, "BLOCK_K": ks * sl, "KS": ks}, num_warps=w, num_stages=st)
             for bn, ks, sl, w, st in tiles]
 
@@ -272,12 +327,42 @@ def _ks_prune(configs, named_args, **kwargs):
     return [c for c in configs if c.kwargs["BLOCK_K"] == c.kwargs["KS"] * group] or configs[:1]
 
 
+def _sk_configs():
+    # (BLOCK_N, BLOCK_K, SPLIT, warps, stages): K slices of one to a few BLOCK_K each, several programs per SM
+    tiles = [(32, 256, 4, 4, 3), (32, 256, 8, 4, 3), (32, 512, 4, 4, 3), (32, 512, 2, 4, 3), (64, 256, 4, 4, 3),
+             (64, 256, 8, 8, 3), (64, 512, 4, 8, 3), (16, 256, 4, 2, 3), (16, 512, 8, 2, 2), (32, 128, 8, 4, 4),
+             (64, 128, 4, 4, 4), (32, 256, 2, 4, 4), (128, 256, 4, 8, 3),
+             (128, 256, 4, 4, 3), (256, 128, 4, 4, 3), (128, 128, 4, 4, 4), (256, 128, 2, 4, 3)]
+    return [triton.Config({"BLOCK_N": bn, "BLOCK_K": bk, "SPLIT": sp}, num_warps=w, num_stages=st)
+            for bn, bk, sp, w, st in tiles]
+
+
+MAX_SPLIT = 8
+_WORKSPACE: dict = {}   # (device, stream) -> (fp32 partial sums, int32 counters): one per stream, counters zero between calls
+
+
+def _workspace(M: int, N: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The split kernel's partial sums (MAX_SPLIT x M x N fp32, grown on demand) and per-tile counters
+    (zeroed once; each launch leaves them at zero). Launches on one stream run in order, so they may
+    share a workspace; another stream gets its own."""
+    key = (device, torch.cuda.current_stream(device).cuda_stream)
+    ws, lock = _WORKSPACE.get(key, (None, None))
+    if ws is None or ws.numel() < MAX_SPLIT * M * N or lock.numel() < triton.cdiv(N, 16):
+        ws = torch.empty(MAX_SPLIT * MAX_M * N, device=device, dtype=torch.float32)
+        lock = torch.zeros(triton.cdiv(N, 16), device=device, dtype=torch.int32)
+        remember(_WORKSPACE, key, (ws, lock), limit=64)
+    return ws, lock
+
+
 _KEY = ["M", "N", "K", "BITS", "GROUP"]
 _TUNED = triton.autotune(_configs(), key=_KEY, do_bench=gpu_time_ms)(_gemv_kernel)
 _TUNED_KS = triton.autotune(_ks_configs(), key=_KEY, do_bench=gpu_time_ms,
                             prune_configs_by={"early_config_prune": _ks_prune})(_gemv_ks_kernel)
-_CHOICE: dict = {}   # (M, N, K, bits, group, dtype) -> "plain" | "ks": the faster by GPU time, measured on first use
-_FAST: dict = {}     # shapes, strides, dtypes, alignment of a chosen-kind call -> its launch entry
+_TUNED_SK = triton.autotune(_sk_configs(), key=_KEY, do_bench=gpu_time_ms)(_gemv_sk_kernel)
+KINDS = ("plain", "ks", "sk")
+TUNED = {"plain": _TUNED, "ks": _TUNED_KS, "sk": _TUNED_SK}
+_CHOICE: dict = {}   # (M, N, K, bits, group, dtype) -> one of KINDS: the fastest by GPU time, measured on first use
+_FAST: dict = {}     # shapes, strides, dtypes, alignment of a chosen-kind call -> (kind, its launch entry)
 
 
 def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group: int | None = None,
@@ -286,53 +371,62 @@ def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group
 
     bits 8: q (N, K) int8, scale (N, 1). bits 4: q (N, K/2) uint8 in the "halves" packing
     (`quant_w4.pack_halves(quantize(...)[0], group)`), scale (N, K/group) with group 32, 64 or 128 dividing K.
-    kind: "plain" (_gemv_kernel), "ks" (_gemv_ks_kernel: K split over the warps of a program), or
-    None: on a GPU, both are tuned and timed once per shape (GPU time, kernels/tuning.py) and the
-    faster is kept; under the interpreter, "plain".
+    kind: "plain" (_gemv_kernel), "ks" (_gemv_ks_kernel: K split over the warps of a program), "sk"
+    (_gemv_sk_kernel: K split over programs, reduced in the same launch), or None: on a GPU, all three
+    are tuned and timed once per shape (GPU time, kernels/tuning.py) and the fastest is kept; under
+    the interpreter, "plain".
     """
     if cache and kind is None and x.is_cuda:   # a repeated call: one key, one allocation, one launch
         fkey = (x.shape, x.stride(), x.dtype, q.shape, q.stride(), q.dtype, scale.shape, scale.stride(), scale.dtype,
                 bits, group, x.device, x.data_ptr() % 16 == 0, q.data_ptr() % 16 == 0, scale.data_ptr() % 16 == 0)
         hit = _FAST.get(fkey)
         if hit is not None:
+            hit_kind, entry = hit
             y = torch.empty((x.shape[0], q.shape[0]), device=x.device, dtype=x.dtype)
-            run_entry(hit, (x, q, scale, y, x.shape[0], q.shape[0], x.shape[1], x.stride(0), q.stride(0),
-                            scale.stride(0), y.stride(0)), x.device.index)
+            bufs = _workspace(x.shape[0], q.shape[0], x.device) if hit_kind == "sk" else ()
+            run_entry(entry, (x, q, scale, y, *bufs, x.shape[0], q.shape[0], x.shape[1], x.stride(0), q.stride(0),
+                              scale.stride(0), y.stride(0)), x.device.index)
             return y
     M, K = x.shape
     N = q.shape[0]
     group = group or K
     assert 1 <= M <= MAX_M, f"gemv takes 1..{MAX_M} rows of x, not {M}"
     assert bits == 8 or (group in (32, 64, 128) and K % group == 0), "int4 needs group 32, 64 or 128 dividing K"
+    assert kind in (None, *KINDS), f"kind {kind!r}?"
     y = torch.empty((M, N), device=x.device, dtype=x.dtype)
-    args = (x, q, scale, y, M, N, K, x.stride(0), q.stride(0), scale.stride(0), y.stride(0))
+    tail = (M, N, K, x.stride(0), q.stride(0), scale.stride(0), y.stride(0))
     interpret = os.environ.get("TRITON_INTERPRET") == "1" or not x.is_cuda
-    assert kind in (None, "plain", "ks"), f"kind {kind!r}?"
     if interpret:   # fixed small tiles; two groups a tile (two K slices) so a group past K is exercised
+        bk = 64 if bits == 8 else 2 * group
         if kind == "ks":
-            _gemv_ks_kernel[(triton.cdiv(N, 16),)](*args, BITS=bits, GROUP=group, BLOCK_N=16, KS=2,
+            _gemv_ks_kernel[(triton.cdiv(N, 16),)](x, q, scale, y, *tail, BITS=bits, GROUP=group, BLOCK_N=16, KS=2,
                                                   BLOCK_K=128 if bits == 8 else 2 * group, ASM=False)
+        elif kind == "sk":   # three slices: with K of 2-3 tiles, the last slice is partly or wholly past K
+            ws = torch.empty(3 * M * N, device=x.device, dtype=torch.float32)
+            lock = torch.zeros(triton.cdiv(N, 16), device=x.device, dtype=torch.int32)
+            _gemv_sk_kernel[(triton.cdiv(N, 16), 3)](x, q, scale, y, ws, lock, *tail, BITS=bits, GROUP=group,
+                                                    BLOCK_N=16, BLOCK_K=bk // 2 if bits == 8 else group, SPLIT=3,
+                                                    ASM=False)
+            assert not lock.any(), "split GEMV left a counter set"
         else:
-            _gemv_kernel[(triton.cdiv(N, 16),)](*args, BITS=bits, GROUP=group, BLOCK_N=16,
-                                               BLOCK_K=64 if bits == 8 else 2 * group, ASM=False)
+            _gemv_kernel[(triton.cdiv(N, 16),)](x, q, scale, y, *tail, BITS=bits, GROUP=group, BLOCK_N=16,
+                                               BLOCK_K=bk, ASM=False)
         return y
     chosen = kind is None
     if chosen:
         key = (M, N, K, bits, group, x.dtype)
         if key not in _CHOICE:
-            times = {k: gpu_time_ms(lambda k=k: gemv(x, q, scale, bits, group, cache, k)) for k in ("plain", "ks")}
+            times = {k: gpu_time_ms(lambda k=k: gemv(x, q, scale, bits, group, cache, k)) for k in KINDS}
             _CHOICE[key] = min(times, key=times.get)
         kind = _CHOICE[key]
 
     def grid(meta):
-        return (triton.cdiv(N, meta["BLOCK_N"]),)
+        return (triton.cdiv(N, meta["BLOCK_N"]), meta.get("SPLIT", 1))
     # BLOCK_K holds whole groups (group <= 128); the PTX conversions need 16-bit activations.
     # Repeated shapes go straight to the compiled kernel (matmul_launch: no autotuner or binder per call).
-    asm = x.dtype in (torch.float16, torch.bfloat16)
-    if kind == "ks":
-        entry = launch(_TUNED_KS, grid, args, dict(BITS=bits, GROUP=group, ASM=asm), cache=cache)
-    else:
-        entry = launch(_TUNED, grid, args, dict(BITS=bits, GROUP=group, ASM=asm), cache=cache)
+    consts = dict(BITS=bits, GROUP=group, ASM=x.dtype in (torch.float16, torch.bfloat16))
+    bufs = _workspace(M, N, x.device) if kind == "sk" else ()
+    entry = launch(TUNED[kind], grid, (x, q, scale, y, *bufs, *tail), consts, cache=cache)
     if chosen and cache and entry is not None:
-        remember(_FAST, fkey, entry)
+        remember(_FAST, fkey, (kind, entry))
     return y

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run on the GPU machine from the repository root: GPU tests, ceilings, matmul + quant sweeps.
 # Usage: MLSYS_GIT_COMMIT=<sha> bash scripts/device_bench_kernels.sh smoke|full|w4|splitk|lean
+# gemv7: GEMV tests, ceilings, the flush and GEMV probes, the W8A16/W4A16 decode sweep (~9.5 min).
 # tests: every kernel GPU test, verbose, one file at a time (~9.5 min at most; run this first next time).
 # final5: all kernel GPU tests, bf16 prefill (4-stage 128x256 tiles with a half-tile epilogue), one fp8 shape.
 # few: the few-tile matmul path choice (tests, squares bf16/fp8) and the forward attention extra shapes (~6 min).
@@ -116,6 +117,15 @@ elif [ "$MODE" = tests ]; then
       | grep -E "PASSED|FAILED|ERROR|Error|assert|passed|failed" >> "$OUT/tests.txt"
     echo "== $2 exit ${PIPESTATUS[0]}" >> "$OUT/tests.txt"
   done
+elif [ "$MODE" = gemv7 ]; then
+  # the GEMV's K-split-over-programs kernel (sk) and wider column tiles: GPU tests (GEMV, W8A8 gate), what do_bench's
+  # L2 flush costs a small read (probe flush), every GEMV candidate (probe gemv), then the decode sweep of record
+  timeout 100 python3 -m pytest -v -p no:cacheprovider -m gpu tests/test_kernels_quant_gemv.py tests/test_kernels_quant.py \
+    -k "gemv or w8a8" 2>&1 | grep -E "PASSED|FAILED|ERROR|Error|assert|passed|failed" | tee "$OUT/tests.txt"
+  timeout 40 $B ceilings --out "$OUT/ceilings.json" --format csv
+  timeout 50 python3 scripts/probe_configs.py flush --out "$OUT" > "$OUT/probe_flush.log" 2>&1
+  timeout 120 python3 scripts/probe_configs.py gemv --out "$OUT" > "$OUT/probe_gemv.log" 2>&1
+  timeout 220 $B quant --quiet --kind w8a16_gemv --kind w4a16_gemv --sweep decode --out "$OUT/quant.jsonl" --format csv
 elif [ "$MODE" = final5 ]; then
   # every GPU test of the kernels (matmul, GEMV, quant, attention), then the bf16 prefill sweep with the
   # 4-stage 128x256 tiles that the half-tile epilogue (SUBTILE) lets fit, then the fp8 shape final4 missed
@@ -147,7 +157,7 @@ else  # split-K tests compile many kernels: they run in the splitk mode
 fi
 # Did the compiler use Hopper's instructions? Count HGMMA/QGMMA/IMMA (wgmma) and UTMALDG (TMA) per kernel.
 # (skipped in the tests mode; at most 300 cubins: with many tuned configs the census outran final5's cap)
-[ "$MODE" = tests ] && { echo "== done $(date -u)"; exit 0; }
+[ "$MODE" = tests ] || [ "$MODE" = gemv7 ] && { echo "== done $(date -u)"; exit 0; }
 for f in $(find $TRITON_CACHE_DIR -name '*.cubin' 2>/dev/null | head -300); do
   n=$(basename "$f" .cubin)
   s=$(cuobjdump -sass "$f" 2>/dev/null)

@@ -6,7 +6,7 @@ minus the flushes) beside the torch baseline in the same process, after checking
 candidate's output against the baseline. The reports come from `mlsys bench`; this says which
 candidates deserve to become defaults.
 
-    python scripts/probe_configs.py matmul|decode|forward|gemv [--out DIR]
+    python scripts/probe_configs.py matmul|decode|forward|gemv|flush [--out DIR]
 
 Writes DIR/probe_<section>.jsonl (one line per candidate and shape) and prints the best per shape.
 """
@@ -258,16 +258,18 @@ def probe_gemv(out, shapes):
             nbytes = qk.numel() + 2 * sc.numel()
             args = (x, qk, sc)
             for kind, kernel, configs in (("plain", G._gemv_kernel, G._configs()),
-                                          ("ks", G._gemv_ks_kernel, G._ks_configs())):
+                                          ("ks", G._gemv_ks_kernel, G._ks_configs()),
+                                          ("sk", G._gemv_sk_kernel, G._sk_configs())):
                 for c in configs:
                     if bits == 4 and (c.kwargs["BLOCK_K"] % 128 or (kind == "ks" and
                                                                    c.kwargs["BLOCK_K"] != c.kwargs["KS"] * 128)):
                         continue
                     y = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+                    bufs = G._workspace(M, N, x.device) if kind == "sk" else ()
 
-                    def run(kernel=kernel, c=c, y=y):
-                        kernel[(triton.cdiv(N, c.kwargs["BLOCK_N"]),)](
-                            *args, y, M, N, K, x.stride(0), qk.stride(0), sc.stride(0), y.stride(0), BITS=bits,
+                    def run(kernel=kernel, c=c, y=y, bufs=bufs):
+                        kernel[(triton.cdiv(N, c.kwargs["BLOCK_N"]), c.kwargs.get("SPLIT", 1))](
+                            *args, y, *bufs, M, N, K, x.stride(0), qk.stride(0), sc.stride(0), y.stride(0), BITS=bits,
                             GROUP=group or K, ASM=True, **c.kwargs, num_warps=c.num_warps, num_stages=c.num_stages)
                         return y
 
@@ -282,18 +284,86 @@ def probe_gemv(out, shapes):
         torch.cuda.empty_cache()
 
 
+# ---------------------------------------------------------------- flush (what do_bench's L2 flush costs a small read)
+
+FLUSH_SHAPES = [(1, 4096, 4096), (1, 8192, 4096), (1, 8192, 8192), (1, 16384, 8192), (1, 28672, 8192),
+                (1, 57344, 8192)]
+
+
+def _timed_with(fn, flush, reps=50):
+    """Median ms of fn between two events, `flush` before each call: do_bench's loop with the flush swapped."""
+    fn()
+    times = []
+    for _ in range(reps):
+        flush()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        times.append((start, end))
+    torch.cuda.synchronize()
+    return sorted(s.elapsed_time(e) for s, e in times)[reps // 2]
+
+
+def probe_flush(out, shapes):
+    """A plain read (torch.amax), bf16 cuBLAS GEMV and the int8 GEMV over weights of 17-940 MB, then decode
+    attention at B64 x H32 x KV8 x 1k (268 MB of K/V), each timed after three different L2 flushes:
+    do_bench's (zeroing 256 MB: leaves the L2 full of dirty lines, which a read must write back before it
+    can use them), a 256 MB read (a clean L2 of other data) and none (L2 warm where the data fit).
+    The difference zero - read is what the dirty lines cost a kernel inside do_bench's window."""
+    from mlsyscalc.kernels import attention_decode as dec
+    from mlsyscalc.kernels import quant as Q
+    from mlsyscalc.kernels import quant_gemv as G
+
+    buf = torch.empty(256 * 1024 * 1024 // 4, device="cuda", dtype=torch.float32)
+    buf.zero_()
+    sink = torch.empty((), device="cuda", dtype=torch.float32)
+    flushes = {"zero": buf.zero_, "read": lambda: torch.amax(buf, dim=0, out=sink), "none": lambda: None}
+
+    def measure(shape, cands):
+        for cand, fn, nbytes in cands:
+            row = dict(shape=shape, cand=cand, bytes=nbytes,
+                       bench_ms=triton.testing.do_bench(fn, warmup=10, rep=50, return_mode="median"))
+            for name, flush in flushes.items():
+                row[f"{name}_ms"] = _timed_with(fn, flush)
+            emit(out, "flush", row)
+            print("   ", {k: round(v * 1e3, 1) for k, v in row.items() if k.endswith("_ms")},
+                  f"{nbytes / row['zero_ms'] / 1e6:.0f} GB/s zero-flushed, {nbytes / row['read_ms'] / 1e6:.0f} read-flushed",
+                  flush=True)
+
+    torch.manual_seed(0)
+    for M, N, K in shapes:
+        x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(N, K, device="cuda")
+        w16 = w.to(torch.bfloat16)
+        q, sc = Q.quantize(w, "int8", None, torch.bfloat16)
+        red = torch.empty(K, device="cuda", dtype=torch.bfloat16)
+        measure(f"{M}x{N}x{K}", [("read bf16 (amax)", lambda: torch.amax(w16, dim=0, out=red), 2 * N * K),
+                                 ("cublas bf16", lambda: torch.matmul(x, w16.T), 2 * N * K),
+                                 ("w8 default", lambda: G.gemv(x, q, sc, 8), N * K)])
+        del x, w, w16, q, sc
+        torch.cuda.empty_cache()
+    B, H, HKV, S, d = 64, 32, 8, 1024, 128
+    qd = torch.randn(B, H, 1, d, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(B, HKV, S, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    measure(f"decode B{B}xH{H}xKV{HKV}x{S}", [("decode default", lambda: dec.decode_attention(qd, k, v), 4 * k.numel()),
+                                            ("sdpa_cudnn", lambda: sdpa("cudnn")(qd, k, v, False), 4 * k.numel())])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("section", choices=["matmul", "decode", "forward", "gemv"])
+    ap.add_argument("section", choices=["matmul", "decode", "forward", "gemv", "flush"])
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--quick", action="store_true", help="first shape only")
     ap.add_argument("--small", action="store_true", help="matmul: the few-tile shapes only")
     a = ap.parse_args()
-    shapes = {"matmul": MATMUL_SHAPES, "decode": DECODE_SHAPES, "forward": FORWARD_SHAPES, "gemv": GEMV_SHAPES}[a.section]
+    shapes = {"matmul": MATMUL_SHAPES, "decode": DECODE_SHAPES, "forward": FORWARD_SHAPES, "gemv": GEMV_SHAPES,
+              "flush": FLUSH_SHAPES}[a.section]
     shapes = shapes[:1] if a.quick else shapes
     if a.small:
         shapes = [sh for sh in shapes if sh[0] * sh[1] <= 2048 * 4096]
-    fn = {"matmul": probe_matmul, "decode": probe_decode, "forward": probe_forward, "gemv": probe_gemv}[a.section]
+    fn = {"matmul": probe_matmul, "decode": probe_decode, "forward": probe_forward, "gemv": probe_gemv,
+          "flush": probe_flush}[a.section]
     t0 = time.time()
     with open(os.path.join(a.out, f"probe_{a.section}.jsonl"), "a") as out:
         out.write(json.dumps(dict(section=a.section, env=dict(torch=torch.__version__, triton=triton.__version__,

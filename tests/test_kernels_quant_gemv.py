@@ -23,7 +23,7 @@ def _weights(N, K, bits, group, dtype):
     return q, s, (pack_halves(q, group) if bits == 4 else q)
 
 
-@pytest.mark.parametrize("kind", ["plain", "ks"])
+@pytest.mark.parametrize("kind", ["plain", "ks", "sk"])
 @pytest.mark.parametrize("bits,group", [(8, None), (4, 128), (4, 32)])
 @pytest.mark.parametrize("M", [1, 3, 16])
 @pytest.mark.parametrize("K,N", [(256, 40), (384, 17)])
@@ -33,7 +33,7 @@ def test_gemv_matches_reference(kind, bits, group, M, K, N):
         K = 300   # int8 takes any K: the last K tile is masked
     q, s, qk = _weights(N, K, bits, group, dtype)
     x = torch.randn(M, K, device=DEV, dtype=dtype)
-    y = G.gemv(x, qk, s, bits, group, kind=kind) if kind == "ks" else \
+    y = G.gemv(x, qk, s, bits, group, kind=kind) if kind != "plain" else \
         Q.weight_only_matmul(x, qk, s, bits, group, variant="gemv")
     assert y.shape == (M, N) and y.dtype == dtype
     check = check_close(y, Q.weight_only_matmul_ref(x, q, s, bits, group), "float16")
@@ -68,9 +68,12 @@ def test_gpu_gemv_asm_conversions(bits, group, dtype, M, N, K):
     q, s, qk = _weights(N, K, bits, group, dtype)
     x = torch.randn(M, K, device=DEV, dtype=dtype)
     ref = Q.weight_only_matmul_ref(x, q, s, bits, group)
-    for kind in ("plain", "ks", None):   # both kernels, then the per-shape choice
-        check = check_close(G.gemv(x, qk, s, bits, group, kind=kind), ref, "bfloat16")
-        assert check.ok, (kind, check.message)
+    for kind in (*G.KINDS, None):   # each kernel, then the per-shape choice
+        for _ in range(2):   # the split kernel's second call finds the counters its first left at zero
+            check = check_close(G.gemv(x, qk, s, bits, group, kind=kind), ref, "bfloat16")
+            assert check.ok, (kind, check.message)
+    for _, lock in G._WORKSPACE.values():
+        assert not lock.any(), "a split GEMV left a counter set"
 
 
 @pytest.mark.gpu
@@ -89,12 +92,12 @@ def test_gpu_gemv_repeated_calls_read_their_own_inputs(bits, group):
 _COMPILE_SM90 = """
 from mlsyscalc.kernels import quant_gemv as G
 from mlsyscalc.kernels.matmul_compile import compile_for_hopper
-for fn, extra in ((G._gemv_kernel, {}), (G._gemv_ks_kernel, {"KS": 4})):
+for fn, extra in ((G._gemv_kernel, {}), (G._gemv_ks_kernel, {"KS": 4}), (G._gemv_sk_kernel, {"SPLIT": 4})):
     for act in ("bf16", "fp16"):
         for bits in (8, 4):
             const = dict(BITS=bits, GROUP=128 if bits == 4 else 4096, BLOCK_N=32, BLOCK_K=512, ASM=True, **extra)
             sig = dict(x_ptr="*" + act, w_ptr="*i8" if bits == 8 else "*u8", s_ptr="*" + act, y_ptr="*" + act,
-                       M="i32", N="i32", K="i32", stride_xm="i32", stride_wn="i32", stride_sn="i32", stride_ym="i32")
+                       **(dict(ws_ptr="*fp32", lock_ptr="*i32") if "SPLIT" in extra else {}), M="i32", N="i32", K="i32", stride_xm="i32", stride_wn="i32", stride_sn="i32", stride_ym="i32")
             k = compile_for_hopper(fn, sig, const, num_warps=4, num_stages=3)
             ptx = k.asm["ptx"]
             print(fn.__name__, act, bits, len(k.asm["cubin"]) > 0, "mma.sync" in ptx, "cvt.rn.f32.s" in ptx,
@@ -108,6 +111,6 @@ def test_gemv_ptx_assembles_for_sm90():
     # triton's compiler and bundled ptxas, in a process without TRITON_INTERPRET. Each must build a cubin, use
     # tensor-core mma, convert weights with the PTX (prmt / packed FMAs) and contain no int-to-float cvt.
     lines = [line.split() for line in run_uninterpreted("-c", _COMPILE_SM90).strip().splitlines()]
-    assert len(lines) == 8
+    assert len(lines) == 12
     assert all(cubin == "True" and mma == "True" and cvt == "False" and asm == "True"
                for _, _, _, cubin, mma, cvt, asm in lines), lines
