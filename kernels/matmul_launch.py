@@ -111,13 +111,20 @@ def launch(kernel, grid, args: tuple, consts: dict, *, cache: bool = True) -> En
     return entry
 
 
-def run_entry(entry: Entry, args: tuple, device: int, hook: bool = True) -> None:
+def current_stream(device: int) -> int:
+    """The device's current CUDA stream as the driver's handle (cheaper on the host than torch's Stream object)."""
+    return driver.active.get_current_stream(device)
+
+
+def run_entry(entry: Entry, args: tuple, device: int, hook: bool = True, stream: int | None = None) -> None:
     """Launch a remembered entry with new leading arguments (same signature: dtypes, alignment, integers).
-    hook=False skips the config's pre-hook, for a caller whose arguments already carry what it sets."""
+    hook=False skips the config's pre-hook, for a caller whose arguments already carry what it sets;
+    `stream` (current_stream's handle) saves the lookup for a caller that already made it."""
     full = (*args, *entry.tail)
     if hook and entry.pre_hook is not None:
         entry.pre_hook(dict(zip(entry.names, full)))
-    stream = driver.active.get_current_stream(device)
+    if stream is None:
+        stream = driver.active.get_current_stream(device)
     c, (g0, g1, g2) = entry.compiled, entry.grid
     c.run(g0, g1, g2, stream, c.function, c.packed_metadata, c.launch_metadata(entry.grid, stream, *full),
           knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook, *full)

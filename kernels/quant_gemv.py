@@ -36,7 +36,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .matmul_launch import launch, remember, run_entry
+from .matmul_launch import current_stream, launch, remember, run_entry
 from .tuning import gpu_time_ms
 
 
@@ -338,19 +338,18 @@ def _sk_configs():
 
 
 MAX_SPLIT = 8
-_WORKSPACE: dict = {}   # (device, stream) -> (fp32 partial sums, int32 counters): one per stream, counters zero between calls
+_WORKSPACE: dict = {}   # (device index, stream handle) -> (fp32 partial sums, int32 counters)
 
 
-def _workspace(M: int, N: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+def _workspace(M: int, N: int, device: int, stream: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The split kernel's partial sums (MAX_SPLIT x M x N fp32, grown on demand) and per-tile counters
     (zeroed once; each launch leaves them at zero). Launches on one stream run in order, so they may
     share a workspace; another stream gets its own."""
-    key = (device, torch.cuda.current_stream(device).cuda_stream)
-    ws, lock = _WORKSPACE.get(key, (None, None))
+    ws, lock = _WORKSPACE.get((device, stream), (None, None))
     if ws is None or ws.numel() < MAX_SPLIT * M * N or lock.numel() < triton.cdiv(N, 16):
-        ws = torch.empty(MAX_SPLIT * MAX_M * N, device=device, dtype=torch.float32)
-        lock = torch.zeros(triton.cdiv(N, 16), device=device, dtype=torch.int32)
-        remember(_WORKSPACE, key, (ws, lock), limit=64)
+        ws = torch.empty(MAX_SPLIT * MAX_M * N, device=f"cuda:{device}", dtype=torch.float32)
+        lock = torch.zeros(triton.cdiv(N, 16), device=f"cuda:{device}", dtype=torch.int32)
+        remember(_WORKSPACE, (device, stream), (ws, lock), limit=64)
     return ws, lock
 
 
@@ -363,18 +362,22 @@ KINDS = ("plain", "ks", "sk")
 TUNED = {"plain": _TUNED, "ks": _TUNED_KS, "sk": _TUNED_SK}
 _CHOICE: dict = {}   # (M, N, K, bits, group, dtype) -> one of KINDS: the fastest by GPU time, measured on first use
 _FAST: dict = {}     # shapes, strides, dtypes, alignment of a chosen-kind call -> (kind, its launch entry)
+SK_MARGIN = 0.97     # the split kernel is chosen only when this much faster (GPU time) than the best one-pass kernel:
+#                      it costs more host work per call (two more arguments, a workspace lookup) and its partial sums
 
 
 def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group: int | None = None,
-         cache: bool = True, kind: str | None = None) -> torch.Tensor:
+         cache: bool = True, kind: str | None = None, config: dict | None = None) -> torch.Tensor:
     """y (M,N) = x (M,K) @ dequant(q, scale).T for M <= 16 in one launch.
 
     bits 8: q (N, K) int8, scale (N, 1). bits 4: q (N, K/2) uint8 in the "halves" packing
     (`quant_w4.pack_halves(quantize(...)[0], group)`), scale (N, K/group) with group 32, 64 or 128 dividing K.
     kind: "plain" (_gemv_kernel), "ks" (_gemv_ks_kernel: K split over the warps of a program), "sk"
     (_gemv_sk_kernel: K split over programs, reduced in the same launch), or None: on a GPU, all three
-    are tuned and timed once per shape (GPU time, kernels/tuning.py) and the fastest is kept; under
-    the interpreter, "plain".
+    are tuned and timed once per shape (GPU time, kernels/tuning.py) and the fastest is kept (the split
+    kernel only when SK_MARGIN faster); under the interpreter, "plain".
+    config: with a kind, its tile without tuning (BLOCK_N, BLOCK_K, KS or SPLIT, num_warps, num_stages):
+    for tests and probes.
     """
     if cache and kind is None and x.is_cuda:   # a repeated call: one key, one allocation, one launch
         fkey = (x.shape, x.stride(), x.dtype, q.shape, q.stride(), q.dtype, scale.shape, scale.stride(), scale.dtype,
@@ -382,10 +385,12 @@ def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group
         hit = _FAST.get(fkey)
         if hit is not None:
             hit_kind, entry = hit
+            dev = x.device.index
+            stream = current_stream(dev)
             y = torch.empty((x.shape[0], q.shape[0]), device=x.device, dtype=x.dtype)
-            bufs = _workspace(x.shape[0], q.shape[0], x.device) if hit_kind == "sk" else ()
+            bufs = _workspace(x.shape[0], q.shape[0], dev, stream) if hit_kind == "sk" else ()
             run_entry(entry, (x, q, scale, y, *bufs, x.shape[0], q.shape[0], x.shape[1], x.stride(0), q.stride(0),
-                              scale.stride(0), y.stride(0)), x.device.index)
+                              scale.stride(0), y.stride(0)), dev, stream=stream)
             return y
     M, K = x.shape
     N = q.shape[0]
@@ -393,6 +398,7 @@ def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group
     assert 1 <= M <= MAX_M, f"gemv takes 1..{MAX_M} rows of x, not {M}"
     assert bits == 8 or (group in (32, 64, 128) and K % group == 0), "int4 needs group 32, 64 or 128 dividing K"
     assert kind in (None, *KINDS), f"kind {kind!r}?"
+    assert config is None or kind is not None, "a config needs its kind"
     y = torch.empty((M, N), device=x.device, dtype=x.dtype)
     tail = (M, N, K, x.stride(0), q.stride(0), scale.stride(0), y.stride(0))
     interpret = os.environ.get("TRITON_INTERPRET") == "1" or not x.is_cuda
@@ -417,7 +423,8 @@ def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group
         key = (M, N, K, bits, group, x.dtype)
         if key not in _CHOICE:
             times = {k: gpu_time_ms(lambda k=k: gemv(x, q, scale, bits, group, cache, k)) for k in KINDS}
-            _CHOICE[key] = min(times, key=times.get)
+            one_pass = min(("plain", "ks"), key=times.get)
+            _CHOICE[key] = "sk" if times["sk"] < SK_MARGIN * times[one_pass] else one_pass
         kind = _CHOICE[key]
 
     def grid(meta):
@@ -425,7 +432,12 @@ def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group
     # BLOCK_K holds whole groups (group <= 128); the PTX conversions need 16-bit activations.
     # Repeated shapes go straight to the compiled kernel (matmul_launch: no autotuner or binder per call).
     consts = dict(BITS=bits, GROUP=group, ASM=x.dtype in (torch.float16, torch.bfloat16))
-    bufs = _workspace(M, N, x.device) if kind == "sk" else ()
+    bufs = _workspace(M, N, x.device.index, current_stream(x.device.index)) if kind == "sk" else ()
+    if config is not None:
+        meta = dict(config)
+        kernel = TUNED[kind].fn
+        kernel[grid(meta)](x, q, scale, y, *bufs, *tail, **consts, **meta)
+        return y
     entry = launch(TUNED[kind], grid, (x, q, scale, y, *bufs, *tail), consts, cache=cache)
     if chosen and cache and entry is not None:
         remember(_FAST, fkey, (kind, entry))

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run on the GPU machine from the repository root: GPU tests, ceilings, matmul + quant sweeps.
 # Usage: MLSYS_GIT_COMMIT=<sha> bash scripts/device_bench_kernels.sh smoke|full|w4|splitk|lean
+# final6: GEMV + W8A8 GPU tests, the W8A16/W4A16 decode sweep, the bf16 prefill sweep (~9.2 min).
 # gemv7: GEMV tests, ceilings, the flush and GEMV probes, the W8A16/W4A16 decode sweep (~9.5 min).
 # tests: every kernel GPU test, verbose, one file at a time (~9.5 min at most; run this first next time).
 # final5: all kernel GPU tests, bf16 prefill (4-stage 128x256 tiles with a half-tile epilogue), one fp8 shape.
@@ -117,6 +118,13 @@ elif [ "$MODE" = tests ]; then
       | grep -E "PASSED|FAILED|ERROR|Error|assert|passed|failed" >> "$OUT/tests.txt"
     echo "== $2 exit ${PIPESTATUS[0]}" >> "$OUT/tests.txt"
   done
+elif [ "$MODE" = final6 ]; then
+  # the measurement of record at this session's last commit: GEMV and W8A8 GPU tests, the W8A16/W4A16 decode sweep
+  # (three GEMV kernels chosen per shape), then the bf16 prefill sweep again (matmul host code changed since its rows)
+  timeout 170 python3 -m pytest -v -p no:cacheprovider -m gpu tests/test_kernels_quant_gemv.py tests/test_kernels_quant.py \
+    -k "gemv or w8a8" 2>&1 | grep -E "PASSED|FAILED|ERROR|Error|assert|passed|failed" | tee "$OUT/tests.txt"
+  timeout 150 $B quant --quiet --kind w8a16_gemv --kind w4a16_gemv --sweep decode --out "$OUT/quant.jsonl" --format csv
+  timeout 215 $B matmul --quiet --dtype bfloat16 --sweep prefill --out "$OUT/matmul.jsonl" --format csv
 elif [ "$MODE" = gemv7 ]; then
   # the GEMV's K-split-over-programs kernel (sk) and wider column tiles: GPU tests (GEMV, W8A8 gate), what do_bench's
   # L2 flush costs a small read (probe flush), every GEMV candidate (probe gemv), then the decode sweep of record
@@ -157,7 +165,7 @@ else  # split-K tests compile many kernels: they run in the splitk mode
 fi
 # Did the compiler use Hopper's instructions? Count HGMMA/QGMMA/IMMA (wgmma) and UTMALDG (TMA) per kernel.
 # (skipped in the tests mode; at most 300 cubins: with many tuned configs the census outran final5's cap)
-[ "$MODE" = tests ] || [ "$MODE" = gemv7 ] && { echo "== done $(date -u)"; exit 0; }
+[ "$MODE" = tests ] || [ "$MODE" = gemv7 ] || [ "$MODE" = final6 ] && { echo "== done $(date -u)"; exit 0; }
 for f in $(find $TRITON_CACHE_DIR -name '*.cubin' 2>/dev/null | head -300); do
   n=$(basename "$f" .cubin)
   s=$(cuobjdump -sass "$f" 2>/dev/null)

@@ -68,19 +68,26 @@ def test_gpu_gemv_asm_conversions(bits, group, dtype, M, N, K):
     q, s, qk = _weights(N, K, bits, group, dtype)
     x = torch.randn(M, K, device=DEV, dtype=dtype)
     ref = Q.weight_only_matmul_ref(x, q, s, bits, group)
-    for kind in (*G.KINDS, None):   # each kernel, then the per-shape choice
+    for kind, config in _ONE_TILE.items():   # each kernel at one tile (the tuned choice: the test below)
         for _ in range(2):   # the split kernel's second call finds the counters its first left at zero
-            check = check_close(G.gemv(x, qk, s, bits, group, kind=kind), ref, "bfloat16")
+            check = check_close(G.gemv(x, qk, s, bits, group, kind=kind, config=config), ref, "bfloat16")
             assert check.ok, (kind, check.message)
     for _, lock in G._WORKSPACE.values():
         assert not lock.any(), "a split GEMV left a counter set"
+
+
+# one tile per kernel (int4 g128 allows each: BLOCK_K a multiple of the group, ks slices of one group)
+_ONE_TILE = {"plain": dict(BLOCK_N=32, BLOCK_K=256, num_warps=4, num_stages=3),
+             "ks": dict(BLOCK_N=32, BLOCK_K=512, KS=4, num_warps=4, num_stages=3),
+             "sk": dict(BLOCK_N=64, BLOCK_K=256, SPLIT=4, num_warps=4, num_stages=3)}
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not GPU, reason="needs a CUDA GPU")
 @pytest.mark.parametrize("bits,group", [(8, None), (4, 128)])
 def test_gpu_gemv_repeated_calls_read_their_own_inputs(bits, group):
-    # the second call of a signature launches the remembered entry (G._FAST)
+    # the per-shape choice among the three tuned kernels; the second call of a signature launches the
+    # remembered entry (G._FAST)
     for _ in range(3):
         q, s, qk = _weights(1024, 2048, bits, group, torch.bfloat16)
         x = torch.randn(2, 2048, device=DEV, dtype=torch.bfloat16)
@@ -114,3 +121,9 @@ def test_gemv_ptx_assembles_for_sm90():
     assert len(lines) == 12
     assert all(cubin == "True" and mma == "True" and cvt == "False" and asm == "True"
                for _, _, _, cubin, mma, cvt, asm in lines), lines
+
+
+def test_gemv_config_needs_its_kind():
+    q, s, qk = _weights(16, 128, 8, None, torch.float16)
+    with pytest.raises(AssertionError, match="config needs its kind"):
+        G.gemv(torch.randn(1, 128, device=DEV, dtype=torch.float16), qk, s, 8, config=dict(BLOCK_N=16, BLOCK_K=64))
