@@ -41,7 +41,7 @@ def index(rows):
 def prefill_table(rows, kernel: str, sdpa_suffix: str, goal: float):
     """Goal rows for forward (sdpa_suffix '') or backward ('_bwd'): TFLOP/s and ratios."""
     idx, out, ratios = index(rows), [], []
-    keys = sorted({(r.shape, r.variant) for r in rows if r.kernel == kernel}, key=lambda k: (k[1], seq_of(k[0])))
+    keys = sorted({(r.shape, r.variant) for r in rows if r.kernel == kernel}, key=lambda k: (k[1], seq_of(k[0]), k[0]))
     for shape, variant in keys:
         mine = idx.get((kernel, shape, variant))
         sd = {b: idx.get((b + sdpa_suffix, shape, variant)) for b in PREFILL_SDPA}
@@ -64,7 +64,7 @@ def decode_table(rows, bw_GBps):
     backends as the baseline: 'vs FLASH/MATH' divides by the faster of those two on the same shape's
     contiguous cache; 'vs best SDPA' divides by the fastest backend measured, cuDNN included (stricter)."""
     idx, out = index(rows), []
-    keys = sorted({r.shape for r in rows if r.kernel == "triton_decode"}, key=kv_of)
+    keys = sorted({r.shape for r in rows if r.kernel == "triton_decode"}, key=lambda s: (*kv_of(s), s))
     for shape in keys:
         sd = {b: idx.get((b, shape, "contiguous")) for b in PREFILL_SDPA}
         best_sdpa = min((r.median_ms for r in sd.values() if r), default=None)
