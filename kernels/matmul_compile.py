@@ -30,6 +30,7 @@ def compile_for_hopper(fn, types: dict, consts: dict, aligned: tuple = (), **opt
     parameters, `consts` for the constexprs, `options` e.g. num_warps / num_stages. `aligned` names the
     parameters to treat as the JIT does a 16-byte-aligned pointer or an integer divisible by 16 (on a
     GPU it specialises each launch so; without it, loads over such strides are not vectorised)."""
+    consts = {**{p.name: p.default for p in fn.params if p.is_constexpr and p.has_default}, **consts}
     attrs = {(fn.arg_names.index(name),): [["tt.divisibility", 16]] for name in aligned if name in fn.arg_names}
     return triton.compile(ASTSource(fn, _signature(fn, types, consts), consts, attrs), target=HOPPER, options=options)
 

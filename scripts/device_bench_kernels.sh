@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run on the GPU machine from the repository root: GPU tests, ceilings, matmul + quant sweeps.
 # Usage: MLSYS_GIT_COMMIT=<sha> bash scripts/device_bench_kernels.sh smoke|full|w4|splitk|lean
+# evict: GEMV and decode GPU tests, the decode goal sweep, the flush probe (one GEMV shape + decode) (~5 min).
 # final6: GEMV + W8A8 GPU tests, the W8A16/W4A16 decode sweep, the bf16 prefill sweep (~9.2 min).
 # gemv7: GEMV tests, ceilings, the flush and GEMV probes, the W8A16/W4A16 decode sweep (~9.5 min).
 # tests: every kernel GPU test, verbose, one file at a time (~9.5 min at most; run this first next time).
@@ -118,6 +119,15 @@ elif [ "$MODE" = tests ]; then
       | grep -E "PASSED|FAILED|ERROR|Error|assert|passed|failed" >> "$OUT/tests.txt"
     echo "== $2 exit ${PIPESTATUS[0]}" >> "$OUT/tests.txt"
   done
+elif [ "$MODE" = evict ]; then
+  # the streamed loads' L2 hint (kernels/tuning.STREAM_EVICT) with one-stage configs: GEMV tuning over every config
+  # (GPU test), decode GPU tests, the decode goal sweep (rows of record), then the flush probe at 1x8192x8192 + decode
+  timeout 90 python3 -m pytest -v -p no:cacheprovider -m gpu tests/test_kernels_quant_gemv.py -k repeated 2>&1 \
+    | grep -E "PASSED|FAILED|ERROR|Error|assert|passed|failed" | tee "$OUT/tests.txt"
+  timeout 40 python3 -m pytest -v -p no:cacheprovider -m gpu tests/test_kernels_attention.py -k decode 2>&1 \
+    | grep -E "PASSED|FAILED|ERROR|Error|assert|passed|failed" | tee -a "$OUT/tests.txt"
+  timeout 100 $B attention --quiet --format csv --sweep goals --kind bandwidth --kind decode --out "$OUT/decode.jsonl"
+  timeout 60 python3 scripts/probe_configs.py flush --quick --out "$OUT" > "$OUT/probe_flush.log" 2>&1
 elif [ "$MODE" = final6 ]; then
   # the measurement of record at this session's last commit: GEMV and W8A8 GPU tests, the W8A16/W4A16 decode sweep
   # (three GEMV kernels chosen per shape), then the bf16 prefill sweep again (matmul host code changed since its rows)
@@ -165,7 +175,7 @@ else  # split-K tests compile many kernels: they run in the splitk mode
 fi
 # Did the compiler use Hopper's instructions? Count HGMMA/QGMMA/IMMA (wgmma) and UTMALDG (TMA) per kernel.
 # (skipped in the tests mode; at most 300 cubins: with many tuned configs the census outran final5's cap)
-[ "$MODE" = tests ] || [ "$MODE" = gemv7 ] || [ "$MODE" = final6 ] && { echo "== done $(date -u)"; exit 0; }
+[ "$MODE" = tests ] || [ "$MODE" = gemv7 ] || [ "$MODE" = final6 ] || [ "$MODE" = evict ] && { echo "== done $(date -u)"; exit 0; }
 for f in $(find $TRITON_CACHE_DIR -name '*.cubin' 2>/dev/null | head -300); do
   n=$(basename "$f" .cubin)
   s=$(cuobjdump -sass "$f" 2>/dev/null)

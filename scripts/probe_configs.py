@@ -286,8 +286,8 @@ def probe_gemv(out, shapes):
 
 # ---------------------------------------------------------------- flush (what do_bench's L2 flush costs a small read)
 
-FLUSH_SHAPES = [(1, 4096, 4096), (1, 8192, 4096), (1, 8192, 8192), (1, 16384, 8192), (1, 28672, 8192),
-                (1, 57344, 8192)]
+FLUSH_SHAPES = [(1, 8192, 8192), (1, 4096, 4096), (1, 8192, 4096), (1, 16384, 8192), (1, 28672, 8192),
+                (1, 57344, 8192)]   # --quick: the first, then the decode shape
 
 
 def _timed_with(fn, flush, reps=50):
@@ -314,7 +314,10 @@ def probe_flush(out, shapes):
     from mlsyscalc.kernels import attention_decode as dec
     from mlsyscalc.kernels import quant as Q
     from mlsyscalc.kernels import quant_gemv as G
+    from mlsyscalc.kernels.quant_w4 import pack_halves
+    from mlsyscalc.kernels.tuning import STREAM_EVICT
 
+    print(f"L2 hint on streamed loads (MLSYS_STREAM_EVICT): {STREAM_EVICT!r}", flush=True)
     buf = torch.empty(256 * 1024 * 1024 // 4, device="cuda", dtype=torch.float32)
     buf.zero_()
     sink = torch.empty((), device="cuda", dtype=torch.float32)
@@ -322,7 +325,7 @@ def probe_flush(out, shapes):
 
     def measure(shape, cands):
         for cand, fn, nbytes in cands:
-            row = dict(shape=shape, cand=cand, bytes=nbytes,
+            row = dict(shape=shape, cand=cand, bytes=nbytes, stream_evict=STREAM_EVICT,
                        bench_ms=triton.testing.do_bench(fn, warmup=10, rep=50, return_mode="median"))
             for name, flush in flushes.items():
                 row[f"{name}_ms"] = _timed_with(fn, flush)
@@ -337,11 +340,14 @@ def probe_flush(out, shapes):
         w = torch.randn(N, K, device="cuda")
         w16 = w.to(torch.bfloat16)
         q, sc = Q.quantize(w, "int8", None, torch.bfloat16)
+        q4, sc4 = Q.quantize(w, "int4", 128, torch.bfloat16)
+        q4 = pack_halves(q4, 128)
         red = torch.empty(K, device="cuda", dtype=torch.bfloat16)
         measure(f"{M}x{N}x{K}", [("read bf16 (amax)", lambda: torch.amax(w16, dim=0, out=red), 2 * N * K),
                                  ("cublas bf16", lambda: torch.matmul(x, w16.T), 2 * N * K),
-                                 ("w8 default", lambda: G.gemv(x, q, sc, 8), N * K)])
-        del x, w, w16, q, sc
+                                 ("w8 default", lambda: G.gemv(x, q, sc, 8), N * K),
+                                 ("w4 default", lambda: G.gemv(x, q4, sc4, 4, 128), N * K // 2 + 2 * sc4.numel())])
+        del x, w, w16, q, sc, q4, sc4
         torch.cuda.empty_cache()
     B, H, HKV, S, d = 64, 32, 8, 1024, 128
     qd = torch.randn(B, H, 1, d, device="cuda", dtype=torch.bfloat16)
@@ -366,9 +372,10 @@ def main() -> int:
           "flush": probe_flush}[a.section]
     t0 = time.time()
     with open(os.path.join(a.out, f"probe_{a.section}.jsonl"), "a") as out:
-        out.write(json.dumps(dict(section=a.section, env=dict(torch=torch.__version__, triton=triton.__version__,
-                                                                gpu=torch.cuda.get_device_name(),
-                                                                commit=os.environ.get("MLSYS_GIT_COMMIT", "")))) + "\n")
+        out.write(json.dumps(dict(section=a.section, stream_evict=os.environ.get("MLSYS_STREAM_EVICT", "evict_first"),
+                                  env=dict(torch=torch.__version__, triton=triton.__version__,
+                                           gpu=torch.cuda.get_device_name(),
+                                           commit=os.environ.get("MLSYS_GIT_COMMIT", "")))) + "\n")
         fn(out, shapes)
     print(f"{a.section}: {time.time() - t0:.0f} s", flush=True)
     return 0
