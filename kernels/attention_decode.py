@@ -23,7 +23,6 @@ import triton.language as tl
 
 from .attention_fwd import LOG2E, interpreting
 from .matmul_launch import launch, remember, run_entry, sm_count
-from . import tuning
 from .tuning import gpu_time_ms
 
 
@@ -42,7 +41,6 @@ def attention_decode_split_kernel(
     # meta
     HEAD_DIM: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
     PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr, SINGLE: tl.constexpr, HAS_LENS: tl.constexpr,
-    EVICT: tl.constexpr = "evict_first",   # K/V are read once per call: tuning.STREAM_EVICT
 ):
     split = tl.program_id(0)
     off_hkv = tl.program_id(1)
@@ -86,8 +84,7 @@ def attention_decode_split_kernel(
         else:
             k_off = offs_n.to(tl.int64) * stride_kn
             v_off = offs_n.to(tl.int64) * stride_vn
-        k = tl.load(k_head + k_off[:, None] + offs_d[None, :] * stride_kd, mask=in_kv[:, None], other=0.0,
-                    eviction_policy=EVICT)
+        k = tl.load(k_head + k_off[:, None] + offs_d[None, :] * stride_kd, mask=in_kv[:, None], other=0.0)
         qk = tl.dot(q, tl.trans(k))  # (BLOCK_H, BLOCK_N)
         keep = in_kv[None, :] & (offs_n[None, :] <= q_pos[:, None])
         qk = tl.where(keep, qk * qk_scale, -float("inf"))
@@ -96,8 +93,7 @@ def attention_decode_split_kernel(
         p = tl.math.exp2(qk - m_safe[:, None])
         alpha = tl.math.exp2(m_i - m_safe)
         l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(v_head + v_off[:, None] + offs_d[None, :] * stride_vd, mask=in_kv[:, None], other=0.0,
-                    eviction_policy=EVICT)
+        v = tl.load(v_head + v_off[:, None] + offs_d[None, :] * stride_vd, mask=in_kv[:, None], other=0.0)
         acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
         m_i = m_ij
 
@@ -142,9 +138,7 @@ def attention_decode_reduce_kernel(
 def _decode_configs() -> list[triton.Config]:
     # (64, 4, 2) and (32, 2, 4) were the fastest at B64 x KV8 x 1k-4k tokens on one H200
     # (scripts/probe_configs.py decode): shallower pipelines fit more programs on an SM
-    shapes = [(64, 4, 3), (64, 4, 4), (128, 8, 3), (32, 4, 4), (64, 4, 2), (32, 2, 4), (128, 4, 3),
-              # one stage: plain loads keep K/V's L2 hint (tuning.STREAM_EVICT); cp.async copies drop it
-              (64, 4, 1), (128, 4, 1), (128, 8, 1)]
+    shapes = [(64, 4, 3), (64, 4, 4), (128, 8, 3), (32, 4, 4), (64, 4, 2), (32, 2, 4), (128, 4, 3)]
     return [triton.Config({"BLOCK_N": bn}, num_warps=w, num_stages=s) for bn, w, s in shapes]
 
 
@@ -239,7 +233,7 @@ def decode_attention(q, k_cache, v_cache, cache_seqlens=None, block_table=None, 
             *q.stride(), *kst, *vst, *o.stride(), table.stride(0),
             h, n_q, group, per_split, num_splits, sm_scale * LOG2E, max_len)
     meta = dict(HEAD_DIM=d, BLOCK_H=max(16, triton.next_power_of_2(group * n_q)),
-                PAGED=paged, PAGE_SIZE=page, SINGLE=single, HAS_LENS=has_lens, EVICT=tuning.STREAM_EVICT)
+                PAGED=paged, PAGE_SIZE=page, SINGLE=single, HAS_LENS=has_lens)
     grid = (num_splits, h_kv, b)
     entry = reduce_entry = None
     if config is None:

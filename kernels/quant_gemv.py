@@ -37,7 +37,6 @@ import triton
 import triton.language as tl
 
 from .matmul_launch import current_stream, launch, remember, run_entry
-from . import tuning
 from .tuning import gpu_time_ms
 
 
@@ -117,7 +116,7 @@ def _int4_asm(byte, dt: tl.constexpr):
 @triton.jit
 def _gemv_acc(x_ptr, w_ptr, s_ptr, offs_m, offs_n, m_ok, n_ok, k_lo, k_hi, K, stride_xm, stride_wn, stride_sn,
               BITS: tl.constexpr, GROUP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-              ASM: tl.constexpr, EVICT: tl.constexpr):
+              ASM: tl.constexpr):
     """fp32 (16, BLOCK_N) = x[:, k_lo:k_hi] @ dequant(W)[offs_n, k_lo:k_hi].T, scales applied; k_lo is a
     multiple of BLOCK_K, and tiles past K read nothing (masked)."""
     BLOCK_M: tl.constexpr = 16
@@ -129,8 +128,7 @@ def _gemv_acc(x_ptr, w_ptr, s_ptr, offs_m, offs_n, m_ok, n_ok, k_lo, k_hi, K, st
             k = k0 + kk
             k_ok = k < K
             x = tl.load(x_ptr + offs_m[:, None] * stride_xm + k[None, :], mask=m_ok[:, None] & k_ok[None, :], other=0.0)
-            q = tl.load(w_ptr + offs_n[:, None] * stride_wn + k[None, :], mask=n_ok[:, None] & k_ok[None, :], other=0,
-                        eviction_policy=EVICT)
+            q = tl.load(w_ptr + offs_n[:, None] * stride_wn + k[None, :], mask=n_ok[:, None] & k_ok[None, :], other=0)
             if ASM:
                 w = _int8_asm(q, dt)
             else:
@@ -151,7 +149,7 @@ def _gemv_acc(x_ptr, w_ptr, s_ptr, offs_m, offs_n, m_ok, n_ok, k_lo, k_hi, K, st
                 x_lo = tl.load(x_row + j[None, :], mask=x_mask, other=0.0)          # (16, H)
                 x_hi = tl.load(x_row + H + j[None, :], mask=x_mask, other=0.0)
                 byte = tl.load(w_ptr + offs_n[:, None] * stride_wn + kg // 2 + j[None, :],
-                               mask=n_ok[:, None] & g_ok, other=0, eviction_policy=EVICT)   # (BLOCK_N, H) uint8
+                               mask=n_ok[:, None] & g_ok, other=0)                  # (BLOCK_N, H) uint8
                 if ASM:
                     lo, hi = _int4_asm(byte, dt)
                     x_sum = tl.zeros((BLOCK_M,), dtype=tl.float32)
@@ -174,7 +172,7 @@ def _gemv_kernel(
     M, N, K,
     stride_xm, stride_wn, stride_sn, stride_ym,
     BITS: tl.constexpr, GROUP: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr, EVICT: tl.constexpr = "evict_first",
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr,
 ):
     pid = tl.program_id(0)
     offs_n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -182,7 +180,7 @@ def _gemv_kernel(
     n_ok = offs_n < N
     m_ok = offs_m < M
     acc = _gemv_acc(x_ptr, w_ptr, s_ptr, offs_m, offs_n, m_ok, n_ok, 0, K, K, stride_xm, stride_wn, stride_sn,
-                    BITS, GROUP, BLOCK_N, BLOCK_K, ASM, EVICT)
+                    BITS, GROUP, BLOCK_N, BLOCK_K, ASM)
     out = y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :]
     tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
 
@@ -195,7 +193,6 @@ def _gemv_sk_kernel(
     stride_xm, stride_wn, stride_sn, stride_ym,
     BITS: tl.constexpr, GROUP: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, ASM: tl.constexpr,
-    EVICT: tl.constexpr = "evict_first",
 ):
     """_gemv_kernel over a (column tile, K slice) grid: SPLIT programs per column tile, each over one
     K slice (a whole number of BLOCK_K). Small weights get several programs per SM, and so more
@@ -213,7 +210,7 @@ def _gemv_sk_kernel(
     k_lo = pid_k * chunk
     k_hi = tl.minimum(k_lo + chunk, K)
     acc = _gemv_acc(x_ptr, w_ptr, s_ptr, offs_m, offs_n, m_ok, n_ok, k_lo, k_hi, K, stride_xm, stride_wn, stride_sn,
-                    BITS, GROUP, BLOCK_N, BLOCK_K, ASM, EVICT)
+                    BITS, GROUP, BLOCK_N, BLOCK_K, ASM)
     mask = m_ok[:, None] & n_ok[None, :]
     ws = ws_ptr + offs_m[:, None] * N + offs_n[None, :]
     tl.store(ws + pid_k * M * N, acc, mask=mask)
@@ -235,7 +232,6 @@ def _gemv_ks_kernel(
     stride_xm, stride_wn, stride_sn, stride_ym,
     BITS: tl.constexpr, GROUP: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, KS: tl.constexpr, ASM: tl.constexpr,
-    EVICT: tl.constexpr = "evict_first",
 ):
     """_gemv_kernel with K split KS ways inside the program: a batched (KS, 16, BLOCK_N) dot whose
     batch runs on different warps, summed once at the end. For few columns (N / BLOCK_N programs)
@@ -259,7 +255,7 @@ def _gemv_ks_kernel(
             x = tl.load(x_ptr + offs_m[None, :, None] * stride_xm + k[:, None, :],
                         mask=m_ok[None, :, None] & k_ok[:, None, :], other=0.0)    # (KS, 16, SL)
             q = tl.load(w_ptr + offs_n[None, None, :] * stride_wn + k[:, :, None],
-                        mask=n_ok[None, None, :] & k_ok[:, :, None], other=0, eviction_policy=EVICT)  # (KS, SL, BLOCK_N)
+                        mask=n_ok[None, None, :] & k_ok[:, :, None], other=0)      # (KS, SL, BLOCK_N)
             if ASM:
                 w = _int8_asm(q, dt)
             else:
@@ -279,8 +275,7 @@ def _gemv_ks_kernel(
             x_lo = tl.load(x_row, mask=x_mask, other=0.0)                           # (KS, 16, H)
             x_hi = tl.load(x_row + H, mask=x_mask, other=0.0)
             byte = tl.load(w_ptr + offs_n[None, None, :] * stride_wn + (kg // 2)[:, None, None] + j[None, :, None],
-                           mask=n_ok[None, None, :] & g_ok[:, None, None], other=0,
-                           eviction_policy=EVICT)                                    # (KS, H, BLOCK_N) uint8
+                           mask=n_ok[None, None, :] & g_ok[:, None, None], other=0)  # (KS, H, BLOCK_N) uint8
             if ASM:
                 lo, hi = _int4_asm(byte, dt)
                 part = tl.dot(x_lo, lo)
@@ -310,9 +305,7 @@ def _configs():
              (128, 256, 8, 4),
              # 32-64 columns a warp: each x fragment feeds more MMAs (int4: 2.8-3.5 instructions a weight in
              # the sm_90 SASS of the loop, against 4.1 at 16 columns a warp)
-             (128, 128, 4, 4), (128, 256, 4, 3), (256, 128, 4, 3),
-             # one stage: plain loads keep the weights' L2 hint (tuning.STREAM_EVICT), cp.async copies drop it
-             (32, 512, 4, 1), (64, 256, 4, 1), (64, 512, 4, 1), (128, 256, 4, 1)]
+             (128, 128, 4, 4), (128, 256, 4, 3), (256, 128, 4, 3)]
     return [triton.Config({"BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=st) for bn, bk, w, st in tiles]
 
 
@@ -320,8 +313,7 @@ def _ks_configs():
     # (BLOCK_N, KS, k per slice, warps, stages): BLOCK_K = KS * slice; int4 keeps only slice == GROUP
     tiles = [(32, 4, 128, 4, 3), (32, 4, 128, 4, 4), (16, 4, 128, 4, 4), (32, 8, 128, 8, 3), (16, 8, 128, 8, 3),
              (64, 4, 128, 8, 3), (32, 4, 256, 8, 3), (16, 8, 256, 8, 3), (32, 2, 128, 4, 4), (32, 2, 256, 4, 4),
-             (64, 4, 128, 4, 3), (64, 4, 128, 4, 4),   # 64 columns a warp (int4: 2.9 instructions a weight)
-             (32, 4, 128, 4, 1), (64, 4, 128, 4, 1)]   # one stage: the weights' L2 hint kept
+             (64, 4, 128, 4, 3), (64, 4, 128, 4, 4)]   # 64 columns a warp (int4: 2.9 instructions a weight)
     return [triton.Config({"BLOCK_N": bn, "BLOCK_K": ks * sl, "KS": ks}, num_warps=w, num_stages=st)
             for bn, ks, sl, w, st in tiles]
 
@@ -340,8 +332,7 @@ def _sk_configs():
     tiles = [(32, 256, 4, 4, 3), (32, 256, 8, 4, 3), (32, 512, 4, 4, 3), (32, 512, 2, 4, 3), (64, 256, 4, 4, 3),
              (64, 256, 8, 8, 3), (64, 512, 4, 8, 3), (16, 256, 4, 2, 3), (16, 512, 8, 2, 2), (32, 128, 8, 4, 4),
              (64, 128, 4, 4, 4), (32, 256, 2, 4, 4), (128, 256, 4, 8, 3),
-             (128, 256, 4, 4, 3), (256, 128, 4, 4, 3), (128, 128, 4, 4, 4), (256, 128, 2, 4, 3),
-             (64, 256, 4, 4, 1), (64, 512, 4, 4, 1), (128, 256, 4, 4, 1)]   # one stage: the weights' L2 hint kept
+             (128, 256, 4, 4, 3), (256, 128, 4, 4, 3), (128, 128, 4, 4, 4), (256, 128, 2, 4, 3)]
     return [triton.Config({"BLOCK_N": bn, "BLOCK_K": bk, "SPLIT": sp}, num_warps=w, num_stages=st)
             for bn, bk, sp, w, st in tiles]
 
@@ -440,7 +431,7 @@ def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group
         return (triton.cdiv(N, meta["BLOCK_N"]), meta.get("SPLIT", 1))
     # BLOCK_K holds whole groups (group <= 128); the PTX conversions need 16-bit activations.
     # Repeated shapes go straight to the compiled kernel (matmul_launch: no autotuner or binder per call).
-    consts = dict(BITS=bits, GROUP=group, ASM=x.dtype in (torch.float16, torch.bfloat16), EVICT=tuning.STREAM_EVICT)
+    consts = dict(BITS=bits, GROUP=group, ASM=x.dtype in (torch.float16, torch.bfloat16))
     bufs = _workspace(M, N, x.device.index, current_stream(x.device.index)) if kind == "sk" else ()
     if config is not None:
         meta = dict(config)

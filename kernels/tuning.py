@@ -18,18 +18,11 @@ per call: candidates on both sides of LONG_MS in one comparison are timed by dif
 
 from __future__ import annotations
 
-import os
 import statistics
 
 import torch
 import triton
 
-# L2 policy of data a kernel reads once per call (GEMV weights, decode K/V): tl.load's eviction_policy. Marked
-# first to go, such lines recycle each other as they stream, instead of evicting (and writing back, if dirty) what
-# else the L2 holds: after do_bench's zeroing flush, 50 MB of dirty lines (docs/bench.md). The hint survives only
-# in plain loads, not in the cp.async copies of pipelined loops (num_stages > 1), so the kernels that use it also
-# offer num_stages=1 configs and their autotuners choose. MLSYS_STREAM_EVICT="" turns it off for a process (A/B).
-STREAM_EVICT = os.environ.get("MLSYS_STREAM_EVICT", "evict_first")
 _FLUSH_BYTES = 256 * 1024 * 1024   # larger than any Hopper L2 (50-60 MB), as do_bench's flush
 LONG_MS = 0.2                      # from this GPU time per call on, do_bench decides
 _flush: dict = {}                  # device index -> flush buffer

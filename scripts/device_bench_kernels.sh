@@ -120,8 +120,9 @@ elif [ "$MODE" = tests ]; then
     echo "== $2 exit ${PIPESTATUS[0]}" >> "$OUT/tests.txt"
   done
 elif [ "$MODE" = evict ]; then
-  # the streamed loads' L2 hint (kernels/tuning.STREAM_EVICT) with one-stage configs: GEMV tuning over every config
-  # (GPU test), decode GPU tests, the decode goal sweep (rows of record), then the flush probe at 1x8192x8192 + decode
+  # ran at commit a4dec67 (L2 evict_first hints on the GEMV weights and decode K/V, with one-stage configs; reverted
+  # after this call measured no gain, reports/probes): GEMV tuning over every config (GPU test), decode GPU tests,
+  # the decode goal sweep, then the flush probe at 1x8192x8192 + decode
   timeout 90 python3 -m pytest -v -p no:cacheprovider -m gpu tests/test_kernels_quant_gemv.py -k repeated 2>&1 \
     | grep -E "PASSED|FAILED|ERROR|Error|assert|passed|failed" | tee "$OUT/tests.txt"
   timeout 40 python3 -m pytest -v -p no:cacheprovider -m gpu tests/test_kernels_attention.py -k decode 2>&1 \

@@ -315,9 +315,7 @@ def probe_flush(out, shapes):
     from mlsyscalc.kernels import quant as Q
     from mlsyscalc.kernels import quant_gemv as G
     from mlsyscalc.kernels.quant_w4 import pack_halves
-    from mlsyscalc.kernels.tuning import STREAM_EVICT
 
-    print(f"L2 hint on streamed loads (MLSYS_STREAM_EVICT): {STREAM_EVICT!r}", flush=True)
     buf = torch.empty(256 * 1024 * 1024 // 4, device="cuda", dtype=torch.float32)
     buf.zero_()
     sink = torch.empty((), device="cuda", dtype=torch.float32)
@@ -325,7 +323,7 @@ def probe_flush(out, shapes):
 
     def measure(shape, cands):
         for cand, fn, nbytes in cands:
-            row = dict(shape=shape, cand=cand, bytes=nbytes, stream_evict=STREAM_EVICT,
+            row = dict(shape=shape, cand=cand, bytes=nbytes,
                        bench_ms=triton.testing.do_bench(fn, warmup=10, rep=50, return_mode="median"))
             for name, flush in flushes.items():
                 row[f"{name}_ms"] = _timed_with(fn, flush)
@@ -372,10 +370,9 @@ def main() -> int:
           "flush": probe_flush}[a.section]
     t0 = time.time()
     with open(os.path.join(a.out, f"probe_{a.section}.jsonl"), "a") as out:
-        out.write(json.dumps(dict(section=a.section, stream_evict=os.environ.get("MLSYS_STREAM_EVICT", "evict_first"),
-                                  env=dict(torch=torch.__version__, triton=triton.__version__,
-                                           gpu=torch.cuda.get_device_name(),
-                                           commit=os.environ.get("MLSYS_GIT_COMMIT", "")))) + "\n")
+        out.write(json.dumps(dict(section=a.section, env=dict(torch=torch.__version__, triton=triton.__version__,
+                                                              gpu=torch.cuda.get_device_name(),
+                                                              commit=os.environ.get("MLSYS_GIT_COMMIT", "")))) + "\n")
         fn(out, shapes)
     print(f"{a.section}: {time.time() - t0:.0f} s", flush=True)
     return 0

@@ -127,30 +127,3 @@ def test_gemv_config_needs_its_kind():
     q, s, qk = _weights(16, 128, 8, None, torch.float16)
     with pytest.raises(AssertionError, match="config needs its kind"):
         G.gemv(torch.randn(1, 128, device=DEV, dtype=torch.float16), qk, s, 8, config=dict(BLOCK_N=16, BLOCK_K=64))
-
-
-_HINT_SM90 = """
-from mlsyscalc.kernels import quant_gemv as G
-from mlsyscalc.kernels.matmul_compile import compile_for_hopper
-sig = dict(x_ptr="*bf16", w_ptr="*i8", s_ptr="*bf16", y_ptr="*bf16", M="i32", N="i32", K="i32", stride_xm="i32",
-           stride_wn="i32", stride_sn="i32", stride_ym="i32")
-for evict in ("evict_first", ""):
-    for stages in (1, 3):
-        k = compile_for_hopper(G._gemv_kernel, sig, dict(BITS=8, GROUP=4096, BLOCK_N=32, BLOCK_K=512, ASM=True, EVICT=evict),
-                               aligned=("x_ptr", "w_ptr", "s_ptr", "y_ptr", "N", "K", "stride_xm", "stride_wn", "stride_ym"),
-                               num_warps=4, num_stages=stages)
-        lines = k.asm["ptx"].splitlines()
-        print(evict or "none", stages, sum("ld.global" in s and "L2::cache_hint" in s for s in lines),
-              sum("cp.async.cg" in s for s in lines))
-"""
-
-
-@needs_ptxas
-def test_weight_loads_carry_the_l2_hint_only_in_one_stage_loops():
-    # tuning.STREAM_EVICT: with one stage the weight tile's plain loads carry the evict_first hint; a pipelined loop
-    # turns them into cp.async copies, which carry none (why the GEMV and decode kernels also offer one-stage configs)
-    got = {(e, int(s)): (int(h), int(c)) for e, s, h, c in
-           (line.split() for line in run_uninterpreted("-c", _HINT_SM90).strip().splitlines())}
-    assert got[("evict_first", 1)][0] > 0 and got[("evict_first", 1)][1] == 0
-    assert got[("none", 1)][0] == 0
-    assert got[("evict_first", 3)][0] == 0 and got[("evict_first", 3)][1] > 0
