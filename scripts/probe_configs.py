@@ -6,7 +6,7 @@ minus the flushes) beside the torch baseline in the same process, after checking
 candidate's output against the baseline. The reports come from `mlsys bench`; this says which
 candidates deserve to become defaults.
 
-    python scripts/probe_configs.py matmul|decode|forward|gemv|flush [--out DIR]
+    python scripts/probe_configs.py matmul|decode|forward|gemv|flush|stream [--out DIR]
 
 Writes DIR/probe_<section>.jsonl (one line per candidate and shape) and prints the best per shape.
 """
@@ -20,6 +20,7 @@ import time
 
 import torch
 import triton
+import triton.language as tl
 
 from mlsyscalc.bench.attention import sdpa
 from mlsyscalc.bench.harness import check_close
@@ -284,6 +285,66 @@ def probe_gemv(out, shapes):
         torch.cuda.empty_cache()
 
 
+# ---------------------------------------------------------------- stream (the GEMV's weight reads without its arithmetic)
+
+@triton.jit
+def _stream_kernel(w_ptr, out_ptr, N, KW, stride_wn, BLOCK_N: tl.constexpr, BLOCK_KW: tl.constexpr):
+    """Reads a (N, KW) int32 view of the weights in the GEMV's tile order (BLOCK_N rows x BLOCK_KW words per
+    step, one program per row tile over all of K) and keeps only an xor of the words, so the time is the
+    load pattern's alone."""
+    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    kk = tl.arange(0, BLOCK_KW)
+    acc = tl.zeros((BLOCK_N, BLOCK_KW), dtype=tl.int32)
+    for k0 in range(0, KW, BLOCK_KW):
+        k = k0 + kk
+        acc ^= tl.load(w_ptr + offs_n[:, None] * stride_wn + k[None, :], mask=(offs_n[:, None] < N) & (k[None, :] < KW),
+                       other=0)
+    tl.store(out_ptr + tl.program_id(0), tl.xor_sum(tl.xor_sum(acc, axis=1), axis=0))
+
+
+def _xor_all(t: torch.Tensor) -> int:
+    """The xor of every element (pairwise halving on the tensor's device)."""
+    flat = t.flatten()
+    while flat.numel() > 1:
+        if flat.numel() % 2:
+            flat = torch.cat([flat, flat.new_zeros(1)])
+        flat = flat[0::2] ^ flat[1::2]
+    return int(flat.item())
+
+
+STREAM_SHAPES = [(57344, 8192), (8192, 8192), (4096, 4096)]   # (N, K) weights, as in the decode sweep
+# (bits, BLOCK_N, bytes of a row per step, warps, stages): the GEMV tiles the tuner chose on these shapes
+# (int4: 128-256 B of a row per step; int8: 256-512 B), and longer row steps beside them
+STREAM_TILES = [(4, 64, 128, 4, 4), (4, 32, 256, 4, 4), (4, 64, 256, 4, 3), (4, 128, 128, 4, 4), (4, 64, 512, 4, 3),
+                (8, 64, 512, 8, 3), (8, 32, 512, 4, 4), (8, 128, 256, 4, 3), (8, 64, 1024, 8, 3)]
+
+
+def probe_stream(out, shapes):
+    """The GEMV's weight reads alone, per tile: if these reach the copy bandwidth where the GEMV does not
+    (int4 at 2.3 TB/s on 57344x8192), the GEMV's limit is its arithmetic or latency, not its load pattern."""
+    torch.manual_seed(0)
+    for N, K in shapes:
+        for bits, bn, row_bytes, wp, st in STREAM_TILES:
+            w = torch.randint(-2**31, 2**31 - 1, (N, K * bits // 32), device="cuda", dtype=torch.int32)
+            res = torch.empty(triton.cdiv(N, bn), device="cuda", dtype=torch.int32)
+
+            def run(w=w, res=res, bn=bn, row_bytes=row_bytes, wp=wp, st=st):
+                _stream_kernel[(triton.cdiv(N, bn),)](w, res, N, w.shape[1], w.stride(0), BLOCK_N=bn,
+                                                      BLOCK_KW=row_bytes // 4, num_warps=wp, num_stages=st)
+                return res
+
+            run()
+            ok = _xor_all(res) == _xor_all(w)   # every word was read, once
+            g = gpu_time_ms(run)
+            bt = triton.testing.do_bench(run, warmup=10, rep=40, return_mode="median")
+            nbytes = w.numel() * 4
+            emit(out, "stream", dict(shape=f"{N}x{K} int{bits}", cand=f"n{bn} {row_bytes}B/row w{wp} s{st}",
+                                     gpu_ms=g, bench_ms=bt, bytes=nbytes, error="" if ok else "checksum mismatch",
+                                     gpu_GBps=nbytes / g / 1e6))
+            del w, res
+        torch.cuda.empty_cache()
+
+
 # ---------------------------------------------------------------- flush (what do_bench's L2 flush costs a small read)
 
 FLUSH_SHAPES = [(1, 8192, 8192), (1, 4096, 4096), (1, 8192, 4096), (1, 16384, 8192), (1, 28672, 8192),
@@ -356,18 +417,18 @@ def probe_flush(out, shapes):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("section", choices=["matmul", "decode", "forward", "gemv", "flush"])
+    ap.add_argument("section", choices=["matmul", "decode", "forward", "gemv", "flush", "stream"])
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--quick", action="store_true", help="first shape only")
     ap.add_argument("--small", action="store_true", help="matmul: the few-tile shapes only")
     a = ap.parse_args()
     shapes = {"matmul": MATMUL_SHAPES, "decode": DECODE_SHAPES, "forward": FORWARD_SHAPES, "gemv": GEMV_SHAPES,
-              "flush": FLUSH_SHAPES}[a.section]
+              "flush": FLUSH_SHAPES, "stream": STREAM_SHAPES}[a.section]
     shapes = shapes[:1] if a.quick else shapes
     if a.small:
         shapes = [sh for sh in shapes if sh[0] * sh[1] <= 2048 * 4096]
     fn = {"matmul": probe_matmul, "decode": probe_decode, "forward": probe_forward, "gemv": probe_gemv,
-          "flush": probe_flush}[a.section]
+          "flush": probe_flush, "stream": probe_stream}[a.section]
     t0 = time.time()
     with open(os.path.join(a.out, f"probe_{a.section}.jsonl"), "a") as out:
         out.write(json.dumps(dict(section=a.section, env=dict(torch=torch.__version__, triton=triton.__version__,
