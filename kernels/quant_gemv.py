@@ -338,19 +338,21 @@ def _sk_configs():
 
 
 MAX_SPLIT = 8
-_WORKSPACE: dict = {}   # (device index, stream handle) -> (fp32 partial sums, int32 counters)
+_WORKSPACE: dict = {}   # (device index, stream handle, N) -> (fp32 partial sums, int32 counters); never dropped
 
 
-def _workspace(M: int, N: int, device: int, stream: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The split kernel's partial sums (MAX_SPLIT x M x N fp32, grown on demand) and per-tile counters
-    (zeroed once; each launch leaves them at zero). Launches on one stream run in order, so they may
-    share a workspace; another stream gets its own."""
-    ws, lock = _WORKSPACE.get((device, stream), (None, None))
-    if ws is None or ws.numel() < MAX_SPLIT * M * N or lock.numel() < triton.cdiv(N, 16):
-        ws = torch.empty(MAX_SPLIT * MAX_M * N, device=f"cuda:{device}", dtype=torch.float32)
-        lock = torch.zeros(triton.cdiv(N, 16), device=f"cuda:{device}", dtype=torch.int32)
-        remember(_WORKSPACE, (device, stream), (ws, lock), limit=64)
-    return ws, lock
+def _workspace(N: int, device: int, stream: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The split kernel's partial sums (MAX_SPLIT x 16 x N fp32: any M <= 16) and per-tile counters (zeroed
+    once; each launch leaves them at zero) for one stream and one N. Launches on one stream run in order,
+    so they may share them; another stream gets its own. Kept for the process's life: a launch captured
+    in a CUDA graph keeps their addresses, so they are never replaced or freed. Graphs captured on one
+    stream (torch's default capture stream) share them too: replay such graphs one at a time."""
+    key = (device, stream, N)
+    bufs = _WORKSPACE.get(key)
+    if bufs is None:
+        bufs = _WORKSPACE[key] = (torch.empty(MAX_SPLIT * MAX_M * N, device=f"cuda:{device}", dtype=torch.float32),
+                                  torch.zeros(triton.cdiv(N, 16), device=f"cuda:{device}", dtype=torch.int32))
+    return bufs
 
 
 _KEY = ["M", "N", "K", "BITS", "GROUP"]
@@ -388,7 +390,7 @@ def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group
             dev = x.device.index
             stream = current_stream(dev)
             y = torch.empty((x.shape[0], q.shape[0]), device=x.device, dtype=x.dtype)
-            bufs = _workspace(x.shape[0], q.shape[0], dev, stream) if hit_kind == "sk" else ()
+            bufs = _workspace(q.shape[0], dev, stream) if hit_kind == "sk" else ()
             run_entry(entry, (x, q, scale, y, *bufs, x.shape[0], q.shape[0], x.shape[1], x.stride(0), q.stride(0),
                               scale.stride(0), y.stride(0)), dev, stream=stream)
             return y
@@ -432,7 +434,7 @@ def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group
     # BLOCK_K holds whole groups (group <= 128); the PTX conversions need 16-bit activations.
     # Repeated shapes go straight to the compiled kernel (matmul_launch: no autotuner or binder per call).
     consts = dict(BITS=bits, GROUP=group, ASM=x.dtype in (torch.float16, torch.bfloat16))
-    bufs = _workspace(M, N, x.device.index, current_stream(x.device.index)) if kind == "sk" else ()
+    bufs = _workspace(N, x.device.index, current_stream(x.device.index)) if kind == "sk" else ()
     if config is not None:
         meta = dict(config)
         kernel = TUNED[kind].fn

@@ -266,7 +266,7 @@ def probe_gemv(out, shapes):
                                                                    c.kwargs["BLOCK_K"] != c.kwargs["KS"] * 128)):
                         continue
                     y = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
-                    bufs = G._workspace(M, N, x.device.index, torch.cuda.current_stream().cuda_stream) if kind == "sk" else ()
+                    bufs = G._workspace(N, x.device.index, torch.cuda.current_stream().cuda_stream) if kind == "sk" else ()
 
                     def run(kernel=kernel, c=c, y=y, bufs=bufs):
                         kernel[(triton.cdiv(N, c.kwargs["BLOCK_N"]), c.kwargs.get("SPLIT", 1))](
