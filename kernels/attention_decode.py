@@ -250,12 +250,13 @@ def decode_attention(q, k_cache, v_cache, cache_seqlens=None, block_table=None, 
     if fast and entry is not None and (single or reduce_entry is not None) and not interpreting() and \
             (block_table is None or block_table.dtype == torch.int32) and \
             (cache_seqlens is None or cache_seqlens.dtype == torch.int32):   # tensors used as given
-        remember(_FAST, key, (entry, reduce_entry, rows * num_splits * d, rows * num_splits, args[8:]))
+        remember(_FAST, key, (entry, reduce_entry, rows * num_splits * d, rows * num_splits, args[8:],
+                              (h, n_q, num_splits)))
     return o
 
 
 # (shapes, strides, dtypes, alignment, scale, splits) of a decode call -> (split-kernel entry, reduce entry or
-# None, partial-output and partial-lse sizes, the integer arguments of the split kernel)
+# None, partial-output and partial-lse sizes, the integer arguments of the split kernel, and of the reduce kernel)
 _FAST: dict = {}
 
 
@@ -269,15 +270,14 @@ def _partials(q, n_o: int, n_lse: int, single: bool):
 
 
 def _run_fast(hit, q, k_cache, v_cache, cache_seqlens, block_table):
-    entry, reduce_entry, n_o, n_lse, ints = hit
+    entry, reduce_entry, n_o, n_lse, ints, reduce_ints = hit
     o = torch.empty_like(q)
     part_o, part_lse = _partials(q, n_o, n_lse, reduce_entry is None)
     dev = q.device.index
     run_entry(entry, (q, k_cache, v_cache, q if block_table is None else block_table,
                       q if cache_seqlens is None else cache_seqlens, o, part_o, part_lse, *ints), dev)
     if reduce_entry is not None:
-        h, n_q, splits = ints[-7], ints[-6], ints[-3]
-        run_entry(reduce_entry, (part_o, part_lse, o, *o.stride(), h, n_q, splits), dev)
+        run_entry(reduce_entry, (part_o, part_lse, o, *o.stride(), *reduce_ints), dev)
     return o
 
 

@@ -24,6 +24,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .matmul_launch import use_scratch_allocator
+
 LOG2E = 1.4426950408889634  # 1 / ln(2): softmax runs in base 2 (exp2 is one MUFU instruction)
 
 
@@ -226,13 +228,6 @@ attention_fwd_tuned = triton.autotune(
 )(attention_fwd_kernel)
 
 
-def _set_descriptor_allocator() -> None:
-    """Device-side tensor descriptors need scratch memory from the caller (triton >= 3.4)."""
-    from .matmul_launch import use_scratch_allocator
-
-    use_scratch_allocator()
-
-
 def can_use_descriptors(*tensors: torch.Tensor) -> bool:
     """TMA needs sm_90+, a unit last stride and 16-byte aligned base and strides."""
     if not all(t.is_cuda for t in tensors) or torch.cuda.get_device_capability(tensors[0].device)[0] < 9:
@@ -312,7 +307,7 @@ def attention_forward(q, k, v, causal: bool = False, sm_scale: float | None = No
     mode = _DESC_MODE[use_desc]
     tensors = (q, k, v, o)
     if mode == 1:
-        _set_descriptor_allocator()
+        use_scratch_allocator()   # device-side descriptors need scratch memory from the caller (triton >= 3.4)
     elif mode == 2:   # block shapes are set per config (_set_block_shapes) before each launch
         from triton.tools.tensor_descriptor import TensorDescriptor
 

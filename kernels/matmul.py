@@ -349,6 +349,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
     N = b.shape[1]
     out_dtype = out_dtype or (torch.bfloat16 if a.dtype in (FP8, torch.int8) else a.dtype)
     c = torch.empty((M, N), device=a.device, dtype=out_dtype)
+    # a repeated call may pass the scales straight to the kernel (_FAST) only if they need no conversion below
+    scales_as_given = a_scale is None or (a_scale.dtype == b_scale.dtype == torch.float32 and a_scale.is_contiguous()
+                                          and b_scale.is_contiguous())
     if a_scale is None:
         scale_mode = SCALE_NONE
     else:
@@ -390,14 +393,14 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
             entry = _launch_tma(a, b, c, scales, num_sms, args, launch_cache)
             ints, host_desc = (M, N, K), None
             if entry is not None:
-                tile = dict(zip(entry.names[9:], entry.tail))   # the constexprs after the 9 launch arguments
+                tile = dict(zip(entry.names[-len(entry.tail):], entry.tail))   # the constexprs after the arguments
                 host_desc = (tile["A_T"], tile["B_NK"], _block_shapes(tile))
         else:
             entry = _launch_dtma(a, b, c, scales, num_sms, args, launch_cache)
             ints, host_desc = (M, N, K, *_dtma_strides(a, b, c)), None
-        # remember it only where the scales went to the kernel as given (fp32, contiguous)
+        # remember it only where the scales went to the kernel as given
         if fast and entry is not None and not _interpreting() and (path == "dtma" or host_desc is not None) and \
-                (scale_mode == SCALE_NONE or (key[11][0] == key[11][2] == torch.float32 and key[11][4])):
+                scales_as_given:
             matmul_launch.remember(_FAST, key, (entry, out_dtype, ints, host_desc))
     else:
         _launch_ptr(a, b, c, scales, num_sms, args, launch_cache)
@@ -458,8 +461,8 @@ def _launch_tma(a, b, c, scales, num_sms, args, cache=True):
 
 def _dtma_strides(a, b, c) -> tuple[int, int, int]:
     """The non-unit stride of A (or A^T), B (or W = B^T) and C, as _matmul_dtma_kernel takes them."""
-    return (a.stride(1) if a.stride(1) != 1 else a.stride(0), b.stride(1) if b.stride(0) == 1 else b.stride(0),
-            c.stride(0))
+    a_t, b_nk = _layout(a, b)
+    return a.stride(1 if a_t else 0), b.stride(1 if b_nk else 0), c.stride(0)
 
 
 def _launch_dtma(a, b, c, scales, num_sms, args, cache=True):

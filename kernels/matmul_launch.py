@@ -59,7 +59,7 @@ def _spec(x):
 
 def remember(table: dict, key, value, limit: int = _MAX_ENTRIES):
     """table[key] = value, emptying the table first once it holds `limit` entries (a bounded memo); returns value.
-    The launch cache, the scratch buffers and the callers' per-signature fast paths all keep theirs this way."""
+    The launch cache and the callers' per-signature fast paths keep theirs this way."""
     if len(table) >= limit:
         table.clear()
     table[key] = value
@@ -155,19 +155,20 @@ def clear() -> None:
     _ENTRIES.clear()
 
 
-_SCRATCH: dict = {}   # (bytes, stream) -> buffer
+_SCRATCH: dict = {}   # (bytes, stream) -> buffer; never dropped
 
 
 def scratch(size: int, align: int, stream) -> torch.Tensor:
     """Triton's global-scratch allocator (device-built TMA descriptors live there), one buffer kept per
-    (size, stream): launches on one stream run in order, so the next launch may reuse the buffer, and a
-    repeated launch costs no allocation on the host."""
+    (size, stream) for the process's life: launches on one stream run in order, so the next launch may
+    reuse the buffer, a repeated launch costs no allocation on the host, and a launch captured in a CUDA
+    graph keeps a valid address (as quant_gemv's split workspace)."""
     key = (size, stream)
     buf = _SCRATCH.get(key)
     if buf is None:
         buf = torch.empty(size + align, dtype=torch.int8, device="cuda")
         offset = (-buf.data_ptr()) % align
-        buf = remember(_SCRATCH, key, buf[offset: offset + size], limit=64)   # sliced once; a hit returns it as is
+        buf = _SCRATCH[key] = buf[offset: offset + size]   # sliced once; a hit returns it as is
     return buf
 
 

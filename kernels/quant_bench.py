@@ -72,8 +72,7 @@ def _weight_only_case(M, N, K, bits, dev_dtype, variant="interleave"):
         if x.is_cuda and variant == "gemv":   # which kernel and tile the shape got
             from . import quant_gemv as G
 
-            kind = G._CHOICE.get((M, N, K, bits, group or K, x.dtype), "plain")
-            bench.extra["config"] = f"{kind}: {G.TUNED[kind].best_config}"
+            bench.extra["config"] = G.chosen(M, N, K, bits, group, x.dtype)
         return bench
 
     w_bytes = N * K * bits // 8 + N * (K // (group or K)) * 2

@@ -337,7 +337,7 @@ def _sk_configs():
             for bn, bk, sp, w, st in tiles]
 
 
-MAX_SPLIT = 8
+MAX_SPLIT = max(c.kwargs["SPLIT"] for c in _sk_configs())   # the workspace holds this many partial sums
 _WORKSPACE: dict = {}   # (device index, stream handle, N) -> (fp32 partial sums, int32 counters); never dropped
 
 
@@ -356,16 +356,25 @@ def _workspace(N: int, device: int, stream: int) -> tuple[torch.Tensor, torch.Te
 
 
 _KEY = ["M", "N", "K", "BITS", "GROUP"]
-_TUNED = triton.autotune(_configs(), key=_KEY, do_bench=gpu_time_ms)(_gemv_kernel)
-_TUNED_KS = triton.autotune(_ks_configs(), key=_KEY, do_bench=gpu_time_ms,
-                            prune_configs_by={"early_config_prune": _ks_prune})(_gemv_ks_kernel)
-_TUNED_SK = triton.autotune(_sk_configs(), key=_KEY, do_bench=gpu_time_ms)(_gemv_sk_kernel)
-KINDS = ("plain", "ks", "sk")
-TUNED = {"plain": _TUNED, "ks": _TUNED_KS, "sk": _TUNED_SK}
+TUNED = {"plain": triton.autotune(_configs(), key=_KEY, do_bench=gpu_time_ms)(_gemv_kernel),
+         "ks": triton.autotune(_ks_configs(), key=_KEY, do_bench=gpu_time_ms,
+                               prune_configs_by={"early_config_prune": _ks_prune})(_gemv_ks_kernel),
+         "sk": triton.autotune(_sk_configs(), key=_KEY, do_bench=gpu_time_ms)(_gemv_sk_kernel)}
+KINDS = tuple(TUNED)
 _CHOICE: dict = {}   # (M, N, K, bits, group, dtype) -> one of KINDS: the fastest by GPU time, measured on first use
 _FAST: dict = {}     # shapes, strides, dtypes, alignment of a chosen-kind call -> (kind, its launch entry)
 SK_MARGIN = 0.97     # the split kernel is chosen only when this much faster (GPU time) than the best one-pass kernel:
 #                      it costs more host work per call (two more arguments, a workspace lookup) and its partial sums
+
+
+def _choice_key(M: int, N: int, K: int, bits: int, group: int | None, dtype: torch.dtype) -> tuple:
+    return (M, N, K, bits, group or K, dtype)
+
+
+def chosen(M: int, N: int, K: int, bits: int, group: int | None, dtype: torch.dtype) -> str | None:
+    """The kernel and tile the default (kind=None) settled on for this shape, once it has run; None before."""
+    kind = _CHOICE.get(_choice_key(M, N, K, bits, group, dtype))
+    return None if kind is None else f"{kind}: {TUNED[kind].best_config}"
 
 
 def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group: int | None = None,
@@ -420,9 +429,9 @@ def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group
             _gemv_kernel[(triton.cdiv(N, 16),)](x, q, scale, y, *tail, BITS=bits, GROUP=group, BLOCK_N=16,
                                                BLOCK_K=bk, ASM=False)
         return y
-    chosen = kind is None
-    if chosen:
-        key = (M, N, K, bits, group, x.dtype)
+    choose = kind is None
+    if choose:
+        key = _choice_key(M, N, K, bits, group, x.dtype)
         if key not in _CHOICE:
             times = {k: gpu_time_ms(lambda k=k: gemv(x, q, scale, bits, group, cache, k)) for k in KINDS}
             one_pass = min(("plain", "ks"), key=times.get)
@@ -436,11 +445,10 @@ def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group
     consts = dict(BITS=bits, GROUP=group, ASM=x.dtype in (torch.float16, torch.bfloat16))
     bufs = _workspace(N, x.device.index, current_stream(x.device.index)) if kind == "sk" else ()
     if config is not None:
-        meta = dict(config)
-        kernel = TUNED[kind].fn
-        kernel[grid(meta)](x, q, scale, y, *bufs, *tail, **consts, **meta)
+        assert config.get("SPLIT", 1) <= MAX_SPLIT, f"the workspace holds {MAX_SPLIT} partial sums"
+        TUNED[kind].fn[grid(config)](x, q, scale, y, *bufs, *tail, **consts, **config)
         return y
     entry = launch(TUNED[kind], grid, (x, q, scale, y, *bufs, *tail), consts, cache=cache)
-    if chosen and cache and entry is not None:
+    if choose and cache and entry is not None:
         remember(_FAST, fkey, (kind, entry))
     return y

@@ -237,8 +237,9 @@ GEMV_SHAPES = [(1, 4096, 4096), (1, 8192, 8192), (1, 28672, 8192), (1, 57344, 81
 
 
 def probe_gemv(out, shapes):
-    """Every tile of both GEMV kernels (plain, K split over warps) for int8 and int4 g128 weights, beside
-    bf16 cuBLAS on the same weights dequantised: where the fixed cost of the small weights goes."""
+    """Every tile of the three GEMV kernels (plain, K split over warps, over programs; `gemv(kind, config)`)
+    for int8 and int4 g128 weights, beside bf16 cuBLAS on the same weights dequantised: where the fixed
+    cost of the small weights goes."""
     from mlsyscalc.kernels import quant as Q
     from mlsyscalc.kernels import quant_gemv as G
     from mlsyscalc.kernels.quant_w4 import pack_halves
@@ -257,24 +258,13 @@ def probe_gemv(out, shapes):
             qk = pack_halves(q, group) if bits == 4 else q
             ref = Q.weight_only_matmul_ref(x, q, sc, bits, group)
             nbytes = qk.numel() + 2 * sc.numel()
-            args = (x, qk, sc)
-            for kind, kernel, configs in (("plain", G._gemv_kernel, G._configs()),
-                                          ("ks", G._gemv_ks_kernel, G._ks_configs()),
-                                          ("sk", G._gemv_sk_kernel, G._sk_configs())):
+            for kind, tuned in G.TUNED.items():
+                configs = G._ks_prune(tuned.configs, {}, BITS=bits, GROUP=group) if kind == "ks" else tuned.configs
                 for c in configs:
-                    if bits == 4 and (c.kwargs["BLOCK_K"] % 128 or (kind == "ks" and
-                                                                   c.kwargs["BLOCK_K"] != c.kwargs["KS"] * 128)):
-                        continue
-                    y = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
-                    bufs = G._workspace(N, x.device.index, torch.cuda.current_stream().cuda_stream) if kind == "sk" else ()
+                    cfg = dict(c.kwargs, num_warps=c.num_warps, num_stages=c.num_stages)
+                    def run(kind=kind, cfg=cfg):
+                        return G.gemv(x, qk, sc, bits, group, kind=kind, config=cfg)
 
-                    def run(kernel=kernel, c=c, y=y, bufs=bufs):
-                        kernel[(triton.cdiv(N, c.kwargs["BLOCK_N"]), c.kwargs.get("SPLIT", 1))](
-                            *args, y, *bufs, M, N, K, x.stride(0), qk.stride(0), sc.stride(0), y.stride(0), BITS=bits,
-                            GROUP=group or K, ASM=True, **c.kwargs, num_warps=c.num_warps, num_stages=c.num_stages)
-                        return y
-
-                    y.zero_()
                     g, bt, e, err = timed(run, ref, 2e-2)
                     emit(out, "gemv", dict(shape=shape, cand=f"w{bits} {kind} {c.kwargs} w{c.num_warps} s{c.num_stages}",
                                            gpu_ms=g, bench_ms=bt, rel_err=e, error=err, bytes=nbytes))
