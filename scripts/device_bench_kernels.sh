@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run on the GPU machine from the repository root: GPU tests, ceilings, matmul + quant sweeps.
 # Usage: MLSYS_GIT_COMMIT=<sha> bash scripts/device_bench_kernels.sh smoke|full|w4|splitk|lean
-# stream: the GEMV's load pattern alone (probe stream) and every GEMV tile (probe gemv), not yet run (~7 min).
+# stream: the GEMV's load pattern alone in three layouts (probe stream), matmul + GEMV GPU tests (~8.5 min).
 # evict: GEMV and decode GPU tests, the decode goal sweep, the flush probe (one GEMV shape + decode) (~5 min).
 # final6: GEMV + W8A8 GPU tests, the W8A16/W4A16 decode sweep, the bf16 prefill sweep (~9.2 min).
 # gemv7: GEMV tests, ceilings, the flush and GEMV probes, the W8A16/W4A16 decode sweep (~9.5 min).
@@ -121,9 +121,15 @@ elif [ "$MODE" = tests ]; then
     echo "== $2 exit ${PIPESTATUS[0]}" >> "$OUT/tests.txt"
   done
 elif [ "$MODE" = stream ]; then
-  # (not yet run) the GEMV's weight reads without its arithmetic, per tile (probe stream), beside every GEMV tile
-  timeout 200 python3 scripts/probe_configs.py stream --out "$OUT" > "$OUT/probe_stream.log" 2>&1
-  timeout 200 python3 scripts/probe_configs.py gemv --out "$OUT" > "$OUT/probe_gemv.log" 2>&1
+  # the GEMV's weight reads without its arithmetic, per tile, in the row-major layout and two blocked ones
+  # (probe stream), then the matmul and GEMV GPU tests (the commits after the last tests call)
+  timeout 240 python3 scripts/probe_configs.py stream --out "$OUT" > "$OUT/probe_stream.log" 2>&1
+  for spec in "110 tests/test_kernels_matmul.py" "170 tests/test_kernels_quant_gemv.py"; do
+    set -- $spec
+    timeout "$1" python3 -m pytest -v -p no:cacheprovider -m gpu -k "not splitk" "$2" 2>&1 \
+      | grep -E "PASSED|FAILED|ERROR|Error|assert|passed|failed" >> "$OUT/tests.txt"
+    echo "== $2 exit ${PIPESTATUS[0]}" >> "$OUT/tests.txt"
+  done
 elif [ "$MODE" = evict ]; then
   # ran at commit a4dec67 (L2 evict_first hints on the GEMV weights and decode K/V, with one-stage configs; reverted
   # after this call measured no gain, reports/probes): GEMV tuning over every config (GPU test), decode GPU tests,

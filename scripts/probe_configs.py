@@ -278,18 +278,31 @@ def probe_gemv(out, shapes):
 # ---------------------------------------------------------------- stream (the GEMV's weight reads without its arithmetic)
 
 @triton.jit
-def _stream_kernel(w_ptr, out_ptr, N, KW, stride_wn, BLOCK_N: tl.constexpr, BLOCK_KW: tl.constexpr):
-    """Reads a (N, KW) int32 view of the weights in the GEMV's tile order (BLOCK_N rows x BLOCK_KW words per
-    step, one program per row tile over all of K) and keeps only an xor of the words, so the time is the
-    load pattern's alone."""
-    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+def _stream_kernel(w_ptr, out_ptr, N, KW, stride_wn, BLOCK_N: tl.constexpr, BLOCK_KW: tl.constexpr,
+                   LAYOUT: tl.constexpr, CW: tl.constexpr):
+    """Reads N x KW int32 words of weights in the GEMV's tile order (BLOCK_N rows x BLOCK_KW words per step, one
+    program per row tile over all of K) and keeps only an xor of the words, so the time is the load pattern's
+    alone. LAYOUT says where word (n, k) lives: 0 row-major (the GEMV's layout: each step reads BLOCK_N pieces
+    of 4 * BLOCK_KW bytes, K / 2 bytes apart); 1 bands of 16 rows, each band stored as chunks of 16 rows x CW
+    words, contiguous (16 * 4 * CW bytes) and in k order, so a program streams BLOCK_N / 16 contiguous runs;
+    2 each program's whole tile contiguous, step after step (one contiguous run per program)."""
+    pid = tl.program_id(0)
+    offs_n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
     kk = tl.arange(0, BLOCK_KW)
     acc = tl.zeros((BLOCK_N, BLOCK_KW), dtype=tl.int32)
     for k0 in range(0, KW, BLOCK_KW):
         k = k0 + kk
-        acc ^= tl.load(w_ptr + offs_n[:, None] * stride_wn + k[None, :], mask=(offs_n[:, None] < N) & (k[None, :] < KW),
-                       other=0)
-    tl.store(out_ptr + tl.program_id(0), tl.xor_sum(tl.xor_sum(acc, axis=1), axis=0))
+        ok = (offs_n[:, None] < N) & (k[None, :] < KW)
+        if LAYOUT == 0:
+            addr = offs_n[:, None] * stride_wn + k[None, :]
+        elif LAYOUT == 1:
+            band = offs_n // 16
+            chunk = k // CW
+            addr = ((band[:, None] * (KW // CW) + chunk[None, :]) * 16 + (offs_n % 16)[:, None]) * CW + (k % CW)[None, :]
+        else:
+            addr = pid * BLOCK_N * KW + k0 * BLOCK_N + tl.arange(0, BLOCK_N)[:, None] * BLOCK_KW + kk[None, :]
+        acc ^= tl.load(w_ptr + addr, mask=ok, other=0)
+    tl.store(out_ptr + pid, tl.xor_sum(tl.xor_sum(acc, axis=1), axis=0))
 
 
 def _xor_all(t: torch.Tensor) -> int:
@@ -310,27 +323,31 @@ STREAM_TILES = [(4, 64, 128, 4, 4), (4, 32, 256, 4, 4), (4, 64, 256, 4, 3), (4, 
 
 
 def probe_stream(out, shapes):
-    """The GEMV's weight reads alone, per tile: if these reach the copy bandwidth where the GEMV does not
-    (int4 at 2.3 TB/s on 57344x8192), the GEMV's limit is its arithmetic or latency, not its load pattern."""
+    """The GEMV's weight reads alone, per tile and per layout: if the row-major reads (layout 0) stay near the
+    GEMV's 2.3 TB/s where a blocked layout (1: 16-row bands of 1-2 KB chunks; 2: each program's tile
+    contiguous) reaches the copy bandwidth, the GEMV's limit is its load pattern, and a repacked weight
+    layout is the fix; if all three are fast, the limit is its arithmetic or latency."""
     torch.manual_seed(0)
     for N, K in shapes:
         for bits, bn, row_bytes, wp, st in STREAM_TILES:
             w = torch.randint(-2**31, 2**31 - 1, (N, K * bits // 32), device="cuda", dtype=torch.int32)
             res = torch.empty(triton.cdiv(N, bn), device="cuda", dtype=torch.int32)
+            chunk = 64 if bits == 4 else 128   # bytes of a band's row per chunk: int4 g128's group, int8's 128 k
+            for layout in (0, 1, 2):
+                def run(w=w, res=res, bn=bn, row_bytes=row_bytes, wp=wp, st=st, layout=layout):
+                    _stream_kernel[(triton.cdiv(N, bn),)](w, res, N, w.shape[1], w.stride(0), BLOCK_N=bn,
+                                                          BLOCK_KW=row_bytes // 4, LAYOUT=layout, CW=chunk // 4,
+                                                          num_warps=wp, num_stages=st)
+                    return res
 
-            def run(w=w, res=res, bn=bn, row_bytes=row_bytes, wp=wp, st=st):
-                _stream_kernel[(triton.cdiv(N, bn),)](w, res, N, w.shape[1], w.stride(0), BLOCK_N=bn,
-                                                      BLOCK_KW=row_bytes // 4, num_warps=wp, num_stages=st)
-                return res
-
-            run()
-            ok = _xor_all(res) == _xor_all(w)   # every word was read, once
-            g = gpu_time_ms(run)
-            bt = triton.testing.do_bench(run, warmup=10, rep=40, return_mode="median")
-            nbytes = w.numel() * 4
-            emit(out, "stream", dict(shape=f"{N}x{K} int{bits}", cand=f"n{bn} {row_bytes}B/row w{wp} s{st}",
-                                     gpu_ms=g, bench_ms=bt, bytes=nbytes, error="" if ok else "checksum mismatch",
-                                     gpu_GBps=nbytes / g / 1e6))
+                run()
+                ok = _xor_all(res) == _xor_all(w)   # every word was read, once
+                g = gpu_time_ms(run)
+                bt = triton.testing.do_bench(run, warmup=10, rep=40, return_mode="median")
+                nbytes = w.numel() * 4
+                emit(out, "stream", dict(shape=f"{N}x{K} int{bits}", cand=f"L{layout} n{bn} {row_bytes}B/row w{wp} s{st}",
+                                         gpu_ms=g, bench_ms=bt, bytes=nbytes, error="" if ok else "checksum mismatch",
+                                         gpu_GBps=nbytes / g / 1e6))
             del w, res
         torch.cuda.empty_cache()
 
