@@ -2,6 +2,7 @@
 # Run on the GPU machine from the repository root: GPU tests, ceilings, matmul + quant sweeps.
 # Usage: MLSYS_GIT_COMMIT=<sha> bash scripts/device_bench_kernels.sh smoke|full|w4|splitk|lean
 # stream: the GEMV's load pattern alone in three layouts (probe stream), matmul + GEMV GPU tests (~8.5 min).
+# spf: the int4 GEMV's scale prefetch (probe gemv --int4: SPF 0 / 16 / no scale loads), attention + quant GPU tests.
 # evict: GEMV and decode GPU tests, the decode goal sweep, the flush probe (one GEMV shape + decode) (~5 min).
 # final6: GEMV + W8A8 GPU tests, the W8A16/W4A16 decode sweep, the bf16 prefill sweep (~9.2 min).
 # gemv7: GEMV tests, ceilings, the flush and GEMV probes, the W8A16/W4A16 decode sweep (~9.5 min).
@@ -130,6 +131,16 @@ elif [ "$MODE" = stream ]; then
       | grep -E "PASSED|FAILED|ERROR|Error|assert|passed|failed" >> "$OUT/tests.txt"
     echo "== $2 exit ${PIPESTATUS[0]}" >> "$OUT/tests.txt"
   done
+elif [ "$MODE" = spf ]; then
+  # the int4 GEMV's scale gathers prefetched into the L2 (SPF groups ahead) against none and against no scale loads
+  # at all, every tile of the three kernels (probe gemv --int4), then the attention and quant GPU tests
+  timeout 300 python3 scripts/probe_configs.py gemv --int4 --out "$OUT" > "$OUT/probe_gemv.log" 2>&1
+  for spec in "150 tests/test_kernels_attention.py" "80 tests/test_kernels_quant.py"; do
+    set -- $spec
+    timeout "$1" python3 -m pytest -v -p no:cacheprovider -m gpu -k "not splitk" "$2" 2>&1 \
+      | grep -E "PASSED|FAILED|ERROR|Error|assert|passed|failed" >> "$OUT/tests.txt"
+    echo "== $2 exit ${PIPESTATUS[0]}" >> "$OUT/tests.txt"
+  done
 elif [ "$MODE" = evict ]; then
   # ran at commit a4dec67 (L2 evict_first hints on the GEMV weights and decode K/V, with one-stage configs; reverted
   # after this call measured no gain, reports/probes): GEMV tuning over every config (GPU test), decode GPU tests,
@@ -187,7 +198,7 @@ else  # split-K tests compile many kernels: they run in the splitk mode
 fi
 # Did the compiler use Hopper's instructions? Count HGMMA/QGMMA/IMMA (wgmma) and UTMALDG (TMA) per kernel.
 # (skipped in the tests mode; at most 300 cubins: with many tuned configs the census outran final5's cap)
-[ "$MODE" = tests ] || [ "$MODE" = gemv7 ] || [ "$MODE" = final6 ] || [ "$MODE" = evict ] || [ "$MODE" = stream ] && { echo "== done $(date -u)"; exit 0; }
+[ "$MODE" = tests ] || [ "$MODE" = gemv7 ] || [ "$MODE" = final6 ] || [ "$MODE" = evict ] || [ "$MODE" = stream ] || [ "$MODE" = spf ] && { echo "== done $(date -u)"; exit 0; }
 for f in $(find $TRITON_CACHE_DIR -name '*.cubin' 2>/dev/null | head -300); do
   n=$(basename "$f" .cubin)
   s=$(cuobjdump -sass "$f" 2>/dev/null)
