@@ -114,16 +114,9 @@ def _int4_asm(byte, dt: tl.constexpr):
 
 
 @triton.jit
-def _prefetch_l2(ptrs):
-    """Asks the L2 for the lines holding ptrs (PTX prefetch.global.L2): no register result, so nothing waits on it."""
-    return tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.b32 $0, 0;", "=r,l", [ptrs], dtype=tl.int32,
-                                     is_pure=False, pack=1)
-
-
-@triton.jit
 def _gemv_acc(x_ptr, w_ptr, s_ptr, offs_m, offs_n, m_ok, n_ok, k_lo, k_hi, K, stride_xm, stride_wn, stride_sn,
               BITS: tl.constexpr, GROUP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-              ASM: tl.constexpr, SPF: tl.constexpr = 0):
+              ASM: tl.constexpr):
     """fp32 (16, BLOCK_N) = x[:, k_lo:k_hi] @ dequant(W)[offs_n, k_lo:k_hi].T, scales applied; k_lo is a
     multiple of BLOCK_K, and tiles past K read nothing (masked)."""
     BLOCK_M: tl.constexpr = 16
@@ -147,10 +140,7 @@ def _gemv_acc(x_ptr, w_ptr, s_ptr, offs_m, offs_n, m_ok, n_ok, k_lo, k_hi, K, st
         H: tl.constexpr = GROUP // 2
         BIAS: tl.constexpr = 1032.0 if dt == tl.float16 else 136.0   # magic base + the int4 offset 8
         j = tl.arange(0, H)
-        s_line = s_ptr + tl.where(n_ok, offs_n, 0) * stride_sn
         for k0 in range(k_lo, k_hi, BLOCK_K):    # K % GROUP == 0; BLOCK_K holds whole groups
-            if ASM and SPF > 0:   # the scales SPF groups ahead into the L2, so the gathers below wait less
-                _prefetch_l2(s_line + tl.minimum(k0 // GROUP + SPF, K // GROUP - 1))
             for g in tl.static_range(BLOCK_K // GROUP):
                 kg = k0 + g * GROUP
                 g_ok = kg < K
@@ -169,10 +159,7 @@ def _gemv_acc(x_ptr, w_ptr, s_ptr, offs_m, offs_n, m_ok, n_ok, k_lo, k_hi, K, st
                     hi = _int4_plus_bias(byte >> 4, dt)
                     x_sum = tl.sum(x_lo.to(tl.float32) + x_hi.to(tl.float32), axis=1)  # (16,)
                     bias = BIAS
-                if SPF < 0:   # probe only: no scale loads (right only where every scale is 1)
-                    s = tl.full((BLOCK_N,), 1.0, tl.float32)
-                else:
-                    s = tl.load(s_ptr + offs_n * stride_sn + kg // GROUP, mask=n_ok & g_ok, other=0.0).to(tl.float32)
+                s = tl.load(s_ptr + offs_n * stride_sn + kg // GROUP, mask=n_ok & g_ok, other=0.0).to(tl.float32)
                 part = tl.dot(x_lo, tl.trans(lo))
                 part = tl.dot(x_hi, tl.trans(hi), part)
                 acc += (part - bias * x_sum[:, None]) * s[None, :]
@@ -185,7 +172,7 @@ def _gemv_kernel(
     M, N, K,
     stride_xm, stride_wn, stride_sn, stride_ym,
     BITS: tl.constexpr, GROUP: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr, SPF: tl.constexpr = 0,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr,
 ):
     pid = tl.program_id(0)
     offs_n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -193,7 +180,7 @@ def _gemv_kernel(
     n_ok = offs_n < N
     m_ok = offs_m < M
     acc = _gemv_acc(x_ptr, w_ptr, s_ptr, offs_m, offs_n, m_ok, n_ok, 0, K, K, stride_xm, stride_wn, stride_sn,
-                    BITS, GROUP, BLOCK_N, BLOCK_K, ASM, SPF)
+                    BITS, GROUP, BLOCK_N, BLOCK_K, ASM)
     out = y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :]
     tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
 
@@ -205,7 +192,7 @@ def _gemv_sk_kernel(
     M, N, K,
     stride_xm, stride_wn, stride_sn, stride_ym,
     BITS: tl.constexpr, GROUP: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, ASM: tl.constexpr, SPF: tl.constexpr = 0,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, ASM: tl.constexpr,
 ):
     """_gemv_kernel over a (column tile, K slice) grid: SPLIT programs per column tile, each over one
     K slice (a whole number of BLOCK_K). Small weights get several programs per SM, and so more
@@ -223,7 +210,7 @@ def _gemv_sk_kernel(
     k_lo = pid_k * chunk
     k_hi = tl.minimum(k_lo + chunk, K)
     acc = _gemv_acc(x_ptr, w_ptr, s_ptr, offs_m, offs_n, m_ok, n_ok, k_lo, k_hi, K, stride_xm, stride_wn, stride_sn,
-                    BITS, GROUP, BLOCK_N, BLOCK_K, ASM, SPF)
+                    BITS, GROUP, BLOCK_N, BLOCK_K, ASM)
     mask = m_ok[:, None] & n_ok[None, :]
     ws = ws_ptr + offs_m[:, None] * N + offs_n[None, :]
     tl.store(ws + pid_k * M * N, acc, mask=mask)
@@ -244,7 +231,7 @@ def _gemv_ks_kernel(
     M, N, K,
     stride_xm, stride_wn, stride_sn, stride_ym,
     BITS: tl.constexpr, GROUP: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, KS: tl.constexpr, ASM: tl.constexpr, SPF: tl.constexpr = 0,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, KS: tl.constexpr, ASM: tl.constexpr,
 ):
     """_gemv_kernel with K split KS ways inside the program: a batched (KS, 16, BLOCK_N) dot whose
     batch runs on different warps, summed once at the end. For few columns (N / BLOCK_N programs)
@@ -280,10 +267,7 @@ def _gemv_ks_kernel(
         BIAS: tl.constexpr = 1032.0 if dt == tl.float16 else 136.0
         tl.static_assert(SL == GROUP, "int4: one group per K slice")
         j = tl.arange(0, H)
-        s_line = s_ptr + tl.where(n_ok, offs_n, 0) * stride_sn
         for k0 in range(0, K, BLOCK_K):
-            if ASM and SPF > 0:   # as in _gemv_acc: the scales SPF groups ahead into the L2
-                _prefetch_l2(s_line + tl.minimum(k0 // GROUP + SPF, K // GROUP - 1))
             kg = k0 + ks * GROUP                                                     # (KS,) first k of each group
             g_ok = kg < K
             x_row = x_ptr + offs_m[None, :, None] * stride_xm + kg[:, None, None] + j[None, None, :]
@@ -302,11 +286,8 @@ def _gemv_ks_kernel(
                 x_sum = tl.sum(x_lo.to(tl.float32) + x_hi.to(tl.float32), axis=2)  # (KS, 16)
                 part = tl.dot(x_lo, lo)
                 part = tl.dot(x_hi, hi, part) - BIAS * x_sum[:, :, None]
-            if SPF < 0:   # probe only, as in _gemv_acc
-                s = tl.full((KS, BLOCK_N), 1.0, tl.float32)
-            else:
-                s = tl.load(s_ptr + offs_n[None, :] * stride_sn + (kg // GROUP)[:, None],
-                            mask=n_ok[None, :] & g_ok[:, None], other=0.0).to(tl.float32)  # (KS, BLOCK_N)
+            s = tl.load(s_ptr + offs_n[None, :] * stride_sn + (kg // GROUP)[:, None],
+                        mask=n_ok[None, :] & g_ok[:, None], other=0.0).to(tl.float32)  # (KS, BLOCK_N)
             acc += part * s[:, None, :]
         out = tl.sum(acc, axis=0)
     ptrs = y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :]

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Run on the GPU machine from the repository root: GPU tests, ceilings, matmul + quant sweeps.
 # Usage: MLSYS_GIT_COMMIT=<sha> bash scripts/device_bench_kernels.sh smoke|full|w4|splitk|lean
-# stream: the GEMV's load pattern alone in three layouts (probe stream), matmul + GEMV GPU tests (~8.5 min).
-# spf: the int4 GEMV's scale prefetch (probe gemv --int4: SPF 0 / 16 / no scale loads), attention + quant GPU tests.
+# final7: attention GPU tests, the W8A16/W4A16 decode sweep, the fp8 prefill sweep (~9.5 min).
+# stream: the GEMV's load pattern alone in three layouts (probe stream), matmul + GEMV GPU tests (~3 min, ran at 0dc72c2).
+# spf (ran at commit 5a8f360, removed with the reverted kernel change; `git show 5a8f360`): the int4 GEMV's scales
+#     prefetched into the L2 / not loaded at all (probe gemv --int4), attention + quant GPU tests.
 # evict: GEMV and decode GPU tests, the decode goal sweep, the flush probe (one GEMV shape + decode) (~5 min).
 # final6: GEMV + W8A8 GPU tests, the W8A16/W4A16 decode sweep, the bf16 prefill sweep (~9.2 min).
 # gemv7: GEMV tests, ceilings, the flush and GEMV probes, the W8A16/W4A16 decode sweep (~9.5 min).
@@ -121,21 +123,19 @@ elif [ "$MODE" = tests ]; then
       | grep -E "PASSED|FAILED|ERROR|Error|assert|passed|failed" >> "$OUT/tests.txt"
     echo "== $2 exit ${PIPESTATUS[0]}" >> "$OUT/tests.txt"
   done
+elif [ "$MODE" = final7 ]; then
+  # the measurement of record at this session's last kernel commit: the attention GPU tests (decode's fast path
+  # changed since they last all ran), the W8A16/W4A16 decode sweep, the fp8 prefill sweep
+  timeout 230 python3 -m pytest -v -p no:cacheprovider -m gpu tests/test_kernels_attention.py 2>&1 \
+    | grep -E "PASSED|FAILED|ERROR|Error|assert|passed|failed" | tee "$OUT/tests.txt"
+  echo "== attention exit ${PIPESTATUS[0]}" >> "$OUT/tests.txt"
+  timeout 150 $B quant --quiet --kind w8a16_gemv --kind w4a16_gemv --sweep decode --out "$OUT/quant.jsonl" --format csv
+  timeout 185 $B matmul --quiet --dtype fp8_tensor --sweep prefill --out "$OUT/matmul.jsonl" --format csv
 elif [ "$MODE" = stream ]; then
   # the GEMV's weight reads without its arithmetic, per tile, in the row-major layout and two blocked ones
   # (probe stream), then the matmul and GEMV GPU tests (the commits after the last tests call)
   timeout 240 python3 scripts/probe_configs.py stream --out "$OUT" > "$OUT/probe_stream.log" 2>&1
   for spec in "110 tests/test_kernels_matmul.py" "170 tests/test_kernels_quant_gemv.py"; do
-    set -- $spec
-    timeout "$1" python3 -m pytest -v -p no:cacheprovider -m gpu -k "not splitk" "$2" 2>&1 \
-      | grep -E "PASSED|FAILED|ERROR|Error|assert|passed|failed" >> "$OUT/tests.txt"
-    echo "== $2 exit ${PIPESTATUS[0]}" >> "$OUT/tests.txt"
-  done
-elif [ "$MODE" = spf ]; then
-  # the int4 GEMV's scale gathers prefetched into the L2 (SPF groups ahead) against none and against no scale loads
-  # at all, every tile of the three kernels (probe gemv --int4), then the attention and quant GPU tests
-  timeout 300 python3 scripts/probe_configs.py gemv --int4 --out "$OUT" > "$OUT/probe_gemv.log" 2>&1
-  for spec in "150 tests/test_kernels_attention.py" "80 tests/test_kernels_quant.py"; do
     set -- $spec
     timeout "$1" python3 -m pytest -v -p no:cacheprovider -m gpu -k "not splitk" "$2" 2>&1 \
       | grep -E "PASSED|FAILED|ERROR|Error|assert|passed|failed" >> "$OUT/tests.txt"
@@ -198,7 +198,7 @@ else  # split-K tests compile many kernels: they run in the splitk mode
 fi
 # Did the compiler use Hopper's instructions? Count HGMMA/QGMMA/IMMA (wgmma) and UTMALDG (TMA) per kernel.
 # (skipped in the tests mode; at most 300 cubins: with many tuned configs the census outran final5's cap)
-[ "$MODE" = tests ] || [ "$MODE" = gemv7 ] || [ "$MODE" = final6 ] || [ "$MODE" = evict ] || [ "$MODE" = stream ] || [ "$MODE" = spf ] && { echo "== done $(date -u)"; exit 0; }
+[ "$MODE" = tests ] || [ "$MODE" = final7 ] || [ "$MODE" = gemv7 ] || [ "$MODE" = final6 ] || [ "$MODE" = evict ] || [ "$MODE" = stream ] && { echo "== done $(date -u)"; exit 0; }
 for f in $(find $TRITON_CACHE_DIR -name '*.cubin' 2>/dev/null | head -300); do
   n=$(basename "$f" .cubin)
   s=$(cuobjdump -sass "$f" 2>/dev/null)

@@ -234,10 +234,9 @@ def probe_forward(out, shapes):
 # ---------------------------------------------------------------- gemv (weight-only decode)
 
 GEMV_SHAPES = [(1, 4096, 4096), (1, 8192, 8192), (1, 28672, 8192), (1, 57344, 8192), (16, 8192, 8192)]
-SPF = (0, 16, -1)   # int4: the scales' L2 prefetch distance in groups (0: none; -1: no scale loads, all scales 1)
 
 
-def probe_gemv(out, shapes, int4_only=False):
+def probe_gemv(out, shapes):
     """Every tile of the three GEMV kernels (plain, K split over warps, over programs; `gemv(kind, config)`)
     for int8 and int4 g128 weights, beside bf16 cuBLAS on the same weights dequantised: where the fixed
     cost of the small weights goes."""
@@ -254,25 +253,21 @@ def probe_gemv(out, shapes, int4_only=False):
         g, bt, e, err = timed(lambda: torch.matmul(x, w16.T), torch.matmul(x.float(), w16.float().T), 1e-2)
         emit(out, "gemv", dict(shape=shape, cand="cublas bf16", gpu_ms=g, bench_ms=bt, rel_err=e, error=err,
                                bytes=2 * N * K))
-        for bits, group in ((4, 128),) if int4_only else ((8, None), (4, 128)):
+        for bits, group in ((8, None), (4, 128)):
             q, sc = Q.quantize(w, "int8" if bits == 8 else "int4", group, torch.bfloat16)
             qk = pack_halves(q, group) if bits == 4 else q
             ref = Q.weight_only_matmul_ref(x, q, sc, bits, group)
-            ref_ones = Q.weight_only_matmul_ref(x, q, torch.ones_like(sc), bits, group)
             nbytes = qk.numel() + 2 * sc.numel()
             for kind, tuned in G.TUNED.items():
                 configs = G._ks_prune(tuned.configs, {}, BITS=bits, GROUP=group) if kind == "ks" else tuned.configs
                 for c in configs:
-                    for spf in (SPF if bits == 4 else (None,)):
-                        cfg = dict(c.kwargs, num_warps=c.num_warps, num_stages=c.num_stages)
-                        if spf is not None:
-                            cfg["SPF"] = spf
-                        def run(kind=kind, cfg=cfg):
-                            return G.gemv(x, qk, sc, bits, group, kind=kind, config=cfg)
+                    cfg = dict(c.kwargs, num_warps=c.num_warps, num_stages=c.num_stages)
+                    def run(kind=kind, cfg=cfg):
+                        return G.gemv(x, qk, sc, bits, group, kind=kind, config=cfg)
 
-                        g, bt, e, err = timed(run, ref if spf != -1 else ref_ones, 2e-2)
-                        emit(out, "gemv", dict(shape=shape, cand=f"w{bits} {kind} {cfg}", gpu_ms=g, bench_ms=bt,
-                                               rel_err=e, error=err, bytes=nbytes))
+                    g, bt, e, err = timed(run, ref, 2e-2)
+                    emit(out, "gemv", dict(shape=shape, cand=f"w{bits} {kind} {c.kwargs} w{c.num_warps} s{c.num_stages}",
+                                           gpu_ms=g, bench_ms=bt, rel_err=e, error=err, bytes=nbytes))
             g, bt, e, err = timed(lambda: G.gemv(x, qk, sc, bits, group), ref, 2e-2)
             emit(out, "gemv", dict(shape=shape, cand=f"w{bits} default", gpu_ms=g, bench_ms=bt, rel_err=e, error=err,
                                    bytes=nbytes))
@@ -433,13 +428,10 @@ def main() -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--quick", action="store_true", help="first shape only")
     ap.add_argument("--small", action="store_true", help="matmul: the few-tile shapes only")
-    ap.add_argument("--int4", action="store_true", help="gemv: int4 weights only")
     a = ap.parse_args()
     shapes = {"matmul": MATMUL_SHAPES, "decode": DECODE_SHAPES, "forward": FORWARD_SHAPES, "gemv": GEMV_SHAPES,
               "flush": FLUSH_SHAPES, "stream": STREAM_SHAPES}[a.section]
     shapes = shapes[:1] if a.quick else shapes
-    if a.int4:   # the largest weights first (the decode shape where int4 lags most), in case the time cap cuts the rest
-        shapes = sorted(shapes, key=lambda sh: -sh[1] * sh[2])
     if a.small:
         shapes = [sh for sh in shapes if sh[0] * sh[1] <= 2048 * 4096]
     fn = {"matmul": probe_matmul, "decode": probe_decode, "forward": probe_forward, "gemv": probe_gemv,
@@ -449,7 +441,7 @@ def main() -> int:
         out.write(json.dumps(dict(section=a.section, env=dict(torch=torch.__version__, triton=triton.__version__,
                                                               gpu=torch.cuda.get_device_name(),
                                                               commit=os.environ.get("MLSYS_GIT_COMMIT", "")))) + "\n")
-        fn(out, shapes, int4_only=True) if a.int4 else fn(out, shapes)
+        fn(out, shapes)
     print(f"{a.section}: {time.time() - t0:.0f} s", flush=True)
     return 0
 
