@@ -72,7 +72,7 @@ def _weight_only_case(M, N, K, bits, dev_dtype, variant="interleave"):
         if x.is_cuda and variant == "gemv":   # which kernel and tile the shape got
             from . import quant_gemv as G
 
-            bench.extra["config"] = G.chosen(M, N, K, bits, group, x.dtype, G.scale_words(bits, s, x.dtype))
+            bench.extra["config"] = G.chosen(M, N, K, bits, group, x.dtype)
         return bench
 
     w_bytes = N * K * bits // 8 + N * (K // (group or K)) * 2

@@ -116,7 +116,7 @@ def _int4_asm(byte, dt: tl.constexpr):
 @triton.jit
 def _gemv_acc(x_ptr, w_ptr, s_ptr, offs_m, offs_n, m_ok, n_ok, k_lo, k_hi, K, stride_xm, stride_wn, stride_sn,
               BITS: tl.constexpr, GROUP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-              ASM: tl.constexpr, SCALE_WORDS: tl.constexpr):
+              ASM: tl.constexpr):
     """fp32 (16, BLOCK_N) = x[:, k_lo:k_hi] @ dequant(W)[offs_n, k_lo:k_hi].T, scales applied; k_lo is a
     multiple of BLOCK_K, and tiles past K read nothing (masked)."""
     BLOCK_M: tl.constexpr = 16
@@ -140,46 +140,29 @@ def _gemv_acc(x_ptr, w_ptr, s_ptr, offs_m, offs_n, m_ok, n_ok, k_lo, k_hi, K, st
         H: tl.constexpr = GROUP // 2
         BIAS: tl.constexpr = 1032.0 if dt == tl.float16 else 136.0   # magic base + the int4 offset 8
         j = tl.arange(0, H)
-        NG: tl.constexpr = BLOCK_K // GROUP
-        PAIRS: tl.constexpr = ASM and SCALE_WORDS and NG % 2 == 0
         for k0 in range(k_lo, k_hi, BLOCK_K):    # K % GROUP == 0; BLOCK_K holds whole groups
-            for gp in tl.static_range(NG // 2 if PAIRS else NG):
-                if PAIRS:   # two groups' scales as one 32-bit word a column: it feeds the dots, so it is pipelined
-                    g0 = k0 // GROUP + 2 * gp
-                    word = tl.load(s_ptr.to(tl.pointer_type(tl.int32), bitcast=True) + (offs_n * stride_sn + g0) // 2,
-                                   mask=n_ok & (g0 < K // GROUP), other=0)
-                for h in tl.static_range(2 if PAIRS else 1):
-                    g = 2 * gp + h if PAIRS else gp
-                    kg = k0 + g * GROUP
-                    g_ok = kg < K
-                    x_row = x_ptr + offs_m[:, None] * stride_xm + kg
-                    x_mask = m_ok[:, None] & g_ok
-                    x_lo = tl.load(x_row + j[None, :], mask=x_mask, other=0.0)          # (16, H)
-                    x_hi = tl.load(x_row + H + j[None, :], mask=x_mask, other=0.0)
-                    byte = tl.load(w_ptr + offs_n[:, None] * stride_wn + kg // 2 + j[None, :],
-                                   mask=n_ok[:, None] & g_ok, other=0)                  # (BLOCK_N, H) uint8
-                    if PAIRS:   # weights (n - 8) * s rounded to dt, as dequantised dt weights are
-                        lo, hi = _int4_asm(byte, dt)
-                        bits = (word if h == 0 else word >> 16).to(tl.int16)          # little-endian: even group low
-                        sw = bits.to(s_ptr.dtype.element_ty, bitcast=True).to(dt)[:, None]
-                        acc = tl.dot(x_lo, tl.trans(lo * sw), acc)
-                        acc = tl.dot(x_hi, tl.trans(hi * sw), acc)
-                    else:
-                        if ASM:
-                            lo, hi = _int4_asm(byte, dt)
-                            x_sum = tl.zeros((BLOCK_M,), dtype=tl.float32)
-                            bias = 0.0
-                        else:
-                            lo = _int4_plus_bias(byte & 15, dt)
-                            hi = _int4_plus_bias(byte >> 4, dt)
-                            x_sum = tl.sum(x_lo.to(tl.float32) + x_hi.to(tl.float32), axis=1)  # (16,)
-                            bias = BIAS
-                        # a plain load used in this step, so each step waits for it (about 15% of the
-                        # largest int4 shapes' time, reports/quant/notes.md)
-                        s = tl.load(s_ptr + offs_n * stride_sn + kg // GROUP, mask=n_ok & g_ok, other=0.0).to(tl.float32)
-                        part = tl.dot(x_lo, tl.trans(lo))
-                        part = tl.dot(x_hi, tl.trans(hi), part)
-                        acc += (part - bias * x_sum[:, None]) * s[None, :]
+            for g in tl.static_range(BLOCK_K // GROUP):
+                kg = k0 + g * GROUP
+                g_ok = kg < K
+                x_row = x_ptr + offs_m[:, None] * stride_xm + kg
+                x_mask = m_ok[:, None] & g_ok
+                x_lo = tl.load(x_row + j[None, :], mask=x_mask, other=0.0)          # (16, H)
+                x_hi = tl.load(x_row + H + j[None, :], mask=x_mask, other=0.0)
+                byte = tl.load(w_ptr + offs_n[:, None] * stride_wn + kg // 2 + j[None, :],
+                               mask=n_ok[:, None] & g_ok, other=0)                  # (BLOCK_N, H) uint8
+                if ASM:
+                    lo, hi = _int4_asm(byte, dt)
+                    x_sum = tl.zeros((BLOCK_M,), dtype=tl.float32)
+                    bias = 0.0
+                else:
+                    lo = _int4_plus_bias(byte & 15, dt)
+                    hi = _int4_plus_bias(byte >> 4, dt)
+                    x_sum = tl.sum(x_lo.to(tl.float32) + x_hi.to(tl.float32), axis=1)  # (16,)
+                    bias = BIAS
+                s = tl.load(s_ptr + offs_n * stride_sn + kg // GROUP, mask=n_ok & g_ok, other=0.0).to(tl.float32)
+                part = tl.dot(x_lo, tl.trans(lo))
+                part = tl.dot(x_hi, tl.trans(hi), part)
+                acc += (part - bias * x_sum[:, None]) * s[None, :]
     return acc
 
 
@@ -189,7 +172,7 @@ def _gemv_kernel(
     M, N, K,
     stride_xm, stride_wn, stride_sn, stride_ym,
     BITS: tl.constexpr, GROUP: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr, SCALE_WORDS: tl.constexpr = 0,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr,
 ):
     pid = tl.program_id(0)
     offs_n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -197,7 +180,7 @@ def _gemv_kernel(
     n_ok = offs_n < N
     m_ok = offs_m < M
     acc = _gemv_acc(x_ptr, w_ptr, s_ptr, offs_m, offs_n, m_ok, n_ok, 0, K, K, stride_xm, stride_wn, stride_sn,
-                    BITS, GROUP, BLOCK_N, BLOCK_K, ASM, SCALE_WORDS)
+                    BITS, GROUP, BLOCK_N, BLOCK_K, ASM)
     out = y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :]
     tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
 
@@ -210,7 +193,6 @@ def _gemv_sk_kernel(
     stride_xm, stride_wn, stride_sn, stride_ym,
     BITS: tl.constexpr, GROUP: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, ASM: tl.constexpr,
-    SCALE_WORDS: tl.constexpr = 0,
 ):
     """_gemv_kernel over a (column tile, K slice) grid: SPLIT programs per column tile, each over one
     K slice (a whole number of BLOCK_K). Small weights get several programs per SM, and so more
@@ -228,7 +210,7 @@ def _gemv_sk_kernel(
     k_lo = pid_k * chunk
     k_hi = tl.minimum(k_lo + chunk, K)
     acc = _gemv_acc(x_ptr, w_ptr, s_ptr, offs_m, offs_n, m_ok, n_ok, k_lo, k_hi, K, stride_xm, stride_wn, stride_sn,
-                    BITS, GROUP, BLOCK_N, BLOCK_K, ASM, SCALE_WORDS)
+                    BITS, GROUP, BLOCK_N, BLOCK_K, ASM)
     mask = m_ok[:, None] & n_ok[None, :]
     ws = ws_ptr + offs_m[:, None] * N + offs_n[None, :]
     tl.store(ws + pid_k * M * N, acc, mask=mask)
@@ -250,7 +232,6 @@ def _gemv_ks_kernel(
     stride_xm, stride_wn, stride_sn, stride_ym,
     BITS: tl.constexpr, GROUP: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, KS: tl.constexpr, ASM: tl.constexpr,
-    SCALE_WORDS: tl.constexpr = 0,   # unused here: one signature for the three kernels
 ):
     """_gemv_kernel with K split KS ways inside the program: a batched (KS, 16, BLOCK_N) dot whose
     batch runs on different warps, summed once at the end. For few columns (N / BLOCK_N programs)
@@ -374,7 +355,7 @@ def _workspace(N: int, device: int, stream: int) -> tuple[torch.Tensor, torch.Te
     return bufs
 
 
-_KEY = ["M", "N", "K", "BITS", "GROUP", "SCALE_WORDS"]
+_KEY = ["M", "N", "K", "BITS", "GROUP"]
 TUNED = {"plain": triton.autotune(_configs(), key=_KEY, do_bench=gpu_time_ms)(_gemv_kernel),
          "ks": triton.autotune(_ks_configs(), key=_KEY, do_bench=gpu_time_ms,
                                prune_configs_by={"early_config_prune": _ks_prune})(_gemv_ks_kernel),
@@ -386,29 +367,14 @@ SK_MARGIN = 0.97     # the split kernel is chosen only when this much faster (GP
 #                      it costs more host work per call (two more arguments, a workspace lookup) and its partial sums
 
 
-def _choice_key(M: int, N: int, K: int, bits: int, group: int | None, dtype: torch.dtype, words: int = 0) -> tuple:
-    return (M, N, K, bits, group or K, dtype, words)
+def _choice_key(M: int, N: int, K: int, bits: int, group: int | None, dtype: torch.dtype) -> tuple:
+    return (M, N, K, bits, group or K, dtype)
 
 
-# MLSYS_GEMV_SCALE_WORDS=0 turns the scale words off (16-bit scale loads, as before): for A/B measurements
-USE_SCALE_WORDS = os.environ.get("MLSYS_GEMV_SCALE_WORDS", "1") != "0"
-
-
-def scale_words(bits: int, scale: torch.Tensor, dtype: torch.dtype) -> int:
-    """1 where the int4 kernels may read two groups' scales as one 32-bit word (`SCALE_WORDS`): scales in
-    the activations' 16-bit dtype (they then multiply the weights in it), an even number of contiguous
-    groups (a word never holds a group past K), an even row stride, a 16-byte aligned start. The word is a cp.async copy pipelined with the weights; a 16-bit
-    scale is a plain load that each step waits for."""
-    return int(USE_SCALE_WORDS and bits == 4 and scale.dtype == dtype and dtype in (torch.float16, torch.bfloat16) and scale.dim() == 2
-               and scale.shape[1] % 2 == 0 and scale.stride(1) == 1 and scale.stride(0) % 2 == 0
-               and scale.data_ptr() % 16 == 0)
-
-
-def chosen(M: int, N: int, K: int, bits: int, group: int | None, dtype: torch.dtype, words: int = 0) -> str | None:
-    """The kernel and tile the default (kind=None) settled on for this shape (words: `scale_words` of its
-    scales), once it has run; None before."""
-    kind = _CHOICE.get(_choice_key(M, N, K, bits, group, dtype, words))
-    return None if kind is None else f"{kind}: {TUNED[kind].best_config}" + (", scale words" if words else "")
+def chosen(M: int, N: int, K: int, bits: int, group: int | None, dtype: torch.dtype) -> str | None:
+    """The kernel and tile the default (kind=None) settled on for this shape, once it has run; None before."""
+    kind = _CHOICE.get(_choice_key(M, N, K, bits, group, dtype))
+    return None if kind is None else f"{kind}: {TUNED[kind].best_config}"
 
 
 def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group: int | None = None,
@@ -465,7 +431,7 @@ def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group
         return y
     choose = kind is None
     if choose:
-        key = _choice_key(M, N, K, bits, group, x.dtype, scale_words(bits, scale, x.dtype))
+        key = _choice_key(M, N, K, bits, group, x.dtype)
         if key not in _CHOICE:
             times = {k: gpu_time_ms(lambda k=k: gemv(x, q, scale, bits, group, cache, k)) for k in KINDS}
             one_pass = min(("plain", "ks"), key=times.get)
@@ -476,12 +442,11 @@ def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group
         return (triton.cdiv(N, meta["BLOCK_N"]), meta.get("SPLIT", 1))
     # BLOCK_K holds whole groups (group <= 128); the PTX conversions need 16-bit activations.
     # Repeated shapes go straight to the compiled kernel (matmul_launch: no autotuner or binder per call).
-    consts = dict(BITS=bits, GROUP=group, ASM=x.dtype in (torch.float16, torch.bfloat16),
-                  SCALE_WORDS=scale_words(bits, scale, x.dtype))
+    consts = dict(BITS=bits, GROUP=group, ASM=x.dtype in (torch.float16, torch.bfloat16))
     bufs = _workspace(N, x.device.index, current_stream(x.device.index)) if kind == "sk" else ()
     if config is not None:
         assert config.get("SPLIT", 1) <= MAX_SPLIT, f"the workspace holds {MAX_SPLIT} partial sums"
-        TUNED[kind].fn[grid(config)](x, q, scale, y, *bufs, *tail, **{**consts, **config})
+        TUNED[kind].fn[grid(config)](x, q, scale, y, *bufs, *tail, **consts, **config)
         return y
     entry = launch(TUNED[kind], grid, (x, q, scale, y, *bufs, *tail), consts, cache=cache)
     if choose and cache and entry is not None:

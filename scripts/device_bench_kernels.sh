@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run on the GPU machine from the repository root: GPU tests, ceilings, matmul + quant sweeps.
 # Usage: MLSYS_GIT_COMMIT=<sha> bash scripts/device_bench_kernels.sh smoke|full|w4|splitk|lean
-# words: GEMV GPU tests, the W4A16 decode sweep with and without the int4 scale words (~7 min).
+# words (ran at a485d54, removed with the reverted kernel change; `git show a485d54`): GEMV GPU tests, the W4A16
+#     decode sweep with and without the int4 scale words.
 # final7: attention GPU tests, the W8A16/W4A16 decode sweep, the fp8 prefill sweep (~9.5 min).
 # stream: the GEMV's load pattern alone in three layouts (probe stream), matmul + GEMV GPU tests (~3 min, ran at 0dc72c2).
 # spf (ran at commit 5a8f360, removed with the reverted kernel change; `git show 5a8f360`): the int4 GEMV's scales
@@ -124,14 +125,6 @@ elif [ "$MODE" = tests ]; then
       | grep -E "PASSED|FAILED|ERROR|Error|assert|passed|failed" >> "$OUT/tests.txt"
     echo "== $2 exit ${PIPESTATUS[0]}" >> "$OUT/tests.txt"
   done
-elif [ "$MODE" = words ]; then
-  # the int4 GEMV's scales read as 32-bit words of two groups (pipelined cp.async copies): GEMV GPU tests, then the
-  # W4A16 decode sweep with the words (the rows of record) and without them (MLSYS_GEMV_SCALE_WORDS=0), one process each
-  timeout 100 python3 -m pytest -v -p no:cacheprovider -m gpu tests/test_kernels_quant_gemv.py 2>&1 \
-    | grep -E "PASSED|FAILED|ERROR|Error|assert|passed|failed" | tee "$OUT/tests.txt"
-  timeout 150 $B quant --quiet --kind w4a16_gemv --sweep decode --out "$OUT/quant.jsonl" --format csv
-  MLSYS_GEMV_SCALE_WORDS=0 timeout 150 $B quant --quiet --kind w4a16_gemv --sweep decode --out "$OUT/quant_off.jsonl" \
-    --format csv
 elif [ "$MODE" = final7 ]; then
   # the measurement of record at this session's last kernel commit: the attention GPU tests (decode's fast path
   # changed since they last all ran), the W8A16/W4A16 decode sweep, the fp8 prefill sweep
@@ -207,7 +200,7 @@ else  # split-K tests compile many kernels: they run in the splitk mode
 fi
 # Did the compiler use Hopper's instructions? Count HGMMA/QGMMA/IMMA (wgmma) and UTMALDG (TMA) per kernel.
 # (skipped in the tests mode; at most 300 cubins: with many tuned configs the census outran final5's cap)
-[ "$MODE" = tests ] || [ "$MODE" = words ] || [ "$MODE" = final7 ] || [ "$MODE" = gemv7 ] || [ "$MODE" = final6 ] || [ "$MODE" = evict ] || [ "$MODE" = stream ] && { echo "== done $(date -u)"; exit 0; }
+[ "$MODE" = tests ] || [ "$MODE" = final7 ] || [ "$MODE" = gemv7 ] || [ "$MODE" = final6 ] || [ "$MODE" = evict ] || [ "$MODE" = stream ] && { echo "== done $(date -u)"; exit 0; }
 for f in $(find $TRITON_CACHE_DIR -name '*.cubin' 2>/dev/null | head -300); do
   n=$(basename "$f" .cubin)
   s=$(cuobjdump -sass "$f" 2>/dev/null)

@@ -123,47 +123,6 @@ def test_gemv_ptx_assembles_for_sm90():
                for _, _, _, cubin, mma, cvt, asm in lines), lines
 
 
-_SCALE_WORDS_SM90 = """
-import re
-from mlsyscalc.kernels import quant_gemv as G
-from mlsyscalc.kernels.matmul_compile import compile_for_hopper
-sig = dict(x_ptr="*bf16", w_ptr="*u8", s_ptr="*bf16", y_ptr="*bf16", M="i32", N="i32", K="i32", stride_xm="i32",
-           stride_wn="i32", stride_sn="i32", stride_ym="i32")
-aligned = ("x_ptr", "w_ptr", "s_ptr", "y_ptr", "K", "stride_xm", "stride_wn", "stride_sn", "stride_ym")
-for words in (0, 1):
-    k = compile_for_hopper(G._gemv_kernel, sig, dict(BITS=4, GROUP=128, BLOCK_N=64, BLOCK_K=256, ASM=True,
-                           SCALE_WORDS=words), aligned=aligned, num_warps=4, num_stages=4)
-    ptx = k.asm["ptx"]
-    print(words, len(re.findall(r"cp[.]async[.]ca[.]shared[.]global[^;]*0x4,", ptx)),
-          len(re.findall(r"ld[.]global[^;]*[.]b16", ptx)))
-"""
-
-
-@needs_ptxas
-def test_gemv_scale_words_are_pipelined_copies():
-    # SCALE_WORDS: the int4 scales of two groups as one 32-bit word feeding the dots, which Triton turns into
-    # 4-byte cp.async copies in the weights' pipeline; without it, 16-bit global loads each step waits for.
-    rows = [line.split() for line in run_uninterpreted("-c", _SCALE_WORDS_SM90).strip().splitlines()]
-    (w0, async0, plain0), (w1, async1, plain1) = rows
-    assert (w0, w1) == ("0", "1")
-    assert int(async0) == 0 and int(plain0) > 0
-    assert int(async1) > 0 and int(plain1) == 0
-
-
-def test_scale_words_only_where_aligned():
-    bf16 = torch.bfloat16
-    s = torch.zeros(8, 66, dtype=bf16)
-    assert s.data_ptr() % 16 == 0
-    assert G.scale_words(4, s, bf16) == 1
-    assert G.scale_words(4, s, torch.float16) == 0                                # scales not in x's dtype
-    assert G.scale_words(8, s, bf16) == 0                                         # int8: one scale per row
-    assert G.scale_words(4, s[:, 1:], bf16) == 0                                  # starts 2 bytes in
-    assert G.scale_words(4, torch.zeros(8, 33, dtype=bf16), bf16) == 0           # odd row stride
-    assert G.scale_words(4, torch.zeros(8, 34, dtype=bf16)[:, :33], bf16) == 0   # odd number of groups
-    assert G.scale_words(4, torch.zeros(8, 66), torch.float32) == 0              # 32-bit scales and x
-    assert G.scale_words(4, torch.zeros(66, 8, dtype=bf16).T, bf16) == 0         # groups not contiguous
-
-
 def test_gemv_config_needs_its_kind():
     q, s, qk = _weights(16, 128, 8, None, torch.float16)
     with pytest.raises(AssertionError, match="config needs its kind"):
