@@ -6,7 +6,7 @@ minus the flushes) beside the torch baseline in the same process, after checking
 candidate's output against the baseline. The reports come from `mlsys bench`; this says which
 candidates deserve to become defaults.
 
-    python scripts/probe_configs.py matmul|decode|forward|gemv|flush|stream [--out DIR]
+    python scripts/probe_configs.py matmul|decode|forward|gemv|flush|stream|bound [--out DIR]
 
 Writes DIR/probe_<section>.jsonl (one line per candidate and shape) and prints the best per shape.
 """
@@ -24,6 +24,7 @@ import triton.language as tl
 
 from mlsyscalc.bench.attention import sdpa
 from mlsyscalc.bench.harness import check_close
+from mlsyscalc.bench.shapes import PROJECTIONS
 from mlsyscalc.kernels import matmul as mm
 from mlsyscalc.kernels import matmul_launch
 from mlsyscalc.kernels.tuning import gpu_time_ms
@@ -316,6 +317,7 @@ def _xor_all(t: torch.Tensor) -> int:
 
 
 STREAM_SHAPES = [(57344, 8192), (8192, 8192), (4096, 4096)]   # (N, K) weights, as in the decode sweep
+BOUND_SHAPES = list(PROJECTIONS.values())                      # every weight of the decode sweep
 # (bits, BLOCK_N, bytes of a row per step, warps, stages): the GEMV tiles the tuner chose on these shapes
 # (int4: 128-256 B of a row per step; int8: 256-512 B), and longer row steps beside them
 STREAM_TILES = [(4, 64, 128, 4, 4), (4, 32, 256, 4, 4), (4, 64, 256, 4, 3), (4, 128, 128, 4, 4), (4, 64, 512, 4, 3),
@@ -349,6 +351,50 @@ def probe_stream(out, shapes):
                                          gpu_ms=g, bench_ms=bt, bytes=nbytes, error="" if ok else "checksum mismatch",
                                          gpu_GBps=nbytes / g / 1e6))
             del w, res
+        torch.cuda.empty_cache()
+
+
+# ---------------------------------------------------------------- bound (the fastest read of a quantised weight's bytes)
+
+def probe_bound(out, shapes):
+    """For each decode weight (N, K): the bf16 cuBLAS GEMV that the W8A16/W4A16 rows are divided by, and the
+    fastest of three reads of the int8 and int4 g128 weights' bytes (cuBLAS bf16 GEMV over a matrix of that
+    many bytes, torch.sum over them as fp32, this probe's stream kernel in the GEMV's best tile), all timed as
+    the harness times the rows (harness.time_ms: do_bench median, L2 flushed before each call). A GEMV must
+    read its weights once, so baseline / fastest read bounds what any kernel's ratio can be on that shape,
+    as far as these readers are the fastest; an empty launch is timed beside them."""
+    from mlsyscalc.bench.harness import time_ms
+
+    torch.manual_seed(0)
+    one = torch.zeros(1, device="cuda")
+    emit(out, "bound", dict(shape="-", cand="empty launch (one-element fill)", bench_ms=time_ms(one.zero_)))
+    for N, K in shapes:
+        x = torch.randn(1, K, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
+        shape = f"{N}x{K}"
+        emit(out, "bound", dict(shape=shape, cand="baseline cublas bf16", bytes=2 * N * K,
+                                bench_ms=time_ms(lambda: torch.matmul(x, w.T))))
+        for bits, tile in ((8, (64, 1024, 8, 3)), (4, (64, 512, 4, 3))):
+            nbytes = N * K * bits // 8 + 2 * N * (K // (K if bits == 8 else 128))
+            rows = -(-nbytes // (2 * K))
+            flat = torch.randn(-(-nbytes // 4), device="cuda")
+            wq = torch.randint(-2**31, 2**31 - 1, (N, K * bits // 32), device="cuda", dtype=torch.int32)
+            res = torch.empty(triton.cdiv(N, tile[0]), device="cuda", dtype=torch.int32)
+            bn, row_bytes, wp, st = tile
+
+            def stream(wq=wq, res=res, bn=bn, row_bytes=row_bytes, wp=wp, st=st):
+                _stream_kernel[(triton.cdiv(N, bn),)](wq, res, N, wq.shape[1], wq.stride(0), BLOCK_N=bn,
+                                                      BLOCK_KW=row_bytes // 4, LAYOUT=0, CW=16, num_warps=wp,
+                                                      num_stages=st)
+                return res
+
+            wr = w[:rows]
+            for cand, fn in ((f"int{bits} bytes: cublas bf16 GEMV over {rows}x{K}", lambda: torch.matmul(x, wr.T)),
+                             (f"int{bits} bytes: torch.sum fp32", lambda: torch.sum(flat)),
+                             (f"int{bits} bytes: stream kernel n{bn} {row_bytes}B/row w{wp} s{st}", stream)):
+                emit(out, "bound", dict(shape=shape, cand=cand, bytes=nbytes, bench_ms=time_ms(fn)))
+            del flat, wq, res
+        del x, w
         torch.cuda.empty_cache()
 
 
@@ -424,18 +470,18 @@ def probe_flush(out, shapes):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("section", choices=["matmul", "decode", "forward", "gemv", "flush", "stream"])
+    ap.add_argument("section", choices=["matmul", "decode", "forward", "gemv", "flush", "stream", "bound"])
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--quick", action="store_true", help="first shape only")
     ap.add_argument("--small", action="store_true", help="matmul: the few-tile shapes only")
     a = ap.parse_args()
     shapes = {"matmul": MATMUL_SHAPES, "decode": DECODE_SHAPES, "forward": FORWARD_SHAPES, "gemv": GEMV_SHAPES,
-              "flush": FLUSH_SHAPES, "stream": STREAM_SHAPES}[a.section]
+              "flush": FLUSH_SHAPES, "stream": STREAM_SHAPES, "bound": BOUND_SHAPES}[a.section]
     shapes = shapes[:1] if a.quick else shapes
     if a.small:
         shapes = [sh for sh in shapes if sh[0] * sh[1] <= 2048 * 4096]
     fn = {"matmul": probe_matmul, "decode": probe_decode, "forward": probe_forward, "gemv": probe_gemv,
-          "flush": probe_flush, "stream": probe_stream}[a.section]
+          "flush": probe_flush, "stream": probe_stream, "bound": probe_bound}[a.section]
     t0 = time.time()
     with open(os.path.join(a.out, f"probe_{a.section}.jsonl"), "a") as out:
         out.write(json.dumps(dict(section=a.section, env=dict(torch=torch.__version__, triton=triton.__version__,
