@@ -6,7 +6,7 @@ minus the flushes) beside the torch baseline in the same process, after checking
 candidate's output against the baseline. The reports come from `mlsys bench`; this says which
 candidates deserve to become defaults.
 
-    python scripts/probe_configs.py matmul|decode|forward|gemv|flush|stream|bound [--out DIR]
+    python scripts/probe_configs.py matmul|decode|forward|gemv|flush|stream|bound|kinds [--out DIR]
 
 Writes DIR/probe_<section>.jsonl (one line per candidate and shape) and prints the best per shape.
 """
@@ -354,6 +354,38 @@ def probe_stream(out, shapes):
         torch.cuda.empty_cache()
 
 
+# ---------------------------------------------------------------- kinds (each GEMV kernel, tuned, on the M = 1 weights)
+
+def probe_kinds(out, shapes):
+    """Each GEMV kernel kind (plain, ks, sk, and the CUDA-core cc for int4 with M = 1), autotuned, on every
+    decode weight with one row of x and int4 g128 weights, beside bf16 cuBLAS: GPU time and do_bench."""
+    from mlsyscalc.bench.harness import time_ms
+    from mlsyscalc.kernels import quant as Q
+    from mlsyscalc.kernels import quant_gemv as G
+    from mlsyscalc.kernels.quant_w4 import pack_halves
+
+    torch.manual_seed(0)
+    for N, K in shapes:
+        x = torch.randn(1, K, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(N, K, device="cuda")
+        w16 = w.to(torch.bfloat16)
+        shape = f"1x{N}x{K}"
+        emit(out, "kinds", dict(shape=shape, cand="cublas bf16", gpu_ms=gpu_time_ms(lambda: torch.matmul(x, w16.T)),
+                                bench_ms=time_ms(lambda: torch.matmul(x, w16.T))))
+        q, sc = Q.quantize(w, "int4", 128, torch.bfloat16)
+        qk = pack_halves(q, 128)
+        ref = Q.weight_only_matmul_ref(x, q, sc, 4, 128)
+        for kind in G.KINDS:
+            def run(kind=kind):
+                return G.gemv(x, qk, sc, 4, 128, kind=kind)
+
+            g, bt, e, err = timed(run, ref, 2e-2)
+            emit(out, "kinds", dict(shape=shape, cand=f"w4 {kind}: {G.TUNED[kind].best_config}", gpu_ms=g, bench_ms=bt,
+                                    rel_err=e, error=err))
+        del x, w, w16, q, sc, qk
+        torch.cuda.empty_cache()
+
+
 # ---------------------------------------------------------------- bound (the fastest read of a quantised weight's bytes)
 
 def probe_bound(out, shapes):
@@ -470,18 +502,18 @@ def probe_flush(out, shapes):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("section", choices=["matmul", "decode", "forward", "gemv", "flush", "stream", "bound"])
+    ap.add_argument("section", choices=["matmul", "decode", "forward", "gemv", "flush", "stream", "bound", "kinds"])
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--quick", action="store_true", help="first shape only")
     ap.add_argument("--small", action="store_true", help="matmul: the few-tile shapes only")
     a = ap.parse_args()
     shapes = {"matmul": MATMUL_SHAPES, "decode": DECODE_SHAPES, "forward": FORWARD_SHAPES, "gemv": GEMV_SHAPES,
-              "flush": FLUSH_SHAPES, "stream": STREAM_SHAPES, "bound": BOUND_SHAPES}[a.section]
+              "flush": FLUSH_SHAPES, "stream": STREAM_SHAPES, "bound": BOUND_SHAPES, "kinds": BOUND_SHAPES}[a.section]
     shapes = shapes[:1] if a.quick else shapes
     if a.small:
         shapes = [sh for sh in shapes if sh[0] * sh[1] <= 2048 * 4096]
     fn = {"matmul": probe_matmul, "decode": probe_decode, "forward": probe_forward, "gemv": probe_gemv,
-          "flush": probe_flush, "stream": probe_stream, "bound": probe_bound}[a.section]
+          "flush": probe_flush, "stream": probe_stream, "bound": probe_bound, "kinds": probe_kinds}[a.section]
     t0 = time.time()
     with open(os.path.join(a.out, f"probe_{a.section}.jsonl"), "a") as out:
         out.write(json.dumps(dict(section=a.section, env=dict(torch=torch.__version__, triton=triton.__version__,
