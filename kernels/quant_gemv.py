@@ -294,61 +294,6 @@ def _gemv_ks_kernel(
     tl.store(ptrs, out.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
 
 
-@triton.jit
-def _cc_loads(w_rows, s_rows, x_cols, g, KG, n_ok, GROUP: tl.constexpr, H: tl.constexpr):
-    """_gemv_cc_kernel's loads for groups g (NG,): weight bytes (BLOCK_N, NG, H), scales (BLOCK_N, NG), the
-    halves of x that the low and high nibbles multiply (NG, H); zeros past the KG groups."""
-    g_ok = g < KG
-    w = tl.load(w_rows + g[None, :, None] * H, mask=n_ok[:, None, None] & g_ok[None, :, None], other=0)
-    s = tl.load(s_rows + g[None, :], mask=n_ok[:, None] & g_ok[None, :], other=0.0)
-    x_lo = tl.load(x_cols + g[:, None] * GROUP, mask=g_ok[:, None], other=0.0)
-    x_hi = tl.load(x_cols + g[:, None] * GROUP + H, mask=g_ok[:, None], other=0.0)
-    return w, s, x_lo, x_hi
-
-
-@triton.jit(do_not_specialize=["M"])
-def _gemv_cc_kernel(
-    x_ptr, w_ptr, s_ptr, y_ptr,          # as _gemv_kernel; int4 "halves" weights only, M == 1
-    M, N, K,
-    stride_xm, stride_wn, stride_sn, stride_ym,
-    BITS: tl.constexpr, GROUP: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr,
-):
-    """One row of x (M == 1) on the CUDA cores, no tensor cores: each nibble becomes n - 8 in fp32 by bit
-    operations (fp32 bits 0x4B000000 | n = 2^23 + n, minus 2^23 + 8, exact), one FMA with x, a sum over
-    each group, one multiply by its scale. The weights go straight from global memory to registers, with
-    no dot operand layout to build: with no dot in the loop Triton pipelines every load, scales included.
-    BLOCK_K holds whole groups (NG of them)."""
-    tl.static_assert(BITS == 4, "int4 weights only")
-    H: tl.constexpr = GROUP // 2
-    NG: tl.constexpr = BLOCK_K // GROUP
-    pid = tl.program_id(0)
-    offs_n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
-    n_ok = offs_n < N
-    gs = tl.arange(0, NG)
-    j = tl.arange(0, H)
-    acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
-    KG = K // GROUP
-    w_rows = w_ptr + offs_n[:, None, None] * stride_wn + j[None, None, :]
-    s_rows = s_ptr + offs_n[:, None] * stride_sn
-    x_cols = x_ptr + j[None, :]
-    # every load is issued a step ahead into registers (Triton's pipeliner takes only loads that feed a dot
-    # when the loop has one, and here plain loads each step waited on would expose the memory latency)
-    w_nxt, s_nxt, xl_nxt, xh_nxt = _cc_loads(w_rows, s_rows, x_cols, gs, KG, n_ok, GROUP, H)
-    for k0 in range(0, K, BLOCK_K):
-        byte = w_nxt.to(tl.int32)                                                        # (BLOCK_N, NG, H)
-        sc = s_nxt.to(tl.float32)                                                        # (BLOCK_N, NG)
-        x_lo = xl_nxt.to(tl.float32)                                                     # (NG, H)
-        x_hi = xh_nxt.to(tl.float32)
-        w_nxt, s_nxt, xl_nxt, xh_nxt = _cc_loads(w_rows, s_rows, x_cols, (k0 + BLOCK_K) // GROUP + gs, KG, n_ok,
-                                                 GROUP, H)
-        lo = ((byte & 15) | 0x4B000000).to(tl.float32, bitcast=True) - 8388616.0
-        hi = ((byte >> 4) | 0x4B000000).to(tl.float32, bitcast=True) - 8388616.0
-        part = tl.sum(lo * x_lo[None, :, :] + hi * x_hi[None, :, :], axis=2)             # (BLOCK_N, NG)
-        acc += tl.sum(part * sc, axis=1)
-    tl.store(y_ptr + offs_n, acc.to(y_ptr.dtype.element_ty), mask=n_ok)
-
-
 MAX_M = 16   # rows of x one 16-row tensor-core tile holds
 
 
@@ -380,13 +325,6 @@ def _ks_prune(configs, named_args, **kwargs):
     if bits == 8:
         return configs
     return [c for c in configs if c.kwargs["BLOCK_K"] == c.kwargs["KS"] * group] or configs[:1]
-
-
-def _cc_configs():
-    # (BLOCK_N, BLOCK_K, warps, stages): rows per program and k per step of the CUDA-core kernel
-    tiles = [(16, 256, 2, 4), (32, 256, 4, 4), (64, 256, 4, 4), (64, 256, 8, 4), (32, 512, 4, 3), (64, 512, 8, 3),
-             (128, 256, 8, 3), (16, 512, 4, 4), (64, 128, 4, 6), (128, 128, 4, 4)]
-    return [triton.Config({"BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=st) for bn, bk, w, st in tiles]
 
 
 def _sk_configs():
@@ -421,8 +359,7 @@ _KEY = ["M", "N", "K", "BITS", "GROUP"]
 TUNED = {"plain": triton.autotune(_configs(), key=_KEY, do_bench=gpu_time_ms)(_gemv_kernel),
          "ks": triton.autotune(_ks_configs(), key=_KEY, do_bench=gpu_time_ms,
                                prune_configs_by={"early_config_prune": _ks_prune})(_gemv_ks_kernel),
-         "sk": triton.autotune(_sk_configs(), key=_KEY, do_bench=gpu_time_ms)(_gemv_sk_kernel),
-         "cc": triton.autotune(_cc_configs(), key=_KEY, do_bench=gpu_time_ms)(_gemv_cc_kernel)}
+         "sk": triton.autotune(_sk_configs(), key=_KEY, do_bench=gpu_time_ms)(_gemv_sk_kernel)}
 KINDS = tuple(TUNED)
 _CHOICE: dict = {}   # (M, N, K, bits, group, dtype) -> one of KINDS: the fastest by GPU time, measured on first use
 _FAST: dict = {}     # shapes, strides, dtypes, alignment of a chosen-kind call -> (kind, its launch entry)
@@ -447,10 +384,9 @@ def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group
     bits 8: q (N, K) int8, scale (N, 1). bits 4: q (N, K/2) uint8 in the "halves" packing
     (`quant_w4.pack_halves(quantize(...)[0], group)`), scale (N, K/group) with group 32, 64 or 128 dividing K.
     kind: "plain" (_gemv_kernel), "ks" (_gemv_ks_kernel: K split over the warps of a program), "sk"
-    (_gemv_sk_kernel: K split over programs, reduced in the same launch), "cc" (_gemv_cc_kernel: CUDA
-    cores, int4 with M = 1 only), or None: on a GPU, each that applies is tuned and timed once per shape
-    (GPU time, kernels/tuning.py) and the fastest is kept (the split kernel only when SK_MARGIN faster);
-    under the interpreter, "plain".
+    (_gemv_sk_kernel: K split over programs, reduced in the same launch), or None: on a GPU, all three
+    are tuned and timed once per shape (GPU time, kernels/tuning.py) and the fastest is kept (the split
+    kernel only when SK_MARGIN faster); under the interpreter, "plain".
     config: with a kind, its tile without tuning (BLOCK_N, BLOCK_K, KS or SPLIT, num_warps, num_stages):
     for tests and probes.
     """
@@ -473,18 +409,13 @@ def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group
     assert 1 <= M <= MAX_M, f"gemv takes 1..{MAX_M} rows of x, not {M}"
     assert bits == 8 or (group in (32, 64, 128) and K % group == 0), "int4 needs group 32, 64 or 128 dividing K"
     assert kind in (None, *KINDS), f"kind {kind!r}?"
-    assert kind != "cc" or bits == 4, "the CUDA-core kernel takes int4 weights"
-    assert kind != "cc" or M == 1, "the CUDA-core kernel takes one row of x"
     assert config is None or kind is not None, "a config needs its kind"
     y = torch.empty((M, N), device=x.device, dtype=x.dtype)
     tail = (M, N, K, x.stride(0), q.stride(0), scale.stride(0), y.stride(0))
     interpret = os.environ.get("TRITON_INTERPRET") == "1" or not x.is_cuda
     if interpret:   # fixed small tiles; two groups a tile (two K slices) so a group past K is exercised
         bk = 64 if bits == 8 else 2 * group
-        if kind == "cc":
-            _gemv_cc_kernel[(triton.cdiv(N, 16),)](x, q, scale, y, *tail, BITS=bits, GROUP=group, BLOCK_N=16,
-                                                  BLOCK_K=2 * group, ASM=False)
-        elif kind == "ks":
+        if kind == "ks":
             _gemv_ks_kernel[(triton.cdiv(N, 16),)](x, q, scale, y, *tail, BITS=bits, GROUP=group, BLOCK_N=16, KS=2,
                                                   BLOCK_K=128 if bits == 8 else 2 * group, ASM=False)
         elif kind == "sk":   # three slices: with K of 2-3 tiles, the last slice is partly or wholly past K
@@ -502,9 +433,8 @@ def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group
     if choose:
         key = _choice_key(M, N, K, bits, group, x.dtype)
         if key not in _CHOICE:
-            kinds = [k for k in KINDS if k != "cc" or (bits == 4 and M == 1)]
-            times = {k: gpu_time_ms(lambda k=k: gemv(x, q, scale, bits, group, cache, k)) for k in kinds}
-            one_pass = min((k for k in kinds if k != "sk"), key=times.get)
+            times = {k: gpu_time_ms(lambda k=k: gemv(x, q, scale, bits, group, cache, k)) for k in KINDS}
+            one_pass = min(("plain", "ks"), key=times.get)
             _CHOICE[key] = "sk" if times["sk"] < SK_MARGIN * times[one_pass] else one_pass
         kind = _CHOICE[key]
 

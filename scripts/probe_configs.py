@@ -357,8 +357,8 @@ def probe_stream(out, shapes):
 # ---------------------------------------------------------------- kinds (each GEMV kernel, tuned, on the M = 1 weights)
 
 def probe_kinds(out, shapes):
-    """Each GEMV kernel kind (plain, ks, sk, and the CUDA-core cc for int4 with M = 1), autotuned, on every
-    decode weight with one row of x and int4 g128 weights, beside bf16 cuBLAS: GPU time and do_bench."""
+    """Each GEMV kernel kind (quant_gemv.KINDS), autotuned, on every decode weight with one row of x and int4
+    g128 weights, beside bf16 cuBLAS: GPU time and do_bench."""
     from mlsyscalc.bench.harness import time_ms
     from mlsyscalc.kernels import quant as Q
     from mlsyscalc.kernels import quant_gemv as G

@@ -40,30 +40,6 @@ def test_gemv_matches_reference(kind, bits, group, M, K, N):
     assert check.ok, check.message
 
 
-@pytest.mark.parametrize("group", [32, 64, 128])
-@pytest.mark.parametrize("K,N", [(256, 40), (384, 17), (640, 5)])
-@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
-def test_gemv_cuda_core_kernel_matches_reference(group, K, N, dtype):
-    # one row of x, int4: the CUDA-core kernel (its fixed interpreter tile holds two groups, so K = 384 and
-    # 640 end in a step whose second group is past K)
-    q, s, qk = _weights(N, K, 4, group, torch.float16)
-    s = s.to(dtype)
-    x = torch.randn(1, K, device=DEV, dtype=dtype)
-    y = G.gemv(x, qk, s, 4, group, kind="cc")
-    assert y.shape == (1, N) and y.dtype == dtype
-    check = check_close(y, Q.weight_only_matmul_ref(x, q, s, 4, group), "float16")
-    assert check.ok, check.message
-
-
-def test_gemv_cuda_core_kernel_takes_one_row_of_int4():
-    q, s, qk = _weights(16, 256, 4, 128, torch.float16)
-    with pytest.raises(AssertionError, match="one row of x"):
-        G.gemv(torch.randn(2, 256, device=DEV, dtype=torch.float16), qk, s, 4, 128, kind="cc")
-    q, s, qk = _weights(16, 256, 8, None, torch.float16)
-    with pytest.raises(AssertionError, match="int4 weights"):
-        G.gemv(torch.randn(1, 256, device=DEV, dtype=torch.float16), qk, s, 8, kind="cc")
-
-
 def test_gemv_rejects_more_rows_than_a_tile():
     q, s, qk = _weights(16, 128, 8, None, torch.float16)
     with pytest.raises(AssertionError, match="rows of x"):
@@ -93,8 +69,6 @@ def test_gpu_gemv_asm_conversions(bits, group, dtype, M, N, K):
     x = torch.randn(M, K, device=DEV, dtype=dtype)
     ref = Q.weight_only_matmul_ref(x, q, s, bits, group)
     for kind, config in _ONE_TILE.items():   # each kernel at one tile (the tuned choice: the test below)
-        if kind == "cc" and (M != 1 or bits != 4):
-            continue
         for _ in range(2):   # the split kernel's second call finds the counters its first left at zero
             check = check_close(G.gemv(x, qk, s, bits, group, kind=kind, config=config), ref, "bfloat16")
             assert check.ok, (kind, check.message)
@@ -105,8 +79,7 @@ def test_gpu_gemv_asm_conversions(bits, group, dtype, M, N, K):
 # one tile per kernel (int4 g128 allows each: BLOCK_K a multiple of the group, ks slices of one group)
 _ONE_TILE = {"plain": dict(BLOCK_N=32, BLOCK_K=256, num_warps=4, num_stages=3),
              "ks": dict(BLOCK_N=32, BLOCK_K=512, KS=4, num_warps=4, num_stages=3),
-             "sk": dict(BLOCK_N=64, BLOCK_K=256, SPLIT=4, num_warps=4, num_stages=3),
-             "cc": dict(BLOCK_N=64, BLOCK_K=256, num_warps=4, num_stages=4)}
+             "sk": dict(BLOCK_N=64, BLOCK_K=256, SPLIT=4, num_warps=4, num_stages=3)}
 
 
 @pytest.mark.gpu
