@@ -31,6 +31,16 @@ def test_zero3_on_8_gpus_is_an_eighth():
     assert model_states(r) * 8 == 107_814_649_856
 
 
+def test_zero3_gathers_two_layers_and_the_root_unit():
+    # llama2-7b: a decoder layer is 4 x 4096^2 + 3 x 4096 x 11008 + 2 x 4096 (norms) = 202,383,360 parameters;
+    # the root unit (FSDP keeps it unsharded through backward) is the embedding and the untied head
+    # (32000 x 4096 each) and the final norm (4096); 2 bytes each in bf16
+    r = train_memory(load_model("llama2-7b"), TrainOptions(dp=8, zero=3))
+    assert r.peak_stage.detail["temporaries_zero3_gather"] == 2 * (2 * 202_383_360 + 2 * 32000 * 4096 + 4096)
+    assert train_memory(load_model("llama2-7b"), TrainOptions(dp=8, zero=2)).peak_stage.detail[
+        "temporaries_zero3_gather"] == 0
+
+
 @pytest.mark.parametrize("zero, per_param", [(0, 16), (1, 4 + 12 / 8), (2, 2 + 14 / 8), (3, 16 / 8)])
 def test_zero_stages_match_the_zero_paper(zero, per_param):
     r = train_memory(load_model("llama2-7b"), TrainOptions(dp=8, zero=zero))

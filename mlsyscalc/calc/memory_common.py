@@ -50,6 +50,7 @@ class StageParams:
     expert: int  # routed experts (sharded over the expert-data-parallel group dp*cp/ep)
     largest_layer: int  # unsharded (per TP rank) parameters of the biggest layer: ZeRO-3 gathers it
     matrix_factors: int  # Adafactor: rows + cols of each matrix, plus every vector's length
+    root: int = 0  # per TP rank, outside the decoder layers: embeddings (first stage), final norm and head (last)
 
     @property
     def total(self) -> int:
@@ -85,6 +86,7 @@ def stage_params(spec: ModelSpec, layers: Iterable[int], first: bool, last: bool
         largest = max(largest, in_layer)
     tokens, positions = embedding_params(spec)
     vocab_rows = -(-spec.vocab_size // tp)  # vocabulary-parallel split (padding ignored)
+    in_layers = dense
     if first:
         dense += vocab_rows * spec.embed_dim + positions
         factors += vocab_rows + spec.embed_dim + positions
@@ -100,7 +102,8 @@ def stage_params(spec: ModelSpec, layers: Iterable[int], first: bool, last: bool
     if last and spec.final_norm:
         dense += spec.hidden_size * norm_width(spec)
         factors += spec.hidden_size
-    return StageParams(dense=dense, expert=expert, largest_layer=largest, matrix_factors=factors)
+    root = dense - in_layers  # outside the decoder layers: FSDP's root unit when each layer is wrapped
+    return StageParams(dense=dense, expert=expert, largest_layer=largest, matrix_factors=factors, root=root)
 
 
 def _factors(lin: Linear, tp: int, ep: int, kv_split: int) -> int:

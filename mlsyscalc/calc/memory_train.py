@@ -207,7 +207,10 @@ def _stage(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, stag
     # The loss's logits temporaries are freed before the first layer is recomputed: the peak
     # holds whichever is larger.
     logits, working = (logits, 0.0) if logits >= working else (0.0, working)
-    gather = 2 * sp.largest_layer * nbytes["weight"] if opts.zero == 3 else 0.0  # FSDP: current + prefetched unit
+    # ZeRO-3 as FSDP runs it with each decoder layer wrapped and the model as the root: the layer in use and
+    # the one prefetched, and the root unit (embeddings, final norm, head), which FSDP keeps unsharded from
+    # its forward to the end of backward (reshard_after_forward defaults to False for the root)
+    gather = (2 * sp.largest_layer + sp.root) * nbytes["weight"] if opts.zero == 3 else 0.0
 
     detail = {
         "master_weights": master, "optimizer_states": states,
