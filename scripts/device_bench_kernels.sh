@@ -42,6 +42,14 @@ fi
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
 export TRITON_CACHE_DIR=/tmp/triton_cache
 B="python3 -m mlsyscalc bench"
+# gpu_tests CAP FILE [pytest args]: one test file's GPU tests, verbose, each test's outcome and the exit status
+# appended to $OUT/tests.txt (a file cut by its cap still names each test that ran)
+gpu_tests() {
+  local cap=$1 file=$2; shift 2
+  timeout "$cap" python3 -m pytest -v -p no:cacheprovider -m gpu "$@" "$file" 2>&1 \
+    | grep -E "PASSED|FAILED|ERROR|Error|assert|passed|failed" >> "$OUT/tests.txt"
+  echo "== $file exit ${PIPESTATUS[0]}" >> "$OUT/tests.txt"
+}
 
 if [ "$MODE" = smoke ]; then
   timeout 240 python3 -m pytest -q -x -p no:cacheprovider -k "not splitk" tests/test_kernels_matmul.py tests/test_kernels_quant.py \
@@ -117,32 +125,23 @@ elif [ "$MODE" = few ]; then
   [ -n "${FWD_EXTRA:-}" ] && cp "$FWD_EXTRA" "$OUT/fwd_extra.jsonl"
   timeout 200 $B attention --quiet --sweep extra --kind fwd --out "$OUT/fwd_extra.jsonl" --format csv
 elif [ "$MODE" = tests ]; then
-  # every kernel GPU test, one file at a time, verbose: a file cut by its cap still names each test that ran
-  for spec in "130 tests/test_kernels_matmul.py" "140 tests/test_kernels_quant_gemv.py" \
-              "200 tests/test_kernels_attention.py" "100 tests/test_kernels_quant.py"; do
-    set -- $spec
-    timeout "$1" python3 -m pytest -v -p no:cacheprovider -m gpu -k "not splitk" "$2" 2>&1 \
-      | grep -E "PASSED|FAILED|ERROR|Error|assert|passed|failed" >> "$OUT/tests.txt"
-    echo "== $2 exit ${PIPESTATUS[0]}" >> "$OUT/tests.txt"
-  done
+  # every kernel GPU test, one file at a time
+  gpu_tests 130 tests/test_kernels_matmul.py -k "not splitk"
+  gpu_tests 140 tests/test_kernels_quant_gemv.py
+  gpu_tests 200 tests/test_kernels_attention.py
+  gpu_tests 100 tests/test_kernels_quant.py
 elif [ "$MODE" = final7 ]; then
   # the measurement of record at this session's last kernel commit: the attention GPU tests (decode's fast path
   # changed since they last all ran), the W8A16/W4A16 decode sweep, the fp8 prefill sweep
-  timeout 230 python3 -m pytest -v -p no:cacheprovider -m gpu tests/test_kernels_attention.py 2>&1 \
-    | grep -E "PASSED|FAILED|ERROR|Error|assert|passed|failed" | tee "$OUT/tests.txt"
-  echo "== attention exit ${PIPESTATUS[0]}" >> "$OUT/tests.txt"
+  gpu_tests 230 tests/test_kernels_attention.py
   timeout 150 $B quant --quiet --kind w8a16_gemv --kind w4a16_gemv --sweep decode --out "$OUT/quant.jsonl" --format csv
   timeout 185 $B matmul --quiet --dtype fp8_tensor --sweep prefill --out "$OUT/matmul.jsonl" --format csv
 elif [ "$MODE" = stream ]; then
   # the GEMV's weight reads without its arithmetic, per tile, in the row-major layout and two blocked ones
   # (probe stream), then the matmul and GEMV GPU tests (the commits after the last tests call)
   timeout 240 python3 scripts/probe_configs.py stream --out "$OUT" > "$OUT/probe_stream.log" 2>&1
-  for spec in "110 tests/test_kernels_matmul.py" "170 tests/test_kernels_quant_gemv.py"; do
-    set -- $spec
-    timeout "$1" python3 -m pytest -v -p no:cacheprovider -m gpu -k "not splitk" "$2" 2>&1 \
-      | grep -E "PASSED|FAILED|ERROR|Error|assert|passed|failed" >> "$OUT/tests.txt"
-    echo "== $2 exit ${PIPESTATUS[0]}" >> "$OUT/tests.txt"
-  done
+  gpu_tests 110 tests/test_kernels_matmul.py -k "not splitk"
+  gpu_tests 170 tests/test_kernels_quant_gemv.py
 elif [ "$MODE" = evict ]; then
   # ran at commit a4dec67 (L2 evict_first hints on the GEMV weights and decode K/V, with one-stage configs; reverted
   # after this call measured no gain, reports/probes): GEMV tuning over every config (GPU test), decode GPU tests,
@@ -200,7 +199,7 @@ else  # split-K tests compile many kernels: they run in the splitk mode
 fi
 # Did the compiler use Hopper's instructions? Count HGMMA/QGMMA/IMMA (wgmma) and UTMALDG (TMA) per kernel.
 # (skipped in the tests mode; at most 300 cubins: with many tuned configs the census outran final5's cap)
-[ "$MODE" = tests ] || [ "$MODE" = final7 ] || [ "$MODE" = gemv7 ] || [ "$MODE" = final6 ] || [ "$MODE" = evict ] || [ "$MODE" = stream ] && { echo "== done $(date -u)"; exit 0; }
+case "$MODE" in tests|final7|gemv7|final6|evict|stream) echo "== done $(date -u)"; exit 0 ;; esac
 for f in $(find $TRITON_CACHE_DIR -name '*.cubin' 2>/dev/null | head -300); do
   n=$(basename "$f" .cubin)
   s=$(cuobjdump -sass "$f" 2>/dev/null)

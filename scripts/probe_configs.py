@@ -234,6 +234,16 @@ def probe_forward(out, shapes):
 
 # ---------------------------------------------------------------- gemv (weight-only decode)
 
+def _quantised(x, w, bits, group):
+    """(q, scales, the GEMV's packing of q, fp reference of x @ dequant(q).T) for weights w: int8 per row or
+    int4 with bf16 scales per `group`."""
+    from mlsyscalc.kernels import quant as Q
+    from mlsyscalc.kernels.quant_w4 import pack_halves
+
+    q, sc = Q.quantize(w, "int8" if bits == 8 else "int4", group, torch.bfloat16)
+    return q, sc, (pack_halves(q, group) if bits == 4 else q), Q.weight_only_matmul_ref(x, q, sc, bits, group)
+
+
 GEMV_SHAPES = [(1, 4096, 4096), (1, 8192, 8192), (1, 28672, 8192), (1, 57344, 8192), (16, 8192, 8192)]
 
 
@@ -241,9 +251,7 @@ def probe_gemv(out, shapes):
     """Every tile of the three GEMV kernels (plain, K split over warps, over programs; `gemv(kind, config)`)
     for int8 and int4 g128 weights, beside bf16 cuBLAS on the same weights dequantised: where the fixed
     cost of the small weights goes."""
-    from mlsyscalc.kernels import quant as Q
     from mlsyscalc.kernels import quant_gemv as G
-    from mlsyscalc.kernels.quant_w4 import pack_halves
 
     torch.manual_seed(0)
     for M, N, K in shapes:
@@ -255,9 +263,7 @@ def probe_gemv(out, shapes):
         emit(out, "gemv", dict(shape=shape, cand="cublas bf16", gpu_ms=g, bench_ms=bt, rel_err=e, error=err,
                                bytes=2 * N * K))
         for bits, group in ((8, None), (4, 128)):
-            q, sc = Q.quantize(w, "int8" if bits == 8 else "int4", group, torch.bfloat16)
-            qk = pack_halves(q, group) if bits == 4 else q
-            ref = Q.weight_only_matmul_ref(x, q, sc, bits, group)
+            q, sc, qk, ref = _quantised(x, w, bits, group)
             nbytes = qk.numel() + 2 * sc.numel()
             for kind, tuned in G.TUNED.items():
                 configs = G._ks_prune(tuned.configs, {}, BITS=bits, GROUP=group) if kind == "ks" else tuned.configs
@@ -306,6 +312,13 @@ def _stream_kernel(w_ptr, out_ptr, N, KW, stride_wn, BLOCK_N: tl.constexpr, BLOC
     tl.store(out_ptr + pid, tl.xor_sum(tl.xor_sum(acc, axis=1), axis=0))
 
 
+def _stream(w, res, N, bn, row_bytes, warps, stages, layout=0, chunk_bytes=64):
+    """One _stream_kernel launch over the (N, KW) int32 weights w, one program per bn rows; returns res."""
+    _stream_kernel[(triton.cdiv(N, bn),)](w, res, N, w.shape[1], w.stride(0), BLOCK_N=bn, BLOCK_KW=row_bytes // 4,
+                                          LAYOUT=layout, CW=chunk_bytes // 4, num_warps=warps, num_stages=stages)
+    return res
+
+
 def _xor_all(t: torch.Tensor) -> int:
     """The xor of every element (pairwise halving on the tensor's device)."""
     flat = t.flatten()
@@ -337,10 +350,7 @@ def probe_stream(out, shapes):
             chunk = 64 if bits == 4 else 128   # bytes of a band's row per chunk: int4 g128's group, int8's 128 k
             for layout in (0, 1, 2):
                 def run(w=w, res=res, bn=bn, row_bytes=row_bytes, wp=wp, st=st, layout=layout):
-                    _stream_kernel[(triton.cdiv(N, bn),)](w, res, N, w.shape[1], w.stride(0), BLOCK_N=bn,
-                                                          BLOCK_KW=row_bytes // 4, LAYOUT=layout, CW=chunk // 4,
-                                                          num_warps=wp, num_stages=st)
-                    return res
+                    return _stream(w, res, N, bn, row_bytes, wp, st, layout, chunk)
 
                 run()
                 ok = _xor_all(res) == _xor_all(w)   # every word was read, once
@@ -360,9 +370,7 @@ def probe_kinds(out, shapes):
     """Each GEMV kernel kind (quant_gemv.KINDS), autotuned, on every decode weight with one row of x and int4
     g128 weights, beside bf16 cuBLAS: GPU time and do_bench."""
     from mlsyscalc.bench.harness import time_ms
-    from mlsyscalc.kernels import quant as Q
     from mlsyscalc.kernels import quant_gemv as G
-    from mlsyscalc.kernels.quant_w4 import pack_halves
 
     torch.manual_seed(0)
     for N, K in shapes:
@@ -372,9 +380,7 @@ def probe_kinds(out, shapes):
         shape = f"1x{N}x{K}"
         emit(out, "kinds", dict(shape=shape, cand="cublas bf16", gpu_ms=gpu_time_ms(lambda: torch.matmul(x, w16.T)),
                                 bench_ms=time_ms(lambda: torch.matmul(x, w16.T))))
-        q, sc = Q.quantize(w, "int4", 128, torch.bfloat16)
-        qk = pack_halves(q, 128)
-        ref = Q.weight_only_matmul_ref(x, q, sc, 4, 128)
+        q, sc, qk, ref = _quantised(x, w, 4, 128)
         for kind in G.KINDS:
             def run(kind=kind):
                 return G.gemv(x, qk, sc, 4, 128, kind=kind)
@@ -415,10 +421,7 @@ def probe_bound(out, shapes):
             bn, row_bytes, wp, st = tile
 
             def stream(wq=wq, res=res, bn=bn, row_bytes=row_bytes, wp=wp, st=st):
-                _stream_kernel[(triton.cdiv(N, bn),)](wq, res, N, wq.shape[1], wq.stride(0), BLOCK_N=bn,
-                                                      BLOCK_KW=row_bytes // 4, LAYOUT=0, CW=16, num_warps=wp,
-                                                      num_stages=st)
-                return res
+                return _stream(wq, res, N, bn, row_bytes, wp, st)
 
             wr = w[:rows]
             for cand, fn in ((f"int{bits} bytes: cublas bf16 GEMV over {rows}x{K}", lambda: torch.matmul(x, wr.T)),

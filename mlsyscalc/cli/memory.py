@@ -157,9 +157,9 @@ def train(model, overrides, batch, seq, grad_accum, dtype, master_weights, optim
         f"Model states (weights + gradients + optimizer) of all parameters on one GPU: {r.model_state_bytes_unsharded:,} bytes.",
     ]
     if opts.zero == 3:
-        notes.append("ZeRO-3 temporaries: gathered 16-bit weights of two decoder layers (the one in use and the one "
-                     "prefetched) and of the root unit (embeddings, final norm, head), which FSDP keeps unsharded "
-                     "from forward to the end of backward; this assumes each decoder layer is wrapped as a unit.")
+        notes.append("ZeRO-3 temporaries: the gathered weights (`weight` bytes each) of two decoder layers (the one in "
+                     "use and the one prefetched) and of the root unit (embeddings, final norm, head), which FSDP keeps "
+                     "unsharded from forward to the end of backward; this assumes each decoder layer is wrapped as a unit.")
     if peak.cpu_bytes:
         notes.append(f"ZeRO-Offload: {peak.cpu_bytes:,} bytes ({fmt_bytes(peak.cpu_bytes)}) of fp32 master weights and "
                      "optimizer states per rank live in CPU memory; the optimizer step runs on the CPU.")
