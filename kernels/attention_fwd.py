@@ -71,6 +71,25 @@ def _load_rows(ptrs, start, stride, in_range, MASK: tl.constexpr):
 
 
 @triton.jit
+def _online_softmax(qk, m_i, l_i, offs_m, offs_n, in_kv, qk_scale, MASK: tl.constexpr, CAUSAL: tl.constexpr):
+    """One KV tile's step of the online softmax: (p, alpha, l_i, m_ij) from the raw scores qk. MASK: keys
+    outside `in_kv` (and, causal, above the diagonal) score -inf; alpha rescales what was summed before."""
+    if MASK:
+        keep = in_kv[None, :]
+        if CAUSAL:
+            keep = keep & (offs_n[None, :] <= offs_m[:, None])
+        qk = tl.where(keep, qk * qk_scale, -float("inf"))
+        m_ij = tl.maximum(m_i, tl.max(qk, 1))
+        qk = qk - m_ij[:, None]
+    else:
+        m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        qk = qk * qk_scale - m_ij[:, None]
+    p = tl.math.exp2(qk)
+    alpha = tl.math.exp2(m_i - m_ij)
+    return p, alpha, l_i * alpha + tl.sum(p, 1), m_ij
+
+
+@triton.jit
 def _fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, k_desc, v_desc, off_b, off_hkv,
                offs_m, lo, hi, S_kv, qk_scale, stride_kn, stride_vn,
                BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
@@ -86,19 +105,7 @@ def _fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, k_desc, v_desc, off_b, off_hkv,
         else:
             k = _load_rows(k_ptrs, start_n, stride_kn, in_kv, MASK)
         qk = tl.dot(q, tl.trans(k))  # (BLOCK_M, BLOCK_N), fp32
-        if MASK:
-            keep = in_kv[None, :]
-            if CAUSAL:
-                keep = keep & (offs_n[None, :] <= offs_m[:, None])
-            qk = tl.where(keep, qk * qk_scale, -float("inf"))
-            m_ij = tl.maximum(m_i, tl.max(qk, 1))
-            qk = qk - m_ij[:, None]
-        else:
-            m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-            qk = qk * qk_scale - m_ij[:, None]
-        p = tl.math.exp2(qk)
-        alpha = tl.math.exp2(m_i - m_ij)
-        l_i = l_i * alpha + tl.sum(p, 1)
+        p, alpha, l_i, m_ij = _online_softmax(qk, m_i, l_i, offs_m, offs_n, in_kv, qk_scale, MASK, CAUSAL)
         acc = acc * alpha[:, None]
         if USE_DESC:
             v = v_desc.load([off_b, off_hkv, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
