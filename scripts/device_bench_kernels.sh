@@ -130,6 +130,9 @@ elif [ "$MODE" = tests ]; then
   gpu_tests 140 tests/test_kernels_quant_gemv.py
   gpu_tests 200 tests/test_kernels_attention.py
   gpu_tests 100 tests/test_kernels_quant.py
+elif [ "$MODE" = attn8 ]; then
+  # the attention GPU tests after the forward's softmax step became a shared helper (commit c325d15)
+  gpu_tests 230 tests/test_kernels_attention.py
 elif [ "$MODE" = final7 ]; then
   # the measurement of record at this session's last kernel commit: the attention GPU tests (decode's fast path
   # changed since they last all ran), the W8A16/W4A16 decode sweep, the fp8 prefill sweep
@@ -199,7 +202,7 @@ else  # split-K tests compile many kernels: they run in the splitk mode
 fi
 # Did the compiler use Hopper's instructions? Count HGMMA/QGMMA/IMMA (wgmma) and UTMALDG (TMA) per kernel.
 # (skipped in the tests mode; at most 300 cubins: with many tuned configs the census outran final5's cap)
-case "$MODE" in tests|final7|gemv7|final6|evict|stream) echo "== done $(date -u)"; exit 0 ;; esac
+case "$MODE" in tests|attn8|final7|gemv7|final6|evict|stream) echo "== done $(date -u)"; exit 0 ;; esac
 for f in $(find $TRITON_CACHE_DIR -name '*.cubin' 2>/dev/null | head -300); do
   n=$(basename "$f" .cubin)
   s=$(cuobjdump -sass "$f" 2>/dev/null)
