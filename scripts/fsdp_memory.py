@@ -1,6 +1,6 @@
 """Check `mlsys memory train --zero 3 --dp N` against an FSDP2 run: torch.cuda.max_memory_allocated per rank.
 
-    torchrun --nproc_per_node 2 scripts/fsdp_memory.py --out DIR
+    for k in 0 1 2 3; do torchrun --nproc_per_node 2 scripts/fsdp_memory.py --case $k --out DIR; done
 
 Each case builds a scaled-down model of mlsyscalc.bench.memory_validate on every rank in fp32, wraps each decoder
 layer and then the root in `fully_shard` (FSDP2) with bf16 compute and fp32 gradient reduction
@@ -91,8 +91,6 @@ def run_case(label, batch, seq, checkpoint, device, world, spec=None) -> dict:
         "predicted": {**{f"{k}_bytes": v for k, v in predicted.breakdown.items()},
                       **{f"detail_{k}_bytes": v for k, v in predicted.peak_stage.detail.items()}, "peak_bytes": predicted.total},
     }
-    # FSDP's hooks and the optimizer hold reference cycles: without a collection, one case's states outlive it
-    # and sit in the next case's peak
     del model, opt, params, moments
     gc.collect()
     if cuda:
@@ -107,7 +105,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--cases", type=int, default=len(CASES), help="the first K cases")
+    ap.add_argument("--case", type=int, action="append",
+                    help="run case K of CASES (0-based; repeatable; default all). One case a process measures cleanly:"
+                         " in one process an earlier case's optimizer states outlived it, even after gc.collect()")
     ap.add_argument("--tiny", action="store_true", help="one 2-layer llama at 1 x 64 tokens instead (smoke test)")
     a = ap.parse_args()
     cuda = a.device == "cuda"
@@ -118,7 +118,7 @@ def main() -> None:
         torch.cuda.set_device(device)
     env = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name() if cuda else "cpu",
            "commit": os.environ.get("MLSYS_GIT_COMMIT", "")}
-    cases = [(*case, None) for case in CASES[:a.cases]]
+    cases = [(*CASES[k], None) for k in (a.case if a.case is not None else range(len(CASES)))]
     if a.tiny:
         from dataclasses import replace
 
