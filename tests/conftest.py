@@ -27,6 +27,17 @@ def load_data(name: str) -> dict:
     return json.loads((DATA / name).read_text())
 
 
+def load_script(name: str):
+    """scripts/<name>.py imported as a module (the scripts directory is not a package)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture
 def run_cli():
     """run_cli(*args) -> (exit_code, stdout, stderr); run_cli.json(*args) -> parsed JSON."""

@@ -3,28 +3,19 @@ indexing checked against the reference under the CPU interpreter, so its GPU tim
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 import torch
 
 from mlsyscalc.kernels.attention_fwd import attention_ref, interpreting
 
+from .conftest import load_script
+
 pytestmark = pytest.mark.skipif(not interpreting(), reason="checks the kernel logic under TRITON_INTERPRET")
-
-
-def _probe():
-    path = Path(__file__).resolve().parents[1] / "scripts" / "probe_persist.py"
-    spec = importlib.util.spec_from_file_location("probe_persist", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize("causal, flatten, q_reg", [(False, True, True), (False, False, False), (True, False, False)])
 def test_persistent_kernel_matches_reference(monkeypatch, causal, flatten, q_reg):
-    probe = _probe()
+    probe = load_script("probe_persist")
     props = type("props", (), {"multi_processor_count": 3})()   # 3 programs: several tiles each, a partial last round
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: props)
     torch.manual_seed(0)
