@@ -364,7 +364,8 @@ KINDS = tuple(TUNED)
 _CHOICE: dict = {}   # (M, N, K, bits, group, dtype) -> one of KINDS: the fastest by GPU time, measured on first use
 _FAST: dict = {}     # shapes, strides, dtypes, alignment of a chosen-kind call -> (kind, its launch entry)
 SK_MARGIN = 0.97     # the split kernel is chosen only when this much faster (GPU time) than the best one-pass kernel:
-#                      it costs more host work per call (two more arguments, a workspace lookup) and its partial sums
+#                      it costs more host work per call (two more arguments, a workspace lookup), and its fp32
+#                      partial sums make a round trip through global memory
 
 
 def _choice_key(M: int, N: int, K: int, bits: int, group: int | None, dtype: torch.dtype) -> tuple:

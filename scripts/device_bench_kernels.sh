@@ -42,8 +42,8 @@ fi
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
 export TRITON_CACHE_DIR=/tmp/triton_cache
 B="python3 -m mlsyscalc bench"
-# gpu_tests CAP FILE [pytest args]: one test file's GPU tests, verbose, each test's outcome and the exit status
-# appended to $OUT/tests.txt (a file cut by its cap still names each test that ran)
+# gpu_tests CAP FILE [more files, pytest args]: the GPU tests of FILE (and the others), verbose, each test's outcome
+# and the exit status appended to $OUT/tests.txt (a file cut by its cap still names each test that ran)
 gpu_tests() {
   local cap=$1 file=$2; shift 2
   timeout "$cap" python3 -m pytest -v -p no:cacheprovider -m gpu "$@" "$file" 2>&1 \
@@ -149,24 +149,20 @@ elif [ "$MODE" = evict ]; then
   # ran at commit a4dec67 (L2 evict_first hints on the GEMV weights and decode K/V, with one-stage configs; reverted
   # after this call measured no gain, reports/probes): GEMV tuning over every config (GPU test), decode GPU tests,
   # the decode goal sweep, then the flush probe at 1x8192x8192 + decode
-  timeout 90 python3 -m pytest -v -p no:cacheprovider -m gpu tests/test_kernels_quant_gemv.py -k repeated 2>&1 \
-    | grep -E "PASSED|FAILED|ERROR|Error|assert|passed|failed" | tee "$OUT/tests.txt"
-  timeout 40 python3 -m pytest -v -p no:cacheprovider -m gpu tests/test_kernels_attention.py -k decode 2>&1 \
-    | grep -E "PASSED|FAILED|ERROR|Error|assert|passed|failed" | tee -a "$OUT/tests.txt"
+  gpu_tests 90 tests/test_kernels_quant_gemv.py -k repeated
+  gpu_tests 40 tests/test_kernels_attention.py -k decode
   timeout 100 $B attention --quiet --format csv --sweep goals --kind bandwidth --kind decode --out "$OUT/decode.jsonl"
   timeout 60 python3 scripts/probe_configs.py flush --quick --out "$OUT" > "$OUT/probe_flush.log" 2>&1
 elif [ "$MODE" = final6 ]; then
   # the measurement of record at this session's last commit: GEMV and W8A8 GPU tests, the W8A16/W4A16 decode sweep
   # (three GEMV kernels chosen per shape), then the bf16 prefill sweep again (matmul host code changed since its rows)
-  timeout 170 python3 -m pytest -v -p no:cacheprovider -m gpu tests/test_kernels_quant_gemv.py tests/test_kernels_quant.py \
-    -k "gemv or w8a8" 2>&1 | grep -E "PASSED|FAILED|ERROR|Error|assert|passed|failed" | tee "$OUT/tests.txt"
+  gpu_tests 170 tests/test_kernels_quant_gemv.py tests/test_kernels_quant.py -k "gemv or w8a8"
   timeout 150 $B quant --quiet --kind w8a16_gemv --kind w4a16_gemv --sweep decode --out "$OUT/quant.jsonl" --format csv
   timeout 215 $B matmul --quiet --dtype bfloat16 --sweep prefill --out "$OUT/matmul.jsonl" --format csv
 elif [ "$MODE" = gemv7 ]; then
   # the GEMV's K-split-over-programs kernel (sk) and wider column tiles: GPU tests (GEMV, W8A8 gate), what do_bench's
   # L2 flush costs a small read (probe flush), every GEMV candidate (probe gemv), then the decode sweep of record
-  timeout 100 python3 -m pytest -v -p no:cacheprovider -m gpu tests/test_kernels_quant_gemv.py tests/test_kernels_quant.py \
-    -k "gemv or w8a8" 2>&1 | grep -E "PASSED|FAILED|ERROR|Error|assert|passed|failed" | tee "$OUT/tests.txt"
+  gpu_tests 100 tests/test_kernels_quant_gemv.py tests/test_kernels_quant.py -k "gemv or w8a8"
   timeout 40 $B ceilings --out "$OUT/ceilings.json" --format csv
   timeout 50 python3 scripts/probe_configs.py flush --out "$OUT" > "$OUT/probe_flush.log" 2>&1
   timeout 120 python3 scripts/probe_configs.py gemv --out "$OUT" > "$OUT/probe_gemv.log" 2>&1

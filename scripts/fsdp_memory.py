@@ -9,7 +9,8 @@ foreach=False, so the update makes no whole-model temporaries); the second is me
 parameters (the master weights), fp32 sharded gradients and fp32 moments: 16 bytes a parameter over N ranks, the
 total the calculator's ZeRO-3 (2 + 2 + 12 bytes over N) counts, split differently. Rank 0 appends one JSON row a
 case to DIR/fsdp_rows.jsonl with the measured and predicted bytes. Needs N CUDA GPUs (NCCL); on the CPU
-(`--device cpu`, gloo) it only runs the steps, as a smoke test.
+(`--device cpu`, gloo) it only runs the steps, as a smoke test. `--table ROWS` prints the markdown table of
+reports/memory/fsdp.md from a rows file.
 """
 
 from __future__ import annotations
@@ -98,6 +99,24 @@ def run_case(label, batch, seq, checkpoint, device, world, spec=None) -> dict:
     return row
 
 
+def table(rows_path: Path) -> str:
+    """The markdown table of reports/memory/fsdp.md from the rows file (no GPU, no process group)."""
+    gib, mib = 2 ** 30, 2 ** 20
+    out = ["| model | case | sharded states meas / pred GiB | forward_saved meas GiB | peak pred / meas GiB (err) "
+           "| peak: measured - predicted MiB |", "|---|---|---|---|---|---|"]
+    for line in rows_path.read_text().splitlines():
+        r = json.loads(line)
+        m, p = r["measured"], r["predicted"]
+        states = m["params_fp32_bytes"] + m["grads_fp32_bytes"] + m["optimizer_moments_bytes"]
+        states_pred = p["weights_bytes"] + p["gradients_bytes"] + p["optimizer_bytes"]
+        err = 100 * (p["peak_bytes"] - m["peak_bytes"]) / m["peak_bytes"]
+        case = f"b{r['batch']} s{r['seq']}" + (" ckpt" if r["checkpoint"] else "")
+        out.append(f"| {r['model']} | {case} | {states / gib:.3f} / {states_pred / gib:.3f} | "
+                   f"{m['forward_saved_bytes'] / gib:.3f} | {p['peak_bytes'] / gib:.3f} / {m['peak_bytes'] / gib:.3f} "
+                   f"({err:+.2f}%) | {(m['peak_bytes'] - p['peak_bytes']) / mib:+.0f} |")
+    return "\n".join(out)
+
+
 def main() -> None:
     import torch
     import torch.distributed as dist
@@ -109,7 +128,11 @@ def main() -> None:
                     help="run case K of CASES (0-based; repeatable; default all). One case a process measures cleanly:"
                          " in one process an earlier case's optimizer states outlived it, even after gc.collect()")
     ap.add_argument("--tiny", action="store_true", help="one 2-layer llama at 1 x 64 tokens instead (smoke test)")
+    ap.add_argument("--table", type=Path, help="print the markdown table of this rows file and exit")
     a = ap.parse_args()
+    if a.table:
+        print(table(a.table))
+        return
     cuda = a.device == "cuda"
     dist.init_process_group("nccl" if cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()

@@ -32,7 +32,8 @@ import torch
 import triton
 import triton.language as tl
 
-from mlsyscalc.kernels.attention_fwd import _online_softmax
+from mlsyscalc.bench.attention import sdpa
+from mlsyscalc.kernels.attention_fwd import LOG2E, _online_softmax
 
 
 @triton.jit
@@ -142,7 +143,7 @@ def persistent_forward(q, k, v, causal, bm, bn, warps, stages, maxnreg, flatten,
         opts["maxnreg"] = maxnreg
     attention_fwd_persistent_kernel[(nprog,)](
         qd, kd, vd, od, lse, q, o, q.stride(0), q.stride(1), q.stride(2),
-        b, h, s_q, s_kv, h // h_kv, (1.0 / math.sqrt(d)) * 1.4426950408889634,
+        b, h, s_q, s_kv, h // h_kv, LOG2E / math.sqrt(d),
         HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, EVEN_KV=s_kv % bn == 0, NUM_PROGS=nprog,
         FLATTEN=flatten, Q_PTR=q_ptr, O_PTR=o_ptr, QPRE=qpre, PV_SEP=pv_sep, Q_REG=q_reg, **opts)
     return o, lse
@@ -170,55 +171,58 @@ TILE_SHAPES = [(16, 32, 1024, False), (16, 32, 1024, True), (32, 32, 1024, False
 
 
 def main() -> int:
-    from mlsyscalc.kernels import attention_fwd as fwd
     mode = sys.argv[1] if len(sys.argv) > 1 else "persist"
-    out = open(os.path.join(os.environ.get("OUT", "."), "probe_persist.jsonl"), "a")
-    out.write(json.dumps(dict(env=dict(torch=torch.__version__, triton=triton.__version__,
-                                       gpu=torch.cuda.get_device_name(), commit=os.environ.get("MLSYS_GIT_COMMIT", ""))))
-              + "\n")
-    d = 128
-    for B, H, S, causal in (SHAPES if mode == "persist" else TILE_SHAPES):
-        torch.manual_seed(0)
-        q, k, v = (torch.randn(B, H, S, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-        flops = 4.0 * B * H * S * S * d * (0.5 if causal else 1.0)
-        with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.FLASH_ATTENTION):
-            ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
-        cands = {"sdpa_flash": lambda: _sdpa(q, k, v, causal, torch.nn.attention.SDPBackend.FLASH_ATTENTION),
-                 "sdpa_cudnn": lambda: _sdpa(q, k, v, causal, torch.nn.attention.SDPBackend.CUDNN_ATTENTION),
-                 "default": lambda: fwd.attention_forward(q, k, v, causal)[0]}
-        for bm, bn, wp, st, reg in TILES if mode == "tiles" else []:
-            cfg = dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=wp, num_stages=st)
-            if reg:
-                cfg["maxnreg"] = reg
-            cands[f"host {bm}x{bn} w{wp} s{st} r{reg}"] = (
-                lambda cfg=cfg: fwd.attention_forward(q, k, v, causal, config=cfg, use_desc="host")[0])
-        for var in VARIANTS if mode == "persist" else []:
-            if causal and var[5]:
-                continue   # the flattened loop needs a tile-invariant KV trip count
-            cands["persist " + " ".join(map(str, var))] = (lambda var=var: persistent_forward(q, k, v, causal, *var)[0])
-        for name, fn in cands.items():
-            row = dict(shape=f"B{B}xH{H}xS{S}" + ("xcausal" if causal else ""), cand=name)
-            try:
-                o = fn()
-                torch.cuda.synchronize()
-                err = ((o.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
-                row["rel_err"] = err
-                if err > 2e-2:
-                    row["error"] = "wrong result"
-                else:
-                    ms = triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median")
-                    row.update(ms=ms, tflops=flops / ms / 1e9)
-            except Exception as e:   # noqa: BLE001
-                row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
-            out.write(json.dumps(row) + "\n")
-            out.flush()
-            print(row, flush=True)
+    if mode not in ("persist", "tiles"):
+        print(f"usage: python scripts/probe_persist.py [persist|tiles], not {mode!r}", file=sys.stderr)
+        return 2
+    with open(os.path.join(os.environ.get("OUT", "."), "probe_persist.jsonl"), "a") as out:
+        out.write(json.dumps(dict(env=dict(torch=torch.__version__, triton=triton.__version__,
+                                           gpu=torch.cuda.get_device_name(),
+                                           commit=os.environ.get("MLSYS_GIT_COMMIT", "")))) + "\n")
+        for B, H, S, causal in (SHAPES if mode == "persist" else TILE_SHAPES):
+            _probe_shape(out, mode, B, H, S, causal)
     return 0
 
 
-def _sdpa(q, k, v, causal, backend):
-    with torch.nn.attention.sdpa_kernel(backend):
-        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+def _probe_shape(out, mode, B, H, S, causal):
+    """Every candidate of `mode` on one shape (d = 128), checked against SDPA FLASH, then timed."""
+    from mlsyscalc.kernels import attention_fwd as fwd
+
+    d = 128
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(B, H, S, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    flops = 4.0 * B * H * S * S * d * (0.5 if causal else 1.0)
+    ref = sdpa("flash")(q, k, v, causal)
+    cands = {"sdpa_flash": lambda: sdpa("flash")(q, k, v, causal),
+             "sdpa_cudnn": lambda: sdpa("cudnn")(q, k, v, causal),
+             "default": lambda: fwd.attention_forward(q, k, v, causal)[0]}
+    for bm, bn, wp, st, reg in TILES if mode == "tiles" else []:
+        cfg = dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=wp, num_stages=st)
+        if reg:
+            cfg["maxnreg"] = reg
+        cands[f"host {bm}x{bn} w{wp} s{st} r{reg}"] = (
+            lambda cfg=cfg: fwd.attention_forward(q, k, v, causal, config=cfg, use_desc="host")[0])
+    for var in VARIANTS if mode == "persist" else []:
+        if causal and var[5]:
+            continue   # the flattened loop needs a tile-invariant KV trip count
+        cands["persist " + " ".join(map(str, var))] = (lambda var=var: persistent_forward(q, k, v, causal, *var)[0])
+    for name, fn in cands.items():
+        row = dict(shape=f"B{B}xH{H}xS{S}" + ("xcausal" if causal else ""), cand=name)
+        try:
+            o = fn()
+            torch.cuda.synchronize()
+            err = ((o.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+            row["rel_err"] = err
+            if err > 2e-2:
+                row["error"] = "wrong result"
+            else:
+                ms = triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median")
+                row.update(ms=ms, tflops=flops / ms / 1e9)
+        except Exception as e:   # noqa: BLE001
+            row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
+        out.write(json.dumps(row) + "\n")
+        out.flush()
+        print(row, flush=True)
 
 
 if __name__ == "__main__":

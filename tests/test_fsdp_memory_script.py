@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import socket
 from dataclasses import replace
+from pathlib import Path
 
-import pytest
+import torch
+
+from mlsyscalc.specs.lookup import load_model
 
 from .conftest import load_script
+
+REPORTS = Path(__file__).resolve().parents[1] / "reports" / "memory"
 
 
 def _free_port() -> int:
@@ -19,12 +24,7 @@ def _free_port() -> int:
 
 
 def test_fsdp_sharded_states_match_the_zero3_prediction():
-    torch = pytest.importorskip("torch")
     dist = torch.distributed
-    if not dist.is_available():
-        pytest.skip("torch.distributed not built")
-    from mlsyscalc.specs.lookup import load_model
-
     spec = replace(load_model("llama2-7b", {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
                                             "num_key_value_heads": 2, "intermediate_size": 256, "vocab_size": 512}),
                    name="tiny llama")
@@ -39,3 +39,8 @@ def test_fsdp_sharded_states_match_the_zero3_prediction():
     assert measured["grads_fp32_bytes"] == measured["params_fp32_bytes"]
     states = sum(measured[k] for k in ("params_fp32_bytes", "grads_fp32_bytes", "optimizer_moments_bytes"))
     assert states == predicted["weights_bytes"] + predicted["gradients_bytes"] + predicted["optimizer_bytes"]
+
+
+def test_fsdp_report_table_is_the_one_its_rows_give():
+    table = load_script("fsdp_memory").table(REPORTS / "fsdp_rows.jsonl")
+    assert table.count("\n") == 5 and table in (REPORTS / "fsdp.md").read_text()

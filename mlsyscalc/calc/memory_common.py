@@ -22,24 +22,28 @@ from .layers import (
 from .tensor_parallel import kv_divisor, tp_kind, tp_split
 
 
+def _copies(lin: Linear, ep: int) -> int:
+    """Copies of a projection on one rank: E/ep routed experts, else its own count."""
+    return lin.copies // ep if lin.copies > 1 else lin.copies
+
+
 def linear_weight_per_rank(lin: Linear, tp: int, ep: int = 1, kv_split: int | None = None) -> int:
     """Weight-matrix elements of one projection held by one rank (experts: E/ep experts, each TP-split)."""
     if lin.tied:
         return 0
-    copies = lin.copies // ep if lin.copies > 1 else lin.copies
-    return lin.in_features * lin.out_features * copies // tp_split(lin, tp, kv_split)
+    return lin.in_features * lin.out_features * _copies(lin, ep) // tp_split(lin, tp, kv_split)
 
 
 def linear_params_per_rank(lin: Linear, tp: int, ep: int = 1, kv_split: int | None = None) -> int:
     """Parameters of one projection held by one rank: its weight share plus its bias (split with
     column-parallel weights, replicated with row-parallel ones)."""
+    weight = linear_weight_per_rank(lin, tp, ep, kv_split)
     if lin.tied or not lin.bias:
-        return linear_weight_per_rank(lin, tp, ep, kv_split)
-    copies = lin.copies // ep if lin.copies > 1 else lin.copies
-    bias = lin.out_features * copies
+        return weight
+    bias = lin.out_features * _copies(lin, ep)
     if tp_kind(lin) == "column":
         bias //= tp_split(lin, tp, kv_split)
-    return linear_weight_per_rank(lin, tp, ep, kv_split) + bias
+    return weight + bias
 
 
 @dataclass(frozen=True)
