@@ -2,8 +2,8 @@
 
 The story, top to bottom:
 
-- `_tile_coords`: grouped tile order (GROUP_M row-tiles share one column of B while it sits in L2).
-- `_epilogue`: scales (per-tensor, or per-row of A x per-column of B), bias, activation, in fp32.
+- matmul_tiles.py: the pieces this kernel shares with the split-K kernel (tile order, masked loads,
+  epilogue: scales, bias, activation in fp32, TMA block shapes).
 - `_persistent_tma_loop`: the Hopper path. A persistent grid of one program per SM walks the tiles;
   A, B and C move through tensor descriptors (TMA bulk copies), the K loop is software pipelined
   `num_stages` deep, and C may leave in two halves (SUBTILE). Autotuned over tile shapes keyed on
@@ -24,62 +24,18 @@ which the TMA path reads as K-major tiles of W, the layout wgmma wants for fp8.
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from . import matmul_launch
+from . import matmul_launch, matmul_splitk
+from .matmul_tiles import _SMALL_TILE, _block_shapes, _epilogue, _interpreting, _load_ab, _tile_coords
 from .tuning import gpu_time_ms
 
 ACTIVATIONS = {"none": 0, "relu": 1, "gelu": 2, "silu": 3}
 SCALE_NONE, SCALE_TENSOR, SCALE_ROW = 0, 1, 2
 FP8 = torch.float8_e4m3fn
-
-
-@triton.jit
-def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
-    # Grouped ordering (Triton matmul tutorial): walk GROUP_M row-tiles down one column of tiles.
-    num_pid_in_group = GROUP_M * num_pid_n
-    group_id = tile_id // num_pid_in_group
-    first_pid_m = group_id * GROUP_M
-    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + (tile_id % group_size_m)
-    pid_n = (tile_id % num_pid_in_group) // group_size_m
-    return pid_m, pid_n
-
-
-@triton.jit
-def _load_ab(a_ptr, b_ptr, offs_m, offs_n, k, M, N, K, stride_am, stride_ak, stride_bk, stride_bn):
-    # Masked pointer loads of one A (BLOCK_M, BLOCK_K) and one B (BLOCK_K, BLOCK_N) tile; zeros outside.
-    a = tl.load(a_ptr + offs_m[:, None] * stride_am + k[None, :] * stride_ak,
-                mask=(offs_m[:, None] < M) & (k[None, :] < K), other=0.0)
-    b = tl.load(b_ptr + k[:, None] * stride_bk + offs_n[None, :] * stride_bn,
-                mask=(k[:, None] < K) & (offs_n[None, :] < N), other=0.0)
-    return a, b
-
-
-@triton.jit
-def _epilogue(acc, offs_m, offs_n, M, N, a_scale_ptr, b_scale_ptr, bias_ptr,
-              SCALE: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr):
-    if SCALE == 1:  # per-tensor: one fp32 scale each for A and B
-        acc = acc * (tl.load(a_scale_ptr) * tl.load(b_scale_ptr))
-    if SCALE == 2:  # per-row of A (M,) times per-column of B (N,)
-        sa = tl.load(a_scale_ptr + offs_m, mask=offs_m < M, other=0.0)
-        sb = tl.load(b_scale_ptr + offs_n, mask=offs_n < N, other=0.0)
-        acc = acc * sa[:, None] * sb[None, :]
-    if HAS_BIAS:
-        acc = acc + tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
-    if ACT == 1:
-        acc = tl.maximum(acc, 0.0)
-    if ACT == 2:  # tanh-approximate GELU, tanh(u) = 2 sigmoid(2u) - 1
-        u = 0.7978845608028654 * (acc + 0.044715 * acc * acc * acc)
-        acc = 0.5 * acc * (1.0 + (2.0 * tl.sigmoid(2.0 * u) - 1.0))
-    if ACT == 3:
-        acc = acc * tl.sigmoid(acc)
-    return acc
 
 
 @triton.jit
@@ -201,13 +157,6 @@ def _matmul_ptr_kernel(
         tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
 
-def _block_shapes(cfg) -> tuple[list, list, list]:
-    """TMA block shapes of A (or A^T), B (or W = B^T) and C for one config (BLOCK_*, A_T, B_NK, SUBTILE)."""
-    bm, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
-    return ([bk, bm] if cfg["A_T"] else [bm, bk], [bn, bk] if cfg["B_NK"] else [bk, bn],
-            [bm, bn // 2 if cfg.get("SUBTILE") else bn])
-
-
 def _set_block_shapes(nargs):
     for name, shape in zip(("a_desc", "b_desc", "c_desc"), _block_shapes(nargs)):
         nargs[name].block_shape = shape
@@ -251,10 +200,6 @@ _PTR_GPU = triton.autotune([
     triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, num_stages=4, num_warps=8),
     triton.Config({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}, num_stages=4, num_warps=4),
 ], key=["M", "N", "K", "SCALE", "INT8"], do_bench=gpu_time_ms)(_matmul_ptr_kernel)
-
-
-def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET") == "1"
 
 
 _num_sms = matmul_launch.sm_count
@@ -383,8 +328,6 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
             matmul_launch.remember(_PATH, key, min(times, key=times.get))
         path = _PATH[key]
     if split is not None:
-        from . import matmul_splitk
-
         a_desc, b_desc, a_t, b_nk = _descriptors(a, b) if path == "tma" else (a, b, False, False)
         matmul_splitk.launch_splitk(a, b, c, a_desc, b_desc, scales, split, path == "tma", args,
                                     a_t=a_t, b_nk=b_nk, cache=launch_cache)
@@ -412,9 +355,7 @@ def resolve_split_k(split_k: int | str | None, M: int, N: int, K: int, num_sms: 
     if split_k is None:
         return None
     if split_k == "auto":
-        from .matmul_splitk import choose_split_k
-
-        return choose_split_k(M, N, K, num_sms)
+        return matmul_splitk.choose_split_k(M, N, K, num_sms)
     if not isinstance(split_k, int) or isinstance(split_k, bool) or split_k < 1:
         raise ValueError(f"split_k must be None, 'auto' or an int >= 1, not {split_k!r}")
     return split_k
@@ -423,9 +364,6 @@ def resolve_split_k(split_k: int | str | None, M: int, N: int, K: int, num_sms: 
 def _layout(a, b) -> tuple[bool, bool]:
     """(A_T, B_NK): column-major A is described as A^T (K, M), column-major B (W.T) as W = B^T (N, K)."""
     return a.stride(1) != 1, b.stride(0) == 1
-
-
-_SMALL_TILE = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=2)   # the CPU interpreter's fixed config
 
 
 def _persistent_grid(M: int, N: int, num_sms: int):

@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from . import matmul_launch
-from .matmul import _SMALL_TILE, _block_shapes, _epilogue, _interpreting, _load_ab, _tile_coords
+from .matmul_tiles import _SMALL_TILE, _block_shapes, _epilogue, _interpreting, _load_ab, _tile_coords
 from .tuning import gpu_time_ms
 
 SPLITK_TILE = 128           # the tile edge the "auto" rule counts tiles with (the persistent kernel's smallest)

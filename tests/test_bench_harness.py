@@ -63,12 +63,12 @@ def test_run_cases_gates_times_and_skips_done(tmp_path, monkeypatch):
     monkeypatch.setattr(harness, "time_ms", lambda fn: 1.0)
     store = ResultStore(tmp_path / "rows.jsonl")
     calls: list = []
-    rows = run_cases([_case("1", calls), _case("2", calls, wrong=True)], store, progress=False)
+    rows = run_cases([_case("1", calls), _case("2", calls, wrong=True)], store)
     assert [r.ok for r in rows] == [True, False]
     assert rows[1].error.startswith("correctness gate failed") and rows[1].median_ms is None
     assert rows[0].speedup == pytest.approx(1.0)
     calls.clear()
-    again = run_cases([_case("1", calls), _case("2", calls, wrong=True)], store, progress=False)
+    again = run_cases([_case("1", calls), _case("2", calls, wrong=True)], store)
     assert calls == ["2"] and len(again) == 2  # the passed row was skipped, the failed one retried
 
 

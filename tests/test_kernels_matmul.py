@@ -8,7 +8,7 @@ import triton.testing
 
 from mlsyscalc.bench.harness import check_close
 from mlsyscalc.kernels import matmul as mm
-from mlsyscalc.kernels import matmul_bench as mb
+from mlsyscalc.bench.cases import matmul as mb
 from mlsyscalc.kernels import matmul_launch as ml
 from mlsyscalc.kernels import matmul_splitk as sk
 

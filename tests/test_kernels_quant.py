@@ -12,7 +12,7 @@ import torch
 from mlsyscalc.bench.harness import check_close
 from mlsyscalc.cli.bench_kernels import QUANT_KINDS
 from mlsyscalc.kernels import quant as Q
-from mlsyscalc.kernels import quant_bench as QB
+from mlsyscalc.bench.cases import quant as QB
 from mlsyscalc.kernels import quant_w4 as W4
 
 from .sm90 import needs_ptxas, run_uninterpreted

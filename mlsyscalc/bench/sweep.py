@@ -72,59 +72,30 @@ def run_case(case: Case) -> Row:
     return row.finish()
 
 
-def run_cases(cases: Iterable[Case], store: ResultStore, progress: bool = True) -> list[Row]:
+Progress = Callable[[int, int, str], None]   # (cases finished, cases to run, the next one's name)
+
+
+def run_cases(cases: Iterable[Case], store: ResultStore, progress: Progress | None = None) -> list[Row]:
     """Run every case not already in `store`, appending each row as it finishes.
 
-    Returns the rows of this sweep: the stored ones it skipped plus the new ones.
+    `progress`, when given, is called before each case and once after the last (the caller draws
+    it; the harness prints nothing). Returns the rows of this sweep: the stored ones it skipped
+    plus the new ones.
     """
     cases = list(cases)
     stored = {row.key: row for row in store.rows()}
     done = {key for key, row in stored.items() if not row.error}
     todo = [c for c in cases if c.key not in done]
     rows = {c.key: stored[c.key] for c in cases if c.key in done}
-    with _progress(progress, len(todo)) as advance:
-        for case in todo:
-            advance(f"{case.kernel} {case.dtype} {case.shape}")
-            row = run_case(case)
-            store.append(row)
-            rows[case.key] = row
-        advance(None)
+    for index, case in enumerate(todo):
+        if progress:
+            progress(index, len(todo), f"{case.kernel} {case.dtype} {case.shape}")
+        row = run_case(case)
+        store.append(row)
+        rows[case.key] = row
+    if progress and todo:
+        progress(len(todo), len(todo), "")
     return [rows[c.key] for c in cases if c.key in rows]
-
-
-class _progress:
-    """A rich progress bar on stderr (stdout stays parseable); a no-op when disabled."""
-
-    def __init__(self, enabled: bool, total: int):
-        self.enabled, self.total, self._bar, self._task = enabled and total > 0, total, None, None
-
-    def __enter__(self):
-        if self.enabled:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            from ..cli.render import console
-
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), console=console(stderr=True), transient=True)
-            self._bar.start()
-            self._task = self._bar.add_task("bench", total=self.total)
-        return self._advance
-
-    def _advance(self, description: str | None) -> None:
-        if self._bar is None:
-            return
-        if self._started:
-            self._bar.advance(self._task)
-        if description is not None:
-            self._bar.update(self._task, description=description)
-        self._started = True
-
-    _started = False
-
-    def __exit__(self, *exc):
-        if self._bar is not None:
-            self._bar.stop()
-        return False
 
 
 def _free_memory() -> None:

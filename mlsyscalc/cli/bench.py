@@ -6,10 +6,10 @@ Subcommands load lazily from BENCH_COMMANDS ("name": "module:attribute", full mo
 
 from __future__ import annotations
 
+import contextlib
 import os
-
 from dataclasses import asdict
-from typing import Callable
+from typing import Callable, Iterator
 
 import click
 
@@ -47,6 +47,38 @@ def sweep_options(func: Callable) -> Callable:
     func = click.option("--interpret", is_flag=True,
                         help="Run small shapes on the CPU through TRITON_INTERPRET=1 (a smoke test, not a speed).")(func)
     return render.output_options(func)
+
+
+@contextlib.contextmanager
+def progress_bar(quiet: bool) -> Iterator[Callable[[int, int, str], None] | None]:
+    """A rich progress bar on stderr (stdout stays parseable) fed by the sweep's callback; None when quiet."""
+    if quiet:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   console=render.console(stderr=True), transient=True)
+    task = bar.add_task("bench", total=None)
+
+    def advance(finished: int, total: int, description: str) -> None:
+        if finished == 0:
+            bar.start()
+        bar.update(task, completed=finished, total=total, description=description)
+
+    try:
+        yield advance
+    finally:
+        bar.stop()
+
+
+def run_sweep(cases, out: str | None, quiet: bool) -> list:
+    """Run harness cases into the --out store with the progress bar; the rows of this sweep."""
+    from ..bench.rows import ResultStore
+    from ..bench.sweep import run_cases
+
+    with progress_bar(quiet) as progress:
+        return run_cases(cases, ResultStore(out), progress)
 
 
 def _notes() -> tuple[str, ...]:

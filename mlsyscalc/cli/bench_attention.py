@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .bench import emit_rows, sweep_options
+from .bench import emit_rows, run_sweep, sweep_options
 
 KINDS = ("bandwidth", "fwd", "bwd", "decode")
 DTYPES = ("bfloat16", "float16", "float32")
@@ -28,8 +28,6 @@ def attention(kinds, sweep, dtype, interpret, out, quiet, fmt, as_json):
     """
     from ..bench import attention as sweeps
     from ..bench import harness
-    from ..bench.rows import ResultStore
-    from ..bench.sweep import run_cases
 
     backend = harness.use_backend(interpret)
     name = "interpret" if backend == "interpret" else sweep
@@ -45,5 +43,5 @@ def attention(kinds, sweep, dtype, interpret, out, quiet, fmt, as_json):
             cases += sweeps.backward_cases(sweeps.prefill_shapes(name), dtype, backends[:3])
         else:
             cases += sweeps.decode_cases(sweeps.decode_shapes(name), dtype, backends=backends)
-    rows = run_cases(cases, ResultStore(out), progress=not quiet)
+    rows = run_sweep(cases, out, quiet)
     emit_rows(rows, fmt, as_json, "attention")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import click
 
 from ..errors import MlsysError
-from .bench import emit_rows, sweep_options
+from .bench import emit_rows, run_sweep, sweep_options
 
 MATMUL_DTYPES = ("bfloat16", "float16", "float32", "fp8_tensor", "fp8_row")
-QUANT_KINDS = ("quantize", "w8a16", "w8a16_gemv", "w4a16", "w4a16_evenodd", "w4a16_halves", "w4a16_gemv", "w8a8")   # kernels/quant_bench.py KINDS
+QUANT_KINDS = ("quantize", "w8a16", "w8a16_gemv", "w4a16", "w4a16_evenodd", "w4a16_halves", "w4a16_gemv", "w8a8")   # bench/cases/quant.py KINDS
 
 
 @click.command()
@@ -35,13 +35,11 @@ def matmul(dtypes, shapes, sweep, activation, splits, no_cache, paths, interpret
     triton_matmul, triton_matmul_splitk_auto, triton_matmul_splitk<S>.
     """
     from ..bench import harness, shapes as shape_sets
-    from ..bench.rows import ResultStore
-    from ..bench.sweep import run_cases
 
     backend = harness.use_backend(interpret)
     chosen = shape_sets.pick(shapes, sweep, "interpret" if backend == "interpret" else "smoke")
     dtypes = dtypes or (("float16", "float32") if backend == "interpret" else ("bfloat16",))
-    from mlsyscalc.kernels import matmul_bench as kernel
+    from ..bench.cases import matmul as kernel
 
     try:
         split_ks = [kernel.parse_split_k(s) for s in splits]
@@ -49,7 +47,7 @@ def matmul(dtypes, shapes, sweep, activation, splits, no_cache, paths, interpret
         raise MlsysError(str(exc)) from None
     cases = [kernel.bench_case(m, n, k, dtype, activation, split, not no_cache, path)
              for dtype in dtypes for split in split_ks for path in paths for m, n, k in chosen]
-    rows = run_cases(cases, ResultStore(out), progress=not quiet)
+    rows = run_sweep(cases, out, quiet)
     emit_rows(rows, fmt, as_json, "matmul")
 
 
@@ -70,12 +68,10 @@ def quant(kinds, shapes, sweep, interpret, out, quiet, fmt, as_json):
     w8a8 is an int8 GEMM against torch._int_mm.
     """
     from ..bench import harness
-    from ..bench.rows import ResultStore
-    from ..bench.sweep import run_cases
 
     backend = harness.use_backend(interpret)
-    from mlsyscalc.kernels import quant_bench as kernel
+    from ..bench.cases import quant as kernel
 
     cases = kernel.bench_cases(kinds or QUANT_KINDS, shapes, sweep, small=backend == "interpret")
-    rows = run_cases(cases, ResultStore(out), progress=not quiet)
+    rows = run_sweep(cases, out, quiet)
     emit_rows(rows, fmt, as_json, "quant")

@@ -1,4 +1,4 @@
-"""Harness cases for kernels/matmul.py: x (M,K) @ W.T with W (N,K) against cuBLAS / torch._scaled_mm.
+"""Benchmark cases for kernels/matmul.py: x (M,K) @ W.T with W (N,K) against cuBLAS / torch._scaled_mm.
 
 One case per (shape, dtype, split_k choice, launch cache on/off); the choice is part of the
 kernel name, so a sweep can time the persistent kernel and the split-K kernel side by side:
@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import torch
 
-from .matmul import _num_sms, matmul, matmul_ref, quantize_fp8, resolve_split_k
-from .matmul_launch import add_host_times
+from ...kernels.matmul import _num_sms, matmul, matmul_ref, quantize_fp8, resolve_split_k
+from ...kernels.matmul_launch import add_host_times
+from .. import harness
+from ..sweep import Bench, Case
 
 
 def kernel_name(split_k: int | str | None = None, launch_cache: bool = True, path: str = "auto") -> str:
@@ -45,9 +47,6 @@ def bench_case(M: int, N: int, K: int, dtype: str = "bfloat16", activation: str 
     dtype: "bfloat16" | "float16" | "float32" (vs torch.matmul, i.e. cuBLAS) or
     "fp8_tensor" | "fp8_row" (e4m3 inputs, bf16 output, vs torch._scaled_mm with the same scales).
     """
-    from mlsyscalc.bench import harness
-    from mlsyscalc.bench.sweep import Bench, Case
-
     fp8 = dtype.startswith("fp8")
     in_bytes = 1 if fp8 else torch.empty((), dtype=getattr(torch, dtype)).element_size()
     out_bytes = 2 if fp8 else in_bytes

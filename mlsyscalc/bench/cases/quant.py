@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from .matmul_launch import add_host_times
-from .quant import (
+from ...kernels.matmul_launch import add_host_times
+from ...kernels.quant import (
     dequantize_ref,
     quantize,
     quantize_ref,
@@ -21,7 +21,9 @@ from .quant import (
     weight_only_matmul,
     weight_only_matmul_ref,
 )
-from .quant_w4 import pack_halves
+from ...kernels.quant_w4 import pack_halves
+from .. import harness, shapes as shape_sets
+from ..sweep import Bench, Case
 
 KINDS = ("quantize", "w8a16", "w8a16_gemv", "w4a16", "w4a16_evenodd", "w4a16_halves", "w4a16_gemv", "w8a8")
 W4_KINDS = {"w4a16": "interleave", "w4a16_evenodd": "evenodd", "w4a16_halves": "halves", "w4a16_gemv": "gemv"}  # -> variant
@@ -31,9 +33,6 @@ QUANT_MODES = (("int8", None, "float32"), ("int4", 128, "bfloat16"), ("fp8", Non
 
 
 def _quantize_case(N, K, mode, group, scale_dtype, dev_dtype):
-    from mlsyscalc.bench import harness
-    from mlsyscalc.bench.sweep import Bench, Case
-
     sdt = getattr(torch, scale_dtype)
     q_bytes = N * K // 2 if mode == "int4" else N * K
     s_bytes = N * (K // (group or K)) * sdt.itemsize
@@ -53,9 +52,6 @@ def _quantize_case(N, K, mode, group, scale_dtype, dev_dtype):
 
 
 def _weight_only_case(M, N, K, bits, dev_dtype, variant="interleave"):
-    from mlsyscalc.bench import harness
-    from mlsyscalc.bench.sweep import Bench, Case
-
     group = 128 if bits == 4 else None
     mode = "int4" if bits == 4 else "int8"
 
@@ -70,7 +66,7 @@ def _weight_only_case(M, N, K, bits, dev_dtype, variant="interleave"):
                       baseline=lambda: torch.matmul(x, w.T))
         add_host_times(bench, x.is_cuda)
         if x.is_cuda and variant == "gemv":   # which kernel and tile the shape got
-            from . import quant_gemv as G
+            from ...kernels import quant_gemv as G
 
             bench.extra["config"] = G.chosen(M, N, K, bits, group, x.dtype)
         return bench
@@ -83,9 +79,6 @@ def _weight_only_case(M, N, K, bits, dev_dtype, variant="interleave"):
 
 
 def _w8a8_case(M, N, K, dev_dtype):
-    from mlsyscalc.bench import harness
-    from mlsyscalc.bench.sweep import Bench, Case
-
     def build():
         dev = harness.device()
         xq, xs = quantize(torch.randn(M, K, device=dev, dtype=dev_dtype), "int8")
@@ -103,8 +96,6 @@ def _w8a8_case(M, N, K, dev_dtype):
 
 def bench_cases(kinds, shapes: str | None = None, sweep: str | None = None, small: bool = False):
     """Harness cases for `mlsys bench quant` (kinds: KINDS)."""
-    from mlsyscalc.bench import shapes as shape_sets
-
     assert set(kinds) <= set(KINDS), f"unknown kinds {sorted(set(kinds) - set(KINDS))} (choose from {KINDS})"
     dev_dtype = torch.float16 if small else torch.bfloat16
     cases = []
