@@ -8,4 +8,4 @@ OUT_DIR="${1:-${OUT:-reports/memory}}"
 export MLSYS_COMMIT="${MLSYS_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
 export PYTHONPATH="${PYTHONPATH:-}:$(pwd)" PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-python3 -m mlsyscalc.bench.memory_validate --out "$OUT_DIR"
+python3 -m mlsyscalc.bench.cases.memory --out "$OUT_DIR"

@@ -2,7 +2,7 @@
 
     for k in 0 1 2 3; do torchrun --nproc_per_node 2 scripts/fsdp_memory.py --case $k --out DIR; done
 
-Each case builds a scaled-down model of mlsyscalc.bench.memory_validate on every rank in fp32, wraps each decoder
+Each case builds a scaled-down model of mlsyscalc.bench.cases.memory on every rank in fp32, wraps each decoder
 layer and then the root in `fully_shard` (FSDP2) with bf16 compute and fp32 gradient reduction
 (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)), and runs two AdamW steps (torch.optim.AdamW,
 foreach=False, so the update makes no whole-model temporaries); the second is measured. FSDP2 keeps fp32 sharded
@@ -21,7 +21,7 @@ import json
 import os
 from pathlib import Path
 
-# (model label in memory_validate.MODELS, micro-batch, sequence, activation checkpointing)
+# (model label in cases/memory.py MODELS, micro-batch, sequence, activation checkpointing)
 CASES = [("llama-1b (MHA)", 4, 2048, False), ("llama-1b (MHA)", 8, 2048, True),
          ("llama3-1.5b (GQA 32/8, vocab 128k)", 4, 2048, False), ("gpt2-xl (1.6B, LayerNorm, GeLU)", 4, 1024, False)]
 
@@ -40,7 +40,7 @@ def run_case(label, batch, seq, checkpoint, device, world, spec=None) -> dict:
     import torch
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    from mlsyscalc.bench.memory_validate import spec_for
+    from mlsyscalc.bench.cases.memory import spec_for
     from mlsyscalc.bench.torch_models import build_model
     from mlsyscalc.calc.memory_train import TrainOptions, train_memory
 

@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from mlsyscalc.bench.attention import sdpa
+from mlsyscalc.bench.cases.attention import sdpa
 from mlsyscalc.bench.harness import check_close
 from mlsyscalc.bench.shapes import PROJECTIONS
 from mlsyscalc.kernels import matmul as mm

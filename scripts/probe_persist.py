@@ -32,7 +32,7 @@ import torch
 import triton
 import triton.language as tl
 
-from mlsyscalc.bench.attention import sdpa
+from mlsyscalc.bench.cases.attention import sdpa
 from mlsyscalc.kernels.attention_fwd import LOG2E, _online_softmax
 
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from mlsyscalc.bench import comm_report
+from mlsyscalc.report import comm as comm_report
 from mlsyscalc.calc.comm_collectives import COLLECTIVES, collective_cost
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.cluster import cluster_from_dict

@@ -51,8 +51,8 @@ def test_checkpointed_layer_saves_only_its_input():
 
 
 def test_validation_rows_on_cpu(tmp_path):
-    from mlsyscalc.bench import memory_validate as mv
-    from mlsyscalc.bench.memory_report import write_report
+    from mlsyscalc.bench.cases import memory as mv
+    from mlsyscalc.report.memory import write_report
 
     mv.MODELS["tiny"] = SPECS["llama3 GQA"]
     rows = mv.run_all(tmp_path, device="cpu", train_cases=[("tiny", 2, 32, False, True)], infer_cases=[("tiny", 2, 32)])
@@ -68,7 +68,7 @@ def test_validation_rows_on_cpu(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_gpu_training_step_within_5_percent(tmp_path):
-    from mlsyscalc.bench import memory_validate as mv
+    from mlsyscalc.bench.cases import memory as mv
 
     row = mv.run_all(tmp_path, device="cuda", train_cases=[("llama-1b (MHA)", 4, 2048, False, True)], infer_cases=[])[0]
     assert abs(row["predicted"]["peak_bytes"] / row["measured"]["peak_bytes"] - 1) < 0.05

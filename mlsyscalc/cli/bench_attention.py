@@ -26,7 +26,7 @@ def attention(kinds, sweep, dtype, interpret, out, quiet, fmt, as_json):
     SDPA FLASH backend (prefill) or SDPA's default choice (decode) as their in-row baseline; every
     SDPA backend is also a row of its own, gated against the same fp32 reference.
     """
-    from ..bench import attention as sweeps
+    from ..bench.cases import attention as sweeps
     from ..bench import harness
 
     backend = harness.use_backend(interpret)

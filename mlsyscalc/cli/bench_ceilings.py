@@ -17,7 +17,8 @@ from . import render
 @render.output_options
 def ceilings(out, interpret, fmt, as_json):
     """Achievable peak FLOP/s per dtype (best of large cuBLAS matmuls) and read/write/copy bandwidth."""
-    from ..bench import ceilings as measure_ceilings, harness
+    from ..bench import harness
+    from ..bench.cases import ceilings as measure_ceilings
 
     backend = harness.use_backend(interpret)
     record = measure_ceilings.measure(small=backend == "interpret")

@@ -1,6 +1,6 @@
 """Check `mlsys memory train|infer` against torch.cuda.max_memory_allocated on a real GPU.
 
-    python -m mlsyscalc.bench.memory_validate --out DIR   (scripts/device_memory.sh runs it)
+    python -m mlsyscalc.bench.cases.memory --out DIR   (scripts/device_memory.sh runs it)
 
 For each scaled-down model (llama-style MHA, GQA with a large vocabulary, Mixtral-style MoE,
 GPT-2-XL shapes) it builds the model with `bench.torch_models`, runs two bf16 mixed-precision
@@ -21,9 +21,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from ..calc.memory_infer import InferOptions, infer_memory
-from ..calc.memory_train import TrainOptions, train_memory
-from ..specs.lookup import load_model
+from ...calc.memory_infer import InferOptions, infer_memory
+from ...calc.memory_train import TrainOptions, train_memory
+from ...specs.lookup import load_model
 
 # Scaled-down configs (HF keys) of public models: ~0.5-1.6B parameters, fit one 80 GB card.
 MODELS = {
@@ -102,7 +102,7 @@ def _tensor_bytes(tensors) -> int:
 def measure_train(spec, batch, seq, checkpoint, flash, device="cuda") -> dict:
     import torch
 
-    from .torch_models import build_model
+    from ..torch_models import build_model
 
     model = build_model(spec, "bfloat16", device, flash=flash, checkpoint=checkpoint)
     opt = MixedAdamW(model.parameters())
@@ -137,7 +137,7 @@ def measure_train(spec, batch, seq, checkpoint, flash, device="cuda") -> dict:
 def measure_infer(spec, batch, context, device="cuda") -> dict:
     import torch
 
-    from .torch_models import build_model
+    from ..torch_models import build_model
 
     model = build_model(spec, "bfloat16", device, flash=True)
     shape = (batch, context, spec.num_kv_heads)
@@ -252,7 +252,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
     args = parser.parse_args(argv)
-    from .memory_report import write_report
+    from ...report.memory import write_report
 
     rows = run_all(Path(args.out))
     write_report(rows, Path(args.out) / "validation.md")

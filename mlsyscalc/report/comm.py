@@ -21,7 +21,7 @@ from ..calc.comm_collectives import COLLECTIVES, collective_cost, ring_terms
 from ..errors import MlsysError, require
 from ..specs.cluster import ClusterSpec, Link, LinkTerms, load_cluster
 from ..units import fmt_bytes
-from . import comm_fit
+from ..bench import comm_fit
 
 PROTOCOLS = 2  # protocols fitted per collective: LL hides under the host floor (docs/comm.md)
 

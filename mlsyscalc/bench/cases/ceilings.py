@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from . import harness
+from .. import harness
 
 PEAK_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (16384, 8192, 8192))
 SMALL_SHAPES = ((256, 256, 256),)          # --interpret: the code path, not a speed

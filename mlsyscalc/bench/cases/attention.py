@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from . import harness
-from .sweep import Bench, Case
+from .. import harness
+from ..sweep import Bench, Case
 
 SDPA_BACKENDS = ("flash", "cudnn", "efficient", "math")
 

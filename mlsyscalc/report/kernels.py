@@ -13,8 +13,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from .rows import ResultStore, Row
-from .summary import geomean
+from ..bench.rows import ResultStore, Row
+from ..bench.summary import geomean
 
 
 def _weight_only_goal(title: str, kernel: str, goal: float) -> tuple:

@@ -12,7 +12,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from mlsyscalc.bench.attention import read_bandwidth_GBps
+from mlsyscalc.bench.cases.attention import read_bandwidth_GBps
 from mlsyscalc.bench.rows import ResultStore
 
 HERE = Path(__file__).resolve().parent
