@@ -76,8 +76,10 @@ def _rate(amount: float | None, ms: float | None, unit: float) -> float | None:
 _ROW_FIELDS = {f.name for f in fields(Row)}
 
 
-def row_from_flat(data: dict[str, Any]) -> Row:
-    """Inverse of Row.flat() (CSV values come back as strings; numbers are restored)."""
+def row_from_flat(data: dict[str, Any], from_text: bool = False) -> Row:
+    """Inverse of Row.flat(). from_text: the values came from CSV, where all are strings; numbers are
+    restored (JSON keeps its types, so a version string such as "13.0" stays a string)."""
+    _parse = _parse_text if from_text else _same
     base = {k: _parse(v) for k, v in data.items() if k in _ROW_FIELDS}
     for name in ("kernel", "baseline", "shape", "dtype", "variant"):
         base[name] = "" if base.get(name) is None else str(base[name])
@@ -88,7 +90,11 @@ def row_from_flat(data: dict[str, Any]) -> Row:
     return row
 
 
-def _parse(value: Any) -> Any:
+def _same(value: Any) -> Any:
+    return value
+
+
+def _parse_text(value: Any) -> Any:
     if not isinstance(value, str):
         return value
     if value == "":
@@ -118,7 +124,7 @@ class ResultStore:
             raw = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
         latest: dict[str, Row] = {}
         for data in raw:
-            row = row_from_flat(data)
+            row = row_from_flat(data, from_text=self.path.suffix == ".csv")
             latest[row.key] = row
         return list(latest.values())
 

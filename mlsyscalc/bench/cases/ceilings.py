@@ -8,9 +8,11 @@ buffer read (sum), written (fill_) and copied (copy_, bytes read + bytes written
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 from .. import harness
+from ..rows import Row
 
 PEAK_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (16384, 8192, 8192))
 SMALL_SHAPES = ((256, 256, 256),)          # --interpret: the code path, not a speed
@@ -90,3 +92,34 @@ def measure(small: bool = False) -> dict[str, Any]:
         "env": env,
         "measured_at": harness.now(),
     }
+
+
+def to_rows(record: dict[str, Any]) -> list[Row]:
+    """A calibration record in the shared row shape: one row per matmul tried (kernel
+    `ceiling_matmul`, dtype, shape) and one per bandwidth access (kernel `ceiling_<access>`);
+    `from_rows` rebuilds the record (peaks = the best run per dtype)."""
+    common = dict(baseline="", env=dict(record.get("env") or {}), measured_at=record.get("measured_at"))
+    rows = [Row(kernel="ceiling_matmul", shape=run["shape"], dtype=run["dtype"], ok="error" not in run,
+                median_ms=run.get("median_ms"), flops=2.0 * math.prod(int(d) for d in run["shape"].split("x")),
+                error=run.get("error"), **common).finish()
+            for run in record.get("matmul_runs", [])]
+    rows += [Row(kernel=f"ceiling_{access}", shape="", dtype="float32", ok=True, extra={"Bps": rate}, **common)
+             for access, rate in record.get("bandwidth_Bps", {}).items()]
+    return rows
+
+
+def from_rows(rows: list[Row]) -> dict[str, Any]:
+    runs = [r for r in rows if r.kernel == "ceiling_matmul"]
+    peaks: dict[str, float | None] = {}
+    for r in runs:
+        peaks.setdefault(r.dtype, None)
+        if r.ok and r.median_ms:
+            peaks[r.dtype] = max(peaks[r.dtype] or 0.0, r.flops / (r.median_ms * 1e-3))
+    env = rows[0].env if rows else {}
+    return {"gpu": env.get("gpu"), "sm_count": env.get("sm_count"), "peak_flops": peaks,
+            "bandwidth_Bps": {r.kernel[len("ceiling_"):]: r.extra["Bps"] for r in rows if r.kernel != "ceiling_matmul"},
+            "matmul_runs": [{"dtype": r.dtype, "shape": r.shape,
+                             **({"error": r.error} if r.error else
+                                {"median_ms": r.median_ms, "flops_per_s": r.flops / (r.median_ms * 1e-3)})}
+                            for r in runs],
+            "env": dict(env), "measured_at": rows[0].measured_at if rows else None}

@@ -8,7 +8,7 @@ AdamW training steps (fp32 master weights, momentum and variance; gradients kept
 steps like Megatron-LM's buffers) and measures the second; then a KV-cache prefill. Weights,
 gradients and optimizer states are measured by tensor sizes; activations as the memory
 allocated after the forward minus before; the peak by max_memory_allocated. One JSON row per
-case is appended to DIR/memory_rows.jsonl as soon as it is measured; DIR/validation.md is the
+case is appended to DIR/rows.jsonl as soon as it is measured; DIR/validation.md is the
 table. Torch is imported inside functions only.
 """
 
@@ -24,6 +24,7 @@ from pathlib import Path
 from ...calc.memory_infer import InferOptions, infer_memory
 from ...calc.memory_train import TrainOptions, train_memory
 from ...specs.lookup import load_model
+from ..rows import Row
 
 # Scaled-down configs (HF keys) of public models: ~0.5-1.6B parameters, fit one 80 GB card.
 MODELS = {
@@ -181,7 +182,7 @@ def run_all(out: Path, device="cuda", train_cases=TRAIN_CASES, infer_cases=INFER
     import torch
 
     out.mkdir(parents=True, exist_ok=True)
-    rows_path = out / "memory_rows.jsonl"
+    rows_path = out / "rows.jsonl"
     done = [json.loads(x) for x in rows_path.read_text().splitlines() if x.strip()] if rows_path.exists() else []
     rows = [r for r in done if "error" not in r]  # a rerun resumes: measured cases are kept
     env = environment()
@@ -246,6 +247,22 @@ def _sync(device):
 
     if device == "cuda":
         torch.cuda.synchronize()
+
+
+def to_row(record: dict) -> Row:
+    """One memory case in the shared row shape: kernel `memory_<kind>`, bytes = the measured peak,
+    the record itself in `extra` (so `from_row` gives it back)."""
+    measured = record.get("measured") or {}
+    env = {"gpu": record.get("gpu"), "torch": record.get("torch"), "cuda": record.get("cuda"),
+           "git_commit": record.get("commit")}
+    return Row(kernel=f"memory_{record['kind']}", baseline="mlsys memory", shape=str(record["model"]),
+               dtype="bf16", variant="x".join(str(v) for v in record["case"]), ok="error" not in record,
+               bytes=measured.get("peak_bytes"), error=record.get("error"), measured_at=record.get("time"),
+               env={k: v for k, v in env.items() if v is not None}, extra=dict(record))
+
+
+def from_row(row: Row) -> dict:
+    return dict(row.extra)
 
 
 def main(argv=None) -> None:
