@@ -22,6 +22,8 @@ BENCH_COMMANDS = {
     "ceilings": "mlsyscalc.cli.bench_ceilings:ceilings",
     "attention": "mlsyscalc.cli.bench_attention:attention",
     "comm": "mlsyscalc.cli.bench_comm:comm",
+    "report": "mlsyscalc.cli.bench_report:report",
+    "rows": "mlsyscalc.cli.bench_report:rows",
 }
 
 

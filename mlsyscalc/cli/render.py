@@ -17,6 +17,8 @@ from typing import Any, Callable
 
 import click
 
+from ..report.markdown import markdown_table
+
 FORMATS = ("table", "json", "csv", "markdown")
 
 
@@ -106,10 +108,7 @@ def _markdown(output: Output) -> str:
     parts = []
     for tab in output.tables:
         parts.append(f"### {tab.title}\n")
-        parts.append("| " + " | ".join(tab.columns) + " |")
-        parts.append("|" + "|".join(" --- " for _ in tab.columns) + "|")
-        for row in tab.rows:
-            parts.append("| " + " | ".join(_cell(v).replace("|", "\\|") for v in row) + " |")
+        parts.extend(markdown_table(tab.columns, [[_cell(v) for v in row] for row in tab.rows], "l" * len(tab.columns)))
         parts.append("")
     if output.notes:
         parts.extend(f"- {note}" for note in output.notes)

@@ -22,6 +22,7 @@ from ..errors import MlsysError, require
 from ..specs.cluster import ClusterSpec, Link, LinkTerms, load_cluster
 from ..units import fmt_bytes
 from ..bench import comm_fit
+from .markdown import markdown_table
 
 PROTOCOLS = 2  # protocols fitted per collective: LL hides under the host floor (docs/comm.md)
 
@@ -169,9 +170,7 @@ def check_rows(rows: list[dict[str, Any]]) -> None:
 
 def _observations(timed: list[dict[str, Any]], datasheet: str) -> list[str]:
     """Per collective: the per-call floor of small messages and the busbw reached at the largest size."""
-    lines = ["", "## Observed", "",
-             "| collective | time per call, sizes <= 256 KiB (us) | largest size | busbw there (GB/s) | share of datasheet link |",
-             "| --- | --- | --- | --- | --- |"]
+    body = []
     peak_link = load_cluster(datasheet).intra.bandwidth_Bps  # busbw tends to the link bandwidth as n grows
     for c in COLLECTIVES:
         sub = [r for r in timed if r["collective"] == c]
@@ -180,13 +179,19 @@ def _observations(timed: list[dict[str, Any]], datasheet: str) -> list[str]:
         small = [r["time_s"] * 1e6 for r in sub if r["size_bytes"] <= 256 * 1024]
         big = sub[-1]
         floor = f"{min(small):.1f} .. {max(small):.1f}" if small else "-"
-        lines.append(f"| {c} | {floor} | {fmt_bytes(big['size_bytes'])} | {big['busbw_GBps']:.1f} | "
-                     f"{100 * big['busbw_GBps'] * 1e9 / peak_link:.0f}% |")
+        body.append([c, floor, fmt_bytes(big['size_bytes']), f"{big['busbw_GBps']:.1f}",
+                     f"{100 * big['busbw_GBps'] * 1e9 / peak_link:.0f}%"])
+    lines = ["", "## Observed", "", *_table(["collective", "time per call, sizes <= 256 KiB (us)", "largest size",
+                                             "busbw there (GB/s)", "share of datasheet link"], body)]
     lines += ["", "A flat time per call over the small sizes is the cost of issuing one collective through "
               "torch.distributed back to back (host work per call), not link latency: an alpha-beta sum cannot "
               "follow max(host floor, device time), which is where the single line misses most; the protocol "
               "model's H is that floor."]
     return lines
+
+
+def _table(columns: list[str], body: list[list]) -> list[str]:
+    return markdown_table(columns, body, "l" * len(columns))
 
 
 def _pct(x: float) -> str:
@@ -210,15 +215,15 @@ def _model_section(measured: ClusterSpec, min_size: int) -> list[str]:
              "per-step latency, B_p = bandwidth of protocol p (NCCL's tuner keeps the same two numbers per protocol, "
              "src/graph/tuning.cc). Least squares in log-time over every size (scipy, bounds H, alpha >= 0, B > 0), "
              f"{PROTOCOLS} protocols at most; written to `model_specs/clusters/{measured.name}.json`. The single "
-             f"alpha-beta line (weighted least squares over sizes >= {fmt_bytes(min_size)}) is kept beside it.", "",
-             "| collective | H (us) | protocol | alpha_p (us per step) | B_p (GB/s) | single line: alpha (us) | B (GB/s) |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+             f"alpha-beta line (weighted least squares over sizes >= {fmt_bytes(min_size)}) is kept beside it.", ""]
+    body = []
     for c, t in measured.intra.per_collective.items():
         for k, proto in enumerate(t.protocols):
-            head = f"| {c} | {t.call_overhead_s * 1e6:.1f}" if k == 0 else "| |"
-            tail = f"{t.latency_s * 1e6:.1f} | {t.bandwidth_Bps / 1e9:.1f}" if k == 0 else " |"
-            lines.append(f"{head} | {proto.name} | {proto.latency_s * 1e6:.1f} | {proto.bandwidth_Bps / 1e9:.1f} | {tail} |")
-    return lines
+            head = [c, f"{t.call_overhead_s * 1e6:.1f}"] if k == 0 else ["", ""]
+            tail = [f"{t.latency_s * 1e6:.1f}", f"{t.bandwidth_Bps / 1e9:.1f}"] if k == 0 else ["", ""]
+            body.append([*head, proto.name, f"{proto.latency_s * 1e6:.1f}", f"{proto.bandwidth_Bps / 1e9:.1f}", *tail])
+    return lines + _table(["collective", "H (us)", "protocol", "alpha_p (us per step)", "B_p (GB/s)",
+                           "single line: alpha (us)", "B (GB/s)"], body)
 
 
 def _error_section(rows: list[dict[str, Any]], specs: dict[str, ClusterSpec | str], test_rows: list[dict[str, Any]],
@@ -230,14 +235,12 @@ def _error_section(rows: list[dict[str, Any]], specs: dict[str, ClusterSpec | st
              "..., 1 GiB; the rows column counts those). All predictions go through `collective_cost`."]
     for lo, hi in ((min_size, float("inf")), (min_size, BAND_SPLIT - 1), (BAND_SPLIT, float("inf"))):
         band = f">= {fmt_bytes(lo)}" if hi == float("inf") else f"{fmt_bytes(lo)} .. < {fmt_bytes(hi + 1)}"
-        lines += ["", f"### |predicted - measured| / measured, sizes {band}, median / max", "",
-                  "| collective | datasheet | one line | protocol model, in-sample | protocol model, held out | held-out rows |",
-                  "| --- | --- | --- | --- | --- | --- |"]
         tables = [error_table(test_rows if k == "held out" else rows, s, lo, hi) for k, s in specs.items()]
-        for c in tables[0]:
-            cells = [f"{100 * t[c]['median_abs_error']:.1f}% / {100 * t[c]['max_abs_error']:.1f}%" if c in t else "-"
-                     for t in tables]
-            lines.append(f"| {c} | " + " | ".join(cells) + f" | {tables[-1].get(c, {}).get('rows', 0)} |")
+        body = [[c, *(f"{100 * t[c]['median_abs_error']:.1f}% / {100 * t[c]['max_abs_error']:.1f}%" if c in t else "-"
+                      for t in tables), tables[-1].get(c, {}).get('rows', 0)] for c in tables[0]]
+        lines += ["", f"### |predicted - measured| / measured, sizes {band}, median / max", "",
+                  *_table(["collective", "datasheet", "one line", "protocol model, in-sample",
+                           "protocol model, held out", "held-out rows"], body)]
     return lines
 
 
@@ -248,12 +251,9 @@ def _variants_section(rows: list[dict[str, Any]], min_size: int) -> list[str]:
     lines = ["", f"### Choices: how H enters and how many protocols (max error, sizes >= {fmt_bytes(min_size)}, "
              "in-sample / held out)", "",
              "max: time = max(H, device time), the host issues the next call while the GPU runs this one; sum: "
-             "time = H + device time, a per-call latency as NCCL's tuner adds its base latency.", "",
-             "| collective | " + " | ".join(names[v] for v in comm_fit.VARIANTS) + " |",
-             "| --- |" + " --- |" * len(comm_fit.VARIANTS)]
-    for c, per in errors.items():
-        lines.append(f"| {c} | " + " | ".join(f"{100 * a:.1f}% / {100 * b:.1f}%" for a, b in per.values()) + " |")
-    return lines
+             "time = H + device time, a per-call latency as NCCL's tuner adds its base latency.", ""]
+    body = [[c, *(f"{100 * a:.1f}% / {100 * b:.1f}%" for a, b in per.values())] for c, per in errors.items()]
+    return lines + _table(["collective", *(names[v] for v in comm_fit.VARIANTS)], body)
 
 
 def write_report(rows: list[dict[str, Any]], out_dir: Path, min_size: int, datasheet: str,
@@ -294,17 +294,29 @@ def _size_table(timed: list[dict[str, Any]], datasheet: str, line: ClusterSpec, 
                 held_out: set[tuple]) -> list[str]:
     lines = ["", "![busbw against size](busbw.png)", "", "## Every size", "",
              "regime: the protocol the model picks, or `host` where the host floor H sets the time; held out: "
-             "a size the held-out fit did not see.", "",
-             "| collective | size | time (us) | algbw (GB/s) | busbw (GB/s) | datasheet model busbw | err | one line err "
-             "| protocol model time (us) | err | regime | held out |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "a size the held-out fit did not see.", ""]
+    body = []
     for r in timed:
         data, one, fitted = (collective_cost(r["collective"], r["size_bytes"], r["gpus"], s) for s in (datasheet, line, measured))
         regime = "host" if fitted.host_wait_s > 0 else fitted.phases[0].protocol
         err = lambda c: _pct((c.time_s - r["time_s"]) / r["time_s"])  # noqa: E731
-        lines.append(
-            f"| {r['collective']} | {fmt_bytes(r['size_bytes'])} | {r['time_s'] * 1e6:.1f} | {r['algbw_GBps']:.2f} | "
-            f"{r['busbw_GBps']:.2f} | {data.busbw_Bps / 1e9:.1f} | {err(data)} | {err(one)} | {fitted.time_s * 1e6:.1f} | "
-            f"{err(fitted)} | {regime} | {'yes' if _key(r) in held_out else ''} |")
+        body.append([r['collective'], fmt_bytes(r['size_bytes']), f"{r['time_s'] * 1e6:.1f}", f"{r['algbw_GBps']:.2f}",
+                     f"{r['busbw_GBps']:.2f}", f"{data.busbw_Bps / 1e9:.1f}", err(data), err(one),
+                     f"{fitted.time_s * 1e6:.1f}", err(fitted), regime, 'yes' if _key(r) in held_out else ''])
+    lines += _table(["collective", "size", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "datasheet model busbw", "err",
+                     "one line err", "protocol model time (us)", "err", "regime", "held out"], body)
     lines += ["", "Errors are (predicted - measured) / measured: negative means the model is too optimistic."]
     return lines
+
+
+def write(folder: Path, command: str, min_size: int = 2**20) -> Path:
+    """folder/README.md from folder/rows.jsonl: the datasheet cluster of the card, and a protocol
+    model fitted to the rows (named <card>-x<gpus>-measured, as the calibration file would be)."""
+    from ..bench.comm_bench import default_cluster
+
+    rows = load_rows(folder / "rows.jsonl")
+    check_rows(rows)
+    env = rows[0].get("env", {})
+    name = f"{str(env.get('gpu', 'gpu')).split()[-1].lower()}-x{rows[0]['gpus']}-measured"
+    return write_report(rows, folder, min_size, default_cluster(env), measured_cluster(rows, min_size, name), command)
+

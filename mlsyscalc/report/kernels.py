@@ -1,20 +1,18 @@
-"""Turn fetched benchmark rows into reports/matmul and reports/quant (markdown, CSV, JSONL, plots).
+"""reports/matmul and reports/quant from their rows: goals, every row, roofline error, a plot.
 
-    python -m mlsyscalc.bench.report SRC_DIR [REPORTS_DIR]
-
-SRC_DIR holds what scripts/device_bench_kernels.sh wrote: matmul.jsonl, quant.jsonl, ceilings.json.
-Every number in the markdown comes from those rows; nothing is typed in by hand.
+`write("matmul", folder, command)` reads folder/rows.jsonl and folder/ceilings.json (what
+`scripts/device.sh kernels` wrote) and writes folder/README.md and the plot; `mlsys bench report`
+calls it. Every number in the markdown comes from those rows; nothing is typed in by hand.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import sys
 from pathlib import Path
 
 from ..bench.rows import ResultStore, Row
 from ..bench.summary import geomean
+from .markdown import markdown_table
 
 
 def _weight_only_goal(title: str, kernel: str, goal: float) -> tuple:
@@ -89,8 +87,7 @@ def _env_line(rows: list[Row], ceilings: dict | None) -> str:
 
 
 def goals_table(rows: list[Row], ceilings: dict | None) -> list[str]:
-    out = ["| kernel | baseline | goal | measured geomean | measured min (shape) | timed / failed | met? |",
-           "| --- | --- | --- | --- | --- | --- | --- |"]
+    out = []
     for title, baseline, keep, goal, g_goal, m_goal in GOALS:
         chosen = [r for r in rows if keep(r)]
         timed = [r for r in chosen if r.speedup]
@@ -99,24 +96,25 @@ def goals_table(rows: list[Row], ceilings: dict | None) -> list[str]:
         gm = geomean([r.speedup for r in timed])
         worst = min(timed, key=lambda r: r.speedup) if timed else None
         met = gm is not None and gm >= g_goal and (m_goal is None or (worst and worst.speedup >= m_goal))
-        out.append(f"| {title} | {baseline} | {goal} | {_fmt(gm, '.3f', 'x')} | "
-                   f"{_fmt(worst.speedup if worst else None, '.2f', 'x')} ({worst.shape if worst else '-'}) | "
-                   f"{len(timed)} / {sum(1 for r in chosen if r.error)} | {'yes' if met else 'no'} |")
+        out.append([title, baseline, goal, _fmt(gm, '.3f', 'x'),
+                    f"{_fmt(worst.speedup if worst else None, '.2f', 'x')} ({worst.shape if worst else '-'})",
+                    f"{len(timed)} / {sum(1 for r in chosen if r.error)}", 'yes' if met else 'no'])
     for title, _, keep, *_ in GOALS[:2]:  # the same goals without the small squares (launch-bound)
         big = [r for r in rows if keep(r) and r.speedup and not _small_square(r.shape)]
         if big:
             worst = min(big, key=lambda r: r.speedup)
-            out.append(f"| {title}, without 1024^3 and 2048^3 | | | {geomean([r.speedup for r in big]):.3f}x | "
-                       f"{worst.speedup:.2f}x ({worst.shape}) | {len(big)} / 0 | |")
+            out.append([f"{title}, without 1024^3 and 2048^3", "", "", f"{geomean([r.speedup for r in big]):.3f}x",
+                        f"{worst.speedup:.2f}x ({worst.shape})", f"{len(big)} / 0", ""])
     if ceilings:
         copy = ceilings["bandwidth_Bps"]["copy"] / 1e9
         mem = [r for r in rows if r.GBps and r.kernel.startswith(("triton_quantize", "triton_w8a16", "triton_w4a16"))]
         if mem:
             best = max(mem, key=lambda r: r.GBps)
-            out.append(f"| any memory-bound kernel (quantize, GEMV) | measured copy {copy:.0f} GB/s | >= 85% | "
-                       f"best {best.GBps / copy:.0%} ({best.kernel} {best.dtype} {best.shape}) | | "
-                       f"{len(mem)} rows | {'yes' if best.GBps / copy >= 0.85 else 'no'} |")
-    return out
+            out.append(["any memory-bound kernel (quantize, GEMV)", f"measured copy {copy:.0f} GB/s", ">= 85%",
+                        f"best {best.GBps / copy:.0%} ({best.kernel} {best.dtype} {best.shape})", "",
+                        f"{len(mem)} rows", 'yes' if best.GBps / copy >= 0.85 else 'no'])
+    return markdown_table(["kernel", "baseline", "goal", "measured geomean", "measured min (shape)", "timed / failed",
+                           "met?"], out, "lllllll")
 
 
 def _small_square(shape: str) -> bool:
@@ -125,17 +123,14 @@ def _small_square(shape: str) -> bool:
 
 
 def rows_table(rows: list[Row], copy_GBps: float | None) -> list[str]:
-    out = ["| kernel | dtype | shape (MxNxK) | ms | baseline ms | TFLOP/s | GB/s | % copy BW | speedup | rel err "
-           "| roofline ms | error vs roofline | host us/call | error |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in rows:
-        pct = f"{r.GBps / copy_GBps:.0%}" if (r.GBps and copy_GBps) else ""
-        out.append(f"| {r.kernel} | {r.dtype} | {r.shape} | {_fmt(r.median_ms, '.4f')} | "
-                   f"{_fmt(r.baseline_median_ms, '.4f')} | {_fmt(r.tflops_per_s, '.0f')} | {_fmt(r.GBps, '.0f')} | "
-                   f"{pct} | {_fmt(r.speedup, '.2f', 'x')} | {_fmt(r.rel_err, '.1e')} | {_fmt(r.predicted_ms, '.4f')} | "
-                   f"{_fmt(r.prediction_error and 100 * r.prediction_error, '+.0f', '%')} | "
-                   f"{_fmt(r.extra.get('host_us'), '.0f')} | {(r.error or '')[:80]} |")
-    return out
+    columns = ["kernel", "dtype", "shape (MxNxK)", "ms", "baseline ms", "TFLOP/s", "GB/s", "% copy BW", "speedup",
+               "rel err", "roofline ms", "error vs roofline", "host us/call", "error"]
+    body = [[r.kernel, r.dtype, r.shape, _fmt(r.median_ms, '.4f'), _fmt(r.baseline_median_ms, '.4f'),
+             _fmt(r.tflops_per_s, '.0f'), _fmt(r.GBps, '.0f'), f"{r.GBps / copy_GBps:.0%}" if (r.GBps and copy_GBps) else "",
+             _fmt(r.speedup, '.2f', 'x'), _fmt(r.rel_err, '.1e'), _fmt(r.predicted_ms, '.4f'),
+             _fmt(r.prediction_error and 100 * r.prediction_error, '+.0f', '%'), _fmt(r.extra.get('host_us'), '.0f'),
+             (r.error or '')[:80]] for r in rows]
+    return markdown_table(columns, body, "l" * len(columns))
 
 
 def plot(rows: list[Row], path: Path, metric: str, title: str) -> None:
@@ -168,49 +163,33 @@ def plot(rows: list[Row], path: Path, metric: str, title: str) -> None:
     plt.close(fig)
 
 
-def write_report(name: str, rows: list[Row], ceilings: dict | None, out_dir: Path, src: Path, notes: list[str]):
+def write_report(name: str, rows: list[Row], ceilings: dict | None, out_dir: Path, notes: list[str], command: str):
     out_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copy(src, out_dir / "rows.jsonl")
-    csv_store = ResultStore(out_dir / "rows.csv")
-    if csv_store.path.exists():
-        csv_store.path.unlink()
-    for r in rows:
-        csv_store.append(r)
     metric = "tflops_per_s" if name == "matmul" else "GBps"
     plot(rows, out_dir / f"{name}.png", metric, f"{name}: Triton vs torch baseline")
     copy = ceilings["bandwidth_Bps"]["copy"] / 1e9 if ceilings else None
     text = [f"# {name}: measured on a GPU", "",
-            f"Generated by `python -m mlsyscalc.bench.report <rows dir> reports` from rows written by "
-            f"`scripts/device_bench_kernels.sh <mode>` (`mlsys bench {name} ...`; notes.md below says which call "
-            f"wrote which rows). Do not edit by hand.", "",
-            _env_line(rows, ceilings), "", "## Goals (issue 7)", "", *goals_table(rows, ceilings), "",
+            f"Generated by `{command}` from `rows.jsonl` (rows written by `mlsys bench {name} ...` through "
+            f"`scripts/device.sh kernels`; notes.md below says which call wrote which rows). Do not edit by hand.", "",
+            _env_line(rows, ceilings), "", "## Goals", "", *goals_table(rows, ceilings), "",
             *notes, "", "## All rows", "",
             "`roofline ms` is `mlsyscalc.calc.roofline_ops` (predict_matmul / predict_memory_op) fed with the "
             "ceilings measured in the same run; `error vs roofline` = (measured - predicted) / predicted. "
             "`host us/call`: host time per call over 20 back-to-back calls without synchronisation; do_bench's "
             "L2-flushing memset before each timed call (about 60 us on this card) hides host time below it.", "",
             *rows_table(rows, copy), "", f"![{name}]({name}.png)", ""]
-    (out_dir / "README.md").write_text("\n".join(text))
+    path = out_dir / "README.md"
+    path.write_text("\n".join(text))
+    return path
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = argv if argv is not None else sys.argv[1:]
-    src = Path(args[0])
-    dest = Path(args[1] if len(args) > 1 else "reports")
-    ceilings = json.loads((src / "ceilings.json").read_text()) if (src / "ceilings.json").exists() else None
-    for name in ("matmul", "quant"):
-        path = src / f"{name}.jsonl"
-        if path.exists():
-            rows = ResultStore(path).rows()
-            if ceilings:
-                add_predictions(rows, ceilings)
-            notes = dest / name / "notes.md"   # the written analysis, kept beside the data
-            if ceilings:
-                (dest / name).mkdir(parents=True, exist_ok=True)
-                (dest / name / "ceilings.json").write_text(json.dumps(ceilings, indent=2) + "\n")
-            write_report(name, rows, ceilings, dest / name, path,
-                         notes.read_text().splitlines() if notes.exists() else [])
-
-
-if __name__ == "__main__":
-    main()
+def write(name: str, folder: Path, command: str) -> Path:
+    """folder/README.md and the plot (name: matmul or quant) from folder/rows.jsonl and folder/ceilings.json
+    (the same card's ceilings, for the roofline column)."""
+    ceilings_path = folder / "ceilings.json"
+    ceilings = json.loads(ceilings_path.read_text()) if ceilings_path.exists() else None
+    rows = ResultStore(folder / "rows.jsonl").rows()
+    if ceilings:
+        add_predictions(rows, ceilings)
+    notes = folder / "notes.md"   # the written analysis, kept beside the data
+    return write_report(name, rows, ceilings, folder, notes.read_text().splitlines() if notes.exists() else [], command)
