@@ -22,6 +22,7 @@ BENCH_COMMANDS = {
     "ceilings": "mlsyscalc.cli.bench_ceilings:ceilings",
     "attention": "mlsyscalc.cli.bench_attention:attention",
     "comm": "mlsyscalc.cli.bench_comm:comm",
+    "model": "mlsyscalc.cli.bench_model:model",
 }
 
 
