@@ -22,7 +22,7 @@ def _run(args):
     return result
 
 
-@pytest.mark.parametrize("phase,extra", [("prefill", []), ("decode", ["--mode", "eager"]), ("train", [])])
+@pytest.mark.parametrize("phase,extra", [("prefill", ["--mode", "eager"]), ("decode", ["--mode", "eager"]), ("train", [])])
 def test_cpu_rows_carry_the_roofline_prediction(tmp_path, phase, extra):
     out = tmp_path / "rows.jsonl"
     result = _run(["bench", "model", "llama3-8b", *TINY, "--phase", phase, "--batch", "1,2", "--seq", "16",

@@ -29,26 +29,39 @@ def activation(name: str):
 
 
 def rope_tables(seq: int, dim: int, theta: float = 10000.0, device=None, dtype=None, start: int = 0):
-    """cos and sin (S, dim) of positions start..start+S-1 (rotate-half convention)."""
+    """cos and signed sin (S, dim) of positions start..start+S-1 (rotate-half convention; the sin
+    table's first half is negated, so rotate_half(x) * sin == roll(x, dim/2) * signed sin)."""
     inv = 1.0 / theta ** (torch.arange(0, dim, 2, device=device, dtype=torch.float32) / dim)
     pos = torch.arange(start, start + seq, device=device, dtype=torch.float32)
     ang = torch.outer(pos, inv)  # (S, D/2)
-    ang = torch.cat([ang, ang], dim=-1)  # (S, D)
-    return ang.cos().to(dtype), ang.sin().to(dtype)
+    return torch.cat([ang, ang], dim=-1).cos().to(dtype), torch.cat([-ang.sin(), ang.sin()], dim=-1).to(dtype)
+
+
+# torch's fused CUDA RMSNorm (one kernel each way, torch >= 2.8); elsewhere the fp32 formula
+_FUSED_RMS = hasattr(torch.ops.aten, "_fused_rms_norm") and hasattr(torch.ops.aten, "_fused_rms_norm_backward")
 
 
 class _RMSNorm(torch.autograd.Function):
-    """y = x * rsqrt(mean(x^2) + eps) * w; saves x and the per-token rstd only."""
+    """y = x * rsqrt(mean(x^2) + eps) * w; saves x and the per-token fp32 rstd only."""
 
     @staticmethod
     def forward(ctx, x, weight, eps):
-        rstd = torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)  # (..., 1) fp32
+        ctx.fused = _FUSED_RMS and x.is_cuda
+        if ctx.fused:
+            y, rstd = torch.ops.aten._fused_rms_norm(x, [x.shape[-1]], weight, eps)
+        else:
+            rstd = torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)  # (..., 1) fp32
+            y = (x.float() * rstd).to(x.dtype) * weight
         ctx.save_for_backward(x, weight, rstd)
-        return (x.float() * rstd).to(x.dtype) * weight
+        return y
 
     @staticmethod
     def backward(ctx, grad):
         x, weight, rstd = ctx.saved_tensors
+        if ctx.fused:
+            dx, dw = torch.ops.aten._fused_rms_norm_backward(grad.contiguous(), x, [x.shape[-1]], rstd, weight,
+                                                             [True, True])
+            return dx, dw, None
         xn = x.float() * rstd
         g = grad.float() * weight.float()
         dx = rstd * (g - xn * (g * xn).mean(-1, keepdim=True))
@@ -57,22 +70,18 @@ class _RMSNorm(torch.autograd.Function):
 
 
 class _Rope(torch.autograd.Function):
-    """Rotary embedding on (B, S, H, D); saves nothing but the shared cos/sin tables."""
+    """Rotary embedding on (B, S, H, D) with rope_tables' signed sin: y = x cos + roll(x, D/2) sin
+    (three kernels); saves nothing but the shared tables."""
 
     @staticmethod
     def forward(ctx, x, cos, sin):
         ctx.save_for_backward(cos, sin)
-        return x * cos + _rotate(x) * sin
+        return torch.addcmul(x * cos, torch.roll(x, x.shape[-1] // 2, -1), sin)
 
     @staticmethod
     def backward(ctx, grad):
         cos, sin = ctx.saved_tensors
-        return grad * cos - _rotate(grad * sin), None, None
-
-
-def _rotate(x):
-    half = x.shape[-1] // 2
-    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+        return grad * cos + torch.roll(grad * sin, -(grad.shape[-1] // 2), -1), None, None
 
 
 def apply_rope(x, cos, sin):

@@ -51,7 +51,7 @@ class StepProfile:
 
 
 def _device_us(event) -> float:
-    for attr in ("self_device_time_total", "self_cuda_time_total", "device_time", "cuda_time"):
+    for attr in ("self_device_time_total", "device_time"):
         value = getattr(event, attr, None)
         if value:
             return float(value)
@@ -59,7 +59,7 @@ def _device_us(event) -> float:
 
 
 def _range_us(event) -> float:
-    for attr in ("device_time_total", "cuda_time_total"):
+    for attr in ("device_time_total",):
         value = getattr(event, attr, None)
         if value:
             return float(value)
@@ -96,8 +96,8 @@ def profile_step(fn, model, top: int = 12) -> StepProfile:
                 name = event.name[len(RANGE):]
                 out.linear_s[name] = out.linear_s.get(name, 0.0) + _range_us(event) * 1e-6
             continue
-        if event.device_type != DeviceType.CUDA:
-            continue
+        if event.device_type != DeviceType.CUDA or getattr(event, "is_user_annotation", False) or "#" in event.name:
+            continue  # CPU ops, and GPU-side copies of profiler ranges (Optimizer.step#AdamW.step)
         seconds, kind = _device_us(event) * 1e-6, kernel_kind(event.name)
         out.kernel_s[kind] = out.kernel_s.get(kind, 0.0) + seconds
         out.kernels[kind] = out.kernels.get(kind, 0) + 1

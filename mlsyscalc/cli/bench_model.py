@@ -34,7 +34,7 @@ def _ints(text: str) -> list[int]:
 @click.option("--dtype", type=click.Choice(["bf16", "int8", "int4"]), default="bf16", show_default=True,
               help="Weights: bf16, or int8/int4 weight-only (inference, --kernels triton).")
 @click.option("--mode", "modes", multiple=True, type=click.Choice(["graph", "eager"]),
-              help="decode: under a CUDA graph and/or eagerly (default both rows).")
+              help="prefill/decode: under a CUDA graph and/or eagerly (default both rows).")
 @click.option("--gpu", help="Datasheet to predict with (default: the card torch reports).")
 @click.option("--calibration", type=click.Path(exists=True, dir_okay=False), help="Ceilings file (mlsys calibrate / bench ceilings).")
 @click.option("--reps", type=click.IntRange(min=1), default=10, show_default=True, help="Timed calls per case (median).")
@@ -61,7 +61,8 @@ def model(model, overrides, phase, batch, seq, layers, kernels, dtype, modes, gp
     device, ceilings = ceilings_for(gpu, calibration, cpu)
     cases = model_cases(phase, _ints(batch), _ints(seq), modes or ("graph", "eager"), kernels, dtype, layers)
     progress = None if quiet else (lambda msg: click.echo(f"running {msg}", err=True))
-    rows = run_model_cases(spec, cases, ceilings, ResultStore(out), device, reps, not no_profile, progress)
+    source = {"model_ref": model, "overrides": list(overrides)}
+    rows = run_model_cases(spec, cases, ceilings, ResultStore(out), device, reps, not no_profile, progress, source)
     output = render.Output(
         data={"model": spec.name, "phase": phase, "gpu": ceilings.gpu.name, "ceilings": ceilings.source,
               "rows": [r.flat() for r in rows]},

@@ -3,8 +3,9 @@ built from a ModelSpec, timed on the GPU beside `calc.roofline_model`'s predicti
 spec (and `calc.memory_*`'s peak memory), with per-kernel times from torch.profiler.
 
 Timing: CUDA events around each call, median of `reps` calls after warm-up (no L2 flush: a
-model step streams far more than L2). Decode runs under a CUDA graph (the launch cost hidden,
-as serving engines run it) and eagerly as a second row. Training: forward, backward and
+model step streams far more than L2). Prefill and decode run under a CUDA graph (the launch
+cost hidden, as serving engines run them) and eagerly as a second row; MoE layers read their
+expert sizes on the host, so MoE models have the eager row only. Training: forward, backward and
 torch's fused AdamW on bf16 parameters (states in bf16). With `layers` below the spec's count
 the model and the prediction both have that many layers, and the full-depth time is estimated
 as measured x predicted(full) / predicted(reduced).
@@ -29,7 +30,7 @@ class ModelCase:
     phase: str  # prefill, decode or train
     batch: int
     seq: int  # prefill/train: tokens per sequence; decode: tokens already cached
-    graphs: bool = True  # decode under a CUDA graph (False: eager)
+    graphs: bool = True  # prefill/decode under a CUDA graph (False: eager); train is always eager
     kernels: str = "torch"
     dtype: str = "bf16"  # bf16, or int8/int4 weight-only (decode/prefill with triton kernels)
     layers: int | None = None  # run only this many decoder layers
@@ -40,7 +41,7 @@ class ModelCase:
 
     @property
     def mode(self) -> str:
-        return ("graph" if self.graphs else "eager") if self.phase == "decode" else "eager"
+        return "graph" if self.graphs and self.phase != "train" else "eager"
 
 
 def reduced_spec(spec, layers: int | None):
@@ -106,7 +107,10 @@ def _graphed(fn):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         fn()
-    return graph.replay
+
+    def replay(fn=fn):  # holds fn, and with it the inputs and caches the graph reads and writes
+        graph.replay()
+    return replay
 
 
 def step_fn(model, spec, case: ModelCase, device: str):
@@ -127,7 +131,8 @@ def step_fn(model, spec, case: ModelCase, device: str):
         return train
     caches = model.new_caches(b, s + (1 if case.phase == "decode" else 0))
     if case.phase == "prefill":
-        return lambda: model.prefill(ids, caches)
+        prefill = lambda: model.prefill(ids, caches)  # noqa: E731
+        return _graphed(prefill) if case.graphs and device.startswith("cuda") else prefill
     for cache in caches:  # a filled cache: contents do not change the time, only the shapes
         for t in cache:
             if t is not None:
@@ -137,7 +142,7 @@ def step_fn(model, spec, case: ModelCase, device: str):
 
 
 def run_model_case(spec_full, case: ModelCase, ceilings, device: str = "cuda", reps: int = 10,
-                   profile: bool = True) -> Row:
+                   profile: bool = True, source: dict | None = None) -> Row:
     """Build, time, profile and predict one case; an exception (OOM, unsupported shape) becomes the row's error."""
     from .. import harness
     from ..torch_models import build_model
@@ -148,10 +153,11 @@ def run_model_case(spec_full, case: ModelCase, ceilings, device: str = "cuda", r
               variant=f"{spec_full.name} {case.kernels}", env=dict(harness.env_metadata()), measured_at=harness.now())
     model = None
     try:
-        require(not (case.phase == "decode" and case.graphs and spec.is_moe),
+        require(not (case.mode == "graph" and spec.is_moe),
                 "a CUDA graph cannot capture the MoE dispatch (its expert sizes are read on the host); see the eager row")
         roof = predict_model(spec, ceilings, roofline_options(case))
         row.predicted_ms, row.flops, row.bytes = roof.time_s * 1e3, roof.model_flops, roof.bytes
+        row.extra.update(source or {})
         row.extra.update(model=spec_full.name, phase=case.phase, batch=case.batch, seq=case.seq, mode=case.mode,
                          kernels=case.kernels, layers=spec.num_layers, full_layers=spec_full.num_layers,
                          predicted_kernels=sum(r.count for r in roof.rows), ceilings=ceilings.source,
@@ -213,17 +219,18 @@ def _free() -> None:
 
 def model_cases(phase: str, batches, seqs, modes=("graph", "eager"), kernels="torch", dtype="bf16",
                 layers: int | None = None) -> list[ModelCase]:
-    """Every (batch, seq) pair of one phase; decode once per mode (graph, eager)."""
+    """Every (batch, seq) pair of one phase; prefill and decode once per mode (graph, eager)."""
     require(dtype == "bf16" or (kernels == "triton" and phase != "train"),
             f"--dtype {dtype} (weight-only) runs inference with --kernels triton")
-    graph_modes = [m == "graph" for m in modes] if phase == "decode" else [False]
+    graph_modes = [m == "graph" for m in modes] if phase != "train" else [False]
     return [ModelCase(phase, b, s, g, kernels, dtype, layers) for b in batches for s in seqs for g in graph_modes]
 
 
 def run_model_cases(spec, cases, ceilings, store, device: str = "cuda", reps: int = 10, profile: bool = True,
-                    progress=None) -> list[Row]:
+                    progress=None, source: dict | None = None) -> list[Row]:
     """Run each case not already in `store` (appending its row at once); returns this run's rows
-    plus the stored ones of the same cases."""
+    plus the stored ones of the same cases. `source` (the MODEL argument and --set overrides) goes
+    into each row, so `mlsys calibrate` can rebuild the spec."""
     rows = []
     done = {r.key: r for r in store.rows() if not r.error}
     for case in cases:
@@ -233,7 +240,7 @@ def run_model_cases(spec, cases, ceilings, store, device: str = "cuda", reps: in
             continue
         if progress:
             progress(f"{spec.name} {case.phase} {case.shape} {case.mode} {case.kernels} {case.dtype}")
-        row = run_model_case(spec, case, ceilings, device, reps, profile)
+        row = run_model_case(spec, case, ceilings, device, reps, profile, source)
         store.append(row)
         rows.append(row)
     return rows
