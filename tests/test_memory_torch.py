@@ -8,7 +8,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from mlsyscalc import count_params  # noqa: E402
-from mlsyscalc.bench.torch_models import build_model, rope_tables, saved_tensor_bytes  # noqa: E402
+from mlsyscalc.bench._torch_layers import rope_tables  # noqa: E402
+from mlsyscalc.bench.torch_models import build_model, saved_tensor_bytes  # noqa: E402
 from mlsyscalc.calc.activations import Split, layer_bytes, layer_saved  # noqa: E402
 from mlsyscalc.specs.lookup import load_model  # noqa: E402
 

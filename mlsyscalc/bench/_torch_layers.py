@@ -1,5 +1,11 @@
-"""The torch modules behind `bench.torch_models.build_model` (imports torch at module level,
-so only import it from there)."""
+"""Torch building blocks of `bench.torch_models`: norms, rotary embedding, MLPs, MoE, quantized
+linears. Imports torch at module level, so only `torch_models.build_model` (and the modules it
+loads) import it.
+
+Norms and rotary are small autograd Functions that save only their input (as fused Megatron-LM /
+Transformer Engine kernels do), so the tensors saved for backward are the ones
+`calc.activations` lists.
+"""
 
 from __future__ import annotations
 
@@ -7,21 +13,55 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .torch_models import rope_tables
+# HF `hidden_act` names -> the torch function (tanh-approximated GeLU for the "new"/"fast" names)
+ACTIVATIONS = {
+    "silu": F.silu, "swish": F.silu, "relu": F.relu, "gelu": F.gelu,
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"), "gelu_fast": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+}
+
+
+def activation(name: str):
+    from ..errors import require
+
+    require(name in ACTIVATIONS, f"the torch builder has no activation {name!r} (known: {', '.join(ACTIVATIONS)})")
+    return ACTIVATIONS[name]
+
+
+def rope_tables(seq: int, dim: int, theta: float = 10000.0, device=None, dtype=None, start: int = 0):
+    """cos and signed sin (S, dim) of positions start..start+S-1 (rotate-half convention; the sin
+    table's first half is negated, so rotate_half(x) * sin == roll(x, dim/2) * signed sin)."""
+    inv = 1.0 / theta ** (torch.arange(0, dim, 2, device=device, dtype=torch.float32) / dim)
+    pos = torch.arange(start, start + seq, device=device, dtype=torch.float32)
+    ang = torch.outer(pos, inv)  # (S, D/2)
+    return torch.cat([ang, ang], dim=-1).cos().to(dtype), torch.cat([-ang.sin(), ang.sin()], dim=-1).to(dtype)
+
+
+# torch's fused CUDA RMSNorm (one kernel each way, torch >= 2.8); elsewhere the fp32 formula
+_FUSED_RMS = hasattr(torch.ops.aten, "_fused_rms_norm") and hasattr(torch.ops.aten, "_fused_rms_norm_backward")
 
 
 class _RMSNorm(torch.autograd.Function):
-    """y = x * rsqrt(mean(x^2) + eps) * w; saves x and the per-token rstd only."""
+    """y = x * rsqrt(mean(x^2) + eps) * w; saves x and the per-token fp32 rstd only."""
 
     @staticmethod
     def forward(ctx, x, weight, eps):
-        rstd = torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)  # (..., 1) fp32
+        ctx.fused = _FUSED_RMS and x.is_cuda
+        if ctx.fused:
+            y, rstd = torch.ops.aten._fused_rms_norm(x, [x.shape[-1]], weight, eps)
+        else:
+            rstd = torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)  # (..., 1) fp32
+            y = (x.float() * rstd).to(x.dtype) * weight
         ctx.save_for_backward(x, weight, rstd)
-        return (x.float() * rstd).to(x.dtype) * weight
+        return y
 
     @staticmethod
     def backward(ctx, grad):
         x, weight, rstd = ctx.saved_tensors
+        if ctx.fused:
+            dx, dw = torch.ops.aten._fused_rms_norm_backward(grad.contiguous(), x, [x.shape[-1]], rstd, weight,
+                                                             [True, True])
+            return dx, dw, None
         xn = x.float() * rstd
         g = grad.float() * weight.float()
         dx = rstd * (g - xn * (g * xn).mean(-1, keepdim=True))
@@ -30,30 +70,40 @@ class _RMSNorm(torch.autograd.Function):
 
 
 class _Rope(torch.autograd.Function):
-    """Rotary embedding on (B, S, H, D); saves nothing but the shared cos/sin tables."""
+    """Rotary embedding on (B, S, H, D) with rope_tables' signed sin: y = x cos + roll(x, D/2) sin
+    (three kernels); saves nothing but the shared tables."""
 
     @staticmethod
     def forward(ctx, x, cos, sin):
         ctx.save_for_backward(cos, sin)
-        return x * cos + _rotate(x) * sin
+        return torch.addcmul(x * cos, torch.roll(x, x.shape[-1] // 2, -1), sin)
 
     @staticmethod
     def backward(ctx, grad):
         cos, sin = ctx.saved_tensors
-        return grad * cos - _rotate(grad * sin), None, None
+        return grad * cos + torch.roll(grad * sin, -(grad.shape[-1] // 2), -1), None, None
 
 
-def _rotate(x):
-    half = x.shape[-1] // 2
-    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+def apply_rope(x, cos, sin):
+    """Rotary on the first cos.shape[-1] features of x (B, S, H, D); the rest pass (partial rotary)."""
+    rot = cos.shape[-1]
+    if rot == x.shape[-1]:
+        return _Rope.apply(x, cos, sin)
+    return torch.cat([_Rope.apply(x[..., :rot], cos, sin), x[..., rot:]], dim=-1)
 
 
 class Norm(nn.Module):
-    def __init__(self, spec):
+    """RMSNorm (weight) or LayerNorm (weight, optional bias) over the last `width` features."""
+
+    def __init__(self, width: int, rms: bool, bias: bool = False):
         super().__init__()
-        self.rms = spec.norm == "rmsnorm"
-        self.weight = nn.Parameter(torch.ones(spec.hidden_size))
-        self.bias = nn.Parameter(torch.zeros(spec.hidden_size)) if (not self.rms and spec.norm_bias) else None
+        self.rms = rms
+        self.weight = nn.Parameter(torch.ones(width))
+        self.bias = nn.Parameter(torch.zeros(width)) if (not rms and bias) else None
+
+    @classmethod
+    def of(cls, spec) -> "Norm":
+        return cls(spec.hidden_size, spec.norm == "rmsnorm", spec.norm_bias)
 
     def forward(self, x):
         if self.rms:
@@ -61,73 +111,34 @@ class Norm(nn.Module):
         return F.layer_norm(x, x.shape[-1:], self.weight, self.bias, 1e-5)
 
 
-class Attention(nn.Module):
-    def __init__(self, spec, flash):
-        super().__init__()
-        h, d, dv = spec.hidden_size, spec.head_dim, spec.v_head_dim
-        self.heads, self.kv_heads, self.d, self.dv, self.flash = spec.num_heads, spec.num_kv_heads, d, dv, flash
-        self.rope = spec.position_embedding == "rope"
-        self.q_proj = nn.Linear(h, spec.q_dim, bias=spec.qkv_bias)
-        self.k_proj = nn.Linear(h, spec.kv_dim, bias=spec.qkv_bias)
-        self.v_proj = nn.Linear(h, self.kv_heads * dv, bias=spec.qkv_bias)
-        self.o_proj = nn.Linear(spec.attn_out_dim, h, bias=spec.o_bias)
-
-    def forward(self, x, cos, sin, cache=None):
-        b, s, _ = x.shape
-        q = self.q_proj(x).view(b, s, self.heads, self.d)  # (B, S, H, D)
-        k = self.k_proj(x).view(b, s, self.kv_heads, self.d)
-        v = self.v_proj(x).view(b, s, self.kv_heads, self.dv)
-        if self.rope:
-            q, k = _Rope.apply(q, cos, sin), _Rope.apply(k, cos, sin)
-        if cache is not None:  # prefill into a preallocated (B, S_max, KV, D) cache
-            k_cache, v_cache = cache
-            k_cache[:, :s].copy_(k)
-            v_cache[:, :s].copy_(v)
-        out = self._flash(q, k, v) if self.flash else self._math(q, k, v)  # (B, S, H, Dv)
-        return self.o_proj(out.reshape(b, s, self.heads * self.dv))
-
-    def _flash(self, q, k, v):
-        gqa = self.heads != self.kv_heads
-        out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                             is_causal=True, enable_gqa=gqa)
-        return out.transpose(1, 2)
-
-    def _math(self, q, k, v):
-        """Softmax(QK^T)V with the query heads of a KV group stacked: no K/V expansion."""
-        b, s, g = q.shape[0], q.shape[1], self.heads // self.kv_heads
-        qg = q.view(b, s, self.kv_heads, g, self.d).permute(0, 2, 3, 1, 4).reshape(b, self.kv_heads, g * s, self.d)
-        scores = qg @ k.permute(0, 2, 3, 1) * (1.0 / self.d ** 0.5)  # (B, KV, G*S, S)
-        bias = torch.full((s, s), float("-inf"), device=q.device, dtype=q.dtype).triu(1).repeat(g, 1)
-        probs = F.softmax(scores + bias, dim=-1)
-        out = probs @ v.transpose(1, 2)  # (B, KV, G*S, Dv)
-        return out.view(b, self.kv_heads, g, s, self.dv).permute(0, 3, 1, 2, 4)
-
-
 class MLP(nn.Module):
-    def __init__(self, h, inter, gated, bias):
+    """Gated (act(gate) * up -> down) or plain (act(up) -> down) feed-forward."""
+
+    def __init__(self, h, inter, gated, bias, act="gelu_new"):
         super().__init__()
-        self.gated = gated
+        self.gated, self.act = gated, activation(act)
         self.gate_proj = nn.Linear(h, inter, bias=bias) if gated else None
         self.up_proj = nn.Linear(h, inter, bias=bias)
         self.down_proj = nn.Linear(inter, h, bias=bias)
 
     def forward(self, x):
         if self.gated:
-            return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-        return self.down_proj(F.gelu(self.up_proj(x), approximate="tanh"))
+            return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
+        return self.down_proj(self.act(self.up_proj(x)))
 
 
 class MoE(nn.Module):
-    """Top-k routed gated experts (Mixtral): gather each token's k copies, run, weight, scatter."""
+    """Top-k routed gated experts (Mixtral, DeepSeek) plus always-on shared experts: gather each
+    token's k copies, run each expert on its tokens, weight, scatter back."""
 
     def __init__(self, spec):
         super().__init__()
         moe = spec.moe
         self.k = moe.experts_per_token
         self.router = nn.Linear(spec.hidden_size, moe.num_experts, bias=False)
-        self.experts = nn.ModuleList(MLP(spec.hidden_size, moe.expert_intermediate_size, True, False)
+        self.experts = nn.ModuleList(MLP(spec.hidden_size, moe.expert_intermediate_size, True, False, spec.activation)
                                      for _ in range(moe.num_experts))
-        self.shared = (MLP(spec.hidden_size, moe.shared_intermediate_size, True, False)
+        self.shared = (MLP(spec.hidden_size, moe.shared_intermediate_size, True, False, spec.activation)
                        if moe.num_shared_experts else None)
 
     def forward(self, x):
@@ -140,7 +151,7 @@ class MoE(nn.Module):
         token = order // self.k
         counts = torch.bincount(chosen.flatten(), minlength=len(self.experts)).tolist()
         routed = flat[token]  # (T*k, h) dispatched copies
-        outs = torch.cat([e(part) for e, part in zip(self.experts, routed.split(counts))])
+        outs = torch.cat([e(part) for e, part in zip(self.experts, routed.split(counts)) if part.shape[0]])
         combined = outs * weights.flatten()[order, None]
         y = combined[order.argsort()].view(-1, self.k, shape[-1]).sum(1)  # back to (T, h): saves indices only
         if self.shared is not None:
@@ -148,54 +159,45 @@ class MoE(nn.Module):
         return y.view(shape)
 
 
-class Layer(nn.Module):
-    def __init__(self, spec, index, flash):
+class QuantLinear(nn.Module):
+    """Weight-only int8 / int4 (group 128) Linear: the project's Triton GEMV for up to 16 rows,
+    its weight-only matmul for more (mlsyscalc.kernels.quant; int4 in the "halves" packing both
+use). Weights quantized from a Linear."""
+
+    GROUP = 128
+
+    def __init__(self, linear: nn.Linear, bits: int):
         super().__init__()
-        self.input_norm, self.post_norm = Norm(spec), Norm(spec)
-        self.attn = Attention(spec, flash)
-        self.mlp = MoE(spec) if spec.layer_is_moe(index) else MLP(
-            spec.hidden_size, spec.intermediate_size, spec.gated_mlp, spec.mlp_bias)
+        from mlsyscalc.kernels.quant import quantize
+        from mlsyscalc.kernels.quant_w4 import pack_halves
 
-    def forward(self, x, cos, sin, cache=None):
-        x = x + self.attn(self.input_norm(x), cos, sin, cache)
-        return x + self.mlp(self.post_norm(x))
+        self.bits = bits
+        w = linear.weight.detach()
+        group = self.GROUP if bits == 4 else None
+        q, scale = quantize(w, "int4" if bits == 4 else "int8", group, scale_dtype=w.dtype)
+        self.register_buffer("q", pack_halves(q, self.GROUP) if bits == 4 else q)
+        self.register_buffer("scale", scale)
+        self.bias = linear.bias
+        self.out_features = w.shape[0]
+
+    def forward(self, x):
+        from mlsyscalc.kernels.quant import weight_only_matmul
+
+        flat = x.reshape(-1, x.shape[-1])
+        group = self.GROUP if self.bits == 4 else None
+        variant = "gemv" if flat.shape[0] <= 16 else "halves" if self.bits == 4 else "interleave"
+        y = weight_only_matmul(flat, self.q, self.scale, self.bits, group, variant=variant)
+        y = y.view(*x.shape[:-1], self.out_features)
+        return y if self.bias is None else y + self.bias
 
 
-class Decoder(nn.Module):
-    def __init__(self, spec, flash=True, checkpoint=False):
-        super().__init__()
-        self.spec, self.checkpoint = spec, checkpoint
-        self.embed = nn.Embedding(spec.vocab_size, spec.hidden_size)
-        self.pos = nn.Embedding(spec.learned_positions, spec.hidden_size) if spec.learned_positions else None
-        self.layers = nn.ModuleList(Layer(spec, i, flash) for i in range(spec.num_layers))
-        self.norm = Norm(spec) if spec.final_norm else nn.Identity()
-        self.lm_head = nn.Linear(spec.hidden_size, spec.vocab_size, bias=spec.lm_head_bias)
-        if spec.tie_word_embeddings:
-            self.lm_head.weight = self.embed.weight
-
-    def hidden(self, ids, caches=None):
-        s = ids.shape[1]
-        x = self.embed(ids)
-        if self.pos is not None:
-            x = x + self.pos(torch.arange(s, device=ids.device))
-        cos, sin = rope_tables(s, self.spec.head_dim, device=ids.device, dtype=x.dtype)
-        cos, sin = cos[:, None, :], sin[:, None, :]  # (S, 1, D) broadcast over heads
-        for i, layer in enumerate(self.layers):
-            if self.checkpoint and torch.is_grad_enabled():
-                from torch.utils.checkpoint import checkpoint
-
-                x = checkpoint(layer, x, cos, sin, use_reentrant=False)
-            else:
-                x = layer(x, cos, sin, None if caches is None else caches[i])
-        return self.norm(x)
-
-    def forward(self, ids, targets):
-        """Training: mean cross-entropy in fp32 over all positions."""
-        logits = self.lm_head(self.hidden(ids))
-        return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.view(-1))
-
-    @torch.no_grad()
-    def prefill(self, ids, caches):
-        """Inference: fill the KV caches, return the last position's fp32 logits."""
-        x = self.hidden(ids, caches)
-        return self.lm_head(x[:, -1]).float()
+def quantize_linears(module: nn.Module, bits: int, skip=("lm_head", "router")) -> int:
+    """Replace every nn.Linear under `module` (except `skip` names) by a QuantLinear; returns how many."""
+    count = 0
+    for name, child in list(module.named_children()):
+        if isinstance(child, nn.Linear) and name not in skip:
+            setattr(module, name, QuantLinear(child, bits))
+            count += 1
+        else:
+            count += quantize_linears(child, bits, skip)
+    return count

@@ -1,36 +1,48 @@
-"""Plain-torch decoder models built from a ModelSpec, for checking the memory calculator
-against real allocations. Import torch lazily: `build_model` is the entry point.
+"""Plain-torch decoder models built from a ModelSpec: the models `mlsys bench model` times and
+the memory validation measures. Import torch lazily: `build_model` is the entry point.
 
-Mirrors the spec's shapes (count_params matches the built model to the parameter) for
-llama-style (RMSNorm, rotary, gated MLP, GQA, Mixtral-style MoE) and GPT-2-style (LayerNorm,
-learned positions, GeLU MLP, biases) specs; MLA is not built. Norms and rotary use small
-autograd Functions that save only their input (as fused Megatron-LM / Transformer Engine
-kernels do), so the tensors saved for backward are the ones `calc.activations` lists.
+Every family the specs describe is built with the spec's exact shapes (parameter count equal to
+`calc.params.count_params`): dense and GQA attention, MoE with routed and shared experts,
+DeepSeek MLA, rotary (full or partial) and learned positions, parallel attention, gemma2's four
+norms, biases, q/k norms, OPT's project_in/out. Not modelled: ALiBi, sliding-window masks
+(attention is full causal), gemma2's logit soft-capping (scalar work, no extra matmul).
+The modules live in _torch_layers (norms, rotary, MLP, MoE, quantized linears), _torch_attention
+and _torch_decoder.
 """
 
 from __future__ import annotations
 
-import math
+KERNELS = ("torch", "triton")  # SDPA/cuBLAS, or the project's Triton attention and weight-only GEMVs
 
 
-def build_model(spec, dtype="bfloat16", device="cpu", flash=True, checkpoint=False):
+def build_model(spec, dtype="bfloat16", device="cpu", flash=True, checkpoint=False, kernels="torch", quant_bits=None):
+    """The model on `device` in `dtype`; quant_bits 8 or 4 replaces the decoder layers' linears
+    by weight-only quantized ones (the Triton GEMV / weight-only matmul)."""
     import torch
 
-    from ._torch_layers import Decoder
+    from ._torch_decoder import Decoder
+    from ._torch_layers import quantize_linears
 
-    require_supported(spec)
+    require_supported(spec, kernels, quant_bits)
     with torch.device(device):
-        model = Decoder(spec, flash=flash, checkpoint=checkpoint)
-    return model.to(getattr(torch, dtype) if isinstance(dtype, str) else dtype)
+        model = Decoder(spec, flash=flash, checkpoint=checkpoint, kernels=kernels)
+    model = model.to(getattr(torch, dtype) if isinstance(dtype, str) else dtype)
+    if quant_bits:
+        quantize_linears(model.layers, quant_bits)
+    return model
 
 
-def require_supported(spec) -> None:
+def require_supported(spec, kernels="torch", quant_bits=None) -> None:
     from ..errors import require
 
-    require(spec.mla is None, f"{spec.name}: the torch builder has no MLA attention")
-    require(not spec.parallel_attention and spec.norms_per_layer == 2, f"{spec.name}: only pre-norm sequential blocks are built")
-    require(spec.embed_proj_dim is None and not spec.qk_norm, f"{spec.name}: OPT projections / qk norms are not built")
-    require(spec.position_embedding in ("rope", "learned"), f"{spec.name}: position embedding {spec.position_embedding}")
+    require(spec.position_embedding in ("rope", "learned"),
+            f"{spec.name}: position embedding {spec.position_embedding} is not built")
+    require(spec.norm in ("rmsnorm", "layernorm"), f"{spec.name}: norm {spec.norm} is not built")
+    require(spec.norms_per_layer in (1, 2, 4), f"{spec.name}: {spec.norms_per_layer} norms per layer")
+    require(spec.norms_per_layer != 1 or spec.parallel_attention, f"{spec.name}: one norm needs parallel attention")
+    require(kernels in KERNELS, f"kernels must be one of {', '.join(KERNELS)}, got {kernels!r}")
+    require(quant_bits in (None, 4, 8), f"weight-only quantization is 8 or 4 bits, got {quant_bits}")
+    require(not quant_bits or kernels == "triton", "quantized weights run on the triton kernels (--kernels triton)")
 
 
 def saved_tensor_bytes(fn, exclude=()):
@@ -51,16 +63,3 @@ def saved_tensor_bytes(fn, exclude=()):
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         result = fn()
     return result, sum(seen.values())
-
-
-def rope_tables(seq: int, dim: int, theta: float = 10000.0, device=None, dtype=None):
-    import torch
-
-    inv = 1.0 / theta ** (torch.arange(0, dim, 2, device=device, dtype=torch.float32) / dim)
-    ang = torch.outer(torch.arange(seq, device=device, dtype=torch.float32), inv)  # (S, D/2)
-    ang = torch.cat([ang, ang], dim=-1)  # (S, D)
-    return ang.cos().to(dtype), ang.sin().to(dtype)
-
-
-def init_scale(fan_in: int) -> float:
-    return 1.0 / math.sqrt(fan_in)

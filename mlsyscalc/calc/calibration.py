@@ -204,12 +204,25 @@ def _sm_count(value: Any, default: int) -> int:
     return int(number)  # type: ignore[arg-type]
 
 
+def file_efficiency(data: Mapping[str, Any], where: str = "calibration") -> Efficiency | None:
+    """The `efficiency` object a fitted calibration (`mlsys calibrate`) carries: fractions of its
+    peak_flops / bandwidth_Bps that model kernels reach; kinds it omits keep CALIBRATED_EFFICIENCY's."""
+    fitted = data.get("efficiency")
+    if fitted is None:
+        return None
+    require(isinstance(fitted, dict), f"{where}: efficiency must be an object")
+    unknown = set(fitted) - set(KINDS)
+    require(not unknown, f"{where}: unknown efficiency {', '.join(sorted(unknown))} (use: {', '.join(KINDS)})")
+    values = {k: _positive(v, f"efficiency.{k}") for k, v in fitted.items()}
+    return replace(CALIBRATED_EFFICIENCY, **values)
+
+
 def calibrated_ceilings(data: Mapping[str, Any], gpu: GPUSpec | str | None = None, where: str = "calibration",
                         efficiency: Efficiency | None = None, launch_s: float | None = None) -> Ceilings:
     """Ceilings from a calibration record; dtypes or bandwidths it lacks fall back to the datasheet."""
     spec = gpu if isinstance(gpu, GPUSpec) else find_gpu(gpu) if gpu else match_gpu(data.get("gpu", ""))
     base = datasheet_ceilings(spec)
-    eff = efficiency or CALIBRATED_EFFICIENCY
+    eff = efficiency or file_efficiency(data, where) or CALIBRATED_EFFICIENCY
     eff.validate()
     notes = []
     measured_peaks = data.get("peak_flops") or {}

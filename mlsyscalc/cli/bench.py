@@ -24,6 +24,7 @@ BENCH_COMMANDS = {
     "comm": "mlsyscalc.cli.bench_comm:comm",
     "report": "mlsyscalc.cli.bench_report:report",
     "rows": "mlsyscalc.cli.bench_report:rows",
+    "model": "mlsyscalc.cli.bench_model:model",
 }
 
 

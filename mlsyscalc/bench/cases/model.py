@@ -1,0 +1,252 @@
+"""Whole-model benchmark case: one prefill, decode step or training step of a plain-torch model
+built from a ModelSpec, timed on the GPU beside `calc.roofline_model`'s prediction for the same
+spec (and `calc.memory_*`'s peak memory), with per-kernel times from torch.profiler.
+
+Timing: CUDA events around each call, median of `reps` calls after warm-up (no L2 flush: a
+model step streams far more than L2). Prefill and decode run under a CUDA graph (the launch
+cost hidden, as serving engines run them) and eagerly as a second row; MoE layers read their
+expert sizes on the host, so MoE models have the eager row only. Training: forward, backward and
+torch's fused AdamW on bf16 parameters (states in bf16). With `layers` below the spec's count
+the model and the prediction both have that many layers, and the full-depth time is estimated
+as measured x predicted(full) / predicted(reduced).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, replace
+
+from ...calc.memory_infer import InferOptions, infer_memory
+from ...calc.memory_train import TrainOptions, train_memory
+from ...calc.roofline_model import RooflineOptions, predict_model
+from ...errors import require
+from ..rows import Row
+
+WEIGHT_BITS = {"bf16": None, "int8": 8, "int4": 4}  # --dtype -> weight-only quantization bits
+
+
+@dataclass(frozen=True)
+class ModelCase:
+    phase: str  # prefill, decode or train
+    batch: int
+    seq: int  # prefill/train: tokens per sequence; decode: tokens already cached
+    graphs: bool = True  # prefill/decode under a CUDA graph (False: eager); train is always eager
+    kernels: str = "torch"
+    dtype: str = "bf16"  # bf16, or int8/int4 weight-only (decode/prefill with triton kernels)
+    layers: int | None = None  # run only this many decoder layers
+
+    @property
+    def shape(self) -> str:
+        return f"B{self.batch} " + (f"ctx{self.seq}" if self.phase == "decode" else f"S{self.seq}")
+
+    @property
+    def mode(self) -> str:
+        return "graph" if self.graphs and self.phase != "train" else "eager"
+
+
+def reduced_spec(spec, layers: int | None):
+    """The spec with only `layers` decoder layers (the first ones: DeepSeek keeps its dense layers first)."""
+    if not layers or layers >= spec.num_layers:
+        return spec
+    require(layers >= 1, f"--layers must be positive, got {layers}")
+    return replace(spec, num_layers=layers)
+
+
+def roofline_options(case: ModelCase) -> RooflineOptions:
+    if case.phase == "decode":
+        return RooflineOptions(phase="decode", batch=case.batch, context=case.seq, dtype=case.dtype, check_fit=False)
+    return RooflineOptions(phase=case.phase, batch=case.batch, seq=case.seq, dtype=case.dtype, check_fit=False)
+
+
+def predicted_peak_bytes(spec, case: ModelCase) -> int:
+    """calc.memory's peak for the same step: weights + KV cache + workspace, or the training total
+    with bf16 optimizer states (no fp32 master copy: fused AdamW on bf16 parameters)."""
+    if case.phase == "train":
+        return train_memory(spec, TrainOptions(batch=case.batch, seq=case.seq, master_weights=False)).total
+    tokens = case.batch * (1 if case.phase == "decode" else case.seq)
+    context = case.seq + (1 if case.phase == "decode" else 0)
+    opts = InferOptions(batch=case.batch, context=context, prefill_chunk=tokens, dtype=case.dtype)
+    return infer_memory(spec, opts).total
+
+
+def _time_s(fn, reps: int, warmup: int) -> float:
+    """Median seconds of fn() by CUDA events (CPU wall clock without a GPU)."""
+    import time
+
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    cuda = torch.cuda.is_available()
+    samples = []
+    for _ in range(reps):
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            samples.append(start.elapsed_time(end) * 1e-3)
+        else:
+            t0 = time.perf_counter()
+            fn()
+            samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def _graphed(fn):
+    """fn captured in a CUDA graph after warm-up on a side stream; returns the replay."""
+    import torch
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+
+    def replay(fn=fn):  # holds fn, and with it the inputs and caches the graph reads and writes
+        graph.replay()
+    return replay
+
+
+def step_fn(model, spec, case: ModelCase, device: str):
+    """The callable one timed step runs (inputs and caches allocated once, outside it)."""
+    import torch
+
+    b, s = case.batch, case.seq
+    ids = torch.randint(0, spec.vocab_size, (b, 1 if case.phase == "decode" else s), device=device)
+    if case.phase == "train":
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(params, lr=1e-5, fused=device.startswith("cuda"))
+        targets = torch.randint(0, spec.vocab_size, (b, s), device=device)
+
+        def train():
+            model(ids, targets).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=False)
+        return train
+    caches = model.new_caches(b, s + (1 if case.phase == "decode" else 0))
+    if case.phase == "prefill":
+        prefill = lambda: model.prefill(ids, caches)  # noqa: E731
+        return _graphed(prefill) if case.graphs and device.startswith("cuda") else prefill
+    for cache in caches:  # a filled cache: contents do not change the time, only the shapes
+        for t in cache:
+            if t is not None:
+                t.normal_()
+    decode = lambda: model.decode(ids, caches, s)  # noqa: E731
+    return _graphed(decode) if case.graphs and device.startswith("cuda") else decode
+
+
+def run_model_case(spec_full, case: ModelCase, ceilings, device: str = "cuda", reps: int = 10,
+                   profile: bool = True, source: dict | None = None) -> Row:
+    """Build, time, profile and predict one case; an exception (OOM, unsupported shape) becomes the row's error."""
+    from .. import harness
+    from ..torch_models import build_model
+
+    spec = reduced_spec(spec_full, case.layers)
+    layers = f" L{spec.num_layers}/{spec_full.num_layers}" if spec is not spec_full else ""
+    row = Row(kernel=f"model.{case.phase}", baseline=case.mode, shape=case.shape + layers, dtype=case.dtype,
+              variant=f"{spec_full.name} {case.kernels}", env=dict(harness.env_metadata()), measured_at=harness.now())
+    model = None
+    try:
+        require(not (case.mode == "graph" and spec.is_moe),
+                "a CUDA graph cannot capture the MoE dispatch (its expert sizes are read on the host); see the eager row")
+        roof = predict_model(spec, ceilings, roofline_options(case))
+        row.predicted_ms, row.flops, row.bytes = roof.time_s * 1e3, roof.model_flops, roof.bytes
+        row.extra.update(source or {})
+        row.extra.update(model=spec_full.name, phase=case.phase, batch=case.batch, seq=case.seq, mode=case.mode,
+                         kernels=case.kernels, layers=spec.num_layers, full_layers=spec_full.num_layers,
+                         predicted_kernels=sum(r.count for r in roof.rows), ceilings=ceilings.source,
+                         predicted_peak_bytes=predicted_peak_bytes(spec, case))
+        model = _build(build_model, spec, case, device)
+        row.median_ms, peak = _measure(model, spec, case, device, reps)
+        row.ok = True
+        row.extra.update(peak_bytes=peak, memory_error=(row.extra["predicted_peak_bytes"] - peak) / peak if peak else None)
+        if spec is not spec_full:
+            full = predict_model(spec_full, ceilings, roofline_options(case)).time_s
+            row.extra.update(full_predicted_s=full, full_estimated_s=row.median_ms * 1e-3 * full / roof.time_s)
+        if profile and device.startswith("cuda"):
+            from ..model_profile import join_roofline, profile_step
+
+            prof = profile_step(step_fn(model, spec, replace(case, graphs=False), device), model)
+            row.extra.update(ops=join_roofline(prof, roof), kernel_s=prof.total_kernel_s)
+    except Exception as exc:  # noqa: BLE001 - a failed case is a row, the sweep goes on
+        row.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
+    finally:
+        del model
+        _free()
+    return row.finish()
+
+
+def _build(build_model, spec, case: ModelCase, device: str):
+    import torch
+
+    model = build_model(spec, "bfloat16", device, kernels=case.kernels, quant_bits=WEIGHT_BITS[case.dtype])
+    if case.phase != "train":
+        model.requires_grad_(False)
+    torch.manual_seed(0)
+    return model
+
+
+def _measure(model, spec, case: ModelCase, device: str, reps: int) -> tuple[float, int | None]:
+    """(median ms, peak bytes of one step after the warm-up)."""
+    import torch
+
+    fn = step_fn(model, spec, case, device)
+    seconds = _time_s(fn, reps, warmup=3)
+    if not device.startswith("cuda"):
+        return seconds * 1e3, None
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    fn()
+    torch.cuda.synchronize()
+    return seconds * 1e3, torch.cuda.max_memory_allocated()
+
+
+def _free() -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def model_cases(phase: str, batches, seqs, modes=("graph", "eager"), kernels="torch", dtype="bf16",
+                layers: int | None = None) -> list[ModelCase]:
+    """Every (batch, seq) pair of one phase; prefill and decode once per mode (graph, eager)."""
+    require(dtype == "bf16" or (kernels == "triton" and phase != "train"),
+            f"--dtype {dtype} (weight-only) runs inference with --kernels triton")
+    graph_modes = [m == "graph" for m in modes] if phase != "train" else [False]
+    return [ModelCase(phase, b, s, g, kernels, dtype, layers) for b in batches for s in seqs for g in graph_modes]
+
+
+def run_model_cases(spec, cases, ceilings, store, device: str = "cuda", reps: int = 10, profile: bool = True,
+                    progress=None, source: dict | None = None) -> list[Row]:
+    """Run each case not already in `store` (appending its row at once); returns this run's rows
+    plus the stored ones of the same cases. `source` (the MODEL argument and --set overrides) goes
+    into each row, so `mlsys calibrate` can rebuild the spec."""
+    rows = []
+    done = {r.key: r for r in store.rows() if not r.error}
+    for case in cases:
+        probe = run_key(spec, case)
+        if probe in done:
+            rows.append(done[probe])
+            continue
+        if progress:
+            progress(f"{spec.name} {case.phase} {case.shape} {case.mode} {case.kernels} {case.dtype}")
+        row = run_model_case(spec, case, ceilings, device, reps, profile, source)
+        store.append(row)
+        rows.append(row)
+    return rows
+
+
+def run_key(spec, case: ModelCase) -> str:
+    layers = reduced_spec(spec, case.layers)
+    suffix = f" L{layers.num_layers}/{spec.num_layers}" if layers is not spec else ""
+    return "|".join((f"model.{case.phase}", case.mode, case.shape + suffix, case.dtype, f"{spec.name} {case.kernels}"))

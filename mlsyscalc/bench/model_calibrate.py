@@ -1,0 +1,112 @@
+"""`mlsys calibrate`: fit the roofline's ceilings to `mlsys bench model` rows and check the fit on
+models held out of it.
+
+Each usable row (no error; prefill/decode under a CUDA graph, train) becomes an Observation:
+the roofline's kernel rows for its spec and shapes plus the measured step time. The fit
+(calc.calibration_fit) moves the matmul, attention and memory efficiencies and the per-kernel
+fixed cost; the result is a calibration file `--calibration` reads (calc.calibration).
+Eager prefill/decode rows measure the host's launch rate as much as the kernels and are left out.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..calc.calibration import Ceilings
+from ..calc.calibration_fit import Observation, Term, fit, predict
+from ..calc.roofline_model import predict_model
+from ..errors import MlsysError, require
+from .cases.model import ModelCase, reduced_spec, roofline_options
+
+
+@dataclass(frozen=True)
+class Case:
+    row: object  # bench.rows.Row
+    spec: object  # the (reduced) ModelSpec the row ran
+    case: ModelCase
+    held_out: bool
+
+
+def usable(row) -> bool:
+    x = row.extra
+    return (not row.error and bool(row.median_ms) and row.kernel.startswith("model.")
+            and (x.get("phase") == "train" or x.get("mode") == "graph"))
+
+
+def load_cases(rows, hold_out: set[str]) -> list[Case]:
+    from ..specs.lookup import load_model, parse_overrides
+
+    out, specs = [], {}
+    for row in filter(usable, rows):
+        x = row.extra
+        ref = (x.get("model_ref") or x.get("model"), tuple(x.get("overrides") or ()))
+        if ref not in specs:
+            try:
+                specs[ref] = load_model(ref[0], parse_overrides(ref[1]) or None)
+            except MlsysError as exc:
+                raise MlsysError(f"calibrate: cannot rebuild the spec of row {row.key!r}: {exc}") from None
+        case = ModelCase(x["phase"], int(x["batch"]), int(x["seq"]), x.get("mode") == "graph", x.get("kernels", "torch"),
+                         row.dtype, int(x["layers"]) if x.get("layers") else None)
+        out.append(Case(row, reduced_spec(specs[ref], case.layers), case, x.get("model") in hold_out))
+    return out
+
+
+def observation(c: Case, ceilings: Ceilings) -> Observation:
+    roof = predict_model(c.spec, ceilings, roofline_options(c.case))
+    e = ceilings.efficiency
+    terms = tuple(Term(r.count, r.pred.kind, r.pred.compute_s, r.pred.memory_s) for r in roof.rows)
+    return Observation(c.row.key, c.row.median_ms * 1e-3, terms, (e.matmul, e.attention, e.memory),
+                       roof.comm_s - roof.comm_hidden_s)
+
+
+def calibrate(rows, ceilings: Ceilings, hold_out: set[str]) -> dict:
+    """The fitted parameters, the calibration record and every row's error before/after."""
+    cases = load_cases(rows, hold_out)
+    fitted = [c for c in cases if not c.held_out]
+    require(fitted, "calibrate: every usable row is held out (or none is usable: graph-mode prefill/decode, train)")
+    obs = {c.row.key: observation(c, ceilings) for c in cases}
+    e = ceilings.efficiency
+    start = {"matmul": e.matmul, "attention": e.attention, "memory": e.memory, "launch_s": ceilings.launch_s}
+    params = fit([obs[c.row.key] for c in fitted], start)
+    table = []
+    for c in cases:
+        o = obs[c.row.key]
+        before, after = predict(o, start), predict(o, params)
+        table.append({"key": c.row.key, "model": c.row.extra.get("model"), "phase": c.case.phase,
+                      "shape": c.row.shape, "held_out": c.held_out, "measured_s": o.measured_s,
+                      "uncalibrated_s": before, "calibrated_s": after,
+                      "uncalibrated_error": (o.measured_s - before) / before, "error": (o.measured_s - after) / after})
+    return {"params": params, "record": record(ceilings, params, sorted({c.row.extra.get("model") for c in fitted})),
+            "rows": table, "summary": summary(table)}
+
+
+def record(ceilings: Ceilings, params: dict, models: list[str]) -> dict:
+    """The calibration file: the base ceilings written out, the fitted efficiencies on top."""
+    gpu = ceilings.gpu
+    return {
+        "gpu": gpu.name, "sm_count": ceilings.sm_count, "source": "mlsys calibrate",
+        "peak_flops": {k: v for k, v in ceilings.base_flops.items() if v},
+        "bandwidth_Bps": {"read": ceilings.read_Bps, "write": ceilings.write_Bps},
+        "efficiency": {k: params[k] for k in ("matmul", "attention", "memory")},
+        "launch_overhead_s": params["launch_s"], "fitted_on": models,
+        "base": ceilings.source,
+    }
+
+
+def summary(table: list[dict]) -> dict:
+    out = {}
+    for name, held in (("fitted", False), ("held_out", True)):
+        errors = [abs(r["error"]) for r in table if r["held_out"] == held]
+        before = [abs(r["uncalibrated_error"]) for r in table if r["held_out"] == held]
+        out[name] = {"rows": len(errors), "median_abs_error": statistics.median(errors) if errors else None,
+                     "max_abs_error": max(errors) if errors else None,
+                     "uncalibrated_median_abs_error": statistics.median(before) if before else None,
+                     "uncalibrated_max_abs_error": max(before) if before else None}
+    return out
+
+
+def write_record(path: str | Path, data: dict) -> None:
+    Path(path).write_text(json.dumps(data, indent=2) + "\n")

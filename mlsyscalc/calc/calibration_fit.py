@@ -1,0 +1,115 @@
+"""Fit the roofline's efficiency ceilings and per-kernel fixed cost to measured model steps.
+
+A model step's prediction (calc.roofline_model) is a sum over kernel rows
+
+    step_s = sum_i count_i x (max(compute_i x e0_kind / e_kind, memory_i x e0_mem / e_mem) + launch_s)
+
+where compute_i and memory_i were computed at efficiencies e0. Compute time is inversely
+proportional to the kind's efficiency (the tile/wave choice scales with it and does not change),
+memory time to the memory efficiency, so a new set of efficiencies re-prices every row
+without re-running the roofline. The fit minimises the squared log error of the step times
+(relative errors, no run dominating by size) with Nelder-Mead in log space.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import require
+
+PARAMS = ("matmul", "attention", "memory", "launch_s")
+BOUNDS = {"matmul": (0.05, 1.5), "attention": (0.05, 1.5), "memory": (0.05, 1.5), "launch_s": (1e-7, 5e-5)}
+
+
+@dataclass(frozen=True)
+class Term:
+    """One kernel row of one step, priced at the efficiencies it was predicted with."""
+
+    count: int
+    kind: str  # "matmul", "attention" or "memory" (whose compute runs on CUDA cores: matmul-scaled)
+    compute_s: float
+    memory_s: float
+
+
+@dataclass(frozen=True)
+class Observation:
+    label: str
+    measured_s: float
+    terms: tuple[Term, ...]
+    base: tuple[float, float, float]  # (matmul, attention, memory) efficiencies the terms were priced at
+    comm_s: float = 0.0  # collectives, not refitted
+
+
+def predict(obs: Observation, params: dict[str, float]) -> float:
+    e0 = dict(zip(("matmul", "attention", "memory"), obs.base))
+    scale = {k: e0[k] / params[k] for k in ("matmul", "attention")}
+    mem = e0["memory"] / params["memory"]
+    total = obs.comm_s
+    for t in obs.terms:
+        compute = t.compute_s * scale["attention" if t.kind == "attention" else "matmul"]
+        total += t.count * (max(compute, t.memory_s * mem) + params["launch_s"])
+    return total
+
+
+def loss(observations, params: dict[str, float]) -> float:
+    return sum(math.log(predict(o, params) / o.measured_s) ** 2 for o in observations) / len(observations)
+
+
+def _nelder_mead(f, x0: list[float], step: float = 0.3, iters: int = 600, restarts: int = 3) -> list[float]:
+    """Minimiser of f near x0 (Nelder & Mead 1965, standard coefficients), restarted from the best
+    point with a fresh simplex so a collapsed simplex cannot stall it."""
+    best = list(x0)
+    for _ in range(restarts):
+        n = len(best)
+        simplex = [best] + [[v + (step if i == j else 0.0) for j, v in enumerate(best)] for i in range(n)]
+        values = [f(x) for x in simplex]
+        for _ in range(iters):
+            order = sorted(range(n + 1), key=values.__getitem__)
+            simplex, values = [simplex[i] for i in order], [values[i] for i in order]
+            centre = [sum(x[j] for x in simplex[:-1]) / n for j in range(n)]
+            worst = simplex[-1]
+            reflect = [c + (c - w) for c, w in zip(centre, worst)]
+            fr = f(reflect)
+            if fr < values[0]:
+                expand = [c + 2 * (c - w) for c, w in zip(centre, worst)]
+                fe = f(expand)
+                simplex[-1], values[-1] = (expand, fe) if fe < fr else (reflect, fr)
+            elif fr < values[-2]:
+                simplex[-1], values[-1] = reflect, fr
+            else:
+                inner = [c + 0.5 * (w - c) for c, w in zip(centre, worst)]
+                fi = f(inner)
+                if fi < values[-1]:
+                    simplex[-1], values[-1] = inner, fi
+                else:  # shrink towards the best point
+                    simplex = [simplex[0]] + [[b + 0.5 * (x - b) for b, x in zip(simplex[0], p)] for p in simplex[1:]]
+                    values = [values[0]] + [f(p) for p in simplex[1:]]
+        best = simplex[values.index(min(values))]
+    return best
+
+
+def fit(observations, start: dict[str, float], fixed: tuple[str, ...] = ()) -> dict[str, float]:
+    """Parameters (PARAMS) minimising `loss`, from `start`; `fixed` ones keep their start value.
+    A parameter no observation depends on (no attention rows, say) keeps its start value too.
+    Searched in log space, clamped to BOUNDS."""
+    obs = list(observations)
+    require(obs, "calibrate: no measured rows to fit")
+    require(all(o.measured_s > 0 for o in obs), "calibrate: measured times must be positive")
+    free = [p for p in PARAMS if p not in fixed and _matters(obs, p)]
+
+    def unpack(x: list[float]) -> dict[str, float]:
+        params = dict(start)
+        for name, v in zip(free, x):
+            lo, hi = BOUNDS[name]
+            params[name] = min(max(math.exp(v), lo), hi)
+        return params
+
+    best = _nelder_mead(lambda x: loss(obs, unpack(x)), [math.log(start[p]) for p in free])
+    return unpack(best)
+
+
+def _matters(obs, name: str) -> bool:
+    if name in ("launch_s", "memory"):
+        return True
+    return any(t.kind == name and t.count for o in obs for t in o.terms)

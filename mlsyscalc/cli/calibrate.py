@@ -1,0 +1,46 @@
+"""`mlsys calibrate`: fit the roofline's efficiency ceilings to measured whole-model rows."""
+
+from __future__ import annotations
+
+import click
+
+from . import render
+
+
+@click.command()
+@click.argument("rows", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--hold-out", default="", help="Comma-separated model names kept out of the fit (their error is the check).")
+@click.option("--gpu", help="GPU datasheet (default: the one the rows were measured on).")
+@click.option("--base", type=click.Path(exists=True, dir_okay=False),
+              help="Start from these ceilings (e.g. `mlsys bench ceilings` output) instead of the datasheet.")
+@click.option("--out", "out", type=click.Path(dir_okay=False), help="Write the calibration file here (for --calibration).")
+@render.output_options
+def calibrate(rows, hold_out, gpu, base, out, fmt, as_json):
+    """Fit matmul, attention and memory efficiencies and the per-kernel fixed cost to `mlsys bench
+    model` rows (graph-mode prefill/decode and train steps), minimising the squared log error of
+    the step times. Models in --hold-out are predicted with the fitted file but never fitted.
+    """
+    from ..bench.model_calibrate import calibrate as fit_rows
+    from ..bench.model_calibrate import write_record
+    from ..bench.rows import ResultStore
+    from ..calc.calibration import load_ceilings, match_gpu
+    from ..errors import require
+
+    measured = [r for path in rows for r in ResultStore(path).rows()]
+    require(measured, f"calibrate: no rows in {', '.join(rows)}")
+    name = gpu or match_gpu(next((r.env.get("gpu") for r in measured if r.env.get("gpu")), "")).name
+    result = fit_rows(measured, load_ceilings(name, base), {m for m in hold_out.split(",") if m})
+    if out:
+        write_record(out, result["record"])
+    columns = ["model", "phase", "shape", "held_out", "measured_s", "uncalibrated_error", "error"]
+    output = render.Output(
+        data=result,
+        tables=(render.table("fit", ["parameter", "value"], sorted(result["params"].items())),
+                render.table("rows (error = (measured - predicted) / predicted)", columns,
+                             [[r[c] for c in columns] for r in result["rows"]]),
+                render.table("summary", ["rows", "n", "median |error|", "max |error|", "uncalibrated median", "uncalibrated max"],
+                             [[k, v["rows"], v["median_abs_error"], v["max_abs_error"], v["uncalibrated_median_abs_error"],
+                               v["uncalibrated_max_abs_error"]] for k, v in result["summary"].items()])),
+        notes=("fitted on graph-mode prefill/decode and train rows; eager rows are left out",
+               f"calibration written to {out}" if out else "no --out: nothing written"))
+    render.emit(output, fmt, as_json)

@@ -1,0 +1,102 @@
+"""`mlsys bench model` on the CPU (a smoke test of the path; times are CPU times) and the triton
+kernel path of the builder under TRITON_INTERPRET=1 against the torch path."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from mlsyscalc.cli.main import cli  # noqa: E402
+
+TINY = ["--set", "num_hidden_layers=2", "--set", "hidden_size=64", "--set", "intermediate_size=96",
+        "--set", "num_attention_heads=4", "--set", "num_key_value_heads=2", "--set", "vocab_size=97"]
+
+
+def _run(args):
+    from click.testing import CliRunner
+
+    result = CliRunner().invoke(cli, args)
+    return result
+
+
+@pytest.mark.parametrize("phase,extra", [("prefill", ["--mode", "eager"]), ("decode", ["--mode", "eager"]), ("train", [])])
+def test_cpu_rows_carry_the_roofline_prediction(tmp_path, phase, extra):
+    out = tmp_path / "rows.jsonl"
+    result = _run(["bench", "model", "llama3-8b", *TINY, "--phase", phase, "--batch", "1,2", "--seq", "16",
+                   "--cpu", "--reps", "1", "--quiet", "--out", str(out), "--json", *extra])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    rows = data["rows"]
+    assert [r["extra_batch"] for r in rows] == [1, 2] and all(r["error"] is None for r in rows)
+    from mlsyscalc.calc.calibration import load_ceilings
+    from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model
+    from mlsyscalc.specs.lookup import load_model
+    from mlsyscalc.specs.lookup import parse_overrides
+
+    spec = load_model("llama3-8b", parse_overrides(TINY[1::2]))
+    for row in rows:
+        opts = (RooflineOptions(phase="decode", batch=row["extra_batch"], context=16) if phase == "decode"
+                else RooflineOptions(phase=phase, batch=row["extra_batch"], seq=16))
+        want = predict_model(spec, load_ceilings("H100-SXM"), opts).time_s * 1e3
+        assert row["predicted_ms"] == pytest.approx(want, rel=1e-12)
+        assert row["median_ms"] > 0
+    assert len(out.read_text().splitlines()) == 2
+    again = json.loads(_run(["bench", "model", "llama3-8b", *TINY, "--phase", phase, "--batch", "1,2", "--seq",
+                             "16", "--cpu", "--quiet", "--out", str(out), "--json", *extra]).output)
+    assert [r["median_ms"] for r in again["rows"]] == [r["median_ms"] for r in rows]  # resumed, not re-run
+    assert len(out.read_text().splitlines()) == 2
+
+
+def test_layers_scale_the_comparison_and_say_so():
+    result = _run(["bench", "model", "llama3-8b", *TINY[:1], "num_hidden_layers=8", *TINY[2:], "--phase", "prefill",
+                   "--seq", "16", "--layers", "2", "--cpu", "--reps", "1", "--quiet", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    row = data["rows"][0]
+    assert row["extra_layers"] == 2 and row["extra_full_layers"] == 8 and "L2/8" in row["shape"]
+    ratio = row["extra_full_predicted_s"] / (row["predicted_ms"] * 1e-3)
+    assert row["extra_full_estimated_s"] == pytest.approx(row["median_ms"] * 1e-3 * ratio)
+    assert any("--layers" in note for note in data["notes"])
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--phase", "train", "--dtype", "int4", "--kernels", "triton"], "weight-only"),
+    (["--phase", "prefill", "--batch", "0"], "positive"),
+    (["--phase", "prefill", "--batch", "x"], "integers"),
+])
+def test_bad_input_exits_2(args, message):
+    result = _run(["bench", "model", "llama3-8b", *TINY, "--cpu", *args])
+    assert result.exit_code == 2 and message in result.output
+
+
+def test_moe_decode_graph_row_says_why():
+    result = _run(["bench", "model", "mixtral-8x7b", *TINY, "--set", "num_local_experts=4", "--phase", "decode",
+                   "--seq", "8", "--cpu", "--reps", "1", "--quiet", "--json"])
+    rows = json.loads(result.output)["rows"]
+    assert "CUDA graph" in rows[0]["error"] and rows[1]["error"] is None
+
+
+def test_triton_kernels_match_torch_in_the_interpreter():
+    """Flash attention (prefill) and paged decode inside the model reproduce the torch path's
+    logits (fp32 weights, Triton's CPU interpreter)."""
+    import os
+
+    if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
+        pytest.skip("needs the Triton interpreter or a GPU")
+    from mlsyscalc.bench.torch_models import build_model
+    from mlsyscalc.specs.lookup import load_model, parse_overrides
+
+    spec = load_model("llama3-8b", parse_overrides(TINY[1::2]))
+    torch.manual_seed(0)
+    ref = build_model(spec, "float32", "cpu")
+    tri = build_model(spec, "float32", "cpu", kernels="triton")
+    tri.load_state_dict(ref.state_dict())
+    ids = torch.randint(0, spec.vocab_size, (2, 8))
+    want = ref.logits(ids)
+    caches = tri.new_caches(2, 8)
+    assert caches[0][0].shape[1] == 64  # whole pages
+    torch.testing.assert_close(tri.prefill(ids[:, :7], caches), want[:, 6], rtol=2e-3, atol=2e-3)
+    torch.testing.assert_close(tri.decode(ids[:, 7:8], caches, 7), want[:, 7], rtol=2e-3, atol=2e-3)
