@@ -84,8 +84,10 @@ def test_interleaving_adds_korthikanti_activation_share():
     base = dict(gpus=32, seq=2048, global_batch=64, tp=2, pp=4)
     one = train_step(spec, ceil, "dgx-a100", TrainStepOptions(**base))
     two = train_step(spec, ceil, "dgx-a100", TrainStepOptions(**base, vp=2))
-    acts = one.memory.breakdown["activations"]
-    assert two.memory_bytes_per_gpu - one.memory_bytes_per_gpu == round(acts * 3 / 8)
+    detail = one.memory.peak_stage.detail
+    in_flight = detail["activations_layers"] + detail["activations_embedding_head"]
+    assert one.memory.peak_stage.stage == 0 and one.memory.peak_stage.micro_batches_in_flight == 4
+    assert two.memory_bytes_per_gpu - one.memory_bytes_per_gpu == round(in_flight * 3 / 8)
 
 
 def _ideal_cluster(tmp_path) -> str:

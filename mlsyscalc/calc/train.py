@@ -12,7 +12,7 @@ The step (Narayanan et al. 2021, PTD-P, section 2.2; Korthikanti et al. 2022):
 
 m = global batch / (dp x micro-batch) micro-batches, p = pp, v = vp. Memory per GPU is
 `calc.memory_train.train_memory` of the same layout; the interleaved schedule keeps
-(1 + (p - 1) / (p v)) times the 1F1B activations on the first stage (Korthikanti et al. 2022,
+(1 + (p - 1) / (p v)) times the 1F1B activations of the micro-batches in flight on the first stage (Korthikanti et al. 2022,
 section 4.2.3). Model FLOPs are `calc.flops` (2 FLOPs per multiply-add, matmuls only, causal
 attention halved, backward = 2 x forward): MFU = model FLOPs / (step time x GPUs x datasheet peak);
 HFU also counts the recomputed forward (full: every layer's forward; selective: the attention core).
@@ -34,9 +34,9 @@ from .memory_common import stage_params, verdict
 from .memory_train import TrainMemory, TrainOptions, train_memory
 from .roofline_options import RooflineOptions
 from .roofline_train import adamw_op
-from .train_comm import DIMS, Windows, dim_times
+from .train_comm import DIMS, Windows, dim_times, traffic
 from .train_options import TrainStepOptions
-from .train_parts import StageParts, pipeline_stages, stage_parts, stage_time
+from .train_parts import StageParts, pipeline_stages, roofline_pass, slowest_stage, stage_parts
 
 FLOP_CONVENTION = ("model FLOPs: calc.flops (2 per multiply-add, matmuls only, causal attention halved, "
                    "backward = 2 x forward); hfu adds the recomputed forward")
@@ -120,15 +120,31 @@ def model_flops(spec: ModelSpec, opts: TrainStepOptions) -> tuple[float, float]:
     return float(flops.train_step), float(extra)
 
 
-def optimizer_s(spec: ModelSpec, ceilings: Ceilings, opts: TrainStepOptions) -> float:
+def stage_param_counts(spec: ModelSpec, tp: int, ep: int, pp: int, vp: int) -> tuple[tuple[int, int], ...]:
+    """(dense, routed-expert) parameters per GPU of each pipeline stage (all its model chunks)."""
+    counts = []
+    for st in pipeline_stages(spec, pp, vp):
+        sp = stage_params(spec, st.layers, st.first, st.last, tp, ep, pp)
+        counts.append((sp.dense, sp.expert))
+    return tuple(counts)
+
+
+def optimizer_s(counts: tuple[tuple[int, int], ...], zero: int, shard: int, ep: int, dtype: str,
+                ceilings: Ceilings) -> float:
     """AdamW on the stage with the most parameters per GPU; ZeRO >= 1 shards dense parameters over
-    dp x cp and routed experts over dp x cp / ep (as calc.memory_train shards optimizer states)."""
-    shard = opts.data_parallel * opts.cp if opts.zero >= 1 else 1
-    most = 0.0
-    for st in pipeline_stages(spec, opts.pp, opts.vp):
-        sp = stage_params(spec, st.layers, st.first, st.last, opts.tp, opts.ep, opts.pp)
-        most = max(most, sp.dense / shard + sp.expert * opts.ep / shard if opts.zero >= 1 else sp.total)
-    return adamw_op(max(1, round(most)), opts.memory_dtype, ceilings).predicted_s
+    shard = dp x cp ranks and routed experts over dp x cp / ep (as calc.memory_train shards them)."""
+    most = max(d / shard + e * ep / shard if zero >= 1 else d + e for d, e in counts)
+    return adamw_op(max(1, round(most)), dtype, ceilings).predicted_s
+
+
+def step_breakdown(*, pp: int, vp: int, windows: Windows, seconds: dict[tuple[str, str], float], zero: int,
+                   recompute: str, overlap: tuple[str, ...], optimizer: float) -> tuple[dict[str, float], dict[str, float]]:
+    """(breakdown whose parts sum to the step time, total comm seconds per dimension)."""
+    total, exposed = dim_times(seconds, zero=zero, recompute=recompute, overlap=overlap, windows=windows)
+    breakdown = {"compute_s": windows.compute_s,
+                 "bubble_s": (pp - 1) / vp * (windows.forward_s + windows.backward_s),
+                 "optimizer_s": optimizer, **{f"{d}_comm_s": exposed[d] for d in DIMS}}
+    return breakdown, total
 
 
 def step_memory(spec: ModelSpec, opts: TrainStepOptions) -> tuple[TrainMemory, int]:
@@ -137,14 +153,9 @@ def step_memory(spec: ModelSpec, opts: TrainStepOptions) -> tuple[TrainMemory, i
         batch=opts.micro_batch, seq=opts.seq, grad_accum=opts.num_micro_batches, dtype=opts.memory_dtype,
         dp=opts.data_parallel, tp=opts.tp, pp=opts.pp, sp=opts.sp_active, ep=opts.ep, cp=opts.cp, zero=opts.zero,
         recompute=opts.recompute, capacity_factor=opts.capacity_factor))
-    extra = mem.breakdown["activations"] * (opts.pp - 1) / (opts.pp * opts.vp) if opts.vp > 1 else 0.0
+    held = mem.peak_stage.detail["activations_layers"] + mem.peak_stage.detail["activations_embedding_head"]
+    extra = held * (opts.pp - 1) / (opts.pp * opts.vp) if opts.vp > 1 else 0.0
     return mem, int(round(extra))
-
-
-def _windows(spec: ModelSpec, parts: StageParts, opts: TrainStepOptions) -> Windows:
-    times = [stage_time(parts, st, opts.recompute) for st in pipeline_stages(spec, opts.pp, opts.vp)]
-    f, b, a = max(times, key=lambda t: t[0] + t[1])
-    return Windows(f, b, a, opts.num_micro_batches)
 
 
 def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, opts: TrainStepOptions,
@@ -155,16 +166,19 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
     opts.validate(spec, cluster)
     RooflineOptions(phase="train", seq=opts.seq, dtype=opts.dtype).validate(spec)  # positions, dtype
     if parts is None:
-        parts = stage_parts(spec, ceilings, tp=opts.tp, cp=opts.cp, micro_batch=opts.micro_batch, seq=opts.seq,
-                            dtype=opts.dtype, sp=opts.sp_active, capacity_factor=opts.capacity_factor)
-    w = _windows(spec, parts, opts)
+        result = roofline_pass(spec, ceilings, tp=opts.tp, cp=opts.cp, micro_batch=opts.micro_batch, seq=opts.seq,
+                               dtype=opts.dtype)
+        parts = stage_parts(spec, result, sp=opts.sp_active, capacity_factor=opts.capacity_factor)
+    f, b, a = slowest_stage(parts, pipeline_stages(spec, opts.pp, opts.vp), opts.recompute)
     comm = step_comm(spec, StepOptions(
         dp=opts.data_parallel, tp=opts.tp, pp=opts.pp, ep=opts.ep, cp=opts.cp, sp=opts.sp_active, zero=opts.zero,
         batch=opts.micro_batch, seq=opts.seq, grad_accum=opts.num_micro_batches, interleave=opts.vp,
         dtype=opts.memory_dtype), cluster)
-    total, exposed = dim_times(comm.rows, zero=opts.zero, recompute=opts.recompute, overlap=opts.overlap, windows=w)
-    breakdown = {"compute_s": w.compute_s, "bubble_s": (opts.pp - 1) / opts.vp * (w.forward_s + w.backward_s),
-                 "optimizer_s": optimizer_s(spec, ceilings, opts), **{f"{d}_comm_s": exposed[d] for d in DIMS}}
+    counts = stage_param_counts(spec, opts.tp, opts.ep, opts.pp, opts.vp)
+    breakdown, total = step_breakdown(
+        pp=opts.pp, vp=opts.vp, windows=Windows(f, b, a, opts.num_micro_batches), seconds=traffic(comm.rows),
+        zero=opts.zero, recompute=opts.recompute, overlap=opts.overlap,
+        optimizer=optimizer_s(counts, opts.zero, opts.data_parallel * opts.cp, opts.ep, opts.memory_dtype, ceilings))
     mem, extra = step_memory(spec, opts)
     usable = verdict(ceilings.gpu, 0, opts.reserve).usable_bytes
     flops, recompute = model_flops(spec, opts)

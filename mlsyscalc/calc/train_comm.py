@@ -44,30 +44,38 @@ class Windows:
         return self.micro_batches * (self.forward_s + self.backward_s)
 
 
-def _dp_window(row: CommRow, zero: int, w: Windows) -> float:
+def traffic(rows: Iterable[CommRow]) -> dict[tuple[str, str], float]:
+    """Seconds per (dimension, kind): dp rows are "param" (parameter all-gathers) or "grad"; others "model"."""
+    out: dict[tuple[str, str], float] = {}
+    for row in rows:
+        kind = ("param" if row.collective == "all-gather" else "grad") if row.dim == "dp" else "model"
+        out[(row.dim, kind)] = out.get((row.dim, kind), 0.0) + row.time_s
+    return out
+
+
+def window_s(dim: str, kind: str, zero: int, w: Windows) -> float:
+    """The kernel time that can hide one (dimension, kind) of traffic (module docstring)."""
     m = w.micro_batches
+    if dim == "cp":
+        return m * w.attention_s
+    if dim != "dp":
+        return w.compute_s
     if zero == 3:
         return m * (w.forward_s + w.backward_s)
-    if row.collective == "all-gather":
-        return w.forward_s
-    return w.backward_s * (m if zero == 2 else 1)
+    return w.forward_s if kind == "param" else w.backward_s * (m if zero == 2 else 1)
 
 
-def _window(dim: str, w: Windows) -> float:
-    return w.micro_batches * w.attention_s if dim == "cp" else w.compute_s
-
-
-def dim_times(rows: Iterable[CommRow], *, zero: int, recompute: str, overlap: tuple[str, ...],
+def dim_times(seconds: dict[tuple[str, str], float], *, zero: int, recompute: str, overlap: tuple[str, ...],
               windows: Windows) -> tuple[dict[str, float], dict[str, float]]:
-    """({dim: total seconds}, {dim: exposed seconds}) for tp, cp, dp, pp, ep."""
+    """({dim: total seconds}, {dim: exposed seconds}) for tp, cp, dp, pp, ep from `traffic`."""
     total = dict.fromkeys(DIMS, 0.0)
     groups: dict[tuple[str, float], float] = {}  # (dim, window) -> seconds sharing that window
-    for row in rows:
-        seconds = row.time_s * (RECOMPUTE_FULL_FACTOR.get(row.dim, 1.0) if recompute == "full" else 1.0)
-        total[row.dim] += seconds
-        window = _dp_window(row, zero, windows) if row.dim == "dp" else _window(row.dim, windows)
-        groups[(row.dim, window)] = groups.get((row.dim, window), 0.0) + seconds
+    for (dim, kind), t in seconds.items():
+        t = t * (RECOMPUTE_FULL_FACTOR.get(dim, 1.0) if recompute == "full" else 1.0)
+        total[dim] += t
+        key = (dim, window_s(dim, kind, zero, windows))
+        groups[key] = groups.get(key, 0.0) + t
     exposed = dict.fromkeys(DIMS, 0.0)
-    for (dim, window), seconds in groups.items():
-        exposed[dim] += max(0.0, seconds - window) if dim in overlap else seconds
+    for (dim, window), t in groups.items():
+        exposed[dim] += max(0.0, t - window) if dim in overlap else t
     return total, exposed

@@ -25,7 +25,7 @@ from typing import Mapping
 
 from ..specs.model import ModelSpec
 from .calibration import Ceilings
-from .roofline_model import predict_model
+from .roofline_model import ModelRoofline, predict_model
 from .roofline_ops import OpRow
 from .roofline_options import RooflineOptions
 from .roofline_train import recompute_rows
@@ -62,13 +62,18 @@ def _scale(row: OpRow, tp: int, sp: bool, capacity_factor: float) -> float:
     return row.total_s
 
 
-def stage_parts(spec: ModelSpec, ceilings: Ceilings, *, tp: int, cp: int, micro_batch: int, seq: int,
-                dtype: str, sp: bool, capacity_factor: float = 1.0, cluster: str | None = None) -> StageParts:
-    """Per-layer and head seconds of one micro-batch (see the module docstring)."""
+def roofline_pass(spec: ModelSpec, ceilings: Ceilings, *, tp: int, cp: int, micro_batch: int, seq: int,
+                  dtype: str, cluster: str | None = None) -> ModelRoofline:
+    """The roofline of one micro-batch on one GPU's TP/CP shard (phase train, no recomputation)."""
     local = seq // cp
-    opts = RooflineOptions(phase="train", batch=micro_batch, seq=local, context=(seq - local) // 2, tp=tp,
-                           dtype=dtype, cluster=cluster, recompute="none")
-    result = predict_model(spec, ceilings, opts)
+    return predict_model(spec, ceilings, RooflineOptions(phase="train", batch=micro_batch, seq=local,
+                                                         context=(seq - local) // 2, tp=tp, dtype=dtype,
+                                                         cluster=cluster, recompute="none"))
+
+
+def stage_parts(spec: ModelSpec, result: ModelRoofline, *, sp: bool, capacity_factor: float = 1.0) -> StageParts:
+    """Per-layer and head seconds of one micro-batch from `roofline_pass` (module docstring)."""
+    tp = result.options.tp
     forward = [r for r in result.rows if r.pass_name == "forward"]
     rows = {"forward": forward, "backward": [r for r in result.rows if r.pass_name == "backward"],
             "recompute_selective": recompute_rows(forward, "selective"),
@@ -129,3 +134,10 @@ def stage_time(parts: StageParts, stage: Stage, recompute: str) -> tuple[float, 
         if held:
             fwd, bwd = fwd + ends["forward"], bwd + ends["backward"]
     return fwd, bwd, attn
+
+
+def slowest_stage(parts: StageParts, stages: tuple[Stage, ...], recompute: str) -> tuple[float, float, float]:
+    """(forward, backward, attention) of one micro-batch on the stage with the most kernel time."""
+    kinds = {(st.dense, st.moe, st.first, st.last): st for st in stages}
+    times = [stage_time(parts, st, recompute) for st in kinds.values()]
+    return max(times, key=lambda t: t[0] + t[1])
