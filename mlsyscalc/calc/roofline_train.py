@@ -68,7 +68,11 @@ def optimizer_row(p: Any, total_params: int) -> OpRow:
     """AdamW over this GPU's parameters: total / tp, and / dp with ZeRO >= 1 (sharded optimizer states)."""
     shards = p.opts.tp * (p.opts.dp if p.opts.zero >= 1 else 1)
     params = math.ceil(total_params / shards)
-    write = params * (ADAMW_WRITE_BYTES + bytes_per_element(p.opts.dtype))
-    op = predict_memory_op("adamw", params * ADAMW_READ_BYTES, write, params * ADAMW_FLOPS, "fp32", p.ceil,
-                           shape=f"{params} params")
-    return OpRow(op, "optimizer", "step", 1, "optimizer")
+    return OpRow(adamw_op(params, p.opts.dtype, p.ceil), "optimizer", "step", 1, "optimizer")
+
+
+def adamw_op(params: int, dtype: str, ceil: Any) -> Any:
+    """The AdamW step over `params` parameters held by one GPU (weights kept in `dtype`)."""
+    write = params * (ADAMW_WRITE_BYTES + bytes_per_element(dtype))
+    return predict_memory_op("adamw", params * ADAMW_READ_BYTES, write, params * ADAMW_FLOPS, "fp32", ceil,
+                             shape=f"{params} params")

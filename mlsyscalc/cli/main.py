@@ -25,6 +25,7 @@ COMMANDS = {
     "comm": "comm:comm",
     "memory": "memory:memory",
     "calibrate": "calibrate:calibrate",
+    "train": "train:train",
 }
 
 

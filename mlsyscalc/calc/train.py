@@ -1,0 +1,187 @@
+"""One optimizer step of a full parallel layout: step time, MFU, HFU, memory per GPU and whether it fits.
+
+The step (Narayanan et al. 2021, PTD-P, section 2.2; Korthikanti et al. 2022):
+
+    compute   = m x (f + b) of the slowest pipeline stage, per micro-batch (calc.train_parts:
+                the roofline's op times, b includes the recomputed forward)
+    bubble    = (p - 1) / v x (f + b)   i.e. bubble / compute = (p - 1) / (v m)  (1F1B; interleaved
+                with v model chunks per GPU, Narayanan et al. 2021, section 2.2.2)
+    optimizer = AdamW over this GPU's parameters (after ZeRO sharding): memory-bound, the roofline's
+    comm     = per dimension, the exposed part of `calc.comm_step` traffic (calc.train_comm)
+    step_time = compute + bubble + optimizer + sum of exposed comm
+
+m = global batch / (dp x micro-batch) micro-batches, p = pp, v = vp. Memory per GPU is
+`calc.memory_train.train_memory` of the same layout; the interleaved schedule keeps
+(1 + (p - 1) / (p v)) times the 1F1B activations of the micro-batches in flight on the first stage (Korthikanti et al. 2022,
+section 4.2.3). Model FLOPs are `calc.flops` (2 FLOPs per multiply-add, matmuls only, causal
+attention halved, backward = 2 x forward): MFU = model FLOPs / (step time x GPUs x datasheet peak);
+HFU also counts the recomputed forward (full: every layer's forward; selective: the attention core).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..specs.cluster import ClusterSpec, builtin_clusters, load_cluster
+from ..specs.gpu import load_gpu
+from ..specs.model import ModelSpec
+from ..errors import require
+from .calibration import Ceilings
+from .comm_step import StepOptions, step_comm
+from .flops import FlopOptions, count_flops
+from .memory_common import stage_params, verdict
+from .memory_train import TrainMemory, TrainOptions, train_memory
+from .roofline_options import RooflineOptions
+from .roofline_train import adamw_op
+from .train_comm import DIMS, Windows, dim_times, traffic
+from .train_options import TrainStepOptions
+from .train_parts import StageParts, pipeline_stages, roofline_pass, slowest_stage, stage_parts
+
+FLOP_CONVENTION = ("model FLOPs: calc.flops (2 per multiply-add, matmuls only, causal attention halved, "
+                   "backward = 2 x forward); hfu adds the recomputed forward")
+
+
+@dataclass(frozen=True)
+class TrainStep:
+    model: str
+    gpu: str
+    cluster: str
+    options: TrainStepOptions
+    breakdown: Mapping[str, float]  # compute_s, bubble_s, optimizer_s, <dim>_comm_s (exposed): sums to step_time_s
+    comm_total_s: Mapping[str, float]  # per dimension, before overlap
+    model_flops: float  # whole step, all GPUs
+    recompute_flops: float  # the recomputed forward, all GPUs
+    peak_flops: float  # datasheet FLOP/s of one GPU in the compute dtype
+    memory: TrainMemory
+    interleave_activation_bytes: int  # extra activations of the interleaved schedule (first stage)
+    usable_bytes: int  # GPU memory less the reserve
+
+    @property
+    def step_time_s(self) -> float:
+        return sum(self.breakdown.values())
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.options.global_batch * self.options.seq / self.step_time_s
+
+    @property
+    def tflops_per_gpu(self) -> float:
+        """Model FLOP/s per GPU (FLOP/s, not TFLOP/s: base units in JSON)."""
+        return self.model_flops / (self.step_time_s * self.options.gpus)
+
+    @property
+    def mfu(self) -> float:
+        return self.tflops_per_gpu / self.peak_flops
+
+    @property
+    def hfu(self) -> float:
+        return (self.model_flops + self.recompute_flops) / (self.step_time_s * self.options.gpus * self.peak_flops)
+
+    @property
+    def memory_bytes_per_gpu(self) -> int:
+        return self.memory.total + self.interleave_activation_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.memory_bytes_per_gpu <= self.usable_bytes
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "gpu": self.gpu, "cluster": self.cluster, "gpus": self.options.gpus,
+                "seq": self.options.seq, "global_batch": self.options.global_batch,
+                "step_time_s": self.step_time_s, "tokens_per_s": self.tokens_per_s,
+                "tflops_per_gpu": self.tflops_per_gpu, "mfu": self.mfu, "hfu": self.hfu,
+                "memory_bytes_per_gpu": self.memory_bytes_per_gpu, "usable_bytes": self.usable_bytes,
+                "fits": self.fits, "breakdown": dict(self.breakdown),
+                "comm_total_s": dict(self.comm_total_s), "model_flops": self.model_flops,
+                "recompute_flops": self.recompute_flops, "peak_flops": self.peak_flops,
+                "layout": self.options.layout(), "overlap": list(self.options.overlap),
+                "flop_convention": FLOP_CONVENTION}
+
+
+def resolve_cluster(gpu: str | None, cluster: str | ClusterSpec | None, gpus: int) -> ClusterSpec:
+    """The cluster named, else the built-in cluster of `gpu`'s GPUs (the largest node; one with an
+    inter-node link when `gpus` spans nodes)."""
+    if cluster is not None:
+        return load_cluster(cluster)
+    require(gpu is not None, "give --gpu NAME or --cluster NAME|FILE")
+    name = load_gpu(gpu).name
+    nodes = sorted((c for c in builtin_clusters().values() if c.gpu == name and not c.measured),
+                   key=lambda c: (c.inter is not None or gpus <= c.gpus_per_node, c.gpus_per_node))
+    require(bool(nodes), f"no built-in cluster of {name} GPUs; pass --cluster NAME or FILE")
+    return nodes[-1]
+
+
+def model_flops(spec: ModelSpec, opts: TrainStepOptions) -> tuple[float, float]:
+    """(model FLOPs of the step, FLOPs of the recomputed forward), all GPUs, calc.flops convention."""
+    flops = count_flops(spec, FlopOptions(batch=opts.global_batch, seq=opts.seq, causal=True))
+    extra = {"none": 0, "selective": flops.breakdown["attention_core"],
+             "full": flops.forward - flops.breakdown["lm_head"]}[opts.recompute]
+    return float(flops.train_step), float(extra)
+
+
+def stage_param_counts(spec: ModelSpec, tp: int, ep: int, pp: int, vp: int) -> tuple[tuple[int, int], ...]:
+    """(dense, routed-expert) parameters per GPU of each pipeline stage (all its model chunks)."""
+    counts = []
+    for st in pipeline_stages(spec, pp, vp):
+        sp = stage_params(spec, st.layers, st.first, st.last, tp, ep, pp)
+        counts.append((sp.dense, sp.expert))
+    return tuple(counts)
+
+
+def optimizer_s(counts: tuple[tuple[int, int], ...], zero: int, shard: int, ep: int, dtype: str,
+                ceilings: Ceilings) -> float:
+    """AdamW on the stage with the most parameters per GPU; ZeRO >= 1 shards dense parameters over
+    shard = dp x cp ranks and routed experts over dp x cp / ep (as calc.memory_train shards them)."""
+    most = max(d / shard + e * ep / shard if zero >= 1 else d + e for d, e in counts)
+    return adamw_op(max(1, round(most)), dtype, ceilings).predicted_s
+
+
+def step_breakdown(*, pp: int, vp: int, windows: Windows, seconds: dict[tuple[str, str], float], zero: int,
+                   recompute: str, overlap: tuple[str, ...], optimizer: float) -> tuple[dict[str, float], dict[str, float]]:
+    """(breakdown whose parts sum to the step time, total comm seconds per dimension)."""
+    total, exposed = dim_times(seconds, zero=zero, recompute=recompute, overlap=overlap, windows=windows)
+    breakdown = {"compute_s": windows.compute_s,
+                 "bubble_s": (pp - 1) / vp * (windows.forward_s + windows.backward_s),
+                 "optimizer_s": optimizer, **{f"{d}_comm_s": exposed[d] for d in DIMS}}
+    return breakdown, total
+
+
+def step_memory(spec: ModelSpec, opts: TrainStepOptions) -> tuple[TrainMemory, int]:
+    """`calc.memory_train` of the layout, and the interleaved schedule's extra activations."""
+    mem = train_memory(spec, TrainOptions(
+        batch=opts.micro_batch, seq=opts.seq, grad_accum=opts.num_micro_batches, dtype=opts.memory_dtype,
+        dp=opts.data_parallel, tp=opts.tp, pp=opts.pp, sp=opts.sp_active, ep=opts.ep, cp=opts.cp, zero=opts.zero,
+        recompute=opts.recompute, capacity_factor=opts.capacity_factor))
+    held = mem.peak_stage.detail["activations_layers"] + mem.peak_stage.detail["activations_embedding_head"]
+    extra = held * (opts.pp - 1) / (opts.pp * opts.vp) if opts.vp > 1 else 0.0
+    return mem, int(round(extra))
+
+
+def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, opts: TrainStepOptions,
+               parts: StageParts | None = None) -> TrainStep:
+    """Step time, rates, memory and fit of one layout (module docstring); `parts` may be passed in
+    when the caller already holds them (plan)."""
+    cluster = load_cluster(cluster)
+    opts.validate(spec, cluster)
+    RooflineOptions(phase="train", seq=opts.seq, dtype=opts.dtype).validate(spec)  # positions, dtype
+    if parts is None:
+        result = roofline_pass(spec, ceilings, tp=opts.tp, cp=opts.cp, micro_batch=opts.micro_batch, seq=opts.seq,
+                               dtype=opts.dtype)
+        parts = stage_parts(spec, result, sp=opts.sp_active, capacity_factor=opts.capacity_factor)
+    f, b, a = slowest_stage(parts, pipeline_stages(spec, opts.pp, opts.vp), opts.recompute)
+    comm = step_comm(spec, StepOptions(
+        dp=opts.data_parallel, tp=opts.tp, pp=opts.pp, ep=opts.ep, cp=opts.cp, sp=opts.sp_active, zero=opts.zero,
+        batch=opts.micro_batch, seq=opts.seq, grad_accum=opts.num_micro_batches, interleave=opts.vp,
+        dtype=opts.memory_dtype), cluster)
+    counts = stage_param_counts(spec, opts.tp, opts.ep, opts.pp, opts.vp)
+    breakdown, total = step_breakdown(
+        pp=opts.pp, vp=opts.vp, windows=Windows(f, b, a, opts.num_micro_batches), seconds=traffic(comm.rows),
+        zero=opts.zero, recompute=opts.recompute, overlap=opts.overlap,
+        optimizer=optimizer_s(counts, opts.zero, opts.data_parallel * opts.cp, opts.ep, opts.memory_dtype, ceilings))
+    mem, extra = step_memory(spec, opts)
+    usable = verdict(ceilings.gpu, 0, opts.reserve).usable_bytes
+    flops, recompute = model_flops(spec, opts)
+    peak = ceilings.datasheet_flops(RooflineOptions(dtype=opts.dtype).compute_dtype)
+    return TrainStep(spec.name, ceilings.gpu.name, cluster.name, opts, breakdown, total, flops, recompute, peak,
+                     mem, extra, usable)

@@ -1,0 +1,81 @@
+"""Which part of each parallel dimension's traffic is exposed in a training step.
+
+The traffic (bytes, calls, seconds per call) is `calc.comm_step.step_comm`'s for the layout. With
+full recomputation the recomputed forward repeats its collectives: TP's forward all-reduces (half
+of TP's calls: x 1.5) and CP's forward K,V all-gather (one of its three per layer: x 4/3).
+
+A dimension named in `overlap` hides its traffic behind a window of kernel time, and only what
+exceeds the window is exposed (Calculon, Isaev et al. 2023, models overlap the same way):
+
+- dp: the gradient all-reduce / reduce-scatter of ZeRO 0-1 runs behind the backward of the last
+  micro-batch (DDP and Megatron gradient buckets, Li et al. 2020), ZeRO-2's per-micro-batch
+  reduce-scatter behind every micro-batch's backward, ZeRO-1/2's parameter all-gather behind the
+  first micro-batch's forward (Megatron's overlapped parameter gather), ZeRO-3's prefetched gathers
+  and reduce-scatters behind forward + backward of every micro-batch (FSDP prefetch);
+- cp: ring attention exchanges K,V blocks while it computes on the previous ones: behind the
+  attention kernels (Liu et al. 2023);
+- tp, pp, ep: behind all of the step's kernels (TP comm overlap, p2p overlap of the interleaved
+  schedule, MoE dispatch overlap); off by default, as in the Megatron-LM runs of 2021-2022.
+
+Windows are per micro-batch times of the slowest stage (forward f, backward b incl. recompute,
+attention a) and m micro-batches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from .comm_step import CommRow
+
+DIMS = ("tp", "cp", "dp", "pp", "ep")
+RECOMPUTE_FULL_FACTOR = {"tp": 1.5, "cp": 4 / 3}
+
+
+@dataclass(frozen=True)
+class Windows:
+    forward_s: float  # one micro-batch, slowest stage
+    backward_s: float  # incl. recomputation
+    attention_s: float  # attention kernels of one micro-batch (forward + backward + recompute)
+    micro_batches: int
+
+    @property
+    def compute_s(self) -> float:
+        return self.micro_batches * (self.forward_s + self.backward_s)
+
+
+def traffic(rows: Iterable[CommRow]) -> dict[tuple[str, str], float]:
+    """Seconds per (dimension, kind): dp rows are "param" (parameter all-gathers) or "grad"; others "model"."""
+    out: dict[tuple[str, str], float] = {}
+    for row in rows:
+        kind = ("param" if row.collective == "all-gather" else "grad") if row.dim == "dp" else "model"
+        out[(row.dim, kind)] = out.get((row.dim, kind), 0.0) + row.time_s
+    return out
+
+
+def window_s(dim: str, kind: str, zero: int, w: Windows) -> float:
+    """The kernel time that can hide one (dimension, kind) of traffic (module docstring)."""
+    m = w.micro_batches
+    if dim == "cp":
+        return m * w.attention_s
+    if dim != "dp":
+        return w.compute_s
+    if zero == 3:
+        return m * (w.forward_s + w.backward_s)
+    return w.forward_s if kind == "param" else w.backward_s * (m if zero == 2 else 1)
+
+
+def dim_times(seconds: dict[tuple[str, str], float], *, zero: int, recompute: str, overlap: tuple[str, ...],
+              windows: Windows) -> tuple[dict[str, float], dict[str, float]]:
+    """({dim: total seconds}, {dim: exposed seconds}) for tp, cp, dp, pp, ep from `traffic`."""
+    total = dict.fromkeys(DIMS, 0.0)
+    groups: dict[tuple[str, float], float] = {}  # (dim, window) -> seconds sharing that window
+    for (dim, kind), t in seconds.items():
+        t = t * (RECOMPUTE_FULL_FACTOR.get(dim, 1.0) if recompute == "full" else 1.0)
+        total[dim] += t
+        key = (dim, window_s(dim, kind, zero, windows))
+        groups[key] = groups.get(key, 0.0) + t
+    exposed = dict.fromkeys(DIMS, 0.0)
+    for (dim, window), t in groups.items():
+        exposed[dim] += max(0.0, t - window) if dim in overlap else t
+    return total, exposed

@@ -1,0 +1,116 @@
+"""Options of one training step of a full parallel layout (`mlsys train`) and the rules a layout obeys.
+
+The rules follow Megatron-LM (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training
+on GPU Clusters Using Megatron-LM", sections 2-3): GPUs = tp x pp x dp x cp, expert parallelism folds
+into the data-parallel ranks (dp % ep), tensor parallelism stays inside a node, the layers split
+evenly into pp x vp model chunks, the global batch into dp x micro-batch x micro-batches, and the
+interleaved schedule needs the micro-batches to be a multiple of pp. Each violated rule is an
+MlsysError that names the rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..dtypes import dtype_name
+from ..errors import divide, require
+from ..specs.cluster import ClusterSpec
+from ..specs.model import ModelSpec
+from .tensor_parallel import check_tp
+
+RECOMPUTE = ("none", "selective", "full")  # Korthikanti et al. 2022: selective = attention core only
+DTYPES = ("bf16", "fp16", "fp8")  # matmul dtype; fp8 keeps bf16 weights, activations and communication
+OVERLAP_DIMS = ("tp", "dp", "pp", "cp", "ep")
+DEFAULT_OVERLAP = ("dp", "cp")  # DDP/Megatron gradient buckets; ring attention's KV exchange
+
+
+@dataclass(frozen=True)
+class TrainStepOptions:
+    gpus: int = 1
+    seq: int = 2048  # tokens per sequence
+    global_batch: int = 1  # sequences per optimizer step over all data-parallel replicas
+    micro_batch: int = 1  # sequences per micro-batch on one replica
+    tp: int = 1
+    pp: int = 1
+    dp: int | None = None  # default: gpus / (tp pp cp)
+    cp: int = 1
+    ep: int = 1  # expert-parallel ranks inside the data-parallel group
+    vp: int = 1  # virtual pipeline stages (model chunks) per GPU: the interleaved 1F1B schedule
+    sp: bool = True  # Megatron sequence parallelism over the TP ranks (no effect at tp 1)
+    zero: int = 0  # 0 plain DP; 1 optimizer states, 2 + gradients, 3 + weights sharded over dp x cp
+    recompute: str = "none"
+    dtype: str = "bf16"
+    overlap: tuple[str, ...] = DEFAULT_OVERLAP  # dimensions whose traffic may hide behind compute
+    capacity_factor: float = 1.0  # MoE: expert slots per routed token (1.0 = dropless, balanced)
+    reserve: str = "10%"  # memory kept back for the CUDA context and allocator (as `mlsys memory`)
+
+    @property
+    def data_parallel(self) -> int:
+        """dp as given, else gpus / (tp pp cp)."""
+        if self.dp is not None:
+            return self.dp
+        return divide(self.gpus, self.tp * self.pp * self.cp, "rule gpus % (tp*pp*cp) == 0: --gpus over tp*pp*cp")
+
+    @property
+    def num_micro_batches(self) -> int:
+        return divide(self.global_batch, self.data_parallel * self.micro_batch,
+                      "rule global_batch % (dp*micro_batch) == 0: --global-batch over dp*micro-batch")
+
+    @property
+    def sp_active(self) -> bool:
+        return self.sp and self.tp > 1
+
+    @property
+    def memory_dtype(self) -> str:
+        """Weights, gradients and activations in memory and on the wire (fp8 training keeps them in bf16)."""
+        return "bf16" if dtype_name(self.dtype) == "fp8" else dtype_name(self.dtype)
+
+    def layout(self) -> dict[str, int | bool | str]:
+        return {"tp": self.tp, "pp": self.pp, "dp": self.data_parallel, "cp": self.cp, "ep": self.ep,
+                "vp": self.vp, "sp": self.sp_active, "micro_batch": self.micro_batch,
+                "num_micro_batches": self.num_micro_batches, "zero": self.zero, "recompute": self.recompute,
+                "dtype": self.dtype}
+
+    def validate(self, spec: ModelSpec, cluster: ClusterSpec) -> None:
+        for name in ("gpus", "seq", "global_batch", "micro_batch", "tp", "pp", "cp", "ep", "vp"):
+            value = getattr(self, name)
+            require(isinstance(value, int) and value >= 1, f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+        require(self.dp is None or self.dp >= 1, f"--dp must be a positive integer, got {self.dp}")
+        require(self.zero in (0, 1, 2, 3), f"--zero must be 0, 1, 2 or 3, got {self.zero}")
+        require(self.recompute in RECOMPUTE, f"--recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r}")
+        require(dtype_name(self.dtype) in DTYPES, f"--dtype for training: one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        require(set(self.overlap) <= set(OVERLAP_DIMS), f"--overlap: dimensions are {', '.join(OVERLAP_DIMS)}, "
+                                                        f"got {', '.join(self.overlap)}")
+        require(0 < self.capacity_factor < 100, f"--capacity-factor must be in (0, 100), got {self.capacity_factor}")
+        self._validate_model(spec)
+        self._validate_world(cluster)
+
+    def _validate_world(self, cluster: ClusterSpec) -> None:
+        dp = self.data_parallel
+        world = self.tp * self.pp * dp * self.cp
+        require(world == self.gpus, f"rule tp*pp*dp*cp == gpus: {self.tp}*{self.pp}*{dp}*{self.cp} = {world}, "
+                                    f"not --gpus {self.gpus}")
+        _ = self.num_micro_batches
+        node = cluster.gpus_per_node
+        require(self.tp <= node and node % self.tp == 0,
+                f"rule TP within a node: --tp {self.tp} must divide the {node} GPUs of a {cluster.name} node")
+        if self.gpus > node:
+            divide(self.gpus, node, f"rule whole nodes: --gpus over the {node} GPUs of a {cluster.name} node")
+            require(cluster.inter is not None, f"{self.gpus} GPUs span nodes, but {cluster.name} has no inter-node link")
+        require(self.vp == 1 or self.pp > 1, "rule vp needs pp > 1: the interleaved schedule splits a pipeline")
+        if self.vp > 1:
+            divide(self.num_micro_batches, self.pp, "rule num_micro_batches % pp == 0 with --vp (Megatron-LM's "
+                                                    "interleaved schedule)")
+        divide(dp, self.ep, "rule dp % ep == 0: expert parallelism folds into the data-parallel ranks")
+
+    def _validate_model(self, spec: ModelSpec) -> None:
+        check_tp(spec, self.tp)  # heads % tp, KV heads split or replicated, every split width
+        divide(spec.num_layers, self.pp * self.vp, "rule layers % (pp*vp) == 0: layers over pp*vp model chunks")
+        if self.cp > 1:
+            divide(self.seq, 2 * self.cp, "rule seq % (2*cp) == 0: load-balanced context parallelism splits each "
+                                          "sequence into 2*cp chunks")
+        if self.sp_active:
+            divide(self.seq // self.cp, self.tp, "rule (seq/cp) % tp == 0 with --sp")
+        if self.ep > 1:
+            require(spec.moe is not None, f"--ep {self.ep}: {spec.name} has no routed experts")
+            divide(spec.moe.num_experts, self.ep, "rule experts % ep == 0")  # type: ignore[union-attr]

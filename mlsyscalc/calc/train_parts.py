@@ -1,0 +1,143 @@
+"""Kernel time of one micro-batch on one pipeline stage, from the roofline's per-op rows.
+
+Every op time is `calc.roofline_model.predict_model`'s (phase train, recompute none) for one
+micro-batch on one GPU's shard: tensor parallelism through its `tp`, context parallelism by giving
+each rank seq/cp query tokens against (seq - seq/cp)/2 earlier keys, which is the causal work of one
+of cp load-balanced ranks (Megatron's context parallelism pairs chunk i with chunk 2cp-1-i, so each
+rank does 1/cp of the causal attention). The recomputed forward is `calc.roofline_train.recompute_rows`
+of the forward rows. Three shardings are applied to the roofline's op times, each a linear scale:
+
+- sequence parallelism (Korthikanti et al. 2022, section 4.2.2) runs the norms and residual adds
+  (the roofline's `norm` group) on tokens / tp;
+- the MoE capacity factor pads every expert's token slots: routed-expert matmuls x capacity factor;
+- expert parallelism leaves each GPU's routed-expert FLOPs unchanged (it receives as many routed
+  tokens as it sends, for E/ep experts); the grouped matmuls are compute-bound at training sizes,
+  so their time is the roofline's for the rank's tokens.
+
+Per layer kind (dense, MoE) and pass the time of ONE layer is kept, so a stage's time is a count of
+layers of each kind; the head rows go to the first stage (embedding) and the last (final norm, lm_head).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from ..specs.model import ModelSpec
+from .calibration import Ceilings
+from .roofline_model import ModelRoofline, predict_model
+from .roofline_ops import OpRow
+from .roofline_options import RooflineOptions
+from .roofline_train import recompute_rows
+
+PASSES = ("forward", "backward", "recompute_selective", "recompute_full")
+KINDS = ("dense", "moe")
+
+
+@dataclass(frozen=True)
+class StageParts:
+    """Seconds of one micro-batch: per layer of each kind and pass, and the head's rows."""
+
+    layer_s: Mapping[str, Mapping[str, float]]  # kind -> pass -> seconds of one layer
+    attention_s: Mapping[str, Mapping[str, float]]  # the attention-core part of layer_s
+    first_s: Mapping[str, float]  # embedding: forward, backward
+    last_s: Mapping[str, float]  # final norm + lm_head: forward, backward
+
+    def layer_time(self, kind: str, recompute: str) -> tuple[float, float]:
+        """(forward, backward incl. recomputation) seconds of one layer of `kind`."""
+        t = self.layer_s[kind]
+        extra = t[f"recompute_{recompute}"] if recompute != "none" else 0.0
+        return t["forward"], t["backward"] + extra
+
+    def attention_time(self, kind: str, recompute: str) -> float:
+        t = self.attention_s[kind]
+        return t["forward"] + t["backward"] + (t[f"recompute_{recompute}"] if recompute != "none" else 0.0)
+
+
+def _scale(row: OpRow, tp: int, sp: bool, capacity_factor: float) -> float:
+    if sp and row.group == "norm":
+        return row.total_s / tp
+    if row.pred.name.startswith("experts."):
+        return row.total_s * capacity_factor
+    return row.total_s
+
+
+def roofline_pass(spec: ModelSpec, ceilings: Ceilings, *, tp: int, cp: int, micro_batch: int, seq: int,
+                  dtype: str, cluster: str | None = None) -> ModelRoofline:
+    """The roofline of one micro-batch on one GPU's TP/CP shard (phase train, no recomputation)."""
+    local = seq // cp
+    return predict_model(spec, ceilings, RooflineOptions(phase="train", batch=micro_batch, seq=local,
+                                                         context=(seq - local) // 2, tp=tp, dtype=dtype,
+                                                         cluster=cluster, recompute="none"))
+
+
+def stage_parts(spec: ModelSpec, result: ModelRoofline, *, sp: bool, capacity_factor: float = 1.0) -> StageParts:
+    """Per-layer and head seconds of one micro-batch from `roofline_pass` (module docstring)."""
+    tp = result.options.tp
+    forward = [r for r in result.rows if r.pass_name == "forward"]
+    rows = {"forward": forward, "backward": [r for r in result.rows if r.pass_name == "backward"],
+            "recompute_selective": recompute_rows(forward, "selective"),
+            "recompute_full": recompute_rows(forward, "full")}
+    counts = {"dense": sum(not spec.layer_is_moe(i) for i in range(spec.num_layers)),
+              "moe": sum(spec.layer_is_moe(i) for i in range(spec.num_layers))}
+    where = {"dense": "layers", "moe": "moe layers"}
+    sp = sp and tp > 1
+
+    def total(pass_rows: list[OpRow], keep) -> float:
+        return sum(_scale(r, tp, sp, capacity_factor) for r in pass_rows if keep(r))
+
+    layer_s, attention_s = {}, {}
+    for kind in KINDS:
+        n = max(counts[kind], 1)
+        layer_s[kind] = {p: total(rows[p], lambda r: r.layers == where[kind]) / n for p in PASSES}
+        attention_s[kind] = {p: total(rows[p], lambda r: r.layers == where[kind] and r.pred.kind == "attention") / n
+                             for p in PASSES}
+    is_first = lambda r: r.layers == "head" and r.pred.name.startswith("embedding")  # noqa: E731
+    is_last = lambda r: r.layers == "head" and not r.pred.name.startswith("embedding")  # noqa: E731
+    first = {p: total(rows[p], is_first) for p in ("forward", "backward")}
+    last = {p: total(rows[p], is_last) for p in ("forward", "backward")}
+    return StageParts(layer_s, attention_s, first, last)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pipeline stage (all its model chunks): layers of each kind, and whether it holds the ends."""
+
+    index: int
+    layers: tuple[int, ...]
+    dense: int
+    moe: int
+    first: bool
+    last: bool
+
+
+def pipeline_stages(spec: ModelSpec, pp: int, vp: int) -> tuple[Stage, ...]:
+    """Stage s holds model chunks s, s + pp, ..., of layers / (pp vp) consecutive layers each
+    (Narayanan et al. 2021, section 2.2.2, the interleaved schedule; vp = 1 is plain 1F1B)."""
+    chunk = spec.num_layers // (pp * vp)
+    stages = []
+    for s in range(pp):
+        layers = tuple(i for c in range(s, pp * vp, pp) for i in range(c * chunk, (c + 1) * chunk))
+        moe = sum(spec.layer_is_moe(i) for i in layers)
+        stages.append(Stage(s, layers, len(layers) - moe, moe, s == 0, s == pp - 1))
+    return tuple(stages)
+
+
+def stage_time(parts: StageParts, stage: Stage, recompute: str) -> tuple[float, float, float]:
+    """(forward, backward incl. recomputation, attention) seconds of one micro-batch on `stage`."""
+    fwd = bwd = attn = 0.0
+    for kind, n in (("dense", stage.dense), ("moe", stage.moe)):
+        if n:
+            f, b = parts.layer_time(kind, recompute)
+            fwd, bwd, attn = fwd + n * f, bwd + n * b, attn + n * parts.attention_time(kind, recompute)
+    for ends, held in ((parts.first_s, stage.first), (parts.last_s, stage.last)):
+        if held:
+            fwd, bwd = fwd + ends["forward"], bwd + ends["backward"]
+    return fwd, bwd, attn
+
+
+def slowest_stage(parts: StageParts, stages: tuple[Stage, ...], recompute: str) -> tuple[float, float, float]:
+    """(forward, backward, attention) of one micro-batch on the stage with the most kernel time."""
+    kinds = {(st.dense, st.moe, st.first, st.last): st for st in stages}
+    times = [stage_time(parts, st, recompute) for st in kinds.values()]
+    return max(times, key=lambda t: t[0] + t[1])

@@ -1,0 +1,101 @@
+"""`mlsys train MODEL --gpus N ...`: one optimizer step of a full parallel layout."""
+
+from __future__ import annotations
+
+import functools
+
+import click
+
+from ..calc.calibration import load_ceilings
+from ..calc.train import resolve_cluster, train_step
+from ..calc.train_options import DTYPES, OVERLAP_DIMS, RECOMPUTE, TrainStepOptions
+from ..calc.memory_train import zero_from_fsdp
+from ..errors import require
+from ..units import fmt_bytes
+from . import render
+from .options import model_argument, positive_int, resolve_model
+
+D = TrainStepOptions
+
+
+def cluster_options(func):
+    """--gpus, --gpu, --cluster, --calibration, --seq, --global-batch: shared by train and plan."""
+    @positive_int("--gpus", D.gpus, "GPUs in the job (tp x pp x dp x cp).")
+    @click.option("--gpu", default=None, help="GPU name (`mlsys gpus`); its built-in cluster links the GPUs.")
+    @click.option("--cluster", default=None, help="Cluster name or JSON file (`mlsys comm`); default: the GPU's.")
+    @click.option("--calibration", type=click.Path(dir_okay=False), default=None,
+                  help="Measured kernel ceilings from `mlsys bench ceilings` instead of datasheet x efficiency.")
+    @positive_int("--seq", D.seq, "Tokens per sequence.")
+    @positive_int("--global-batch", D.global_batch, "Sequences per optimizer step, all replicas.")
+    @functools.wraps(func)
+    def wrapper(*args, gpus, gpu, cluster, calibration, **kwargs):
+        spec = resolve_cluster(gpu, cluster, gpus)
+        ceilings = load_ceilings(gpu or spec.gpu, calibration)
+        return func(*args, gpus=gpus, cluster=spec, ceilings=ceilings, **kwargs)
+    return wrapper
+
+
+def parse_overlap(text: str) -> tuple[str, ...]:
+    names = tuple(x.strip() for x in text.split(",") if x.strip() and x.strip() != "none")
+    require(set(names) <= set(OVERLAP_DIMS), f"--overlap: use a comma list of {', '.join(OVERLAP_DIMS)} "
+                                             f"(or none), got {text!r}")
+    return names
+
+
+@click.command()
+@model_argument
+@cluster_options
+@positive_int("--micro-batch", D.micro_batch, "Sequences per micro-batch on one replica.")
+@positive_int("--tp", D.tp, "Tensor-parallel GPUs (within a node).")
+@positive_int("--pp", D.pp, "Pipeline stages (1F1B).")
+@click.option("--dp", type=click.IntRange(min=1), default=None, help="Data-parallel replicas [default: gpus/(tp*pp*cp)].")
+@positive_int("--cp", D.cp, "Context-parallel GPUs (sequence split, ring attention).")
+@positive_int("--ep", D.ep, "Expert-parallel GPUs, inside the data-parallel ranks.")
+@positive_int("--vp", D.vp, "Model chunks per GPU: the interleaved 1F1B schedule.")
+@click.option("--sp/--no-sp", default=D.sp, show_default=True, help="Megatron sequence parallelism with --tp.")
+@click.option("--zero", type=click.IntRange(0, 3), default=None, help="ZeRO stage over dp x cp [default: 0].")
+@click.option("--fsdp", default=None, help="FSDP strategy: full_shard (= --zero 3), shard_grad_op (= 2), no_shard (= 0).")
+@click.option("--recompute", type=click.Choice(RECOMPUTE), default=D.recompute, show_default=True,
+              help="Activation recomputation (selective: attention core only).")
+@click.option("--dtype", type=click.Choice(DTYPES), default=D.dtype, show_default=True, help="Matmul dtype.")
+@click.option("--overlap", default=",".join(D.overlap), show_default=True,
+              help=f"Dimensions whose traffic hides behind compute: comma list of {', '.join(OVERLAP_DIMS)}, or none.")
+@click.option("--capacity-factor", type=float, default=D.capacity_factor, show_default=True,
+              help="MoE: expert slots per routed token.")
+@click.option("--reserve", default=D.reserve, show_default=True, help="GPU memory kept back (size or share).")
+@render.output_options
+def train(model, overrides, gpus, cluster, ceilings, seq, global_batch, micro_batch, tp, pp, dp, cp, ep, vp, sp,
+          zero, fsdp, recompute, dtype, overlap, capacity_factor, reserve, fmt, as_json):
+    """Step time, tokens/s, MFU, HFU and memory per GPU of one training step of MODEL on a full
+    TP x PP x DP x CP x EP layout: the roofline's kernel times per pipeline stage, the 1F1B bubble
+    (p-1)/(v m), each dimension's exposed communication and the AdamW step (docs/train.md).
+    """
+    spec = resolve_model(model, overrides)
+    require(zero is None or fsdp is None, "give --zero or --fsdp, not both")
+    opts = TrainStepOptions(gpus=gpus, seq=seq, global_batch=global_batch, micro_batch=micro_batch, tp=tp, pp=pp,
+                            dp=dp, cp=cp, ep=ep, vp=vp, sp=sp, zero=zero_from_fsdp(fsdp) if fsdp else (zero or 0),
+                            recompute=recompute, dtype=dtype, overlap=parse_overlap(overlap),
+                            capacity_factor=capacity_factor, reserve=reserve)
+    render.emit(step_output(train_step(spec, ceilings, cluster, opts)), fmt, as_json)
+
+
+def step_output(step) -> render.Output:
+    data = step.as_dict()
+    total = step.step_time_s
+    rows = [[k, v, f"{100 * v / total:.1f}%"] for k, v in step.breakdown.items()]
+    rows.append(["step_time_s", total, "100.0%"])
+    lay = data["layout"]
+    title = (f"{step.model} on {step.options.gpus} x {step.gpu} ({step.cluster}): tp{lay['tp']} pp{lay['pp']} "
+             f"dp{lay['dp']} cp{lay['cp']} ep{lay['ep']} vp{lay['vp']}, micro-batch {lay['micro_batch']} x "
+             f"{lay['num_micro_batches']}, ZeRO-{lay['zero']}, recompute {lay['recompute']}")
+    rates = [["tokens/s", step.tokens_per_s], ["model TFLOP/s per GPU", step.tflops_per_gpu / 1e12],
+             ["MFU", step.mfu], ["HFU", step.hfu],
+             ["memory per GPU", fmt_bytes(step.memory_bytes_per_gpu)], ["usable per GPU", fmt_bytes(step.usable_bytes)],
+             ["fits", step.fits]]
+    comm = [[d, t, step.breakdown[f"{d}_comm_s"]] for d, t in step.comm_total_s.items() if t]
+    tables = (render.table(title, ["part", "seconds", "share"], rows), render.table("rates", ["", "value"], rates),
+              render.table("communication per step", ["dimension", "total s", "exposed s"], comm))
+    notes = (step.as_dict()["flop_convention"],
+             f"overlap: {', '.join(step.options.overlap) or 'none'} (docs/train.md says which window hides what)",
+             "tflops_per_gpu is in FLOP/s (base units); the table shows TFLOP/s.")
+    return render.Output(data, tables, notes)
