@@ -69,6 +69,8 @@ def test_a_spec_without_protocols_is_the_plain_alpha_beta_model(name, collective
         return  # the measured spec: covered below
     assert not spec.intra.protocols and spec.intra.call_overhead_s == 0
     assert "protocols" not in json.dumps(spec.to_dict()) and "call_overhead" not in json.dumps(spec.to_dict())
+    again = cluster_from_dict(spec.to_dict(), "round trip").intra  # line_rate_GBps survives
+    assert (again.bandwidth_Bps, again.line_rate_Bps) == (spec.intra.bandwidth_Bps, spec.intra.line_rate_Bps)
     steps, sent = ring_terms(collective, 2, 256 * MiB)
     cost = collective_cost(collective, 256 * MiB, 2, spec)
     assert cost.time_s == steps * spec.intra.latency_s + sent / spec.intra.bandwidth_Bps  # exactly, no rounding
@@ -109,7 +111,8 @@ def test_bad_protocol_figures_are_refused(bad):
 def _rows(collective, overhead_us, protocols, gpus=2):
     """Times that follow the max model exactly, 8 KiB .. 2 GiB."""
     truth = comm_fit.ProtocolFit(collective, "max", overhead_us * 1e-6,
-                                 tuple(Protocol(n, b * 1e9, a * 1e-6) for n, a, b in protocols), ())
+                                 tuple(Protocol(n, b * 1e9, a * 1e-6, base * 1e-6) for n, a, b, base in
+                                       (tuple(p) + (0.0,) * (4 - len(p)) for p in protocols)), ())
     return [{"collective": collective, "size_bytes": 2**e, "gpus": gpus, "nodes": 1, "ok": True,
              "time_s": truth.predict_s(gpus, 2**e)} for e in range(13, 32)]
 
@@ -120,11 +123,34 @@ def test_fit_recovers_a_known_model_and_the_calculator_agrees():
     assert fit.call_overhead_s == pytest.approx(40e-6, rel=1e-4)
     assert [p.name for p in fit.protocols] == ["medium", "bulk"]
     assert [p.bandwidth_Bps for p in fit.protocols] == pytest.approx([290e9, 340e9], rel=1e-3)
-    assert [p.latency_s for p in fit.protocols] == pytest.approx([9e-6, 60e-6], rel=1e-2)
+    # one GPU count: alpha is the prior (NCCL's 3.4 us), the per-call base takes the rest of 2 steps x alpha
+    assert [p.latency_s for p in fit.protocols] == pytest.approx([comm_fit.STEP_LATENCY_PRIOR_S] * 2)
+    assert [p.base_latency_s + 2 * p.latency_s for p in fit.protocols] == pytest.approx([18e-6, 120e-6], rel=1e-2)
     assert max(comm_fit.abs_errors(fit, rows, 0)) < 1e-4
     spec = replace(load_cluster("hgx-h100"), intra=Link("fit", 1e9, 0.0, {"all-reduce": fit.terms(1e9, 0.0)}))
     for r in rows:  # the fit's own formula and collective_cost are the same model
         assert collective_cost("all-reduce", r["size_bytes"], 2, spec).time_s == pytest.approx(fit.predict_s(2, r["size_bytes"]))
+
+
+def test_fit_on_two_gpu_counts_separates_base_and_step_latency():
+    """2 and 4 GPUs: the steps differ (2 vs 6 for all-reduce), so base and per-step alpha are both fitted."""
+    truth = [("medium", 2.0, 290.0, 12.0), ("bulk", 5.0, 340.0, 90.0)]
+    rows = _rows("all-reduce", 40.0, truth, gpus=2) + _rows("all-reduce", 40.0, truth, gpus=4)
+    fit = comm_fit.fit_protocols(rows, 2)
+    assert fit.gpus == (2, 4)
+    assert [p.latency_s for p in fit.protocols] == pytest.approx([2e-6, 5e-6], rel=2e-2)
+    assert [p.base_latency_s for p in fit.protocols] == pytest.approx([12e-6, 90e-6], rel=2e-2)
+    assert max(comm_fit.abs_errors(fit, rows, 0)) < 1e-3
+
+
+def test_two_gpu_fit_predicts_four_through_the_step_count():
+    """Fitted on 2 GPUs with the true alpha as the prior: 4 GPUs follow from 6 ring steps and 3/2 n bytes."""
+    truth = [("bulk", 3.4, 340.0, 50.0)]
+    fit = comm_fit.fit_protocols(_rows("all-reduce", 40.0, truth, gpus=2), 1)
+    four = _rows("all-reduce", 40.0, truth, gpus=4)
+    assert max(comm_fit.abs_errors(fit, four, 0)) < 1e-3
+    n = GiB  # by hand: 50 us + 6 x 3.4 us + 2 x 3/4 x 1 GiB / 340 GB/s
+    assert fit.predict_s(4, n) == pytest.approx(50e-6 + 6 * 3.4e-6 + 1.5 * n / 340e9, rel=1e-3)
 
 
 def test_fit_keeps_parameters_physical_and_drops_an_unseen_protocol():

@@ -76,14 +76,14 @@ def _build(torch, dist, collective: str, numel: int, rank: int, p: int, device) 
         buf = _pattern(torch, numel, device, rank)
         want = lambda: _pattern(torch, numel, device) * p + p * (p - 1) / 2  # noqa: E731
         return (lambda: dist.reduce(buf, dst=0)), (lambda: rank != 0 or torch.equal(buf, want()))
-    if collective == "p2p":  # nccl-tests sendrecv: send to rank+1, receive from rank-1, all at once
-        send, recv = _pattern(torch, numel, device, rank), torch.empty(numel, device=device)
+    if collective == "p2p":  # pairs 0<->1, 2<->3, ... all at once: each rank sends n to its partner and receives n
+        send, recv, peer = _pattern(torch, numel, device, rank), torch.empty(numel, device=device), rank ^ 1
 
         def run():
-            ops = [dist.P2POp(dist.isend, send, (rank + 1) % p), dist.P2POp(dist.irecv, recv, (rank - 1) % p)]
+            ops = [dist.P2POp(dist.isend, send, peer), dist.P2POp(dist.irecv, recv, peer)]
             for work in dist.batch_isend_irecv(ops):
                 work.wait()
-        return run, (lambda: torch.equal(recv, _pattern(torch, numel, device, (rank - 1) % p)))
+        return run, (lambda: torch.equal(recv, _pattern(torch, numel, device, peer)))
     raise ValueError(f"unknown collective {collective!r}")
 
 
@@ -213,7 +213,9 @@ def run_sweep(collectives: list[str], sizes: list[int], out: Path, backend: str 
     comm.dist.broadcast_object_list(holder, src=0)
     done = holder[0]
     for collective in collectives:
-        if collective == "p2p" and comm.world < 2:
+        if collective == "p2p" and comm.world % 2:
+            if comm.rank == 0:
+                print(f"p2p skipped: it pairs ranks 0<->1, 2<->3, ..., and {comm.world} is odd", flush=True)
             continue
         for size in sizes:
             numel = max(comm.world, size // 4 // comm.world * comm.world)

@@ -9,7 +9,8 @@ for the bandwidth-optimal ring):
     ring all-gather / reduce-scatter, pairwise all-to-all
                                (p-1) alpha + (p-1)/p * n * beta
     pipelined broadcast/reduce (p-1) alpha + n * beta
-    point-to-point             alpha + n * beta
+    point-to-point             alpha + n * beta   (any p: every GPU sends n to one peer and
+                               receives n from one, all pairs at once)
     double binary tree         2 ceil(log2 p) alpha + 2 n beta   (all-reduce; Sanders, Speck &
                                Traeff 2009; NCCL 2.4) and ceil(log2 p) alpha + n beta (broadcast, reduce)
     hierarchical all-reduce    intra-node reduce-scatter + inter-node all-reduce of n/g
@@ -24,7 +25,9 @@ alpha = 0 the bus bandwidth of every collective equals the link bandwidth B.
 Where a link spec lists protocols (a measured spec does), each phase over that link takes the
 fastest of them, as NCCL's tuner picks the protocol with the least modelled time (NVIDIA NCCL,
 src/graph/tuning.cc: latency = steps x per-step latency, time = latency + bytes / bandwidth, per
-protocol LL / LL128 / Simple): phase time = min over p of (steps alpha_p + bytes beta_p). A call
+protocol LL / LL128 / Simple): phase time = min over p of (base_p + steps alpha_p + bytes beta_p), where
+base_p is paid once per call and alpha_p once per step (NCCL's baseLat and hwLat), so a fit on 2 GPUs
+carries over to more GPUs of the same links through the ring's step count. A call
 overhead H (host time to issue one call) bounds the time per call from below: consecutive calls
 are issued while the GPU still runs the previous one, so a stream of calls runs at
 max(H, device time) per call; `host_wait_s` = max(0, H - device time) is the part that adds.
@@ -67,10 +70,11 @@ class Phase:
     bytes_per_gpu: float  # bytes each GPU sends in this stage
     transfer_s: float  # time the bytes take on the link(s)
     protocol: str = ""  # the link spec's protocol this stage uses ("" for a single alpha-beta link)
+    base_latency_s: float = 0.0  # the protocol's once-per-call latency (NCCL's baseLat)
 
     @property
     def latency_s(self) -> float:
-        return self.steps * self.step_latency_s
+        return self.base_latency_s + self.steps * self.step_latency_s
 
     @property
     def time_s(self) -> float:
@@ -135,10 +139,10 @@ def ring_terms(collective: str, p: int, n: float) -> tuple[int, float]:
 
 
 def _phase(name: str, link: str, p: int, steps: int, sent: float, terms: LinkTerms) -> Phase:
-    """One stage; with protocols, the one of least steps x alpha_p + sent / B_p (NCCL's choice)."""
+    """One stage; with protocols, the one of least base_p + steps x alpha_p + sent / B_p (NCCL's choice)."""
     options = terms.protocols or (Protocol("", terms.bandwidth_Bps, terms.latency_s),)
-    best = min(options, key=lambda o: steps * o.latency_s + sent / o.bandwidth_Bps)
-    return Phase(name, link, p, steps, best.latency_s, sent, sent / best.bandwidth_Bps, best.name)
+    best = min(options, key=lambda o: o.base_latency_s + steps * o.latency_s + sent / o.bandwidth_Bps)
+    return Phase(name, link, p, steps, best.latency_s, sent, sent / best.bandwidth_Bps, best.name, best.base_latency_s)
 
 
 def _ring_phase(collective: str, p: int, n: float, terms: LinkTerms, name: str, link: str) -> Phase:
@@ -205,7 +209,6 @@ def _check_layout(collective: str, gpus: int, nodes: int, cluster: ClusterSpec) 
     busbw_factor(collective, max(gpus, 2))  # validates the name
     require(gpus >= 2, f"{collective} needs at least 2 GPUs, got {gpus}")
     require(nodes >= 1, f"nodes must be at least 1, got {nodes}")
-    require(collective != "p2p" or gpus == 2, f"p2p is between 2 GPUs, got --gpus {gpus}")
     require(gpus % nodes == 0, f"{gpus} GPUs do not split evenly over {nodes} nodes")
     per_node = gpus // nodes
     require(per_node <= cluster.gpus_per_node,

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from dataclasses import dataclass, replace
+
 import click
 
 from ..calc.comm_collectives import COLLECTIVES
@@ -15,18 +17,19 @@ from ..units import parse_bytes
 from . import render
 
 
-def _gpu_count(backend: str) -> int:
+def _gpu_count(backend: str, nproc: int | None) -> int:
+    """The processes to start: --nproc (checked against the GPUs present) or every GPU; before any worker starts."""
     try:
         import torch
     except ImportError as exc:
         raise MlsysError(f"mlsys bench comm needs torch ({exc}); pip install 'mlsyscalc[gpu]'") from None
     if backend == "gloo":
-        return 2
-    if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
-        raise MlsysError(f"mlsys bench comm with NCCL needs at least 2 CUDA GPUs (found "
-                         f"{torch.cuda.device_count() if torch.cuda.is_available() else 0}); "
-                         "--backend gloo runs a CPU smoke test")
-    return torch.cuda.device_count()
+        return nproc or 2
+    found = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if found < max(2, nproc or 2):
+        raise MlsysError(f"mlsys bench comm with NCCL needs at least {max(2, nproc or 2)} CUDA GPUs (found "
+                         f"{found}); --backend gloo runs a CPU smoke test")
+    return nproc or found
 
 
 def _launch(nproc: int, worker_args: list[str]) -> None:
@@ -58,9 +61,15 @@ def _launch(nproc: int, worker_args: list[str]) -> None:
 @click.option("--name", default="measured", show_default=True, help="Name of the --calibrate cluster.")
 @click.option("--report", type=click.Path(file_okay=False), help="Write README.md, busbw.png and rows here.")
 @click.option("--fit-min-size", default="1MiB", show_default=True, help="Smallest size used by the fit.")
+@click.option("--fit-gpus", type=click.IntRange(min=2),
+              help="Fit --calibrate/--report on the rows of this GPU count only; --report then also writes "
+                   "transfer.md, the fit checked on every other GPU count in --out.")
+@click.option("--node-gpus", type=click.IntRange(min=2),
+              help="GPUs per node of the --calibrate spec (the links it describes reach this many); "
+                   "default: the most GPUs the rows or their host had.")
 @render.output_options
 def comm(nproc, collectives, min_size, max_size, factor, backend, cluster, out, from_rows, calibrate, name,
-         report, fit_min_size, fmt, as_json):
+         report, fit_min_size, fit_gpus, node_gpus, fmt, as_json):
     """Time NCCL collectives over the GPUs of this node and compare with the alpha-beta model.
 
     Runs torchrun with one process per GPU (several nodes: start
@@ -73,16 +82,45 @@ def comm(nproc, collectives, min_size, max_size, factor, backend, cluster, out, 
     if not from_rows:
         if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # already one of torchrun's workers
             raise MlsysError("inside torchrun, run `-m mlsyscalc.bench.comm_bench` instead of `mlsys bench comm`")
-        nproc = nproc or _gpu_count(backend)
+        nproc = _gpu_count(backend, nproc)
         args = ["--out", out, "--min-size", str(lo), "--max-size", str(hi), "--factor", str(factor), "--backend", backend]
         args += [a for c in collectives for a in ("--collective", c)] + (["--cluster", cluster] if cluster else [])
         _launch(nproc, args)
     rows = comm_report.load_rows(out)
     comm_report.check_rows(rows)
-    _render(rows, comm_report, out, fit_min, calibrate, name, report, cluster, fmt, as_json)
+    fit = Fitting(fit_min, calibrate, name, report, fit_gpus, node_gpus)
+    _render(rows, comm_report, out, fit, cluster, fmt, as_json)
 
 
-def _render(rows, comm_report, out, fit_min, calibrate, name, report, cluster, fmt, as_json) -> None:
+@dataclass(frozen=True)
+class Fitting:
+    """What to fit and where to write it (the --calibrate/--report options)."""
+
+    min_size: int
+    calibrate: str | None
+    name: str
+    report: str | None
+    fit_gpus: int | None
+    node_gpus: int | None
+
+    def rows(self, rows: list[dict]) -> list[dict]:
+        fitted = [r for r in rows if self.fit_gpus is None or r["gpus"] == self.fit_gpus]
+        if not fitted:
+            raise MlsysError(f"no rows of {self.fit_gpus} GPUs to fit (--fit-gpus)")
+        return fitted
+
+    def node_size(self, rows: list[dict]) -> int:
+        host = max([int(r.get("env", {}).get("gpu_count_local") or 0) for r in rows] + [r["gpus"] for r in rows])
+        return self.node_gpus or host
+
+    def command(self, out: str) -> str:
+        return (f"mlsys bench comm --from --out {out} --report {self.report} --name {self.name} "
+                f"--fit-min-size {self.min_size}" + (f" --calibrate {self.calibrate}" if self.calibrate else "")
+                + (f" --fit-gpus {self.fit_gpus}" if self.fit_gpus else "")
+                + (f" --node-gpus {self.node_gpus}" if self.node_gpus else ""))
+
+
+def _render(rows, comm_report, out, fit: Fitting, cluster, fmt, as_json) -> None:
     import json
 
     from ..bench.comm_bench import default_cluster
@@ -90,17 +128,22 @@ def _render(rows, comm_report, out, fit_min, calibrate, name, report, cluster, f
     datasheet = cluster or default_cluster(rows[0].get("env", {}))
     data = {"rows": rows, "cluster": datasheet}
     notes = ["busbw/algbw as nccl-tests defines them; prediction_error = (measured - predicted) / predicted"]
+    fit_min, calibrate, name, report = fit.min_size, fit.calibrate, fit.name, fit.report
     if calibrate or report:
-        measured = comm_report.measured_cluster(rows, fit_min, name)
+        fitted_rows = fit.rows(rows)
+        measured = replace(comm_report.measured_cluster(fitted_rows, fit_min, name), gpus_per_node=fit.node_size(rows))
         data["calibrated"] = measured.to_dict()
         if calibrate:
             Path(calibrate).write_text(json.dumps(measured.to_dict(), indent=2) + "\n")
             notes.append(f"fitted cluster spec written to {calibrate}")
         if report:
-            command = (f"mlsys bench comm --from --out {out} --report {report} --name {name} "
-                       f"--fit-min-size {fit_min}" + (f" --calibrate {calibrate}" if calibrate else ""))
-            path = comm_report.write_report(rows, Path(report), fit_min, datasheet, measured, command)
+            path = comm_report.write_report(fitted_rows, Path(report), fit_min, datasheet, measured, fit.command(out))
             notes.append(f"report written to {path}")
+            if fit.fit_gpus:
+                from ..report.comm_transfer import write_transfer
+
+                path = write_transfer(rows, measured, fit.fit_gpus, datasheet, fit_min, Path(report), fit.command(out))
+                notes.append(f"transfer check written to {path}")
     columns = ["collective", "size_bytes", "time_s", "algbw_GBps", "busbw_GBps", "predicted_busbw_GBps",
                "prediction_error"]
     table = [[r.get(c) for c in columns] for r in rows]

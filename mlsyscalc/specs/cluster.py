@@ -27,7 +27,8 @@ class Protocol:
 
     name: str
     bandwidth_Bps: float  # per GPU per direction
-    latency_s: float  # per algorithm step
+    latency_s: float  # per algorithm step (NCCL's hwLat: grows with the ring's p - 1 steps)
+    base_latency_s: float = 0.0  # once per call, whatever the GPU count (NCCL's baseLat)
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class Link:
     per_collective: Mapping[str, LinkTerms] = field(default_factory=dict)
     protocols: tuple[Protocol, ...] = ()
     call_overhead_s: float = 0.0
+    line_rate_Bps: float = 0.0  # the datasheet rate when bandwidth_Bps is an achievable figure (information)
 
     def __post_init__(self) -> None:  # a (bandwidth_Bps, latency_s) pair is a single alpha-beta entry
         per = {k: v if isinstance(v, LinkTerms) else LinkTerms(*v) for k, v in self.per_collective.items()}
@@ -128,13 +130,19 @@ def _terms_dict(terms: LinkTerms | Link, link: Link | None = None) -> dict[str, 
     if terms.call_overhead_s or (link is not None and link.call_overhead_s):
         data["call_overhead_us"] = terms.call_overhead_s * 1e6
     if terms.protocols or (link is not None and link.protocols):
-        data["protocols"] = [{"name": p.name, "bandwidth_GBps": p.bandwidth_Bps / 1e9, "latency_us": p.latency_s * 1e6}
-                             for p in terms.protocols]
+        data["protocols"] = [_protocol_dict(p) for p in terms.protocols]
     return data
+
+
+def _protocol_dict(p: Protocol) -> dict[str, Any]:
+    data = {"name": p.name, "bandwidth_GBps": p.bandwidth_Bps / 1e9, "latency_us": p.latency_s * 1e6}
+    return data | ({"base_latency_us": p.base_latency_s * 1e6} if p.base_latency_s else {})
 
 
 def _link_dict(link: Link) -> dict[str, Any]:
     data: dict[str, Any] = {"link": link.name, **_terms_dict(link)}
+    if link.line_rate_Bps:
+        data["line_rate_GBps"] = link.line_rate_Bps / 1e9
     if link.per_collective:
         data["per_collective"] = {k: _terms_dict(v, link) for k, v in link.per_collective.items()}
     return data
@@ -148,9 +156,10 @@ def _terms_from_dict(data: Mapping[str, Any], default: LinkTerms | None = None) 
     bandwidth, latency = get("bandwidth_GBps", 1e9, default.bandwidth_Bps), get("latency_us", 1e-6, default.latency_s)
     overhead = get("call_overhead_us", 1e-6, default.call_overhead_s)
     protocols = default.protocols if "protocols" not in data else tuple(
-        Protocol(str(p["name"]), float(p["bandwidth_GBps"]) * 1e9, float(p["latency_us"]) * 1e-6)
+        Protocol(str(p["name"]), float(p["bandwidth_GBps"]) * 1e9, float(p["latency_us"]) * 1e-6,
+                 float(p.get("base_latency_us", 0.0)) * 1e-6)
         for p in data["protocols"])
-    figures = [(bandwidth, latency)] + [(p.bandwidth_Bps, p.latency_s) for p in protocols]
+    figures = [(bandwidth, latency)] + [(p.bandwidth_Bps, min(p.latency_s, p.base_latency_s)) for p in protocols]
     if not all(bw > 0 and lat >= 0 for bw, lat in figures) or overhead < 0:
         raise ValueError(f"bandwidth_GBps must be > 0, latency_us and call_overhead_us >= 0 in {dict(data)}")
     return LinkTerms(bandwidth, latency, protocols, overhead)
@@ -159,8 +168,11 @@ def _terms_from_dict(data: Mapping[str, Any], default: LinkTerms | None = None) 
 def _link_from_dict(data: Mapping[str, Any]) -> Link:
     base = _terms_from_dict(data)
     per = {k: _terms_from_dict(v, base) for k, v in (data.get("per_collective") or {}).items()}
+    line_rate = float(data.get("line_rate_GBps", 0.0)) * 1e9
+    if line_rate < 0:
+        raise ValueError(f"line_rate_GBps must be >= 0, got {line_rate / 1e9}")
     return Link(str(data.get("link", "")), base.bandwidth_Bps, base.latency_s, per, base.protocols,
-                base.call_overhead_s)
+                base.call_overhead_s, line_rate)
 
 
 def cluster_from_dict(data: Mapping[str, Any], where: str) -> ClusterSpec:

@@ -1,0 +1,99 @@
+"""Rows of scripts/train_measure.py against `mlsys train`: measured and predicted step time and memory per GPU.
+
+    python scripts/train_compare.py ROWS.jsonl [--cluster hgx-h200] [--out reports/train/measured.md]
+
+Each row's layout becomes `mlsys train` flags (fsdp: --fsdp over dp; tp: --tp --no-sp; pp cases: --pp, and
+--vp 2 for the interleaved schedule; GPipe is priced as 1F1B: same bubble, more activation memory); the
+model is the row's HF config (a built-in llama config with the row's overrides). Memory compares the
+largest rank's torch.cuda.max_memory_allocated with `memory_bytes_per_gpu`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from train_published import Runner, cli_runner  # noqa: E402
+
+
+def config_for(model: dict, folder: Path) -> str:
+    """The built-in HF config of model['base'] with model['overrides'] applied, written to folder."""
+    data = json.loads((ROOT / "model_specs/models" / f"{model['base']}.json").read_text())
+    data = {k: v for k, v in data.items() if not k.startswith("_")} | model["overrides"]
+    path = folder / "model.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def train_args(row: dict, model: str, cluster: str) -> list[str]:
+    args = ["train", model, "--gpus", str(row["gpus"]), "--cluster", cluster, "--seq", str(row["seq"]),
+            "--global-batch", str(row["global_batch"]), "--micro-batch", str(row["micro_batch"]),
+            "--dp", str(row["dp"]), "--tp", str(row["tp"]), "--pp", str(row["pp"]), "--no-sp",
+            "--recompute", "none", "--dtype", "bf16"]
+    if row["vp"] > 1:
+        args += ["--vp", str(row["vp"])]
+    if row["case"] in ("fsdp", "fsdp-tp"):
+        args.append("--fsdp")
+    return args
+
+
+def compare(rows: list[dict], cluster: str, runner: Runner) -> list[dict]:
+    out = []
+    with tempfile.TemporaryDirectory() as folder:
+        for row in rows:
+            entry = {"case": row["case"], "gpus": row["gpus"], "measured_step_s": row["step_time_s"],
+                     "measured_bytes": max(row["peak_bytes_per_rank"])}
+            try:
+                result = runner(train_args(row, config_for(row["model"], Path(folder)), cluster))
+            except Exception as exc:
+                out.append(entry | {"failure": str(exc)})
+                continue
+            entry |= {"predicted_step_s": result["step_time_s"], "predicted_bytes": result["memory_bytes_per_gpu"]}
+            entry["step_error"] = entry["predicted_step_s"] / entry["measured_step_s"] - 1
+            if entry["measured_bytes"]:
+                entry["memory_error"] = entry["predicted_bytes"] / entry["measured_bytes"] - 1
+            out.append(entry)
+    return out
+
+
+def compare_table(rows_path: Path, cluster: str, runner: Runner | None = None) -> str:
+    from mlsyscalc.report.markdown import markdown_table
+
+    rows = [json.loads(line) for line in Path(rows_path).read_text().splitlines() if line.strip()]
+    entries = compare(rows, cluster, runner or cli_runner())
+    pct = lambda e, k: f"{100 * e[k]:+.1f}%" if k in e else "-"  # noqa: E731
+    gib = 2**30
+    table = [[e["case"], e["gpus"], f"{e['measured_step_s'] * 1e3:.1f}",
+              f"{e['predicted_step_s'] * 1e3:.1f}" if "predicted_step_s" in e else e.get("failure", "-"),
+              pct(e, "step_error"), f"{e['measured_bytes'] / gib:.2f}",
+              f"{e['predicted_bytes'] / gib:.2f}" if "predicted_bytes" in e else "-", pct(e, "memory_error")]
+             for e in entries]
+    env = rows[0].get("env", {}) if rows else {}
+    head = [f"# `mlsys train` against measured steps ({env.get('device', '?')}, torch {env.get('torch', '?')}, "
+            f"NCCL {env.get('nccl', '?')}, commit {str(env.get('commit', '?'))[:7]}; modelled on `{cluster}`)", "",
+            "error = predicted / measured - 1. Measured: median step after warm-up (slowest rank), "
+            "max_memory_allocated of the largest rank (scripts/train_measure.py).", ""]
+    return "\n".join(head + markdown_table(["case", "GPUs", "step meas (ms)", "step pred (ms)", "step err",
+                                            "mem meas (GiB)", "mem pred (GiB)", "mem err"], table) + [""])
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("rows", type=Path)
+    ap.add_argument("--cluster", default="hgx-h200")
+    ap.add_argument("--out", type=Path, help="also write the table here")
+    args = ap.parse_args(argv)
+    page = compare_table(args.rows, args.cluster)
+    print(page)
+    if args.out:
+        args.out.write_text(page)
+
+
+if __name__ == "__main__":
+    main()

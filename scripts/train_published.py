@@ -1,0 +1,176 @@
+"""Published training runs against `mlsys train` and `mlsys plan`: reports/train/published.md.
+
+    python scripts/train_published.py [--runs reports/train/published_runs.json]
+                                      [--out reports/train/published.md] [--no-plan] [--only GROUP]
+
+Each run of the runs file (paper, table, layout, one published number) goes through `mlsys train`
+in-process (click's CliRunner, --json); the page lists predicted against published, the error
+(predicted - published) / published, the mean and median |error| per group and overall, and the
+citation. With plans on, `mlsys plan --top 1` searches the same GPUs, sequence and global batch: its
+best layout must never be slower, by the model's own reckoning, than the layout the paper used.
+
+Comparing like with like:
+- step_time_s: the iteration time as published (no FLOP convention involved).
+- hardware_tflops_per_gpu: recomputation counted (Narayanan et al. 2021); predicted =
+  tflops_per_gpu x hfu / mfu (model FLOP/s scaled by hardware over model FLOPs).
+- model_tflops_per_gpu, mfu: model FLOPs only; predicted = tflops_per_gpu, mfu.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+Runner = Callable[[list[str]], dict[str, Any]]  # CLI arguments -> the command's JSON (raises on failure)
+
+PREDICTED = {  # published metric -> how to read the same quantity from `mlsys train` JSON
+    "step_time_s": lambda r: r["step_time_s"],
+    "hardware_tflops_per_gpu": lambda r: r["tflops_per_gpu"] * r["hfu"] / r["mfu"],
+    "model_tflops_per_gpu": lambda r: r["tflops_per_gpu"],
+    "mfu": lambda r: r["mfu"],
+}
+UNITS = {"step_time_s": "s", "hardware_tflops_per_gpu": "TFLOP/s", "model_tflops_per_gpu": "TFLOP/s", "mfu": ""}
+
+
+def cli_runner() -> Runner:
+    """`mlsys ARGS --json` in this process; a non-zero exit raises with the command's stderr line."""
+    from click.testing import CliRunner
+
+    from mlsyscalc.cli.main import cli
+
+    runner = CliRunner()
+
+    def run(args: list[str]) -> dict[str, Any]:
+        result = runner.invoke(cli, [*args, "--json"], catch_exceptions=False)
+        if result.exit_code != 0:
+            raise RuntimeError((result.stderr or result.stdout).strip().splitlines()[-1])
+        return json.loads(result.stdout)
+    return run
+
+
+def model_ref(run: dict[str, Any], folder: Path) -> str:
+    """A built-in name, or the run's HF-style config written to folder/<run name>.json."""
+    if "model" in run:
+        return run["model"]
+    path = folder / ("".join(c if c.isalnum() else "_" for c in run["name"]) + ".json")
+    path.write_text(json.dumps(run["config"]))
+    return str(path)
+
+
+def train_args(run: dict[str, Any], model: str) -> list[str]:
+    lay = run["layout"]
+    args = ["train", model, "--gpus", str(run["gpus"]), "--cluster", run["cluster"], "--seq", str(lay["seq"]),
+            "--global-batch", str(lay["global_batch"]), "--micro-batch", str(lay["micro_batch"])]
+    for key in ("tp", "pp", "dp", "cp", "vp", "zero"):
+        if key in lay:
+            args += [f"--{key}", str(lay[key])]
+    args += ["--sp" if lay.get("sp") else "--no-sp", "--recompute", lay["recompute"], "--dtype", lay["dtype"]]
+    return args
+
+
+def plan_args(run: dict[str, Any], model: str) -> list[str]:
+    lay = run["layout"]
+    return ["plan", model, "--gpus", str(run["gpus"]), "--cluster", run["cluster"], "--seq", str(lay["seq"]),
+            "--global-batch", str(lay["global_batch"]), "--top", "1"]
+
+
+def evaluate(run: dict[str, Any], runner: Runner, folder: Path, plan: bool) -> dict[str, Any]:
+    """One table row: published, predicted, error; the plan's best step time beside the paper layout's."""
+    metric, published = run["published"]["metric"], float(run["published"]["value"])
+    row: dict[str, Any] = {"name": run["name"], "group": run["group"], "metric": metric, "published": published,
+                           "measurement": run["measurement"], "citation": run["citation"], "assumed": run.get("assumed", [])}
+    model = model_ref(run, folder)
+    try:
+        result = runner(train_args(run, model))
+    except Exception as exc:  # a layout the calculator refuses is a row with its reason, not a crash
+        return row | {"failure": f"train: {exc}"}
+    predicted = PREDICTED[metric](result)
+    row |= {"predicted": predicted, "error": (predicted - published) / published, "fits": result.get("fits"),
+            "paper_layout_step_time_s": result["step_time_s"]}
+    if plan:
+        try:
+            best = runner(plan_args(run, model))["candidates"][0]
+            row |= {"plan_step_time_s": best["step_time_s"], "plan_layout": best["layout"],
+                    "plan_not_worse": best["step_time_s"] <= result["step_time_s"] * (1 + 1e-9)}
+        except Exception as exc:
+            row["plan_failure"] = f"plan: {exc}"
+    return row
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per group and 'all': runs compared, mean, median and max |error|."""
+    groups: dict[str, list[float]] = {}
+    for r in rows:
+        if "error" in r:
+            for key in (r["group"], "all"):
+                groups.setdefault(key, []).append(abs(r["error"]))
+    return {g: {"runs": len(e), "mean_abs_error": statistics.fmean(e), "median_abs_error": statistics.median(e),
+                "max_abs_error": max(e)} for g, e in groups.items()}
+
+
+def _fmt(value: float, metric: str) -> str:
+    return f"{100 * value:.1f}%" if metric == "mfu" else f"{value:.3g} {UNITS[metric]}"
+
+
+def _plan_cell(r: dict[str, Any]) -> str:
+    if "plan_failure" in r:
+        return r["plan_failure"]
+    if "plan_step_time_s" not in r:
+        return "-"
+    verdict = "ok" if r["plan_not_worse"] else "WORSE"
+    return f"{r['plan_step_time_s']:.3g} s vs {r['paper_layout_step_time_s']:.3g} s ({verdict})"
+
+
+def render(rows: list[dict[str, Any]], summary: dict[str, dict[str, float]], command: str) -> str:
+    from mlsyscalc.report.markdown import markdown_table
+
+    table = [[r["name"], r["metric"], _fmt(r["published"], r["metric"]),
+              _fmt(r["predicted"], r["metric"]) if "predicted" in r else r.get("failure", "-"),
+              f"{100 * r['error']:+.1f}%" if "error" in r else "-", ", ".join(r["assumed"]) or "-",
+              _plan_cell(r), f"{r['citation']['paper'].split(',')[0]}, {r['citation']['table'].split(' (')[0]}"]
+             for r in rows]
+    stats = [[g, s["runs"], f"{100 * s['mean_abs_error']:.1f}%", f"{100 * s['median_abs_error']:.1f}%",
+              f"{100 * s['max_abs_error']:.1f}%"] for g, s in summary.items()]
+    papers = sorted({f"- {r['citation']['paper']}: {r['citation']['table']}" for r in rows})
+    lines = ["# `mlsys train` against published training runs", "",
+             "error = (predicted - published) / published. Every published number is a measurement unless "
+             "the runs file says otherwise; `assumed` lists layout fields the paper does not give. plan: the "
+             "best step time `mlsys plan --top 1` finds for the same GPUs, sequence and global batch, against "
+             "the paper's layout, both by the model's own reckoning (WORSE would be a search bug).", "",
+             *markdown_table(["run", "metric", "published", "predicted", "error", "assumed", "plan vs paper layout",
+                              "source"], table, "llrrrlll"), "",
+             "## |error| by group", "",
+             *markdown_table(["group", "runs", "mean", "median", "max"], stats), "",
+             "## Sources", "", *papers, "",
+             f"Regenerate: `{command}`", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None, runner: Runner | None = None) -> list[dict[str, Any]]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", default=str(ROOT / "reports/train/published_runs.json"))
+    parser.add_argument("--out", default=str(ROOT / "reports/train/published.md"))
+    parser.add_argument("--no-plan", action="store_true", help="skip the `mlsys plan` comparison")
+    parser.add_argument("--only", help="only the runs of this group")
+    args = parser.parse_args(argv)
+    runs = [r for r in json.loads(Path(args.runs).read_text())["runs"] if args.only in (None, r["group"])]
+    runner = runner or cli_runner()
+    with tempfile.TemporaryDirectory() as folder:
+        rows = []
+        for run in runs:
+            rows.append(evaluate(run, runner, Path(folder), not args.no_plan))
+            print(f"{run['name']}: {rows[-1].get('error', rows[-1].get('failure'))}", file=sys.stderr, flush=True)
+    summary = summarize(rows)
+    command = "python scripts/train_published.py" + (" --no-plan" if args.no_plan else "")
+    Path(args.out).write_text(render(rows, summary, command))
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""scripts/train_measure.py (torch.distributed's own parallelism) and scripts/train_compare.py (vs mlsys train)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import load_script
+
+ROOT = Path(__file__).resolve().parents[1]
+tm = load_script("train_measure")
+
+
+def test_layouts():
+    assert tm.layout("fsdp", 4) == {"dp": 4, "tp": 1, "pp": 1, "vp": 1}
+    assert tm.layout("tp", 2) == {"dp": 1, "tp": 2, "pp": 1, "vp": 1}
+    assert tm.layout("pp-interleaved", 4) == {"dp": 1, "tp": 1, "pp": 4, "vp": 2}
+    assert tm.layout("fsdp-tp", 4) == {"dp": 2, "tp": 2, "pp": 1, "vp": 1}
+    with pytest.raises(SystemExit, match="4 ranks"):
+        tm.layout("fsdp-tp", 2)
+
+
+def test_two_gloo_ranks_run_every_parallelism_and_agree_on_the_loss(tmp_path):
+    """FSDP2, DTensor TP, GPipe/1F1B/interleaved pipelines on 2 CPU ranks: same weights, same first micro-batch,
+    so the first loss is the same (bf16 compute: to 2%) -- each parallel model computes the unsplit model."""
+    pytest.importorskip("torch.distributed.pipelining")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           str(ROOT / "scripts/train_measure.py"), "--device", "cpu", "--tiny", "--seq", "32", "--warmup", "1",
+           "--steps", "1", "--out", str(tmp_path)]
+    for case in ("fsdp", "tp", "pp-1f1b", "pp-interleaved"):
+        cmd += ["--case", case]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(x) for x in (tmp_path / "train_rows.jsonl").read_text().splitlines()]
+    assert [r["case"] for r in rows] == ["fsdp", "tp", "pp-1f1b", "pp-interleaved"]
+    assert [r["global_batch"] for r in rows] == [2, 1, 4, 8]  # micro 1 x (dp 2 | 1 | 2 stages x 2 | 4 stages x 2)
+    losses = [r["first_loss"] for r in rows]
+    assert losses[0] == pytest.approx(5.545, abs=0.1)  # ln(256): an untrained model over a 256-token vocabulary
+    assert all(loss == pytest.approx(losses[0], rel=0.02) for loss in losses)
+    assert all(r["step_time_s"] > 0 and len(r["peak_bytes_per_rank"]) == 2 for r in rows)
+
+
+def test_compare_table_with_a_fake_train(tmp_path):
+    tc = load_script("train_compare")
+    row = {"case": "fsdp", "model": {"base": "llama2-7b", "overrides": {"num_hidden_layers": 2}}, "gpus": 4,
+           "dp": 4, "tp": 1, "pp": 1, "vp": 1, "micro_batch": 1, "seq": 2048, "global_batch": 4,
+           "step_time_s": 0.5, "peak_bytes_per_rank": [2**30, 2 * 2**30, 2**30, 2**30], "env": {"device": "H200"}}
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps(row) + "\n" + json.dumps(row | {"case": "pp-interleaved", "dp": 1, "pp": 4, "vp": 2}) + "\n")
+    seen = []
+
+    def fake(args):
+        seen.append(args)
+        config = json.loads(Path(args[1]).read_text())
+        assert config["num_hidden_layers"] == 2 and config["hidden_size"] == 4096  # llama2-7b with the override
+        if "--vp" in args:
+            raise RuntimeError("layers 2 do not split over pp 4 x vp 2")
+        return {"step_time_s": 0.55, "memory_bytes_per_gpu": 1.9 * 2**30}
+
+    page = tc.compare_table(rows, "hgx-h200", fake)
+    assert "--fsdp" in seen[0] and "--dp" in seen[0] and seen[0][seen[0].index("--dp") + 1] == "4"
+    line = next(x for x in page.splitlines() if x.startswith("| fsdp"))
+    assert "+10.0%" in line and "-5.0%" in line  # 0.55 / 0.5 - 1; 1.9 GiB against the largest rank's 2 GiB
+    assert "do not split" in page

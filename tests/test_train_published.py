@@ -1,0 +1,96 @@
+"""scripts/train_published.py: the runs file, the arguments it passes, and the table logic (fake runner)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .conftest import load_script
+
+ROOT = Path(__file__).resolve().parents[1]
+tp = load_script("train_published")
+
+
+def _runs():
+    return json.loads((ROOT / "reports/train/published_runs.json").read_text())["runs"]
+
+
+def test_runs_file_is_complete_and_consistent():
+    runs = _runs()
+    assert {r["group"] for r in runs} == {"korthikanti-2022-table5", "narayanan-2021-table1", "llama3-2024-table4"}
+    for r in runs:
+        lay = r["layout"]
+        assert lay["tp"] * lay["pp"] * lay["dp"] * lay.get("cp", 1) == r["gpus"], r["name"]
+        assert lay["global_batch"] % (lay["dp"] * lay["micro_batch"]) == 0, r["name"]
+        assert r["published"]["metric"] in tp.PREDICTED and r["published"]["value"] > 0
+        assert r["citation"]["paper"] and r["citation"]["table"] and r["flop_convention"]
+        assert ("model" in r) != ("config" in r)
+    # Korthikanti et al. 2022, Table 5: selective recompute + SP is faster than full recompute for every model
+    kor = {r["name"]: r["published"]["value"] for r in runs if r["group"] == "korthikanti-2022-table5"}
+    assert kor["Megatron 175B, full recompute"] == 18.13 and kor["Megatron 1T, sequence parallel + selective recompute"] == 71.49
+
+
+def test_gpt_configs_have_the_papers_parameter_counts(run_cli, tmp_path):
+    """Narayanan et al. 2021, Table 1 lists the parameter counts (billions, 1 decimal: 1.65 prints as 1.7)."""
+    for r in _runs():
+        if r["group"] == "narayanan-2021-table1":
+            path = tmp_path / "c.json"
+            path.write_text(json.dumps(r["config"]))
+            total = run_cli.json("params", str(path))["total_params"] / 1e9
+            assert total == pytest.approx(float(r["name"].split()[-1].rstrip("B")), abs=0.05), r["name"]
+
+
+def test_train_and_plan_arguments():
+    run = next(r for r in _runs() if r["name"] == "Megatron 175B, sequence parallel + selective recompute")
+    args = tp.train_args(run, "m.json")
+    assert args[:4] == ["train", "m.json", "--gpus", "64"]
+    joined = " ".join(args)
+    for part in ("--cluster dgx-a100", "--seq 2048", "--global-batch 64", "--micro-batch 1", "--tp 8", "--pp 8",
+                 "--dp 1", "--vp 3", "--sp", "--recompute selective", "--dtype bf16"):
+        assert part in joined
+    assert tp.plan_args(run, "m.json")[-2:] == ["--top", "1"]
+
+
+def _fake(step_s=2.0, plan_s=1.5, fail=None):
+    def run(args):
+        if fail and fail in args:
+            raise RuntimeError("layers 105 do not split over pp 35 x vp 2")
+        if args[0] == "plan":
+            return {"candidates": [{"step_time_s": plan_s, "layout": {"tp": 8}}], "searched": 10, "feasible": 3}
+        return {"step_time_s": step_s, "tflops_per_gpu": 120.0, "mfu": 0.4, "hfu": 0.5, "fits": True}
+    return run
+
+
+def test_rows_errors_and_summary_by_hand(tmp_path):
+    runs = [{"name": "a", "group": "g1", "model": "llama2-7b", "cluster": "c", "gpus": 8, "measurement": True,
+             "layout": {"tp": 8, "pp": 1, "dp": 1, "micro_batch": 1, "global_batch": 8, "seq": 2048,
+                        "recompute": "full", "dtype": "bf16"},
+             "published": {"metric": "step_time_s", "value": 2.5}, "citation": {"paper": "P, 2020", "table": "T1"}},
+            {"name": "b", "group": "g2", "model": "llama2-7b", "cluster": "c", "gpus": 8, "measurement": True,
+             "layout": {"tp": 8, "pp": 1, "dp": 1, "micro_batch": 1, "global_batch": 8, "seq": 2048,
+                        "recompute": "full", "dtype": "bf16"},
+             "published": {"metric": "hardware_tflops_per_gpu", "value": 160.0}, "citation": {"paper": "Q", "table": "T2"}}]
+    rows = [tp.evaluate(r, _fake(), tmp_path, plan=True) for r in runs]
+    assert rows[0]["predicted"] == 2.0 and rows[0]["error"] == pytest.approx(-0.2)  # (2.0 - 2.5) / 2.5
+    assert rows[1]["predicted"] == pytest.approx(150.0)  # 120 model TFLOP/s x hfu 0.5 / mfu 0.4
+    assert rows[1]["error"] == pytest.approx(-10 / 160)
+    assert rows[0]["plan_not_worse"] and rows[0]["plan_step_time_s"] == 1.5
+    summary = tp.summarize(rows)
+    assert summary["all"]["runs"] == 2 and summary["all"]["mean_abs_error"] == pytest.approx((0.2 + 0.0625) / 2)
+    assert summary["all"]["max_abs_error"] == pytest.approx(0.2) and summary["g2"]["median_abs_error"] == pytest.approx(0.0625)
+    worse = tp.evaluate(runs[0], _fake(plan_s=3.0), tmp_path, plan=True)
+    assert worse["plan_not_worse"] is False and "WORSE" in tp._plan_cell(worse)
+
+
+def test_a_refused_layout_is_a_row_not_a_crash_and_the_page_is_written(tmp_path):
+    out = tmp_path / "published.md"
+    rows = tp.main(["--out", str(out), "--only", "korthikanti-2022-table5"], runner=_fake(fail="35"))
+    assert len(rows) == 8
+    failed = {r["name"] for r in rows if "failure" in r}
+    assert failed == {"Megatron 530B, full recompute", "Megatron 530B, sequence parallel + selective recompute"}
+    assert all("error" in r for r in rows if "failure" not in r)
+    page = out.read_text()
+    assert "Korthikanti et al. 2022" in page and "| all |" in page and "do not split" in page
+    assert page.count("\n| Megatron ") == 8
