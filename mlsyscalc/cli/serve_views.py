@@ -1,0 +1,65 @@
+"""Render `mlsys serve` results: JSON data (base units), tables and notes. No arithmetic."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from ..calc.serve import ServeResult
+from ..units import fmt_bytes, fmt_seconds
+from . import render
+
+LATENCIES = (("ttft", "time to first token"), ("tpot", "time per output token"), ("e2e", "end-to-end latency"),
+             ("queue_delay", "queueing delay"))
+NOTES = ("Each iteration costs the roofline time of the batch it forms (calc.serve_cost); KV capacity "
+         "from the inference memory calculator; TPOT = (last token - first token) / (output - 1).",)
+
+
+def _options(r: ServeResult) -> dict:
+    o = asdict(r.options)
+    o["slo"] = {"ttft_s": r.options.slo.ttft_s, "tpot_s": r.options.slo.tpot_s}
+    return o
+
+
+def result_data(r: ServeResult, with_series: bool = True) -> dict:
+    data = {"model": r.model, "gpu": r.gpu, "scheduler": r.options.scheduler, "workload": r.workload.source,
+            **r.metrics, **r.kv.as_dict(), "options": _options(r)}
+    if with_series:
+        data["series"] = list(r.series)
+    return data
+
+
+def _latency_table(r: ServeResult) -> render.Table:
+    m = r.metrics
+    rows = [[label, *(fmt_seconds(m[f"{key}_p{q}_s"]) if m[f"{key}_p{q}_s"] is not None else "-" for q in (50, 90, 99)),
+             fmt_seconds(m[f"{key}_mean_s"]) if m[f"{key}_mean_s"] is not None else "-"] for key, label in LATENCIES]
+    return render.table(f"{r.model} on {r.gpu} ({r.options.scheduler}, tp {r.options.tp}): {r.workload.source}",
+                        ["latency", "p50", "p90", "p99", "mean"], rows)
+
+
+def _rates_table(r: ServeResult) -> render.Table:
+    m, kv = r.metrics, r.kv
+    rows = [["requests", m["requests"], ""], ["makespan", m["makespan_s"], fmt_seconds(m["makespan_s"])],
+            ["throughput (requests/s)", m["throughput_requests_per_s"], ""],
+            ["throughput (output tokens/s)", m["throughput_tokens_per_s"], ""],
+            ["goodput (requests/s within SLO)", m["goodput_requests_per_s"], f"{100 * m['slo_attainment']:.1f}% attain"],
+            ["busy fraction", m["busy_fraction"], ""], ["iterations", m["iterations"], ""],
+            ["mean batch tokens", m["mean_batch_tokens"], ""],
+            ["KV blocks", kv.blocks, f"{fmt_bytes(kv.block_bytes)} each"],
+            ["KV utilisation mean / max", m["kv_utilization_mean"], f"max {100 * m['kv_utilization_max']:.1f}%"],
+            ["preemptions", m["preemptions"], r.options.preemption]]
+    return render.table("throughput and KV cache", ["quantity", "value", "note"], rows)
+
+
+def serve_output(r: ServeResult) -> render.Output:
+    return render.Output(result_data(r), (_latency_table(r), _rates_table(r)), NOTES)
+
+
+def sweep_output(results: tuple[ServeResult, ...], rates: tuple[float, ...]) -> render.Output:
+    keys = ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p99_s", "throughput_requests_per_s",
+            "throughput_tokens_per_s", "goodput_requests_per_s", "preemptions")
+    rows = [[rate, *(r.metrics[k] for k in keys)] for rate, r in zip(rates, results)]
+    first = results[0]
+    title = f"{first.model} on {first.gpu} ({first.options.scheduler}): rate sweep"
+    data = {"model": first.model, "gpu": first.gpu, "scheduler": first.options.scheduler,
+            "sweep": [{"rate_per_s": rate, **result_data(r, with_series=False)} for rate, r in zip(rates, results)]}
+    return render.Output(data, (render.table(title, ["rate_per_s", *keys], rows),), NOTES)
