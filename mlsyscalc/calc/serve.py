@@ -24,6 +24,7 @@ from .roofline_options import RooflineOptions
 from .serve_cost import IterationCost
 from .serve_engine import POLICIES, Engine, EngineLimits
 from .serve_metrics import Slo, series, summary
+from .serve_spec import SpecDecode, expected_tokens
 from .serve_workload import LengthDist, Workload, synthetic
 
 PREEMPTION = ("recompute", "swap")
@@ -44,6 +45,8 @@ class ServeOptions:
     kv_dtype: str | None = None
     cluster: str | None = None  # cluster spec for the TP collectives
     slo: Slo = field(default_factory=Slo)
+    spec_k: int = 4  # with a draft model: tokens proposed per step
+    accept: float = 0.7  # with a draft model: per-token acceptance rate (Leviathan et al. 2023)
 
     def validate(self) -> None:
         require(self.scheduler in POLICIES, f"--scheduler must be one of {', '.join(POLICIES)}, got {self.scheduler!r}")
@@ -53,6 +56,7 @@ class ServeOptions:
             require(isinstance(value, int) and value >= 1, f"--{name.replace('_', '-')} must be a positive integer, got {value}")
         require(0 < self.gpu_memory_utilization <= 1,
                 f"--gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        expected_tokens(self.accept, self.spec_k)  # checks both
         require(self.kv_blocks is None or self.kv_blocks >= 1, f"--kv-blocks must be >= 1, got {self.kv_blocks}")
         for name in ("ttft_s", "tpot_s"):
             value = getattr(self.slo, name)
@@ -96,15 +100,25 @@ class KvCapacity:
                 "usable_bytes": self.usable_bytes}
 
 
-def kv_capacity(spec: ModelSpec, ceilings: Ceilings, opts: ServeOptions) -> KvCapacity:
+def _memory(spec: ModelSpec, opts: ServeOptions):
     ro = opts.roofline
     base = ro.activation_dtype if ro.activation_dtype in ("fp32", "bf16", "fp16") else "bf16"
     mem = infer_memory(spec, InferOptions(batch=opts.max_seqs, context=opts.iteration_tokens, dtype=dtype_name(opts.dtype),
                                           base_dtype=base, kv_dtype=ro.kv_dtype_name, tp=opts.tp,
                                           prefill_chunk=opts.iteration_tokens))
+    return mem
+
+
+def kv_capacity(spec: ModelSpec, ceilings: Ceilings, opts: ServeOptions, draft: ModelSpec | None = None) -> KvCapacity:
+    """KV blocks per GPU; a draft model's weights and its KV per token come out of the same budget."""
+    mem = _memory(spec, opts)
     usable = opts.gpu_memory_utilization * ceilings.gpu.memory_bytes
     weights, acts = mem.breakdown["weights"], mem.breakdown["activations"]
     block_bytes = mem.kv_bytes_per_token * opts.block_size
+    if draft is not None:
+        dmem = _memory(draft, opts)
+        weights += dmem.breakdown["weights"]
+        block_bytes += dmem.kv_bytes_per_token * opts.block_size
     blocks = int((usable - weights - acts) // block_bytes) if opts.kv_blocks is None else opts.kv_blocks
     require(blocks >= 1, f"{spec.name} leaves no room for a KV cache on one {ceilings.gpu.name}: weights "
             f"{weights / 1e9:.1f} GB + workspace {acts / 1e9:.1f} GB of {usable / 1e9:.1f} GB usable "
@@ -132,24 +146,40 @@ def engine_limits(kv: KvCapacity, ceilings: Ceilings, opts: ServeOptions) -> Eng
                         kv.blocks, opts.preemption, kv.block_bytes / host_Bps if host_Bps else 0.0)
 
 
+def speculation(spec: ModelSpec, draft: ModelSpec, ceilings: Ceilings, opts: ServeOptions,
+                cost: IterationCost | None = None) -> SpecDecode:
+    require(opts.scheduler != "static", "--draft needs an iteration-level scheduler (orca, vllm or sarathi)")
+    require(draft.vocab_size == spec.vocab_size,
+            f"draft {draft.name} has a {draft.vocab_size}-token vocabulary, {spec.name} {spec.vocab_size}: "
+            "speculative decoding needs the same tokenizer")
+    return SpecDecode(cost or IterationCost(spec, ceilings, opts.roofline), IterationCost(draft, ceilings, opts.roofline),
+                      opts.spec_k, opts.accept)
+
+
 def simulate(spec: ModelSpec, ceilings: Ceilings, workload: Workload, opts: ServeOptions = ServeOptions(),
-             cost: IterationCost | None = None) -> ServeResult:
+             cost: IterationCost | None = None, draft: ModelSpec | None = None) -> ServeResult:
     """Simulate serving `workload` on one engine (one GPU, or one TP group of opts.tp GPUs)."""
     from .serve_metrics import latencies
 
     opts.validate()
     cost = cost or IterationCost(spec, ceilings, opts.roofline)
-    kv = kv_capacity(spec, ceilings, opts)
-    trace = Engine(workload.requests, cost, engine_limits(kv, ceilings, opts)).run()
+    sd = speculation(spec, draft, ceilings, opts, cost) if draft is not None else None
+    kv = kv_capacity(spec, ceilings, opts, draft)
+    trace = Engine(workload.requests, cost, engine_limits(kv, ceilings, opts), sd).run()
     metrics = summary(workload.requests, trace, kv.blocks, opts.slo)
+    if sd is not None:
+        mean_batch = max(1, round(metrics["mean_batch_tokens"]))
+        metrics["speculative"] = {"draft": draft.name, "spec_k": opts.spec_k, "accept": opts.accept,
+                                  "batch1": sd.verdict(1, workload.requests[0][1]),
+                                  "mean_batch": sd.verdict(mean_batch, workload.requests[0][1])}
     return ServeResult(spec.name, ceilings.gpu.name, opts, workload, kv, metrics, tuple(series(trace, kv.blocks)),
                        latencies(workload.requests, trace))
 
 
 def sweep_rates(spec: ModelSpec, ceilings: Ceilings, workload: WorkloadSpec, rates: tuple[float, ...],
-                opts: ServeOptions = ServeOptions()) -> tuple[ServeResult, ...]:
+                opts: ServeOptions = ServeOptions(), draft: ModelSpec | None = None) -> tuple[ServeResult, ...]:
     """The same engine and workload shape at each arrival rate (one cost model for all)."""
     require(len(rates) >= 1, "--sweep rate=... needs at least one rate")
     opts.validate()
     cost = IterationCost(spec, ceilings, opts.roofline)
-    return tuple(simulate(spec, ceilings, replace(workload, rate=r).build(), opts, cost) for r in rates)
+    return tuple(simulate(spec, ceilings, replace(workload, rate=r).build(), opts, cost, draft) for r in rates)

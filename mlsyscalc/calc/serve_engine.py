@@ -24,7 +24,9 @@ costs O(admissions + finishes), not O(batch).
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
+from dataclasses import replace
 from dataclasses import dataclass
 
 from ..errors import require
@@ -82,9 +84,15 @@ def _ceil(a: int, b: int) -> int:
 class Engine:
     """One engine instance over sorted requests [(arrival_s, prompt, output)]."""
 
-    def __init__(self, requests, cost, limits: EngineLimits):
-        self.req, self.cost, self.lim = requests, cost, limits
+    def __init__(self, requests, cost, limits: EngineLimits, spec=None):
+        """spec: a calc.serve_spec.SpecDecode (decode steps then emit its expected tokens each, and
+        KV is reserved for prompt + output on admission)."""
+        self.req, self.cost, self.lim, self.spec = requests, cost, limits, spec
         self.policy = POLICIES[limits.scheduler]
+        self.E = spec.tokens_per_step if spec else 1  # tokens per decode step and sequence
+        self.step_cost = spec.step_s if spec else cost.decode_s
+        if spec:
+            self.policy = replace(self.policy, paged=False)
         n, bs = len(requests), limits.block_size
         for _, p, o in requests:
             require(_ceil(p + o, bs) <= limits.total_blocks,
@@ -113,7 +121,7 @@ class Engine:
 
     # ----- decode set -------------------------------------------------------------------------
     def _kv(self, i: int) -> int:
-        return self.L[i] + self.g - self.enter[i]
+        return self.L[i] + (self.g - self.enter[i]) * self.E
 
     def _start_decode(self, i: int) -> None:
         self.decoding[i], self.enter[i] = True, self.g
@@ -122,7 +130,7 @@ class Engine:
         if self.policy.paged:
             self.phase[(self.L[i] - self.g) % self.lim.block_size] += 1
             self.held[i] = 0
-        heapq.heappush(self.heap, (self.g + self.req[i][2] - self.gen[i], i, self.ver[i]))
+        heapq.heappush(self.heap, (self.g + math.ceil((self.req[i][2] - self.gen[i]) / self.E), i, self.ver[i]))
 
     def _stop_decode(self, i: int) -> int:
         """Remove i from the decode set; returns the blocks it held."""
@@ -282,15 +290,19 @@ class Engine:
             return True
         completing = [i for i, c, p in chunks if p + c >= self.L[i]]
         pf = sum(c for _, c, _ in chunks)
-        dt = self.cost.mixed_s(pf + d, d + len(completing), pf, sum(c * p + c * c / 2 for _, c, p in chunks),
-                               sum(c + p for _, c, p in chunks), d, self.keys) + swap_s
+        pairs, pkeys = sum(c * p + c * c / 2 for _, c, p in chunks), sum(c + p for _, c, p in chunks)
+        if self.spec:  # prefill chunks in their own pass, then one speculative step of the decodes
+            dt = self.cost.mixed_s(pf, len(completing), pf, pairs, pkeys, 0, 0) + (self.spec.step_s(d, self.keys) if d else 0)
+        else:
+            dt = self.cost.mixed_s(pf + d, d + len(completing), pf, pairs, pkeys, d, self.keys)
+        dt += swap_s
         self._advance(dt, pf + d)
         self.trace.iter_in_system.append(self.next_arrival - self.n_done)
         for i, c, _ in chunks:
             self.done[i] += c
         if d:
             self.g += 1
-            self.keys += self.d
+            self.keys += self.d * self.E
             self._pop_finished()
         for i in completing:
             self.prefilling.remove(i)
@@ -312,7 +324,7 @@ class Engine:
         heap, t, bs, paged, phase = self.heap, self.trace, self.lim.block_size, self.policy.paged, self.phase
         arrival = self.req[self.next_arrival][0] if self.next_arrival < len(self.req) else float("inf")
         in_system, d, total = self.next_arrival - self.n_done, self.d, self.lim.total_blocks
-        step_s = self.cost.decode_s
+        step_s, tokens_per_step = self.step_cost, self.E
         now, g, keys, free, busy = self.now, self.g, self.keys, self.free, self.busy
         ends, used, tokens, counts = t.iter_end_s, t.iter_used_blocks, t.iter_batch_tokens, t.iter_in_system
         first_finish = heap[0][0] if heap else None
@@ -326,7 +338,7 @@ class Engine:
             tokens.append(d)
             counts.append(in_system)
             g += 1
-            keys += d
+            keys += d * tokens_per_step
             if g == first_finish or now >= arrival:
                 break
             if paged:

@@ -120,6 +120,11 @@ def engine_options(func):
 @click.option("--burstiness", type=float, default=1.0, show_default=True,
               help="Gamma shape of the inter-arrival times: 1 Poisson, < 1 burstier.")
 @engine_options
+@click.option("--draft", default=None, help="Draft MODEL for speculative decoding (same vocabulary).")
+@click.option("--spec-k", type=click.IntRange(min=1), default=D.spec_k, show_default=True,
+              help="Draft tokens proposed per speculative step.")
+@click.option("--accept", type=float, default=D.accept, show_default=True,
+              help="Per-token acceptance rate of the draft's proposals, in [0, 1].")
 @click.option("--slo", default=None, help="Latency targets for goodput, e.g. ttft=0.5,tpot=0.05 (seconds).")
 @click.option("--sweep", default=None, help="rate=R1,R2,...: one simulation per rate.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
@@ -127,7 +132,7 @@ def engine_options(func):
 @render.output_options
 def serve(model, overrides, gpu, cluster, calibration, tp, dtype, kv_dtype, rate, trace_file, prompt_len, output_len,
           requests, seed, burstiness, scheduler, max_batch_tokens, max_seqs, chunk, block_size,
-          gpu_memory_utilization, preemption, kv_blocks, slo, sweep, plot, fmt, as_json):
+          gpu_memory_utilization, preemption, kv_blocks, draft, spec_k, accept, slo, sweep, plot, fmt, as_json):
     """Simulate serving MODEL under load: TTFT, TPOT, latency percentiles, throughput and goodput.
 
     A discrete-event simulation of the engine's scheduler whose every iteration costs the roofline
@@ -141,21 +146,23 @@ def serve(model, overrides, gpu, cluster, calibration, tp, dtype, kv_dtype, rate
     ceilings = load_ceilings(gpu, calibration)
     opts = ServeOptions(scheduler=scheduler, max_batch_tokens=max_batch_tokens, max_seqs=max_seqs, chunk=chunk,
                         block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, preemption=preemption,
-                        kv_blocks=kv_blocks, tp=tp, dtype=dtype, kv_dtype=kv_dtype, cluster=cluster, slo=_slo(slo))
+                        kv_blocks=kv_blocks, tp=tp, dtype=dtype, kv_dtype=kv_dtype, cluster=cluster, slo=_slo(slo),
+                        spec_k=spec_k, accept=accept)
+    draft_spec = resolve_model(draft, ()) if draft else None
     rates = _sweep(sweep)
     require((rate is None) != (trace_file is None) or (rates is not None and trace_file is None),
             "give exactly one of --rate R or --trace FILE (or --sweep rate=...)")
     if trace_file:
-        result = simulate(spec, ceilings, _trace(trace_file), opts)
+        result = simulate(spec, ceilings, _trace(trace_file), opts, draft=draft_spec)
         _plot(plot, [result], None)
         return render.emit(serve_output(result), fmt, as_json)
     work = WorkloadSpec(_length(prompt_len, "--prompt-len"), _length(output_len, "--output-len"),
                         rate if rate is not None else 1.0, requests, seed, burstiness)
     if rates:
-        results = sweep_rates(spec, ceilings, work, rates, opts)
+        results = sweep_rates(spec, ceilings, work, rates, opts, draft_spec)
         _plot(plot, list(results), rates)
         return render.emit(sweep_output(results, rates), fmt, as_json)
-    result = simulate(spec, ceilings, work.build(), opts)
+    result = simulate(spec, ceilings, work.build(), opts, draft=draft_spec)
     _plot(plot, [result], None)
     render.emit(serve_output(result), fmt, as_json)
 

@@ -50,8 +50,21 @@ def _rates_table(r: ServeResult) -> render.Table:
     return render.table("throughput and KV cache", ["quantity", "value", "note"], rows)
 
 
+def _spec_table(r: ServeResult) -> render.Table:
+    s = r.metrics["speculative"]
+    rows = [[where, v["batch"], fmt_seconds(v["tpot_plain_s"]), fmt_seconds(v["draft_s"]), fmt_seconds(v["verify_s"]),
+             v["expected_tokens_per_step"], fmt_seconds(v["tpot_spec_s"]), v["speedup"], v["pays"]]
+            for where, v in (("batch 1", s["batch1"]), ("mean batch", s["mean_batch"]))]
+    return render.table(f"speculative decoding: draft {s['draft']}, k {s['spec_k']}, acceptance {s['accept']:g}",
+                        ["at", "batch", "plain TPOT", "draft steps", "verify pass", "tokens/step", "spec TPOT",
+                         "speedup", "pays"], rows)
+
+
 def serve_output(r: ServeResult) -> render.Output:
-    return render.Output(result_data(r), (_latency_table(r), _rates_table(r)), NOTES)
+    tables = [_latency_table(r), _rates_table(r)]
+    if "speculative" in r.metrics:
+        tables.append(_spec_table(r))
+    return render.Output(result_data(r), tuple(tables), NOTES)
 
 
 def sweep_output(results: tuple[ServeResult, ...], rates: tuple[float, ...]) -> render.Output:
