@@ -84,9 +84,10 @@ def _ceil(a: int, b: int) -> int:
 class Engine:
     """One engine instance over sorted requests [(arrival_s, prompt, output)]."""
 
-    def __init__(self, requests, cost, limits: EngineLimits, spec=None):
+    def __init__(self, requests, cost, limits: EngineLimits, spec=None, prefilled: bool = False):
         """spec: a calc.serve_spec.SpecDecode (decode steps then emit its expected tokens each, and
-        KV is reserved for prompt + output on admission)."""
+        KV is reserved for prompt + output on admission). prefilled: requests arrive with their prompt's
+        KV and first token (a disaggregated decode instance); a preempted one is prefilled again here."""
         self.req, self.cost, self.lim, self.spec = requests, cost, limits, spec
         self.policy = POLICIES[limits.scheduler]
         self.E = spec.tokens_per_step if spec else 1  # tokens per decode step and sequence
@@ -100,7 +101,8 @@ class Engine:
                     f"{limits.total_blocks} (raise --gpu-memory-utilization, use --tp or a shorter workload)")
         self.L = [p for _, p, _ in requests]  # tokens to prefill (prompt, or prompt + generated after recompute)
         self.done = [0] * n  # of L, tokens prefilled so far (chunked prefill)
-        self.gen = [0] * n
+        self.cached = [prefilled] * n  # KV of the prompt arrives with the request
+        self.gen = [1 if prefilled else 0] * n
         self.enter = [0] * n  # decode step counter when the sequence started decoding
         self.ver = [0] * n
         self.held = [0] * n  # blocks held (reserve mode; paged mode while prefilling)
@@ -185,7 +187,7 @@ class Engine:
         lim = self.lim
         if self.n_running >= lim.max_seqs:
             return False
-        if not self.policy.chunked and tokens and tokens + self.L[i] > lim.max_batch_tokens:
+        if not self.policy.chunked and not self.cached[i] and tokens and tokens + self.L[i] > lim.max_batch_tokens:
             return False
         reserve = int(WATERMARK * lim.total_blocks) if self.policy.paged and self.n_running else 0
         return self._blocks_for(i) <= self.free - reserve
@@ -258,6 +260,10 @@ class Engine:
                 break
             self.waiting.popleft()
             self._admit(i)
+            if self.cached[i]:  # straight to decoding (gen is already 1)
+                self.cached[i] = False
+                self._start_decode(i)
+                continue
             self.prefilling.append(i)
             c = min(self.L[i], budget - tokens) if self.policy.chunked else self.L[i]
             chunks.append((i, c, 0))

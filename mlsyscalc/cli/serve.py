@@ -125,6 +125,10 @@ def engine_options(func):
               help="Draft tokens proposed per speculative step.")
 @click.option("--accept", type=float, default=D.accept, show_default=True,
               help="Per-token acceptance rate of the draft's proposals, in [0, 1].")
+@click.option("--disagg", default=None, metavar="P:D",
+              help="Disaggregate: P prefill and D decode instances of --tp GPUs each, KV moved over the cluster.")
+@click.option("--search", is_flag=True, help="Search the P:D split and TP per role for goodput per GPU under --slo.")
+@click.option("--max-gpus", type=click.IntRange(min=2), default=8, show_default=True, help="--search: GPU budget.")
 @click.option("--slo", default=None, help="Latency targets for goodput, e.g. ttft=0.5,tpot=0.05 (seconds).")
 @click.option("--sweep", default=None, help="rate=R1,R2,...: one simulation per rate.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
@@ -132,7 +136,8 @@ def engine_options(func):
 @render.output_options
 def serve(model, overrides, gpu, cluster, calibration, tp, dtype, kv_dtype, rate, trace_file, prompt_len, output_len,
           requests, seed, burstiness, scheduler, max_batch_tokens, max_seqs, chunk, block_size,
-          gpu_memory_utilization, preemption, kv_blocks, draft, spec_k, accept, slo, sweep, plot, fmt, as_json):
+          gpu_memory_utilization, preemption, kv_blocks, draft, spec_k, accept, disagg, search, max_gpus, slo, sweep, plot, fmt,
+          as_json):
     """Simulate serving MODEL under load: TTFT, TPOT, latency percentiles, throughput and goodput.
 
     A discrete-event simulation of the engine's scheduler whose every iteration costs the roofline
@@ -152,6 +157,12 @@ def serve(model, overrides, gpu, cluster, calibration, tp, dtype, kv_dtype, rate
     rates = _sweep(sweep)
     require((rate is None) != (trace_file is None) or (rates is not None and trace_file is None),
             "give exactly one of --rate R or --trace FILE (or --sweep rate=...)")
+    if disagg or search:
+        require(not (draft or sweep or plot), "--disagg/--search do not combine with --draft, --sweep or --plot")
+        work = _trace(trace_file) if trace_file else WorkloadSpec(
+            _length(prompt_len, "--prompt-len"), _length(output_len, "--output-len"), rate, requests, seed,
+            burstiness).build()
+        return render.emit(_disagg(spec, ceilings, work, opts, disagg, search, max_gpus), fmt, as_json)
     if trace_file:
         result = simulate(spec, ceilings, _trace(trace_file), opts, draft=draft_spec)
         _plot(plot, [result], None)
@@ -165,6 +176,17 @@ def serve(model, overrides, gpu, cluster, calibration, tp, dtype, kv_dtype, rate
     result = simulate(spec, ceilings, work.build(), opts, draft=draft_spec)
     _plot(plot, [result], None)
     render.emit(serve_output(result), fmt, as_json)
+
+
+def _disagg(spec, ceilings, work, opts, layout, search, max_gpus):
+    from ..calc.serve_disagg import cluster_for, parse_layout, search_layouts, simulate_disagg
+    from .serve_views import disagg_output, search_output
+
+    cluster = cluster_for(ceilings, opts.cluster)
+    if search:
+        return search_output(search_layouts(spec, ceilings, work, opts, cluster, max_gpus))
+    return disagg_output(simulate_disagg(spec, ceilings, work, opts, parse_layout(layout, opts.tp), cluster), spec.name,
+                         ceilings.gpu.name)
 
 
 def _plot(path, results, rates) -> None:

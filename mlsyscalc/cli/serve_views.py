@@ -76,3 +76,36 @@ def sweep_output(results: tuple[ServeResult, ...], rates: tuple[float, ...]) -> 
     data = {"model": first.model, "gpu": first.gpu, "scheduler": first.options.scheduler,
             "sweep": [{"rate_per_s": rate, **result_data(r, with_series=False)} for rate, r in zip(rates, results)]}
     return render.Output(data, (render.table(title, ["rate_per_s", *keys], rows),), NOTES)
+
+
+DISAGG_KEYS = ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "goodput_requests_per_s")
+
+
+def _disagg_data(r) -> dict:
+    return {**r.pools, **r.metrics}
+
+
+def disagg_output(r, model: str, gpu: str) -> render.Output:
+    m, p = r.metrics, r.pools
+    rows = [[label, *(fmt_seconds(m[f"{key}_p{q}_s"]) if m[f"{key}_p{q}_s"] is not None else "-" for q in (50, 90, 99))]
+            for key, label in LATENCIES]
+    pools = [["GPUs", p["gpus"]], ["prefill busy fraction", p["prefill_busy_fraction"]],
+             ["decode busy fraction", p["decode_busy_fraction"]], ["KV transfer mean", fmt_seconds(p["kv_transfer_mean_s"])],
+             ["throughput (requests/s)", m["throughput_requests_per_s"]],
+             ["goodput (requests/s within SLO)", m["goodput_requests_per_s"]],
+             ["goodput per GPU", p["goodput_per_gpu_requests_per_s"]]]
+    tables = (render.table(f"{model} on {gpu}, disaggregated {p['layout']}", ["latency", "p50", "p90", "p99"], rows),
+              render.table("pools", ["quantity", "value"], pools))
+    return render.Output({"model": model, "gpu": gpu, **_disagg_data(r)}, tables, NOTES)
+
+
+def search_output(s) -> render.Output:
+    base = s.colocated
+    rows = [[r.layout.name, r.layout.gpus, r.pools["goodput_per_gpu_requests_per_s"],
+             *(r.metrics[k] for k in DISAGG_KEYS)] for r in s.layouts]
+    rows.append([f"colocated (one engine, tp {base.options.tp})", base.options.tp,
+                 base.metrics["goodput_requests_per_s"] / base.options.tp, *(base.metrics[k] for k in DISAGG_KEYS)])
+    data = {"model": base.model, "gpu": base.gpu, "max_gpus": s.max_gpus, "best": _disagg_data(s.layouts[0]),
+            "layouts": [_disagg_data(r) for r in s.layouts], "colocated": result_data(base, with_series=False)}
+    title = f"{base.model} on {base.gpu}: disaggregated layouts within {s.max_gpus} GPUs, best goodput per GPU first"
+    return render.Output(data, (render.table(title, ["layout", "GPUs", "goodput_per_gpu", *DISAGG_KEYS], rows),), NOTES)
