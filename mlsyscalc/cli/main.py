@@ -26,6 +26,7 @@ COMMANDS = {
     "memory": "memory:memory",
     "calibrate": "calibrate:calibrate",
     "train": "train:train",
+    "serve": "serve:serve",
 }
 
 

@@ -1,0 +1,185 @@
+"""`mlsys serve`: latency and throughput of an LLM served under load, by discrete-event simulation.
+
+The pieces: a workload (calc.serve_workload), the iteration cost of any batch from the roofline
+(calc.serve_cost), KV capacity in blocks from the inference memory calculator (below), the engine
+with its scheduler (calc.serve_engine) and the metrics (calc.serve_metrics).
+
+KV capacity (vLLM's rule, `gpu_memory_utilization`): blocks = floor((utilisation x GPU memory -
+weights - activation workspace) / (KV bytes per token x block_size)), all per GPU of a TP group,
+with weights, workspace and KV bytes per token from `calc.memory_infer.infer_memory` (workspace of
+one iteration's token budget and logits of max_seqs sequences).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..dtypes import dtype_name
+from ..errors import require
+from ..specs.model import ModelSpec
+from .calibration import Ceilings
+from .memory_infer import InferOptions, infer_memory
+from .roofline_options import RooflineOptions
+from .serve_cost import IterationCost
+from .serve_engine import POLICIES, Engine, EngineLimits
+from .serve_metrics import Slo, series, summary
+from .serve_spec import SpecDecode, expected_tokens
+from .serve_workload import LengthDist, Workload, synthetic
+
+PREEMPTION = ("recompute", "swap")
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    scheduler: str = "vllm"  # static, orca, vllm or sarathi
+    max_batch_tokens: int = 8192  # prompt tokens per iteration (vLLM max_num_batched_tokens)
+    max_seqs: int = 256  # running sequences (vLLM max_num_seqs default)
+    chunk: int = 512  # sarathi: token budget per iteration (Sarathi-Serve's 512-token setting)
+    block_size: int = 16  # tokens per KV block (vLLM default)
+    gpu_memory_utilization: float = 0.9  # share of GPU memory for weights + workspace + KV (vLLM default)
+    preemption: str = "recompute"  # vLLM's default for single-sequence requests
+    kv_blocks: int | None = None  # override the KV capacity (blocks per GPU)
+    tp: int = 1
+    dtype: str = "bf16"
+    kv_dtype: str | None = None
+    cluster: str | None = None  # cluster spec for the TP collectives
+    slo: Slo = field(default_factory=Slo)
+    spec_k: int = 4  # with a draft model: tokens proposed per step
+    accept: float = 0.7  # with a draft model: per-token acceptance rate (Leviathan et al. 2023)
+
+    def validate(self) -> None:
+        require(self.scheduler in POLICIES, f"--scheduler must be one of {', '.join(POLICIES)}, got {self.scheduler!r}")
+        require(self.preemption in PREEMPTION, f"--preemption must be one of {', '.join(PREEMPTION)}")
+        for name in ("max_batch_tokens", "max_seqs", "chunk", "block_size", "tp"):
+            value = getattr(self, name)
+            require(isinstance(value, int) and value >= 1, f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+        require(0 < self.gpu_memory_utilization <= 1,
+                f"--gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        expected_tokens(self.accept, self.spec_k)  # checks both
+        require(self.kv_blocks is None or self.kv_blocks >= 1, f"--kv-blocks must be >= 1, got {self.kv_blocks}")
+        for name in ("ttft_s", "tpot_s"):
+            value = getattr(self.slo, name)
+            require(value is None or value > 0, f"--slo {name[:-2]} must be positive, got {value}")
+
+    @property
+    def roofline(self) -> RooflineOptions:
+        return RooflineOptions(tp=self.tp, dtype=self.dtype, kv_dtype=self.kv_dtype, cluster=self.cluster)
+
+    @property
+    def iteration_tokens(self) -> int:
+        return self.chunk if self.scheduler == "sarathi" else self.max_batch_tokens
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """A synthetic workload's recipe (rate is what a sweep varies)."""
+
+    prompt: LengthDist
+    output: LengthDist
+    rate: float
+    requests: int = 1000
+    seed: int = 0
+    burstiness: float = 1.0
+
+    def build(self) -> Workload:
+        return synthetic(self.prompt, self.output, self.rate, self.requests, self.seed, self.burstiness)
+
+
+@dataclass(frozen=True)
+class KvCapacity:
+    blocks: int
+    block_bytes: float  # one block, all layers, one GPU
+    weights_bytes: int
+    activations_bytes: int
+    usable_bytes: float  # utilisation x GPU memory
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kv_blocks": self.blocks, "kv_block_bytes": self.block_bytes,
+                "weights_bytes": self.weights_bytes, "activations_bytes": self.activations_bytes,
+                "usable_bytes": self.usable_bytes}
+
+
+def _memory(spec: ModelSpec, opts: ServeOptions):
+    ro = opts.roofline
+    base = ro.activation_dtype if ro.activation_dtype in ("fp32", "bf16", "fp16") else "bf16"
+    mem = infer_memory(spec, InferOptions(batch=opts.max_seqs, context=opts.iteration_tokens, dtype=dtype_name(opts.dtype),
+                                          base_dtype=base, kv_dtype=ro.kv_dtype_name, tp=opts.tp,
+                                          prefill_chunk=opts.iteration_tokens))
+    return mem
+
+
+def kv_capacity(spec: ModelSpec, ceilings: Ceilings, opts: ServeOptions, draft: ModelSpec | None = None) -> KvCapacity:
+    """KV blocks per GPU; a draft model's weights and its KV per token come out of the same budget."""
+    mem = _memory(spec, opts)
+    usable = opts.gpu_memory_utilization * ceilings.gpu.memory_bytes
+    weights, acts = mem.breakdown["weights"], mem.breakdown["activations"]
+    block_bytes = mem.kv_bytes_per_token * opts.block_size
+    if draft is not None:
+        dmem = _memory(draft, opts)
+        weights += dmem.breakdown["weights"]
+        block_bytes += dmem.kv_bytes_per_token * opts.block_size
+    blocks = int((usable - weights - acts) // block_bytes) if opts.kv_blocks is None else opts.kv_blocks
+    require(blocks >= 1, f"{spec.name} leaves no room for a KV cache on one {ceilings.gpu.name}: weights "
+            f"{weights / 1e9:.1f} GB + workspace {acts / 1e9:.1f} GB of {usable / 1e9:.1f} GB usable "
+            f"(use --tp, a smaller --dtype, or a larger --gpu-memory-utilization)")
+    return KvCapacity(blocks, block_bytes, weights, acts, usable)
+
+
+@dataclass(frozen=True)
+class ServeResult:
+    model: str
+    gpu: str
+    options: ServeOptions
+    workload: Workload
+    kv: KvCapacity
+    metrics: dict[str, Any]
+    series: tuple[dict[str, Any], ...]
+    latencies: dict[str, list[float]]
+
+
+def engine_limits(kv: KvCapacity, ceilings: Ceilings, opts: ServeOptions) -> EngineLimits:
+    gpu = ceilings.gpu
+    host_Bps = (gpu.pcie_Bps or 0) / 2  # spec lists both directions; a swap moves one way
+    require(opts.preemption != "swap" or host_Bps > 0, f"{gpu.name}: no PCIe bandwidth in its spec for --preemption swap")
+    return EngineLimits(opts.scheduler, opts.max_batch_tokens, opts.max_seqs, opts.chunk, opts.block_size,
+                        kv.blocks, opts.preemption, kv.block_bytes / host_Bps if host_Bps else 0.0)
+
+
+def speculation(spec: ModelSpec, draft: ModelSpec, ceilings: Ceilings, opts: ServeOptions,
+                cost: IterationCost | None = None) -> SpecDecode:
+    require(opts.scheduler != "static", "--draft needs an iteration-level scheduler (orca, vllm or sarathi)")
+    require(draft.vocab_size == spec.vocab_size,
+            f"draft {draft.name} has a {draft.vocab_size}-token vocabulary, {spec.name} {spec.vocab_size}: "
+            "speculative decoding needs the same tokenizer")
+    return SpecDecode(cost or IterationCost(spec, ceilings, opts.roofline), IterationCost(draft, ceilings, opts.roofline),
+                      opts.spec_k, opts.accept)
+
+
+def simulate(spec: ModelSpec, ceilings: Ceilings, workload: Workload, opts: ServeOptions = ServeOptions(),
+             cost: IterationCost | None = None, draft: ModelSpec | None = None) -> ServeResult:
+    """Simulate serving `workload` on one engine (one GPU, or one TP group of opts.tp GPUs)."""
+    from .serve_metrics import latencies
+
+    opts.validate()
+    cost = cost or IterationCost(spec, ceilings, opts.roofline)
+    sd = speculation(spec, draft, ceilings, opts, cost) if draft is not None else None
+    kv = kv_capacity(spec, ceilings, opts, draft)
+    trace = Engine(workload.requests, cost, engine_limits(kv, ceilings, opts), sd).run()
+    metrics = summary(workload.requests, trace, kv.blocks, opts.slo)
+    if sd is not None:
+        mean_batch = max(1, round(metrics["mean_batch_tokens"]))
+        metrics["speculative"] = {"draft": draft.name, "spec_k": opts.spec_k, "accept": opts.accept,
+                                  "batch1": sd.verdict(1, workload.requests[0][1]),
+                                  "mean_batch": sd.verdict(mean_batch, workload.requests[0][1])}
+    return ServeResult(spec.name, ceilings.gpu.name, opts, workload, kv, metrics, tuple(series(trace, kv.blocks)),
+                       latencies(workload.requests, trace))
+
+
+def sweep_rates(spec: ModelSpec, ceilings: Ceilings, workload: WorkloadSpec, rates: tuple[float, ...],
+                opts: ServeOptions = ServeOptions(), draft: ModelSpec | None = None) -> tuple[ServeResult, ...]:
+    """The same engine and workload shape at each arrival rate (one cost model for all)."""
+    require(len(rates) >= 1, "--sweep rate=... needs at least one rate")
+    opts.validate()
+    cost = IterationCost(spec, ceilings, opts.roofline)
+    return tuple(simulate(spec, ceilings, replace(workload, rate=r).build(), opts, cost, draft) for r in rates)

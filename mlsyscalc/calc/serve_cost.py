@@ -1,0 +1,253 @@
+"""Time of one serving iteration (a mixed batch of prefill chunks and decodes), from the roofline.
+
+A batch is described by the few sums that every kernel's FLOPs and bytes are affine in:
+
+    tokens          T   prefill-chunk tokens + decode tokens (linears, norms, MLP, KV write)
+    samples         S   sequences that sample a token (final norm, lm_head, logits gather)
+    prefill_tokens  sum of chunk lengths c                     (prefill attention: Q and O)
+    prefill_pairs   sum of c p + c^2 / 2 over chunks            (causal scores; p = tokens already cached)
+    prefill_keys    sum of p + c                                (prefill attention: K and V read)
+    decodes         D   sequences decoding one token             (decode attention: Q and O)
+    decode_keys     sum of context + 1 over decodes             (decode attention: K and V read)
+
+`IterationCost` evaluates `calc.roofline_model.predict_model` at a handful of shapes, solves each
+kernel row's FLOPs, bytes and memory time as affine functions of these sums (MoE rows also in the
+expected number of distinct experts, `expected_distinct_experts`, which the roofline uses), and
+then prices any batch as sum over rows of count x (max(compute, memory) + launch). Compute time is
+FLOPs x the row's seconds per FLOP at a large shape (the roofline's tile/wave quantisation averaged
+out); tests/test_serve_cost.py checks the result against predict_model on whole batches.
+Tensor-parallel collectives come from calc.roofline_comm (per distinct T and S, cached).
+Sliding-window layers are priced as full causal attention (an upper bound for Mistral/Gemma-2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ..dtypes import bytes_per_element
+from ..errors import MlsysError
+from ..specs.model import ModelSpec
+from .calibration import Ceilings
+from .roofline_comm import tp_comm_rows
+from .roofline_model import expected_distinct_experts, predict_model
+from .roofline_options import RooflineOptions
+
+# Shapes the coefficients are solved at and checked at (small: exact arithmetic, any model's positions).
+_FIT_TOKENS = (1, 2)
+_CHECK_TOKENS = 7
+_RATE_TOKENS = 8192  # seconds per FLOP of compute-bound rows are read at this many tokens
+_PARTS = ("flops", "read_bytes", "write_bytes", "memory_s")
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The sums of one iteration that its roofline time depends on (see the module docstring)."""
+
+    tokens: int = 0
+    samples: int = 0
+    prefill_tokens: int = 0
+    prefill_pairs: float = 0.0
+    prefill_keys: int = 0
+    decodes: int = 0
+    decode_keys: int = 0
+
+    @staticmethod
+    def of(chunks: tuple[tuple[int, int], ...] = (), contexts: tuple[int, ...] = (), samples: int | None = None) -> "Batch":
+        """A batch from prefill chunks (c new tokens, p already cached) and decode contexts (tokens cached)."""
+        c = sum(n for n, _ in chunks)
+        return Batch(tokens=c + len(contexts), samples=len(contexts) + len(chunks) if samples is None else samples,
+                     prefill_tokens=c, prefill_pairs=sum(n * p + n * n / 2 for n, p in chunks),
+                     prefill_keys=sum(n + p for n, p in chunks), decodes=len(contexts),
+                     decode_keys=sum(ctx + 1 for ctx in contexts))
+
+
+@dataclass(frozen=True)
+class AffineRow:
+    """One kernel row: count x (max(spf x flops(x), memory_s(x)) + launch), each part affine in x."""
+
+    name: str
+    count: int
+    coef: dict  # part -> tuple of coefficients over the row's features
+    seconds_per_flop: float
+    launch_s: float
+    grouped: bool = False  # MoE expert matmul: features (T, distinct experts) instead of (1, T)
+
+    def part(self, name: str, x: tuple[float, ...]) -> float:
+        return sum(c * v for c, v in zip(self.coef[name], x))
+
+    def time_s(self, x: tuple[float, ...]) -> float:
+        compute = self.seconds_per_flop * self.part("flops", x)
+        return self.count * (max(compute, self.part("memory_s", x)) + self.launch_s)
+
+
+def _solve(rows: list[list[float]], values: list[float]) -> tuple[float, ...]:
+    """Gauss-Jordan elimination for a small square system (features x coefficients = values)."""
+    n = len(rows)
+    m = [list(r) + [v] for r, v in zip(rows, values)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda r: abs(m[r][col]))
+        if abs(m[pivot][col]) < 1e-12:
+            raise MlsysError("serve: singular fit of the roofline coefficients (internal)")
+        m[col], m[pivot] = m[pivot], m[col]
+        for r in range(n):
+            if r != col:
+                f = m[r][col] / m[col][col]
+                m[r] = [a - f * b for a, b in zip(m[r], m[col])]
+    return tuple(m[i][n] / m[i][i] for i in range(n))
+
+
+def _fit_rows(samples: list[tuple[tuple[float, ...], list]], check: tuple[tuple[float, ...], list],
+              rate: list, launch_s: float) -> list[AffineRow]:
+    """Rows evaluated at len(features) feature points -> affine rows; `check` must agree (else an
+    internal error: the roofline stopped being affine in these sums)."""
+    out = []
+    for i, row in enumerate(samples[0][1]):
+        coef = {p: _solve([list(x) for x, _ in samples], [getattr(rs[i].pred, p) for _, rs in samples]) for p in _PARTS}
+        fast = AffineRow(row.pred.name, row.count, coef, 0.0, launch_s)
+        for p in _PARTS:
+            want, got = getattr(check[1][i].pred, p), fast.part(p, check[0])
+            if abs(want - got) > 1e-6 * max(abs(want), 1e-30):
+                raise MlsysError(f"serve: {row.pred.name} {p} is not affine in the batch sums (internal)")
+        spf = rate[i].pred.compute_s / rate[i].pred.flops if rate[i].pred.flops else 0.0
+        out.append(replace(fast, seconds_per_flop=spf))
+    return out
+
+
+@dataclass
+class IterationCost:
+    """Roofline time of a serving iteration, fast (affine rows, cached per distinct T and S)."""
+
+    spec: ModelSpec
+    ceilings: Ceilings
+    options: RooflineOptions  # dtype, kv_dtype, tp, cluster (phase/batch/seq are set per fit)
+    _token: dict = field(default_factory=dict, repr=False)
+    _sample: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.options = replace(self.options, check_fit=False, window="full")
+        self.token_rows, self.sample_rows = self._fit_linear()
+        self.prefill_rows = self._fit_attention("prefill", [(1, 1, 0), (1, 2, 0), (1, 1, 4)], (2, 3, 5))
+        self.decode_rows = self._fit_attention("decode", [(1, 1, 1), (1, 1, 5)], (3, 1, 9))
+        self._decode_base: dict[int, float] = {}
+        self._decode_terms = [(r.count, r.seconds_per_flop * r.coef["flops"][0], r.seconds_per_flop * r.coef["flops"][1],
+                               *r.coef["memory_s"], r.launch_s) for r in self.decode_rows]
+
+    def _model(self, phase: str, batch: int, seq: int, context: int = 0):
+        return predict_model(self.spec, self.ceilings,
+                             replace(self.options, phase=phase, batch=batch, seq=seq, context=context))
+
+    def _fit_linear(self) -> tuple[list[AffineRow], list[AffineRow]]:
+        """Token rows (every non-attention kernel over T tokens) and sampled rows (final norm, lm_head)."""
+        moe = self.spec.moe
+
+        def features(t: int, grouped: bool) -> tuple[float, ...]:
+            return (t, expected_distinct_experts(moe.num_experts, moe.experts_per_token, t)) if grouped else (1.0, t)
+
+        runs = {t: self._model("prefill", 1, t).rows for t in (*_FIT_TOKENS, _CHECK_TOKENS, self._rate_tokens())}
+        out: dict[str, list[AffineRow]] = {"token": [], "sample": []}
+        for i, row in enumerate(runs[1]):
+            if row.pred.kind == "attention":
+                continue
+            grouped = len(row.pred.dims) > 1 and row.pred.dims[1] != 1
+            fitted = _fit_rows([(features(t, grouped), [runs[t][i]]) for t in _FIT_TOKENS],
+                               (features(_CHECK_TOKENS, grouped), [runs[_CHECK_TOKENS][i]]),
+                               [runs[self._rate_tokens()][i]], self.ceilings.launch_s)[0]
+            sampled = row.group == "head" and row.pred.name != "embedding"
+            out["sample" if sampled else "token"].append(replace(fitted, grouped=grouped))
+        return out["token"], out["sample"]
+
+    def _rate_tokens(self) -> int:
+        """A large prefill (capped by a learned position table) for the compute-bound rate."""
+        return min(_RATE_TOKENS, self.spec.learned_positions or self.spec.max_position_embeddings or _RATE_TOKENS)
+
+    def _fit_attention(self, phase: str, shapes: list[tuple[int, int, int]], check: tuple[int, int, int]) -> list[AffineRow]:
+        """Attention rows over (prefill_tokens, prefill_pairs, prefill_keys) or (decodes, decode_keys);
+        shapes are (batch, seq, context) of predict_model runs."""
+        def features(b: int, s: int, ctx: int) -> tuple[float, ...]:
+            if phase == "decode":
+                return (b, b * (ctx + 1))
+            return (b * s, b * (s * ctx + s * s / 2), b * (s + ctx))
+
+        def attn(b: int, s: int, ctx: int) -> list:
+            return [r for r in self._model(phase, b, s, ctx).rows if r.pred.kind == "attention"]
+
+        long = min(4096, self._rate_tokens() - 1)
+        rate = attn(1, long, 0) if phase == "prefill" else attn(64, 1, long)
+        return _fit_rows([(features(*s), attn(*s)) for s in shapes], (features(*check), attn(*check)),
+                         rate, self.ceilings.launch_s)
+
+    def _linear_s(self, rows: list[AffineRow], t: int) -> float:
+        moe = self.spec.moe
+        total = 0.0
+        for row in rows:
+            x = ((t, expected_distinct_experts(moe.num_experts, moe.experts_per_token, t)) if row.grouped
+                 else (1.0, t))
+            total += row.time_s(x)
+        return total
+
+    def _comm_s(self, t: int, sampled: bool) -> float:
+        if self.options.tp == 1:
+            return 0.0
+        rows = tp_comm_rows(self.spec, self.ceilings.gpu, replace(self.options, batch=1, seq=t, phase="prefill"),
+                            bytes_per_element(self.options.activation_dtype))
+        return sum(r.total_s for r in rows if (r.collective == "all-gather") == sampled)
+
+    def token_s(self, t: int) -> float:
+        """Every kernel and collective that runs once per token of the batch (T tokens)."""
+        if t not in self._token:
+            self._token[t] = self._linear_s(self.token_rows, t) + self._comm_s(t, False) if t else 0.0
+        return self._token[t]
+
+    def sample_s(self, s: int) -> float:
+        """Final norm, lm_head and the logits gather over the S sequences that sample."""
+        if s not in self._sample:
+            self._sample[s] = self._linear_s(self.sample_rows, s) + self._comm_s(s, True) if s else 0.0
+        return self._sample[s]
+
+    def totals(self, b: Batch) -> dict[str, float]:
+        """FLOPs and bytes of the whole iteration (every kernel, no collectives): what the roofline
+        counts for the same kernels, for checking the affine fit."""
+        moe = self.spec.moe
+        groups = [(self.token_rows, b.tokens), (self.sample_rows, b.samples)]
+        out = dict.fromkeys(("flops", "read_bytes", "write_bytes"), 0.0)
+        for rows, t in groups:
+            for row in rows if t else ():
+                x = ((t, expected_distinct_experts(moe.num_experts, moe.experts_per_token, t)) if row.grouped
+                     else (1.0, t))
+                for key in out:
+                    out[key] += row.count * row.part(key, x)
+        for rows, x, on in ((self.prefill_rows, (b.prefill_tokens, b.prefill_pairs, b.prefill_keys), b.prefill_tokens),
+                            (self.decode_rows, (b.decodes, b.decode_keys), b.decodes)):
+            for row in rows if on else ():
+                for key in out:
+                    out[key] += row.count * row.part(key, x)
+        return out
+
+    def time_s(self, b: Batch) -> float:
+        return self.mixed_s(b.tokens, b.samples, b.prefill_tokens, b.prefill_pairs, b.prefill_keys,
+                            b.decodes, b.decode_keys)
+
+    def mixed_s(self, tokens: int, samples: int, prefill_tokens: int, prefill_pairs: float, prefill_keys: int,
+                decodes: int, decode_keys: int) -> float:
+        """`time_s` of a Batch given as its sums (the simulator's hot path: no Batch object)."""
+        total = self.token_s(tokens) + self.sample_s(samples)
+        if prefill_tokens:
+            x = (prefill_tokens, prefill_pairs, prefill_keys)
+            total += sum(r.time_s(x) for r in self.prefill_rows)
+        if decodes:
+            total += self.decode_attention_s(decodes, decode_keys)
+        return total
+
+    def decode_s(self, decodes: int, decode_keys: int) -> float:
+        """A decode-only iteration: D sequences, decode_keys keys in all."""
+        base = self._decode_base.get(decodes)
+        if base is None:
+            base = self._decode_base[decodes] = self.token_s(decodes) + self.sample_s(decodes)
+        return base + self.decode_attention_s(decodes, decode_keys)
+
+    def decode_attention_s(self, d: int, keys: int) -> float:
+        total = 0.0
+        for count, cd, ck, md, mk, launch in self._decode_terms:
+            compute, memory = cd * d + ck * keys, md * d + mk * keys
+            total += count * ((compute if compute > memory else memory) + launch)
+        return total

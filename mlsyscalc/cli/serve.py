@@ -1,0 +1,196 @@
+"""`mlsys serve MODEL --rate R | --trace FILE`: latency and throughput under load (calc.serve)."""
+
+from __future__ import annotations
+
+import csv
+import functools
+from pathlib import Path
+
+import click
+
+from ..calc.calibration import load_ceilings
+from ..calc.serve import PREEMPTION, ServeOptions, WorkloadSpec, simulate, sweep_rates
+from ..calc.serve_engine import POLICIES
+from ..calc.serve_metrics import Slo
+from ..calc.serve_workload import LengthDist, from_trace, parse_length
+from ..errors import MlsysError, require
+from . import render
+from .options import model_argument, resolve_model
+from .serve_views import serve_output, sweep_output
+
+D = ServeOptions()
+LENGTH_HELP = "N, uniform:a,b, normal:mu,sd, lognormal:mu,sigma or csv:FILE:COLUMN."
+
+
+def _rows(path: str, what: str) -> list[dict[str, str]]:
+    file = Path(path)
+    require(file.is_file(), f"{what}: no such file {path!r}")
+    with file.open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    require(len(rows) > 0, f"{what}: {path} has no data rows")
+    return rows
+
+
+def _number(row: dict[str, str], key: str, what: str, kind=float):
+    require(key in row, f"{what}: no column {key!r} (columns: {', '.join(row)})")
+    try:
+        return kind(row[key])
+    except (TypeError, ValueError):
+        raise MlsysError(f"{what}: column {key!r} holds {row[key]!r}, not a number") from None
+
+
+def _length(text: str, what: str) -> LengthDist:
+    if text.startswith("csv:"):
+        path, sep, column = text[4:].rpartition(":")
+        require(bool(sep and path and column), f"{what}: expected csv:FILE:COLUMN, got {text!r}")
+        return parse_length(text, what, tuple(_number(r, column, what, int) for r in _rows(path, what)))
+    return parse_length(text, what)
+
+
+def _trace(path: str):
+    rows = _rows(path, "--trace")
+    return from_trace([(_number(r, "arrival_s", "--trace"), _number(r, "prompt_len", "--trace", int),
+                        _number(r, "output_len", "--trace", int)) for r in rows], f"trace {path}")
+
+
+def _slo(text: str | None) -> Slo:
+    if not text:
+        return Slo()
+    values = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        require(bool(sep) and key.strip() in ("ttft", "tpot"), f"--slo expects ttft=SECONDS,tpot=SECONDS, got {text!r}")
+        try:
+            values[key.strip() + "_s"] = float(value)
+        except ValueError:
+            raise MlsysError(f"--slo {key}: {value!r} is not a number of seconds") from None
+    return Slo(**values)
+
+
+def _sweep(text: str | None) -> tuple[float, ...] | None:
+    if not text:
+        return None
+    key, sep, values = text.partition("=")
+    require(sep and key.strip() == "rate", f"--sweep expects rate=R1,R2,..., got {text!r}")
+    try:
+        return tuple(float(v) for v in values.split(","))
+    except ValueError:
+        raise MlsysError(f"--sweep: cannot parse the rates in {text!r}") from None
+
+
+def engine_options(func):
+    """Scheduler and KV options shared by `mlsys serve` and its scripts."""
+    @click.option("--scheduler", type=click.Choice(tuple(POLICIES)), default=D.scheduler, show_default=True,
+                  help="static batching, orca (iteration-level), vllm (paged, prefill first), sarathi (chunked).")
+    @click.option("--max-batch-tokens", type=click.IntRange(min=1), default=D.max_batch_tokens, show_default=True,
+                  help="Prompt tokens per iteration (non-chunked schedulers).")
+    @click.option("--max-seqs", type=click.IntRange(min=1), default=D.max_seqs, show_default=True,
+                  help="Running sequences at most.")
+    @click.option("--chunk", type=click.IntRange(min=1), default=D.chunk, show_default=True,
+                  help="sarathi: token budget per iteration.")
+    @click.option("--block-size", type=click.IntRange(min=1), default=D.block_size, show_default=True,
+                  help="Tokens per KV block.")
+    @click.option("--gpu-memory-utilization", type=float, default=D.gpu_memory_utilization, show_default=True,
+                  help="Share of GPU memory for weights, workspace and KV cache.")
+    @click.option("--preemption", type=click.Choice(PREEMPTION), default=D.preemption, show_default=True,
+                  help="Paged schedulers: recompute the KV later, or swap it to host memory.")
+    @click.option("--kv-blocks", type=click.IntRange(min=1), default=None, help="Override the KV capacity (blocks).")
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        return func(*args, **kwargs)
+    return wrapper
+
+
+@click.command()
+@model_argument
+@click.option("--gpu", default=None, help="GPU name or alias (`mlsys gpus`); default H100-SXM or the cluster's GPU.")
+@click.option("--cluster", default=None, help="Cluster spec (name or JSON) for the TP collectives and the GPU.")
+@click.option("--calibration", type=click.Path(dir_okay=False), default=None,
+              help="Measured ceilings from `mlsys bench ceilings`.")
+@click.option("--tp", type=click.IntRange(min=1), default=D.tp, show_default=True, help="Tensor-parallel GPUs per engine.")
+@click.option("--dtype", default=D.dtype, show_default=True, help="Weights and compute dtype.")
+@click.option("--kv-dtype", default=None, help="KV cache dtype (default: the activation dtype).")
+@click.option("--rate", type=float, default=None, help="Arrivals per second (Poisson, or gamma with --burstiness).")
+@click.option("--trace", "trace_file", type=click.Path(dir_okay=False), default=None,
+              help="CSV with arrival_s, prompt_len, output_len columns instead of --rate.")
+@click.option("--prompt-len", default="512", show_default=True, help="Prompt tokens: " + LENGTH_HELP)
+@click.option("--output-len", default="128", show_default=True, help="Output tokens: " + LENGTH_HELP)
+@click.option("--requests", type=click.IntRange(min=1), default=1000, show_default=True, help="Requests to simulate.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the workload draws.")
+@click.option("--burstiness", type=float, default=1.0, show_default=True,
+              help="Gamma shape of the inter-arrival times: 1 Poisson, < 1 burstier.")
+@engine_options
+@click.option("--draft", default=None, help="Draft MODEL for speculative decoding (same vocabulary).")
+@click.option("--spec-k", type=click.IntRange(min=1), default=D.spec_k, show_default=True,
+              help="Draft tokens proposed per speculative step.")
+@click.option("--accept", type=float, default=D.accept, show_default=True,
+              help="Per-token acceptance rate of the draft's proposals, in [0, 1].")
+@click.option("--disagg", default=None, metavar="P:D",
+              help="Disaggregate: P prefill and D decode instances of --tp GPUs each, KV moved over the cluster.")
+@click.option("--search", is_flag=True, help="Search the P:D split and TP per role for goodput per GPU under --slo.")
+@click.option("--max-gpus", type=click.IntRange(min=2), default=8, show_default=True, help="--search: GPU budget.")
+@click.option("--slo", default=None, help="Latency targets for goodput, e.g. ttft=0.5,tpot=0.05 (seconds).")
+@click.option("--sweep", default=None, help="rate=R1,R2,...: one simulation per rate.")
+@click.option("--plot", type=click.Path(dir_okay=False), default=None,
+              help="Write latency-vs-rate (with --sweep) or latency CDFs (PNG or SVG).")
+@render.output_options
+def serve(model, overrides, gpu, cluster, calibration, tp, dtype, kv_dtype, rate, trace_file, prompt_len, output_len,
+          requests, seed, burstiness, scheduler, max_batch_tokens, max_seqs, chunk, block_size,
+          gpu_memory_utilization, preemption, kv_blocks, draft, spec_k, accept, disagg, search, max_gpus, slo, sweep, plot, fmt,
+          as_json):
+    """Simulate serving MODEL under load: TTFT, TPOT, latency percentiles, throughput and goodput.
+
+    A discrete-event simulation of the engine's scheduler whose every iteration costs the roofline
+    time of the batch it forms; KV capacity in blocks from the memory calculator. See docs/serving.md.
+    """
+    spec = resolve_model(model, overrides)
+    if gpu is None and cluster is not None:
+        from ..specs.cluster import load_cluster
+
+        gpu = load_cluster(cluster).gpu
+    ceilings = load_ceilings(gpu, calibration)
+    opts = ServeOptions(scheduler=scheduler, max_batch_tokens=max_batch_tokens, max_seqs=max_seqs, chunk=chunk,
+                        block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, preemption=preemption,
+                        kv_blocks=kv_blocks, tp=tp, dtype=dtype, kv_dtype=kv_dtype, cluster=cluster, slo=_slo(slo),
+                        spec_k=spec_k, accept=accept)
+    draft_spec = resolve_model(draft, ()) if draft else None
+    rates = _sweep(sweep)
+    require((rate is None) != (trace_file is None) or (rates is not None and trace_file is None),
+            "give exactly one of --rate R or --trace FILE (or --sweep rate=...)")
+    if disagg or search:
+        require(not (draft or sweep or plot), "--disagg/--search do not combine with --draft, --sweep or --plot")
+        work = _trace(trace_file) if trace_file else WorkloadSpec(
+            _length(prompt_len, "--prompt-len"), _length(output_len, "--output-len"), rate, requests, seed,
+            burstiness).build()
+        return render.emit(_disagg(spec, ceilings, work, opts, disagg, search, max_gpus), fmt, as_json)
+    if trace_file:
+        result = simulate(spec, ceilings, _trace(trace_file), opts, draft=draft_spec)
+        _plot(plot, [result], None)
+        return render.emit(serve_output(result), fmt, as_json)
+    work = WorkloadSpec(_length(prompt_len, "--prompt-len"), _length(output_len, "--output-len"),
+                        rate if rate is not None else 1.0, requests, seed, burstiness)
+    if rates:
+        results = sweep_rates(spec, ceilings, work, rates, opts, draft_spec)
+        _plot(plot, list(results), rates)
+        return render.emit(sweep_output(results, rates), fmt, as_json)
+    result = simulate(spec, ceilings, work.build(), opts, draft=draft_spec)
+    _plot(plot, [result], None)
+    render.emit(serve_output(result), fmt, as_json)
+
+
+def _disagg(spec, ceilings, work, opts, layout, search, max_gpus):
+    from ..calc.serve_disagg import cluster_for, parse_layout, search_layouts, simulate_disagg
+    from .serve_views import disagg_output, search_output
+
+    cluster = cluster_for(ceilings, opts.cluster)
+    if search:
+        return search_output(search_layouts(spec, ceilings, work, opts, cluster, max_gpus))
+    return disagg_output(simulate_disagg(spec, ceilings, work, opts, parse_layout(layout, opts.tp), cluster), spec.name,
+                         ceilings.gpu.name)
+
+
+def _plot(path, results, rates) -> None:
+    if path:
+        from ..report.serve_plots import plot_serving
+
+        plot_serving(results, rates, path)

@@ -1,0 +1,111 @@
+"""Render `mlsys serve` results: JSON data (base units), tables and notes. No arithmetic."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from ..calc.serve import ServeResult
+from ..units import fmt_bytes, fmt_seconds
+from . import render
+
+LATENCIES = (("ttft", "time to first token"), ("tpot", "time per output token"), ("e2e", "end-to-end latency"),
+             ("queue_delay", "queueing delay"))
+NOTES = ("Each iteration costs the roofline time of the batch it forms (calc.serve_cost); KV capacity "
+         "from the inference memory calculator; TPOT = (last token - first token) / (output - 1).",)
+
+
+def _options(r: ServeResult) -> dict:
+    o = asdict(r.options)
+    o["slo"] = {"ttft_s": r.options.slo.ttft_s, "tpot_s": r.options.slo.tpot_s}
+    return o
+
+
+def result_data(r: ServeResult, with_series: bool = True) -> dict:
+    data = {"model": r.model, "gpu": r.gpu, "scheduler": r.options.scheduler, "workload": r.workload.source,
+            **r.metrics, **r.kv.as_dict(), "options": _options(r)}
+    if with_series:
+        data["series"] = list(r.series)
+    return data
+
+
+def _latency_table(r: ServeResult) -> render.Table:
+    m = r.metrics
+    rows = [[label, *(fmt_seconds(m[f"{key}_p{q}_s"]) if m[f"{key}_p{q}_s"] is not None else "-" for q in (50, 90, 99)),
+             fmt_seconds(m[f"{key}_mean_s"]) if m[f"{key}_mean_s"] is not None else "-"] for key, label in LATENCIES]
+    return render.table(f"{r.model} on {r.gpu} ({r.options.scheduler}, tp {r.options.tp}): {r.workload.source}",
+                        ["latency", "p50", "p90", "p99", "mean"], rows)
+
+
+def _rates_table(r: ServeResult) -> render.Table:
+    m, kv = r.metrics, r.kv
+    rows = [["requests", m["requests"], ""], ["makespan", m["makespan_s"], fmt_seconds(m["makespan_s"])],
+            ["throughput (requests/s)", m["throughput_requests_per_s"], ""],
+            ["throughput (output tokens/s)", m["throughput_tokens_per_s"], ""],
+            ["goodput (requests/s within SLO)", m["goodput_requests_per_s"], f"{100 * m['slo_attainment']:.1f}% attain"],
+            ["busy fraction", m["busy_fraction"], ""], ["iterations", m["iterations"], ""],
+            ["mean batch tokens", m["mean_batch_tokens"], ""],
+            ["KV blocks", kv.blocks, f"{fmt_bytes(kv.block_bytes)} each"],
+            ["KV utilisation mean / max", m["kv_utilization_mean"], f"max {100 * m['kv_utilization_max']:.1f}%"],
+            ["preemptions", m["preemptions"], r.options.preemption]]
+    return render.table("throughput and KV cache", ["quantity", "value", "note"], rows)
+
+
+def _spec_table(r: ServeResult) -> render.Table:
+    s = r.metrics["speculative"]
+    rows = [[where, v["batch"], fmt_seconds(v["tpot_plain_s"]), fmt_seconds(v["draft_s"]), fmt_seconds(v["verify_s"]),
+             v["expected_tokens_per_step"], fmt_seconds(v["tpot_spec_s"]), v["speedup"], v["pays"]]
+            for where, v in (("batch 1", s["batch1"]), ("mean batch", s["mean_batch"]))]
+    return render.table(f"speculative decoding: draft {s['draft']}, k {s['spec_k']}, acceptance {s['accept']:g}",
+                        ["at", "batch", "plain TPOT", "draft steps", "verify pass", "tokens/step", "spec TPOT",
+                         "speedup", "pays"], rows)
+
+
+def serve_output(r: ServeResult) -> render.Output:
+    tables = [_latency_table(r), _rates_table(r)]
+    if "speculative" in r.metrics:
+        tables.append(_spec_table(r))
+    return render.Output(result_data(r), tuple(tables), NOTES)
+
+
+def sweep_output(results: tuple[ServeResult, ...], rates: tuple[float, ...]) -> render.Output:
+    keys = ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p99_s", "throughput_requests_per_s",
+            "throughput_tokens_per_s", "goodput_requests_per_s", "preemptions")
+    rows = [[rate, *(r.metrics[k] for k in keys)] for rate, r in zip(rates, results)]
+    first = results[0]
+    title = f"{first.model} on {first.gpu} ({first.options.scheduler}): rate sweep"
+    data = {"model": first.model, "gpu": first.gpu, "scheduler": first.options.scheduler,
+            "sweep": [{"rate_per_s": rate, **result_data(r, with_series=False)} for rate, r in zip(rates, results)]}
+    return render.Output(data, (render.table(title, ["rate_per_s", *keys], rows),), NOTES)
+
+
+DISAGG_KEYS = ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "goodput_requests_per_s")
+
+
+def _disagg_data(r) -> dict:
+    return {**r.pools, **r.metrics}
+
+
+def disagg_output(r, model: str, gpu: str) -> render.Output:
+    m, p = r.metrics, r.pools
+    rows = [[label, *(fmt_seconds(m[f"{key}_p{q}_s"]) if m[f"{key}_p{q}_s"] is not None else "-" for q in (50, 90, 99))]
+            for key, label in LATENCIES]
+    pools = [["GPUs", p["gpus"]], ["prefill busy fraction", p["prefill_busy_fraction"]],
+             ["decode busy fraction", p["decode_busy_fraction"]], ["KV transfer mean", fmt_seconds(p["kv_transfer_mean_s"])],
+             ["throughput (requests/s)", m["throughput_requests_per_s"]],
+             ["goodput (requests/s within SLO)", m["goodput_requests_per_s"]],
+             ["goodput per GPU", p["goodput_per_gpu_requests_per_s"]]]
+    tables = (render.table(f"{model} on {gpu}, disaggregated {p['layout']}", ["latency", "p50", "p90", "p99"], rows),
+              render.table("pools", ["quantity", "value"], pools))
+    return render.Output({"model": model, "gpu": gpu, **_disagg_data(r)}, tables, NOTES)
+
+
+def search_output(s) -> render.Output:
+    base = s.colocated
+    rows = [[r.layout.name, r.layout.gpus, r.pools["goodput_per_gpu_requests_per_s"],
+             *(r.metrics[k] for k in DISAGG_KEYS)] for r in s.layouts]
+    rows.append([f"colocated (one engine, tp {base.options.tp})", base.options.tp,
+                 base.metrics["goodput_requests_per_s"] / base.options.tp, *(base.metrics[k] for k in DISAGG_KEYS)])
+    data = {"model": base.model, "gpu": base.gpu, "max_gpus": s.max_gpus, "best": _disagg_data(s.layouts[0]),
+            "layouts": [_disagg_data(r) for r in s.layouts], "colocated": result_data(base, with_series=False)}
+    title = f"{base.model} on {base.gpu}: disaggregated layouts within {s.max_gpus} GPUs, best goodput per GPU first"
+    return render.Output(data, (render.table(title, ["layout", "GPUs", "goodput_per_gpu", *DISAGG_KEYS], rows),), NOTES)

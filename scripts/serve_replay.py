@@ -1,0 +1,285 @@
+"""Replay a request trace through a small continuous-batching loop on a GPU and compare the measured
+TTFT/TPOT with `mlsys serve`'s simulation of the same trace.
+
+    python scripts/serve_replay.py --model llama3-8b --out OUT_DIR [--rate 4 --requests 200 ...]
+
+The loop exists to check the simulator, not to serve: a plain-torch decoder from
+`mlsyscalc.bench.torch_models.build_model` (random weights, greedy tokens, outputs run to their
+trace length), a paged KV cache (one fixed run of blocks per slot) read by our Triton decode kernel
+(`kernels.attention_decode.decode_attention`), and the simulator's `vllm` policy: when a waiting
+request has arrived and a slot is free, one iteration prefills it (prompts are drawn so that two
+never fit the token budget); otherwise one decode step of every running sequence. Every iteration
+ends with a device synchronise, so times are what a client would see.
+
+Writes OUT_DIR/replay.json (per request: arrival, first token, finish; per run: the simulator's
+numbers beside the measured ones; isolated step times against the fast roofline path) and
+OUT_DIR/replay.md. Without a GPU it runs on the CPU in fp32 (the test does this on a tiny model).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections import deque
+
+import torch
+
+from mlsyscalc.bench.torch_models import build_model, rope_tables
+from mlsyscalc.calc.serve_workload import from_trace, parse_length, synthetic
+
+PAGE = 16
+
+
+class PagedRunner:
+    """A Decoder plus a paged KV cache of `slots` sequences of up to `max_len` tokens."""
+
+    def __init__(self, model, slots: int, max_len: int):
+        from mlsyscalc.kernels.attention_decode import decode_attention
+
+        spec = model.spec
+        self.model, self.spec, self.attend = model, spec, decode_attention
+        p = next(model.parameters())
+        self.blocks_per_slot = -(-max_len // PAGE)
+        shape = (slots * self.blocks_per_slot, PAGE, spec.num_kv_heads, spec.head_dim)
+        self.k = [torch.zeros(shape, dtype=p.dtype, device=p.device) for _ in spec_layers(spec)]
+        self.v = [torch.zeros(shape, dtype=p.dtype, device=p.device) for _ in spec_layers(spec)]
+        self.table = torch.arange(slots * self.blocks_per_slot, dtype=torch.int32, device=p.device).view(slots, -1)
+        self.cos, self.sin = rope_tables(self.blocks_per_slot * PAGE, spec.head_dim, device=p.device, dtype=p.dtype)
+        self.max_len = self.blocks_per_slot * PAGE
+
+    def _slot_view(self, cache, slot: int):
+        return cache.view(-1, self.max_len, *cache.shape[2:])[slot:slot + 1]  # (1, max_len, KV, D)
+
+    @torch.no_grad()
+    def prefill(self, slot: int, ids):
+        """ids (1, P): fill the slot's cache, return the next token (greedy)."""
+        caches = [(self._slot_view(k, slot), self._slot_view(v, slot)) for k, v in zip(self.k, self.v)]
+        return self.model.prefill(ids, caches).argmax(-1)
+
+    @torch.no_grad()
+    def decode(self, slots, tokens, positions):
+        """One token per sequence: tokens (B,), positions (B,) = tokens already cached. Returns logits (B, V)."""
+        m, spec = self.model, self.spec
+        b = tokens.shape[0]
+        x = m.embed(tokens[:, None])  # (B, 1, h)
+        cos, sin = self.cos[positions][:, None, None, :], self.sin[positions][:, None, None, :]  # (B, 1, 1, D)
+        flat = slots * self.max_len + positions  # row of each new token in the (blocks*PAGE, KV, D) view
+        lens = (positions + 1).to(torch.int32)
+        table = self.table[slots]
+        for i, layer in enumerate(m.layers):
+            a = layer.attn
+            h = layer.input_norm(x)
+            q = a.q_proj(h).view(b, 1, spec.num_heads, spec.head_dim)
+            k = a.k_proj(h).view(b, 1, spec.num_kv_heads, spec.head_dim)
+            v = a.v_proj(h).view(b, 1, spec.num_kv_heads, spec.head_dim)
+            q, k = q * cos + _rotate(q) * sin, k * cos + _rotate(k) * sin
+            self.k[i].view(-1, *k.shape[2:])[flat] = k[:, 0]
+            self.v[i].view(-1, *v.shape[2:])[flat] = v[:, 0]
+            o = self.attend(q.transpose(1, 2).contiguous(), self.k[i], self.v[i], cache_seqlens=lens, block_table=table)
+            x = x + a.o_proj(o.transpose(1, 2).reshape(b, 1, spec.num_heads * spec.head_dim))
+            x = x + layer.mlp(layer.post_norm(x))
+        return m.lm_head(m.norm(x)[:, -1]).float()
+
+
+def spec_layers(spec):
+    return range(spec.num_layers)
+
+
+def _rotate(x):
+    half = x.shape[-1] // 2
+    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+
+
+def _sync(device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def replay(runner: PagedRunner, requests, max_seqs: int, max_batch_tokens: int) -> dict:
+    """The simulator's vllm policy on the device; returns per-request times (s from the start)."""
+    dev = runner.table.device
+    n = len(requests)
+    first, finish, sched = [0.0] * n, [0.0] * n, [0.0] * n
+    waiting, free = deque(), list(range(max_seqs))[::-1]
+    running: dict[int, list] = {}  # request -> [slot, next token, position, generated]
+    nxt, done, iters = 0, 0, 0
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    start = time.perf_counter()
+    while done < n:
+        now = time.perf_counter() - start
+        while nxt < n and requests[nxt][0] <= now:
+            waiting.append(nxt)
+            nxt += 1
+        if waiting and free and requests[waiting[0]][1] <= max_batch_tokens:
+            i = waiting.popleft()
+            slot = free.pop()
+            sched[i] = now
+            ids = torch.randint(0, runner.spec.vocab_size, (1, requests[i][1]), generator=gen).to(dev)
+            token = runner.prefill(slot, ids)
+            _sync(dev)
+            first[i] = time.perf_counter() - start
+            running[i] = [slot, token, requests[i][1], 1]
+        elif running:
+            order = list(running)
+            slots = torch.tensor([running[i][0] for i in order], device=dev)
+            tokens = torch.cat([running[i][1].view(1) for i in order])
+            pos = torch.tensor([running[i][2] for i in order], device=dev)
+            out = runner.decode(slots, tokens, pos).argmax(-1)
+            _sync(dev)
+            t = time.perf_counter() - start
+            for k, i in enumerate(order):
+                state = running[i]
+                state[1], state[2], state[3] = out[k], state[2] + 1, state[3] + 1
+        else:
+            time.sleep(max(0.0, min(0.01, requests[nxt][0] - now)))
+            continue
+        iters += 1
+        for i in [i for i, s in running.items() if s[3] >= requests[i][2]]:
+            finish[i] = first[i] if requests[i][2] == 1 else t
+            free.append(running.pop(i)[0])
+            done += 1
+    return {"sched_s": sched, "first_s": first, "finish_s": finish, "iterations": iters}
+
+
+def measured_summary(requests, times) -> dict:
+    from mlsyscalc.calc.serve_engine import Trace
+    from mlsyscalc.calc.serve_metrics import Slo, summary
+
+    trace = Trace(times["sched_s"], times["first_s"], times["finish_s"], [], [], [], [], [], 0.0)
+    return summary(requests, trace, 1, Slo())
+
+
+def step_times(runner: PagedRunner, cost, shapes, repeats: int = 5) -> list[dict]:
+    """Isolated iterations against calc.serve_cost: decode (batch, context) and prefill (tokens)."""
+    from mlsyscalc.calc.serve_cost import Batch
+
+    dev, rows = runner.table.device, []
+    for kind, size, ctx in shapes:
+        ts = []
+        for _ in range(repeats + 1):
+            _sync(dev)
+            t0 = time.perf_counter()
+            if kind == "prefill":
+                runner.prefill(0, torch.zeros((1, size), dtype=torch.long, device=dev))
+            else:
+                runner.decode(torch.arange(size, device=dev), torch.zeros(size, dtype=torch.long, device=dev),
+                              torch.full((size,), ctx, device=dev))
+            _sync(dev)
+            ts.append(time.perf_counter() - t0)
+        measured = sorted(ts[1:])[len(ts[1:]) // 2]
+        batch = Batch.of(chunks=((size, 0),), samples=1) if kind == "prefill" else Batch.of(contexts=(ctx,) * size)
+        rows.append({"kind": kind, "size": size, "context": ctx, "measured_s": measured,
+                     "predicted_s": cost.time_s(batch)})
+    return rows
+
+
+def simulated(spec, gpu_name, requests, max_seqs, max_batch_tokens, dtype) -> tuple[dict, object]:
+    from mlsyscalc.calc.roofline_ops import resolve_ceilings
+    from mlsyscalc.calc.serve import ServeOptions, simulate
+    from mlsyscalc.calc.serve_cost import IterationCost
+
+    ceil = resolve_ceilings(gpu_name)
+    opts = ServeOptions(scheduler="vllm", max_seqs=max_seqs, max_batch_tokens=max_batch_tokens,
+                        kv_blocks=10**7, dtype=dtype)
+    cost = IterationCost(spec, ceil, opts.roofline)
+    return simulate(spec, ceil, from_trace(list(requests), "replay"), opts, cost).metrics, cost
+
+
+KEYS = ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s", "e2e_p50_s",
+        "e2e_p99_s", "throughput_requests_per_s", "throughput_tokens_per_s")
+
+
+def run(args) -> dict:
+    from mlsyscalc.specs.lookup import load_model, parse_overrides
+
+    spec = load_model(args.model, parse_overrides(tuple(args.set)) or None)
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    dtype = "bfloat16" if cuda else "float32"
+    torch.manual_seed(0)
+    model = build_model(spec, dtype, device).eval()
+    prompt, output = parse_length(args.prompt_len, "--prompt-len"), parse_length(args.output_len, "--output-len")
+    max_prompt = int(prompt.params[-1]) if prompt.kind != "fixed" else int(prompt.params[0])
+    runner = PagedRunner(model, args.max_seqs, max_prompt + int(output.params[-1]) + 1)
+    gpu = args.gpu or (_gpu_name(device) if cuda else "H100-SXM")
+    out = {"model": spec.name, "device": torch.cuda.get_device_name(device) if cuda else "cpu", "gpu_spec": gpu,
+           "torch": torch.__version__, "dtype": dtype, "commit": os.environ.get("MLSYS_GIT_COMMIT", "unknown"),
+           "runs": []}
+    cost = None
+    for b in range(1, args.max_seqs + 1):  # compile and autotune the decode kernel for every batch first
+        runner.decode(torch.arange(b, device=device), torch.zeros(b, dtype=torch.long, device=device),
+                      torch.full((b,), 16, device=device))
+    for rate in args.rate:
+        work = synthetic(prompt, output, rate, args.requests, args.seed)
+        reqs = [(a, p, o) for a, p, o in work.requests]
+        runner.prefill(0, torch.zeros((1, 8), dtype=torch.long, device=device))  # warm-up (kernel compiles)
+        times = replay(runner, reqs, args.max_seqs, max_prompt)
+        sim, cost = simulated(spec, gpu, reqs, args.max_seqs, max_prompt, "bf16" if cuda else "fp32")
+        meas = measured_summary(reqs, times)
+        out["runs"].append({"rate": rate, "requests": reqs, "times": times,
+                            "measured": {k: meas[k] for k in KEYS}, "simulated": {k: sim[k] for k in KEYS}})
+    shapes = [("prefill", n, 0) for n in args.prefill_sizes] + [("decode", b, c) for b, c in args.decode_sizes]
+    out["steps"] = step_times(runner, cost, shapes)
+    return out
+
+
+def _gpu_name(device) -> str:
+    from mlsyscalc.calc.calibration import match_gpu
+
+    return match_gpu(torch.cuda.get_device_name(device)).name
+
+
+def markdown(out: dict) -> str:
+    from mlsyscalc.report.markdown import markdown_table
+
+    lines = [f"Model {out['model']} ({out['dtype']}, random weights) on {out['device']} (simulated as "
+             f"{out['gpu_spec']}, datasheet ceilings), torch {out['torch']}, commit {out['commit']}.", ""]
+    for r in out["runs"]:
+        rows = [[k, f"{r['measured'][k]:.4g}", f"{r['simulated'][k]:.4g}", f"{100 * (r['simulated'][k] / r['measured'][k] - 1):+.1f}%"]
+                for k in KEYS if r["measured"][k]]
+        lines += [f"### rate {r['rate']:g} requests/s, {len(r['requests'])} requests", ""]
+        lines += markdown_table(["metric", "measured", "simulated", "sim / meas - 1"], rows) + [""]
+    rows = [[s["kind"], s["size"], s["context"], f"{s['measured_s'] * 1e3:.3f}", f"{s['predicted_s'] * 1e3:.3f}",
+             f"{100 * (s['predicted_s'] / s['measured_s'] - 1):+.1f}%"] for s in out["steps"]]
+    lines += ["### isolated iterations (median of 5)", ""]
+    lines += markdown_table(["kind", "batch or tokens", "context", "measured ms", "predicted ms", "pred / meas - 1"], rows)
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="llama3-8b")
+    p.add_argument("--set", action="append", default=[], help="config override KEY=VALUE (tiny test models)")
+    p.add_argument("--gpu", default=None, help="GPU spec for the simulator (default: matched from the device)")
+    p.add_argument("--rate", type=float, action="append", default=None)
+    p.add_argument("--requests", type=int, default=200)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--prompt-len", default="uniform:512,1000")
+    p.add_argument("--output-len", default="uniform:64,256")
+    p.add_argument("--max-seqs", type=int, default=64)
+    p.add_argument("--prefill-sizes", type=int, nargs="*", default=[128, 512, 1000])
+    p.add_argument("--decode-sizes", type=lambda s: tuple(int(x) for x in s.split("x")), nargs="*",
+                   default=[(1, 512), (16, 700), (64, 700)], help="BATCHxCONTEXT")
+    p.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+    args.rate = args.rate or [2.0, 20.0]
+    return args
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    out = run(args)
+    text = markdown(out)
+    print(text)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "replay.json"), "w") as fh:
+            json.dump(out, fh)
+        with open(os.path.join(args.out, "replay.md"), "w") as fh:
+            fh.write(text)
+
+
+if __name__ == "__main__":
+    main()

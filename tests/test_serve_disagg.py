@@ -1,0 +1,62 @@
+"""Prefill/decode disaggregation in `mlsys serve` (DistServe, Zhong et al. 2024)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlsyscalc.calc.roofline_model import predict_model
+from mlsyscalc.calc.roofline_ops import resolve_ceilings
+from mlsyscalc.calc.roofline_options import RooflineOptions
+from mlsyscalc.calc.serve import ServeOptions, WorkloadSpec, simulate
+from mlsyscalc.calc.serve_disagg import Layout, search_layouts, simulate_disagg
+from mlsyscalc.calc.serve_metrics import Slo
+from mlsyscalc.calc.serve_workload import parse_length
+from mlsyscalc.specs.cluster import load_cluster
+from mlsyscalc.specs.lookup import load_model
+
+SPEC, CEIL, CLUSTER = load_model("llama3-8b"), resolve_ceilings("H100-SXM"), load_cluster("hgx-h100")
+
+
+def _work(rate, requests, prompt, output):
+    return WorkloadSpec(parse_length(prompt, "p"), parse_length(output, "o"), rate, requests, 5).build()
+
+
+def test_vanishing_rate_ttft_and_tpot_with_transfer():
+    """One request at a time: TTFT = one prefill; TPOT (2 tokens) = KV transfer + one decode step.
+    Transfer by hand: 1000 tokens x 131072 B (32 layers x 8 KV heads x 128 x 2 x bf16) over NVLink
+    450 GB/s per direction + 3.4 us (hgx-h100.json)."""
+    work = _work(0.001, 3, "1000", "2")
+    r = simulate_disagg(SPEC, CEIL, work, ServeOptions(), Layout(1, 1), CLUSTER)
+    colocated = simulate(SPEC, CEIL, work, ServeOptions())
+    assert r.metrics["ttft_p50_s"] == pytest.approx(colocated.metrics["ttft_p50_s"], rel=1e-12)
+    transfer = 1000 * 131072 / 450e9 + 3.4e-6
+    assert r.pools["kv_transfer_mean_s"] == pytest.approx(transfer, rel=0.02)
+    decode = predict_model(SPEC, CEIL, RooflineOptions(phase="decode", context=1000)).time_s
+    assert r.metrics["tpot_p50_s"] == pytest.approx(transfer + decode, rel=2e-3)
+
+
+def test_disaggregation_removes_prefill_interference_from_tpot():
+    work = _work(8.0, 300, "uniform:1024,4096", "uniform:32,128")
+    colocated = simulate(SPEC, CEIL, work, ServeOptions(scheduler="vllm"))
+    split = simulate_disagg(SPEC, CEIL, work, ServeOptions(scheduler="vllm"), Layout(1, 1), CLUSTER)
+    assert split.metrics["tpot_p99_s"] < colocated.metrics["tpot_p99_s"]
+    assert split.metrics["requests"] == 300
+
+
+def test_search_ranks_by_goodput_per_gpu_within_budget():
+    work = _work(6.0, 120, "uniform:256,1024", "uniform:32,128")
+    s = search_layouts(SPEC, CEIL, work, ServeOptions(slo=Slo(ttft_s=0.2, tpot_s=0.02)), CLUSTER, 4)
+    per_gpu = [r.pools["goodput_per_gpu_requests_per_s"] for r in s.layouts]
+    assert per_gpu == sorted(per_gpu, reverse=True)
+    assert all(r.layout.gpus <= 4 for r in s.layouts) and len(s.layouts) >= 5
+    best = s.layouts[0]
+    assert best.pools["goodput_per_gpu_requests_per_s"] == pytest.approx(best.metrics["goodput_requests_per_s"] / best.layout.gpus)
+
+
+def test_cli_disagg(run_cli):
+    data = run_cli.json("serve", "llama3-8b", "--rate", "4", "--requests", "60", "--disagg", "1:2")
+    assert data["gpus"] == 3 and data["layout"] == "1P(tp1):2D(tp1)"
+    for key in ("ttft_p99_s", "tpot_p99_s", "goodput_per_gpu_requests_per_s", "kv_transfer_mean_s"):
+        assert key in data
+    code, _, err = run_cli("serve", "llama3-8b", "--rate", "4", "--disagg", "two:1")
+    assert code == 2 and "--disagg" in err
