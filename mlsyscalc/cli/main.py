@@ -24,6 +24,7 @@ COMMANDS = {
     "roofline": "roofline:roofline",
     "comm": "comm:comm",
     "memory": "memory:memory",
+    "report": "report:report",
 }
 
 
