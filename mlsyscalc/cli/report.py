@@ -86,10 +86,11 @@ def report(model, overrides, out_dir, name, gpu, cluster, gpus, seq, context, dt
 
     from ..bench.harness import git_commit, now
     from ..report.model_report import build_report
-    from ..report.model_report_write import write_report
+    from ..report.model_report_write import check_output, write_report
     from .main import COMMANDS
 
     started = time.perf_counter()
+    check_output(out_dir, name)
     options = ReportOptions(model=model, overrides=overrides, gpu=gpu, cluster=cluster, gpus=gpus, seq=seq,
                             context=context, dtype=dtype, micro_batch=micro_batch, global_batch=global_batch, tp=tp,
                             pp=pp, top=top, measured=measured, figures=not no_figures)

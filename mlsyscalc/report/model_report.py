@@ -168,6 +168,7 @@ def build_report(options: ReportOptions, runner: Runner, available: Sequence[str
     """Run every section builder; a missing command or a failing one turns its section into one line."""
     from .model_report_sections import SECTIONS
 
+    _validate(options)
     gpu, per_node = _resolve_hardware(options)
     ctx = Context(options, gpu, per_node, frozenset(available), _cached(runner))
     sections = []
@@ -179,6 +180,16 @@ def build_report(options: ReportOptions, runner: Runner, available: Sequence[str
             section.unavailable = str(exc)
         sections.append(section)
     return Report(options, {**header, "gpu": gpu, **_hardware_source(options, gpu)}, tuple(sections))
+
+
+def _validate(options: ReportOptions) -> None:
+    """Bad input stops the report (exit 2) instead of turning every section into an error line."""
+    from ..errors import require
+    from ..specs.lookup import load_model, parse_overrides
+
+    load_model(options.model, parse_overrides(options.overrides) or None)
+    split = (options.tp or 1) * (options.pp or 1)
+    require(options.gpus % split == 0, f"--gpus {options.gpus} is not a multiple of tp x pp = {split}")
 
 
 def _cached(runner: Runner) -> Runner:

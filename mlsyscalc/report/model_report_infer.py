@@ -13,6 +13,7 @@ CONTEXTS = (1024, 4096, 16384, 65536, 131072)
 PREFILL_BATCHES = (1, 2, 4, 8, 16, 32)
 MAX_DECODE_BATCH = 1024
 TOP_OPS = 8
+UNFIT_DECODE_BATCH = 64  # the decode sweep's end when nothing fits (a what-if under --no-fit-check)
 MIN_SERVING_BATCH = 16  # the tensor-parallel size chosen is the smallest that fits this many sequences
 
 
@@ -57,8 +58,11 @@ def inference_section(ctx: Context, sect: Section) -> None:
                                {"dtypes": {d: c.data["weights_bytes"] for d, c in by_dtype.items()},
                                 "usable_bytes": by_dtype[o.dtype if o.dtype in by_dtype else "bf16"].data["usable_bytes"],
                                 "contexts": {n: c.data["kv_cache_bytes"] for n, c in contexts.items()}}))
-    max_batch = next(c for t, c in tried if t == tp).data["max_batch"]
-    _roofline_curves(ctx, sect, tp, max(1, max_batch))
+    chosen = next(c for t, c in tried if t == tp).data
+    if not chosen["fits"]:
+        sect.add(f"**{o.model} does not fit {o.context:,} tokens of context on tp {tp} x {ctx.gpu} in {o.dtype}**; the "
+                 "roofline below is what it would take if it did (`--no-fit-check`).", "")
+    _roofline_curves(ctx, sect, tp, chosen["max_batch"] if chosen["fits"] else UNFIT_DECODE_BATCH, chosen["fits"])
     sect.add(*[f"- {n}" for n in longest.data.get("notes", [])], "")
     from .model_report_sections import commands_block
 
@@ -72,16 +76,17 @@ def _sweep_table(sect: Section, call, latency: str) -> list[str]:
     return markdown_table(["batch", f"{latency} (ms)", "tokens/s", "MFU", "MBU", "bound"], rows)
 
 
-def _roofline_curves(ctx: Context, sect: Section, tp: int, max_batch: int) -> None:
+def _roofline_curves(ctx: Context, sect: Section, tp: int, max_batch: int, fits: bool) -> None:
     o = ctx.options
-    common = [*ctx.model_args(), "--tp", str(tp), "--dtype", o.dtype, *roofline_hardware(ctx)]
+    common = [*ctx.model_args(), "--tp", str(tp), "--dtype", o.dtype, *roofline_hardware(ctx),
+              *([] if fits else ["--no-fit-check"])]
     decode_batches = [b for b in (2**i for i in range(11)) if b <= min(max_batch, MAX_DECODE_BATCH)]
     decode = sect.run("roofline", *common, "--phase", "decode", "--context", str(o.context),
                       "--sweep", "batch=" + ",".join(map(str, decode_batches)))
-    prefill = sect.run("roofline", *common, "--phase", "prefill", "--seq", str(o.seq), "--no-fit-check",
+    prefill = sect.run("roofline", *common, "--phase", "prefill", "--seq", str(o.seq), *(["--no-fit-check"] * fits),
                        "--sweep", "batch=" + ",".join(map(str, PREFILL_BATCHES)))
-    sect.add(f"Roofline prediction on tp {tp} x {ctx.gpu}, decode at {o.context:,} tokens of context (batches that "
-             f"fit), time per output token:", "", *_sweep_table(sect, decode, "time per output token"), "",
+    sect.add(f"Roofline prediction on tp {tp} x {ctx.gpu}, decode at {o.context:,} tokens of context "
+             f"({'batches that fit' if fits else 'fit not checked'}), time per output token:", "", *_sweep_table(sect, decode, "time per output token"), "",
              f"Prefill of {o.seq:,}-token prompts, time to first token:", "",
              *_sweep_table(sect, prefill, "time to first token"), "")
     sect.figures.append(Figure("roofline_curves", "roofline_curves",
@@ -91,7 +96,7 @@ def _roofline_curves(ctx: Context, sect: Section, tp: int, max_batch: int) -> No
     point = decode_batches[-1]
     decode_at = sect.run("roofline", *common, "--phase", "decode", "--context", str(o.context), "--batch", str(point))
     prefill_at = sect.run("roofline", *common, "--phase", "prefill", "--seq", str(o.seq), "--batch", "1",
-                          "--no-fit-check")
+                          *(["--no-fit-check"] * fits))
     shares = {}
     for label, call in ((f"decode, batch {point}", decode_at), ("prefill, batch 1", prefill_at)):
         shares[label] = _op_shares(sect, call)

@@ -103,14 +103,20 @@ def _draw_all(report: Report, root: Path) -> tuple[dict[str, tuple[Path, Path]],
     return out, None
 
 
-def write_report(report: Report, out_dir: str | Path, name: str, command_line: str) -> Written:
-    from .model_report_html import markdown_to_html
-
+def check_output(out_dir: str | Path, name: str) -> Path:
+    """The folder to write into and the page's file name, checked before any work is done."""
     root = Path(out_dir)
     if root.exists() and not root.is_dir():
         raise MlsysError(f"-o {out_dir}: exists and is not a folder")
-    if not name.endswith(".md") or "/" in name:
-        raise MlsysError(f"--name {name}: a file name ending in .md")
+    if not name.endswith(".md") or "/" in name or name == ".md":
+        raise MlsysError(f"--name {name}: give a file name ending in .md")
+    return root
+
+
+def write_report(report: Report, out_dir: str | Path, name: str, command_line: str) -> Written:
+    from .model_report_html import markdown_to_html
+
+    root = check_output(out_dir, name)
     root.mkdir(parents=True, exist_ok=True)
     figures, note = _draw_all(report, root)
     text = render_markdown(report, command_line, figures, root, note)
