@@ -50,7 +50,7 @@ def _rows_in(folder: Path) -> list:
     rows = []
     for path in files:
         try:
-            rows.extend((path, row) for row in ResultStore(path).rows())
+            rows.extend((path, row.finish()) for row in ResultStore(path).rows())
         except (ValueError, KeyError, TypeError):
             continue  # not a file of bench rows
     return rows
