@@ -6,21 +6,10 @@ file's suffix (.png or .svg).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..calc.scaling_laws import CHINCHILLA_TABLE3, FLOPS_PER_PARAM_TOKEN, LAW_NAMES, get_law, loss_model
 from ..errors import MlsysError
-from .plotting import SUFFIXES, plain_ticks, pyplot, save
+from .plotting import check_path, plain_ticks, pyplot, save
 
-
-
-def _check_path(path: str) -> Path:
-    out = Path(path)
-    if out.suffix.lower() not in SUFFIXES:
-        raise MlsysError(f"plot file must end in .png or .svg, got {path!r}")
-    if not out.parent.exists():
-        raise MlsysError(f"plot folder {str(out.parent)!r} does not exist")
-    return out
 
 
 def _log_log(ax) -> None:
@@ -107,7 +96,7 @@ def draw_frontier(fig, law_names, loss_name: str, point=None, paper: bool = Fals
 
 def plot_frontier(path: str, law_names, loss_name: str, point=None, paper: bool = False) -> None:
     """IsoFLOP curves (left) and the efficient frontier N_opt(C), D_opt(C) (right), written to `path`."""
-    out = _check_path(path)
+    out = check_path(path)
     fig = pyplot().figure(figsize=(13, 5.2))
     draw_frontier(fig, law_names, loss_name, point, paper)
     fig.tight_layout()
@@ -136,7 +125,7 @@ def plot_fit(path: str, result) -> None:
     """Runs (coloured by compute) with the fitted IsoFLOP curves (left); observed vs fitted loss (right)."""
     import numpy as np
 
-    out = _check_path(path)
+    out = check_path(path)
     plt = pyplot()
     law, runs = result.fit, result.runs
     n, d, loss = (np.asarray(v, dtype=float) for v in (runs.params, runs.tokens, runs.loss))
