@@ -99,8 +99,9 @@ def test_plot_sweep_skips_values_the_options_forbid(run_cli, tmp_path):
     assert path.stat().st_size > 1000
 
 
-@pytest.mark.parametrize("name", ["missing-dir/x.png", "x.nosuchformat"])
+@pytest.mark.parametrize("name", ["a-file/x.png", "x.nosuchformat"])
 def test_unwritable_plot_exits_2(run_cli, tmp_path, name):
     pytest.importorskip("matplotlib")
+    (tmp_path / "a-file").write_text("a file, not a folder")
     code, _, err = run_cli("memory", "infer", "gpt2", "--plot", str(tmp_path / name))
     assert code == 2 and "--plot" in err

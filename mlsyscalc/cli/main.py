@@ -27,6 +27,7 @@ COMMANDS = {
     "calibrate": "calibrate:calibrate",
     "train": "train:train",
     "serve": "serve:serve",
+    "report": "report:report",
 }
 
 

@@ -13,6 +13,7 @@ from ..errors import MlsysError, require
 from ..units import fmt_bytes
 from . import render
 from .options import model_argument, positive_int, resolve_model
+from .plots import plot_note
 
 TRAIN_SWEEPS = {"zero": (0, 1, 2, 3), "recompute": mt.RECOMPUTE, "optimizer": mt.OPTIMIZERS}
 INFER_SWEEPS = {"dtype": mi.WEIGHT_DTYPES, "kv_dtype": ("fp32", "bf16", "fp8", "int8", "int4")}
@@ -165,7 +166,9 @@ def train(model, overrides, batch, seq, grad_accum, dtype, master_weights, optim
                      "optimizer states per rank live in CPU memory; the optimizer step runs on the CPU.")
     if plot_path:
         pairs = _sweep(mt.train_memory, spec, opts, sweep, TRAIN_SWEEPS[sweep])
-        _plot(plot_path, f"{spec.name}: training memory per GPU", sweep, pairs, v, notes)
+        title = (f"{spec.name}: training memory per GPU{' on ' + v.gpu if v else ''}, dp {dp} x tp {tp} x pp {pp}, "
+                 f"micro-batch {batch} x {seq}, {dtype}, across {sweep}")
+        _plot(plot_path, title, sweep, pairs, v, notes, data)
     render.emit(render.Output(data, tuple(tables), tuple(notes)), fmt, as_json)
 
 
@@ -180,15 +183,13 @@ def _sweep(calc, spec, opts, option, values):
     return pairs
 
 
-def _plot(path, title, option, pairs, v, notes):
+def _plot(path, title, option, pairs, v, notes, data):
     from ..report.memory_plot import plot_breakdowns
 
-    try:
-        plot_breakdowns(path, title, option, [str(x) for x, _ in pairs], [dict(r.breakdown) for _, r in pairs],
-                        v.usable_bytes if v else None)
-    except (OSError, ValueError) as exc:
-        raise MlsysError(f"--plot {path}: {exc}") from None
-    notes.append(f"Plot written to {path}.")
+    plot_breakdowns(path, title, option, [str(x) for x, _ in pairs], [dict(r.breakdown) for _, r in pairs],
+                    v.usable_bytes if v else None)
+    notes.append(plot_note(path))
+    data["plot"] = str(path)
 
 
 @memory.command()
@@ -258,5 +259,7 @@ def infer(model, overrides, batch, context, dtype, base_dtype, kv_dtype, group_s
             notes.append(f"(beyond the model's max_position_embeddings {spec.max_position_embeddings:,})")
     if plot_path:
         pairs = _sweep(mi.infer_memory, spec, opts, sweep, INFER_SWEEPS[sweep])
-        _plot(plot_path, f"{spec.name}: inference memory per GPU", sweep, pairs, v, notes)
+        title = (f"{spec.name}: inference memory per GPU{' on ' + v.gpu if v else ''}, tp {tp}, batch {opts.batch} x "
+                 f"{opts.context} tokens, across {sweep}")
+        _plot(plot_path, title, sweep, pairs, v, notes, data)
     render.emit(render.Output(data, tuple(tables), tuple(notes)), fmt, as_json)

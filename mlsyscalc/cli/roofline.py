@@ -20,6 +20,7 @@ from ..errors import MlsysError
 from ..units import parse_count
 from . import render
 from .options import model_argument, positive_int, resolve_model
+from .plots import with_plot
 from .roofline_views import model_output, op_output, sweep_output
 
 DTYPES = ("bf16", "fp16", "fp8", "int8", "tf32", "fp32")
@@ -70,6 +71,7 @@ def _emit_op(pred, ceilings, plot, fmt, as_json) -> None:
         from ..report.roofline_plots import plot_roofline
 
         plot_roofline(ceilings, [pred], plot, dtype=pred.dtype if pred.kind != "memory" else "bf16")
+        output = with_plot(output, plot)
     render.emit(output, fmt, as_json)
 
 
@@ -223,6 +225,7 @@ def model(model, overrides, phase, batch, seq, context, tp, dtype, kv_dtype, clu
             from ..report.roofline_plots import plot_model
 
             plot_model(result.points[0], plot, sweep=result)
+            output = with_plot(output, plot)
     else:
         result = predict_model(spec, ceilings, opts)
         output = model_output(result)
@@ -230,5 +233,6 @@ def model(model, overrides, phase, batch, seq, context, tp, dtype, kv_dtype, clu
             from ..report.roofline_plots import plot_model
 
             plot_model(result, plot)
+            output = with_plot(output, plot)
     render.emit(output, fmt, as_json)
 

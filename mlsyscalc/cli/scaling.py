@@ -10,6 +10,7 @@ from ..calc.scaling_laws import LAW_NAMES, PARAMETRIC_LAW_NAMES
 from ..errors import MlsysError
 from ..units import fmt_count, fmt_seconds, parse_count
 from . import render
+from .plots import plot_note
 
 LAWS_HELP = """Laws (--law):
 
@@ -81,7 +82,7 @@ def _plotted(data: dict, notes: list, plot_path: str | None, draw) -> None:
     if plot_path:
         draw()
         data["plot"] = plot_path
-        notes.append(f"figure written to {plot_path}")
+        notes.append(plot_note(plot_path))
 
 
 @scaling.command(help=f"Compute-optimal N, D and C from one of --compute, --params, --tokens.\n\n{LAWS_HELP}")

@@ -6,37 +6,23 @@ The format follows the file extension (.png or .svg).
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Any, Sequence
 
 from ..calc.calibration import Ceilings
 from ..calc.roofline_ops import OpPrediction
-from ..errors import MlsysError
+from .plotting import check_path, plain_ticks, pyplot, save
 
 ROOF_DTYPES = ("fp32", "tf32", "bf16", "fp8", "int8")
 MAX_LABELS = 30
-DIRECT_LABELS = 6  # more label groups than this are numbered, with a key beside the axes
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _check_path(path: str | Path) -> Path:
-    out = Path(path)
-    if out.suffix.lower() not in (".png", ".svg"):
-        raise MlsysError(f"--plot {path}: use a .png or .svg file name")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    return out
+DIRECT_LABELS = 3  # more label groups than this are numbered, with a key in its own panel
+KEY_WIDTH = 44  # characters per line of that key
 
 
 def _draw_roofs(ax: Any, ceil: Ceilings, dtype: str, x_range: tuple[float, float]) -> None:
-    """Datasheet roofs per dtype (dashed), the achievable roof of `dtype` (solid) and the bandwidth slopes."""
+    """Datasheet roofs per dtype (dashed, one legend entry), the achievable roof of `dtype` (solid) and its
+    ridge. Roof values go in the legend, not on the lines, so no kernel label can land on them."""
     import numpy as np
 
     xs = np.logspace(np.log10(x_range[0]), np.log10(x_range[1]), 400)
@@ -46,19 +32,17 @@ def _draw_roofs(ax: Any, ceil: Ceilings, dtype: str, x_range: tuple[float, float
         peak = ceil.gpu.peak_flops_by_dtype.get(name)
         if peak:
             peaks.setdefault(peak, []).append(name)
-    for peak, names in peaks.items():
-        ax.plot(xs, np.minimum(peak, bw * xs), "--", lw=0.9, color="0.6")
+    text = ", ".join(f"{'/'.join(names)} {peak / 1e12:.0f}" for peak, names in sorted(peaks.items(), reverse=True))
+    for i, peak in enumerate(peaks):
+        ax.plot(xs, np.minimum(peak, bw * xs), "--", lw=0.9, color="0.6",
+                label=f"datasheet roofs, TFLOP/s: {text}" if i == 0 else None)
         ax.plot([peak / bw], [peak], "o", ms=3, color="0.5")
-        ax.annotate(f"{'/'.join(names)} datasheet {peak / 1e12:.0f} TFLOP/s (ridge {peak / bw:.0f})",
-                    (x_range[1], peak), xytext=(0, 2), textcoords="offset points", ha="right", va="bottom",
-                    fontsize=7, color="0.35")
     achievable, abw = ceil.flops_per_s(dtype), ceil.bandwidth_Bps
     ridge = achievable / abw
     ax.plot(xs, np.minimum(achievable, abw * xs), "-", lw=2, color="tab:blue",
-            label=f"achievable {dtype} matmul: {achievable / 1e12:.0f} TFLOP/s; {abw / 1e12:.2f} TB/s")
+            label=f"achievable {dtype} matmul: {achievable / 1e12:.0f} TFLOP/s, {abw / 1e12:.2f} TB/s, "
+                  f"ridge {ridge:.0f} FLOP/B (dotted)")
     ax.axvline(ridge, color="tab:blue", lw=0.8, ls=":")
-    ax.annotate(f"ridge {ridge:.0f} FLOP/B", (ridge, achievable / 20), xytext=(4, 0), textcoords="offset points",
-                fontsize=8, color="tab:blue")
 
 
 def _clusters(preds: Sequence[OpPrediction], labels: Sequence[str]) -> list[tuple[float, float, str, str]]:
@@ -78,9 +62,9 @@ def _clusters(preds: Sequence[OpPrediction], labels: Sequence[str]) -> list[tupl
     return [(x, y, ", ".join(names), bound) for x, y, names, bound in out]
 
 
-def _draw_points(ax: Any, preds: Sequence[OpPrediction], labels: Sequence[str]) -> None:
-    """Each kernel as a point coloured by its bound; few groups get direct labels, many get numbers
-    with a key beside the axes (so labels of close points never overlap)."""
+def _draw_points(ax: Any, preds: Sequence[OpPrediction], labels: Sequence[str], key_ax: Any = None) -> None:
+    """Each kernel as a point coloured by its bound; up to DIRECT_LABELS groups get direct labels, more get
+    numbers (alternating above/below along x) with a key in `key_ax` (beside the axes if None)."""
     colors = {"compute": "tab:red", "memory": "tab:green", "overhead": "tab:orange"}
     seen = set()
     for pred in preds:
@@ -98,37 +82,46 @@ def _draw_points(ax: Any, preds: Sequence[OpPrediction], labels: Sequence[str]) 
     for i, (x, y, label, _) in enumerate(sorted(groups, key=lambda g: g[0]), start=1):
         ax.annotate(str(i), (x, y), xytext=(4, 4 if i % 2 else -10), textcoords="offset points", fontsize=7,
                     fontweight="bold", bbox=box)
-        key.append(f"{i}: {label}")
-    ax.text(1.02, 1.0, "\n".join(key), transform=ax.transAxes, va="top", ha="left", fontsize=7, wrap=True)
+        key.append(textwrap.fill(f"{i}: {label}", KEY_WIDTH, subsequent_indent="    "))
+    if key_ax is None:
+        ax.text(1.02, 1.0, "\n".join(key), transform=ax.transAxes, va="top", ha="left", fontsize=7)
+    else:
+        key_ax.axis("off")
+        key_ax.text(0.0, 1.0, "kernels\n" + "\n".join(key), transform=key_ax.transAxes, va="top", ha="left",
+                    fontsize=7)
 
 
 def _roofline_axes(ax: Any, ceil: Ceilings, preds: Sequence[OpPrediction], labels: Sequence[str], dtype: str,
-                   title: str) -> None:
+                   title: str, key_ax: Any = None) -> None:
     intensities = [p.intensity_flops_per_byte for p in preds if p.flops > 0]
     low = min([0.1, *[x / 3 for x in intensities]])
     high = max([1e4, *[x * 3 for x in intensities]])
     _draw_roofs(ax, ceil, dtype, (low, high))
-    _draw_points(ax, [p for p in preds if p.flops > 0], [lbl for p, lbl in zip(preds, labels) if p.flops > 0])
+    _draw_points(ax, [p for p in preds if p.flops > 0], [lbl for p, lbl in zip(preds, labels) if p.flops > 0],
+                 key_ax)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP / byte of HBM traffic)")
     ax.set_ylabel("attained FLOP/s (FLOPs / predicted time)")
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", lw=0.3, alpha=0.5)
-    ax.legend(fontsize=7, loc="upper left")
+    if key_ax is None:
+        ax.legend(fontsize=7, loc="upper left")
+    else:  # beside the axes, under the kernel key: over the roofs it would hide them
+        handles, names = ax.get_legend_handles_labels()
+        key_ax.legend(handles, [textwrap.fill(n, KEY_WIDTH) for n in names], fontsize=7, loc="lower left",
+                      frameon=False)
 
 
 def plot_roofline(ceil: Ceilings, preds: Sequence[OpPrediction], path: str | Path, dtype: str = "bf16",
                   labels: Sequence[str] | None = None, title: str | None = None) -> Path:
     """The roofline of `ceil`'s GPU with each prediction as a point at (intensity, FLOPs / time)."""
-    out = _check_path(path)
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(10, 6))
+    out = check_path(path)
+    fig, ax = pyplot().subplots(figsize=(10, 6))
+    what = ", ".join(f"{p.name} {p.shape} ({p.dtype})" for p in preds[:3]) + (", ..." if len(preds) > 3 else "")
     _roofline_axes(ax, ceil, preds, labels or [p.name for p in preds], dtype,
-                   title or f"Roofline: {ceil.gpu.name} ({ceil.source})")
-    fig.savefig(out, dpi=140, bbox_inches="tight")
-    plt.close(fig)
-    return out
+                   title or f"Roofline of {what} on {ceil.gpu.name} ({ceil.source})")
+    return save(fig, [out], dpi=140)[0]
 
 
 def _sweep_axes(ax: Any, sweep: Any) -> None:
@@ -138,6 +131,7 @@ def _sweep_axes(ax: Any, sweep: Any) -> None:
     ax.plot(batches, [p.tokens_per_s for p in points], "o-", color="tab:blue", label="tokens/s")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    plain_ticks(ax.xaxis)
     ax.set_xlabel("batch (sequences)")
     ax.set_ylabel("throughput (tokens/s)", color="tab:blue")
     right = ax.twinx()
@@ -149,28 +143,37 @@ def _sweep_axes(ax: Any, sweep: Any) -> None:
         ax.axvline(cross, color="k", ls=":", lw=1)
         ax.annotate(f"compute-bound from batch {cross}", (cross, ax.get_ylim()[0]), xytext=(4, 8),
                     textcoords="offset points", fontsize=8)
-    phase = points[0].options.phase
-    tp = points[0].options.tp
-    where = points[0].gpu + (f" x{tp} (TP)" if tp > 1 else "")
-    ax.set_title(f"{points[0].model} {phase} on {where}: throughput and latency vs batch", fontsize=10)
+    o = points[0].options
+    tokens = f"context {o.context}" if o.phase == "decode" else f"seq {o.seq}"
+    ax.set_title(f"{points[0].model} {o.phase} ({tokens}, {o.dtype}) on {where_text(points[0])}:\n"
+                 "throughput (solid) and latency (dashed) vs batch", fontsize=10)
     ax.grid(True, which="both", lw=0.3, alpha=0.5)
 
 
+def where_text(result: Any) -> str:
+    """'H100-SXM x8 (TP)': the GPU and the layout a model figure is for."""
+    tp = result.options.tp
+    return result.gpu + (f" x{tp} (TP)" if tp > 1 else "")
+
+
 def plot_model(result: Any, path: str | Path, sweep: Any = None) -> Path:
-    """A model step's kernels on the roofline; with a sweep, the throughput/latency curve beside it."""
-    out = _check_path(path)
-    plt = _pyplot()
-    fig, axes = plt.subplots(1, 2 if sweep else 1, figsize=(18 if sweep else 12, 6.5), squeeze=False,
-                             gridspec_kw={"wspace": 0.55} if sweep else None)
+    """A model step's kernels on the roofline with their key in a panel of its own; with a sweep, the
+    throughput/latency curve beside them."""
+    out = check_path(path)
+    plt = pyplot()
+    widths = [3, 1.2, 3] if sweep else [3, 1.2]
+    fig, axes = plt.subplots(1, len(widths), figsize=(20 if sweep else 13, 6.5),
+                             gridspec_kw={"width_ratios": widths, "wspace": 0.3})
     rows = [r for r in result.rows if r.pass_name == "forward"]
     preds = [r.pred for r in rows]
     labels = [f"{r.pred.name}" + (" (head)" if r.layers == "head" else "") for r in rows]
     o = result.options
     dtype = o.compute_dtype
-    title = f"{result.model} {o.phase} kernels (batch {o.batch}) on {result.gpu} ({result.ceilings.source})"
-    _roofline_axes(axes[0][0], result.ceilings, preds, labels, dtype, title)
+    tokens = f"context {o.context}" if o.phase == "decode" else f"seq {o.seq}"
+    title = (f"{result.model} {o.phase} kernels (batch {o.batch}, {tokens}, {o.dtype}) on {where_text(result)}"
+             f"\nceilings: {result.ceilings.source}")
+    _roofline_axes(axes[0], result.ceilings, preds, labels, dtype, title, key_ax=axes[1])
+    axes[1].axis("off")
     if sweep:
-        _sweep_axes(axes[0][1], sweep)
-    fig.savefig(out, dpi=130, bbox_inches="tight")
-    plt.close(fig)
-    return out
+        _sweep_axes(axes[2], sweep)
+    return save(fig, [out], dpi=130)[0]

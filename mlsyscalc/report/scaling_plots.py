@@ -6,33 +6,10 @@ file's suffix (.png or .svg).
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from ..errors import MlsysError
 from ..calc.scaling_laws import CHINCHILLA_TABLE3, FLOPS_PER_PARAM_TOKEN, LAW_NAMES, get_law, loss_model
+from ..errors import MlsysError
+from .plotting import check_path, plain_ticks, pyplot, save
 
-FORMATS = (".png", ".svg")
-
-
-def _pyplot():
-    try:
-        import matplotlib
-    except ImportError as exc:
-        raise MlsysError("plots need matplotlib: pip install 'mlsyscalc[science]'") from exc
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _check_path(path: str) -> Path:
-    out = Path(path)
-    if out.suffix.lower() not in FORMATS:
-        raise MlsysError(f"plot file must end in .png or .svg, got {path!r}")
-    if not out.parent.exists():
-        raise MlsysError(f"plot folder {str(out.parent)!r} does not exist")
-    return out
 
 
 def _log_log(ax) -> None:
@@ -42,6 +19,7 @@ def _log_log(ax) -> None:
     ax.set_xscale("log")
     ax.set_yscale("log")
     for axis, (low, high) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+        plain_ticks(axis)
         if high / low < 10:
             axis.set_major_locator(MaxNLocator(6))
             axis.set_major_formatter(ScalarFormatter())
@@ -99,21 +77,30 @@ def _frontier_panel(ax, law_names, point, paper: bool) -> None:
     ax.legend(fontsize=7, ncol=2)
 
 
-def plot_frontier(path: str, law_names, loss_name: str, point=None, paper: bool = False) -> None:
-    """IsoFLOP curves (left) and the efficient frontier N_opt(C), D_opt(C) (right)."""
-    out = _check_path(path)
+def frontier_panel(ax, law_name: str, point) -> None:
+    """The efficient frontier of every law (`law_name` first) with (C, N, D) marked, on one axes."""
+    _frontier_panel(ax, (law_name,) + tuple(n for n in LAW_NAMES if n != law_name), point, paper=False)
+
+
+def draw_frontier(fig, law_names, loss_name: str, point=None, paper: bool = False) -> None:
+    """IsoFLOP curves (left) and the efficient frontier N_opt(C), D_opt(C) (right), drawn on `fig`."""
     names = (law_names,) if isinstance(law_names, str) else tuple(law_names)
     unknown = [n for n in names if n not in LAW_NAMES]
     if unknown:
         raise MlsysError(f"unknown law(s) {unknown}")
-    plt = _pyplot()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5.2))
+    left, right = fig.subplots(1, 2)
     centre = point[0] if point is not None else CHINCHILLA_TABLE3[3][1]  # the Gopher budget, 5.76e23
     _isoflop_panel(left, names[0], loss_name, centre, point)
     _frontier_panel(right, names if paper else names + tuple(n for n in LAW_NAMES if n not in names), point, paper)
+
+
+def plot_frontier(path: str, law_names, loss_name: str, point=None, paper: bool = False) -> None:
+    """IsoFLOP curves (left) and the efficient frontier N_opt(C), D_opt(C) (right), written to `path`."""
+    out = check_path(path)
+    fig = pyplot().figure(figsize=(13, 5.2))
+    draw_frontier(fig, law_names, loss_name, point, paper)
     fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
+    save(fig, [out])
 
 
 def _compute_levels(n, compute, most: int = 8):
@@ -138,8 +125,8 @@ def plot_fit(path: str, result) -> None:
     """Runs (coloured by compute) with the fitted IsoFLOP curves (left); observed vs fitted loss (right)."""
     import numpy as np
 
-    out = _check_path(path)
-    plt = _pyplot()
+    out = check_path(path)
+    plt = pyplot()
     law, runs = result.fit, result.runs
     n, d, loss = (np.asarray(v, dtype=float) for v in (runs.params, runs.tokens, runs.loss))
     compute = FLOPS_PER_PARAM_TOKEN * n * d
@@ -169,5 +156,4 @@ def plot_fit(path: str, result) -> None:
     for ax in (left, right):
         _log_log(ax)
     fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
+    save(fig, [out])

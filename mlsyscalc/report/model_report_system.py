@@ -1,0 +1,87 @@
+"""Training speed parts of the report: `mlsys train` (a given layout), `mlsys plan` (the best layouts)
+and the per-GPU roofline of one micro-batch. `train` and `plan` are optional commands: their parts
+render from the JSON contract they publish, once the CLI has them."""
+
+from __future__ import annotations
+
+from .markdown import markdown_table
+from .model_report import Context, Section
+
+TRAIN_KEYS = (("step_time_s", "step time", "s"), ("tokens_per_s", "tokens/s (all GPUs)", "rate"),
+              ("tflops_per_gpu", "TFLOP/s per GPU", "g"), ("mfu", "MFU", "pct"), ("hfu", "HFU", "pct"),
+              ("memory_bytes_per_gpu", "memory per GPU", "bytes"), ("fits", "fits", "yes"))
+PLAN_KEYS = (("step_time_s", "step time", "s"), ("mfu", "MFU", "pct"), ("tokens_per_s", "tokens/s", "rate"),
+             ("memory_bytes_per_gpu", "memory per GPU", "bytes"))
+
+
+def hardware_args(ctx: Context) -> list[str]:
+    return ["--cluster", ctx.options.cluster] if ctx.options.cluster else ["--gpu", ctx.gpu]
+
+
+def roofline_hardware(ctx: Context) -> list[str]:
+    """`mlsys roofline` takes the GPU for its ceilings and the cluster for its collectives."""
+    return ["--gpu", ctx.gpu, *(["--cluster", ctx.options.cluster] if ctx.options.cluster else [])]
+
+
+def _batch_args(ctx: Context) -> list[str]:
+    o = ctx.options
+    return ["--gpus", str(o.gpus), *hardware_args(ctx), "--seq", str(o.seq), "--global-batch", str(o.global_batch)]
+
+
+def layout_text(layout: dict) -> str:
+    """{'tp': 8, 'pp': 2, 'zero': 1} -> 'tp 8, pp 2, zero 1' (the order the command gives)."""
+    return ", ".join(f"{k} {v}" for k, v in layout.items())
+
+
+def train_part(ctx: Context, sect: Section) -> None:
+    o = ctx.options
+    from .model_report_sections import training_layout
+
+    tp, pp, dp = training_layout(ctx)
+    call = sect.run("train", *ctx.model_args(), *_batch_args(ctx), "--micro-batch", str(o.micro_batch),
+                    "--tp", str(tp), "--pp", str(pp), "--dp", str(dp))
+    rows = [(label, sect.q(call, key, fmt)) for key, label, fmt in TRAIN_KEYS if key in call.data]
+    sect.add(f"The layout given ({layout_text(call.data.get('layout') or {'tp': tp, 'pp': pp, 'dp': dp})}), "
+             f"global batch {o.global_batch:,} x {o.seq:,} tokens:", "", *markdown_table(["quantity", "value"], rows), "")
+    parts = call.data.get("breakdown") or {}
+    if parts:
+        sect.add(*markdown_table(["step time part", "value"],
+                                 [(k, sect.q(call, f"breakdown.{k}", "s" if k.endswith("_s") else "g"))
+                                  for k, v in parts.items() if isinstance(v, (int, float))]), "")
+
+
+def plan_part(ctx: Context, sect: Section) -> None:
+    o = ctx.options
+    call = sect.run("plan", *ctx.model_args(), *_batch_args(ctx), "--top", str(o.top))
+    candidates = call.data.get("candidates") or []
+    keys = [k for k in PLAN_KEYS if candidates and k[0] in candidates[0]]
+    rows = [[i + 1, layout_text(c.get("layout", {})), *[sect.q(call, f"candidates.{i}.{k}", f) for k, _, f in keys]]
+            for i, c in enumerate(candidates)]
+    sect.add(f"The {len(rows)} fastest layouts of {o.gpus} GPUs that fit, global batch {o.global_batch:,} x "
+             f"{o.seq:,} tokens (searched {sect.q(call, 'searched', 'int')} layouts, "
+             f"{sect.q(call, 'feasible', 'int')} feasible):", "")
+    if rows:
+        sect.add(*markdown_table(["rank", "layout", *[label for _, label, _ in keys]], rows), "")
+    else:
+        sect.add("No layout fits.", "")
+
+
+def roofline_train_part(ctx: Context, sect: Section) -> None:
+    """One micro-batch of the model's TP group on the roofline: forward, backward, optimizer, comm."""
+    o = ctx.options
+    from .model_report_sections import training_layout
+
+    tp, _, dp = training_layout(ctx)
+    call = sect.run("roofline", *ctx.model_args(), "--phase", "train", "--batch", str(o.micro_batch), "--seq",
+                    str(o.seq), "--tp", str(tp), "--dp", str(dp), "--zero", "1", "--no-fit-check", *roofline_hardware(ctx))
+    rows = [("step time of one micro-batch", sect.q(call, "predicted_s", "s")),
+            ("forward kernels", sect.q(call, "totals.forward_s", "s")),
+            ("backward kernels", sect.q(call, "totals.backward_s", "s")),
+            ("optimizer", sect.q(call, "totals.optimizer_s", "s")),
+            ("tensor-parallel communication", sect.q(call, "totals.tp_comm_s", "s")),
+            ("data-parallel communication", sect.q(call, "totals.dp_comm_s", "s")),
+            ("tokens/s per model replica", sect.q(call, "tokens_per_s", "rate")),
+            ("MFU", sect.q(call, "mfu", "pct")), ("bound", sect.q(call, "bound", "text"))]
+    sect.add(f"Roofline of one training step of micro-batch {o.micro_batch} x {o.seq:,} tokens on a tensor-parallel "
+             f"group of {tp} x {ctx.gpu}, gradients all-reduced over dp {dp} (ZeRO-1), no pipeline, no overlap:", "",
+             *markdown_table(["quantity", "value"], rows), "")
