@@ -12,7 +12,7 @@ from ..calc.memory_common import parse_bytes_overrides, verdict
 from ..errors import MlsysError, require
 from ..units import fmt_bytes
 from . import render
-from .options import model_argument, positive_int, resolve_model
+from .options import POSITIVE, model_argument, positive_int, reject_unused, resolve_model
 
 TRAIN_SWEEPS = {"zero": (0, 1, 2, 3), "recompute": mt.RECOMPUTE, "optimizer": mt.OPTIMIZERS}
 INFER_SWEEPS = {"dtype": mi.WEIGHT_DTYPES, "kv_dtype": ("fp32", "bf16", "fp8", "int8", "int4")}
@@ -73,6 +73,11 @@ def _gpu_options(func):
                         help="Draw the breakdown as stacked bars across --sweep (PNG/SVG/PDF).")(func)
 
 
+def _check_sweep(ctx, plot_path) -> None:
+    if not plot_path:
+        reject_unused(ctx, {"sweep": "without --plot (it names the option the plot sweeps)"})
+
+
 @click.group()
 def memory():
     """Per-GPU memory for training and inference, and what fits on a GPU."""
@@ -87,25 +92,26 @@ def memory():
 @click.option("--master-weights/--no-master-weights", default=True, show_default=True,
               help="bf16/fp16: keep fp32 master weights and fp32 optimizer states (off: everything in --dtype).")
 @click.option("--optimizer", type=click.Choice(mt.OPTIMIZERS), default="adamw", show_default=True)
-@click.option("--dp", type=int, default=1, show_default=True, help="Data-parallel ranks.")
-@click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel ranks.")
-@click.option("--pp", type=int, default=1, show_default=True, help="Pipeline stages (1F1B).")
+@click.option("--dp", type=click.IntRange(min=1), default=1, show_default=True, help="Data-parallel ranks.")
+@click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True, help="Tensor-parallel ranks.")
+@click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline stages (1F1B).")
 @click.option("--sp/--no-sp", default=False, show_default=True, help="Megatron sequence parallelism over the TP ranks.")
-@click.option("--ep", type=int, default=1, show_default=True, help="Expert-parallel ranks (within dp x cp).")
-@click.option("--cp", type=int, default=1, show_default=True, help="Context-parallel ranks (sequence split, ring attention).")
-@click.option("--zero", type=int, default=None, help="ZeRO stage 0-3 (default 0), sharded over dp x cp: 1 optimizer states, 2 + gradients, 3 + weights.")
+@click.option("--ep", type=click.IntRange(min=1), default=1, show_default=True, help="Expert-parallel ranks (within dp x cp).")
+@click.option("--cp", type=click.IntRange(min=1), default=1, show_default=True, help="Context-parallel ranks (sequence split, ring attention).")
+@click.option("--zero", type=click.IntRange(0, 3), default=None, help="ZeRO stage 0-3 (default 0), sharded over dp x cp: 1 optimizer states, 2 + gradients, 3 + weights.")
 @click.option("--fsdp", default=None, help="FSDP strategy: full_shard (= --zero 3), shard_grad_op (= 2), no_shard (= 0).")
 @click.option("--offload", type=click.Choice(mt.OFFLOAD), default="none", show_default=True, help="ZeRO-Offload of the optimizer to CPU memory.")
 @click.option("--recompute", type=click.Choice(mt.RECOMPUTE), default="none", show_default=True,
               help="selective: attention scores recomputed; full: each layer keeps only its input (Korthikanti et al. 2022).")
 @click.option("--flash/--no-flash", default=True, show_default=True, help="Flash attention: no S x S scores saved.")
 @click.option("--dropout/--no-dropout", default=False, show_default=True, help="Dropout masks (1 byte per element).")
-@click.option("--capacity-factor", type=float, default=1.0, show_default=True, help="MoE: expert slots per routed token.")
-@click.option("--world-size", type=int, default=None, help="Check dp*tp*pp*cp against this.")
+@click.option("--capacity-factor", type=POSITIVE, default=1.0, show_default=True, help="MoE: expert slots per routed token.")
+@click.option("--world-size", type=click.IntRange(min=1), default=None, help="Check dp*tp*pp*cp against this.")
 @click.option("--sweep", type=click.Choice(list(TRAIN_SWEEPS)), default="zero", show_default=True, help="Option swept by --plot.")
 @_gpu_options
 @render.output_options
-def train(model, overrides, batch, seq, grad_accum, dtype, master_weights, optimizer, dp, tp, pp, sp, ep, cp,
+@click.pass_context
+def train(ctx, model, overrides, batch, seq, grad_accum, dtype, master_weights, optimizer, dp, tp, pp, sp, ep, cp,
           zero, fsdp, offload, recompute, flash, dropout, capacity_factor, world_size, sweep, plot_path,
           byte_overrides, gpu, reserve, fmt, as_json):
     """Per-GPU memory of a training step of MODEL: weights, gradients, optimizer states,
@@ -114,6 +120,7 @@ def train(model, overrides, batch, seq, grad_accum, dtype, master_weights, optim
     resident at the start of backward. Every bytes-per-element assumption is printed and can
     be overridden with --bytes.
     """
+    _check_sweep(ctx, plot_path)
     spec = resolve_model(model, overrides)
     require(zero is None or fsdp is None, "give --zero or --fsdp, not both")
     stage = mt.zero_from_fsdp(fsdp) if fsdp else (0 if zero is None else zero)
@@ -198,8 +205,8 @@ def _plot(path, title, option, pairs, v, notes):
 @click.option("--dtype", default=mi.InferOptions.dtype, show_default=True, help="Weights of the decoder projections: " + ", ".join(mi.WEIGHT_DTYPES) + ".")
 @click.option("--base-dtype", default=mi.InferOptions.base_dtype, show_default=True, help="Embeddings, lm_head, norms, activations.")
 @click.option("--kv-dtype", default=mi.InferOptions.kv_dtype, show_default=True)
-@click.option("--group-size", type=int, default=None, help="Quantisation group (input columns per scale); default int4 128, nf4 64, int8 per channel.")
-@click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel ranks (split weights and KV heads).")
+@click.option("--group-size", type=click.IntRange(min=1), default=None, help="Quantisation group (input columns per scale); default int4 128, nf4 64, int8 per channel.")
+@click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True, help="Tensor-parallel ranks (split weights and KV heads).")
 @click.option("--block-size", type=click.IntRange(min=0), default=0, show_default=True, help="Paged KV block (tokens); 0 = contiguous.")
 @positive_int("--prefill-chunk", mi.InferOptions.prefill_chunk, "Tokens per prefill step (activation workspace).")
 @click.option("--flash/--no-flash", default=True, show_default=True)
@@ -207,13 +214,15 @@ def _plot(path, title, option, pairs, v, notes):
 @click.option("--sweep", type=click.Choice(list(INFER_SWEEPS)), default="dtype", show_default=True, help="Option swept by --plot.")
 @_gpu_options
 @render.output_options
-def infer(model, overrides, batch, context, dtype, base_dtype, kv_dtype, group_size, tp, block_size, prefill_chunk,
+@click.pass_context
+def infer(ctx, model, overrides, batch, context, dtype, base_dtype, kv_dtype, group_size, tp, block_size, prefill_chunk,
           flash, solve, sweep, plot_path, byte_overrides, gpu, reserve, fmt, as_json):
     """Per-GPU memory for serving MODEL: weights, KV cache and activation workspace; with
     --gpu a fits verdict, and with --max the largest batch or context that fits. KV cache:
     K and V of the KV heads (MLA: the compressed latent), sliding windows honoured, --tp
     splitting KV heads (replicating them when tp exceeds them).
     """
+    _check_sweep(ctx, plot_path)
     spec = resolve_model(model, overrides)
     opts = mi.InferOptions(batch=batch, context=context, dtype=dtype, base_dtype=base_dtype, kv_dtype=kv_dtype,
                            group_size=group_size, tp=tp, block_size=block_size, prefill_chunk=prefill_chunk,

@@ -17,6 +17,8 @@ from typing import Any, Callable
 
 import click
 
+from ..errors import MlsysError
+
 FORMATS = ("table", "json", "csv", "markdown")
 
 
@@ -48,8 +50,35 @@ def output_options(func: Callable) -> Callable:
     return func
 
 
+# Keys whose value is a size, count, time or rate: never negative. Signed quantities (headroom,
+# prediction errors, excess loss) carry one of the _SIGNED words in their name.
+_UNSIGNED_ENDINGS = ("_bytes", "bytes", "_flops", "flops", "_s", "_params", "params", "tokens", "_GBps", "_Bps")
+_SIGNED = ("headroom", "error", "excess", "delta", "diff", "residual", "slack", "margin", "log")
+
+
+def check_numbers(value: Any, path: str = "") -> None:
+    """Raise MlsysError if the result holds NaN, an infinity or a negative size/count/time.
+
+    Inputs are checked where they enter, so this is the last guard: a result like that means the
+    inputs, though each in range, make no physical sense together; nothing is printed then.
+    """
+    if isinstance(value, dict):
+        for key, item in value.items():
+            check_numbers(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            check_numbers(item, f"{path}[{i}]")
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise MlsysError(f"these inputs give a non-finite {path} ({value}); check the numeric options")
+        key = path.rsplit(".", 1)[-1].split("[")[0]
+        if value < 0 and key.endswith(_UNSIGNED_ENDINGS) and not any(w in key for w in _SIGNED):
+            raise MlsysError(f"these inputs give a negative {path} ({value:g}); check the sizes given")
+
+
 def emit(output: Output, fmt: str, as_json: bool = False) -> None:
-    """Render to stdout in the chosen format."""
+    """Render to stdout in the chosen format (after check_numbers on the JSON data)."""
+    check_numbers(output.data)
     fmt = "json" if as_json else fmt
     if fmt == "json":
         payload = dict(output.data)

@@ -10,6 +10,7 @@ from ..calc.scaling_laws import LAW_NAMES, PARAMETRIC_LAW_NAMES
 from ..errors import MlsysError
 from ..units import fmt_count, fmt_seconds, parse_count
 from . import render
+from .options import FRACTION, POSITIVE
 
 LAWS_HELP = """Laws (--law):
 
@@ -163,11 +164,11 @@ def _peak(gpu: str | None, dtype: str, peak_tflops: float | None) -> tuple[float
 @click.option("--cost", callback=_count("cost"), help="Money available (needs --price-per-gpu-hour).")
 @click.option("--gpu", help="GPU name for the peak FLOP/s (see `mlsys gpus`).")
 @click.option("--dtype", default=calc.BudgetOptions.dtype, show_default=True, help="Datatype of the peak.")
-@click.option("--peak-tflops", type=float, help="Dense peak TFLOP/s per GPU (overrides --gpu).")
-@click.option("--gpus", type=int, default=calc.BudgetOptions.gpus, show_default=True, help="Number of GPUs.")
-@click.option("--mfu", type=float, default=calc.BudgetOptions.mfu, show_default=True,
+@click.option("--peak-tflops", type=POSITIVE, help="Dense peak TFLOP/s per GPU (overrides --gpu).")
+@click.option("--gpus", type=click.IntRange(min=1), default=calc.BudgetOptions.gpus, show_default=True, help="Number of GPUs.")
+@click.option("--mfu", type=FRACTION, default=calc.BudgetOptions.mfu, show_default=True,
               help="Model FLOPs utilisation (achieved / peak), in (0, 1].")
-@click.option("--price-per-gpu-hour", type=float, help="Price of one GPU-hour (any currency).")
+@click.option("--price-per-gpu-hour", type=POSITIVE, help="Price of one GPU-hour (any currency).")
 @_law_option()
 @render.output_options
 def budget(compute, gpu_hours, days, cost, gpu, dtype, peak_tflops, gpus, mfu, price_per_gpu_hour, law, fmt, as_json):
@@ -255,10 +256,10 @@ def _starts(ctx, param, value):
 @click.option("--compute", callback=_count("compute"), help="Budget for the implied optimum (FLOPs).")
 @click.option("--starts", default=str(FitOptions.starts), show_default=True, callback=_starts,
               help="L-BFGS starts drawn from the paper's 4,500-point grid, or 'all'.")
-@click.option("--bootstrap", type=int, default=FitOptions.bootstrap, show_default=True,
+@click.option("--bootstrap", type=click.IntRange(min=0), default=FitOptions.bootstrap, show_default=True,
               help="Bootstrap resamples (0: no CIs).")
-@click.option("--ci", type=float, default=FitOptions.ci, show_default=True, help="Confidence level.")
-@click.option("--seed", type=int, default=FitOptions.seed, show_default=True, help="Random seed (starts and bootstrap).")
+@click.option("--ci", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=FitOptions.ci, show_default=True, help="Confidence level.")
+@click.option("--seed", type=click.IntRange(min=0), default=FitOptions.seed, show_default=True, help="Random seed (starts and bootstrap).")
 @plot_option
 @render.output_options
 def fit(runs_csv, compute, starts, bootstrap, ci, seed, plot_path, fmt, as_json):
@@ -266,8 +267,11 @@ def fit(runs_csv, compute, starts, bootstrap, ci, seed, plot_path, fmt, as_json)
 
     from ..calc.scaling_fit import fit_runs, parse_runs
 
-    with open(runs_csv, newline="", encoding="utf-8-sig") as handle:  # -sig: Excel's byte-order mark
-        runs = parse_runs(csv.DictReader(handle), source=runs_csv)
+    try:
+        with open(runs_csv, newline="", encoding="utf-8-sig") as handle:  # -sig: Excel's byte-order mark
+            runs = parse_runs(csv.DictReader(handle), source=runs_csv)
+    except UnicodeDecodeError as exc:
+        raise MlsysError(f"{runs_csv}: not UTF-8 text (byte {exc.start}); save the CSV as UTF-8") from None
     result = fit_runs(runs, FitOptions(starts=starts, bootstrap=bootstrap, ci=ci, seed=seed), compute_flops=compute)
     law = result.fit
     intervals = {name: [lo, hi] for name, lo, hi in result.intervals}
