@@ -73,9 +73,11 @@ def _gpu_options(func):
                         help="Draw the breakdown as stacked bars across --sweep (PNG/SVG/PDF).")(func)
 
 
-def _check_sweep(ctx, plot_path) -> None:
+def _check_unused(ctx, plot_path, gpu) -> None:
     if not plot_path:
         reject_unused(ctx, {"sweep": "without --plot (it names the option the plot sweeps)"})
+    if not gpu:
+        reject_unused(ctx, {"reserve": "without --gpu (it is kept back from the GPU's memory)"})
 
 
 @click.group()
@@ -120,7 +122,7 @@ def train(ctx, model, overrides, batch, seq, grad_accum, dtype, master_weights, 
     resident at the start of backward. Every bytes-per-element assumption is printed and can
     be overridden with --bytes.
     """
-    _check_sweep(ctx, plot_path)
+    _check_unused(ctx, plot_path, gpu)
     spec = resolve_model(model, overrides)
     require(zero is None or fsdp is None, "give --zero or --fsdp, not both")
     stage = mt.zero_from_fsdp(fsdp) if fsdp else (0 if zero is None else zero)
@@ -222,7 +224,7 @@ def infer(ctx, model, overrides, batch, context, dtype, base_dtype, kv_dtype, gr
     K and V of the KV heads (MLA: the compressed latent), sliding windows honoured, --tp
     splitting KV heads (replicating them when tp exceeds them).
     """
-    _check_sweep(ctx, plot_path)
+    _check_unused(ctx, plot_path, gpu)
     spec = resolve_model(model, overrides)
     opts = mi.InferOptions(batch=batch, context=context, dtype=dtype, base_dtype=base_dtype, kv_dtype=kv_dtype,
                            group_size=group_size, tp=tp, block_size=block_size, prefill_chunk=prefill_chunk,

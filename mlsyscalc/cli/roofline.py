@@ -18,7 +18,7 @@ from ..calc.roofline_ops import predict_attention, predict_matmul
 from ..calc.roofline_sweep import sweep_batch
 from ..errors import MlsysError
 from ..units import parse_count
-from ..validate import fraction
+from ..validate import count as whole, fraction
 from . import render
 from .options import model_argument, positive_int, reject_unused, resolve_model
 from .roofline_views import model_output, op_output, sweep_output
@@ -143,7 +143,7 @@ def attention(batch, heads, kv_heads, seq, kv_len, head_dim, v_head_dim, causal,
 @render.output_options
 def elementwise(elements, inputs, outputs, flops_per_element, dtype, ceilings, plot, fmt, as_json):
     """y = f(x1..xn) element by element (residual add: --inputs 2)."""
-    count = parse_count(elements, "--elements")
+    count = whole(parse_count(elements, "--elements"), "--elements")
     _emit_op(elementwise_op(count, inputs, outputs, flops_per_element, dtype, ceilings), ceilings, plot, fmt, as_json)
 
 

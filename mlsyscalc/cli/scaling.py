@@ -31,12 +31,16 @@ Every law obeys C = 6ND (FLOPs = 6 x params x tokens). Numbers accept 5.76e23, 7
 CONVENTION = "C = 6ND: training FLOPs = 6 x parameters x tokens (Kaplan et al. 2020); loss in nats/token"
 
 
-def _count(what: str):
+def _count(what: str, minimum: float = 1.0):
+    """Parse a count option; below `minimum` (1 parameter, 1 token, C = 6 x 1 x 1) is an error."""
     def parse(ctx, param, value):
         if value is None:
             return None
         try:
-            return parse_count(value, what)
+            number = parse_count(value, what)
+            if number < minimum:
+                raise MlsysError(f"{what}: must be at least {minimum:g}, got {value!r}")
+            return number
         except MlsysError as exc:
             raise click.BadParameter(str(exc)) from exc
     return parse
@@ -86,7 +90,7 @@ def _plotted(data: dict, notes: list, plot_path: str | None, draw) -> None:
 
 
 @scaling.command(help=f"Compute-optimal N, D and C from one of --compute, --params, --tokens.\n\n{LAWS_HELP}")
-@click.option("--compute", callback=_count("compute"), help="Training compute C in FLOPs (e.g. 5.76e23).")
+@click.option("--compute", callback=_count("compute", 6.0), help="Training compute C in FLOPs (e.g. 5.76e23).")
 @click.option("--params", callback=_count("params"), help="Model size N (e.g. 70B): gives D and C.")
 @click.option("--tokens", callback=_count("tokens"), help="Training tokens D (e.g. 1.4T): gives N and C.")
 @_law_option()
@@ -158,10 +162,10 @@ def _peak(gpu: str | None, dtype: str, peak_tflops: float | None) -> tuple[float
                       "Give one of --compute, --gpu-hours, --days, --cost and the GPU's peak (--gpu NAME or "
                       "--peak-tflops). GPU-hours = C / (peak x MFU) / 3600; days = GPU-hours / GPUs / 24; "
                       "cost = GPU-hours x price.")
-@click.option("--compute", callback=_count("compute"), help="Training compute C in FLOPs (e.g. 5.76e23).")
-@click.option("--gpu-hours", callback=_count("gpu-hours"), help="GPU-hours available.")
-@click.option("--days", callback=_count("days"), help="Wall-clock days available on --gpus GPUs.")
-@click.option("--cost", callback=_count("cost"), help="Money available (needs --price-per-gpu-hour).")
+@click.option("--compute", callback=_count("compute", 6.0), help="Training compute C in FLOPs (e.g. 5.76e23).")
+@click.option("--gpu-hours", callback=_count("gpu-hours", 0), help="GPU-hours available.")
+@click.option("--days", callback=_count("days", 0), help="Wall-clock days available on --gpus GPUs.")
+@click.option("--cost", callback=_count("cost", 0), help="Money available (needs --price-per-gpu-hour).")
 @click.option("--gpu", help="GPU name for the peak FLOP/s (see `mlsys gpus`).")
 @click.option("--dtype", default=calc.BudgetOptions.dtype, show_default=True, help="Datatype of the peak.")
 @click.option("--peak-tflops", type=POSITIVE, help="Dense peak TFLOP/s per GPU (overrides --gpu).")
@@ -253,7 +257,7 @@ def _starts(ctx, param, value):
                       "compute-optimal allocation at --compute (default: the largest 6ND among the runs). "
                       "Needs scipy (pip install 'mlsyscalc[science]').")
 @click.argument("runs_csv", type=click.Path(exists=True, dir_okay=False))
-@click.option("--compute", callback=_count("compute"), help="Budget for the implied optimum (FLOPs).")
+@click.option("--compute", callback=_count("compute", 6.0), help="Budget for the implied optimum (FLOPs).")
 @click.option("--starts", default=str(FitOptions.starts), show_default=True, callback=_starts,
               help="L-BFGS starts drawn from the paper's 4,500-point grid, or 'all'.")
 @click.option("--bootstrap", type=click.IntRange(min=0), default=FitOptions.bootstrap, show_default=True,
