@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import math
+import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -146,22 +147,30 @@ def _markdown(output: Output) -> str:
 
 
 def console(stderr: bool = False):
-    """The one rich Console (stdout for results, stderr for progress)."""
+    """The one rich Console (stdout for results, stderr for progress).
+
+    Width: $COLUMNS when set, else the terminal's, else 120 when writing to a pipe or file.
+    """
     from rich.console import Console
 
-    return Console(stderr=stderr, soft_wrap=False, width=None if sys.stdout.isatty() else 120)
+    return Console(stderr=stderr, soft_wrap=False, width=_width())
+
+
+def _width() -> int | None:
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    if columns > 0:
+        return max(columns, 40)
+    return None if sys.stdout.isatty() else 120
 
 
 def _rich(output: Output) -> None:
-    from rich.table import Table as RichTable
+    from .render_rich import rich_table
 
     out = console()
     for tab in output.tables:
-        rich_table = RichTable(title=tab.title, title_justify="left", header_style="bold")
-        for i, col in enumerate(tab.columns):
-            rich_table.add_column(col, justify="left" if i == 0 else "right", no_wrap=i == 0)
-        for row in tab.rows:
-            rich_table.add_row(*(_cell(v) for v in row))
-        out.print(rich_table)
+        out.print(rich_table(tab.title, tab.columns, tab.rows, _cell, out.width))
     for note in output.notes:
-        out.print(f"[dim]- {note}[/dim]", highlight=False)
+        out.print(f"- {note}", style="dim", highlight=False, markup=False)
