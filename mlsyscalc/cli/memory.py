@@ -33,7 +33,7 @@ def _gb(value: int) -> str:
 def _parts_table(title: str, parts: dict[str, int], total: int):
     rows = [[k, v, fmt_bytes(v), _gb(v), f"{100 * v / total:.1f}%" if total else "-"] for k, v in parts.items()]
     rows.append(["total", total, fmt_bytes(total), _gb(total), "100.0%"])
-    return render.table(title, ["part", "bytes", "GiB (2^30)", "GB (10^9)", "share"], rows)
+    return render.table(title, ["part", "bytes", "KiB..TiB (2^10..)", "GB (10^9)", "share"], rows)
 
 
 def _assumptions(nbytes: dict) -> tuple:
@@ -55,7 +55,7 @@ def _fit(data: dict, tables: list, gpu: str | None, total: int, reserve: str):
             ["usable", v.usable_bytes, fmt_bytes(v.usable_bytes), _gb(v.usable_bytes)],
             ["needed", total, fmt_bytes(total), _gb(total)],
             ["headroom", v.headroom_bytes, fmt_bytes(v.headroom_bytes), _gb(v.headroom_bytes)]]
-    tables.append(render.table(f"{v.gpu}: {'fits' if v.fits else 'does NOT fit'}", ["", "bytes", "GiB", "GB"], rows))
+    tables.append(render.table(f"{v.gpu}: {'fits' if v.fits else 'does NOT fit'}", ["", "bytes", "KiB..TiB (2^10..)", "GB (10^9)"], rows))
     return v
 
 
@@ -152,10 +152,10 @@ def train(ctx, model, overrides, batch, seq, grad_accum, dtype, master_weights, 
               _parts_table("detail", dict(peak.detail), r.total)]
     layer_total = sum(b for _, b in r.activation_items)
     tables.append(render.table("activations saved per layer (layer 0, one micro-batch, this rank)",
-                               ["tensor", "bytes", "GiB"], [[n, round(b), fmt_bytes(b)] for n, b in r.activation_items]
+                               ["tensor", "bytes", "KiB..TiB (2^10..)"], [[n, round(b), fmt_bytes(b)] for n, b in r.activation_items]
                                + [["layer total (before recompute)", round(layer_total), fmt_bytes(layer_total)]]))
     if pp > 1:
-        tables.append(render.table("pipeline stages", ["stage", "layers", "micro-batches in flight", "total bytes", "GiB"],
+        tables.append(render.table("pipeline stages", ["stage", "layers", "micro-batches in flight", "total bytes", "KiB..TiB (2^10..)"],
                                    [[s.stage, s.layers, s.micro_batches_in_flight, s.total, fmt_bytes(s.total)] for s in r.stages]))
     tables.append(_assumptions(dict(r.bytes_per_element)))
     v = _fit(data, tables, gpu, r.total, reserve)

@@ -7,8 +7,6 @@ and assumptions behind them, printed under tables and included in JSON as `notes
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import os
@@ -35,6 +33,7 @@ class Output:
     data: dict[str, Any]
     tables: tuple[Table, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    records: str | None = None  # a key of data holding a list of objects: CSV has one row per item
 
 
 def table(title: str, columns: list[str] | tuple[str, ...], rows: list[list[Any]] | list[tuple]) -> Table:
@@ -87,7 +86,9 @@ def emit(output: Output, fmt: str, as_json: bool = False) -> None:
             payload["notes"] = list(output.notes)
         click.echo(json.dumps(_jsonable(payload), indent=2))
     elif fmt == "csv":
-        click.echo(_csv(output), nl=False)
+        from .render_csv import to_csv
+
+        click.echo(to_csv(_jsonable(output.data), output.records or _only_list(output.data)), nl=False)
     elif fmt == "markdown":
         click.echo(_markdown(output))
     else:
@@ -118,18 +119,13 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _csv(output: Output) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    for i, tab in enumerate(output.tables):
-        if len(output.tables) > 1:
-            if i:
-                buf.write("\n")
-            buf.write(f"# {tab.title}\n")
-        writer.writerow(tab.columns)
-        for row in tab.rows:  # raw values: csv is for machines too
-            writer.writerow(["" if v is None else v for v in row])
-    return buf.getvalue()
+def _only_list(data: dict[str, Any]) -> str | None:
+    """The key of data's one value, when that is a list of objects (`mlsys gpus`: "gpus")."""
+    if len(data) == 1:
+        (key, value), = data.items()
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            return key
+    return None
 
 
 def _markdown(output: Output) -> str:
