@@ -1,5 +1,7 @@
 """Parsing numbers people type (5.76e23, 70B, 1.4T, 1GiB, 256MB) and formatting them for tables.
 
+One suffix rule for every size and count option: SUFFIX_RULE below.
+
 JSON output never goes through the formatters: it carries raw numbers in base units.
 """
 
@@ -9,50 +11,61 @@ import math
 import re
 
 from .errors import MlsysError
+from .validate import MAX_FLOAT, MAX_INT
 
-# Decimal magnitude suffixes for counts (params, tokens, FLOPs).
-_COUNT_SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "p": 1e15, "e": 1e18}
-# Byte suffixes: SI (kB, MB, GB, TB) are powers of 1000, IEC (KiB, MiB, GiB, TiB) powers of 1024.
-_BYTE_SUFFIX = {
-    "": 1, "b": 1,
-    "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
-    "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4,
-    "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
-}
+# The one suffix rule of every size and count option (case-insensitive):
+#   k, M, G, T, P, E     decimal: 10^3, 10^6, 10^9, 10^12, 10^15, 10^18 (B alone = billion in counts)
+#   Ki, Mi, Gi, Ti, Pi   binary: 2^10, 2^20, 2^30, 2^40, 2^50
+# Sizes may end in B for bytes: 256MB = 256e6 bytes, 1GiB = 2^30 bytes, 1G = 1GB = 1e9 bytes.
+_DECIMAL = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15, "e": 1e18}
+_BINARY = {"ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40, "pi": 2**50}
+SUFFIX_RULE = "k/M/G/T decimal (10^3 ...), Ki/Mi/Gi/Ti binary (2^10 ...)"
 _NUMBER = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z]*)\s*$")
 
 
 def _split(text: str, what: str) -> tuple[float, str]:
     match = _NUMBER.match(str(text).replace("_", "").replace(",", ""))
     if not match:
-        raise MlsysError(f"{what}: {text!r} is not a number")
+        raise MlsysError(f"{what}: {text!r} is not a number (suffixes: {SUFFIX_RULE})")
     return float(match.group(1)), match.group(2).lower()
 
 
-def parse_count(text: str | float | int, what: str = "value", *, positive: bool = True) -> float:
-    """'70B' -> 7e10, '1.4T' -> 1.4e12, '5.76e23' -> 5.76e23 (decimal suffixes k M B/G T P E)."""
-    if isinstance(text, (int, float)):
-        value, suffix = float(text), ""
-    else:
-        value, suffix = _split(text, what)
-    if suffix not in _COUNT_SUFFIX:
-        raise MlsysError(f"{what}: unknown suffix {suffix!r} in {text!r} (use k, M, B, T, P)")
-    value *= _COUNT_SUFFIX[suffix]
-    if not math.isfinite(value):
-        raise MlsysError(f"{what}: {text!r} is not finite")
+def _scale(suffix: str) -> float | None:
+    return _DECIMAL.get(suffix, _BINARY.get(suffix))
+
+
+def _checked(value: float, text: object, what: str, positive: bool, noun: str = "") -> float:
+    if not math.isfinite(value) or abs(value) > MAX_FLOAT:
+        raise MlsysError(f"{what}: {text!r} is too large (must be finite, below {MAX_FLOAT:g})")
     if positive and value <= 0:
-        raise MlsysError(f"{what}: must be positive, got {text!r}")
+        raise MlsysError(f"{what}: must be {'a positive ' + noun if noun else 'positive'}, got {text!r}")
     return value
 
 
+def parse_count(text: str | float | int, what: str = "value", *, positive: bool = True) -> float:
+    """'70B' -> 7e10, '1.4T' -> 1.4e12, '5.76e23' -> 5.76e23, '16Mi' -> 16 * 2^20 (see SUFFIX_RULE)."""
+    if isinstance(text, bool):
+        raise MlsysError(f"{what}: {text!r} is not a number")
+    if isinstance(text, (int, float)):
+        return _checked(float(text), text, what, positive)
+    value, suffix = _split(text, what)
+    scale = 1e9 if suffix == "b" else _scale(suffix)
+    if scale is None:
+        raise MlsysError(f"{what}: unknown suffix {suffix!r} in {text!r} (use {SUFFIX_RULE})")
+    return _checked(value * scale, text, what, positive)
+
+
 def parse_bytes(text: str | int, what: str = "size") -> int:
-    """'1GiB' -> 1073741824, '256MB' -> 256000000, '4096' -> 4096 (bare K/M/G/T are binary)."""
+    """'1GiB' -> 1073741824, '256MB' -> 256000000, '1G' -> 10^9, '4096' -> 4096 (see SUFFIX_RULE)."""
     value, suffix = _split(str(text), what)
-    if suffix not in _BYTE_SUFFIX:
+    scale = _scale(suffix[:-1] if suffix.endswith("b") else suffix)
+    if scale is None:
         raise MlsysError(f"{what}: unknown unit {suffix!r} in {text!r} (use B, kB, MB, GB, KiB, MiB, GiB)")
-    nbytes = value * _BYTE_SUFFIX[suffix]
-    if not math.isfinite(nbytes) or nbytes <= 0:
-        raise MlsysError(f"{what}: must be a positive size, got {text!r}")
+    nbytes = _checked(value * scale, text, what, positive=True, noun="size")
+    if nbytes > MAX_INT:
+        raise MlsysError(f"{what}: {text!r} is too large (at most 2^53 bytes)")
+    if round(nbytes) < 1:
+        raise MlsysError(f"{what}: {text!r} is less than one byte")
     return int(round(nbytes))
 
 

@@ -36,7 +36,7 @@ def test_op_kinds(run_cli, args, bound):
 
 
 def test_model_shortcut_equals_model_subcommand(run_cli):
-    args = ["--phase", "decode", "--context", "128", "--gpu", "a100"]
+    args = ["--phase", "decode", "--context", "128", "--gpu", "a100-80gb"]
     short = run_cli.json("roofline", "llama2-7b", *args)
     full = run_cli.json("roofline", "model", "llama2-7b", *args)
     assert short == full
@@ -47,7 +47,7 @@ def test_model_shortcut_equals_model_subcommand(run_cli):
 
 
 def test_model_prefill_train_and_tp(run_cli):
-    prefill = run_cli.json("roofline", "llama2-7b", "--seq", "512", "--gpu", "a100")
+    prefill = run_cli.json("roofline", "llama2-7b", "--seq", "512", "--gpu", "a100-80gb")
     assert prefill["phase"] == "prefill" and "ttft_s" in prefill["totals"]
     train = run_cli.json("roofline", "llama2-7b", "--phase", "train", "--seq", "1024", "--batch", "2")
     assert "step_s" in train["totals"] and 0 < train["mfu"] < 1

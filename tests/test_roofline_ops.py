@@ -135,7 +135,7 @@ def test_device_names_match_builtins():
         predict_matmul(64, 64, 64, "bf16", "H300")
 
 
-GPUS = ["A100", "H100", "H200", "B200", "L40S"]
+GPUS = ["A100-80GB", "H100", "H200", "B200", "L40S"]
 
 
 @settings(max_examples=150, deadline=None)

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import MlsysError, require
-from ..specs.gpu import GPUSpec, builtin_gpus, load_gpu, normalise_dtype, peak_from
+from ..specs.gpu import AmbiguousGPU, GPUSpec, builtin_gpus, load_gpu, normalise_dtype, peak_from
 from ..specs.lookup import read_json
+from ..validate import fraction, non_negative, positive
 
 # Fixed cost of one kernel: launch, prologue/epilogue and the tail of the last wave. An assumption
 # (2 us is the usual back-to-back launch gap on a CUDA stream); a calibration file may measure it.
@@ -38,8 +39,7 @@ class Efficiency:
 
     def validate(self) -> None:
         for name in ("matmul", "attention", "memory"):
-            value = getattr(self, name)
-            require(0 < value <= 1.5, f"efficiency {name} must be in (0, 1.5], got {value}")
+            fraction(getattr(self, name), f"efficiency {name}")
 
 
 # With measured ceilings the matmul and memory ceilings are the measurement itself; attention keeps
@@ -61,6 +61,12 @@ class Ceilings:
     launch_s: float = LAUNCH_OVERHEAD_S
     source: str = "datasheet"  # "datasheet" or the calibration file
     notes: tuple[str, ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        non_negative(self.launch_s, "launch overhead (s)")
+        positive(self.read_Bps, "read bandwidth (B/s)")
+        positive(self.write_Bps, "write bandwidth (B/s)")
+        self.efficiency.validate()
 
     @property
     def calibrated(self) -> bool:
@@ -167,6 +173,8 @@ def find_gpu(name: str) -> GPUSpec:
     """A built-in GPU by name or alias, else by device name ('NVIDIA H200'), else load_gpu's error."""
     try:
         return load_gpu(name)
+    except AmbiguousGPU:
+        raise
     except MlsysError as exc:
         try:
             return match_gpu(name)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from ..errors import divide, require
 from ..specs.cluster import ClusterSpec, load_cluster
 from ..specs.model import ModelSpec
+from ..validate import check_gpus
 from .comm_collectives import TREE_COLLECTIVES, collective_cost
 from ..dtypes import bytes_per_element, dtype_name
 from .layers import mlp_linears
@@ -136,6 +137,7 @@ def _validate(spec: ModelSpec, o: StepOptions, cluster: ClusterSpec) -> None:
     for name in ("dp", "tp", "pp", "ep", "cp", "batch", "seq", "grad_accum", "interleave"):
         require(getattr(o, name) >= 1, f"{name} must be at least 1, got {getattr(o, name)}")
     require(o.zero in (0, 1, 2, 3), f"zero stage must be 0, 1, 2 or 3, got {o.zero}")
+    check_gpus(o.gpus, "dp x tp x pp x cp GPUs")
     require(sorted(o.order) == sorted(DIMENSIONS), f"order must list {', '.join(DIMENSIONS)} once each")
     require(abs(o.order.index("cp") - o.order.index("dp")) == 1, "order: cp and dp must be neighbours")
     require(set(o.overlap) <= {"dp", "tp", "pp", "ep", "cp"}, f"overlap: unknown dimension in {o.overlap}")

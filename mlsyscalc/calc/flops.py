@@ -79,6 +79,14 @@ class FlopCount:
         return self.forward / self.tokens
 
 
+def check_positions(spec: ModelSpec, kv_len: int, phase: str) -> None:
+    """A learned position table has no row past its last: longer sequences cannot be embedded."""
+    limit = spec.max_position_embeddings or spec.learned_positions
+    if spec.learned_positions and kv_len > limit:
+        raise MlsysError(f"{spec.name} has {limit} learned position embeddings; {phase} needs {kv_len} positions "
+                         "(--context + --seq, or --context + 1 for decode)")
+
+
 def attention_core_flops(spec: ModelSpec, batch: int, q_len: int, kv_len: int, causal: bool) -> int:
     """QK^T and PV for all layers: 2 * B * Sq * Skv * heads * (d_qk + d_v) per layer."""
     per_layer = 2 * batch * q_len * kv_len * spec.num_heads * (spec.head_dim + spec.v_head_dim)
@@ -91,6 +99,7 @@ def count_flops(spec: ModelSpec, options: FlopOptions | None = None) -> FlopCoun
     """Forward FLOPs of `options.batch` sequences (see the module docstring for the convention)."""
     opts = options or FlopOptions()
     opts.validate()
+    check_positions(spec, opts.kv_len, opts.phase)
     tokens = opts.batch * opts.new_tokens
     parts = dict.fromkeys(BREAKDOWN_KEYS, 0)
     n_matmul = 0  # active parameters that take part in a matmul per token

@@ -11,6 +11,7 @@ from typing import Iterable, Mapping
 
 from ..errors import MlsysError, divide, require
 from ..specs.model import ModelSpec
+from ..validate import non_negative
 from .layers import (
     Linear,
     embedding_params,
@@ -138,8 +139,10 @@ def parse_bytes_overrides(items: Iterable[str]) -> tuple[tuple[str, float], ...]
         key, sep, value = str(item).partition("=")
         require(bool(sep), f"--bytes expects KEY=VALUE, got {item!r}")
         try:
-            parsed.append((key.strip(), float(value)))
-        except ValueError:
+            parsed.append((key.strip(), non_negative(float(value), f"--bytes {key.strip()}")))
+        except ValueError as exc:
+            if isinstance(exc, MlsysError):
+                raise
             raise MlsysError(f"--bytes {key}: {value!r} is not a number") from None
     return tuple(parsed)
 

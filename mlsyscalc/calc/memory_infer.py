@@ -21,6 +21,7 @@ from typing import Mapping
 from ..dtypes import bytes_per_element, dtype_name
 from ..errors import require
 from ..specs.model import ModelSpec
+from ..validate import check_gpus
 from .layers import layer_linears
 from .memory_common import linear_weight_per_rank, merge_bytes, stage_params
 from .tensor_parallel import check_tp, kv_divisor, tp_kind
@@ -58,6 +59,19 @@ class InferOptions:
         require(dtype_name(self.base_dtype) in ("fp32", "bf16", "fp16"), "--base-dtype must be fp32, bf16 or fp16")
         require(self.group_size is None or self.group_size > 0, f"--group-size must be positive, got {self.group_size}")
         check_tp(spec, self.tp)
+        check_gpus(self.tp, "--tp")
+        if self.group_size is not None:
+            self._validate_group(spec)
+
+    def _validate_group(self, spec: ModelSpec) -> None:
+        """A quantisation group spans input columns of one rank's weight: never wider than the narrowest."""
+        q = dtype_name(self.dtype)
+        require(q in DEFAULT_GROUP, f"--group-size applies to quantised --dtype ({', '.join(DEFAULT_GROUP)}), "
+                                    f"not {self.dtype}")
+        narrowest = min(lin.in_features // (self.tp if tp_kind(lin) == "row" else 1)
+                        for layer in {0, spec.num_layers - 1} for lin in layer_linears(spec, layer))
+        require(self.group_size <= narrowest, f"--group-size {self.group_size} is wider than the narrowest weight "
+                                              f"input ({narrowest} columns per rank)")
 
 
 def default_bytes(opts: InferOptions) -> dict[str, float]:

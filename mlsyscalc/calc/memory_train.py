@@ -23,6 +23,7 @@ from typing import Mapping
 from ..dtypes import dtype_name
 from ..errors import MlsysError, divide, require
 from ..specs.model import ModelSpec
+from ..validate import check_gpus
 from .activations import Saved, Split, item_bytes, layer_bytes, layer_saved
 from .memory_common import merge_bytes, stage_layers, stage_params
 from .tensor_parallel import check_tp, kv_divisor
@@ -74,6 +75,7 @@ class TrainOptions:
         require(self.offload == "none" or self.zero >= 1, "--offload optimizer needs --zero 1, 2 or 3 (ZeRO-Offload)")
         require(0 < self.capacity_factor < float("inf"), f"--capacity-factor must be positive and finite, got {self.capacity_factor}")
         check_tp(spec, self.tp)
+        check_gpus(self.dp * self.tp * self.pp * self.cp, "--dp x --tp x --pp x --cp GPUs")
         stage_layers(spec.num_layers, self.pp, 0)
         divide(self.seq, self.cp, "--seq over --cp")
         if self.sp:

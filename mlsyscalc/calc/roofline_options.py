@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from ..dtypes import dtype_name
 from ..errors import require
 from ..specs.model import ModelSpec
-from .flops import FlopOptions
+from ..validate import check_gpus
+from .flops import FlopOptions, check_positions
 from .tensor_parallel import check_tp
 
 PHASES = ("prefill", "decode", "train")
@@ -72,6 +73,7 @@ class RooflineOptions:
     def validate(self, spec: ModelSpec) -> None:
         require(self.phase in PHASES, f"phase must be one of {', '.join(PHASES)}, got {self.phase!r}")
         require(self.tp >= 1, f"tp must be a positive integer, got {self.tp}")
+        check_gpus(self.tp * self.dp, "--tp x --dp GPUs")
         self.flop_options.validate()  # batch, seq, context; decode needs a context
         _ = self.kv_dtype_name, self.compute_dtype  # unknown dtypes are an error here
         self._validate_positions(spec)
@@ -79,11 +81,7 @@ class RooflineOptions:
         check_tp(spec, self.tp)  # heads, KV heads (split or replicated) and every split width
 
     def _validate_positions(self, spec: ModelSpec) -> None:
-        """A learned position table has no row past its last: longer sequences cannot be embedded."""
-        limit = spec.max_position_embeddings or spec.learned_positions
-        require(not spec.learned_positions or self.kv_len <= limit,
-                f"{spec.name} has {limit} learned position embeddings; {self.phase} needs {self.kv_len} positions "
-                f"(--seq, or --context + 1 for decode)")
+        check_positions(spec, self.kv_len, self.phase)
 
     def _validate_train(self) -> None:
         require(self.window in WINDOW_MODES, f"window must be one of {', '.join(WINDOW_MODES)}, got {self.window!r}")

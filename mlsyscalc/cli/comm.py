@@ -12,7 +12,7 @@ from ..errors import MlsysError
 from ..specs.cluster import ClusterSpec, builtin_clusters, load_cluster
 from ..units import fmt_bytes, fmt_seconds, parse_bytes
 from . import render
-from .options import model_argument, positive_int, resolve_model
+from .options import NON_NEGATIVE, POSITIVE, model_argument, positive_int, resolve_model
 
 _STEP = StepOptions()  # the defaults live in the calculator's options
 
@@ -33,7 +33,8 @@ def cluster_options(func: Callable) -> Callable:
         ("--latency", "Override the intra-node per-step latency (us)."),
         ("--bandwidth", "Override the intra-node bandwidth per GPU per direction (GB/s)."),
     ):
-        func = click.option(name, type=float, help=help_text)(func)
+        kind = POSITIVE if name.endswith("bandwidth") else NON_NEGATIVE
+        func = click.option(name, type=kind, help=help_text)(func)
     return click.option("--cluster", default="hgx-h100", show_default=True,
                         help="Built-in cluster (`mlsys comm clusters`) or a cluster JSON file.")(func)
 
@@ -119,7 +120,7 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--order", default=",".join(_STEP.order), show_default=True,
               help="Rank order, inner to outer: consecutive ranks share a node.")
 @click.option("--algo", type=click.Choice(ALGORITHMS), default=_STEP.algo, show_default=True)
-@click.option("--gpus", type=int, help="Check: must equal dp x tp x pp x cp.")
+@click.option("--gpus", type=click.IntRange(min=1), help="Check: must equal dp x tp x pp x cp.")
 @cluster_options
 @render.output_options
 def step(model, overrides, dp, tp, pp, ep, cp, sp, zero, batch, seq, grad_accum, interleave, dtype, grad_dtype,

@@ -8,7 +8,7 @@ from ..calc.flops import PHASES, FlopOptions, count_flops
 from ..calc.params import count_params
 from ..units import fmt_count, fmt_flops
 from . import render
-from .options import model_argument, positive_int, resolve_model
+from .options import model_argument, positive_int, reject_unused, resolve_model
 
 
 @click.command()
@@ -56,13 +56,17 @@ def params(model, overrides, fmt, as_json):
               help="Tokens already in the KV cache (decode attends to context + 1).")
 @click.option("--causal", is_flag=True, help="Halve attention scores and attention-times-V (prefill).")
 @render.output_options
-def flops(model, overrides, batch, seq, phase, context, causal, fmt, as_json):
+@click.pass_context
+def flops(ctx, model, overrides, batch, seq, phase, context, causal, fmt, as_json):
     """FLOPs of a forward pass of MODEL, with backward, training step and per-token figures.
 
     Counted as torch.utils.flop_counter.FlopCounterMode counts them: 2 FLOPs per multiply-add,
     matrix multiplications only, attention over the full S x S unless --causal, MoE experts as
     routed (top-k). Backward = 2x forward; training step = 3x (4x with full recomputation).
     """
+    if phase == "decode":
+        reject_unused(ctx, {"seq": "with --phase decode (one new token per sequence; --context sets the cache)",
+                            "causal": "with --phase decode (one query attends to every cached key)"})
     spec = resolve_model(model, overrides)
     opts = FlopOptions(batch=batch, seq=seq, phase=phase, context=context, causal=causal)
     r = count_flops(spec, opts)

@@ -1,7 +1,7 @@
 """The `mlsys` entry point: a click group whose command modules load only when used.
 
 Lazy loading keeps `mlsys params` from importing the benchmark harness (and torch with it).
-Errors: MlsysError and click usage errors exit 2 with one line; anything else exits 1.
+Errors: MlsysError, click usage errors and unreadable files exit 2 with one line; anything else exits 1.
 """
 
 from __future__ import annotations
@@ -44,7 +44,9 @@ class LazyGroup(click.Group):
         if target is None:
             return None
         module_name, attr = target.split(":")
-        return getattr(importlib.import_module(module_name, package="mlsyscalc.cli"), attr)
+        from .options import harden
+
+        return harden(getattr(importlib.import_module(module_name, package="mlsyscalc.cli"), attr))
 
 
 class MainGroup(LazyGroup):
@@ -71,11 +73,23 @@ class MainGroup(LazyGroup):
                 raise
             click.echo(f"error: {exc}", err=True)
             ctx.exit(2)
+        except (UnicodeDecodeError, OSError) as exc:  # a file named on the command line
+            if _debug(ctx):
+                raise
+            click.echo(f"error: {_file_error(exc)}", err=True)
+            ctx.exit(2)
         except Exception as exc:  # noqa: BLE001 - the last line of defence
             if _debug(ctx):
                 raise
             click.echo(f"unexpected error ({type(exc).__name__}): {exc} [rerun with --debug for a traceback]", err=True)
             ctx.exit(1)
+
+
+def _file_error(exc: Exception) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return f"a file given is not UTF-8 text (byte {exc.start}: {exc.reason})"
+    name = getattr(exc, "filename", None)
+    return f"{name}: {exc.strerror or exc}" if name else f"cannot use a file given: {exc}"
 
 
 def _debug(ctx: click.Context) -> bool:

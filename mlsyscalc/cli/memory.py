@@ -12,7 +12,7 @@ from ..calc.memory_common import parse_bytes_overrides, verdict
 from ..errors import MlsysError, require
 from ..units import fmt_bytes
 from . import render
-from .options import model_argument, positive_int, resolve_model
+from .options import POSITIVE, model_argument, positive_int, reject_unused, resolve_model
 from .plots import plot_note
 
 TRAIN_SWEEPS = {"zero": (0, 1, 2, 3), "recompute": mt.RECOMPUTE, "optimizer": mt.OPTIMIZERS}
@@ -34,7 +34,7 @@ def _gb(value: int) -> str:
 def _parts_table(title: str, parts: dict[str, int], total: int):
     rows = [[k, v, fmt_bytes(v), _gb(v), f"{100 * v / total:.1f}%" if total else "-"] for k, v in parts.items()]
     rows.append(["total", total, fmt_bytes(total), _gb(total), "100.0%"])
-    return render.table(title, ["part", "bytes", "GiB (2^30)", "GB (10^9)", "share"], rows)
+    return render.table(title, ["part", "bytes", "KiB..TiB (2^10..)", "GB (10^9)", "share"], rows)
 
 
 def _assumptions(nbytes: dict) -> tuple:
@@ -56,7 +56,7 @@ def _fit(data: dict, tables: list, gpu: str | None, total: int, reserve: str):
             ["usable", v.usable_bytes, fmt_bytes(v.usable_bytes), _gb(v.usable_bytes)],
             ["needed", total, fmt_bytes(total), _gb(total)],
             ["headroom", v.headroom_bytes, fmt_bytes(v.headroom_bytes), _gb(v.headroom_bytes)]]
-    tables.append(render.table(f"{v.gpu}: {'fits' if v.fits else 'does NOT fit'}", ["", "bytes", "GiB", "GB"], rows))
+    tables.append(render.table(f"{v.gpu}: {'fits' if v.fits else 'does NOT fit'}", ["", "bytes", "KiB..TiB (2^10..)", "GB (10^9)"], rows))
     return v
 
 
@@ -74,6 +74,13 @@ def _gpu_options(func):
                         help="Draw the breakdown as stacked bars across --sweep (PNG/SVG/PDF).")(func)
 
 
+def _check_unused(ctx, plot_path, gpu) -> None:
+    if not plot_path:
+        reject_unused(ctx, {"sweep": "without --plot (it names the option the plot sweeps)"})
+    if not gpu:
+        reject_unused(ctx, {"reserve": "without --gpu (it is kept back from the GPU's memory)"})
+
+
 @click.group()
 def memory():
     """Per-GPU memory for training and inference, and what fits on a GPU."""
@@ -88,25 +95,26 @@ def memory():
 @click.option("--master-weights/--no-master-weights", default=True, show_default=True,
               help="bf16/fp16: keep fp32 master weights and fp32 optimizer states (off: everything in --dtype).")
 @click.option("--optimizer", type=click.Choice(mt.OPTIMIZERS), default="adamw", show_default=True)
-@click.option("--dp", type=int, default=1, show_default=True, help="Data-parallel ranks.")
-@click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel ranks.")
-@click.option("--pp", type=int, default=1, show_default=True, help="Pipeline stages (1F1B).")
+@click.option("--dp", type=click.IntRange(min=1), default=1, show_default=True, help="Data-parallel ranks.")
+@click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True, help="Tensor-parallel ranks.")
+@click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline stages (1F1B).")
 @click.option("--sp/--no-sp", default=False, show_default=True, help="Megatron sequence parallelism over the TP ranks.")
-@click.option("--ep", type=int, default=1, show_default=True, help="Expert-parallel ranks (within dp x cp).")
-@click.option("--cp", type=int, default=1, show_default=True, help="Context-parallel ranks (sequence split, ring attention).")
-@click.option("--zero", type=int, default=None, help="ZeRO stage 0-3 (default 0), sharded over dp x cp: 1 optimizer states, 2 + gradients, 3 + weights.")
+@click.option("--ep", type=click.IntRange(min=1), default=1, show_default=True, help="Expert-parallel ranks (within dp x cp).")
+@click.option("--cp", type=click.IntRange(min=1), default=1, show_default=True, help="Context-parallel ranks (sequence split, ring attention).")
+@click.option("--zero", type=click.IntRange(0, 3), default=None, help="ZeRO stage 0-3 (default 0), sharded over dp x cp: 1 optimizer states, 2 + gradients, 3 + weights.")
 @click.option("--fsdp", default=None, help="FSDP strategy: full_shard (= --zero 3), shard_grad_op (= 2), no_shard (= 0).")
 @click.option("--offload", type=click.Choice(mt.OFFLOAD), default="none", show_default=True, help="ZeRO-Offload of the optimizer to CPU memory.")
 @click.option("--recompute", type=click.Choice(mt.RECOMPUTE), default="none", show_default=True,
               help="selective: attention scores recomputed; full: each layer keeps only its input (Korthikanti et al. 2022).")
 @click.option("--flash/--no-flash", default=True, show_default=True, help="Flash attention: no S x S scores saved.")
 @click.option("--dropout/--no-dropout", default=False, show_default=True, help="Dropout masks (1 byte per element).")
-@click.option("--capacity-factor", type=float, default=1.0, show_default=True, help="MoE: expert slots per routed token.")
-@click.option("--world-size", type=int, default=None, help="Check dp*tp*pp*cp against this.")
+@click.option("--capacity-factor", type=POSITIVE, default=1.0, show_default=True, help="MoE: expert slots per routed token.")
+@click.option("--world-size", type=click.IntRange(min=1), default=None, help="Check dp*tp*pp*cp against this.")
 @click.option("--sweep", type=click.Choice(list(TRAIN_SWEEPS)), default="zero", show_default=True, help="Option swept by --plot.")
 @_gpu_options
 @render.output_options
-def train(model, overrides, batch, seq, grad_accum, dtype, master_weights, optimizer, dp, tp, pp, sp, ep, cp,
+@click.pass_context
+def train(ctx, model, overrides, batch, seq, grad_accum, dtype, master_weights, optimizer, dp, tp, pp, sp, ep, cp,
           zero, fsdp, offload, recompute, flash, dropout, capacity_factor, world_size, sweep, plot_path,
           byte_overrides, gpu, reserve, fmt, as_json):
     """Per-GPU memory of a training step of MODEL: weights, gradients, optimizer states,
@@ -115,6 +123,7 @@ def train(model, overrides, batch, seq, grad_accum, dtype, master_weights, optim
     resident at the start of backward. Every bytes-per-element assumption is printed and can
     be overridden with --bytes.
     """
+    _check_unused(ctx, plot_path, gpu)
     spec = resolve_model(model, overrides)
     require(zero is None or fsdp is None, "give --zero or --fsdp, not both")
     stage = mt.zero_from_fsdp(fsdp) if fsdp else (0 if zero is None else zero)
@@ -144,10 +153,10 @@ def train(model, overrides, batch, seq, grad_accum, dtype, master_weights, optim
               _parts_table("detail", dict(peak.detail), r.total)]
     layer_total = sum(b for _, b in r.activation_items)
     tables.append(render.table("activations saved per layer (layer 0, one micro-batch, this rank)",
-                               ["tensor", "bytes", "GiB"], [[n, round(b), fmt_bytes(b)] for n, b in r.activation_items]
+                               ["tensor", "bytes", "KiB..TiB (2^10..)"], [[n, round(b), fmt_bytes(b)] for n, b in r.activation_items]
                                + [["layer total (before recompute)", round(layer_total), fmt_bytes(layer_total)]]))
     if pp > 1:
-        tables.append(render.table("pipeline stages", ["stage", "layers", "micro-batches in flight", "total bytes", "GiB"],
+        tables.append(render.table("pipeline stages", ["stage", "layers", "micro-batches in flight", "total bytes", "KiB..TiB (2^10..)"],
                                    [[s.stage, s.layers, s.micro_batches_in_flight, s.total, fmt_bytes(s.total)] for s in r.stages]))
     tables.append(_assumptions(dict(r.bytes_per_element)))
     v = _fit(data, tables, gpu, r.total, reserve)
@@ -199,8 +208,8 @@ def _plot(path, title, option, pairs, v, notes, data):
 @click.option("--dtype", default=mi.InferOptions.dtype, show_default=True, help="Weights of the decoder projections: " + ", ".join(mi.WEIGHT_DTYPES) + ".")
 @click.option("--base-dtype", default=mi.InferOptions.base_dtype, show_default=True, help="Embeddings, lm_head, norms, activations.")
 @click.option("--kv-dtype", default=mi.InferOptions.kv_dtype, show_default=True)
-@click.option("--group-size", type=int, default=None, help="Quantisation group (input columns per scale); default int4 128, nf4 64, int8 per channel.")
-@click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel ranks (split weights and KV heads).")
+@click.option("--group-size", type=click.IntRange(min=1), default=None, help="Quantisation group (input columns per scale); default int4 128, nf4 64, int8 per channel.")
+@click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True, help="Tensor-parallel ranks (split weights and KV heads).")
 @click.option("--block-size", type=click.IntRange(min=0), default=0, show_default=True, help="Paged KV block (tokens); 0 = contiguous.")
 @positive_int("--prefill-chunk", mi.InferOptions.prefill_chunk, "Tokens per prefill step (activation workspace).")
 @click.option("--flash/--no-flash", default=True, show_default=True)
@@ -208,13 +217,15 @@ def _plot(path, title, option, pairs, v, notes, data):
 @click.option("--sweep", type=click.Choice(list(INFER_SWEEPS)), default="dtype", show_default=True, help="Option swept by --plot.")
 @_gpu_options
 @render.output_options
-def infer(model, overrides, batch, context, dtype, base_dtype, kv_dtype, group_size, tp, block_size, prefill_chunk,
+@click.pass_context
+def infer(ctx, model, overrides, batch, context, dtype, base_dtype, kv_dtype, group_size, tp, block_size, prefill_chunk,
           flash, solve, sweep, plot_path, byte_overrides, gpu, reserve, fmt, as_json):
     """Per-GPU memory for serving MODEL: weights, KV cache and activation workspace; with
     --gpu a fits verdict, and with --max the largest batch or context that fits. KV cache:
     K and V of the KV heads (MLA: the compressed latent), sliding windows honoured, --tp
     splitting KV heads (replicating them when tp exceeds them).
     """
+    _check_unused(ctx, plot_path, gpu)
     spec = resolve_model(model, overrides)
     opts = mi.InferOptions(batch=batch, context=context, dtype=dtype, base_dtype=base_dtype, kv_dtype=kv_dtype,
                            group_size=group_size, tp=tp, block_size=block_size, prefill_chunk=prefill_chunk,

@@ -1,13 +1,61 @@
-"""Options shared by commands that take a MODEL (built-in name, config.json or folder)."""
+"""Options shared by every command, and the checks every option value passes.
+
+`harden(command)` is applied by the lazy command groups to each command they load, so every
+command, present or future, rejects with exit 2 and the option's name: an empty string, a
+NaN or infinite float, a float beyond 1e300 and an integer beyond 2^53. Options with a physical
+range declare it with the types below (`FRACTION`, `POSITIVE`, `NON_NEGATIVE`) or click's own
+IntRange/FloatRange; the calculators' options dataclasses check the same ranges again.
+"""
 
 from __future__ import annotations
 
-from typing import Callable
+import copy
+import math
+from typing import Any, Callable
 
 import click
 
 from ..specs.lookup import load_model, parse_overrides
 from ..specs.model import ModelSpec
+from ..validate import MAX_FLOAT, MAX_INT
+
+FRACTION = click.FloatRange(0, 1, min_open=True)  # efficiencies, MFU: (0, 1]
+POSITIVE = click.FloatRange(0, min_open=True)  # bandwidths, latencies, prices, peaks: > 0
+NON_NEGATIVE = click.FloatRange(0)  # overheads: >= 0
+
+_CHECKED_TYPES = (click.types.StringParamType, click.types.FloatParamType, click.types.IntParamType,
+                  click.types._NumberRangeBase, click.Path)
+
+
+def _checked_convert(param_type: click.ParamType) -> Callable:
+    """param_type's own conversion followed by the checks every value of every command passes."""
+    inner = param_type.convert
+
+    def convert(value: Any, param, ctx):
+        if isinstance(value, str) and not value.strip():
+            param_type.fail("an empty value is not allowed", param, ctx)
+        out = inner(value, param, ctx)
+        if isinstance(out, float) and not (math.isfinite(out) and abs(out) <= MAX_FLOAT):
+            param_type.fail(f"{value!r} is not a finite number (|x| <= {MAX_FLOAT:g})", param, ctx)
+        if isinstance(out, int) and not isinstance(out, bool) and abs(out) > MAX_INT:
+            param_type.fail(f"{value!r} is too large (at most 2^53 = {MAX_INT:,})", param, ctx)
+        return out
+    return convert
+
+
+def harden(command: click.Command) -> click.Command:
+    """Give every parameter of command (and of its subcommands) the checked version of its type."""
+    if getattr(command, "_mlsys_hardened", False):
+        return command
+    for param in command.params:
+        if isinstance(param.type, _CHECKED_TYPES):
+            checked = copy.copy(param.type)  # never the shared click.STRING/INT/FLOAT instances
+            checked.convert = _checked_convert(checked)
+            param.type = checked
+    for sub in getattr(command, "commands", {}).values():
+        harden(sub)
+    command._mlsys_hardened = True
+    return command
 
 
 def model_argument(func: Callable) -> Callable:
@@ -25,3 +73,17 @@ def resolve_model(model: str, overrides: tuple[str, ...]) -> ModelSpec:
 
 def positive_int(name: str, default: int, help: str) -> Callable:
     return click.option(name, type=click.IntRange(min=1), default=default, show_default=True, help=help)
+
+
+def given(ctx: click.Context, name: str) -> bool:
+    """True when the user typed the option (not its default)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
+def reject_unused(ctx: click.Context, unused: dict[str, str]) -> None:
+    """Exit 2 naming an option the user gave that does not apply, e.g. {"seq": "with --phase decode"}."""
+    for name, why in unused.items():
+        if given(ctx, name):
+            flag = next((p.opts[0] for p in ctx.command.params if p.name == name), name)
+            raise click.UsageError(f"{flag} does not apply {why}", ctx)

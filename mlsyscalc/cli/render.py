@@ -7,10 +7,9 @@ and assumptions behind them, printed under tables and included in JSON as `notes
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
+import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -18,6 +17,7 @@ from typing import Any, Callable
 import click
 
 from ..report.markdown import markdown_table
+from ..errors import MlsysError
 
 FORMATS = ("table", "json", "csv", "markdown")
 
@@ -34,6 +34,7 @@ class Output:
     data: dict[str, Any]
     tables: tuple[Table, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    records: str | None = None  # a key of data holding a list of objects: CSV has one row per item
 
 
 def table(title: str, columns: list[str] | tuple[str, ...], rows: list[list[Any]] | list[tuple]) -> Table:
@@ -50,8 +51,35 @@ def output_options(func: Callable) -> Callable:
     return func
 
 
+# Keys whose value is a size, count, time or rate: never negative. Signed quantities (headroom,
+# prediction errors, excess loss) carry one of the _SIGNED words in their name.
+_UNSIGNED_ENDINGS = ("_bytes", "bytes", "_flops", "flops", "_s", "_params", "params", "tokens", "_GBps", "_Bps")
+_SIGNED = ("headroom", "error", "excess", "delta", "diff", "residual", "slack", "margin", "log")
+
+
+def check_numbers(value: Any, path: str = "") -> None:
+    """Raise MlsysError if the result holds NaN, an infinity or a negative size/count/time.
+
+    Inputs are checked where they enter, so this is the last guard: a result like that means the
+    inputs, though each in range, make no physical sense together; nothing is printed then.
+    """
+    if isinstance(value, dict):
+        for key, item in value.items():
+            check_numbers(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            check_numbers(item, f"{path}[{i}]")
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise MlsysError(f"these inputs give a non-finite {path} ({value}); check the numeric options")
+        key = path.rsplit(".", 1)[-1].split("[")[0]
+        if value < 0 and key.endswith(_UNSIGNED_ENDINGS) and not any(w in key for w in _SIGNED):
+            raise MlsysError(f"these inputs give a negative {path} ({value:g}); check the sizes given")
+
+
 def emit(output: Output, fmt: str, as_json: bool = False) -> None:
-    """Render to stdout in the chosen format."""
+    """Render to stdout in the chosen format (after check_numbers on the JSON data)."""
+    check_numbers(output.data)
     fmt = "json" if as_json else fmt
     if fmt == "json":
         payload = dict(output.data)
@@ -59,7 +87,9 @@ def emit(output: Output, fmt: str, as_json: bool = False) -> None:
             payload["notes"] = list(output.notes)
         click.echo(json.dumps(_jsonable(payload), indent=2))
     elif fmt == "csv":
-        click.echo(_csv(output), nl=False)
+        from .render_csv import to_csv
+
+        click.echo(to_csv(_jsonable(output.data), output.records or _only_list(output.data)), nl=False)
     elif fmt == "markdown":
         click.echo(_markdown(output))
     else:
@@ -90,18 +120,13 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _csv(output: Output) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    for i, tab in enumerate(output.tables):
-        if len(output.tables) > 1:
-            if i:
-                buf.write("\n")
-            buf.write(f"# {tab.title}\n")
-        writer.writerow(tab.columns)
-        for row in tab.rows:  # raw values: csv is for machines too
-            writer.writerow(["" if v is None else v for v in row])
-    return buf.getvalue()
+def _only_list(data: dict[str, Any]) -> str | None:
+    """The key of data's one value, when that is a list of objects (`mlsys gpus`: "gpus")."""
+    if len(data) == 1:
+        (key, value), = data.items()
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            return key
+    return None
 
 
 def _markdown(output: Output) -> str:
@@ -116,22 +141,30 @@ def _markdown(output: Output) -> str:
 
 
 def console(stderr: bool = False):
-    """The one rich Console (stdout for results, stderr for progress)."""
+    """The one rich Console (stdout for results, stderr for progress).
+
+    Width: $COLUMNS when set, else the terminal's, else 120 when writing to a pipe or file.
+    """
     from rich.console import Console
 
-    return Console(stderr=stderr, soft_wrap=False, width=None if sys.stdout.isatty() else 120)
+    return Console(stderr=stderr, soft_wrap=False, width=_width())
+
+
+def _width() -> int | None:
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    if columns > 0:
+        return max(columns, 40)
+    return None if sys.stdout.isatty() else 120
 
 
 def _rich(output: Output) -> None:
-    from rich.table import Table as RichTable
+    from .render_rich import rich_table
 
     out = console()
     for tab in output.tables:
-        rich_table = RichTable(title=tab.title, title_justify="left", header_style="bold")
-        for i, col in enumerate(tab.columns):
-            rich_table.add_column(col, justify="left" if i == 0 else "right", no_wrap=i == 0)
-        for row in tab.rows:
-            rich_table.add_row(*(_cell(v) for v in row))
-        out.print(rich_table)
+        out.print(rich_table(tab.title, tab.columns, tab.rows, _cell, out.width))
     for note in output.notes:
-        out.print(f"[dim]- {note}[/dim]", highlight=False)
+        out.print(f"- {note}", style="dim", highlight=False, markup=False)

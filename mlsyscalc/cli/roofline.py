@@ -18,8 +18,9 @@ from ..calc.roofline_ops import predict_attention, predict_matmul
 from ..calc.roofline_sweep import sweep_batch
 from ..errors import MlsysError
 from ..units import parse_count
+from ..validate import count as whole, fraction
 from . import render
-from .options import model_argument, positive_int, resolve_model
+from .options import model_argument, positive_int, reject_unused, resolve_model
 from .plots import with_plot
 from .roofline_views import model_output, op_output, sweep_output
 
@@ -61,7 +62,7 @@ def _pairs(items: tuple[str, ...]) -> dict[str, float]:
         key, sep, value = item.partition("=")
         if not sep:
             raise MlsysError(f"--efficiency {item!r}: expected KIND=FRACTION")
-        out[key.strip()] = parse_count(value, f"--efficiency {key}")
+        out[key.strip()] = fraction(parse_count(value, f"--efficiency {key}"), f"--efficiency {key}")
     return out
 
 
@@ -144,7 +145,7 @@ def attention(batch, heads, kv_heads, seq, kv_len, head_dim, v_head_dim, causal,
 @render.output_options
 def elementwise(elements, inputs, outputs, flops_per_element, dtype, ceilings, plot, fmt, as_json):
     """y = f(x1..xn) element by element (residual add: --inputs 2)."""
-    count = parse_count(elements, "--elements")
+    count = whole(parse_count(elements, "--elements"), "--elements")
     _emit_op(elementwise_op(count, inputs, outputs, flops_per_element, dtype, ceilings), ceilings, plot, fmt, as_json)
 
 
@@ -207,13 +208,17 @@ def _sweep_values(text: str) -> list[int]:
 @click.option("--dp-overlap", is_flag=True, help="train with --dp: overlap DP traffic with the backward kernels.")
 @ceiling_options
 @render.output_options
-def model(model, overrides, phase, batch, seq, context, tp, dtype, kv_dtype, cluster, no_fit_check, sweep,
+@click.pass_context
+def model(ctx, model, overrides, phase, batch, seq, context, tp, dtype, kv_dtype, cluster, no_fit_check, sweep,
           window, recompute, dp, zero, dp_overlap, ceilings, plot, fmt, as_json):
     """Per-kernel roofline of one layer (and the head) of MODEL, and the step's totals.
 
     prefill: time to first token; decode: time per output token (needs --context); train:
     forward + backward + AdamW step. Also tokens/s, MFU, MBU, and with --tp the collectives.
     """
+    reject_unused(ctx, {"seq": "with --phase decode (one new token per sequence; --context sets the cache)"}
+                  if phase == "decode" else {"context": "with --phase train (training keeps no KV cache)"}
+                  if phase == "train" else {})
     spec = resolve_model(model, overrides)
     opts = RooflineOptions(phase=phase, batch=batch, seq=seq, context=context, tp=tp, dtype=dtype,
                            kv_dtype=kv_dtype, cluster=cluster, check_fit=not no_fit_check, window=window,

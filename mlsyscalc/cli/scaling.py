@@ -11,6 +11,7 @@ from ..errors import MlsysError
 from ..units import fmt_count, fmt_seconds, parse_count
 from . import render
 from .plots import plot_note
+from .options import FRACTION, POSITIVE
 
 LAWS_HELP = """Laws (--law):
 
@@ -31,12 +32,16 @@ Every law obeys C = 6ND (FLOPs = 6 x params x tokens). Numbers accept 5.76e23, 7
 CONVENTION = "C = 6ND: training FLOPs = 6 x parameters x tokens (Kaplan et al. 2020); loss in nats/token"
 
 
-def _count(what: str):
+def _count(what: str, minimum: float = 1.0):
+    """Parse a count option; below `minimum` (1 parameter, 1 token, C = 6 x 1 x 1) is an error."""
     def parse(ctx, param, value):
         if value is None:
             return None
         try:
-            return parse_count(value, what)
+            number = parse_count(value, what)
+            if number < minimum:
+                raise MlsysError(f"{what}: must be at least {minimum:g}, got {value!r}")
+            return number
         except MlsysError as exc:
             raise click.BadParameter(str(exc)) from exc
     return parse
@@ -86,7 +91,7 @@ def _plotted(data: dict, notes: list, plot_path: str | None, draw) -> None:
 
 
 @scaling.command(help=f"Compute-optimal N, D and C from one of --compute, --params, --tokens.\n\n{LAWS_HELP}")
-@click.option("--compute", callback=_count("compute"), help="Training compute C in FLOPs (e.g. 5.76e23).")
+@click.option("--compute", callback=_count("compute", 6.0), help="Training compute C in FLOPs (e.g. 5.76e23).")
 @click.option("--params", callback=_count("params"), help="Model size N (e.g. 70B): gives D and C.")
 @click.option("--tokens", callback=_count("tokens"), help="Training tokens D (e.g. 1.4T): gives N and C.")
 @_law_option()
@@ -158,17 +163,17 @@ def _peak(gpu: str | None, dtype: str, peak_tflops: float | None) -> tuple[float
                       "Give one of --compute, --gpu-hours, --days, --cost and the GPU's peak (--gpu NAME or "
                       "--peak-tflops). GPU-hours = C / (peak x MFU) / 3600; days = GPU-hours / GPUs / 24; "
                       "cost = GPU-hours x price.")
-@click.option("--compute", callback=_count("compute"), help="Training compute C in FLOPs (e.g. 5.76e23).")
-@click.option("--gpu-hours", callback=_count("gpu-hours"), help="GPU-hours available.")
-@click.option("--days", callback=_count("days"), help="Wall-clock days available on --gpus GPUs.")
-@click.option("--cost", callback=_count("cost"), help="Money available (needs --price-per-gpu-hour).")
+@click.option("--compute", callback=_count("compute", 6.0), help="Training compute C in FLOPs (e.g. 5.76e23).")
+@click.option("--gpu-hours", callback=_count("gpu-hours", 0), help="GPU-hours available.")
+@click.option("--days", callback=_count("days", 0), help="Wall-clock days available on --gpus GPUs.")
+@click.option("--cost", callback=_count("cost", 0), help="Money available (needs --price-per-gpu-hour).")
 @click.option("--gpu", help="GPU name for the peak FLOP/s (see `mlsys gpus`).")
 @click.option("--dtype", default=calc.BudgetOptions.dtype, show_default=True, help="Datatype of the peak.")
-@click.option("--peak-tflops", type=float, help="Dense peak TFLOP/s per GPU (overrides --gpu).")
-@click.option("--gpus", type=int, default=calc.BudgetOptions.gpus, show_default=True, help="Number of GPUs.")
-@click.option("--mfu", type=float, default=calc.BudgetOptions.mfu, show_default=True,
+@click.option("--peak-tflops", type=POSITIVE, help="Dense peak TFLOP/s per GPU (overrides --gpu).")
+@click.option("--gpus", type=click.IntRange(min=1), default=calc.BudgetOptions.gpus, show_default=True, help="Number of GPUs.")
+@click.option("--mfu", type=FRACTION, default=calc.BudgetOptions.mfu, show_default=True,
               help="Model FLOPs utilisation (achieved / peak), in (0, 1].")
-@click.option("--price-per-gpu-hour", type=float, help="Price of one GPU-hour (any currency).")
+@click.option("--price-per-gpu-hour", type=POSITIVE, help="Price of one GPU-hour (any currency).")
 @_law_option()
 @render.output_options
 def budget(compute, gpu_hours, days, cost, gpu, dtype, peak_tflops, gpus, mfu, price_per_gpu_hour, law, fmt, as_json):
@@ -253,13 +258,13 @@ def _starts(ctx, param, value):
                       "compute-optimal allocation at --compute (default: the largest 6ND among the runs). "
                       "Needs scipy (pip install 'mlsyscalc[science]').")
 @click.argument("runs_csv", type=click.Path(exists=True, dir_okay=False))
-@click.option("--compute", callback=_count("compute"), help="Budget for the implied optimum (FLOPs).")
+@click.option("--compute", callback=_count("compute", 6.0), help="Budget for the implied optimum (FLOPs).")
 @click.option("--starts", default=str(FitOptions.starts), show_default=True, callback=_starts,
               help="L-BFGS starts drawn from the paper's 4,500-point grid, or 'all'.")
-@click.option("--bootstrap", type=int, default=FitOptions.bootstrap, show_default=True,
+@click.option("--bootstrap", type=click.IntRange(min=0), default=FitOptions.bootstrap, show_default=True,
               help="Bootstrap resamples (0: no CIs).")
-@click.option("--ci", type=float, default=FitOptions.ci, show_default=True, help="Confidence level.")
-@click.option("--seed", type=int, default=FitOptions.seed, show_default=True, help="Random seed (starts and bootstrap).")
+@click.option("--ci", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=FitOptions.ci, show_default=True, help="Confidence level.")
+@click.option("--seed", type=click.IntRange(min=0), default=FitOptions.seed, show_default=True, help="Random seed (starts and bootstrap).")
 @plot_option
 @render.output_options
 def fit(runs_csv, compute, starts, bootstrap, ci, seed, plot_path, fmt, as_json):
@@ -267,8 +272,11 @@ def fit(runs_csv, compute, starts, bootstrap, ci, seed, plot_path, fmt, as_json)
 
     from ..calc.scaling_fit import fit_runs, parse_runs
 
-    with open(runs_csv, newline="", encoding="utf-8-sig") as handle:  # -sig: Excel's byte-order mark
-        runs = parse_runs(csv.DictReader(handle), source=runs_csv)
+    try:
+        with open(runs_csv, newline="", encoding="utf-8-sig") as handle:  # -sig: Excel's byte-order mark
+            runs = parse_runs(csv.DictReader(handle), source=runs_csv)
+    except UnicodeDecodeError as exc:
+        raise MlsysError(f"{runs_csv}: not UTF-8 text (byte {exc.start}); save the CSV as UTF-8") from None
     result = fit_runs(runs, FitOptions(starts=starts, bootstrap=bootstrap, ci=ci, seed=seed), compute_flops=compute)
     law = result.fit
     intervals = {name: [lo, hi] for name, lo, hi in result.intervals}

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Mapping
 
-from ..errors import MlsysError
+from ..errors import MlsysError, require
 from ..dtypes import dtype_name
 from .lookup import all_names, find_named, load_spec_dir, suggest
 
@@ -103,10 +103,20 @@ def builtin_gpus() -> dict[str, GPUSpec]:
     return load_spec_dir("gpus", gpu_from_dict, "GPU spec")
 
 
+class AmbiguousGPU(MlsysError):
+    """A name that is the start of several built-in GPUs' names (A100: 40 GB or 80 GB)."""
+
+
 def load_gpu(name: str) -> GPUSpec:
-    """A built-in GPU by name or alias (exact, case-insensitive)."""
+    """A built-in GPU by name or alias (exact, case-insensitive); a family name is ambiguous."""
+    require(bool(str(name).strip()), "empty GPU name; `mlsys gpus` lists them")
     spec = find_named(builtin_gpus(), name)
     if spec is None:
+        wanted = str(name).strip().lower() + "-"
+        family = sorted({s.name for s in builtin_gpus().values()
+                         if any(n.lower().startswith(wanted) for n in (s.name, *s.aliases))})
+        if len(family) > 1:
+            raise AmbiguousGPU(f"GPU {name!r} is ambiguous: choose one of {', '.join(family)}")
         suggestion = suggest(str(name), all_names(builtin_gpus()))
         raise MlsysError(f"unknown GPU {name!r}{suggestion}; `mlsys gpus` lists them")
     return spec

@@ -10,18 +10,25 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from ..errors import MlsysError
+from ..validate import MAX_DIM, MAX_LAYERS, finite
 from .model import MLASpec, ModelSpec, MoESpec
 
 _MISSING = object()
+_MAXIMUM = {"num_hidden_layers": MAX_LAYERS, "n_layer": MAX_LAYERS, "num_layers": MAX_LAYERS}
+_WHY = {k: "the deepest published transformers have about 1,000 layers" for k in _MAXIMUM}
 
 
 class ConfigReader:
     """Typed, tracked access to a raw config dict; errors name the file and the key."""
 
-    def __init__(self, raw: Mapping[str, Any], source: str):
+    def __init__(self, raw: Mapping[str, Any], source: str, overridden: frozenset[str] = frozenset()):
         self.raw = raw
         self.source = source
+        self.overridden = overridden  # keys given with --set: their errors name --set, not the file
         self.read: set[str] = set()
+
+    def where(self, key: str) -> str:
+        return f"--set {key}" if key in self.overridden else f"{self.source}: {key!r}"
 
     def _get(self, key: str, default: Any) -> Any:
         self.read.add(key)
@@ -31,9 +38,14 @@ class ConfigReader:
         return value
 
     def int(self, key: str, default: Any = _MISSING, *, minimum: int = 1) -> int:
+        """An integer in [minimum, MAX_DIM] (layers: MAX_LAYERS), so no size overflows or takes minutes."""
         value = self._get(key, default)
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise MlsysError(f"{self.source}: {key!r} must be an integer >= {minimum}, got {value!r}")
+            raise MlsysError(f"{self.where(key)} must be an integer >= {minimum}, got {value!r}")
+        maximum = _MAXIMUM.get(key, MAX_DIM)
+        if value > maximum:
+            raise MlsysError(f"{self.where(key)} = {value:,} is beyond what mlsyscalc models "
+                             f"(at most {maximum:,}: {_WHY.get(key, 'a sane model size')})")
         return value
 
     def opt_int(self, key: str, default: int | None = None) -> int | None:
@@ -43,19 +55,19 @@ class ConfigReader:
     def bool(self, key: str, default: Any = _MISSING) -> bool:
         value = self._get(key, default)
         if not isinstance(value, bool):
-            raise MlsysError(f"{self.source}: {key!r} must be true or false, got {value!r}")
+            raise MlsysError(f"{self.where(key)} must be true or false, got {value!r}")
         return value
 
     def float(self, key: str, default: Any = _MISSING) -> float:
         value = self._get(key, default)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise MlsysError(f"{self.source}: {key!r} must be a number, got {value!r}")
-        return float(value)
+            raise MlsysError(f"{self.where(key)} must be a number, got {value!r}")
+        return finite(value, self.where(key))
 
     def str(self, key: str, default: Any = _MISSING) -> str:
         value = self._get(key, default)
         if not isinstance(value, str):
-            raise MlsysError(f"{self.source}: {key!r} must be a string, got {value!r}")
+            raise MlsysError(f"{self.where(key)} must be a string, got {value!r}")
         return value
 
     def any(self, key: str, default: Any = None) -> Any:
@@ -76,15 +88,16 @@ def _heads(c: ConfigReader, hidden: int, heads_key: str = "num_attention_heads")
 
 
 def _sliding(c: ConfigReader, layers: int, use_key: str | None = None) -> tuple[int | None, int]:
-    window = c.any("sliding_window")
+    c.read.add("sliding_window")
     if use_key is not None and not c.bool(use_key, False):
         return None, 0
+    window = c.opt_int("sliding_window")
     if window is None:
         return None, 0
     layer_types = c.any("layer_types")
     if isinstance(layer_types, list):
-        return int(window), sum(t == "sliding_attention" for t in layer_types)
-    return int(window), layers
+        return window, min(layers, sum(t == "sliding_attention" for t in layer_types))
+    return window, layers
 
 
 def _llama_like(c: ConfigReader, *, tie_default: bool, qkv_bias: bool | None = None) -> dict[str, Any]:
@@ -200,7 +213,7 @@ def _gpt_neox(c: ConfigReader) -> dict[str, Any]:
         activation=c.str("hidden_act", "gelu"), norm="layernorm", norm_bias=True, norms_per_layer=2,
         final_norm=True, qkv_bias=bias, o_bias=bias, mlp_bias=True, lm_head_bias=False,
         tie_word_embeddings=c.bool("tie_word_embeddings", False), position_embedding="rope",
-        rotary_fraction=float(rotary) if rotary is not None else c.float("rotary_pct", 1.0),
+        rotary_fraction=c.float("partial_rotary_factor") if rotary is not None else c.float("rotary_pct", 1.0),
         parallel_attention=c.bool("use_parallel_residual", True),
         max_position_embeddings=c.int("max_position_embeddings", 0, minimum=0),
     )
@@ -295,7 +308,7 @@ def from_hf_config(
     if model_type not in NORMALISERS:
         supported = ", ".join(sorted(NORMALISERS))
         raise MlsysError(f"{source}: unsupported model_type {model_type!r} (supported: {supported})")
-    reader = ConfigReader(config, source)
+    reader = ConfigReader(config, source, frozenset(overrides or ()))
     fields = NORMALISERS[model_type](reader)
     unused = sorted(set(overrides or {}) - reader.read - {"model_type"})
     if unused:

@@ -90,6 +90,8 @@ def suggest(word: str, choices: Iterable[str], n: int = 3) -> str:
 
 def resolve_config(ref: str) -> tuple[dict[str, Any], str, str, tuple[str, ...]]:
     """(raw config, name, source, aliases) for a built-in name/alias or a path."""
+    if not str(ref).strip():
+        raise MlsysError("empty model name: give a built-in name (`mlsys models`), a config.json or a folder")
     name = _index().get(str(ref).strip().lower())
     if name is not None:
         stored = builtin_configs()[name]
@@ -106,6 +108,9 @@ def resolve_config(ref: str) -> tuple[dict[str, Any], str, str, tuple[str, ...]]
             raise MlsysError(f"{path}: a config.json must hold a JSON object")
         stem = path.parent.name if path.name == "config.json" else path.stem
         return raw, raw.get("_name", stem), str(path), ()
+    if "/" in str(ref) or "\\" in str(ref) or str(ref).lower().endswith(".json") or str(ref).startswith("."):
+        raise MlsysError(f"{ref}: no such file or folder, nor a built-in name or alias"
+                         f"{suggest(str(ref), list(builtin_configs()))}")
     names = list(builtin_configs())
     raise MlsysError(f"unknown model {ref!r}: not a built-in name or alias, nor a config.json path{suggest(str(ref), names)}")
 
