@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlsyscalc.bench import comm_fit
+from mlsyscalc.calc.comm_collectives import COLLECTIVES, collective_cost
 from mlsyscalc.report import comm as comm_report
-from mlsyscalc.calc.comm_collectives import COLLECTIVES, collective_cost, ring_terms
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.cluster import Link, LinkTerms, Protocol, builtin_clusters, cluster_from_dict, load_cluster
 
@@ -61,17 +61,31 @@ def test_call_overhead_is_a_floor_and_the_parts_add_up():
         assert cost.latency_s + cost.transfer_s + cost.host_wait_s == pytest.approx(cost.time_s, rel=1e-12)
 
 
-@pytest.mark.parametrize("name", sorted(builtin_clusters()))
+# Ring terms on 2 GPUs for a 256 MiB buffer, written out by hand (NCCL's PERFORMANCE.md):
+# all-reduce = reduce-scatter + all-gather: 2(p-1) = 2 steps, 2(p-1)/p x S = S bytes sent;
+# all-gather, reduce-scatter, all-to-all: p-1 = 1 step, (p-1)/p x S = S/2; broadcast and reduce
+# forward the whole buffer once down the chain: 1 step, S; p2p: 1 step, S.
+RING_2GPU_256MIB = {
+    "all-reduce": (2, 256 * MiB), "all-gather": (1, 128 * MiB), "reduce-scatter": (1, 128 * MiB),
+    "all-to-all": (1, 128 * MiB), "broadcast": (1, 256 * MiB), "reduce": (1, 256 * MiB),
+    "p2p": (1, 256 * MiB),
+}
+PLAIN_CLUSTERS = sorted(n for n, c in builtin_clusters().items() if not c.intra.per_collective)
+
+
+def test_the_hand_table_covers_every_collective_and_a_plain_cluster_exists():
+    assert set(RING_2GPU_256MIB) == set(COLLECTIVES) and PLAIN_CLUSTERS
+
+
+@pytest.mark.parametrize("name", PLAIN_CLUSTERS)  # measured specs are covered below
 @pytest.mark.parametrize("collective", COLLECTIVES)
 def test_a_spec_without_protocols_is_the_plain_alpha_beta_model(name, collective):
     spec = builtin_clusters()[name]
-    if spec.intra.per_collective:
-        return  # the measured spec: covered below
     assert not spec.intra.protocols and spec.intra.call_overhead_s == 0
     assert "protocols" not in json.dumps(spec.to_dict()) and "call_overhead" not in json.dumps(spec.to_dict())
     again = cluster_from_dict(spec.to_dict(), "round trip").intra  # line_rate_GBps survives
     assert (again.bandwidth_Bps, again.line_rate_Bps) == (spec.intra.bandwidth_Bps, spec.intra.line_rate_Bps)
-    steps, sent = ring_terms(collective, 2, 256 * MiB)
+    steps, sent = RING_2GPU_256MIB[collective]
     cost = collective_cost(collective, 256 * MiB, 2, spec)
     assert cost.time_s == steps * spec.intra.latency_s + sent / spec.intra.bandwidth_Bps  # exactly, no rounding
     assert cost.host_wait_s == 0 and cost.phases[0].protocol == ""

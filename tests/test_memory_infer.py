@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from mlsyscalc import load_model
@@ -29,10 +31,10 @@ def test_sliding_window_caps_the_window_layers():
     spec = load_model("mistral-7b")
     assert spec.sliding_window == 4096
     assert kv("mistral-7b", context=32768) == kv("mistral-7b", context=4096)
-    gemma = load_model("gemma2-9b")
-    per_layer_token = gemma.kv_cache_elements_per_token * 2
-    full, window = gemma.num_layers - gemma.sliding_window_layers, gemma.sliding_window_layers
-    assert kv("gemma2-9b", context=8192) == per_layer_token * (full * 8192 + window * 4096)
+    # gemma2-9b config.json: 42 layers, every other one with a 4096-token window; 8 KV heads of
+    # head_dim 256, so K + V = 2 x 8 x 256 = 4096 elements = 8192 bf16 bytes per token and layer.
+    # At 8192 tokens: 21 full layers hold 8192 tokens, 21 window layers hold 4096.
+    assert kv("gemma2-9b", context=8192) == 8192 * (21 * 8192 + 21 * 4096) == 2_113_929_216
 
 
 def test_paged_blocks_round_up_the_last_block():
@@ -87,10 +89,15 @@ def test_nothing_fits_returns_zero():
     assert solve_max(load_model("llama2-70b"), InferOptions(), "batch", 10**9) == (0, None)
 
 
-@pytest.mark.parametrize("opts", [InferOptions(batch=0), InferOptions(context=-5), InferOptions(dtype="int3"),
-                                  InferOptions(block_size=-1), InferOptions(group_size=0)])
-def test_bad_input_raises(opts):
-    with pytest.raises(MlsysError):
+@pytest.mark.parametrize("opts, message", [
+    (InferOptions(batch=0), "--batch must be a positive integer, got 0"),
+    (InferOptions(context=-5), "--context must be a positive integer, got -5"),
+    (InferOptions(dtype="int3"), "unknown dtype 'int3'"),
+    (InferOptions(block_size=-1), "--block-size must be >= 0, got -1"),
+    (InferOptions(group_size=0), "--group-size must be positive, got 0"),
+])
+def test_bad_input_raises(opts, message):
+    with pytest.raises(MlsysError, match=re.escape(message)):
         infer_memory(load_model("llama2-7b"), opts)
 
 

@@ -145,10 +145,15 @@ def test_budget_example_by_hand():
     assert b.optimum.params == pytest.approx(scaling.optimal(compute_flops=5.76e23).params)
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"compute_flops": 1e20, "params": 1e9}, {"compute_flops": 0.0},
-                                    {"params": -1.0}, {"tokens": float("nan")}])
-def test_optimal_rejects_bad_input(kwargs):
-    with pytest.raises(MlsysError):
+@pytest.mark.parametrize("kwargs, message", [
+    ({}, "give exactly one of compute, params or tokens"),
+    ({"compute_flops": 1e20, "params": 1e9}, "give exactly one of compute, params or tokens"),
+    ({"compute_flops": 0.0}, "compute must be a positive finite number, got 0.0"),
+    ({"params": -1.0}, "params must be a positive finite number, got -1.0"),
+    ({"tokens": float("nan")}, "tokens must be a positive finite number, got nan"),
+])
+def test_optimal_rejects_bad_input(kwargs, message):
+    with pytest.raises(MlsysError, match=message):
         scaling.optimal("approach1", **kwargs)
 
 

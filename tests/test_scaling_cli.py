@@ -79,27 +79,28 @@ def test_budget_takes_the_peak_from_gpu_specs():
     assert invoke("budget", "--compute", "1e23", "--gpu", "no-such-gpu").exit_code == 2
 
 
-@pytest.mark.parametrize("args", [
-    ["optimal", "--compute", "0"],
-    ["optimal", "--compute", "-5e20"],
-    ["optimal", "--compute", "lots"],
-    ["optimal", "--params", "70X"],
-    ["optimal"],
-    ["optimal", "--compute", "1e20", "--params", "1B"],
-    ["loss", "--params", "70B", "--tokens", "0"],
-    ["loss", "--params", "70B", "--tokens", "1.4T", "--law", "approach1"],
-    ["budget", "--compute", "1e23"],
-    ["budget", "--compute", "1e23", "--peak-tflops", "989", "--mfu", "0"],
-    ["budget", "--compute", "1e23", "--peak-tflops", "989", "--mfu", "1.5"],
-    ["budget", "--compute", "1e23", "--peak-tflops", "-1"],
-    ["budget", "--cost", "1e6", "--peak-tflops", "989"],
-    ["budget", "--compute", "1e23", "--peak-tflops", "989", "--gpus", "0"],
-    ["table", "--law", "kaplan"],
-    ["optimal", "--compute", "1e20", "--plot", "out.jpg"],
+@pytest.mark.parametrize("args, message", [
+    (["optimal", "--compute", "0"], "compute: must be positive, got '0'"),
+    (["optimal", "--compute", "-5e20"], "compute: must be positive, got '-5e20'"),
+    (["optimal", "--compute", "lots"], "compute: 'lots' is not a number"),
+    (["optimal", "--params", "70X"], "unknown suffix 'x' in '70X'"),
+    (["optimal"], "give exactly one of compute, params or tokens"),
+    (["optimal", "--compute", "1e20", "--params", "1B"], "give exactly one of compute, params or tokens"),
+    (["loss", "--params", "70B", "--tokens", "0"], "tokens: must be positive, got '0'"),
+    (["loss", "--params", "70B", "--tokens", "1.4T", "--law", "approach1"], "'approach1' is not one of 'approach3', 'epoch'"),
+    (["budget", "--compute", "1e23"], "give --gpu NAME or --peak-tflops X"),
+    (["budget", "--compute", "1e23", "--peak-tflops", "989", "--mfu", "0"], "MFU must be in (0, 1], got 0.0"),
+    (["budget", "--compute", "1e23", "--peak-tflops", "989", "--mfu", "1.5"], "MFU must be in (0, 1], got 1.5"),
+    (["budget", "--compute", "1e23", "--peak-tflops", "-1"], "peak TFLOP/s must be a positive finite number, got -1.0"),
+    (["budget", "--cost", "1e6", "--peak-tflops", "989"], "a cost budget needs a price per GPU-hour"),
+    (["budget", "--compute", "1e23", "--peak-tflops", "989", "--gpus", "0"], "gpus must be at least 1, got 0"),
+    (["table", "--law", "kaplan"], "'kaplan' is not one of"),
+    (["optimal", "--compute", "1e20", "--plot", "out.jpg"], "plot file must end in .png or .svg, got 'out.jpg'"),
 ])
-def test_bad_input_exits_2(args):
+def test_bad_input_exits_2(args, message):
     result = invoke(*args)
     assert result.exit_code == 2, result.output
+    assert message in result.output
     assert "Traceback" not in result.output
 
 

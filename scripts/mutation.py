@@ -1,0 +1,303 @@
+"""Mutation testing of the calculators: plant one small bug at a time and see whether a test fails.
+
+Each mutant changes one AST node of one module under mlsyscalc/calc/ or mlsyscalc/specs/:
+an arithmetic operator (+ -, * /, // *, ** *), a comparison (< <=, > >=, == !=), a boolean
+operator (and or), a unary minus or `not` dropped, a number (n -> n + 1, x -> 2x), a bool
+flipped, or min() swapped with max(). The mutated module is written into a scratch copy of the
+repository and the module's test subset (TESTS below) runs against it with `-x`; a failing test
+or a timeout kills the mutant, an all-green run lets it survive.
+
+The heavy imports (torch, numpy, pytest, hypothesis) are loaded once and every mutant runs in a
+forked child, so a mutant costs its tests' time, not an interpreter start. Results are appended
+to a JSONL file as they come (a rerun skips mutants already there); `--report` turns the file
+into the markdown table of docs/mutation.md.
+
+    nice -n 10 python scripts/mutation.py --out reports/mutation/results.jsonl
+    python scripts/mutation.py --out reports/mutation/results.jsonl --report
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGETS = ("mlsyscalc/calc", "mlsyscalc/specs")
+
+# module stem -> the test files that test it directly (kept small: a surviving mutant runs all
+# of them, on two shared cores). A mutant some other file would kill counts as a survivor here,
+# so the score is a lower bound. test_values.py first: it holds the targeted value tests.
+MEMORY = ["test_values.py", "test_memory_train.py", "test_memory_infer.py", "test_memory_properties.py"]
+ROOFLINE = ["test_values.py", "test_roofline_ops.py", "test_roofline_model.py", "test_roofline_review.py"]
+COMM = ["test_values.py", "test_comm_collectives.py", "test_comm_protocols.py", "test_comm_step.py",
+        "test_comm_review.py"]
+SCALING = ["test_scaling.py", "test_scaling_fit.py", "test_scaling_review.py"]
+TESTS: dict[str, list[str]] = {
+    "params": ["test_values.py", "test_params.py", "test_flops.py"],
+    "layers": ["test_values.py", "test_params.py", "test_flops.py", "test_memory_train.py",
+               "test_memory_infer.py"],
+    "flops": ["test_values.py", "test_flops.py", "test_roofline_ops.py"],
+    "hf": ["test_values.py", "test_params.py", "test_specs.py", "test_flops.py",
+           "test_properties_foundation.py"],
+    "model": ["test_values.py", "test_specs.py", "test_params.py", "test_memory_infer.py"],
+    "lookup": ["test_specs.py", "test_cli_foundation.py"],
+    "gpu": ["test_specs.py", "test_roofline_ops.py", "test_memory_infer.py"],
+    "cluster": ["test_comm_collectives.py", "test_comm_protocols.py", "test_specs.py"],
+    "activations": ["test_values.py", "test_memory_train.py", "test_memory_torch.py"],
+    "memory_common": MEMORY, "memory_infer": MEMORY + ["test_memory_cli.py"],
+    "memory_train": MEMORY + ["test_memory_cli.py"],
+    "tensor_parallel": MEMORY + ["test_comm_step.py"],
+    "comm_collectives": COMM, "comm_step": COMM + ["test_comm_cli.py"],
+    "calibration": ROOFLINE, "roofline_comm": ROOFLINE, "roofline_memory": ROOFLINE,
+    "roofline_model": ROOFLINE, "roofline_notes": ROOFLINE, "roofline_ops": ROOFLINE,
+    "roofline_options": ROOFLINE, "roofline_sweep": ROOFLINE, "roofline_train": ROOFLINE,
+    "scaling": SCALING, "scaling_fit": SCALING, "scaling_laws": SCALING,
+}
+
+# wall-clock checks: they measure the machine, not the calculators, and fail on a loaded box
+DESELECT = ["tests/test_cli_foundation.py::test_cli_is_import_light_and_fast",
+            "tests/test_roofline_model.py::test_compute_bound_crossing_and_sweep_speed"]
+
+SWAP_OPS: dict[type, type] = {
+    ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult,
+    ast.FloorDiv: ast.Mult, ast.Mod: ast.FloorDiv, ast.Pow: ast.Mult,
+    ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt,
+    ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.In: ast.NotIn, ast.NotIn: ast.In,
+    ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.And: ast.Or, ast.Or: ast.And,
+}
+SWAP_CALLS = {"min": "max", "max": "min"}
+
+
+@dataclass(frozen=True)
+class Site:
+    path: str  # relative to the repository root
+    index: int  # position among the module's mutation sites, in ast.walk order
+    line: int
+    change: str  # what the mutant does, e.g. "Mult -> Div"
+
+
+def _skipped(tree: ast.Module) -> set[int]:
+    """ids of nodes never mutated: docstrings, annotations, decorators, __all__/__slots__."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        parts: list[ast.AST] = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            parts += node.decorator_list
+            if not isinstance(node, ast.ClassDef) and node.returns is not None:
+                parts.append(node.returns)
+        elif isinstance(node, ast.arg) and node.annotation is not None:
+            parts.append(node.annotation)
+        elif isinstance(node, ast.AnnAssign):
+            parts.append(node.annotation)
+        for part in parts:
+            skip.update(id(n) for n in ast.walk(part))
+    return skip
+
+
+def _change(node: ast.AST) -> tuple[str, object] | None:
+    """The mutation this node takes, as (description, how) or None."""
+    if isinstance(node, (ast.BinOp, ast.AugAssign, ast.BoolOp)) and type(node.op) in SWAP_OPS:
+        new = SWAP_OPS[type(node.op)]
+        return f"{type(node.op).__name__} -> {new.__name__}", ("op", new)
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in SWAP_OPS:
+        new = SWAP_OPS[type(node.ops[0])]
+        return f"{type(node.ops[0]).__name__} -> {new.__name__}", ("cmp", new)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.Not)):
+        return f"drop {type(node.op).__name__}", ("unary", None)
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float, bool):
+        value = node.value
+        if isinstance(value, bool):
+            new_value: object = not value
+        elif isinstance(value, int):
+            new_value = value + 1
+        else:
+            new_value = value * 2 if value else 1.0
+        return f"{value!r} -> {new_value!r}", ("const", new_value)
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in SWAP_CALLS):
+        return f"{node.func.id} -> {SWAP_CALLS[node.func.id]}", ("call", SWAP_CALLS[node.func.id])
+    return None
+
+
+def _nodes(tree: ast.Module) -> list[tuple[ast.AST, str, object]]:
+    skip = _skipped(tree)
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                  if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body
+                  and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    out = []
+    for node in ast.walk(tree):
+        if id(node) in skip or id(node) in docstrings:
+            continue
+        found = _change(node)
+        if found is not None:
+            out.append((node, found[0], found[1]))
+    return out
+
+
+def sites(path: str) -> list[Site]:
+    tree = ast.parse((ROOT / path).read_text())
+    return [Site(path, i, getattr(node, "lineno", 0), desc)
+            for i, (node, desc, _) in enumerate(_nodes(tree))]
+
+
+def mutant_source(path: str, index: int) -> str:
+    tree = ast.parse((ROOT / path).read_text())
+    node, _, (kind, new) = _nodes(tree)[index]
+    if kind == "op":
+        node.op = new()
+    elif kind == "cmp":
+        node.ops = [new()]
+    elif kind == "const":
+        node.value = new
+    elif kind == "call":
+        node.func.id = new
+    else:  # drop the unary operator: replace the UnaryOp by its operand in its parent
+        for parent in ast.walk(tree):
+            for field, value in ast.iter_fields(parent):
+                if value is node:
+                    setattr(parent, field, node.operand)
+                elif isinstance(value, list) and any(v is node for v in value):
+                    value[[i for i, v in enumerate(value) if v is node][0]] = node.operand
+    return ast.unparse(ast.fix_missing_locations(tree))
+
+
+def prepare_copy(scratch: Path) -> None:
+    """A copy of the repository the mutants are written into (the worktree is never touched)."""
+    if scratch.exists():
+        shutil.rmtree(scratch)
+    ignore = shutil.ignore_patterns(".git", "__pycache__", "*.png", "*.svg", ".ruff_cache", ".mypy_cache",
+                                    ".hypothesis", ".devcopy", "experiments")
+    shutil.copytree(ROOT, scratch, ignore=ignore, symlinks=True)
+    for name in ("model_specs", "kernels"):  # the package namespace an install would give
+        link = scratch / "mlsyscalc" / name
+        if not link.exists():
+            link.symlink_to(scratch / name)
+
+
+def run_tests(scratch: Path, tests: list[str], timeout_s: float) -> str:
+    """'killed' if a test fails, 'survived' if all pass, 'timeout': run in a forked child."""
+    args = ["-x", "-q", "-p", "no:cacheprovider", "--no-header", "-W", "ignore"]
+    args += [f"--deselect={test}" for test in DESELECT]
+    files = [f"tests/{t}" for t in dict.fromkeys(tests) if (scratch / "tests" / t).exists()]
+    pid = os.fork()
+    if pid == 0:  # child: import the package fresh from the scratch copy and run pytest
+        try:
+            os.chdir(scratch)
+            sys.path.insert(0, str(scratch))
+            if not os.environ.get("MUTATION_VERBOSE"):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, 1)
+                os.dup2(devnull, 2)
+            import mlsyscalc
+            import pytest
+            if not mlsyscalc.__file__.startswith(str(scratch)):
+                os._exit(4)  # the tests would see the unmutated worktree
+            for file in files:  # one file at a time: a kill rarely needs more than the first
+                code = int(pytest.main([*args, file]))
+                if code:
+                    os._exit(code)
+            os._exit(0)
+        except BaseException:
+            os._exit(3)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            code = os.waitstatus_to_exitcode(status)
+            return "survived" if code == 0 else "killed" if code in (1, 2) else f"error{code}"
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return "timeout"
+        time.sleep(0.02)
+
+
+def _warm_imports() -> None:
+    """Load the expensive third-party modules once, before any fork (mlsyscalc is not loaded)."""
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    import click  # noqa: F401
+    import hypothesis  # noqa: F401
+    import numpy  # noqa: F401
+    import pytest  # noqa: F401
+    import rich  # noqa: F401
+    import torch  # noqa: F401
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "reports/mutation/results.jsonl")
+    parser.add_argument("--modules", nargs="*", help="module stems to mutate (default: all)")
+    parser.add_argument("--scratch", type=Path, default=Path("/tmp/mlsys_mutation"))
+    parser.add_argument("--rerun", choices=["survived"], help="run these statuses again")
+    parser.add_argument("--budget-s", type=float, default=float("inf"), help="stop after this")
+    parser.add_argument("--sample", type=int, default=1, help="mutate every Nth site of a module")
+    parser.add_argument("--report", action="store_true", help="print the markdown summary")
+    opts = parser.parse_args()
+    if opts.report:
+        from mutation_report import render  # scripts/mutation_report.py
+
+        print(render(opts.out))
+        return
+    run(opts)
+
+
+def _load(out: Path) -> dict[tuple[str, int], dict]:
+    if not out.exists():
+        return {}
+    rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    return {(r["path"], r["index"]): r for r in rows}  # the last row of a mutant wins
+
+
+def run(opts: argparse.Namespace) -> None:
+    sys.dont_write_bytecode = True  # a stale .pyc of a same-size mutant must never be reused
+    done = _load(opts.out)
+    prepare_copy(opts.scratch)
+    _warm_imports()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                            capture_output=True, text=True).stdout.strip()
+    paths = sorted(str(p.relative_to(ROOT)) for t in TARGETS for p in (ROOT / t).glob("*.py"))
+    opts.out.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    for path in paths:
+        stem = Path(path).stem
+        if stem == "__init__" or (opts.modules and stem not in opts.modules):
+            continue
+        tests = TESTS[stem]
+        target = opts.scratch / path
+        original = target.read_text()
+        t0 = time.monotonic()
+        baseline = run_tests(opts.scratch, tests, 900)
+        if baseline != "survived":  # rerun with MUTATION_VERBOSE=1 to see why
+            print(f"SKIPPED {path}: its tests fail without any mutant ({baseline})", flush=True)
+            continue
+        timeout_s = 3 * (time.monotonic() - t0) + 10
+        for site in sites(path)[::opts.sample]:
+            previous = done.get((path, site.index))
+            if previous and previous["status"] != opts.rerun:
+                continue
+            if time.monotonic() - start > opts.budget_s:
+                return
+            target.write_text(mutant_source(path, site.index))
+            t1 = time.monotonic()
+            try:
+                status = run_tests(opts.scratch, tests, timeout_s)
+            finally:
+                target.write_text(original)
+            row = {"path": path, "index": site.index, "line": site.line, "change": site.change,
+                   "status": status, "seconds": round(time.monotonic() - t1, 2), "commit": commit}
+            with opts.out.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+            print(f"{status:9s} {path}:{site.line} {site.change}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

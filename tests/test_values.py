@@ -1,0 +1,206 @@
+"""Documented outputs against hand arithmetic written out here, where GQA, MoE, MLA, biases and
+quantised weights meet the parallel dimensions that shard them.
+
+Every expected number is derived in the comments from the model's config.json (model_specs/) and
+the formula the docs cite; none is computed by the code under test.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from mlsyscalc import load_model
+from mlsyscalc.calc.memory_common import stage_params
+from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
+
+# llama2-7b config.json: hidden 4096, intermediate 11008, 32 layers, 32 heads (MHA), vocab 32000.
+# One decoder layer's projections: q, k, v, o = 4 x 4096^2 = 67,108,864; gate, up, down =
+# 3 x 4096 x 11008 = 135,266,304; together 202,375,168 weights; all 32 layers 6,476,005,376.
+LLAMA2_PROJ = 32 * (4 * 4096 * 4096 + 3 * 4096 * 11008)
+# Outside the projections (bf16): embed_tokens and the untied lm_head, 2 x 32000 x 4096, and
+# 2 RMSNorm vectors per layer + the final one, 65 x 4096.
+LLAMA2_OTHER = 2 * 32000 * 4096 + 65 * 4096
+
+
+def test_hand_constants():
+    assert LLAMA2_PROJ == 6_476_005_376 and LLAMA2_OTHER == 262_410_240
+
+
+# --- FLOPs: mlsys flops -----------------------------------------------------------------------
+
+def test_flops_per_token_and_recompute_at_batch_4(run_cli):
+    # 2 FLOPs per multiply-add; every token passes through the 6,476,005,376 projection weights
+    # and the 32000 x 4096 head: 2 x 6,607,077,376 per token. Attention (not causal) per token:
+    # 2 x S_kv x heads x (d_qk + d_v) x layers = 2 x 2048 x 32 x 256 x 32 = 1,073,741,824.
+    d = run_cli.json("flops", "llama2-7b", "--batch", "4", "--seq", "2048")
+    per_token = 2 * (LLAMA2_PROJ + 32000 * 4096) + 2 * 2048 * 32 * 256 * 32
+    assert per_token == 14_287_896_576
+    assert d["tokens"] == 4 * 2048
+    assert d["flops_per_token"] == per_token
+    assert d["forward_flops"] == 8192 * per_token
+    assert d["backward_flops"] == 2 * 8192 * per_token
+    assert d["train_step_flops"] == 3 * 8192 * per_token
+    # full recomputation runs the forward twice: 4x forward (Korthikanti et al. 2022, section 5)
+    assert d["train_step_recompute_flops"] == 4 * 8192 * per_token
+    assert d["train_flops_per_token"] == 3 * per_token
+
+
+def test_causal_flops_halve_the_attention_core_at_batch_2(run_cli):
+    d = run_cli.json("flops", "llama3-8b", "--batch", "2", "--seq", "4096", "--causal")
+    # llama3-8b: 32 heads of 128, 32 layers; QK^T and PV over S x S halved by the mask
+    assert d["breakdown"]["attention_core"] == 2 * 2 * 4096 * 4096 * 32 * 256 * 32 // 2
+
+
+# --- inference memory: mlsys memory infer -----------------------------------------------------
+
+def test_nf4_weights_are_half_a_byte_plus_an_fp32_absmax_per_64(run_cli):
+    # QLoRA (Dettmers et al. 2023, section 3): NF4 stores 4 bits per weight and one fp32 absmax
+    # per block of 64 weights (32/64 = 0.5 bit per weight without double quantisation).
+    d = run_cli.json("memory", "infer", "llama2-7b", "--dtype", "nf4", "--batch", "8")
+    assert d["detail"]["weights_quantised_bytes"] == LLAMA2_PROJ // 2 == 3_238_002_688
+    assert d["detail"]["weights_scales_bytes"] == LLAMA2_PROJ // 64 * 4 == 404_750_336
+    assert d["detail"]["weights_unquantised_bytes"] == LLAMA2_OTHER * 2
+    assert d["weights_bytes"] == 3_238_002_688 + 404_750_336 + 524_820_480 == 4_167_573_504
+
+
+def test_nf4_under_tp_2_halves_weights_and_blocks(run_cli):
+    d = run_cli.json("memory", "infer", "llama2-7b", "--dtype", "nf4", "--tp", "2")
+    assert d["detail"]["weights_quantised_bytes"] == LLAMA2_PROJ // 2 // 2
+    assert d["detail"]["weights_scales_bytes"] == LLAMA2_PROJ // 2 // 64 * 4
+
+
+def test_int8_per_channel_scales_follow_the_tp_split(run_cli):
+    # int8 (LLM.int8 / SmoothQuant): one fp16 scale per output channel. Column-parallel q, k, v,
+    # gate, up keep out/tp channels per rank; row-parallel o and down keep all their output
+    # channels (their input columns are split). Per layer, tp=1: 4 x 4096 + 2 x 11008 + 4096;
+    # tp=2: 3 x 2048 + 4096 + 2 x 5504 + 4096.
+    one = run_cli.json("memory", "infer", "llama2-7b", "--dtype", "int8")["detail"]["weights_scales_bytes"]
+    two = run_cli.json("memory", "infer", "llama2-7b", "--dtype", "int8", "--tp", "2")["detail"]["weights_scales_bytes"]
+    assert one == 32 * (4 * 4096 + 2 * 11008 + 4096) * 2 == 2_719_744
+    assert two == 32 * (3 * 2048 + 4096 + 2 * 5504 + 4096) * 2 == 1_622_016
+
+
+def test_int4_group_scales_and_zero_points_under_tp_2(run_cli):
+    # GPTQ/AWQ int4: groups of 128 input columns, an fp16 scale and a packed 4-bit zero each
+    # (2.5 bytes). Row-parallel o/down split their 4096/11008 columns: 2048/128 = 16 and
+    # 5504/128 = 43 groups per row, so every group stays whole; per rank: weights / 2 / 128.
+    d = run_cli.json("memory", "infer", "llama2-7b", "--dtype", "int4", "--tp", "2")
+    assert d["detail"]["weights_scales_bytes"] == LLAMA2_PROJ // 2 // 128 * 2.5
+
+
+@pytest.mark.parametrize("batch, tp", [(1, 1), (8, 1), (8, 2)])
+def test_logits_buffer_scales_with_batch_and_vocab_split(run_cli, batch, tp):
+    # fp32 logits of the last token of each sequence; vocabulary-parallel head: 32000 / tp rows
+    d = run_cli.json("memory", "infer", "llama2-7b", "--batch", str(batch), "--tp", str(tp))
+    assert d["detail"]["activations_logits_bytes"] == batch * 32000 // tp * 4
+
+
+def test_kv_cache_gqa_under_tp_and_mla_replicated():
+    # llama3-8b: 8 KV heads x (128 + 128) x 2 bytes x 32 layers = 131,072 bytes a token;
+    # tp=4 keeps 2 KV heads a rank, tp=16 (> 8 KV heads) keeps one (replicated, as vLLM does)
+    kv = {tp: infer_memory(load_model("llama3-8b"), InferOptions(context=1, tp=tp)).kv_bytes_per_token
+          for tp in (1, 4)}
+    assert kv == {1: 131_072, 4: 131_072 / 4}
+    # deepseek-v3 MLA: kv_lora_rank 512 + rope dim 64 per token and layer, 61 layers, bf16;
+    # the latent is not per head, so tp=8 keeps all of it on every rank
+    ds = infer_memory(load_model("deepseek-v3"), InferOptions(context=1, tp=8))
+    assert ds.kv_bytes_per_token == (512 + 64) * 61 * 2 == 70_272
+
+
+# --- parameters per rank: biases and experts under TP / EP --------------------------------------
+
+def test_gpt2_row_parallel_biases_are_replicated_under_tp_2():
+    # gpt2: hidden 768, 12 layers, every projection with a bias. Megatron splits the column-
+    # parallel c_attn (768 x 2304) and c_fc (768 x 3072) with their biases; the row-parallel
+    # attn.c_proj (768 x 768) and mlp.c_proj (3072 x 768) split their weights but every rank
+    # adds the whole bias after the all-reduce (Shoeybi et al. 2019, section 3).
+    weights = (768 * 2304 + 768 * 768 + 2 * 768 * 3072) // 2  # 3,538,944
+    biases = 2304 // 2 + 768 + 3072 // 2 + 768  # 4,224
+    norms = 2 * (768 + 768)  # ln_1, ln_2 weight and bias, replicated
+    layer = weights + biases + norms
+    assert layer == 3_546_240
+    sp = stage_params(load_model("gpt2"), range(12), True, True, 2, 1, 1)
+    assert sp.largest_layer == layer
+    # wte split over the vocabulary: ceil(50257 / 2) = 25129 rows; wpe (1024 x 768) and ln_f
+    # (768 + 768) replicated; the head is tied to wte
+    assert sp.total == 12 * layer + 25129 * 768 + 1024 * 768 + 1536 == 62_641_920
+
+
+def test_gpt2_tp_2_training_weights_in_bf16(run_cli):
+    d = run_cli.json("memory", "train", "gpt2", "--tp", "2")
+    assert d["weights_bytes"] == 2 * 62_641_920 and d["stages"][0]["params"] == 62_641_920
+
+
+def test_qwen_column_parallel_qkv_biases_split_under_tp_2():
+    # qwen2.5-0.5b: hidden 896, 14 heads of 64, 2 KV heads, intermediate 4864, 24 layers; only
+    # q, k, v carry biases (896 + 128 + 128), split with their columns
+    spec = load_model("qwen2.5-0.5b")
+    weights = (896 * 896 + 2 * 896 * 128 + 896 * 896 + 3 * 896 * 4864) // 2
+    biases = (896 + 128 + 128) // 2
+    norms = 2 * 896
+    assert stage_params(spec, range(24), True, True, 2, 1, 1).largest_layer == weights + biases + norms
+
+
+def test_mixtral_experts_split_over_ep_8():
+    # mixtral-8x7b: 8 experts of 3 x 4096 x 14336 per layer, 32 layers = 45,097,156,608 expert
+    # weights; ep=8 leaves one expert per layer on each rank. The rest (attention, routers,
+    # norms, embeddings, head) is 46,702,792,704 - 45,097,156,608 = 1,605,636,096.
+    sp = stage_params(load_model("mixtral-8x7b"), range(32), True, True, 1, 8, 1)
+    assert sp.expert == 32 * 3 * 4096 * 14336 == 5_637_144_576
+    assert sp.dense == 46_702_792_704 - 8 * 5_637_144_576 == 1_605_636_096
+
+
+# --- communication: mlsys comm step -------------------------------------------------------------
+
+def _rows(d: dict, dim: str) -> dict[str, dict]:
+    return {r["collective"]: r for r in d["rows"] if r["dim"] == dim}
+
+
+@pytest.mark.parametrize("tp, kv_heads", [(1, 8), (2, 4)])
+def test_context_parallel_gathers_kv_heads_not_query_heads(run_cli, tp, kv_heads):
+    # Ring/all-gather context parallelism moves K and V: llama3-8b has 8 KV heads (GQA, 32 query
+    # heads), d_k = d_v = 128; one micro-batch of 1 x 2048 tokens in bf16; TP splits the KV heads.
+    args = ["comm", "step", "llama3-8b", "--cp", "2"] + (["--tp", str(tp)] if tp > 1 else [])
+    d = run_cli.json(*args)
+    message = 1 * 2048 * kv_heads * (128 + 128) * 2
+    rows = _rows(d, "cp")
+    gather, scatter = rows["all-gather"], rows["reduce-scatter"]
+    assert gather["message_bytes"] == message == 8_388_608 // (8 // kv_heads)
+    assert gather["calls"] == 2 * 32 and scatter["calls"] == 32  # forward + backward; backward
+    # an all-gather over 2 ranks sends (p - 1) / p of the message per call
+    assert gather["bytes_per_gpu"] == 64 * message / 2 and scatter["bytes_per_gpu"] == 32 * message / 2
+    # hgx-h100 NVLink: 3.4 us a step, 450 GB/s; one ring step on 2 GPUs
+    assert gather["time_per_call_s"] == pytest.approx(3.4e-6 + message / 2 / 450e9, rel=1e-12)
+
+
+# --- roofline: mlsys roofline model -------------------------------------------------------------
+
+def _op(d: dict, name: str) -> dict:
+    return next(o for o in d["ops"] if o["name"] == name)
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_decode_attention_reads_kv_head_wide_cache(run_cli, tp):
+    # llama3-8b decode, batch 4, 4096 cached tokens + the new one = 4097 keys. Flash-decoding
+    # reads Q once (4 x 32 heads x 128) and K, V of the 8 KV heads once (GQA), bf16; per TP rank
+    # the heads divide by tp (FlashAttention IO count, Dao et al. 2022, section 3.2).
+    args = ["roofline", "model", "llama3-8b", "--phase", "decode", "--context", "4096", "--batch", "4"]
+    d = run_cli.json(*args, "--tp", str(tp))
+    att = _op(d, "attention")
+    q = 4 * 32 // tp * 128 * 2
+    kv = 4 * 4097 * 8 // tp * (128 + 128) * 2
+    assert att["read_bytes"] == q + kv
+    assert att["write_bytes"] == q
+    assert att["flops"] == 2 * 4 * 4097 * 32 // tp * 256
+    assert att["count"] == 32
+
+
+def test_moe_activation_op_runs_on_top_k_routed_tokens(run_cli):
+    # mixtral-8x7b prefill of 1024 tokens: each token goes through its top-2 of 8 experts of width
+    # 14336, so SiLU(gate) * up reads 2 x (1024 x 2 x 14336) bf16 elements and writes one set.
+    d = run_cli.json("roofline", "model", "mixtral-8x7b", "--seq", "1024", "--no-fit-check")
+    act = _op(d, "mlp_act*up")
+    elements = 1024 * 2 * 14336
+    assert act["read_bytes"] == 2 * elements * 2 and act["write_bytes"] == elements * 2
+    experts = _op(d, "experts.gate_proj")
+    assert experts["flops"] == 2 * (1024 * 2) * 14336 * 4096  # routed tokens, not all 8 experts
