@@ -19,7 +19,7 @@
 # lean2: the same after autotuning by GPU time, plus the first W8A16 kernel (~9 min).
 # lean: the one-launch W4A16/W8A16 decode kernel (kernels/quant_gemv.py) over the decode sweep, the matmul's
 #     device-descriptor default vs host descriptors on the few-tile squares, GPU tests, ceilings (~9 min).
-# w4: only the W4A16 kernels (default "interleave" + the evenodd / halves variants of kernels/quant_w4.py)
+# w4: only the W4A16 kernels (default "interleave" + the evenodd / halves variants of experiments/w4a16_packed_order.py)
 #     over the decode sweep, side by side in one quant.jsonl, plus quant tests and ceilings (~5-6 min).
 # splitk: matmul only: persistent kernel (launch cache on / off) vs split-K (auto, 2, 4) on the few-tile
 #     shapes (splitk_squares, skinny) into matmul_splitk.jsonl, plus the matmul GPU tests (<= 8.5 min).
@@ -99,13 +99,13 @@ elif [ "$MODE" = final2 ]; then
     --out "$OUT/quant.jsonl" --format csv
   timeout 150 $B quant --quiet --kind quantize --out "$OUT/quant.jsonl" --format csv
 elif [ "$MODE" = final3 ]; then
-  # after the config probe (scripts/probe_configs.py): matmul GPU tests, the bf16 prefill sweep (GROUP_M 16 and
+  # after the config probe (experiments/probe_configs.py): matmul GPU tests, the bf16 prefill sweep (GROUP_M 16 and
   # few-tile configs, do_bench-timed autotuning of long calls), the few-tile probe (pointer / host-descriptor
   # tiles), then fp8 again
   timeout 70 python3 -m pytest -q -p no:cacheprovider -m gpu -k "not splitk" tests/test_kernels_matmul.py 2>&1 \
     | tail -25 | tee "$OUT/tests.txt"
   timeout 200 $B matmul --quiet --dtype bfloat16 --sweep prefill --out "$OUT/matmul.jsonl" --format csv
-  timeout 90 python3 scripts/probe_configs.py matmul --small --out "$OUT" > "$OUT/probe.log" 2>&1
+  timeout 90 python3 experiments/probe_configs.py matmul --small --out "$OUT" > "$OUT/probe.log" 2>&1
   timeout 130 $B matmul --quiet --dtype fp8_tensor --sweep prefill --out "$OUT/matmul.jsonl" --format csv
 elif [ "$MODE" = final4 ]; then
   # the measurement of record after the few-tile path choice (device- vs host-built descriptors): matmul GPU
@@ -142,7 +142,7 @@ elif [ "$MODE" = final7 ]; then
 elif [ "$MODE" = stream ]; then
   # the GEMV's weight reads without its arithmetic, per tile, in the row-major layout and two blocked ones
   # (probe stream), then the matmul and GEMV GPU tests (the commits after the last tests call)
-  timeout 240 python3 scripts/probe_configs.py stream --out "$OUT" > "$OUT/probe_stream.log" 2>&1
+  timeout 240 python3 experiments/probe_configs.py stream --out "$OUT" > "$OUT/probe_stream.log" 2>&1
   gpu_tests 110 tests/test_kernels_matmul.py -k "not splitk"
   gpu_tests 170 tests/test_kernels_quant_gemv.py
 elif [ "$MODE" = evict ]; then
@@ -152,7 +152,7 @@ elif [ "$MODE" = evict ]; then
   gpu_tests 90 tests/test_kernels_quant_gemv.py -k repeated
   gpu_tests 40 tests/test_kernels_attention.py -k decode
   timeout 100 $B attention --quiet --format csv --sweep goals --kind bandwidth --kind decode --out "$OUT/decode.jsonl"
-  timeout 60 python3 scripts/probe_configs.py flush --quick --out "$OUT" > "$OUT/probe_flush.log" 2>&1
+  timeout 60 python3 experiments/probe_configs.py flush --quick --out "$OUT" > "$OUT/probe_flush.log" 2>&1
 elif [ "$MODE" = final6 ]; then
   # the measurement of record at this session's last commit: GEMV and W8A8 GPU tests, the W8A16/W4A16 decode sweep
   # (three GEMV kernels chosen per shape), then the bf16 prefill sweep again (matmul host code changed since its rows)
@@ -164,8 +164,8 @@ elif [ "$MODE" = gemv7 ]; then
   # L2 flush costs a small read (probe flush), every GEMV candidate (probe gemv), then the decode sweep of record
   gpu_tests 100 tests/test_kernels_quant_gemv.py tests/test_kernels_quant.py -k "gemv or w8a8"
   timeout 40 $B ceilings --out "$OUT/ceilings.json" --format csv
-  timeout 50 python3 scripts/probe_configs.py flush --out "$OUT" > "$OUT/probe_flush.log" 2>&1
-  timeout 120 python3 scripts/probe_configs.py gemv --out "$OUT" > "$OUT/probe_gemv.log" 2>&1
+  timeout 50 python3 experiments/probe_configs.py flush --out "$OUT" > "$OUT/probe_flush.log" 2>&1
+  timeout 120 python3 experiments/probe_configs.py gemv --out "$OUT" > "$OUT/probe_gemv.log" 2>&1
   timeout 220 $B quant --quiet --kind w8a16_gemv --kind w4a16_gemv --sweep decode --out "$OUT/quant.jsonl" --format csv
 elif [ "$MODE" = final5 ]; then
   # every GPU test of the kernels (matmul, GEMV, quant, attention), then the bf16 prefill sweep with the
