@@ -11,7 +11,7 @@
 #   memory     the memory calculator against torch.cuda.max_memory_allocated (bench/cases/memory.py)
 #   models     whole-model prefill/decode/train runs (scripts/device_models.sh, when it exists)
 # Rows land in $OUT/<family>/rows.jsonl, the layout of reports/; the family's committed rows are
-# copied in first, so a sweep resumes and keeps them. Afterwards, on any machine:
+# copied in first (not with FRESH=1), so a sweep resumes and keeps them. Afterwards, on any machine:
 #   mlsys bench report <fetched OUT> --out reports
 set -uo pipefail
 MODE=${1:?usage: scripts/device.sh tests|kernels|attention|spot|comm|memory|models}
@@ -43,7 +43,7 @@ bench() {
   local family=$1 t; shift; t=$(left)
   [ "$t" -gt 30 ] || { echo "skipped $family $*: budget spent"; return; }
   mkdir -p "$OUT/$family"
-  if [ ! -f "$OUT/$family/rows.jsonl" ] && [ -f "reports/$family/rows.jsonl" ]; then
+  if [ -z "${FRESH:-}" ] && [ ! -f "$OUT/$family/rows.jsonl" ] && [ -f "reports/$family/rows.jsonl" ]; then
     cp "reports/$family/rows.jsonl" "$OUT/$family/rows.jsonl"
   fi
   timeout "$t" python3 -m mlsyscalc bench "$family" --quiet --format csv --out "$OUT/$family/rows.jsonl" "$@" \
@@ -75,15 +75,19 @@ case "$MODE" in
   attention)
     bench attention --sweep goals
     bench attention --sweep extra --kind fwd --kind decode ;;
-  spot)
-    gpu_tests tests/test_kernels_quant.py
-    gpu_tests tests/test_kernels_quant_gemv.py -k "not repeated"
+  spot)   # fresh rows (FRESH=1): compare them with the committed ones before merging any
+    export FRESH=1
     ceilings
-    bench quant --kind w8a16 --kind w4a16 --sweep decode
+    decode=1x12288x4096,1x4096x4096,1x57344x8192,1x8192x28672,16x12288x4096,16x4096x4096,16x57344x8192,16x8192x28672
+    bench quant --kind w8a16 --kind w4a16 --shapes "$decode"
     bench quant --kind w8a16 --kind w4a16 --shapes 256x4096x4096,2048x4096x4096,8192x4096x4096,2048x8192x28672,8192x57344x8192
     bench quant --kind w8a8 --shapes 1x8192x8192,16x8192x8192,4096x4096x4096
+    gpu_tests tests/test_kernels_quant.py
     bench matmul --dtype bfloat16 --shapes 4096x4096x4096,8192x8192x8192,2048x12288x4096
-    bench attention --sweep smoke --kind fwd --kind decode ;;
+    bench attention --sweep smoke --kind fwd --kind decode
+    gpu_tests tests/test_kernels_quant_gemv.py
+    gpu_tests tests/test_kernels_matmul.py -k "not splitk"
+    gpu_tests tests/test_kernels_attention.py ;;
   comm)
     OUT="$OUT/comm" bash scripts/device_comm.sh ;;
   memory)
