@@ -83,26 +83,39 @@ def _quantize_kernel(
 @triton.jit
 def _dequantize_kernel(
     q_ptr, s_ptr, y_ptr, N, K, stride_qn, stride_sn, stride_yn,
-    GROUP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, MODE: tl.constexpr, HALVES: tl.constexpr,
+    GROUP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, MODE: tl.constexpr,
 ):
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     cols = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
     ok = (rows[:, None] < N) & (cols[None, :] < K)
-    if MODE == 1:
-        if HALVES:   # byte j of a group: k = j low, k = GROUP/2 + j high (pack_halves)
-            j = cols % GROUP
-            byte_col = (cols // GROUP) * (GROUP // 2) + j % (GROUP // 2)
-            low = j < GROUP // 2
-        else:        # byte j: k = 2j low, 2j + 1 high (quantize's packing)
-            byte_col = cols // 2
-            low = cols % 2 == 0
-        byte = tl.load(q_ptr + rows[:, None] * stride_qn + byte_col[None, :], mask=ok, other=0)
-        nib = tl.where(low[None, :], byte & 15, byte >> 4)
+    if MODE == 1:   # byte j: k = 2j low, 2j + 1 high (quantize's packing)
+        byte = tl.load(q_ptr + rows[:, None] * stride_qn + cols[None, :] // 2, mask=ok, other=0)
+        nib = tl.where((cols % 2 == 0)[None, :], byte & 15, byte >> 4)
         q = nib.to(tl.float32) - 8.0
     else:
         q = tl.load(q_ptr + rows[:, None] * stride_qn + cols[None, :], mask=ok).to(tl.float32)
     s = tl.load(s_ptr + rows[:, None] * stride_sn + cols[None, :] // GROUP, mask=ok, other=0.0).to(tl.float32)
     tl.store(y_ptr + rows[:, None] * stride_yn + cols[None, :], (q * s).to(y_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def _dequantize_halves_kernel(
+    q_ptr, s_ptr, y_ptr, N, K, stride_qn, stride_sn, stride_yn,   # q (N, K/2) "halves" int4; s (N, K/GROUP)
+    GROUP: tl.constexpr, BLOCK_N: tl.constexpr, GROUPS: tl.constexpr,
+):
+    """GROUPS whole groups of BLOCK_N rows a program: each group's bytes in one contiguous load, the
+    low nibbles stored as its first half and the high nibbles as its second, one scale per row."""
+    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    j = tl.arange(0, GROUP // 2)
+    for g in tl.static_range(GROUPS):
+        grp = tl.program_id(1) * GROUPS + g
+        row_ok = (rows < N) & (grp * GROUP < K)
+        ok = row_ok[:, None]
+        byte = tl.load(q_ptr + rows[:, None] * stride_qn + grp * (GROUP // 2) + j[None, :], mask=ok, other=0)
+        s = tl.load(s_ptr + rows * stride_sn + grp, mask=row_ok, other=0.0).to(tl.float32)[:, None]
+        out = y_ptr + rows[:, None] * stride_yn + grp * GROUP + j[None, :]
+        tl.store(out, (((byte & 15).to(tl.float32) - 8.0) * s).to(y_ptr.dtype.element_ty), mask=ok)
+        tl.store(out + GROUP // 2, (((byte >> 4).to(tl.float32) - 8.0) * s).to(y_ptr.dtype.element_ty), mask=ok)
 
 
 def _check_rows(x: torch.Tensor, mode: str, group: int | None) -> int:
@@ -140,9 +153,16 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor, mode: str, group: int | Non
     group = group or K
     assert scale.shape == (N, K // group), f"scale must be ({N}, {K // group})"
     y = torch.empty((N, K), device=q.device, dtype=out_dtype)
+    if halves:   # whole groups, contiguous loads and stores
+        assert mode == "int4" and K % group == 0, "the halves packing holds whole groups"
+        groups = 2 if K // group >= 2 else 1
+        grid = (triton.cdiv(N, 32), triton.cdiv(K // group, groups))
+        _dequantize_halves_kernel[grid](q, scale, y, N, K, q.stride(0), scale.stride(0), y.stride(0), GROUP=group,
+                                        BLOCK_N=32, GROUPS=groups, num_warps=4)
+        return y
     grid = (triton.cdiv(N, 16), triton.cdiv(K, 256))
     _dequantize_kernel[grid](q, scale, y, N, K, q.stride(0), scale.stride(0), y.stride(0), GROUP=group,
-                             BLOCK_N=16, BLOCK_K=256, MODE=_MODE[mode], HALVES=halves)
+                             BLOCK_N=16, BLOCK_K=256, MODE=_MODE[mode])
     return y
 
 

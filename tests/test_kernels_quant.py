@@ -50,6 +50,9 @@ def test_pack_halves_layout_and_dequantize_reads_it():
     want = Q.dequantize_ref(q, s, "int4", 64)
     assert torch.equal(Q.dequantize(Q.pack_halves(q, 64), s, "int4", 64, torch.float32, halves=True), want)
     assert not torch.equal(Q.dequantize(q, s, "int4", 64, torch.float32, halves=True), want)   # layouts differ
+    q, s = Q.quantize(torch.randn(40, 384, device=DEV), "int4", 128, torch.float32)   # 3 groups: one program half empty
+    assert torch.equal(Q.dequantize(Q.pack_halves(q, 128), s, "int4", 128, torch.float32, halves=True),
+                       Q.dequantize_ref(q, s, "int4", 128))
 
 
 def test_weight_only_path_by_rows():
@@ -165,9 +168,9 @@ for bm, bn, bk, dot, split in ((16, 256, 256, True, 1), (32, 256, 256, True, 4),
                N="i32", K="i32", stride_xm="i32", stride_wn="i32", stride_sn="i32", stride_ym="i32")
     kernel = compile_for_hopper(Q._w8a16_kernel, sig, const, num_warps=4, num_stages=3)
     print(dot, len(kernel.asm["cubin"]), "mma" in kernel.asm["ptx"])
-const = dict(GROUP=128, BLOCK_N=16, BLOCK_K=256, MODE=1, HALVES=True)
+const = dict(GROUP=128, BLOCK_N=32, GROUPS=2)
 sig = dict(q_ptr="*u8", s_ptr="*bf16", y_ptr="*bf16", N="i32", K="i32", stride_qn="i32", stride_sn="i32", stride_yn="i32")
-print("deq", len(compile_for_hopper(Q._dequantize_kernel, sig, const, num_warps=4, num_stages=3).asm["cubin"]), "-")
+print("deq", len(compile_for_hopper(Q._dequantize_halves_kernel, sig, const, num_warps=4, num_stages=3).asm["cubin"]), "-")
 """
 
 
