@@ -111,8 +111,37 @@ def goals_table(rows: list[Row], ceilings: dict | None) -> list[str]:
             out.append(["any memory-bound kernel (quantize, GEMV)", f"measured copy {copy:.0f} GB/s", ">= 85%",
                         f"best {best.GBps / copy:.0%} ({best.kernel} {best.dtype} {best.shape})", "",
                         f"{len(mem)} rows", 'yes' if best.GBps / copy >= 0.85 else 'no'])
+        out += _w4a16_read_rows(rows, ceilings["bandwidth_Bps"]["read"] / 1e9)
+    out += _prefill_rows(rows)
     return markdown_table(["kernel", "baseline", "goal", "measured geomean", "measured min (shape)", "timed / failed",
                            "met?"], out, "lllllll")
+
+
+def _w4a16_read_rows(rows: list[Row], read_GBps: float) -> list[list]:
+    """W4A16 decode on the largest weight (most bytes): its bytes / time as a share of the measured read bandwidth."""
+    decode = [r for r in rows if r.kernel in ("triton_w4a16", "triton_w4a16_gemv") and r.GBps
+              and int(r.shape.split("x")[0]) <= 16]
+    if not decode:
+        return []
+    top = max(int(r.shape.split("x")[1]) * int(r.shape.split("x")[2]) for r in decode)
+    biggest = [r for r in decode if int(r.shape.split("x")[1]) * int(r.shape.split("x")[2]) == top]
+    best = max(biggest, key=lambda r: r.GBps)
+    return [["W4A16 decode, largest weight: bytes / time", f"measured read {read_GBps:.0f} GB/s", ">= 75%",
+             f"{best.GBps / read_GBps:.0%} ({best.kernel} {best.shape})", "", f"{len(biggest)} rows",
+             "yes" if best.GBps / read_GBps >= 0.75 else "no"]]
+
+
+def _prefill_rows(rows: list[Row]) -> list[list]:
+    """W8A16 / W4A16 at prefill M (>= 2048): dequantize once + cuBLAS against bf16 cuBLAS, goal 0.9x."""
+    out = []
+    for kernel in ("triton_w8a16", "triton_w4a16"):
+        timed = [r for r in rows if r.kernel == kernel and r.speedup and int(r.shape.split("x")[0]) >= 2048]
+        if timed:
+            worst = min(timed, key=lambda r: r.speedup)
+            out.append([f"{kernel[7:].upper()} prefill, M >= 2048", "bf16 torch.matmul", ">= 0.9x",
+                        f"{geomean([r.speedup for r in timed]):.3f}x", f"{worst.speedup:.2f}x ({worst.shape})",
+                        f"{len(timed)} / 0", "yes" if worst.speedup >= 0.9 else "no"])
+    return out
 
 
 def _small_square(shape: str) -> bool:
