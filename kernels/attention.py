@@ -7,7 +7,7 @@
 
 The kernels live in attention_fwd.py (FlashAttention-2 forward), attention_bwd.py (dQ/dK/dV
 and the autograd Function) and attention_decode.py (split-KV flash-decoding, paged or not).
-Benchmarks: `mlsys bench attention` (mlsyscalc/bench/attention.py).
+Benchmarks: `mlsys bench attention` (mlsyscalc/bench/cases/attention.py).
 """
 
 from .attention_bwd import FlashAttention, attention, attention_backward

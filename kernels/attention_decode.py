@@ -137,7 +137,7 @@ def attention_decode_reduce_kernel(
 
 def _decode_configs() -> list[triton.Config]:
     # (64, 4, 2) and (32, 2, 4) were the fastest at B64 x KV8 x 1k-4k tokens on one H200
-    # (scripts/probe_configs.py decode): shallower pipelines fit more programs on an SM
+    # (experiments/probe_configs.py decode): shallower pipelines fit more programs on an SM
     shapes = [(64, 4, 3), (64, 4, 4), (128, 8, 3), (32, 4, 4), (64, 4, 2), (32, 2, 4), (128, 4, 3)]
     return [triton.Config({"BLOCK_N": bn}, num_warps=w, num_stages=s) for bn, w, s in shapes]
 
@@ -155,7 +155,7 @@ def choose_splits(batch: int, kv_heads: int, max_len: int, sm_count: int) -> tup
     """(num_splits, tokens_per_split): about 4 programs per SM (splits rounded to the nearest count),
     >= 512 tokens each. So one split once batch x kv_heads programs come near that: a second split
     then costs more (partials, the reducing launch) than it evens out (B64 x KV8 = 512 programs on
-    132 SMs: 2 splits 6-8% slower than 1 on one H200, scripts/probe_configs.py decode)."""
+    132 SMs: 2 splits 6-8% slower than 1 on one H200, experiments/probe_configs.py decode)."""
     want = max(1, round(4 * sm_count / (batch * kv_heads)))
     most = max(1, math.ceil(max_len / 512))
     splits = min(want, most)

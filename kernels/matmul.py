@@ -175,7 +175,7 @@ _KEY_TMA = [*_KEY, "C_BYTES"]   # host descriptors: the autotuner sees no tensor
 
 # H100/H200 tiles: 128x256 with 8 warps (two consumer warpgroups) is the usual winner for big
 # shapes; the smaller tiles cover shapes whose tile count leaves SMs idle. GROUP_M 16 (taller
-# groups of tiles sharing B in L2) won on N = 4096 shapes in scripts/probe_configs.py (one H200);
+# groups of tiles sharing B in L2) won on N = 4096 shapes in experiments/probe_configs.py (one H200);
 # BLOCK_K 128 / deeper pipelines on the few-tile squares. (128, 256, 64) with 4 stages needs
 # 262 KB of shared memory with a whole-tile epilogue buffer; storing C in two halves (SUBTILE)
 # brings it to 229,408 bytes (sm_90 compile), under the 232,448 a Hopper program may use.
@@ -238,7 +238,7 @@ _FAST: dict = {}
 # The same key -> "dtma" | "tma" for few-tile shapes (FEW_TILES): the path with the lower GPU time,
 # timed once. Each program of the device-descriptor kernel builds its three descriptors (a global
 # write and a fence each) before its first load; where a program has only a short K loop that shows
-# (1024^3: about 1-2 us of 8-10 on one H200, scripts/probe_configs.py), and host-built ones win.
+# (1024^3: about 1-2 us of 8-10 on one H200, experiments/probe_configs.py), and host-built ones win.
 _PATH: dict = {}
 FEW_TILES = 2   # 128x128 tiles per SM below which both descriptor paths are timed
 
@@ -439,7 +439,7 @@ def matmul_ref(a, b, *, bias=None, activation="none", a_scale=None, b_scale=None
     else:
         out = a.float() @ b.float()
     if a_scale is not None:
-        if a_scale.numel() == 1:
+        if a_scale.numel() == 1 and b_scale.numel() == 1:   # per-tensor (M = 1 with per-row scales is not)
             out = out * (a_scale.float().reshape(()) * b_scale.float().reshape(()))
         else:
             out = out * a_scale.float().reshape(-1, 1) * b_scale.float().reshape(1, -1)

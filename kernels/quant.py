@@ -5,20 +5,16 @@
   per byte, `(q + 8)` in the low nibble for even k and the high nibble for odd k), "fp8" (e4m3,
   |q| <= 448). Scales are stored in the dtype asked for and q is computed with the *stored*
   scale, so dequantisation is exactly `q * scale`. Rounding is half away from zero.
-- `dequantize(q, scale, mode, group)`: the inverse, to bf16/fp16/fp32.
-- `weight_only_matmul(x, q, scale, bits, group)`: y (M,N) = x (M,K) @ dequant(W).T for decode
-  (M = 1..64). Each program streams a BLOCK_N x K slab of the int8 or packed-int4 weight once,
-  unpacks it in registers, and feeds tensor-core dots. int4 (`variant="interleave"`, the default)
-  dequantises in registers: nibbles interleaved back into k order, times their group's scale;
-  `variant="evenodd"` / `"halves"` (kernels/quant_w4.py) keep nibbles in packed order and pair x
-  with them instead ("halves" takes weights repacked by `quant_w4.pack_halves`).
-  Autotuned between tensor-core dots and CUDA-core multiply-and-sum (M <= 4), tile shapes, and a
-  split of K over programs with fp32 atomics (`split_k`) for weights too narrow to fill the GPU.
-  `variant="gemv"` (kernels/quant_gemv.py) is the faster one-launch decode kernel, and the default
-  for int8 weights with M <= 16 on a GPU; int4 needs its "halves" packing, so int4 asks for it.
+- `dequantize(q, scale, mode, group)`: the inverse, to bf16/fp16/fp32 (int4 in either packing).
+- `weight_only_matmul(x, q, scale, bits, group)`: y (M,N) = x (M,K) @ dequant(W).T for every M, the
+  one public W8A16 / W4A16 entry point; it picks the path by M (`weight_only_path`): decode (M <= 16)
+  runs the one-launch GEMV of kernels/quant_gemv.py; int8 at mid M a tiled kernel here (tensor-core
+  dots or CUDA-core multiply-and-sum, autotuned tiles, K split over programs with fp32 atomics for
+  narrow weights); from PREFILL_M rows on the weight is dequantized once per call (`dequantize`) and
+  cuBLAS multiplies. int4 weights come in the "halves" packing (`pack_halves`, a one-time repack).
 - W8A8: `w8a8_matmul` = the persistent TMA matmul of kernels/matmul.py on int8 inputs, int32
   accumulation, per-row x per-column scales in the epilogue.
-- `*_ref`: plain torch. Benchmark cases against torch baselines: kernels/quant_bench.py.
+- `*_ref`: plain torch. Benchmark cases against torch baselines: mlsyscalc/bench/cases/quant.py.
 """
 
 from __future__ import annotations
@@ -92,7 +88,7 @@ def _dequantize_kernel(
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     cols = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
     ok = (rows[:, None] < N) & (cols[None, :] < K)
-    if MODE == 1:
+    if MODE == 1:   # byte j: k = 2j low, 2j + 1 high (quantize's packing)
         byte = tl.load(q_ptr + rows[:, None] * stride_qn + cols[None, :] // 2, mask=ok, other=0)
         nib = tl.where((cols % 2 == 0)[None, :], byte & 15, byte >> 4)
         q = nib.to(tl.float32) - 8.0
@@ -100,6 +96,26 @@ def _dequantize_kernel(
         q = tl.load(q_ptr + rows[:, None] * stride_qn + cols[None, :], mask=ok).to(tl.float32)
     s = tl.load(s_ptr + rows[:, None] * stride_sn + cols[None, :] // GROUP, mask=ok, other=0.0).to(tl.float32)
     tl.store(y_ptr + rows[:, None] * stride_yn + cols[None, :], (q * s).to(y_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def _dequantize_halves_kernel(
+    q_ptr, s_ptr, y_ptr, N, K, stride_qn, stride_sn, stride_yn,   # q (N, K/2) "halves" int4; s (N, K/GROUP)
+    GROUP: tl.constexpr, BLOCK_N: tl.constexpr, GROUPS: tl.constexpr,
+):
+    """GROUPS whole groups of BLOCK_N rows a program: each group's bytes in one contiguous load, the
+    low nibbles stored as its first half and the high nibbles as its second, one scale per row."""
+    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    j = tl.arange(0, GROUP // 2)
+    for g in tl.static_range(GROUPS):
+        grp = tl.program_id(1) * GROUPS + g
+        row_ok = (rows < N) & (grp * GROUP < K)
+        ok = row_ok[:, None]
+        byte = tl.load(q_ptr + rows[:, None] * stride_qn + grp * (GROUP // 2) + j[None, :], mask=ok, other=0)
+        s = tl.load(s_ptr + rows * stride_sn + grp, mask=row_ok, other=0.0).to(tl.float32)[:, None]
+        out = y_ptr + rows[:, None] * stride_yn + grp * GROUP + j[None, :]
+        tl.store(out, (((byte & 15).to(tl.float32) - 8.0) * s).to(y_ptr.dtype.element_ty), mask=ok)
+        tl.store(out + GROUP // 2, (((byte >> 4).to(tl.float32) - 8.0) * s).to(y_ptr.dtype.element_ty), mask=ok)
 
 
 def _check_rows(x: torch.Tensor, mode: str, group: int | None) -> int:
@@ -130,12 +146,20 @@ def quantize(x: torch.Tensor, mode: str = "int8", group: int | None = None,
 
 
 def dequantize(q: torch.Tensor, scale: torch.Tensor, mode: str, group: int | None = None,
-               out_dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
+               out_dtype: torch.dtype = torch.bfloat16, halves: bool = False) -> torch.Tensor:
+    """q * scale in out_dtype; halves: int4 q in the `pack_halves` layout instead of quantize's."""
     N = q.shape[0]
     K = q.shape[1] * (2 if mode == "int4" else 1)
     group = group or K
     assert scale.shape == (N, K // group), f"scale must be ({N}, {K // group})"
     y = torch.empty((N, K), device=q.device, dtype=out_dtype)
+    if halves:   # whole groups, contiguous loads and stores
+        assert mode == "int4" and K % group == 0, "the halves packing holds whole groups"
+        groups = 2 if K // group >= 2 else 1
+        grid = (triton.cdiv(N, 32), triton.cdiv(K // group, groups))
+        _dequantize_halves_kernel[grid](q, scale, y, N, K, q.stride(0), scale.stride(0), y.stride(0), GROUP=group,
+                                        BLOCK_N=32, GROUPS=groups, num_warps=4)
+        return y
     grid = (triton.cdiv(N, 16), triton.cdiv(K, 256))
     _dequantize_kernel[grid](q, scale, y, N, K, q.stride(0), scale.stride(0), y.stride(0), GROUP=group,
                              BLOCK_N=16, BLOCK_K=256, MODE=_MODE[mode])
@@ -185,22 +209,11 @@ def _wo_tile(M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.
     return offs_m, offs_n, m_ok, n_ok, k_start, tl.minimum(k_start + k_per_split, K)
 
 
-@triton.jit
-def _wo_store(y_ptr, acc, offs_m, offs_n, m_ok, n_ok, stride_ym, SPLIT_K: tl.constexpr):
-    """y tile = acc in y's dtype, or fp32 added atomically to the other K slices' partial sums."""
-    out = y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :]
-    if SPLIT_K == 1:
-        tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
-    else:
-        tl.atomic_add(out, acc, mask=m_ok[:, None] & n_ok[None, :], sem="relaxed")
-
-
 @triton.jit(do_not_specialize=["M"])
-def _weight_only_kernel(
-    x_ptr, w_ptr, s_ptr, y_ptr,          # x (M,K) fp16/bf16; w (N,K) int8 or (N,K/2) packed int4; s (N, K/GROUP)
+def _w8a16_kernel(
+    x_ptr, w_ptr, s_ptr, y_ptr,          # x (M,K) fp16/bf16/fp32; w (N,K) int8; s (N, 1)
     M, N, K,                             # y (M,N): x's dtype, or fp32 summed atomically when SPLIT_K > 1
     stride_xm, stride_wn, stride_sn, stride_ym,
-    BITS: tl.constexpr, GROUP: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     USE_DOT: tl.constexpr, SPLIT_K: tl.constexpr,
 ):
@@ -211,24 +224,18 @@ def _weight_only_kernel(
         k = k0 + tl.arange(0, BLOCK_K)
         k_ok = k < k_end
         x = tl.load(x_ptr + offs_m[:, None] * stride_xm + k[None, :], mask=m_ok[:, None] & k_ok[None, :], other=0.0)
-        if BITS == 8:
-            w = tl.load(w_ptr + offs_n[:, None] * stride_wn + k[None, :], mask=n_ok[:, None] & k_ok[None, :],
-                        other=0).to(tl.float32)
-        else:  # two int4 per byte: low nibble = even k, high = odd k; each group of GROUP k has a scale
-            kh = k0 // 2 + tl.arange(0, BLOCK_K // 2)
-            byte = tl.load(w_ptr + offs_n[:, None] * stride_wn + kh[None, :],
-                           mask=n_ok[:, None] & (kh < k_end // 2)[None, :], other=0)
-            w = tl.interleave((byte & 15).to(tl.float32) - 8.0, (byte >> 4).to(tl.float32) - 8.0)
-            s = tl.load(s_ptr + offs_n[:, None] * stride_sn + k[None, :] // GROUP, mask=n_ok[:, None] & k_ok[None, :],
-                        other=0.0)
-            w = w * s.to(tl.float32)
-        if USE_DOT:   # tensor cores: BLOCK_M >= 16, worth it from a few rows of x up
+        w = tl.load(w_ptr + offs_n[:, None] * stride_wn + k[None, :], mask=n_ok[:, None] & k_ok[None, :],
+                    other=0).to(tl.float32)
+        if USE_DOT:   # tensor cores: BLOCK_M >= 16
             acc = tl.dot(x, w.to(dt).T, acc)
         else:         # CUDA cores: a broadcast multiply and a row sum, for M = 1..4
             acc += tl.sum(x.to(tl.float32)[:, None, :] * w[None, :, :], axis=2)
-    if BITS == 8:  # per-channel scale, once at the end
-        acc = acc * tl.load(s_ptr + offs_n * stride_sn, mask=n_ok, other=0.0).to(tl.float32)[None, :]
-    _wo_store(y_ptr, acc, offs_m, offs_n, m_ok, n_ok, stride_ym, SPLIT_K)
+    acc = acc * tl.load(s_ptr + offs_n * stride_sn, mask=n_ok, other=0.0).to(tl.float32)[None, :]   # per channel
+    out = y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :]
+    if SPLIT_K == 1:
+        tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+    else:   # fp32, added atomically to the other K slices' partial sums
+        tl.atomic_add(out, acc, mask=m_ok[:, None] & n_ok[None, :], sem="relaxed")
 
 
 def _wo_configs(split: bool):
@@ -251,25 +258,16 @@ def _wo_prune(configs, named_args, **kwargs):
     return [c for c in configs if c.kwargs["BLOCK_M"] == (want_dot if c.kwargs["USE_DOT"] else want_fma)]
 
 
-_WO_KEY = ["M", "N", "K", "BITS", "GROUP"]
-_WO_DIRECT = triton.autotune(_wo_configs(False), key=_WO_KEY, do_bench=gpu_time_ms, prune_configs_by={"early_config_prune": _wo_prune})(
-    _weight_only_kernel)
+_WO_KEY = ["M", "N", "K"]
+_WO_DIRECT = triton.autotune(_wo_configs(False), key=_WO_KEY, do_bench=gpu_time_ms,
+                             prune_configs_by={"early_config_prune": _wo_prune})(_w8a16_kernel)
 _WO_SPLIT = triton.autotune(_wo_configs(True), key=_WO_KEY, reset_to_zero=["y_ptr"], do_bench=gpu_time_ms,
-                            prune_configs_by={"early_config_prune": _wo_prune})(_weight_only_kernel)
-_WO_CHOICE: dict = {}   # (M, N, K, bits, group, dtype, variant) -> "direct" | "split", measured on first use
-W4_VARIANTS = ("interleave", "evenodd", "halves", "gemv")
+                            prune_configs_by={"early_config_prune": _wo_prune})(_w8a16_kernel)
+_WO_CHOICE: dict = {}   # (M, N, K, dtype) -> "direct" | "split", measured on first use
 
 
-def _wo_launch(x, q, scale, bits, group, split, variant="interleave"):
-    """One launch of a variant's kernel: its autotuners on a GPU, fixed small tiles under the interpreter."""
-    if variant == "interleave":
-        kernel, direct, split_tuner = _weight_only_kernel, _WO_DIRECT, _WO_SPLIT
-        block_k, extra = (max(64, group) if bits == 4 else 64), {}
-    else:   # interpreter: two groups a tile, so CPU tests cover a group past K
-        from .quant_w4 import KERNELS
-
-        kernel, direct, split_tuner = KERNELS
-        block_k, extra = 2 * group, {"X_HALVES": variant == "halves"}
+def _w8a16_tiled(x, q, scale, split: int):
+    """One launch of the tiled W8A16 kernel: its autotuners on a GPU, fixed small tiles under the interpreter."""
     M, K = x.shape
     N = q.shape[0]
     y = torch.zeros((M, N), device=x.device, dtype=torch.float32) if split else \
@@ -279,32 +277,52 @@ def _wo_launch(x, q, scale, bits, group, split, variant="interleave"):
         use_dot = M > 4
         bm = 16 if use_dot else triton.next_power_of_2(M)
         grid = (triton.cdiv(N, 16), triton.cdiv(M, bm), split or 1)
-        kernel[grid](*args, BITS=bits, GROUP=group, BLOCK_M=bm, BLOCK_N=16, BLOCK_K=block_k,
-                     USE_DOT=use_dot, SPLIT_K=split or 1, **extra)
+        _w8a16_kernel[grid](*args, BLOCK_M=bm, BLOCK_N=16, BLOCK_K=64, USE_DOT=use_dot, SPLIT_K=split or 1)
     else:
         def grid(meta):
             return (triton.cdiv(N, meta["BLOCK_N"]), triton.cdiv(M, meta["BLOCK_M"]), meta["SPLIT_K"])
-        (split_tuner if split else direct)[grid](*args, BITS=bits, GROUP=group, **extra)
+        (_WO_SPLIT if split else _WO_DIRECT)[grid](*args)
     return y.to(x.dtype) if split else y
 
 
-def weight_only_matmul(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int,
-                       group: int | None = None, split_k: int | None = None,
-                       variant: str | None = None) -> torch.Tensor:
-    """y (M,N) = x (M,K) @ dequant(q, scale).T; bits 8 (per-channel, scale (N,1)) or 4 (scale (N, K/group)).
+def pack_halves(q: torch.Tensor, group: int) -> torch.Tensor:
+    """Repack int4 weights from `quantize`'s layout (even k low, odd k high) to the "halves" layout
+    that weight_only_matmul takes: byte j of each group holds k = j in its low nibble and
+    k = group/2 + j in its high nibble. q (N, K/2) uint8 -> (N, K/2) uint8; a one-time weight
+    transform, in torch ops (any device)."""
+    N, half_k = q.shape
+    assert q.dtype == torch.uint8 and group % 2 == 0 and (2 * half_k) % group == 0, "q (N, K/2) uint8, K % group == 0"
+    nib = torch.stack((q & 15, q >> 4), dim=2).reshape(N, -1, group)   # (N, K/group, group) in k order
+    lo, hi = nib[..., : group // 2], nib[..., group // 2:]
+    return (lo | (hi << 4)).reshape(N, half_k).contiguous()
 
-    split_k: None = choose by timing both launches once per shape on the GPU (direct store vs K
-    split over programs with fp32 atomics); an int forces it (1 = direct).
-    variant: "interleave" (this module's kernel), "evenodd" or "halves" (int4 only, kernels/quant_w4.py;
-    "halves" needs q repacked by `quant_w4.pack_halves(q, group)`), "gemv" (int8 and int4,
-    M <= 16): kernels/quant_gemv.py, one launch, conversions by bit operations; int4 needs the "halves" packing.
-    None (default): "gemv" for int8 weights with M <= 16 rows of fp16/bf16 x on a GPU (the faster one
-    measured, reports/quant/README.md), else "interleave" (int4 keeps the packing `quantize` writes).
+
+GEMV_MAX_M = 16   # rows of x the one-launch decode kernel takes (quant_gemv.MAX_M)
+# Rows of x from which the weight is dequantized once per call to x's dtype and cuBLAS multiplies
+# (bits -> M). int4 has no tiled kernel of its own: past the GEMV it always dequantizes.
+PREFILL_M = {8: 256, 4: GEMV_MAX_M + 1}
+PATHS = ("gemv", "tiled", "dequant")
+
+
+def weight_only_path(M: int, bits: int, x_dtype: torch.dtype) -> str:
+    """The path weight_only_matmul takes for M rows of x: "gemv" (decode), "tiled" (int8, mid M), "dequant"."""
+    if M <= GEMV_MAX_M and x_dtype in (torch.float16, torch.bfloat16):
+        return "gemv"
+    return "dequant" if M >= PREFILL_M[bits] or bits == 4 else "tiled"
+
+
+def weight_only_matmul(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int,
+                       group: int | None = None, path: str | None = None, split_k: int | None = None) -> torch.Tensor:
+    """y (M,N) = x (M,K) @ dequant(q, scale).T for any M; bits 8 (q int8 (N,K), scale (N,1)) or 4 (q (N,K/2)
+    uint8 in the `pack_halves` layout, scale (N, K/group), group 32, 64 or 128).
+
+    path None picks by M (`weight_only_path`): the one-launch GEMV of quant_gemv.py for decode
+    (M <= 16), the tiled W8A16 kernel for int8 at mid M, and from PREFILL_M on the weight dequantized
+    once (a Triton kernel) and multiplied by cuBLAS (torch.matmul). A path may be forced.
+    split_k (tiled path only): None = time the direct and the K-split launch once per shape on the
+    GPU and keep the faster; an int forces it (1 = direct).
     """
     assert bits in (8, 4), "bits must be 8 or 4"
-    if variant is None:
-        variant = "gemv" if bits == 8 and split_k is None and x.is_cuda and x.dim() == 2 and x.shape[0] <= 16 \
-            and x.dtype in (torch.float16, torch.bfloat16) else "interleave"
     assert x.dim() == 2 and x.stride(1) == 1 and q.stride(1) == 1, "x and q need contiguous rows"
     assert x.dtype in (torch.float16, torch.bfloat16, torch.float32), f"activations in {x.dtype}?"
     M, K = x.shape
@@ -312,24 +330,28 @@ def weight_only_matmul(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bi
     group = group or K
     assert q.shape[1] * (2 if bits == 4 else 1) == K, f"weight {tuple(q.shape)} does not match K={K}"
     assert scale.shape == (N, K // group), f"scale must be ({N}, {K // group})"
-    assert variant in W4_VARIANTS and (bits == 4 or variant in ("interleave", "gemv")), f"variant {variant!r}?"
-    if variant == "gemv":
+    assert bits == 8 or (group in (32, 64, 128) and K % group == 0), "int4 needs group 32, 64 or 128 dividing K"
+    path = path or weight_only_path(M, bits, x.dtype)
+    assert path in PATHS and (bits == 8 or path != "tiled"), f"path {path!r}?"
+    if path == "gemv":
         from .quant_gemv import gemv
 
         return gemv(x, q, scale, bits, group)
-    assert bits == 8 or (group in (32, 64, 128, 256) and K % (256 if variant == "interleave" else group) == 0), \
-        "int4 needs group 32..256 and K % 256 == 0 (evenodd, halves: K % group == 0)"
+    if path == "dequant":
+        w = dequantize(q, scale, "int8" if bits == 8 else "int4", group, out_dtype=x.dtype, halves=bits == 4)
+        return torch.matmul(x, w.T)
     if split_k is not None or not x.is_cuda:
-        return _wo_launch(x, q, scale, bits, group, split_k if (split_k or 1) > 1 else 0, variant)
-    key = (M, N, K, bits, group, x.dtype, variant)
+        return _w8a16_tiled(x, q, scale, split_k if (split_k or 1) > 1 else 0)
+    key = (M, N, K, x.dtype)
     if key not in _WO_CHOICE:   # by GPU time, as the autotuners choose (kernels/tuning.py)
-        times = {mode: gpu_time_ms(lambda mode=mode: _wo_launch(x, q, scale, bits, group, mode == "split", variant))
+        times = {mode: gpu_time_ms(lambda mode=mode: _w8a16_tiled(x, q, scale, 4 if mode == "split" else 0))
                  for mode in ("direct", "split")}
         _WO_CHOICE[key] = min(times, key=times.get)
-    return _wo_launch(x, q, scale, bits, group, _WO_CHOICE[key] == "split", variant)
+    return _w8a16_tiled(x, q, scale, 4 if _WO_CHOICE[key] == "split" else 0)
 
 
 def weight_only_matmul_ref(x, q, scale, bits, group=None):
+    """fp32 torch; int4 q in quantize's layout (before pack_halves)."""
     return x.float() @ dequantize_ref(q, scale, "int8" if bits == 8 else "int4", group).T
 
 

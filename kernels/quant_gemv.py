@@ -3,9 +3,10 @@
 y (M, N) = x (M, K) @ dequant(W).T for M = 1..16 (decode), W (N, K) int8 with a scale per row, or
 int4 packed two per byte with a bf16/fp16 scale per group of GROUP (32, 64, 128) k.
 
-Why a second kernel: the first one (kernels/quant.py) turns each weight into a float with the
-hardware's integer-to-float conversion and, for int4, gathers one scale per element; the compiled
-loop spends more instructions per weight than streaming the weights needs. Here every weight
+Why its own kernel: a tiled kernel that turns each weight into a float with the hardware's
+integer-to-float conversion (and, for int4, gathers one scale per element) spends more
+instructions per weight than streaming the weights needs (experiments/README.md has the
+measurements of the earlier W4A16 kernels this one replaced). Here every weight
 becomes a 16-bit float with integer bit operations only, the "magic number" construction, in
 inline PTX on 4 packed bytes at a time (`_int4_ptx`, `_int8_ptx`):
 
@@ -19,7 +20,7 @@ Without the PTX (the CPU interpreter in CI, fp32 activations) the same construct
 Triton integer ops; int4 then feeds BIAS + n to the dot and subtracts BIAS * (sum of x over the
 group) from the group's fp32 partial sum, which is exact up to fp32 rounding of that sum.
 
-int4 weights use the "halves" packing of kernels/quant_w4.py (`pack_halves`, a one-time repack):
+int4 weights use the "halves" packing (`quant.pack_halves`, a one-time repack):
 byte j of a group holds k = j (low nibble) and k = GROUP/2 + j (high nibble), so the two nibbles
 of a byte tile pair with two contiguous halves of x's group. Every group is one pair of dots and
 one scale multiply on the fp32 partial sum.
@@ -383,7 +384,7 @@ def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group
     """y (M,N) = x (M,K) @ dequant(q, scale).T for M <= 16 in one launch.
 
     bits 8: q (N, K) int8, scale (N, 1). bits 4: q (N, K/2) uint8 in the "halves" packing
-    (`quant_w4.pack_halves(quantize(...)[0], group)`), scale (N, K/group) with group 32, 64 or 128 dividing K.
+    (`quant.pack_halves(quantize(...)[0], group)`), scale (N, K/group) with group 32, 64 or 128 dividing K.
     kind: "plain" (_gemv_kernel), "ks" (_gemv_ks_kernel: K split over the warps of a program), "sk"
     (_gemv_sk_kernel: K split over programs, reduced in the same launch), or None: on a GPU, all three
     are tuned and timed once per shape (GPU time, kernels/tuning.py) and the fastest is kept (the split

@@ -11,7 +11,7 @@ Falls back to `do_bench` with short windows when the call cannot be captured (an
 synchronisation that graphs forbid). Calls of LONG_MS or more are timed by `do_bench` itself: the
 host cannot show through its window there, it is how the reports time, and on one H200 the graph
 replay's per-config times of 0.4-1 ms matmuls strayed from do_bench's by up to 15% in either
-direction (scripts/probe_configs.py), enough to reorder configs a few percent apart. The switch is
+direction (experiments/probe_configs.py), enough to reorder configs a few percent apart. The switch is
 per call: candidates on both sides of LONG_MS in one comparison are timed by different methods
 (both medians; near 0.2 ms they differ little, since host time cannot show there either way).
 """

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# The NCCL sweep behind reports/comm/, as run on a 2-GPU machine (see docs/comm.md):
-#   MLSYS_GIT_COMMIT=$(git rev-parse HEAD) OUT=/tmp/comm bash scripts/device_comm.sh
-# then, on any machine: mlsys bench comm --from --out $OUT/comm_rows.jsonl --report reports/comm \
-#   --calibrate model_specs/clusters/h200-x2-measured.json --name h200-x2-measured
+# The NCCL sweep behind reports/comm/ (`scripts/device.sh comm` runs it with OUT=<out>/comm; see docs/comm.md).
+# Rows land in $OUT/rows.jsonl; then, on any machine: mlsys bench report <fetched out> --out reports, and
+#   mlsys bench comm --from --out reports/comm/rows.jsonl --calibrate model_specs/clusters/<name>.json --name <name>
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0): on shared hosts it can take the GPUs out of service.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -18,7 +17,7 @@ mkdir -p "$OUT"
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version(), "gpus", torch.cuda.device_count())'
 } > "$OUT/machine.txt" 2>&1
 timeout "${SWEEP_TIMEOUT:-240}" python3 -m mlsyscalc bench comm --min-size 8KiB --max-size "${MAX_SIZE:-2GiB}" --backend "${BACKEND:-nccl}" \
-  --out "$OUT/comm_rows.jsonl" --fit-min-size "${FIT_MIN:-1MiB}" --calibrate "$OUT/$NAME.json" --name "$NAME" \
+  --out "$OUT/rows.jsonl" --fit-min-size "${FIT_MIN:-1MiB}" --calibrate "$OUT/$NAME.json" --name "$NAME" \
   --report "$OUT/report" --format markdown > "$OUT/comm_log.txt" 2>&1
 echo "bench comm exit $?"
 tail -n 60 "$OUT/comm_log.txt"

@@ -102,8 +102,9 @@ def run_case(label, batch, seq, checkpoint, device, world, spec=None) -> dict:
 def table(rows_path: Path) -> str:
     """The markdown table of reports/memory/fsdp.md from the rows file (no GPU, no process group)."""
     gib, mib = 2 ** 30, 2 ** 20
-    out = ["| model | case | sharded states meas / pred GiB | forward_saved meas GiB | peak pred / meas GiB (err) "
-           "| peak: measured - predicted MiB |", "|---|---|---|---|---|---|"]
+    from mlsyscalc.report.markdown import markdown_table
+
+    out = []
     for line in rows_path.read_text().splitlines():
         r = json.loads(line)
         m, p = r["measured"], r["predicted"]
@@ -111,10 +112,13 @@ def table(rows_path: Path) -> str:
         states_pred = p["weights_bytes"] + p["gradients_bytes"] + p["optimizer_bytes"]
         err = 100 * (p["peak_bytes"] - m["peak_bytes"]) / m["peak_bytes"]
         case = f"b{r['batch']} s{r['seq']}" + (" ckpt" if r["checkpoint"] else "")
-        out.append(f"| {r['model']} | {case} | {states / gib:.3f} / {states_pred / gib:.3f} | "
-                   f"{m['forward_saved_bytes'] / gib:.3f} | {p['peak_bytes'] / gib:.3f} / {m['peak_bytes'] / gib:.3f} "
-                   f"({err:+.2f}%) | {(m['peak_bytes'] - p['peak_bytes']) / mib:+.0f} |")
-    return "\n".join(out)
+        out.append([r['model'], case, f"{states / gib:.3f} / {states_pred / gib:.3f}",
+                    f"{m['forward_saved_bytes'] / gib:.3f}",
+                    f"{p['peak_bytes'] / gib:.3f} / {m['peak_bytes'] / gib:.3f} ({err:+.2f}%)",
+                    f"{(m['peak_bytes'] - p['peak_bytes']) / mib:+.0f}"])
+    columns = ["model", "case", "sharded states meas / pred GiB", "forward_saved meas GiB", "peak pred / meas GiB (err)",
+               "peak: measured - predicted MiB"]
+    return "\n".join(markdown_table(columns, out, "l" * len(columns)))
 
 
 def main() -> None:

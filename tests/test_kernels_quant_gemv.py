@@ -8,7 +8,6 @@ import torch
 from mlsyscalc.bench.harness import check_close
 from mlsyscalc.kernels import quant as Q
 from mlsyscalc.kernels import quant_gemv as G
-from mlsyscalc.kernels.quant_w4 import pack_halves
 
 from .sm90 import needs_ptxas, run_uninterpreted
 
@@ -20,7 +19,7 @@ def _weights(N, K, bits, group, dtype):
     w = torch.randn(N, K, device=DEV)
     w[0, :8] = torch.tensor([-1.0, 1.0, 0.5, -0.5, 0.25, -0.25, 0.0, 0.125])   # full range of codes in row 0
     q, s = Q.quantize(w, "int8" if bits == 8 else "int4", group, dtype)
-    return q, s, (pack_halves(q, group) if bits == 4 else q)
+    return q, s, (Q.pack_halves(q, group) if bits == 4 else q)
 
 
 @pytest.mark.parametrize("kind", ["plain", "ks", "sk"])
@@ -34,7 +33,7 @@ def test_gemv_matches_reference(kind, bits, group, M, K, N):
     q, s, qk = _weights(N, K, bits, group, dtype)
     x = torch.randn(M, K, device=DEV, dtype=dtype)
     y = G.gemv(x, qk, s, bits, group, kind=kind) if kind != "plain" else \
-        Q.weight_only_matmul(x, qk, s, bits, group, variant="gemv")
+        Q.weight_only_matmul(x, qk, s, bits, group, path="gemv")
     assert y.shape == (M, N) and y.dtype == dtype
     check = check_close(y, Q.weight_only_matmul_ref(x, q, s, bits, group), "float16")
     assert check.ok, check.message

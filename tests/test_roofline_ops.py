@@ -32,7 +32,7 @@ def test_matmul_counts_and_wave_quantisation_h200():
 
 
 def test_matmul_anchor_h200_cublas_within_5_percent():
-    # DESIGN.md: H200 cuBLAS bf16 4096^3 measured 732 TFLOP/s; 8192^3 693 TFLOP/s (do_bench median)
+    # ARCHITECTURE.md, "Reference measurements": H200 cuBLAS bf16 4096^3 measured 732 TFLOP/s; 8192^3 693 TFLOP/s (do_bench median)
     for size, measured in ((4096, 732e12), (8192, 693e12)):
         p = predict_matmul(size, size, size, "bf16", "H200")
         assert p.attained_flops_per_s == pytest.approx(measured, rel=0.05)
@@ -78,7 +78,7 @@ def test_memory_ops_count_their_bytes():
     assert norm_op(8, 4096, "bf16", "H100").bytes == (9 * 4096 + 8 * 4096) * 2
     assert embedding_op(3, 4096, "bf16", "H100").read_bytes == 3 * 4096 * 2  # only looked-up rows
     copy = elementwise_op(2**30, 1, 1, 0, "fp32", "H200")
-    # H200 measured copy 4.26 TB/s (DESIGN.md); default memory efficiency 0.89 of 4.8 TB/s
+    # H200 measured copy 4.26 TB/s (ARCHITECTURE.md, "Reference measurements"); default memory efficiency 0.89 of 4.8 TB/s
     assert copy.bytes / copy.predicted_s == pytest.approx(4.26e12, rel=0.01)
     assert copy.bound == "memory"
 

@@ -1,6 +1,6 @@
 """The GPU harness core: backend selection, environment metadata, correctness gate, timing.
 
-Every benchmark goes through the same four steps (DESIGN.md, "GPU work"):
+Every benchmark goes through the same four steps (ARCHITECTURE.md, "Data flow"):
 
 1. `use_backend(interpret)` picks the CUDA card, or the Triton interpreter on the CPU
    (`TRITON_INTERPRET=1`, set before triton is imported); without either it raises MlsysError.
@@ -28,7 +28,7 @@ from typing import Any, Callable
 from ..errors import MlsysError
 
 # Relative Frobenius error ||out - ref|| / ||ref|| allowed per dtype of the kernel's operands or
-# output, whichever is coarser. Orders of magnitude from METHOD.md: fp32 far below 1e-3, tf32 (Triton's
+# output, whichever is coarser. Orders of magnitude (unit roundoffs of the formats): fp32 far below 1e-3, tf32 (Triton's
 # default fp32 dot) near 3e-4, bf16 operands 1e-3..1e-2 (8 mantissa bits: unit roundoff 3.9e-3).
 # fp8/int8/int4 kernels are checked against a reference built from the *same quantised inputs*, so
 # their error is output rounding plus accumulation order, not quantisation error.

@@ -40,6 +40,8 @@ MATMUL_SWEEPS = {
     "splitk_squares": [(s, s, s) for s in (1024, 2048, 4096)],
     "skinny": [(m, n, k) for m in (1, 16) for n, k in PROJECTIONS.values()],
     "int8_squares": [(s, s, s) for s in (4096, 6144, 8192)],
+    # prefill through the quantized matmuls: where they dequantize once and call cuBLAS
+    "quant_prefill": [(m, n, k) for m in (256, 2048, 8192) for n, k in PROJECTIONS.values()],
 }
 
 

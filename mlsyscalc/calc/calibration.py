@@ -33,9 +33,9 @@ DEFAULT_GPU = "H100-SXM"
 class Efficiency:
     """Fractions of the ceiling that a good kernel reaches (multiplied onto the base ceilings)."""
 
-    matmul: float = 0.74  # H200 cuBLAS bf16 4096^3: 732 / 989.5 TFLOP/s datasheet (DESIGN.md)
-    attention: float = 0.61  # H200 SDPA cuDNN bf16 fwd, d=128, S=4096: 603 / 989.5 (DESIGN.md)
-    memory: float = 0.89  # H200 copy 4.26 / 4.8 TB/s datasheet (DESIGN.md)
+    matmul: float = 0.74  # H200 cuBLAS bf16 4096^3: 732 / 989.5 TFLOP/s datasheet (ARCHITECTURE.md, "Reference measurements")
+    attention: float = 0.61  # H200 SDPA cuDNN bf16 fwd, d=128, S=4096: 603 / 989.5 (ARCHITECTURE.md, "Reference measurements")
+    memory: float = 0.89  # H200 copy 4.26 / 4.8 TB/s datasheet (ARCHITECTURE.md, "Reference measurements")
 
     def validate(self) -> None:
         for name in ("matmul", "attention", "memory"):
@@ -43,7 +43,7 @@ class Efficiency:
 
 
 # With measured ceilings the matmul and memory ceilings are the measurement itself; attention keeps
-# the measured gap between SDPA cuDNN and cuBLAS on the same H200: 603 / 732 TFLOP/s (DESIGN.md).
+# the measured gap between SDPA cuDNN and cuBLAS on the same H200: 603 / 732 TFLOP/s (ARCHITECTURE.md, "Reference measurements").
 CALIBRATED_EFFICIENCY = Efficiency(matmul=1.0, attention=0.82, memory=1.0)
 KINDS = ("matmul", "attention", "memory")
 

@@ -25,6 +25,7 @@ from typing import Any
 from ..errors import require
 from ..specs.gpu import GPUSpec, normalise_dtype
 from .calibration import Ceilings, load_ceilings
+from .attention import BACKWARD_FLOPS_FACTOR, AttentionShape, attention_bytes, attention_flops, causal_fraction
 from ..dtypes import bytes_per_element, dtype_name
 
 # Output tile (BLOCK_M, BLOCK_N) candidates: CUTLASS/cuBLAS bf16 tiles on Hopper (128x256 with
@@ -222,12 +223,6 @@ def predict_matmul(m: int, n: int, k: int, dtype: str = "bf16", gpu: str | GPUSp
                                   weight_dtype=weight_dtype, out_dtype=out_dtype, name=name)
 
 
-def causal_fraction(seq_q: int, seq_kv: int) -> float:
-    """Share of the Sq x Skv score rectangle a causal mask keeps: 1 - Sq/(2 Skv) (1/2 when Sq = Skv,
-    the FlashAttention benchmark convention used by calc.flops)."""
-    return 1.0 - seq_q / (2.0 * seq_kv)
-
-
 def window_fraction(seq_q: int, seq_kv: int, window: int) -> float:
     """Share of the Sq x Skv score rectangle a causal sliding-window kernel computes when it skips
     KV tiles outside the window (FlashAttention-2's `window_size`): query at position p sees
@@ -287,19 +282,14 @@ def predict_attention(batch: int, heads: int, kv_heads: int, seq_q: int, seq_kv:
     kv = dtype_name(kv_dtype or act)
     dv = v_head_dim or head_dim
     require(window is None or (causal and window >= 1), f"{name}: a window needs a causal mask and W >= 1")
+    shape_ = AttentionShape(batch, heads, kv_heads, seq_q, seq_kv, head_dim, dv, causal)
     frac = causal_fraction(seq_q, seq_kv) if causal else 1.0
     keys = seq_kv
     if window is not None:
         frac, keys = window_fraction(seq_q, seq_kv, window), min(seq_kv, seq_q + window - 1)
-    flops = 2.0 * batch * seq_q * seq_kv * heads * (head_dim + dv) * frac
-    a, b = bytes_per_element(act), bytes_per_element(kv)
-    q_bytes, o_bytes = batch * seq_q * heads * head_dim * a, batch * seq_q * heads * dv * a
-    kv_bytes = batch * keys * kv_heads * (head_dim if v_in_k else head_dim + dv) * b
-    read, write = q_bytes + kv_bytes, o_bytes
-    scale = 1.0
-    if backward:
-        scale = 2.5
-        read, write = q_bytes + kv_bytes + 2 * o_bytes, q_bytes + kv_bytes
+    flops = attention_flops(shape_, fraction=frac)
+    read, write = attention_bytes(shape_, bytes_per_element(act), bytes_per_element(kv), backward, keys, v_in_k)
+    scale = BACKWARD_FLOPS_FACTOR if backward else 1.0
     per_sm = ceil.flops_per_s(act, "attention") / ceil.sm_count
     group = heads // kv_heads
     per_row = 2.0 * (head_dim + dv) * frac * scale

@@ -8,7 +8,7 @@ from ..errors import MlsysError
 from .bench import emit_rows, run_sweep, sweep_options
 
 MATMUL_DTYPES = ("bfloat16", "float16", "float32", "fp8_tensor", "fp8_row")
-QUANT_KINDS = ("quantize", "w8a16", "w8a16_gemv", "w4a16", "w4a16_evenodd", "w4a16_halves", "w4a16_gemv", "w8a8")   # bench/cases/quant.py KINDS
+QUANT_KINDS = ("quantize", "w8a16", "w4a16", "w8a8")   # bench/cases/quant.py KINDS
 
 
 @click.command()
@@ -52,20 +52,18 @@ def matmul(dtypes, shapes, sweep, activation, splits, no_cache, paths, interpret
 
 
 @click.command()
-@click.option("--kind", "kinds", multiple=True, type=click.Choice(QUANT_KINDS),
-              help="Repeatable; default all. w4a16_evenodd / w4a16_halves: W4A16 variants (unpermuted nibbles); "
-                   "*_gemv: the one-launch decode kernel (kernels/quant_gemv.py).")
+@click.option("--kind", "kinds", multiple=True, type=click.Choice(QUANT_KINDS), help="Repeatable; default all.")
 @click.option("--shapes", help="Comma-separated MxNxK list (M tokens, weight N x K).")
-@click.option("--sweep", help="Named sweep: decode (M = 1, 4, 16 x llama weights), int8_squares, smoke.")
+@click.option("--sweep", help="Named sweep: decode (M = 1, 4, 16 x llama weights), quant_prefill (M = 256, 2048, "
+                              "8192), int8_squares, smoke.")
 @sweep_options
 def quant(kinds, shapes, sweep, interpret, out, quiet, fmt, as_json):
     """Quantize kernels and W8A16 / W4A16 (g=128) / W8A8 matmuls vs torch baselines.
 
-    quantize rows report GB/s and the measured quantisation error; w8a16/w4a16 are decode GEMVs
-    against a bf16 torch.matmul (w4a16_evenodd, w4a16_halves: the same weights through the W4A16
-    variants that leave nibbles in packed order, rows named triton_w4a16_evenodd / _halves;
-    w8a16_gemv, w4a16_gemv: the one-launch decode kernel of kernels/quant_gemv.py);
-    w8a8 is an int8 GEMM against torch._int_mm.
+    quantize rows report GB/s and the measured quantisation error; w8a16 / w4a16 run
+    kernels/quant.py's weight_only_matmul, which picks its path by M (one-launch GEMV for decode,
+    dequantize once + cuBLAS for prefill; extra_path says which), against bf16 torch.matmul on the
+    same weights; w8a8 is an int8 GEMM against torch._int_mm (bf16 torch.matmul where M <= 16).
     """
     from ..bench import harness
 

@@ -27,11 +27,9 @@ GOALS = (  # (title, baseline, rows filter, goal text, threshold on geomean, thr
      lambda r: r.kernel == "triton_matmul" and r.dtype == "fp8_tensor", "geomean >= 1.0x", 1.0, None),
     *(_weight_only_goal(title, kernel, goal) for title, kernel, goal in (
         ("W8A16, M = 1, 4, 16, llama2-7b / llama3-70b weights", "triton_w8a16", 1.8),
-        ("W8A16, same, one-launch kernel (kernels/quant_gemv.py)", "triton_w8a16_gemv", 1.8),
+        ("W8A16, same, one-launch kernel (rows of the former w8a16_gemv kind)", "triton_w8a16_gemv", 1.8),
         ("W4A16 (g=128), same", "triton_w4a16", 3.0),
-        ("W4A16 (g=128), one-launch kernel (kernels/quant_gemv.py)", "triton_w4a16_gemv", 3.0),
-        ("W4A16 (g=128), variant evenodd (kernels/quant_w4.py)", "triton_w4a16_evenodd", 3.0),
-        ("W4A16 (g=128), variant halves (kernels/quant_w4.py)", "triton_w4a16_halves", 3.0))),
+        ("W4A16 (g=128), one-launch kernel (rows of the former w4a16_gemv kind)", "triton_w4a16_gemv", 3.0))),
     ("W8A8 int8 GEMM, 4096..8192 squares", "torch._int_mm",
      lambda r: r.kernel == "triton_w8a8", ">= 4x", 4.0, 4.0),
 )
@@ -113,8 +111,37 @@ def goals_table(rows: list[Row], ceilings: dict | None) -> list[str]:
             out.append(["any memory-bound kernel (quantize, GEMV)", f"measured copy {copy:.0f} GB/s", ">= 85%",
                         f"best {best.GBps / copy:.0%} ({best.kernel} {best.dtype} {best.shape})", "",
                         f"{len(mem)} rows", 'yes' if best.GBps / copy >= 0.85 else 'no'])
+        out += _w4a16_read_rows(rows, ceilings["bandwidth_Bps"]["read"] / 1e9)
+    out += _prefill_rows(rows)
     return markdown_table(["kernel", "baseline", "goal", "measured geomean", "measured min (shape)", "timed / failed",
                            "met?"], out, "lllllll")
+
+
+def _w4a16_read_rows(rows: list[Row], read_GBps: float) -> list[list]:
+    """W4A16 decode on the largest weight (most bytes): its bytes / time as a share of the measured read bandwidth."""
+    decode = [r for r in rows if r.kernel in ("triton_w4a16", "triton_w4a16_gemv") and r.GBps
+              and int(r.shape.split("x")[0]) <= 16]
+    if not decode:
+        return []
+    top = max(int(r.shape.split("x")[1]) * int(r.shape.split("x")[2]) for r in decode)
+    biggest = [r for r in decode if int(r.shape.split("x")[1]) * int(r.shape.split("x")[2]) == top]
+    best = max(biggest, key=lambda r: r.GBps)
+    return [["W4A16 decode, largest weight: bytes / time", f"measured read {read_GBps:.0f} GB/s", ">= 75%",
+             f"{best.GBps / read_GBps:.0%} ({best.kernel} {best.shape})", "", f"{len(biggest)} rows",
+             "yes" if best.GBps / read_GBps >= 0.75 else "no"]]
+
+
+def _prefill_rows(rows: list[Row]) -> list[list]:
+    """W8A16 / W4A16 at prefill M (>= 2048): dequantize once + cuBLAS against bf16 cuBLAS, goal 0.9x."""
+    out = []
+    for kernel in ("triton_w8a16", "triton_w4a16"):
+        timed = [r for r in rows if r.kernel == kernel and r.speedup and int(r.shape.split("x")[0]) >= 2048]
+        if timed:
+            worst = min(timed, key=lambda r: r.speedup)
+            out.append([f"{kernel[7:].upper()} prefill, M >= 2048", "bf16 torch.matmul", ">= 0.9x",
+                        f"{geomean([r.speedup for r in timed]):.3f}x", f"{worst.speedup:.2f}x ({worst.shape})",
+                        f"{len(timed)} / 0", "yes" if worst.speedup >= 0.9 else "no"])
+    return out
 
 
 def _small_square(shape: str) -> bool:

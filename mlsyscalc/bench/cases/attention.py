@@ -1,13 +1,10 @@
 """Attention sweeps: Triton flash attention (forward, backward, decode) against SDPA's backends.
 
-Counting convention (FlashAttention's benchmarks, Dao 2023, Sec. 4.1):
-    forward FLOPs  = 4 * B * H * S_q * S_kv * D      (Q K^T and P V, 2 FLOPs per multiply-add)
-                     halved when causal (only the lower triangle is useful work)
-    backward FLOPs = 2.5 * forward                   (5 matmuls: Q K^T recomputed, dV, dP, dQ, dK)
-    bytes          = IO-aware minimum: read Q, K, V once and write O once (forward); read
-                     Q, K, V, O, dO and write dQ, dK, dV (backward); decode reads the whole KV
-                     cache once plus q and o.
-The roofline calculator will own these counts; until then they live here, named per row.
+FLOPs and bytes come from mlsyscalc.calc.attention, the counts the roofline uses: forward
+4 * B * H * S_q * S_kv * D times the causal share (queries end-aligned, 1/2 when S_q = S_kv),
+backward 2.5x forward (FlashAttention-2's 5 matmuls), bytes the IO-aware minimum (Q, K, V read
+once, O written once; backward also O, dO read and dQ, dK, dV written); decode reads the whole KV
+cache once plus q and o.
 
 Every case is gated against an fp32 reference on fresh random inputs before it is timed
 (mlsyscalc.bench.sweep.run_case); SDPA backends are rows of their own, gated the same way.
@@ -18,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ...calc.attention import AttentionShape, attention_bytes, attention_flops
 from .. import harness
 from ..sweep import Bench, Case
 
@@ -47,26 +45,24 @@ class Shape:
         return f"B{self.b}xH{self.h}xKV{self.h_kv}x{q}{kv}xD{self.d}"
 
 
+def counted(s: Shape) -> AttentionShape:
+    return AttentionShape(s.b, s.h, s.h_kv, s.q_len, s.s_kv, s.d, causal=s.causal)
+
+
 def forward_flops(s: Shape) -> float:
-    full = 4.0 * s.b * s.h * s.q_len * s.s_kv * s.d
-    return full / 2 if s.causal else full
+    return attention_flops(counted(s))
 
 
 def backward_flops(s: Shape) -> float:
-    return 2.5 * forward_flops(s)
+    return attention_flops(counted(s), backward=True)
 
 
 def forward_bytes(s: Shape, itemsize: int = 2) -> float:
-    q_o = 2 * s.b * s.h * s.q_len * s.d
-    k_v = 2 * s.b * s.h_kv * s.s_kv * s.d
-    return float((q_o + k_v) * itemsize)
+    return float(sum(attention_bytes(counted(s), itemsize)))
 
 
 def backward_bytes(s: Shape, itemsize: int = 2) -> float:
-    # read q, k, v, o, do (+ lse, delta fp32); write dq, dk, dv
-    q_like = 4 * s.b * s.h * s.q_len * s.d
-    kv_like = 4 * s.b * s.h_kv * s.s_kv * s.d
-    return float((q_like + kv_like) * itemsize + 4 * s.b * s.h * s.q_len)
+    return float(sum(attention_bytes(counted(s), itemsize, backward=True)))
 
 
 # --- sweeps --------------------------------------------------------------------------------------
@@ -238,8 +234,8 @@ def backward_cases(shapes: list[Shape], dtype: str, backends=("flash", "cudnn", 
 
 
 def decode_bytes(s: Shape, itemsize: int = 2) -> float:
-    """The whole KV cache read once, q read and o written once."""
-    return float((2 * s.b * s.h_kv * s.s_kv * s.d + 2 * s.b * s.h * s.q_len * s.d) * itemsize)
+    """The whole KV cache read once, q read and o written once (the forward's IO-aware count)."""
+    return forward_bytes(s, itemsize)
 
 
 def _decode_inputs(s: Shape, dtype: str, page: int | None):

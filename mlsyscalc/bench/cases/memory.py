@@ -1,6 +1,6 @@
 """Check `mlsys memory train|infer` against torch.cuda.max_memory_allocated on a real GPU.
 
-    python -m mlsyscalc.bench.cases.memory --out DIR   (scripts/device_memory.sh runs it)
+    python -m mlsyscalc.bench.cases.memory --out DIR   (`scripts/device.sh memory` runs it)
 
 For each scaled-down model (llama-style MHA, GQA with a large vocabulary, Mixtral-style MoE,
 GPT-2-XL shapes) it builds the model with `bench.torch_models`, runs two bf16 mixed-precision

@@ -1,7 +1,7 @@
 """Probe: can a persistent forward attention kernel take the 1k-token forward goal? (developer evidence, not a benchmark
-of record; results and findings in reports/probes/README.md and reports/attention/notes.md)
+of record; results and findings in experiments/data/README.md and reports/attention/notes.md)
 
-`python scripts/probe_persist.py persist` times attention_fwd_persistent_kernel (below) in the VARIANTS against the
+`python experiments/probe_persist.py persist` times attention_fwd_persistent_kernel (below) in the VARIANTS against the
 default forward (kernels/attention_fwd.py) and SDPA's FLASH and cuDNN backends; `... tiles` times the default kernel
 on host-built descriptors with the fixed TILES, 256-row tiles included. bf16, d = 128, do_bench medians with the L2
 flushed, as the reports time; each candidate is checked against SDPA FLASH (max error / max |o| <= 2e-2) before it
@@ -173,7 +173,7 @@ TILE_SHAPES = [(16, 32, 1024, False), (16, 32, 1024, True), (32, 32, 1024, False
 def main() -> int:
     mode = sys.argv[1] if len(sys.argv) > 1 else "persist"
     if mode not in ("persist", "tiles"):
-        print(f"usage: python scripts/probe_persist.py [persist|tiles], not {mode!r}", file=sys.stderr)
+        print(f"usage: python experiments/probe_persist.py [persist|tiles], not {mode!r}", file=sys.stderr)
         return 2
     with open(os.path.join(os.environ.get("OUT", "."), "probe_persist.jsonl"), "a") as out:
         out.write(json.dumps(dict(env=dict(torch=torch.__version__, triton=triton.__version__,

@@ -31,8 +31,8 @@ import torch
 import triton
 import triton.language as tl
 
-from . import quant as _q
-from .tuning import gpu_time_ms
+from mlsyscalc.kernels import quant as _q   # as of 7b06185 (experiments/README.md)
+from mlsyscalc.kernels.tuning import gpu_time_ms
 
 
 @triton.jit(do_not_specialize=["M"])

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The GPU machine's one entry point, run from the repository root:
+#   MLSYS_GIT_COMMIT=<sha> OUT=<dir> bash scripts/device.sh MODE
+# MODE, by purpose (each stops starting new work after BUDGET_S seconds, default 540):
+#   tests      every GPU test, one file at a time, each test's outcome in $OUT/tests.txt
+#   kernels    ceilings, matmul (bf16 + fp8 prefill), quant (quantize, W8A16/W4A16 decode and prefill, W8A8)
+#   attention  flash attention forward/backward/decode goals, then the extra shapes
+#   spot       a quick check that behaviour is unchanged: quant GPU tests, the W8A16/W4A16 decode and
+#              prefill sweeps, W8A8 at M = 1, and a few matmul and attention shapes of the committed reports
+#   comm       NCCL collectives over every GPU of the host (scripts/device_comm.sh)
+#   memory     the memory calculator against torch.cuda.max_memory_allocated (bench/cases/memory.py)
+#   models     whole-model prefill/decode/train runs (scripts/device_models.sh, when it exists)
+# Rows land in $OUT/<family>/rows.jsonl, the layout of reports/; the family's committed rows are
+# copied in first (not with FRESH=1), so a sweep resumes and keeps them. Afterwards, on any machine:
+#   mlsys bench report <fetched OUT> --out reports
+set -uo pipefail
+MODE=${1:?usage: scripts/device.sh tests|kernels|attention|spot|comm|memory|models}
+OUT=${OUT:-device_out}
+BUDGET_S=${BUDGET_S:-540}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/triton_cache}
+export NCCL_NVLS_ENABLE=0   # NVLink multicast off: on shared hosts it can take the GPUs out of service
+exec > >(tee -a "$OUT/log.txt") 2>&1
+start=$(date +%s)
+left() { echo $(( BUDGET_S - ($(date +%s) - start) )); }
+
+echo "== $(date -u) mode=$MODE commit=${MLSYS_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
+python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -3   # python3's own pip
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv
+  python3 -c "import torch, triton, numpy; print('torch', torch.__version__, 'triton', triton.__version__, 'numpy', numpy.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version())"
+} 2>&1 | tee "$OUT/env.txt"
+
+# gpu_tests FILE [pytest args]: the GPU tests of FILE, each test's outcome and the exit status in $OUT/tests.txt
+gpu_tests() {
+  local file=$1 t; shift; t=$(left)
+  [ "$t" -gt 30 ] || { echo "== $file skipped: budget spent" >> "$OUT/tests.txt"; return; }
+  timeout "$t" python3 -m pytest -v -p no:cacheprovider -m gpu "$@" "$file" 2>&1 \
+    | grep -E "PASSED|FAILED|ERROR|Error|assert|passed|failed" >> "$OUT/tests.txt"
+  echo "== $file exit ${PIPESTATUS[0]}" >> "$OUT/tests.txt"
+}
+# bench FAMILY ARGS...: one `mlsys bench FAMILY` sweep into $OUT/FAMILY/rows.jsonl, bounded by the budget
+bench() {
+  local family=$1 t; shift; t=$(left)
+  [ "$t" -gt 30 ] || { echo "skipped $family $*: budget spent"; return; }
+  mkdir -p "$OUT/$family"
+  if [ -z "${FRESH:-}" ] && [ ! -f "$OUT/$family/rows.jsonl" ] && [ -f "reports/$family/rows.jsonl" ]; then
+    cp "reports/$family/rows.jsonl" "$OUT/$family/rows.jsonl"
+  fi
+  timeout "$t" python3 -m mlsyscalc bench "$family" --quiet --format csv --out "$OUT/$family/rows.jsonl" "$@" \
+    > /dev/null 2>>"$OUT/log.txt"
+  echo "bench $family $* -> exit $? at $(( $(date +%s) - start )) s"
+}
+ceilings() {
+  mkdir -p "$OUT/matmul" "$OUT/quant"
+  timeout 60 python3 -m mlsyscalc bench ceilings --out "$OUT/matmul/ceilings.json" --format csv \
+    && cp "$OUT/matmul/ceilings.json" "$OUT/quant/ceilings.json"
+}
+
+case "$MODE" in
+  tests)
+    gpu_tests tests/test_kernels_matmul.py -k "not splitk"
+    gpu_tests tests/test_kernels_quant_gemv.py
+    gpu_tests tests/test_kernels_quant.py
+    gpu_tests tests/test_kernels_attention.py
+    gpu_tests tests/test_memory_torch.py ;;
+  kernels)
+    ceilings
+    bench matmul --dtype bfloat16 --sweep prefill
+    bench matmul --dtype fp8_tensor --sweep prefill
+    bench quant --kind w8a16 --kind w4a16 --sweep decode
+    bench quant --kind w8a16 --kind w4a16 --sweep quant_prefill
+    bench quant --kind w8a8
+    bench quant --kind w8a8 --shapes 1x8192x8192,16x8192x8192,1x12288x4096
+    bench quant --kind quantize ;;
+  attention)
+    bench attention --sweep goals
+    bench attention --sweep extra --kind fwd --kind decode ;;
+  spot)   # fresh rows (FRESH=1): compare them with the committed ones before merging any
+    export FRESH=1
+    ceilings
+    decode=1x12288x4096,1x4096x4096,1x57344x8192,1x8192x28672,16x12288x4096,16x4096x4096,16x57344x8192,16x8192x28672
+    bench quant --kind w8a16 --kind w4a16 --shapes "$decode"
+    bench quant --kind w8a16 --kind w4a16 --shapes 256x4096x4096,2048x4096x4096,8192x4096x4096,2048x8192x28672,8192x57344x8192
+    bench quant --kind w8a8 --shapes 1x8192x8192,16x8192x8192,4096x4096x4096
+    gpu_tests tests/test_kernels_quant.py
+    bench matmul --dtype bfloat16 --shapes 4096x4096x4096,8192x8192x8192,2048x12288x4096
+    bench attention --sweep smoke --kind fwd --kind decode
+    gpu_tests tests/test_kernels_quant_gemv.py
+    gpu_tests tests/test_kernels_matmul.py -k "not splitk"
+    gpu_tests tests/test_kernels_attention.py ;;
+  comm)
+    OUT="$OUT/comm" bash scripts/device_comm.sh ;;
+  memory)
+    MLSYS_COMMIT=${MLSYS_GIT_COMMIT:-unknown} timeout "$(left)" python3 -m mlsyscalc.bench.cases.memory --out "$OUT/memory" ;;
+  models)   # hook: the whole-model validation writes its own script; this mode runs it when it lands
+    if [ -f scripts/device_models.sh ]; then OUT="$OUT/models" bash scripts/device_models.sh
+    else echo "no scripts/device_models.sh yet: nothing to run"; exit 2; fi ;;
+  *) echo "unknown mode $MODE (tests, kernels, attention, spot, comm, memory, models)"; exit 2 ;;
+esac
+echo "== done after $(( $(date +%s) - start )) s"
