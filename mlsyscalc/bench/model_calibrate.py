@@ -1,7 +1,8 @@
 """`mlsys calibrate`: fit the roofline's ceilings to `mlsys bench model` rows and check the fit on
 models held out of it.
 
-Each usable row (no error; prefill/decode under a CUDA graph, train) becomes an Observation:
+Each usable row (no error; torch kernels; prefill/decode under a CUDA graph, or train) becomes
+an Observation:
 the roofline's kernel rows for its spec and shapes plus the measured step time. The fit
 (calc.calibration_fit) moves the matmul, attention and memory efficiencies and the per-kernel
 fixed cost; the result is a calibration file `--calibration` reads (calc.calibration).
@@ -33,7 +34,7 @@ class Case:
 def usable(row) -> bool:
     x = row.extra
     return (not row.error and bool(row.median_ms) and row.kernel.startswith("model.")
-            and (x.get("phase") == "train" or x.get("mode") == "graph"))
+            and x.get("kernels", "torch") == "torch" and (x.get("phase") == "train" or x.get("mode") == "graph"))
 
 
 def load_cases(rows, hold_out: set[str]) -> list[Case]:

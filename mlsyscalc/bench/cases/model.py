@@ -163,6 +163,10 @@ def run_model_case(spec_full, case: ModelCase, ceilings, device: str = "cuda", r
                          predicted_kernels=sum(r.count for r in roof.rows), ceilings=ceilings.source,
                          predicted_peak_bytes=predicted_peak_bytes(spec, case))
         model = _build(build_model, spec, case, device)
+        if case.kernels == "triton" and case.phase != "train":
+            row.rel_err, row.tol = _gate(model, spec, case, device), GATE_TOL
+            require(row.rel_err <= GATE_TOL, f"correctness gate failed: triton logits differ from the torch "
+                    f"attention path by {row.rel_err:.3g} (tolerance {GATE_TOL})")
         row.median_ms, peak = _measure(model, spec, case, device, reps)
         row.ok = True
         row.extra.update(peak_bytes=peak, memory_error=(row.extra["predicted_peak_bytes"] - peak) / peak if peak else None)
@@ -180,6 +184,41 @@ def run_model_case(spec_full, case: ModelCase, ceilings, device: str = "cuda", r
         del model
         _free()
     return row.finish()
+
+
+GATE_TOL = 2e-2  # relative Frobenius error of bf16 logits, triton attention vs torch SDPA on the same weights
+
+
+def _gate(model, spec, case: ModelCase, device: str) -> float:
+    """One step with the project's attention kernels and one with SDPA on the same weights, inputs
+    and caches: the relative error of the logits (weight-only GEMVs stay in both: they have their
+    own gate in `mlsys bench quant`)."""
+    import torch
+
+    b, s = case.batch, case.seq
+    torch.manual_seed(1)
+    if case.phase == "decode":
+        caches = model.new_caches(b, s + 1)
+        for k, v in caches:
+            k.normal_()
+            if v is not None:
+                v.normal_()
+        ids = torch.randint(0, spec.vocab_size, (b, 1), device=device)
+        run = lambda: model.decode(ids, caches, s)  # noqa: E731
+    else:
+        caches = model.new_caches(b, s)
+        ids = torch.randint(0, spec.vocab_size, (b, s), device=device)
+        run = lambda: model.prefill(ids, caches)  # noqa: E731
+    got = run().float()
+    modules = [m for m in model.modules() if hasattr(m, "kernels")]
+    for m in modules:
+        m.kernels = "torch"
+    try:
+        want = run().float()
+    finally:
+        for m in modules:
+            m.kernels = case.kernels
+    return float((got - want).norm() / want.norm().clamp_min(1e-30))
 
 
 def _build(build_model, spec, case: ModelCase, device: str):
