@@ -111,3 +111,26 @@ def summary(table: list[dict]) -> dict:
 
 def write_record(path: str | Path, data: dict) -> None:
     Path(path).write_text(json.dumps(data, indent=2) + "\n")
+
+
+def op_errors(cases: list[Case], ceilings: Ceilings) -> list[dict]:
+    """Per forward linear (profiler range vs roofline rows of that name) and per kernel kind, the
+    error of `ceilings`' prediction: (measured - predicted) / predicted."""
+    out = []
+    for c in cases:
+        ops = c.row.extra.get("ops") or {}
+        roof = predict_model(c.spec, ceilings, roofline_options(c.case))
+        linear: dict[str, float] = {}
+        kind: dict[str, float] = {}
+        for r in roof.rows:
+            kind[r.pred.kind] = kind.get(r.pred.kind, 0.0) + r.total_s
+            if r.pass_name == "forward" and r.pred.kind == "matmul":
+                linear[r.pred.name] = linear.get(r.pred.name, 0.0) + r.total_s
+        for section, predicted in (("linears", linear), ("kinds", kind)):
+            for name, entry in (ops.get(section) or {}).items():
+                measured, want = entry.get("measured_s"), predicted.get(name)
+                if measured and want:
+                    out.append({"key": c.row.key, "model": c.row.extra.get("model"), "phase": c.case.phase,
+                                "shape": c.row.shape, "section": section, "op": name, "held_out": c.held_out,
+                                "measured_s": measured, "predicted_s": want, "error": (measured - want) / want})
+    return out
