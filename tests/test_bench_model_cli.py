@@ -66,6 +66,8 @@ def test_layers_scale_the_comparison_and_say_so():
     (["--phase", "train", "--dtype", "int4", "--kernels", "triton"], "weight-only"),
     (["--phase", "prefill", "--batch", "0"], "positive"),
     (["--phase", "prefill", "--batch", "x"], "integers"),
+    (["--phase", "train", "--fsdp"], "torchrun"),
+    (["--phase", "prefill", "--tp", "2"], "torchrun"),
 ])
 def test_bad_input_exits_2(args, message):
     result = _run(["bench", "model", "llama3-8b", *TINY, "--cpu", *args])

@@ -50,7 +50,8 @@ def load_cases(rows, hold_out: set[str]) -> list[Case]:
             except MlsysError as exc:
                 raise MlsysError(f"calibrate: cannot rebuild the spec of row {row.key!r}: {exc}") from None
         case = ModelCase(x["phase"], int(x["batch"]), int(x["seq"]), x.get("mode") == "graph", x.get("kernels", "torch"),
-                         row.dtype, int(x["layers"]) if x.get("layers") else None)
+                         row.dtype, int(x["layers"]) if x.get("layers") else None, int(x.get("tp") or 1),
+                         int(x.get("dp") or 1))
         out.append(Case(row, reduced_spec(specs[ref], case.layers), case, x.get("model") in hold_out))
     return out
 
