@@ -24,6 +24,19 @@ if [ "$SET" = smoke ]; then
   run phi-2 --phase prefill --batch 1 --seq 512 --kernels triton
   exit 0
 fi
+if [ "$SET" = recheck ]; then   # decode attention through SDPA's own GQA; the gated triton decode rows
+  run llama2-7b --phase decode --batch 1,16,64 --seq 2048 --kernels triton --mode graph
+  run qwen2.5-7b --phase decode --batch 1,16,64 --seq 2048 --mode graph
+  run mistral-7b --phase decode --batch 1,16 --seq 2048 --mode graph
+  run falcon-7b --phase decode --batch 1,16 --seq 2048 --mode graph
+  run gemma2-9b --phase decode --batch 1,16 --seq 2048 --mode graph
+  run llama3-8b --phase decode --batch 1,16,64 --seq 2048 --mode graph
+  run llama2-7b --phase decode --batch 1,16,64 --seq 2048 --mode graph
+  run phi-2 --phase decode --batch 1,16,64 --seq 2048 --mode graph
+  run mixtral-8x7b --layers 4 --phase decode --batch 1,16,64 --seq 2048 --mode eager
+  run qwen2.5-7b --phase prefill --batch 1 --seq 2048 --kernels triton --mode graph
+  exit 0
+fi
 # the llama2-7b / TinyLlama cases (graph and eager rows)
 run llama2-7b --phase prefill --batch 1 --seq 512,2048
 run llama2-7b --phase prefill --batch 8 --seq 2048 --mode graph

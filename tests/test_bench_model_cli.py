@@ -66,6 +66,8 @@ def test_layers_scale_the_comparison_and_say_so():
     (["--phase", "train", "--dtype", "int4", "--kernels", "triton"], "weight-only"),
     (["--phase", "prefill", "--batch", "0"], "positive"),
     (["--phase", "prefill", "--batch", "x"], "integers"),
+    (["--phase", "train", "--fsdp"], "torchrun"),
+    (["--phase", "prefill", "--tp", "2"], "torchrun"),
 ])
 def test_bad_input_exits_2(args, message):
     result = _run(["bench", "model", "llama3-8b", *TINY, "--cpu", *args])
@@ -100,3 +102,20 @@ def test_triton_kernels_match_torch_in_the_interpreter():
     assert caches[0][0].shape[1] == 64  # whole pages
     torch.testing.assert_close(tri.prefill(ids[:, :7], caches), want[:, 6], rtol=2e-3, atol=2e-3)
     torch.testing.assert_close(tri.decode(ids[:, 7:8], caches, 7), want[:, 7], rtol=2e-3, atol=2e-3)
+
+
+def test_triton_rows_pass_the_correctness_gate_on_cpu():
+    """The gate runs the same step with the torch attention path: in the interpreter they agree."""
+    import os
+
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("the CPU gate runs in Triton's interpreter")
+    from mlsyscalc.bench.cases.model import GATE_TOL, ModelCase, _gate
+    from mlsyscalc.bench.torch_models import build_model
+    from mlsyscalc.specs.lookup import load_model, parse_overrides
+
+    spec = load_model("llama3-8b", parse_overrides(TINY[1::2]))
+    model = build_model(spec, "float32", "cpu", kernels="triton")
+    err = _gate(model, spec, ModelCase("decode", 2, 9, False, "triton"), "cpu")
+    assert err < 1e-4 < GATE_TOL
+    assert all(m.kernels == "triton" for m in model.modules() if hasattr(m, "kernels"))

@@ -100,12 +100,10 @@ class Attention(nn.Module):
             v_pages = v_cache.view(b * pages, PAGE, self.kv_heads, self.dv)
             out = decode_attention(q.transpose(1, 2), k_pages, v_pages, step.seqlens, step.table)
             return out.transpose(1, 2)  # (B, 1, H, D)
-        # the G query heads of a KV head are G query rows of one MQA problem (as decode kernels pack them)
-        qg = q.view(b, self.kv_heads, g, self.d)  # (B, KV, G, D)
         keys = k_cache[:, :step.pos + 1].transpose(1, 2)  # (B, KV, L, D)
         vals = v_cache[:, :step.pos + 1].transpose(1, 2)
-        out = F.scaled_dot_product_attention(qg, keys, vals)  # (B, KV, G, Dv)
-        return out.reshape(b, 1, self.heads, self.dv)
+        out = F.scaled_dot_product_attention(q.transpose(1, 2), keys, vals, enable_gqa=g > 1)  # (B, H, 1, Dv)
+        return out.transpose(1, 2)
 
 
 class LatentAttention(nn.Module):

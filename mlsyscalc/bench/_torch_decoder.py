@@ -43,6 +43,7 @@ class Decoder(nn.Module):
     def __init__(self, spec, flash=True, checkpoint=False, kernels="torch"):
         super().__init__()
         self.spec, self.checkpoint, self.kernels = spec, checkpoint, kernels
+        self.tp = 1  # tensor-parallel ranks the attention heads are split over (bench.model_parallel)
         self.embed = nn.Embedding(spec.vocab_size, spec.embed_dim)
         self.project_in = nn.Linear(spec.embed_dim, spec.hidden_size, bias=False) if spec.embed_proj_dim else None
         self.pos = nn.Embedding(spec.learned_positions, spec.hidden_size) if spec.learned_positions else None
@@ -133,6 +134,6 @@ class Decoder(nn.Module):
         if spec.mla is not None:
             width = spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim
             return [(torch.zeros(batch, length, 1, width, dtype=dtype, device=device), None) for _ in self.layers]
-        shape = (batch, length, spec.num_kv_heads)
+        shape = (batch, length, spec.num_kv_heads // self.tp)
         return [(torch.zeros(*shape, spec.head_dim, dtype=dtype, device=device),
                  torch.zeros(*shape, spec.v_head_dim, dtype=dtype, device=device)) for _ in self.layers]

@@ -1,7 +1,8 @@
 """`mlsys calibrate`: fit the roofline's ceilings to `mlsys bench model` rows and check the fit on
 models held out of it.
 
-Each usable row (no error; prefill/decode under a CUDA graph, train) becomes an Observation:
+Each usable row (no error; torch kernels; prefill/decode under a CUDA graph, or train) becomes
+an Observation:
 the roofline's kernel rows for its spec and shapes plus the measured step time. The fit
 (calc.calibration_fit) moves the matmul, attention and memory efficiencies and the per-kernel
 fixed cost; the result is a calibration file `--calibration` reads (calc.calibration).
@@ -33,7 +34,7 @@ class Case:
 def usable(row) -> bool:
     x = row.extra
     return (not row.error and bool(row.median_ms) and row.kernel.startswith("model.")
-            and (x.get("phase") == "train" or x.get("mode") == "graph"))
+            and x.get("kernels", "torch") == "torch" and (x.get("phase") == "train" or x.get("mode") == "graph"))
 
 
 def load_cases(rows, hold_out: set[str]) -> list[Case]:
@@ -49,7 +50,8 @@ def load_cases(rows, hold_out: set[str]) -> list[Case]:
             except MlsysError as exc:
                 raise MlsysError(f"calibrate: cannot rebuild the spec of row {row.key!r}: {exc}") from None
         case = ModelCase(x["phase"], int(x["batch"]), int(x["seq"]), x.get("mode") == "graph", x.get("kernels", "torch"),
-                         row.dtype, int(x["layers"]) if x.get("layers") else None)
+                         row.dtype, int(x["layers"]) if x.get("layers") else None, int(x.get("tp") or 1),
+                         int(x.get("dp") or 1))
         out.append(Case(row, reduced_spec(specs[ref], case.layers), case, x.get("model") in hold_out))
     return out
 
@@ -110,3 +112,26 @@ def summary(table: list[dict]) -> dict:
 
 def write_record(path: str | Path, data: dict) -> None:
     Path(path).write_text(json.dumps(data, indent=2) + "\n")
+
+
+def op_errors(cases: list[Case], ceilings: Ceilings) -> list[dict]:
+    """Per forward linear (profiler range vs roofline rows of that name) and per kernel kind, the
+    error of `ceilings`' prediction: (measured - predicted) / predicted."""
+    out = []
+    for c in cases:
+        ops = c.row.extra.get("ops") or {}
+        roof = predict_model(c.spec, ceilings, roofline_options(c.case))
+        linear: dict[str, float] = {}
+        kind: dict[str, float] = {}
+        for r in roof.rows:
+            kind[r.pred.kind] = kind.get(r.pred.kind, 0.0) + r.total_s
+            if r.pass_name == "forward" and r.pred.kind == "matmul":
+                linear[r.pred.name] = linear.get(r.pred.name, 0.0) + r.total_s
+        for section, predicted in (("linears", linear), ("kinds", kind)):
+            for name, entry in (ops.get(section) or {}).items():
+                measured, want = entry.get("measured_s"), predicted.get(name)
+                if measured and want:
+                    out.append({"key": c.row.key, "model": c.row.extra.get("model"), "phase": c.case.phase,
+                                "shape": c.row.shape, "section": section, "op": name, "held_out": c.held_out,
+                                "measured_s": measured, "predicted_s": want, "error": (measured - want) / want})
+    return out

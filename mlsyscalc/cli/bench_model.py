@@ -35,6 +35,9 @@ def _ints(text: str) -> list[int]:
               help="Weights: bf16, or int8/int4 weight-only (inference, --kernels triton).")
 @click.option("--mode", "modes", multiple=True, type=click.Choice(["graph", "eager"]),
               help="prefill/decode: under a CUDA graph and/or eagerly (default both rows).")
+@click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Tensor parallel over N GPUs (DTensor); launch with torchrun --nproc-per-node N.")
+@click.option("--fsdp", is_flag=True, help="Train with FSDP2 over every torchrun process (ZeRO-3).")
 @click.option("--gpu", help="Datasheet to predict with (default: the card torch reports).")
 @click.option("--calibration", type=click.Path(exists=True, dir_okay=False), help="Ceilings file (mlsys calibrate / bench ceilings).")
 @click.option("--reps", type=click.IntRange(min=1), default=10, show_default=True, help="Timed calls per case (median).")
@@ -43,8 +46,8 @@ def _ints(text: str) -> list[int]:
 @click.option("--out", type=click.Path(dir_okay=False), help="Append rows to this .jsonl/.csv; a rerun skips done rows.")
 @click.option("--quiet", is_flag=True, help="No progress on stderr.")
 @render.output_options
-def model(model, overrides, phase, batch, seq, layers, kernels, dtype, modes, gpu, calibration, reps, no_profile, cpu,
-          out, quiet, fmt, as_json):
+def model(model, overrides, phase, batch, seq, layers, kernels, dtype, modes, tp, fsdp, gpu, calibration, reps,
+          no_profile, cpu, out, quiet, fmt, as_json):
     """Measured vs predicted time, per-op kernel times and peak memory of a whole model.
 
     The model is plain torch built from the spec (random weights): SDPA attention, decode under
@@ -55,14 +58,21 @@ def model(model, overrides, phase, batch, seq, layers, kernels, dtype, modes, gp
     """
     from ..bench.cases.model import model_cases, run_model_cases
     from ..bench.model_report import CASE_COLUMNS, OP_COLUMNS, case_table, ceilings_for, notes, op_table
+    from ..bench.model_parallel import check_parallel, world
     from ..bench.rows import ResultStore
 
     spec = resolve_model(model, overrides)
+    rank, size = world()
+    check_parallel(spec, tp, fsdp, size)
     device, ceilings = ceilings_for(gpu, calibration, cpu)
-    cases = model_cases(phase, _ints(batch), _ints(seq), modes or ("graph", "eager"), kernels, dtype, layers)
-    progress = None if quiet else (lambda msg: click.echo(f"running {msg}", err=True))
+    cases = model_cases(phase, _ints(batch), _ints(seq), modes or ("graph", "eager"), kernels, dtype, layers, tp,
+                        size if fsdp else 1)
+    progress = None if quiet or rank else (lambda msg: click.echo(f"running {msg}", err=True))
     source = {"model_ref": model, "overrides": list(overrides)}
-    rows = run_model_cases(spec, cases, ceilings, ResultStore(out), device, reps, not no_profile, progress, source)
+    store = ResultStore(out if rank == 0 else None)  # rank 0 writes and prints
+    rows = run_model_cases(spec, cases, ceilings, store, device, reps, not no_profile, progress, source)
+    if rank:
+        return
     output = render.Output(
         data={"model": spec.name, "phase": phase, "gpu": ceilings.gpu.name, "ceilings": ceilings.source,
               "rows": [r.flat() for r in rows]},

@@ -34,6 +34,8 @@ class ModelCase:
     kernels: str = "torch"
     dtype: str = "bf16"  # bf16, or int8/int4 weight-only (decode/prefill with triton kernels)
     layers: int | None = None  # run only this many decoder layers
+    tp: int = 1  # tensor-parallel ranks (DTensor), under torchrun
+    dp: int = 1  # FSDP2 ranks (ZeRO-3 data parallel), under torchrun
 
     @property
     def shape(self) -> str:
@@ -53,19 +55,24 @@ def reduced_spec(spec, layers: int | None):
 
 
 def roofline_options(case: ModelCase) -> RooflineOptions:
+    """The same step for `calc.roofline_model` (FSDP: data parallel with ZeRO-3 over dp ranks)."""
+    common = dict(batch=case.batch, dtype=case.dtype, check_fit=False, tp=case.tp)
     if case.phase == "decode":
-        return RooflineOptions(phase="decode", batch=case.batch, context=case.seq, dtype=case.dtype, check_fit=False)
-    return RooflineOptions(phase=case.phase, batch=case.batch, seq=case.seq, dtype=case.dtype, check_fit=False)
+        return RooflineOptions(phase="decode", context=case.seq, **common)
+    sharded = dict(dp=case.dp, zero=3) if case.dp > 1 else {}
+    return RooflineOptions(phase=case.phase, seq=case.seq, **common, **sharded)
 
 
 def predicted_peak_bytes(spec, case: ModelCase) -> int:
     """calc.memory's peak for the same step: weights + KV cache + workspace, or the training total
     with bf16 optimizer states (no fp32 master copy: fused AdamW on bf16 parameters)."""
     if case.phase == "train":
-        return train_memory(spec, TrainOptions(batch=case.batch, seq=case.seq, master_weights=False)).total
+        zero = 3 if case.dp > 1 else 0
+        return train_memory(spec, TrainOptions(batch=case.batch, seq=case.seq, master_weights=False, tp=case.tp,
+                                               dp=case.dp, zero=zero)).total
     tokens = case.batch * (1 if case.phase == "decode" else case.seq)
     context = case.seq + (1 if case.phase == "decode" else 0)
-    opts = InferOptions(batch=case.batch, context=context, prefill_chunk=tokens, dtype=case.dtype)
+    opts = InferOptions(batch=case.batch, context=context, prefill_chunk=tokens, dtype=case.dtype, tp=case.tp)
     return infer_memory(spec, opts).total
 
 
@@ -118,6 +125,7 @@ def step_fn(model, spec, case: ModelCase, device: str):
     import torch
 
     b, s = case.batch, case.seq
+    torch.manual_seed(0)  # the same inputs on every tensor-parallel rank
     ids = torch.randint(0, spec.vocab_size, (b, 1 if case.phase == "decode" else s), device=device)
     if case.phase == "train":
         params = [p for p in model.parameters() if p.requires_grad]
@@ -150,7 +158,7 @@ def run_model_case(spec_full, case: ModelCase, ceilings, device: str = "cuda", r
     spec = reduced_spec(spec_full, case.layers)
     layers = f" L{spec.num_layers}/{spec_full.num_layers}" if spec is not spec_full else ""
     row = Row(kernel=f"model.{case.phase}", baseline=case.mode, shape=case.shape + layers, dtype=case.dtype,
-              variant=f"{spec_full.name} {case.kernels}", env=dict(harness.env_metadata()), measured_at=harness.now())
+              variant=variant(spec_full, case), env=dict(harness.env_metadata()), measured_at=harness.now())
     model = None
     try:
         require(not (case.mode == "graph" and spec.is_moe),
@@ -159,10 +167,14 @@ def run_model_case(spec_full, case: ModelCase, ceilings, device: str = "cuda", r
         row.predicted_ms, row.flops, row.bytes = roof.time_s * 1e3, roof.model_flops, roof.bytes
         row.extra.update(source or {})
         row.extra.update(model=spec_full.name, phase=case.phase, batch=case.batch, seq=case.seq, mode=case.mode,
-                         kernels=case.kernels, layers=spec.num_layers, full_layers=spec_full.num_layers,
+                         kernels=case.kernels, tp=case.tp, dp=case.dp, layers=spec.num_layers, full_layers=spec_full.num_layers,
                          predicted_kernels=sum(r.count for r in roof.rows), ceilings=ceilings.source,
                          predicted_peak_bytes=predicted_peak_bytes(spec, case))
         model = _build(build_model, spec, case, device)
+        if case.kernels == "triton" and case.phase != "train":
+            row.rel_err, row.tol = _gate(model, spec, case, device), GATE_TOL
+            require(row.rel_err <= GATE_TOL, f"correctness gate failed: triton logits differ from the torch "
+                    f"attention path by {row.rel_err:.3g} (tolerance {GATE_TOL})")
         row.median_ms, peak = _measure(model, spec, case, device, reps)
         row.ok = True
         row.extra.update(peak_bytes=peak, memory_error=(row.extra["predicted_peak_bytes"] - peak) / peak if peak else None)
@@ -182,10 +194,57 @@ def run_model_case(spec_full, case: ModelCase, ceilings, device: str = "cuda", r
     return row.finish()
 
 
+GATE_TOL = 2e-2  # relative Frobenius error of bf16 logits, triton attention vs torch SDPA on the same weights
+
+
+def _gate(model, spec, case: ModelCase, device: str) -> float:
+    """One step with the project's attention kernels and one with SDPA on the same weights, inputs
+    and caches: the relative error of the logits (weight-only GEMVs stay in both: they have their
+    own gate in `mlsys bench quant`)."""
+    import torch
+
+    b, s = case.batch, case.seq
+    torch.manual_seed(1)
+    if case.phase == "decode":
+        caches = model.new_caches(b, s + 1)
+        for k, v in caches:
+            k.normal_()
+            if v is not None:
+                v.normal_()
+        ids = torch.randint(0, spec.vocab_size, (b, 1), device=device)
+        run = lambda: model.decode(ids, caches, s)  # noqa: E731
+    else:
+        caches = model.new_caches(b, s)
+        ids = torch.randint(0, spec.vocab_size, (b, s), device=device)
+        run = lambda: model.prefill(ids, caches)  # noqa: E731
+    got = run().float()
+    modules = [m for m in model.modules() if hasattr(m, "kernels")]
+    for m in modules:
+        m.kernels = "torch"
+    try:
+        want = run().float()
+    finally:
+        for m in modules:
+            m.kernels = case.kernels
+    return float((got - want).norm() / want.norm().clamp_min(1e-30))
+
+
+def variant(spec, case: ModelCase) -> str:
+    parallel = (f" tp{case.tp}" if case.tp > 1 else "") + (f" fsdp{case.dp}" if case.dp > 1 else "")
+    return f"{spec.name} {case.kernels}{parallel}"
+
+
 def _build(build_model, spec, case: ModelCase, device: str):
     import torch
 
+    from .. import model_parallel
+
+    torch.manual_seed(0)  # the same weights on every rank (and for the gate's two runs)
     model = build_model(spec, "bfloat16", device, kernels=case.kernels, quant_bits=WEIGHT_BITS[case.dtype])
+    if case.tp > 1:
+        model_parallel.apply_tp(model, case.tp, "cuda" if device.startswith("cuda") else "cpu")
+    if case.dp > 1:
+        model_parallel.apply_fsdp(model)
     if case.phase != "train":
         model.requires_grad_(False)
     torch.manual_seed(0)
@@ -196,8 +255,10 @@ def _measure(model, spec, case: ModelCase, device: str, reps: int) -> tuple[floa
     """(median ms, peak bytes of one step after the warm-up)."""
     import torch
 
+    from ..model_parallel import max_over_ranks
+
     fn = step_fn(model, spec, case, device)
-    seconds = _time_s(fn, reps, warmup=3)
+    seconds = max_over_ranks(_time_s(fn, reps, warmup=3))
     if not device.startswith("cuda"):
         return seconds * 1e3, None
     torch.cuda.synchronize()
@@ -218,12 +279,13 @@ def _free() -> None:
 
 
 def model_cases(phase: str, batches, seqs, modes=("graph", "eager"), kernels="torch", dtype="bf16",
-                layers: int | None = None) -> list[ModelCase]:
+                layers: int | None = None, tp: int = 1, dp: int = 1) -> list[ModelCase]:
     """Every (batch, seq) pair of one phase; prefill and decode once per mode (graph, eager)."""
     require(dtype == "bf16" or (kernels == "triton" and phase != "train"),
             f"--dtype {dtype} (weight-only) runs inference with --kernels triton")
     graph_modes = [m == "graph" for m in modes] if phase != "train" else [False]
-    return [ModelCase(phase, b, s, g, kernels, dtype, layers) for b in batches for s in seqs for g in graph_modes]
+    require(dp == 1 or phase == "train", "--fsdp shards a training step (use --tp for prefill/decode)")
+    return [ModelCase(phase, b, s, g, kernels, dtype, layers, tp, dp) for b in batches for s in seqs for g in graph_modes]
 
 
 def run_model_cases(spec, cases, ceilings, store, device: str = "cuda", reps: int = 10, profile: bool = True,
@@ -249,4 +311,4 @@ def run_model_cases(spec, cases, ceilings, store, device: str = "cuda", reps: in
 def run_key(spec, case: ModelCase) -> str:
     layers = reduced_spec(spec, case.layers)
     suffix = f" L{layers.num_layers}/{spec.num_layers}" if layers is not spec else ""
-    return "|".join((f"model.{case.phase}", case.mode, case.shape + suffix, case.dtype, f"{spec.name} {case.kernels}"))
+    return "|".join((f"model.{case.phase}", case.mode, case.shape + suffix, case.dtype, variant(spec, case)))

@@ -1,0 +1,169 @@
+"""reports/models/README.md: whole-model rows of `mlsys bench model` against the roofline, before
+and after `mlsys calibrate`, with the goals table, per-op errors, memory and plots.
+
+    python -m mlsyscalc.report.models_report ROWS.jsonl OUT_DIR --hold-out a,b,c [--gpu H200]
+
+writes OUT_DIR/README.md, OUT_DIR/calibration.json and OUT_DIR/errors.png; OUT_DIR/notes.md (the
+written analysis) is included as it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+from ..bench.model_calibrate import calibrate, load_cases, op_errors
+from ..bench.rows import ResultStore
+from ..calc.calibration import load_ceilings
+from .markdown import markdown_table
+
+GOALS = (("uncalibrated whole step within +-15%", 0.15), ("calibrated, held-out models, within +-5%", 0.05))
+
+
+def _pct(x):
+    return None if x is None else f"{100 * x:+.1f}%"
+
+
+def _ms(s):
+    return None if s is None else f"{s * 1e3:.3g}"
+
+
+def _share(values, limit):
+    return f"{sum(abs(v) <= limit for v in values)}/{len(values)}"
+
+
+def goals(fit: dict, ops: list[dict], rows) -> list[str]:
+    by_phase = {}
+    for r in fit["rows"]:
+        by_phase.setdefault(r["phase"], []).append(r)
+    lines = []
+    for phase, members in sorted(by_phase.items()):
+        lines.append([f"uncalibrated {phase} within +-15%", _share([m["uncalibrated_error"] for m in members], 0.15),
+                      _pct(statistics.median(abs(m["uncalibrated_error"]) for m in members))])
+    held = [r["error"] for r in fit["rows"] if r["held_out"]]
+    lines.append(["calibrated, held-out models, within +-5%", _share(held, 0.05),
+                  _pct(statistics.median(abs(e) for e in held)) if held else None])
+    lin = [o["error"] for o in ops if o["section"] == "linears" and o["held_out"]]
+    lines.append(["per-op (forward linears, held-out) median within 10% after calibration",
+                  "met" if lin and statistics.median(abs(e) for e in lin) <= 0.10 else "not met",
+                  _pct(statistics.median(abs(e) for e in lin)) if lin else None])
+    mem = [r.extra.get("memory_error") for r in rows if r.extra.get("memory_error") is not None]
+    lines.append(["peak memory within 3% of max_memory_allocated", _share(mem, 0.03),
+                  _pct(statistics.median(abs(m) for m in mem)) if mem else None])
+    return markdown_table(["goal", "rows meeting it", "median |error|"], lines, "lrr")
+
+
+def rows_table(rows, fit: dict) -> list[str]:
+    calibrated = {r["key"]: r for r in fit["rows"]}
+    out = []
+    for r in sorted(rows, key=lambda r: (r.extra.get("model", ""), r.kernel, r.extra.get("kernels", ""), r.dtype,
+                                         r.extra.get("batch", 0), r.extra.get("seq", 0), r.baseline)):
+        x, c = r.extra, calibrated.get(r.key)
+        peak = x.get("peak_bytes")
+        out.append([x.get("model"), x.get("phase"), r.shape, r.baseline, x.get("kernels"), r.dtype,
+                    _ms((r.median_ms or 0) * 1e-3) if r.median_ms else None, _ms((r.predicted_ms or 0) * 1e-3),
+                    _pct(r.prediction_error), (("held out " if c["held_out"] else "fitted ") + _pct(c["error"])) if c else None,
+                    f"{peak / 2**30:.2f}" if peak else None, _pct(x.get("memory_error")),
+                    _ms(x.get("full_estimated_s")), (r.error or "")[:90]])
+    cols = ["model", "phase", "shape", "mode", "kernels", "weights", "measured ms", "predicted ms", "error",
+            "calibrated error", "peak GiB", "memory error", "full depth est. ms", "note"]
+    return markdown_table(cols, out, "llllll" + "r" * 7 + "l")
+
+
+def op_summary(ops: list[dict], before: list[dict]) -> list[str]:
+    """Median |error| per op name over rows, uncalibrated and calibrated."""
+    def med(items, name):
+        errs = [abs(o["error"]) for o in items if o["op"] == name]
+        return (statistics.median(errs), len(errs)) if errs else (None, 0)
+    names = sorted({(o["section"], o["op"]) for o in ops})
+    out = []
+    for section, name in names:
+        b, n = med([o for o in before if o["section"] == section], name)
+        a, _ = med([o for o in ops if o["section"] == section], name)
+        out.append([("kind: " if section == "kinds" else "") + name, n, _pct(b), _pct(a)])
+    return markdown_table(["op", "rows", "median abs error (datasheet)", "median abs error (calibrated)"], out, "lrrr")
+
+
+def plot(fit: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    for ax, key, title in ((axes[0], "uncalibrated_error", "datasheet x default efficiency"),
+                           (axes[1], "error", "calibrated (open marks: held out)")):
+        for phase, marker in (("prefill", "o"), ("decode", "s"), ("train", "^")):
+            for held in (False, True):
+                pts = [r for r in fit["rows"] if r["phase"] == phase and r["held_out"] == held]
+                ax.scatter([r["measured_s"] * 1e3 for r in pts], [100 * r[key] for r in pts], marker=marker,
+                           facecolors="none" if held else None, edgecolors="C0" if held else None,
+                           label=f"{phase}{' (held out)' if held else ''}")
+        ax.axhspan(-15 if key != "error" else -5, 15 if key != "error" else 5, color="0.9")
+        ax.set_xscale("log")
+        ax.set_xlabel("measured step (ms)")
+        ax.set_ylabel("(measured - predicted) / predicted (%)")
+        ax.set_title(title, fontsize=10)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write(rows_path: Path, out_dir: Path, hold_out: set[str], gpu: str) -> Path:
+    rows = ResultStore(rows_path).rows()
+    base = load_ceilings(gpu)
+    fit = calibrate(rows, base, hold_out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "calibration.json").write_text(json.dumps(fit["record"], indent=2) + "\n")
+    calibrated = load_ceilings(gpu, fit["record"])
+    cases = load_cases(rows, hold_out)
+    before, after = op_errors(cases, base), op_errors(cases, calibrated)
+    plot(fit, out_dir / "errors.png")
+    env = next((r.env for r in rows if r.env.get("gpu")), {})
+    commits = sorted({r.env.get("git_commit") or "?" for r in rows})
+    notes = out_dir / "notes.md"
+    text = ["# Whole models on one GPU: measured vs the roofline", "",
+            f"Generated by `python -m mlsyscalc.report.models_report {rows_path} {out_dir} --hold-out "
+            f"{','.join(sorted(hold_out))} --gpu {gpu}` from rows written by `scripts/device_models.sh` "
+            "(`mlsys bench model ...`). Do not edit by hand; the analysis lives in notes.md, included below.", "",
+            f"Card: {env.get('gpu')} ({env.get('sm_count')} SMs), torch {env.get('torch')}, triton "
+            f"{env.get('triton')}, CUDA {env.get('cuda')}; rows measured at commits {', '.join(commits)}. "
+            f"Predictions: `mlsys roofline` with the {gpu} datasheet x default efficiencies, then with "
+            "calibration.json (fitted by `mlsys calibrate` on the models not held out).", "",
+            "## Goals", "", *goals(fit, after, rows), "",
+            "## The fit", "", f"Fitted on {', '.join(fit['record']['fitted_on'])}; held out: "
+            f"{', '.join(sorted(hold_out))}.", "",
+            *markdown_table(["parameter", "default", "fitted"],
+                            [["matmul efficiency", base.efficiency.matmul, f"{fit['params']['matmul']:.3f}"],
+                             ["attention efficiency", base.efficiency.attention, f"{fit['params']['attention']:.3f}"],
+                             ["memory efficiency", base.efficiency.memory, f"{fit['params']['memory']:.3f}"],
+                             ["fixed cost per kernel (us)", base.launch_s * 1e6, f"{fit['params']['launch_s'] * 1e6:.2f}"]],
+                            "lrr"), "",
+            *(notes.read_text().splitlines() if notes.exists() else []), "",
+            "## Per op", "", "Forward linears: the profiler's time inside each linear's range (all layers) against "
+            "the roofline rows of that name; kinds: every kernel of the step sorted by name into matmul / attention "
+            "/ memory against the roofline rows of that kind (all passes).", "",
+            *op_summary(after, before), "",
+            "## Every row", "", "error = (measured - predicted) / predicted with the datasheet ceilings; calibrated "
+            "error with calibration.json (fitted rows and held-out rows marked; eager and triton rows are not "
+            "fitted); memory error = (predicted - max_memory_allocated) / max_memory_allocated.", "",
+            *rows_table(rows, fit), "", "![errors](errors.png)", ""]
+    (out_dir / "README.md").write_text("\n".join(text))
+    return out_dir / "README.md"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("rows", type=Path)
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--hold-out", default="")
+    parser.add_argument("--gpu", default="H200")
+    args = parser.parse_args(argv)
+    write(args.rows, args.out_dir, {m for m in args.hold_out.split(",") if m}, args.gpu)
+
+
+if __name__ == "__main__":
+    main()
