@@ -25,6 +25,7 @@ COMMANDS = {
     "comm": "comm:comm",
     "memory": "memory:memory",
     "train": "train:train",
+    "plan": "plan:plan",
 }
 
 
