@@ -6,8 +6,9 @@ every piece is computed once per distinct value of what it depends on and reused
     kernel times     roofline_pass per (tp, cp, micro-batch); per-layer parts per (.., sp)
     stage times      per (parts, pp, vp, recompute), over the distinct stage shapes
     model traffic    step_comm per (tp, pp, cp, ep, sp, micro-batch) at m = 1: every TP, PP, CP
-                     and EP call repeats per micro-batch, so it scales by m exactly; per vp, or
-                     (no EP) a + b vp from two values of vp, exactly
+                     and EP call repeats per micro-batch, so it scales by m exactly; a + b vp
+                     from two values of vp (exact: only the PP sends scale with vp), or per vp
+                     where vp changes the MoE layers of the busiest stage
     DP traffic       step_comm per (tp, pp, cp, ep, zero) at m = 1 and m = 2: a + b m exactly
     optimizer        per (tp, pp, ep, zero)
     memory           calc.plan_memory (memory_train's sums, memoised)
@@ -96,17 +97,24 @@ class _Memo:
         return traffic(step_comm(self.spec, replace(o, **changes), self.cluster).rows)
 
     def model_traffic(self, c: TrainStepOptions) -> dict[tuple[str, str], float]:
-        """TP, PP, CP, EP seconds of one micro-batch (times m for the step). Without expert parallelism
-        only the pipeline's sends depend on vp, 2 per micro-batch and model chunk: the traffic is
-        a + b vp, taken from the calls at vp = 1 and at the smallest valid vp > 1."""
+        """TP, PP, CP, EP seconds of one micro-batch (times m for the step). Only the pipeline's sends
+        depend on vp, 2 per micro-batch and model chunk, unless vp moves MoE layers onto the busiest
+        stage (EP traffic follows them): then the traffic is a + b vp, taken from the calls at vp = 1
+        and at the smallest valid vp > 1."""
         def at(vp: int) -> dict[tuple[str, str], float]:
             return self.get(("model", c.tp, c.pp, c.cp, c.ep, c.sp_active, c.micro_batch, vp), lambda: {
                 k: v for k, v in self._comm(c, zero=0, interleave=vp).items() if k[0] != "dp"})
-        if c.vp == 1 or c.ep > 1:
-            return at(c.vp)
+        if c.vp == 1:
+            return at(1)
         second = next(v for v in range(2, c.vp + 1) if self.spec.num_layers % (c.pp * v) == 0)
+        if c.ep > 1 and len({self._busiest_moe(c.pp, v) for v in (1, second, c.vp)}) > 1:
+            return at(c.vp)  # EP traffic follows the MoE layers on the busiest stage, which vp moves
         one, two = at(1), at(second)
         return {k: one[k] + (two[k] - one[k]) * (c.vp - 1) / (second - 1) for k in one}
+
+    def _busiest_moe(self, pp: int, vp: int) -> int:
+        stages = self.get(("stages", pp, vp), lambda: pipeline_stages(self.spec, pp, vp))
+        return max(st.moe for st in stages)
 
     def dp_traffic(self, c: TrainStepOptions, zero: int) -> dict[tuple[str, str], tuple[float, float]]:
         """DP seconds as (a, b) of a + b m, from the calls at m = 1 and m = 2."""
@@ -133,23 +141,25 @@ def _collect(memo: _Memo, layouts: list[TrainStepOptions], grid: list[tuple[int,
     cols: dict[str, list] = {k: [] for k in _COLUMNS}
     traffic_cols: dict[tuple[str, str], list] = {}
     recompute, state_keys, act_keys = [], [], []
-    n = len(layouts) * len(grid)
+    n, zeros, modes = len(layouts) * len(grid), sorted({z for z, _ in grid}), sorted({r for _, r in grid})
     for i, c in enumerate(layouts):
-        m, shard = c.num_micro_batches, c.data_parallel * c.cp
-        per_mb = memo.model_traffic(c)
+        m, shard, mem = c.num_micro_batches, c.data_parallel * c.cp, memo.memory
+        model = {k: v * m for k, v in memo.model_traffic(c).items()}
+        by_zero = {z: ({**model, **{k: a0 + b0 * m for k, (a0, b0) in memo.dp_traffic(c, z).items()}},
+                       memo.optimizer(c, z), mem.state_key(c.tp, c.ep, c.pp, z, shard)) for z in zeros}
+        by_mode = {r: (memo.stage(c, r), mem.activation_key(c.tp, c.cp, c.sp_active, r, c.pp)) for r in modes}
         for zero, rc in grid:
-            f, b, a = memo.stage(c, rc)
-            seconds = {k: v * m for k, v in per_mb.items()}
-            seconds.update({k: a0 + b0 * m for k, (a0, b0) in memo.dp_traffic(c, zero).items()})
+            seconds, optimizer, state_key = by_zero[zero]
+            (f, b, a), act_key = by_mode[rc]
             for k in seconds.keys() - traffic_cols.keys():  # a kind of traffic seen first here
                 traffic_cols[k] = [0.0] * len(recompute)
             for k, column in traffic_cols.items():
                 column.append(seconds.get(k, 0.0))
-            for key, value in zip(_COLUMNS, (f, b, a, m, c.pp, c.vp, zero, memo.optimizer(c, zero), c.micro_batch)):
+            for key, value in zip(_COLUMNS, (f, b, a, m, c.pp, c.vp, zero, optimizer, c.micro_batch)):
                 cols[key].append(value)
             recompute.append(rc)
-            state_keys.append(memo.memory.state_key(c.tp, c.ep, c.pp, zero, shard))
-            act_keys.append(memo.memory.activation_key(c.tp, c.cp, c.sp_active, rc, c.pp))
+            state_keys.append(state_key)
+            act_keys.append(act_key)
         if progress is not None:
             progress((i + 1) * len(grid), n)
     return cols, traffic_cols, recompute, state_keys, act_keys
