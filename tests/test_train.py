@@ -142,3 +142,24 @@ def test_moe_with_expert_parallel_and_mla(run_cli):
 def test_bad_layouts_exit_2_naming_the_rule(run_cli, args, rule):
     code, out, err = run_cli("train", "llama2-70b", *A100, "--seq", "4096", "--global-batch", "64", *args)
     assert code == 2 and rule in err and "Traceback" not in err and out == ""
+
+
+@pytest.mark.parametrize("argv", [["train", "llama2-7b", "--gpus", "16", "--gpu", "H100-SXM", "--tp", "8",
+                                   "--global-batch", "16", "--json"],
+                                  ["plan", "gpt2", "--gpus", "4", "--gpu", "H100-SXM", "--seq", "1024",
+                                   "--global-batch", "8", "--json"]])
+def test_train_and_plan_are_import_light(argv):
+    """No torch/triton/pandas/matplotlib on the calculator path; `train` answers in well under a second."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, io, time, contextlib\nfrom mlsyscalc.cli.main import main\nt = time.perf_counter()\n"
+        f"sys.argv=['mlsys', *{argv!r}]\nbuf=io.StringIO()\n"
+        "try:\n  with contextlib.redirect_stdout(buf): main()\nexcept SystemExit as e: assert e.code in (0, None), e.code\n"
+        "print([m for m in ('torch','triton','pandas','matplotlib') if m in sys.modules], time.perf_counter() - t)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    heavy, seconds = out.strip().splitlines()[-1].rsplit("]", 1)
+    assert heavy + "]" == "[]"
+    assert argv[0] != "train" or float(seconds) < 2.0  # ~0.2 s alone; generous for a loaded CI box

@@ -31,6 +31,7 @@ Traffic of the dimensions in `overlap` is assumed hidden behind compute: it is c
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from dataclasses import dataclass, field
 
 from ..errors import divide, require
@@ -128,6 +129,7 @@ def placement(size: int, stride: int, gpus_per_node: int) -> tuple[int, int]:
     return divide(size, per_node, "placement: group members per node"), per_node
 
 
+@lru_cache(maxsize=32)  # pure in the frozen spec; plan prices thousands of layouts of one model
 def _expert_params(spec: ModelSpec) -> int:
     return sum(lin.params for i in range(spec.num_layers) if spec.layer_is_moe(i)
                for lin in mlp_linears(spec, i) if lin.copies > 1)
@@ -249,6 +251,7 @@ def _model_rows(pr: _Pricer, spec: ModelSpec, o: StepOptions) -> None:
         pr.add("cp", "reduce-scatter", "dK,dV reduce-scatter per layer backward", cp, kv, layers * m)
 
 
+@lru_cache(maxsize=256)
 def _moe_layers_per_stage(spec: ModelSpec, pp: int, v: int) -> int:
     """MoE layers on the busiest stage: stage s holds chunks s, s + pp, ... of layers / (pp v) layers."""
     chunk = spec.num_layers // (pp * v)

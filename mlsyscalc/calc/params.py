@@ -7,6 +7,7 @@ bias correction) are not parameters.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Mapping
 
 from ..specs.model import ModelSpec
@@ -30,6 +31,7 @@ class ParamCount:
         return self.total - self.embedding
 
 
+@lru_cache(maxsize=32)  # pure in the frozen spec; the layout calculators ask for it per layout
 def count_params(spec: ModelSpec) -> ParamCount:
     """Count every parameter of `spec`, split into the breakdown groups."""
     tokens, positions = embedding_params(spec)

@@ -19,6 +19,7 @@ dense, MoE, tied-embedding, ZeRO-3, full-recompute and pipelined layouts.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -46,7 +47,7 @@ class MemoryTable:
         self.spec, self.seq, self.capacity_factor = spec, seq, capacity_factor
         self.nbytes = default_bytes(TrainOptions(dtype=dtype))
         self._states: dict[tuple, StageStates] = {}
-        self._acts: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self._arrays: dict[tuple, Any] = {}  # state bytes and activation bytes by key
         self._saved: dict[bool, list[Saved]] = {}
 
     def states(self, tp: int, ep: int, pp: int) -> StageStates:
@@ -82,7 +83,7 @@ class MemoryTable:
         """Per stage, for ONE sequence per micro-batch: (bytes held per micro-batch in flight,
         bytes held once: max(logits temporaries, recompute working set))."""
         key = (tp, cp, sp, recompute, pp)
-        if key not in self._acts:
+        if key not in self._arrays:
             spec, nb = self.spec, self.nbytes
             local = self.seq // cp
             split = Split(tokens=local, keys=local, tp=tp, sp=sp, kv_div=kv_divisor(spec, tp))
@@ -96,17 +97,38 @@ class MemoryTable:
             logits = np.zeros(pp)
             logits[-1] = split.tokens * -(-spec.vocab_size // tp) * nb["logits"]
             in_flight[-1] += item_bytes(Saved("final norm + lm_head inputs", 2 * spec.embed_dim, "seq"), split, nb)
-            self._acts[key] = (in_flight, np.maximum(logits, working))
-        return self._acts[key]
+            self._arrays[key] = (in_flight, np.maximum(logits, working))
+        return self._arrays[key]
+
+    def state_key(self, tp: int, ep: int, pp: int, zero: int, shard: int) -> tuple:
+        key = ("states", tp, ep, pp, zero, shard)
+        if key not in self._arrays:
+            self._arrays[key] = self.state_bytes(tp, ep, pp, zero, shard)
+        return key
+
+    def activation_key(self, tp: int, cp: int, sp: bool, recompute: str, pp: int) -> tuple:
+        self.activation_bytes(tp, cp, sp, recompute, pp)
+        return (tp, cp, sp, recompute, pp)
+
+    def peak_bytes(self, pp: int, state_keys: list, activation_keys: list, micro_batch: np.ndarray,
+                   micro_batches: np.ndarray, vp: np.ndarray) -> np.ndarray:
+        """Memory per GPU of the peak stage, with the interleaved schedule's share (as calc.train), for
+        layouts of `pp` stages given by their `state_key` and `activation_key` (one entry each)."""
+        states = np.stack([self._arrays[k] for k in state_keys])  # (n, pp)
+        in_flight = np.stack([self._arrays[k][0] for k in activation_keys])
+        once = np.stack([self._arrays[k][1] for k in activation_keys])
+        held = np.minimum(pp - np.arange(pp)[None, :], micro_batches[:, None])  # 1F1B: micro-batches in flight
+        acts = micro_batch[:, None] * (held * in_flight + once)
+        totals = states + acts
+        peak = np.argmax(totals, axis=1)
+        rows = np.arange(len(peak))
+        held_acts = micro_batch * held[rows, peak] * in_flight[rows, peak]
+        extra = np.where(vp > 1, held_acts * (pp - 1) / (pp * vp), 0.0)
+        return totals[rows, peak] + extra
 
     def total_bytes(self, *, tp: int, ep: int, pp: int, cp: int, sp: bool, zero: int, shard: int, recompute: str,
                     micro_batch: int, micro_batches: int, vp: int) -> float:
-        """Memory per GPU of the peak stage, with the interleaved schedule's share (as calc.train)."""
-        states = self.state_bytes(tp, ep, pp, zero, shard)
-        in_flight, once = self.activation_bytes(tp, cp, sp, recompute, pp)
-        held = np.minimum(pp - np.arange(pp), micro_batches)
-        acts = micro_batch * (held * in_flight + once)
-        totals = states + acts
-        peak = int(np.argmax(totals))
-        extra = micro_batch * held[peak] * in_flight[peak] * (pp - 1) / (pp * vp) if vp > 1 else 0.0
-        return float(totals[peak] + extra)
+        """Memory per GPU of one layout (see `peak_bytes`)."""
+        return float(self.peak_bytes(pp, [self.state_key(tp, ep, pp, zero, shard)],
+                                     [self.activation_key(tp, cp, sp, recompute, pp)], np.array([micro_batch]),
+                                     np.array([micro_batches]), np.array([vp]))[0])

@@ -30,7 +30,7 @@ from ..errors import require
 from .calibration import Ceilings
 from .comm_step import StepOptions, step_comm
 from .flops import FlopOptions, count_flops
-from .memory_common import stage_params, verdict
+from .memory_common import stage_layers, stage_params, verdict
 from .memory_train import TrainMemory, TrainOptions, train_memory
 from .roofline_options import RooflineOptions
 from .roofline_train import adamw_op
@@ -120,13 +120,12 @@ def model_flops(spec: ModelSpec, opts: TrainStepOptions) -> tuple[float, float]:
     return float(flops.train_step), float(extra)
 
 
-def stage_param_counts(spec: ModelSpec, tp: int, ep: int, pp: int, vp: int) -> tuple[tuple[int, int], ...]:
-    """(dense, routed-expert) parameters per GPU of each pipeline stage (all its model chunks)."""
-    counts = []
-    for st in pipeline_stages(spec, pp, vp):
-        sp = stage_params(spec, st.layers, st.first, st.last, tp, ep, pp)
-        counts.append((sp.dense, sp.expert))
-    return tuple(counts)
+def stage_param_counts(spec: ModelSpec, tp: int, ep: int, pp: int) -> tuple[tuple[int, int], ...]:
+    """(dense, routed-expert) parameters per GPU of each pipeline stage, stages as calc.memory_train
+    splits the layers (pp contiguous blocks; interleaving moves layers between stages, not their count
+    per stage, for a model whose layers are alike)."""
+    return tuple((p.dense, p.expert) for p in (
+        stage_params(spec, stage_layers(spec.num_layers, pp, s), s == 0, s == pp - 1, tp, ep, pp) for s in range(pp)))
 
 
 def optimizer_s(counts: tuple[tuple[int, int], ...], zero: int, shard: int, ep: int, dtype: str,
@@ -137,14 +136,19 @@ def optimizer_s(counts: tuple[tuple[int, int], ...], zero: int, shard: int, ep: 
     return adamw_op(max(1, round(most)), dtype, ceilings).predicted_s
 
 
-def step_breakdown(*, pp: int, vp: int, windows: Windows, seconds: dict[tuple[str, str], float], zero: int,
-                   recompute: str, overlap: tuple[str, ...], optimizer: float) -> tuple[dict[str, float], dict[str, float]]:
-    """(breakdown whose parts sum to the step time, total comm seconds per dimension)."""
+def step_breakdown(*, pp: Any, vp: Any, windows: Windows, seconds: Mapping[tuple[str, str], Any], zero: Any,
+                   recompute: Any, overlap: tuple[str, ...], optimizer: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(breakdown whose parts sum to the step time, total comm seconds per dimension); elementwise
+    over numpy arrays of layouts too (plan)."""
     total, exposed = dim_times(seconds, zero=zero, recompute=recompute, overlap=overlap, windows=windows)
     breakdown = {"compute_s": windows.compute_s,
                  "bubble_s": (pp - 1) / vp * (windows.forward_s + windows.backward_s),
                  "optimizer_s": optimizer, **{f"{d}_comm_s": exposed[d] for d in DIMS}}
     return breakdown, total
+
+
+def _floats(values: Mapping[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in values.items()}
 
 
 def step_memory(spec: ModelSpec, opts: TrainStepOptions) -> tuple[TrainMemory, int]:
@@ -174,7 +178,7 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
         dp=opts.data_parallel, tp=opts.tp, pp=opts.pp, ep=opts.ep, cp=opts.cp, sp=opts.sp_active, zero=opts.zero,
         batch=opts.micro_batch, seq=opts.seq, grad_accum=opts.num_micro_batches, interleave=opts.vp,
         dtype=opts.memory_dtype), cluster)
-    counts = stage_param_counts(spec, opts.tp, opts.ep, opts.pp, opts.vp)
+    counts = stage_param_counts(spec, opts.tp, opts.ep, opts.pp)
     breakdown, total = step_breakdown(
         pp=opts.pp, vp=opts.vp, windows=Windows(f, b, a, opts.num_micro_batches), seconds=traffic(comm.rows),
         zero=opts.zero, recompute=opts.recompute, overlap=opts.overlap,
@@ -183,5 +187,6 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
     usable = verdict(ceilings.gpu, 0, opts.reserve).usable_bytes
     flops, recompute = model_flops(spec, opts)
     peak = ceilings.datasheet_flops(RooflineOptions(dtype=opts.dtype).compute_dtype)
-    return TrainStep(spec.name, ceilings.gpu.name, cluster.name, opts, breakdown, total, flops, recompute, peak,
+    return TrainStep(spec.name, ceilings.gpu.name, cluster.name, opts, _floats(breakdown), _floats(total), flops,
+                     recompute, peak,
                      mem, extra, usable)

@@ -24,7 +24,9 @@ attention a) and m micro-batches.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable, Mapping
+
+import numpy as np
 
 from .comm_step import CommRow
 
@@ -53,29 +55,30 @@ def traffic(rows: Iterable[CommRow]) -> dict[tuple[str, str], float]:
     return out
 
 
-def window_s(dim: str, kind: str, zero: int, w: Windows) -> float:
-    """The kernel time that can hide one (dimension, kind) of traffic (module docstring)."""
-    m = w.micro_batches
-    if dim == "cp":
-        return m * w.attention_s
-    if dim != "dp":
-        return w.compute_s
-    if zero == 3:
-        return m * (w.forward_s + w.backward_s)
-    return w.forward_s if kind == "param" else w.backward_s * (m if zero == 2 else 1)
+def _max0(x):
+    return np.maximum(0.0, x)
 
 
-def dim_times(seconds: dict[tuple[str, str], float], *, zero: int, recompute: str, overlap: tuple[str, ...],
-              windows: Windows) -> tuple[dict[str, float], dict[str, float]]:
-    """({dim: total seconds}, {dim: exposed seconds}) for tp, cp, dp, pp, ep from `traffic`."""
-    total = dict.fromkeys(DIMS, 0.0)
-    groups: dict[tuple[str, float], float] = {}  # (dim, window) -> seconds sharing that window
-    for (dim, kind), t in seconds.items():
-        t = t * (RECOMPUTE_FULL_FACTOR.get(dim, 1.0) if recompute == "full" else 1.0)
-        total[dim] += t
-        key = (dim, window_s(dim, kind, zero, windows))
-        groups[key] = groups.get(key, 0.0) + t
-    exposed = dict.fromkeys(DIMS, 0.0)
-    for (dim, window), t in groups.items():
-        exposed[dim] += max(0.0, t - window) if dim in overlap else t
-    return total, exposed
+def dim_times(seconds: Mapping[tuple[str, str], Any], *, zero: Any, recompute: Any, overlap: tuple[str, ...],
+              windows: Windows) -> tuple[dict[str, Any], dict[str, Any]]:
+    """({dim: total seconds}, {dim: exposed seconds}) for tp, cp, dp, pp, ep from `traffic`.
+
+    Elementwise: `seconds`, `zero`, `recompute` and the windows may be numpy arrays (one entry per
+    layout, as `plan` passes them) or plain numbers (`train`)."""
+    w, m = windows, windows.micro_batches
+    full = np.asarray(recompute) == "full"
+    total, exposed = {}, {}
+    for dim in DIMS:
+        if dim == "dp":
+            continue
+        t = seconds.get((dim, "model"), 0.0) * np.where(full, RECOMPUTE_FULL_FACTOR.get(dim, 1.0), 1.0)
+        window = m * w.attention_s if dim == "cp" else w.compute_s
+        total[dim], exposed[dim] = t, (_max0(t - window) if dim in overlap else t)
+    grad, param = seconds.get(("dp", "grad"), 0.0), seconds.get(("dp", "param"), 0.0)
+    total["dp"] = grad + param
+    if "dp" in overlap:
+        split = _max0(grad - w.backward_s * np.where(np.asarray(zero) == 2, m, 1)) + _max0(param - w.forward_s)
+        exposed["dp"] = np.where(np.asarray(zero) == 3, _max0(grad + param - w.compute_s), split)
+    else:
+        exposed["dp"] = grad + param
+    return {d: total[d] for d in DIMS}, {d: exposed[d] for d in DIMS}

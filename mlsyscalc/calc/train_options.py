@@ -78,10 +78,19 @@ class TrainStepOptions:
         require(self.dp is None or self.dp >= 1, f"--dp must be a positive integer, got {self.dp}")
         require(self.zero in (0, 1, 2, 3), f"--zero must be 0, 1, 2 or 3, got {self.zero}")
         require(self.recompute in RECOMPUTE, f"--recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r}")
+        self.validate_scalars()
+        check_tp(spec, self.tp)  # heads % tp, KV heads split or replicated, every split width
+        self.check_layout(spec, cluster)
+
+    def validate_scalars(self) -> None:
+        """dtype, overlap and capacity factor: the options that are not part of the layout."""
         require(dtype_name(self.dtype) in DTYPES, f"--dtype for training: one of {', '.join(DTYPES)}, got {self.dtype!r}")
         require(set(self.overlap) <= set(OVERLAP_DIMS), f"--overlap: dimensions are {', '.join(OVERLAP_DIMS)}, "
                                                         f"got {', '.join(self.overlap)}")
         require(0 < self.capacity_factor < 100, f"--capacity-factor must be in (0, 100), got {self.capacity_factor}")
+
+    def check_layout(self, spec: ModelSpec, cluster: ClusterSpec) -> None:
+        """Every layout rule except the tensor-parallel widths (`check_tp`, the costly one)."""
         self._validate_model(spec)
         self._validate_world(cluster)
 
@@ -104,7 +113,6 @@ class TrainStepOptions:
         divide(dp, self.ep, "rule dp % ep == 0: expert parallelism folds into the data-parallel ranks")
 
     def _validate_model(self, spec: ModelSpec) -> None:
-        check_tp(spec, self.tp)  # heads % tp, KV heads split or replicated, every split width
         divide(spec.num_layers, self.pp * self.vp, "rule layers % (pp*vp) == 0: layers over pp*vp model chunks")
         if self.cp > 1:
             divide(self.seq, 2 * self.cp, "rule seq % (2*cp) == 0: load-balanced context parallelism splits each "

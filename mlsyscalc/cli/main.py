@@ -28,6 +28,7 @@ COMMANDS = {
     "train": "train:train",
     "serve": "serve:serve",
     "report": "report:report",
+    "plan": "plan:plan",
 }
 
 

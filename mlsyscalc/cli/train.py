@@ -35,6 +35,21 @@ def cluster_options(func):
     return wrapper
 
 
+def step_options(func):
+    """--dtype, --overlap, --capacity-factor, --reserve: shared by train and plan (parsed overlap)."""
+    @click.option("--dtype", type=click.Choice(DTYPES), default=D.dtype, show_default=True, help="Matmul dtype.")
+    @click.option("--overlap", default=",".join(D.overlap), show_default=True,
+                  help=f"Dimensions whose traffic hides behind compute: comma list of {', '.join(OVERLAP_DIMS)}, "
+                       "or none.")
+    @click.option("--capacity-factor", type=float, default=D.capacity_factor, show_default=True,
+                  help="MoE: expert slots per routed token.")
+    @click.option("--reserve", default=D.reserve, show_default=True, help="GPU memory kept back (size or share).")
+    @functools.wraps(func)
+    def wrapper(*args, overlap, **kwargs):
+        return func(*args, overlap=parse_overlap(overlap), **kwargs)
+    return wrapper
+
+
 def parse_overlap(text: str) -> tuple[str, ...]:
     names = tuple(x.strip() for x in text.split(",") if x.strip() and x.strip() != "none")
     require(set(names) <= set(OVERLAP_DIMS), f"--overlap: use a comma list of {', '.join(OVERLAP_DIMS)} "
@@ -57,12 +72,7 @@ def parse_overlap(text: str) -> tuple[str, ...]:
 @click.option("--fsdp", default=None, help="FSDP strategy: full_shard (= --zero 3), shard_grad_op (= 2), no_shard (= 0).")
 @click.option("--recompute", type=click.Choice(RECOMPUTE), default=D.recompute, show_default=True,
               help="Activation recomputation (selective: attention core only).")
-@click.option("--dtype", type=click.Choice(DTYPES), default=D.dtype, show_default=True, help="Matmul dtype.")
-@click.option("--overlap", default=",".join(D.overlap), show_default=True,
-              help=f"Dimensions whose traffic hides behind compute: comma list of {', '.join(OVERLAP_DIMS)}, or none.")
-@click.option("--capacity-factor", type=float, default=D.capacity_factor, show_default=True,
-              help="MoE: expert slots per routed token.")
-@click.option("--reserve", default=D.reserve, show_default=True, help="GPU memory kept back (size or share).")
+@step_options
 @render.output_options
 def train(model, overrides, gpus, cluster, ceilings, seq, global_batch, micro_batch, tp, pp, dp, cp, ep, vp, sp,
           zero, fsdp, recompute, dtype, overlap, capacity_factor, reserve, fmt, as_json):
@@ -74,7 +84,7 @@ def train(model, overrides, gpus, cluster, ceilings, seq, global_batch, micro_ba
     require(zero is None or fsdp is None, "give --zero or --fsdp, not both")
     opts = TrainStepOptions(gpus=gpus, seq=seq, global_batch=global_batch, micro_batch=micro_batch, tp=tp, pp=pp,
                             dp=dp, cp=cp, ep=ep, vp=vp, sp=sp, zero=zero_from_fsdp(fsdp) if fsdp else (zero or 0),
-                            recompute=recompute, dtype=dtype, overlap=parse_overlap(overlap),
+                            recompute=recompute, dtype=dtype, overlap=overlap,
                             capacity_factor=capacity_factor, reserve=reserve)
     render.emit(step_output(train_step(spec, ceilings, cluster, opts)), fmt, as_json)
 

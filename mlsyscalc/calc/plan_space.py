@@ -1,0 +1,131 @@
+"""The layouts `plan` searches: TP x PP x DP x CP x EP x VP x SP x micro-batch x ZeRO x recompute.
+
+Enumeration as Calculon does it (Isaev et al. 2023, "Calculon: a methodology and tool for high-level
+co-design of systems and large language models", section 4: every divisor split of the GPUs, then
+the execution options), kept to layouts that obey the rules of `TrainStepOptions` (each candidate
+is checked by `check_layout`; the tensor-parallel widths once per tp):
+
+- tp: divisors of the GPUs per node (tensor parallelism within a node) that the model's heads,
+  KV heads and split widths allow;
+- pp: divisors of the layers; vp: divisors of layers / pp (vp > 1 needs pp > 1 and pp | m);
+- cp: powers of two up to `max_cp` with seq % (2 cp) == 0; dp = gpus / (tp pp cp);
+- ep: divisors of dp that divide the routed experts (MoE models; 1 otherwise);
+- micro-batch: divisors of global batch / dp up to `max_micro_batch`;
+- sp on with tp > 1: sequence parallelism moves the same bytes as the all-reduces it replaces and
+  shrinks activations and the norms' work by tp (Korthikanti et al. 2022, section 4.2.2), so a
+  layout without it is never better here (`--fix sp=off` searches those instead);
+- ZeRO 0-3, recompute none / selective / full.
+
+`--fix AXIS=VALUE` pins an axis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Iterator
+
+from ..errors import MlsysError, require
+from ..specs.cluster import ClusterSpec
+from ..specs.model import ModelSpec
+from .tensor_parallel import check_tp
+from .train_options import RECOMPUTE, TrainStepOptions
+
+INT_AXES = ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "zero")
+AXES = INT_AXES + ("sp", "recompute")
+_BOOL = {"true": True, "on": True, "1": True, "yes": True, "false": False, "off": False, "0": False, "no": False}
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    gpus: int = 1
+    seq: int = 2048
+    global_batch: int = 1
+    dtype: str = TrainStepOptions.dtype
+    top: int = 5  # candidates returned
+    fix: tuple[tuple[str, int | bool | str], ...] = ()  # pinned axes
+    overlap: tuple[str, ...] = TrainStepOptions.overlap
+    capacity_factor: float = TrainStepOptions.capacity_factor
+    reserve: str = TrainStepOptions.reserve
+    max_micro_batch: int = 16
+    max_cp: int = 16
+
+    def base(self) -> TrainStepOptions:
+        """The train options every candidate shares."""
+        return TrainStepOptions(gpus=self.gpus, seq=self.seq, global_batch=self.global_batch, dtype=self.dtype,
+                                overlap=self.overlap, capacity_factor=self.capacity_factor, reserve=self.reserve)
+
+    def validate(self) -> None:
+        for name in ("gpus", "seq", "global_batch", "top", "max_micro_batch", "max_cp"):
+            require(getattr(self, name) >= 1, f"--{name.replace('_', '-')} must be a positive integer")
+        self.base().validate_scalars()
+
+
+def parse_fix(items: tuple[str, ...]) -> tuple[tuple[str, int | bool | str], ...]:
+    """`tp=8`, `sp=off`, `recompute=selective`, `micro-batch=1` -> ((axis, value), ...)."""
+    out = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        axis = key.strip().replace("-", "_")
+        require(bool(sep) and axis in AXES, f"--fix {item!r}: expected AXIS=VALUE with AXIS one of {', '.join(AXES)}")
+        value = value.strip().lower()
+        if axis == "sp":
+            require(value in _BOOL, f"--fix {item!r}: sp is on or off")
+            out.append((axis, _BOOL[value]))
+        elif axis == "recompute":
+            require(value in RECOMPUTE, f"--fix {item!r}: recompute is one of {', '.join(RECOMPUTE)}")
+            out.append((axis, value))
+        else:
+            require(value.isdigit() and int(value) >= (0 if axis == "zero" else 1), f"--fix {item!r}: not a valid count")
+            out.append((axis, int(value)))
+    return tuple(out)
+
+
+def _divisors(n: int, limit: int | None = None) -> list[int]:
+    return [d for d in range(1, (limit or n) + 1) if n % d == 0]
+
+
+def _tp_values(spec: ModelSpec, cluster: ClusterSpec, gpus: int) -> list[int]:
+    out = []
+    for tp in _divisors(cluster.gpus_per_node):
+        if gpus % tp:
+            continue
+        try:
+            check_tp(spec, tp)
+        except MlsysError:
+            continue
+        out.append(tp)
+    return out
+
+
+def _allowed(fix: dict, axis: str, values: list) -> list:
+    return [v for v in values if v == fix[axis]] if axis in fix else values
+
+
+def structures(spec: ModelSpec, cluster: ClusterSpec, opts: PlanOptions) -> Iterator[TrainStepOptions]:
+    """Every valid layout with ZeRO 0 and no recomputation (the execution options multiply these)."""
+    fix, base, L = dict(opts.fix), opts.base(), spec.num_layers
+    experts = spec.moe.num_experts if spec.moe is not None else 1
+    for tp in _allowed(fix, "tp", _tp_values(spec, cluster, opts.gpus)):
+        for pp in _allowed(fix, "pp", [p for p in _divisors(L) if opts.gpus % (tp * p) == 0]):
+            cps = [c for c in _divisors(opts.gpus // (tp * pp), opts.max_cp) if c & (c - 1) == 0]
+            for cp in _allowed(fix, "cp", cps):
+                dp = opts.gpus // (tp * pp * cp)
+                if "dp" in fix and fix["dp"] != dp or opts.global_batch % dp:
+                    continue
+                for ep in _allowed(fix, "ep", [e for e in _divisors(dp) if experts % e == 0]):
+                    for mb in _allowed(fix, "micro_batch", _divisors(opts.global_batch // dp, opts.max_micro_batch)):
+                        vps = _divisors(L // pp) if pp > 1 else [1]
+                        for vp in _allowed(fix, "vp", vps):
+                            for sp in _allowed(fix, "sp", [True, False] if "sp" in fix else [True]) if tp > 1 else [False]:
+                                cand = replace(base, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=mb, vp=vp, sp=sp)
+                                try:
+                                    cand.check_layout(spec, cluster)
+                                except MlsysError:
+                                    continue
+                                yield cand
+
+
+def execution_options(opts: PlanOptions) -> list[tuple[int, str]]:
+    """(zero, recompute) pairs searched for every layout."""
+    fix = dict(opts.fix)
+    return [(z, r) for z in _allowed(fix, "zero", [0, 1, 2, 3]) for r in _allowed(fix, "recompute", list(RECOMPUTE))]

@@ -1,0 +1,87 @@
+"""`mlsys plan MODEL --gpus N ...`: the fastest training layouts that fit."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from ..calc.plan import plan as search
+from ..calc.plan_space import AXES, PlanOptions, parse_fix
+from ..units import fmt_bytes
+from . import render
+from .options import model_argument, positive_int, resolve_model
+from .train import cluster_options, step_options
+
+D = PlanOptions
+
+
+class _Progress:
+    """A progress bar on stderr, shown once the search has run for a second."""
+
+    def __init__(self, enabled: bool):
+        self.enabled, self.start, self.bar, self.task = enabled, time.perf_counter(), None, None
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled or (self.bar is None and time.perf_counter() - self.start < 1.0):
+            return
+        if self.bar is None:
+            from rich.progress import Progress
+
+            self.bar = Progress(console=render.console(stderr=True), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("layouts", total=total)
+        self.bar.update(self.task, completed=done)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+@click.command()
+@model_argument
+@cluster_options
+@positive_int("--top", D.top, "Layouts to show.")
+@click.option("--fix", multiple=True, metavar="AXIS=VALUE",
+              help=f"Pin an axis ({', '.join(AXES)}), e.g. --fix tp=8 --fix recompute=selective.")
+@step_options
+@positive_int("--max-micro-batch", D.max_micro_batch, "Largest micro-batch searched.")
+@positive_int("--max-cp", D.max_cp, "Largest context-parallel size searched.")
+@click.option("--quiet", is_flag=True, help="No progress bar on stderr.")
+@render.output_options
+def plan(model, overrides, gpus, cluster, ceilings, seq, global_batch, top, fix, dtype, overlap, capacity_factor,
+         reserve, max_micro_batch, max_cp, quiet, fmt, as_json):
+    """Search every TP x PP x DP x CP x EP x VP x micro-batch x ZeRO x recompute layout of MODEL on
+    --gpus GPUs that obeys the divisibility and node rules, drop those that do not fit in memory, and
+    rank the rest by `mlsys train`'s step time; shows the top K and why the best wins (docs/train.md).
+    """
+    spec = resolve_model(model, overrides)
+    opts = PlanOptions(gpus=gpus, seq=seq, global_batch=global_batch, dtype=dtype, top=top, fix=parse_fix(fix),
+                       overlap=overlap, capacity_factor=capacity_factor, reserve=reserve,
+                       max_micro_batch=max_micro_batch, max_cp=max_cp)
+    progress = _Progress(not quiet)
+    try:
+        result = search(spec, ceilings, cluster, opts, progress)
+    finally:
+        progress.close()
+    render.emit(plan_output(result), fmt, as_json)
+
+
+def plan_output(result) -> render.Output:
+    data = result.as_dict()
+    rows = []
+    for rank, c in enumerate(data["candidates"], 1):
+        lay = c["layout"]
+        rows.append([rank, lay["tp"], lay["pp"], lay["dp"], lay["cp"], lay["ep"], lay["vp"], lay["micro_batch"],
+                     lay["num_micro_batches"], lay["zero"], lay["recompute"], c["step_time_s"], c["mfu"],
+                     fmt_bytes(c["memory_bytes_per_gpu"])])
+    title = (f"{result.model} on {result.options.gpus} x {result.gpu} ({result.cluster}), seq {result.options.seq}, "
+             f"global batch {result.options.global_batch}: {result.searched:,} layouts timed, {result.feasible:,} fit")
+    columns = ["#", "tp", "pp", "dp", "cp", "ep", "vp", "mb", "m", "zero", "recompute", "step s", "MFU", "memory"]
+    tables = [render.table(title, columns, rows)]
+    if data["candidates"]:
+        best = data["candidates"][0]["breakdown"]
+        tables.append(render.table("best layout: step time", ["part", "seconds"], [[k, v] for k, v in best.items()]))
+    notes = (f"why: {result.why}", f"searched in {result.search_s:.2f} s",
+             "candidates are re-evaluated by `mlsys train`; sp is on with tp > 1 unless --fix sp=off")
+    return render.Output(data, tuple(tables), notes)
