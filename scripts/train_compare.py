@@ -16,16 +16,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from train_published import Runner, cli_runner  # noqa: E402
+from train_published import Runner, builtin_config, cli_runner  # noqa: E402
 
 
 def config_for(model: dict, folder: Path) -> str:
     """The built-in HF config of model['base'] with model['overrides'] applied, written to folder."""
-    data = json.loads((ROOT / "model_specs/models" / f"{model['base']}.json").read_text())
-    data = {k: v for k, v in data.items() if not k.startswith("_")} | model["overrides"]
+    data = builtin_config(model["base"], model["overrides"])
     path = folder / "model.json"
     path.write_text(json.dumps(data))
     return str(path)
