@@ -2,7 +2,7 @@
 
     python scripts/train_compare.py ROWS.jsonl [--cluster hgx-h200] [--out reports/train/measured.md]
 
-Each row's layout becomes `mlsys train` flags (fsdp: --fsdp over dp; tp: --tp --no-sp; pp cases: --pp, and
+Each row's layout becomes `mlsys train` flags (fsdp: --zero 3 over dp; tp: --tp --no-sp; pp cases: --pp, and
 --vp 2 for the interleaved schedule; GPipe is priced as 1F1B: same bubble, more activation memory); the
 model is the row's HF config (a built-in llama config with the row's overrides). Memory compares the
 largest rank's torch.cuda.max_memory_allocated with `memory_bytes_per_gpu`.
@@ -37,7 +37,7 @@ def train_args(row: dict, model: str, cluster: str) -> list[str]:
     if row["vp"] > 1:
         args += ["--vp", str(row["vp"])]
     if row["case"] in ("fsdp", "fsdp-tp"):
-        args.append("--fsdp")
+        args += ["--zero", "3"]  # FSDP2 full sharding = ZeRO-3
     return args
 
 
