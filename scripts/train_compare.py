@@ -2,7 +2,7 @@
 
     python scripts/train_compare.py ROWS.jsonl [--cluster hgx-h200] [--out reports/train/measured.md]
 
-Each row's layout becomes `mlsys train` flags (fsdp: --fsdp over dp; tp: --tp --no-sp; pp cases: --pp, and
+Each row's layout becomes `mlsys train` flags (fsdp: --zero 3 over dp; tp: --tp --no-sp; pp cases: --pp, and
 --vp 2 for the interleaved schedule; GPipe is priced as 1F1B: same bubble, more activation memory); the
 model is the row's HF config (a built-in llama config with the row's overrides). Memory compares the
 largest rank's torch.cuda.max_memory_allocated with `memory_bytes_per_gpu`.
@@ -16,16 +16,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from train_published import Runner, cli_runner  # noqa: E402
+from train_published import Runner, builtin_config, cli_runner  # noqa: E402
 
 
 def config_for(model: dict, folder: Path) -> str:
     """The built-in HF config of model['base'] with model['overrides'] applied, written to folder."""
-    data = json.loads((ROOT / "model_specs/models" / f"{model['base']}.json").read_text())
-    data = {k: v for k, v in data.items() if not k.startswith("_")} | model["overrides"]
+    data = builtin_config(model["base"], model["overrides"])
     path = folder / "model.json"
     path.write_text(json.dumps(data))
     return str(path)
@@ -39,7 +37,7 @@ def train_args(row: dict, model: str, cluster: str) -> list[str]:
     if row["vp"] > 1:
         args += ["--vp", str(row["vp"])]
     if row["case"] in ("fsdp", "fsdp-tp"):
-        args.append("--fsdp")
+        args += ["--zero", "3"]  # FSDP2 full sharding = ZeRO-3
     return args
 
 

@@ -14,13 +14,15 @@ The model is a llama built from a ModelSpec by mlsyscalc.bench.torch_models.buil
 parameters; TP and PP run their matmuls under bf16 autocast, FSDP2 casts with its MixedPrecisionPolicy);
 AdamW. Step time: the median of --steps timed steps after --warmup steps (CUDA-synchronised wall clock, the
 slowest rank's); memory: torch.cuda.max_memory_allocated per rank over the timed steps. Rank 0 appends one
-JSON row a case to DIR/train_rows.jsonl. On the CPU (`--device cpu`, gloo) the same code runs as a smoke
+JSON row a case to DIR/train_rows.jsonl. Run one case a process for clean memory figures (`start_bytes_per_rank`
+shows what earlier cases of the same process left allocated). On the CPU (`--device cpu`, gloo) the same code runs as a smoke
 test (times say nothing).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -176,6 +178,11 @@ def measure(case: str, spec, micro: int, seq: int, warmup: int, steps: int, devi
     import torch.distributed as dist
 
     rank, world = dist.get_rank(), dist.get_world_size()
+    cuda = device.type == "cuda"
+    gc.collect()
+    if cuda:
+        torch.cuda.empty_cache()
+    start_bytes = torch.cuda.memory_allocated(device) if cuda else 0  # an earlier case's leftovers: ~0 if clean
     torch.manual_seed(0)  # the same initial weights in every case: the first losses agree
     step, params, n_micro, rows = build_case(case, spec, world, rank, micro, seq, device)
     opt = torch.optim.AdamW(params, lr=1e-5, foreach=False)
@@ -184,7 +191,6 @@ def measure(case: str, spec, micro: int, seq: int, warmup: int, steps: int, devi
     draw = lambda seed: torch.randint(0, spec.vocab_size, (micro, seq), device=device,  # noqa: E731
                                       generator=torch.Generator(device=device).manual_seed(seed))
     ids, targets = draw(0).repeat(rows // micro, 1), draw(1).repeat(rows // micro, 1)
-    cuda = device.type == "cuda"
     times, first_loss = [], None
     for k in range(warmup + steps):
         if k == warmup and cuda:
@@ -200,8 +206,9 @@ def measure(case: str, spec, micro: int, seq: int, warmup: int, steps: int, devi
         if cuda:
             torch.cuda.synchronize(device)
         times.append(time.perf_counter() - t0)
-    return {"step_time_s": statistics.median(times[warmup:]), "first_loss": first_loss, "peak_bytes": torch.cuda.max_memory_allocated(device)
-            if cuda else 0, "micro_batches": n_micro, "rows_per_rank": rows}
+    peak = torch.cuda.max_memory_allocated(device) if cuda else 0
+    return {"step_time_s": statistics.median(times[warmup:]), "first_loss": first_loss, "start_bytes": start_bytes,
+            "peak_bytes": peak, "micro_batches": n_micro, "rows_per_rank": rows}
 
 
 def run(args) -> None:
@@ -230,6 +237,7 @@ def run(args) -> None:
                    "step_time_s": max(r["step_time_s"] for r in every),
                    "first_loss": next(r["first_loss"] for r in every if r["first_loss"] is not None),
                    "peak_bytes_per_rank": [r["peak_bytes"] for r in every],
+                   "start_bytes_per_rank": [r["start_bytes"] for r in every],
                    "warmup": args.warmup, "steps": args.steps,
                    "env": {"torch": torch.__version__, "device": torch.cuda.get_device_name(device) if cuda else "cpu",
                            "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,

@@ -11,9 +11,13 @@ best layout must never be slower, by the model's own reckoning, than the layout 
 
 Comparing like with like:
 - step_time_s: the iteration time as published (no FLOP convention involved).
-- hardware_tflops_per_gpu: recomputation counted (Narayanan et al. 2021); predicted =
-  tflops_per_gpu x hfu / mfu (model FLOP/s scaled by hardware over model FLOPs).
-- model_tflops_per_gpu, mfu: model FLOPs only; predicted = tflops_per_gpu, mfu.
+- hardware_tflops_per_gpu with a `flop_formula`: the paper's own FLOP count of one step divided by its
+  TFLOP/s and GPUs is the step time it measured; that is compared with `step_time_s`, so no FLOP
+  convention of ours enters (Narayanan et al. 2021, eq. 3: 96 B s l h^2 (1 + s / 6h + V / 16 l h)).
+- hardware_tflops_per_gpu without one: predicted = tflops_per_gpu x hfu / mfu.
+- model_tflops_per_gpu, mfu: model FLOPs only; predicted = tflops_per_gpu, mfu (our convention: causal
+  attention halved; the paper's may differ, which the runs file says).
+`tflops_per_gpu` in `mlsys train` JSON is in FLOP/s (base units).
 """
 
 from __future__ import annotations
@@ -31,10 +35,29 @@ Runner = Callable[[list[str]], dict[str, Any]]  # CLI arguments -> the command's
 
 PREDICTED = {  # published metric -> how to read the same quantity from `mlsys train` JSON
     "step_time_s": lambda r: r["step_time_s"],
-    "hardware_tflops_per_gpu": lambda r: r["tflops_per_gpu"] * r["hfu"] / r["mfu"],
-    "model_tflops_per_gpu": lambda r: r["tflops_per_gpu"],
+    "hardware_tflops_per_gpu": lambda r: r["tflops_per_gpu"] / 1e12 * r["hfu"] / r["mfu"],
+    "model_tflops_per_gpu": lambda r: r["tflops_per_gpu"] / 1e12,
     "mfu": lambda r: r["mfu"],
 }
+
+
+def narayanan_eq3_flops(run: dict[str, Any]) -> float:
+    """FLOPs of one step as Narayanan et al. 2021 count them (eq. 3, full recomputation included)."""
+    c, lay = run["config"], run["layout"]
+    b, s, l, h, v = lay["global_batch"], lay["seq"], c["n_layer"], c["n_embd"], c["vocab_size"]
+    return 96 * b * s * l * h**2 * (1 + s / (6 * h) + v / (16 * l * h))
+
+
+FLOP_FORMULAS = {"narayanan2021-eq3": narayanan_eq3_flops}
+
+
+def published_target(run: dict[str, Any]) -> tuple[str, float]:
+    """(metric compared, published value): a TFLOP/s with the paper's FLOP formula becomes its step time."""
+    metric, value = run["published"]["metric"], float(run["published"]["value"])
+    formula = run.get("flop_formula")
+    if formula:
+        return "step_time_s", FLOP_FORMULAS[formula](run) / (value * 1e12 * run["gpus"])
+    return metric, value
 UNITS = {"step_time_s": "s", "hardware_tflops_per_gpu": "TFLOP/s", "model_tflops_per_gpu": "TFLOP/s", "mfu": ""}
 
 
@@ -54,12 +77,19 @@ def cli_runner() -> Runner:
     return run
 
 
+def builtin_config(name: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    """The HF config of a built-in model (model_specs/models/NAME.json) with `overrides` applied."""
+    data = json.loads((ROOT / "model_specs/models" / f"{name}.json").read_text())
+    return {k: v for k, v in data.items() if not k.startswith("_")} | overrides
+
+
 def model_ref(run: dict[str, Any], folder: Path) -> str:
-    """A built-in name, or the run's HF-style config written to folder/<run name>.json."""
-    if "model" in run:
+    """A built-in name, or the run's config (HF-style, or a built-in's with `overrides`) written to folder."""
+    if "model" in run and not run.get("overrides"):
         return run["model"]
+    config = run["config"] if "config" in run else builtin_config(run["model"], run["overrides"])
     path = folder / ("".join(c if c.isalnum() else "_" for c in run["name"]) + ".json")
-    path.write_text(json.dumps(run["config"]))
+    path.write_text(json.dumps(config))
     return str(path)
 
 
@@ -82,8 +112,9 @@ def plan_args(run: dict[str, Any], model: str) -> list[str]:
 
 def evaluate(run: dict[str, Any], runner: Runner, folder: Path, plan: bool) -> dict[str, Any]:
     """One table row: published, predicted, error; the plan's best step time beside the paper layout's."""
-    metric, published = run["published"]["metric"], float(run["published"]["value"])
+    metric, published = published_target(run)
     row: dict[str, Any] = {"name": run["name"], "group": run["group"], "metric": metric, "published": published,
+                           "as_published": f"{run['published']['value']} ({run['published']['metric']})",
                            "measurement": run["measurement"], "citation": run["citation"], "assumed": run.get("assumed", [])}
     model = model_ref(run, folder)
     try:
@@ -108,8 +139,8 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     groups: dict[str, list[float]] = {}
     for r in rows:
         if "error" in r:
-            for key in (r["group"], "all"):
-                groups.setdefault(key, []).append(abs(r["error"]))
+            groups.setdefault(r["group"], []).append(abs(r["error"]))
+    groups["all"] = [e for g in list(groups.values()) for e in g]
     return {g: {"runs": len(e), "mean_abs_error": statistics.fmean(e), "median_abs_error": statistics.median(e),
                 "max_abs_error": max(e)} for g, e in groups.items()}
 
@@ -127,10 +158,10 @@ def _plan_cell(r: dict[str, Any]) -> str:
     return f"{r['plan_step_time_s']:.3g} s vs {r['paper_layout_step_time_s']:.3g} s ({verdict})"
 
 
-def render(rows: list[dict[str, Any]], summary: dict[str, dict[str, float]], command: str) -> str:
+def render(rows: list[dict[str, Any]], summary: dict[str, dict[str, float]], command: str, provenance: str = "") -> str:
     from mlsyscalc.report.markdown import markdown_table
 
-    table = [[r["name"], r["metric"], _fmt(r["published"], r["metric"]),
+    table = [[r["name"], r["as_published"], _fmt(r["published"], r["metric"]),
               _fmt(r["predicted"], r["metric"]) if "predicted" in r else r.get("failure", "-"),
               f"{100 * r['error']:+.1f}%" if "error" in r else "-", ", ".join(r["assumed"]) or "-",
               _plan_cell(r), f"{r['citation']['paper'].split(',')[0]}, {r['citation']['table'].split(' (')[0]}"]
@@ -138,12 +169,13 @@ def render(rows: list[dict[str, Any]], summary: dict[str, dict[str, float]], com
     stats = [[g, s["runs"], f"{100 * s['mean_abs_error']:.1f}%", f"{100 * s['median_abs_error']:.1f}%",
               f"{100 * s['max_abs_error']:.1f}%"] for g, s in summary.items()]
     papers = sorted({f"- {r['citation']['paper']}: {r['citation']['table']}" for r in rows})
-    lines = ["# `mlsys train` against published training runs", "",
-             "error = (predicted - published) / published. Every published number is a measurement unless "
+    lines = ["# `mlsys train` against published training runs", "", *([provenance, ""] if provenance else []),
+             "error = (predicted - published) / published. A TFLOP/s figure is compared as the step time the "
+             "paper's own FLOP formula gives it (so no FLOP convention of ours enters). Every published number is a measurement unless "
              "the runs file says otherwise; `assumed` lists layout fields the paper does not give. plan: the "
              "best step time `mlsys plan --top 1` finds for the same GPUs, sequence and global batch, against "
              "the paper's layout, both by the model's own reckoning (WORSE would be a search bug).", "",
-             *markdown_table(["run", "metric", "published", "predicted", "error", "assumed", "plan vs paper layout",
+             *markdown_table(["run", "as published", "compared", "predicted", "error", "assumed", "plan vs paper layout",
                               "source"], table, "llrrrlll"), "",
              "## |error| by group", "",
              *markdown_table(["group", "runs", "mean", "median", "max"], stats), "",
@@ -158,6 +190,7 @@ def main(argv: list[str] | None = None, runner: Runner | None = None) -> list[di
     parser.add_argument("--out", default=str(ROOT / "reports/train/published.md"))
     parser.add_argument("--no-plan", action="store_true", help="skip the `mlsys plan` comparison")
     parser.add_argument("--only", help="only the runs of this group")
+    parser.add_argument("--provenance", default="", help="a line under the title: the code state that computed it")
     args = parser.parse_args(argv)
     runs = [r for r in json.loads(Path(args.runs).read_text())["runs"] if args.only in (None, r["group"])]
     runner = runner or cli_runner()
@@ -168,7 +201,7 @@ def main(argv: list[str] | None = None, runner: Runner | None = None) -> list[di
             print(f"{run['name']}: {rows[-1].get('error', rows[-1].get('failure'))}", file=sys.stderr, flush=True)
     summary = summarize(rows)
     command = "python scripts/train_published.py" + (" --no-plan" if args.no_plan else "")
-    Path(args.out).write_text(render(rows, summary, command))
+    Path(args.out).write_text(render(rows, summary, command, args.provenance))
     return rows
 
 

@@ -87,6 +87,8 @@ def test_cli_fits_on_2_gpus_and_checks_4(run_cli, tmp_path):
     page = (report / "transfer.md").read_text()
     line = next(x for x in page.splitlines() if x.startswith("| all-reduce | 4 |"))
     assert "held out" in line and float(line.split("|")[5].split("%")[0]) < 1.0  # median error on 4 GPUs < 1%
+    kept = [json.loads(x)["gpus"] for x in (report / "rows.jsonl").read_text().splitlines()]
+    assert sorted(set(kept)) == [2, 4]  # the report keeps the rows of every GPU count (transfer.md needs them)
     code, _, err = run_cli("bench", "comm", "--from", "--out", str(out), "--calibrate", str(spec_path),
                            "--fit-gpus", "3")
     assert code == 2 and "no rows of 3 GPUs" in err

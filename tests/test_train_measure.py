@@ -63,7 +63,7 @@ def test_compare_table_with_a_fake_train(tmp_path):
         return {"step_time_s": 0.55, "memory_bytes_per_gpu": 1.9 * 2**30}
 
     page = tc.compare_table(rows, "hgx-h200", fake)
-    assert "--fsdp" in seen[0] and "--dp" in seen[0] and seen[0][seen[0].index("--dp") + 1] == "4"
+    assert seen[0][seen[0].index("--zero") + 1] == "3" and "--dp" in seen[0] and seen[0][seen[0].index("--dp") + 1] == "4"
     line = next(x for x in page.splitlines() if x.startswith("| fsdp"))
     assert "+10.0%" in line and "-5.0%" in line  # 0.55 / 0.5 - 1; 1.9 GiB against the largest rank's 2 GiB
     assert "do not split" in page

@@ -26,7 +26,7 @@ def test_runs_file_is_complete_and_consistent():
         assert lay["global_batch"] % (lay["dp"] * lay["micro_batch"]) == 0, r["name"]
         assert r["published"]["metric"] in tp.PREDICTED and r["published"]["value"] > 0
         assert r["citation"]["paper"] and r["citation"]["table"] and r["flop_convention"]
-        assert ("model" in r) != ("config" in r)
+        assert ("model" in r) != ("config" in r) and ("overrides" not in r or "model" in r)
     # Korthikanti et al. 2022, Table 5: selective recompute + SP is faster than full recompute for every model
     kor = {r["name"]: r["published"]["value"] for r in runs if r["group"] == "korthikanti-2022-table5"}
     assert kor["Megatron 175B, full recompute"] == 18.13 and kor["Megatron 1T, sequence parallel + selective recompute"] == 71.49
@@ -40,6 +40,18 @@ def test_gpt_configs_have_the_papers_parameter_counts(run_cli, tmp_path):
             path.write_text(json.dumps(r["config"]))
             total = run_cli.json("params", str(path))["total_params"] / 1e9
             assert total == pytest.approx(float(r["name"].split()[-1].rstrip("B")), abs=0.05), r["name"]
+
+
+def test_a_tflops_figure_becomes_the_step_time_of_the_papers_own_flop_count():
+    """Narayanan et al. 2021, Table 1, 1T: 163 TFLOP/s per GPU on 3072 GPUs; eq. 3 with B 3072, s 2048, l 128,
+    h 25600, V 51200 gives 5.14e19 FLOPs a step, so step = F / (163e12 x 3072) = 102.6 s, by hand:"""
+    run = next(r for r in _runs() if r["name"] == "Megatron GPT 1008.0B")
+    flops = 96 * 3072 * 2048 * 128 * 25600**2 * (1 + 2048 / (6 * 25600) + 51200 / (16 * 128 * 25600))
+    metric, value = tp.published_target(run)
+    assert metric == "step_time_s" and value == pytest.approx(flops / (163e12 * 3072), rel=1e-12)
+    assert value == pytest.approx(102.6, abs=0.05)
+    llama = next(r for r in _runs() if r["group"] == "llama3-2024-table4")
+    assert tp.published_target(llama) == ("mfu", 0.43)
 
 
 def test_train_and_plan_arguments():
@@ -59,7 +71,7 @@ def _fake(step_s=2.0, plan_s=1.5, fail=None):
             raise RuntimeError("layers 105 do not split over pp 35 x vp 2")
         if args[0] == "plan":
             return {"candidates": [{"step_time_s": plan_s, "layout": {"tp": 8}}], "searched": 10, "feasible": 3}
-        return {"step_time_s": step_s, "tflops_per_gpu": 120.0, "mfu": 0.4, "hfu": 0.5, "fits": True}
+        return {"step_time_s": step_s, "tflops_per_gpu": 120e12, "mfu": 0.4, "hfu": 0.5, "fits": True}  # FLOP/s
     return run
 
 
@@ -72,6 +84,7 @@ def test_rows_errors_and_summary_by_hand(tmp_path):
              "layout": {"tp": 8, "pp": 1, "dp": 1, "micro_batch": 1, "global_batch": 8, "seq": 2048,
                         "recompute": "full", "dtype": "bf16"},
              "published": {"metric": "hardware_tflops_per_gpu", "value": 160.0}, "citation": {"paper": "Q", "table": "T2"}}]
+    # (no flop_formula: the TFLOP/s is compared as TFLOP/s)
     rows = [tp.evaluate(r, _fake(), tmp_path, plan=True) for r in runs]
     assert rows[0]["predicted"] == 2.0 and rows[0]["error"] == pytest.approx(-0.2)  # (2.0 - 2.5) / 2.5
     assert rows[1]["predicted"] == pytest.approx(150.0)  # 120 model TFLOP/s x hfu 0.5 / mfu 0.4

@@ -147,6 +147,7 @@ def _render(rows, comm_report, out, fit: Fitting, cluster, fmt, as_json) -> None
                 from ..report.comm_transfer import write_transfer
 
                 path = write_transfer(rows, measured, fit.fit_gpus, datasheet, fit_min, Path(report), fit.command(out))
+                (Path(report) / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))  # every count
                 notes.append(f"transfer check written to {path}")
     columns = ["collective", "size_bytes", "time_s", "algbw_GBps", "busbw_GBps", "predicted_busbw_GBps",
                "prediction_error"]
