@@ -112,3 +112,12 @@ def test_length_distributions():
     assert statistics.fmean(ln.draw(rng) for _ in range(20000)) == pytest.approx(math.exp(5 + 0.125), rel=0.03)
     n = parse_length("normal:100,10", "p")
     assert statistics.fmean(n.draw(rng) for _ in range(20000)) == pytest.approx(100, rel=0.01)
+
+
+def test_efficiency_and_launch_cost_reach_the_iterations(run_cli):
+    """Decode is memory-bound: halving the memory efficiency (0.89 -> 0.445) nearly doubles TPOT."""
+    args = ["serve", "llama3-8b", "--rate", "0.01", "--requests", "3", "--output-len", "8"]
+    base = run_cli.json(*args)["tpot_p50_s"]
+    slow = run_cli.json(*args, "--efficiency", "memory=0.445")["tpot_p50_s"]
+    assert 1.8 < slow / base <= 2.0
+    assert run_cli.json(*args, "--launch-us", "20")["tpot_p50_s"] > base

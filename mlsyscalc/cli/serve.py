@@ -16,6 +16,7 @@ from ..calc.serve_workload import LengthDist, from_trace, parse_length
 from ..errors import MlsysError, require
 from . import render
 from .options import model_argument, resolve_model
+from .roofline import _pairs
 from .serve_views import serve_output, sweep_output
 
 D = ServeOptions()
@@ -107,6 +108,9 @@ def engine_options(func):
 @click.option("--cluster", default=None, help="Cluster spec (name or JSON) for the TP collectives and the GPU.")
 @click.option("--calibration", type=click.Path(dir_okay=False), default=None,
               help="Measured ceilings from `mlsys bench ceilings`.")
+@click.option("--efficiency", "efficiency", multiple=True, metavar="KIND=FRACTION",
+              help="Override an efficiency ceiling (matmul, attention, memory), e.g. --efficiency memory=0.8.")
+@click.option("--launch-us", type=click.FloatRange(min=0), default=None, help="Fixed cost per kernel in microseconds.")
 @click.option("--tp", type=click.IntRange(min=1), default=D.tp, show_default=True, help="Tensor-parallel GPUs per engine.")
 @click.option("--dtype", default=D.dtype, show_default=True, help="Weights and compute dtype.")
 @click.option("--kv-dtype", default=None, help="KV cache dtype (default: the activation dtype).")
@@ -137,7 +141,7 @@ def engine_options(func):
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
               help="Write latency-vs-rate (with --sweep) or latency CDFs (PNG or SVG).")
 @render.output_options
-def serve(model, overrides, gpu, cluster, calibration, tp, dtype, kv_dtype, rate, trace_file, prompt_len, output_len,
+def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, tp, dtype, kv_dtype, rate, trace_file, prompt_len, output_len,
           requests, seed, burstiness, scheduler, max_batch_tokens, max_seqs, chunk, block_size,
           gpu_memory_utilization, preemption, kv_blocks, prefix_len, prefix_caching, draft, spec_k, accept, disagg, search, max_gpus, slo, sweep, plot, fmt,
           as_json):
@@ -151,7 +155,9 @@ def serve(model, overrides, gpu, cluster, calibration, tp, dtype, kv_dtype, rate
         from ..specs.cluster import load_cluster
 
         gpu = load_cluster(cluster).gpu
-    ceilings = load_ceilings(gpu, calibration)
+    ceilings = load_ceilings(gpu, calibration, launch_s=None if launch_us is None else launch_us * 1e-6)
+    if efficiency:
+        ceilings = ceilings.with_efficiency(**_pairs(efficiency))
     opts = ServeOptions(scheduler=scheduler, max_batch_tokens=max_batch_tokens, max_seqs=max_seqs, chunk=chunk,
                         block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, preemption=preemption,
                         kv_blocks=kv_blocks, tp=tp, dtype=dtype, kv_dtype=kv_dtype, cluster=cluster, slo=_slo(slo),
