@@ -270,6 +270,8 @@ class Engine:
             if self.cached[i]:  # straight to decoding (gen is already 1)
                 self.cached[i] = False
                 self._start_decode(i)
+                if self.policy.mixed and self.policy.paged and self.L[i] % self.lim.block_size == 0:
+                    self.free -= 1  # this iteration's token opens a block (_grow_decodes already ran)
                 continue
             self.prefilling.append(i)
             left = self.L[i] - self.done[i]
