@@ -78,6 +78,9 @@ def test_plot_and_missing_matplotlib(run_cli, tmp_path, monkeypatch):
     (["--rate", "1", "--burstiness", "0"], "--burstiness"),
     (["--rate", "1", "--tp", "3"], "divisible"),
     (["--sweep", "rate=a,b"], "--sweep"),
+    (["--sweep", "rate=1,2", "--trace", "t.csv"], "does not combine"),
+    (["--rate", "1", "--prefix-len", "600", "--prompt-len", "10", "--prefix-caching", "--scheduler", "static"],
+     "--prefix-caching"),
 ])
 def test_bad_input_exits_2(run_cli, args, message):
     code, out, err = run_cli("serve", "llama3-8b", *args, "--requests", "5")

@@ -164,6 +164,7 @@ def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, tp
                         spec_k=spec_k, accept=accept, prefix_caching=prefix_caching)
     draft_spec = resolve_model(draft, ()) if draft else None
     rates = _sweep(sweep)
+    require(not (rates and trace_file), "--sweep varies --rate: it does not combine with --trace")
     require((rate is None) != (trace_file is None) or (rates is not None and trace_file is None),
             "give exactly one of --rate R or --trace FILE (or --sweep rate=...)")
     if disagg or search:
