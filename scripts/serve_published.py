@@ -26,16 +26,17 @@ from mlsyscalc.specs.lookup import load_model
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ROOT / "reports" / "serving" / "published.json"
 OUT = ROOT / "reports" / "serving" / "published.md"
-UTILISATION = 0.95  # benchmark engines are built for the batch; vLLM's 0.9 default would not hold batch 1024
+UTILISATION = 0.95  # TensorRT-LLM's kv_cache_free_gpu_mem_fraction in its tables; 0.9 would not hold batch 1024
 
 
 def predict(case: dict) -> float:
     w = case["workload"]
     spec, ceil = load_model(case["model"]), resolve_ceilings(case["gpu"])
-    work = from_trace([(0.0, w["prompt_len"], w["output_len"])] * w["batch"], case["id"])
-    opts = ServeOptions(scheduler=case["scheduler"], max_seqs=w["batch"], tp=case["tp"], dtype=case["dtype"],
-                        kv_dtype=case["kv_dtype"], gpu_memory_utilization=UTILISATION,
-                        max_batch_tokens=max(8192, w["batch"] * w["prompt_len"]))
+    n = w.get("requests", w.get("batch"))  # static cases: one batch of `batch` requests
+    work = from_trace([(0.0, w["prompt_len"], w["output_len"])] * n, case["id"])
+    opts = ServeOptions(scheduler=case["scheduler"], max_seqs=case.get("max_seqs", n), tp=case["tp"],
+                        dtype=case["dtype"], kv_dtype=case["kv_dtype"], gpu_memory_utilization=UTILISATION,
+                        max_batch_tokens=case.get("max_batch_tokens", max(8192, n * w["prompt_len"])))
     m = simulate(spec, ceil, work, opts).metrics
     return {"output_tokens_per_s_per_gpu": m["throughput_tokens_per_s"] / case["tp"],
             "output_tokens_per_s": m["throughput_tokens_per_s"], "ttft_s": m["ttft_p50_s"]}[case["metric"]]
@@ -48,7 +49,8 @@ def rows(cases: list[dict]) -> tuple[list[list], list[float]]:
         err = got / c["value"] - 1
         errors.append(abs(err))
         w = c["workload"]
-        out.append([c["model"], c["gpu"], c["tp"], c["dtype"], f"{w['batch']} x {w['prompt_len']}/{w['output_len']}",
+        n = w.get("requests", w.get("batch"))
+        out.append([c["model"], c["gpu"], c["tp"], f"{c['dtype']} {c['scheduler']}", f"{n} x {w['prompt_len']}/{w['output_len']}",
                     c["metric"], f"{c['value']:.4g}", f"{got:.4g}", f"{100 * err:+.1f}%",
                     "yes" if c["measurement"] else "no"])
     return out, errors
@@ -65,10 +67,17 @@ def page(cases: list[dict], table: list[list], errors: list[float]) -> str:
              "Predictions use datasheet ceilings x the default efficiencies (calc/calibration.py), no calibration.", "",
              f"**Median |error| over {len(errors)} cases: {100 * statistics.median(errors):.1f}%** "
              + "; ".join(f"{k}: {100 * statistics.median(v):.1f}% ({len(v)})" for k, v in by_metric.items()) + ".", ""]
-    lines += markdown_table(["model", "GPU", "TP", "dtype", "batch x in/out", "metric", "published", "predicted",
+    by_source: dict[str, list[float]] = {}
+    for c, e in zip(cases, errors):
+        by_source.setdefault(c["source"], []).append(e)
+    sources = list(by_source)
+    lines += markdown_table(["source", "cases", "median |error|"],
+                            [[f"[{k + 1}]", len(by_source[s]), f"{100 * statistics.median(by_source[s]):.1f}%"]
+                             for k, s in enumerate(sources)], "lrr") + [""]
+    lines += markdown_table(["model", "GPU", "TP", "dtype, scheduler", "requests x in/out", "metric", "published", "predicted",
                              "error", "measured"], table, "llrllllrrrl"[:10])
     lines += ["", "## Sources", ""]
-    lines += [f"- {s}" for s in dict.fromkeys(c["source"] for c in cases)]
+    lines += [f"{k + 1}. {s}" for k, s in enumerate(sources)]
     return "\n".join(lines) + "\n"
 
 

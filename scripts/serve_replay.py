@@ -33,39 +33,71 @@ PAGE = 16
 
 
 class PagedRunner:
-    """A Decoder plus a paged KV cache of `slots` sequences of up to `max_len` tokens."""
+    """A Decoder plus a paged KV cache of `slots` sequences of up to `max_len` tokens.
 
-    def __init__(self, model, slots: int, max_len: int):
+    K and V of all layers live in one tensor each, (layers, slots x max_len, KV, D); layer i's pages
+    are its (blocks, PAGE, KV, D) view and slot s owns rows [s max_len, (s + 1) max_len). A prefill
+    runs into a staging cache and one copy moves it into the slot, so that the forward itself does not
+    depend on the slot (and can be a CUDA graph)."""
+
+    def __init__(self, model, slots: int, max_len: int, max_prompt: int | None = None):
         from mlsyscalc.kernels.attention_decode import decode_attention
 
         spec = model.spec
         self.model, self.spec, self.attend = model, spec, decode_attention
         p = next(model.parameters())
-        self.blocks_per_slot = -(-max_len // PAGE)
-        shape = (slots * self.blocks_per_slot, PAGE, spec.num_kv_heads, spec.head_dim)
-        self.k = [torch.zeros(shape, dtype=p.dtype, device=p.device) for _ in spec_layers(spec)]
-        self.v = [torch.zeros(shape, dtype=p.dtype, device=p.device) for _ in spec_layers(spec)]
-        self.table = torch.arange(slots * self.blocks_per_slot, dtype=torch.int32, device=p.device).view(slots, -1)
-        self.cos, self.sin = rope_tables(self.blocks_per_slot * PAGE, spec.head_dim, device=p.device, dtype=p.dtype)
-        self.max_len = self.blocks_per_slot * PAGE
+        self.max_len = -(-max_len // PAGE) * PAGE
+        kv = (spec.num_layers, slots * self.max_len, spec.num_kv_heads, spec.head_dim)
+        self.k = torch.zeros(kv, dtype=p.dtype, device=p.device)
+        self.v = torch.zeros(kv, dtype=p.dtype, device=p.device)
+        stage = (spec.num_layers, 1, max_prompt or self.max_len, spec.num_kv_heads, spec.head_dim)
+        self.stage_k = torch.zeros(stage, dtype=p.dtype, device=p.device)
+        self.stage_v = torch.zeros(stage, dtype=p.dtype, device=p.device)
+        self.table = torch.arange(slots * self.max_len // PAGE, dtype=torch.int32, device=p.device).view(slots, -1)
+        self.cos, self.sin = rope_tables(self.max_len, spec.head_dim, device=p.device, dtype=p.dtype)
+        self.graphs: dict = {}  # ("prefill", P) or ("decode", B) -> (graph, static inputs, output)
 
-    def _slot_view(self, cache, slot: int):
-        return cache.view(-1, self.max_len, *cache.shape[2:])[slot:slot + 1]  # (1, max_len, KV, D)
+    def _pages(self, cache, i: int):
+        return cache[i].view(-1, PAGE, *cache.shape[2:])
+
+    @torch.no_grad()
+    def _prefill_stage(self, ids):
+        caches = [(self.stage_k[i], self.stage_v[i]) for i in range(self.spec.num_layers)]
+        return self.model.prefill(ids, caches).argmax(-1)
 
     @torch.no_grad()
     def prefill(self, slot: int, ids):
         """ids (1, P): fill the slot's cache, return the next token (greedy)."""
-        caches = [(self._slot_view(k, slot), self._slot_view(v, slot)) for k, v in zip(self.k, self.v)]
-        return self.model.prefill(ids, caches).argmax(-1)
+        n = ids.shape[1]
+        graph = self.graphs.get(("prefill", n))
+        if graph is None:
+            token = self._prefill_stage(ids)
+        else:
+            graph[1].copy_(ids)
+            graph[0].replay()
+            token = graph[2]
+        rows = slice(slot * self.max_len, slot * self.max_len + n)
+        self.k[:, rows] = self.stage_k[:, 0, :n]
+        self.v[:, rows] = self.stage_v[:, 0, :n]
+        return token.clone()
 
     @torch.no_grad()
     def decode(self, slots, tokens, positions):
         """One token per sequence: tokens (B,), positions (B,) = tokens already cached. Returns logits (B, V)."""
+        graph = self.graphs.get(("decode", tokens.shape[0]))
+        if graph is None:
+            return self._decode(slots, tokens, positions)
+        for static, value in zip(graph[1], (slots, tokens, positions)):
+            static.copy_(value)
+        graph[0].replay()
+        return graph[2]
+
+    def _decode(self, slots, tokens, positions):
         m, spec = self.model, self.spec
         b = tokens.shape[0]
         x = m.embed(tokens[:, None])  # (B, 1, h)
         cos, sin = self.cos[positions][:, None, None, :], self.sin[positions][:, None, None, :]  # (B, 1, 1, D)
-        flat = slots * self.max_len + positions  # row of each new token in the (blocks*PAGE, KV, D) view
+        flat = slots * self.max_len + positions  # row of each new token in a layer's (slots x max_len) rows
         lens = (positions + 1).to(torch.int32)
         table = self.table[slots]
         for i, layer in enumerate(m.layers):
@@ -75,12 +107,41 @@ class PagedRunner:
             k = a.k_proj(h).view(b, 1, spec.num_kv_heads, spec.head_dim)
             v = a.v_proj(h).view(b, 1, spec.num_kv_heads, spec.head_dim)
             q, k = q * cos + _rotate(q) * sin, k * cos + _rotate(k) * sin
-            self.k[i].view(-1, *k.shape[2:])[flat] = k[:, 0]
-            self.v[i].view(-1, *v.shape[2:])[flat] = v[:, 0]
-            o = self.attend(q.transpose(1, 2).contiguous(), self.k[i], self.v[i], cache_seqlens=lens, block_table=table)
+            self.k[i][flat] = k[:, 0]
+            self.v[i][flat] = v[:, 0]
+            o = self.attend(q.transpose(1, 2).contiguous(), self._pages(self.k, i), self._pages(self.v, i),
+                            cache_seqlens=lens, block_table=table)
             x = x + a.o_proj(o.transpose(1, 2).reshape(b, 1, spec.num_heads * spec.head_dim))
             x = x + layer.mlp(layer.post_norm(x))
         return m.lm_head(m.norm(x)[:, -1]).float()
+
+    @torch.no_grad()
+    def capture(self, prefill_lengths, max_batch: int) -> None:
+        """CUDA graphs of the prefill at each length and the decode at each batch size (as serving
+        engines run decode; eager PyTorch launches would make the host, not the GPU, the bottleneck)."""
+        dev = self.table.device
+        pool = torch.cuda.graph_pool_handle()
+        for n in sorted(set(prefill_lengths)):
+            ids = torch.zeros((1, n), dtype=torch.long, device=dev)
+            graph, _, out = self._graph(lambda ids=ids: self._prefill_stage(ids), (ids,), pool)
+            self.graphs[("prefill", n)] = (graph, ids, out)
+        for b in range(1, max_batch + 1):
+            args = (torch.arange(b, device=dev), torch.zeros(b, dtype=torch.long, device=dev),
+                    torch.full((b,), 16, device=dev))
+            self.graphs[("decode", b)] = self._graph(lambda args=args: self._decode(*args), args, pool)
+
+    @staticmethod
+    def _graph(fn, inputs, pool):
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=pool):
+            out = fn()
+        return graph, inputs, out
 
 
 def spec_layers(spec):
@@ -201,8 +262,8 @@ def run(args) -> dict:
     torch.manual_seed(0)
     model = build_model(spec, dtype, device).eval()
     prompt, output = parse_length(args.prompt_len, "--prompt-len"), parse_length(args.output_len, "--output-len")
-    max_prompt = int(prompt.params[-1]) if prompt.kind != "fixed" else int(prompt.params[0])
-    runner = PagedRunner(model, args.max_seqs, max_prompt + int(output.params[-1]) + 1)
+    max_prompt = _round(int(prompt.params[-1]) if prompt.kind != "fixed" else int(prompt.params[0]), args.prompt_round)
+    runner = PagedRunner(model, args.max_seqs, max_prompt + int(output.params[-1]) + 1, max_prompt)
     gpu = args.gpu or (_gpu_name(device) if cuda else "H100-SXM")
     out = {"model": spec.name, "device": torch.cuda.get_device_name(device) if cuda else "cpu", "gpu_spec": gpu,
            "torch": torch.__version__, "dtype": dtype, "commit": os.environ.get("MLSYS_GIT_COMMIT", "unknown"),
@@ -211,18 +272,34 @@ def run(args) -> dict:
     for b in range(1, args.max_seqs + 1):  # compile and autotune the decode kernel for every batch first
         runner.decode(torch.arange(b, device=device), torch.zeros(b, dtype=torch.long, device=device),
                       torch.full((b,), 16, device=device))
+    traces = {rate: [(a, _round(p, args.prompt_round), o) for a, p, o in
+                     synthetic(prompt, output, rate, args.requests, args.seed).requests] for rate in args.rate}
+    out["cuda_graphs"] = False
+    if cuda and not args.eager:
+        lengths = {p for reqs in traces.values() for _, p, _ in reqs} | set(args.prefill_sizes)
+        try:
+            runner.capture(lengths, args.max_seqs)
+            out["cuda_graphs"] = True
+        except Exception as exc:  # noqa: BLE001 - record it and replay eagerly rather than lose the run
+            runner.graphs.clear()
+            out["cuda_graphs_error"] = f"{type(exc).__name__}: {exc}"
     for rate in args.rate:
-        work = synthetic(prompt, output, rate, args.requests, args.seed)
-        reqs = [(a, p, o) for a, p, o in work.requests]
+        reqs = traces[rate]
         runner.prefill(0, torch.zeros((1, 8), dtype=torch.long, device=device))  # warm-up (kernel compiles)
         times = replay(runner, reqs, args.max_seqs, max_prompt)
-        sim, cost = simulated(spec, gpu, reqs, args.max_seqs, max_prompt, "bf16" if cuda else "fp32")
+        # one prompt per prefill iteration, as the loop runs: a budget of the shortest prompt admits one at a time
+        sim, cost = simulated(spec, gpu, reqs, args.max_seqs, min(p for _, p, _ in reqs), "bf16" if cuda else "fp32")
         meas = measured_summary(reqs, times)
         out["runs"].append({"rate": rate, "requests": reqs, "times": times,
                             "measured": {k: meas[k] for k in KEYS}, "simulated": {k: sim[k] for k in KEYS}})
     shapes = [("prefill", n, 0) for n in args.prefill_sizes] + [("decode", b, c) for b, c in args.decode_sizes]
     out["steps"] = step_times(runner, cost, shapes)
     return out
+
+
+def _round(n: int, step: int) -> int:
+    """Prompt lengths rounded up to a multiple of `step` (few distinct prefill shapes to capture)."""
+    return -(-n // step) * step if step > 1 else n
 
 
 def _gpu_name(device) -> str:
@@ -235,7 +312,8 @@ def markdown(out: dict) -> str:
     from mlsyscalc.report.markdown import markdown_table
 
     lines = [f"Model {out['model']} ({out['dtype']}, random weights) on {out['device']} (simulated as "
-             f"{out['gpu_spec']}, datasheet ceilings), torch {out['torch']}, commit {out['commit']}.", ""]
+             f"{out['gpu_spec']}, datasheet ceilings), torch {out['torch']}, commit {out['commit']}, "
+             f"CUDA graphs {'on' if out['cuda_graphs'] else 'off'}.", ""]
     for r in out["runs"]:
         rows = [[k, f"{r['measured'][k]:.4g}", f"{r['simulated'][k]:.4g}", f"{100 * (r['simulated'][k] / r['measured'][k] - 1):+.1f}%"]
                 for k in KEYS if r["measured"][k]]
@@ -259,6 +337,8 @@ def parse_args(argv=None):
     p.add_argument("--prompt-len", default="uniform:512,1000")
     p.add_argument("--output-len", default="uniform:64,256")
     p.add_argument("--max-seqs", type=int, default=64)
+    p.add_argument("--prompt-round", type=int, default=64, help="round prompt lengths up to a multiple (graphs)")
+    p.add_argument("--eager", action="store_true", help="no CUDA graphs")
     p.add_argument("--prefill-sizes", type=int, nargs="*", default=[128, 512, 1000])
     p.add_argument("--decode-sizes", type=lambda s: tuple(int(x) for x in s.split("x")), nargs="*",
                    default=[(1, 512), (16, 700), (64, 700)], help="BATCHxCONTEXT")

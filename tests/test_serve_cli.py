@@ -78,6 +78,9 @@ def test_plot_and_missing_matplotlib(run_cli, tmp_path, monkeypatch):
     (["--rate", "1", "--burstiness", "0"], "--burstiness"),
     (["--rate", "1", "--tp", "3"], "divisible"),
     (["--sweep", "rate=a,b"], "--sweep"),
+    (["--sweep", "rate=1,2", "--trace", "t.csv"], "does not combine"),
+    (["--rate", "1", "--prefix-len", "600", "--prompt-len", "10", "--prefix-caching", "--scheduler", "static"],
+     "--prefix-caching"),
 ])
 def test_bad_input_exits_2(run_cli, args, message):
     code, out, err = run_cli("serve", "llama3-8b", *args, "--requests", "5")
@@ -112,3 +115,12 @@ def test_length_distributions():
     assert statistics.fmean(ln.draw(rng) for _ in range(20000)) == pytest.approx(math.exp(5 + 0.125), rel=0.03)
     n = parse_length("normal:100,10", "p")
     assert statistics.fmean(n.draw(rng) for _ in range(20000)) == pytest.approx(100, rel=0.01)
+
+
+def test_efficiency_and_launch_cost_reach_the_iterations(run_cli):
+    """Decode is memory-bound: halving the memory efficiency (0.89 -> 0.445) nearly doubles TPOT."""
+    args = ["serve", "llama3-8b", "--rate", "0.01", "--requests", "3", "--output-len", "8"]
+    base = run_cli.json(*args)["tpot_p50_s"]
+    slow = run_cli.json(*args, "--efficiency", "memory=0.445")["tpot_p50_s"]
+    assert 1.8 < slow / base <= 2.0
+    assert run_cli.json(*args, "--launch-us", "20")["tpot_p50_s"] > base

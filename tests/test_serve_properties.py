@@ -122,3 +122,24 @@ def test_ten_thousand_requests_simulate_fast():
     start = time.perf_counter()
     simulate(SPEC, CEIL, work, ServeOptions(), cost)
     assert time.perf_counter() - start < 30  # generous: the goal is < 2 s on a free core
+
+
+def test_prefix_caching_skips_the_cached_blocks():
+    """At a vanishing rate, the second request's TTFT is the prefill of its own tokens after the cached
+    prefix: 1000-token prefix -> 992 cached tokens (62 whole 16-token blocks), chunk of 1100 - 992
+    tokens at context 992 (fast path); the first request prefills all 1100."""
+    work = WorkloadSpec(parse_length("100", "p"), parse_length("2", "o"), 0.001, 3, 0, 1.0, 1000).build()
+    r = _run(work, prefix_caching=True)
+    cost = IterationCost(SPEC, CEIL, RooflineOptions())
+    first, later = r.latencies["ttft"][0], r.latencies["ttft"][1:]
+    assert first == pytest.approx(cost.time_s(Batch.of(chunks=((1100, 0),))), rel=1e-9)
+    for ttft in later:
+        assert ttft == pytest.approx(cost.time_s(Batch.of(chunks=((1100 - 992, 992),))), rel=1e-9)
+    assert later[0] < first / 3
+
+
+def test_prefix_caching_saves_kv_and_never_slows():
+    work = WorkloadSpec(parse_length("uniform:50,200", "p"), parse_length("64", "o"), 10.0, 300, 0, 1.0, 1000).build()
+    plain, cached = _run(work), _run(work, prefix_caching=True)
+    assert cached.metrics["kv_utilization_mean"] < plain.metrics["kv_utilization_mean"] / 2
+    assert cached.metrics["ttft_p99_s"] < plain.metrics["ttft_p99_s"]

@@ -45,6 +45,7 @@ class ServeOptions:
     kv_dtype: str | None = None
     cluster: str | None = None  # cluster spec for the TP collectives
     slo: Slo = field(default_factory=Slo)
+    prefix_caching: bool = False  # keep the workload's shared prompt prefix in the KV cache (whole blocks)
     spec_k: int = 4  # with a draft model: tokens proposed per step
     accept: float = 0.7  # with a draft model: per-token acceptance rate (Leviathan et al. 2023)
 
@@ -57,6 +58,7 @@ class ServeOptions:
         require(0 < self.gpu_memory_utilization <= 1,
                 f"--gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}")
         expected_tokens(self.accept, self.spec_k)  # checks both
+        require(not (self.prefix_caching and self.scheduler == "static"), "--prefix-caching needs orca, vllm or sarathi")
         require(self.kv_blocks is None or self.kv_blocks >= 1, f"--kv-blocks must be >= 1, got {self.kv_blocks}")
         for name in ("ttft_s", "tpot_s"):
             value = getattr(self.slo, name)
@@ -81,9 +83,10 @@ class WorkloadSpec:
     requests: int = 1000
     seed: int = 0
     burstiness: float = 1.0
+    prefix: int = 0  # shared tokens before every prompt
 
     def build(self) -> Workload:
-        return synthetic(self.prompt, self.output, self.rate, self.requests, self.seed, self.burstiness)
+        return synthetic(self.prompt, self.output, self.rate, self.requests, self.seed, self.burstiness, self.prefix)
 
 
 @dataclass(frozen=True)
@@ -138,12 +141,14 @@ class ServeResult:
     latencies: dict[str, list[float]]
 
 
-def engine_limits(kv: KvCapacity, ceilings: Ceilings, opts: ServeOptions) -> EngineLimits:
+def engine_limits(kv: KvCapacity, ceilings: Ceilings, opts: ServeOptions, prefix: int = 0) -> EngineLimits:
+    """prefix: the workload's shared prompt prefix (cached in whole blocks with opts.prefix_caching)."""
     gpu = ceilings.gpu
     host_Bps = (gpu.pcie_Bps or 0) / 2  # spec lists both directions; a swap moves one way
     require(opts.preemption != "swap" or host_Bps > 0, f"{gpu.name}: no PCIe bandwidth in its spec for --preemption swap")
     return EngineLimits(opts.scheduler, opts.max_batch_tokens, opts.max_seqs, opts.chunk, opts.block_size,
-                        kv.blocks, opts.preemption, kv.block_bytes / host_Bps if host_Bps else 0.0)
+                        kv.blocks, opts.preemption, kv.block_bytes / host_Bps if host_Bps else 0.0,
+                        prefix // opts.block_size * opts.block_size if opts.prefix_caching else 0)
 
 
 def speculation(spec: ModelSpec, draft: ModelSpec, ceilings: Ceilings, opts: ServeOptions,
@@ -165,7 +170,7 @@ def simulate(spec: ModelSpec, ceilings: Ceilings, workload: Workload, opts: Serv
     cost = cost or IterationCost(spec, ceilings, opts.roofline)
     sd = speculation(spec, draft, ceilings, opts, cost) if draft is not None else None
     kv = kv_capacity(spec, ceilings, opts, draft)
-    trace = Engine(workload.requests, cost, engine_limits(kv, ceilings, opts), sd).run()
+    trace = Engine(workload.requests, cost, engine_limits(kv, ceilings, opts, workload.shared_prefix), sd).run()
     metrics = summary(workload.requests, trace, kv.blocks, opts.slo)
     if sd is not None:
         mean_batch = max(1, round(metrics["mean_batch_tokens"]))

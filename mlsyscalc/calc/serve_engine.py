@@ -60,6 +60,7 @@ class EngineLimits:
     total_blocks: int
     preemption: str  # "recompute" or "swap"
     swap_s_per_block: float  # one KV block over the host link, one direction
+    shared_prefix: int = 0  # prefix caching: tokens (whole blocks) of a prompt prefix every request shares
 
 
 @dataclass
@@ -109,6 +110,11 @@ class Engine:
         self.decoding = [False] * n
         self.sched_s, self.first_s, self.finish_s = [-1.0] * n, [-1.0] * n, [-1.0] * n
         self.free = limits.total_blocks
+        # Prefix caching (vLLM's automatic prefix caching, whole blocks only): the shared prefix's blocks
+        # are kept for good; the first request computes them, later ones start their prefill after them.
+        self.shared = limits.shared_prefix // limits.block_size
+        self.free -= self.shared
+        self.prefix_ready = False
         self.g = 0  # decode steps run so far
         self.d = self.keys = 0  # decoding sequences, sum of their next step's keys
         self.phase = [0] * bs  # decoding sequences by (L - enter) mod block_size
@@ -143,7 +149,7 @@ class Engine:
         if not self.policy.paged:
             return self.held[i]
         self.phase[(self.L[i] - self.enter[i]) % self.lim.block_size] -= 1
-        return _ceil(self._kv(i), self.lim.block_size)
+        return _ceil(self._kv(i), self.lim.block_size) - self.shared
 
     def _finish(self, i: int) -> None:
         self.free += self._stop_decode(i) if self.decoding[i] else self.held[i]
@@ -169,15 +175,16 @@ class Engine:
             self.next_arrival += 1
 
     def _blocks_for(self, i: int) -> int:
+        """Blocks to admit i (the shared prefix's blocks are already held)."""
         if self.policy.paged:
-            return _ceil(self.L[i], self.lim.block_size)
-        return _ceil(self.L[i] + self.req[i][2] - self.gen[i], self.lim.block_size)
+            return _ceil(self.L[i], self.lim.block_size) - self.shared
+        return _ceil(self.L[i] + self.req[i][2] - self.gen[i], self.lim.block_size) - self.shared
 
     def _admit(self, i: int) -> None:
         need = self._blocks_for(i)
         self.free -= need
         self.held[i] = need
-        self.done[i] = 0
+        self.done[i] = self.lim.shared_prefix if self.prefix_ready and self.shared else 0
         if self.sched_s[i] < 0:
             self.sched_s[i] = self.now
         self.running.append(i)
@@ -233,7 +240,7 @@ class Engine:
         swap_s = 0.0
         while self.swapped and self.n_running < self.lim.max_seqs:
             i = self.swapped[0]
-            need = _ceil(self.L[i], self.lim.block_size)
+            need = _ceil(self.L[i], self.lim.block_size) - self.shared
             if need > self.free - int(WATERMARK * self.lim.total_blocks):
                 break
             self.swapped.popleft()
@@ -249,7 +256,7 @@ class Engine:
         """(seq, chunk tokens, tokens already cached) of this iteration's prefill work."""
         chunks, tokens = [], 0
         for i in self.prefilling:
-            c = min(self.L[i] - self.done[i], budget - tokens) if self.policy.chunked else self.L[i]
+            c = min(self.L[i] - self.done[i], budget - tokens) if self.policy.chunked else self.L[i] - self.done[i]
             if c <= 0:
                 break
             chunks.append((i, c, self.done[i]))
@@ -263,10 +270,13 @@ class Engine:
             if self.cached[i]:  # straight to decoding (gen is already 1)
                 self.cached[i] = False
                 self._start_decode(i)
+                if self.policy.mixed and self.policy.paged and self.L[i] % self.lim.block_size == 0:
+                    self.free -= 1  # this iteration's token opens a block (_grow_decodes already ran)
                 continue
             self.prefilling.append(i)
-            c = min(self.L[i], budget - tokens) if self.policy.chunked else self.L[i]
-            chunks.append((i, c, 0))
+            left = self.L[i] - self.done[i]
+            c = min(left, budget - tokens) if self.policy.chunked else left
+            chunks.append((i, c, self.done[i]))
             tokens += c
         return chunks
 
@@ -310,6 +320,7 @@ class Engine:
             self.g += 1
             self.keys += self.d * self.E
             self._pop_finished()
+        self.prefix_ready = self.prefix_ready or any(self.done[i] >= self.lim.shared_prefix for i, _, _ in chunks)
         for i in completing:
             self.prefilling.remove(i)
             self._emit_first(i)

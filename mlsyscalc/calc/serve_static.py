@@ -8,10 +8,7 @@ batch until the longest output is done; shorter requests finish early but their 
 from __future__ import annotations
 
 from .serve_cost import Batch
-
-
-def _ceil(a: int, b: int) -> int:
-    return -(-a // b)
+from .serve_engine import _ceil
 
 
 def _take_batch(e, first: int, now: float) -> list[int]:

@@ -81,9 +81,13 @@ class Workload:
 
     requests: tuple[tuple[float, int, int], ...]
     source: str
+    shared_prefix: int = 0  # every prompt starts with the same this-many tokens (a system prompt)
 
     def __post_init__(self) -> None:
         require(len(self.requests) > 0, "the workload has no requests")
+        require(self.shared_prefix >= 0, f"--prefix-len must be >= 0, got {self.shared_prefix}")
+        short = min(p for _, p, _ in self.requests)
+        require(short >= self.shared_prefix, f"--prefix-len {self.shared_prefix} is longer than a {short}-token prompt")
         for arrival, prompt, output in self.requests:
             require(math.isfinite(arrival) and arrival >= 0, f"arrival times must be finite and >= 0, got {arrival}")
             require(prompt >= 1 and output >= 1, f"prompt and output lengths must be >= 1, got {prompt}, {output}")
@@ -94,8 +98,9 @@ class Workload:
 
 
 def synthetic(prompt: LengthDist, output: LengthDist, rate: float, requests: int, seed: int = 0,
-              burstiness: float = 1.0) -> Workload:
-    """`requests` requests arriving at `rate` per second (Poisson, or gamma of shape `burstiness`)."""
+              burstiness: float = 1.0, prefix: int = 0) -> Workload:
+    """`requests` requests arriving at `rate` per second (Poisson, or gamma of shape `burstiness`);
+    `prefix` shared tokens are put before every drawn prompt."""
     require(rate > 0 and math.isfinite(rate), f"--rate must be a positive number, got {rate}")
     require(requests >= 1, f"--requests must be >= 1, got {requests}")
     require(burstiness > 0 and math.isfinite(burstiness), f"--burstiness must be positive, got {burstiness}")
@@ -103,9 +108,10 @@ def synthetic(prompt: LengthDist, output: LengthDist, rate: float, requests: int
     t, out = 0.0, []
     for _ in range(requests):
         t += rng.gammavariate(burstiness, 1.0 / (rate * burstiness))
-        out.append((t, prompt.draw(rng), output.draw(rng)))
-    return Workload(tuple(out), f"rate {rate:g}/s, burstiness {burstiness:g}, seed {seed}")
+        out.append((t, prefix + prompt.draw(rng), output.draw(rng)))
+    shared = f", {prefix}-token shared prefix" if prefix else ""
+    return Workload(tuple(out), f"rate {rate:g}/s, burstiness {burstiness:g}, seed {seed}{shared}", prefix)
 
 
-def from_trace(rows: list[tuple[float, int, int]], source: str) -> Workload:
-    return Workload(tuple(sorted(rows)), source)
+def from_trace(rows: list[tuple[float, int, int]], source: str, prefix: int = 0) -> Workload:
+    return Workload(tuple(sorted(rows)), source, prefix)

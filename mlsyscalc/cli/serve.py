@@ -16,6 +16,7 @@ from ..calc.serve_workload import LengthDist, from_trace, parse_length
 from ..errors import MlsysError, require
 from . import render
 from .options import model_argument, resolve_model
+from .roofline import _pairs
 from .serve_views import serve_output, sweep_output
 
 D = ServeOptions()
@@ -47,10 +48,10 @@ def _length(text: str, what: str) -> LengthDist:
     return parse_length(text, what)
 
 
-def _trace(path: str):
+def _trace(path: str, prefix: int = 0):
     rows = _rows(path, "--trace")
     return from_trace([(_number(r, "arrival_s", "--trace"), _number(r, "prompt_len", "--trace", int),
-                        _number(r, "output_len", "--trace", int)) for r in rows], f"trace {path}")
+                        _number(r, "output_len", "--trace", int)) for r in rows], f"trace {path}", prefix)
 
 
 def _slo(text: str | None) -> Slo:
@@ -107,6 +108,9 @@ def engine_options(func):
 @click.option("--cluster", default=None, help="Cluster spec (name or JSON) for the TP collectives and the GPU.")
 @click.option("--calibration", type=click.Path(dir_okay=False), default=None,
               help="Measured ceilings from `mlsys bench ceilings`.")
+@click.option("--efficiency", "efficiency", multiple=True, metavar="KIND=FRACTION",
+              help="Override an efficiency ceiling (matmul, attention, memory), e.g. --efficiency memory=0.8.")
+@click.option("--launch-us", type=click.FloatRange(min=0), default=None, help="Fixed cost per kernel in microseconds.")
 @click.option("--tp", type=click.IntRange(min=1), default=D.tp, show_default=True, help="Tensor-parallel GPUs per engine.")
 @click.option("--dtype", default=D.dtype, show_default=True, help="Weights and compute dtype.")
 @click.option("--kv-dtype", default=None, help="KV cache dtype (default: the activation dtype).")
@@ -120,6 +124,9 @@ def engine_options(func):
 @click.option("--burstiness", type=float, default=1.0, show_default=True,
               help="Gamma shape of the inter-arrival times: 1 Poisson, < 1 burstier.")
 @engine_options
+@click.option("--prefix-len", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Tokens of a prefix every prompt shares (added before --prompt-len draws; a trace's prompts include it).")
+@click.option("--prefix-caching", is_flag=True, help="Keep the shared prefix's KV blocks cached (vLLM prefix caching).")
 @click.option("--draft", default=None, help="Draft MODEL for speculative decoding (same vocabulary).")
 @click.option("--spec-k", type=click.IntRange(min=1), default=D.spec_k, show_default=True,
               help="Draft tokens proposed per speculative step.")
@@ -134,9 +141,9 @@ def engine_options(func):
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
               help="Write latency-vs-rate (with --sweep) or latency CDFs (PNG or SVG).")
 @render.output_options
-def serve(model, overrides, gpu, cluster, calibration, tp, dtype, kv_dtype, rate, trace_file, prompt_len, output_len,
+def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, tp, dtype, kv_dtype, rate, trace_file, prompt_len, output_len,
           requests, seed, burstiness, scheduler, max_batch_tokens, max_seqs, chunk, block_size,
-          gpu_memory_utilization, preemption, kv_blocks, draft, spec_k, accept, disagg, search, max_gpus, slo, sweep, plot, fmt,
+          gpu_memory_utilization, preemption, kv_blocks, prefix_len, prefix_caching, draft, spec_k, accept, disagg, search, max_gpus, slo, sweep, plot, fmt,
           as_json):
     """Simulate serving MODEL under load: TTFT, TPOT, latency percentiles, throughput and goodput.
 
@@ -148,27 +155,30 @@ def serve(model, overrides, gpu, cluster, calibration, tp, dtype, kv_dtype, rate
         from ..specs.cluster import load_cluster
 
         gpu = load_cluster(cluster).gpu
-    ceilings = load_ceilings(gpu, calibration)
+    ceilings = load_ceilings(gpu, calibration, launch_s=None if launch_us is None else launch_us * 1e-6)
+    if efficiency:
+        ceilings = ceilings.with_efficiency(**_pairs(efficiency))
     opts = ServeOptions(scheduler=scheduler, max_batch_tokens=max_batch_tokens, max_seqs=max_seqs, chunk=chunk,
                         block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, preemption=preemption,
                         kv_blocks=kv_blocks, tp=tp, dtype=dtype, kv_dtype=kv_dtype, cluster=cluster, slo=_slo(slo),
-                        spec_k=spec_k, accept=accept)
+                        spec_k=spec_k, accept=accept, prefix_caching=prefix_caching)
     draft_spec = resolve_model(draft, ()) if draft else None
     rates = _sweep(sweep)
+    require(not (rates and trace_file), "--sweep varies --rate: it does not combine with --trace")
     require((rate is None) != (trace_file is None) or (rates is not None and trace_file is None),
             "give exactly one of --rate R or --trace FILE (or --sweep rate=...)")
     if disagg or search:
         require(not (draft or sweep or plot), "--disagg/--search do not combine with --draft, --sweep or --plot")
-        work = _trace(trace_file) if trace_file else WorkloadSpec(
+        work = _trace(trace_file, prefix_len) if trace_file else WorkloadSpec(
             _length(prompt_len, "--prompt-len"), _length(output_len, "--output-len"), rate, requests, seed,
-            burstiness).build()
+            burstiness, prefix_len).build()
         return render.emit(_disagg(spec, ceilings, work, opts, disagg, search, max_gpus), fmt, as_json)
     if trace_file:
-        result = simulate(spec, ceilings, _trace(trace_file), opts, draft=draft_spec)
+        result = simulate(spec, ceilings, _trace(trace_file, prefix_len), opts, draft=draft_spec)
         _plot(plot, [result], None)
         return render.emit(serve_output(result), fmt, as_json)
     work = WorkloadSpec(_length(prompt_len, "--prompt-len"), _length(output_len, "--output-len"),
-                        rate if rate is not None else 1.0, requests, seed, burstiness)
+                        rate if rate is not None else 1.0, requests, seed, burstiness, prefix_len)
     if rates:
         results = sweep_rates(spec, ceilings, work, rates, opts, draft_spec)
         _plot(plot, list(results), rates)

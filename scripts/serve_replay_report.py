@@ -1,0 +1,129 @@
+"""reports/serving/replay.md from a scripts/serve_replay.py result (replay_*.json): measured TTFT/TPOT
+against `mlsys serve`, first with datasheet ceilings, then with ceilings fitted to the run's isolated
+iterations only (memory and matmul efficiency, per-kernel fixed cost), the replays held out.
+
+    python scripts/serve_replay_report.py reports/serving/replay_h100.json [--out reports/serving/replay.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+from pathlib import Path
+
+from mlsyscalc.calc.roofline_ops import resolve_ceilings
+from mlsyscalc.calc.roofline_options import RooflineOptions
+from mlsyscalc.calc.serve import ServeOptions, simulate
+from mlsyscalc.calc.serve_cost import Batch, IterationCost
+from mlsyscalc.calc.serve_workload import from_trace
+from mlsyscalc.report.markdown import markdown_table
+from mlsyscalc.specs.lookup import load_model
+
+KEYS = ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p50_s", "throughput_tokens_per_s")
+GRID = {"memory": [0.45 + 0.05 * i for i in range(10)], "matmul": [0.4 + 0.1 * i for i in range(5)],
+        "launch_s": [1e-6 * u for u in (2, 4, 6, 8, 10, 12)]}
+
+
+def _batch(step: dict) -> Batch:
+    if step["kind"] == "prefill":
+        return Batch.of(chunks=((step["size"], 0),), samples=1)
+    return Batch.of(contexts=(step["context"],) * step["size"])
+
+
+def fit(spec, ceil, steps: list[dict]):
+    """Grid search of the ceilings that minimise the squared log error over the isolated iterations."""
+    best = None
+    for mem, mm, launch in itertools.product(GRID["memory"], GRID["matmul"], GRID["launch_s"]):
+        c = ceil.with_efficiency(memory=mem, matmul=mm)
+        c = type(c)(**{**c.__dict__, "launch_s": launch})
+        cost = IterationCost(spec, c, RooflineOptions())
+        err = sum(math.log(cost.time_s(_batch(s)) / s["measured_s"]) ** 2 for s in steps)
+        if best is None or err < best[0]:
+            best = (err, c, cost, {"memory": mem, "matmul": mm, "launch_s": launch})
+    return best
+
+
+def compare(spec, ceil, run: dict, cost) -> dict:
+    reqs = [tuple(r) for r in run["requests"]]
+    batch_tokens = min(p for _, p, _ in reqs)  # one prompt per prefill iteration, as the loop ran
+    opts = ServeOptions(scheduler="vllm", max_seqs=64, max_batch_tokens=batch_tokens, kv_blocks=10**7)
+    return simulate(spec, ceil, from_trace(reqs, "replay"), opts, cost).metrics
+
+
+def page(data: dict, fitted) -> str:
+    spec, ceil = load_model(data["model"]), resolve_ceilings(data["gpu_spec"])
+    err, fceil, fcost, params = fitted
+    lines = ["# `mlsys serve` against a measured replay", "",
+             f"`scripts/serve_replay.py` at commit {data['commit']} on one {data['device']} (torch {data['torch']}, "
+             f"{data['dtype']}, CUDA graphs {'on' if data.get('cuda_graphs') else 'off'}): {data['model']} with random "
+             "weights, a paged KV cache read by our Triton decode kernel, the simulator's vllm policy (one prompt per "
+             "prefill iteration, up to 64 running sequences), Poisson arrivals, prompts uniform 512-1000 rounded up to "
+             "a multiple of 64, outputs uniform 64-256. Regenerate with "
+             "`python scripts/serve_replay_report.py reports/serving/replay_h100.json`.", "",
+             "Simulated twice: with the datasheet ceilings (the default of `mlsys serve`), and with ceilings fitted to "
+             f"the six isolated iterations only (memory efficiency {params['memory']:.2f}, matmul {params['matmul']:.1f}, "
+             f"{params['launch_s'] * 1e6:.0f} us per kernel; squared log error {err:.3f}); the replays are held out.", ""]
+    rows = []
+    for s in data["steps"]:
+        fast = fcost.time_s(_batch(s))
+        rows.append([s["kind"], s["size"], s["context"], f"{s['measured_s'] * 1e3:.2f}", f"{s['predicted_s'] * 1e3:.2f}",
+                     f"{100 * (s['predicted_s'] / s['measured_s'] - 1):+.0f}%", f"{fast * 1e3:.2f}",
+                     f"{100 * (fast / s['measured_s'] - 1):+.0f}%"])
+    lines += ["## Isolated iterations (median of 5)", ""]
+    lines += markdown_table(["kind", "batch or tokens", "context", "measured ms", "datasheet ms", "error",
+                             "fitted ms", "error"], rows) + [""]
+    goals = []
+    for run in data["runs"]:
+        fitted_m = compare(spec, fceil, run, fcost)
+        goals.append((run["rate"], {k: fitted_m[k] / run["measured"][k] - 1 for k in KEYS},
+                      {k: run["simulated"][k] / run["measured"][k] - 1 for k in KEYS}))
+        rows = [[k, f"{run['measured'][k]:.4g}", f"{run['simulated'][k]:.4g}",
+                 f"{100 * (run['simulated'][k] / run['measured'][k] - 1):+.0f}%", f"{fitted_m[k]:.4g}",
+                 f"{100 * (fitted_m[k] / run['measured'][k] - 1):+.0f}%"] for k in KEYS]
+        lines += [f"## {run['rate']:g} requests/s, {len(run['requests'])} requests", ""]
+        lines += markdown_table(["metric", "measured", "datasheet", "error", "fitted", "error"], rows) + [""]
+    return "\n".join(lines + _goals(goals)) + "\n"
+
+
+def _goals(goals) -> list[str]:
+    """The issue's targets: p50 TTFT/TPOT within 10%, p99 within 20%, throughput at saturation within 10%."""
+    rows = []
+    for label, keys, tol in (("p50 TTFT and TPOT within 10%", ("ttft_p50_s", "tpot_p50_s"), 0.10),
+                             ("p99 TTFT and TPOT within 20%", ("ttft_p99_s", "tpot_p99_s"), 0.20)):
+        for which in (1, 2):
+            ok = sum(abs(g[which][k]) <= tol for g in goals for k in keys)
+            rows.append([label, ("fitted", "datasheet")[which - 1], f"{ok} of {len(goals) * len(keys)}"])
+    sat = goals[-1]
+    for which in (1, 2):
+        err = sat[which]["throughput_tokens_per_s"]
+        rows.append([f"throughput at saturation ({sat[0]:g} req/s) within 10%", ("fitted", "datasheet")[which - 1],
+                     f"{100 * err:+.0f}%"])
+    return ["## Against the targets", ""] + markdown_table(["target", "ceilings", "met"], rows, "lll") + [
+        "", "The datasheet ceilings make every iteration 19-38% too fast for this plain-torch engine, so every "
+        "latency inherits that gap (it launches more kernels than the roofline counts -- rotary as concatenations, "
+        "negations and multiply-adds, index writes into the cache, dtype casts -- and its GEMVs do not reach the "
+        "datasheet bandwidth x 0.89). With step times fitted to six isolated iterations the queueing and scheduling "
+        "reproduce the held-out replays; the largest remaining miss, p50 TTFT at saturation (-36%), is not "
+        "explained yet (one candidate: the loop's host time between iterations -- building inputs, one synchronise "
+        "per iteration -- which the simulator does not charge).", "",
+        "An earlier run of the same loop without CUDA graphs (replay_h200_eager.json, commit c920a8d, one H200) took "
+        "about 40 ms for every iteration whatever its size: launch-bound on the host, so it is not a test of the "
+        "simulator."]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("result")
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "reports" / "serving" / "replay.md"))
+    args = parser.parse_args()
+    data = json.loads(Path(args.result).read_text())
+    spec, ceil = load_model(data["model"]), resolve_ceilings(data["gpu_spec"])
+    text = page(data, fit(spec, ceil, data["steps"]))
+    Path(args.out).write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
