@@ -107,7 +107,7 @@ def _memory_figure(ctx: Context, tp: int, pp: int, dp: int, bars: list, usable: 
     from .model_report import Figure
 
     title = (f"{ctx.options.model}: training memory per GPU on {ctx.gpu}, dp {dp} x tp {tp} x pp {pp}, "
-             f"micro-batch {ctx.options.micro_batch} x {ctx.options.seq}")
+             f"micro-batch {ctx.options.micro_batch} x {ctx.options.seq}, by ZeRO stage and activation recomputation")
     return Figure("training_memory", "memory_bars", title, {"bars": bars, "usable_bytes": usable})
 
 
