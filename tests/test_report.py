@@ -157,3 +157,13 @@ def test_bad_input_exits_2(tmp_path, args, message):
     result = CliRunner().invoke(cli, [a if a != "x" else str(tmp_path / "x") for a in args])
     assert result.exit_code == 2, result.output
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_learned_positions_cap_sequence_and_context(tmp_path):
+    """GPT-2 has 1,024 learned positions (its config.json: n_positions): the defaults (4,096 / 8,192) are
+    capped to 1,024 tokens and 1,023 of context, the header says so, and the inference section renders."""
+    out, summary = _report(tmp_path, "gpt2", "--no-figures")
+    page = (out / "README.md").read_text()
+    assert "capped to gpt2's 1,024 learned positions" in page.split("## ")[0]
+    assert summary["sections"]["inference"] == "ok" and summary["sections"]["training_memory"] == "ok"
+    assert "--context 1023" in page and "--seq 1024" in page

@@ -56,7 +56,7 @@ def _inference_memory(fig, data: Mapping[str, Any]) -> None:
     right.set_xlabel("context (tokens)")
     right.set_ylabel("KV cache of one sequence (GiB)")
     right.set_title("KV cache vs context", fontsize=9)
-    right.grid(True, which="both", lw=0.3, alpha=0.5)
+    right.grid(True, lw=0.3, alpha=0.5)
 
 
 def _y_scale(ax, values: Sequence[float]) -> None:
@@ -90,7 +90,7 @@ def _roofline_curves(fig, data: Mapping[str, Any]) -> None:
             ax.axvline(compute[0], color="k", ls=":", lw=1)
         where = f"compute-bound from batch {compute[0]}" if compute else "memory-bound at every batch"
         ax.set_title(f"{phase}: {where}", fontsize=9)
-        ax.grid(True, which="both", lw=0.3, alpha=0.5)
+        ax.grid(True, lw=0.3, alpha=0.5)
 
 
 def _op_share(fig, data: Mapping[str, Sequence]) -> None:
@@ -116,7 +116,7 @@ def _serving_latency(fig, data: Mapping[str, Any]) -> None:
     ax.set_ylabel("latency (ms)")
     ax.set_yscale("log")
     plain_ticks(ax.yaxis)
-    ax.grid(True, which="both", lw=0.3, alpha=0.5)
+    ax.grid(True, lw=0.3, alpha=0.5)
     ax.legend(fontsize=7, ncol=3)
 
 

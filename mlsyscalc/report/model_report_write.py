@@ -40,7 +40,8 @@ def _header_lines(report: Report, command_line: str, figures_note: str | None) -
              f"- Written by mlsyscalc {h['version']}, commit {h.get('commit') or 'unknown'}, at {h['time']}.",
              f"- Hardware: {where}; figures are datasheet ceilings x efficiency unless a calibrated spec is named.",
              f"- Assumptions: training {o.seq:,} tokens per sequence, micro-batch {o.micro_batch}, global batch "
-             f"{o.global_batch:,}; inference {o.dtype}, decode at {o.context:,} tokens of context.",
+             f"{o.global_batch:,}; inference {o.dtype}, decode at {o.context:,} tokens of context"
+             + (f" ({h['capped']})." if h.get("capped") else "."),
              "- Every number below comes from the JSON of the `mlsys` command quoted under its section, run in "
              "the same call; rerunning a command gives the same numbers.",
              f"- Reproduce the whole page: `{command_line}`"]
