@@ -157,3 +157,26 @@ def test_bad_input_exits_2(tmp_path, args, message):
     result = CliRunner().invoke(cli, [a if a != "x" else str(tmp_path / "x") for a in args])
     assert result.exit_code == 2, result.output
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_learned_positions_cap_sequence_and_context(tmp_path):
+    """GPT-2 has 1,024 learned positions (its config.json: n_positions): the defaults (4,096 / 8,192) are
+    capped to 1,024 tokens and 1,023 of context, the header says so, and the inference section renders."""
+    out, summary = _report(tmp_path, "gpt2", "--no-figures")
+    page = (out / "README.md").read_text()
+    assert "capped to gpt2's 1,024 learned positions" in page.split("## ")[0]
+    assert summary["sections"]["inference"] == "ok" and summary["sections"]["training_memory"] == "ok"
+    assert "--context 1023" in page and "--seq 1024" in page
+
+
+def test_committed_sample_links_its_figures_and_fetches_nothing():
+    """reports/examples/llama3-70b-h100: every linked figure is there, and its HTML needs nothing else."""
+    root = Path(__file__).resolve().parents[1] / "reports" / "examples" / "llama3-70b-h100"
+    page = (root / "README.md").read_text()
+    links = re.findall(r"\]\(([^)#]+)\)", page)
+    assert len(links) == 10 and all((root / link).is_file() for link in links)
+    assert "mlsys report llama3-70b --cluster hgx-h100 --gpus 64 -o reports/examples/llama3-70b-h100" in page
+    parser = _Assets()
+    parser.feed((root / "report.html").read_text())
+    assert all(v.startswith(("#", "data:image/png;base64,")) for _, _, v in parser.urls)
+    assert sum(t == "img" for t, _, _ in parser.urls) == 5

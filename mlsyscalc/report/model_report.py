@@ -168,7 +168,7 @@ def build_report(options: ReportOptions, runner: Runner, available: Sequence[str
     """Run every section builder; a missing command or a failing one turns its section into one line."""
     from .model_report_sections import SECTIONS
 
-    _validate(options)
+    options, capped = _fit_to_model(options, _validate(options))
     gpu, per_node = _resolve_hardware(options)
     ctx = Context(options, gpu, per_node, frozenset(available), _cached(runner))
     sections = []
@@ -179,17 +179,31 @@ def build_report(options: ReportOptions, runner: Runner, available: Sequence[str
         except MlsysError as exc:
             section.unavailable = str(exc)
         sections.append(section)
-    return Report(options, {**header, "gpu": gpu, **_hardware_source(options, gpu)}, tuple(sections))
+    return Report(options, {**header, "gpu": gpu, **_hardware_source(options, gpu), "capped": capped},
+                  tuple(sections))
 
 
-def _validate(options: ReportOptions) -> None:
+def _validate(options: ReportOptions):
     """Bad input stops the report (exit 2) instead of turning every section into an error line."""
     from ..errors import require
     from ..specs.lookup import load_model, parse_overrides
 
-    load_model(options.model, parse_overrides(options.overrides) or None)
+    spec = load_model(options.model, parse_overrides(options.overrides) or None)
     split = (options.tp or 1) * (options.pp or 1)
     require(options.gpus % split == 0, f"--gpus {options.gpus} is not a multiple of tp x pp = {split}")
+    return spec
+
+
+def _fit_to_model(options: ReportOptions, spec) -> tuple[ReportOptions, str | None]:
+    """A model with learned position embeddings (GPT-2, OPT) has no position beyond its table: the
+    sequence and the decode context (plus the new token) are capped to it, and the header says so."""
+    limit = spec.max_position_embeddings
+    if not spec.learned_positions or not limit or (options.seq <= limit and options.context < limit):
+        return options, None
+    from dataclasses import replace
+
+    capped = replace(options, seq=min(options.seq, limit), context=min(options.context, limit - 1))
+    return capped, f"sequence and context capped to {spec.name}'s {limit:,} learned positions"
 
 
 def _cached(runner: Runner) -> Runner:

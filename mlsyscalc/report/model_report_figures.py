@@ -14,31 +14,29 @@ GiB = 2**30
 PART_COLORS = {"weights": "tab:blue", "gradients": "tab:orange", "optimizer": "tab:green",
                "activations": "tab:red", "temporaries": "tab:purple"}
 DPI = 100
-HATCHES = {"none": "", "selective": "//", "full": ".."}
 
 
 def _memory_bars(fig, data: Mapping[str, Any]) -> None:
-    """Stacked parts per (ZeRO stage, recomputation): groups of three bars, one group per stage."""
+    """Stacked parts per (ZeRO stage, recomputation): one group of bars per stage, one bar per recomputation
+    mode labelled under each bar, the stage under each group (no hatching: slow to draw, hard to read)."""
     ax = fig.add_subplot(1, 1, 1)
     bars = data["bars"]
     modes = list(dict.fromkeys(b["recompute"] for b in bars))
     stages = list(dict.fromkeys(b["zero"] for b in bars))
     width = 0.8 / len(modes)
-    for b in bars:
-        x = stages.index(b["zero"]) + (modes.index(b["recompute"]) - (len(modes) - 1) / 2) * width
-        bottom = 0.0
-        for part, color in PART_COLORS.items():
-            height = b[part] / GiB
-            ax.bar(x, height, width * 0.95, bottom=bottom, color=color, hatch=HATCHES.get(b["recompute"], ""),
-                   edgecolor="white", linewidth=0.3, label=part if b is bars[0] else None)
-            bottom += height
+    xs = [stages.index(b["zero"]) + (modes.index(b["recompute"]) - (len(modes) - 1) / 2) * width for b in bars]
+    bottom = [0.0] * len(bars)
+    for part, color in PART_COLORS.items():
+        heights = [b[part] / GiB for b in bars]
+        ax.bar(xs, heights, width * 0.92, bottom=bottom, color=color, label=part)
+        bottom = [x + y for x, y in zip(bottom, heights)]
     ax.axhline(data["usable_bytes"] / GiB, color="black", ls="--", lw=1, label="usable GPU memory")
-    ax.set_xticks(range(len(stages)), [f"ZeRO-{s}" for s in stages])
+    ax.set_xticks(xs, [b["recompute"] for b in bars], fontsize=7)
+    for i, stage in enumerate(stages):
+        ax.text(i, -0.08, f"ZeRO-{stage}", transform=ax.get_xaxis_transform(), ha="center", va="top", fontsize=9,
+                fontweight="bold")
     ax.set_ylabel("per-GPU memory (GiB)")
-    for mode in modes:  # hatch key
-        ax.bar(0, 0, 0, color="white", edgecolor="0.3", hatch=HATCHES.get(mode, ""), label=f"recompute {mode}")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    ax.set_xlabel("bars in each group, left to right: recompute " + ", ".join(modes))
 
 
 def _inference_memory(fig, data: Mapping[str, Any]) -> None:
@@ -58,7 +56,7 @@ def _inference_memory(fig, data: Mapping[str, Any]) -> None:
     right.set_xlabel("context (tokens)")
     right.set_ylabel("KV cache of one sequence (GiB)")
     right.set_title("KV cache vs context", fontsize=9)
-    right.grid(True, which="both", lw=0.3, alpha=0.5)
+    right.grid(True, lw=0.3, alpha=0.5)
 
 
 def _y_scale(ax, values: Sequence[float]) -> None:
@@ -92,7 +90,7 @@ def _roofline_curves(fig, data: Mapping[str, Any]) -> None:
             ax.axvline(compute[0], color="k", ls=":", lw=1)
         where = f"compute-bound from batch {compute[0]}" if compute else "memory-bound at every batch"
         ax.set_title(f"{phase}: {where}", fontsize=9)
-        ax.grid(True, which="both", lw=0.3, alpha=0.5)
+        ax.grid(True, lw=0.3, alpha=0.5)
 
 
 def _op_share(fig, data: Mapping[str, Sequence]) -> None:
@@ -118,7 +116,7 @@ def _serving_latency(fig, data: Mapping[str, Any]) -> None:
     ax.set_ylabel("latency (ms)")
     ax.set_yscale("log")
     plain_ticks(ax.yaxis)
-    ax.grid(True, which="both", lw=0.3, alpha=0.5)
+    ax.grid(True, lw=0.3, alpha=0.5)
     ax.legend(fontsize=7, ncol=3)
 
 
@@ -131,7 +129,7 @@ def _frontier(fig, data: Mapping[str, Any]) -> None:
 
 # kind -> (drawer, figure size in inches, margins for subplots_adjust)
 DRAWERS: Mapping[str, tuple[Callable, tuple[float, float], Mapping[str, float]]] = {
-    "memory_bars": (_memory_bars, (10, 5), {"left": 0.08, "right": 0.8, "bottom": 0.12, "top": 0.9}),
+    "memory_bars": (_memory_bars, (10, 5), {"left": 0.08, "right": 0.8, "bottom": 0.14, "top": 0.9}),
     "inference_memory": (_inference_memory, (12, 4.6), {"left": 0.07, "right": 0.97, "bottom": 0.13, "top": 0.86}),
     "roofline_curves": (_roofline_curves, (13, 4.6), {"left": 0.07, "right": 0.93, "bottom": 0.13, "top": 0.86}),
     "op_share": (_op_share, (12, 4.6), {"left": 0.1, "right": 0.97, "bottom": 0.13, "top": 0.86}),

@@ -93,8 +93,10 @@ def _roofline_curves(ctx: Context, sect: Section, tp: int, max_batch: int, fits:
                                f"{o.model} on tp {tp} x {ctx.gpu}: throughput and latency vs batch "
                                f"(prefill {o.seq} tokens, decode at context {o.context})",
                                {"decode": decode.data["sweep"], "prefill": prefill.data["sweep"]}))
-    point = decode_batches[-1]
-    decode_at = sect.run("roofline", *common, "--phase", "decode", "--context", str(o.context), "--batch", str(point))
+    fitting = [p["batch"] for p in decode.data["sweep"] if p["fits"]]
+    point = fitting[-1] if fitting else decode_batches[0]
+    decode_at = sect.run("roofline", *common, "--phase", "decode", "--context", str(o.context), "--batch", str(point),
+                         *(["--no-fit-check"] * (fits and not fitting)))
     prefill_at = sect.run("roofline", *common, "--phase", "prefill", "--seq", str(o.seq), "--batch", "1",
                           *(["--no-fit-check"] * fits))
     shares = {}

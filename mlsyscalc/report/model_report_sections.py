@@ -69,12 +69,27 @@ def training_layout(ctx: Context) -> tuple[int, int, int]:
     return tp, pp, o.gpus // (tp * pp)
 
 
+def memory_argv(ctx: Context, zero: int, recompute: str) -> list[str]:
+    o = ctx.options
+    tp, pp, dp = training_layout(ctx)
+    return ["memory", "train", *ctx.model_args(), "--batch", str(o.micro_batch), "--seq", str(o.seq), "--dp", str(dp),
+            "--tp", str(tp), "--pp", str(pp), "--gpu", ctx.gpu, "--zero", str(zero), "--recompute", recompute]
+
+
+def lightest_fit(ctx: Context) -> tuple[int, str, bool]:
+    """(ZeRO stage, recomputation, fits): the least sharding, then the least recomputation, that fits;
+    ZeRO-3 with full recomputation when nothing does. Runs the same commands as the memory section."""
+    for zero in ZERO_STAGES:
+        for recompute in RECOMPUTE:
+            if ctx.runner(memory_argv(ctx, zero, recompute))["fits"]:
+                return zero, recompute, True
+    return ZERO_STAGES[-1], RECOMPUTE[-1], False
+
+
 def memory_section(ctx: Context, sect: Section) -> None:
     o = ctx.options
     tp, pp, dp = training_layout(ctx)
-    base = ["memory", "train", *ctx.model_args(), "--batch", str(o.micro_batch), "--seq", str(o.seq),
-            "--dp", str(dp), "--tp", str(tp), "--pp", str(pp), "--gpu", ctx.gpu]
-    grid = {(z, r): sect.run(*base, "--zero", str(z), "--recompute", r) for z in ZERO_STAGES for r in RECOMPUTE}
+    grid = {(z, r): sect.run(*memory_argv(ctx, z, r)) for z in ZERO_STAGES for r in RECOMPUTE}
     rows = [[f"ZeRO-{z}", *[f"{sect.q(grid[z, r], 'total_bytes', 'GiB')} ({'fits' if grid[z, r].data['fits'] else 'no'})"
                             for r in RECOMPUTE]] for z in ZERO_STAGES]
     usable = sect.q(grid[0, "none"], "usable_bytes", "GiB")
@@ -92,7 +107,7 @@ def _memory_figure(ctx: Context, tp: int, pp: int, dp: int, bars: list, usable: 
     from .model_report import Figure
 
     title = (f"{ctx.options.model}: training memory per GPU on {ctx.gpu}, dp {dp} x tp {tp} x pp {pp}, "
-             f"micro-batch {ctx.options.micro_batch} x {ctx.options.seq}")
+             f"micro-batch {ctx.options.micro_batch} x {ctx.options.seq}, by ZeRO stage and activation recomputation")
     return Figure("training_memory", "memory_bars", title, {"bars": bars, "usable_bytes": usable})
 
 

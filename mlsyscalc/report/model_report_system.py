@@ -67,21 +67,30 @@ def plan_part(ctx: Context, sect: Section) -> None:
 
 
 def roofline_train_part(ctx: Context, sect: Section) -> None:
-    """One micro-batch of the model's TP group on the roofline: forward, backward, optimizer, comm."""
-    o = ctx.options
-    from .model_report_sections import training_layout
+    """One micro-batch of the model's TP group on the roofline: forward, backward, optimizer, comm; with the
+    lightest ZeRO stage and recomputation that fit (from the memory section's commands)."""
+    from .model_report_sections import lightest_fit, memory_argv, training_layout
 
-    tp, _, dp = training_layout(ctx)
+    o = ctx.options
+    tp, pp, dp = training_layout(ctx)
+    zero, recompute, fits = lightest_fit(ctx)
+    memory = sect.run(*memory_argv(ctx, zero, recompute))
     call = sect.run("roofline", *ctx.model_args(), "--phase", "train", "--batch", str(o.micro_batch), "--seq",
-                    str(o.seq), "--tp", str(tp), "--dp", str(dp), "--zero", "1", "--no-fit-check", *roofline_hardware(ctx))
+                    str(o.seq), "--tp", str(tp), "--dp", str(dp), "--zero", str(zero), "--recompute", recompute,
+                    "--no-fit-check", *roofline_hardware(ctx))
     rows = [("step time of one micro-batch", sect.q(call, "predicted_s", "s")),
             ("forward kernels", sect.q(call, "totals.forward_s", "s")),
             ("backward kernels", sect.q(call, "totals.backward_s", "s")),
+            ("recomputation", sect.q(call, "totals.recompute_s", "s")),
             ("optimizer", sect.q(call, "totals.optimizer_s", "s")),
             ("tensor-parallel communication", sect.q(call, "totals.tp_comm_s", "s")),
             ("data-parallel communication", sect.q(call, "totals.dp_comm_s", "s")),
-            ("tokens/s per model replica", sect.q(call, "tokens_per_s", "rate")),
-            ("MFU", sect.q(call, "mfu", "pct")), ("bound", sect.q(call, "bound", "text"))]
+            (f"tokens/s over the {dp} data-parallel replicas", sect.q(call, "tokens_per_s", "rate")),
+            ("MFU", sect.q(call, "mfu", "pct")), ("bound", sect.q(call, "bound", "text")),
+            ("memory per GPU (GiB)", sect.q(memory, "total_bytes", "GiB")), ("fits", sect.q(memory, "fits", "yes"))]
+    verdict = ("the lightest setting that fits" if fits else "nothing fits; shown as a what-if") + (
+        f"; {pp} pipeline stages are not modelled by the roofline" if pp > 1 else "")
     sect.add(f"Roofline of one training step of micro-batch {o.micro_batch} x {o.seq:,} tokens on a tensor-parallel "
-             f"group of {tp} x {ctx.gpu}, gradients all-reduced over dp {dp} (ZeRO-1), no pipeline, no overlap:", "",
+             f"group of {tp} x {ctx.gpu}, gradients reduced over dp {dp}, ZeRO-{zero}, recompute {recompute} "
+             f"({verdict}); kernels and collectives back to back:", "",
              *markdown_table(["quantity", "value"], rows), "")

@@ -40,7 +40,8 @@ def _header_lines(report: Report, command_line: str, figures_note: str | None) -
              f"- Written by mlsyscalc {h['version']}, commit {h.get('commit') or 'unknown'}, at {h['time']}.",
              f"- Hardware: {where}; figures are datasheet ceilings x efficiency unless a calibrated spec is named.",
              f"- Assumptions: training {o.seq:,} tokens per sequence, micro-batch {o.micro_batch}, global batch "
-             f"{o.global_batch:,}; inference {o.dtype}, decode at {o.context:,} tokens of context.",
+             f"{o.global_batch:,}; inference {o.dtype}, decode at {o.context:,} tokens of context"
+             + (f" ({h['capped']})." if h.get("capped") else "."),
              "- Every number below comes from the JSON of the `mlsys` command quoted under its section, run in "
              "the same call; rerunning a command gives the same numbers.",
              f"- Reproduce the whole page: `{command_line}`"]
@@ -90,17 +91,33 @@ def _draw_all(report: Report, root: Path) -> tuple[dict[str, tuple[Path, Path]],
         return {}, "--no-figures was given"
     if not has_matplotlib():
         return {}, EXTRA_HINT
-    from .model_report_figures import draw
-
-    out = {}
     folder = root / FIGURE_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    for sect in report.sections:
-        for fig in sect.figures if not sect.unavailable else ():
-            paths = (folder / f"{fig.name}.png", folder / f"{fig.name}.svg")
+    jobs = [(fig, (folder / f"{fig.name}.png", folder / f"{fig.name}.svg"))
+            for sect in report.sections if not sect.unavailable for fig in sect.figures]
+    _draw_jobs(jobs)
+    return {fig.name: paths for fig, paths in jobs}, None
+
+
+def _draw_jobs(jobs: list) -> None:
+    """Draw each figure (SVG + PNG); on Linux with several cores, in forked workers, one figure each:
+    drawing is most of a report's time and the figures are independent."""
+    import os
+    import sys
+
+    from .model_report_figures import draw
+    from .plotting import pyplot
+
+    pyplot()  # import matplotlib once, before any fork
+    workers = min(len(jobs), os.cpu_count() or 1)
+    if workers < 2 or sys.platform != "linux":
+        for fig, paths in jobs:
             draw(fig, paths)
-            out[fig.name] = paths
-    return out, None
+        return
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        pool.starmap(draw, jobs)
 
 
 def check_output(out_dir: str | Path, name: str) -> Path:
