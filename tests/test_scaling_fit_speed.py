@@ -7,14 +7,14 @@ wall time on a shared 2-core machine. It is the oracle here, not the code under 
 
 from __future__ import annotations
 
-import math
 import time
 
-import numpy as np
 import pytest
 
-from mlsyscalc.calc.scaling_fit import FitOptions, Runs, fit_runs
+from mlsyscalc.calc.scaling_fit import FitOptions, fit_runs
 from mlsyscalc.calc.scaling_laws import Parametric
+
+from .test_scaling_fit import isoflop_runs
 
 pytest.importorskip("scipy")
 
@@ -28,23 +28,9 @@ REFERENCE_INTERVALS = {"E": (1.6599466612001885, 1.825610168822887), "A": (409.2
                        "optimal_params": (1510570629.878346, 2032230955.7565205)}
 
 
-def forty_runs(seed: int = 7) -> Runs:
-    """IsoFLOP design: 5 budgets x 8 sizes around each optimum, 1% log-normal noise on the loss."""
-    rng = np.random.default_rng(seed)
-    params, tokens, loss = [], [], []
-    for c in np.logspace(18, 21, 5):
-        for f in np.logspace(-1, 1, 8):
-            n = TRUE.k * c**TRUE.a * f
-            d = c / (6 * n)
-            params.append(float(n))
-            tokens.append(float(d))
-            loss.append(float(TRUE.loss(n, d) * math.exp(rng.normal(0.0, 0.01))))
-    return Runs(tuple(params), tuple(tokens), tuple(loss))
-
-
 def test_same_estimates_and_intervals_as_per_start_lbfgs_in_under_3_cpu_seconds():
     start = time.process_time()
-    result = fit_runs(forty_runs(), FitOptions())
+    result = fit_runs(isoflop_runs(TRUE, noise=0.01, seed=7, sizes=8), FitOptions())  # 40 runs
     cpu = time.process_time() - start
     assert result.objective <= REFERENCE_OBJECTIVE * (1 + 1e-9)  # at least as good a minimum
     for name in ("E", "A", "B", "alpha", "beta"):
