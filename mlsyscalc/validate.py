@@ -61,14 +61,15 @@ def fraction(value: Any, what: str) -> float:
 
 def count(value: Any, what: str, *, minimum: int = 1, maximum: int = MAX_INT) -> int:
     """A whole number in [minimum, maximum] (bools are not counts)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, float) and value.is_integer() and minimum <= value <= maximum:
-            return int(value)
         raise MlsysError(f"{what}: must be a whole number, got {value!r}")
     if value < minimum:
         raise MlsysError(f"{what}: must be >= {minimum}, got {value}")
     if value > maximum:
-        raise MlsysError(f"{what}: {value:,} is too large (at most {maximum:,})")
+        shown = f"{value:,}" if value < 10**18 else f"{float(value):.3g}"
+        raise MlsysError(f"{what}: {shown} is too large (at most {maximum:,})")
     return value
 
 

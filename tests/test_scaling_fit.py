@@ -20,12 +20,12 @@ TRUE = Parametric(E=1.8, A=450.0, B=1800.0, alpha=0.34, beta=0.37)
 FAST = FitOptions(starts=40, bootstrap=12, seed=0)  # small grid and bootstrap keep this file quick
 
 
-def isoflop_runs(law: Parametric, noise: float, seed: int = 1) -> Runs:
-    """IsoFLOP design (Hoffmann et al. approach 2): 5 budgets x 7 sizes around each optimum."""
+def isoflop_runs(law: Parametric, noise: float, seed: int = 1, sizes: int = 7) -> Runs:
+    """IsoFLOP design (Hoffmann et al. approach 2): 5 budgets x `sizes` sizes around each optimum."""
     rng = np.random.default_rng(seed)
     params, tokens, loss = [], [], []
     for c in np.logspace(18, 21, 5):
-        for f in np.logspace(-1, 1, 7):
+        for f in np.logspace(-1, 1, sizes):
             n = law.k * c**law.a * f
             d = c / (6 * n)
             params.append(float(n))

@@ -5,11 +5,15 @@ A, B, E = exp(a), exp(b), exp(e):
 
     min sum_i Huber_delta( LSE(a - alpha log N_i, b - beta log D_i, e) - log L_i ),  delta = 1e-3
 
-minimised with L-BFGS from a grid of initialisations (alpha, beta in {0, 0.5, ..., 2},
+minimised from a grid of initialisations (alpha, beta in {0, 0.5, ..., 2},
 e in {-1, -0.5, ..., 1}, a, b in {0, 5, ..., 25}: 4,500 starts). The objective is divided by
 delta so its gradients are O(1): Besiroglu et al. 2024 found the paper's optimiser stopped early
 on the unscaled loss. Confidence intervals are percentile bootstrap over runs (resampled with
-replacement); each resample restarts from the full-data optimum and its best grid point.\nBy default L-BFGS starts from 200 of the 4,500 grid points (the 10 with the lowest initial\nobjective and a seeded random draw of the others); `starts=None` runs the whole grid.
+replacement); each resample starts from the full-data optimum.
+By default the fit starts from 200 of the 4,500 grid points (the 10 with the lowest initial
+objective and a seeded random draw of the others); `starts=None` runs the whole grid. All starts,
+and all resamples, are minimised together by a vectorised Levenberg-Marquardt on the
+Huber-reweighted residuals (scaling_fit_batch); the best start is polished by L-BFGS.
 
 numpy and scipy are imported inside the functions that need them.
 """
@@ -22,6 +26,7 @@ from typing import Iterable, Mapping
 
 from ..errors import MlsysError, require
 from ..units import parse_count
+from .scaling_fit_batch import minimise_many
 from .scaling_laws import FLOPS_PER_PARAM_TOKEN, Parametric
 
 MIN_RUNS = 8  # five coefficients; fewer runs cannot constrain them and leave no residual to judge
@@ -54,7 +59,7 @@ class Runs:
 @dataclass(frozen=True)
 class FitOptions:
     delta: float = 1e-3  # Huber delta on log-loss (Hoffmann et al. 2022, App. D.2)
-    starts: int | None = 200  # L-BFGS from k of the 4,500 grid points (see _starts); None: all of them
+    starts: int | None = 200  # fits from k of the 4,500 grid points (see _starts); None: all of them
     bootstrap: int = 100  # resamples for the confidence intervals (0: none)
     ci: float = 0.95
     seed: int = 0
@@ -67,7 +72,7 @@ class FitResult:
     objective: float  # sum of Huber_delta(log-residual) at the optimum (unscaled)
     rms_log_residual: float
     starts: int
-    converged: int  # starts whose L-BFGS reported success
+    converged: int  # starts whose minimisation converged (no step lowers the objective further)
     bootstrap: int  # resamples that gave a usable fit
     ci: float
     intervals: tuple[tuple[str, float, float], ...]  # (name, low, high) for E, A, B, alpha, beta, a
@@ -156,18 +161,21 @@ def _objective(theta, x, y, log_l, delta):
 
 
 def _minimise(starts, x, y, log_l, delta):
-    """Best L-BFGS result over the starts: (theta, objective / delta, number converged)."""
+    """Best of all starts: (theta, objective / delta, number converged).
+
+    Every start runs at once (scaling_fit_batch.minimise_many); the best is polished by L-BFGS
+    with the analytic gradient, which from there takes a few iterations.
+    """
     import numpy as np
     from scipy.optimize import minimize
 
-    best, converged = None, 0
-    for theta0 in starts:
-        res = minimize(_objective, theta0, args=(x, y, log_l, delta), jac=True, method="L-BFGS-B",
-                       options={"maxiter": 1000, "ftol": 1e-12, "gtol": 1e-8})
-        converged += bool(res.success)
-        if np.isfinite(res.fun) and (best is None or res.fun < best.fun):
-            best = res
-    return best.x, best.fun, converged
+    thetas, objectives, converged = minimise_many(starts, x, y, log_l, delta)
+    best = thetas[int(np.nanargmin(objectives))]
+    res = minimize(_objective, best, args=(x, y, log_l, delta), jac=True, method="L-BFGS-B",
+                   options={"maxiter": 1000, "ftol": 1e-12, "gtol": 1e-8})
+    if np.isfinite(res.fun) and res.fun <= np.nanmin(objectives):
+        return res.x, float(res.fun), int(converged.sum())
+    return best, float(np.nanmin(objectives)), int(converged.sum())
 
 
 def _to_law(theta) -> Parametric:
@@ -204,7 +212,7 @@ def fit_runs(runs: Runs, options: FitOptions = FitOptions(), compute_flops: floa
     require(options.delta > 0, "Huber delta must be positive")
     require(0 < options.ci < 1, f"confidence level must be in (0, 1), got {options.ci}")
     require(options.bootstrap >= 0, "bootstrap count must be >= 0")
-    require(options.starts is None or options.starts >= 1, "need at least one L-BFGS start")
+    require(options.starts is None or options.starts >= 1, "need at least one start")
     x, y, log_l = (np.log(np.asarray(v, dtype=float)) for v in (runs.params, runs.tokens, runs.loss))
     grid = _grid()
     starts = _starts(grid, x, y, log_l, options.delta, options.starts, options.seed)
@@ -213,7 +221,7 @@ def fit_runs(runs: Runs, options: FitOptions = FitOptions(), compute_flops: floa
     compute = compute_flops if compute_flops is not None else FLOPS_PER_PARAM_TOKEN * max(
         n * d for n, d in zip(runs.params, runs.tokens))
     require(compute > 0, "compute budget must be positive")
-    samples = _bootstrap(runs, options, theta, grid, compute)
+    samples = _bootstrap(runs, options, theta, compute)
     names = NAMES + ("a", "optimal_params")
     intervals = tuple((name, *_interval(samples[:, i], options.ci)) for i, name in enumerate(names)) if len(samples) else ()
     residual = np.log(law.loss(np.exp(x), np.exp(y))) - log_l
@@ -242,19 +250,22 @@ def _usable(theta, what: str) -> Parametric:
     return law
 
 
-def _bootstrap(runs: Runs, options: FitOptions, theta, grid, compute: float):
-    """(k, 7) samples of E, A, B, alpha, beta, a, N_opt(compute) over resampled runs."""
+def _bootstrap(runs: Runs, options: FitOptions, theta, compute: float):
+    """(k, 7) samples of E, A, B, alpha, beta, a, N_opt(compute) over resampled runs.
+
+    Every resample starts from the full-data optimum, and all of them are fitted at once.
+    """
     import numpy as np
 
     rng = np.random.default_rng(options.seed)
     x, y, log_l = (np.log(np.asarray(v, dtype=float)) for v in (runs.params, runs.tokens, runs.loss))
+    picks = [rng.integers(0, runs.n, runs.n) for _ in range(options.bootstrap)]
+    picks = np.asarray([idx for idx in picks if len(set(idx.tolist())) >= MIN_DISTINCT
+                        and len(set(x[idx])) >= 2 and len(set(y[idx])) >= 2], dtype=int).reshape(-1, runs.n)
+    fitted, _, _ = minimise_many(np.repeat(np.asarray(theta, dtype=float)[None, :], len(picks), axis=0),
+                                 x[picks], y[picks], log_l[picks], options.delta)
     out = []
-    for _ in range(options.bootstrap):
-        idx = rng.integers(0, runs.n, runs.n)
-        if len(set(idx.tolist())) < MIN_DISTINCT or len(set(x[idx])) < 2 or len(set(y[idx])) < 2:
-            continue
-        starts = np.vstack([theta[None, :], _starts(grid, x[idx], y[idx], log_l[idx], options.delta, 1, 0)])
-        t, _, _ = _minimise(starts, x[idx], y[idx], log_l[idx], options.delta)
+    for t in fitted:
         try:
             law = _usable(t, "a resample")
         except MlsysError:

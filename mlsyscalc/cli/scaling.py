@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from ..calc import scaling as calc
@@ -39,11 +41,11 @@ def _count(what: str, minimum: float = 1.0):
             return None
         try:
             number = parse_count(value, what)
-            if number < minimum:
-                raise MlsysError(f"{what}: must be at least {minimum:g}, got {value!r}")
-            return number
         except MlsysError as exc:
             raise click.BadParameter(str(exc)) from exc
+        if number < minimum:
+            raise MlsysError(f"{param.opts[0]} {value}: {what} out of range (at least {minimum:g})")
+        return number
     return parse
 
 
@@ -253,14 +255,14 @@ def _starts(ctx, param, value):
 
 
 @scaling.command(help="Fit E, A, B, alpha, beta to your runs (CSV with columns params, tokens, loss).\n\n"
-                      "As Hoffmann et al. 2022 (App. D.2): Huber loss (delta = 1e-3) on log-loss, L-BFGS from a "
+                      "As Hoffmann et al. 2022 (App. D.2): Huber loss (delta = 1e-3) on log-loss, minimised from a "
                       "grid of initialisations; percentile-bootstrap confidence intervals; the implied "
                       "compute-optimal allocation at --compute (default: the largest 6ND among the runs). "
                       "Needs scipy (pip install 'mlsyscalc[science]').")
 @click.argument("runs_csv", type=click.Path(exists=True, dir_okay=False))
 @click.option("--compute", callback=_count("compute", 6.0), help="Budget for the implied optimum (FLOPs).")
 @click.option("--starts", default=str(FitOptions.starts), show_default=True, callback=_starts,
-              help="L-BFGS starts drawn from the paper's 4,500-point grid, or 'all'.")
+              help="Starts drawn from the paper's 4,500-point grid, or 'all'.")
 @click.option("--bootstrap", type=click.IntRange(min=0), default=FitOptions.bootstrap, show_default=True,
               help="Bootstrap resamples (0: no CIs).")
 @click.option("--ci", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=FitOptions.ci, show_default=True, help="Confidence level.")
@@ -270,6 +272,8 @@ def _starts(ctx, param, value):
 def fit(runs_csv, compute, starts, bootstrap, ci, seed, plot_path, fmt, as_json):
     import csv
 
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # before numpy loads:
+        os.environ.setdefault(var, "1")  # 40-run fits are small; extra BLAS threads only contend
     from ..calc.scaling_fit import fit_runs, parse_runs
 
     try:

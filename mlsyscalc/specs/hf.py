@@ -30,6 +30,11 @@ class ConfigReader:
     def where(self, key: str) -> str:
         return f"--set {key}" if key in self.overridden else f"{self.source}: {key!r}"
 
+    def blame(self, *keys: str) -> str:
+        """Who to name for a problem between keys: the --set overrides among them, else the file."""
+        given = [k for k in keys if k in self.overridden]
+        return f"--set {', '.join(given)}" if given else self.source
+
     def _get(self, key: str, default: Any) -> Any:
         self.read.add(key)
         value = self.raw.get(key, default)
@@ -80,10 +85,10 @@ def _heads(c: ConfigReader, hidden: int, heads_key: str = "num_attention_heads")
     head_dim = c.opt_int("head_dim")
     if head_dim is None:
         if hidden % heads:
-            raise MlsysError(f"{c.source}: hidden size {hidden} is not divisible by {heads} heads; set head_dim")
+            raise MlsysError(f"{c.blame('hidden_size', heads_key)}: hidden size {hidden} is not divisible by {heads} heads; set head_dim")
         head_dim = hidden // heads
     if heads % kv:
-        raise MlsysError(f"{c.source}: {heads} attention heads are not divisible by {kv} key/value heads")
+        raise MlsysError(f"{c.blame(heads_key, 'num_key_value_heads')}: {heads} attention heads are not divisible by {kv} key/value heads")
     return heads, kv, head_dim
 
 
@@ -188,7 +193,7 @@ def _gpt2(c: ConfigReader) -> dict[str, Any]:
     hidden = c.int("n_embd")
     heads = c.int("n_head")
     if hidden % heads:
-        raise MlsysError(f"{c.source}: n_embd {hidden} is not divisible by n_head {heads}")
+        raise MlsysError(f"{c.blame('n_embd', 'n_head')}: n_embd {hidden} is not divisible by n_head {heads}")
     positions = c.int("n_positions")
     return dict(
         vocab_size=c.int("vocab_size"), hidden_size=hidden, num_layers=c.int("n_layer"),
@@ -246,7 +251,7 @@ def _falcon(c: ConfigReader) -> dict[str, Any]:
     hidden = c.int("hidden_size")
     heads = c.int("num_attention_heads")
     if hidden % heads:
-        raise MlsysError(f"{c.source}: hidden_size {hidden} is not divisible by {heads} heads")
+        raise MlsysError(f"{c.blame('hidden_size', 'num_attention_heads')}: hidden_size {hidden} is not divisible by {heads} heads")
     new_arch = c.bool("new_decoder_architecture", False)
     parallel = c.bool("parallel_attn", True)
     # FalconAttention: a separate K/V head count only with the new architecture or without
@@ -258,7 +263,7 @@ def _falcon(c: ConfigReader) -> dict[str, Any]:
     ln_count = c.opt_int("num_ln_in_parallel_attn") or (2 if new_arch else 1)
     norms = 2 if (not parallel or ln_count == 2) else 1
     if heads % kv:
-        raise MlsysError(f"{c.source}: {heads} heads are not divisible by {kv} key/value heads")
+        raise MlsysError(f"{c.blame('num_attention_heads', 'num_key_value_heads', 'num_kv_heads')}: {heads} heads are not divisible by {kv} key/value heads")
     bias = c.bool("bias", False)
     alibi = c.bool("alibi", False)
     return dict(
@@ -307,7 +312,8 @@ def from_hf_config(
     model_type = config.get("model_type")
     if model_type not in NORMALISERS:
         supported = ", ".join(sorted(NORMALISERS))
-        raise MlsysError(f"{source}: unsupported model_type {model_type!r} (supported: {supported})")
+        where = "--set model_type" if "model_type" in (overrides or {}) else source
+        raise MlsysError(f"{where}: unsupported model_type {model_type!r} (supported: {supported})")
     reader = ConfigReader(config, source, frozenset(overrides or ()))
     fields = NORMALISERS[model_type](reader)
     unused = sorted(set(overrides or {}) - reader.read - {"model_type"})
