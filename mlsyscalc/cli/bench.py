@@ -50,7 +50,7 @@ def sweep_options(func: Callable) -> Callable:
 
 
 def _notes() -> tuple[str, ...]:
-    notes = ("times are triton.testing.do_bench medians with L2 flushed; a row with an error was not timed",)
+    notes: tuple[str, ...] = ("times are triton.testing.do_bench medians with L2 flushed; a row with an error was not timed",)
     if os.environ.get("TRITON_INTERPRET") == "1":
         notes += ("--interpret: the kernels ran in Triton's CPU interpreter, so the times, rates and "
                   "speedups measure numpy on the CPU, not the kernels; only the correctness columns count",)
