@@ -7,11 +7,16 @@ the formula the docs cite; none is computed by the code under test.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from mlsyscalc import load_model
+from mlsyscalc.calc.activations import layer_saved
+from mlsyscalc.calc.comm_collectives import collective_cost
 from mlsyscalc.calc.memory_common import stage_params
 from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
+from mlsyscalc.specs.cluster import load_cluster
 
 # llama2-7b config.json: hidden 4096, intermediate 11008, 32 layers, 32 heads (MHA), vocab 32000.
 # One decoder layer's projections: q, k, v, o = 4 x 4096^2 = 67,108,864; gate, up, down =
@@ -204,3 +209,44 @@ def test_moe_activation_op_runs_on_top_k_routed_tokens(run_cli):
     assert act["read_bytes"] == 2 * elements * 2 and act["write_bytes"] == elements * 2
     experts = _op(d, "experts.gate_proj")
     assert experts["flops"] == 2 * (1024 * 2) * 14336 * 4096  # routed tokens, not all 8 experts
+
+
+# --- collectives across nodes: hgx-h100 (NVLink 450 GB/s, 3.4 us; one 50 GB/s NIC a GPU, 14 us) ---
+
+def test_all_to_all_across_two_nodes_by_hand():
+    # pairwise all-to-all of 1 GiB over 16 GPUs on 2 nodes: each GPU sends 7/16 of its buffer over
+    # NVLink and 8/16 over its NIC at the same time, in 15 steps of the slower link's latency
+    n = 2**30
+    cost = collective_cost("all-to-all", n, 16, "hgx-h100", nodes=2)
+    assert cost.bytes_per_gpu == 7 / 16 * n + 8 / 16 * n
+    assert cost.time_s == pytest.approx(15 * 14e-6 + max(7 / 16 * n / 450e9, 8 / 16 * n / 50e9), rel=1e-12)
+
+
+def test_hierarchical_all_reduce_on_two_nodes_has_three_phases():
+    # reduce-scatter inside each node (8 GPUs), all-reduce of the n/8 shard across the 2 nodes,
+    # all-gather inside each node
+    n = 2**30
+    cost = collective_cost("all-reduce", n, 16, "hgx-h100", nodes=2, algo="hierarchical")
+    assert [p.gpus for p in cost.phases] == [8, 2, 8]
+    intra = 7 * 3.4e-6 + 7 / 8 * n / 450e9
+    inter = 2 * 14e-6 + (n / 8) / 50e9  # 2(p-1) steps, 2(p-1)/p x n/8 = n/8 bytes on 2 nodes
+    assert cost.time_s == pytest.approx(2 * intra + inter, rel=1e-12)
+
+
+def test_host_call_overhead_is_the_largest_of_the_links_used():
+    # a 1 ms host cost on the NIC only: a 1 KiB all-reduce over 2 nodes waits for it; on one node
+    # it does not
+    base = load_cluster("hgx-h100")
+    assert base.inter is not None
+    spec = replace(base, inter=replace(base.inter, call_overhead_s=1e-3))
+    assert collective_cost("all-reduce", 1024, 16, spec, nodes=2).time_s == pytest.approx(1e-3, rel=1e-12)
+    assert collective_cost("all-reduce", 1024, 8, spec, nodes=1).time_s < 1e-4
+
+
+# --- activation memory: shared experts ------------------------------------------------------------
+
+def test_deepseek_shared_expert_saves_4_intermediates():
+    # deepseek-v3: one shared expert of moe_intermediate_size 2048 in every MoE layer (3 onwards);
+    # backward keeps gate out, act(gate), up out and their product: 4 x 2048 per token
+    saved = {s.name: s.per_token for s in layer_saved(load_model("deepseek-v3"), 3, True, False)}
+    assert saved["shared expert intermediates (4I)"] == 4 * 2048
