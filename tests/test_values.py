@@ -178,6 +178,15 @@ def test_context_parallel_gathers_kv_heads_not_query_heads(run_cli, tp, kv_heads
     assert gather["time_per_call_s"] == pytest.approx(3.4e-6 + message / 2 / 450e9, rel=1e-12)
 
 
+def test_tensor_parallel_all_reduce_carries_the_context_shard(run_cli):
+    # --cp 2 --tp 2: each GPU holds 2048 / 2 = 1024 tokens of the sequence, so Megatron's two
+    # all-reduces per layer (attention, MLP), forward and backward, carry 1024 x 4096 bf16 values
+    d = run_cli.json("comm", "step", "llama3-8b", "--cp", "2", "--tp", "2")
+    reduce = _rows(d, "tp")["all-reduce"]
+    assert reduce["message_bytes"] == 1 * 1024 * 4096 * 2 and reduce["calls"] == 2 * 2 * 32
+    assert reduce["group_size"] == 2
+
+
 # --- roofline: mlsys roofline model -------------------------------------------------------------
 
 def _op(d: dict, name: str) -> dict:
