@@ -22,6 +22,15 @@ EQUIVALENT: dict[tuple[str, str], str] = {
      "-    if stride >= gpus_per_node:\n+    if stride > gpus_per_node:"):
         "stride == gpus_per_node takes the other branch, which gives the same (size, 1): "
         "min(size, gpus_per_node // stride) = 1",
+    ("mlsyscalc/calc/comm_step.py",
+     "-            per_node[r // self.node_size] = per_node.get(r // self.node_size, 0) + 1\n"
+     "+            per_node[r // self.node_size] = per_node.get(r // self.node_size, 0) - 1"):
+        "only the number of nodes and whether the counts are all equal are used; counting down "
+        "gives -k for k members, equal exactly when +k are",
+    ("mlsyscalc/calc/comm_step.py",
+     "-        kv_heads = spec.num_kv_heads // o.tp if spec.num_kv_heads >= o.tp else 1\n"
+     "+        kv_heads = spec.num_kv_heads // o.tp if spec.num_kv_heads > o.tp else 1"):
+        "at num_kv_heads == tp both branches give one KV head per rank",
 }
 
 

@@ -11,9 +11,10 @@ from dataclasses import replace
 
 import pytest
 
-from mlsyscalc import load_model
+from mlsyscalc import count_params, load_model
 from mlsyscalc.calc.activations import layer_saved
 from mlsyscalc.calc.comm_collectives import collective_cost
+from mlsyscalc.calc.flops import count_flops
 from mlsyscalc.calc.memory_common import stage_params
 from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
 from mlsyscalc.specs.cluster import load_cluster
@@ -54,6 +55,22 @@ def test_causal_flops_halve_the_attention_core_at_batch_2(run_cli):
     d = run_cli.json("flops", "llama3-8b", "--batch", "2", "--seq", "4096", "--causal")
     # llama3-8b: 32 heads of 128, 32 layers; QK^T and PV over S x S halved by the mask
     assert d["breakdown"]["attention_core"] == 2 * 2 * 4096 * 4096 * 32 * 256 * 32 // 2
+
+
+def test_flop_defaults_are_one_sequence_of_2048_tokens():
+    # the documented defaults of `mlsys flops` (batch 1, seq 2048, prefill, not causal)
+    got = count_flops(load_model("llama2-7b"))
+    assert got.tokens == 2048 and got.forward == 2048 * 14_287_896_576
+
+
+def test_phi_qk_layernorm_adds_two_torch_layernorms_per_layer():
+    # transformers' PhiAttention with qk_layernorm=True adds LayerNorm(head_dim) for q and for k;
+    # phi-2: head_dim 2560 / 32 = 80, 32 layers. The oracle is torch's own parameter count.
+    torch = pytest.importorskip("torch")
+    per_layer = sum(p.numel() for _ in range(2) for p in torch.nn.LayerNorm(80).parameters())
+    base = count_params(load_model("phi-2")).total
+    with_qk = count_params(load_model("phi-2", {"qk_layernorm": True})).total
+    assert with_qk - base == 32 * per_layer == 32 * 320
 
 
 # --- inference memory: mlsys memory infer -----------------------------------------------------
@@ -153,6 +170,24 @@ def test_mixtral_experts_split_over_ep_8():
     sp = stage_params(load_model("mixtral-8x7b"), range(32), True, True, 1, 8, 1)
     assert sp.expert == 32 * 3 * 4096 * 14336 == 5_637_144_576
     assert sp.dense == 46_702_792_704 - 8 * 5_637_144_576 == 1_605_636_096
+
+
+def test_mixtral_experts_split_over_tp_2_and_ep_4():
+    # ep=4: 2 of the 8 experts per layer on a rank; tp=2 then halves each expert's 3 projections
+    sp = stage_params(load_model("mixtral-8x7b"), range(32), True, True, 2, 4, 1)
+    assert sp.expert == 32 * 2 * 3 * 4096 * 14336 // 2
+
+
+def test_gpt2_pipeline_stages_each_hold_the_tied_table(run_cli):
+    # gpt2 layer: c_attn 768 x 2304 + 2304, attn.c_proj 768 x 768 + 768, c_fc 768 x 3072 + 3072,
+    # mlp.c_proj 3072 x 768 + 768, ln_1 and ln_2 2 x 1536 = 7,087,872. With pp=2 the first stage
+    # holds wte (50257 x 768) and wpe (1024 x 768), the last holds ln_f and its own copy of the
+    # tied wte for the head (Megatron-LM keeps both copies and all-reduces their gradients).
+    layer = 768 * 2304 + 2304 + 768 * 768 + 768 + 768 * 3072 + 3072 + 3072 * 768 + 768 + 2 * 1536
+    assert layer == 7_087_872
+    d = run_cli.json("memory", "train", "gpt2", "--pp", "2")
+    assert [s["params"] for s in d["stages"]] == [
+        6 * layer + 50257 * 768 + 1024 * 768, 6 * layer + 1536 + 50257 * 768]
 
 
 # --- communication: mlsys comm step -------------------------------------------------------------
