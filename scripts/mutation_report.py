@@ -31,6 +31,10 @@ EQUIVALENT: dict[tuple[str, str], str] = {
      "-        kv_heads = spec.num_kv_heads // o.tp if spec.num_kv_heads >= o.tp else 1\n"
      "+        kv_heads = spec.num_kv_heads // o.tp if spec.num_kv_heads > o.tp else 1"):
         "at num_kv_heads == tp both branches give one KV head per rank",
+    ("mlsyscalc/calc/memory_common.py",
+     "-def linear_weight_per_rank(lin: Linear, tp: int, ep: int=1, kv_split: int | None=None) -> int:\n"
+     "+def linear_weight_per_rank(lin: Linear, tp: int, ep: int=2, kv_split: int | None=None) -> int:"):
+        "a dead default: both callers pass ep",
 }
 
 

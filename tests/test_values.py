@@ -190,6 +190,38 @@ def test_gpt2_pipeline_stages_each_hold_the_tied_table(run_cli):
         6 * layer + 50257 * 768 + 1024 * 768, 6 * layer + 1536 + 50257 * 768]
 
 
+def test_opt_pipeline_stages_place_the_projections_at_their_ends(run_cli):
+    # opt-350m: hidden 1024, ffn 4096, 24 layers, vocab 50272 embedded at 512 wide
+    # (word_embed_proj_dim), learned positions 2048 + 2 offset, no final norm
+    # (do_layer_norm_before is false). Layer: 4 x (1024^2 + 1024) + (1024 x 4096 + 4096)
+    # + (4096 x 1024 + 1024) + 2 LayerNorms x 2048 = 12,596,224. project_in (512 -> 1024) sits
+    # on the first stage, project_out (1024 -> 512) and the tied head's own table on the last.
+    layer = 4 * (1024 * 1024 + 1024) + 1024 * 4096 + 4096 + 4096 * 1024 + 1024 + 2 * 2048
+    assert layer == 12_596_224
+    d = run_cli.json("memory", "train", "opt-350m", "--pp", "2")
+    assert [s["params"] for s in d["stages"]] == [
+        12 * layer + 50272 * 512 + 2050 * 1024 + 512 * 1024, 12 * layer + 1024 * 512 + 50272 * 512]
+
+
+def test_adafactor_factors_of_experts_follow_ep():
+    # Adafactor (Shazeer & Stern 2018) keeps a row and a column accumulator per matrix: an
+    # expert's gate/up (14336 x 4096) and down (4096 x 14336) give 3 x (14336 + 4096). ep=8
+    # leaves 1 of the 8 experts of each of mixtral's 32 layers on a rank.
+    spec = load_model("mixtral-8x7b")
+    one = stage_params(spec, range(32), True, True, 1, 1, 1).matrix_factors
+    eight = stage_params(spec, range(32), True, True, 1, 8, 1).matrix_factors
+    assert one - eight == 32 * 7 * 3 * (14336 + 4096)
+
+
+def test_reserve_leaves_the_usable_bytes(run_cli):
+    # H100-SXM: 81559 MiB as nvidia-smi reports it; --reserve 10% keeps int(10% of that) back
+    d = run_cli.json("memory", "infer", "llama2-7b", "--gpu", "H100-SXM", "--reserve", "10%")
+    cap = 81559 * 2**20
+    assert d["capacity_bytes"] == cap and d["reserve_bytes"] == cap // 10
+    assert d["usable_bytes"] == cap - cap // 10
+    assert d["headroom_bytes"] == d["usable_bytes"] - d["total_bytes"]
+
+
 # --- communication: mlsys comm step -------------------------------------------------------------
 
 def _rows(d: dict, dim: str) -> dict[str, dict]:
