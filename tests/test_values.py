@@ -110,6 +110,15 @@ def test_int4_group_scales_and_zero_points_under_tp_2(run_cli):
     assert d["detail"]["weights_scales_bytes"] == LLAMA2_PROJ // 2 // 128 * 2.5
 
 
+def test_int4_groups_of_128_on_a_53248_wide_down_proj(run_cli):
+    # llama3.1-405b: hidden 16384, intermediate 53248, 8 KV heads of 128, 126 layers. down_proj's
+    # 53248 input columns make 416 groups of 128 (a group size of 129 would make 413).
+    per_layer = 2 * 16384 * 16384 + 2 * 16384 * 1024 + 3 * 16384 * 53248
+    d = run_cli.json("memory", "infer", "llama3.1-405b", "--dtype", "int4")
+    assert d["detail"]["weights_quantised_bytes"] == 126 * per_layer // 2
+    assert d["detail"]["weights_scales_bytes"] == 126 * per_layer // 128 * 2.5 == 7_844_659_200
+
+
 @pytest.mark.parametrize("batch, tp", [(1, 1), (8, 1), (8, 2)])
 def test_logits_buffer_scales_with_batch_and_vocab_split(run_cli, batch, tp):
     # fp32 logits of the last token of each sequence; vocabulary-parallel head: 32000 / tp rows
