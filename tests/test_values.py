@@ -7,11 +7,17 @@ the formula the docs cite; none is computed by the code under test.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from mlsyscalc import load_model
+from mlsyscalc import count_params, load_model
+from mlsyscalc.calc.activations import layer_saved
+from mlsyscalc.calc.comm_collectives import collective_cost
+from mlsyscalc.calc.flops import count_flops
 from mlsyscalc.calc.memory_common import stage_params
 from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
+from mlsyscalc.specs.cluster import load_cluster
 
 # llama2-7b config.json: hidden 4096, intermediate 11008, 32 layers, 32 heads (MHA), vocab 32000.
 # One decoder layer's projections: q, k, v, o = 4 x 4096^2 = 67,108,864; gate, up, down =
@@ -51,6 +57,22 @@ def test_causal_flops_halve_the_attention_core_at_batch_2(run_cli):
     assert d["breakdown"]["attention_core"] == 2 * 2 * 4096 * 4096 * 32 * 256 * 32 // 2
 
 
+def test_flop_defaults_are_one_sequence_of_2048_tokens():
+    # the documented defaults of `mlsys flops` (batch 1, seq 2048, prefill, not causal)
+    got = count_flops(load_model("llama2-7b"))
+    assert got.tokens == 2048 and got.forward == 2048 * 14_287_896_576
+
+
+def test_phi_qk_layernorm_adds_two_torch_layernorms_per_layer():
+    # transformers' PhiAttention with qk_layernorm=True adds LayerNorm(head_dim) for q and for k;
+    # phi-2: head_dim 2560 / 32 = 80, 32 layers. The oracle is torch's own parameter count.
+    torch = pytest.importorskip("torch")
+    per_layer = sum(p.numel() for _ in range(2) for p in torch.nn.LayerNorm(80).parameters())
+    base = count_params(load_model("phi-2")).total
+    with_qk = count_params(load_model("phi-2", {"qk_layernorm": True})).total
+    assert with_qk - base == 32 * per_layer == 32 * 320
+
+
 # --- inference memory: mlsys memory infer -----------------------------------------------------
 
 def test_nf4_weights_are_half_a_byte_plus_an_fp32_absmax_per_64(run_cli):
@@ -86,6 +108,15 @@ def test_int4_group_scales_and_zero_points_under_tp_2(run_cli):
     # 5504/128 = 43 groups per row, so every group stays whole; per rank: weights / 2 / 128.
     d = run_cli.json("memory", "infer", "llama2-7b", "--dtype", "int4", "--tp", "2")
     assert d["detail"]["weights_scales_bytes"] == LLAMA2_PROJ // 2 // 128 * 2.5
+
+
+def test_int4_groups_of_128_on_a_53248_wide_down_proj(run_cli):
+    # llama3.1-405b: hidden 16384, intermediate 53248, 8 KV heads of 128, 126 layers. down_proj's
+    # 53248 input columns make 416 groups of 128 (a group size of 129 would make 413).
+    per_layer = 2 * 16384 * 16384 + 2 * 16384 * 1024 + 3 * 16384 * 53248
+    d = run_cli.json("memory", "infer", "llama3.1-405b", "--dtype", "int4")
+    assert d["detail"]["weights_quantised_bytes"] == 126 * per_layer // 2
+    assert d["detail"]["weights_scales_bytes"] == 126 * per_layer // 128 * 2.5 == 7_844_659_200
 
 
 @pytest.mark.parametrize("batch, tp", [(1, 1), (8, 1), (8, 2)])
@@ -150,6 +181,56 @@ def test_mixtral_experts_split_over_ep_8():
     assert sp.dense == 46_702_792_704 - 8 * 5_637_144_576 == 1_605_636_096
 
 
+def test_mixtral_experts_split_over_tp_2_and_ep_4():
+    # ep=4: 2 of the 8 experts per layer on a rank; tp=2 then halves each expert's 3 projections
+    sp = stage_params(load_model("mixtral-8x7b"), range(32), True, True, 2, 4, 1)
+    assert sp.expert == 32 * 2 * 3 * 4096 * 14336 // 2
+
+
+def test_gpt2_pipeline_stages_each_hold_the_tied_table(run_cli):
+    # gpt2 layer: c_attn 768 x 2304 + 2304, attn.c_proj 768 x 768 + 768, c_fc 768 x 3072 + 3072,
+    # mlp.c_proj 3072 x 768 + 768, ln_1 and ln_2 2 x 1536 = 7,087,872. With pp=2 the first stage
+    # holds wte (50257 x 768) and wpe (1024 x 768), the last holds ln_f and its own copy of the
+    # tied wte for the head (Megatron-LM keeps both copies and all-reduces their gradients).
+    layer = 768 * 2304 + 2304 + 768 * 768 + 768 + 768 * 3072 + 3072 + 3072 * 768 + 768 + 2 * 1536
+    assert layer == 7_087_872
+    d = run_cli.json("memory", "train", "gpt2", "--pp", "2")
+    assert [s["params"] for s in d["stages"]] == [
+        6 * layer + 50257 * 768 + 1024 * 768, 6 * layer + 1536 + 50257 * 768]
+
+
+def test_opt_pipeline_stages_place_the_projections_at_their_ends(run_cli):
+    # opt-350m: hidden 1024, ffn 4096, 24 layers, vocab 50272 embedded at 512 wide
+    # (word_embed_proj_dim), learned positions 2048 + 2 offset, no final norm
+    # (do_layer_norm_before is false). Layer: 4 x (1024^2 + 1024) + (1024 x 4096 + 4096)
+    # + (4096 x 1024 + 1024) + 2 LayerNorms x 2048 = 12,596,224. project_in (512 -> 1024) sits
+    # on the first stage, project_out (1024 -> 512) and the tied head's own table on the last.
+    layer = 4 * (1024 * 1024 + 1024) + 1024 * 4096 + 4096 + 4096 * 1024 + 1024 + 2 * 2048
+    assert layer == 12_596_224
+    d = run_cli.json("memory", "train", "opt-350m", "--pp", "2")
+    assert [s["params"] for s in d["stages"]] == [
+        12 * layer + 50272 * 512 + 2050 * 1024 + 512 * 1024, 12 * layer + 1024 * 512 + 50272 * 512]
+
+
+def test_adafactor_factors_of_experts_follow_ep():
+    # Adafactor (Shazeer & Stern 2018) keeps a row and a column accumulator per matrix: an
+    # expert's gate/up (14336 x 4096) and down (4096 x 14336) give 3 x (14336 + 4096). ep=8
+    # leaves 1 of the 8 experts of each of mixtral's 32 layers on a rank.
+    spec = load_model("mixtral-8x7b")
+    one = stage_params(spec, range(32), True, True, 1, 1, 1).matrix_factors
+    eight = stage_params(spec, range(32), True, True, 1, 8, 1).matrix_factors
+    assert one - eight == 32 * 7 * 3 * (14336 + 4096)
+
+
+def test_reserve_leaves_the_usable_bytes(run_cli):
+    # H100-SXM: 81559 MiB as nvidia-smi reports it; --reserve 10% keeps int(10% of that) back
+    d = run_cli.json("memory", "infer", "llama2-7b", "--gpu", "H100-SXM", "--reserve", "10%")
+    cap = 81559 * 2**20
+    assert d["capacity_bytes"] == cap and d["reserve_bytes"] == cap // 10
+    assert d["usable_bytes"] == cap - cap // 10
+    assert d["headroom_bytes"] == d["usable_bytes"] - d["total_bytes"]
+
+
 # --- communication: mlsys comm step -------------------------------------------------------------
 
 def _rows(d: dict, dim: str) -> dict[str, dict]:
@@ -171,6 +252,15 @@ def test_context_parallel_gathers_kv_heads_not_query_heads(run_cli, tp, kv_heads
     assert gather["bytes_per_gpu"] == 64 * message / 2 and scatter["bytes_per_gpu"] == 32 * message / 2
     # hgx-h100 NVLink: 3.4 us a step, 450 GB/s; one ring step on 2 GPUs
     assert gather["time_per_call_s"] == pytest.approx(3.4e-6 + message / 2 / 450e9, rel=1e-12)
+
+
+def test_tensor_parallel_all_reduce_carries_the_context_shard(run_cli):
+    # --cp 2 --tp 2: each GPU holds 2048 / 2 = 1024 tokens of the sequence, so Megatron's two
+    # all-reduces per layer (attention, MLP), forward and backward, carry 1024 x 4096 bf16 values
+    d = run_cli.json("comm", "step", "llama3-8b", "--cp", "2", "--tp", "2")
+    reduce = _rows(d, "tp")["all-reduce"]
+    assert reduce["message_bytes"] == 1 * 1024 * 4096 * 2 and reduce["calls"] == 2 * 2 * 32
+    assert reduce["group_size"] == 2
 
 
 # --- roofline: mlsys roofline model -------------------------------------------------------------
@@ -204,3 +294,44 @@ def test_moe_activation_op_runs_on_top_k_routed_tokens(run_cli):
     assert act["read_bytes"] == 2 * elements * 2 and act["write_bytes"] == elements * 2
     experts = _op(d, "experts.gate_proj")
     assert experts["flops"] == 2 * (1024 * 2) * 14336 * 4096  # routed tokens, not all 8 experts
+
+
+# --- collectives across nodes: hgx-h100 (NVLink 450 GB/s, 3.4 us; one 50 GB/s NIC a GPU, 14 us) ---
+
+def test_all_to_all_across_two_nodes_by_hand():
+    # pairwise all-to-all of 1 GiB over 16 GPUs on 2 nodes: each GPU sends 7/16 of its buffer over
+    # NVLink and 8/16 over its NIC at the same time, in 15 steps of the slower link's latency
+    n = 2**30
+    cost = collective_cost("all-to-all", n, 16, "hgx-h100", nodes=2)
+    assert cost.bytes_per_gpu == 7 / 16 * n + 8 / 16 * n
+    assert cost.time_s == pytest.approx(15 * 14e-6 + max(7 / 16 * n / 450e9, 8 / 16 * n / 50e9), rel=1e-12)
+
+
+def test_hierarchical_all_reduce_on_two_nodes_has_three_phases():
+    # reduce-scatter inside each node (8 GPUs), all-reduce of the n/8 shard across the 2 nodes,
+    # all-gather inside each node
+    n = 2**30
+    cost = collective_cost("all-reduce", n, 16, "hgx-h100", nodes=2, algo="hierarchical")
+    assert [p.gpus for p in cost.phases] == [8, 2, 8]
+    intra = 7 * 3.4e-6 + 7 / 8 * n / 450e9
+    inter = 2 * 14e-6 + (n / 8) / 50e9  # 2(p-1) steps, 2(p-1)/p x n/8 = n/8 bytes on 2 nodes
+    assert cost.time_s == pytest.approx(2 * intra + inter, rel=1e-12)
+
+
+def test_host_call_overhead_is_the_largest_of_the_links_used():
+    # a 1 ms host cost on the NIC only: a 1 KiB all-reduce over 2 nodes waits for it; on one node
+    # it does not
+    base = load_cluster("hgx-h100")
+    assert base.inter is not None
+    spec = replace(base, inter=replace(base.inter, call_overhead_s=1e-3))
+    assert collective_cost("all-reduce", 1024, 16, spec, nodes=2).time_s == pytest.approx(1e-3, rel=1e-12)
+    assert collective_cost("all-reduce", 1024, 8, spec, nodes=1).time_s < 1e-4
+
+
+# --- activation memory: shared experts ------------------------------------------------------------
+
+def test_deepseek_shared_expert_saves_4_intermediates():
+    # deepseek-v3: one shared expert of moe_intermediate_size 2048 in every MoE layer (3 onwards);
+    # backward keeps gate out, act(gate), up out and their product: 4 x 2048 per token
+    saved = {s.name: s.per_token for s in layer_saved(load_model("deepseek-v3"), 3, True, False)}
+    assert saved["shared expert intermediates (4I)"] == 4 * 2048

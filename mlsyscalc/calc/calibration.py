@@ -132,13 +132,14 @@ class Ceilings:
 def datasheet_ceilings(gpu: GPUSpec | str, efficiency: Efficiency | None = None,
                        launch_s: float | None = None) -> Ceilings:
     spec = gpu if isinstance(gpu, GPUSpec) else find_gpu(gpu)
-    require(spec.sm_count is not None, f"{spec.name}: the spec has no sm_count (needed for waves)")
+    if spec.sm_count is None:
+        raise MlsysError(f"{spec.name}: the spec has no sm_count (needed for waves)")
     eff = efficiency or Efficiency()
     eff.validate()
     bw = spec.memory_bandwidth_Bps
     return Ceilings(
         gpu=spec, base_flops=dict(spec.peak_flops_by_dtype), read_Bps=bw, write_Bps=bw,
-        sm_count=int(spec.sm_count), efficiency=eff,
+        sm_count=spec.sm_count, efficiency=eff,
         launch_s=LAUNCH_OVERHEAD_S if launch_s is None else launch_s,
     )
 

@@ -186,6 +186,7 @@ def _hierarchical_phases(cluster: ClusterSpec, collective: str, n: float, nodes:
     intra_terms, inter_terms = cluster.intra.terms(collective), net.terms(collective)
     intra = lambda c, size, label: _ring_phase(c, g, size, intra_terms, label, cluster.intra.name)  # noqa: E731
     inter = lambda c, size, label: _ring_phase(c, nodes, size, inter_terms, label, net.name)  # noqa: E731
+    phases: tuple[Phase, ...]
     if collective == "all-reduce":
         phases = (intra("reduce-scatter", n, "intra-node reduce-scatter"),
                   inter("all-reduce", n / g, f"inter-node all-reduce of n/{g}"),

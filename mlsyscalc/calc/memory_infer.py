@@ -110,9 +110,9 @@ def infer_memory(spec: ModelSpec, opts: InferOptions = InferOptions()) -> InferM
     slots = _kv_slots(spec, opts)
     kv = opts.batch * slots * per_token_layer
     workspace, logits = _workspace(spec, opts, nbytes)
-    detail = {"weights_quantised": quant, "weights_scales": scales, "weights_unquantised": base,
-              "activations_workspace": workspace, "activations_logits": logits}
-    detail = {k: int(round(v)) for k, v in detail.items()}
+    exact = {"weights_quantised": quant, "weights_scales": scales, "weights_unquantised": base,
+             "activations_workspace": workspace, "activations_logits": logits}
+    detail = {k: int(round(v)) for k, v in exact.items()}
     breakdown = {
         "weights": detail["weights_quantised"] + detail["weights_scales"] + detail["weights_unquantised"],
         "kv_cache": int(round(kv)),
@@ -170,7 +170,7 @@ def _workspace(spec: ModelSpec, opts: InferOptions, nbytes: Mapping[str, float])
     widths = [lin.out_features for layer in range(spec.num_layers) for lin in layer_linears(spec, layer)
               if lin.name.endswith("up_proj")]
     inter = max(widths) if widths else spec.intermediate_size
-    if spec.is_moe:  # routed tokens: k copies through experts of width I_e
+    if spec.moe is not None:  # routed tokens: k copies through experts of width I_e
         inter = max(inter, spec.moe.experts_per_token * spec.moe.expert_intermediate_size)
     mlp = (3 if spec.gated_mlp or spec.is_moe else 2) * inter / tp
     workspace = tokens * (2 * spec.hidden_size + max(attn, mlp)) * nbytes["activation"]
@@ -186,7 +186,7 @@ def solve_max(spec: ModelSpec, opts: InferOptions, target: str, usable_bytes: in
     require(target in ("batch", "context"), f"--max must be batch or context, got {target!r}")
 
     def fits(n: int) -> InferMemory | None:
-        result = infer_memory(spec, replace(opts, **{target: n}))
+        result = infer_memory(spec, replace(opts, batch=n) if target == "batch" else replace(opts, context=n))
         return result if result.total <= usable_bytes else None
 
     if fits(1) is None:

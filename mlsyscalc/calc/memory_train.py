@@ -81,7 +81,8 @@ class TrainOptions:
         if self.sp:
             divide(self.seq // self.cp, self.tp, "--seq over --tp with --sp")
         if self.ep > 1:
-            require(spec.moe is not None, f"--ep {self.ep}: {spec.name} has no experts")
+            if spec.moe is None:
+                raise MlsysError(f"--ep {self.ep}: {spec.name} has no experts")
             divide(spec.moe.num_experts, self.ep, f"{spec.name}: experts over --ep")
             divide(self.dp * self.cp, self.ep, "--dp x --cp over --ep (experts are split within data-parallel ranks)")
         if self.world_size is not None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..errors import require
+from ..errors import MlsysError, require
 from ..specs.gpu import GPUSpec
 from ..specs.model import ModelSpec
 
@@ -77,7 +77,8 @@ def collective_s(collective: str, size_bytes: float, gpu: GPUSpec, tp: int,
         cost = cost_fn(collective, max(1, int(size_bytes)), tp, spec, 1, "auto")
         return cost.time_s, f"comm calculator: {cost.algo} {collective} on {spec.name}"
     link_Bps = gpu.nvlink_Bps or gpu.pcie_Bps
-    require(link_Bps is not None, f"{gpu.name}: no NVLink or PCIe bandwidth in its spec for --tp")
+    if link_Bps is None:
+        raise MlsysError(f"{gpu.name}: no NVLink or PCIe bandwidth in its spec for --tp")
     one_way = link_Bps / 2
     steps, factor = (2 * (tp - 1), 2 * (tp - 1) / tp) if collective == "all-reduce" else (tp - 1, (tp - 1) / tp)
     time = factor * size_bytes / one_way + steps * RING_STEP_LATENCY_S

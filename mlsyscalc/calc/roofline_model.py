@@ -349,6 +349,7 @@ def _window_saving_flops(spec: ModelSpec, opts: RooflineOptions) -> float:
     if not layers or opts.window != "skip" or spec.mla is not None:
         return 0.0
     o, w = opts.flop_options, spec.sliding_window
+    assert w is not None  # layers > 0 above
     full = attention_core_flops(spec, o.batch, o.new_tokens, o.kv_len, opts.phase != "decode") / spec.num_layers
     per_pair = 2.0 * o.batch * spec.num_heads * (spec.head_dim + spec.v_head_dim)
     if opts.phase == "decode":

@@ -159,7 +159,8 @@ def _rows(law: Law, reference: str, table) -> tuple[TableRow, ...]:
 def paper_table(law: str = DEFAULT_LAW) -> PaperComparison:
     """Chinchilla Table 3 (and the law's own Table A3 columns) recomputed by `law`; 'all' for every law."""
     names = LAW_NAMES if law.strip().lower() == "all" else (get_law(law).name,)
-    rows, own = [], []
+    rows: list[TableRow] = []
+    own: list[TableRow] = []
     for name in names:
         frontier = get_law(name)
         rows.extend(_rows(frontier, "Table 3", CHINCHILLA_TABLE3))

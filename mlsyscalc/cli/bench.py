@@ -85,7 +85,7 @@ def run_sweep(cases, out: str | None, quiet: bool) -> list:
 
 
 def _notes() -> tuple[str, ...]:
-    notes = ("times are triton.testing.do_bench medians with L2 flushed; a row with an error was not timed",)
+    notes: tuple[str, ...] = ("times are triton.testing.do_bench medians with L2 flushed; a row with an error was not timed",)
     if os.environ.get("TRITON_INTERPRET") == "1":
         notes += ("--interpret: the kernels ran in Triton's CPU interpreter, so the times, rates and "
                   "speedups measure numpy on the CPU, not the kernels; only the correctness columns count",)

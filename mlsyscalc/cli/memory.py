@@ -37,7 +37,7 @@ def _parts_table(title: str, parts: dict[str, int], total: int):
     return render.table(title, ["part", "bytes", "KiB..TiB (2^10..)", "GB (10^9)", "share"], rows)
 
 
-def _assumptions(nbytes: dict) -> tuple:
+def _assumptions(nbytes: dict) -> render.Table:
     rows = [[k, v, _BYTE_MEANING.get(k, "")] for k, v in nbytes.items()]
     return render.table("bytes per element (override with --bytes KEY=VALUE)", ["key", "bytes", "applies to"], rows)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..calc.calibration import Ceilings
 from ..calc.roofline_model import ModelRoofline
 from ..calc.roofline_ops import OpPrediction
@@ -27,7 +29,7 @@ def op_output(pred: OpPrediction, ceil: Ceilings) -> render.Output:
     data = {"gpu": ceil.gpu.name, **pred.as_dict(),
             "ceilings": ceil.as_dict("fp32" if pred.kind == "memory" else pred.dtype)}
     t = pred.tiling
-    rows = [
+    rows: list[list[Any]] = [
         ["FLOPs", pred.flops, fmt_flops(pred.flops)],
         ["bytes (minimum)", pred.bytes, fmt_bytes(pred.bytes)],
         ["intensity (FLOP/byte)", pred.intensity_flops_per_byte, ""],
@@ -74,7 +76,7 @@ def model_output(r: ModelRoofline) -> render.Output:
             row.total_s * 1e3, f"{100 * row.total_s / total:.1f}%"] for row in r.rows]
     comm = [[c.name, c.pass_name, c.count, fmt_bytes(c.size_bytes), c.time_s * 1e6, c.total_s * 1e3,
              c.exposed_s * 1e3, f"{100 * c.exposed_s / total:.1f}%", c.method] for c in r.comm]
-    summary = [
+    summary: list[list[Any]] = [
         [_latency_name(o.phase), total, fmt_seconds(total)],
         ["tokens/s", r.tokens_per_s, f"{r.tokens_per_s:,.0f}"],
         ["MFU (of datasheet peak)", r.mfu, f"{100 * r.mfu:.1f}%"],

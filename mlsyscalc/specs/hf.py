@@ -7,6 +7,7 @@ that no normaliser reads is reported instead of silently ignored.
 
 from __future__ import annotations
 
+import builtins
 from typing import Any, Callable, Mapping
 
 from ..errors import MlsysError
@@ -53,7 +54,7 @@ class ConfigReader:
                              f"(at most {maximum:,}: {_WHY.get(key, 'a sane model size')})")
         return value
 
-    def opt_int(self, key: str, default: int | None = None) -> int | None:
+    def opt_int(self, key: str, default: builtins.int | None = None) -> builtins.int | None:
         value = self._get(key, default)
         return None if value is None else self.int(key)
 
@@ -75,7 +76,7 @@ class ConfigReader:
             raise MlsysError(f"{self.where(key)} must be a string, got {value!r}")
         return value
 
-    def any(self, key: str, default: Any = None) -> Any:
+    def any(self, key: builtins.str, default: Any = None) -> Any:
         return self._get(key, default)
 
 

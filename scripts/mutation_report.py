@@ -1,0 +1,74 @@
+"""The markdown summary of a mutation run (scripts/mutation.py --report): score per module and
+every surviving mutant with its diff and, where one is written down, why it survives.
+
+EQUIVALENT holds the survivors that no test can kill because the program's output does not
+change, keyed by module and the mutant's diff; each says why.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from mutation import show
+
+EQUIVALENT: dict[tuple[str, str], str] = {
+    ("mlsyscalc/calc/comm_collectives.py",
+     "-        return self.size_bytes / self.time_s if self.time_s > 0 else math.inf\n"
+     "+        return self.size_bytes / self.time_s if self.time_s >= 0 else math.inf"):
+        "time_s > 0 always: sizes are positive (required) and every link has finite bandwidth",
+    ("mlsyscalc/calc/comm_step.py",
+     "-    if stride >= gpus_per_node:\n+    if stride > gpus_per_node:"):
+        "stride == gpus_per_node takes the other branch, which gives the same (size, 1): "
+        "min(size, gpus_per_node // stride) = 1",
+    ("mlsyscalc/calc/comm_step.py",
+     "-            per_node[r // self.node_size] = per_node.get(r // self.node_size, 0) + 1\n"
+     "+            per_node[r // self.node_size] = per_node.get(r // self.node_size, 0) - 1"):
+        "only the number of nodes and whether the counts are all equal are used; counting down "
+        "gives -k for k members, equal exactly when +k are",
+    ("mlsyscalc/calc/comm_step.py",
+     "-        kv_heads = spec.num_kv_heads // o.tp if spec.num_kv_heads >= o.tp else 1\n"
+     "+        kv_heads = spec.num_kv_heads // o.tp if spec.num_kv_heads > o.tp else 1"):
+        "at num_kv_heads == tp both branches give one KV head per rank",
+    ("mlsyscalc/calc/memory_common.py",
+     "-def linear_weight_per_rank(lin: Linear, tp: int, ep: int=1, kv_split: int | None=None) -> int:\n"
+     "+def linear_weight_per_rank(lin: Linear, tp: int, ep: int=2, kv_split: int | None=None) -> int:"):
+        "a dead default: both callers pass ep",
+}
+
+
+def _rows(path: Path) -> list[dict]:
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    latest = {(r["path"], r["index"]): r for r in rows}  # a rerun's row replaces the first
+    return sorted(latest.values(), key=lambda r: (r["path"], r["index"]))
+
+
+def render(path: Path) -> str:
+    rows = _rows(path)
+    by_module: dict[str, Counter] = {}
+    for r in rows:
+        by_module.setdefault(r["path"], Counter())[r["status"]] += 1
+    out = ["| module | mutants | killed (incl. timeout) | survived | equivalent |",
+           "| --- | ---: | ---: | ---: | ---: |"]
+    survivors = []
+    totals: Counter = Counter()
+    for module, counts in by_module.items():
+        left = [r for r in rows if r["path"] == module and r["status"] == "survived"]
+        diffs = [(r, show(r["path"], r["index"])) for r in left]
+        equivalent = sum((module, d) in EQUIVALENT for _, d in diffs)
+        killed = counts["killed"] + counts["timeout"]
+        totals.update(mutants=sum(counts.values()), killed=killed, survived=len(left), equivalent=equivalent)
+        out.append(f"| {module} | {sum(counts.values())} | {killed} | {len(left) - equivalent} | {equivalent} |")
+        survivors += [(r, d, EQUIVALENT.get((module, d), "")) for r, d in diffs]
+    scored = totals["mutants"] - totals["equivalent"]
+    score = totals["killed"] / scored if scored else 0.0
+    out.append(f"| **all** | {totals['mutants']} | {totals['killed']} | "
+               f"{totals['survived'] - totals['equivalent']} | {totals['equivalent']} |")
+    head = [f"Score: **{totals['killed']} / {scored} = {100 * score:.1f}%** of the non-equivalent "
+            f"mutants killed ({totals['equivalent']} equivalent mutants left out).", ""]
+    tail = ["", "Survivors:", ""]
+    for r, diff, why in survivors:
+        tail.append(f"- `{r['path']}:{r['line']}` {r['change']}" + (f" (equivalent: {why})" if why else ""))
+        tail += ["", "  ```diff", *("  " + line for line in diff.splitlines()), "  ```"]
+    return "\n".join(head + out + tail)
