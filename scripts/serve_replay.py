@@ -26,7 +26,8 @@ from collections import deque
 
 import torch
 
-from mlsyscalc.bench.torch_models import build_model, rope_tables
+from mlsyscalc.bench._torch_layers import apply_rope
+from mlsyscalc.bench.torch_models import build_model
 from mlsyscalc.calc.serve_workload import from_trace, parse_length, synthetic
 
 PAGE = 16
@@ -54,7 +55,8 @@ class PagedRunner:
         self.stage_k = torch.zeros(stage, dtype=p.dtype, device=p.device)
         self.stage_v = torch.zeros(stage, dtype=p.dtype, device=p.device)
         self.table = torch.arange(slots * self.max_len // PAGE, dtype=torch.int32, device=p.device).view(slots, -1)
-        self.cos, self.sin = rope_tables(self.max_len, spec.head_dim, device=p.device, dtype=p.dtype)
+        cos, sin = model._rope(0, self.max_len, p)  # the model's own tables (its rope_theta), (S, 1, D)
+        self.cos, self.sin = cos[:, 0], sin[:, 0]
         self.graphs: dict = {}  # ("prefill", P) or ("decode", B) -> (graph, static inputs, output)
 
     def _pages(self, cache, i: int):
@@ -106,7 +108,7 @@ class PagedRunner:
             q = a.q_proj(h).view(b, 1, spec.num_heads, spec.head_dim)
             k = a.k_proj(h).view(b, 1, spec.num_kv_heads, spec.head_dim)
             v = a.v_proj(h).view(b, 1, spec.num_kv_heads, spec.head_dim)
-            q, k = q * cos + _rotate(q) * sin, k * cos + _rotate(k) * sin
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
             self.k[i][flat] = k[:, 0]
             self.v[i][flat] = v[:, 0]
             o = self.attend(q.transpose(1, 2).contiguous(), self._pages(self.k, i), self._pages(self.v, i),
@@ -146,11 +148,6 @@ class PagedRunner:
 
 def spec_layers(spec):
     return range(spec.num_layers)
-
-
-def _rotate(x):
-    half = x.shape[-1] // 2
-    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
 
 
 def _sync(device) -> None:
