@@ -86,8 +86,6 @@ class Stage:
     def build(model, lo: int, hi: int, seq: int):
         from torch import nn
 
-        from mlsyscalc.bench.torch_models import rope_tables
-
         class StageModule(nn.Module):
             def __init__(self):
                 super().__init__()
@@ -100,8 +98,7 @@ class Stage:
             def forward(self, x):
                 if self.embed is not None:
                     x = self.embed(x)
-                cos, sin = rope_tables(seq, self.head_dim, device=x.device, dtype=x.dtype)
-                cos, sin = cos[:, None, :], sin[:, None, :]
+                cos, sin = model._rope(0, seq, x)  # the model's own (S, 1, D) tables and rope_theta
                 for layer in self.layers:
                     x = layer(x, cos, sin)
                 return self.lm_head(self.norm(x)).float() if self.lm_head is not None else x
