@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import math
 import random
 import statistics
@@ -56,9 +58,9 @@ def test_sweep(run_cli):
 def test_plot_and_missing_matplotlib(run_cli, tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
     out = tmp_path / "cdf.png"
-    code, _, err = run_cli("serve", "gpt2", "--rate", "2", "--requests", "50", "--plot", str(out))
+    code, stdout, err = run_cli("serve", "gpt2", "--rate", "2", "--requests", "50", "--plot", str(out), "--json")
     assert code == 0, err
-    assert out.stat().st_size > 1000
+    assert out.stat().st_size > 1000 and json.loads(stdout)["plot"] == str(out)
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     code, _, err = run_cli("serve", "gpt2", "--rate", "2", "--requests", "50", "--plot", str(tmp_path / "x.png"))
     assert code == 2 and "science" in err

@@ -250,8 +250,9 @@ def test_context_parallel_gathers_kv_heads_not_query_heads(run_cli, tp, kv_heads
     assert gather["calls"] == 2 * 32 and scatter["calls"] == 32  # forward + backward; backward
     # an all-gather over 2 ranks sends (p - 1) / p of the message per call
     assert gather["bytes_per_gpu"] == 64 * message / 2 and scatter["bytes_per_gpu"] == 32 * message / 2
-    # hgx-h100 NVLink: 3.4 us a step, 450 GB/s; one ring step on 2 GPUs
-    assert gather["time_per_call_s"] == pytest.approx(3.4e-6 + message / 2 / 450e9, rel=1e-12)
+    # hgx-h100 NVLink: 3.4 us a step, 370 GB/s achievable (of the 450 GB/s line rate); one ring
+    # step on 2 GPUs
+    assert gather["time_per_call_s"] == pytest.approx(3.4e-6 + message / 2 / 370e9, rel=1e-12)
 
 
 def test_tensor_parallel_all_reduce_carries_the_context_shard(run_cli):
@@ -313,7 +314,7 @@ def test_hierarchical_all_reduce_on_two_nodes_has_three_phases():
     n = 2**30
     cost = collective_cost("all-reduce", n, 16, "hgx-h100", nodes=2, algo="hierarchical")
     assert [p.gpus for p in cost.phases] == [8, 2, 8]
-    intra = 7 * 3.4e-6 + 7 / 8 * n / 450e9
+    intra = 7 * 3.4e-6 + 7 / 8 * n / 370e9  # achievable NVLink rate, not the 450 GB/s line rate
     inter = 2 * 14e-6 + (n / 8) / 50e9  # 2(p-1) steps, 2(p-1)/p x n/8 = n/8 bytes on 2 nodes
     assert cost.time_s == pytest.approx(2 * intra + inter, rel=1e-12)
 

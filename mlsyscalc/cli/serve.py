@@ -175,17 +175,14 @@ def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, tp
         return render.emit(_disagg(spec, ceilings, work, opts, disagg, search, max_gpus), fmt, as_json)
     if trace_file:
         result = simulate(spec, ceilings, _trace(trace_file, prefix_len), opts, draft=draft_spec)
-        _plot(plot, [result], None)
-        return render.emit(serve_output(result), fmt, as_json)
+        return render.emit(_plot(plot, [result], None, serve_output(result)), fmt, as_json)
     work = WorkloadSpec(_length(prompt_len, "--prompt-len"), _length(output_len, "--output-len"),
                         rate if rate is not None else 1.0, requests, seed, burstiness, prefix_len)
     if rates:
         results = sweep_rates(spec, ceilings, work, rates, opts, draft_spec)
-        _plot(plot, list(results), rates)
-        return render.emit(sweep_output(results, rates), fmt, as_json)
+        return render.emit(_plot(plot, list(results), rates, sweep_output(results, rates)), fmt, as_json)
     result = simulate(spec, ceilings, work.build(), opts, draft=draft_spec)
-    _plot(plot, [result], None)
-    render.emit(serve_output(result), fmt, as_json)
+    render.emit(_plot(plot, [result], None, serve_output(result)), fmt, as_json)
 
 
 def _disagg(spec, ceilings, work, opts, layout, search, max_gpus):
@@ -199,8 +196,12 @@ def _disagg(spec, ceilings, work, opts, layout, search, max_gpus):
                          ceilings.gpu.name)
 
 
-def _plot(path, results, rates) -> None:
-    if path:
-        from ..report.serve_plots import plot_serving
+def _plot(path, results, rates, output):
+    """`output` as it is, or with the figure drawn and its path added (JSON `plot`, a note)."""
+    if not path:
+        return output
+    from ..report.serve_plots import plot_serving
+    from .plots import with_plot
 
-        plot_serving(results, rates, path)
+    plot_serving(results, rates, path)
+    return with_plot(output, path)

@@ -3,14 +3,14 @@ TTFT, TPOT and end-to-end latency of one run. matplotlib is imported inside the 
 
 from __future__ import annotations
 
-from .scaling_plots import _check_path, _pyplot
+from .plotting import check_path, pyplot, save
 
 CURVES = (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "end-to-end"))
 
 
 def plot_serving(results, rates, path: str) -> None:
-    out = _check_path(path)
-    plt = _pyplot()
+    out = check_path(path)
+    plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     first = results[0]
     for ax, (key, label) in zip(axes, CURVES):
@@ -31,5 +31,4 @@ def plot_serving(results, rates, path: str) -> None:
             ax.legend()
     fig.suptitle(f"{first.model} on {first.gpu}, {first.options.scheduler} (mlsys serve, simulated)")
     fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
+    save(fig, [out])
