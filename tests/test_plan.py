@@ -124,6 +124,7 @@ def test_plan_cli_json_and_fix(run_cli):
             assert c[key] > 0
     steps = [c["step_time_s"] for c in data["candidates"]]
     assert steps == sorted(steps)
+    assert data["why"].startswith(f"{steps[0]:.4g} s per step") and "_s (" in data["why"]
     # the best candidate is what `mlsys train` says for its layout
     lay = data["candidates"][0]["layout"]
     args = [f"--{k.replace('_', '-')}={lay[k]}" for k in ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "zero",
