@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..errors import MlsysError
 from .markdown import markdown_table
-from .model_report import Context, Figure, Section
+from .model_report import Context, Figure, Section, commands_block
 
 MAX_MEASURED_ROWS = 20
 
@@ -38,8 +38,6 @@ def scaling_section(ctx: Context, sect: Section) -> None:
                                f"(N = {sect.q(params, f'{which}_params', 'count')})",
                                {"law": opt.data["law"], "loss_law": opt.data["loss_law"],
                                 "point": [opt.data["compute_flops"], opt.data["params"], opt.data["tokens"]]}))
-    from .model_report_sections import commands_block
-
     commands_block(sect, sect.calls)
 
 
