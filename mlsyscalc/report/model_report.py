@@ -240,6 +240,11 @@ def _hardware_source(options: ReportOptions, gpu: str) -> dict[str, Any]:
     return out
 
 
+def commands_block(sect: Section, calls: Sequence[Call]) -> None:
+    """The exact command lines behind a section's numbers, as a bash block under it."""
+    sect.add("```bash", *[c.line for c in calls], "```", "")
+
+
 def require_command(ctx: Context, name: str) -> None:
     if name not in ctx.available:
         raise MlsysError(f"`mlsys {name}` is not part of this installation yet; this section appears once it is.")

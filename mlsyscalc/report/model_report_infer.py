@@ -4,7 +4,7 @@ decode roofline curves over batch with the per-op share at one point, latency vs
 from __future__ import annotations
 
 from .markdown import markdown_table
-from .model_report import Context, Figure, Section, lookup, require_command
+from .model_report import Context, Figure, Section, commands_block, lookup, require_command
 from .model_report_system import roofline_hardware
 
 TP_CHOICES = (1, 2, 4, 8)
@@ -45,7 +45,8 @@ def inference_section(ctx: Context, sect: Section) -> None:
              f"smallest tensor-parallel size that fits a batch of {MIN_SERVING_BATCH} is used below (tp {tp}):", "",
              *markdown_table(["tp", "largest batch", "weights per GPU (GiB)", "fits"], rows), "",
              f"Longest context for one sequence at tp {tp}: {sect.q(longest, 'max_context', 'int')} tokens.", "")
-    by_dtype = {d: _infer(sect, ctx, tp, "--dtype", d, "--batch", "1", "--context", str(o.context)) for d in WEIGHT_DTYPES}
+    by_dtype = {d: _infer(sect, ctx, tp, "--dtype", d, "--batch", "1", "--context", str(o.context))
+                for d in dict.fromkeys((o.dtype, *WEIGHT_DTYPES))}
     sect.add(*markdown_table(["weights dtype", "weights per GPU (GiB)", "KV cache per sequence (GiB)", "fits"],
                              [(d, sect.q(c, "weights_bytes", "GiB"), sect.q(c, "kv_cache_bytes", "GiB"),
                                sect.q(c, "fits", "yes")) for d, c in by_dtype.items()]), "")
@@ -56,7 +57,7 @@ def inference_section(ctx: Context, sect: Section) -> None:
     sect.figures.append(Figure("inference_memory", "inference_memory",
                                f"{o.model}: inference memory per GPU on {ctx.gpu}, tp {tp}",
                                {"dtypes": {d: c.data["weights_bytes"] for d, c in by_dtype.items()},
-                                "usable_bytes": by_dtype[o.dtype if o.dtype in by_dtype else "bf16"].data["usable_bytes"],
+                                "usable_bytes": by_dtype[o.dtype].data["usable_bytes"],
                                 "contexts": {n: c.data["kv_cache_bytes"] for n, c in contexts.items()}}))
     chosen = next(c for t, c in tried if t == tp).data
     if not chosen["fits"]:
@@ -64,8 +65,6 @@ def inference_section(ctx: Context, sect: Section) -> None:
                  "roofline below is what it would take if it did (`--no-fit-check`).", "")
     _roofline_curves(ctx, sect, tp, chosen["max_batch"] if chosen["fits"] else UNFIT_DECODE_BATCH, chosen["fits"])
     sect.add(*[f"- {n}" for n in longest.data.get("notes", [])], "")
-    from .model_report_sections import commands_block
-
     commands_block(sect, sect.calls)
 
 
@@ -145,6 +144,4 @@ def serving_section(ctx: Context, sect: Section) -> None:
                                f"{o.model} served on {ctx.gpu}: latency vs request rate "
                                f"(prompt {o.prompt_len}, output {o.output_len} tokens)",
                                {"rates": list(o.rates), "points": [c.data for c in calls]}))
-    from .model_report_sections import commands_block
-
     commands_block(sect, sect.calls)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..errors import MlsysError
 from .markdown import markdown_table
-from .model_report import Context, Figure, Section
+from .model_report import Context, Figure, Section, commands_block
 
 MAX_MEASURED_ROWS = 20
 
@@ -38,8 +38,6 @@ def scaling_section(ctx: Context, sect: Section) -> None:
                                f"(N = {sect.q(params, f'{which}_params', 'count')})",
                                {"law": opt.data["law"], "loss_law": opt.data["loss_law"],
                                 "point": [opt.data["compute_flops"], opt.data["params"], opt.data["tokens"]]}))
-    from .model_report_sections import commands_block
-
     commands_block(sect, sect.calls)
 
 
@@ -47,12 +45,17 @@ def _rows_in(folder: Path) -> list:
     from ..bench.rows import ResultStore
 
     files = sorted([*folder.glob("**/*.jsonl"), *folder.glob("**/*.csv")])
-    rows = []
+    rows, seen = [], set()
     for path in files:
         try:
-            rows.extend((path, row.finish()) for row in ResultStore(path).rows())
+            found = ResultStore(path).rows()
         except (ValueError, KeyError, TypeError):
             continue  # not a file of bench rows
+        for row in found:
+            same = (row.key, row.measured_at, row.median_ms)  # one run saved as both .jsonl and .csv counts once
+            if same not in seen:
+                seen.add(same)
+                rows.append((path, row.finish()))
     return rows
 
 
@@ -77,7 +80,8 @@ def measured_section(ctx: Context, sect: Section) -> None:
     table = [(r.kernel, r.shape, r.dtype, f"{r.median_ms:.4g}", "" if r.predicted_ms is None else f"{r.predicted_ms:.4g}",
               "" if r.prediction_error is None else f"{100 * r.prediction_error:+.1f}%", r.env.get("gpu", ""),
               r.env.get("git_commit", ""), str(p.relative_to(path))) for p, r in chosen[:MAX_MEASURED_ROWS]]
-    what = "for this model" if own else "of the kernels this model runs (no rows name the model)"
+    what = ("that name this model" if own else
+            "that carry a roofline prediction (no rows name this model, so they are not specific to it)")
     sect.add(f"Rows measured on a {ctx.gpu} {what}, from `{folder}` ({len(chosen)} rows, the first "
              f"{len(table)} shown); the numbers come from the row files, not from a command:", "",
              *markdown_table(["kernel", "shape", "dtype", "measured (ms)", "predicted (ms)", "error", "card",

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from ..errors import MlsysError
 from .markdown import markdown_table
-from .model_report import Context, Section, require_command
+from .model_report import Context, Figure, Section, commands_block, require_command
 from .model_report_infer import inference_section, serving_section
 from .model_report_more import measured_section, scaling_section
+from .model_report_system import (RECOMPUTE, ZERO_STAGES, memory_argv, plan_part, roofline_train_part, train_part,
+                                  training_layout)
 
-ZERO_STAGES = (0, 1, 2, 3)
-RECOMPUTE = ("none", "selective", "full")
 MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "temporaries")
 
 # (ModelSpec JSON path, label, formatter): rows of the spec summary, MoE/MLA rows only when present
@@ -24,10 +24,6 @@ MOE_ROWS = (("moe.num_experts", "routed experts", "int"), ("moe.experts_per_toke
             ("moe.num_shared_experts", "shared experts", "int"), ("num_moe_layers", "MoE layers", "int"))
 MLA_ROWS = (("mla.kv_lora_rank", "MLA KV latent rank", "int"), ("mla.q_lora_rank", "MLA query rank", "int"),
             ("mla.qk_rope_head_dim", "MLA rotary head dim", "int"))
-
-
-def commands_block(sect: Section, calls) -> None:
-    sect.add("```bash", *[c.line for c in calls], "```", "")
 
 
 def model_section(ctx: Context, sect: Section) -> None:
@@ -60,32 +56,6 @@ def model_section(ctx: Context, sect: Section) -> None:
     commands_block(sect, sect.calls)
 
 
-def training_layout(ctx: Context) -> tuple[int, int, int]:
-    """(tp, pp, dp) of the training sections: the user's --tp/--pp, data parallel over the rest."""
-    o = ctx.options
-    tp, pp = o.tp or 1, o.pp or 1
-    if o.gpus % (tp * pp):
-        raise MlsysError(f"--gpus {o.gpus} is not a multiple of tp {tp} x pp {pp}")
-    return tp, pp, o.gpus // (tp * pp)
-
-
-def memory_argv(ctx: Context, zero: int, recompute: str) -> list[str]:
-    o = ctx.options
-    tp, pp, dp = training_layout(ctx)
-    return ["memory", "train", *ctx.model_args(), "--batch", str(o.micro_batch), "--seq", str(o.seq), "--dp", str(dp),
-            "--tp", str(tp), "--pp", str(pp), "--gpu", ctx.gpu, "--zero", str(zero), "--recompute", recompute]
-
-
-def lightest_fit(ctx: Context) -> tuple[int, str, bool]:
-    """(ZeRO stage, recomputation, fits): the least sharding, then the least recomputation, that fits;
-    ZeRO-3 with full recomputation when nothing does. Runs the same commands as the memory section."""
-    for zero in ZERO_STAGES:
-        for recompute in RECOMPUTE:
-            if ctx.runner(memory_argv(ctx, zero, recompute))["fits"]:
-                return zero, recompute, True
-    return ZERO_STAGES[-1], RECOMPUTE[-1], False
-
-
 def memory_section(ctx: Context, sect: Section) -> None:
     o = ctx.options
     tp, pp, dp = training_layout(ctx)
@@ -104,8 +74,6 @@ def memory_section(ctx: Context, sect: Section) -> None:
 
 
 def _memory_figure(ctx: Context, tp: int, pp: int, dp: int, bars: list, usable: int):
-    from .model_report import Figure
-
     title = (f"{ctx.options.model}: training memory per GPU on {ctx.gpu}, dp {dp} x tp {tp} x pp {pp}, "
              f"micro-batch {ctx.options.micro_batch} x {ctx.options.seq}, by ZeRO stage and activation recomputation")
     return Figure("training_memory", "memory_bars", title, {"bars": bars, "usable_bytes": usable})
@@ -114,8 +82,6 @@ def _memory_figure(ctx: Context, tp: int, pp: int, dp: int, bars: list, usable: 
 def step_section(ctx: Context, sect: Section) -> None:
     """The layout's step time: `mlsys train` for a given --tp/--pp, else `mlsys plan`'s top layouts;
     the per-GPU roofline of one micro-batch always (it needs neither)."""
-    from .model_report_system import plan_part, roofline_train_part, train_part
-
     given = ctx.options.tp is not None or ctx.options.pp is not None
     first = (train_part, "train") if given else (plan_part, "plan")
     for part, needed in (first, (roofline_train_part, "roofline")):

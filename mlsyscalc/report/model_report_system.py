@@ -4,14 +4,44 @@ render from the JSON contract they publish, once the CLI has them."""
 
 from __future__ import annotations
 
+from ..errors import MlsysError
 from .markdown import markdown_table
 from .model_report import Context, Section
+
+ZERO_STAGES = (0, 1, 2, 3)
+RECOMPUTE = ("none", "selective", "full")
 
 TRAIN_KEYS = (("step_time_s", "step time", "s"), ("tokens_per_s", "tokens/s (all GPUs)", "rate"),
               ("tflops_per_gpu", "TFLOP/s per GPU", "g"), ("mfu", "MFU", "pct"), ("hfu", "HFU", "pct"),
               ("memory_bytes_per_gpu", "memory per GPU", "bytes"), ("fits", "fits", "yes"))
 PLAN_KEYS = (("step_time_s", "step time", "s"), ("mfu", "MFU", "pct"), ("tokens_per_s", "tokens/s", "rate"),
              ("memory_bytes_per_gpu", "memory per GPU", "bytes"))
+
+
+def training_layout(ctx: Context) -> tuple[int, int, int]:
+    """(tp, pp, dp) of the training sections: the user's --tp/--pp, data parallel over the rest."""
+    o = ctx.options
+    tp, pp = o.tp or 1, o.pp or 1
+    if o.gpus % (tp * pp):
+        raise MlsysError(f"--gpus {o.gpus} is not a multiple of tp {tp} x pp {pp}")
+    return tp, pp, o.gpus // (tp * pp)
+
+
+def memory_argv(ctx: Context, zero: int, recompute: str) -> list[str]:
+    o = ctx.options
+    tp, pp, dp = training_layout(ctx)
+    return ["memory", "train", *ctx.model_args(), "--batch", str(o.micro_batch), "--seq", str(o.seq), "--dp", str(dp),
+            "--tp", str(tp), "--pp", str(pp), "--gpu", ctx.gpu, "--zero", str(zero), "--recompute", recompute]
+
+
+def lightest_fit(ctx: Context) -> tuple[int, str, bool]:
+    """(ZeRO stage, recomputation, fits): the least sharding, then the least recomputation, that fits;
+    ZeRO-3 with full recomputation when nothing does. Runs the same commands as the memory section."""
+    for zero in ZERO_STAGES:
+        for recompute in RECOMPUTE:
+            if ctx.runner(memory_argv(ctx, zero, recompute))["fits"]:
+                return zero, recompute, True
+    return ZERO_STAGES[-1], RECOMPUTE[-1], False
 
 
 def hardware_args(ctx: Context) -> list[str]:
@@ -35,8 +65,6 @@ def layout_text(layout: dict) -> str:
 
 def train_part(ctx: Context, sect: Section) -> None:
     o = ctx.options
-    from .model_report_sections import training_layout
-
     tp, pp, dp = training_layout(ctx)
     call = sect.run("train", *ctx.model_args(), *_batch_args(ctx), "--micro-batch", str(o.micro_batch),
                     "--tp", str(tp), "--pp", str(pp), "--dp", str(dp))
@@ -69,8 +97,6 @@ def plan_part(ctx: Context, sect: Section) -> None:
 def roofline_train_part(ctx: Context, sect: Section) -> None:
     """One micro-batch of the model's TP group on the roofline: forward, backward, optimizer, comm; with the
     lightest ZeRO stage and recomputation that fit (from the memory section's commands)."""
-    from .model_report_sections import lightest_fit, memory_argv, training_layout
-
     o = ctx.options
     tp, pp, dp = training_layout(ctx)
     zero, recompute, fits = lightest_fit(ctx)
