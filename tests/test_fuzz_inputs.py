@@ -118,6 +118,7 @@ SPECIAL_CASES = [
     (["memory", "train", "mixtral-8x7b", "--capacity-factor", "1e300"], ["--capacity-factor"]),
     (["memory", "train", "llama2-7b", "--capacity-factor", "2"], ["--capacity-factor"]),
     (["roofline", "llama2-7b", "--efficiency", "=0.5"], ["--efficiency"]),
+    (["roofline", "llama2-7b", "--sweep", "batch=" + ",".join(str(b) for b in range(1, 100001))], ["--sweep"]),
     (["memory", "infer", "llama2-7b", "--bytes", "kv=1e400"], ["--bytes"]),
     (["params", "llama2-7b", "--set", "=1"], ["--set"]),
     (["params", "llama2-7b", "--set", "tie_word_embeddings=3"], ["--set tie_word_embeddings"]),
