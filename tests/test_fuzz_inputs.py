@@ -115,6 +115,11 @@ SPECIAL_CASES = [
     (["comm", "step", "llama2-7b", "--overlap", "foo"], ["overlap"]),
     (["memory", "train", "llama2-7b", "--zero", "1", "--fsdp", "full_shard"], ["--fsdp"]),
     (["comm", "all-reduce", "--gpus", "1"], ["GPUs"]),
+    (["memory", "train", "mixtral-8x7b", "--capacity-factor", "1e300"], ["--capacity-factor"]),
+    (["memory", "train", "llama2-7b", "--capacity-factor", "2"], ["--capacity-factor"]),
+    (["roofline", "llama2-7b", "--efficiency", "=0.5"], ["--efficiency"]),
+    (["roofline", "llama2-7b", "--sweep", "batch=" + ",".join(str(b) for b in range(1, 100001))], ["--sweep"]),
+    (["memory", "infer", "llama2-7b", "--bytes", "kv=1e400"], ["--bytes"]),
     (["params", "llama2-7b", "--set", "=1"], ["--set"]),
     (["params", "llama2-7b", "--set", "tie_word_embeddings=3"], ["--set tie_word_embeddings"]),
     (["comm", "step", "gpt2", "--dp", "4194304"], ["gpus"]),
@@ -125,6 +130,10 @@ SPECIAL_CASES = [
     (["scaling", "optimal"], ["compute"]),
     (["scaling", "optimal", "--compute", "1e23", "--params", "7B"], ["one of"]),
     (["scaling", "fit", "/no/such/runs.csv"], ["runs_csv", "RUNS_CSV"]),
+    (["scaling", "fit", "{runs_csv}", "--bootstrap", "100000000"], ["--bootstrap"]),
+    (["scaling", "fit", "{runs_csv}", "--ci", "1.5"], ["--ci"]),
+    (["scaling", "fit", "{runs_csv}", "--starts", "0"], ["start"]),
+    (["scaling", "fit", "{runs_csv}", "--starts", "many"], ["--starts"]),
     (["nosuchcommand"], ["no such command"]),
     (["roofline", "op", "matmul", "--dtype", "fp4"], ["--dtype"]),
     (["roofline", "llama2-7b", "--dtype", "int3"], ["dtype"]),
@@ -174,8 +183,11 @@ def test_bad_option_value(args, option):
 
 
 @pytest.mark.parametrize("args,words", SPECIAL_CASES, ids=[" ".join(a) for a, _ in SPECIAL_CASES])
-def test_bad_invocation(args, words):
-    check_bad(args, words)
+def test_bad_invocation(args, words, tmp_path):
+    from .cli_cases import write_runs
+
+    runs = str(write_runs(tmp_path / "runs.csv"))
+    check_bad([runs if a == "{runs_csv}" else a for a in args], words)
 
 
 def test_bad_files(tmp_path):

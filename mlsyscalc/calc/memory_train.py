@@ -74,6 +74,12 @@ class TrainOptions:
         require(dtype_name(self.dtype) in ("fp32", "bf16", "fp16"), f"--dtype for training: fp32, bf16 or fp16, not {self.dtype}")
         require(self.offload == "none" or self.zero >= 1, "--offload optimizer needs --zero 1, 2 or 3 (ZeRO-Offload)")
         require(0 < self.capacity_factor < float("inf"), f"--capacity-factor must be positive and finite, got {self.capacity_factor}")
+        if spec.moe is None:
+            require(self.capacity_factor == 1.0, f"--capacity-factor applies to MoE models; {spec.name} has no experts")
+        else:  # beyond E / k every expert has a slot for every token: nothing more to hold
+            most = spec.moe.num_experts / spec.moe.experts_per_token
+            require(self.capacity_factor <= most, f"--capacity-factor {self.capacity_factor:g}: at most "
+                                                  f"experts / top-k = {most:g} ({spec.name})")
         check_tp(spec, self.tp)
         check_gpus(self.dp * self.tp * self.pp * self.cp, "--dp x --tp x --pp x --cp GPUs")
         stage_layers(spec.num_layers, self.pp, 0)

@@ -49,10 +49,15 @@ def compute_bound_batch(spec: ModelSpec, ceilings: Ceilings, opts: RooflineOptio
     return high
 
 
+MAX_SWEEP_POINTS = 512  # a few seconds of predictions at most
+
+
 def sweep_batch(spec: ModelSpec, ceilings: Ceilings, opts: RooflineOptions, batches: list[int]) -> Sweep:
     """One prediction per batch (memory fit reported per point, not enforced) and the crossing."""
     require(len(batches) >= 1, "--sweep batch=... needs at least one value")
     require(all(b >= 1 for b in batches), "--sweep batch values must be positive integers")
+    require(len(set(batches)) <= MAX_SWEEP_POINTS, f"--sweep batch: {len(set(batches)):,} values; at most "
+                                                   f"{MAX_SWEEP_POINTS} (each is a whole-model prediction)")
     opts.validate(spec)
     points = tuple(_at(spec, ceilings, opts, b) for b in sorted(set(batches)))
     return Sweep(points, compute_bound_batch(spec, ceilings, opts))

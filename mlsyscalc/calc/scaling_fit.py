@@ -29,6 +29,7 @@ from ..units import parse_count
 from .scaling_fit_batch import minimise_many
 from .scaling_laws import FLOPS_PER_PARAM_TOKEN, Parametric
 
+MAX_BOOTSTRAP = 2000  # resamples: percentile intervals settle long before; more only takes time
 MIN_RUNS = 8  # five coefficients; fewer runs cannot constrain them and leave no residual to judge
 MIN_DISTINCT = 3  # distinct model sizes and token counts, each
 MAX_LOG_CORRELATION = 0.999  # |corr(log N, log D)| above this: alpha and beta are not separable
@@ -211,7 +212,8 @@ def fit_runs(runs: Runs, options: FitOptions = FitOptions(), compute_flops: floa
     check_runs(runs)
     require(options.delta > 0, "Huber delta must be positive")
     require(0 < options.ci < 1, f"confidence level must be in (0, 1), got {options.ci}")
-    require(options.bootstrap >= 0, "bootstrap count must be >= 0")
+    require(0 <= options.bootstrap <= MAX_BOOTSTRAP, f"--bootstrap must be 0 to {MAX_BOOTSTRAP:,} resamples, "
+                                                     f"got {options.bootstrap:,}")
     require(options.starts is None or options.starts >= 1, "need at least one start")
     x, y, log_l = (np.log(np.asarray(v, dtype=float)) for v in (runs.params, runs.tokens, runs.loss))
     grid = _grid()

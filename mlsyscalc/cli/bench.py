@@ -109,5 +109,6 @@ def emit_rows(rows, fmt: str, as_json: bool, title: str) -> None:
                              ["kernel", "baseline", "dtype", "timed", "failed", "geomean", "min", "worst shape"],
                              summary)),
         notes=_notes(),
+        records="rows", calculated=False,  # measurements: a failed correctness check has rel_err NaN
     )
     render.emit(output, fmt, as_json)

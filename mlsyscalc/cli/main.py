@@ -74,6 +74,11 @@ class MainGroup(LazyGroup):
                 raise
             click.echo(f"error: {exc}", err=True)
             ctx.exit(2)
+        except OverflowError as exc:  # inputs each in range whose product leaves float64
+            if _debug(ctx):
+                raise
+            click.echo(f"error: these inputs are too large to compute with ({exc}); use smaller sizes", err=True)
+            ctx.exit(2)
         except (UnicodeDecodeError, OSError) as exc:  # a file named on the command line
             if _debug(ctx):
                 raise

@@ -35,6 +35,7 @@ class Output:
     tables: tuple[Table, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
     records: str | None = None  # a key of data holding a list of objects: CSV has one row per item
+    calculated: bool = True  # a calculator's result: check_numbers refuses NaN/inf/negatives (not measurements)
 
 
 def table(title: str, columns: list[str] | tuple[str, ...], rows: list[list[Any]] | list[tuple]) -> Table:
@@ -79,7 +80,8 @@ def check_numbers(value: Any, path: str = "") -> None:
 
 def emit(output: Output, fmt: str, as_json: bool = False) -> None:
     """Render to stdout in the chosen format (after check_numbers on the JSON data)."""
-    check_numbers(output.data)
+    if output.calculated:
+        check_numbers(output.data)
     fmt = "json" if as_json else fmt
     if fmt == "json":
         payload = dict(output.data)

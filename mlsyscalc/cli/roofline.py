@@ -60,7 +60,7 @@ def _pairs(items: tuple[str, ...]) -> dict[str, float]:
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep:
+        if not sep or not key.strip():
             raise MlsysError(f"--efficiency {item!r}: expected KIND=FRACTION")
         out[key.strip()] = fraction(parse_count(value, f"--efficiency {key}"), f"--efficiency {key}")
     return out
