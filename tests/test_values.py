@@ -17,6 +17,8 @@ from mlsyscalc.calc.comm_collectives import collective_cost
 from mlsyscalc.calc.flops import count_flops
 from mlsyscalc.calc.memory_common import stage_params
 from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
+from mlsyscalc.calc.memory_train import TrainOptions, train_memory
+from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.cluster import load_cluster
 
 # llama2-7b config.json: hidden 4096, intermediate 11008, 32 layers, 32 heads (MHA), vocab 32000.
@@ -199,6 +201,15 @@ def test_gpt2_pipeline_stages_each_hold_the_tied_table(run_cli):
         6 * layer + 50257 * 768 + 1024 * 768, 6 * layer + 1536 + 50257 * 768]
 
 
+def test_ep_divides_the_dp_x_cp_ranks():
+    # experts are split over the dp x cp ranks of a model replica (Megatron-Core's expert-data
+    # group): ep=8 fits dp=4 x cp=2 = 8 ranks, not dp=2 x cp=2 = 4
+    spec = load_model("mixtral-8x7b")
+    assert train_memory(spec, TrainOptions(ep=8, dp=4, cp=2)).total > 0
+    with pytest.raises(MlsysError, match="--dp x --cp over --ep .*: 4 is not divisible by 8"):
+        train_memory(spec, TrainOptions(ep=8, dp=2, cp=2))
+
+
 def test_opt_pipeline_stages_place_the_projections_at_their_ends(run_cli):
     # opt-350m: hidden 1024, ffn 4096, 24 layers, vocab 50272 embedded at 512 wide
     # (word_embed_proj_dim), learned positions 2048 + 2 offset, no final norm
@@ -283,6 +294,16 @@ def test_decode_attention_reads_kv_head_wide_cache(run_cli, tp):
     assert att["write_bytes"] == q
     assert att["flops"] == 2 * 4 * 4097 * 32 // tp * 256
     assert att["count"] == 32
+
+
+@pytest.mark.parametrize("model, adds", [("phi-2", 1), ("llama2-7b", 2)])
+def test_parallel_attention_blocks_have_one_residual_add(run_cli, model, adds):
+    # phi-2 (parallel attention): x + attn(ln(x)) + mlp(ln(x)) is one add kernel per layer reading
+    # two 2048 x 2560 bf16 tensors; llama adds after attention and after the MLP
+    d = run_cli.json("roofline", "model", model)
+    add = _op(d, "residual_add")
+    hidden = {"phi-2": 2560, "llama2-7b": 4096}[model]
+    assert add["count"] == 32 * adds and add["read_bytes"] == 2 * 2048 * hidden * 2
 
 
 def test_moe_activation_op_runs_on_top_k_routed_tokens(run_cli):
