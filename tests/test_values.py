@@ -296,6 +296,17 @@ def test_decode_attention_reads_kv_head_wide_cache(run_cli, tp):
     assert att["count"] == 32
 
 
+def test_fit_check_names_the_sizes(run_cli):
+    # llama3.1-405b in bf16: 405,853,388,800 parameters x 2 bytes = 811.7 GB of weights; its KV
+    # cache for one 2048-token sequence: 2048 x 126 layers x 8 KV heads x 256 x 2 bytes = 1.06 GB;
+    # H100-SXM has 81559 MiB = 85.5 GB
+    code, _, err = run_cli("roofline", "model", "llama3.1-405b")
+    assert code == 2
+    assert "does not fit on one H100-SXM (86 GB): weights 811.7 GB + KV cache 1.1 GB per GPU" in err
+    assert run_cli.json("roofline", "model", "llama2-7b")["totals"]["fits"] is True
+    assert run_cli.json("roofline", "model", "llama2-7b", "--phase", "train")["totals"]["fits"] is None
+
+
 @pytest.mark.parametrize("model, adds", [("phi-2", 1), ("llama2-7b", 2)])
 def test_parallel_attention_blocks_have_one_residual_add(run_cli, model, adds):
     # phi-2 (parallel attention): x + attn(ln(x)) + mlp(ln(x)) is one add kernel per layer reading
