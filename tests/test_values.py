@@ -18,6 +18,7 @@ from mlsyscalc.calc.flops import count_flops
 from mlsyscalc.calc.memory_common import stage_params
 from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
 from mlsyscalc.calc.memory_train import TrainOptions, train_memory
+from mlsyscalc.calc.roofline_ops import predict_memory_op
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.cluster import load_cluster
 
@@ -367,3 +368,10 @@ def test_deepseek_shared_expert_saves_4_intermediates():
     # backward keeps gate out, act(gate), up out and their product: 4 x 2048 per token
     saved = {s.name: s.per_token for s in layer_saved(load_model("deepseek-v3"), 3, True, False)}
     assert saved["shared expert intermediates (4I)"] == 4 * 2048
+
+
+def test_a_calibration_record_passed_as_a_dict_sets_the_bandwidth():
+    # a measured copy bandwidth of 2 TB/s (calibrated memory efficiency 1.0): 2 GB read + 2 GB
+    # written take 1 ms + 1 ms, whatever the GPU's datasheet says
+    pred = predict_memory_op("copy", 2e9, 2e9, gpu="H100-SXM", calibration={"bandwidth_Bps": {"copy": 2e12}})
+    assert pred.memory_s == pytest.approx(2e-3, rel=1e-12)
