@@ -18,7 +18,7 @@ from mlsyscalc.calc.flops import count_flops
 from mlsyscalc.calc.memory_common import stage_params
 from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
 from mlsyscalc.calc.memory_train import TrainOptions, train_memory
-from mlsyscalc.calc.roofline_ops import predict_memory_op
+from mlsyscalc.calc.roofline_ops import predict_matmul, predict_memory_op, resolve_ceilings
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.cluster import load_cluster
 
@@ -375,3 +375,14 @@ def test_a_calibration_record_passed_as_a_dict_sets_the_bandwidth():
     # written take 1 ms + 1 ms, whatever the GPU's datasheet says
     pred = predict_memory_op("copy", 2e9, 2e9, gpu="H100-SXM", calibration={"bandwidth_Bps": {"copy": 2e12}})
     assert pred.memory_s == pytest.approx(2e-3, rel=1e-12)
+
+
+def test_decode_gemv_uses_16_row_tiles_with_split_k():
+    # a 1 x 4096 x 4096 GEMM (batch-1 decode) cannot fill 132 SMs with 128-row tiles: it takes
+    # the 16-row mma.m16n8k16 tile, 4096 / 128 = 32 column tiles x split-K 4 = 128 CTAs in one
+    # wave, each 2 x 16 x 128 x (4096 / 4) FLOPs at 1/132 of the achievable bf16 rate
+    pred = predict_matmul(1, 4096, 4096)
+    t = pred.tiling
+    assert t is not None and (t.block_m, t.block_n, t.split, t.units, t.waves) == (16, 128, 4, 128, 1)
+    per_sm = resolve_ceilings("H100-SXM").flops_per_s("bf16", "matmul") / 132
+    assert pred.compute_s == pytest.approx(2 * 16 * 128 * 1024 / per_sm, rel=1e-12)
