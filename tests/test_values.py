@@ -18,7 +18,12 @@ from mlsyscalc.calc.flops import count_flops
 from mlsyscalc.calc.memory_common import stage_params
 from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
 from mlsyscalc.calc.memory_train import TrainOptions, train_memory
-from mlsyscalc.calc.roofline_ops import predict_matmul, predict_memory_op, resolve_ceilings
+from mlsyscalc.calc.roofline_ops import (
+    predict_grouped_matmul,
+    predict_matmul,
+    predict_memory_op,
+    resolve_ceilings,
+)
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.cluster import load_cluster
 
@@ -386,3 +391,9 @@ def test_decode_gemv_uses_16_row_tiles_with_split_k():
     assert t is not None and (t.block_m, t.block_n, t.split, t.units, t.waves) == (16, 128, 4, 128, 1)
     per_sm = resolve_ceilings("H100-SXM").flops_per_s("bf16", "matmul") / 132
     assert pred.compute_s == pytest.approx(2 * 16 * 128 * 1024 / per_sm, rel=1e-12)
+
+
+def test_grouped_matmul_shape_label_names_the_groups():
+    # 2 experts sharing 512 routed tokens: 256 rows each, "2x(256x14336x4096)"
+    assert predict_grouped_matmul(512, 2, 14336, 4096).shape == "2x(256x14336x4096)"
+    assert predict_grouped_matmul(512, 1, 14336, 4096).shape == "512x14336x4096"
