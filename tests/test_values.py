@@ -19,6 +19,7 @@ from mlsyscalc.calc.memory_common import stage_params
 from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
 from mlsyscalc.calc.memory_train import TrainOptions, train_memory
 from mlsyscalc.calc.roofline_ops import (
+    predict_attention,
     predict_grouped_matmul,
     predict_matmul,
     predict_memory_op,
@@ -397,3 +398,20 @@ def test_grouped_matmul_shape_label_names_the_groups():
     # 2 experts sharing 512 routed tokens: 256 rows each, "2x(256x14336x4096)"
     assert predict_grouped_matmul(512, 2, 14336, 4096).shape == "2x(256x14336x4096)"
     assert predict_grouped_matmul(512, 1, 14336, 4096).shape == "512x14336x4096"
+
+
+def test_flash_attention_backward_bytes_and_flops():
+    # FlashAttention-2 backward (Dao 2023, algorithm 2) reads Q, K, V, O and dO and writes dQ, dK,
+    # dV; 5 matmuls instead of the forward's 2 (x 2.5). llama3-8b shapes: 1 x 2048 tokens, 32
+    # query heads and 8 KV heads of 128, bf16, no mask.
+    pred = predict_attention(1, 32, 8, 2048, 2048, 128, backward=True)
+    q = o = 2048 * 32 * 128 * 2
+    kv = 2048 * 8 * (128 + 128) * 2
+    assert (pred.read_bytes, pred.write_bytes) == (q + kv + 2 * o, q + kv)
+    assert pred.flops == 2.5 * 2 * 2048 * 2048 * 32 * 256
+
+
+def test_a_write_only_kernel_is_a_memory_op():
+    # a fill (cudaMemset-like) reads nothing and writes 1 GB at the write ceiling
+    pred = predict_memory_op("fill", 0, 1e9)
+    assert pred.memory_s == pytest.approx(1e9 / resolve_ceilings("H100-SXM").write_ceiling_Bps, rel=1e-12)
