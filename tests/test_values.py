@@ -415,3 +415,10 @@ def test_a_write_only_kernel_is_a_memory_op():
     # a fill (cudaMemset-like) reads nothing and writes 1 GB at the write ceiling
     pred = predict_memory_op("fill", 0, 1e9)
     assert pred.memory_s == pytest.approx(1e9 / resolve_ceilings("H100-SXM").write_ceiling_Bps, rel=1e-12)
+
+
+def test_flash_decoding_splits_down_to_one_128_key_block():
+    # decode of llama3-8b under tp=2 (16 query heads, 4 KV heads): 4 KV-head programs; splitting
+    # 4096 keys 32 ways gives 128 CTAs of exactly one 128-key block each, one wave on 132 SMs
+    t = predict_attention(1, 16, 4, 1, 4096, 128).tiling
+    assert t is not None and (t.block_m, t.split, t.units, t.waves) == (16, 32, 128, 1)
