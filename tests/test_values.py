@@ -27,6 +27,9 @@ from mlsyscalc.calc.roofline_ops import (
 )
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.cluster import load_cluster
+from mlsyscalc.specs.gpu import load_gpu
+from mlsyscalc.specs.hf import from_hf_config
+from mlsyscalc.specs.lookup import builtin_configs
 
 # llama2-7b config.json: hidden 4096, intermediate 11008, 32 layers, 32 heads (MHA), vocab 32000.
 # One decoder layer's projections: q, k, v, o = 4 x 4096^2 = 67,108,864; gate, up, down =
@@ -422,3 +425,28 @@ def test_flash_decoding_splits_down_to_one_128_key_block():
     # 4096 keys 32 ways gives 128 CTAs of exactly one 128-key block each, one wave on 132 SMs
     t = predict_attention(1, 16, 4, 1, 4096, 128).tiling
     assert t is not None and (t.block_m, t.split, t.units, t.waves) == (16, 32, 128, 1)
+
+
+# --- specs ---------------------------------------------------------------------------------------
+
+def test_gpu_link_figures_are_in_bytes_per_second():
+    # H100-SXM.json: nvlink_GBps 900 (both directions, as NVIDIA prints it)
+    assert load_gpu("H100-SXM").nvlink_Bps == 900e9
+
+
+@pytest.mark.parametrize("shared", [0, 2])
+def test_deepseek_shared_experts_scale_the_params(shared):
+    # deepseek-v3: 58 MoE layers (61 - 3 dense), one shared expert of 3 x 7168 x 2048 each;
+    # n_shared_experts=0 removes it, 2 makes one shared MLP of width 2 x 2048
+    base = count_params(load_model("deepseek-v3")).total
+    spec = load_model("deepseek-v3", {"n_shared_experts": shared})
+    assert spec.moe is not None and spec.moe.shared_intermediate_size == 2048 * shared
+    assert count_params(spec).total - base == 58 * 3 * 7168 * 2048 * (shared - 1)
+
+
+def test_gpt_neox_without_a_tie_key_has_its_own_head():
+    # transformers' GPTNeoXConfig defaults tie_word_embeddings to False: pythia-1.4b's config with
+    # the key removed still has an untied 50304 x 2048 embed_out
+    raw = {k: v for k, v in builtin_configs()["pythia-1.4b"].items() if k != "tie_word_embeddings"}
+    spec = from_hf_config(raw, name="pythia-no-tie", source="test")
+    assert count_params(spec).lm_head == 50304 * 2048
