@@ -35,6 +35,14 @@ EQUIVALENT: dict[tuple[str, str], str] = {
      "-def linear_weight_per_rank(lin: Linear, tp: int, ep: int=1, kv_split: int | None=None) -> int:\n"
      "+def linear_weight_per_rank(lin: Linear, tp: int, ep: int=2, kv_split: int | None=None) -> int:"):
         "a dead default: both callers pass ep",
+    ("mlsyscalc/calc/memory_train.py",
+     "-    state = _ADAM8BIT_STATE_BYTES if opts.optimizer == 'adam8bit' else 4.0 if mixed or base == 4 else base\n"
+     "+    state = _ADAM8BIT_STATE_BYTES if opts.optimizer == 'adam8bit' else 4.0 if mixed or base == 5 else base"):
+        "when base == 4 both branches give 4.0",
+    ("mlsyscalc/specs/cluster.py",
+     "-        default = LinkTerms(float(data['bandwidth_GBps']) * 1000000000.0, float(data['latency_us']) * 1e-06)\n"
+     "+        default = LinkTerms(float(data['bandwidth_GBps']) * 1000000000.0, float(data['latency_us']) * 2e-06)"):
+        "this default is built from the same entry, whose latency_us the next line reads again at 1e-6",
 }
 
 

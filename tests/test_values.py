@@ -17,7 +17,19 @@ from mlsyscalc.calc.comm_collectives import collective_cost
 from mlsyscalc.calc.flops import count_flops
 from mlsyscalc.calc.memory_common import stage_params
 from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
+from mlsyscalc.calc.memory_train import TrainOptions, train_memory
+from mlsyscalc.calc.roofline_ops import (
+    predict_attention,
+    predict_grouped_matmul,
+    predict_matmul,
+    predict_memory_op,
+    resolve_ceilings,
+)
+from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.cluster import load_cluster
+from mlsyscalc.specs.gpu import load_gpu
+from mlsyscalc.specs.hf import from_hf_config
+from mlsyscalc.specs.lookup import builtin_configs
 
 # llama2-7b config.json: hidden 4096, intermediate 11008, 32 layers, 32 heads (MHA), vocab 32000.
 # One decoder layer's projections: q, k, v, o = 4 x 4096^2 = 67,108,864; gate, up, down =
@@ -199,6 +211,15 @@ def test_gpt2_pipeline_stages_each_hold_the_tied_table(run_cli):
         6 * layer + 50257 * 768 + 1024 * 768, 6 * layer + 1536 + 50257 * 768]
 
 
+def test_ep_divides_the_dp_x_cp_ranks():
+    # experts are split over the dp x cp ranks of a model replica (Megatron-Core's expert-data
+    # group): ep=8 fits dp=4 x cp=2 = 8 ranks, not dp=2 x cp=2 = 4
+    spec = load_model("mixtral-8x7b")
+    assert train_memory(spec, TrainOptions(ep=8, dp=4, cp=2)).total > 0
+    with pytest.raises(MlsysError, match="--dp x --cp over --ep .*: 4 is not divisible by 8"):
+        train_memory(spec, TrainOptions(ep=8, dp=2, cp=2))
+
+
 def test_opt_pipeline_stages_place_the_projections_at_their_ends(run_cli):
     # opt-350m: hidden 1024, ffn 4096, 24 layers, vocab 50272 embedded at 512 wide
     # (word_embed_proj_dim), learned positions 2048 + 2 offset, no final norm
@@ -286,6 +307,27 @@ def test_decode_attention_reads_kv_head_wide_cache(run_cli, tp):
     assert att["count"] == 32
 
 
+def test_fit_check_names_the_sizes(run_cli):
+    # llama3.1-405b in bf16: 405,853,388,800 parameters x 2 bytes = 811.7 GB of weights; its KV
+    # cache for one 2048-token sequence: 2048 x 126 layers x 8 KV heads x 256 x 2 bytes = 1.06 GB;
+    # H100-SXM has 81559 MiB = 85.5 GB
+    code, _, err = run_cli("roofline", "model", "llama3.1-405b")
+    assert code == 2
+    assert "does not fit on one H100-SXM (86 GB): weights 811.7 GB + KV cache 1.1 GB per GPU" in err
+    assert run_cli.json("roofline", "model", "llama2-7b")["totals"]["fits"] is True
+    assert run_cli.json("roofline", "model", "llama2-7b", "--phase", "train")["totals"]["fits"] is None
+
+
+@pytest.mark.parametrize("model, adds", [("phi-2", 1), ("llama2-7b", 2)])
+def test_parallel_attention_blocks_have_one_residual_add(run_cli, model, adds):
+    # phi-2 (parallel attention): x + attn(ln(x)) + mlp(ln(x)) is one add kernel per layer reading
+    # two 2048 x 2560 bf16 tensors; llama adds after attention and after the MLP
+    d = run_cli.json("roofline", "model", model)
+    add = _op(d, "residual_add")
+    hidden = {"phi-2": 2560, "llama2-7b": 4096}[model]
+    assert add["count"] == 32 * adds and add["read_bytes"] == 2 * 2048 * hidden * 2
+
+
 def test_moe_activation_op_runs_on_top_k_routed_tokens(run_cli):
     # mixtral-8x7b prefill of 1024 tokens: each token goes through its top-2 of 8 experts of width
     # 14336, so SiLU(gate) * up reads 2 x (1024 x 2 x 14336) bf16 elements and writes one set.
@@ -336,3 +378,76 @@ def test_deepseek_shared_expert_saves_4_intermediates():
     # backward keeps gate out, act(gate), up out and their product: 4 x 2048 per token
     saved = {s.name: s.per_token for s in layer_saved(load_model("deepseek-v3"), 3, True, False)}
     assert saved["shared expert intermediates (4I)"] == 4 * 2048
+
+
+def test_a_calibration_record_passed_as_a_dict_sets_the_bandwidth():
+    # a measured copy bandwidth of 2 TB/s (calibrated memory efficiency 1.0): 2 GB read + 2 GB
+    # written take 1 ms + 1 ms, whatever the GPU's datasheet says
+    pred = predict_memory_op("copy", 2e9, 2e9, gpu="H100-SXM", calibration={"bandwidth_Bps": {"copy": 2e12}})
+    assert pred.memory_s == pytest.approx(2e-3, rel=1e-12)
+
+
+def test_decode_gemv_uses_16_row_tiles_with_split_k():
+    # a 1 x 4096 x 4096 GEMM (batch-1 decode) cannot fill 132 SMs with 128-row tiles: it takes
+    # the 16-row mma.m16n8k16 tile, 4096 / 128 = 32 column tiles x split-K 4 = 128 CTAs in one
+    # wave, each 2 x 16 x 128 x (4096 / 4) FLOPs at 1/132 of the achievable bf16 rate
+    pred = predict_matmul(1, 4096, 4096)
+    t = pred.tiling
+    assert t is not None and (t.block_m, t.block_n, t.split, t.units, t.waves) == (16, 128, 4, 128, 1)
+    per_sm = resolve_ceilings("H100-SXM").flops_per_s("bf16", "matmul") / 132
+    assert pred.compute_s == pytest.approx(2 * 16 * 128 * 1024 / per_sm, rel=1e-12)
+
+
+def test_grouped_matmul_shape_label_names_the_groups():
+    # 2 experts sharing 512 routed tokens: 256 rows each, "2x(256x14336x4096)"
+    assert predict_grouped_matmul(512, 2, 14336, 4096).shape == "2x(256x14336x4096)"
+    assert predict_grouped_matmul(512, 1, 14336, 4096).shape == "512x14336x4096"
+
+
+def test_flash_attention_backward_bytes_and_flops():
+    # FlashAttention-2 backward (Dao 2023, algorithm 2) reads Q, K, V, O and dO and writes dQ, dK,
+    # dV; 5 matmuls instead of the forward's 2 (x 2.5). llama3-8b shapes: 1 x 2048 tokens, 32
+    # query heads and 8 KV heads of 128, bf16, no mask.
+    pred = predict_attention(1, 32, 8, 2048, 2048, 128, backward=True)
+    q = o = 2048 * 32 * 128 * 2
+    kv = 2048 * 8 * (128 + 128) * 2
+    assert (pred.read_bytes, pred.write_bytes) == (q + kv + 2 * o, q + kv)
+    assert pred.flops == 2.5 * 2 * 2048 * 2048 * 32 * 256
+
+
+def test_a_write_only_kernel_is_a_memory_op():
+    # a fill (cudaMemset-like) reads nothing and writes 1 GB at the write ceiling
+    pred = predict_memory_op("fill", 0, 1e9)
+    assert pred.memory_s == pytest.approx(1e9 / resolve_ceilings("H100-SXM").write_ceiling_Bps, rel=1e-12)
+
+
+def test_flash_decoding_splits_down_to_one_128_key_block():
+    # decode of llama3-8b under tp=2 (16 query heads, 4 KV heads): 4 KV-head programs; splitting
+    # 4096 keys 32 ways gives 128 CTAs of exactly one 128-key block each, one wave on 132 SMs
+    t = predict_attention(1, 16, 4, 1, 4096, 128).tiling
+    assert t is not None and (t.block_m, t.split, t.units, t.waves) == (16, 32, 128, 1)
+
+
+# --- specs ---------------------------------------------------------------------------------------
+
+def test_gpu_link_figures_are_in_bytes_per_second():
+    # H100-SXM.json: nvlink_GBps 900 (both directions, as NVIDIA prints it)
+    assert load_gpu("H100-SXM").nvlink_Bps == 900e9
+
+
+@pytest.mark.parametrize("shared", [0, 2])
+def test_deepseek_shared_experts_scale_the_params(shared):
+    # deepseek-v3: 58 MoE layers (61 - 3 dense), one shared expert of 3 x 7168 x 2048 each;
+    # n_shared_experts=0 removes it, 2 makes one shared MLP of width 2 x 2048
+    base = count_params(load_model("deepseek-v3")).total
+    spec = load_model("deepseek-v3", {"n_shared_experts": shared})
+    assert spec.moe is not None and spec.moe.shared_intermediate_size == 2048 * shared
+    assert count_params(spec).total - base == 58 * 3 * 7168 * 2048 * (shared - 1)
+
+
+def test_gpt_neox_without_a_tie_key_has_its_own_head():
+    # transformers' GPTNeoXConfig defaults tie_word_embeddings to False: pythia-1.4b's config with
+    # the key removed still has an untied 50304 x 2048 embed_out
+    raw = {k: v for k, v in builtin_configs()["pythia-1.4b"].items() if k != "tie_word_embeddings"}
+    spec = from_hf_config(raw, name="pythia-no-tie", source="test")
+    assert count_params(spec).lm_head == 50304 * 2048
