@@ -76,10 +76,6 @@ def comm(nproc, collectives, min_size, max_size, factor, backend, cluster, out, 
     `torchrun ... -m mlsyscalc.bench.comm_bench` yourself). Each result is checked element by
     element before it is timed with CUDA events. NCCL_NVLS_ENABLE=0 (NVLink multicast off).
     """
-    if not from_rows and backend == "nccl":  # say so before any worker starts
-        found = _gpu_count(backend)
-        if nproc and nproc > found:
-            raise MlsysError(f"--nproc {nproc}: this node has {found} CUDA GPUs")
     from ..report import comm as comm_report
 
     lo, hi, fit_min = parse_bytes(min_size, "--min-size"), parse_bytes(max_size, "--max-size"), parse_bytes(fit_min_size)
