@@ -89,13 +89,13 @@ def test_budget_takes_the_peak_from_gpu_specs():
     (["loss", "--params", "70B", "--tokens", "0"], "tokens: must be positive, got '0'"),
     (["loss", "--params", "70B", "--tokens", "1.4T", "--law", "approach1"], "'approach1' is not one of 'approach3', 'epoch'"),
     (["budget", "--compute", "1e23"], "give --gpu NAME or --peak-tflops X"),
-    (["budget", "--compute", "1e23", "--peak-tflops", "989", "--mfu", "0"], "MFU must be in (0, 1], got 0.0"),
-    (["budget", "--compute", "1e23", "--peak-tflops", "989", "--mfu", "1.5"], "MFU must be in (0, 1], got 1.5"),
-    (["budget", "--compute", "1e23", "--peak-tflops", "-1"], "peak TFLOP/s must be a positive finite number, got -1.0"),
+    (["budget", "--compute", "1e23", "--peak-tflops", "989", "--mfu", "0"], "Invalid value for '--mfu': 0.0 is not in the range 0<x<=1"),
+    (["budget", "--compute", "1e23", "--peak-tflops", "989", "--mfu", "1.5"], "Invalid value for '--mfu': 1.5 is not in the range 0<x<=1"),
+    (["budget", "--compute", "1e23", "--peak-tflops", "-1"], "Invalid value for '--peak-tflops': -1.0 is not in the range x>0"),
     (["budget", "--cost", "1e6", "--peak-tflops", "989"], "a cost budget needs a price per GPU-hour"),
-    (["budget", "--compute", "1e23", "--peak-tflops", "989", "--gpus", "0"], "gpus must be at least 1, got 0"),
+    (["budget", "--compute", "1e23", "--peak-tflops", "989", "--gpus", "0"], "Invalid value for '--gpus': 0 is not in the range x>=1"),
     (["table", "--law", "kaplan"], "'kaplan' is not one of"),
-    (["optimal", "--compute", "1e20", "--plot", "out.jpg"], "plot file must end in .png or .svg, got 'out.jpg'"),
+    (["optimal", "--compute", "1e20", "--plot", "out.jpg"], "--plot out.jpg: use a .png or .svg file name"),
 ])
 def test_bad_input_exits_2(args, message):
     result = invoke(*args)
