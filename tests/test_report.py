@@ -114,7 +114,7 @@ def test_html_parses_and_fetches_nothing(reports, model):
         assert value.startswith("#") or (tag == "img" and value.startswith("data:image/png;base64,")), (tag, value)
     assert "url(" not in page and "@import" not in page
     images = [v for t, _, v in parser.urls if t == "img"]
-    assert len(images) == (5 if model == "llama2-7b" else 0)
+    assert len(images) == (6 if model == "llama2-7b" else 0)  # five sections with figures + serving
 
 
 def test_header_names_version_commit_gpu_source_and_the_command(reports):

@@ -19,7 +19,7 @@ PLOTS = [
     (["roofline", "llama3-8b", "--phase", "decode", "--context", "64", "--tp", "2", "--sweep", "batch=1,8"],
      ["llama3-8b decode", "H100-SXM x2 (TP)"]),
     (["memory", "train", "llama2-7b", "--dp", "8", "--gpu", "h100"], ["llama2-7b: training memory", "H100-SXM", "dp 8"]),
-    (["memory", "infer", "llama3-8b", "--tp", "2", "--gpu", "a100"], ["llama3-8b: inference memory", "A100", "tp 2"]),
+    (["memory", "infer", "llama3-8b", "--tp", "2", "--gpu", "a100-80gb"], ["llama3-8b: inference memory", "A100", "tp 2"]),
     (["scaling", "optimal", "--params", "70B"], ["Compute-optimal frontier"]),
     (["scaling", "loss", "--params", "7B", "--tokens", "140B"], ["IsoFLOP curves"]),
 ]
