@@ -53,7 +53,7 @@ def compare(spec, ceil, run: dict, cost) -> dict:
 
 
 def page(data: dict, fitted) -> str:
-    spec, ceil = load_model(data["model"]), resolve_ceilings(data["gpu_spec"])
+    spec = load_model(data["model"])
     err, fceil, fcost, params = fitted
     lines = ["# `mlsys serve` against a measured replay", "",
              f"`scripts/serve_replay.py` at commit {data['commit']} on one {data['device']} (torch {data['torch']}, "

@@ -44,8 +44,8 @@ PREDICTED = {  # published metric -> how to read the same quantity from `mlsys t
 def narayanan_eq3_flops(run: dict[str, Any]) -> float:
     """FLOPs of one step as Narayanan et al. 2021 count them (eq. 3, full recomputation included)."""
     c, lay = run["config"], run["layout"]
-    b, s, l, h, v = lay["global_batch"], lay["seq"], c["n_layer"], c["n_embd"], c["vocab_size"]
-    return 96 * b * s * l * h**2 * (1 + s / (6 * h) + v / (16 * l * h))
+    b, s, layers, h, v = lay["global_batch"], lay["seq"], c["n_layer"], c["n_embd"], c["vocab_size"]
+    return 96 * b * s * layers * h**2 * (1 + s / (6 * h) + v / (16 * layers * h))
 
 
 FLOP_FORMULAS = {"narayanan2021-eq3": narayanan_eq3_flops}

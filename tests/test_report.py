@@ -110,7 +110,7 @@ def test_html_parses_and_fetches_nothing(reports, model):
     parser.close()
     assert "script" not in parser.tags and "link" not in parser.tags
     assert "table" in parser.tags and "h2" in parser.tags
-    for tag, name, value in parser.urls:
+    for tag, _name, value in parser.urls:
         assert value.startswith("#") or (tag == "img" and value.startswith("data:image/png;base64,")), (tag, value)
     assert "url(" not in page and "@import" not in page
     images = [v for t, _, v in parser.urls if t == "img"]

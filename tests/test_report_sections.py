@@ -9,7 +9,8 @@ import pytest
 
 from mlsyscalc.cli.main import COMMANDS
 from mlsyscalc.cli.report import json_runner
-from mlsyscalc.report.model_report import ReportOptions, build_report
+from mlsyscalc.report.model_report import ReportOptions
+from mlsyscalc.report.model_report_build import build_report
 from mlsyscalc.report.model_report_more import measured_section
 from mlsyscalc.report.model_report_infer import serving_section
 from mlsyscalc.report.model_report_sections import step_section

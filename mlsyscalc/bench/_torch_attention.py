@@ -158,7 +158,6 @@ class LatentAttention(nn.Module):
 
     def _absorbed(self, q_nope, q_rot, cached):
         """q (B, 1, H, .) over cached (B, L, 1, rank + rot): the H heads are H query rows of one MQA problem."""
-        b = q_nope.shape[0]
         w = self.kv_b_proj.weight.view(self.heads, self.nope + self.dv, self.rank)
         w_k, w_v = w[:, :self.nope], w[:, self.nope:]  # (H, nope, rank), (H, dv, rank)
         q_lat = torch.einsum("bhn,hnr->bhr", q_nope[:, 0], w_k)  # (B, H, rank)

@@ -30,7 +30,6 @@ from dataclasses import replace
 from dataclasses import dataclass
 
 from ..errors import require
-from .serve_cost import Batch
 
 WATERMARK = 0.01  # vLLM keeps 1% of the KV blocks free when admitting prompts (block_manager watermark)
 

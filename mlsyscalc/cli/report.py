@@ -17,7 +17,7 @@ from ..report.model_report import CommandFailed, ReportOptions
 from . import render
 from .options import model_argument, positive_int
 
-O = ReportOptions  # defaults live in ReportOptions
+DEFAULTS = ReportOptions  # defaults live in ReportOptions
 
 
 def json_runner():
@@ -52,7 +52,7 @@ def _command_line(params: dict) -> str:
             argv += ["--no-figures"] if value else []
         elif name == "name":
             argv += [] if value == "README.md" else ["--name", value]
-        elif getattr(O, name, None) != value:
+        elif getattr(DEFAULTS, name, None) != value:
             argv += [flag, str(value)]
     return "mlsys " + shlex.join(argv)
 
@@ -63,15 +63,15 @@ def _command_line(params: dict) -> str:
 @click.option("--name", default="README.md", show_default=True, help="File name of the markdown page.")
 @click.option("--gpu", default=None, help="GPU name or alias (`mlsys gpus`); default the cluster's GPU, else H100-SXM.")
 @click.option("--cluster", default=None, help="Cluster spec for communication (`model_specs/clusters`).")
-@positive_int("--gpus", O.gpus, "GPUs for training (data parallel unless --tp/--pp).")
-@positive_int("--seq", O.seq, "Training and prefill tokens per sequence.")
-@positive_int("--context", O.context, "Decode: tokens already in the KV cache.")
-@click.option("--dtype", default=O.dtype, show_default=True, help="Inference weights and compute dtype.")
-@positive_int("--micro-batch", O.micro_batch, "Training micro-batch (sequences).")
-@positive_int("--global-batch", O.global_batch, "Training global batch (sequences), for train/plan.")
+@positive_int("--gpus", DEFAULTS.gpus, "GPUs for training (data parallel unless --tp/--pp).")
+@positive_int("--seq", DEFAULTS.seq, "Training and prefill tokens per sequence.")
+@positive_int("--context", DEFAULTS.context, "Decode: tokens already in the KV cache.")
+@click.option("--dtype", default=DEFAULTS.dtype, show_default=True, help="Inference weights and compute dtype.")
+@positive_int("--micro-batch", DEFAULTS.micro_batch, "Training micro-batch (sequences).")
+@positive_int("--global-batch", DEFAULTS.global_batch, "Training global batch (sequences), for train/plan.")
 @click.option("--tp", type=click.IntRange(min=1), default=None, help="Training layout: tensor-parallel size.")
 @click.option("--pp", type=click.IntRange(min=1), default=None, help="Training layout: pipeline stages.")
-@positive_int("--top", O.top, "Layouts listed from `mlsys plan`.")
+@positive_int("--top", DEFAULTS.top, "Layouts listed from `mlsys plan`.")
 @click.option("--measured", type=click.Path(file_okay=False), default=None,
               help="Folder of `mlsys bench` rows (JSONL/CSV) to set beside the predictions.")
 @click.option("--no-figures", is_flag=True, help="Markdown and HTML only (figures need matplotlib).")
@@ -85,7 +85,7 @@ def report(model, overrides, out_dir, name, gpu, cluster, gpus, seq, context, dt
     from importlib.metadata import version
 
     from ..bench.harness import git_commit, now
-    from ..report.model_report import build_report
+    from ..report.model_report_build import build_report
     from ..report.model_report_write import check_output, write_report
     from .main import COMMANDS
 

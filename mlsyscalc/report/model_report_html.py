@@ -21,6 +21,11 @@ _IMAGE = re.compile(r"^!\[(?P<alt>[^\]]*)\]\((?P<src>[^)]+)\)$")
 _LINK = re.compile(r"\[(?P<text>[^\]]+)\]\((?P<href>[^)]+)\)")
 
 
+def slug(title: str) -> str:
+    """GitHub's heading anchor: lower case, punctuation dropped, spaces to dashes."""
+    return re.sub(r"[^a-z0-9 _-]", "", title.lower()).replace(" ", "-")
+
+
 def _inline(text: str) -> str:
     """Escape, then `code`, **bold**, *italic* and links: in-page anchors stay links, local files become text."""
     parts = re.split(r"(`[^`]*`)", text)
@@ -73,8 +78,6 @@ def _blocks(lines: list[str], root: Path):
         elif line.startswith("#"):
             level = len(line) - len(line.lstrip("#"))
             title = line[level:].strip()
-            from .model_report_write import slug
-
             yield f'<h{level} id="{slug(title)}">{_inline(title)}</h{level}>'
             i += 1
         elif line.startswith("|"):

@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import MlsysError
 from .model_report import Report, Section
+from .model_report_html import slug
 from .plotting import EXTRA_HINT, has_matplotlib
 
 FIGURE_DIR = "figures"
@@ -23,11 +23,6 @@ class Written:
     json: Path
     figures: tuple[Path, ...]
     figures_note: str | None  # why there are no figures, if there are none
-
-
-def slug(title: str) -> str:
-    """GitHub's heading anchor: lower case, punctuation dropped, spaces to dashes."""
-    return re.sub(r"[^a-z0-9 _-]", "", title.lower()).replace(" ", "-")
 
 
 def _header_lines(report: Report, command_line: str, figures_note: str | None) -> list[str]:
