@@ -66,8 +66,13 @@ def remember(table: dict, key, value, limit: int = _MAX_ENTRIES):
     return value
 
 
-def launch_key(kernel, device: int, args: tuple, consts: dict) -> tuple:
-    return (id(kernel), device, *map(_spec, args), *consts.items())
+def launch_key(kernel, device: int, args: tuple, consts: dict, grid=None) -> tuple:
+    """A launch signature: the kernel, device, what the JIT specialises each argument on, the constexprs,
+    and a fixed grid. The grid is part of it because it can depend on sizes that are not arguments (decode
+    attention's batch is only its grid's last dimension): without it, a batch of 64 after a batch of 16
+    of the same cache layout reused the 16-program grid and left 48 rows unwritten. A callable grid is
+    evaluated from the arguments and constexprs, which the key already holds."""
+    return (id(kernel), device, *map(_spec, args), *consts.items(), None if grid is None or callable(grid) else tuple(grid))
 
 
 def make_entry(kernel, compiled, grid, args: tuple, consts: dict) -> Entry:
@@ -95,7 +100,7 @@ def launch(kernel, grid, args: tuple, consts: dict, *, cache: bool = True) -> En
         kernel[grid](*args, **consts)
         return None
     device = driver.active.get_current_device()
-    key = launch_key(kernel, device, args, consts)
+    key = launch_key(kernel, device, args, consts, grid)
     entry = _ENTRIES.get(key)
     if entry is None:
         compiled = kernel[grid](*args, **consts)

@@ -240,6 +240,12 @@ def test_launch_key_separates_what_the_jit_specialises_on():
     assert key != ml.launch_key(_FakeAutotuned, 0, (x, 65), dict(SPLIT=2))              # an integer
     assert key != ml.launch_key(_FakeAutotuned, 0, (x, 64), dict(SPLIT=4))              # a constexpr
     assert key != ml.launch_key(_FakeAutotuned, 1, (x, 64), dict(SPLIT=2))              # the device
+    # a fixed grid: decode attention's batch is only its grid's last dimension (same arguments, 16 vs 64
+    # sequences), so the grid must separate launches; a callable grid is keyed by what it is computed from
+    grid16 = ml.launch_key(_FakeAutotuned, 0, (x, 64), dict(SPLIT=2), (1, 32, 16))
+    assert grid16 != ml.launch_key(_FakeAutotuned, 0, (x, 64), dict(SPLIT=2), (1, 32, 64))
+    assert grid16 == ml.launch_key(_FakeAutotuned, 0, (x, 64), dict(SPLIT=2), (1, 32, 16))
+    assert key == ml.launch_key(_FakeAutotuned, 0, (x, 64), dict(SPLIT=2), lambda meta: (1,))
 
 
 class _FakeCompiled:
