@@ -234,8 +234,8 @@ class IterationCost:
         return self.mixed_s(b.tokens, b.samples, b.prefill_tokens, b.prefill_pairs, b.prefill_keys,
                             b.decodes, b.decode_keys)
 
-    def mixed_s(self, tokens: int, samples: int, prefill_tokens: int, prefill_pairs: float, prefill_keys: int,
-                decodes: int, decode_keys: int) -> float:
+    def mixed_s(self, tokens: int, samples: int, prefill_tokens: int, prefill_pairs: float, prefill_keys: float,
+                decodes: int, decode_keys: float) -> float:
         """`time_s` of a Batch given as its sums (the simulator's hot path: no Batch object)."""
         total = self.token_s(tokens) + self.sample_s(samples)
         if prefill_tokens:
@@ -245,14 +245,14 @@ class IterationCost:
             total += self.decode_attention_s(decodes, decode_keys)
         return total
 
-    def decode_s(self, decodes: int, decode_keys: int) -> float:
+    def decode_s(self, decodes: int, decode_keys: float) -> float:
         """A decode-only iteration: D sequences, decode_keys keys in all."""
         base = self._decode_base.get(decodes)
         if base is None:
             base = self._decode_base[decodes] = self.token_s(decodes) + self.sample_s(decodes)
         return base + self.decode_attention_s(decodes, decode_keys)
 
-    def decode_attention_s(self, d: int, keys: int) -> float:
+    def decode_attention_s(self, d: int, keys: float) -> float:
         total = 0.0
         for count, cd, ck, md, mk, launch in self._decode_terms:
             compute, memory = cd * d + ck * keys, md * d + mk * keys
