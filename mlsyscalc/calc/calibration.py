@@ -222,7 +222,12 @@ def file_efficiency(data: Mapping[str, Any], where: str = "calibration") -> Effi
     require(isinstance(fitted, dict), f"{where}: efficiency must be an object")
     unknown = set(fitted) - set(KINDS)
     require(not unknown, f"{where}: unknown efficiency {', '.join(sorted(unknown))} (use: {', '.join(KINDS)})")
-    values = {k: _positive(v, f"efficiency.{k}") for k, v in fitted.items()}
+    values: dict[str, float] = {}
+    for k, v in fitted.items():
+        number = _positive(v, f"efficiency.{k}")
+        if number is None:  # a JSON null
+            raise MlsysError(f"calibration: efficiency.{k} must be a number, got None")
+        values[k] = number
     return replace(CALIBRATED_EFFICIENCY, **values)
 
 

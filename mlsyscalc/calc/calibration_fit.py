@@ -94,7 +94,7 @@ def fit(observations, start: dict[str, float], fixed: tuple[str, ...] = ()) -> d
     A parameter no observation depends on (no attention rows, say) keeps its start value too.
     Searched in log space, clamped to BOUNDS."""
     obs = list(observations)
-    require(obs, "calibrate: no measured rows to fit")
+    require(bool(obs), "calibrate: no measured rows to fit")
     require(all(o.measured_s > 0 for o in obs), "calibrate: measured times must be positive")
     free = [p for p in PARAMS if p not in fixed and _matters(obs, p)]
 

@@ -65,6 +65,7 @@ class InferOptions:
 
     def _validate_group(self, spec: ModelSpec) -> None:
         """A quantisation group spans input columns of one rank's weight: never wider than the narrowest."""
+        assert self.group_size is not None  # called only with --group-size
         q = dtype_name(self.dtype)
         require(q in DEFAULT_GROUP, f"--group-size applies to quantised --dtype ({', '.join(DEFAULT_GROUP)}), "
                                     f"not {self.dtype}")

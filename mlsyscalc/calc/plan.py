@@ -140,7 +140,9 @@ def _collect(memo: _Memo, layouts: list[TrainStepOptions], grid: list[tuple[int,
     the keys of its memory pieces."""
     cols: dict[str, list] = {k: [] for k in _COLUMNS}
     traffic_cols: dict[tuple[str, str], list] = {}
-    recompute, state_keys, act_keys = [], [], []
+    recompute: list[str] = []
+    state_keys: list[tuple] = []
+    act_keys: list[tuple] = []
     n, zeros, modes = len(layouts) * len(grid), sorted({z for z, _ in grid}), sorted({r for _, r in grid})
     for i, c in enumerate(layouts):
         m, shard, mem = c.num_micro_batches, c.data_parallel * c.cp, memo.memory
@@ -174,7 +176,7 @@ def _search(memo: _Memo, layouts: list[TrainStepOptions], grid: list[tuple[int, 
     windows = Windows(a["forward"], a["backward"], a["attention"], a["m"])
     breakdown, _ = step_breakdown(pp=a["pp"], vp=a["vp"], windows=windows, seconds=seconds, zero=a["zero"],
                                   recompute=np.asarray(recompute), overlap=memo.opts.overlap, optimizer=a["optimizer"])
-    step = sum(np.broadcast_to(v, a["m"].shape) for v in breakdown.values())
+    step = sum((np.broadcast_to(v, a["m"].shape) for v in breakdown.values()), np.zeros(a["m"].shape))
     memory = np.empty(len(step))
     for pp in np.unique(a["pp"]):
         idx = np.flatnonzero(a["pp"] == pp)
@@ -220,6 +222,6 @@ def why(best: TrainStep | None, rival: TrainStep | None) -> str:
     a, b = best.options.layout(), rival.options.layout()
     diff = ", ".join(f"{k} {b[k]}->{a[k]}" for k in a if a[k] != b[k])
     deltas = {k: rival.breakdown[k] - best.breakdown[k] for k in best.breakdown}
-    part = max(deltas, key=deltas.get)
+    part = max(deltas, key=lambda k: deltas[k])
     return (f"{best.step_time_s:.4g} s per step, {rival.step_time_s - best.step_time_s:.3g} s less than the best layout "
             f"with other tp/pp/ZeRO/recompute choices ({diff}), mostly {part} ({deltas[part]:.3g} s less)")

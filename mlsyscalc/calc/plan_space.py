@@ -62,7 +62,7 @@ class PlanOptions:
 
 def parse_fix(items: tuple[str, ...]) -> tuple[tuple[str, int | bool | str], ...]:
     """`tp=8`, `sp=off`, `recompute=selective`, `micro-batch=1` -> ((axis, value), ...)."""
-    out = []
+    out: list[tuple[str, int | bool | str]] = []
     for item in items:
         key, sep, value = item.partition("=")
         axis = key.strip().replace("-", "_")

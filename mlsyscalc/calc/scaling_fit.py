@@ -261,8 +261,8 @@ def _bootstrap(runs: Runs, options: FitOptions, theta, compute: float):
 
     rng = np.random.default_rng(options.seed)
     x, y, log_l = (np.log(np.asarray(v, dtype=float)) for v in (runs.params, runs.tokens, runs.loss))
-    picks = [rng.integers(0, runs.n, runs.n) for _ in range(options.bootstrap)]
-    picks = np.asarray([idx for idx in picks if len(set(idx.tolist())) >= MIN_DISTINCT
+    drawn = [rng.integers(0, runs.n, runs.n) for _ in range(options.bootstrap)]
+    picks = np.asarray([idx for idx in drawn if len(set(idx.tolist())) >= MIN_DISTINCT
                         and len(set(x[idx])) >= 2 and len(set(y[idx])) >= 2], dtype=int).reshape(-1, runs.n)
     fitted, _, _ = minimise_many(np.repeat(np.asarray(theta, dtype=float)[None, :], len(picks), axis=0),
                                  x[picks], y[picks], log_l[picks], options.delta)

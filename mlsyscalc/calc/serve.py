@@ -171,8 +171,9 @@ def simulate(spec: ModelSpec, ceilings: Ceilings, workload: Workload, opts: Serv
     sd = speculation(spec, draft, ceilings, opts, cost) if draft is not None else None
     kv = kv_capacity(spec, ceilings, opts, draft)
     trace = Engine(workload.requests, cost, engine_limits(kv, ceilings, opts, workload.shared_prefix), sd).run()
-    metrics = summary(workload.requests, trace, kv.blocks, opts.slo)
+    metrics: dict[str, Any] = summary(workload.requests, trace, kv.blocks, opts.slo)  # ServeResult.metrics
     if sd is not None:
+        assert draft is not None  # sd is built only from a draft model
         mean_batch = max(1, round(metrics["mean_batch_tokens"]))
         metrics["speculative"] = {"draft": draft.name, "spec_k": opts.spec_k, "accept": opts.accept,
                                   "batch1": sd.verdict(1, workload.requests[0][1]),

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from ..dtypes import bytes_per_element
 from ..errors import MlsysError
-from ..specs.model import ModelSpec
+from ..specs.model import ModelSpec, MoESpec
 from .calibration import Ceilings
 from .roofline_comm import tp_comm_rows
 from .roofline_model import expected_distinct_experts, predict_model
@@ -37,6 +37,12 @@ _FIT_TOKENS = (1, 2)
 _CHECK_TOKENS = 7
 _RATE_TOKENS = 8192  # seconds per FLOP of compute-bound rows are read at this many tokens
 _PARTS = ("flops", "read_bytes", "write_bytes", "memory_s")
+
+
+def _experts(moe: MoESpec | None, t: int) -> float:
+    """Expected distinct experts over t tokens: the second feature of a grouped row, which only MoE layers have."""
+    assert moe is not None, "a grouped (expert) row in a model without MoE"
+    return expected_distinct_experts(moe.num_experts, moe.experts_per_token, t)
 
 
 @dataclass(frozen=True)
@@ -141,7 +147,7 @@ class IterationCost:
         moe = self.spec.moe
 
         def features(t: int, grouped: bool) -> tuple[float, ...]:
-            return (t, expected_distinct_experts(moe.num_experts, moe.experts_per_token, t)) if grouped else (1.0, t)
+            return (t, _experts(moe, t)) if grouped else (1.0, t)
 
         runs = {t: self._model("prefill", 1, t).rows for t in (*_FIT_TOKENS, _CHECK_TOKENS, self._rate_tokens())}
         out: dict[str, list[AffineRow]] = {"token": [], "sample": []}
@@ -180,7 +186,7 @@ class IterationCost:
         moe = self.spec.moe
         total = 0.0
         for row in rows:
-            x = ((t, expected_distinct_experts(moe.num_experts, moe.experts_per_token, t)) if row.grouped
+            x = ((t, _experts(moe, t)) if row.grouped
                  else (1.0, t))
             total += row.time_s(x)
         return total
@@ -210,9 +216,10 @@ class IterationCost:
         moe = self.spec.moe
         groups = [(self.token_rows, b.tokens), (self.sample_rows, b.samples)]
         out = dict.fromkeys(("flops", "read_bytes", "write_bytes"), 0.0)
+        x: tuple[float, ...]
         for rows, t in groups:
             for row in rows if t else ():
-                x = ((t, expected_distinct_experts(moe.num_experts, moe.experts_per_token, t)) if row.grouped
+                x = ((t, _experts(moe, t)) if row.grouped
                      else (1.0, t))
                 for key in out:
                     out[key] += row.count * row.part(key, x)
@@ -227,8 +234,8 @@ class IterationCost:
         return self.mixed_s(b.tokens, b.samples, b.prefill_tokens, b.prefill_pairs, b.prefill_keys,
                             b.decodes, b.decode_keys)
 
-    def mixed_s(self, tokens: int, samples: int, prefill_tokens: int, prefill_pairs: float, prefill_keys: int,
-                decodes: int, decode_keys: int) -> float:
+    def mixed_s(self, tokens: int, samples: int, prefill_tokens: int, prefill_pairs: float, prefill_keys: float,
+                decodes: int, decode_keys: float) -> float:
         """`time_s` of a Batch given as its sums (the simulator's hot path: no Batch object)."""
         total = self.token_s(tokens) + self.sample_s(samples)
         if prefill_tokens:
@@ -238,14 +245,14 @@ class IterationCost:
             total += self.decode_attention_s(decodes, decode_keys)
         return total
 
-    def decode_s(self, decodes: int, decode_keys: int) -> float:
+    def decode_s(self, decodes: int, decode_keys: float) -> float:
         """A decode-only iteration: D sequences, decode_keys keys in all."""
         base = self._decode_base.get(decodes)
         if base is None:
             base = self._decode_base[decodes] = self.token_s(decodes) + self.sample_s(decodes)
         return base + self.decode_attention_s(decodes, decode_keys)
 
-    def decode_attention_s(self, d: int, keys: int) -> float:
+    def decode_attention_s(self, d: int, keys: float) -> float:
         total = 0.0
         for count, cd, ck, md, mk, launch in self._decode_terms:
             compute, memory = cd * d + ck * keys, md * d + mk * keys

@@ -119,7 +119,7 @@ def simulate_disagg(spec: ModelSpec, ceilings: Ceilings, workload: Workload, opt
         preempt += trace.preempt_s
     combined = Trace(sched, first, finish, [], [], [], [], [], 0.0)
     combined.preempt_s = preempt
-    metrics = summary(reqs, combined, 1, opts.slo)
+    metrics: dict[str, Any] = summary(reqs, combined, 1, opts.slo)  # DisaggResult.metrics
     makespan = metrics["makespan_s"]
     pools = {"layout": layout.name, "gpus": layout.gpus, "prefill_instances": layout.prefill,
              "decode_instances": layout.decode, "tp_prefill": layout.tp_prefill, "tp_decode": layout.tp_decode,

@@ -16,7 +16,8 @@ def _blocks(tokens: int, block_size: int) -> int:
 
 def _take_batch(e, first: int, now: float) -> list[int]:
     lim, req = e.lim, e.req
-    batch, blocks, j = [], 0, first
+    batch: list[int] = []
+    blocks, j = 0, first
     while j < len(req) and req[j][0] <= now and len(batch) < lim.max_seqs:
         need = _blocks(req[j][1] + req[j][2], lim.block_size)
         if blocks + need > lim.total_blocks:

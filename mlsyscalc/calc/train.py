@@ -26,7 +26,7 @@ from typing import Any, Mapping
 from ..specs.cluster import ClusterSpec, builtin_clusters, load_cluster
 from ..specs.gpu import load_gpu
 from ..specs.model import ModelSpec
-from ..errors import require
+from ..errors import MlsysError, require
 from .calibration import Ceilings
 from .comm_step import StepOptions, step_comm
 from .flops import FlopOptions, count_flops
@@ -104,7 +104,8 @@ def resolve_cluster(gpu: str | None, cluster: str | ClusterSpec | None, gpus: in
     inter-node link when `gpus` spans nodes)."""
     if cluster is not None:
         return load_cluster(cluster)
-    require(gpu is not None, "give --gpu NAME or --cluster NAME|FILE")
+    if gpu is None:
+        raise MlsysError("give --gpu NAME or --cluster NAME|FILE")
     name = load_gpu(gpu).name
     nodes = sorted((c for c in builtin_clusters().values() if c.gpu == name and not c.measured),
                    key=lambda c: (c.inter is not None or gpus <= c.gpus_per_node, c.gpus_per_node))

@@ -36,13 +36,14 @@ RECOMPUTE_FULL_FACTOR = {"tp": 1.5, "cp": 4 / 3}
 
 @dataclass(frozen=True)
 class Windows:
-    forward_s: float  # one micro-batch, slowest stage
-    backward_s: float  # incl. recomputation
-    attention_s: float  # attention kernels of one micro-batch (forward + backward + recompute)
-    micro_batches: int
+    """Scalars for one layout (train), or numpy arrays with one entry per candidate layout (plan)."""
+    forward_s: Any  # one micro-batch, slowest stage
+    backward_s: Any  # incl. recomputation
+    attention_s: Any  # attention kernels of one micro-batch (forward + backward + recompute)
+    micro_batches: Any
 
     @property
-    def compute_s(self) -> float:
+    def compute_s(self) -> Any:
         return self.micro_batches * (self.forward_s + self.backward_s)
 
 

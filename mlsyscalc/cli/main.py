@@ -91,7 +91,7 @@ class MainGroup(LazyGroup):
             ctx.exit(1)
 
 
-def _file_error(exc: Exception) -> str:
+def _file_error(exc: UnicodeDecodeError | OSError) -> str:
     if isinstance(exc, UnicodeDecodeError):
         return f"a file given is not UTF-8 text (byte {exc.start}: {exc.reason})"
     name = getattr(exc, "filename", None)

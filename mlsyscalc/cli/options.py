@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import math
+import weakref
 from typing import Any, Callable
 
 import click
@@ -43,18 +44,21 @@ def _checked_convert(param_type: click.ParamType) -> Callable:
     return convert
 
 
+_HARDENED: weakref.WeakSet[click.Command] = weakref.WeakSet()  # commands harden() has already seen
+
+
 def harden(command: click.Command) -> click.Command:
     """Give every parameter of command (and of its subcommands) the checked version of its type."""
-    if getattr(command, "_mlsys_hardened", False):
+    if command in _HARDENED:
         return command
     for param in command.params:
         if isinstance(param.type, _CHECKED_TYPES):
             checked = copy.copy(param.type)  # never the shared click.STRING/INT/FLOAT instances
-            checked.convert = _checked_convert(checked)
+            vars(checked)["convert"] = _checked_convert(checked)  # an instance attribute over the method
             param.type = checked
     for sub in getattr(command, "commands", {}).values():
         harden(sub)
-    command._mlsys_hardened = True
+    _HARDENED.add(command)
     return command
 
 

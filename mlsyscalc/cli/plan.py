@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import click
 
@@ -13,6 +14,9 @@ from . import render
 from .options import model_argument, positive_int, resolve_model
 from .train import cluster_options, step_options
 
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
 D = PlanOptions
 
 
@@ -20,7 +24,9 @@ class _Progress:
     """A progress bar on stderr, shown once the search has run for a second."""
 
     def __init__(self, enabled: bool):
-        self.enabled, self.start, self.bar, self.task = enabled, time.perf_counter(), None, None
+        self.enabled, self.start = enabled, time.perf_counter()
+        self.bar: Progress | None = None
+        self.task: TaskID | None = None
 
     def __call__(self, done: int, total: int) -> None:
         if not self.enabled or (self.bar is None and time.perf_counter() - self.start < 1.0):
@@ -31,6 +37,7 @@ class _Progress:
             self.bar = Progress(console=render.console(stderr=True), transient=True)
             self.bar.start()
             self.task = self.bar.add_task("layouts", total=total)
+        assert self.task is not None
         self.bar.update(self.task, completed=done)
 
     def close(self) -> None:

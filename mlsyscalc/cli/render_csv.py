@@ -59,9 +59,9 @@ def to_csv(data: dict[str, Any], records: str | None) -> str:
     if records is not None:
         rows = [_record(item) for item in data[records]]
         columns = list(dict.fromkeys(key for row in rows for key in row))
-        writer = csv.DictWriter(buf, columns, restval="", lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
+        records_writer = csv.DictWriter(buf, columns, restval="", lineterminator="\n")
+        records_writer.writeheader()
+        records_writer.writerows(rows)
     else:
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(["key", "value"])

@@ -72,7 +72,7 @@ def _sweep(text: str | None) -> tuple[float, ...] | None:
     if not text:
         return None
     key, sep, values = text.partition("=")
-    require(sep and key.strip() == "rate", f"--sweep expects rate=R1,R2,..., got {text!r}")
+    require(bool(sep) and key.strip() == "rate", f"--sweep expects rate=R1,R2,..., got {text!r}")
     try:
         return tuple(float(v) for v in values.split(","))
     except ValueError:

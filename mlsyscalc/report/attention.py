@@ -114,7 +114,7 @@ def plot(rows, path: Path):
     for col, variant in enumerate(("full", "causal")):
         for row_i, (mine, suffix, title) in enumerate((("triton_fwd", "", "forward"), ("triton_bwd", "_bwd", "backward"))):
             ax = axes[row_i][col]
-            series = {name: {} for name in [mine] + ([mine + "_ptr"] if not suffix else []) + list(PREFILL_SDPA)}
+            series: dict[str, dict[int, float]] = {name: {} for name in [mine] + ([mine + "_ptr"] if not suffix else []) + list(PREFILL_SDPA)}
             for (kernel, shape, var), r in idx.items():
                 if var != variant or not goal_shape(shape):
                     continue

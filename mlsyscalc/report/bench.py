@@ -39,7 +39,7 @@ def regenerate(rows_dir: Path, out_dir: Path | None = None, families: tuple[str,
     """Copy each family's rows into out_dir and write its page; the pages written, in PAGES order."""
     out_dir = out_dir or rows_dir
     found = [p for p in PAGES if p.family in families and (rows_dir / p.family / "rows.jsonl").exists()]
-    require(found, f"no <family>/rows.jsonl under {rows_dir} (families: {', '.join(families)})")
+    require(bool(found), f"no <family>/rows.jsonl under {rows_dir} (families: {', '.join(families)})")
     written = []
     for page in found:
         src, dest = rows_dir / page.family, out_dir / page.family

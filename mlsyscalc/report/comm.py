@@ -69,7 +69,7 @@ def fit_alpha_beta(rows: list[dict[str, Any]], collective: str = "all") -> Fit:
 
 def fit_all(rows: list[dict[str, Any]], min_size: int) -> tuple[Fit, dict[str, Fit]]:
     timed = _timed(rows, min_size)
-    require(timed, f"no correct timed single-node rows of {fmt_bytes(min_size)} or more to fit")
+    require(bool(timed), f"no correct timed single-node rows of {fmt_bytes(min_size)} or more to fit")
     per = {}
     for c in COLLECTIVES:
         subset = [r for r in timed if r["collective"] == c]
@@ -204,7 +204,7 @@ def _key(row: dict[str, Any]) -> tuple:
 
 def _line_cluster(measured: ClusterSpec, joint: Fit, per: dict[str, Fit]) -> ClusterSpec:
     link = Link("single alpha-beta line", joint.bandwidth_Bps, joint.latency_s,
-                {c: (f.bandwidth_Bps, f.latency_s) for c, f in per.items()})
+                {c: LinkTerms(f.bandwidth_Bps, f.latency_s) for c, f in per.items()})
     return ClusterSpec(measured.name, measured.gpu, measured.gpus_per_node, link, None)
 
 

@@ -44,7 +44,7 @@ def transfer_lines(rows: list[dict[str, Any]], fitted: ClusterSpec, fit_gpus: in
     table = [[c, g, "in-sample" if g == fit_gpus else "held out (other GPU count)", ours[(c, g)]["rows"],
               _cell(ours, (c, g)), _cell(sheet, (c, g))] for c, g in keys]
     name = datasheet if isinstance(datasheet, str) else datasheet.name
-    env = next((r.get("env", {}) for r in rows if r.get("env")), {})
+    env: dict[str, Any] = next((r.get("env", {}) for r in rows if r.get("env")), {})
     return [
         "# Collectives: a calibration on one GPU count, checked on the others", "",
         f"Spec `{fitted.name}` fitted (protocol model, `mlsyscalc/bench/comm_fit.py`) on the {fit_gpus}-GPU rows only; "

@@ -54,7 +54,8 @@ def add_predictions(rows: list[Row], ceilings: dict) -> None:
         dims = [int(d) for d in r.shape.split("x")]
         if r.dtype in _MATMUL_DTYPES and len(dims) == 3:
             dtype, weight, out = _MATMUL_DTYPES[r.dtype]
-            pred = predict_matmul(*dims, dtype=dtype, gpu=ceil, weight_dtype=weight, out_dtype=out)
+            m, n, k = dims
+            pred = predict_matmul(m, n, k, dtype=dtype, gpu=ceil, weight_dtype=weight, out_dtype=out)
         elif r.kernel == "triton_quantize" and r.bytes:
             read = dims[0] * dims[1] * 2.0   # bf16 input
             pred = predict_memory_op("quantize", read, r.bytes - read, gpu=ceil)
@@ -63,6 +64,12 @@ def add_predictions(rows: list[Row], ceilings: dict) -> None:
         r.predicted_ms = pred.predicted_s * 1e3
         r.prediction_error = None
         r.finish()
+
+
+def _num(value: float | None) -> float:
+    """A row's number where the caller kept only rows that have it (filtered on truthiness)."""
+    assert value is not None
+    return value
 
 
 def _fmt(value, spec=".2f", suffix=""):
@@ -91,26 +98,27 @@ def goals_table(rows: list[Row], ceilings: dict | None) -> list[str]:
         timed = [r for r in chosen if r.speedup]
         if not chosen:
             continue
-        gm = geomean([r.speedup for r in timed])
-        worst = min(timed, key=lambda r: r.speedup) if timed else None
-        met = gm is not None and gm >= g_goal and (m_goal is None or (worst and worst.speedup >= m_goal))
+        gm = geomean([_num(r.speedup) for r in timed])
+        worst = min(timed, key=lambda r: _num(r.speedup)) if timed else None
+        met = gm is not None and gm >= g_goal and (m_goal is None or (worst and _num(worst.speedup) >= m_goal))
         out.append([title, baseline, goal, _fmt(gm, '.3f', 'x'),
                     f"{_fmt(worst.speedup if worst else None, '.2f', 'x')} ({worst.shape if worst else '-'})",
                     f"{len(timed)} / {sum(1 for r in chosen if r.error)}", 'yes' if met else 'no'])
     for title, _, keep, *_ in GOALS[:2]:  # the same goals without the small squares (launch-bound)
         big = [r for r in rows if keep(r) and r.speedup and not _small_square(r.shape)]
         if big:
-            worst = min(big, key=lambda r: r.speedup)
-            out.append([f"{title}, without 1024^3 and 2048^3", "", "", f"{geomean([r.speedup for r in big]):.3f}x",
+            worst = min(big, key=lambda r: _num(r.speedup))
+            out.append([f"{title}, without 1024^3 and 2048^3", "", "", f"{_num(geomean([_num(r.speedup) for r in big])):.3f}x",
                         f"{worst.speedup:.2f}x ({worst.shape})", f"{len(big)} / 0", ""])
     if ceilings:
         copy = ceilings["bandwidth_Bps"]["copy"] / 1e9
         mem = [r for r in rows if r.GBps and r.kernel.startswith(("triton_quantize", "triton_w8a16", "triton_w4a16"))]
         if mem:
-            best = max(mem, key=lambda r: r.GBps)
+            best = max(mem, key=lambda r: _num(r.GBps))
+            best_GBps = _num(best.GBps)
             out.append(["any memory-bound kernel (quantize, GEMV)", f"measured copy {copy:.0f} GB/s", ">= 85%",
-                        f"best {best.GBps / copy:.0%} ({best.kernel} {best.dtype} {best.shape})", "",
-                        f"{len(mem)} rows", 'yes' if best.GBps / copy >= 0.85 else 'no'])
+                        f"best {best_GBps / copy:.0%} ({best.kernel} {best.dtype} {best.shape})", "",
+                        f"{len(mem)} rows", 'yes' if best_GBps / copy >= 0.85 else 'no'])
         out += _w4a16_read_rows(rows, ceilings["bandwidth_Bps"]["read"] / 1e9)
     out += _prefill_rows(rows)
     return markdown_table(["kernel", "baseline", "goal", "measured geomean", "measured min (shape)", "timed / failed",
@@ -125,10 +133,11 @@ def _w4a16_read_rows(rows: list[Row], read_GBps: float) -> list[list]:
         return []
     top = max(int(r.shape.split("x")[1]) * int(r.shape.split("x")[2]) for r in decode)
     biggest = [r for r in decode if int(r.shape.split("x")[1]) * int(r.shape.split("x")[2]) == top]
-    best = max(biggest, key=lambda r: r.GBps)
+    best = max(biggest, key=lambda r: _num(r.GBps))
+    best_GBps = _num(best.GBps)
     return [["W4A16 decode, largest weight: bytes / time", f"measured read {read_GBps:.0f} GB/s", ">= 75%",
-             f"{best.GBps / read_GBps:.0%} ({best.kernel} {best.shape})", "", f"{len(biggest)} rows",
-             "yes" if best.GBps / read_GBps >= 0.75 else "no"]]
+             f"{best_GBps / read_GBps:.0%} ({best.kernel} {best.shape})", "", f"{len(biggest)} rows",
+             "yes" if best_GBps / read_GBps >= 0.75 else "no"]]
 
 
 def _prefill_rows(rows: list[Row]) -> list[list]:
@@ -137,10 +146,10 @@ def _prefill_rows(rows: list[Row]) -> list[list]:
     for kernel in ("triton_w8a16", "triton_w4a16"):
         timed = [r for r in rows if r.kernel == kernel and r.speedup and int(r.shape.split("x")[0]) >= 2048]
         if timed:
-            worst = min(timed, key=lambda r: r.speedup)
+            worst = min(timed, key=lambda r: _num(r.speedup))
             out.append([f"{kernel[7:].upper()} prefill, M >= 2048", "bf16 torch.matmul", ">= 0.9x",
-                        f"{geomean([r.speedup for r in timed]):.3f}x", f"{worst.speedup:.2f}x ({worst.shape})",
-                        f"{len(timed)} / 0", "yes" if worst.speedup >= 0.9 else "no"])
+                        f"{_num(geomean([_num(r.speedup) for r in timed])):.3f}x", f"{_num(worst.speedup):.2f}x ({worst.shape})",
+                        f"{len(timed)} / 0", "yes" if _num(worst.speedup) >= 0.9 else "no"])
     return out
 
 

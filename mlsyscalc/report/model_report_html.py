@@ -92,8 +92,7 @@ def _blocks(lines: list[str], root: Path):
                 end += 1
             yield "<ul>" + "".join(f"<li>{_inline(item[2:])}</li>" for item in lines[i:end]) + "</ul>"
             i = end
-        elif _IMAGE.match(line):
-            m = _IMAGE.match(line)
+        elif m := _IMAGE.match(line):
             yield _image(m["alt"], m["src"], root)
             i += 1
         elif line.strip():

@@ -35,7 +35,7 @@ def _share(values, limit):
 
 
 def goals(fit: dict, ops: list[dict], rows) -> list[str]:
-    by_phase = {}
+    by_phase: dict[str, list[dict]] = {}
     for r in fit["rows"]:
         by_phase.setdefault(r["phase"], []).append(r)
     lines = []
