@@ -133,11 +133,14 @@ SERVE_KEYS = (("ttft_p50_s", "TTFT p50", "ms"), ("ttft_p99_s", "TTFT p99", "ms")
 def serving_section(ctx: Context, sect: Section) -> None:
     require_command(ctx, "serve")
     o = ctx.options
-    calls = [sect.run("serve", *ctx.model_args(), "--gpu", ctx.gpu, "--rate", f"{r:g}", "--prompt-len",
+    tp, _ = _pick_tp(ctx, sect)  # the inference section's tensor-parallel size (its commands, cached)
+    tp_args = ["--tp", str(tp)] if tp > 1 else []
+    calls = [sect.run("serve", *ctx.model_args(), "--gpu", ctx.gpu, *tp_args, "--rate", f"{r:g}", "--prompt-len",
                       str(o.prompt_len), "--output-len", str(o.output_len)) for r in o.rates]
     keys = [k for k in SERVE_KEYS if k[0] in calls[0].data]
     rows = [(f"{r:g}", *[sect.q(c, k, f) for k, _, f in keys]) for r, c in zip(o.rates, calls)]
-    sect.add(f"Simulated serving on {ctx.gpu}: {o.prompt_len:,}-token prompts, {o.output_len:,} output tokens, "
+    engine = f"{ctx.gpu}" + (f", tensor parallel {tp} per engine" if tp > 1 else "")
+    sect.add(f"Simulated serving on {engine}: {o.prompt_len:,}-token prompts, {o.output_len:,} output tokens, "
              "Poisson arrivals at each rate (latencies in ms):", "",
              *markdown_table(["rate (requests/s)", *[label for _, label, _ in keys]], rows), "")
     sect.figures.append(Figure("serving_latency", "serving_latency",
