@@ -257,3 +257,18 @@ def test_gpu_decode_repeated_calls_read_their_own_inputs(page):
             table = torch.randperm(b * nb, device="cuda").reshape(b, nb).int()
         o = A.decode_attention(q, k, v, None, table)
         assert rel_err(o, A.decode_ref(q, k, v, None, table)) < TOL[torch.bfloat16]
+
+
+@gpu
+@pytest.mark.gpu
+def test_decode_batches_of_one_layout_in_sequence():
+    # the launch cache keys on the grid: a batch of 64 after a batch of 16 with the same cache layout (same
+    # strides and integer arguments; the batch is only the grid's last dimension) computes all 64 rows.
+    # On one H200 before the fix, B64 then B48 after B16 returned uninitialised rows (error inf/nan).
+    for b in (16, 64, 48, 64):
+        k, v, table = _paged_cache(b, 32, 128, 16, 2048, torch.bfloat16)
+        q = torch.randn(b, 32, 1, 128, device=DEV, dtype=torch.bfloat16)
+        lens = torch.full((b,), 2048, dtype=torch.int32, device=DEV)
+        for _ in range(2):
+            o = A.decode_attention(q, k, v, lens, table)
+            assert rel_err(o, A.decode_ref(q, k, v, lens, table)) < TOL[torch.bfloat16], b
