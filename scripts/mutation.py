@@ -50,8 +50,8 @@ TESTS: dict[str, list[str]] = {
            "test_properties_foundation.py"],
     "model": ["test_values.py", "test_specs.py", "test_params.py", "test_memory_infer.py"],
     "lookup": ["test_specs.py", "test_cli_foundation.py"],
-    "gpu": ["test_specs.py", "test_roofline_ops.py", "test_memory_infer.py"],
-    "cluster": ["test_comm_collectives.py", "test_comm_protocols.py", "test_specs.py"],
+    "gpu": ["test_values.py", "test_specs.py", "test_roofline_ops.py", "test_memory_infer.py"],
+    "cluster": ["test_values.py", "test_comm_collectives.py", "test_comm_protocols.py", "test_specs.py"],
     "activations": ["test_values.py", "test_memory_train.py", "test_memory_torch.py"],
     "memory_common": MEMORY, "memory_infer": MEMORY + ["test_memory_cli.py"],
     "memory_train": MEMORY + ["test_memory_cli.py"],
@@ -306,8 +306,8 @@ def run(opts: argparse.Namespace) -> None:
         timeout_s = 3 * seconds + 10
         for site in sites(path, opts.scratch)[::opts.sample]:
             previous = done.get((path, site.index))
-            if previous and previous["status"] != opts.rerun:
-                continue
+            if (previous["status"] != opts.rerun) if previous else bool(opts.rerun):
+                continue  # done already, or a rerun of others
             if time.monotonic() - start > opts.budget_s:
                 return
             target.write_text(mutant_source(path, site.index, opts.scratch))

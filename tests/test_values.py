@@ -397,6 +397,16 @@ def test_decode_gemv_uses_16_row_tiles_with_split_k():
     assert pred.compute_s == pytest.approx(2 * 16 * 128 * 1024 / per_sm, rel=1e-12)
 
 
+def test_narrow_decode_gemm_uses_16x64_tiles():
+    # 1 x 2048 x 1024: 16 x 64 tiles give 2048 / 64 = 32 column tiles, split-K 4 (K / 4 = 256,
+    # the smallest split allowed) = 128 CTAs in one wave, each 2 x 16 x 64 x 256 FLOPs
+    pred = predict_matmul(1, 2048, 1024)
+    t = pred.tiling
+    assert t is not None and (t.block_m, t.block_n, t.split, t.units, t.waves) == (16, 64, 4, 128, 1)
+    per_sm = resolve_ceilings("H100-SXM").flops_per_s("bf16", "matmul") / 132
+    assert pred.compute_s == pytest.approx(2 * 16 * 64 * 256 / per_sm, rel=1e-12)
+
+
 def test_grouped_matmul_shape_label_names_the_groups():
     # 2 experts sharing 512 routed tokens: 256 rows each, "2x(256x14336x4096)"
     assert predict_grouped_matmul(512, 2, 14336, 4096).shape == "2x(256x14336x4096)"
