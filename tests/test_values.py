@@ -131,6 +131,14 @@ def test_int4_groups_of_128_on_a_53248_wide_down_proj(run_cli):
     assert d["detail"]["weights_scales_bytes"] == 126 * per_layer // 128 * 2.5 == 7_844_659_200
 
 
+def test_moe_prefill_workspace_holds_top_k_routed_copies(run_cli):
+    # mixtral-8x7b, one 4096-token sequence, 2048-token prefill chunks: the residual stream and
+    # the norm output (2 x 4096) plus the MLP phase, larger than attention (4096 + 2 x 1024 +
+    # 4096): gate, up and their product for 2 routed copies of each token, 3 x 2 x 14336; bf16
+    d = run_cli.json("memory", "infer", "mixtral-8x7b")
+    assert d["detail"]["activations_workspace_bytes"] == 2048 * (2 * 4096 + 3 * 2 * 14336) * 2
+
+
 @pytest.mark.parametrize("batch, tp", [(1, 1), (8, 1), (8, 2)])
 def test_logits_buffer_scales_with_batch_and_vocab_split(run_cli, batch, tp):
     # fp32 logits of the last token of each sequence; vocabulary-parallel head: 32000 / tp rows
