@@ -256,6 +256,7 @@ def main() -> None:
     parser.add_argument("--rerun", choices=["survived"], help="run these statuses again")
     parser.add_argument("--budget-s", type=float, default=float("inf"), help="stop after this")
     parser.add_argument("--sample", type=int, default=1, help="mutate every Nth site of a module")
+    parser.add_argument("--offset", type=int, default=0, help="start the sample at this site")
     parser.add_argument("--report", action="store_true", help="print the markdown summary")
     parser.add_argument("--show", nargs=2, metavar=("PATH", "INDEX"), help="print one mutant's diff")
     opts = parser.parse_args()
@@ -304,7 +305,7 @@ def run(opts: argparse.Namespace) -> None:
             print(f"SKIPPED {path}: its tests fail without any mutant ({baseline})", flush=True)
             continue
         timeout_s = 3 * seconds + 10
-        for site in sites(path, opts.scratch)[::opts.sample]:
+        for site in sites(path, opts.scratch)[opts.offset::opts.sample]:
             previous = done.get((path, site.index))
             if (previous["status"] != opts.rerun) if previous else bool(opts.rerun):
                 continue  # done already, or a rerun of others
