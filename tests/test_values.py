@@ -368,6 +368,23 @@ def test_hierarchical_all_reduce_on_two_nodes_has_three_phases():
     assert cost.time_s == pytest.approx(2 * intra + inter, rel=1e-12)
 
 
+def test_hierarchical_all_gather_on_two_nodes():
+    # all-gather each node's n/8 share across the 2 nodes (1 step, half of n/8 sent), then the
+    # whole n inside each node (7 steps, 7/8 of n sent)
+    n = 2**30
+    cost = collective_cost("all-gather", n, 16, "hgx-h100", nodes=2, algo="hierarchical")
+    assert [p.gpus for p in cost.phases] == [2, 8]
+    inter = 14e-6 + (n / 8) / 2 / 50e9
+    intra = 7 * 3.4e-6 + 7 / 8 * n / 450e9
+    assert cost.time_s == pytest.approx(inter + intra, rel=1e-12)
+
+
+def test_sequence_parallel_needs_the_context_shard_to_split_over_tp(run_cli):
+    # --seq 2052 --cp 2: 1026 tokens per context rank, not divisible by --tp 4
+    code, _, err = run_cli("comm", "step", "llama3-8b", "--cp", "2", "--tp", "4", "--sp", "--seq", "2052")
+    assert code == 2 and "sp: sequence per tensor-parallel rank: 1026 is not divisible by 4" in err
+
+
 def test_host_call_overhead_is_the_largest_of_the_links_used():
     # a 1 ms host cost on the NIC only: a 1 KiB all-reduce over 2 nodes waits for it; on one node
     # it does not
