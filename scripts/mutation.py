@@ -50,8 +50,8 @@ TESTS: dict[str, list[str]] = {
            "test_properties_foundation.py"],
     "model": ["test_values.py", "test_specs.py", "test_params.py", "test_memory_infer.py"],
     "lookup": ["test_specs.py", "test_cli_foundation.py"],
-    "gpu": ["test_specs.py", "test_roofline_ops.py", "test_memory_infer.py"],
-    "cluster": ["test_comm_collectives.py", "test_comm_protocols.py", "test_specs.py"],
+    "gpu": ["test_values.py", "test_specs.py", "test_roofline_ops.py", "test_memory_infer.py"],
+    "cluster": ["test_values.py", "test_comm_collectives.py", "test_comm_protocols.py", "test_specs.py"],
     "activations": ["test_values.py", "test_memory_train.py", "test_memory_torch.py"],
     "memory_common": MEMORY, "memory_infer": MEMORY + ["test_memory_cli.py"],
     "memory_train": MEMORY + ["test_memory_cli.py"],
@@ -256,6 +256,7 @@ def main() -> None:
     parser.add_argument("--rerun", choices=["survived"], help="run these statuses again")
     parser.add_argument("--budget-s", type=float, default=float("inf"), help="stop after this")
     parser.add_argument("--sample", type=int, default=1, help="mutate every Nth site of a module")
+    parser.add_argument("--offset", type=int, default=0, help="start the sample at this site")
     parser.add_argument("--report", action="store_true", help="print the markdown summary")
     parser.add_argument("--show", nargs=2, metavar=("PATH", "INDEX"), help="print one mutant's diff")
     opts = parser.parse_args()
@@ -304,10 +305,10 @@ def run(opts: argparse.Namespace) -> None:
             print(f"SKIPPED {path}: its tests fail without any mutant ({baseline})", flush=True)
             continue
         timeout_s = 3 * seconds + 10
-        for site in sites(path, opts.scratch)[::opts.sample]:
+        for site in sites(path, opts.scratch)[opts.offset::opts.sample]:
             previous = done.get((path, site.index))
-            if previous and previous["status"] != opts.rerun:
-                continue
+            if (previous["status"] != opts.rerun) if previous else bool(opts.rerun):
+                continue  # done already, or a rerun of others
             if time.monotonic() - start > opts.budget_s:
                 return
             target.write_text(mutant_source(path, site.index, opts.scratch))

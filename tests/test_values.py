@@ -131,6 +131,14 @@ def test_int4_groups_of_128_on_a_53248_wide_down_proj(run_cli):
     assert d["detail"]["weights_scales_bytes"] == 126 * per_layer // 128 * 2.5 == 7_844_659_200
 
 
+def test_moe_prefill_workspace_holds_top_k_routed_copies(run_cli):
+    # mixtral-8x7b, one 4096-token sequence, 2048-token prefill chunks: the residual stream and
+    # the norm output (2 x 4096) plus the MLP phase, larger than attention (4096 + 2 x 1024 +
+    # 4096): gate, up and their product for 2 routed copies of each token, 3 x 2 x 14336; bf16
+    d = run_cli.json("memory", "infer", "mixtral-8x7b")
+    assert d["detail"]["activations_workspace_bytes"] == 2048 * (2 * 4096 + 3 * 2 * 14336) * 2
+
+
 @pytest.mark.parametrize("batch, tp", [(1, 1), (8, 1), (8, 2)])
 def test_logits_buffer_scales_with_batch_and_vocab_split(run_cli, batch, tp):
     # fp32 logits of the last token of each sequence; vocabulary-parallel head: 32000 / tp rows
@@ -361,6 +369,23 @@ def test_hierarchical_all_reduce_on_two_nodes_has_three_phases():
     assert cost.time_s == pytest.approx(2 * intra + inter, rel=1e-12)
 
 
+def test_hierarchical_all_gather_on_two_nodes():
+    # all-gather each node's n/8 share across the 2 nodes (1 step, half of n/8 sent), then the
+    # whole n inside each node (7 steps, 7/8 of n sent)
+    n = 2**30
+    cost = collective_cost("all-gather", n, 16, "hgx-h100", nodes=2, algo="hierarchical")
+    assert [p.gpus for p in cost.phases] == [2, 8]
+    inter = 14e-6 + (n / 8) / 2 / 50e9
+    intra = 7 * 3.4e-6 + 7 / 8 * n / 450e9
+    assert cost.time_s == pytest.approx(inter + intra, rel=1e-12)
+
+
+def test_sequence_parallel_needs_the_context_shard_to_split_over_tp(run_cli):
+    # --seq 2052 --cp 2: 1026 tokens per context rank, not divisible by --tp 4
+    code, _, err = run_cli("comm", "step", "llama3-8b", "--cp", "2", "--tp", "4", "--sp", "--seq", "2052")
+    assert code == 2 and "sp: sequence per tensor-parallel rank: 1026 is not divisible by 4" in err
+
+
 def test_host_call_overhead_is_the_largest_of_the_links_used():
     # a 1 ms host cost on the NIC only: a 1 KiB all-reduce over 2 nodes waits for it; on one node
     # it does not
@@ -396,6 +421,16 @@ def test_decode_gemv_uses_16_row_tiles_with_split_k():
     assert t is not None and (t.block_m, t.block_n, t.split, t.units, t.waves) == (16, 128, 4, 128, 1)
     per_sm = resolve_ceilings("H100-SXM").flops_per_s("bf16", "matmul") / 132
     assert pred.compute_s == pytest.approx(2 * 16 * 128 * 1024 / per_sm, rel=1e-12)
+
+
+def test_narrow_decode_gemm_uses_16x64_tiles():
+    # 1 x 2048 x 1024: 16 x 64 tiles give 2048 / 64 = 32 column tiles, split-K 4 (K / 4 = 256,
+    # the smallest split allowed) = 128 CTAs in one wave, each 2 x 16 x 64 x 256 FLOPs
+    pred = predict_matmul(1, 2048, 1024)
+    t = pred.tiling
+    assert t is not None and (t.block_m, t.block_n, t.split, t.units, t.waves) == (16, 64, 4, 128, 1)
+    per_sm = resolve_ceilings("H100-SXM").flops_per_s("bf16", "matmul") / 132
+    assert pred.compute_s == pytest.approx(2 * 16 * 64 * 256 / per_sm, rel=1e-12)
 
 
 def test_grouped_matmul_shape_label_names_the_groups():
