@@ -486,3 +486,27 @@ def test_gpt_neox_without_a_tie_key_has_its_own_head():
     raw = {k: v for k, v in builtin_configs()["pythia-1.4b"].items() if k != "tie_word_embeddings"}
     spec = from_hf_config(raw, name="pythia-no-tie", source="test")
     assert count_params(spec).lm_head == 50304 * 2048
+
+
+def test_fp32_training_keeps_no_master_copy():
+    # fp32 weights need no fp32 master copy: 4 (weight) + 4 (gradient) + 8 (Adam's two moments)
+    # = 16 bytes a parameter, as with mixed precision but split differently
+    r = train_memory(load_model("llama2-7b"), TrainOptions(dtype="fp32"))
+    n = 6_738_415_616
+    assert (r.breakdown["weights"], r.breakdown["gradients"], r.breakdown["optimizer"]) == (4 * n, 4 * n, 8 * n)
+
+
+def test_decode_with_a_sliding_window_reads_only_the_window():
+    # one new token over 8192 cached keys with a 4096-token window: K and V of the last 4096 keys
+    # (8 KV heads x (128 + 128) x 2 bytes) plus Q (32 heads x 128 x 2 bytes)
+    pred = predict_attention(1, 32, 8, 1, 8192, 128, causal=True, window=4096)
+    assert pred.read_bytes == 32 * 128 * 2 + 4096 * 8 * 256 * 2
+
+
+def test_router_and_training_kv_bytes(run_cli):
+    # mixtral prefill of 1024 tokens: the router's top-k reads 1024 x 8 bf16 logits and writes
+    # 2 (int32 index + fp32 weight) = 8 bytes per choice; training keeps no KV cache
+    d = run_cli.json("roofline", "model", "mixtral-8x7b", "--seq", "1024", "--no-fit-check")
+    topk = _op(d, "router_topk")
+    assert (topk["read_bytes"], topk["write_bytes"]) == (1024 * 8 * 2, 1024 * 2 * 8)
+    assert run_cli.json("roofline", "model", "llama2-7b", "--phase", "train")["totals"]["kv_cache_bytes"] == 0
