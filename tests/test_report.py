@@ -174,7 +174,7 @@ def test_committed_sample_links_its_figures_and_fetches_nothing():
     root = Path(__file__).resolve().parents[1] / "reports" / "examples" / "llama3-70b-h100"
     page = (root / "README.md").read_text()
     links = re.findall(r"\]\(([^)#]+)\)", page)
-    assert len(links) == 10 and all((root / link).is_file() for link in links)
+    assert len(links) == 12 and all((root / link).is_file() for link in links)  # 6 figures, PNG + SVG
     assert "mlsys report llama3-70b --cluster hgx-h100 --gpus 64 -o reports/examples/llama3-70b-h100" in page
     parser = _Assets()
     parser.feed((root / "report.html").read_text())
