@@ -179,4 +179,4 @@ def test_committed_sample_links_its_figures_and_fetches_nothing():
     parser = _Assets()
     parser.feed((root / "report.html").read_text())
     assert all(v.startswith(("#", "data:image/png;base64,")) for _, _, v in parser.urls)
-    assert sum(t == "img" for t, _, _ in parser.urls) == 5
+    assert sum(t == "img" for t, _, _ in parser.urls) == 6
