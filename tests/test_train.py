@@ -163,3 +163,14 @@ def test_train_and_plan_are_import_light(argv):
     heavy, seconds = out.strip().splitlines()[-1].rsplit("]", 1)
     assert heavy + "]" == "[]"
     assert argv[0] != "train" or float(seconds) < 2.0  # ~0.2 s alone; generous for a loaded CI box
+
+
+def test_a_group_with_an_uneven_share_per_node_is_refused(run_cli):
+    # 240 GPUs as tp 1 x pp 12 x dp 20 on 8-GPU nodes: data-parallel ranks 0-19 fill 2 nodes and half of a
+    # third, which the collective model cannot split evenly; `plan` skips such layouts instead of failing
+    code, _, err = run_cli("train", "gpt2", "--gpus", "240", "--cluster", "dgx-a100", "--seq", "1024",
+                           "--global-batch", "240", "--micro-batch", "1", "--tp", "1", "--pp", "12")
+    assert code == 2 and "rule whole groups per node: the dp group of 20 ranks" in err
+    # 192 GPUs as pp 12 x dp 16: two whole nodes per data-parallel group
+    assert run_cli.json("train", "gpt2", "--gpus", "192", "--cluster", "dgx-a100", "--seq", "1024",
+                        "--global-batch", "192", "--micro-batch", "1", "--tp", "1", "--pp", "12")["layout"]["dp"] == 16

@@ -376,7 +376,7 @@ def test_hierarchical_all_gather_on_two_nodes():
     cost = collective_cost("all-gather", n, 16, "hgx-h100", nodes=2, algo="hierarchical")
     assert [p.gpus for p in cost.phases] == [2, 8]
     inter = 14e-6 + (n / 8) / 2 / 50e9
-    intra = 7 * 3.4e-6 + 7 / 8 * n / 450e9
+    intra = 7 * 3.4e-6 + 7 / 8 * n / 370e9  # achievable NVLink rate (450 GB/s line rate)
     assert cost.time_s == pytest.approx(inter + intra, rel=1e-12)
 
 
@@ -510,3 +510,4 @@ def test_router_and_training_kv_bytes(run_cli):
     topk = _op(d, "router_topk")
     assert (topk["read_bytes"], topk["write_bytes"]) == (1024 * 8 * 2, 1024 * 2 * 8)
     assert run_cli.json("roofline", "model", "llama2-7b", "--phase", "train")["totals"]["kv_cache_bytes"] == 0
+

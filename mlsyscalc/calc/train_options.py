@@ -111,6 +111,20 @@ class TrainStepOptions:
             divide(self.num_micro_batches, self.pp, "rule num_micro_batches % pp == 0 with --vp (Megatron-LM's "
                                                     "interleaved schedule)")
         divide(dp, self.ep, "rule dp % ep == 0: expert parallelism folds into the data-parallel ranks")
+        self._validate_nodes(node)
+
+    def _validate_nodes(self, node: int) -> None:
+        """Rule whole groups per node: ranks numbered tp, cp, dp, pp inner to outer (comm_step's order), a
+        group that spans nodes has the same number of members on each (the collective model splits its
+        traffic evenly over nodes). E.g. dp 60 with tp = cp = 1 on 8-GPU nodes does not: 7.5 nodes."""
+        stride = 1
+        for dim, size in (("tp", self.tp), ("cp", self.cp), ("dp", self.data_parallel), ("pp", self.pp)):
+            if size > 1 and stride < node and size * stride > node:
+                per_node = node // stride if node % stride == 0 else 0
+                require(per_node > 0 and size % per_node == 0,
+                        f"rule whole groups per node: the {dim} group of {size} ranks (stride {stride}) "
+                        f"puts an uneven share on each {node}-GPU node")
+            stride *= size
 
     def _validate_model(self, spec: ModelSpec) -> None:
         divide(spec.num_layers, self.pp * self.vp, "rule layers % (pp*vp) == 0: layers over pp*vp model chunks")
