@@ -55,7 +55,7 @@ class PagedRunner:
         self.stage_k = torch.zeros(stage, dtype=p.dtype, device=p.device)
         self.stage_v = torch.zeros(stage, dtype=p.dtype, device=p.device)
         self.table = torch.arange(slots * self.max_len // PAGE, dtype=torch.int32, device=p.device).view(slots, -1)
-        cos, sin = model._rope(0, self.max_len, p)  # the model's own tables (its rope_theta), (S, 1, D)
+        cos, sin = model.rope(0, self.max_len, p)  # the model's own tables (its rope_theta), (S, 1, D)
         self.cos, self.sin = cos[:, 0], sin[:, 0]
         self.graphs: dict = {}  # ("prefill", P) or ("decode", B) -> (graph, static inputs, output)
 

@@ -98,7 +98,7 @@ class Stage:
             def forward(self, x):
                 if self.embed is not None:
                     x = self.embed(x)
-                cos, sin = model._rope(0, seq, x)  # the model's own (S, 1, D) tables and rope_theta
+                cos, sin = model.rope(0, seq, x)  # the model's own (S, 1, D) tables and rope_theta
                 for layer in self.layers:
                     x = layer(x, cos, sin)
                 return self.lm_head(self.norm(x)).float() if self.lm_head is not None else x

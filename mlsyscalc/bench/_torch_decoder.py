@@ -61,7 +61,7 @@ class Decoder(nn.Module):
         self._tables: dict = {}
         self._steps: dict = {}
 
-    def _rope(self, start: int, s: int, like: torch.Tensor):
+    def rope(self, start: int, s: int, like: torch.Tensor):
         """cos, sin (S, 1, rot) of positions start..start+S-1, sliced from a table kept per device/dtype."""
         key = (like.device, like.dtype)
         table = self._tables.get(key)
@@ -78,7 +78,7 @@ class Decoder(nn.Module):
             x = self.project_in(x)
         if self.pos is not None:
             x = x + self.pos(torch.arange(start, start + s, device=ids.device) + self.pos_offset)
-        cos, sin = self._rope(start, s, x)
+        cos, sin = self.rope(start, s, x)
         for i, layer in enumerate(self.layers):
             cache = None if caches is None else caches[i]
             if self.checkpoint and torch.is_grad_enabled():

@@ -45,6 +45,12 @@ def _experts(moe: MoESpec | None, t: int) -> float:
     return expected_distinct_experts(moe.num_experts, moe.experts_per_token, t)
 
 
+
+def kv_blocks(tokens: int, block_size: int) -> int:
+    """KV-cache blocks that `tokens` positions occupy: ceil(tokens / block_size)."""
+    return -(-tokens // block_size)
+
+
 @dataclass(frozen=True)
 class Batch:
     """The sums of one iteration that its roofline time depends on (see the module docstring)."""

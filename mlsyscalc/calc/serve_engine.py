@@ -30,6 +30,7 @@ from dataclasses import replace
 from dataclasses import dataclass
 
 from ..errors import require
+from .serve_cost import kv_blocks
 
 WATERMARK = 0.01  # vLLM keeps 1% of the KV blocks free when admitting prompts (block_manager watermark)
 
@@ -77,10 +78,6 @@ class Trace:
     busy_s: float
 
 
-def _ceil(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 class Engine:
     """One engine instance over sorted requests [(arrival_s, prompt, output)]."""
 
@@ -96,8 +93,8 @@ class Engine:
             self.policy = replace(self.policy, paged=False)
         n, bs = len(requests), limits.block_size
         for _, p, o in requests:
-            require(_ceil(p + o, bs) <= limits.total_blocks,
-                    f"a request of {p} + {o} tokens needs {_ceil(p + o, bs)} KV blocks; the GPU holds "
+            require(kv_blocks(p + o, bs) <= limits.total_blocks,
+                    f"a request of {p} + {o} tokens needs {kv_blocks(p + o, bs)} KV blocks; the GPU holds "
                     f"{limits.total_blocks} (raise --gpu-memory-utilization, use --tp or a shorter workload)")
         self.L = [p for _, p, _ in requests]  # tokens to prefill (prompt, or prompt + generated after recompute)
         self.done = [0] * n  # of L, tokens prefilled so far (chunked prefill)
@@ -148,7 +145,7 @@ class Engine:
         if not self.policy.paged:
             return self.held[i]
         self.phase[(self.L[i] - self.enter[i]) % self.lim.block_size] -= 1
-        return _ceil(self._kv(i), self.lim.block_size) - self.shared
+        return kv_blocks(self._kv(i), self.lim.block_size) - self.shared
 
     def _finish(self, i: int) -> None:
         self.free += self._stop_decode(i) if self.decoding[i] else self.held[i]
@@ -176,8 +173,8 @@ class Engine:
     def _blocks_for(self, i: int) -> int:
         """Blocks to admit i (the shared prefix's blocks are already held)."""
         if self.policy.paged:
-            return _ceil(self.L[i], self.lim.block_size) - self.shared
-        return _ceil(self.L[i] + self.req[i][2] - self.gen[i], self.lim.block_size) - self.shared
+            return kv_blocks(self.L[i], self.lim.block_size) - self.shared
+        return kv_blocks(self.L[i] + self.req[i][2] - self.gen[i], self.lim.block_size) - self.shared
 
     def _admit(self, i: int) -> None:
         need = self._blocks_for(i)
@@ -239,7 +236,7 @@ class Engine:
         swap_s = 0.0
         while self.swapped and self.n_running < self.lim.max_seqs:
             i = self.swapped[0]
-            need = _ceil(self.L[i], self.lim.block_size) - self.shared
+            need = kv_blocks(self.L[i], self.lim.block_size) - self.shared
             if need > self.free - int(WATERMARK * self.lim.total_blocks):
                 break
             self.swapped.popleft()

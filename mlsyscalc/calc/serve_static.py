@@ -7,11 +7,7 @@ batch until the longest output is done; shorter requests finish early but their 
 
 from __future__ import annotations
 
-from .serve_cost import Batch
-
-
-def _blocks(tokens: int, block_size: int) -> int:
-    return -(-tokens // block_size)
+from .serve_cost import Batch, kv_blocks
 
 
 def _take_batch(e, first: int, now: float) -> list[int]:
@@ -19,7 +15,7 @@ def _take_batch(e, first: int, now: float) -> list[int]:
     batch: list[int] = []
     blocks, j = 0, first
     while j < len(req) and req[j][0] <= now and len(batch) < lim.max_seqs:
-        need = _blocks(req[j][1] + req[j][2], lim.block_size)
+        need = kv_blocks(req[j][1] + req[j][2], lim.block_size)
         if blocks + need > lim.total_blocks:
             break
         batch.append(j)
@@ -37,7 +33,7 @@ def run_static(e):
         batch = _take_batch(e, nxt, now)
         nxt += len(batch)
         b, longest, steps = len(batch), max(req[i][1] for i in batch), max(req[i][2] for i in batch)
-        blocks = sum(_blocks(req[i][1] + req[i][2], e.lim.block_size) for i in batch)
+        blocks = sum(kv_blocks(req[i][1] + req[i][2], e.lim.block_size) for i in batch)
         finish_at: dict[int, list[int]] = {}
         for i in batch:
             e.sched_s[i] = now

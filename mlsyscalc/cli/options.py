@@ -91,3 +91,27 @@ def reject_unused(ctx: click.Context, unused: dict[str, str]) -> None:
         if given(ctx, name):
             flag = next((p.opts[0] for p in ctx.command.params if p.name == name), name)
             raise click.UsageError(f"{flag} does not apply {why}", ctx)
+
+
+def efficiency_pairs(items: tuple[str, ...]) -> dict[str, float]:
+    """--efficiency KIND=FRACTION items as {kind: fraction in (0, 1]}."""
+    from ..errors import MlsysError
+    from ..units import parse_count
+    from ..validate import fraction
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise MlsysError(f"--efficiency {item!r}: expected KIND=FRACTION")
+        out[key.strip()] = fraction(parse_count(value, f"--efficiency {key}"), f"--efficiency {key}")
+    return out
+
+
+def ceilings_from_options(gpu: str | None, calibration: str | None, efficiency: tuple[str, ...],
+                          launch_us: float | None):
+    """The Ceilings that --gpu, --calibration, --efficiency and --launch-us describe (roofline, serve)."""
+    from ..calc.calibration import load_ceilings
+
+    ceilings = load_ceilings(gpu, calibration, launch_s=None if launch_us is None else launch_us * 1e-6)
+    return ceilings.with_efficiency(**efficiency_pairs(efficiency)) if efficiency else ceilings

@@ -10,7 +10,7 @@ import functools
 
 import click
 
-from ..calc.calibration import KINDS, LAUNCH_OVERHEAD_S, load_ceilings
+from ..calc.calibration import KINDS, LAUNCH_OVERHEAD_S
 from ..calc.roofline_memory import elementwise_op, embedding_op, norm_op, rotary_op, softmax_op
 from ..calc.roofline_model import predict_model
 from ..calc.roofline_options import PHASES, RECOMPUTE, WINDOW_MODES, RooflineOptions
@@ -18,9 +18,9 @@ from ..calc.roofline_ops import predict_attention, predict_matmul
 from ..calc.roofline_sweep import sweep_batch
 from ..errors import MlsysError
 from ..units import parse_count
-from ..validate import count as whole, fraction
+from ..validate import count as whole
 from . import render
-from .options import model_argument, positive_int, reject_unused, resolve_model
+from .options import ceilings_from_options, model_argument, positive_int, reject_unused, resolve_model
 from .plots import with_plot
 from .roofline_views import model_output, op_output, sweep_output
 
@@ -49,21 +49,8 @@ def ceiling_options(func):
                   help="Write a roofline plot (PNG or SVG by extension).")
     @functools.wraps(func)
     def wrapper(*args, gpu, calibration, efficiency, launch_us, **kwargs):
-        ceilings = load_ceilings(gpu, calibration, launch_s=None if launch_us is None else launch_us * 1e-6)
-        if efficiency:
-            ceilings = ceilings.with_efficiency(**_pairs(efficiency))
-        return func(*args, ceilings=ceilings, **kwargs)
+        return func(*args, ceilings=ceilings_from_options(gpu, calibration, efficiency, launch_us), **kwargs)
     return wrapper
-
-
-def _pairs(items: tuple[str, ...]) -> dict[str, float]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise MlsysError(f"--efficiency {item!r}: expected KIND=FRACTION")
-        out[key.strip()] = fraction(parse_count(value, f"--efficiency {key}"), f"--efficiency {key}")
-    return out
 
 
 def _emit_op(pred, ceilings, plot, fmt, as_json) -> None:

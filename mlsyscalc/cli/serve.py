@@ -8,15 +8,13 @@ from pathlib import Path
 
 import click
 
-from ..calc.calibration import load_ceilings
 from ..calc.serve import PREEMPTION, ServeOptions, WorkloadSpec, simulate, sweep_rates
 from ..calc.serve_engine import POLICIES
 from ..calc.serve_metrics import Slo
 from ..calc.serve_workload import LengthDist, from_trace, parse_length
 from ..errors import MlsysError, require
 from . import render
-from .options import model_argument, resolve_model
-from .roofline import _pairs
+from .options import ceilings_from_options, model_argument, resolve_model
 from .serve_views import serve_output, sweep_output
 
 D = ServeOptions()
@@ -155,9 +153,7 @@ def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, tp
         from ..specs.cluster import load_cluster
 
         gpu = load_cluster(cluster).gpu
-    ceilings = load_ceilings(gpu, calibration, launch_s=None if launch_us is None else launch_us * 1e-6)
-    if efficiency:
-        ceilings = ceilings.with_efficiency(**_pairs(efficiency))
+    ceilings = ceilings_from_options(gpu, calibration, efficiency, launch_us)
     opts = ServeOptions(scheduler=scheduler, max_batch_tokens=max_batch_tokens, max_seqs=max_seqs, chunk=chunk,
                         block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, preemption=preemption,
                         kv_blocks=kv_blocks, tp=tp, dtype=dtype, kv_dtype=kv_dtype, cluster=cluster, slo=_slo(slo),
