@@ -4,6 +4,7 @@ kernel path of the builder under TRITON_INTERPRET=1 against the torch path."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -81,13 +82,11 @@ def test_moe_decode_graph_row_says_why():
     assert "CUDA graph" in rows[0]["error"] and rows[1]["error"] is None
 
 
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available(),
+                    reason="needs the Triton interpreter or a GPU")
 def test_triton_kernels_match_torch_in_the_interpreter():
     """Flash attention (prefill) and paged decode inside the model reproduce the torch path's
     logits (fp32 weights, Triton's CPU interpreter)."""
-    import os
-
-    if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
-        pytest.skip("needs the Triton interpreter or a GPU")
     from mlsyscalc.bench.torch_models import build_model
     from mlsyscalc.specs.lookup import load_model, parse_overrides
 
@@ -104,12 +103,9 @@ def test_triton_kernels_match_torch_in_the_interpreter():
     torch.testing.assert_close(tri.decode(ids[:, 7:8], caches, 7), want[:, 7], rtol=2e-3, atol=2e-3)
 
 
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="the CPU gate runs in Triton's interpreter")
 def test_triton_rows_pass_the_correctness_gate_on_cpu():
     """The gate runs the same step with the torch attention path: in the interpreter they agree."""
-    import os
-
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        pytest.skip("the CPU gate runs in Triton's interpreter")
     from mlsyscalc.bench.cases.model import GATE_TOL, ModelCase, _gate
     from mlsyscalc.bench.torch_models import build_model
     from mlsyscalc.specs.lookup import load_model, parse_overrides
