@@ -117,8 +117,10 @@ class StepComm:
         return sum(r.time_s for r in self.rows if not r.overlapped)
 
 
-def placement(size: int, stride: int, gpus_per_node: int) -> tuple[int, int]:
-    """(nodes, GPUs per node) of a group of `size` ranks `stride` apart, nodes holding consecutive ranks."""
+def placement(size: int, stride: int, gpus_per_node: int, what: str = "group") -> tuple[int, int]:
+    """(nodes, GPUs per node) of a group of `size` ranks `stride` apart, nodes holding consecutive ranks.
+    A group spanning nodes has the same number of members on each (the collective model splits its
+    traffic evenly over nodes): a data-parallel group of 60 consecutive ranks on 8-GPU nodes does not."""
     if size == 1:
         return 1, 1
     if stride >= gpus_per_node:
@@ -126,7 +128,9 @@ def placement(size: int, stride: int, gpus_per_node: int) -> tuple[int, int]:
         return size, 1
     require(gpus_per_node % stride == 0, f"a group with stride {stride} straddles {gpus_per_node}-GPU nodes")
     per_node = min(size, gpus_per_node // stride)
-    return divide(size, per_node, "placement: group members per node"), per_node
+    require(size % per_node == 0, f"rule whole groups per node: the {what} of {size} ranks (stride {stride}) "
+                                  f"puts an uneven share on each {gpus_per_node}-GPU node")
+    return size // per_node, per_node
 
 
 @lru_cache(maxsize=32)  # pure in the frozen spec; plan prices thousands of layouts of one model

@@ -16,6 +16,7 @@ from ..dtypes import dtype_name
 from ..errors import divide, require
 from ..specs.cluster import ClusterSpec
 from ..specs.model import ModelSpec
+from .comm_step import placement
 from .tensor_parallel import check_tp
 
 RECOMPUTE = ("none", "selective", "full")  # Korthikanti et al. 2022: selective = attention core only
@@ -114,16 +115,11 @@ class TrainStepOptions:
         self._validate_nodes(node)
 
     def _validate_nodes(self, node: int) -> None:
-        """Rule whole groups per node: ranks numbered tp, cp, dp, pp inner to outer (comm_step's order), a
-        group that spans nodes has the same number of members on each (the collective model splits its
-        traffic evenly over nodes). E.g. dp 60 with tp = cp = 1 on 8-GPU nodes does not: 7.5 nodes."""
+        """Rule whole groups per node, as comm_step places ranks (tp, cp, dp, pp inner to outer): `plan`
+        skips a layout that breaks it, `train` names it."""
         stride = 1
         for dim, size in (("tp", self.tp), ("cp", self.cp), ("dp", self.data_parallel), ("pp", self.pp)):
-            if size > 1 and stride < node and size * stride > node:
-                per_node = node // stride if node % stride == 0 else 0
-                require(per_node > 0 and size % per_node == 0,
-                        f"rule whole groups per node: the {dim} group of {size} ranks (stride {stride}) "
-                        f"puts an uneven share on each {node}-GPU node")
+            placement(size, stride, min(node, self.gpus), f"{dim} group")
             stride *= size
 
     def _validate_model(self, spec: ModelSpec) -> None:
