@@ -1,11 +1,13 @@
 """Rows of scripts/train_measure.py against `mlsys train`: measured and predicted step time and memory per GPU.
 
-    python scripts/train_compare.py ROWS.jsonl [--cluster hgx-h200] [--out reports/train/measured.md]
+    python scripts/train_compare.py ROWS.jsonl [--cluster hgx-h200] [--calibration ceilings.json] [--out FILE]
 
-Each row's layout becomes `mlsys train` flags (fsdp: --zero 3 over dp; tp: --tp --no-sp; pp cases: --pp, and
---vp 2 for the interleaved schedule; GPipe is priced as 1F1B: same bubble, more activation memory); the
-model is the row's HF config (a built-in llama config with the row's overrides). Memory compares the
-largest rank's torch.cuda.max_memory_allocated with `memory_bytes_per_gpu`.
+Each row's layout becomes `mlsys train` flags (ddp: --zero 0; fsdp: --zero 3 over dp; tp: --tp --no-sp; pp
+cases: --pp, and --vp 2 for the interleaved schedule; GPipe is priced as 1F1B: same bubble, more activation
+memory); the model is the row's HF config (a built-in llama config with the row's overrides). Memory
+compares the largest rank's torch.cuda.max_memory_allocated with `memory_bytes_per_gpu`. The measured
+forward+backward time is set against the predicted compute + bubble + exposed communication, the measured
+optimizer time against the predicted optimizer step.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def config_for(model: dict, folder: Path) -> str:
     return str(path)
 
 
-def train_args(row: dict, model: str, cluster: str) -> list[str]:
+def train_args(row: dict, model: str, cluster: str, calibration: str | None = None) -> list[str]:
     args = ["train", model, "--gpus", str(row["gpus"]), "--cluster", cluster, "--seq", str(row["seq"]),
             "--global-batch", str(row["global_batch"]), "--micro-batch", str(row["micro_batch"]),
             "--dp", str(row["dp"]), "--tp", str(row["tp"]), "--pp", str(row["pp"]), "--no-sp",
@@ -38,21 +40,26 @@ def train_args(row: dict, model: str, cluster: str) -> list[str]:
         args += ["--vp", str(row["vp"])]
     if row["case"] in ("fsdp", "fsdp-tp"):
         args += ["--zero", "3"]  # FSDP2 full sharding = ZeRO-3
-    return args
+    return args + (["--calibration", calibration] if calibration else [])
 
 
-def compare(rows: list[dict], cluster: str, runner: Runner) -> list[dict]:
+def compare(rows: list[dict], cluster: str, runner: Runner, calibration: str | None = None) -> list[dict]:
     out = []
     with tempfile.TemporaryDirectory() as folder:
         for row in rows:
             entry = {"case": row["case"], "gpus": row["gpus"], "measured_step_s": row["step_time_s"],
                      "measured_bytes": max(row["peak_bytes_per_rank"])}
             try:
-                result = runner(train_args(row, config_for(row["model"], Path(folder)), cluster))
+                result = runner(train_args(row, config_for(row["model"], Path(folder)), cluster, calibration))
             except Exception as exc:
                 out.append(entry | {"failure": str(exc)})
                 continue
-            entry |= {"predicted_step_s": result["step_time_s"], "predicted_bytes": result["memory_bytes_per_gpu"]}
+            entry |= {"predicted_step_s": result["step_time_s"], "predicted_bytes": result["memory_bytes_per_gpu"],
+                      "breakdown": result.get("breakdown", {})}
+            if "fwd_bwd_s" in row:
+                opt = entry["breakdown"].get("optimizer_s", 0.0)
+                entry |= {"measured_fwd_bwd_s": row["fwd_bwd_s"], "measured_optimizer_s": row["optimizer_s"],
+                          "predicted_fwd_bwd_s": entry["predicted_step_s"] - opt, "predicted_optimizer_s": opt}
             entry["step_error"] = entry["predicted_step_s"] / entry["measured_step_s"] - 1
             if entry["measured_bytes"]:
                 entry["memory_error"] = entry["predicted_bytes"] / entry["measured_bytes"] - 1
@@ -60,34 +67,43 @@ def compare(rows: list[dict], cluster: str, runner: Runner) -> list[dict]:
     return out
 
 
-def compare_table(rows_path: Path, cluster: str, runner: Runner | None = None) -> str:
+def _ms(e: dict, key: str) -> str:
+    return f"{e[key] * 1e3:.1f}" if key in e else "-"
+
+
+def compare_table(rows_path: Path, cluster: str, runner: Runner | None = None, calibration: str | None = None) -> str:
     from mlsyscalc.report.markdown import markdown_table
 
     rows = [json.loads(line) for line in Path(rows_path).read_text().splitlines() if line.strip()]
-    entries = compare(rows, cluster, runner or cli_runner())
+    entries = compare(rows, cluster, runner or cli_runner(), calibration)
     pct = lambda e, k: f"{100 * e[k]:+.1f}%" if k in e else "-"  # noqa: E731
     gib = 2**30
-    table = [[e["case"], e["gpus"], f"{e['measured_step_s'] * 1e3:.1f}",
-              f"{e['predicted_step_s'] * 1e3:.1f}" if "predicted_step_s" in e else e.get("failure", "-"),
-              pct(e, "step_error"), f"{e['measured_bytes'] / gib:.2f}",
+    table = [[e["case"], e["gpus"], _ms(e, "measured_step_s"),
+              _ms(e, "predicted_step_s") if "predicted_step_s" in e else e.get("failure", "-"),
+              pct(e, "step_error"), _ms(e, "measured_fwd_bwd_s"), _ms(e, "predicted_fwd_bwd_s"),
+              _ms(e, "measured_optimizer_s"), _ms(e, "predicted_optimizer_s"), f"{e['measured_bytes'] / gib:.2f}",
               f"{e['predicted_bytes'] / gib:.2f}" if "predicted_bytes" in e else "-", pct(e, "memory_error")]
              for e in entries]
     env = rows[0].get("env", {}) if rows else {}
-    head = [f"# `mlsys train` against measured steps ({env.get('device', '?')}, torch {env.get('torch', '?')}, "
-            f"NCCL {env.get('nccl', '?')}, commit {str(env.get('commit', '?'))[:7]}; modelled on `{cluster}`)", "",
-            "error = predicted / measured - 1. Measured: median step after warm-up (slowest rank), "
-            "max_memory_allocated of the largest rank (scripts/train_measure.py).", ""]
-    return "\n".join(head + markdown_table(["case", "GPUs", "step meas (ms)", "step pred (ms)", "step err",
-                                            "mem meas (GiB)", "mem pred (GiB)", "mem err"], table) + [""])
+    kernels = f"kernel ceilings `{calibration}`" if calibration else "datasheet kernel ceilings"
+    head = [f"## {env.get('device', '?')}, torch {env.get('torch', '?')}, NCCL {env.get('nccl', '?')}, "
+            f"commit {str(env.get('commit', '?'))[:7]}; modelled on `{cluster}`, {kernels}", "",
+            "error = predicted / measured - 1. Measured: median step after warm-up (slowest rank), split into "
+            "forward+backward (f+b, with the communication it waits for) and the optimizer (opt); "
+            "max_memory_allocated of the largest rank (scripts/train_measure.py). Predicted f+b = step - optimizer.", ""]
+    return "\n".join(head + markdown_table(
+        ["case", "GPUs", "step meas (ms)", "step pred (ms)", "step err", "f+b meas", "f+b pred", "opt meas",
+         "opt pred", "mem meas (GiB)", "mem pred (GiB)", "mem err"], table) + [""])
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("rows", type=Path)
     ap.add_argument("--cluster", default="hgx-h200")
+    ap.add_argument("--calibration", help="kernel ceilings of `mlsys bench ceilings` (mlsys train --calibration)")
     ap.add_argument("--out", type=Path, help="also write the table here")
     args = ap.parse_args(argv)
-    page = compare_table(args.rows, args.cluster)
+    page = compare_table(args.rows, args.cluster, calibration=args.calibration)
     print(page)
     if args.out:
         args.out.write_text(page)

@@ -1,22 +1,27 @@
 """Measured training steps on one host with torch.distributed's own parallelism, for `mlsys train`.
 
-    torchrun --standalone --nproc_per_node 4 scripts/train_measure.py --case fsdp --out DIR
+    NCCL_NVLS_ENABLE=0 torchrun --standalone --nproc_per_node 4 scripts/train_measure.py --case fsdp --out DIR
     python scripts/train_compare.py DIR/train_rows.jsonl --cluster hgx-h200   # table vs mlsys train
 
-Cases (one dimension at a time over all ranks, and one 2 x 2 combination on 4 ranks):
-  fsdp         FSDP2 `fully_shard` on every decoder layer and the root (ZeRO-3), bf16 compute, fp32 reduce
-  tp           DTensor tensor parallel: q/k/v/gate/up `ColwiseParallel`, o/down `RowwiseParallel`
+The layout is the one `mlsys train` prices: bf16 weights, activations and gradients, fp32 master weights
+and AdamW moments (16 bytes a parameter), one fused AdamW kernel over each decoder layer's parameters.
+Every case does the same work per GPU (--seqs-per-gpu sequences of --seq tokens a step):
+  single       one GPU, no communication: the compute + optimizer reference of the per-GPU work
+  ddp          DistributedDataParallel over all ranks (ZeRO-0): bf16 gradient all-reduce in buckets
+  fsdp         FSDP2 `fully_shard` per decoder layer and the root (ZeRO-3): fp32 sharded parameters,
+               MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), fused AdamW on the shards
+  tp           DTensor tensor parallel: q/k/v/gate/up colwise, o/down rowwise, vocab-parallel embedding and
+               lm_head with loss_parallel (Megatron's split, no sequence parallelism)
   pp-gpipe, pp-1f1b, pp-interleaved
-               torch.distributed.pipelining: ScheduleGPipe, Schedule1F1B, ScheduleInterleaved1F1B (2 stages a rank)
+               torch.distributed.pipelining: ScheduleGPipe, Schedule1F1B, ScheduleInterleaved1F1B (2 stages a
+               rank), 2 x stages micro-batches of one sequence
   fsdp-tp      2 x 2 device mesh: TP inside pairs of ranks, FSDP2 across them
-
-The model is a llama built from a ModelSpec by mlsyscalc.bench.torch_models.build_model (fp32 master
-parameters; TP and PP run their matmuls under bf16 autocast, FSDP2 casts with its MixedPrecisionPolicy);
-AdamW. Step time: the median of --steps timed steps after --warmup steps (CUDA-synchronised wall clock, the
-slowest rank's); memory: torch.cuda.max_memory_allocated per rank over the timed steps. Rank 0 appends one
-JSON row a case to DIR/train_rows.jsonl. Run one case a process for clean memory figures (`start_bytes_per_rank`
-shows what earlier cases of the same process left allocated). On the CPU (`--device cpu`, gloo) the same code runs as a smoke
-test (times say nothing).
+The model is a llama built from a ModelSpec by mlsyscalc.bench.torch_models.build_model (the same seed in
+every case, so the first losses agree). Timing: CUDA-synchronised wall clock of --steps steps after --warmup
+steps, split into forward+backward (with the communication it waits for) and the optimizer; the median per
+rank, the slowest rank's. Memory: torch.cuda.max_memory_allocated per rank over the timed steps. Rank 0
+appends one JSON row a case to DIR/train_rows.jsonl. On the CPU (`--device cpu`, gloo) the same code runs as
+a smoke test (times say nothing).
 """
 
 from __future__ import annotations
@@ -29,33 +34,91 @@ import statistics
 import time
 from pathlib import Path
 
-CASES = ("fsdp", "tp", "pp-gpipe", "pp-1f1b", "pp-interleaved", "fsdp-tp")
-# A 1.3B llama (the memory validation's "llama-1b (MHA)") at micro-batch 1 x 2048 tokens.
-MODEL = ("llama2-7b", {"hidden_size": 2048, "num_hidden_layers": 16, "num_attention_heads": 16,
-                       "num_key_value_heads": 16, "intermediate_size": 5632})
+CASES = ("single", "ddp", "fsdp", "tp", "pp-gpipe", "pp-1f1b", "pp-interleaved", "fsdp-tp")
+# A 2.7B llama (hidden 2560, 32 layers, 20 heads of 128, MLP 6912, vocab 32000): big enough that a step of
+# 2 x 2048 tokens a GPU is compute-bound on an H200 (about 35 TFLOP of matmuls a GPU).
+MODEL = ("llama2-7b", {"hidden_size": 2560, "num_hidden_layers": 32, "num_attention_heads": 20,
+                       "num_key_value_heads": 20, "intermediate_size": 6912})
 TINY = ("llama2-7b", {"hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 4,
                       "intermediate_size": 128, "vocab_size": 256})
 
 
-def layout(case: str, world: int) -> dict[str, int]:
-    """dp, tp, pp, vp of a case on `world` ranks (the flags `mlsys train` gets)."""
+def layout(case: str, world: int, per_gpu: int = 2) -> dict[str, int]:
+    """dp, tp, pp, vp, micro_batch and micro-batches per step of a case on `world` ranks (`mlsys train`'s flags)."""
+    if case == "single" and world != 1:
+        raise SystemExit("single is the one-GPU reference: run it on 1 rank")
+    if case == "fsdp-tp" and world != 4:
+        raise SystemExit("fsdp-tp is the 2 x 2 case: run it on 4 ranks")
+    base = {"dp": 1, "tp": 1, "pp": 1, "vp": 1, "micro_batch": per_gpu, "micro_batches": 1}
     if case == "fsdp-tp":
-        if world != 4:
-            raise SystemExit("fsdp-tp is the 2 x 2 case: run it on 4 ranks")
-        return {"dp": 2, "tp": 2, "pp": 1, "vp": 1}
-    base = {"dp": 1, "tp": 1, "pp": 1, "vp": 1}
-    key = {"fsdp": "dp", "tp": "tp"}.get(case, "pp")
-    return base | {key: world} | ({"vp": 2} if case == "pp-interleaved" else {})
+        return base | {"dp": 2, "tp": 2, "micro_batch": 2 * per_gpu}
+    if case == "tp":
+        return base | {"tp": world, "micro_batch": world * per_gpu}
+    if case.startswith("pp-"):
+        return base | {"pp": world, "vp": 2 if case == "pp-interleaved" else 1, "micro_batch": 1,
+                       "micro_batches": per_gpu * world}
+    return base | {"dp": world}
 
 
-def _autocast(device):
-    import torch
+def _local(t):
+    """The rank's own shard of a DTensor, or the tensor itself."""
+    return t.to_local() if hasattr(t, "to_local") else t
 
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+def _local_grad(p):
+    """The rank's shard of p's gradient, laid out as p (the vocab-parallel embedding's comes back replicated)."""
+    g = p.grad
+    if hasattr(g, "placements") and tuple(g.placements) != tuple(p.placements):
+        g = g.redistribute(p.device_mesh, p.placements)
+    return _local(g)
 
 
-def shard_tp(model, mesh) -> None:
-    """Megatron's split with DTensor: column-parallel in, row-parallel out; local heads per rank."""
+class MixedAdamW:
+    """Megatron-style mixed precision: bf16 weights and gradients, an fp32 master copy and fp32 moments; one
+    fused AdamW per parameter group (a decoder layer), whose fp32 gradient copy lives only during its step."""
+
+    def __init__(self, groups, lr: float):
+        import torch
+
+        self.groups = []
+        for params in groups:
+            with torch.no_grad():
+                masters = [_local(p).detach().float() for p in params]
+            self.groups.append((params, masters, torch.optim.AdamW(masters, lr=lr, fused=True)))
+
+    def step(self) -> None:
+        import torch
+
+        with torch.no_grad():
+            for params, masters, opt in self.groups:
+                for p, m in zip(params, masters):
+                    m.grad = _local_grad(p).float()
+                opt.step()
+                for p, m in zip(params, masters):
+                    _local(p).copy_(m)
+                    m.grad = None
+
+    def zero_grad(self) -> None:
+        for params, _, _ in self.groups:
+            for p in params:
+                p.grad = None
+
+
+def layer_groups(modules) -> list[list]:
+    """One parameter group per decoder layer, and one of the rest (embedding, norm, lm_head) per module."""
+    groups = []
+    for mod in modules:
+        inside = {id(p) for layer in mod.layers for p in layer.parameters()}
+        groups += [list(layer.parameters()) for layer in mod.layers]
+        rest = [p for p in mod.parameters() if id(p) not in inside]
+        groups += [rest] if rest else []
+    return groups
+
+
+def tp_plan(model, mesh, vocab: bool) -> None:
+    """Megatron's split with DTensor: column-parallel in, row-parallel out, local heads per rank; with `vocab`
+    the embedding and lm_head are split over the vocabulary too (the loss then runs under loss_parallel)."""
+    from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
     tp = mesh.size()
@@ -67,6 +130,9 @@ def shard_tp(model, mesh) -> None:
         parallelize_module(layer, mesh, plan)
         layer.attn.heads //= tp
         layer.attn.kv_heads //= tp
+    if vocab:
+        parallelize_module(model, mesh, {"embed": RowwiseParallel(input_layouts=Replicate()),
+                                         "lm_head": ColwiseParallel(output_layouts=Shard(-1), use_local_output=False)})
 
 
 def shard_fsdp(model, mesh) -> None:
@@ -79,49 +145,48 @@ def shard_fsdp(model, mesh) -> None:
     fully_shard(model, mesh=mesh, mp_policy=policy)
 
 
-class Stage:
-    """Layers [lo, hi) of the model; the first stage embeds, the last applies the norm and the head."""
-
-    @staticmethod
-    def build(model, lo: int, hi: int, seq: int):
-        from torch import nn
-
-        class StageModule(nn.Module):
-            def __init__(self):
-                super().__init__()
-                first, last = lo == 0, hi == len(model.layers)
-                self.embed = model.embed if first else None
-                self.layers = nn.ModuleList(model.layers[lo:hi])
-                self.norm, self.lm_head = (model.norm, model.lm_head) if last else (None, None)
-                self.head_dim = model.spec.head_dim
-
-            def forward(self, x):
-                if self.embed is not None:
-                    x = self.embed(x)
-                cos, sin = model.rope(0, seq, x)  # the model's own (S, 1, D) tables and rope_theta
-                for layer in self.layers:
-                    x = layer(x, cos, sin)
-                return self.lm_head(self.norm(x)).float() if self.lm_head is not None else x
-        return StageModule()
-
-
 def _loss(logits, targets):
     import torch.nn.functional as F
 
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+    return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
 
 
-def pipeline_step(model, case: str, rank: int, world: int, micro: int, seq: int, device):
-    """(step function, parameters of this rank) for a pipeline case: micro-batches = 2 x stages."""
+def stage_module(model, lo: int, hi: int, seq: int, like):
+    """Layers [lo, hi) of the model; the first stage embeds, the last applies the norm and the head (bf16 logits:
+    the loss casts them). Keeps no reference to the whole model, so the other stages' layers are freed."""
+    from torch import nn
+
+    first, last = lo == 0, hi == len(model.layers)
+    cos, sin = model.rope(0, seq, like)  # the model's own (S, 1, D) tables and rope_theta
+
+    class StageModule(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = model.embed if first else None
+            self.layers = nn.ModuleList(model.layers[lo:hi])
+            self.norm, self.lm_head = (model.norm, model.lm_head) if last else (None, None)
+
+        def forward(self, x):
+            if self.embed is not None:
+                x = self.embed(x)
+            for layer in self.layers:
+                x = layer(x, cos, sin)
+            return self.lm_head(self.norm(x)) if self.lm_head is not None else x
+    return StageModule()
+
+
+def pipeline_case(model, case: str, rank: int, world: int, n_micro: int, seq: int, device):
+    """(step function, modules of this rank) of a pipeline case."""
+    import torch
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
 
     per_rank = 2 if case == "pp-interleaved" else 1
     stages_total = world * per_rank
     bounds = [round(i * len(model.layers) / stages_total) for i in range(stages_total + 1)]
     indices = [rank + k * world for k in range(per_rank)]  # interleaved: rank r holds stages r, r + world
-    mods = [Stage.build(model, bounds[i], bounds[i + 1], seq).to(device) for i in indices]
+    like = torch.empty(0, dtype=torch.bfloat16, device=device)
+    mods = [stage_module(model, bounds[i], bounds[i + 1], seq, like) for i in indices]
     stages = [PipelineStage(m, i, stages_total, device) for m, i in zip(mods, indices)]
-    n_micro = 2 * stages_total
     if case == "pp-interleaved":
         schedule = ScheduleInterleaved1F1B(stages, n_micro, loss_fn=_loss)
     else:
@@ -130,82 +195,115 @@ def pipeline_step(model, case: str, rank: int, world: int, micro: int, seq: int,
 
     def step(ids, targets):
         losses = []
-        with _autocast(device):
-            args = (ids,) if first else ()
-            schedule.step(*args, **({"target": targets, "losses": losses} if last else {}))
+        args = (ids,) if first else ()
+        schedule.step(*args, **({"target": targets, "losses": losses} if last else {}))
         return float(losses[0]) if losses else None
-    params = [p for m in mods for p in m.parameters()]
-    return step, params, n_micro
+    return step, mods
 
 
-def build_case(case: str, spec, world: int, rank: int, micro: int, seq: int, device):
-    """(step(ids, targets), parameters, micro-batches per step, batch rows this rank feeds)."""
+def logits_forward(model) -> None:
+    """model(ids) returns the (vocab-sharded) logits instead of the loss: called through the module, so FSDP's
+    root hooks still gather the embedding, final norm and head."""
+    import types
+
+    model.forward = types.MethodType(lambda self, ids: self.lm_head(self.hidden(ids)), model)
+
+
+def plain_step(model, vocab_parallel: bool):
+    """forward + backward of the whole model on one micro-batch; with `vocab_parallel` the loss is TP's
+    (the model must answer logits: `logits_forward`)."""
+    def step(ids, targets):
+        if vocab_parallel:
+            from torch.distributed.tensor.parallel import loss_parallel
+
+            logits = model(ids)
+            with loss_parallel():
+                loss = _loss(logits, targets)
+                loss.backward()
+            return float(loss.full_tensor() if hasattr(loss, "full_tensor") else loss)
+        loss = model(ids, targets)
+        loss.backward()
+        return float(loss)
+    return step
+
+
+def build_case(case: str, spec, world: int, rank: int, lay: dict, seq: int, device):
+    """(step(ids, targets), optimizer) of a case."""
+    import torch
     from torch.distributed.device_mesh import init_device_mesh
 
     from mlsyscalc.bench.torch_models import build_model
 
-    lay = layout(case, world)
     model = build_model(spec, "float32", device, flash=True)
-    if lay["pp"] > 1:
-        step, params, n_micro = pipeline_step(model, case, rank, world, micro, seq, device)
-        return step, params, n_micro, micro * n_micro
-    if case == "fsdp-tp":
-        mesh = init_device_mesh(device.type, (2, 2), mesh_dim_names=("dp", "tp"))
-        shard_tp(model, mesh["tp"])
-        shard_fsdp(model, mesh["dp"])
-    elif case == "tp":
-        shard_tp(model, init_device_mesh(device.type, (world,)))
-    else:
-        shard_fsdp(model, init_device_mesh(device.type, (world,)))
-
-    def step(ids, targets):
-        if case == "fsdp":
-            loss = model(ids, targets)
+    if case in ("fsdp", "fsdp-tp"):
+        if case == "fsdp-tp":
+            mesh = init_device_mesh(device.type, (2, 2), mesh_dim_names=("dp", "tp"))
+            tp_plan(model, mesh["tp"], vocab=True)
+            logits_forward(model)
+            shard_fsdp(model, mesh["dp"])
         else:
-            with _autocast(device):
-                loss = model(ids, targets)
-        loss.backward()
-        return float(loss)
-    return step, list(model.parameters()), 1, micro
+            shard_fsdp(model, init_device_mesh(device.type, (world,)))
+        return plain_step(model, vocab_parallel=case == "fsdp-tp"), torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)
+    model = model.to(torch.bfloat16)
+    if lay["pp"] > 1:
+        step, mods = pipeline_case(model, case, rank, world, lay["micro_batches"], seq, device)
+        del model
+        return step, MixedAdamW(layer_groups(mods), lr=1e-5)
+    if case == "tp":
+        tp_plan(model, init_device_mesh(device.type, (world,)), vocab=True)
+        logits_forward(model)
+    groups = layer_groups([model])
+    if case == "ddp":
+        from torch.nn.parallel import DistributedDataParallel
+
+        wrapped = DistributedDataParallel(model, gradient_as_bucket_view=True)
+        return (lambda ids, targets: _backward(wrapped(ids, targets))), MixedAdamW(groups, lr=1e-5)
+    return plain_step(model, vocab_parallel=case == "tp"), MixedAdamW(groups, lr=1e-5)
 
 
-def measure(case: str, spec, micro: int, seq: int, warmup: int, steps: int, device) -> dict:
-    """Run the case; this rank's median step time and peak memory."""
+def _backward(loss) -> float:
+    loss.backward()
+    return float(loss)
+
+
+def measure(case: str, spec, lay: dict, seq: int, warmup: int, steps: int, device) -> dict:
+    """Run the case; this rank's median step, forward+backward and optimizer times and peak memory."""
     import torch
     import torch.distributed as dist
 
     rank, world = dist.get_rank(), dist.get_world_size()
     cuda = device.type == "cuda"
+    sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
     gc.collect()
     if cuda:
         torch.cuda.empty_cache()
-    start_bytes = torch.cuda.memory_allocated(device) if cuda else 0  # an earlier case's leftovers: ~0 if clean
     torch.manual_seed(0)  # the same initial weights in every case: the first losses agree
-    step, params, n_micro, rows = build_case(case, spec, world, rank, micro, seq, device)
-    opt = torch.optim.AdamW(params, lr=1e-5, foreach=False)
-    # One micro-batch of tokens, the same on every rank and in every case (TP and PP need it; the first
-    # losses of the cases can then be compared), repeated for the micro-batches of a pipeline step.
-    draw = lambda seed: torch.randint(0, spec.vocab_size, (micro, seq), device=device,  # noqa: E731
+    step, opt = build_case(case, spec, world, rank, lay, seq, device)
+    gc.collect()
+    # One micro-batch of tokens, the same on every rank and in every case, repeated for a pipeline's micro-batches.
+    draw = lambda seed: torch.randint(0, spec.vocab_size, (lay["micro_batch"], seq), device=device,  # noqa: E731
                                       generator=torch.Generator(device=device).manual_seed(seed))
-    ids, targets = draw(0).repeat(rows // micro, 1), draw(1).repeat(rows // micro, 1)
+    n = lay["micro_batches"] if lay["pp"] > 1 else 1
+    ids, targets = draw(0).repeat(n, 1), draw(1).repeat(n, 1)
     times, first_loss = [], None
     for k in range(warmup + steps):
         if k == warmup and cuda:
             torch.cuda.reset_peak_memory_stats(device)
-        if cuda:
-            torch.cuda.synchronize(device)
+        sync()
         dist.barrier()
         t0 = time.perf_counter()
         loss = step(ids, targets)
-        first_loss = loss if k == 0 else first_loss
+        sync()
+        t1 = time.perf_counter()
         opt.step()
-        opt.zero_grad(set_to_none=False)
-        if cuda:
-            torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - t0)
-    peak = torch.cuda.max_memory_allocated(device) if cuda else 0
-    return {"step_time_s": statistics.median(times[warmup:]), "first_loss": first_loss, "start_bytes": start_bytes,
-            "peak_bytes": peak, "micro_batches": n_micro, "rows_per_rank": rows}
+        opt.zero_grad()
+        sync()
+        times.append((time.perf_counter() - t0, t1 - t0, time.perf_counter() - t1))
+        first_loss = loss if k == 0 else first_loss
+    timed = times[warmup:]
+    return {"step_time_s": statistics.median(t[0] for t in timed), "fwd_bwd_s": statistics.median(t[1] for t in timed),
+            "optimizer_s": statistics.median(t[2] for t in timed), "first_loss": first_loss,
+            "peak_bytes": torch.cuda.max_memory_allocated(device) if cuda else 0}
 
 
 def run(args) -> None:
@@ -222,22 +320,21 @@ def run(args) -> None:
         torch.cuda.set_device(device)
     base, overrides = TINY if args.tiny else MODEL
     spec = load_model(base, overrides)
-    for case in args.case or [c for c in CASES if c != "fsdp-tp" or world == 4]:
-        mine = measure(case, spec, args.micro_batch, args.seq, args.warmup, args.steps, device)
+    for case in args.case:
+        lay = layout(case, world, args.seqs_per_gpu)
+        mine = measure(case, spec, lay, args.seq, args.warmup, args.steps, device)
         every = [None] * world
         dist.all_gather_object(every, mine)
         if rank == 0:
-            lay = layout(case, world)
             row = {"case": case, "model": {"base": base, "overrides": overrides}, "gpus": world, **lay,
-                   "micro_batch": args.micro_batch, "seq": args.seq,
-                   "global_batch": args.micro_batch * mine["micro_batches"] * lay["dp"],
-                   "step_time_s": max(r["step_time_s"] for r in every),
+                   "seq": args.seq, "global_batch": lay["micro_batch"] * lay["micro_batches"] * lay["dp"],
+                   **{k: max(r[k] for r in every) for k in ("step_time_s", "fwd_bwd_s", "optimizer_s")},
                    "first_loss": next(r["first_loss"] for r in every if r["first_loss"] is not None),
                    "peak_bytes_per_rank": [r["peak_bytes"] for r in every],
-                   "start_bytes_per_rank": [r["start_bytes"] for r in every],
                    "warmup": args.warmup, "steps": args.steps,
                    "env": {"torch": torch.__version__, "device": torch.cuda.get_device_name(device) if cuda else "cpu",
                            "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
+                           "nvls": os.environ.get("NCCL_NVLS_ENABLE"),
                            "commit": os.environ.get("MLSYS_GIT_COMMIT", "")}}
             with open(Path(args.out) / "train_rows.jsonl", "a") as f:
                 f.write(json.dumps(row) + "\n")
@@ -248,10 +345,10 @@ def run(args) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--case", action="append", choices=CASES, help="repeatable; default all that fit the world size")
+    ap.add_argument("--case", action="append", choices=CASES, required=True, help="repeatable")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
-    ap.add_argument("--micro-batch", type=int, default=1)
+    ap.add_argument("--seqs-per-gpu", type=int, default=2, help="sequences of work per GPU a step")
     ap.add_argument("--seq", type=int, default=2048)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--steps", type=int, default=10)

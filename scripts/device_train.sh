@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Measured training steps on 4 GPUs of one host (scripts/train_measure.py, one case a process, each under a
+# timeout) and the FSDP rows of `mlsys bench model`.
+#   scripts/device_train.sh DIR   (rows -> DIR/train_rows.jsonl and DIR/bench_model_fsdp.jsonl, log -> DIR/log.txt)
+set -u
+DIR=${1:?usage: scripts/device_train.sh DIR}
+mkdir -p "$DIR"
+export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
+BUDGET_S=${BUDGET_S:-420}   # start nothing new after this many seconds
+LOG="$DIR/log.txt"
+step() {  # TIMEOUT_S COMMAND...
+  if [ "$SECONDS" -gt "$BUDGET_S" ]; then echo "## skipped (time): ${*:2}" >>"$LOG"; return; fi
+  echo "## ${*:2}  (t=${SECONDS}s)" >>"$LOG"
+  timeout "$1" "${@:2}" >>"$LOG" 2>&1 || echo "exit $?" >>"$LOG"
+}
+measure() {  # NPROC CASE
+  step 110 torchrun --standalone --nproc_per_node "$1" scripts/train_measure.py --case "$2" --out "$DIR" --steps 8
+}
+{ nvidia-smi -L; nvidia-smi topo -m; python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.nccl.version())"; } >>"$LOG" 2>&1
+measure 4 fsdp
+measure 1 single
+measure 4 ddp
+measure 4 tp
+measure 4 pp-1f1b
+measure 4 pp-gpipe
+measure 4 pp-interleaved
+measure 4 fsdp-tp
+step 120 torchrun --standalone --nproc-per-node 2 -m mlsyscalc bench model llama3-8b --phase train --batch 1 --seq 2048 \
+  --fsdp --layers 8 --quiet --out "$DIR/bench_model_fsdp.jsonl" --format markdown
+echo "## done (t=${SECONDS}s)" >>"$LOG"
