@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Measured training steps on 4 GPUs of one host (scripts/train_measure.py, one case a process, each under a
 # timeout) and the FSDP rows of `mlsys bench model`.
-#   scripts/device_train.sh DIR   (rows -> DIR/train_rows.jsonl and DIR/bench_model_fsdp.jsonl, log -> DIR/log.txt)
+#   scripts/device_train.sh DIR           rows -> DIR/train_rows.jsonl, DIR/bench_model_fsdp.jsonl; log -> DIR/log.txt
+#   scripts/device_train.sh DIR profile   the cases again with two profiled steps each: GPU time by kernel class
+#                                         per rank in the rows, rank 0's Chrome traces in DIR/traces_rank0.tar
 set -u
-DIR=${1:?usage: scripts/device_train.sh DIR}
+DIR=${1:?usage: scripts/device_train.sh DIR [profile]}
+MODE=${2:-measure}
 mkdir -p "$DIR"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 BUDGET_S=${BUDGET_S:-420}   # start nothing new after this many seconds
@@ -13,10 +16,20 @@ step() {  # TIMEOUT_S COMMAND...
   echo "## ${*:2}  (t=${SECONDS}s)" >>"$LOG"
   timeout "$1" "${@:2}" >>"$LOG" 2>&1 || echo "exit $?" >>"$LOG"
 }
+EXTRA=(--steps 8)
+[ "$MODE" = profile ] && mkdir -p "$DIR/traces" && EXTRA=(--warmup 2 --steps 4 --profile "$DIR/traces")
 measure() {  # NPROC CASE
-  step 110 torchrun --standalone --nproc_per_node "$1" scripts/train_measure.py --case "$2" --out "$DIR" --steps 8
+  step 110 torchrun --standalone --nproc_per_node "$1" scripts/train_measure.py --case "$2" --out "$DIR" "${EXTRA[@]}"
 }
 { nvidia-smi -L; nvidia-smi topo -m; python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.nccl.version())"; } >>"$LOG" 2>&1
+if [ "$MODE" = profile ]; then
+  for c in tp fsdp-tp ddp fsdp pp-interleaved pp-1f1b; do measure 4 $c; done
+  measure 1 single
+  (cd "$DIR/traces" && tar -cf ../traces_rank0.tar ./*rank0.json.gz ./*pp-1f1b_rank3.json.gz) >>"$LOG" 2>&1
+  rm -rf "$DIR/traces"
+  echo "## done (t=${SECONDS}s)" >>"$LOG"
+  exit 0
+fi
 measure 4 fsdp
 measure 1 single
 measure 4 ddp

@@ -266,8 +266,35 @@ def _backward(loss) -> float:
     return float(loss)
 
 
-def measure(case: str, spec, lay: dict, seq: int, warmup: int, steps: int, device) -> dict:
-    """Run the case; this rank's median step, forward+backward and optimizer times and peak memory."""
+def profile_steps(one_step, sync, trace_to: Path, steps: int = 2) -> dict:
+    """GPU time of `steps` more steps under torch.profiler, by kernel class (scripts/trace_summary.py); the
+    Chrome trace is written to trace_to (gzipped)."""
+    import gzip
+    import shutil
+    import sys
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from trace_summary import load, summarize
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            one_step()
+        sync()
+    plain = trace_to.with_suffix("")
+    prof.export_chrome_trace(str(plain))
+    with open(plain, "rb") as src, gzip.open(trace_to, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    plain.unlink()
+    return summarize(load(trace_to), steps)
+
+
+def measure(case: str, spec, lay: dict, seq: int, warmup: int, steps: int, device, trace_to: Path | None = None) -> dict:
+    """Run the case; this rank's median step, forward+backward and optimizer times and peak memory (and, with
+    trace_to, a profile of two more steps)."""
     import torch
     import torch.distributed as dist
 
@@ -301,7 +328,8 @@ def measure(case: str, spec, lay: dict, seq: int, warmup: int, steps: int, devic
         times.append((time.perf_counter() - t0, t1 - t0, time.perf_counter() - t1))
         first_loss = loss if k == 0 else first_loss
     timed = times[warmup:]
-    return {"step_time_s": statistics.median(t[0] for t in timed), "fwd_bwd_s": statistics.median(t[1] for t in timed),
+    profile = profile_steps(lambda: (step(ids, targets), opt.step(), opt.zero_grad()), sync, trace_to) if trace_to else None
+    return {"profile": profile, "step_time_s": statistics.median(t[0] for t in timed), "fwd_bwd_s": statistics.median(t[1] for t in timed),
             "optimizer_s": statistics.median(t[2] for t in timed), "first_loss": first_loss,
             "peak_bytes": torch.cuda.max_memory_allocated(device) if cuda else 0}
 
@@ -322,7 +350,8 @@ def run(args) -> None:
     spec = load_model(base, overrides)
     for case in args.case:
         lay = layout(case, world, args.seqs_per_gpu)
-        mine = measure(case, spec, lay, args.seq, args.warmup, args.steps, device)
+        trace_to = Path(args.profile) / f"trace_{case}_rank{rank}.json.gz" if args.profile else None
+        mine = measure(case, spec, lay, args.seq, args.warmup, args.steps, device, trace_to)
         every = [None] * world
         dist.all_gather_object(every, mine)
         if rank == 0:
@@ -331,6 +360,7 @@ def run(args) -> None:
                    **{k: max(r[k] for r in every) for k in ("step_time_s", "fwd_bwd_s", "optimizer_s")},
                    "first_loss": next(r["first_loss"] for r in every if r["first_loss"] is not None),
                    "peak_bytes_per_rank": [r["peak_bytes"] for r in every],
+                   **({"profile_per_rank": [r["profile"] for r in every]} if args.profile else {}),
                    "warmup": args.warmup, "steps": args.steps,
                    "env": {"torch": torch.__version__, "device": torch.cuda.get_device_name(device) if cuda else "cpu",
                            "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
@@ -352,6 +382,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seq", type=int, default=2048)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--profile", help="profile two more steps; Chrome traces (gzipped) go to this folder")
     ap.add_argument("--tiny", action="store_true", help="a 4-layer 64-wide llama (CPU smoke test)")
     run(ap.parse_args(argv))
 

@@ -75,3 +75,18 @@ def test_compare_table_with_a_fake_train(tmp_path):
     line = next(x for x in page.splitlines() if x.startswith("| fsdp"))
     assert "+10.0%" in line and "-5.0%" in line  # 0.55 / 0.5 - 1; 1.9 GiB against the largest rank's 2 GiB
     assert "do not split" in page
+
+
+def test_trace_summary_merges_streams_and_finds_exposed_nccl():
+    """Hand-made trace (us): a GEMM [0, 10) and an NCCL kernel [5, 15) on two streams, an elementwise kernel
+    [20, 25), a CPU op that is no kernel. Window 25, busy = |[0,15) u [20,25)| = 20, idle 5, compute 15,
+    NCCL 10 of which [10, 15) runs alone: 5 exposed. Two steps: everything halved."""
+    ts = load_script("trace_summary")
+    k = lambda name, t, d: {"ph": "X", "cat": "kernel", "name": name, "ts": t, "dur": d}  # noqa: E731
+    events = [k("sm90_xmma_gemm_bf16", 0, 10), k("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 5, 10),
+              k("vectorized_elementwise_kernel", 20, 5), {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 30}]
+    got = ts.summarize(events, steps=2)
+    want = {"window_s": 12.5, "busy_s": 10, "idle_s": 2.5, "compute_busy_s": 7.5, "nccl_s": 5, "nccl_exposed_s": 2.5,
+            "matmul_s": 5, "attention_s": 0, "other_s": 2.5}
+    assert got == pytest.approx({key: v * 1e-6 for key, v in want.items()})
+    assert ts.kernel_class("flash_fwd_kernel") == "attention" and ts.kernel_class("nvjet_tst_128x256") == "matmul"

@@ -1,0 +1,105 @@
+"""Where a training step's GPU time goes, from a torch.profiler Chrome trace (one rank).
+
+    python scripts/trace_summary.py TRACE.json[.gz] [--steps N]
+
+Kernels (cat "kernel", plus "gpu_memcpy"/"gpu_memset") are put in classes by name: NCCL collectives, matmuls
+(cuBLAS/CUTLASS), attention (flash / fused SDPA), and everything else (elementwise, norms, optimizer, casts).
+Intervals are merged per class and over all streams, so the answer is wall time on the GPU, not a sum of
+kernels on several streams:
+  window_s          first kernel start to last kernel end
+  busy_s            union of all kernels;  idle_s = window_s - busy_s (the GPU waited for the host or a peer)
+  compute_busy_s    union of the non-NCCL kernels
+  nccl_s            union of the NCCL kernels;  nccl_exposed_s = the part of it with no compute kernel running
+  <class>_s         union of that class's kernels
+Divided by --steps when the trace holds several steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import re
+from pathlib import Path
+
+CLASSES = (  # first match wins
+    ("nccl", re.compile(r"nccl", re.I)),
+    ("matmul", re.compile(r"gemm|cutlass|nvjet|xmma|cublas|sm\d+_.*mma", re.I)),
+    ("attention", re.compile(r"flash|fmha|attention|sdpa", re.I)),
+)
+KINDS = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def kernel_class(name: str) -> str:
+    return next((label for label, pattern in CLASSES if pattern.search(name)), "other")
+
+
+def merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Sorted, non-overlapping union of [start, end) intervals."""
+    out: list[tuple[float, float]] = []
+    for start, end in sorted(intervals):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def length(intervals: list[tuple[float, float]]) -> float:
+    return sum(end - start for start, end in intervals)
+
+
+def minus(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
+    """Length of the merged intervals a outside the merged intervals b."""
+    total, j = 0.0, 0
+    for start, end in a:
+        cursor = start
+        while j < len(b) and b[j][1] <= cursor:
+            j += 1
+        k = j
+        while k < len(b) and b[k][0] < end:
+            if b[k][0] > cursor:
+                total += b[k][0] - cursor
+            cursor = max(cursor, b[k][1])
+            k += 1
+        total += max(0.0, end - cursor)
+    return total
+
+
+def summarize(events: list[dict], steps: int = 1) -> dict[str, float]:
+    """The keys of the module docstring, in seconds per step, from Chrome-trace events (ts, dur in us)."""
+    spans: dict[str, list[tuple[float, float]]] = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") in KINDS and e.get("dur", 0) > 0:
+            spans.setdefault(kernel_class(e.get("name", "")), []).append((e["ts"], e["ts"] + e["dur"]))
+    every = merge([iv for ivs in spans.values() for iv in ivs])
+    if not every:
+        return {"window_s": 0.0, "busy_s": 0.0, "idle_s": 0.0}
+    compute = merge([iv for label, ivs in spans.items() if label != "nccl" for iv in ivs])
+    nccl = merge(spans.get("nccl", []))
+    window = every[-1][1] - every[0][0]
+    us = 1e-6 / steps
+    out = {"window_s": window * us, "busy_s": length(every) * us, "idle_s": (window - length(every)) * us,
+           "compute_busy_s": length(compute) * us, "nccl_s": length(nccl) * us, "nccl_exposed_s": minus(nccl, compute) * us}
+    out |= {f"{label}_s": length(merge(spans.get(label, []))) * us for label, _ in CLASSES if label != "nccl"}
+    out["other_s"] = length(merge(spans.get("other", []))) * us
+    return out
+
+
+def load(path: Path) -> list[dict]:
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt") as f:
+        data = json.load(f)
+    return data["traceEvents"] if isinstance(data, dict) else data
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("trace", type=Path)
+    ap.add_argument("--steps", type=int, default=1)
+    args = ap.parse_args(argv)
+    print(json.dumps(summarize(load(args.trace), args.steps), indent=1))
+
+
+if __name__ == "__main__":
+    main()
