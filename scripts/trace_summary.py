@@ -80,7 +80,8 @@ def summarize(events: list[dict], steps: int = 1) -> dict[str, float]:
     window = every[-1][1] - every[0][0]
     us = 1e-6 / steps
     out = {"window_s": window * us, "busy_s": length(every) * us, "idle_s": (window - length(every)) * us,
-           "compute_busy_s": length(compute) * us, "nccl_s": length(nccl) * us, "nccl_exposed_s": minus(nccl, compute) * us}
+           "compute_busy_s": length(compute) * us, "nccl_s": length(nccl) * us,
+           "nccl_exposed_s": minus(nccl, compute) * us}
     out |= {f"{label}_s": length(merge(spans.get(label, []))) * us for label, _ in CLASSES if label != "nccl"}
     out["other_s"] = length(merge(spans.get("other", []))) * us
     return out

@@ -243,7 +243,8 @@ def build_case(case: str, spec, world: int, rank: int, lay: dict, seq: int, devi
             shard_fsdp(model, mesh["dp"])
         else:
             shard_fsdp(model, init_device_mesh(device.type, (world,)))
-        return plain_step(model, vocab_parallel=case == "fsdp-tp"), torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)
+        return plain_step(model, vocab_parallel=case == "fsdp-tp"), opt
     model = model.to(torch.bfloat16)
     if lay["pp"] > 1:
         step, mods = pipeline_case(model, case, rank, world, lay["micro_batches"], seq, device)
@@ -292,7 +293,8 @@ def profile_steps(one_step, sync, trace_to: Path, steps: int = 2) -> dict:
     return summarize(load(trace_to), steps)
 
 
-def measure(case: str, spec, lay: dict, seq: int, warmup: int, steps: int, device, trace_to: Path | None = None) -> dict:
+def measure(case: str, spec, lay: dict, seq: int, warmup: int, steps: int, device,
+            trace_to: Path | None = None) -> dict:
     """Run the case; this rank's median step, forward+backward and optimizer times and peak memory (and, with
     trace_to, a profile of two more steps)."""
     import torch
@@ -328,8 +330,10 @@ def measure(case: str, spec, lay: dict, seq: int, warmup: int, steps: int, devic
         times.append((time.perf_counter() - t0, t1 - t0, time.perf_counter() - t1))
         first_loss = loss if k == 0 else first_loss
     timed = times[warmup:]
-    profile = profile_steps(lambda: (step(ids, targets), opt.step(), opt.zero_grad()), sync, trace_to) if trace_to else None
-    return {"profile": profile, "step_time_s": statistics.median(t[0] for t in timed), "fwd_bwd_s": statistics.median(t[1] for t in timed),
+    one_step = lambda: (step(ids, targets), opt.step(), opt.zero_grad())  # noqa: E731
+    profile = profile_steps(one_step, sync, trace_to) if trace_to else None
+    return {"profile": profile, "step_time_s": statistics.median(t[0] for t in timed),
+            "fwd_bwd_s": statistics.median(t[1] for t in timed),
             "optimizer_s": statistics.median(t[2] for t in timed), "first_loss": first_loss,
             "peak_bytes": torch.cuda.max_memory_allocated(device) if cuda else 0}
 

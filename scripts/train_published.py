@@ -101,13 +101,18 @@ def train_args(run: dict[str, Any], model: str) -> list[str]:
         if key in lay:
             args += [f"--{key}", str(lay[key])]
     args += ["--sp" if lay.get("sp") else "--no-sp", "--recompute", lay["recompute"], "--dtype", lay["dtype"]]
-    return args
+    return args + attention_args(lay)
+
+
+def attention_args(lay: dict[str, Any]) -> list[str]:
+    """--attention of the run (Megatron-LM's unfused core before flash attention), if the layout names it."""
+    return ["--attention", lay["attention"]] if "attention" in lay else []
 
 
 def plan_args(run: dict[str, Any], model: str) -> list[str]:
     lay = run["layout"]
     return ["plan", model, "--gpus", str(run["gpus"]), "--cluster", run["cluster"], "--seq", str(lay["seq"]),
-            "--global-batch", str(lay["global_batch"]), "--top", "1"]
+            "--global-batch", str(lay["global_batch"]), "--top", "1", *attention_args(lay)]
 
 
 def evaluate(run: dict[str, Any], runner: Runner, folder: Path, plan: bool) -> dict[str, Any]:

@@ -84,7 +84,8 @@ def test_trace_summary_merges_streams_and_finds_exposed_nccl():
     ts = load_script("trace_summary")
     k = lambda name, t, d: {"ph": "X", "cat": "kernel", "name": name, "ts": t, "dur": d}  # noqa: E731
     events = [k("sm90_xmma_gemm_bf16", 0, 10), k("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 5, 10),
-              k("vectorized_elementwise_kernel", 20, 5), {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 30}]
+              k("vectorized_elementwise_kernel", 20, 5),
+              {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 30}]
     got = ts.summarize(events, steps=2)
     want = {"window_s": 12.5, "busy_s": 10, "idle_s": 2.5, "compute_busy_s": 7.5, "nccl_s": 5, "nccl_exposed_s": 2.5,
             "matmul_s": 5, "attention_s": 0, "other_s": 2.5}

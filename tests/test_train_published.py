@@ -60,9 +60,9 @@ def test_train_and_plan_arguments():
     assert args[:4] == ["train", "m.json", "--gpus", "64"]
     joined = " ".join(args)
     for part in ("--cluster dgx-a100", "--seq 2048", "--global-batch 64", "--micro-batch 1", "--tp 8", "--pp 8",
-                 "--dp 1", "--vp 3", "--sp", "--recompute selective", "--dtype bf16"):
+                 "--dp 1", "--vp 3", "--sp", "--recompute selective", "--dtype bf16", "--attention unfused"):
         assert part in joined
-    assert tp.plan_args(run, "m.json")[-2:] == ["--top", "1"]
+    assert tp.plan_args(run, "m.json")[-4:] == ["--top", "1", "--attention", "unfused"]  # plan prices the same core
 
 
 def _fake(step_s=2.0, plan_s=1.5, fail=None):

@@ -34,7 +34,7 @@ from .comm_step import StepOptions, step_comm
 from .memory_common import verdict
 from .plan_memory import MemoryTable
 from .plan_space import PlanOptions, execution_options, structures
-from .train import TrainStep, optimizer_s, step_breakdown, train_step
+from .train import TrainStep, core_attention, optimizer_s, step_breakdown, train_step
 from .train_comm import Windows, traffic
 from .train_options import TrainStepOptions
 from .train_parts import StageParts, pipeline_stages, roofline_pass, slowest_stage, stage_parts
@@ -61,6 +61,7 @@ class Plan:
         o = self.options
         return {"model": self.model, "gpu": self.gpu, "cluster": self.cluster, "gpus": o.gpus, "seq": o.seq,
                 "global_batch": o.global_batch, "dtype": o.dtype, "fix": dict(o.fix), "overlap": list(o.overlap),
+                "attention": o.attention,
                 "candidates": cands, "searched": self.searched, "feasible": self.feasible,
                 "search_s": self.search_s, "why": self.why}
 
@@ -83,7 +84,8 @@ class _Memo:
         result = self.get(("roofline", c.tp, c.cp, c.micro_batch), lambda: roofline_pass(
             self.spec, self.ceil, tp=c.tp, cp=c.cp, micro_batch=c.micro_batch, seq=c.seq, dtype=c.dtype))
         return self.get(("parts", c.tp, c.cp, c.micro_batch, c.sp_active), lambda: stage_parts(
-            self.spec, result, sp=c.sp_active, capacity_factor=c.capacity_factor))
+            self.spec, result, sp=c.sp_active, capacity_factor=c.capacity_factor,
+            attention=core_attention(self.spec, self.ceil, c)))
 
     def stage(self, c: TrainStepOptions, recompute: str) -> tuple[float, float, float]:
         stages = self.get(("stages", c.pp, c.vp), lambda: pipeline_stages(self.spec, c.pp, c.vp))

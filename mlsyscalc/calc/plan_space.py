@@ -46,13 +46,15 @@ class PlanOptions:
     overlap: tuple[str, ...] = TrainStepOptions.overlap
     capacity_factor: float = TrainStepOptions.capacity_factor
     reserve: str = TrainStepOptions.reserve
+    attention: str = TrainStepOptions.attention
     max_micro_batch: int = 16
     max_cp: int = 16
 
     def base(self) -> TrainStepOptions:
         """The train options every candidate shares."""
         return TrainStepOptions(gpus=self.gpus, seq=self.seq, global_batch=self.global_batch, dtype=self.dtype,
-                                overlap=self.overlap, capacity_factor=self.capacity_factor, reserve=self.reserve)
+                                overlap=self.overlap, capacity_factor=self.capacity_factor, reserve=self.reserve,
+                                attention=self.attention)
 
     def validate(self) -> None:
         for name in ("gpus", "seq", "global_batch", "top", "max_micro_batch", "max_cp"):

@@ -35,6 +35,7 @@ from .memory_train import TrainMemory, TrainOptions, train_memory
 from .roofline_options import RooflineOptions
 from .roofline_train import adamw_op
 from .train_comm import DIMS, Windows, dim_times, traffic
+from .train_attention import unfused_attention_s
 from .train_options import TrainStepOptions
 from .train_parts import StageParts, pipeline_stages, roofline_pass, slowest_stage, stage_parts
 
@@ -96,6 +97,7 @@ class TrainStep:
                 "comm_total_s": dict(self.comm_total_s), "model_flops": self.model_flops,
                 "recompute_flops": self.recompute_flops, "peak_flops": self.peak_flops,
                 "layout": self.options.layout(), "overlap": list(self.options.overlap),
+                "attention": self.options.attention,
                 "flop_convention": FLOP_CONVENTION}
 
 
@@ -152,12 +154,21 @@ def _floats(values: Mapping[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in values.items()}
 
 
+def core_attention(spec: ModelSpec, ceilings: Ceilings, opts: TrainStepOptions) -> dict[str, float] | None:
+    """One layer's unfused attention-core seconds per pass with --attention unfused, else None (the
+    roofline's flash kernel stays)."""
+    if opts.attention == "flash":
+        return None
+    return unfused_attention_s(spec, ceilings, tp=opts.tp, micro_batch=opts.micro_batch, seq=opts.seq,
+                               dtype=opts.memory_dtype)
+
+
 def step_memory(spec: ModelSpec, opts: TrainStepOptions) -> tuple[TrainMemory, int]:
     """`calc.memory_train` of the layout, and the interleaved schedule's extra activations."""
     mem = train_memory(spec, TrainOptions(
         batch=opts.micro_batch, seq=opts.seq, grad_accum=opts.num_micro_batches, dtype=opts.memory_dtype,
         dp=opts.data_parallel, tp=opts.tp, pp=opts.pp, sp=opts.sp_active, ep=opts.ep, cp=opts.cp, zero=opts.zero,
-        recompute=opts.recompute, capacity_factor=opts.capacity_factor))
+        recompute=opts.recompute, capacity_factor=opts.capacity_factor, flash=opts.attention == "flash"))
     held = mem.peak_stage.detail["activations_layers"] + mem.peak_stage.detail["activations_embedding_head"]
     extra = held * (opts.pp - 1) / (opts.pp * opts.vp) if opts.vp > 1 else 0.0
     return mem, int(round(extra))
@@ -173,7 +184,8 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
     if parts is None:
         result = roofline_pass(spec, ceilings, tp=opts.tp, cp=opts.cp, micro_batch=opts.micro_batch, seq=opts.seq,
                                dtype=opts.dtype)
-        parts = stage_parts(spec, result, sp=opts.sp_active, capacity_factor=opts.capacity_factor)
+        parts = stage_parts(spec, result, sp=opts.sp_active, capacity_factor=opts.capacity_factor,
+                            attention=core_attention(spec, ceilings, opts))
     f, b, a = slowest_stage(parts, pipeline_stages(spec, opts.pp, opts.vp), opts.recompute)
     comm = step_comm(spec, StepOptions(
         dp=opts.data_parallel, tp=opts.tp, pp=opts.pp, ep=opts.ep, cp=opts.cp, sp=opts.sp_active, zero=opts.zero,

@@ -18,6 +18,7 @@ from ..specs.cluster import ClusterSpec
 from ..specs.model import ModelSpec
 from .comm_step import placement
 from .tensor_parallel import check_tp
+from .train_attention import ATTENTION
 
 RECOMPUTE = ("none", "selective", "full")  # Korthikanti et al. 2022: selective = attention core only
 DTYPES = ("bf16", "fp16", "fp8")  # matmul dtype; fp8 keeps bf16 weights, activations and communication
@@ -44,6 +45,7 @@ class TrainStepOptions:
     overlap: tuple[str, ...] = DEFAULT_OVERLAP  # dimensions whose traffic may hide behind compute
     capacity_factor: float = 1.0  # MoE: expert slots per routed token (1.0 = dropless, balanced)
     reserve: str = "10%"  # memory kept back for the CUDA context and allocator (as `mlsys memory`)
+    attention: str = "flash"  # attention core: one flash kernel, or Megatron's unfused S x S kernels
 
     @property
     def data_parallel(self) -> int:
@@ -88,6 +90,7 @@ class TrainStepOptions:
         require(dtype_name(self.dtype) in DTYPES, f"--dtype for training: one of {', '.join(DTYPES)}, got {self.dtype!r}")
         require(set(self.overlap) <= set(OVERLAP_DIMS), f"--overlap: dimensions are {', '.join(OVERLAP_DIMS)}, "
                                                         f"got {', '.join(self.overlap)}")
+        require(self.attention in ATTENTION, f"--attention must be one of {', '.join(ATTENTION)}, got {self.attention!r}")
         require(0 < self.capacity_factor < 100, f"--capacity-factor must be in (0, 100), got {self.capacity_factor}")
 
     def check_layout(self, spec: ModelSpec, cluster: ClusterSpec) -> None:
@@ -125,6 +128,7 @@ class TrainStepOptions:
     def _validate_model(self, spec: ModelSpec) -> None:
         divide(spec.num_layers, self.pp * self.vp, "rule layers % (pp*vp) == 0: layers over pp*vp model chunks")
         if self.cp > 1:
+            require(self.attention == "flash", "--attention unfused has no context parallelism (ring attention is flash)")
             divide(self.seq, 2 * self.cp, "rule seq % (2*cp) == 0: load-balanced context parallelism splits each "
                                           "sequence into 2*cp chunks")
         if self.sp_active:

@@ -71,8 +71,11 @@ def roofline_pass(spec: ModelSpec, ceilings: Ceilings, *, tp: int, cp: int, micr
                                                          cluster=cluster, recompute="none"))
 
 
-def stage_parts(spec: ModelSpec, result: ModelRoofline, *, sp: bool, capacity_factor: float = 1.0) -> StageParts:
-    """Per-layer and head seconds of one micro-batch from `roofline_pass` (module docstring)."""
+def stage_parts(spec: ModelSpec, result: ModelRoofline, *, sp: bool, capacity_factor: float = 1.0,
+                attention: Mapping[str, float] | None = None) -> StageParts:
+    """Per-layer and head seconds of one micro-batch from `roofline_pass` (module docstring). `attention`
+    ({"forward": s, "backward": s} of one layer, `calc.train_attention`) replaces the roofline's flash
+    attention-core rows; a recomputed forward repeats its forward."""
     tp = result.options.tp
     forward = [r for r in result.rows if r.pass_name == "forward"]
     rows = {"forward": forward, "backward": [r for r in result.rows if r.pass_name == "backward"],
@@ -89,9 +92,12 @@ def stage_parts(spec: ModelSpec, result: ModelRoofline, *, sp: bool, capacity_fa
     layer_s, attention_s = {}, {}
     for kind in KINDS:
         n = max(counts[kind], 1)
-        layer_s[kind] = {p: total(rows[p], lambda r: r.layers == where[kind]) / n for p in PASSES}
-        attention_s[kind] = {p: total(rows[p], lambda r: r.layers == where[kind] and r.pred.kind == "attention") / n
-                             for p in PASSES}
+        core = {p: total(rows[p], lambda r: r.layers == where[kind] and r.pred.kind == "attention") / n for p in PASSES}
+        if attention is not None:
+            core = {p: attention["backward" if p == "backward" else "forward"] for p in PASSES}
+        rest = {p: total(rows[p], lambda r: r.layers == where[kind] and r.pred.kind != "attention") / n for p in PASSES}
+        layer_s[kind] = {p: rest[p] + core[p] for p in PASSES}
+        attention_s[kind] = core
     is_first = lambda r: r.layers == "head" and r.pred.name.startswith("embedding")  # noqa: E731
     is_last = lambda r: r.layers == "head" and not r.pred.name.startswith("embedding")  # noqa: E731
     first = {p: total(rows[p], is_first) for p in ("forward", "backward")}

@@ -57,14 +57,14 @@ class _Progress:
 @click.option("--quiet", is_flag=True, help="No progress bar on stderr.")
 @render.output_options
 def plan(model, overrides, gpus, cluster, ceilings, seq, global_batch, top, fix, dtype, overlap, capacity_factor,
-         reserve, max_micro_batch, max_cp, quiet, fmt, as_json):
+         reserve, attention, max_micro_batch, max_cp, quiet, fmt, as_json):
     """Search every TP x PP x DP x CP x EP x VP x micro-batch x ZeRO x recompute layout of MODEL on
     --gpus GPUs that obeys the divisibility and node rules, drop those that do not fit in memory, and
     rank the rest by `mlsys train`'s step time; shows the top K and why the best wins (docs/train.md).
     """
     spec = resolve_model(model, overrides)
     opts = PlanOptions(gpus=gpus, seq=seq, global_batch=global_batch, dtype=dtype, top=top, fix=parse_fix(fix),
-                       overlap=overlap, capacity_factor=capacity_factor, reserve=reserve,
+                       overlap=overlap, capacity_factor=capacity_factor, reserve=reserve, attention=attention,
                        max_micro_batch=max_micro_batch, max_cp=max_cp)
     progress = _Progress(not quiet)
     try:

@@ -8,6 +8,7 @@ import click
 
 from ..calc.calibration import load_ceilings
 from ..calc.train import resolve_cluster, train_step
+from ..calc.train_attention import ATTENTION
 from ..calc.train_options import DTYPES, OVERLAP_DIMS, RECOMPUTE, TrainStepOptions
 from ..calc.memory_train import zero_from_fsdp
 from ..errors import require
@@ -44,6 +45,9 @@ def step_options(func):
     @click.option("--capacity-factor", type=float, default=D.capacity_factor, show_default=True,
                   help="MoE: expert slots per routed token.")
     @click.option("--reserve", default=D.reserve, show_default=True, help="GPU memory kept back (size or share).")
+    @click.option("--attention", type=click.Choice(ATTENTION), default=D.attention, show_default=True,
+                  help="Attention core: one flash kernel, or the unfused S x S kernels of Megatron-LM before flash "
+                       "attention (Korthikanti et al. 2022, section 4.1).")
     @functools.wraps(func)
     def wrapper(*args, overlap, **kwargs):
         return func(*args, overlap=parse_overlap(overlap), **kwargs)
@@ -75,7 +79,7 @@ def parse_overlap(text: str) -> tuple[str, ...]:
 @step_options
 @render.output_options
 def train(model, overrides, gpus, cluster, ceilings, seq, global_batch, micro_batch, tp, pp, dp, cp, ep, vp, sp,
-          zero, fsdp, recompute, dtype, overlap, capacity_factor, reserve, fmt, as_json):
+          zero, fsdp, recompute, dtype, overlap, capacity_factor, reserve, attention, fmt, as_json):
     """Step time, tokens/s, MFU, HFU and memory per GPU of one training step of MODEL on a full
     TP x PP x DP x CP x EP layout: the roofline's kernel times per pipeline stage, the 1F1B bubble
     (p-1)/(v m), each dimension's exposed communication and the AdamW step (docs/train.md).
@@ -85,7 +89,7 @@ def train(model, overrides, gpus, cluster, ceilings, seq, global_batch, micro_ba
     opts = TrainStepOptions(gpus=gpus, seq=seq, global_batch=global_batch, micro_batch=micro_batch, tp=tp, pp=pp,
                             dp=dp, cp=cp, ep=ep, vp=vp, sp=sp, zero=zero_from_fsdp(fsdp) if fsdp else (zero or 0),
                             recompute=recompute, dtype=dtype, overlap=overlap,
-                            capacity_factor=capacity_factor, reserve=reserve)
+                            capacity_factor=capacity_factor, reserve=reserve, attention=attention)
     render.emit(step_output(train_step(spec, ceilings, cluster, opts)), fmt, as_json)
 
 

@@ -1,0 +1,75 @@
+"""`mlsys train --attention unfused`: Megatron-LM's S x S attention core, by hand arithmetic."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlsyscalc.calc.calibration import load_ceilings
+from mlsyscalc.calc.roofline_ops import predict_matmul, predict_memory_op
+from mlsyscalc.calc.train import train_step
+from mlsyscalc.calc.train_attention import unfused_attention_ops, unfused_attention_s
+from mlsyscalc.calc.train_options import TrainStepOptions
+from mlsyscalc.errors import MlsysError
+from mlsyscalc.specs.lookup import load_model
+
+SMALL = {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 8,
+         "intermediate_size": 2816}
+
+
+def test_kernels_flops_and_bytes_by_hand():
+    """8 heads over tp 2, micro-batch 3: B = 12 products of S = 512; E = 12 x 512^2 score elements of 2 bytes.
+    FLOPs: Q K^T and P V forward, 4 products backward, 2 B S^2 d each (d = 1024 / 8 = 128). Bytes: softmax
+    2E + 2E, dropout 2E + 3E (1-byte mask), their backward 3E + 2E and 4E + 2E."""
+    spec = load_model("llama2-7b", SMALL)
+    ceil = load_ceilings("H100-SXM")
+    ops = unfused_attention_ops(spec, ceil, tp=2, micro_batch=3, seq=512)
+    products, elems = 12, 12 * 512 * 512
+    one = 2 * products * 512 * 512 * 128
+    assert sum(o.flops for o in ops["forward"] if o.kind == "matmul") == 2 * one
+    assert sum(o.flops for o in ops["backward"] if o.kind == "matmul") == 4 * one
+    mem = {o.name: (o.read_bytes, o.write_bytes) for p in ops.values() for o in p if o.kind == "memory"}
+    assert mem == {"scale + mask + softmax": (2 * elems, 2 * elems), "attention dropout": (2 * elems, 3 * elems),
+                   "attention dropout backward": (3 * elems, 2 * elems), "softmax backward": (4 * elems, 2 * elems)}
+    # each kernel is the roofline's own: the same call gives the same seconds
+    assert ops["forward"][0].predicted_s == predict_matmul(512, 512, 128, "bf16", ceil, batch=12).predicted_s
+    assert ops["forward"][1].predicted_s == predict_memory_op("x", 2 * elems, 2 * elems, 0.0, "bf16", ceil).predicted_s
+    secs = unfused_attention_s(spec, ceil, tp=2, micro_batch=3, seq=512)
+    assert secs["forward"] == pytest.approx(sum(o.predicted_s for o in ops["forward"]))
+
+
+@pytest.mark.parametrize("recompute, forwards", [("none", 1), ("selective", 2), ("full", 2)])
+def test_step_swaps_the_flash_core_for_the_unfused_one(recompute, forwards):
+    """One GPU, m micro-batches: the step grows by m x layers x (unfused - flash) attention core, the forward
+    counted twice when the recomputation repeats it. The flash core is the roofline's attention rows."""
+    from mlsyscalc.calc.train_parts import roofline_pass, stage_parts
+
+    spec = load_model("llama2-7b", SMALL)
+    ceil = load_ceilings("H100-SXM")
+    opts = TrainStepOptions(gpus=1, seq=1024, global_batch=4, micro_batch=2, recompute=recompute)
+    flash = train_step(spec, ceil, "hgx-h100", opts)
+    unfused = train_step(spec, ceil, "hgx-h100", TrainStepOptions(**{**opts.__dict__, "attention": "unfused"}))
+    core = stage_parts(spec, roofline_pass(spec, ceil, tp=1, cp=1, micro_batch=2, seq=1024, dtype="bf16"),
+                       sp=False).attention_s["dense"]
+    new = unfused_attention_s(spec, ceil, tp=1, micro_batch=2, seq=1024)
+    per_mb = forwards * (new["forward"] - core["forward"]) + new["backward"] - core["backward"]
+    assert unfused.step_time_s - flash.step_time_s == pytest.approx(2 * 4 * per_mb, rel=1e-9)
+    assert unfused.step_time_s > flash.step_time_s
+
+
+def test_unfused_attention_has_no_context_parallelism():
+    spec = load_model("llama2-7b", SMALL)
+    with pytest.raises(MlsysError, match="context parallelism"):
+        train_step(spec, load_ceilings("H100-SXM"), "hgx-h100",
+                   TrainStepOptions(gpus=2, cp=2, seq=1024, global_batch=1, attention="unfused"))
+
+
+def test_cli_flag_reaches_train_and_plan(run_cli):
+    args = ("llama2-7b", "--gpu", "H100-SXM", "--seq", "2048", "--global-batch", "8")
+    flash = run_cli.json("train", *args, "--gpus", "8", "--tp", "8")
+    unfused = run_cli.json("train", *args, "--gpus", "8", "--tp", "8", "--attention", "unfused")
+    assert unfused["breakdown"]["compute_s"] > flash["breakdown"]["compute_s"]
+    best = run_cli.json("plan", *args, "--gpus", "8", "--top", "1", "--attention", "unfused", "--fix", "tp=8",
+                        "--fix", "pp=1", "--fix", "micro_batch=1", "--fix", "zero=0", "--fix", "recompute=none")
+    assert best["candidates"][0]["step_time_s"] == pytest.approx(unfused["step_time_s"], rel=1e-9)
+    code, _, _ = run_cli("train", *args, "--gpus", "8", "--attention", "sliding")
+    assert code == 2
