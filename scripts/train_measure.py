@@ -151,28 +151,36 @@ def _loss(logits, targets):
     return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
 
 
-def stage_module(model, lo: int, hi: int, seq: int, like):
-    """Layers [lo, hi) of the model; the first stage embeds, the last applies the norm and the head (bf16 logits:
-    the loss casts them). Keeps no reference to the whole model, so the other stages' layers are freed."""
-    from torch import nn
+class StageModule:
+    """Layers of one pipeline stage; the first stage embeds, the last applies the norm and the head (bf16 logits:
+    the loss casts them). Holds only its own modules and the rope tables, so the rest of the model is freed."""
 
+    @staticmethod
+    def build(embed, layers, norm, head, cos, sin):
+        from torch import nn
+
+        class Module(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed, self.layers, self.norm, self.lm_head = embed, nn.ModuleList(layers), norm, head
+                self.register_buffer("cos", cos, persistent=False)
+                self.register_buffer("sin", sin, persistent=False)
+
+            def forward(self, x):
+                if self.embed is not None:
+                    x = self.embed(x)
+                for layer in self.layers:
+                    x = layer(x, self.cos, self.sin)
+                return self.lm_head(self.norm(x)) if self.lm_head is not None else x
+        return Module()
+
+
+def stage_module(model, lo: int, hi: int, seq: int, like):
+    """Layers [lo, hi) of the model as a StageModule (no reference to `model` survives the call)."""
     first, last = lo == 0, hi == len(model.layers)
     cos, sin = model.rope(0, seq, like)  # the model's own (S, 1, D) tables and rope_theta
-
-    class StageModule(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.embed = model.embed if first else None
-            self.layers = nn.ModuleList(model.layers[lo:hi])
-            self.norm, self.lm_head = (model.norm, model.lm_head) if last else (None, None)
-
-        def forward(self, x):
-            if self.embed is not None:
-                x = self.embed(x)
-            for layer in self.layers:
-                x = layer(x, cos, sin)
-            return self.lm_head(self.norm(x)) if self.lm_head is not None else x
-    return StageModule()
+    return StageModule.build(model.embed if first else None, list(model.layers[lo:hi]),
+                             model.norm if last else None, model.lm_head if last else None, cos, sin)
 
 
 def pipeline_case(model, case: str, rank: int, world: int, n_micro: int, seq: int, device):

@@ -91,3 +91,24 @@ def test_trace_summary_merges_streams_and_finds_exposed_nccl():
             "matmul_s": 5, "attention_s": 0, "other_s": 2.5}
     assert got == pytest.approx({key: v * 1e-6 for key, v in want.items()})
     assert ts.kernel_class("flash_fwd_kernel") == "attention" and ts.kernel_class("nvjet_tst_128x256") == "matmul"
+
+
+def test_a_pipeline_stage_frees_the_rest_of_the_model():
+    """A stage keeps its own layers only: once the caller drops the model, the other stages' weights are freed
+    (a stage that kept the whole model alive inflated every rank's measured memory)."""
+    import gc
+    import weakref
+
+    torch = pytest.importorskip("torch")
+    from mlsyscalc.bench.torch_models import build_model
+    from mlsyscalc.specs.lookup import load_model
+
+    model = build_model(load_model(*tm.TINY), "bfloat16", "cpu")
+    other = weakref.ref(model.layers[3])
+    whole = weakref.ref(model)
+    stage = tm.stage_module(model, 0, 2, 16, torch.empty(0, dtype=torch.bfloat16))
+    del model
+    gc.collect()
+    assert whole() is None and other() is None
+    assert len(stage.layers) == 2 and stage.embed is not None and stage.lm_head is None
+    assert stage(torch.zeros(1, 16, dtype=torch.long)).shape == (1, 16, 64)
