@@ -31,7 +31,8 @@ def config_for(model: dict, folder: Path) -> str:
     return str(path)
 
 
-def train_args(row: dict, model: str, cluster: str, calibration: str | None = None) -> list[str]:
+def train_args(row: dict, model: str, cluster: str, calibration: str | None = None,
+               overlap: str | None = None) -> list[str]:
     args = ["train", model, "--gpus", str(row["gpus"]), "--cluster", cluster, "--seq", str(row["seq"]),
             "--global-batch", str(row["global_batch"]), "--micro-batch", str(row["micro_batch"]),
             "--dp", str(row["dp"]), "--tp", str(row["tp"]), "--pp", str(row["pp"]), "--no-sp",
@@ -40,17 +41,19 @@ def train_args(row: dict, model: str, cluster: str, calibration: str | None = No
         args += ["--vp", str(row["vp"])]
     if row["case"] in ("fsdp", "fsdp-tp"):
         args += ["--zero", "3"]  # FSDP2 full sharding = ZeRO-3
-    return args + (["--calibration", calibration] if calibration else [])
+    args += ["--calibration", calibration] if calibration else []
+    return args + (["--overlap", overlap] if overlap else [])
 
 
-def compare(rows: list[dict], cluster: str, runner: Runner, calibration: str | None = None) -> list[dict]:
+def compare(rows: list[dict], cluster: str, runner: Runner, calibration: str | None = None,
+            overlap: str | None = None) -> list[dict]:
     out = []
     with tempfile.TemporaryDirectory() as folder:
         for row in rows:
             entry = {"case": row["case"], "gpus": row["gpus"], "measured_step_s": row["step_time_s"],
                      "measured_bytes": max(row["peak_bytes_per_rank"])}
             try:
-                result = runner(train_args(row, config_for(row["model"], Path(folder)), cluster, calibration))
+                result = runner(train_args(row, config_for(row["model"], Path(folder)), cluster, calibration, overlap))
             except Exception as exc:
                 out.append(entry | {"failure": str(exc)})
                 continue
@@ -71,11 +74,12 @@ def _ms(e: dict, key: str) -> str:
     return f"{e[key] * 1e3:.1f}" if key in e else "-"
 
 
-def compare_table(rows_path: Path, cluster: str, runner: Runner | None = None, calibration: str | None = None) -> str:
+def compare_table(rows_path: Path, cluster: str, runner: Runner | None = None, calibration: str | None = None,
+                  overlap: str | None = None) -> str:
     from mlsyscalc.report.markdown import markdown_table
 
     rows = [json.loads(line) for line in Path(rows_path).read_text().splitlines() if line.strip()]
-    entries = compare(rows, cluster, runner or cli_runner(), calibration)
+    entries = compare(rows, cluster, runner or cli_runner(), calibration, overlap)
     pct = lambda e, k: f"{100 * e[k]:+.1f}%" if k in e else "-"  # noqa: E731
     gib = 2**30
     table = [[e["case"], e["gpus"], _ms(e, "measured_step_s"),
@@ -87,7 +91,8 @@ def compare_table(rows_path: Path, cluster: str, runner: Runner | None = None, c
     env = rows[0].get("env", {}) if rows else {}
     kernels = f"kernel ceilings `{calibration}`" if calibration else "datasheet kernel ceilings"
     head = [f"## {env.get('device', '?')}, torch {env.get('torch', '?')}, NCCL {env.get('nccl', '?')}, "
-            f"commit {str(env.get('commit', '?'))[:7]}; modelled on `{cluster}`, {kernels}", "",
+            f"commit {str(env.get('commit', '?'))[:7]}; modelled on `{cluster}`, {kernels}"
+            + (f", `--overlap {overlap}`" if overlap else ""), "",
             "error = predicted / measured - 1. Measured: median step after warm-up (slowest rank), split into "
             "forward+backward (f+b, with the communication it waits for) and the optimizer (opt); "
             "max_memory_allocated of the largest rank (scripts/train_measure.py). Predicted f+b = step - optimizer.", ""]
@@ -101,9 +106,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("rows", type=Path)
     ap.add_argument("--cluster", default="hgx-h200")
     ap.add_argument("--calibration", help="kernel ceilings of `mlsys bench ceilings` (mlsys train --calibration)")
+    ap.add_argument("--overlap", help="mlsys train --overlap (default: its own)")
     ap.add_argument("--out", type=Path, help="also write the table here")
     args = ap.parse_args(argv)
-    page = compare_table(args.rows, args.cluster, calibration=args.calibration)
+    page = compare_table(args.rows, args.cluster, calibration=args.calibration, overlap=args.overlap)
     print(page)
     if args.out:
         args.out.write_text(page)
