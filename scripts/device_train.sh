@@ -23,7 +23,7 @@ measure() {  # NPROC CASE
 }
 { nvidia-smi -L; nvidia-smi topo -m; python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.nccl.version())"; } >>"$LOG" 2>&1
 if [ "$MODE" = profile ]; then
-  for c in tp fsdp-tp ddp fsdp pp-interleaved pp-1f1b; do measure 4 $c; done
+  for c in pp-1f1b pp-gpipe pp-interleaved tp ddp fsdp fsdp-tp; do measure 4 $c; done
   measure 1 single
   (cd "$DIR/traces" && tar -cf ../traces_rank0.tar ./*rank0.json.gz ./*pp-1f1b_rank3.json.gz) >>"$LOG" 2>&1
   rm -rf "$DIR/traces"
