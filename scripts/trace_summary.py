@@ -22,10 +22,10 @@ import json
 import re
 from pathlib import Path
 
-CLASSES = (  # first match wins
+CLASSES = (  # first match wins: attention kernels carry GEMM words too (cuDNN's "sdpa_sm90_flash_..._wgmma")
     ("nccl", re.compile(r"nccl", re.I)),
-    ("matmul", re.compile(r"gemm|cutlass|nvjet|xmma|cublas|sm\d+_.*mma", re.I)),
     ("attention", re.compile(r"flash|fmha|attention|sdpa", re.I)),
+    ("matmul", re.compile(r"gemm|cutlass|nvjet|xmma|cublas|sm\d+_.*mma", re.I)),
 )
 KINDS = ("kernel", "gpu_memcpy", "gpu_memset")
 

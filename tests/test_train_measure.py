@@ -91,6 +91,9 @@ def test_trace_summary_merges_streams_and_finds_exposed_nccl():
             "matmul_s": 5, "attention_s": 0, "other_s": 2.5}
     assert got == pytest.approx({key: v * 1e-6 for key, v in want.items()})
     assert ts.kernel_class("flash_fwd_kernel") == "attention" and ts.kernel_class("nvjet_tst_128x256") == "matmul"
+    # kernel names seen on an H200 (torch 2.11): cuDNN's SDPA carries "wgmma", FA2's template args "cutlass"
+    assert ts.kernel_class("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26") == "attention"
+    assert ts.kernel_class("void flash_fwd_kernel<Flash_fwd_kernel_traits<128, cutlass::bfloat16_t>>") == "attention"
 
 
 def test_a_pipeline_stage_frees_the_rest_of_the_model():
