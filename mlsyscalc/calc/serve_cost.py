@@ -17,6 +17,8 @@ then prices any batch as sum over rows of count x (max(compute, memory) + launch
 FLOPs x the row's seconds per FLOP at a large shape (the roofline's tile/wave quantisation averaged
 out); tests/test_serve_cost.py checks the result against predict_model on whole batches.
 Tensor-parallel collectives come from calc.roofline_comm (per distinct T and S, cached).
+`overhead_s` is a fixed time every iteration pays on top of its kernels (the engine's host work:
+scheduling, input building, sampling, detokenising; 0 unless `--iteration-overhead-us` sets it).
 Sliding-window layers are priced as full causal attention (an upper bound for Mistral/Gemma-2).
 """
 
@@ -132,6 +134,7 @@ class IterationCost:
     spec: ModelSpec
     ceilings: Ceilings
     options: RooflineOptions  # dtype, kv_dtype, tp, cluster (phase/batch/seq are set per fit)
+    overhead_s: float = 0.0  # host time per iteration, added to every batch's kernel time
     _token: dict = field(default_factory=dict, repr=False)
     _sample: dict = field(default_factory=dict, repr=False)
 
@@ -243,7 +246,7 @@ class IterationCost:
     def mixed_s(self, tokens: int, samples: int, prefill_tokens: int, prefill_pairs: float, prefill_keys: float,
                 decodes: int, decode_keys: float) -> float:
         """`time_s` of a Batch given as its sums (the simulator's hot path: no Batch object)."""
-        total = self.token_s(tokens) + self.sample_s(samples)
+        total = self.overhead_s + self.token_s(tokens) + self.sample_s(samples)
         if prefill_tokens:
             x = (prefill_tokens, prefill_pairs, prefill_keys)
             total += sum(r.time_s(x) for r in self.prefill_rows)
@@ -255,7 +258,7 @@ class IterationCost:
         """A decode-only iteration: D sequences, decode_keys keys in all."""
         base = self._decode_base.get(decodes)
         if base is None:
-            base = self._decode_base[decodes] = self.token_s(decodes) + self.sample_s(decodes)
+            base = self._decode_base[decodes] = self.overhead_s + self.token_s(decodes) + self.sample_s(decodes)
         return base + self.decode_attention_s(decodes, decode_keys)
 
     def decode_attention_s(self, d: int, keys: float) -> float:
