@@ -125,8 +125,8 @@ def _shape(case: dict) -> str:
     return f"{w['requests']} x {w['prompt_len']}/{w['output_len']}{extra}"
 
 
-def second_set(method: str, cases: list[dict]) -> list[str]:
-    """The method section (kept verbatim) and the scores of published_papers.json."""
+def second_set(method: str, cases: list[dict], first_errors: list[float]) -> list[str]:
+    """The method section (kept verbatim) and the scores of published_papers.json (beside the first set's)."""
     errors, table = [], []
     for c in cases:
         got = predict_paper(c)
@@ -140,7 +140,7 @@ def second_set(method: str, cases: list[dict]) -> list[str]:
     lines = [method.rstrip(), "", SCORES, "",
              f"**Median |error| over the {len(errors)} cases of the second set: {100 * statistics.median(errors):.1f}%**; "
              "over both sets together "
-             f"({len(errors) + len(FIRST_ERRORS)} cases): {100 * statistics.median(errors + FIRST_ERRORS):.1f}%.", ""]
+             f"({len(errors) + len(first_errors)} cases): {100 * statistics.median(errors + first_errors):.1f}%.", ""]
     lines += markdown_table(["set, metric", "cases", "median |error|"],
                             [[k, len(v), f"{100 * statistics.median(v):.1f}%"] for k, v in groups.items()], "lrr") + [""]
     lines += markdown_table(["set", "model", "GPU", "TP", "batch or workload", "metric", "published", "predicted", "error"],
@@ -149,19 +149,15 @@ def second_set(method: str, cases: list[dict]) -> list[str]:
     return lines + (["", "### What the scores say", ""] + [f"- {f}" for f in findings] if findings else [])
 
 
-FIRST_ERRORS: list[float] = []
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="print, do not write")
     args = parser.parse_args()
     cases = json.loads(CASES.read_text())["cases"]
     table, errors = rows(cases)
-    FIRST_ERRORS[:] = errors
     old = OUT.read_text() if OUT.exists() else ""
     method = old[old.index(SECOND):].split(SCORES)[0] if SECOND in old else SECOND + "\n"
-    text = page(cases, table, errors) + "\n" + "\n".join(second_set(method, json.loads(PAPERS.read_text())["cases"])) + "\n"
+    text = page(cases, table, errors) + "\n" + "\n".join(second_set(method, json.loads(PAPERS.read_text())["cases"], errors)) + "\n"
     if args.check:
         print(text)
     else:

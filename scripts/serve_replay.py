@@ -13,8 +13,8 @@ ends with a device synchronise, so times are what a client would see.
 
 Writes OUT_DIR/replay.json (per request: arrival, first token, finish; per run: the simulator's
 numbers beside the measured ones; per iteration its kind, size, wall time and GPU time, whose
-difference is the loop's host overhead; isolated step times against the fast roofline path) and
-OUT_DIR/replay.md. Without a GPU it runs on the CPU in fp32 (the test does this on a tiny model).
+difference is the loop's host overhead; isolated step times against the fast roofline path);
+scripts/serve_replay_report.py turns it into reports/serving/replay.md. Without a GPU it runs on the CPU in fp32 (the test does this on a tiny model).
 """
 
 from __future__ import annotations
@@ -364,28 +364,6 @@ def _gpu_name(device) -> str:
     return match_gpu(torch.cuda.get_device_name(device)).name
 
 
-def markdown(out: dict) -> str:
-    from mlsyscalc.report.markdown import markdown_table
-
-    lines = [f"Model {out['model']} ({out['dtype']}, random weights) on {out['device']} (simulated as "
-             f"{out['gpu_spec']}, datasheet ceilings), torch {out['torch']}, commit {out['commit']}, "
-             f"CUDA graphs {'on' if out['cuda_graphs'] else 'off'}.", ""]
-    for r in out["runs"]:
-        rows = [[k, f"{r['measured'][k]:.4g}", f"{r['simulated'][k]:.4g}", f"{100 * (r['simulated'][k] / r['measured'][k] - 1):+.1f}%"]
-                for k in KEYS if r["measured"][k]]
-        lines += [f"### rate {r['rate']:g} requests/s, {len(r['requests'])} requests", ""]
-        h = r.get("host_overhead", {})
-        if h.get("all_s") is not None:
-            lines += [f"host time per iteration (wall - GPU, median): all {h['all_s'] * 1e3:.3f} ms, prefill "
-                      f"{(h['prefill_s'] or 0) * 1e3:.3f} ms, decode {(h['decode_s'] or 0) * 1e3:.3f} ms", ""]
-        lines += markdown_table(["metric", "measured", "simulated", "sim / meas - 1"], rows) + [""]
-    rows = [[s["kind"], s["size"], s["context"], f"{s['measured_s'] * 1e3:.3f}", f"{s['predicted_s'] * 1e3:.3f}",
-             f"{100 * (s['predicted_s'] / s['measured_s'] - 1):+.1f}%"] for s in out["steps"]]
-    lines += ["### isolated iterations (median of 5)", ""]
-    lines += markdown_table(["kind", "batch or tokens", "context", "measured ms", "predicted ms", "pred / meas - 1"], rows)
-    return "\n".join(lines) + "\n"
-
-
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="llama3-8b")
@@ -416,11 +394,11 @@ def main(argv=None) -> None:
             os.makedirs(args.out, exist_ok=True)
             with open(os.path.join(args.out, "replay.json"), "w") as fh:
                 json.dump(out, fh)
-            with open(os.path.join(args.out, "replay.md"), "w") as fh:
-                fh.write(markdown(out))
-        print(f"saved: {len(out['runs'])} replays", flush=True)
+        for r in out["runs"][-1:]:
+            print(f"rate {r['rate']:g}: " + ", ".join(f"{k} measured {r['measured'][k]:.4g} simulated {r['simulated'][k]:.4g}"
+                                                   for k in ("ttft_p50_s", "tpot_p50_s", "throughput_tokens_per_s")), flush=True)
 
-    print(markdown(run(args, save)))
+    run(args, save)
 
 
 if __name__ == "__main__":
