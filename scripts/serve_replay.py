@@ -12,8 +12,9 @@ never fit the token budget); otherwise one decode step of every running sequence
 ends with a device synchronise, so times are what a client would see.
 
 Writes OUT_DIR/replay.json (per request: arrival, first token, finish; per run: the simulator's
-numbers beside the measured ones; isolated step times against the fast roofline path) and
-OUT_DIR/replay.md. Without a GPU it runs on the CPU in fp32 (the test does this on a tiny model).
+numbers beside the measured ones; per iteration its kind, size, wall time and GPU time, whose
+difference is the loop's host overhead; isolated step times against the fast roofline path);
+scripts/serve_replay_report.py turns it into reports/serving/replay.md. Without a GPU it runs on the CPU in fp32 (the test does this on a tiny model).
 """
 
 from __future__ import annotations
@@ -155,8 +156,35 @@ def _sync(device) -> None:
         torch.cuda.synchronize(device)
 
 
+class IterationClock:
+    """Per iteration: wall time from the loop's top to the end of its bookkeeping, and the GPU time
+    between CUDA events around the forward (None on the CPU); wall - GPU is the host overhead."""
+
+    def __init__(self, device):
+        self.cuda = device.type == "cuda"
+        self.rows: list[tuple[str, int, float, float | None]] = []  # kind, size, wall_s, gpu_s
+
+    def begin(self) -> None:
+        self.top = time.perf_counter()
+        if self.cuda:
+            self.events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+
+    def launch(self) -> None:
+        if self.cuda:
+            self.events[0].record()
+
+    def landed(self) -> None:
+        if self.cuda:
+            self.events[1].record()
+
+    def end(self, kind: str, size: int) -> None:
+        gpu = self.events[0].elapsed_time(self.events[1]) * 1e-3 if self.cuda else None
+        self.rows.append((kind, size, time.perf_counter() - self.top, gpu))
+
+
 def replay(runner: PagedRunner, requests, max_seqs: int, max_batch_tokens: int) -> dict:
-    """The simulator's vllm policy on the device; returns per-request times (s from the start)."""
+    """The simulator's vllm policy on the device; returns per-request times (s from the start) and
+    per-iteration clock rows (IterationClock)."""
     dev = runner.table.device
     n = len(requests)
     first, finish, sched = [0.0] * n, [0.0] * n, [0.0] * n
@@ -164,8 +192,10 @@ def replay(runner: PagedRunner, requests, max_seqs: int, max_batch_tokens: int) 
     running: dict[int, list] = {}  # request -> [slot, next token, position, generated]
     nxt, done, iters = 0, 0, 0
     gen = torch.Generator(device="cpu").manual_seed(0)
+    clock = IterationClock(dev)
     start = time.perf_counter()
     while done < n:
+        clock.begin()
         now = time.perf_counter() - start
         while nxt < n and requests[nxt][0] <= now:
             waiting.append(nxt)
@@ -175,17 +205,23 @@ def replay(runner: PagedRunner, requests, max_seqs: int, max_batch_tokens: int) 
             slot = free.pop()
             sched[i] = now
             ids = torch.randint(0, runner.spec.vocab_size, (1, requests[i][1]), generator=gen).to(dev)
+            clock.launch()
             token = runner.prefill(slot, ids)
+            clock.landed()
             _sync(dev)
             first[i] = time.perf_counter() - start
             running[i] = [slot, token, requests[i][1], 1]
+            kind, size = "prefill", requests[i][1]
         elif running:
             order = list(running)
             slots = torch.tensor([running[i][0] for i in order], device=dev)
             tokens = torch.cat([running[i][1].view(1) for i in order])
             pos = torch.tensor([running[i][2] for i in order], device=dev)
+            clock.launch()
             out = runner.decode(slots, tokens, pos).argmax(-1)
+            clock.landed()
             _sync(dev)
+            kind, size = "decode", len(order)
             t = time.perf_counter() - start
             for k, i in enumerate(order):
                 state = running[i]
@@ -198,7 +234,21 @@ def replay(runner: PagedRunner, requests, max_seqs: int, max_batch_tokens: int) 
             finish[i] = first[i] if requests[i][2] == 1 else t
             free.append(running.pop(i)[0])
             done += 1
-    return {"sched_s": sched, "first_s": first, "finish_s": finish, "iterations": iters}
+        clock.end(kind, size)
+    return {"sched_s": sched, "first_s": first, "finish_s": finish, "iterations": iters, "clock": clock.rows}
+
+
+def host_overhead(rows) -> dict:
+    """Median host time per iteration (wall - GPU), all iterations and by kind; None without GPU times."""
+    def median(xs):
+        xs = sorted(xs)
+        return (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2 if xs else None
+
+    out = {}
+    for kind in ("all", "prefill", "decode"):
+        xs = [w - g for k, _, w, g in rows if g is not None and kind in ("all", k)]
+        out[f"{kind}_s"] = median(xs)
+    return out
 
 
 def measured_summary(requests, times) -> dict:
@@ -214,22 +264,26 @@ def step_times(runner: PagedRunner, cost, shapes, repeats: int = 5) -> list[dict
     from mlsyscalc.calc.serve_cost import Batch
 
     dev, rows = runner.table.device, []
+    clock = IterationClock(dev)
     for kind, size, ctx in shapes:
-        ts = []
+        clock.rows.clear()
         for _ in range(repeats + 1):
             _sync(dev)
-            t0 = time.perf_counter()
+            clock.begin()
+            clock.launch()
             if kind == "prefill":
                 runner.prefill(0, torch.zeros((1, size), dtype=torch.long, device=dev))
             else:
                 runner.decode(torch.arange(size, device=dev), torch.zeros(size, dtype=torch.long, device=dev),
                               torch.full((size,), ctx, device=dev))
+            clock.landed()
             _sync(dev)
-            ts.append(time.perf_counter() - t0)
-        measured = sorted(ts[1:])[len(ts[1:]) // 2]
+            clock.end(kind, size)
+        wall = sorted(r[2] for r in clock.rows[1:])
+        gpu = sorted(r[3] for r in clock.rows[1:]) if clock.cuda else None
         batch = Batch.of(chunks=((size, 0),), samples=1) if kind == "prefill" else Batch.of(contexts=(ctx,) * size)
-        rows.append({"kind": kind, "size": size, "context": ctx, "measured_s": measured,
-                     "predicted_s": cost.time_s(batch)})
+        rows.append({"kind": kind, "size": size, "context": ctx, "measured_s": wall[len(wall) // 2],
+                     "gpu_s": gpu[len(gpu) // 2] if gpu else None, "predicted_s": cost.time_s(batch)})
     return rows
 
 
@@ -249,7 +303,9 @@ KEYS = ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "t
         "e2e_p99_s", "throughput_requests_per_s", "throughput_tokens_per_s")
 
 
-def run(args) -> dict:
+def run(args, save=lambda out: None) -> dict:
+    """Isolated iterations first, then one replay per rate; `save(out)` after each (a time limit loses
+    only the run in progress)."""
     from mlsyscalc.specs.lookup import load_model, parse_overrides
 
     spec = load_model(args.model, parse_overrides(tuple(args.set)) or None)
@@ -265,7 +321,6 @@ def run(args) -> dict:
     out = {"model": spec.name, "device": torch.cuda.get_device_name(device) if cuda else "cpu", "gpu_spec": gpu,
            "torch": torch.__version__, "dtype": dtype, "commit": os.environ.get("MLSYS_GIT_COMMIT", "unknown"),
            "runs": []}
-    cost = None
     for b in range(1, args.max_seqs + 1):  # compile and autotune the decode kernel for every batch first
         runner.decode(torch.arange(b, device=device), torch.zeros(b, dtype=torch.long, device=device),
                       torch.full((b,), 16, device=device))
@@ -280,17 +335,21 @@ def run(args) -> dict:
         except Exception as exc:  # noqa: BLE001 - record it and replay eagerly rather than lose the run
             runner.graphs.clear()
             out["cuda_graphs_error"] = f"{type(exc).__name__}: {exc}"
+    shapes = [("prefill", n, 0) for n in args.prefill_sizes] + [("decode", b, c) for b, c in args.decode_sizes]
+    runner.prefill(0, torch.zeros((1, 8), dtype=torch.long, device=device))  # warm-up (kernel compiles)
+    out["steps"] = step_times(runner, simulated(spec, gpu, [(0.0, 8, 1)], args.max_seqs, 8, "bf16" if cuda else "fp32")[1],
+                              shapes)
+    save(out)
     for rate in args.rate:
         reqs = traces[rate]
         runner.prefill(0, torch.zeros((1, 8), dtype=torch.long, device=device))  # warm-up (kernel compiles)
         times = replay(runner, reqs, args.max_seqs, max_prompt)
         # one prompt per prefill iteration, as the loop runs: a budget of the shortest prompt admits one at a time
-        sim, cost = simulated(spec, gpu, reqs, args.max_seqs, min(p for _, p, _ in reqs), "bf16" if cuda else "fp32")
+        sim, _ = simulated(spec, gpu, reqs, args.max_seqs, min(p for _, p, _ in reqs), "bf16" if cuda else "fp32")
         meas = measured_summary(reqs, times)
-        out["runs"].append({"rate": rate, "requests": reqs, "times": times,
+        out["runs"].append({"rate": rate, "requests": reqs, "times": times, "host_overhead": host_overhead(times["clock"]),
                             "measured": {k: meas[k] for k in KEYS}, "simulated": {k: sim[k] for k in KEYS}})
-    shapes = [("prefill", n, 0) for n in args.prefill_sizes] + [("decode", b, c) for b, c in args.decode_sizes]
-    out["steps"] = step_times(runner, cost, shapes)
+        save(out)
     return out
 
 
@@ -303,24 +362,6 @@ def _gpu_name(device) -> str:
     from mlsyscalc.calc.calibration import match_gpu
 
     return match_gpu(torch.cuda.get_device_name(device)).name
-
-
-def markdown(out: dict) -> str:
-    from mlsyscalc.report.markdown import markdown_table
-
-    lines = [f"Model {out['model']} ({out['dtype']}, random weights) on {out['device']} (simulated as "
-             f"{out['gpu_spec']}, datasheet ceilings), torch {out['torch']}, commit {out['commit']}, "
-             f"CUDA graphs {'on' if out['cuda_graphs'] else 'off'}.", ""]
-    for r in out["runs"]:
-        rows = [[k, f"{r['measured'][k]:.4g}", f"{r['simulated'][k]:.4g}", f"{100 * (r['simulated'][k] / r['measured'][k] - 1):+.1f}%"]
-                for k in KEYS if r["measured"][k]]
-        lines += [f"### rate {r['rate']:g} requests/s, {len(r['requests'])} requests", ""]
-        lines += markdown_table(["metric", "measured", "simulated", "sim / meas - 1"], rows) + [""]
-    rows = [[s["kind"], s["size"], s["context"], f"{s['measured_s'] * 1e3:.3f}", f"{s['predicted_s'] * 1e3:.3f}",
-             f"{100 * (s['predicted_s'] / s['measured_s'] - 1):+.1f}%"] for s in out["steps"]]
-    lines += ["### isolated iterations (median of 5)", ""]
-    lines += markdown_table(["kind", "batch or tokens", "context", "measured ms", "predicted ms", "pred / meas - 1"], rows)
-    return "\n".join(lines) + "\n"
 
 
 def parse_args(argv=None):
@@ -347,15 +388,17 @@ def parse_args(argv=None):
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    out = run(args)
-    text = markdown(out)
-    print(text)
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "replay.json"), "w") as fh:
-            json.dump(out, fh)
-        with open(os.path.join(args.out, "replay.md"), "w") as fh:
-            fh.write(text)
+
+    def save(out: dict) -> None:
+        if args.out:
+            os.makedirs(args.out, exist_ok=True)
+            with open(os.path.join(args.out, "replay.json"), "w") as fh:
+                json.dump(out, fh)
+        for r in out["runs"][-1:]:
+            print(f"rate {r['rate']:g}: " + ", ".join(f"{k} measured {r['measured'][k]:.4g} simulated {r['simulated'][k]:.4g}"
+                                                   for k in ("ttft_p50_s", "tpot_p50_s", "throughput_tokens_per_s")), flush=True)
+
+    run(args, save)
 
 
 if __name__ == "__main__":

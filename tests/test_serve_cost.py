@@ -92,3 +92,22 @@ def test_more_work_never_faster():
     assert cost.time_s(Batch.of(chunks=((512, 0),), contexts=(500,) * 8)) > base
     assert cost.time_s(Batch.of(chunks=((256, 0),), contexts=(500,) * 9)) > base
     assert cost.time_s(Batch.of(chunks=((256, 0),), contexts=(900,) * 8)) > base
+
+
+def test_dense_matmuls_compute_over_whole_128_row_tiles():
+    """From 128 tokens up a GEMM computes whole 128-row tiles (the roofline's BLOCK_M): 577 tokens cost
+    what 640 cost (compute-bound, so memory cannot hide it), 641 a tile more; below 128 nothing is
+    padded (skinny shapes take small tiles)."""
+    from mlsyscalc.calc.serve_cost import padded_tokens
+
+    assert [padded_tokens(t) for t in (1, 127, 128, 129, 577, 640, 641)] == [1, 127, 128, 256, 640, 640, 768]
+    cost = _cost("llama3-8b")
+    def unpadded(t):
+        return sum(row.time_s((1.0, t)) for row in cost.token_rows)
+
+    assert cost.token_s(577) == pytest.approx(cost.token_s(640), rel=0.01)  # norms, rotary: 63 rows' bytes less
+    assert cost.token_s(577) > 1.05 * unpadded(577)  # the matmuls: 640 / 577 = 1.11 x the FLOPs
+    assert cost.token_s(641) > 1.1 * cost.token_s(640)
+    assert cost.token_s(100) == pytest.approx(unpadded(100), rel=1e-12)
+    # the FLOP count stays the work done (padding is time, not work)
+    assert cost.totals(Batch.of(chunks=((577, 0),)))["flops"] < cost.totals(Batch.of(chunks=((640, 0),)))["flops"]

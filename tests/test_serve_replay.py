@@ -56,3 +56,40 @@ def test_replay_finishes_every_request_in_order():
     assert times["first_s"][1] == pytest.approx(times["finish_s"][1])  # one output token: done at prefill
     summary = replay.measured_summary(reqs, times)
     assert summary["requests"] == 3 and summary["ttft_p50_s"] > 0
+    clock = times["clock"]  # one row per iteration: kind, size, wall, GPU time (None on the CPU)
+    assert len(clock) == times["iterations"] and all(w > 0 and g is None for _, _, w, g in clock)
+    assert [k for k, _, _, _ in clock].count("prefill") == 3
+    assert replay.host_overhead(clock) == {"all_s": None, "prefill_s": None, "decode_s": None}
+
+
+def test_host_overhead_is_median_wall_minus_gpu():
+    replay = load_script("serve_replay")
+    rows = [("prefill", 8, 0.030, 0.027), ("decode", 2, 0.012, 0.011), ("decode", 2, 0.013, 0.011),
+            ("decode", 3, 0.020, 0.0105)]
+    got = replay.host_overhead(rows)
+    assert got["prefill_s"] == pytest.approx(0.003)
+    assert got["decode_s"] == pytest.approx(0.002)  # of 0.001, 0.002, 0.0095
+    assert got["all_s"] == pytest.approx((0.002 + 0.003) / 2)  # of 0.001, 0.002, 0.003, 0.0095
+
+
+def test_report_fit_recovers_the_ceilings_that_made_the_steps():
+    """Steps priced with known efficiencies and per-kernel cost (on the fit's grid) plus a host time:
+    the GPU-time fit finds them again and its cost adds the host time once per iteration."""
+    from mlsyscalc.calc.roofline_ops import resolve_ceilings
+    from mlsyscalc.calc.roofline_options import RooflineOptions
+    from mlsyscalc.calc.serve_cost import IterationCost
+    from mlsyscalc.specs.lookup import load_model
+
+    report = load_script("serve_replay_report")
+    spec, ceil = load_model("llama3-8b"), resolve_ceilings("H100-SXM")
+    truth = ceil.with_efficiency(memory=0.7, matmul=0.6)
+    truth = type(truth)(**{**truth.__dict__, "launch_s": 4e-6})
+    cost = IterationCost(spec, truth, RooflineOptions())
+    steps = [{"kind": "prefill", "size": n, "context": 0} for n in (128, 1000)] + [
+        {"kind": "decode", "size": b, "context": 700} for b in (1, 64)]
+    for st in steps:
+        st["gpu_s"] = cost.time_s(report._batch(st))
+    err, _, fitted, params = report.fit(spec, ceil, steps, "gpu_s", 0.002)
+    assert err == pytest.approx(0.0, abs=1e-12)
+    assert params == {"memory": pytest.approx(0.7), "matmul": pytest.approx(0.6), "launch_s": pytest.approx(4e-6)}
+    assert fitted.time_s(report._batch(steps[0])) == pytest.approx(steps[0]["gpu_s"] + 0.002, rel=1e-9)

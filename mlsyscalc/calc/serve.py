@@ -12,6 +12,7 @@ one iteration's token budget and logits of max_seqs sequences).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -48,6 +49,7 @@ class ServeOptions:
     prefix_caching: bool = False  # keep the workload's shared prompt prefix in the KV cache (whole blocks)
     spec_k: int = 4  # with a draft model: tokens proposed per step
     accept: float = 0.7  # with a draft model: per-token acceptance rate (Leviathan et al. 2023)
+    iteration_overhead_s: float = 0.0  # host time each iteration pays (scheduling, sampling, detokenising)
 
     def validate(self) -> None:
         require(self.scheduler in POLICIES, f"--scheduler must be one of {', '.join(POLICIES)}, got {self.scheduler!r}")
@@ -59,6 +61,8 @@ class ServeOptions:
                 f"--gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}")
         expected_tokens(self.accept, self.spec_k)  # checks both
         require(not (self.prefix_caching and self.scheduler == "static"), "--prefix-caching needs orca, vllm or sarathi")
+        require(math.isfinite(self.iteration_overhead_s) and self.iteration_overhead_s >= 0,
+                f"--iteration-overhead-us must be >= 0, got {self.iteration_overhead_s * 1e6:g}")
         require(self.kv_blocks is None or self.kv_blocks >= 1, f"--kv-blocks must be >= 1, got {self.kv_blocks}")
         for name in ("ttft_s", "tpot_s"):
             value = getattr(self.slo, name)
@@ -151,13 +155,18 @@ def engine_limits(kv: KvCapacity, ceilings: Ceilings, opts: ServeOptions, prefix
                         prefix // opts.block_size * opts.block_size if opts.prefix_caching else 0)
 
 
+def iteration_cost(spec: ModelSpec, ceilings: Ceilings, opts: ServeOptions) -> IterationCost:
+    """The cost of one iteration of this engine: the roofline of its batch + opts.iteration_overhead_s."""
+    return IterationCost(spec, ceilings, opts.roofline, opts.iteration_overhead_s)
+
+
 def speculation(spec: ModelSpec, draft: ModelSpec, ceilings: Ceilings, opts: ServeOptions,
                 cost: IterationCost | None = None) -> SpecDecode:
     require(opts.scheduler != "static", "--draft needs an iteration-level scheduler (orca, vllm or sarathi)")
     require(draft.vocab_size == spec.vocab_size,
             f"draft {draft.name} has a {draft.vocab_size}-token vocabulary, {spec.name} {spec.vocab_size}: "
             "speculative decoding needs the same tokenizer")
-    return SpecDecode(cost or IterationCost(spec, ceilings, opts.roofline), IterationCost(draft, ceilings, opts.roofline),
+    return SpecDecode(cost or iteration_cost(spec, ceilings, opts), IterationCost(draft, ceilings, opts.roofline),
                       opts.spec_k, opts.accept)
 
 
@@ -167,7 +176,7 @@ def simulate(spec: ModelSpec, ceilings: Ceilings, workload: Workload, opts: Serv
     from .serve_metrics import latencies
 
     opts.validate()
-    cost = cost or IterationCost(spec, ceilings, opts.roofline)
+    cost = cost or iteration_cost(spec, ceilings, opts)
     sd = speculation(spec, draft, ceilings, opts, cost) if draft is not None else None
     kv = kv_capacity(spec, ceilings, opts, draft)
     trace = Engine(workload.requests, cost, engine_limits(kv, ceilings, opts, workload.shared_prefix), sd).run()
@@ -187,5 +196,5 @@ def sweep_rates(spec: ModelSpec, ceilings: Ceilings, workload: WorkloadSpec, rat
     """The same engine and workload shape at each arrival rate (one cost model for all)."""
     require(len(rates) >= 1, "--sweep rate=... needs at least one rate")
     opts.validate()
-    cost = IterationCost(spec, ceilings, opts.roofline)
+    cost = iteration_cost(spec, ceilings, opts)
     return tuple(simulate(spec, ceilings, replace(workload, rate=r).build(), opts, cost, draft) for r in rates)

@@ -14,9 +14,13 @@ A batch is described by the few sums that every kernel's FLOPs and bytes are aff
 kernel row's FLOPs, bytes and memory time as affine functions of these sums (MoE rows also in the
 expected number of distinct experts, `expected_distinct_experts`, which the roofline uses), and
 then prices any batch as sum over rows of count x (max(compute, memory) + launch). Compute time is
-FLOPs x the row's seconds per FLOP at a large shape (the roofline's tile/wave quantisation averaged
-out); tests/test_serve_cost.py checks the result against predict_model on whole batches.
+FLOPs x the row's seconds per FLOP at a large shape (the roofline's wave quantisation averaged out);
+from M_TILE tokens up, a dense matmul row's FLOPs are counted over the tokens padded to whole M_TILE-row
+tiles (the roofline's large-tile BLOCK_M), so a 577-token prefill computes like a 640-token one.
+tests/test_serve_cost.py checks the result against predict_model on whole batches.
 Tensor-parallel collectives come from calc.roofline_comm (per distinct T and S, cached).
+`overhead_s` is a fixed time every iteration pays on top of its kernels (the engine's host work:
+scheduling, input building, sampling, detokenising; 0 unless `--iteration-overhead-us` sets it).
 Sliding-window layers are priced as full causal attention (an upper bound for Mistral/Gemma-2).
 """
 
@@ -30,6 +34,7 @@ from ..specs.model import ModelSpec, MoESpec
 from .calibration import Ceilings
 from .roofline_comm import tp_comm_rows
 from .roofline_model import expected_distinct_experts, predict_model
+from .roofline_ops import MATMUL_TILES
 from .roofline_options import RooflineOptions
 
 # Shapes the coefficients are solved at and checked at (small: exact arithmetic, any model's positions).
@@ -37,6 +42,13 @@ _FIT_TOKENS = (1, 2)
 _CHECK_TOKENS = 7
 _RATE_TOKENS = 8192  # seconds per FLOP of compute-bound rows are read at this many tokens
 _PARTS = ("flops", "read_bytes", "write_bytes", "memory_s")
+M_TILE = MATMUL_TILES[0][0]  # rows of the roofline's large GEMM tiles (128): tokens are padded to them
+
+
+def padded_tokens(t: int) -> int:
+    """Tokens a dense GEMM over t tokens computes: t below one tile (skinny shapes take small tiles),
+    else t rounded up to whole M_TILE-row tiles."""
+    return t if t < M_TILE else -(-t // M_TILE) * M_TILE
 
 
 def _experts(moe: MoESpec | None, t: int) -> float:
@@ -83,12 +95,14 @@ class AffineRow:
     seconds_per_flop: float
     launch_s: float
     grouped: bool = False  # MoE expert matmul: features (T, distinct experts) instead of (1, T)
+    tiled: bool = False  # dense matmul over the batch's tokens: compute over padded_tokens(T)
 
     def part(self, name: str, x: tuple[float, ...]) -> float:
         return sum(c * v for c, v in zip(self.coef[name], x))
 
-    def time_s(self, x: tuple[float, ...]) -> float:
-        compute = self.seconds_per_flop * self.part("flops", x)
+    def time_s(self, x: tuple[float, ...], x_compute: tuple[float, ...] | None = None) -> float:
+        """x_compute: the features the compute time is counted at (default x)."""
+        compute = self.seconds_per_flop * self.part("flops", x if x_compute is None else x_compute)
         return self.count * (max(compute, self.part("memory_s", x)) + self.launch_s)
 
 
@@ -132,6 +146,7 @@ class IterationCost:
     spec: ModelSpec
     ceilings: Ceilings
     options: RooflineOptions  # dtype, kv_dtype, tp, cluster (phase/batch/seq are set per fit)
+    overhead_s: float = 0.0  # host time per iteration, added to every batch's kernel time
     _token: dict = field(default_factory=dict, repr=False)
     _sample: dict = field(default_factory=dict, repr=False)
 
@@ -165,7 +180,8 @@ class IterationCost:
                                (features(_CHECK_TOKENS, grouped), [runs[_CHECK_TOKENS][i]]),
                                [runs[self._rate_tokens()][i]], self.ceilings.launch_s)[0]
             sampled = row.group == "head" and row.pred.name != "embedding"
-            out["sample" if sampled else "token"].append(replace(fitted, grouped=grouped))
+            out["sample" if sampled else "token"].append(
+                replace(fitted, grouped=grouped, tiled=row.pred.kind == "matmul" and not grouped))
         return out["token"], out["sample"]
 
     def _rate_tokens(self) -> int:
@@ -190,11 +206,13 @@ class IterationCost:
 
     def _linear_s(self, rows: list[AffineRow], t: int) -> float:
         moe = self.spec.moe
+        padded = (1.0, padded_tokens(t))
         total = 0.0
         for row in rows:
-            x = ((t, _experts(moe, t)) if row.grouped
-                 else (1.0, t))
-            total += row.time_s(x)
+            if row.grouped:
+                total += row.time_s((t, _experts(moe, t)))
+            else:
+                total += row.time_s((1.0, t), padded if row.tiled else None)
         return total
 
     def _comm_s(self, t: int, sampled: bool) -> float:
@@ -243,7 +261,7 @@ class IterationCost:
     def mixed_s(self, tokens: int, samples: int, prefill_tokens: int, prefill_pairs: float, prefill_keys: float,
                 decodes: int, decode_keys: float) -> float:
         """`time_s` of a Batch given as its sums (the simulator's hot path: no Batch object)."""
-        total = self.token_s(tokens) + self.sample_s(samples)
+        total = self.overhead_s + self.token_s(tokens) + self.sample_s(samples)
         if prefill_tokens:
             x = (prefill_tokens, prefill_pairs, prefill_keys)
             total += sum(r.time_s(x) for r in self.prefill_rows)
@@ -255,7 +273,7 @@ class IterationCost:
         """A decode-only iteration: D sequences, decode_keys keys in all."""
         base = self._decode_base.get(decodes)
         if base is None:
-            base = self._decode_base[decodes] = self.token_s(decodes) + self.sample_s(decodes)
+            base = self._decode_base[decodes] = self.overhead_s + self.token_s(decodes) + self.sample_s(decodes)
         return base + self.decode_attention_s(decodes, decode_keys)
 
     def decode_attention_s(self, d: int, keys: float) -> float:

@@ -23,7 +23,7 @@ from ..specs.model import ModelSpec
 from .calibration import Ceilings
 from .comm_collectives import collective_cost
 from .memory_infer import InferOptions, infer_memory
-from .serve import ServeOptions, ServeResult, engine_limits, kv_capacity, simulate
+from .serve import ServeOptions, ServeResult, engine_limits, iteration_cost, kv_capacity, simulate
 from .serve_cost import IterationCost
 from .serve_engine import Engine, Trace
 from .serve_metrics import summary
@@ -96,7 +96,7 @@ def simulate_disagg(spec: ModelSpec, ceilings: Ceilings, workload: Workload, opt
     require(opts.scheduler != "static", "--disagg needs an iteration-level scheduler (orca, vllm or sarathi)")
     costs = costs if costs is not None else {}
     for tp in {layout.tp_prefill, layout.tp_decode}:
-        costs.setdefault(tp, IterationCost(spec, ceilings, replace(opts, tp=tp).roofline))
+        costs.setdefault(tp, iteration_cost(spec, ceilings, replace(opts, tp=tp)))
     reqs = workload.requests
     n = len(reqs)
     sched, first, finish = [0.0] * n, [0.0] * n, [0.0] * n
@@ -155,7 +155,7 @@ def _tp_ok(spec: ModelSpec, ceilings: Ceilings, opts: ServeOptions, tp: int, clu
         return False
     try:
         kv_capacity(spec, ceilings, replace(opts, tp=tp))
-        IterationCost(spec, ceilings, replace(opts, tp=tp).roofline)
+        iteration_cost(spec, ceilings, replace(opts, tp=tp))
     except MlsysError:
         return False
     return True

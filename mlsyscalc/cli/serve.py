@@ -94,6 +94,9 @@ def engine_options(func):
     @click.option("--preemption", type=click.Choice(PREEMPTION), default=D.preemption, show_default=True,
                   help="Paged schedulers: recompute the KV later, or swap it to host memory.")
     @click.option("--kv-blocks", type=click.IntRange(min=1), default=None, help="Override the KV capacity (blocks).")
+    @click.option("--iteration-overhead-us", type=click.FloatRange(min=0), default=D.iteration_overhead_s * 1e6,
+                  show_default=True, help="Host time every iteration pays on top of its kernels (scheduling, "
+                  "sampling, detokenising), in microseconds.")
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         return func(*args, **kwargs)
@@ -141,7 +144,7 @@ def engine_options(func):
 @render.output_options
 def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, tp, dtype, kv_dtype, rate, trace_file, prompt_len, output_len,
           requests, seed, burstiness, scheduler, max_batch_tokens, max_seqs, chunk, block_size,
-          gpu_memory_utilization, preemption, kv_blocks, prefix_len, prefix_caching, draft, spec_k, accept, disagg, search, max_gpus, slo, sweep, plot, fmt,
+          gpu_memory_utilization, preemption, kv_blocks, iteration_overhead_us, prefix_len, prefix_caching, draft, spec_k, accept, disagg, search, max_gpus, slo, sweep, plot, fmt,
           as_json):
     """Simulate serving MODEL under load: TTFT, TPOT, latency percentiles, throughput and goodput.
 
@@ -157,7 +160,8 @@ def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, tp
     opts = ServeOptions(scheduler=scheduler, max_batch_tokens=max_batch_tokens, max_seqs=max_seqs, chunk=chunk,
                         block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, preemption=preemption,
                         kv_blocks=kv_blocks, tp=tp, dtype=dtype, kv_dtype=kv_dtype, cluster=cluster, slo=_slo(slo),
-                        spec_k=spec_k, accept=accept, prefix_caching=prefix_caching)
+                        spec_k=spec_k, accept=accept, prefix_caching=prefix_caching,
+                        iteration_overhead_s=iteration_overhead_us * 1e-6)
     draft_spec = resolve_model(draft, ()) if draft else None
     rates = _sweep(sweep)
     require(not (rates and trace_file), "--sweep varies --rate: it does not combine with --trace")
