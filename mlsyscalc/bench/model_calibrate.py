@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..calc.calibration import Ceilings
-from ..calc.calibration_fit import Observation, Term, fit, predict
+from ..calc.calibration_fit import EFFICIENCIES, Observation, Term, fit, predict
 from ..calc.roofline_model import predict_model
 from ..errors import MlsysError, require
 from .cases.model import ModelCase, reduced_spec, roofline_options
@@ -59,8 +59,9 @@ def load_cases(rows, hold_out: set[str]) -> list[Case]:
 def observation(c: Case, ceilings: Ceilings) -> Observation:
     roof = predict_model(c.spec, ceilings, roofline_options(c.case))
     e = ceilings.efficiency
-    terms = tuple(Term(r.count, r.pred.kind, r.pred.compute_s, r.pred.memory_s) for r in roof.rows)
-    return Observation(c.row.key, c.row.median_ms * 1e-3, terms, (e.matmul, e.attention, e.memory),
+    terms = tuple(Term(r.count, r.pred.kind, r.pred.compute_s, r.pred.memory_s, r.pred.kind == "matmul")
+                  for r in roof.rows)
+    return Observation(c.row.key, c.row.median_ms * 1e-3, terms, tuple(getattr(e, k) for k in EFFICIENCIES),
                        roof.comm_s - roof.comm_hidden_s)
 
 
@@ -71,7 +72,7 @@ def calibrate(rows, ceilings: Ceilings, hold_out: set[str]) -> dict:
     require(fitted, "calibrate: every usable row is held out (or none is usable: graph-mode prefill/decode, train)")
     obs = {c.row.key: observation(c, ceilings) for c in cases}
     e = ceilings.efficiency
-    start = {"matmul": e.matmul, "attention": e.attention, "memory": e.memory, "launch_s": ceilings.launch_s}
+    start = {**{k: getattr(e, k) for k in EFFICIENCIES}, "launch_s": ceilings.launch_s}
     params = fit([obs[c.row.key] for c in fitted], start)
     table = []
     for c in cases:
@@ -92,7 +93,7 @@ def record(ceilings: Ceilings, params: dict, models: list[str]) -> dict:
         "gpu": gpu.name, "sm_count": ceilings.sm_count, "source": "mlsys calibrate",
         "peak_flops": {k: v for k, v in ceilings.base_flops.items() if v},
         "bandwidth_Bps": {"read": ceilings.read_Bps, "write": ceilings.write_Bps},
-        "efficiency": {k: params[k] for k in ("matmul", "attention", "memory")},
+        "efficiency": {k: params[k] for k in EFFICIENCIES},
         "launch_overhead_s": params["launch_s"], "fitted_on": models,
         "base": ceilings.source,
     }

@@ -4,6 +4,8 @@ A model step's prediction (calc.roofline_model) is a sum over kernel rows
 
     step_s = sum_i count_i x (max(compute_i x e0_kind / e_kind, memory_i x e0_mem / e_mem) + launch_s)
 
+(a GEMM's memory time also x e0_skinny / e_skinny: memory-bound, skinny GEMMs have their own efficiency)
+
 where compute_i and memory_i were computed at efficiencies e0. Compute time is inversely
 proportional to the kind's efficiency (the tile/wave choice scales with it and does not change),
 memory time to the memory efficiency, so a new set of efficiencies re-prices every row
@@ -18,8 +20,10 @@ from dataclasses import dataclass
 
 from ..errors import require
 
-PARAMS = ("matmul", "attention", "memory", "launch_s")
-BOUNDS = {"matmul": (0.05, 1.5), "attention": (0.05, 1.5), "memory": (0.05, 1.5), "launch_s": (1e-7, 5e-5)}
+PARAMS = ("matmul", "matmul_skinny", "attention", "memory", "launch_s")
+EFFICIENCIES = ("matmul", "attention", "memory", "matmul_skinny")  # the order of Observation.base
+BOUNDS = {"matmul": (0.05, 1.5), "matmul_skinny": (0.05, 1.5), "attention": (0.05, 1.5), "memory": (0.05, 1.5),
+          "launch_s": (1e-7, 5e-5)}
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,7 @@ class Term:
     kind: str  # "matmul", "attention" or "memory" (whose compute runs on CUDA cores: matmul-scaled)
     compute_s: float
     memory_s: float
+    skinny: bool = False  # a GEMM: its memory time scales with matmul_skinny too
 
 
 @dataclass(frozen=True)
@@ -37,18 +42,19 @@ class Observation:
     label: str
     measured_s: float
     terms: tuple[Term, ...]
-    base: tuple[float, float, float]  # (matmul, attention, memory) efficiencies the terms were priced at
+    base: tuple[float, ...]  # EFFICIENCIES the terms were priced at (matmul, attention, memory, matmul_skinny)
     comm_s: float = 0.0  # collectives, not refitted
 
 
 def predict(obs: Observation, params: dict[str, float]) -> float:
-    e0 = dict(zip(("matmul", "attention", "memory"), obs.base))
+    e0 = dict(zip(EFFICIENCIES, obs.base))
     scale = {k: e0[k] / params[k] for k in ("matmul", "attention")}
     mem = e0["memory"] / params["memory"]
+    skinny = mem * e0.get("matmul_skinny", 1.0) / params.get("matmul_skinny", e0.get("matmul_skinny", 1.0))
     total = obs.comm_s
     for t in obs.terms:
         compute = t.compute_s * scale["attention" if t.kind == "attention" else "matmul"]
-        total += t.count * (max(compute, t.memory_s * mem) + params["launch_s"])
+        total += t.count * (max(compute, t.memory_s * (skinny if t.skinny else mem)) + params["launch_s"])
     return total
 
 
@@ -56,7 +62,7 @@ def loss(observations, params: dict[str, float]) -> float:
     return sum(math.log(predict(o, params) / o.measured_s) ** 2 for o in observations) / len(observations)
 
 
-def _nelder_mead(f, x0: list[float], step: float = 0.3, iters: int = 600, restarts: int = 3) -> list[float]:
+def _nelder_mead(f, x0: list[float], step: float = 0.3, iters: int = 600, restarts: int = 6) -> list[float]:
     """Minimiser of f near x0 (Nelder & Mead 1965, standard coefficients), restarted from the best
     point with a fresh simplex so a collapsed simplex cannot stall it."""
     best = list(x0)
@@ -112,4 +118,6 @@ def fit(observations, start: dict[str, float], fixed: tuple[str, ...] = ()) -> d
 def _matters(obs, name: str) -> bool:
     if name in ("launch_s", "memory"):
         return True
+    if name == "matmul_skinny":
+        return any(t.skinny and t.count for o in obs for t in o.terms)
     return any(t.kind == name and t.count for o in obs for t in o.terms)

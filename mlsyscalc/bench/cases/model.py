@@ -54,13 +54,20 @@ def reduced_spec(spec, layers: int | None):
     return replace(spec, num_layers=layers)
 
 
-def roofline_options(case: ModelCase) -> RooflineOptions:
-    """The same step for `calc.roofline_model` (FSDP: data parallel with ZeRO-3 over dp ranks)."""
-    common = dict(batch=case.batch, dtype=case.dtype, check_fit=False, tp=case.tp)
+IMPL = "torch"  # the roofline lists the kernels plain PyTorch runs, as this model does
+
+
+def roofline_options(case: ModelCase, impl: str = IMPL) -> RooflineOptions:
+    """The same step for `calc.roofline_model` (FSDP: data parallel with ZeRO-3 over dp ranks):
+    plain-PyTorch kernels, logits of the last position only (this model's prefill, as serving
+    engines do), and training with AdamW states in bf16 (torch's fused AdamW on bf16 parameters)."""
+    common = dict(batch=case.batch, dtype=case.dtype, check_fit=False, tp=case.tp, impl=impl)
     if case.phase == "decode":
         return RooflineOptions(phase="decode", context=case.seq, **common)
+    if case.phase == "prefill":
+        return RooflineOptions(phase="prefill", seq=case.seq, logits="last", **common)
     sharded = dict(dp=case.dp, zero=3) if case.dp > 1 else {}
-    return RooflineOptions(phase=case.phase, seq=case.seq, **common, **sharded)
+    return RooflineOptions(phase="train", seq=case.seq, master_weights=False, **common, **sharded)
 
 
 def predicted_peak_bytes(spec, case: ModelCase) -> int:

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Whole-model rows on cases the roofline's --impl torch structure was not chosen on (other batch
+# sizes and sequence lengths, the held-out families), for reports/models/.
+#   scripts/device_models_fresh.sh DIR   (rows -> DIR/models.jsonl, tables -> DIR/log.md)
+set -u
+DIR=${1:-reports/models/fresh}
+mkdir -p "$DIR"
+TINY=reports/models/configs/tinyllama-1.1b
+BUDGET_S=${BUDGET_S:-420}
+run() {
+  if [ "$SECONDS" -gt "$BUDGET_S" ]; then echo "## skipped (time): $*" >>"$DIR/log.md"; return; fi
+  echo "## mlsys bench model $*  (t=${SECONDS}s)" >>"$DIR/log.md"
+  timeout 150 python3 -W ignore -m mlsyscalc bench model --quiet --reps 6 --out "$DIR/models.jsonl" --format markdown "$@" \
+    >>"$DIR/log.md" 2>&1 || echo "exit $?" >>"$DIR/log.md"
+}
+run llama2-7b --phase decode --batch 2,4,8,32,64 --seq 2048 --mode graph
+run llama2-7b --phase decode --batch 64 --seq 2048 --kernels triton --mode graph
+run llama2-7b --phase decode --batch 64 --seq 2048 --mode eager
+run llama2-7b --phase prefill --batch 2,4 --seq 1024,4096 --mode graph
+run mistral-7b --phase decode --batch 4,32 --seq 4096 --mode graph
+run llama3-8b --phase prefill --batch 2 --seq 1024 --mode graph
+run llama3-8b --phase decode --batch 8,32 --seq 1024 --mode graph
+run phi-2 --phase decode --batch 4,32 --seq 1024 --mode graph
+run phi-2 --phase train --batch 2 --seq 1024
+run falcon-7b --phase decode --batch 4,32 --seq 1024 --mode graph
+run gemma2-9b --phase decode --batch 4 --seq 1024 --mode graph
+run gemma2-9b --phase prefill --batch 2 --seq 1024 --mode graph
+run "$TINY" --phase train --batch 2 --seq 1024
+run llama3-8b --layers 8 --phase train --batch 1 --seq 4096
+run falcon-7b --phase prefill --batch 1 --seq 4096 --mode graph
