@@ -6,7 +6,7 @@ set -u
 DIR=${1:-reports/models/fresh}
 mkdir -p "$DIR"
 TINY=reports/models/configs/tinyllama-1.1b
-BUDGET_S=${BUDGET_S:-420}
+BUDGET_S=${BUDGET_S:-300}
 run() {
   if [ "$SECONDS" -gt "$BUDGET_S" ]; then echo "## skipped (time): $*" >>"$DIR/log.md"; return; fi
   echo "## mlsys bench model $*  (t=${SECONDS}s)" >>"$DIR/log.md"
