@@ -133,6 +133,10 @@ def join_roofline(prof: StepProfile, roofline) -> dict:
                                                        "bound": row.pred.bound})
             entry["predicted_s"] += row.total_s
             entry["count"] += row.count
+    for row in roofline.rows:  # a split-K reduction runs inside its linear's profiler range
+        name = row.pred.name.removesuffix(".splitk_reduce")
+        if row.pass_name == "forward" and name != row.pred.name and name in linears:
+            linears[name]["predicted_s"] += row.total_s
     for name, entry in linears.items():
         entry["measured_s"] = prof.linear_s[name]
     for table in (kinds, linears):

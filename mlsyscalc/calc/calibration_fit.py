@@ -4,7 +4,7 @@ A model step's prediction (calc.roofline_model) is a sum over kernel rows
 
     step_s = sum_i count_i x (max(compute_i x e0_kind / e_kind, memory_i x e0_mem / e_mem) + launch_s)
 
-(a GEMM's memory time also x e0_skinny / e_skinny: memory-bound, skinny GEMMs have their own efficiency)
+(a GEMM's memory time x e0_skinny / e_skinny instead: GEMMs stream at their own efficiency)
 
 where compute_i and memory_i were computed at efficiencies e0. Compute time is inversely
 proportional to the kind's efficiency (the tile/wave choice scales with it and does not change),
@@ -22,7 +22,7 @@ from ..errors import require
 
 PARAMS = ("matmul", "matmul_skinny", "attention", "memory", "launch_s")
 EFFICIENCIES = ("matmul", "attention", "memory", "matmul_skinny")  # the order of Observation.base
-BOUNDS = {"matmul": (0.05, 1.5), "matmul_skinny": (0.05, 1.5), "attention": (0.05, 1.5), "memory": (0.05, 1.5),
+BOUNDS = {"matmul": (0.05, 1.5), "matmul_skinny": (0.05, 1.0), "attention": (0.05, 1.5), "memory": (0.05, 1.5),
           "launch_s": (1e-7, 5e-5)}
 
 
@@ -34,7 +34,7 @@ class Term:
     kind: str  # "matmul", "attention" or "memory" (whose compute runs on CUDA cores: matmul-scaled)
     compute_s: float
     memory_s: float
-    skinny: bool = False  # a GEMM: its memory time scales with matmul_skinny too
+    skinny: bool = False  # a GEMM: its memory time scales with matmul_skinny instead of memory
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ def predict(obs: Observation, params: dict[str, float]) -> float:
     e0 = dict(zip(EFFICIENCIES, obs.base))
     scale = {k: e0[k] / params[k] for k in ("matmul", "attention")}
     mem = e0["memory"] / params["memory"]
-    skinny = mem * e0.get("matmul_skinny", 1.0) / params.get("matmul_skinny", e0.get("matmul_skinny", 1.0))
+    skinny = e0.get("matmul_skinny", 1.0) / params.get("matmul_skinny", e0.get("matmul_skinny", 1.0))
     total = obs.comm_s
     for t in obs.terms:
         compute = t.compute_s * scale["attention" if t.kind == "attention" else "matmul"]
