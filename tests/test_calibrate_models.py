@@ -133,3 +133,45 @@ def test_fit_alone_on_synthetic_terms():
     assert got["attention"] == 0.61  # no attention rows: left as it was
     for name in ("matmul", "memory", "launch_s"):
         assert got[name] == pytest.approx(KNOWN[name], rel=1e-3)
+
+
+def test_linear_observation_reprices_its_roofline_rows():
+    """A per-linear observation at the starting efficiencies prices exactly the roofline rows of
+    that linear (and its split-K reduction): llama3-8b decode B1, q_proj over 32 layers."""
+    from mlsyscalc.bench.cases.model import ModelCase, roofline_options
+    from mlsyscalc.bench.model_calibrate import Case, linear_observations
+    from mlsyscalc.bench.rows import Row
+
+    spec, base = load_model("llama3-8b"), load_ceilings("H200")
+    case = ModelCase("decode", 1, 2048)
+    row = Row("model.decode", "graph", "s", "bf16", median_ms=1.0,
+              extra={"ops": {"linears": {"q_proj": {"measured_s": 1e-3}, "missing": {"measured_s": 1e-3}}}})
+    obs = linear_observations(Case(row, spec, case, False), base)
+    assert [o.label.rsplit("|", 1)[-1] for o in obs] == ["q_proj"]
+    roof = predict_model(spec, base, roofline_options(case))
+    want = sum(r.total_s for r in roof.rows if r.pred.name in ("q_proj", "q_proj.splitk_reduce"))
+    start = {**{k: getattr(base.efficiency, k) for k in ("matmul", "attention", "memory", "matmul_skinny")},
+             "launch_s": base.launch_s}
+    assert predict(obs[0], start) == pytest.approx(want, rel=1e-12)
+    assert any(r.pred.name == "q_proj.splitk_reduce" for r in roof.rows)  # 4096 x 4096 at B1 splits
+
+
+def test_fit_only_rows_are_fitted_and_the_rest_scored(tmp_path):
+    from click.testing import CliRunner
+
+    from mlsyscalc.bench.rows import ResultStore
+    from mlsyscalc.cli.main import cli
+
+    rows = _synthetic_rows(tmp_path)
+    fit_file = tmp_path / "fit.jsonl"
+    keep = ResultStore(fit_file)
+    for r in ResultStore(rows).rows():
+        if r.extra["model"] == "llama2-7b":
+            keep.append(r)
+    result = CliRunner().invoke(cli, ["calibrate", str(rows), "--fit-only", str(fit_file), "--hold-out", "qwen2.5-7b",
+                                      "--steps-only", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    fitted = {r["model"] for r in data["rows"] if r["fitted"]}
+    assert fitted == {"llama2-7b"}
+    assert {r["model"] for r in data["rows"] if not r["fitted"] and not r["held_out"]} >= {"gpt2", "tinyllama"}

@@ -66,11 +66,31 @@ def observation(c: Case, ceilings: Ceilings, impl: str = IMPL) -> Observation:
                        roof.comm_s - roof.comm_hidden_s)
 
 
+def linear_observations(c: Case, ceilings: Ceilings, impl: str = IMPL) -> list[Observation]:
+    """One observation per forward linear a row's profile timed (all layers): the roofline rows of
+    that name (and their split-K reductions, which run inside the linear's range)."""
+    measured = (c.row.extra.get("ops") or {}).get("linears") or {}
+    if not measured:
+        return []
+    roof = predict_model(c.spec, ceilings, roofline_options(c.case, impl))
+    e = ceilings.efficiency
+    terms: dict[str, list[Term]] = {}
+    for r in roof.rows:
+        name = r.pred.name.removesuffix(".splitk_reduce")
+        if r.pass_name == "forward" and (r.pred.kind == "matmul" or name != r.pred.name):
+            terms.setdefault(name, []).append(Term(r.count, r.pred.kind, r.pred.compute_s, r.pred.memory_s,
+                                                   r.pred.kind == "matmul"))
+    base = tuple(getattr(e, k) for k in EFFICIENCIES)
+    return [Observation(f"{c.row.key}|{name}", entry["measured_s"], tuple(terms[name]), base)
+            for name, entry in measured.items() if entry.get("measured_s") and name in terms]
+
+
 def calibrate(rows, ceilings: Ceilings, hold_out: set[str], fit_keys: set[str] | None = None,
-              impl: str = IMPL) -> dict:
+              impl: str = IMPL, per_op: bool = True) -> dict:
     """The fitted parameters, the calibration record and every row's error before/after. With
     `fit_keys`, only those rows (of models not held out) are fitted; the others are scored.
-    `impl`: the roofline's kernel lists (calc.roofline_torch) the rows are priced with."""
+    `impl`: the roofline's kernel lists (calc.roofline_torch) the rows are priced with. The fit
+    uses the fitted rows' step times and (per_op) their per-linear profiler times."""
     cases = load_cases(rows, hold_out)
     for c in cases:
         c.fitted = not c.held_out and (fit_keys is None or c.row.key in fit_keys)
@@ -79,7 +99,8 @@ def calibrate(rows, ceilings: Ceilings, hold_out: set[str], fit_keys: set[str] |
     obs = {c.row.key: observation(c, ceilings, impl) for c in cases}
     e = ceilings.efficiency
     start = {**{k: getattr(e, k) for k in EFFICIENCIES}, "launch_s": ceilings.launch_s}
-    params = fit([obs[c.row.key] for c in fitted], start)
+    ops = [o for c in fitted for o in linear_observations(c, ceilings, impl)] if per_op else []
+    params = fit([obs[c.row.key] for c in fitted], start, ops=ops)
     table = []
     for c in cases:
         o = obs[c.row.key]

@@ -95,14 +95,15 @@ def _nelder_mead(f, x0: list[float], step: float = 0.3, iters: int = 600, restar
     return best
 
 
-def fit(observations, start: dict[str, float], fixed: tuple[str, ...] = ()) -> dict[str, float]:
-    """Parameters (PARAMS) minimising `loss`, from `start`; `fixed` ones keep their start value.
-    A parameter no observation depends on (no attention rows, say) keeps its start value too.
-    Searched in log space, clamped to BOUNDS."""
-    obs = list(observations)
+def fit(observations, start: dict[str, float], fixed: tuple[str, ...] = (), ops=()) -> dict[str, float]:
+    """Parameters (PARAMS) minimising `loss` of the step observations plus, when given, `loss` of
+    the per-op ones (profiler times of single ops: each group weighs the same); `fixed` ones keep
+    their start value. A parameter no observation depends on (no attention rows, say) keeps its
+    start value too. Searched in log space, clamped to BOUNDS."""
+    obs, per_op = list(observations), [o for o in ops if o.measured_s > 0]
     require(bool(obs), "calibrate: no measured rows to fit")
     require(all(o.measured_s > 0 for o in obs), "calibrate: measured times must be positive")
-    free = [p for p in PARAMS if p not in fixed and _matters(obs, p)]
+    free = [p for p in PARAMS if p not in fixed and _matters(obs + per_op, p)]
 
     def unpack(x: list[float]) -> dict[str, float]:
         params = dict(start)
@@ -111,7 +112,11 @@ def fit(observations, start: dict[str, float], fixed: tuple[str, ...] = ()) -> d
             params[name] = min(max(math.exp(v), lo), hi)
         return params
 
-    best = _nelder_mead(lambda x: loss(obs, unpack(x)), [math.log(start[p]) for p in free])
+    def total(x: list[float]) -> float:
+        params = unpack(x)
+        return loss(obs, params) + (loss(per_op, params) if per_op else 0.0)
+
+    best = _nelder_mead(total, [math.log(start[p]) for p in free])
     return unpack(best)
 
 

@@ -49,17 +49,29 @@ def uncalibrated_lines(fit: dict, label: str = "") -> list[list]:
             for phase, members in sorted(by_phase.items())]
 
 
-def goals(fit: dict, ops: list[dict], rows, fused: dict | None = None) -> list[str]:
+def calibrated_lines(fit: dict, ops: list[dict], label: str = "") -> list[list]:
+    """Held-out step times within +-5% and the held-out per-linear median after calibration."""
+    held = [r["error"] for r in fit["rows"] if r["held_out"]]
+    lin = [o["error"] for o in ops if o["section"] == "linears" and o["held_out"]]
+    return [[f"calibrated{label}, held-out models, within +-5%", _share(held, 0.05),
+             _pct(statistics.median(abs(e) for e in held)) if held else None],
+            [f"per-op (forward linears, held-out) median within 10% after calibration{label}",
+             "met" if lin and statistics.median(abs(e) for e in lin) <= 0.10 else "not met",
+             _pct(statistics.median(abs(e) for e in lin)) if lin else None]]
+
+
+def goals(fit: dict, ops: list[dict], rows, fused: dict | None = None,
+          steps_only: tuple[dict, list[dict]] | None = None) -> list[str]:
     lines = uncalibrated_lines(fit, " (--impl torch)" if fused else "")
     if fused:
         lines += uncalibrated_lines(fused, " (--impl fused)")
-    held = [r["error"] for r in fit["rows"] if r["held_out"]]
-    lines.append(["calibrated, held-out models, within +-5%", _share(held, 0.05),
-                  _pct(statistics.median(abs(e) for e in held)) if held else None])
-    lin = [o["error"] for o in ops if o["section"] == "linears" and o["held_out"]]
-    lines.append(["per-op (forward linears, held-out) median within 10% after calibration",
-                  "met" if lin and statistics.median(abs(e) for e in lin) <= 0.10 else "not met",
-                  _pct(statistics.median(abs(e) for e in lin)) if lin else None])
+    if steps_only:
+        lines += calibrated_lines(fit, ops, " (steps + per-op fit)") + calibrated_lines(*steps_only, " (steps-only fit)")
+        return _memory_line(lines, rows)
+    return _memory_line(lines + calibrated_lines(fit, ops), rows)
+
+
+def _memory_line(lines: list[list], rows) -> list[str]:
     mem = [r.extra.get("memory_error") for r in rows if r.extra.get("memory_error") is not None]
     lines.append(["peak memory within 3% of max_memory_allocated", _share(mem, 0.03),
                   _pct(statistics.median(abs(m) for m in mem)) if mem else None])
@@ -133,16 +145,22 @@ def plot(fit: dict, path: Path) -> None:
 def write(rows_paths: list[Path], out_dir: Path, hold_out: set[str], gpu: str,
           fit_paths: list[Path] | None = None) -> Path:
     fit_rows = [r for path in fit_paths or [] for r in ResultStore(path).rows()]
-    rows = [r for path in rows_paths for r in ResultStore(path).rows()] + fit_rows
+    latest: dict[str, object] = {}  # a case measured in two files counts once (the later row)
+    for r in [r for path in rows_paths for r in ResultStore(path).rows()] + fit_rows:
+        if r.key not in latest or (r.measured_at or "") >= (latest[r.key].measured_at or ""):  # type: ignore[attr-defined]
+            latest[r.key] = r
+    rows = list(latest.values())
     fit_keys = {r.key for r in fit_rows} if fit_paths else None
     base = load_ceilings(gpu)
     fit = calibrate(rows, base, hold_out, fit_keys)
     fused = calibrate(rows, base, hold_out, fit_keys, impl="fused")
+    steps = calibrate(rows, base, hold_out, fit_keys, per_op=False)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "calibration.json").write_text(json.dumps(fit["record"], indent=2) + "\n")
     calibrated = load_ceilings(gpu, fit["record"])
     cases = load_cases(rows, hold_out)
     before, after = op_errors(cases, base), op_errors(cases, calibrated)
+    steps_ops = op_errors(cases, load_ceilings(gpu, steps["record"]))
     plot(fit, out_dir / "errors.png")
     env = next((r.env for r in rows if r.env.get("gpu")), {})
     commits = sorted({r.env.get("git_commit") or "?" for r in rows})
@@ -158,17 +176,19 @@ def write(rows_paths: list[Path], out_dir: Path, hold_out: set[str], gpu: str,
             f"Predictions recomputed with `mlsys roofline --impl torch` (and `--impl fused` for comparison) on "
             f"the {gpu} datasheet x default efficiencies, then with calibration.json (fitted by `mlsys calibrate` "
             "on the fitted rows).", "",
-            "## Goals", "", *goals(fit, after, rows, fused), "",
+            "## Goals", "", *goals(fit, after, rows, fused, (steps, steps_ops)), "",
             "## The fit", "", f"Fitted on {', '.join(fit['record']['fitted_on'])}"
             + (f" (rows of {', '.join(str(p) for p in fit_paths)} only)" if fit_paths else "")
             + f"; held out: {', '.join(sorted(hold_out))}.", "",
-            *markdown_table(["parameter", "default", "fitted"],
-                            [["matmul efficiency", base.efficiency.matmul, f"{params['matmul']:.3f}"],
-                             ["GEMM stream (matmul_skinny)", base.efficiency.matmul_skinny, f"{params['matmul_skinny']:.3f}"],
-                             ["attention efficiency", base.efficiency.attention, f"{params['attention']:.3f}"],
-                             ["memory efficiency", base.efficiency.memory, f"{params['memory']:.3f}"],
-                             ["fixed cost per kernel (us)", base.launch_s * 1e6, f"{params['launch_s'] * 1e6:.2f}"]],
-                            "lrr"), "",
+            *markdown_table(["parameter", "default", "fitted (steps + per-op; calibration.json)", "fitted (steps only)"],
+                            [[label, default, f"{params[key] * scale:.3f}", f"{steps['params'][key] * scale:.3f}"]
+                             for label, key, default, scale in (
+                                 ("matmul efficiency", "matmul", base.efficiency.matmul, 1),
+                                 ("GEMM stream (matmul_skinny)", "matmul_skinny", base.efficiency.matmul_skinny, 1),
+                                 ("attention efficiency", "attention", base.efficiency.attention, 1),
+                                 ("memory efficiency", "memory", base.efficiency.memory, 1),
+                                 ("fixed cost per kernel (us)", "launch_s", base.launch_s * 1e6, 1e6))],
+                            "lrrr"), "",
             *(notes.read_text().splitlines() if notes.exists() else []), "",
             "## Per op", "", "Forward linears: the profiler's time inside each linear's range (all layers) against "
             "the roofline rows of that name; kinds: every kernel of the step sorted by name into matmul / attention "
