@@ -116,3 +116,24 @@ def test_profiler_sorting_of_kernel_names():
     assert not _range_copy("void at::native::vectorized_elementwise_kernel<4, at::native::silu_kernel("
                            "at::TensorIteratorBase&)::{lambda()#1}::operator()() const>(int)")
     assert _range_copy("Optimizer.step#AdamW.step")
+
+
+def test_cli_impl_logits_and_master_weights(run_cli):
+    args = ("roofline", "llama2-7b", "--gpu", "H200", "--seq", "512")
+    fused = run_cli.json(*args)
+    torch = run_cli.json(*args, "--impl", "torch", "--logits", "last")
+    assert fused["totals"]["kernels"] == 483 and fused["totals"]["impl"] == "fused"
+    assert torch["totals"]["impl"] == "torch" and torch["totals"]["logits"] == "last"
+    assert torch["totals"]["kernels"] > 483 and any("--impl torch" in n for n in torch["notes"])
+    head = [op for op in torch["ops"] if op["name"] == "lm_head"]
+    assert head[0]["shape"] == "1x32000x4096" and head[0]["shape_class"] == "skinny"
+    train = ("roofline", "llama2-7b", "--gpu", "H200", "--phase", "train", "--seq", "512")
+    adam = [op for op in run_cli.json(*train, "--no-master-weights")["ops"] if op["name"] == "adamw"][0]
+    master = [op for op in run_cli.json(*train)["ops"] if op["name"] == "adamw"][0]
+    # bf16 states: 8 B read + 6 B written per parameter, against 16 + (12 + 2) with fp32 master weights
+    assert adam["bytes"] / master["bytes"] == pytest.approx(14 / 30)
+
+
+def test_cli_refuses_last_logits_in_training(run_cli):
+    code, _, err = run_cli("roofline", "llama2-7b", "--phase", "train", "--logits", "last")
+    assert code == 2 and "logits last" in err and "Traceback" not in err
