@@ -137,3 +137,25 @@ def test_cli_impl_logits_and_master_weights(run_cli):
 def test_cli_refuses_last_logits_in_training(run_cli):
     code, _, err = run_cli("roofline", "llama2-7b", "--phase", "train", "--logits", "last")
     assert code == 2 and "logits last" in err and "Traceback" not in err
+
+
+INDEPENDENT_H200_MS = [  # an independent plain-torch Llama on one H200 (bf16, SDPA, decode under CUDA graphs,
+    # fused AdamW), measured outside this repository; the table of the whole-model validation issue
+    ("llama2-7b", dict(phase="prefill", seq=512, logits="last"), 12.2),
+    ("llama2-7b", dict(phase="prefill", seq=2048, logits="last"), 46.7),
+    ("llama2-7b", dict(phase="prefill", seq=2048, batch=8, logits="last"), 373),
+    ("llama2-7b", dict(phase="decode", context=2048), 5.02),
+    ("llama2-7b", dict(phase="decode", context=2048, batch=16), 8.68),
+    ("llama2-7b", dict(phase="decode", context=2048, batch=64), 19.9),
+    ("tinyllama", dict(phase="train", seq=2048, batch=4, master_weights=False), 120),
+    ("tinyllama", dict(phase="train", seq=2048, batch=8, master_weights=False), 233),
+]
+
+
+@pytest.mark.parametrize("model,shape,measured_ms", INDEPENDENT_H200_MS)
+def test_torch_kernels_price_an_independent_runner_within_12_percent(model, shape, measured_ms):
+    """Datasheet x default efficiencies, uncalibrated: within +-12% of every measured step
+    (-10.2% to +10.4% at commit 6bbb1be); one kernel per op misses the training steps by 24%."""
+    spec = load_model("llama2-7b", parse_overrides(TINYLLAMA) if model == "tinyllama" else None)
+    predicted_ms = _torch(spec, **shape).time_s * 1e3
+    assert abs(measured_ms - predicted_ms) / predicted_ms < 0.12
