@@ -115,6 +115,8 @@ def test_cli_row_under_two_ranks_is_priced_with_tp2(ranks):
     assert cli[0]["exit"] == 0 and cli[1]["exit"] == 0 and cli[1]["output"] == ""
     row = json.loads(cli[0]["output"])["rows"][0]
     assert row["error"] is None and "tp2" in row["variant"] and row["extra_tp"] == 2
+    # bench model prices with the kernels plain PyTorch runs and the last position's logits
     want = predict_model(load_model("llama3-8b", SMALL), load_ceilings("H100-SXM"),
-                         RooflineOptions(phase="prefill", batch=1, seq=16, tp=2, check_fit=False)).time_s
+                         RooflineOptions(phase="prefill", batch=1, seq=16, tp=2, check_fit=False, impl="torch",
+                                         logits="last")).time_s
     assert row["predicted_ms"] == pytest.approx(want * 1e3, rel=1e-12)

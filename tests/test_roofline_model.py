@@ -34,8 +34,9 @@ def test_anchor_llama2_7b_decode_a100_cannot_beat_6_6_ms():
     assert r.bytes == pytest.approx(weights - embedding, rel=2e-3)
     assert r.bytes / 2.039e12 == pytest.approx(6.48e-3, rel=5e-3)
     assert r.bound == "memory"
-    # the prediction itself: bytes at 0.89 x 2.039 TB/s plus ~480 kernels x 2 us
-    assert 7.0e-3 < r.time_s < 9.0e-3
+    # the prediction itself: bytes at 0.78 x 2.039 TB/s (matmul_skinny: GEMMs stream at 0.88 of the
+    # 0.89 copy rate, measured on an H200) = 8.3 ms, plus ~480 kernels x 2 us = 1.0 ms
+    assert 8.5e-3 < r.time_s < 9.7e-3
 
 
 def test_anchor_llama2_7b_prefill_512_is_6_9_tflop():

@@ -17,18 +17,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..calc.calibration import Ceilings
-from ..calc.calibration_fit import Observation, Term, fit, predict
+from ..calc.calibration_fit import EFFICIENCIES, Observation, Term, fit, predict
 from ..calc.roofline_model import predict_model
 from ..errors import MlsysError, require
-from .cases.model import ModelCase, reduced_spec, roofline_options
+from .cases.model import IMPL, ModelCase, reduced_spec, roofline_options
 
 
-@dataclass(frozen=True)
+@dataclass
 class Case:
     row: object  # bench.rows.Row
     spec: object  # the (reduced) ModelSpec the row ran
     case: ModelCase
     held_out: bool
+    fitted: bool = True  # in the fit (not held out, and among the fit rows when those are named)
 
 
 def usable(row) -> bool:
@@ -56,29 +57,56 @@ def load_cases(rows, hold_out: set[str]) -> list[Case]:
     return out
 
 
-def observation(c: Case, ceilings: Ceilings) -> Observation:
-    roof = predict_model(c.spec, ceilings, roofline_options(c.case))
+def observation(c: Case, ceilings: Ceilings, impl: str = IMPL) -> Observation:
+    roof = predict_model(c.spec, ceilings, roofline_options(c.case, impl))
     e = ceilings.efficiency
-    terms = tuple(Term(r.count, r.pred.kind, r.pred.compute_s, r.pred.memory_s) for r in roof.rows)
-    return Observation(c.row.key, c.row.median_ms * 1e-3, terms, (e.matmul, e.attention, e.memory),
+    terms = tuple(Term(r.count, r.pred.kind, r.pred.compute_s, r.pred.memory_s, r.pred.kind == "matmul")
+                  for r in roof.rows)
+    return Observation(c.row.key, c.row.median_ms * 1e-3, terms, tuple(getattr(e, k) for k in EFFICIENCIES),
                        roof.comm_s - roof.comm_hidden_s)
 
 
-def calibrate(rows, ceilings: Ceilings, hold_out: set[str]) -> dict:
-    """The fitted parameters, the calibration record and every row's error before/after."""
-    cases = load_cases(rows, hold_out)
-    fitted = [c for c in cases if not c.held_out]
-    require(fitted, "calibrate: every usable row is held out (or none is usable: graph-mode prefill/decode, train)")
-    obs = {c.row.key: observation(c, ceilings) for c in cases}
+def linear_observations(c: Case, ceilings: Ceilings, impl: str = IMPL) -> list[Observation]:
+    """One observation per forward linear a row's profile timed (all layers): the roofline rows of
+    that name (and their split-K reductions, which run inside the linear's range)."""
+    measured = (c.row.extra.get("ops") or {}).get("linears") or {}
+    if not measured:
+        return []
+    roof = predict_model(c.spec, ceilings, roofline_options(c.case, impl))
     e = ceilings.efficiency
-    start = {"matmul": e.matmul, "attention": e.attention, "memory": e.memory, "launch_s": ceilings.launch_s}
-    params = fit([obs[c.row.key] for c in fitted], start)
+    terms: dict[str, list[Term]] = {}
+    for r in roof.rows:
+        name = r.pred.name.removesuffix(".splitk_reduce")
+        if r.pass_name == "forward" and (r.pred.kind == "matmul" or name != r.pred.name):
+            terms.setdefault(name, []).append(Term(r.count, r.pred.kind, r.pred.compute_s, r.pred.memory_s,
+                                                   r.pred.kind == "matmul"))
+    base = tuple(getattr(e, k) for k in EFFICIENCIES)
+    return [Observation(f"{c.row.key}|{name}", entry["measured_s"], tuple(terms[name]), base)
+            for name, entry in measured.items() if entry.get("measured_s") and name in terms]
+
+
+def calibrate(rows, ceilings: Ceilings, hold_out: set[str], fit_keys: set[str] | None = None,
+              impl: str = IMPL, per_op: bool = True) -> dict:
+    """The fitted parameters, the calibration record and every row's error before/after. With
+    `fit_keys`, only those rows (of models not held out) are fitted; the others are scored.
+    `impl`: the roofline's kernel lists (calc.roofline_torch) the rows are priced with. The fit
+    uses the fitted rows' step times and (per_op) their per-linear profiler times."""
+    cases = load_cases(rows, hold_out)
+    for c in cases:
+        c.fitted = not c.held_out and (fit_keys is None or c.row.key in fit_keys)
+    fitted = [c for c in cases if c.fitted]
+    require(fitted, "calibrate: every usable row is held out (or none is usable: graph-mode prefill/decode, train)")
+    obs = {c.row.key: observation(c, ceilings, impl) for c in cases}
+    e = ceilings.efficiency
+    start = {**{k: getattr(e, k) for k in EFFICIENCIES}, "launch_s": ceilings.launch_s}
+    ops = [o for c in fitted for o in linear_observations(c, ceilings, impl)] if per_op else []
+    params = fit([obs[c.row.key] for c in fitted], start, ops=ops)
     table = []
     for c in cases:
         o = obs[c.row.key]
         before, after = predict(o, start), predict(o, params)
         table.append({"key": c.row.key, "model": c.row.extra.get("model"), "phase": c.case.phase,
-                      "shape": c.row.shape, "held_out": c.held_out, "measured_s": o.measured_s,
+                      "shape": c.row.shape, "held_out": c.held_out, "fitted": c.fitted, "measured_s": o.measured_s,
                       "uncalibrated_s": before, "calibrated_s": after,
                       "uncalibrated_error": (o.measured_s - before) / before, "error": (o.measured_s - after) / after})
     return {"params": params, "record": record(ceilings, params, sorted({c.row.extra.get("model") for c in fitted})),
@@ -92,7 +120,7 @@ def record(ceilings: Ceilings, params: dict, models: list[str]) -> dict:
         "gpu": gpu.name, "sm_count": ceilings.sm_count, "source": "mlsys calibrate",
         "peak_flops": {k: v for k, v in ceilings.base_flops.items() if v},
         "bandwidth_Bps": {"read": ceilings.read_Bps, "write": ceilings.write_Bps},
-        "efficiency": {k: params[k] for k in ("matmul", "attention", "memory")},
+        "efficiency": {k: params[k] for k in EFFICIENCIES},
         "launch_overhead_s": params["launch_s"], "fitted_on": models,
         "base": ceilings.source,
     }
@@ -100,9 +128,10 @@ def record(ceilings: Ceilings, params: dict, models: list[str]) -> dict:
 
 def summary(table: list[dict]) -> dict:
     out = {}
-    for name, held in (("fitted", False), ("held_out", True)):
-        errors = [abs(r["error"]) for r in table if r["held_out"] == held]
-        before = [abs(r["uncalibrated_error"]) for r in table if r["held_out"] == held]
+    for name, members in (("fitted", [r for r in table if r.get("fitted", not r["held_out"])]),
+                          ("held_out", [r for r in table if r["held_out"]])):
+        errors = [abs(r["error"]) for r in members]
+        before = [abs(r["uncalibrated_error"]) for r in members]
         out[name] = {"rows": len(errors), "median_abs_error": statistics.median(errors) if errors else None,
                      "max_abs_error": max(errors) if errors else None,
                      "uncalibrated_median_abs_error": statistics.median(before) if before else None,
@@ -125,8 +154,9 @@ def op_errors(cases: list[Case], ceilings: Ceilings) -> list[dict]:
         kind: dict[str, float] = {}
         for r in roof.rows:
             kind[r.pred.kind] = kind.get(r.pred.kind, 0.0) + r.total_s
-            if r.pass_name == "forward" and r.pred.kind == "matmul":
-                linear[r.pred.name] = linear.get(r.pred.name, 0.0) + r.total_s
+            name = r.pred.name.removesuffix(".splitk_reduce")  # the reduction runs inside the linear's range
+            if r.pass_name == "forward" and (r.pred.kind == "matmul" or name != r.pred.name):
+                linear[name] = linear.get(name, 0.0) + r.total_s
         for section, predicted in (("linears", linear), ("kinds", kind)):
             for name, entry in (ops.get(section) or {}).items():
                 measured, want = entry.get("measured_s"), predicted.get(name)

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 
 KIND_PATTERNS = (  # first match wins
+    # cuBLAS's split-K reduction and cuDNN's flash-decoding combine: memory-bound, as the roofline prices them
+    ("memory", re.compile(r"splitKreduce|lean_reduction", re.I)),
     ("attention", re.compile(r"flash|fmha|attention|sdpa|attn|mha", re.I)),
     ("matmul", re.compile(r"gemm|gemv|nvjet|cutlass|xmma|matmul|_mm_|weight_only|w4_packed|splitk|sm90_", re.I)),
 )
@@ -66,6 +68,12 @@ def _range_us(event) -> float:
     return 0.0
 
 
+def _range_copy(name: str) -> bool:
+    """A profiler range's GPU-side copy ('Optimizer.step#AdamW.step'), not a kernel: kernel names
+    may hold '#' too ('...silu_kernel(...)::{lambda()#1}...'), but never without a '('."""
+    return "#" in name and "(" not in name
+
+
 def profile_step(fn, model, top: int = 12) -> StepProfile:
     """Run fn() once under torch.profiler (CUDA activity) with a range around every linear."""
     import torch
@@ -96,7 +104,7 @@ def profile_step(fn, model, top: int = 12) -> StepProfile:
                 name = event.name[len(RANGE):]
                 out.linear_s[name] = out.linear_s.get(name, 0.0) + _range_us(event) * 1e-6
             continue
-        if event.device_type != DeviceType.CUDA or getattr(event, "is_user_annotation", False) or "#" in event.name:
+        if event.device_type != DeviceType.CUDA or getattr(event, "is_user_annotation", False) or _range_copy(event.name):
             continue  # CPU ops, and GPU-side copies of profiler ranges (Optimizer.step#AdamW.step)
         seconds, kind = _device_us(event) * 1e-6, kernel_kind(event.name)
         out.kernel_s[kind] = out.kernel_s.get(kind, 0.0) + seconds
@@ -125,6 +133,10 @@ def join_roofline(prof: StepProfile, roofline) -> dict:
                                                        "bound": row.pred.bound})
             entry["predicted_s"] += row.total_s
             entry["count"] += row.count
+    for row in roofline.rows:  # a split-K reduction runs inside its linear's profiler range
+        name = row.pred.name.removesuffix(".splitk_reduce")
+        if row.pass_name == "forward" and name != row.pred.name and name in linears:
+            linears[name]["predicted_s"] += row.total_s
     for name, entry in linears.items():
         entry["measured_s"] = prof.linear_s[name]
     for table in (kinds, linears):

@@ -36,16 +36,25 @@ class Efficiency:
     matmul: float = 0.74  # H200 cuBLAS bf16 4096^3: 732 / 989.5 TFLOP/s datasheet (ARCHITECTURE.md, "Reference measurements")
     attention: float = 0.61  # H200 SDPA cuDNN bf16 fwd, d=128, S=4096: 603 / 989.5 (ARCHITECTURE.md, "Reference measurements")
     memory: float = 0.89  # H200 copy 4.26 / 4.8 TB/s datasheet (ARCHITECTURE.md, "Reference measurements")
+    # GEMMs stream their operands at this fraction of the base bandwidth (not of `memory`, which is
+    # that of the elementwise kernels): it sets the time of the memory-bound (skinny, decode) GEMMs;
+    # compute-bound (square) ones are unaffected. H200, torch 2.11 cuBLAS (nvjet), llama2-7b decode B1 profiler rows
+    # (reports/models/h200.jsonl): 4096x4096 10.7 us, 4096x11008 24.0 us, 11008x4096 25.1 us per
+    # kernel; with 0.5 us of graph gap added and the 2 us fixed cost taken out, 0.85, 0.94 and 0.89
+    # of bytes / (0.89 x 4.8 TB/s); weighted by calls per layer (4, 2, 1): 0.88 of the copy rate,
+    # 0.88 x 0.89 = 0.78 of the datasheet.
+    matmul_skinny: float = 0.78
 
     def validate(self) -> None:
-        for name in ("matmul", "attention", "memory"):
+        for name in EFFICIENCY_FIELDS:
             fraction(getattr(self, name), f"efficiency {name}")
 
 
 # With measured ceilings the matmul and memory ceilings are the measurement itself; attention keeps
 # the measured gap between SDPA cuDNN and cuBLAS on the same H200: 603 / 732 TFLOP/s (ARCHITECTURE.md, "Reference measurements").
-CALIBRATED_EFFICIENCY = Efficiency(matmul=1.0, attention=0.82, memory=1.0)
+CALIBRATED_EFFICIENCY = Efficiency(matmul=1.0, attention=0.82, memory=1.0, matmul_skinny=0.88)
 KINDS = ("matmul", "attention", "memory")
+EFFICIENCY_FIELDS = KINDS + ("matmul_skinny",)  # kinds plus the skinny-GEMM shape class
 
 
 @dataclass(frozen=True)
@@ -94,9 +103,11 @@ class Ceilings:
         """Achievable bandwidth of a copy (as many bytes read as written): harmonic mean."""
         return 2.0 / (1.0 / self.read_ceiling_Bps + 1.0 / self.write_ceiling_Bps)
 
-    def memory_s(self, read_bytes: float, write_bytes: float) -> float:
-        """Reads and writes share the HBM bus: their times add."""
-        return read_bytes / self.read_ceiling_Bps + write_bytes / self.write_ceiling_Bps
+    def memory_s(self, read_bytes: float, write_bytes: float, skinny: bool = False) -> float:
+        """Reads and writes share the HBM bus: their times add. A GEMM (skinny) streams at
+        efficiency.matmul_skinny of the base bandwidths, other kernels at efficiency.memory."""
+        eff = self.efficiency.matmul_skinny if skinny else self.efficiency.memory
+        return (read_bytes / self.read_Bps + write_bytes / self.write_Bps) / eff
 
     def ridge(self, dtype: str, kind: str = "matmul") -> float:
         """FLOP/byte where this kind's achievable compute roof meets the achievable bandwidth."""
@@ -110,8 +121,8 @@ class Ceilings:
         return self.gpu.memory_bandwidth_Bps
 
     def with_efficiency(self, **changes: float) -> "Ceilings":
-        unknown = set(changes) - set(KINDS)
-        require(not unknown, f"unknown efficiency {', '.join(sorted(unknown))} (use: {', '.join(KINDS)})")
+        unknown = set(changes) - set(EFFICIENCY_FIELDS)
+        require(not unknown, f"unknown efficiency {', '.join(sorted(unknown))} (use: {', '.join(EFFICIENCY_FIELDS)})")
         eff = replace(self.efficiency, **changes)
         eff.validate()
         return replace(self, efficiency=eff)
@@ -125,7 +136,7 @@ class Ceilings:
             "read_Bps": self.read_ceiling_Bps, "write_Bps": self.write_ceiling_Bps, "bandwidth_Bps": self.bandwidth_Bps,
             "datasheet_flops_per_s": self.datasheet_flops(dtype), "datasheet_Bps": self.datasheet_Bps,
             "ridge_flops_per_byte": self.ridge(dtype), "launch_overhead_s": self.launch_s,
-            "efficiency": {k: getattr(self.efficiency, k) for k in KINDS}, "notes": list(self.notes),
+            "efficiency": {k: getattr(self.efficiency, k) for k in EFFICIENCY_FIELDS}, "notes": list(self.notes),
         }
 
 
@@ -220,8 +231,8 @@ def file_efficiency(data: Mapping[str, Any], where: str = "calibration") -> Effi
     if fitted is None:
         return None
     require(isinstance(fitted, dict), f"{where}: efficiency must be an object")
-    unknown = set(fitted) - set(KINDS)
-    require(not unknown, f"{where}: unknown efficiency {', '.join(sorted(unknown))} (use: {', '.join(KINDS)})")
+    unknown = set(fitted) - set(EFFICIENCY_FIELDS)
+    require(not unknown, f"{where}: unknown efficiency {', '.join(sorted(unknown))} (use: {', '.join(EFFICIENCY_FIELDS)})")
     values: dict[str, float] = {}
     for k, v in fitted.items():
         number = _positive(v, f"efficiency.{k}")

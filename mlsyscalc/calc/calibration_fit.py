@@ -4,6 +4,8 @@ A model step's prediction (calc.roofline_model) is a sum over kernel rows
 
     step_s = sum_i count_i x (max(compute_i x e0_kind / e_kind, memory_i x e0_mem / e_mem) + launch_s)
 
+(a GEMM's memory time x e0_skinny / e_skinny instead: GEMMs stream at their own efficiency)
+
 where compute_i and memory_i were computed at efficiencies e0. Compute time is inversely
 proportional to the kind's efficiency (the tile/wave choice scales with it and does not change),
 memory time to the memory efficiency, so a new set of efficiencies re-prices every row
@@ -18,8 +20,10 @@ from dataclasses import dataclass
 
 from ..errors import require
 
-PARAMS = ("matmul", "attention", "memory", "launch_s")
-BOUNDS = {"matmul": (0.05, 1.5), "attention": (0.05, 1.5), "memory": (0.05, 1.5), "launch_s": (1e-7, 5e-5)}
+PARAMS = ("matmul", "matmul_skinny", "attention", "memory", "launch_s")
+EFFICIENCIES = ("matmul", "attention", "memory", "matmul_skinny")  # the order of Observation.base
+BOUNDS = {"matmul": (0.05, 1.5), "matmul_skinny": (0.05, 1.0), "attention": (0.05, 1.5), "memory": (0.05, 1.5),
+          "launch_s": (1e-7, 5e-5)}
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,7 @@ class Term:
     kind: str  # "matmul", "attention" or "memory" (whose compute runs on CUDA cores: matmul-scaled)
     compute_s: float
     memory_s: float
+    skinny: bool = False  # a GEMM: its memory time scales with matmul_skinny instead of memory
 
 
 @dataclass(frozen=True)
@@ -37,18 +42,19 @@ class Observation:
     label: str
     measured_s: float
     terms: tuple[Term, ...]
-    base: tuple[float, float, float]  # (matmul, attention, memory) efficiencies the terms were priced at
+    base: tuple[float, ...]  # EFFICIENCIES the terms were priced at (matmul, attention, memory, matmul_skinny)
     comm_s: float = 0.0  # collectives, not refitted
 
 
 def predict(obs: Observation, params: dict[str, float]) -> float:
-    e0 = dict(zip(("matmul", "attention", "memory"), obs.base))
+    e0 = dict(zip(EFFICIENCIES, obs.base))
     scale = {k: e0[k] / params[k] for k in ("matmul", "attention")}
     mem = e0["memory"] / params["memory"]
+    skinny = e0.get("matmul_skinny", 1.0) / params.get("matmul_skinny", e0.get("matmul_skinny", 1.0))
     total = obs.comm_s
     for t in obs.terms:
         compute = t.compute_s * scale["attention" if t.kind == "attention" else "matmul"]
-        total += t.count * (max(compute, t.memory_s * mem) + params["launch_s"])
+        total += t.count * (max(compute, t.memory_s * (skinny if t.skinny else mem)) + params["launch_s"])
     return total
 
 
@@ -56,7 +62,7 @@ def loss(observations, params: dict[str, float]) -> float:
     return sum(math.log(predict(o, params) / o.measured_s) ** 2 for o in observations) / len(observations)
 
 
-def _nelder_mead(f, x0: list[float], step: float = 0.3, iters: int = 600, restarts: int = 3) -> list[float]:
+def _nelder_mead(f, x0: list[float], step: float = 0.3, iters: int = 600, restarts: int = 6) -> list[float]:
     """Minimiser of f near x0 (Nelder & Mead 1965, standard coefficients), restarted from the best
     point with a fresh simplex so a collapsed simplex cannot stall it."""
     best = list(x0)
@@ -89,14 +95,15 @@ def _nelder_mead(f, x0: list[float], step: float = 0.3, iters: int = 600, restar
     return best
 
 
-def fit(observations, start: dict[str, float], fixed: tuple[str, ...] = ()) -> dict[str, float]:
-    """Parameters (PARAMS) minimising `loss`, from `start`; `fixed` ones keep their start value.
-    A parameter no observation depends on (no attention rows, say) keeps its start value too.
-    Searched in log space, clamped to BOUNDS."""
-    obs = list(observations)
+def fit(observations, start: dict[str, float], fixed: tuple[str, ...] = (), ops=()) -> dict[str, float]:
+    """Parameters (PARAMS) minimising `loss` of the step observations plus, when given, `loss` of
+    the per-op ones (profiler times of single ops: each group weighs the same); `fixed` ones keep
+    their start value. A parameter no observation depends on (no attention rows, say) keeps its
+    start value too. Searched in log space, clamped to BOUNDS."""
+    obs, per_op = list(observations), [o for o in ops if o.measured_s > 0]
     require(bool(obs), "calibrate: no measured rows to fit")
     require(all(o.measured_s > 0 for o in obs), "calibrate: measured times must be positive")
-    free = [p for p in PARAMS if p not in fixed and _matters(obs, p)]
+    free = [p for p in PARAMS if p not in fixed and _matters(obs + per_op, p)]
 
     def unpack(x: list[float]) -> dict[str, float]:
         params = dict(start)
@@ -105,11 +112,17 @@ def fit(observations, start: dict[str, float], fixed: tuple[str, ...] = ()) -> d
             params[name] = min(max(math.exp(v), lo), hi)
         return params
 
-    best = _nelder_mead(lambda x: loss(obs, unpack(x)), [math.log(start[p]) for p in free])
+    def total(x: list[float]) -> float:
+        params = unpack(x)
+        return loss(obs, params) + (loss(per_op, params) if per_op else 0.0)
+
+    best = _nelder_mead(total, [math.log(start[p]) for p in free])
     return unpack(best)
 
 
 def _matters(obs, name: str) -> bool:
     if name in ("launch_s", "memory"):
         return True
+    if name == "matmul_skinny":
+        return any(t.skinny and t.count for o in obs for t in o.terms)
     return any(t.kind == name and t.count for o in obs for t in o.terms)

@@ -31,6 +31,7 @@ from .roofline_notes import model_notes
 from .roofline_ops import (OpPrediction, OpRow, predict_attention, predict_grouped_matmul, predict_matmul,
                            predict_memory_op, window_fraction)
 from .roofline_options import PHASES, RooflineOptions  # noqa: F401  (re-exported)
+from . import roofline_torch
 from .roofline_train import backward_rows, optimizer_row, recompute_rows
 from .tensor_parallel import tp_kind
 
@@ -119,7 +120,13 @@ class ModelRoofline:
             "model_flops": self.model_flops, "tokens": o.tokens, "tokens_per_s": self.tokens_per_s,
             "mfu": self.mfu, "mbu": self.mbu, "weight_bytes": self.weight_bytes,
             "kv_cache_bytes": self.kv_cache_bytes, "fits": self.fits if o.phase != "train" else None,
+            "kernels": self.kernels, "impl": o.impl, "logits": o.logits,
         }
+
+    @property
+    def kernels(self) -> int:
+        """Kernel launches of the step (every row's count; collectives not included)."""
+        return sum(r.count for r in self.rows)
 
     @property
     def fits(self) -> bool:
@@ -189,11 +196,12 @@ def _shard(p: _Pass, lin: Linear) -> tuple[int, int]:
     return lin.in_features, divide(lin.out_features, tp, f"--tp {tp}: {lin.name} output")
 
 
-def _linear_op(p: _Pass, lin: Linear) -> OpPrediction:
+def _linear_op(p: _Pass, lin: Linear, tokens: int | None = None) -> OpPrediction:
     k, n = _shard(p, lin)
     w_dtype = dtype_name(p.opts.dtype)
     if lin.copies == 1:
-        return predict_matmul(p.tokens, n, k, p.act, p.ceil, weight_dtype=w_dtype, out_dtype=p.store, name=lin.name)
+        return predict_matmul(tokens or p.tokens, n, k, p.act, p.ceil, weight_dtype=w_dtype, out_dtype=p.store,
+                              name=lin.name)
     routed = p.tokens * lin.active
     groups = expected_distinct_experts(lin.copies, lin.active, p.tokens)
     return predict_grouped_matmul(routed, groups, n, k, p.act, p.ceil, weight_dtype=w_dtype, out_dtype=p.store,
@@ -230,7 +238,10 @@ def _mlp_widths(p: _Pass, layer: int) -> float:
 
 
 def _memory_ops(p: _Pass, layer: int) -> list[tuple[OpPrediction, str]]:
-    """Norms, rotary, KV-cache append, activation, residual adds, MoE routing: HBM-bound kernels."""
+    """Norms, rotary, KV-cache append, activation, residual adds, MoE routing: HBM-bound kernels
+    (one per op; impl "torch": the kernels plain PyTorch runs, calc.roofline_torch)."""
+    if p.opts.impl == "torch":
+        return roofline_torch.layer_memory_ops(p, layer, _mlp_widths(p, layer), _moe_ops(p, layer))
     spec, o, t, act, ceil = p.spec, p.opts, p.tokens, p.store, p.ceil
     h = spec.hidden_size
     ops = [(norm_op(t, h, act, ceil), "norm")] * (spec.norms_per_layer if norm_width(spec) else 0)
@@ -246,15 +257,20 @@ def _memory_ops(p: _Pass, layer: int) -> list[tuple[OpPrediction, str]]:
                                name="mlp_act" + ("*up" if gated else "")), "mlp"))
     adds = 1 if spec.parallel_attention else 2
     ops += [(elementwise_op(t * h, 2, 1, 1, act, ceil, name="residual_add"), "norm")] * adds
-    if spec.layer_is_moe(layer):
-        moe = spec.moe
-        assert moe is not None
-        e, k = moe.num_experts, moe.experts_per_token
-        # router softmax + top-k: read the logits, write k (int32 index, fp32 weight) per token
-        ops.append((predict_memory_op("router_topk", t * e * p.a, t * k * 8, 5 * t * e, act, ceil), "mlp"))
-        # dispatch (gather tokens into expert order) and combine (weighted scatter back)
-        ops.append((elementwise_op(2 * t * k * h, 1, 1, 1, act, ceil, name="moe_permute"), "mlp"))
-    return ops
+    return ops + _moe_ops(p, layer)
+
+
+def _moe_ops(p: _Pass, layer: int) -> list[tuple[OpPrediction, str]]:
+    """Router softmax + top-k, and the token dispatch/combine of an MoE layer."""
+    spec, t, act, ceil = p.spec, p.tokens, p.store, p.ceil
+    moe = spec.moe
+    if moe is None or not spec.layer_is_moe(layer):
+        return []
+    e, k, h = moe.num_experts, moe.experts_per_token, spec.hidden_size
+    # router softmax + top-k: read the logits, write k (int32 index, fp32 weight) per token
+    return [(predict_memory_op("router_topk", t * e * p.a, t * k * 8, 5 * t * e, act, ceil), "mlp"),
+            # dispatch (gather tokens into expert order) and combine (weighted scatter back)
+            (elementwise_op(2 * t * k * h, 1, 1, 1, act, ceil, name="moe_permute"), "mlp")]
 
 
 def _layer_kinds(spec: ModelSpec) -> list[tuple[int, int, int]]:
@@ -276,22 +292,28 @@ def forward_rows(p: _Pass) -> list[OpRow]:
     for layer, count, windowed in _layer_kinds(spec):
         where = "moe layers" if spec.layer_is_moe(layer) else "layers"
         ops = [(_linear_op(p, lin), lin.group) for lin in layer_linears(spec, layer)] + _memory_ops(p, layer)
-        rows += [OpRow(op, group, where, count) for op, group in ops]
+        kind_rows = [OpRow(op, group, where, count) for op, group in ops]
         if count - windowed:
-            rows.append(OpRow(_attention_op(p, False), "attention", where, count - windowed))
+            kind_rows.append(OpRow(_attention_op(p, False), "attention", where, count - windowed))
         if windowed:
-            rows.append(OpRow(_attention_op(p, True), "attention", where, windowed))
+            kind_rows.append(OpRow(_attention_op(p, True), "attention", where, windowed))
+        rows += kind_rows + (roofline_torch.split_rows(p, kind_rows) if p.opts.impl == "torch" else [])
     return _merge(rows) + head_rows(p)
 
 
 def head_rows(p: _Pass) -> list[OpRow]:
-    spec, t, act = p.spec, p.tokens, p.store
+    """Embedding and learned positions, the final norm, the lm_head over `logit_tokens` positions
+    (impl "torch": the logits' fp32 cast, or the loss in training, and split-K reductions)."""
+    spec, t, act, torch_impl = p.spec, p.tokens, p.store, p.opts.impl == "torch"
     extra = spec.hidden_size if spec.learned_positions else 0
-    ops = [embedding_op(t, spec.embed_dim, act, p.ceil, extra_width=extra)]
+    ops = roofline_torch.head_ops(p) if torch_impl else [embedding_op(t, spec.embed_dim, act, p.ceil, extra_width=extra)]
     if spec.final_norm and norm_width(spec):
         ops.append(norm_op(t, spec.hidden_size, act, p.ceil, name="final_norm"))
-    ops += [_linear_op(p, lin) for lin in head_linears(spec)]
-    return [OpRow(op, "head", "head", 1) for op in ops]
+    ops += [_linear_op(p, lin, p.opts.logit_tokens if lin.name == "lm_head" else None) for lin in head_linears(spec)]
+    if torch_impl:
+        ops += roofline_torch.loss_ops(p, False) if p.opts.phase == "train" else [roofline_torch.logits_cast(p)]
+    rows = [OpRow(op, "head", "head", 1) for op in ops]
+    return rows + (roofline_torch.split_rows(p, rows) if torch_impl else [])
 
 
 def _merge(rows: list[OpRow]) -> list[OpRow]:
@@ -334,12 +356,20 @@ def predict_model(spec: ModelSpec, ceilings: Ceilings, options: RooflineOptions 
     comm = tp_comm_rows(spec, ceilings.gpu, opts, p.a)
     if opts.phase == "train":
         backward = recompute_rows(rows, opts.recompute) + backward_rows(p, rows)
+        if opts.impl == "torch":
+            backward += roofline_torch.backward_memory_rows(p, _layer_kinds(spec), lambda i: _mlp_widths(p, i))
         forward_s, backward_s = sum(r.total_s for r in rows), sum(r.total_s for r in backward)
         rows += backward + [optimizer_row(p, _params(spec))]
         comm += dp_comm_rows(spec, ceilings.gpu, opts, forward_s, backward_s)
-    forward = count_flops(spec, opts.flop_options).forward - _window_saving_flops(spec, opts)
+    forward = count_flops(spec, opts.flop_options).forward - _window_saving_flops(spec, opts) - _logit_saving_flops(spec, opts)
     return ModelRoofline(spec.name, ceilings.gpu.name, opts, ceilings, tuple(rows), tuple(comm),
                          forward * (3 if opts.phase == "train" else 1), weights, kv, model_notes(spec, opts))
+
+
+def _logit_saving_flops(spec: ModelSpec, opts: RooflineOptions) -> float:
+    """lm_head FLOPs calc.flops counts at every position that logits "last" does not compute."""
+    skipped = opts.tokens - opts.logit_tokens
+    return sum(lin.forward_flops(skipped) for lin in head_linears(spec) if lin.name == "lm_head") if skipped else 0.0
 
 
 def _window_saving_flops(spec: ModelSpec, opts: RooflineOptions) -> float:

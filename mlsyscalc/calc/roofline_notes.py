@@ -20,6 +20,12 @@ def model_notes(spec: ModelSpec, opts: RooflineOptions) -> tuple[str, ...]:
                      "d_qk = kv_lora_rank + rope, d_v = kv_lora_rank); prefill over expanded per-head K/V")
     if spec.is_moe:
         notes.append("MoE: weights of the expected distinct experts E(1-(1-k/E)^T) are read; T = tokens of the step")
+    if opts.impl == "torch":
+        notes.append("kernels as plain PyTorch runs them (--impl torch: rotary as 3 kernels per tensor, split-K "
+                     "reductions, separate activation and gate product, ...; docs/roofline.md, Kernels per op)")
+    if opts.logits == "last" and opts.phase == "prefill":
+        notes.append("lm_head on the last position of each sequence only (--logits last); MFU's model FLOPs "
+                     "exclude the skipped positions")
     if opts.phase == "train":
         notes += _train_notes(opts)
     return tuple(notes)
@@ -31,6 +37,8 @@ def _train_notes(opts: RooflineOptions) -> list[str]:
                            "'recompute'); MFU excludes it",
               "full": "full recomputation: every layer's forward kernels (and TP all-reduces) run again before "
                       "backward (rows 'recompute'); MFU excludes it"}[opts.recompute]]
+    if not opts.master_weights:
+        notes.append("AdamW on the model-dtype weights with states in that dtype (--no-master-weights)")
     if opts.dp > 1:
         overlap = ("overlapped (gradients with backward, parameter all-gathers with forward, ZeRO-3 both with "
                    "forward + backward); only the excess is added to the step" if opts.dp_overlap

@@ -76,6 +76,7 @@ class OpPrediction:
     tiling: Tiling | None = None
     shape: str = ""
     dims: tuple[float, ...] = ()  # matmul: (tokens, groups, N, K); groups may be fractional (MoE)
+    shape_class: str = ""  # matmul: "skinny" (memory-bound at matmul_skinny of the bandwidth) or "square"
 
     @property
     def bytes(self) -> float:
@@ -106,7 +107,7 @@ class OpPrediction:
         return self.flops / self.predicted_s
 
     def as_dict(self) -> dict[str, Any]:
-        data = {k: v for k, v in asdict(self).items() if k not in ("tiling", "dims")}
+        data = {k: v for k, v in asdict(self).items() if k not in ("tiling", "dims") and (k != "shape_class" or v)}
         data.update(
             bytes=self.bytes, intensity_flops_per_byte=self.intensity_flops_per_byte,
             predicted_s=self.predicted_s, bound=self.bound, achievable_fraction=self.achievable_fraction,
@@ -134,13 +135,13 @@ def resolve_ceilings(gpu: str | GPUSpec | Ceilings, calibration: str | Path | di
 
 
 def _finish(name: str, kind: str, dtype: str, flops: float, read: float, write: float, compute_s: float,
-            ceil: Ceilings, tiling: Tiling | None, shape: str, peak_dtype: str) -> OpPrediction:
+            ceil: Ceilings, tiling: Tiling | None, shape: str, peak_dtype: str, skinny: bool = False) -> OpPrediction:
     naive_peak = ceil.datasheet_flops(peak_dtype)
     roofline_s = max(flops / naive_peak, (read + write) / ceil.datasheet_Bps)
     ridge = ceil.ridge(peak_dtype, "attention" if kind == "attention" else "matmul")
     return OpPrediction(
         name=name, kind=kind, dtype=dtype, flops=float(flops), read_bytes=float(read), write_bytes=float(write),
-        compute_s=compute_s, memory_s=ceil.memory_s(read, write), overhead_s=ceil.launch_s,
+        compute_s=compute_s, memory_s=ceil.memory_s(read, write, skinny), overhead_s=ceil.launch_s,
         roofline_s=roofline_s, ridge_flops_per_byte=ridge, tiling=tiling, shape=shape,
     )
 
@@ -190,7 +191,9 @@ def predict_grouped_matmul(tokens: int, groups: float, n: int, k: int, dtype: st
     groups may be fractional (an expected number of distinct experts): bytes use it as is, the
     tile count rounds it up.
 
-    bytes = tokens*K*act + groups*N*K*weight (+ 4-bit group scales) + tokens*N*out.
+    bytes = tokens*K*act + groups*N*K*weight (+ 4-bit group scales) + tokens*N*out. A GEMM
+    streams its bytes at efficiency.matmul_skinny of the memory ceiling, which decides the time of
+    the memory-bound (skinny: decode, few tokens per expert) ones; shape_class says which roof binds.
     """
     require(min(tokens, n, k) >= 1 and groups > 0, f"{name}: sizes must be positive")
     ceil = resolve_ceilings(gpu, calibration)
@@ -207,8 +210,9 @@ def predict_grouped_matmul(tokens: int, groups: float, n: int, k: int, dtype: st
     per_sm = ceil.flops_per_s(act, "matmul") / ceil.sm_count
     compute_s, tiling = _matmul_tiling(math.ceil(groups), m, n, k, act, per_sm, ceil.sm_count)
     shape = f"{groups:.3g}x({m}x{n}x{k})" if groups != 1 else f"{m}x{n}x{k}"
-    pred = _finish(name, "matmul", act, flops, read, write, compute_s, ceil, tiling, shape, act)
-    return replace(pred, dims=(tokens, groups, n, k))
+    pred = _finish(name, "matmul", act, flops, read, write, compute_s, ceil, tiling, shape, act, True)
+    skinny = pred.memory_s > pred.compute_s
+    return replace(pred, dims=(tokens, groups, n, k), shape_class="skinny" if skinny else "square")
 
 
 def predict_matmul(m: int, n: int, k: int, dtype: str = "bf16", gpu: str | GPUSpec | Ceilings = "H100-SXM",

@@ -17,6 +17,8 @@ from .tensor_parallel import check_tp
 PHASES = ("prefill", "decode", "train")
 WINDOW_MODES = ("skip", "full")  # sliding-window attention: skip KV tiles outside the window, or not
 RECOMPUTE = ("none", "selective", "full")  # Korthikanti et al. 2022: selective = attention core only
+IMPLS = ("fused", "torch")  # one kernel per op, or the kernels plain PyTorch runs (calc.roofline_torch)
+LOGITS = ("all", "last")  # prefill lm_head over every position (calc.flops' convention) or the last one
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,9 @@ class RooflineOptions:
     dp: int = 1  # train: data-parallel replicas (gradient communication via calc.comm_step)
     zero: int = 0  # train with dp: ZeRO stage 0-3 (comm rules of calc.comm_step; 1+ shards AdamW)
     dp_overlap: bool = False  # train with dp: gradient traffic overlaps the backward kernels
+    impl: str = "fused"  # "fused": one kernel per op; "torch": plain PyTorch's kernels (docs/roofline.md)
+    logits: str = "all"  # prefill: lm_head over "all" positions, or the "last" one as serving engines do
+    master_weights: bool = True  # train: AdamW over fp32 master weights and moments (False: model dtype)
 
     @property
     def flop_options(self) -> FlopOptions:
@@ -57,6 +62,11 @@ class RooflineOptions:
     @property
     def kv_dtype_name(self) -> str:
         return dtype_name(self.kv_dtype) if self.kv_dtype else self.activation_dtype
+
+    @property
+    def logit_tokens(self) -> int:
+        """Positions the lm_head runs on: every new token, or one per sequence with logits "last"."""
+        return self.batch if self.logits == "last" else self.tokens
 
     @property
     def new_tokens(self) -> int:
@@ -84,6 +94,10 @@ class RooflineOptions:
         check_positions(spec, self.kv_len, self.phase)
 
     def _validate_train(self) -> None:
+        require(self.impl in IMPLS, f"impl must be one of {', '.join(IMPLS)}, got {self.impl!r}")
+        require(self.logits in LOGITS, f"logits must be one of {', '.join(LOGITS)}, got {self.logits!r}")
+        require(self.logits == "all" or self.phase != "train", "--logits last is an inference convention; "
+                "a training step computes the loss at every position")
         require(self.window in WINDOW_MODES, f"window must be one of {', '.join(WINDOW_MODES)}, got {self.window!r}")
         require(self.recompute in RECOMPUTE, f"recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r}")
         require(self.dp >= 1, f"dp must be a positive integer, got {self.dp}")

@@ -39,12 +39,17 @@ def _matmul_backward(p: Any, row: OpRow) -> list[OpRow]:
 
 
 def backward_rows(p: Any, forward: list[OpRow]) -> list[OpRow]:
-    """One or two backward rows per forward row (same layer counts)."""
+    """One or two backward rows per forward row (same layer counts). impl "torch": matmul and
+    attention rows only, plus the split-K reductions of the backward GEMMs (its memory-bound
+    backward kernels come from calc.roofline_torch.backward_memory_rows)."""
+    torch_impl = p.opts.impl == "torch"
     rows: list[OpRow] = []
     for row in forward:
         pred = row.pred
         if pred.kind == "matmul":
             rows += _matmul_backward(p, row)
+            continue
+        if pred.kind == "memory" and torch_impl:
             continue
         if pred.kind == "attention":
             op = p.attention(pred.name.startswith("attention (window)"), backward=True)
@@ -52,6 +57,10 @@ def backward_rows(p: Any, forward: list[OpRow]) -> list[OpRow]:
             op = predict_memory_op(pred.name + ".bwd", pred.read_bytes + pred.write_bytes, pred.read_bytes,
                                    pred.flops, p.store, p.ceil, shape=pred.shape)
         rows.append(OpRow(op, row.group, row.layers, row.count, "backward"))
+    if torch_impl:
+        from .roofline_torch import split_rows
+
+        rows += split_rows(p, [r for r in rows if r.pred.kind == "matmul"])
     return rows
 
 
@@ -65,14 +74,29 @@ def recompute_rows(forward: list[OpRow], mode: str) -> list[OpRow]:
 
 
 def optimizer_row(p: Any, total_params: int) -> OpRow:
-    """AdamW over this GPU's parameters: total / tp, and / dp with ZeRO >= 1 (sharded optimizer states)."""
-    shards = p.opts.tp * (p.opts.dp if p.opts.zero >= 1 else 1)
+    """AdamW over this GPU's parameters: total / tp, and / dp with ZeRO >= 1 (sharded optimizer
+    states); impl "torch": torch's fused AdamW, one row per multi-tensor launch."""
+    from .roofline_torch import adamw_launches, step_param_tensors
+
+    o = p.opts
+    shards = o.tp * (o.dp if o.zero >= 1 else 1)
     params = math.ceil(total_params / shards)
-    return OpRow(adamw_op(params, p.opts.dtype, p.ceil), "optimizer", "step", 1, "optimizer")
+    launches = adamw_launches(params, math.ceil(step_param_tensors(p.spec) / shards)) if o.impl == "torch" else 1
+    op = adamw_op(math.ceil(params / launches), o.dtype, p.ceil, o.master_weights)
+    return OpRow(op, "optimizer", "step", launches, "optimizer")
 
 
-def adamw_op(params: int, dtype: str, ceil: Any) -> Any:
-    """The AdamW step over `params` parameters held by one GPU (weights kept in `dtype`)."""
-    write = params * (ADAMW_WRITE_BYTES + bytes_per_element(dtype))
-    return predict_memory_op("adamw", params * ADAMW_READ_BYTES, write, params * ADAMW_FLOPS, "fp32", ceil,
+def state_bytes(dtype: str, master_weights: bool = True) -> tuple[float, float]:
+    """AdamW (read, write) bytes per parameter: fp32 master weight, gradient and moments (plus the
+    weight written in the model dtype), or all of them in the model dtype (torch's AdamW on bf16
+    parameters: read weight, gradient, m, v; write weight, m, v)."""
+    a = bytes_per_element(dtype)
+    return (ADAMW_READ_BYTES, ADAMW_WRITE_BYTES + a) if master_weights else (4.0 * a, 3.0 * a)
+
+
+def adamw_op(params: int, dtype: str, ceil: Any, master_weights: bool = True) -> Any:
+    """The AdamW step over `params` parameters held by one GPU (weights kept in `dtype`; without
+    master weights the gradient and both moments are in `dtype` too)."""
+    read, write = state_bytes(dtype, master_weights)
+    return predict_memory_op("adamw", params * read, params * write, params * ADAMW_FLOPS, "fp32", ceil,
                              shape=f"{params} params")

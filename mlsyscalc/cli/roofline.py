@@ -10,10 +10,10 @@ import functools
 
 import click
 
-from ..calc.calibration import KINDS, LAUNCH_OVERHEAD_S
+from ..calc.calibration import EFFICIENCY_FIELDS, LAUNCH_OVERHEAD_S
 from ..calc.roofline_memory import elementwise_op, embedding_op, norm_op, rotary_op, softmax_op
 from ..calc.roofline_model import predict_model
-from ..calc.roofline_options import PHASES, RECOMPUTE, WINDOW_MODES, RooflineOptions
+from ..calc.roofline_options import IMPLS, LOGITS, PHASES, RECOMPUTE, WINDOW_MODES, RooflineOptions
 from ..calc.roofline_ops import predict_attention, predict_matmul
 from ..calc.roofline_sweep import sweep_batch
 from ..errors import MlsysError
@@ -41,7 +41,7 @@ def ceiling_options(func):
     @click.option("--calibration", type=click.Path(dir_okay=False), default=None,
                   help="Measured ceilings from `mlsys bench ceilings` instead of datasheet x efficiency.")
     @click.option("--efficiency", "efficiency", multiple=True, metavar="KIND=FRACTION",
-                  help=f"Override an efficiency ceiling ({', '.join(KINDS)}), e.g. --efficiency matmul=0.8.")
+                  help=f"Override an efficiency ceiling ({', '.join(EFFICIENCY_FIELDS)}), e.g. --efficiency matmul=0.8.")
     @click.option("--launch-us", type=click.FloatRange(min=0), default=None,
                   help=f"Fixed cost per kernel in microseconds (default {LAUNCH_OVERHEAD_S * 1e6:g}, or the "
                   "calibration's).")
@@ -193,11 +193,17 @@ def _sweep_values(text: str) -> list[int]:
 @click.option("--zero", type=click.IntRange(0, 3), default=RooflineOptions.zero, show_default=True,
               help="train with --dp: ZeRO stage (communication rules of `mlsys comm step`).")
 @click.option("--dp-overlap", is_flag=True, help="train with --dp: overlap DP traffic with the backward kernels.")
+@click.option("--impl", type=click.Choice(IMPLS), default=RooflineOptions.impl, show_default=True,
+              help="Kernels per op: fused (one each) or torch (the kernels plain PyTorch runs; docs/roofline.md).")
+@click.option("--logits", type=click.Choice(LOGITS), default=RooflineOptions.logits, show_default=True,
+              help="prefill: lm_head over all positions, or only the last one (as serving engines do).")
+@click.option("--master-weights/--no-master-weights", default=RooflineOptions.master_weights, show_default=True,
+              help="train: AdamW over fp32 master weights and moments, or states in --dtype.")
 @ceiling_options
 @render.output_options
 @click.pass_context
 def model(ctx, model, overrides, phase, batch, seq, context, tp, dtype, kv_dtype, cluster, no_fit_check, sweep,
-          window, recompute, dp, zero, dp_overlap, ceilings, plot, fmt, as_json):
+          window, recompute, dp, zero, dp_overlap, impl, logits, master_weights, ceilings, plot, fmt, as_json):
     """Per-kernel roofline of one layer (and the head) of MODEL, and the step's totals.
 
     prefill: time to first token; decode: time per output token (needs --context); train:
@@ -209,7 +215,8 @@ def model(ctx, model, overrides, phase, batch, seq, context, tp, dtype, kv_dtype
     spec = resolve_model(model, overrides)
     opts = RooflineOptions(phase=phase, batch=batch, seq=seq, context=context, tp=tp, dtype=dtype,
                            kv_dtype=kv_dtype, cluster=cluster, check_fit=not no_fit_check, window=window,
-                           recompute=recompute, dp=dp, zero=zero, dp_overlap=dp_overlap)
+                           recompute=recompute, dp=dp, zero=zero, dp_overlap=dp_overlap, impl=impl, logits=logits,
+                           master_weights=master_weights)
     if sweep:
         result = sweep_batch(spec, ceilings, opts, _sweep_values(sweep))
         output = sweep_output(result)

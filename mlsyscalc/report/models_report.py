@@ -1,10 +1,15 @@
 """reports/models/README.md: whole-model rows of `mlsys bench model` against the roofline, before
 and after `mlsys calibrate`, with the goals table, per-op errors, memory and plots.
 
-    python -m mlsyscalc.report.models_report ROWS.jsonl OUT_DIR --hold-out a,b,c [--gpu H200]
+    python -m mlsyscalc.report.models_report ROWS.jsonl [ROWS.jsonl ...] OUT_DIR --hold-out a,b,c
+        [--gpu H200] [--fit-only FIT.jsonl]
 
 writes OUT_DIR/README.md, OUT_DIR/calibration.json and OUT_DIR/errors.png; OUT_DIR/notes.md (the
-written analysis) is included as it is.
+written analysis) is included as it is. Every prediction is recomputed from the rows' specs and
+shapes with the current roofline (the rows' stored predictions are those of the commit that
+measured them), so this is also the script that re-scores committed rows after a model change;
+the goals table is given for `--impl torch` (what `mlsys bench model` compares with) and for
+`--impl fused`. With --fit-only, the calibration fits those rows only and scores the others.
 """
 
 from __future__ import annotations
@@ -34,37 +39,62 @@ def _share(values, limit):
     return f"{sum(abs(v) <= limit for v in values)}/{len(values)}"
 
 
-def goals(fit: dict, ops: list[dict], rows) -> list[str]:
+def uncalibrated_lines(fit: dict, label: str = "") -> list[list]:
+    """Per phase: the rows within +-15% before calibration, and the median |error|."""
     by_phase: dict[str, list[dict]] = {}
     for r in fit["rows"]:
         by_phase.setdefault(r["phase"], []).append(r)
-    lines = []
-    for phase, members in sorted(by_phase.items()):
-        lines.append([f"uncalibrated {phase} within +-15%", _share([m["uncalibrated_error"] for m in members], 0.15),
-                      _pct(statistics.median(abs(m["uncalibrated_error"]) for m in members))])
+    return [[f"uncalibrated {phase} within +-15%{label}", _share([m["uncalibrated_error"] for m in members], 0.15),
+             _pct(statistics.median(abs(m["uncalibrated_error"]) for m in members))]
+            for phase, members in sorted(by_phase.items())]
+
+
+def calibrated_lines(fit: dict, ops: list[dict], label: str = "") -> list[list]:
+    """Held-out step times within +-5% and the held-out per-linear median after calibration."""
     held = [r["error"] for r in fit["rows"] if r["held_out"]]
-    lines.append(["calibrated, held-out models, within +-5%", _share(held, 0.05),
-                  _pct(statistics.median(abs(e) for e in held)) if held else None])
     lin = [o["error"] for o in ops if o["section"] == "linears" and o["held_out"]]
-    lines.append(["per-op (forward linears, held-out) median within 10% after calibration",
-                  "met" if lin and statistics.median(abs(e) for e in lin) <= 0.10 else "not met",
-                  _pct(statistics.median(abs(e) for e in lin)) if lin else None])
+    return [[f"calibrated{label}, held-out models, within +-5%", _share(held, 0.05),
+             _pct(statistics.median(abs(e) for e in held)) if held else None],
+            [f"per-op (forward linears, held-out) median within 10% after calibration{label}",
+             "met" if lin and statistics.median(abs(e) for e in lin) <= 0.10 else "not met",
+             _pct(statistics.median(abs(e) for e in lin)) if lin else None]]
+
+
+def goals(fit: dict, ops: list[dict], rows, fused: dict | None = None,
+          steps_only: tuple[dict, list[dict]] | None = None) -> list[str]:
+    lines = uncalibrated_lines(fit, " (--impl torch)" if fused else "")
+    if fused:
+        lines += uncalibrated_lines(fused, " (--impl fused)")
+    if steps_only:
+        lines += calibrated_lines(fit, ops, " (steps + per-op fit)") + calibrated_lines(*steps_only, " (steps-only fit)")
+        return _memory_line(lines, rows)
+    return _memory_line(lines + calibrated_lines(fit, ops), rows)
+
+
+def _memory_line(lines: list[list], rows) -> list[str]:
     mem = [r.extra.get("memory_error") for r in rows if r.extra.get("memory_error") is not None]
     lines.append(["peak memory within 3% of max_memory_allocated", _share(mem, 0.03),
                   _pct(statistics.median(abs(m) for m in mem)) if mem else None])
     return markdown_table(["goal", "rows meeting it", "median |error|"], lines, "lrr")
 
 
+def _role(c: dict) -> str:
+    return "held out " if c["held_out"] else "fitted " if c.get("fitted", True) else "scored "
+
+
 def rows_table(rows, fit: dict) -> list[str]:
+    """Every row; rows the fit covers carry the recomputed prediction, the others the stored one."""
     calibrated = {r["key"]: r for r in fit["rows"]}
     out = []
     for r in sorted(rows, key=lambda r: (r.extra.get("model", ""), r.kernel, r.extra.get("kernels", ""), r.dtype,
                                          r.extra.get("batch", 0), r.extra.get("seq", 0), r.baseline)):
         x, c = r.extra, calibrated.get(r.key)
         peak = x.get("peak_bytes")
+        predicted = c["uncalibrated_s"] if c else (r.predicted_ms or 0) * 1e-3
+        error = c["uncalibrated_error"] if c else r.prediction_error
         out.append([x.get("model"), x.get("phase"), r.shape, r.baseline, x.get("kernels"), r.dtype,
-                    _ms((r.median_ms or 0) * 1e-3) if r.median_ms else None, _ms((r.predicted_ms or 0) * 1e-3),
-                    _pct(r.prediction_error), (("held out " if c["held_out"] else "fitted ") + _pct(c["error"])) if c else None,
+                    _ms((r.median_ms or 0) * 1e-3) if r.median_ms else None, _ms(predicted),
+                    _pct(error), (_role(c) + _pct(c["error"])) if c else None,
                     f"{peak / 2**30:.2f}" if peak else None, _pct(x.get("memory_error")),
                     _ms(x.get("full_estimated_s")), (r.error or "")[:90]])
     cols = ["model", "phase", "shape", "mode", "kernels", "weights", "measured ms", "predicted ms", "error",
@@ -112,43 +142,60 @@ def plot(fit: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def write(rows_path: Path, out_dir: Path, hold_out: set[str], gpu: str) -> Path:
-    rows = ResultStore(rows_path).rows()
+def write(rows_paths: list[Path], out_dir: Path, hold_out: set[str], gpu: str,
+          fit_paths: list[Path] | None = None) -> Path:
+    fit_rows = [r for path in fit_paths or [] for r in ResultStore(path).rows()]
+    latest: dict[str, object] = {}  # a case measured in two files counts once (the later row)
+    for r in [r for path in rows_paths for r in ResultStore(path).rows()] + fit_rows:
+        if r.key not in latest or (r.measured_at or "") >= (latest[r.key].measured_at or ""):  # type: ignore[attr-defined]
+            latest[r.key] = r
+    rows = list(latest.values())
+    fit_keys = {r.key for r in fit_rows} if fit_paths else None
     base = load_ceilings(gpu)
-    fit = calibrate(rows, base, hold_out)
+    fit = calibrate(rows, base, hold_out, fit_keys)
+    fused = calibrate(rows, base, hold_out, fit_keys, impl="fused")
+    steps = calibrate(rows, base, hold_out, fit_keys, per_op=False)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "calibration.json").write_text(json.dumps(fit["record"], indent=2) + "\n")
     calibrated = load_ceilings(gpu, fit["record"])
     cases = load_cases(rows, hold_out)
     before, after = op_errors(cases, base), op_errors(cases, calibrated)
+    steps_ops = op_errors(cases, load_ceilings(gpu, steps["record"]))
     plot(fit, out_dir / "errors.png")
     env = next((r.env for r in rows if r.env.get("gpu")), {})
     commits = sorted({r.env.get("git_commit") or "?" for r in rows})
     notes = out_dir / "notes.md"
+    sources = " ".join(str(p) for p in rows_paths) + "".join(f" --fit-only {p}" for p in fit_paths or [])
+    params = fit["params"]
     text = ["# Whole models on one GPU: measured vs the roofline", "",
-            f"Generated by `python -m mlsyscalc.report.models_report {rows_path} {out_dir} --hold-out "
-            f"{','.join(sorted(hold_out))} --gpu {gpu}` from rows written by `scripts/device_models.sh` "
-            "(`mlsys bench model ...`). Do not edit by hand; the analysis lives in notes.md, included below.", "",
+            f"Generated by `python -m mlsyscalc.report.models_report {sources} {out_dir} --hold-out "
+            f"{','.join(sorted(hold_out))} --gpu {gpu}` from rows written by `mlsys bench model ...` "
+            "(scripts/device_models*.sh). Do not edit by hand; the analysis lives in notes.md, included below.", "",
             f"Card: {env.get('gpu')} ({env.get('sm_count')} SMs), torch {env.get('torch')}, triton "
             f"{env.get('triton')}, CUDA {env.get('cuda')}; rows measured at commits {', '.join(commits)}. "
-            f"Predictions: `mlsys roofline` with the {gpu} datasheet x default efficiencies, then with "
-            "calibration.json (fitted by `mlsys calibrate` on the models not held out).", "",
-            "## Goals", "", *goals(fit, after, rows), "",
-            "## The fit", "", f"Fitted on {', '.join(fit['record']['fitted_on'])}; held out: "
-            f"{', '.join(sorted(hold_out))}.", "",
-            *markdown_table(["parameter", "default", "fitted"],
-                            [["matmul efficiency", base.efficiency.matmul, f"{fit['params']['matmul']:.3f}"],
-                             ["attention efficiency", base.efficiency.attention, f"{fit['params']['attention']:.3f}"],
-                             ["memory efficiency", base.efficiency.memory, f"{fit['params']['memory']:.3f}"],
-                             ["fixed cost per kernel (us)", base.launch_s * 1e6, f"{fit['params']['launch_s'] * 1e6:.2f}"]],
-                            "lrr"), "",
+            f"Predictions recomputed with `mlsys roofline --impl torch` (and `--impl fused` for comparison) on "
+            f"the {gpu} datasheet x default efficiencies, then with calibration.json (fitted by `mlsys calibrate` "
+            "on the fitted rows).", "",
+            "## Goals", "", *goals(fit, after, rows, fused, (steps, steps_ops)), "",
+            "## The fit", "", f"Fitted on {', '.join(fit['record']['fitted_on'])}"
+            + (f" (rows of {', '.join(str(p) for p in fit_paths)} only)" if fit_paths else "")
+            + f"; held out: {', '.join(sorted(hold_out))}.", "",
+            *markdown_table(["parameter", "default", "fitted (steps + per-op; calibration.json)", "fitted (steps only)"],
+                            [[label, default, f"{params[key] * scale:.3f}", f"{steps['params'][key] * scale:.3f}"]
+                             for label, key, default, scale in (
+                                 ("matmul efficiency", "matmul", base.efficiency.matmul, 1),
+                                 ("GEMM stream (matmul_skinny)", "matmul_skinny", base.efficiency.matmul_skinny, 1),
+                                 ("attention efficiency", "attention", base.efficiency.attention, 1),
+                                 ("memory efficiency", "memory", base.efficiency.memory, 1),
+                                 ("fixed cost per kernel (us)", "launch_s", base.launch_s * 1e6, 1e6))],
+                            "lrrr"), "",
             *(notes.read_text().splitlines() if notes.exists() else []), "",
             "## Per op", "", "Forward linears: the profiler's time inside each linear's range (all layers) against "
             "the roofline rows of that name; kinds: every kernel of the step sorted by name into matmul / attention "
             "/ memory against the roofline rows of that kind (all passes).", "",
             *op_summary(after, before), "",
             "## Every row", "", "error = (measured - predicted) / predicted with the datasheet ceilings; calibrated "
-            "error with calibration.json (fitted rows and held-out rows marked; eager and triton rows are not "
+            "error with calibration.json (fitted, held-out and scored-only rows marked; eager and triton rows are not "
             "fitted); memory error = (predicted - max_memory_allocated) / max_memory_allocated.", "",
             *rows_table(rows, fit), "", "![errors](errors.png)", ""]
     (out_dir / "README.md").write_text("\n".join(text))
@@ -157,12 +204,13 @@ def write(rows_path: Path, out_dir: Path, hold_out: set[str], gpu: str) -> Path:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("rows", type=Path)
+    parser.add_argument("rows", type=Path, nargs="+")
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--hold-out", default="")
     parser.add_argument("--gpu", default="H200")
+    parser.add_argument("--fit-only", type=Path, action="append", default=None)
     args = parser.parse_args(argv)
-    write(args.rows, args.out_dir, {m for m in args.hold_out.split(",") if m}, args.gpu)
+    write(args.rows, args.out_dir, {m for m in args.hold_out.split(",") if m}, args.gpu, args.fit_only)
 
 
 if __name__ == "__main__":

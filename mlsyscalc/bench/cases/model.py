@@ -54,13 +54,20 @@ def reduced_spec(spec, layers: int | None):
     return replace(spec, num_layers=layers)
 
 
-def roofline_options(case: ModelCase) -> RooflineOptions:
-    """The same step for `calc.roofline_model` (FSDP: data parallel with ZeRO-3 over dp ranks)."""
-    common = dict(batch=case.batch, dtype=case.dtype, check_fit=False, tp=case.tp)
+IMPL = "torch"  # the roofline lists the kernels plain PyTorch runs, as this model does
+
+
+def roofline_options(case: ModelCase, impl: str = IMPL) -> RooflineOptions:
+    """The same step for `calc.roofline_model` (FSDP: data parallel with ZeRO-3 over dp ranks):
+    plain-PyTorch kernels, logits of the last position only (this model's prefill, as serving
+    engines do), and training with AdamW states in bf16 (torch's fused AdamW on bf16 parameters)."""
+    common = dict(batch=case.batch, dtype=case.dtype, check_fit=False, tp=case.tp, impl=impl)
     if case.phase == "decode":
         return RooflineOptions(phase="decode", context=case.seq, **common)
+    if case.phase == "prefill":
+        return RooflineOptions(phase="prefill", seq=case.seq, logits="last", **common)
     sharded = dict(dp=case.dp, zero=3) if case.dp > 1 else {}
-    return RooflineOptions(phase=case.phase, seq=case.seq, **common, **sharded)
+    return RooflineOptions(phase="train", seq=case.seq, master_weights=False, **common, **sharded)
 
 
 def predicted_peak_bytes(spec, case: ModelCase) -> int:
@@ -252,7 +259,9 @@ def _build(build_model, spec, case: ModelCase, device: str):
 
 
 def _measure(model, spec, case: ModelCase, device: str, reps: int) -> tuple[float, int | None]:
-    """(median ms, peak bytes of one step after the warm-up)."""
+    """(median ms, peak bytes of one step after the warm-up). The peak is an eager step's: a CUDA
+    graph replays its kernels in a private memory pool whose blocks max_memory_allocated stops
+    counting once the capture has freed them, so a replay's peak misses the step's workspace."""
     import torch
 
     from ..model_parallel import max_over_ranks
@@ -261,6 +270,11 @@ def _measure(model, spec, case: ModelCase, device: str, reps: int) -> tuple[floa
     seconds = max_over_ranks(_time_s(fn, reps, warmup=3))
     if not device.startswith("cuda"):
         return seconds * 1e3, None
+    if case.mode == "graph":
+        del fn  # the graph, its pool and its caches: the eager step allocates its own
+        _free()
+        fn = step_fn(model, spec, replace(case, graphs=False), device)
+        fn()  # warm-up (cuBLAS handles and workspaces)
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     fn()

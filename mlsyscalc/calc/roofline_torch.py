@@ -1,0 +1,270 @@
+"""The kernels plain PyTorch runs for a decoder step (`RooflineOptions.impl = "torch"`).
+
+`impl = "fused"` prices one kernel per op (a rotary embedding, a gated activation, a KV-cache
+append are one kernel each). Plain PyTorch (eager, or the same kernels replayed from a CUDA
+graph) runs more, smaller kernels; this module lists them, each read once and written once as
+in calc.roofline_memory, so that more kernels cost their bytes and their fixed cost. The lists
+come from torch's own implementation (aten ops on CUDA, torch 2.x) and were checked against the
+profiler tables of `mlsys bench model` (docs/roofline.md, "Kernels per op"):
+
+- RMSNorm / LayerNorm: one kernel (torch's fused norm); backward two (input grad, weight grad).
+- rotary on q and on k, each: x * cos, roll(x), addcmul(., roll, sin) = 3 kernels; partial
+  rotary adds a contiguous copy of the rotated slice and a cat of the two parts. Backward:
+  grad * cos, grad * sin, roll, add = 4 kernels per tensor.
+- gated MLP: act(gate) and act * up = 2 kernels; backward: grad * up, grad * act, act_backward.
+  Plain MLP: act, and act_backward.
+- KV-cache append (inference): a copy for K and one for V.
+- residual adds: 2 per layer (parallel attention too: x + attn + mlp is two adds).
+- cuBLAS split-K: a skinny GEMM that cuBLAS splits is followed by a reduction of the fp32
+  partial tiles (`cublas_splits`: the rule the profiles show); flash-decoding attention with KV
+  splits (`Tiling.split` > 1) by a combine kernel.
+- inference logits are cast to fp32 (`.float()`), one kernel.
+- train: autograd adds the gradients of a tensor read by several ops (q/k/v share an input,
+  gate/up share one, and the two residual branch points of a layer); the loss is a cast to
+  fp32, log_softmax and nll_loss forward (backward: zero fill, nll scatter, log_softmax
+  backward, cast back); gradients kept between steps (zero_grad(set_to_none=False)) cost a fill
+  and an accumulating add per parameter tensor; fused AdamW runs one multi-tensor launch per
+  320 chunks of 65536 elements (torch's multi_tensor_apply, depth 4: at most 36 tensors each).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..specs.model import ModelSpec
+from .layers import head_linears, layer_linears, norm_width
+from .roofline_memory import copy_cast_op, elementwise_op, embedding_op, norm_op
+from .roofline_ops import OpPrediction, OpRow, predict_memory_op
+
+FP32 = 4
+ADAM_CHUNK = 65536  # elements per multi-tensor chunk (ATen's MultiTensorApply.cuh kChunkSize)
+ADAM_BLOCKS = 320  # chunks per launch (depth_to_max_blocks)
+ADAM_TENSORS = 36  # tensors per launch at depth 4: param, grad, exp_avg, exp_avg_sq (depth_to_max_tensors)
+
+
+def _mem(name: str, read: float, write: float, p: Any, shape: str = "") -> OpPrediction:
+    return predict_memory_op(name, read, write, 0.0, p.store, p.ceil, shape=shape)
+
+
+def rotary_kernels(p: Any, rows: int, head_dim: int, rot: int, backward: bool = False) -> list[OpPrediction]:
+    """One rotated tensor of `rows` (tokens x heads) vectors: 3 kernels forward, 4 backward."""
+    a, x = p.a, rows * rot * p.a
+    table = p.opts.new_tokens * rot * a
+    shape = f"{rows}x{rot}"
+    if backward:
+        ops = [_mem("rotary.bwd_mul_cos", x + table, x, p, shape), _mem("rotary.bwd_mul_sin", x + table, x, p, shape),
+               _mem("rotary.bwd_roll", x, x, p, shape), _mem("rotary.bwd_add", 2 * x, x, p, shape)]
+    else:
+        ops = [_mem("rotary.mul_cos", x + table, x, p, shape), _mem("rotary.roll", x, x, p, shape),
+               _mem("rotary.addcmul", 2 * x + table, x, p, shape)]
+    if rot < head_dim:  # the rotated slice made contiguous for roll, and the two parts joined (or split back)
+        full = rows * head_dim * a
+        ops += [_mem("rotary.slice_copy", x, x, p, shape), _mem("rotary.cat", full, full, p, f"{rows}x{head_dim}")]
+    return ops
+
+
+def _rotated(p: Any) -> list[tuple[int, int, int]]:
+    """(rows, head_dim, rotary_dim) of each tensor the rotary embedding runs on: q, then k."""
+    spec, t = p.spec, p.tokens
+    if spec.position_embedding != "rope":
+        return []
+    if spec.mla:
+        r = spec.mla.qk_rope_head_dim
+        return [(t * p.heads, r, r), (t, r, r)]
+    rot = int(spec.head_dim * spec.rotary_fraction)
+    return [(t * p.heads, spec.head_dim, rot), (t * p.kv_heads, spec.head_dim, rot)]
+
+
+def _mlp_kernels(p: Any, elements: float, gated: bool, backward: bool) -> list[OpPrediction]:
+    act = p.store
+    if backward:
+        ops = [elementwise_op(elements, 2, 1, 5, act, p.ceil, name="mlp_act.bwd")]
+        if gated:
+            ops += [elementwise_op(elements, 2, 1, 1, act, p.ceil, name="mlp_mul.bwd_up"),
+                    elementwise_op(elements, 2, 1, 1, act, p.ceil, name="mlp_mul.bwd_act")]
+        return ops
+    ops = [elementwise_op(elements, 1, 1, 4, act, p.ceil, name="mlp_act")]
+    if gated:
+        ops.append(elementwise_op(elements, 2, 1, 1, act, p.ceil, name="mlp_mul"))
+    return ops
+
+
+def layer_memory_ops(p: Any, layer: int, mlp_elements: float, moe_ops: list) -> list[tuple[OpPrediction, str]]:
+    """The memory-bound kernels of one decoder layer's forward, as plain PyTorch runs them."""
+    spec, o, t, act, ceil = p.spec, p.opts, p.tokens, p.store, p.ceil
+    h = spec.hidden_size
+    ops: list[tuple[OpPrediction, str]] = [(norm_op(t, h, act, ceil), "norm")] * (
+        spec.norms_per_layer if norm_width(spec) else 0)
+    if spec.qk_norm:
+        ops += [(norm_op(t * n, spec.head_dim, act, ceil, name="qk_norm"), "attention") for n in (p.heads, p.kv_heads)]
+    for rows, dim, rot in _rotated(p):
+        ops += [(k, "attention") for k in rotary_kernels(p, rows, dim, rot)]
+    if o.phase != "train":
+        if spec.mla:
+            width = spec.kv_cache_elements_per_token
+            ops += [(elementwise_op(t * width, 1, 1, 0, act, ceil, name="kv_cache_cat"), "attention"),
+                    (copy_cast_op(t * width, act, o.kv_dtype_name, ceil), "attention")]
+        else:
+            ops += [(copy_cast_op(t * p.kv_heads * d, act, o.kv_dtype_name, ceil, name=name), "attention")
+                    for d, name in ((spec.head_dim, "kv_cache_write.k"), (spec.v_head_dim, "kv_cache_write.v"))]
+    gated = spec.gated_mlp or spec.layer_is_moe(layer)
+    ops += [(k, "mlp") for k in _mlp_kernels(p, mlp_elements, gated, False)]
+    ops += [(elementwise_op(t * h, 2, 1, 1, act, ceil, name="residual_add"), "norm")] * 2
+    return ops + moe_ops
+
+
+SPLIT_MIN_K = 2048  # cuBLAS splits K only this long or longer (gpt2's K = 768 GEMMs were not split)
+
+
+def cublas_splits(pred: OpPrediction, sms: int) -> bool:
+    """Whether cuBLAS (12.9-13, Hopper) splits K and launches a reduction: observed in the decode
+    profiles of reports/models when the roofline's tiling splits, K >= SPLIT_MIN_K, and either the
+    output has fewer than SMs / 2 tiles of 64 columns x 32 rows, or K >= 2 N (a long reduction):
+    llama2-7b B1/B16 split q/k/v/o (N = K = 4096: 64 tiles) and down_proj (K = 11008), not
+    gate/up (N = 11008: 172 tiles) nor the lm_head; at B64 only down_proj; gpt2 only its c_proj."""
+    tiling = pred.tiling
+    if tiling is None or tiling.split <= 1:
+        return False
+    tokens, groups, n, k = pred.dims
+    rows = math.ceil(tokens / groups)
+    return k >= SPLIT_MIN_K and (math.ceil(n / 64) * math.ceil(rows / 32) < sms / 2 or k >= 2 * n)
+
+
+def split_rows(p: Any, rows: list[OpRow]) -> list[OpRow]:
+    """cuBLAS's split-K reductions and flash-decoding's combine kernels for the rows that split."""
+    extra = []
+    for row in rows:
+        tiling = row.pred.tiling
+        if tiling is None or tiling.split <= 1:
+            continue
+        if row.pred.kind == "matmul":
+            if not cublas_splits(row.pred, p.ceil.sm_count):
+                continue
+            tokens, _, n, _ = row.pred.dims
+            out = tokens * n
+            op = _mem(row.pred.name + ".splitk_reduce", tiling.split * out * FP32, out * p.a, p,
+                      f"{tiling.split}x{int(tokens)}x{int(n)}")
+        else:
+            out = p.opts.batch * p.heads * p.opts.new_tokens * p.spec.v_head_dim
+            op = _mem(row.pred.name + ".combine", tiling.split * out * FP32 * (1 + 2 / p.spec.v_head_dim),
+                      out * p.a, p, f"{tiling.split}x{out}")
+        extra.append(OpRow(op, row.group, row.layers, row.count, row.pass_name))
+    return extra
+
+
+def head_ops(p: Any) -> list[OpPrediction]:
+    """Embedding (and learned positions: index, gather, add) before the layers; the fp32 cast of
+    the logits after the lm_head (inference)."""
+    spec, t, act, ceil = p.spec, p.tokens, p.store, p.ceil
+    ops = [embedding_op(t, spec.embed_dim, act, ceil)]
+    if spec.learned_positions:
+        h = spec.hidden_size
+        ops += [_mem("positions.index", 0, t * 8, p), embedding_op(t, h, act, ceil, name="positions.gather"),
+                elementwise_op(t * h, 2, 1, 1, act, ceil, name="positions.add")]
+    return ops
+
+
+def logits_cast(p: Any) -> OpPrediction:
+    elements = p.opts.logit_tokens * _vocab(p)
+    return _mem("logits.float", elements * p.a, elements * FP32, p, f"{p.opts.logit_tokens}x{_vocab(p)}")
+
+
+def _vocab(p: Any) -> int:
+    return math.ceil(p.spec.vocab_size / p.opts.tp)
+
+
+def loss_ops(p: Any, backward: bool) -> list[OpPrediction]:
+    """Cross-entropy over every position in fp32 (torch F.cross_entropy on logits.float())."""
+    t, v, a = p.tokens, _vocab(p), p.a
+    tv = t * v
+    if backward:
+        return [_mem("loss.bwd_fill", 0, tv * FP32, p), _mem("loss.bwd_nll", t * 8, t * FP32, p),
+                _mem("loss.bwd_log_softmax", 2 * tv * FP32, tv * FP32, p), _mem("loss.bwd_cast", tv * FP32, tv * a, p)]
+    return [_mem("loss.cast", tv * a, tv * FP32, p), _mem("loss.log_softmax", tv * FP32, tv * FP32, p),
+            _mem("loss.nll", t * 12, FP32, p)]
+
+
+def _layer_backward(p: Any, layer: int, mlp_elements: float) -> list[tuple[OpPrediction, str]]:
+    spec, t, act, ceil = p.spec, p.tokens, p.store, p.ceil
+    h = spec.hidden_size
+    ops: list[tuple[OpPrediction, str]] = []
+    for n, width in [(t, h)] * (spec.norms_per_layer if norm_width(spec) else 0) + (
+            [(t * p.heads, spec.head_dim), (t * p.kv_heads, spec.head_dim)] if spec.qk_norm else []):
+        x = n * width * p.a
+        ops += [(_mem("norm.bwd_input", 2 * x, x, p), "norm"), (_mem("norm.bwd_weight", 2 * x, width * FP32, p), "norm")]
+    for rows, dim, rot in _rotated(p):
+        ops += [(k, "attention") for k in rotary_kernels(p, rows, dim, rot, backward=True)]
+    out = t * p.heads * spec.v_head_dim
+    ops += [(_mem("attention.bwd_dot_do_o", 2 * out * p.a, t * p.heads * FP32, p), "attention"),
+            (_mem("attention.bwd_dq_convert", t * p.heads * spec.head_dim * FP32, t * p.heads * spec.head_dim * p.a, p),
+             "attention")]
+    gated = spec.gated_mlp or spec.layer_is_moe(layer)
+    ops += [(k, "mlp") for k in _mlp_kernels(p, mlp_elements, gated, True)]
+    ops += [(elementwise_op(t * h, 2, 1, 1, act, ceil, name="grad_accumulate"), "norm")] * _fan_out_adds(spec, layer)
+    return ops
+
+
+def _fan_out_adds(spec: ModelSpec, layer: int) -> int:
+    """Gradient additions where a tensor feeds several ops: the two residual branch points, the
+    linears reading the same normed input (q/k/v; gate/up)."""
+    shared: dict[tuple[str, int], int] = {}
+    for lin in layer_linears(spec, layer):
+        if lin.copies == 1 and lin.name.split(".")[-1] not in ("o_proj", "down_proj"):
+            key = (lin.group, lin.in_features)
+            shared[key] = shared.get(key, 0) + 1
+    return 2 + sum(n - 1 for n in shared.values())
+
+
+def param_tensors(spec: ModelSpec, layer: int | None) -> tuple[int, int]:
+    """(parameter tensors, parameters) of one decoder layer (layer index) or of the head (None)."""
+    bias = 1 if spec.norm == "layernorm" and spec.norm_bias else 0
+    linears = head_linears(spec) if layer is None else layer_linears(spec, layer)
+    tensors = sum(lin.copies * (1 + (1 if lin.bias_params else 0)) for lin in linears)
+    params = sum(lin.params for lin in linears)
+    if layer is None:
+        norms = 1 if spec.final_norm and norm_width(spec) else 0
+        tensors += 1 + (1 if spec.learned_positions else 0) + norms * (1 + bias)
+        params += spec.vocab_size * spec.embed_dim + spec.learned_positions * spec.hidden_size + norms * spec.hidden_size * (1 + bias)
+    else:
+        norms = spec.norms_per_layer if norm_width(spec) else 0
+        tensors += norms * (1 + bias) + (4 if spec.qk_norm else 0)
+        params += norms * spec.hidden_size * (1 + bias) + (4 * spec.head_dim if spec.qk_norm else 0)
+    return tensors, params
+
+
+def _grad_rows(p: Any, tensors: int, params: int, layers: str, count: int) -> list[OpRow]:
+    """zero_grad's fill and autograd's accumulating add, one each per parameter tensor."""
+    size = params * p.a / p.opts.tp
+    fill = _mem("grad.zero", 0, size / tensors, p, f"{tensors} tensors")
+    add = _mem("grad.accumulate", 2 * size / tensors, size / tensors, p, f"{tensors} tensors")
+    return [OpRow(op, "optimizer", layers, count * tensors, "backward") for op in (fill, add)]
+
+
+def backward_memory_rows(p: Any, layer_kinds, mlp_elements) -> list[OpRow]:
+    """The memory-bound backward kernels of a training step (matmul and attention backward rows
+    come from calc.roofline_train as for impl "fused")."""
+    spec = p.spec
+    rows: list[OpRow] = []
+    for layer, count, _ in layer_kinds:
+        where = "moe layers" if spec.layer_is_moe(layer) else "layers"
+        rows += [OpRow(op, group, where, count, "backward") for op, group in _layer_backward(p, layer, mlp_elements(layer))]
+        rows += _grad_rows(p, *param_tensors(spec, layer), where, count)
+    head = [norm_op(p.tokens, spec.hidden_size, p.store, p.ceil, name="final_norm")] if spec.final_norm and norm_width(spec) else []
+    ops = loss_ops(p, True) + [_mem("final_norm.bwd", 3 * op.write_bytes, op.write_bytes, p) for op in head]
+    e = p.tokens * spec.embed_dim * p.a
+    ops += [_mem("embedding.bwd_sort", p.tokens * 16, p.tokens * 16, p),
+            _mem("embedding.bwd_fill", 0, spec.vocab_size * spec.embed_dim * p.a, p),
+            _mem("embedding.bwd_scatter", e + p.tokens * 8, e, p)]
+    rows += [OpRow(op, "head", "head", 1, "backward") for op in ops]
+    return rows + _grad_rows(p, *param_tensors(spec, None), "head", 1)
+
+
+def adamw_launches(params: int, tensors: int) -> int:
+    """Kernel launches of torch's fused AdamW (multi_tensor_apply): each takes at most
+    ADAM_BLOCKS chunks of ADAM_CHUNK elements and ADAM_TENSORS tensors."""
+    return max(math.ceil(params / (ADAM_BLOCKS * ADAM_CHUNK)), math.ceil(tensors / ADAM_TENSORS), 1)
+
+
+def step_param_tensors(spec: ModelSpec) -> int:
+    return param_tensors(spec, None)[0] + sum(param_tensors(spec, i)[0] for i in range(spec.num_layers))
