@@ -171,16 +171,17 @@ NOTES = {"replay_h200.json": [
     "median of 0.12-0.54 ms per run, 2-5% of the wall time; over all decode iterations it is about 0.155 ms + 7.5 us "
     "per running sequence (least squares), so a constant per-iteration overhead captures its low-load part only. "
     "Charged as `--iteration-overhead-us 124` (the 2 requests/s replay's median) on top of ceilings fitted to GPU "
-    "time, it lifts the p50 TTFT at 40 requests/s from -19% to -13%: 11 of 12 p50 and 11 of 12 p99 targets met, "
-    "saturation throughput +7%.", "",
+    "time, it lifts the p50 TTFT at 40 requests/s from -20% to -19% (from -19% to -13% before the roofline streamed "
+    "decode GEMM weights at 0.78 of datasheet bandwidth, which moved the GPU fit's memory efficiency from 0.80 to 0.85): "
+    "11 of 12 p50 and 11 of 12 p99 targets met, saturation throughput +7%.", "",
     "Prefill tiles: the per-iteration GPU times showed this engine's prefill time stepping with ceil(prompt / 128) "
     "(cuBLAS tiles): before the simulator counted dense matmuls over whole 128-row tiles (changed after this run "
     "was first compared, at the commit above d4e0abd), prompts of 576, 704 and 832 tokens took 8%, 10% and 14% "
     "longer in the loop than the fitted cost, and the results were 9 of 12 p50 (GPU fit + host), p50 TTFT -16% at 40 "
     "and -12% at 1000 requests/s, saturation throughput +8%. With the tiles the in-loop prefills are within -2% to "
     "+8% of the fitted cost (832 tokens: +8%).", "",
-    "What remains: p50 TTFT at 40 requests/s, -13% (prefill service p50 in the loop 22.5 ms against 21.0 with the "
-    "wall-time fit; at a prefill load of 0.83 that becomes 74 against 56 ms of p50 queueing). The H100 run's larger "
+    "What remains: p50 TTFT at 40 requests/s, -19% (prefill service p50 in the loop 22.5 ms against 21.0 with the "
+    "wall-time fit; at a prefill load of 0.83 that becomes 74 against 55 ms of p50 queueing). The H100 run's larger "
     "miss at 40 requests/s came from the "
     "same kind of service gap with that card past prefill saturation (load 1.04)."
 ], "replay_h100.json": [
@@ -189,13 +190,13 @@ NOTES = {"replay_h200.json": [
     "multiply-adds, index writes into the cache, dtype casts -- and its GEMVs do not reach the datasheet bandwidth x "
     "0.89). With step times fitted to six isolated iterations the queueing and scheduling reproduce the held-out "
     "replays.", "",
-    "The largest remaining miss, p50 TTFT at 40 requests/s (-29%; -36% before dense matmuls were counted over whole "
+    "The largest remaining miss, p50 TTFT at 40 requests/s (-28%; -36% before dense matmuls were counted over whole "
     "128-row tiles), is queueing, not the prefill itself (\"Where TTFT goes\"): each prompt's prefill, timed in the "
     "loop from its start to its first token, takes 14% longer than simulated (p50 28.5 against 25.0 ms). At 2 and 8 "
     "requests/s that costs a few ms of TTFT. At 40 requests/s it decides the regime: the prompts alone need rate x "
     "mean service = 1.04 s of GPU per second as measured, 0.94 as simulated, so the real queue grows through the run "
     "while the simulated one stays below saturation (decode steps run only when no prompt waits), and near "
-    "saturation waiting time grows as rho / (1 - rho): 145 against 101 ms of p50 queueing. A constant per-iteration "
+    "saturation waiting time grows as rho / (1 - rho): 145 against 102 ms of p50 queueing. A constant per-iteration "
     "overhead does not fix it (with the cost before the tiles: 1 ms on every iteration brought this p50 TTFT to -21% "
     "but put p50 TPOT at 2 and 8 requests/s 9-11% high); the H200 run above measures the loop's host time directly.",
     "",
