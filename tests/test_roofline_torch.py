@@ -4,7 +4,6 @@ every roofline keeps: times >= 0, parts adding up, more kernels never less time.
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import pytest
 

@@ -20,7 +20,7 @@ import statistics
 from pathlib import Path
 
 from ..bench.model_calibrate import calibrate, load_cases, op_errors
-from ..bench.rows import ResultStore
+from ..bench.rows import ResultStore, Row
 from ..calc.calibration import load_ceilings
 from .markdown import markdown_table
 
@@ -145,9 +145,9 @@ def plot(fit: dict, path: Path) -> None:
 def write(rows_paths: list[Path], out_dir: Path, hold_out: set[str], gpu: str,
           fit_paths: list[Path] | None = None) -> Path:
     fit_rows = [r for path in fit_paths or [] for r in ResultStore(path).rows()]
-    latest: dict[str, object] = {}  # a case measured in two files counts once (the later row)
+    latest: dict[str, Row] = {}  # a case measured in two files counts once (the later row)
     for r in [r for path in rows_paths for r in ResultStore(path).rows()] + fit_rows:
-        if r.key not in latest or (r.measured_at or "") >= (latest[r.key].measured_at or ""):  # type: ignore[attr-defined]
+        if r.key not in latest or (r.measured_at or "") >= (latest[r.key].measured_at or ""):
             latest[r.key] = r
     rows = list(latest.values())
     fit_keys = {r.key for r in fit_rows} if fit_paths else None
