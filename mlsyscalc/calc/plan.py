@@ -177,7 +177,8 @@ def _search(memo: _Memo, layouts: list[TrainStepOptions], grid: list[tuple[int, 
     seconds = {k: np.asarray(v) for k, v in traffic_cols.items()}
     windows = Windows(a["forward"], a["backward"], a["attention"], a["m"])
     breakdown, _ = step_breakdown(pp=a["pp"], vp=a["vp"], windows=windows, seconds=seconds, zero=a["zero"],
-                                  recompute=np.asarray(recompute), overlap=memo.opts.overlap, optimizer=a["optimizer"])
+                                  recompute=np.asarray(recompute), overlap=memo.opts.overlap, optimizer=a["optimizer"],
+                                  sm_share=memo.opts.base().comm_sm_share(memo.ceil.gpu.sm_count))
     step = sum((np.broadcast_to(v, a["m"].shape) for v in breakdown.values()), np.zeros(a["m"].shape))
     memory = np.empty(len(step))
     for pp in np.unique(a["pp"]):

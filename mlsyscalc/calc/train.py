@@ -4,11 +4,13 @@ The step (Narayanan et al. 2021, PTD-P, section 2.2; Korthikanti et al. 2022):
 
     compute   = m x (f + b) of the slowest pipeline stage, per micro-batch (calc.train_parts:
                 the roofline's op times, b includes the recomputed forward)
+    contention = comm_sms / sm_count x overlapped (hidden) comm seconds: the compute lost to the SMs
+                NCCL holds while it runs beside the kernels (calc.train_comm)
     bubble    = (p - 1) / v x (f + b)   i.e. bubble / compute = (p - 1) / (v m)  (1F1B; interleaved
                 with v model chunks per GPU, Narayanan et al. 2021, section 2.2.2)
     optimizer = AdamW over this GPU's parameters (after ZeRO sharding): memory-bound, the roofline's
     comm     = per dimension, the exposed part of `calc.comm_step` traffic (calc.train_comm)
-    step_time = compute + bubble + optimizer + sum of exposed comm
+    step_time = compute + contention + bubble + optimizer + sum of exposed comm
 
 m = global batch / (dp x micro-batch) micro-batches, p = pp, v = vp. Memory per GPU is
 `calc.memory_train.train_memory` of the same layout; the interleaved schedule keeps
@@ -34,7 +36,7 @@ from .memory_common import stage_layers, stage_params, verdict
 from .memory_train import TrainMemory, TrainOptions, train_memory
 from .roofline_options import RooflineOptions
 from .roofline_train import adamw_op
-from .train_comm import DIMS, Windows, dim_times, traffic
+from .train_comm import DIMS, Windows, contention_s, dim_times, traffic
 from .train_attention import unfused_attention_s
 from .train_options import TrainStepOptions
 from .train_parts import StageParts, pipeline_stages, roofline_pass, slowest_stage, stage_parts
@@ -49,7 +51,7 @@ class TrainStep:
     gpu: str
     cluster: str
     options: TrainStepOptions
-    breakdown: Mapping[str, float]  # compute_s, bubble_s, optimizer_s, <dim>_comm_s (exposed): sums to step_time_s
+    breakdown: Mapping[str, float]  # compute_s, contention_s, bubble_s, optimizer_s, <dim>_comm_s (exposed): sums to step_time_s
     comm_total_s: Mapping[str, float]  # per dimension, before overlap
     model_flops: float  # whole step, all GPUs
     recompute_flops: float  # the recomputed forward, all GPUs
@@ -97,6 +99,7 @@ class TrainStep:
                 "comm_total_s": dict(self.comm_total_s), "model_flops": self.model_flops,
                 "recompute_flops": self.recompute_flops, "peak_flops": self.peak_flops,
                 "layout": self.options.layout(), "overlap": list(self.options.overlap),
+                "comm_sms": self.options.comm_sms,
                 "attention": self.options.attention,
                 "flop_convention": FLOP_CONVENTION}
 
@@ -140,11 +143,13 @@ def optimizer_s(counts: tuple[tuple[int, int], ...], zero: int, shard: int, ep: 
 
 
 def step_breakdown(*, pp: Any, vp: Any, windows: Windows, seconds: Mapping[tuple[str, str], Any], zero: Any,
-                   recompute: Any, overlap: tuple[str, ...], optimizer: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+                   recompute: Any, overlap: tuple[str, ...], optimizer: Any,
+                   sm_share: float = 0.0) -> tuple[dict[str, Any], dict[str, Any]]:
     """(breakdown whose parts sum to the step time, total comm seconds per dimension); elementwise
-    over numpy arrays of layouts too (plan)."""
+    over numpy arrays of layouts too (plan). sm_share: comm_sms / sm_count (calc.train_comm)."""
     total, exposed = dim_times(seconds, zero=zero, recompute=recompute, overlap=overlap, windows=windows)
     breakdown = {"compute_s": windows.compute_s,
+                 "contention_s": contention_s(total, exposed, overlap, sm_share),
                  "bubble_s": (pp - 1) / vp * (windows.forward_s + windows.backward_s),
                  "optimizer_s": optimizer, **{f"{d}_comm_s": exposed[d] for d in DIMS}}
     return breakdown, total
@@ -195,7 +200,8 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
     breakdown, total = step_breakdown(
         pp=opts.pp, vp=opts.vp, windows=Windows(f, b, a, opts.num_micro_batches), seconds=traffic(comm.rows),
         zero=opts.zero, recompute=opts.recompute, overlap=opts.overlap,
-        optimizer=optimizer_s(counts, opts.zero, opts.data_parallel * opts.cp, opts.ep, opts.memory_dtype, ceilings))
+        optimizer=optimizer_s(counts, opts.zero, opts.data_parallel * opts.cp, opts.ep, opts.memory_dtype, ceilings),
+        sm_share=opts.comm_sm_share(ceilings.gpu.sm_count))
     mem, extra = step_memory(spec, opts)
     usable = verdict(ceilings.gpu, 0, opts.reserve).usable_bytes
     flops, recompute = model_flops(spec, opts)

@@ -19,6 +19,16 @@ exceeds the window is exposed (Calculon, Isaev et al. 2023, models overlap the s
 
 Windows are per micro-batch times of the slowest stage (forward f, backward b incl. recompute,
 attention a) and m micro-batches.
+
+Hidden traffic is not free: NCCL's kernels run one CTA per channel, each CTA resident on one SM for
+the collective's duration, so the kernels beside it get the other SMs. While overlapped traffic runs
+(its hidden seconds, total - exposed, summed over the dimensions in `overlap`), compute advances at
+(sm_count - comm_sms) / sm_count of its speed, and the step loses
+
+    contention = comm_sms / sm_count x hidden seconds
+
+of compute. Only the SM share is modelled: HBM bandwidth taken by the collective and the extra wave
+a GEMM sized for all SMs needs are not, so this is a lower bound of the slowdown (docs/train.md).
 """
 
 from __future__ import annotations
@@ -83,3 +93,11 @@ def dim_times(seconds: Mapping[tuple[str, str], Any], *, zero: Any, recompute: A
     else:
         exposed["dp"] = grad + param
     return {d: total[d] for d in DIMS}, {d: exposed[d] for d in DIMS}
+
+
+def contention_s(total: Mapping[str, Any], exposed: Mapping[str, Any], overlap: tuple[str, ...],
+                 sm_share: float) -> Any:
+    """Compute seconds lost to the SMs NCCL holds while overlapped traffic runs (module docstring):
+    sm_share = comm_sms / sm_count in [0, 1]; zero with no overlapped dimension or sm_share 0."""
+    hidden = sum((_max0(total[d] - exposed[d]) for d in overlap), 0.0)
+    return sm_share * hidden

@@ -24,6 +24,11 @@ RECOMPUTE = ("none", "selective", "full")  # Korthikanti et al. 2022: selective 
 DTYPES = ("bf16", "fp16", "fp8")  # matmul dtype; fp8 keeps bf16 weights, activations and communication
 OVERLAP_DIMS = ("tp", "dp", "pp", "cp", "ep")
 DEFAULT_OVERLAP = ("dp", "cp")  # DDP/Megatron gradient buckets; ring attention's KV exchange
+# SMs that NCCL's kernels hold while overlapped traffic runs: one CTA per channel, and NCCL logs on
+# NVLink/NVSwitch hosts report 16 coll channels (8 x H800, NVIDIA/nccl#892) to 24-32 (H100,
+# NVIDIA/nccl#1259, #1781); NCCL_MIN_CTAS / NCCL_MAX_CTAS bound it. 16: the low end, the share a
+# user cannot easily configure away.
+DEFAULT_COMM_SMS = 16
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,7 @@ class TrainStepOptions:
     recompute: str = "none"
     dtype: str = "bf16"
     overlap: tuple[str, ...] = DEFAULT_OVERLAP  # dimensions whose traffic may hide behind compute
+    comm_sms: int = DEFAULT_COMM_SMS  # SMs NCCL holds while overlapped traffic runs (0: overlap is free)
     capacity_factor: float = 1.0  # MoE: expert slots per routed token (1.0 = dropless, balanced)
     reserve: str = "10%"  # memory kept back for the CUDA context and allocator (as `mlsys memory`)
     attention: str = "flash"  # attention core: one flash kernel, or Megatron's unfused S x S kernels
@@ -91,7 +97,16 @@ class TrainStepOptions:
         require(set(self.overlap) <= set(OVERLAP_DIMS), f"--overlap: dimensions are {', '.join(OVERLAP_DIMS)}, "
                                                         f"got {', '.join(self.overlap)}")
         require(self.attention in ATTENTION, f"--attention must be one of {', '.join(ATTENTION)}, got {self.attention!r}")
+        require(isinstance(self.comm_sms, int) and self.comm_sms >= 0,
+                f"--comm-sms must be a non-negative integer, got {self.comm_sms}")
         require(0 < self.capacity_factor < 100, f"--capacity-factor must be in (0, 100), got {self.capacity_factor}")
+
+    def comm_sm_share(self, sm_count: int | None) -> float:
+        """comm_sms / sm_count: the share of the GPU's SMs NCCL holds (0 when the GPU spec has no SM count)."""
+        if not sm_count:
+            return 0.0
+        require(self.comm_sms < sm_count, f"--comm-sms {self.comm_sms} leaves no SM for compute ({sm_count} SMs)")
+        return self.comm_sms / sm_count
 
     def check_layout(self, spec: ModelSpec, cluster: ClusterSpec) -> None:
         """Every layout rule except the tensor-parallel widths (`check_tp`, the costly one)."""

@@ -76,10 +76,13 @@ def parse_overlap(text: str) -> tuple[str, ...]:
 @click.option("--fsdp", default=None, help="FSDP strategy: full_shard (= --zero 3), shard_grad_op (= 2), no_shard (= 0).")
 @click.option("--recompute", type=click.Choice(RECOMPUTE), default=D.recompute, show_default=True,
               help="Activation recomputation (selective: attention core only).")
+@click.option("--comm-sms", type=click.IntRange(min=0), default=D.comm_sms, show_default=True,
+              help="SMs NCCL holds while overlapped traffic runs (one per channel); compute beside it runs on "
+                   "the rest. 0: overlapped traffic is free.")
 @step_options
 @render.output_options
 def train(model, overrides, gpus, cluster, ceilings, seq, global_batch, micro_batch, tp, pp, dp, cp, ep, vp, sp,
-          zero, fsdp, recompute, dtype, overlap, capacity_factor, reserve, attention, fmt, as_json):
+          zero, fsdp, recompute, comm_sms, dtype, overlap, capacity_factor, reserve, attention, fmt, as_json):
     """Step time, tokens/s, MFU, HFU and memory per GPU of one training step of MODEL on a full
     TP x PP x DP x CP x EP layout: the roofline's kernel times per pipeline stage, the 1F1B bubble
     (p-1)/(v m), each dimension's exposed communication and the AdamW step (docs/train.md).
@@ -88,7 +91,7 @@ def train(model, overrides, gpus, cluster, ceilings, seq, global_batch, micro_ba
     require(zero is None or fsdp is None, "give --zero or --fsdp, not both")
     opts = TrainStepOptions(gpus=gpus, seq=seq, global_batch=global_batch, micro_batch=micro_batch, tp=tp, pp=pp,
                             dp=dp, cp=cp, ep=ep, vp=vp, sp=sp, zero=zero_from_fsdp(fsdp) if fsdp else (zero or 0),
-                            recompute=recompute, dtype=dtype, overlap=overlap,
+                            recompute=recompute, dtype=dtype, overlap=overlap, comm_sms=comm_sms,
                             capacity_factor=capacity_factor, reserve=reserve, attention=attention)
     render.emit(step_output(train_step(spec, ceilings, cluster, opts)), fmt, as_json)
 
@@ -110,6 +113,7 @@ def step_output(step) -> render.Output:
     tables = (render.table(title, ["part", "seconds", "share"], rows), render.table("rates", ["", "value"], rates),
               render.table("communication per step", ["dimension", "total s", "exposed s"], comm))
     notes = (step.as_dict()["flop_convention"],
-             f"overlap: {', '.join(step.options.overlap) or 'none'} (docs/train.md says which window hides what)",
+             f"overlap: {', '.join(step.options.overlap) or 'none'} (docs/train.md says which window hides what); "
+             f"contention_s: compute lost to the {step.options.comm_sms} SMs NCCL holds while overlapped traffic runs",
              "tflops_per_gpu is in FLOP/s (base units); the table shows TFLOP/s.")
     return render.Output(data, tables, notes)
