@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import pytest
 
+from mlsyscalc.calc.calibration import match_gpu
 from mlsyscalc.calc.comm_collectives import collective_cost
+from mlsyscalc.errors import MlsysError
+from mlsyscalc.specs.gpu import AmbiguousGPU, load_gpu
 
 from .conftest import load_data
 
@@ -59,3 +62,102 @@ def test_group_size_is_bounded_by_whole_column_parallel_inputs(run_cli):
     # llama2-7b under --tp 2: o_proj's 4096 inputs split to 2048, q/k/v/gate/up keep 4096
     code, _, err = run_cli("memory", "infer", "llama2-7b", "--dtype", "int4", "--group-size", "4096", "--tp", "2")
     assert code == 2 and "(2048 columns per rank)" in err
+
+
+# --- second oracles for kills that rested on one test ---------------------------------------------
+
+def test_reserve_of_a_quarter_of_an_a100_40gb(run_cli):
+    # A100-40GB-SXM: 40960 MiB as the driver reports it; 25% of it is 10 GiB kept back
+    d = run_cli.json("memory", "train", "gpt2", "--gpu", "A100-40GB-SXM", "--reserve", "25%")
+    cap = 40960 * 2**20
+    assert d["capacity_bytes"] == cap and d["reserve_bytes"] == 10 * 2**30
+    assert d["usable_bytes"] == 30 * 2**30
+
+
+@pytest.mark.parametrize("args,workspace,logits", [
+    # gpt2 (h 768, MHA, plain 4h MLP I = 3072, vocab 50257), 512-token prefill chunk, bf16:
+    # 512 x (2h + max(q + k + v + attn_out = 4h, 2I)) = 512 x (1536 + 6144) elements x 2 bytes;
+    # the last token's logits in fp32: 50257 x 4
+    (["gpt2", "--context", "1024", "--prefill-chunk", "512"], 512 * (1536 + 6144) * 2, 50257 * 4),
+    # --tp 2 halves the attention widths and the MLP (2I / 2 = 3072 > 4h / 2); the vocab splits
+    # to ceil(50257 / 2) = 25129
+    (["gpt2", "--context", "1024", "--prefill-chunk", "512", "--tp", "2"], 512 * (1536 + 3072) * 2, 25129 * 4),
+    # llama2-7b (h 4096, gated MLP I = 11008), 2048-token chunk: 3I = 33024 > 4h = 16384
+    (["llama2-7b"], 2048 * (8192 + 33024) * 2, 32000 * 4),
+])
+def test_inference_workspace_is_the_wider_of_attention_and_mlp(run_cli, args, workspace, logits):
+    d = run_cli.json("memory", "infer", *args)
+    assert d["detail"]["activations_workspace_bytes"] == workspace
+    assert d["detail"]["activations_logits_bytes"] == logits
+
+
+def test_fp32_adamw_on_gpt2_by_hand(run_cli):
+    # fp32 training has no master copy: 4 B weights + 4 B gradients + 2 x 4 B AdamW states per
+    # parameter (transformers: 124,439,808 parameters)
+    p = HF["gpt2"]["total_params"]
+    d = run_cli.json("memory", "train", "gpt2", "--dtype", "fp32")
+    assert (d["weights_bytes"], d["gradients_bytes"]) == (4 * p, 4 * p)
+    assert d["detail"]["master_weights_bytes"] == 0 and d["detail"]["optimizer_states_bytes"] == 8 * p
+
+
+def test_llama2_activations_per_stage_count_micro_batches_in_flight(run_cli):
+    # llama2-7b, SwiGLU with flash: a layer saves 2 bytes x s x (8h + 4I) = 2 x 2048 x 76,800
+    # (docs/memory.md; Korthikanti et al. 2022 without the attention scores)
+    layer = 2 * 2048 * (8 * 4096 + 4 * 11008)
+    d = run_cli.json("memory", "train", "llama2-7b")
+    assert d["detail"]["activations_layers_bytes"] == 32 * layer
+    # --pp 2 --grad-accum 4 (1F1B): stage 0 holds min(2 - 0, 4) = 2 micro-batches of its 16
+    # layers, stage 1 one micro-batch plus the final norm and lm_head inputs (2 x h x s x 2 B)
+    stages = run_cli.json("memory", "train", "llama2-7b", "--pp", "2", "--grad-accum", "4")["stages"]
+    assert [s["micro_batches_in_flight"] for s in stages] == [2, 1]
+    assert stages[0]["breakdown"]["activations_bytes"] == 2 * 16 * layer
+    assert stages[1]["breakdown"]["activations_bytes"] == 16 * layer + 2 * 4096 * 2048 * 2
+
+
+# --- GPU names -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("device,name", [
+    # 'a100-80gb-pcie' is no name: one word dropped, 'a100-80gb' is an alias of the 80 GB card
+    # (two dropped, 'a100' would be the start of both A100s)
+    ("NVIDIA A100 80GB PCIe", "A100-80GB-SXM"),
+    ("NVIDIA A100 40GB SXM4", "A100-40GB-SXM"),
+])
+def test_device_names_drop_one_trailing_word_at_a_time(device, name):
+    assert match_gpu(device).name == name
+
+
+def test_a_prefix_of_one_gpu_is_unknown_not_ambiguous():
+    # 'RTX' starts only RTX-4090's name: not a choice between GPUs, a misspelling with a suggestion
+    with pytest.raises(MlsysError, match="unknown GPU 'RTX'.*RTX-4090") as info:
+        load_gpu("RTX")
+    assert not isinstance(info.value, AmbiguousGPU)
+    with pytest.raises(AmbiguousGPU, match="A100-40GB-SXM, A100-80GB-SXM"):
+        load_gpu("A100")
+
+
+# --- roofline: tensor-parallel collectives ---------------------------------------------------------
+
+def test_roofline_tp_collectives_carry_activations_and_logits(run_cli):
+    # llama3-8b prefill of 1024 tokens under --tp 2, bf16 (h 4096, 32 layers, vocab 128256):
+    # two all-reduces of 1024 x 4096 x 2 B a layer (attention and MLP outputs) and one after the
+    # embedding; the logits all-gather carries 1024 x 128256 x 2 B
+    d = run_cli.json("roofline", "model", "llama3-8b", "--tp", "2", "--seq", "1024")
+    rows = {r["name"]: r for r in d["comm"]}
+    assert rows["layer all-reduce"]["size_bytes"] == 1024 * 4096 * 2 and rows["layer all-reduce"]["count"] == 64
+    assert rows["embedding all-reduce"]["size_bytes"] == 1024 * 4096 * 2
+    assert rows["logits all-gather"]["size_bytes"] == 1024 * 128256 * 2
+    assert rows["logits all-gather"]["count"] == 1
+
+
+def test_softmax_and_norm_ops_count_by_the_documented_rule():
+    # roofline_memory's rule: one read and one write of (rows, cols) bf16, 5 FLOPs a softmax
+    # element; a norm reads x and its weight row, 4 FLOPs an element; an embedding gathers its
+    # tokens' rows (and learned positions) and computes nothing
+    from mlsyscalc.calc.roofline_memory import embedding_op, norm_op, softmax_op
+
+    op = softmax_op(96, 1000)
+    assert (op.read_bytes, op.write_bytes, op.flops) == (96 * 1000 * 2, 96 * 1000 * 2, 5 * 96 * 1000)
+    op = norm_op(96, 1000)
+    assert (op.read_bytes, op.write_bytes, op.flops) == (97 * 1000 * 2, 96 * 1000 * 2, 4 * 96 * 1000)
+    op = embedding_op(96, 1000, extra_width=1000)
+    assert (op.read_bytes, op.write_bytes, op.flops) == (96 * 2000 * 2, 96 * 1000 * 2, 0)
