@@ -161,3 +161,71 @@ def test_softmax_and_norm_ops_count_by_the_documented_rule():
     assert (op.read_bytes, op.write_bytes, op.flops) == (97 * 1000 * 2, 96 * 1000 * 2, 4 * 96 * 1000)
     op = embedding_op(96, 1000, extra_width=1000)
     assert (op.read_bytes, op.write_bytes, op.flops) == (96 * 2000 * 2, 96 * 1000 * 2, 0)
+
+
+@pytest.mark.parametrize("args,params", [
+    ([], 124439808),  # gpt2, transformers' count
+    (["--dp", "2", "--zero", "1"], 124439808 // 2),  # ZeRO-1: each rank steps half the parameters
+])
+def test_adamw_step_bytes_per_parameter(run_cli, args, params):
+    # AdamW on gpt2 trained in bf16: reads fp32 master, gradient, m, v (16 B a parameter), writes
+    # master, m, v (12 B) and the bf16 weight copy (2 B); 12 FLOPs a parameter
+    d = run_cli.json("roofline", "model", "gpt2", "--phase", "train", "--seq", "1024", *args)
+    (adamw,) = [o for o in d["ops"] if o["name"] == "adamw"]
+    assert (adamw["read_bytes"], adamw["write_bytes"], adamw["flops"]) == (16 * params, 14 * params, 12 * params)
+
+
+def test_data_parallel_note_only_with_more_than_one_replica(run_cli):
+    one = run_cli.json("roofline", "model", "gpt2", "--phase", "train", "--seq", "1024")
+    two = run_cli.json("roofline", "model", "gpt2", "--phase", "train", "--seq", "1024", "--dp", "2")
+    assert not [n for n in one["notes"] if "data parallel" in n]
+    assert [n for n in two["notes"] if n.startswith("data parallel x2, ZeRO-0")]
+
+
+# --- serving: the out-of-memory message -------------------------------------------------------------
+
+@pytest.mark.parametrize("scheduler,tokens,workspace_gb", [
+    # llama3-70b (h 8192, 8 KV heads of 128, I 28672, vocab 128256) on one H100-SXM: weights
+    # 2 B x 70,553,706,496 = 141.1 GB; the workspace is one iteration's tokens x (2h + max(q + 2 kv
+    # + o = 18432, 3I = 86016)) x 2 B plus fp32 logits for 256 sequences (256 x 128256 x 4 B):
+    # vllm, 8192 tokens: 1.678 GB + 0.131 GB = 1.8 GB; sarathi, 512-token chunks: 0.105 + 0.131 = 0.2 GB
+    ("vllm", 8192, "1.8"),
+    ("sarathi", 512, "0.2"),
+])
+def test_serve_names_what_leaves_no_room_for_a_kv_cache(run_cli, scheduler, tokens, workspace_gb):
+    assert round((tokens * (2 * 8192 + 3 * 28672) * 2 + 256 * 128256 * 4) / 1e9, 1) == float(workspace_gb)
+    code, _, err = run_cli("serve", "llama3-70b", "--rate", "1", "--requests", "5", "--scheduler", scheduler)
+    usable = 0.9 * 81559 * 2**20  # --gpu-memory-utilization 0.9 of the card's 81559 MiB
+    assert code == 2
+    assert f"weights {2 * HF['llama3-70b']['total_params'] / 1e9:.1f} GB + workspace {workspace_gb} GB " \
+           f"of {usable / 1e9:.1f} GB usable" in err
+
+
+# --- scaling laws -------------------------------------------------------------------------------------
+
+def test_paper_table_compares_approaches_2_and_3_with_their_own_tables():
+    from mlsyscalc.calc.scaling import paper_table
+
+    # every law is evaluated at Chinchilla Table 3's 9 budgets; approaches 2 and 3 also at the 9
+    # budgets of their own Table A3; approach 1's own table is Table 3 (not repeated), the other
+    # laws have none
+    for law, own in (("approach1", ""), ("approach2", "Table A3 (approach 2)"),
+                     ("approach3", "Table A3 (approach 3)"), ("epoch", ""), ("tpp20", "")):
+        table = paper_table(law)
+        assert len(table.rows) == 9 and {r.reference for r in table.rows} == {"Table 3"}
+        assert {r.reference for r in table.own_rows} == ({own} if own else set())
+        assert len(table.own_rows) == (9 if own else 0)
+    # approach 2's first Table A3 row: 1.84e19 FLOPs -> 400M parameters, 7.7B tokens (printed)
+    first = paper_table("approach2").own_rows[0]
+    assert (first.compute_flops, first.paper_params, first.paper_tokens) == (1.84e19, 400e6, 7.7e9)
+
+
+@pytest.mark.parametrize("delta", [0.0, -1e-3])
+def test_huber_delta_must_be_positive(delta):
+    from mlsyscalc.calc.scaling_fit import FitOptions, Runs, fit_runs
+
+    # a valid 3 x 3 grid (losses from a Chinchilla-like law), so only delta is wrong
+    runs = Runs(tuple(n for n in (1e8, 1e9, 1e10) for _ in range(3)), (2e9, 2e10, 2e11) * 3,
+                tuple(1.7 + 400 / n**0.34 + 410 / d**0.28 for n in (1e8, 1e9, 1e10) for d in (2e9, 2e10, 2e11)))
+    with pytest.raises(MlsysError, match="Huber delta must be positive"):
+        fit_runs(runs, FitOptions(delta=delta, bootstrap=0))
