@@ -229,3 +229,30 @@ def test_huber_delta_must_be_positive(delta):
                 tuple(1.7 + 400 / n**0.34 + 410 / d**0.28 for n in (1e8, 1e9, 1e10) for d in (2e9, 2e10, 2e11)))
     with pytest.raises(MlsysError, match="Huber delta must be positive"):
         fit_runs(runs, FitOptions(delta=delta, bootstrap=0))
+
+
+def test_a_request_that_fills_the_kv_cache_exactly_is_admitted(run_cli):
+    # 511 prompt + 1 output tokens = 512 = exactly 32 blocks of 16: an idle engine admits it
+    # (the preemption watermark is kept back only while others run); one token less of cache
+    # and it never fits
+    d = run_cli.json("serve", "llama3-8b", "--rate", "1", "--requests", "2", "--prompt-len", "511",
+                     "--output-len", "1", "--kv-blocks", "32")
+    assert d["requests"] == 2 and d["kv_blocks"] == 32
+    code, _, err = run_cli("serve", "llama3-8b", "--rate", "1", "--requests", "2", "--prompt-len", "511",
+                           "--output-len", "1", "--kv-blocks", "31")
+    assert code == 2 and "needs 32 KV blocks; the GPU holds 31" in err
+
+
+def test_series_buckets_preemptions_by_time():
+    from mlsyscalc.calc.serve_engine import Trace
+    from mlsyscalc.calc.serve_metrics import series
+
+    # 10 iterations ending at 1..10 s in 5 buckets of 2 s; preemptions at 2.5 s (bucket 1) and
+    # 9.9 s (bucket 4); 4 of 8 blocks used throughout, 100 tokens an iteration
+    trace = Trace([], [], [], [float(t) for t in range(1, 11)], [4] * 10, [100] * 10, [1] * 10, [2.5, 9.9], 10.0)
+    rows = series(trace, total_blocks=8, points=5)
+    assert [r["t_s"] for r in rows] == [2.0, 4.0, 6.0, 8.0, 10.0]
+    assert [r["preemptions"] for r in rows] == [0, 1, 0, 0, 1]
+    # iteration ends 1 | 2, 3 | 4, 5 | 6, 7 | 8, 9 | 10 -> int(t / 2) = 0, 1, 1, 2, 2, 3, 3, 4, 4, 5 -> 4
+    assert [r["iterations"] for r in rows] == [1, 2, 2, 2, 3]
+    assert all(r["kv_utilization"] == 0.5 and r["batch_tokens_mean"] == 100 for r in rows)
