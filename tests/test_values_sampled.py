@@ -256,3 +256,25 @@ def test_series_buckets_preemptions_by_time():
     # iteration ends 1 | 2, 3 | 4, 5 | 6, 7 | 8, 9 | 10 -> int(t / 2) = 0, 1, 1, 2, 2, 3, 3, 4, 4, 5 -> 4
     assert [r["iterations"] for r in rows] == [1, 2, 2, 2, 3]
     assert all(r["kv_utilization"] == 0.5 and r["batch_tokens_mean"] == 100 for r in rows)
+
+
+def test_static_batching_counts_arrivals_one_by_one():
+    from mlsyscalc.calc.serve_static import _arrived
+
+    # requests (arrival_s, prompt, output) sorted by arrival; by 0.01 s the first two have arrived,
+    # the one at 500 s has not (however many arrived before `start`)
+    req = [(0.0, 128, 4), (0.001, 128, 4), (500.0, 128, 4), (1000.0, 128, 4)]
+    assert [_arrived(req, start, 0.01) for start in (0, 1, 2)] == [2, 2, 2]
+    assert _arrived(req, 1, 500.0) == 3 and _arrived(req, 0, 2000.0) == 4
+
+
+@pytest.mark.parametrize("text,mean", [
+    ("512", 512), ("uniform:100,300", 200), ("normal:400,50", 400),
+    # lognormal(mu, sigma) has mean exp(mu + sigma^2 / 2): exp(6 + 0.125) = 457.14...
+    ("lognormal:6,0.5", 457.1447),
+])
+def test_length_distribution_means(text, mean):
+    from mlsyscalc.calc.serve_workload import parse_length
+
+    assert parse_length(text, "--prompt-len").mean == pytest.approx(mean, rel=1e-6)
+    assert parse_length("", "--prompt-len", values=(1, 2, 6)).mean == 3
