@@ -278,3 +278,10 @@ def test_length_distribution_means(text, mean):
 
     assert parse_length(text, "--prompt-len").mean == pytest.approx(mean, rel=1e-6)
     assert parse_length("", "--prompt-len", values=(1, 2, 6)).mean == 3
+
+
+def test_workload_duration_is_the_last_arrival():
+    from mlsyscalc.calc.serve_workload import Workload
+
+    w = Workload(((0.0, 10, 1), (1.0, 10, 1), (5.0, 10, 1)), "three requests")
+    assert w.duration_s == 5.0
