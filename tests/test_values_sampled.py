@@ -285,3 +285,34 @@ def test_workload_duration_is_the_last_arrival():
 
     w = Workload(((0.0, 10, 1), (1.0, 10, 1), (5.0, 10, 1)), "three requests")
     assert w.duration_s == 5.0
+
+
+def test_serving_reads_the_attention_compute_rate_at_a_4096_token_prefill():
+    # docs/serving.md: compute-bound attention rows take their seconds per FLOP from a 4096-token
+    # prefill (the roofline's tile and wave quantisation averaged over a long prompt)
+    from mlsyscalc.calc.roofline_model import predict_model
+    from mlsyscalc.calc.roofline_ops import resolve_ceilings
+    from mlsyscalc.calc.roofline_options import RooflineOptions
+    from mlsyscalc.calc.serve_cost import IterationCost
+    from mlsyscalc.specs.lookup import load_model
+
+    spec, ceil = load_model("llama3-8b"), resolve_ceilings("H100-SXM")
+    cost = IterationCost(spec, ceil, RooflineOptions())
+    long = predict_model(spec, ceil, RooflineOptions(phase="prefill", batch=1, seq=4096, check_fit=False, window="full"))
+    (attn,) = [r.pred for r in long.rows if r.pred.kind == "attention"]
+    (row,) = cost.prefill_rows
+    assert row.seconds_per_flop == pytest.approx(attn.compute_s / attn.flops, rel=1e-12)
+
+
+def test_slowest_pipeline_stage_is_the_one_with_most_kernel_time():
+    from mlsyscalc.calc.train_parts import Stage, StageParts, slowest_stage
+
+    # a dense layer: 1 s forward, 2 s backward, of which 0.5 s forward + 1 s backward attention;
+    # embedding 0.1 + 0.1 s, final norm + lm_head 1.5 + 3 s.
+    # stage 0: 3 layers + embedding: forward 3.1, backward 6.1 (9.2 in all), attention 4.5
+    # stage 1: 2 layers + head:      forward 3.5, backward 7.0 (10.5 in all), attention 3.0
+    # stage 1 has the most kernel time; by forward + attention stage 0 would look slower (7.6 > 6.5)
+    parts = StageParts({"dense": {"forward": 1.0, "backward": 2.0}}, {"dense": {"forward": 0.5, "backward": 1.0}},
+                       {"forward": 0.1, "backward": 0.1}, {"forward": 1.5, "backward": 3.0})
+    stages = (Stage(0, (0, 1, 2), 3, 0, True, False), Stage(1, (3, 4), 2, 0, False, True))
+    assert slowest_stage(parts, stages, "none") == pytest.approx((3.5, 7.0, 3.0))
