@@ -314,7 +314,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "reports/mutation/results.jsonl")
     parser.add_argument("--modules", nargs="*", help="module stems to mutate (default: all)")
     parser.add_argument("--scratch", type=Path, default=Path("/tmp/mlsys_mutation"))
-    parser.add_argument("--rerun", choices=["survived"], help="run these statuses again")
+    parser.add_argument("--rerun", choices=["survived", "single"],
+                        help="run the survivors again, or the counted kills that rest on one test function")
     parser.add_argument("--budget-s", type=float, default=float("inf"), help="stop after this")
     parser.add_argument("--sample", type=int, default=1, help="mutate every Nth site of a module")
     parser.add_argument("--offset", type=int, default=0, help="start the sample at this site")
@@ -343,6 +344,16 @@ def _load(out: Path) -> dict[tuple[str, int], dict]:
         return {}
     rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
     return {(r["path"], r["index"]): r for r in rows}  # the last row of a mutant wins
+
+
+def _wanted(previous: dict | None, rerun: str | None) -> bool:
+    """Whether a site runs: never run yet (no rerun), or its earlier row is what --rerun asks for."""
+    if previous is None or rerun is None:
+        return previous is None and rerun is None
+    if rerun == "single":
+        functions = {i.split("[")[0] for i in previous.get("killers", [])}
+        return bool(previous.get("counted")) and previous["status"] == "killed" and len(functions) == 1
+    return previous["status"] == rerun
 
 
 def _plan(opts: argparse.Namespace) -> list[Site]:
@@ -375,7 +386,7 @@ def run(opts: argparse.Namespace) -> None:
     for site in plan:
         path, stem = site.path, Path(site.path).stem
         previous = done.get((path, site.index))
-        if (previous["status"] != opts.rerun) if previous else bool(opts.rerun):
+        if not _wanted(previous, opts.rerun):
             continue  # done already, or a rerun of others
         tests = TESTS[stem]
         if tuple(tests) not in baselines:

@@ -43,6 +43,23 @@ EQUIVALENT: dict[tuple[str, str], str] = {
      "-        default = LinkTerms(float(data['bandwidth_GBps']) * 1000000000.0, float(data['latency_us']) * 1e-06)\n"
      "+        default = LinkTerms(float(data['bandwidth_GBps']) * 1000000000.0, float(data['latency_us']) * 2e-06)"):
         "this default is built from the same entry, whose latency_us the next line reads again at 1e-6",
+    ("mlsyscalc/calc/plan_space.py",
+     "-    max_cp: int = 16\n+    max_cp: int = 17"):
+        "cp runs over the powers of two up to max_cp: those up to 16 and up to 17 are the same",
+    ("mlsyscalc/calc/scaling_fit.py",
+     "-    if k is None or k >= len(grid):\n+    if k is None or k > len(grid):"):
+        "at k == len(grid) the mutant draws every grid point too (the 10 best, then the rest in a "
+        "seeded order from a generator of its own): the same starts, the same best local minimum",
+    ("mlsyscalc/calc/serve_disagg.py",
+     "-    combined = Trace(sched, first, finish, [], [], [], [], [], 0.0)\n"
+     "+    combined = Trace(sched, first, finish, [], [], [], [], [], 1.0)"):
+        "the combined trace's busy_s feeds only busy_fraction, which the disaggregated result drops",
+    ("mlsyscalc/calc/serve_engine.py",
+     "-            c = min(self.L[i] - self.done[i], budget - tokens) if self.policy.chunked else self.L[i] - self.done[i]\n"
+     "+            c = min(self.L[i] - self.done[i], budget - tokens) if self.policy.chunked else self.L[i] + self.done[i]"):
+        "a dead branch: a non-chunked scheduler finishes a prefill in the iteration that admits it, so "
+        "`prefilling` is empty whenever it is read (checked: 2,457 iterations of five vllm/orca runs with "
+        "prefix caching, swapping and preemption)",
 }
 # survivors that are not equivalent but that no realistic input reaches (not left out of the score)
 UNREACHED: dict[tuple[str, str], str] = {
@@ -50,6 +67,11 @@ UNREACHED: dict[tuple[str, str], str] = {
      "-        return 'compute' if self.compute_s >= self.memory_s else 'memory'\n"
      "+        return 'compute' if self.compute_s > self.memory_s else 'memory'"):
         "differs only when the compute and memory times are exactly equal floats",
+    ("mlsyscalc/calc/serve_cost.py",
+     "-            if abs(want - got) > 1e-06 * max(abs(want), 1e-30):\n"
+     "+            if abs(want - got) > 2e-06 * max(abs(want), 1e-30):"):
+        "an internal consistency check's tolerance: the affine fit and the roofline agree to rounding "
+        "error, far inside both 1e-6 and 2e-6",
 }
 
 
@@ -94,4 +116,27 @@ def render(path: Path) -> str:
             note = f" (survives: {UNREACHED[(r['path'], diff)]})"
         tail.append(f"- `{r['path']}:{r['line']}` {r['change']}{note}")
         tail += ["", "  ```diff", *("  " + line for line in diff.splitlines()), "  ```"]
-    return "\n".join(head + out + tail)
+    return "\n".join(head + out + tail + killers(rows))
+
+
+def _functions(ids: list[str]) -> set[str]:
+    """Test functions among failing test ids: parametrised cases of one function count once."""
+    return {i.split("[")[0].removesuffix(" (collection)") for i in ids}
+
+
+def killers(rows: list[dict]) -> list[str]:
+    """How many test functions kill each mutant run with --count-killers (no -x): the table of
+    counts and every mutant that rests on one function."""
+    counted = [r for r in rows if r.get("counted") and r["status"] == "killed"]
+    if not counted:
+        return []
+    by_count = Counter(min(len(_functions(r["killers"])), 5) for r in counted)
+    out = ["", f"Test functions that fail, per killed mutant of the core modules ({len(counted)} mutants "
+           "counted; 5 means 5 or more):", "", "| functions | mutants |", "| ---: | ---: |"]
+    out += [f"| {k}{'+' if k == 5 else ''} | {by_count[k]} |" for k in sorted(by_count)]
+    single = [r for r in counted if len(_functions(r["killers"])) == 1]
+    if single:
+        out += ["", "Killed by one test function only:", ""]
+        out += [f"- `{r['path']}:{r['line']}` {r['change']}: `{next(iter(_functions(r['killers'])))}`"
+                for r in single]
+    return out
