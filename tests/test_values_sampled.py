@@ -50,6 +50,26 @@ def test_tied_head_adds_no_weight_bytes(run_cli, model):
     assert d["weights_bytes"] == 2 * HF[model]["total_params"]
 
 
+@pytest.mark.parametrize("model", ["qwen2.5-0.5b", "gpt2"])
+def test_tied_head_trains_no_weights_of_its_own(run_cli, model):
+    # training in bf16 with AdamW: 2 B weights and 2 B gradients per parameter, the tied head
+    # counted once in the embedding (transformers' count)
+    d = run_cli.json("memory", "train", model)
+    assert d["weights_bytes"] == d["gradients_bytes"] == 2 * HF[model]["total_params"]
+
+
+def test_group_size_bound_at_tp_8_through_the_api():
+    from mlsyscalc.calc.memory_infer import InferOptions
+    from mlsyscalc.specs.lookup import load_model
+
+    # deepseek-v3 under tp 8: the routed experts' down_proj (2048 inputs, row-parallel) split to
+    # 256 columns a rank is narrower than kv_b_proj's whole 512 (column-parallel, never split)
+    spec = load_model("deepseek-v3")
+    InferOptions(dtype="int4", group_size=256, tp=8).validate(spec)
+    with pytest.raises(MlsysError, match=r"\(256 columns per rank\)"):
+        InferOptions(dtype="int4", group_size=512, tp=8).validate(spec)
+
+
 def test_group_size_is_bounded_by_whole_column_parallel_inputs(run_cli):
     # deepseek-v3 under --tp 2: kv_b_proj is column-parallel, so each rank keeps its whole input
     # of kv_lora_rank = 512 columns; row-parallel o_proj (128 heads x 128 = 16384 in) and the
@@ -316,3 +336,25 @@ def test_slowest_pipeline_stage_is_the_one_with_most_kernel_time():
                        {"forward": 0.1, "backward": 0.1}, {"forward": 1.5, "backward": 3.0})
     stages = (Stage(0, (0, 1, 2), 3, 0, True, False), Stage(1, (3, 4), 2, 0, False, True))
     assert slowest_stage(parts, stages, "none") == pytest.approx((3.5, 7.0, 3.0))
+
+
+@pytest.mark.parametrize("recompute,tp_s,cp_s", [
+    ("none", 3.0, 6.0),
+    # docs/train.md: the recomputed forward repeats TP's forward all-reduces (forward + backward
+    # traffic x 1.5) and CP's forward K,V all-gather (x 4/3)
+    ("full", 4.5, 8.0),
+    ("selective", 3.0, 6.0),
+])
+def test_full_recomputation_repeats_tp_and_cp_traffic(recompute, tp_s, cp_s):
+    from mlsyscalc.calc.train_comm import Windows, dim_times
+
+    seconds = {("tp", "model"): 3.0, ("cp", "model"): 6.0, ("pp", "model"): 1.0, ("dp", "grad"): 2.0}
+    # 4 micro-batches of 1 s forward + 2 s backward (12 s of kernels), 0.5 s of attention each:
+    # nothing overlapped, every second is exposed
+    total, exposed = dim_times(seconds, zero=0, recompute=recompute, overlap=(),
+                               windows=Windows(1.0, 2.0, 0.5, 4))
+    assert total == exposed == {"tp": tp_s, "cp": cp_s, "dp": 2.0, "pp": 1.0, "ep": 0.0}
+    # overlapping cp hides it behind the 4 x 0.5 s attention kernels, tp behind the 12 s of kernels
+    _, hidden = dim_times(seconds, zero=0, recompute=recompute, overlap=("tp", "cp"),
+                          windows=Windows(1.0, 2.0, 0.5, 4))
+    assert hidden["cp"] == cp_s - 2.0 and hidden["tp"] == 0.0
