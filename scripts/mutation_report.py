@@ -43,6 +43,9 @@ EQUIVALENT: dict[tuple[str, str], str] = {
      "-        default = LinkTerms(float(data['bandwidth_GBps']) * 1000000000.0, float(data['latency_us']) * 1e-06)\n"
      "+        default = LinkTerms(float(data['bandwidth_GBps']) * 1000000000.0, float(data['latency_us']) * 2e-06)"):
         "this default is built from the same entry, whose latency_us the next line reads again at 1e-6",
+    ("mlsyscalc/calc/memory_common.py", "-        return 0\n+        return 1"):
+        "the `lin.tied` early returns of linear_weight_per_rank and _factors are dead: only decoder-layer "
+        "projections reach them, and only the lm_head (head_linears) can be tied",
     ("mlsyscalc/calc/plan_space.py",
      "-    max_cp: int = 16\n+    max_cp: int = 17"):
         "cp runs over the powers of two up to max_cp: those up to 16 and up to 17 are the same",
