@@ -357,19 +357,20 @@ def _wanted(previous: dict | None, rerun: str | None) -> bool:
 
 
 def _plan(opts: argparse.Namespace) -> list[Site]:
-    """The sites this run mutates, CORE modules first: a seeded random draw over the selected
-    modules (--seed, --count, --exclude) or every Nth site of each (--sample, --offset)."""
+    """The sites this run mutates, CORE modules first: a seeded random draw over every module
+    (--seed, --count, --exclude; --modules then picks among the drawn sites, so the draw stays
+    the same) or every Nth site of each selected module (--sample, --offset)."""
     paths = sorted((str(p.relative_to(ROOT)) for t in TARGETS for p in (ROOT / t).glob("*.py")),
                    key=lambda p: (Path(p).stem not in CORE, p))
-    paths = [p for p in paths if Path(p).stem != "__init__"
-             and (not opts.modules or Path(p).stem in opts.modules)]
+    paths = [p for p in paths if Path(p).stem != "__init__"]
+    selected = [p for p in paths if not opts.modules or Path(p).stem in opts.modules]
     if opts.seed is None:
-        return [s for p in paths for s in sites(p)[opts.offset::opts.sample]]
+        return [s for p in selected for s in sites(p)[opts.offset::opts.sample]]
     from mutation_sample import draw  # scripts/mutation_sample.py
 
     chosen = draw(ROOT, [s for p in paths for s in sites(p)], opts.seed, opts.count, opts.exclude)
     order = {p: i for i, p in enumerate(paths)}
-    return sorted(chosen, key=lambda s: (order[s.path], s.index))
+    return sorted((s for s in chosen if s.path in selected), key=lambda s: (order[s.path], s.index))
 
 
 def run(opts: argparse.Namespace) -> None:

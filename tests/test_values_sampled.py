@@ -359,3 +359,44 @@ def test_full_recomputation_repeats_tp_and_cp_traffic(recompute, tp_s, cp_s):
     _, hidden = dim_times(seconds, zero=0, recompute=recompute, overlap=("tp", "cp"),
                           windows=Windows(1.0, 2.0, 0.5, 4))
     assert hidden["cp"] == cp_s - 2.0 and hidden["tp"] == 0.0
+
+
+# --- second oracles for the check sample's single-test kills (collectives and comm step) ------------
+
+def test_hierarchical_broadcast_and_reduce_on_two_nodes():
+    # broadcast: the root's node sends n across the 2 nodes (1 step of 14 us, n at 50 GB/s), then
+    # each node pipelines n over its 8 GPUs (7 steps of 3.4 us, n at 370 GB/s); reduce mirrors it
+    n = 2**30
+    inter, intra = 14e-6 + n / 50e9, 7 * 3.4e-6 + n / 370e9
+    cost = collective_cost("broadcast", n, 16, "hgx-h100", nodes=2, algo="hierarchical")
+    assert [p.name for p in cost.phases] == ["inter-node broadcast", "intra-node broadcast"]
+    assert cost.time_s == pytest.approx(inter + intra, rel=1e-12)
+    cost = collective_cost("reduce", n, 16, "hgx-h100", nodes=2, algo="hierarchical")
+    assert [p.name for p in cost.phases] == ["intra-node reduce", "inter-node reduce"]
+    assert cost.time_s == pytest.approx(intra + inter, rel=1e-12)
+
+
+def test_sequence_parallel_collectives_per_micro_batch(run_cli):
+    # llama3-8b --tp 8 --sp --grad-accum 4: per layer 2 all-gathers forward and 2 backward (and as
+    # many reduce-scatters) of the 2048 x 4096 bf16 activations, 32 layers, 4 micro-batches;
+    # a ring all-gather moves 7/8 of each message per GPU
+    d = run_cli.json("comm", "step", "llama3-8b", "--tp", "8", "--sp", "--grad-accum", "4")
+    rows = {r["collective"]: r for r in d["rows"] if r["dim"] == "tp"}
+    for collective in ("all-gather", "reduce-scatter"):
+        assert rows[collective]["message_bytes"] == 2048 * 4096 * 2
+        assert rows[collective]["calls"] == 2 * 2 * 32 * 4
+    assert rows["all-gather"]["bytes_per_gpu"] == 512 * 7 / 8 * 2048 * 4096 * 2
+
+
+@pytest.mark.parametrize("args,message,calls", [
+    # mixtral-8x7b (top-2 of 8, h 4096, 32 MoE layers), --dp 8 --ep 8: each GPU dispatches its 2048
+    # tokens x 2 experts x 4096 x 2 B; dispatch + combine, forward and backward: 4 a layer, x 2
+    # micro-batches
+    (["--dp", "8", "--ep", "8", "--grad-accum", "2"], 2048 * 2 * 4096 * 2, 4 * 32 * 2),
+    # with --tp 2 --sp each TP rank routes its half of the sequence
+    (["--dp", "8", "--ep", "8", "--tp", "2", "--sp"], 1024 * 2 * 4096 * 2, 4 * 32),
+])
+def test_expert_parallel_all_to_all_carries_top_k_copies(run_cli, args, message, calls):
+    d = run_cli.json("comm", "step", "mixtral-8x7b", *args)
+    (row,) = [r for r in d["rows"] if r["dim"] == "ep"]
+    assert (row["collective"], row["message_bytes"], row["calls"]) == ("all-to-all", message, calls)
