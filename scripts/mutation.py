@@ -36,16 +36,17 @@ TARGETS = ("mlsyscalc/calc", "mlsyscalc/specs")
 # module stem -> the test files that test it directly (kept small: a surviving mutant runs all
 # of them, on two shared cores). A mutant some other file would kill counts as a survivor here,
 # so the score is a lower bound. VALUES first: they hold the targeted value tests.
-VALUES = ["test_values.py", "test_values_sampled.py"]  # the targeted value tests, first
+SAMPLED = ["test_values_sampled.py", "test_values_check.py"]  # tests written for sampled survivors
+VALUES = ["test_values.py", *SAMPLED]  # the targeted value tests, first
 MEMORY = [*VALUES, "test_memory_train.py", "test_memory_infer.py", "test_memory_properties.py"]
 ROOFLINE = [*VALUES, "test_roofline_ops.py", "test_roofline_model.py", "test_roofline_review.py"]
 COMM = [*VALUES, "test_comm_collectives.py", "test_comm_protocols.py", "test_comm_step.py",
         "test_comm_review.py"]
-SCALING = ["test_values_sampled.py", "test_scaling.py", "test_scaling_fit.py", "test_scaling_review.py"]
-SERVE = ["test_values_sampled.py", "test_serve_cost.py", "test_serve_spec.py", "test_serve_disagg.py",
+SCALING = [*SAMPLED, "test_scaling.py", "test_scaling_fit.py", "test_scaling_review.py"]
+SERVE = [*SAMPLED, "test_serve_cost.py", "test_serve_spec.py", "test_serve_disagg.py",
          "test_serve_published.py", "test_serve_cli.py", "test_serve_replay.py", "test_serve_properties.py"]
-TRAIN = ["test_values_sampled.py", "test_train.py", "test_train_published.py", "test_plan.py"]
-PLAN = ["test_values_sampled.py", "test_plan.py", "test_train.py"]
+TRAIN = [*SAMPLED, "test_train.py", "test_train_published.py", "test_plan.py"]
+PLAN = [*SAMPLED, "test_plan.py", "test_train.py"]
 TESTS: dict[str, list[str]] = {
     "params": [*VALUES, "test_params.py", "test_flops.py"],
     "layers": [*VALUES, "test_params.py", "test_flops.py", "test_memory_train.py",
@@ -65,7 +66,7 @@ TESTS: dict[str, list[str]] = {
     "tensor_parallel": MEMORY + ["test_comm_step.py"],
     "comm_collectives": COMM, "comm_step": COMM + ["test_comm_cli.py"],
     "calibration": ROOFLINE + ["test_calibrate_models.py"],
-    "calibration_fit": ["test_values_sampled.py", "test_calibrate_models.py"],
+    "calibration_fit": [*SAMPLED, "test_calibrate_models.py"],
     "roofline_comm": ROOFLINE, "roofline_memory": ROOFLINE + ["test_roofline_nonnegative.py"],
     "roofline_model": ROOFLINE + ["test_roofline_cli.py"], "roofline_notes": ROOFLINE + ["test_roofline_cli.py"],
     "roofline_ops": ROOFLINE, "roofline_options": ROOFLINE + ["test_serve_cost.py"],

@@ -46,6 +46,11 @@ EQUIVALENT: dict[tuple[str, str], str] = {
     ("mlsyscalc/calc/memory_common.py", "-        return 0\n+        return 1"):
         "the `lin.tied` early returns of linear_weight_per_rank and _factors are dead: only decoder-layer "
         "projections reach them, and only the lm_head (head_linears) can be tied",
+    ("mlsyscalc/calc/memory_infer.py",
+     "-    window_layers = spec.sliding_window_layers if spec.sliding_window else 0\n"
+     "+    window_layers = spec.sliding_window_layers if spec.sliding_window else 1"):
+        "without a sliding window the windowed slot count equals the full one, so how many layers "
+        "count as windowed does not change the sum",
     ("mlsyscalc/calc/plan_space.py",
      "-    max_cp: int = 16\n+    max_cp: int = 17"):
         "cp runs over the powers of two up to max_cp: those up to 16 and up to 17 are the same",
