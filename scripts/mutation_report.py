@@ -51,6 +51,11 @@ EQUIVALENT: dict[tuple[str, str], str] = {
      "+    window_layers = spec.sliding_window_layers if spec.sliding_window else 1"):
         "without a sliding window the windowed slot count equals the full one, so how many layers "
         "count as windowed does not change the sum",
+    ("mlsyscalc/specs/cluster.py",
+     "-    measured: bool = False\n+    measured: bool = True"):
+        "every ClusterSpec whose flag is read passes `measured` (the spec loader from the JSON key, the "
+        "comm calibration True); the one built with the default, the comm report's single-line fit, "
+        "never has its flag read",
     ("mlsyscalc/calc/plan_space.py",
      "-    max_cp: int = 16\n+    max_cp: int = 17"):
         "cp runs over the powers of two up to max_cp: those up to 16 and up to 17 are the same",

@@ -35,3 +35,58 @@ def test_adafactor_states_of_llama2_7b_by_hand(run_cli):
     assert factors == 2_836_992
     d = run_cli.json("memory", "train", "llama2-7b", "--optimizer", "adafactor")
     assert d["detail"]["optimizer_states_bytes"] == 4 * factors
+
+
+def test_group_size_bound_reads_the_last_layer_kind(run_cli):
+    # deepseek-v3 cut to 4 layers, the first 3 dense, the last MoE: under --tp 8 the MoE layer's
+    # expert down_proj (2048 inputs, row-parallel) gives 256 columns a rank; the dense layers'
+    # narrowest would be kv_b_proj's 512 (column-parallel, whole)
+    code, _, err = run_cli("memory", "infer", "deepseek-v3", "--set", "num_hidden_layers=4",
+                           "--set", "first_k_dense_replace=3", "--dtype", "int4", "--group-size", "512", "--tp", "8")
+    assert code == 2 and "(256 columns per rank)" in err
+
+
+def test_dense_gated_mlp_activation_reads_gate_and_up(run_cli):
+    # llama3-8b (SwiGLU, I = 14336), 1024-token prefill, bf16: SiLU(gate) * up reads both
+    # 1024 x 14336 inputs and writes one
+    d = run_cli.json("roofline", "model", "llama3-8b", "--seq", "1024", "--no-fit-check")
+    (act,) = [o for o in d["ops"] if o["name"].startswith("mlp_act")]
+    assert act["name"] == "mlp_act*up"
+    assert (act["read_bytes"], act["write_bytes"]) == (2 * 1024 * 14336 * 2, 1024 * 14336 * 2)
+
+
+def test_gpt_neox_defaults_to_a_parallel_residual():
+    from mlsyscalc.specs.hf import from_hf_config
+    from mlsyscalc.specs.lookup import builtin_configs
+
+    # transformers' GPTNeoXConfig: use_parallel_residual defaults to True (attention and MLP
+    # read the same input, as pythia was trained)
+    raw = {k: v for k, v in builtin_configs()["pythia-1.4b"].items() if k != "use_parallel_residual"}
+    assert from_hf_config(raw, name="neox-default", source="test").parallel_attention is True
+    raw["use_parallel_residual"] = False
+    assert from_hf_config(raw, name="neox-serial", source="test").parallel_attention is False
+
+
+def test_layer_types_count_the_sliding_layers():
+    from mlsyscalc.specs.hf import from_hf_config
+    from mlsyscalc.specs.lookup import builtin_configs
+
+    # a llama config with a 4096-token window on 24 of its 32 layers, listed per layer
+    raw = dict(builtin_configs()["llama3-8b"], sliding_window=4096,
+               layer_types=["sliding_attention"] * 3 * 8 + ["full_attention"] * 8)
+    spec = from_hf_config(raw, name="llama-sliding", source="test")
+    assert (spec.sliding_window, spec.sliding_window_layers) == (4096, 24)
+
+
+def test_builtin_gpus_are_datasheet_figures_not_calibrated():
+    from mlsyscalc.specs.gpu import builtin_gpus
+
+    assert builtin_gpus() and not any(spec.calibrated for spec in builtin_gpus().values())
+
+
+def test_plan_shows_five_layouts_unless_told(run_cli):
+    # `mlsys plan` lists the 5 fastest fitting layouts by default (--top 5), fewer only when fewer fit
+    d = run_cli.json("plan", "llama3-8b", "--gpus", "8", "--gpu", "H100-SXM", "--global-batch", "8")
+    assert d["feasible"] >= 5 and len(d["candidates"]) == 5
+    d = run_cli.json("plan", "llama3-8b", "--gpus", "8", "--gpu", "H100-SXM", "--global-batch", "8", "--top", "2")
+    assert len(d["candidates"]) == 2
