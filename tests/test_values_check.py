@@ -90,3 +90,11 @@ def test_plan_shows_five_layouts_unless_told(run_cli):
     assert d["feasible"] >= 5 and len(d["candidates"]) == 5
     d = run_cli.json("plan", "llama3-8b", "--gpus", "8", "--gpu", "H100-SXM", "--global-batch", "8", "--top", "2")
     assert len(d["candidates"]) == 2
+
+
+def test_kv_cache_write_casts_without_arithmetic():
+    from mlsyscalc.calc.roofline_memory import copy_cast_op
+
+    # new K/V of 1000 elements: read in bf16 (2 B), written into an fp8 cache (1 B), no FLOPs
+    op = copy_cast_op(1000, "bf16", "fp8")
+    assert (op.read_bytes, op.write_bytes, op.flops) == (2000, 1000, 0)
