@@ -98,3 +98,46 @@ def test_kv_cache_write_casts_without_arithmetic():
     # new K/V of 1000 elements: read in bf16 (2 B), written into an fp8 cache (1 B), no FLOPs
     op = copy_cast_op(1000, "bf16", "fp8")
     assert (op.read_bytes, op.write_bytes, op.flops) == (2000, 1000, 0)
+
+
+# --- scaling-law fits --------------------------------------------------------------------------------
+
+def test_fit_starts_from_the_published_grid():
+    from mlsyscalc.calc.scaling_fit import PAPER_GRID
+
+    # Hoffmann et al. 2022, appendix D.2: alpha, beta in {0, 0.5, ..., 2}, e in {-1, -0.5, ..., 1},
+    # a, b in {0, 5, ..., 25}
+    assert PAPER_GRID == {"alpha": (0.0, 0.5, 1.0, 1.5, 2.0), "beta": (0.0, 0.5, 1.0, 1.5, 2.0),
+                          "e": (-1.0, -0.5, 0.0, 0.5, 1.0), "a": (0.0, 5.0, 10.0, 15.0, 20.0, 25.0),
+                          "b": (0.0, 5.0, 10.0, 15.0, 20.0, 25.0)}
+
+
+def test_fit_reports_its_huber_objective_and_rms_residual():
+    import math
+    import random
+
+    from mlsyscalc.calc.scaling_fit import FitOptions, Runs, fit_runs
+
+    # 5 x 5 runs from L = 1.8 + 450 / N^0.34 + 1800 / D^0.37 with 2% multiplicative noise
+    rng = random.Random(3)
+    n = [p for p in (1e7, 3e7, 1e8, 3e8, 1e9) for _ in range(5)]
+    d = [t for _ in range(5) for t in (1e9, 3e9, 1e10, 3e10, 1e11)]
+    loss = [(1.8 + 450 / p**0.34 + 1800 / t**0.37) * math.exp(rng.gauss(0, 0.02)) for p, t in zip(n, d)]
+    result = fit_runs(Runs(tuple(n), tuple(d), tuple(loss)), FitOptions(starts=40, bootstrap=0))
+    # residuals of the fitted law in log space; Huber with delta = 1e-3 (quadratic inside,
+    # linear outside), summed unscaled; the rms of the same residuals
+    r = [math.log(result.fit.loss(p, t)) - math.log(v) for p, t, v in zip(n, d, loss)]
+    huber = sum(0.5 * x * x if abs(x) <= 1e-3 else 1e-3 * (abs(x) - 0.5e-3) for x in r)
+    assert result.objective == pytest.approx(huber, rel=1e-6, abs=0)
+    assert result.rms_log_residual == pytest.approx(math.sqrt(sum(x * x for x in r) / len(r)), rel=1e-9, abs=0)
+
+
+def test_roofline_accepts_zero_stages_0_to_3_only(run_cli):
+    from mlsyscalc.calc.roofline_options import RooflineOptions
+    from mlsyscalc.errors import MlsysError
+    from mlsyscalc.specs.lookup import load_model
+
+    assert run_cli.json("roofline", "model", "gpt2", "--phase", "train", "--dp", "2", "--zero", "3",
+                        "--seq", "1024")["zero"] == 3
+    with pytest.raises(MlsysError, match="zero stage must be 0, 1, 2 or 3, got 4"):
+        RooflineOptions(phase="train", seq=1024, dp=2, zero=4).validate(load_model("gpt2"))
