@@ -39,6 +39,9 @@ EQUIVALENT: dict[tuple[str, str], str] = {
      "-    state = _ADAM8BIT_STATE_BYTES if opts.optimizer == 'adam8bit' else 4.0 if mixed or base == 4 else base\n"
      "+    state = _ADAM8BIT_STATE_BYTES if opts.optimizer == 'adam8bit' else 4.0 if mixed or base == 5 else base"):
         "when base == 4 both branches give 4.0",
+    ("mlsyscalc/calc/serve_cost.py", "-_CHECK_TOKENS = 7\n+_CHECK_TOKENS = 8"):
+        "the check point only verifies that the rows fitted at 1 and 2 tokens are affine (bytes and "
+        "FLOPs are, at every token count); the rows used come from _FIT_TOKENS either way",
     ("mlsyscalc/specs/cluster.py",
      "-        default = LinkTerms(float(data['bandwidth_GBps']) * 1000000000.0, float(data['latency_us']) * 1e-06)\n"
      "+        default = LinkTerms(float(data['bandwidth_GBps']) * 1000000000.0, float(data['latency_us']) * 2e-06)"):

@@ -141,3 +141,50 @@ def test_roofline_accepts_zero_stages_0_to_3_only(run_cli):
                         "--seq", "1024")["zero"] == 3
     with pytest.raises(MlsysError, match="zero stage must be 0, 1, 2 or 3, got 4"):
         RooflineOptions(phase="train", seq=1024, dp=2, zero=4).validate(load_model("gpt2"))
+
+
+# --- serving ---------------------------------------------------------------------------------------------
+
+def test_disaggregated_layout_counts_every_instance_gpu():
+    from mlsyscalc.calc.serve_disagg import Layout
+
+    # 2 prefill instances of tp 2 and 1 decode instance of tp 4: 2 x 2 + 1 x 4 = 8 GPUs
+    assert Layout(prefill=2, decode=1, tp_prefill=2, tp_decode=4).gpus == 8
+
+
+def test_identical_isolated_requests_take_identical_times(run_cli, tmp_path):
+    # three equal requests 1000 s apart never share an iteration: the engine must leave no trace
+    # of the earlier ones (KV blocks, decode keys), so every latency is the same for all three
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrival_s,prompt_len,output_len\n0,300,50\n1000,300,50\n2000,300,50\n")
+    d = run_cli.json("serve", "llama3-8b", "--trace", str(trace))
+    for metric in ("e2e", "ttft", "tpot"):
+        assert d[f"{metric}_p99_s"] == pytest.approx(d[f"{metric}_p50_s"], rel=1e-9, abs=0), metric
+
+
+def test_chunked_prefill_packs_the_token_budget(run_cli, tmp_path):
+    # sarathi with 256-token iterations, four 1000-token prompts at t = 0, 2 output tokens each:
+    # 4000 prompt tokens and the 3 decodes of A, B, C fill ceil(4003 / 256) = 16 iterations;
+    # D's decode needs its prefill done first: a 17th
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrival_s,prompt_len,output_len\n" + "0,1000,2\n" * 4)
+    d = run_cli.json("serve", "llama3-8b", "--trace", str(trace), "--scheduler", "sarathi", "--chunk", "256")
+    assert d["iterations"] == 17
+
+
+def test_serving_reads_the_decode_attention_rate_at_64_sequences():
+    # decode attention rows take their seconds per FLOP from 64 sequences of one token over a
+    # 4096-token context (the prefill rate's length)
+    from mlsyscalc.calc.roofline_model import predict_model
+    from mlsyscalc.calc.roofline_ops import resolve_ceilings
+    from mlsyscalc.calc.roofline_options import RooflineOptions
+    from mlsyscalc.calc.serve_cost import IterationCost
+    from mlsyscalc.specs.lookup import load_model
+
+    spec, ceil = load_model("llama3-8b"), resolve_ceilings("H100-SXM")
+    cost = IterationCost(spec, ceil, RooflineOptions())
+    run = predict_model(spec, ceil, RooflineOptions(phase="decode", batch=64, seq=1, context=4096,
+                                                    check_fit=False, window="full"))
+    (attn,) = [r.pred for r in run.rows if r.pred.kind == "attention"]
+    (row,) = cost.decode_rows
+    assert row.seconds_per_flop == pytest.approx(attn.compute_s / attn.flops, rel=1e-9, abs=0)
