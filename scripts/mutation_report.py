@@ -42,6 +42,10 @@ EQUIVALENT: dict[tuple[str, str], str] = {
     ("mlsyscalc/calc/serve_cost.py", "-_CHECK_TOKENS = 7\n+_CHECK_TOKENS = 8"):
         "the check point only verifies that the rows fitted at 1 and 2 tokens are affine (bytes and "
         "FLOPs are, at every token count); the rows used come from _FIT_TOKENS either way",
+    ("mlsyscalc/calc/serve_engine.py",
+     "-        self.trace = Trace(self.sched_s, self.first_s, self.finish_s, [], [], [], [], [], 0.0)\n"
+     "+        self.trace = Trace(self.sched_s, self.first_s, self.finish_s, [], [], [], [], [], 1.0)"):
+        "the initial busy_s is overwritten before it is read: Engine.run and run_static both set it at the end",
     ("mlsyscalc/specs/cluster.py",
      "-        default = LinkTerms(float(data['bandwidth_GBps']) * 1000000000.0, float(data['latency_us']) * 1e-06)\n"
      "+        default = LinkTerms(float(data['bandwidth_GBps']) * 1000000000.0, float(data['latency_us']) * 2e-06)"):

@@ -188,3 +188,10 @@ def test_serving_reads_the_decode_attention_rate_at_64_sequences():
     (attn,) = [r.pred for r in run.rows if r.pred.kind == "attention"]
     (row,) = cost.decode_rows
     assert row.seconds_per_flop == pytest.approx(attn.compute_s / attn.flops, rel=1e-9, abs=0)
+
+
+def test_a_request_larger_than_the_kv_cache_names_its_blocks(run_cli):
+    # 500 prompt + 100 output tokens = 600 tokens = ceil(600 / 16) = 38 blocks of 16
+    code, _, err = run_cli("serve", "llama3-8b", "--rate", "1", "--requests", "2", "--prompt-len", "500",
+                           "--output-len", "100", "--kv-blocks", "30")
+    assert code == 2 and "a request of 500 + 100 tokens needs 38 KV blocks; the GPU holds 30" in err
