@@ -46,6 +46,19 @@ EQUIVALENT: dict[tuple[str, str], str] = {
      "-        self.trace = Trace(self.sched_s, self.first_s, self.finish_s, [], [], [], [], [], 0.0)\n"
      "+        self.trace = Trace(self.sched_s, self.first_s, self.finish_s, [], [], [], [], [], 1.0)"):
         "the initial busy_s is overwritten before it is read: Engine.run and run_static both set it at the end",
+    ("mlsyscalc/calc/serve_cost.py",
+     "-        for i, row in enumerate(runs[1]):\n+        for i, row in enumerate(runs[2]):"):
+        "the 1- and 2-token runs list the same ops in the same order; only the token dimension differs, "
+        "which the loop does not read (it reads names, groups and the expert count dims[1])",
+    ("mlsyscalc/calc/serve_cost.py",
+     "-        self.prefill_rows = self._fit_attention('prefill', [(1, 1, 0), (1, 2, 0), (1, 1, 4)], (2, 3, 5))\n"
+     "+        self.prefill_rows = self._fit_attention('prefill', [(1, 1, 0), (1, 2, 0), (2, 1, 4)], (2, 3, 5))"):
+        "attention bytes and FLOPs are exactly affine in the three features (the check at (2, 3, 5) "
+        "confirms it), so any three independent points give the same coefficients, up to float rounding",
+    ("mlsyscalc/calc/serve_cost.py",
+     "-            grouped = len(row.pred.dims) > 1 and row.pred.dims[1] != 1\n"
+     "+            grouped = len(row.pred.dims) > 2 and row.pred.dims[1] != 1"):
+        "OpPrediction.dims is empty or the 4-tuple of a grouped matmul: > 1 and > 2 agree on both",
     ("mlsyscalc/specs/cluster.py",
      "-        default = LinkTerms(float(data['bandwidth_GBps']) * 1000000000.0, float(data['latency_us']) * 1e-06)\n"
      "+        default = LinkTerms(float(data['bandwidth_GBps']) * 1000000000.0, float(data['latency_us']) * 2e-06)"):
