@@ -195,3 +195,13 @@ def test_a_request_larger_than_the_kv_cache_names_its_blocks(run_cli):
     code, _, err = run_cli("serve", "llama3-8b", "--rate", "1", "--requests", "2", "--prompt-len", "500",
                            "--output-len", "100", "--kv-blocks", "30")
     assert code == 2 and "a request of 500 + 100 tokens needs 38 KV blocks; the GPU holds 30" in err
+
+
+def test_swapping_keeps_the_kv_block_count_between_empty_and_full(run_cli):
+    # 100 blocks of 16 tokens for 60 requests of 256 + 256 tokens (32 blocks each) arriving at
+    # 50/s: sequences are swapped out and back in; the blocks in use stay within [0, 100]
+    d = run_cli.json("serve", "llama3-8b", "--kv-blocks", "100", "--preemption", "swap", "--rate", "50",
+                     "--requests", "60", "--prompt-len", "256", "--output-len", "256")
+    assert d["preemptions"] > 0 and d["kv_utilization_max"] == 1.0
+    assert all(0.0 <= s["kv_utilization"] <= 1.0 for s in d["series"])
+    assert 0.0 < d["kv_utilization_mean"] <= 1.0
