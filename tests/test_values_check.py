@@ -205,3 +205,17 @@ def test_swapping_keeps_the_kv_block_count_between_empty_and_full(run_cli):
     assert d["preemptions"] > 0 and d["kv_utilization_max"] == 1.0
     assert all(0.0 <= s["kv_utilization"] <= 1.0 for s in d["series"])
     assert 0.0 < d["kv_utilization_mean"] <= 1.0
+
+
+def test_speculation_verdict_prices_the_plain_step_at_context_plus_one_keys():
+    from mlsyscalc.calc.roofline_ops import resolve_ceilings
+    from mlsyscalc.calc.serve import ServeOptions, speculation
+    from mlsyscalc.specs.lookup import load_model
+
+    # a decode step of 4 sequences at context 1000 attends over 1000 cached keys + its own token:
+    # 4 x 1001 keys; the draft's k = 4 passes add 4 keys per pass, and verification covers k + 1
+    sd = speculation(load_model("llama3-70b"), load_model("llama3-8b"), resolve_ceilings("H100-SXM"),
+                     ServeOptions(tp=4, spec_k=4, accept=0.8))
+    v = sd.verdict(4, 1000)
+    assert v["plain_step_s"] == sd.target.decode_s(4, 4 * 1001)
+    assert v["draft_s"] == sum(sd.draft.decode_s(4, 4 * 1001 + 4 * i) for i in range(4))
