@@ -219,3 +219,10 @@ def test_speculation_verdict_prices_the_plain_step_at_context_plus_one_keys():
     v = sd.verdict(4, 1000)
     assert v["plain_step_s"] == sd.target.decode_s(4, 4 * 1001)
     assert v["draft_s"] == sum(sd.draft.decode_s(4, 4 * 1001 + 4 * i) for i in range(4))
+    # verification is a prefill of k + 1 = 5 new tokens on each of the 4 sequences over their 1000
+    # cached ones, every token sampled: causal pairs 4 x (5 x 1000 + 5^2 / 2)
+    from mlsyscalc.calc.serve_cost import Batch
+
+    batch = Batch.of(chunks=((5, 1000),) * 4, samples=20)
+    assert batch.prefill_pairs == 4 * (5 * 1000 + 25 / 2)
+    assert v["verify_s"] == pytest.approx(sd.target.time_s(batch), rel=1e-12, abs=0)
