@@ -226,3 +226,21 @@ def test_speculation_verdict_prices_the_plain_step_at_context_plus_one_keys():
     batch = Batch.of(chunks=((5, 1000),) * 4, samples=20)
     assert batch.prefill_pairs == 4 * (5 * 1000 + 25 / 2)
     assert v["verify_s"] == pytest.approx(sd.target.time_s(batch), rel=1e-12, abs=0)
+
+
+@pytest.mark.parametrize("scheduler", ["static", "vllm"])
+def test_a_lone_request_waits_one_prefill_for_its_first_token(run_cli, tmp_path, scheduler):
+    from mlsyscalc.calc.roofline_ops import resolve_ceilings
+    from mlsyscalc.calc.roofline_options import RooflineOptions
+    from mlsyscalc.calc.serve_cost import Batch, IterationCost
+    from mlsyscalc.specs.lookup import load_model
+
+    # one 300-token prompt arriving at t = 0 on an idle H100: its first token comes after one
+    # prefill iteration of 300 new tokens (causal pairs 300^2 / 2), whatever the scheduler
+    trace = tmp_path / "one.csv"
+    trace.write_text("arrival_s,prompt_len,output_len\n0,300,1\n")
+    d = run_cli.json("serve", "llama3-8b", "--trace", str(trace), "--scheduler", scheduler)
+    cost = IterationCost(load_model("llama3-8b"), resolve_ceilings("H100-SXM"), RooflineOptions())
+    batch = Batch.of(chunks=((300, 0),))
+    assert batch.prefill_pairs == 300 * 300 / 2
+    assert d["ttft_p50_s"] == pytest.approx(cost.time_s(batch), rel=1e-12, abs=0)
