@@ -347,6 +347,12 @@ def _load(out: Path) -> dict[tuple[str, int], dict]:
     return {(r["path"], r["index"]): r for r in rows}  # the last row of a mutant wins
 
 
+def _equivalent(site: Site) -> bool:
+    from mutation_report import EQUIVALENT  # scripts/mutation_report.py
+
+    return (site.path, show(site.path, site.index)) in EQUIVALENT
+
+
 def _wanted(previous: dict | None, rerun: str | None) -> bool:
     """Whether a site runs: never run yet (no rerun), or its earlier row is what --rerun asks for."""
     if previous is None or rerun is None:
@@ -390,6 +396,8 @@ def run(opts: argparse.Namespace) -> None:
         previous = done.get((path, site.index))
         if not _wanted(previous, opts.rerun):
             continue  # done already, or a rerun of others
+        if opts.rerun == "survived" and _equivalent(site):
+            continue  # explained in mutation_report.EQUIVALENT: no test can kill it
         tests = TESTS[stem]
         if tuple(tests) not in baselines:
             t0 = time.monotonic()
