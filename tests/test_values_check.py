@@ -244,3 +244,18 @@ def test_a_lone_request_waits_one_prefill_for_its_first_token(run_cli, tmp_path,
     batch = Batch.of(chunks=((300, 0),))
     assert batch.prefill_pairs == 300 * 300 / 2
     assert d["ttft_p50_s"] == pytest.approx(cost.time_s(batch), rel=1e-12, abs=0)
+
+
+# --- train -------------------------------------------------------------------------------------------
+
+def test_no_recomputation_adds_no_flops(run_cli):
+    # without recomputation the hardware FLOPs are the model FLOPs: recompute_flops 0, HFU = MFU
+    d = run_cli.json("train", "llama3-8b", "--gpus", "8", "--gpu", "H100-SXM", "--tp", "8")
+    assert d["recompute_flops"] == 0 and d["hfu"] == d["mfu"]
+
+
+def test_context_parallel_needs_two_chunks_per_rank(run_cli):
+    # load-balanced CP cuts each sequence into 2 x cp chunks: 2050 tokens do not split into 4
+    code, _, err = run_cli("train", "llama3-8b", "--gpus", "16", "--gpu", "H100-SXM", "--tp", "8", "--cp", "2",
+                           "--seq", "2050")
+    assert code == 2 and "seq % (2*cp) == 0" in err and "2050 is not divisible by 4" in err
