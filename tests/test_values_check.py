@@ -259,3 +259,15 @@ def test_context_parallel_needs_two_chunks_per_rank(run_cli):
     code, _, err = run_cli("train", "llama3-8b", "--gpus", "16", "--gpu", "H100-SXM", "--tp", "8", "--cp", "2",
                            "--seq", "2050")
     assert code == 2 and "seq % (2*cp) == 0" in err and "2050 is not divisible by 4" in err
+
+
+def test_adafactor_first_pipeline_stage_by_hand(run_cli):
+    # llama2-7b --pp 2: stage 0 holds 16 layers and the embedding. Its optimizer bytes are the
+    # fp32 master copy (4 B x its parameters) plus Adafactor's fp32 accumulators: per layer
+    # 4 x (4096 + 4096) + 3 x (11008 + 4096) + 2 x 4096, the embedding 32000 + 4096
+    layer_params = 4 * 4096 * 4096 + 3 * 4096 * 11008 + 2 * 4096
+    layer_factors = 4 * (4096 + 4096) + 3 * (11008 + 4096) + 2 * 4096
+    master = 4 * (16 * layer_params + 32000 * 4096)
+    states = 4 * (16 * layer_factors + 32000 + 4096)
+    stages = run_cli.json("memory", "train", "llama2-7b", "--optimizer", "adafactor", "--pp", "2")["stages"]
+    assert stages[0]["breakdown"]["optimizer_bytes"] == master + states == 13_482_488_832
