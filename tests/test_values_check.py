@@ -271,3 +271,18 @@ def test_adafactor_first_pipeline_stage_by_hand(run_cli):
     states = 4 * (16 * layer_factors + 32000 + 4096)
     stages = run_cli.json("memory", "train", "llama2-7b", "--optimizer", "adafactor", "--pp", "2")["stages"]
     assert stages[0]["breakdown"]["optimizer_bytes"] == master + states == 13_482_488_832
+
+
+def test_group_size_bound_of_a_last_moe_layer_through_the_api():
+    from mlsyscalc.calc.memory_infer import InferOptions
+    from mlsyscalc.errors import MlsysError
+    from mlsyscalc.specs.hf import from_hf_config
+    from mlsyscalc.specs.lookup import builtin_configs
+
+    # deepseek-v3 with 6 layers, 5 dense then 1 MoE, under tp 16: the MoE layer's experts'
+    # down_proj (2048 inputs, row-parallel) keep 128 columns a rank; every dense input is wider
+    raw = dict(builtin_configs()["deepseek-v3"], num_hidden_layers=6, first_k_dense_replace=5)
+    spec = from_hf_config(raw, name="deepseek-6", source="test")
+    InferOptions(dtype="int4", group_size=128, tp=16).validate(spec)
+    with pytest.raises(MlsysError, match=r"\(128 columns per rank\)"):
+        InferOptions(dtype="int4", group_size=256, tp=16).validate(spec)
