@@ -235,14 +235,15 @@ def test_a_lone_request_waits_one_prefill_for_its_first_token(run_cli, tmp_path,
     from mlsyscalc.calc.serve_cost import Batch, IterationCost
     from mlsyscalc.specs.lookup import load_model
 
-    # one 300-token prompt arriving at t = 0 on an idle H100: its first token comes after one
-    # prefill iteration of 300 new tokens (causal pairs 300^2 / 2), whatever the scheduler
+    # one 4000-token prompt arriving at t = 0 on an idle H100: its first token comes after one
+    # prefill iteration of 4000 new tokens (causal pairs 4000^2 / 2; at this length attention is
+    # compute-bound, so the pair count shows in the time), whatever the scheduler
     trace = tmp_path / "one.csv"
-    trace.write_text("arrival_s,prompt_len,output_len\n0,300,1\n")
+    trace.write_text("arrival_s,prompt_len,output_len\n0,4000,1\n")
     d = run_cli.json("serve", "llama3-8b", "--trace", str(trace), "--scheduler", scheduler)
     cost = IterationCost(load_model("llama3-8b"), resolve_ceilings("H100-SXM"), RooflineOptions())
-    batch = Batch.of(chunks=((300, 0),))
-    assert batch.prefill_pairs == 300 * 300 / 2
+    batch = Batch.of(chunks=((4000, 0),))
+    assert batch.prefill_pairs == 4000 * 4000 / 2
     assert d["ttft_p50_s"] == pytest.approx(cost.time_s(batch), rel=1e-12, abs=0)
 
 
