@@ -287,3 +287,20 @@ def test_group_size_bound_of_a_last_moe_layer_through_the_api():
     InferOptions(dtype="int4", group_size=128, tp=16).validate(spec)
     with pytest.raises(MlsysError, match=r"\(128 columns per rank\)"):
         InferOptions(dtype="int4", group_size=256, tp=16).validate(spec)
+
+
+def test_recomputed_flops_per_mode_by_hand():
+    from mlsyscalc.calc.flops import FlopOptions, count_flops
+    from mlsyscalc.calc.train import model_flops
+    from mlsyscalc.calc.train_options import TrainStepOptions
+    from mlsyscalc.specs.lookup import load_model
+
+    # llama3-8b, one 2048-token sequence: selective recomputation re-runs the causal attention
+    # core (QK^T and PV: 2 matmuls x 2 FLOPs x 2048^2 x 4096, halved by the mask, 32 layers);
+    # full re-runs the whole forward except the lm_head (2 x 2048 x 4096 x 128256); none adds 0
+    spec = load_model("llama3-8b")
+    core = 32 * 2 * 2 * 2048**2 * 4096 // 2
+    head = 2 * 2048 * 4096 * 128256
+    forward = count_flops(spec, FlopOptions(batch=1, seq=2048, causal=True)).forward
+    extra = {mode: model_flops(spec, TrainStepOptions(recompute=mode))[1] for mode in ("none", "selective", "full")}
+    assert extra == {"none": 0, "selective": core, "full": forward - head}
