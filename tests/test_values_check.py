@@ -304,3 +304,16 @@ def test_recomputed_flops_per_mode_by_hand():
     forward = count_flops(spec, FlopOptions(batch=1, seq=2048, causal=True)).forward
     extra = {mode: model_flops(spec, TrainStepOptions(recompute=mode))[1] for mode in ("none", "selective", "full")}
     assert extra == {"none": 0, "selective": core, "full": forward - head}
+
+
+@pytest.mark.parametrize("tp,weights", [(1, 357_826_560), (2, 357_826_560 // 2)])
+def test_fp8_qwen_weights_and_per_tensor_scales_through_the_api(tp, weights):
+    from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
+    from mlsyscalc.specs.lookup import load_model
+
+    # qwen2.5-0.5b: 24 layers of q, o (896 x 896), k, v (896 x 2 KV heads x 64) and gate, up,
+    # down (896 x 4864): 24 x (2 x 896^2 + 2 x 896 x 128 + 3 x 896 x 4864) = 357,826,560 fp8
+    # bytes, split by tp; one fp32 scale per tensor, each rank keeping one for its shard: 24 x 7 x 4
+    assert 24 * (2 * 896**2 + 2 * 896 * 128 + 3 * 896 * 4864) == 357_826_560
+    detail = infer_memory(load_model("qwen2.5-0.5b"), InferOptions(dtype="fp8", tp=tp)).detail
+    assert detail["weights_quantised"] == weights and detail["weights_scales"] == 24 * 7 * 4
