@@ -317,3 +317,20 @@ def test_fp8_qwen_weights_and_per_tensor_scales_through_the_api(tp, weights):
     assert 24 * (2 * 896**2 + 2 * 896 * 128 + 3 * 896 * 4864) == 357_826_560
     detail = infer_memory(load_model("qwen2.5-0.5b"), InferOptions(dtype="fp8", tp=tp)).detail
     assert detail["weights_quantised"] == weights and detail["weights_scales"] == 24 * 7 * 4
+
+
+def test_plan_explains_the_win_by_the_part_that_shrank_most():
+    from types import SimpleNamespace
+
+    from mlsyscalc.calc.plan import why
+
+    # the best layout (tp 2) against the fastest rival with other choices (tp 4): compute equal,
+    # TP communication 0.9 s -> 0.5 s, bubble 0.3 s -> 0.2 s: 0.5 s less in all, mostly TP comm
+    def step(tp, compute, comm, bubble):
+        return SimpleNamespace(options=SimpleNamespace(layout=lambda: {"tp": tp, "pp": 1}),
+                               breakdown={"compute_s": compute, "tp_comm_s": comm, "bubble_s": bubble},
+                               step_time_s=compute + comm + bubble)
+
+    line = why(step(2, 1.0, 0.5, 0.2), step(4, 1.0, 0.9, 0.3))
+    assert line == ("1.7 s per step, 0.5 s less than the best layout with other tp/pp/ZeRO/recompute "
+                    "choices (tp 4->2), mostly tp_comm_s (0.4 s less)")
