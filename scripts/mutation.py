@@ -35,32 +35,48 @@ TARGETS = ("mlsyscalc/calc", "mlsyscalc/specs")
 
 # module stem -> the test files that test it directly (kept small: a surviving mutant runs all
 # of them, on two shared cores). A mutant some other file would kill counts as a survivor here,
-# so the score is a lower bound. test_values.py first: it holds the targeted value tests.
-MEMORY = ["test_values.py", "test_memory_train.py", "test_memory_infer.py", "test_memory_properties.py"]
-ROOFLINE = ["test_values.py", "test_roofline_ops.py", "test_roofline_model.py", "test_roofline_review.py"]
-COMM = ["test_values.py", "test_comm_collectives.py", "test_comm_protocols.py", "test_comm_step.py",
+# so the score is a lower bound. VALUES first: they hold the targeted value tests.
+SAMPLED = ["test_values_sampled.py", "test_values_check.py"]  # tests written for sampled survivors
+VALUES = ["test_values.py", *SAMPLED]  # the targeted value tests, first
+MEMORY = [*VALUES, "test_memory_train.py", "test_memory_infer.py", "test_memory_properties.py"]
+ROOFLINE = [*VALUES, "test_roofline_ops.py", "test_roofline_model.py", "test_roofline_review.py"]
+COMM = [*VALUES, "test_comm_collectives.py", "test_comm_protocols.py", "test_comm_step.py",
         "test_comm_review.py"]
-SCALING = ["test_scaling.py", "test_scaling_fit.py", "test_scaling_review.py"]
+SCALING = [*SAMPLED, "test_scaling.py", "test_scaling_fit.py", "test_scaling_review.py"]
+SERVE = [*SAMPLED, "test_serve_cost.py", "test_serve_spec.py", "test_serve_disagg.py",
+         "test_serve_published.py", "test_serve_cli.py", "test_serve_replay.py", "test_serve_properties.py"]
+TRAIN = [*SAMPLED, "test_train.py", "test_train_published.py", "test_plan.py"]
+PLAN = [*SAMPLED, "test_plan.py", "test_train.py"]
 TESTS: dict[str, list[str]] = {
-    "params": ["test_values.py", "test_params.py", "test_flops.py"],
-    "layers": ["test_values.py", "test_params.py", "test_flops.py", "test_memory_train.py",
+    "params": [*VALUES, "test_params.py", "test_flops.py"],
+    "layers": [*VALUES, "test_params.py", "test_flops.py", "test_memory_train.py",
                "test_memory_infer.py"],
-    "flops": ["test_values.py", "test_flops.py", "test_roofline_ops.py"],
-    "hf": ["test_values.py", "test_params.py", "test_specs.py", "test_flops.py",
+    "flops": [*VALUES, "test_flops.py", "test_roofline_ops.py"],
+    "hf": [*VALUES, "test_params.py", "test_specs.py", "test_flops.py",
            "test_properties_foundation.py"],
-    "model": ["test_values.py", "test_specs.py", "test_params.py", "test_memory_infer.py"],
-    "lookup": ["test_specs.py", "test_cli_foundation.py"],
-    "gpu": ["test_values.py", "test_specs.py", "test_roofline_ops.py", "test_memory_infer.py"],
-    "cluster": ["test_values.py", "test_comm_collectives.py", "test_comm_protocols.py", "test_specs.py"],
-    "activations": ["test_values.py", "test_memory_train.py", "test_memory_torch.py"],
+    "model": [*VALUES, "test_specs.py", "test_params.py", "test_memory_infer.py"],
+    "lookup": [*VALUES, "test_specs.py", "test_params.py", "test_cli_foundation.py"],
+    "attention": [*VALUES, "test_attention_counts.py", "test_params.py", "test_flops.py",
+                  "test_roofline_ops.py"],
+    "gpu": [*VALUES, "test_specs.py", "test_roofline_ops.py", "test_memory_infer.py"],
+    "cluster": [*VALUES, "test_comm_collectives.py", "test_comm_protocols.py", "test_specs.py"],
+    "activations": [*VALUES, "test_memory_train.py", "test_memory_torch.py"],
     "memory_common": MEMORY, "memory_infer": MEMORY + ["test_memory_cli.py"],
     "memory_train": MEMORY + ["test_memory_cli.py"],
     "tensor_parallel": MEMORY + ["test_comm_step.py"],
     "comm_collectives": COMM, "comm_step": COMM + ["test_comm_cli.py"],
-    "calibration": ROOFLINE, "roofline_comm": ROOFLINE, "roofline_memory": ROOFLINE,
-    "roofline_model": ROOFLINE, "roofline_notes": ROOFLINE, "roofline_ops": ROOFLINE,
-    "roofline_options": ROOFLINE, "roofline_sweep": ROOFLINE, "roofline_train": ROOFLINE,
+    "calibration": ROOFLINE + ["test_calibrate_models.py"],
+    "calibration_fit": [*SAMPLED, "test_calibrate_models.py"],
+    "roofline_comm": ROOFLINE, "roofline_memory": ROOFLINE + ["test_roofline_nonnegative.py"],
+    "roofline_model": ROOFLINE + ["test_roofline_cli.py"], "roofline_notes": ROOFLINE + ["test_roofline_cli.py"],
+    "roofline_ops": ROOFLINE, "roofline_options": ROOFLINE + ["test_serve_cost.py"],
+    "roofline_sweep": ROOFLINE + ["test_roofline_cli.py"], "roofline_train": ROOFLINE + ["test_train.py"],
     "scaling": SCALING, "scaling_fit": SCALING, "scaling_laws": SCALING,
+    "scaling_fit_batch": SCALING,
+    "plan": PLAN, "plan_memory": PLAN, "plan_space": PLAN,
+    "train": TRAIN, "train_comm": TRAIN, "train_options": TRAIN, "train_parts": TRAIN,
+    **{m: SERVE for m in ("serve", "serve_cost", "serve_disagg", "serve_engine", "serve_metrics",
+                          "serve_spec", "serve_static", "serve_workload")},
 }
 
 # wall-clock checks: they measure the machine, not the calculators, and fail on a loaded box
@@ -72,6 +88,12 @@ DESELECT = ["tests/test_cli_foundation.py::test_cli_is_import_light_and_fast",
 CORE = {"params", "layers", "flops", "hf", "model", "memory_common", "memory_infer", "memory_train",
         "activations", "tensor_parallel", "comm_collectives", "comm_step", "roofline_ops",
         "roofline_model", "cluster", "gpu"}
+
+# the modules behind params, FLOPs, memory parts, KV bytes, collective bytes and the pipeline
+# bubble: with --count-killers their mutants run every selected test (no -x) so the report can
+# say how many tests catch each
+KILL_COUNT = {"params", "layers", "flops", "attention", "activations", "memory_common", "memory_infer",
+              "memory_train", "tensor_parallel", "comm_collectives", "comm_step", "train"}
 
 SWAP_OPS: dict[type, type] = {
     ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult,
@@ -199,14 +221,36 @@ def prepare_copy(scratch: Path) -> None:
             link.symlink_to(scratch / name)
 
 
-def run_tests(scratch: Path, tests: list[str], timeout_s: float) -> str:
-    """'killed' if a test fails, 'survived' if all pass, 'timeout': run in a forked child."""
-    args = ["-x", "-q", "-p", "no:cacheprovider", "--no-header", "-W", "ignore"]
+class _Failures:
+    """pytest plugin: the node ids of the tests that fail (a collection error counts as its file)."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+
+    def pytest_runtest_logreport(self, report) -> None:  # noqa: ANN001 (pytest's hook)
+        if report.failed and report.nodeid not in self.ids:
+            self.ids.append(report.nodeid)
+
+    def pytest_collectreport(self, report) -> None:  # noqa: ANN001
+        if report.failed:
+            self.ids.append(f"{report.nodeid} (collection)")
+
+
+def run_tests(scratch: Path, tests: list[str], timeout_s: float,
+              all_failures: bool = False) -> tuple[str, list[str]]:
+    """('killed' | 'survived' | 'timeout' | 'errorN', failing test ids): run in a forked child.
+
+    With all_failures every file runs in full (no -x) and every failing test is listed;
+    otherwise the first failure ends the run and the list holds that one test.
+    """
+    args = ["-q", "-p", "no:cacheprovider", "--no-header", "-W", "ignore"] + ([] if all_failures else ["-x"])
     args += [f"--deselect={test}" for test in DESELECT]
     files = [f"tests/{t}" for t in dict.fromkeys(tests) if (scratch / "tests" / t).exists()]
+    read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: import the package fresh from the scratch copy and run pytest
         try:
+            os.close(read_fd)
             os.chdir(scratch)
             sys.path.insert(0, str(scratch))
             if not os.environ.get("MUTATION_VERBOSE"):
@@ -217,23 +261,41 @@ def run_tests(scratch: Path, tests: list[str], timeout_s: float) -> str:
             import pytest
             if not mlsyscalc.__file__.startswith(str(scratch)):
                 os._exit(4)  # the tests would see the unmutated worktree
+            failures, worst = _Failures(), 0
             for file in files:  # one file at a time: a kill rarely needs more than the first
-                code = int(pytest.main([*args, file]))
-                if code:
-                    os._exit(code)
-            os._exit(0)
+                code = int(pytest.main([*args, file], plugins=[failures]))
+                worst = worst or code
+                if code and not all_failures:
+                    break
+            os.write(write_fd, json.dumps(failures.ids).encode())
+            os._exit(worst if worst in (0, 1, 2) else worst)
         except BaseException:
             os._exit(3)
+    os.close(write_fd)
     deadline = time.monotonic() + timeout_s
+    chunks: list[bytes] = []
+    os.set_blocking(read_fd, False)
     while True:
+        try:
+            chunk = os.read(read_fd, 1 << 16)
+            chunks.append(chunk)
+        except BlockingIOError:
+            pass
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
+            os.set_blocking(read_fd, True)
+            chunks.append(os.read(read_fd, 1 << 20))
+            os.close(read_fd)
+            raw = b"".join(chunks)
+            ids = json.loads(raw) if raw else []
             code = os.waitstatus_to_exitcode(status)
-            return "survived" if code == 0 else "killed" if code in (1, 2) else f"error{code}"
+            state = "survived" if code == 0 else "killed" if code in (1, 2) else f"error{code}"
+            return state, ids
         if time.monotonic() > deadline:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-            return "timeout"
+            os.close(read_fd)
+            return "timeout", []
         time.sleep(0.02)
 
 
@@ -253,10 +315,17 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "reports/mutation/results.jsonl")
     parser.add_argument("--modules", nargs="*", help="module stems to mutate (default: all)")
     parser.add_argument("--scratch", type=Path, default=Path("/tmp/mlsys_mutation"))
-    parser.add_argument("--rerun", choices=["survived"], help="run these statuses again")
+    parser.add_argument("--rerun", choices=["survived", "single"],
+                        help="run the survivors again, or the counted kills that rest on one test function")
     parser.add_argument("--budget-s", type=float, default=float("inf"), help="stop after this")
     parser.add_argument("--sample", type=int, default=1, help="mutate every Nth site of a module")
     parser.add_argument("--offset", type=int, default=0, help="start the sample at this site")
+    parser.add_argument("--seed", type=int, help="draw a random sample with this seed (needs --count)")
+    parser.add_argument("--count", type=int, default=60, help="how many sites the seeded draw takes")
+    parser.add_argument("--exclude", type=Path, nargs="*", default=[],
+                        help="result files of earlier runs: their mutants are not drawn again")
+    parser.add_argument("--count-killers", action="store_true",
+                        help="run every selected test of the KILL_COUNT modules' mutants (no -x)")
     parser.add_argument("--report", action="store_true", help="print the markdown summary")
     parser.add_argument("--show", nargs=2, metavar=("PATH", "INDEX"), help="print one mutant's diff")
     opts = parser.parse_args()
@@ -278,50 +347,84 @@ def _load(out: Path) -> dict[tuple[str, int], dict]:
     return {(r["path"], r["index"]): r for r in rows}  # the last row of a mutant wins
 
 
+def _equivalent(site: Site) -> bool:
+    from mutation_report import EQUIVALENT  # scripts/mutation_report.py
+
+    return (site.path, show(site.path, site.index)) in EQUIVALENT
+
+
+def _wanted(previous: dict | None, rerun: str | None) -> bool:
+    """Whether a site runs: never run yet (no rerun), or its earlier row is what --rerun asks for."""
+    if previous is None or rerun is None:
+        return previous is None and rerun is None
+    if rerun == "single":
+        functions = {i.split("[")[0] for i in previous.get("killers", [])}
+        return bool(previous.get("counted")) and previous["status"] == "killed" and len(functions) == 1
+    return previous["status"] == rerun
+
+
+def _plan(opts: argparse.Namespace) -> list[Site]:
+    """The sites this run mutates, CORE modules first: a seeded random draw over every module
+    (--seed, --count, --exclude; --modules then picks among the drawn sites, so the draw stays
+    the same) or every Nth site of each selected module (--sample, --offset)."""
+    paths = sorted((str(p.relative_to(ROOT)) for t in TARGETS for p in (ROOT / t).glob("*.py")),
+                   key=lambda p: (Path(p).stem not in CORE, p))
+    paths = [p for p in paths if Path(p).stem != "__init__"]
+    selected = [p for p in paths if not opts.modules or Path(p).stem in opts.modules]
+    if opts.seed is None:
+        return [s for p in selected for s in sites(p)[opts.offset::opts.sample]]
+    from mutation_sample import draw  # scripts/mutation_sample.py
+
+    chosen = draw(ROOT, [s for p in paths for s in sites(p)], opts.seed, opts.count, opts.exclude)
+    order = {p: i for i, p in enumerate(paths)}
+    return sorted((s for s in chosen if s.path in selected), key=lambda s: (order[s.path], s.index))
+
+
 def run(opts: argparse.Namespace) -> None:
     sys.dont_write_bytecode = True  # a stale .pyc of a same-size mutant must never be reused
     done = _load(opts.out)
+    plan = _plan(opts)
     prepare_copy(opts.scratch)
     _warm_imports()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                             capture_output=True, text=True).stdout.strip()
-    paths = sorted((str(p.relative_to(ROOT)) for t in TARGETS for p in (ROOT / t).glob("*.py")),
-                   key=lambda p: (Path(p).stem not in CORE, p))
     baselines: dict[tuple[str, ...], tuple[str, float]] = {}
     opts.out.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
-    for path in paths:
-        stem = Path(path).stem
-        if stem == "__init__" or (opts.modules and stem not in opts.modules):
-            continue
+    for site in plan:
+        path, stem = site.path, Path(site.path).stem
+        previous = done.get((path, site.index))
+        if not _wanted(previous, opts.rerun):
+            continue  # done already, or a rerun of others
+        if opts.rerun == "survived" and _equivalent(site):
+            continue  # explained in mutation_report.EQUIVALENT: no test can kill it
         tests = TESTS[stem]
-        target = opts.scratch / path
-        original = target.read_text()
         if tuple(tests) not in baselines:
             t0 = time.monotonic()
-            baselines[tuple(tests)] = run_tests(opts.scratch, tests, 900), time.monotonic() - t0
+            state = run_tests(opts.scratch, tests, 900)[0]
+            baselines[tuple(tests)] = state, time.monotonic() - t0
         baseline, seconds = baselines[tuple(tests)]
         if baseline != "survived":  # rerun with MUTATION_VERBOSE=1 to see why
-            print(f"SKIPPED {path}: its tests fail without any mutant ({baseline})", flush=True)
+            print(f"SKIPPED {path}:{site.line}: its tests fail without any mutant ({baseline})", flush=True)
             continue
-        timeout_s = 3 * seconds + 10
-        for site in sites(path, opts.scratch)[opts.offset::opts.sample]:
-            previous = done.get((path, site.index))
-            if (previous["status"] != opts.rerun) if previous else bool(opts.rerun):
-                continue  # done already, or a rerun of others
-            if time.monotonic() - start > opts.budget_s:
-                return
-            target.write_text(mutant_source(path, site.index, opts.scratch))
-            t1 = time.monotonic()
-            try:
-                status = run_tests(opts.scratch, tests, timeout_s)
-            finally:
-                target.write_text(original)
-            row = {"path": path, "index": site.index, "line": site.line, "change": site.change,
-                   "status": status, "seconds": round(time.monotonic() - t1, 2), "commit": commit}
-            with opts.out.open("a") as f:
-                f.write(json.dumps(row) + "\n")
-            print(f"{status:9s} {path}:{site.line} {site.change}", flush=True)
+        if time.monotonic() - start > opts.budget_s:
+            return
+        counting = opts.count_killers and stem in KILL_COUNT
+        target = opts.scratch / path
+        original = target.read_text()
+        target.write_text(mutant_source(path, site.index, opts.scratch))
+        t1 = time.monotonic()
+        try:
+            status, killers = run_tests(opts.scratch, tests, 3 * seconds + 10, counting)
+        finally:
+            target.write_text(original)
+        row = {"path": path, "index": site.index, "line": site.line, "change": site.change,
+               "status": status, "seconds": round(time.monotonic() - t1, 2), "commit": commit,
+               "seed": opts.seed, "killers": killers if counting else killers[:1], "counted": counting}
+        with opts.out.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(f"{status:9s} {path}:{site.line} {site.change}" + (f"  [{len(killers)} tests]" if counting else ""),
+              flush=True)
 
 
 if __name__ == "__main__":
