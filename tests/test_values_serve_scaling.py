@@ -29,7 +29,10 @@ REL = 2e-3
 TRACE = [(0.0, 100, 4), (0.0, 100, 2), (1.5 * U, 100, 1)]
 
 
-def _run(scheduler, slo=Slo(), trace=TRACE, **opts):
+NO_SLO = Slo()
+
+
+def _run(scheduler, slo=NO_SLO, trace=TRACE, **opts):
     work = from_trace(list(trace), "hand")
     return simulate(SPEC, CEIL, work, ServeOptions(scheduler=scheduler, iteration_overhead_s=U, slo=slo,
                                                     **opts)).metrics
