@@ -326,6 +326,12 @@ def main() -> None:
                         help="result files of earlier runs: their mutants are not drawn again")
     parser.add_argument("--count-killers", action="store_true",
                         help="run every selected test of the KILL_COUNT modules' mutants (no -x)")
+    parser.add_argument("--shard", help="K/N: run only every Nth planned site from the Kth (parallel runs)")
+    parser.add_argument("--shuffle", action="store_true",
+                        help="keep the seeded draw's random order (a time budget then cuts uniformly)")
+    parser.add_argument("--plan-out", type=Path, help="write the planned sites to this JSONL file, run nothing")
+    parser.add_argument("--sites", type=Path,
+                        help="run exactly the sites of this JSONL file (matched by module, change, line text)")
     parser.add_argument("--report", action="store_true", help="print the markdown summary")
     parser.add_argument("--show", nargs=2, metavar=("PATH", "INDEX"), help="print one mutant's diff")
     opts = parser.parse_args()
@@ -371,23 +377,46 @@ def _plan(opts: argparse.Namespace) -> list[Site]:
                    key=lambda p: (Path(p).stem not in CORE, p))
     paths = [p for p in paths if Path(p).stem != "__init__"]
     selected = [p for p in paths if not opts.modules or Path(p).stem in opts.modules]
+    if opts.sites is not None:
+        from mutation_sample import earlier_keys, key  # scripts/mutation_sample.py
+
+        wanted = earlier_keys(ROOT, [opts.sites])
+        return [s for p in selected for s in sites(p) if key(ROOT, "", s.path, s.line, s.change) in wanted]
     if opts.seed is None:
         return [s for p in selected for s in sites(p)[opts.offset::opts.sample]]
     from mutation_sample import draw  # scripts/mutation_sample.py
 
     chosen = draw(ROOT, [s for p in paths for s in sites(p)], opts.seed, opts.count, opts.exclude)
+    if opts.shuffle:
+        return [s for s in chosen if s.path in selected]
     order = {p: i for i, p in enumerate(paths)}
     return sorted((s for s in chosen if s.path in selected), key=lambda s: (order[s.path], s.index))
+
+
+def _shard(plan: list[Site], shard: str | None) -> list[Site]:
+    if shard is None:
+        return plan
+    k, n = (int(x) for x in shard.split("/"))
+    if not 0 <= k < n:
+        raise SystemExit(f"--shard K/N needs 0 <= K < N, got {shard}")
+    return plan[k::n]
 
 
 def run(opts: argparse.Namespace) -> None:
     sys.dont_write_bytecode = True  # a stale .pyc of a same-size mutant must never be reused
     done = _load(opts.out)
-    plan = _plan(opts)
-    prepare_copy(opts.scratch)
-    _warm_imports()
+    plan = _shard(_plan(opts), opts.shard)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                             capture_output=True, text=True).stdout.strip()
+    if opts.plan_out is not None:
+        opts.plan_out.parent.mkdir(parents=True, exist_ok=True)
+        opts.plan_out.write_text("".join(json.dumps({"path": s.path, "index": s.index, "line": s.line,
+                                                     "change": s.change, "status": "planned", "commit": commit,
+                                                     "seed": opts.seed}) + "\n" for s in plan))
+        print(f"{len(plan)} sites planned -> {opts.plan_out}")
+        return
+    prepare_copy(opts.scratch)
+    _warm_imports()
     baselines: dict[tuple[str, ...], tuple[str, float]] = {}
     opts.out.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
