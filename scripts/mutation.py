@@ -378,10 +378,7 @@ def _plan(opts: argparse.Namespace) -> list[Site]:
     paths = [p for p in paths if Path(p).stem != "__init__"]
     selected = [p for p in paths if not opts.modules or Path(p).stem in opts.modules]
     if opts.sites is not None:
-        from mutation_sample import earlier_keys, key  # scripts/mutation_sample.py
-
-        wanted = earlier_keys(ROOT, [opts.sites])
-        return [s for p in selected for s in sites(p) if key(ROOT, "", s.path, s.line, s.change) in wanted]
+        return _listed_sites(opts.sites, selected)
     if opts.seed is None:
         return [s for p in selected for s in sites(p)[opts.offset::opts.sample]]
     from mutation_sample import draw  # scripts/mutation_sample.py
@@ -391,6 +388,27 @@ def _plan(opts: argparse.Namespace) -> list[Site]:
         return [s for s in chosen if s.path in selected]
     order = {p: i for i, p in enumerate(paths)}
     return sorted((s for s in chosen if s.path in selected), key=lambda s: (order[s.path], s.index))
+
+
+def _listed_sites(listing: Path, paths: list[str]) -> list[Site]:
+    """The sites of a --plan-out file at today's code: same module, change and line text; where
+    several sites share that key, the one whose index is nearest the listed index."""
+    groups: dict[tuple[str, str, str], list[Site]] = {}
+    for s in (s for p in paths for s in sites(p)):
+        groups.setdefault((s.path, s.change, _text(s)), []).append(s)
+    found: list[Site] = []
+    for raw in listing.read_text().splitlines():
+        r = json.loads(raw) if raw.strip() else None
+        free = [s for s in groups.get((r["path"], r["change"], r["text"]), []) if s not in found] if r else []
+        if free:
+            found.append(min(free, key=lambda s: abs(s.index - r["index"])))
+    return found
+
+
+def _text(site: Site) -> str:
+    """The mutated line's stripped source text: with path and change, the key that finds the site again."""
+    lines = (ROOT / site.path).read_text().splitlines()
+    return lines[site.line - 1].strip() if 0 < site.line <= len(lines) else f"#{site.line}"
 
 
 def _shard(plan: list[Site], shard: str | None) -> list[Site]:
@@ -407,11 +425,11 @@ def run(opts: argparse.Namespace) -> None:
     done = _load(opts.out)
     plan = _shard(_plan(opts), opts.shard)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                            capture_output=True, text=True).stdout.strip()
+                            capture_output=True, text=True).stdout.strip() or os.environ.get("MLSYS_GIT_COMMIT", "")[:7]
     if opts.plan_out is not None:
         opts.plan_out.parent.mkdir(parents=True, exist_ok=True)
         opts.plan_out.write_text("".join(json.dumps({"path": s.path, "index": s.index, "line": s.line,
-                                                     "change": s.change, "status": "planned", "commit": commit,
+                                                     "change": s.change, "text": _text(s), "status": "planned", "commit": commit,
                                                      "seed": opts.seed}) + "\n" for s in plan))
         print(f"{len(plan)} sites planned -> {opts.plan_out}")
         return
@@ -447,7 +465,7 @@ def run(opts: argparse.Namespace) -> None:
             status, killers = run_tests(opts.scratch, tests, 3 * seconds + 10, counting)
         finally:
             target.write_text(original)
-        row = {"path": path, "index": site.index, "line": site.line, "change": site.change,
+        row = {"path": path, "index": site.index, "line": site.line, "change": site.change, "text": _text(site),
                "status": status, "seconds": round(time.monotonic() - t1, 2), "commit": commit,
                "seed": opts.seed, "killers": killers if counting else killers[:1], "counted": counting}
         with opts.out.open("a") as f:

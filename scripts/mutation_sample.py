@@ -42,7 +42,10 @@ def earlier_keys(root: Path, files: list[Path]) -> set[Key]:
         for raw in file.read_text().splitlines():
             if raw.strip():
                 r = json.loads(raw)
-                keys.add(key(root, r.get("commit", ""), r["path"], r["line"], r["change"]))
+                if "text" in r:  # the row names its source line itself (rows written since --plan-out)
+                    keys.add((r["path"], r["change"], r["text"]))
+                else:
+                    keys.add(key(root, r.get("commit", ""), r["path"], r["line"], r["change"]))
     return keys
 
 
