@@ -71,6 +71,8 @@ TESTS: dict[str, list[str]] = {
     "roofline_model": ROOFLINE + ["test_roofline_cli.py"], "roofline_notes": ROOFLINE + ["test_roofline_cli.py"],
     "roofline_ops": ROOFLINE, "roofline_options": ROOFLINE + ["test_serve_cost.py"],
     "roofline_sweep": ROOFLINE + ["test_roofline_cli.py"], "roofline_train": ROOFLINE + ["test_train.py"],
+    "roofline_torch": ROOFLINE + ["test_roofline_torch.py", "test_calibrate_models.py"],
+    "train_attention": [*TRAIN, "test_train_attention.py"],
     "scaling": SCALING, "scaling_fit": SCALING, "scaling_laws": SCALING,
     "scaling_fit_batch": SCALING,
     "plan": PLAN, "plan_memory": PLAN, "plan_space": PLAN,
