@@ -305,6 +305,8 @@ def run_tests(scratch: Path, tests: list[str], timeout_s: float,
 def _warm_imports() -> None:
     """Load the expensive third-party modules once, before any fork (mlsyscalc is not loaded)."""
     os.environ.setdefault("TRITON_INTERPRET", "1")
+    # the calculators' tests are CPU tests; a GPU test in a forked child cannot initialise CUDA
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
     import click  # noqa: F401
     import hypothesis  # noqa: F401
     import numpy  # noqa: F401
