@@ -281,9 +281,10 @@ def window_fraction(seq_q: int, seq_kv: int, window: int) -> float:
 
 def _attention_tiling(rows: int, units0: int, seq_kv: int, per_row_flops: float, per_sm: float,
                       sms: int) -> tuple[float, Tiling]:
-    """FlashAttention-2 grid (128 query rows per CTA, whole KV per CTA) while it fills the SMs;
-    otherwise smaller row blocks and flash-decoding KV splits (least padded time)."""
-    full = units0 * math.ceil(rows / ATTN_BLOCK_M[0]) < sms
+    """FlashAttention-2 grid (128 query rows per CTA, whole KV per CTA) while it fills the SMs and
+    has 128 rows to fill a block; otherwise smaller row blocks (decode kernels: 64 or 16 rows,
+    cuDNN's `..._16x128x64_...`) and flash-decoding KV splits (least padded time)."""
+    full = units0 * math.ceil(rows / ATTN_BLOCK_M[0]) < sms or rows < ATTN_BLOCK_M[0]
 
     def configs():
         for bm in ATTN_BLOCK_M if full else ATTN_BLOCK_M[:1]:
