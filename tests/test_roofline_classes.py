@@ -37,6 +37,9 @@ def test_unaligned_gemm_runs_at_its_own_efficiency():
     # K unaligned too (the dgrad, K = 50257); weight-only int4 GEMMs are not cuBLAS's: unaffected
     assert predict_matmul(8192, 768, 50257, gpu=H100).efficiency_class == "matmul_unaligned"
     assert predict_matmul(1, 50257, 768, gpu=H100, weight_dtype="int4").compute_class == "matmul"
+    # a weight gradient's K is the tokens, not a leading dimension: 1001 tokens stay aligned
+    assert predict_matmul(4096, 4096, 1001, gpu=H100, lead_dims=(4096, 4096)).compute_class == "matmul"
+    assert predict_matmul(4096, 4096, 1001, gpu=H100).compute_class == "matmul_unaligned"
 
 
 def test_broadcast_class_prices_rotary_by_hand():
@@ -62,6 +65,13 @@ def test_attention_head_dim_tiles():
     small = predict_attention(4, 32, 32, 2048, 2048, 64, True, gpu=H100, pad_head_dim=True)
     assert small.compute_class == "attention_small_head" and plain.compute_class == "attention"
     assert small.compute_s / plain.compute_s == pytest.approx(0.61 / 0.49)
+
+
+def test_moe_training_with_odd_tokens_per_expert_keeps_aligned_gemms():
+    """8000 tokens over 256 experts (8 each): ~250 tokens per expert, the wgrads' K; every
+    DeepSeek-V3 GEMM's features are multiples of 8, so no row is priced as unaligned."""
+    roof = _train(load_model("deepseek-v3"), batch=8, seq=1000, check_fit=False)
+    assert "matmul_unaligned" not in roof.totals()["kernels_by_class"]
 
 
 def test_backward_kernels_by_hand_pythia():

@@ -198,12 +198,13 @@ def _matmul_tiling(groups: int, m: int, n: int, k: int, dtype: str, per_sm: floa
     return _least_time(_matmul_configs(groups, m, n, k, block_k, sms, True), sms, block_time)
 
 
-def unaligned(n: int, k: int, dtype: str, weight_dtype: str) -> bool:
-    """A plain GEMM (weights in the compute dtype) whose N or K rows are not 16-byte aligned."""
+def unaligned(lead_dims: tuple[int, ...], dtype: str, weight_dtype: str) -> bool:
+    """A plain GEMM (weights in the compute dtype) with a leading dimension whose rows are not
+    16-byte aligned."""
     if dtype_name(weight_dtype) != dtype_name(dtype):
         return False
     elements = max(1, int(ALIGN_BYTES / bytes_per_element(dtype)))
-    return n % elements != 0 or k % elements != 0
+    return any(d % elements for d in lead_dims)
 
 
 def padded_head_dim(d: int) -> int:
@@ -218,7 +219,7 @@ def padded_head_dim(d: int) -> int:
 def predict_grouped_matmul(tokens: int, groups: float, n: int, k: int, dtype: str = "bf16",
                            gpu: str | GPUSpec | Ceilings = "H100-SXM", calibration: Any = None, *,
                            weight_dtype: str | None = None, out_dtype: str | None = None,
-                           name: str = "grouped_matmul") -> OpPrediction:
+                           lead_dims: tuple[int, ...] | None = None, name: str = "grouped_matmul") -> OpPrediction:
     """`groups` matmuls (tokens/groups, K) @ (K, N), each with its own weight (MoE experts).
 
     groups may be fractional (an expected number of distinct experts): bytes use it as is, the
@@ -227,8 +228,10 @@ def predict_grouped_matmul(tokens: int, groups: float, n: int, k: int, dtype: st
     bytes = tokens*K*act + groups*N*K*weight (+ 4-bit group scales) + tokens*N*out. A GEMM
     streams its bytes at efficiency.matmul_skinny of the memory ceiling, which decides the time of
     the memory-bound (skinny: decode, few tokens per expert) ones; shape_class says which roof binds.
-    A GEMM of plain (unquantized) weights whose N or K is not a multiple of ALIGN_BYTES / element
-    size computes at efficiency.matmul_unaligned (cuBLAS's unaligned CUTLASS kernels).
+    A GEMM of plain (unquantized) weights with a leading dimension (`lead_dims`, default N and K:
+    a forward or dgrad; a weight gradient's are M and N, its K being the tokens) that is not a
+    multiple of ALIGN_BYTES / element size computes at efficiency.matmul_unaligned (cuBLAS's
+    unaligned CUTLASS kernels).
     """
     require(min(tokens, n, k) >= 1 and groups > 0, f"{name}: sizes must be positive")
     ceil = resolve_ceilings(gpu, calibration)
@@ -242,7 +245,7 @@ def predict_grouped_matmul(tokens: int, groups: float, n: int, k: int, dtype: st
         weight_bytes += groups * n * math.ceil(k / WEIGHT_GROUP) * bytes_per_element("bf16")
     read = tokens * k * bytes_per_element(act) + weight_bytes
     write = tokens * n * bytes_per_element(out)
-    cls = "matmul_unaligned" if unaligned(n, k, act, w_dtype) else "matmul"
+    cls = "matmul_unaligned" if unaligned(lead_dims or (n, k), act, w_dtype) else "matmul"
     per_sm = ceil.flops_per_s(act, cls) / ceil.sm_count
     compute_s, tiling = _matmul_tiling(math.ceil(groups), m, n, k, act, per_sm, ceil.sm_count)
     shape = f"{groups:.3g}x({m}x{n}x{k})" if groups != 1 else f"{m}x{n}x{k}"
@@ -253,14 +256,15 @@ def predict_grouped_matmul(tokens: int, groups: float, n: int, k: int, dtype: st
 
 def predict_matmul(m: int, n: int, k: int, dtype: str = "bf16", gpu: str | GPUSpec | Ceilings = "H100-SXM",
                    calibration: Any = None, *, batch: int = 1, weight_dtype: str | None = None,
-                   out_dtype: str | None = None, name: str = "matmul") -> OpPrediction:
+                   out_dtype: str | None = None, lead_dims: tuple[int, ...] | None = None,
+                   name: str = "matmul") -> OpPrediction:
     """(M, K) @ (K, N) -> (M, N), `batch` times with separate operands; the harness's per-row call.
 
     FLOPs = 2*batch*M*N*K; bytes = batch*(M*K*a + N*K*w + M*N*out). fp8 writes bf16 and int8
     writes int32 (torch._scaled_mm / torch._int_mm) unless out_dtype says otherwise.
     """
     return predict_grouped_matmul(m * batch, batch, n, k, dtype, gpu, calibration,
-                                  weight_dtype=weight_dtype, out_dtype=out_dtype, name=name)
+                                  weight_dtype=weight_dtype, out_dtype=out_dtype, lead_dims=lead_dims, name=name)
 
 
 def window_fraction(seq_q: int, seq_kv: int, window: int) -> float:
