@@ -60,10 +60,15 @@ def load_cases(rows, hold_out: set[str]) -> list[Case]:
 def observation(c: Case, ceilings: Ceilings, impl: str = IMPL) -> Observation:
     roof = predict_model(c.spec, ceilings, roofline_options(c.case, impl))
     e = ceilings.efficiency
-    terms = tuple(Term(r.count, r.pred.kind, r.pred.compute_s, r.pred.memory_s, r.pred.kind == "matmul")
-                  for r in roof.rows)
+    terms = tuple(_term(r) for r in roof.rows)
     return Observation(c.row.key, c.row.median_ms * 1e-3, terms, tuple(getattr(e, k) for k in EFFICIENCIES),
                        roof.comm_s - roof.comm_hidden_s)
+
+
+def _term(r) -> Term:
+    """One roofline row as a fit term, with the efficiency classes that priced its two times."""
+    p = r.pred
+    return Term(r.count, p.kind, p.compute_s, p.memory_s, p.kind == "matmul", p.compute_class, p.memory_class)
 
 
 def linear_observations(c: Case, ceilings: Ceilings, impl: str = IMPL) -> list[Observation]:
@@ -78,8 +83,7 @@ def linear_observations(c: Case, ceilings: Ceilings, impl: str = IMPL) -> list[O
     for r in roof.rows:
         name = r.pred.name.removesuffix(".splitk_reduce")
         if r.pass_name == "forward" and (r.pred.kind == "matmul" or name != r.pred.name):
-            terms.setdefault(name, []).append(Term(r.count, r.pred.kind, r.pred.compute_s, r.pred.memory_s,
-                                                   r.pred.kind == "matmul"))
+            terms.setdefault(name, []).append(_term(r))
     base = tuple(getattr(e, k) for k in EFFICIENCIES)
     return [Observation(f"{c.row.key}|{name}", entry["measured_s"], tuple(terms[name]), base)
             for name, entry in measured.items() if entry.get("measured_s") and name in terms]
@@ -120,7 +124,7 @@ def record(ceilings: Ceilings, params: dict, models: list[str]) -> dict:
         "gpu": gpu.name, "sm_count": ceilings.sm_count, "source": "mlsys calibrate",
         "peak_flops": {k: v for k, v in ceilings.base_flops.items() if v},
         "bandwidth_Bps": {"read": ceilings.read_Bps, "write": ceilings.write_Bps},
-        "efficiency": {k: params[k] for k in EFFICIENCIES},
+        "efficiency": {k: params.get(k, getattr(ceilings.efficiency, k)) for k in EFFICIENCIES},
         "launch_overhead_s": params["launch_s"], "fitted_on": models,
         "base": ceilings.source,
     }

@@ -44,6 +44,24 @@ class Efficiency:
     # of bytes / (0.89 x 4.8 TB/s); weighted by calls per layer (4, 2, 1): 0.88 of the copy rate,
     # 0.88 x 0.89 = 0.78 of the datasheet.
     matmul_skinny: float = 0.78
+    # Classes of kernels that reach less than their kind's ceiling (docs/roofline.md, "Efficiency
+    # classes"), each a fraction of the datasheet roof like the four above; H100 80GB HBM3, torch
+    # 2.11, profiler times of `mlsys bench model` rows (reports/models/h100*.jsonl), chosen on those rows.
+    # Broadcasting and strided elementwise kernels (rotary's x * cos with an (S, 1, D) table, roll,
+    # addcmul; the partial-rotary slice copy and cat): TensorIterator runs them unvectorised.
+    # llama2-7b prefill B8 S2048, per call on a 134 MB tensor: roll 352 us (0.23 of 3.35 TB/s),
+    # x * cos 238 us (0.34), addcmul 274 us (0.44); weighted by the bytes of one rotated tensor's
+    # three kernels (2 : 2 : 3): 0.32.
+    memory_broadcast: float = 0.32
+    # GEMMs with N or K not a multiple of 16 bytes (8 bf16 elements): cuBLAS falls back to its
+    # unaligned sm75 CUTLASS kernels (cutlass_75_tensorop_bf16_s1688gemm_..._align1). gpt2 train
+    # B8 S1024, the 50257-wide lm_head forward, dgrad and wgrad: 1.90 TFLOP in 15.4 ms, 123
+    # TFLOP/s = 0.12 of 989.5.
+    matmul_unaligned: float = 0.12
+    # Attention whose head dim pads to a 64-wide tile (cuDNN's d64 kernels, `--impl torch`): the
+    # d64 / d128 ratio of measured cuDNN efficiencies at S2048 (forward 0.36 vs 0.47, backward 0.35
+    # vs 0.41: TinyLlama vs pythia-1.4b B4 S2048 train), 0.8, times the attention default 0.61.
+    attention_small_head: float = 0.49
 
     def validate(self) -> None:
         for name in EFFICIENCY_FIELDS:
@@ -52,9 +70,12 @@ class Efficiency:
 
 # With measured ceilings the matmul and memory ceilings are the measurement itself; attention keeps
 # the measured gap between SDPA cuDNN and cuBLAS on the same H200: 603 / 732 TFLOP/s (ARCHITECTURE.md, "Reference measurements").
-CALIBRATED_EFFICIENCY = Efficiency(matmul=1.0, attention=0.82, memory=1.0, matmul_skinny=0.88)
+# The classes keep their ratio to their kind's default (0.32 / 0.89, 0.12 / 0.74, 0.8 x 0.82).
+CALIBRATED_EFFICIENCY = Efficiency(matmul=1.0, attention=0.82, memory=1.0, matmul_skinny=0.88,
+                                   memory_broadcast=0.36, matmul_unaligned=0.16, attention_small_head=0.66)
 KINDS = ("matmul", "attention", "memory")
-EFFICIENCY_FIELDS = KINDS + ("matmul_skinny",)  # kinds plus the skinny-GEMM shape class
+CLASSES = ("matmul_skinny", "memory_broadcast", "matmul_unaligned", "attention_small_head")
+EFFICIENCY_FIELDS = KINDS + CLASSES  # kinds plus the shape classes that price some kernels of a kind
 
 
 @dataclass(frozen=True)
@@ -103,10 +124,11 @@ class Ceilings:
         """Achievable bandwidth of a copy (as many bytes read as written): harmonic mean."""
         return 2.0 / (1.0 / self.read_ceiling_Bps + 1.0 / self.write_ceiling_Bps)
 
-    def memory_s(self, read_bytes: float, write_bytes: float, skinny: bool = False) -> float:
+    def memory_s(self, read_bytes: float, write_bytes: float, skinny: bool = False, cls: str | None = None) -> float:
         """Reads and writes share the HBM bus: their times add. A GEMM (skinny) streams at
-        efficiency.matmul_skinny of the base bandwidths, other kernels at efficiency.memory."""
-        eff = self.efficiency.matmul_skinny if skinny else self.efficiency.memory
+        efficiency.matmul_skinny of the base bandwidths, other kernels at efficiency.memory, or
+        at the efficiency named by `cls` (memory_broadcast)."""
+        eff = getattr(self.efficiency, cls or ("matmul_skinny" if skinny else "memory"))
         return (read_bytes / self.read_Bps + write_bytes / self.write_Bps) / eff
 
     def ridge(self, dtype: str, kind: str = "matmul") -> float:

@@ -4,7 +4,9 @@ A model step's prediction (calc.roofline_model) is a sum over kernel rows
 
     step_s = sum_i count_i x (max(compute_i x e0_kind / e_kind, memory_i x e0_mem / e_mem) + launch_s)
 
-(a GEMM's memory time x e0_skinny / e_skinny instead: GEMMs stream at their own efficiency)
+(a GEMM's memory time x e0_skinny / e_skinny instead: GEMMs stream at their own efficiency; in
+general each row's compute and memory times scale with the efficiency class that priced them,
+calc.calibration's EFFICIENCY_FIELDS: memory_broadcast, matmul_unaligned, attention_small_head)
 
 where compute_i and memory_i were computed at efficiencies e0. Compute time is inversely
 proportional to the kind's efficiency (the tile/wave choice scales with it and does not change),
@@ -19,10 +21,13 @@ import math
 from dataclasses import dataclass
 
 from ..errors import require
+from .calibration import EFFICIENCY_FIELDS
 
+# Fitted by default; the other efficiency classes keep their start values unless a caller frees them.
 PARAMS = ("matmul", "matmul_skinny", "attention", "memory", "launch_s")
-EFFICIENCIES = ("matmul", "attention", "memory", "matmul_skinny")  # the order of Observation.base
+EFFICIENCIES = EFFICIENCY_FIELDS  # the order of Observation.base
 BOUNDS = {"matmul": (0.05, 1.5), "matmul_skinny": (0.05, 1.0), "attention": (0.05, 1.5), "memory": (0.05, 1.5),
+          "memory_broadcast": (0.02, 1.5), "matmul_unaligned": (0.02, 1.5), "attention_small_head": (0.05, 1.5),
           "launch_s": (1e-7, 5e-5)}
 
 
@@ -35,6 +40,13 @@ class Term:
     compute_s: float
     memory_s: float
     skinny: bool = False  # a GEMM: its memory time scales with matmul_skinny instead of memory
+    compute_class: str = ""  # the efficiency that priced compute_s (default: attention or matmul by kind)
+    memory_class: str = ""  # the one that priced memory_s (default: matmul_skinny if skinny, else memory)
+
+    @property
+    def classes(self) -> tuple[str, str]:
+        return (self.compute_class or ("attention" if self.kind == "attention" else "matmul"),
+                self.memory_class or ("matmul_skinny" if self.skinny else "memory"))
 
 
 @dataclass(frozen=True)
@@ -47,14 +59,18 @@ class Observation:
 
 
 def predict(obs: Observation, params: dict[str, float]) -> float:
+    """The step re-priced at `params`: each term's time x (its class's efficiency at pricing /
+    the new one); a class missing from `params` (or from the base) keeps its time."""
     e0 = dict(zip(EFFICIENCIES, obs.base))
-    scale = {k: e0[k] / params[k] for k in ("matmul", "attention")}
-    mem = e0["memory"] / params["memory"]
-    skinny = e0.get("matmul_skinny", 1.0) / params.get("matmul_skinny", e0.get("matmul_skinny", 1.0))
+
+    def scale(cls: str) -> float:
+        return e0[cls] / params[cls] if cls in e0 and cls in params else 1.0
+
     total = obs.comm_s
     for t in obs.terms:
-        compute = t.compute_s * scale["attention" if t.kind == "attention" else "matmul"]
-        total += t.count * (max(compute, t.memory_s * (skinny if t.skinny else mem)) + params["launch_s"])
+        compute_class, memory_class = t.classes
+        total += t.count * (max(t.compute_s * scale(compute_class), t.memory_s * scale(memory_class))
+                            + params["launch_s"])
     return total
 
 
@@ -123,6 +139,4 @@ def fit(observations, start: dict[str, float], fixed: tuple[str, ...] = (), ops=
 def _matters(obs, name: str) -> bool:
     if name in ("launch_s", "memory"):
         return True
-    if name == "matmul_skinny":
-        return any(t.skinny and t.count for o in obs for t in o.terms)
-    return any(t.kind == name and t.count for o in obs for t in o.terms)
+    return any(name in t.classes and t.count for o in obs for t in o.terms)

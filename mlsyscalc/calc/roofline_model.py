@@ -120,8 +120,16 @@ class ModelRoofline:
             "model_flops": self.model_flops, "tokens": o.tokens, "tokens_per_s": self.tokens_per_s,
             "mfu": self.mfu, "mbu": self.mbu, "weight_bytes": self.weight_bytes,
             "kv_cache_bytes": self.kv_cache_bytes, "fits": self.fits if o.phase != "train" else None,
-            "kernels": self.kernels, "impl": o.impl, "logits": o.logits,
+            "kernels": self.kernels, "kernels_by_class": self.kernels_by_class, "impl": o.impl, "logits": o.logits,
         }
+
+    @property
+    def kernels_by_class(self) -> dict[str, int]:
+        """Kernel launches per efficiency class (the field that prices each row's binding time)."""
+        out: dict[str, int] = {}
+        for r in self.rows:
+            out[r.pred.efficiency_class] = out.get(r.pred.efficiency_class, 0) + r.count
+        return dict(sorted(out.items()))
 
     @property
     def kernels(self) -> int:
@@ -224,7 +232,8 @@ def _attention_op(p: _Pass, windowed: bool, backward: bool = False) -> OpPredict
                                  p.store, p.ceil, v_head_dim=mla.kv_lora_rank, kv_dtype=kv_dtype, v_in_k=True, name=name)
     return predict_attention(o.batch, p.heads, p.kv_heads, o.new_tokens, kv_len, spec.head_dim, causal, p.store,
                              p.ceil, v_head_dim=spec.v_head_dim, kv_dtype=None if backward else kv_dtype,
-                             backward=backward, window=window, name=name)
+                             backward=backward, window=window, pad_head_dim=o.impl == "torch" and spec.mla is None,
+                             name=name)
 
 
 def _mlp_widths(p: _Pass, layer: int) -> float:
@@ -360,6 +369,8 @@ def predict_model(spec: ModelSpec, ceilings: Ceilings, options: RooflineOptions 
             backward += roofline_torch.backward_memory_rows(p, _layer_kinds(spec), lambda i: _mlp_widths(p, i))
         forward_s, backward_s = sum(r.total_s for r in rows), sum(r.total_s for r in backward)
         rows += backward + [optimizer_row(p, _params(spec))]
+        if opts.impl == "torch":
+            rows.append(roofline_torch.zero_grad_row(p, _params(spec)))
         comm += dp_comm_rows(spec, ceilings.gpu, opts, forward_s, backward_s)
     forward = count_flops(spec, opts.flop_options).forward - _window_saving_flops(spec, opts) - _logit_saving_flops(spec, opts)
     return ModelRoofline(spec.name, ceilings.gpu.name, opts, ceilings, tuple(rows), tuple(comm),

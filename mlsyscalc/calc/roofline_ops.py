@@ -43,6 +43,10 @@ KV_SPLITS = (1, 2, 4, 8, 16, 32, 64)  # flash-decoding splits of the KV sequence
 # Accumulator/output dtype where it differs from the inputs (torch._scaled_mm, torch._int_mm).
 OUT_DTYPE = {"fp8": "bf16", "int8": "fp32"}  # int8 -> int32: 4 bytes, as fp32
 WEIGHT_GROUP = 128  # 4-bit weight-only: one bf16 scale per 128 weights
+ALIGN_BYTES = 16  # cuBLAS's TMA/wgmma GEMMs need 16-byte aligned rows; others take its unaligned kernels
+# Attention head-dim tiles of cuDNN's SDPA kernels on Hopper (names ..._64x128x64, ..._64x64x128):
+# a head dim is padded up to the next of these (`--impl torch`); d80 (phi-2) runs 128-wide tiles.
+HEAD_DIM_TILES = (64, 128, 256)
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,13 @@ class OpPrediction:
     shape: str = ""
     dims: tuple[float, ...] = ()  # matmul: (tokens, groups, N, K); groups may be fractional (MoE)
     shape_class: str = ""  # matmul: "skinny" (memory-bound at matmul_skinny of the bandwidth) or "square"
+    compute_class: str = "matmul"  # the efficiency field that priced compute_s (matmul, matmul_unaligned, attention, ...)
+    memory_class: str = "memory"  # the one that priced memory_s (memory, matmul_skinny, memory_broadcast)
+
+    @property
+    def efficiency_class(self) -> str:
+        """The efficiency class of the bound that sets the time (compute or memory)."""
+        return self.compute_class if self.compute_s >= self.memory_s else self.memory_class
 
     @property
     def bytes(self) -> float:
@@ -107,9 +118,10 @@ class OpPrediction:
         return self.flops / self.predicted_s
 
     def as_dict(self) -> dict[str, Any]:
-        data = {k: v for k, v in asdict(self).items() if k not in ("tiling", "dims") and (k != "shape_class" or v)}
+        skip = ("tiling", "dims", "compute_class", "memory_class")
+        data = {k: v for k, v in asdict(self).items() if k not in skip and (k != "shape_class" or v)}
         data.update(
-            bytes=self.bytes, intensity_flops_per_byte=self.intensity_flops_per_byte,
+            efficiency_class=self.efficiency_class, bytes=self.bytes, intensity_flops_per_byte=self.intensity_flops_per_byte,
             predicted_s=self.predicted_s, bound=self.bound, achievable_fraction=self.achievable_fraction,
             attained_flops_per_s=self.attained_flops_per_s,
         )
@@ -135,14 +147,18 @@ def resolve_ceilings(gpu: str | GPUSpec | Ceilings, calibration: str | Path | di
 
 
 def _finish(name: str, kind: str, dtype: str, flops: float, read: float, write: float, compute_s: float,
-            ceil: Ceilings, tiling: Tiling | None, shape: str, peak_dtype: str, skinny: bool = False) -> OpPrediction:
+            ceil: Ceilings, tiling: Tiling | None, shape: str, peak_dtype: str, skinny: bool = False,
+            compute_class: str = "", memory_class: str = "") -> OpPrediction:
     naive_peak = ceil.datasheet_flops(peak_dtype)
     roofline_s = max(flops / naive_peak, (read + write) / ceil.datasheet_Bps)
-    ridge = ceil.ridge(peak_dtype, "attention" if kind == "attention" else "matmul")
+    compute_class = compute_class or ("attention" if kind == "attention" else "matmul")
+    memory_class = memory_class or ("matmul_skinny" if skinny else "memory")
+    ridge = ceil.ridge(peak_dtype, compute_class)
     return OpPrediction(
         name=name, kind=kind, dtype=dtype, flops=float(flops), read_bytes=float(read), write_bytes=float(write),
-        compute_s=compute_s, memory_s=ceil.memory_s(read, write, skinny), overhead_s=ceil.launch_s,
+        compute_s=compute_s, memory_s=ceil.memory_s(read, write, cls=memory_class), overhead_s=ceil.launch_s,
         roofline_s=roofline_s, ridge_flops_per_byte=ridge, tiling=tiling, shape=shape,
+        compute_class=compute_class, memory_class=memory_class,
     )
 
 
@@ -182,10 +198,28 @@ def _matmul_tiling(groups: int, m: int, n: int, k: int, dtype: str, per_sm: floa
     return _least_time(_matmul_configs(groups, m, n, k, block_k, sms, True), sms, block_time)
 
 
+def unaligned(lead_dims: tuple[int, ...], dtype: str, weight_dtype: str) -> bool:
+    """A plain GEMM (weights in the compute dtype) with a leading dimension whose rows are not
+    16-byte aligned."""
+    if dtype_name(weight_dtype) != dtype_name(dtype):
+        return False
+    elements = max(1, int(ALIGN_BYTES / bytes_per_element(dtype)))
+    return any(d % elements for d in lead_dims)
+
+
+def padded_head_dim(d: int) -> int:
+    """The head dim a tiled attention kernel computes on: the next of HEAD_DIM_TILES (past the
+    last, the next multiple of it)."""
+    for tile in HEAD_DIM_TILES:
+        if d <= tile:
+            return tile
+    return math.ceil(d / HEAD_DIM_TILES[-1]) * HEAD_DIM_TILES[-1]
+
+
 def predict_grouped_matmul(tokens: int, groups: float, n: int, k: int, dtype: str = "bf16",
                            gpu: str | GPUSpec | Ceilings = "H100-SXM", calibration: Any = None, *,
                            weight_dtype: str | None = None, out_dtype: str | None = None,
-                           name: str = "grouped_matmul") -> OpPrediction:
+                           lead_dims: tuple[int, ...] | None = None, name: str = "grouped_matmul") -> OpPrediction:
     """`groups` matmuls (tokens/groups, K) @ (K, N), each with its own weight (MoE experts).
 
     groups may be fractional (an expected number of distinct experts): bytes use it as is, the
@@ -194,6 +228,10 @@ def predict_grouped_matmul(tokens: int, groups: float, n: int, k: int, dtype: st
     bytes = tokens*K*act + groups*N*K*weight (+ 4-bit group scales) + tokens*N*out. A GEMM
     streams its bytes at efficiency.matmul_skinny of the memory ceiling, which decides the time of
     the memory-bound (skinny: decode, few tokens per expert) ones; shape_class says which roof binds.
+    A GEMM of plain (unquantized) weights with a leading dimension (`lead_dims`, default N and K:
+    a forward or dgrad; a weight gradient's are M and N, its K being the tokens) that is not a
+    multiple of ALIGN_BYTES / element size computes at efficiency.matmul_unaligned (cuBLAS's
+    unaligned CUTLASS kernels).
     """
     require(min(tokens, n, k) >= 1 and groups > 0, f"{name}: sizes must be positive")
     ceil = resolve_ceilings(gpu, calibration)
@@ -207,24 +245,26 @@ def predict_grouped_matmul(tokens: int, groups: float, n: int, k: int, dtype: st
         weight_bytes += groups * n * math.ceil(k / WEIGHT_GROUP) * bytes_per_element("bf16")
     read = tokens * k * bytes_per_element(act) + weight_bytes
     write = tokens * n * bytes_per_element(out)
-    per_sm = ceil.flops_per_s(act, "matmul") / ceil.sm_count
+    cls = "matmul_unaligned" if unaligned(lead_dims or (n, k), act, w_dtype) else "matmul"
+    per_sm = ceil.flops_per_s(act, cls) / ceil.sm_count
     compute_s, tiling = _matmul_tiling(math.ceil(groups), m, n, k, act, per_sm, ceil.sm_count)
     shape = f"{groups:.3g}x({m}x{n}x{k})" if groups != 1 else f"{m}x{n}x{k}"
-    pred = _finish(name, "matmul", act, flops, read, write, compute_s, ceil, tiling, shape, act, True)
+    pred = _finish(name, "matmul", act, flops, read, write, compute_s, ceil, tiling, shape, act, True, cls)
     skinny = pred.memory_s > pred.compute_s
     return replace(pred, dims=(tokens, groups, n, k), shape_class="skinny" if skinny else "square")
 
 
 def predict_matmul(m: int, n: int, k: int, dtype: str = "bf16", gpu: str | GPUSpec | Ceilings = "H100-SXM",
                    calibration: Any = None, *, batch: int = 1, weight_dtype: str | None = None,
-                   out_dtype: str | None = None, name: str = "matmul") -> OpPrediction:
+                   out_dtype: str | None = None, lead_dims: tuple[int, ...] | None = None,
+                   name: str = "matmul") -> OpPrediction:
     """(M, K) @ (K, N) -> (M, N), `batch` times with separate operands; the harness's per-row call.
 
     FLOPs = 2*batch*M*N*K; bytes = batch*(M*K*a + N*K*w + M*N*out). fp8 writes bf16 and int8
     writes int32 (torch._scaled_mm / torch._int_mm) unless out_dtype says otherwise.
     """
     return predict_grouped_matmul(m * batch, batch, n, k, dtype, gpu, calibration,
-                                  weight_dtype=weight_dtype, out_dtype=out_dtype, name=name)
+                                  weight_dtype=weight_dtype, out_dtype=out_dtype, lead_dims=lead_dims, name=name)
 
 
 def window_fraction(seq_q: int, seq_kv: int, window: int) -> float:
@@ -245,9 +285,10 @@ def window_fraction(seq_q: int, seq_kv: int, window: int) -> float:
 
 def _attention_tiling(rows: int, units0: int, seq_kv: int, per_row_flops: float, per_sm: float,
                       sms: int) -> tuple[float, Tiling]:
-    """FlashAttention-2 grid (128 query rows per CTA, whole KV per CTA) while it fills the SMs;
-    otherwise smaller row blocks and flash-decoding KV splits (least padded time)."""
-    full = units0 * math.ceil(rows / ATTN_BLOCK_M[0]) < sms
+    """FlashAttention-2 grid (128 query rows per CTA, whole KV per CTA) while it fills the SMs and
+    has 128 rows to fill a block; otherwise smaller row blocks (decode kernels: 64 or 16 rows,
+    cuDNN's `..._16x128x64_...`) and flash-decoding KV splits (least padded time)."""
+    full = units0 * math.ceil(rows / ATTN_BLOCK_M[0]) < sms or rows < ATTN_BLOCK_M[0]
 
     def configs():
         for bm in ATTN_BLOCK_M if full else ATTN_BLOCK_M[:1]:
@@ -267,7 +308,7 @@ def predict_attention(batch: int, heads: int, kv_heads: int, seq_q: int, seq_kv:
                       causal: bool = False, dtype: str = "bf16", gpu: str | GPUSpec | Ceilings = "H100-SXM",
                       calibration: Any = None, *, v_head_dim: int | None = None, kv_dtype: str | None = None,
                       backward: bool = False, v_in_k: bool = False, window: int | None = None,
-                      name: str = "attention") -> OpPrediction:
+                      pad_head_dim: bool = False, name: str = "attention") -> OpPrediction:
     """Flash-style attention softmax(Q K^T) V with the IO-aware byte count (no S x S round trip).
 
     FLOPs = 2*B*Sq*Skv*H*(d_qk + d_v) (x causal_fraction); bytes = Q + K + V read once, O written
@@ -277,7 +318,9 @@ def predict_attention(batch: int, heads: int, kv_heads: int, seq_q: int, seq_kv:
     O, dO and writes dQ, dK, dV (Dao 2023, FlashAttention-2, algorithm 2). v_in_k: V is a slice
     of the cached K (absorbed MLA decode, DeepSeek-V2 section 2.1.2), read once. window (with
     causal): a sliding-window kernel that skips tiles outside the window: FLOPs x window_fraction,
-    and only the last Sq + W - 1 keys are read.
+    and only the last Sq + W - 1 keys are read. pad_head_dim (cuDNN's SDPA, `--impl torch`): the
+    tiles compute on head dims padded to HEAD_DIM_TILES, and a 64-wide tile runs at
+    efficiency.attention_small_head; FLOPs stay the useful ones.
     """
     require(min(batch, heads, kv_heads, seq_q, seq_kv, head_dim) >= 1, f"{name}: sizes must be positive")
     require(heads % kv_heads == 0, f"{name}: heads {heads} not divisible by kv_heads {kv_heads}")
@@ -294,24 +337,30 @@ def predict_attention(batch: int, heads: int, kv_heads: int, seq_q: int, seq_kv:
     flops = attention_flops(shape_, fraction=frac)
     read, write = attention_bytes(shape_, bytes_per_element(act), bytes_per_element(kv), backward, keys, v_in_k)
     scale = BACKWARD_FLOPS_FACTOR if backward else 1.0
-    per_sm = ceil.flops_per_s(act, "attention") / ceil.sm_count
+    d_qk, d_v, cls = head_dim, dv, "attention"
+    if pad_head_dim:
+        d_qk, d_v = padded_head_dim(head_dim), padded_head_dim(dv)
+        cls = "attention_small_head" if d_qk <= HEAD_DIM_TILES[0] else cls
+    per_sm = ceil.flops_per_s(act, cls) / ceil.sm_count
     group = heads // kv_heads
-    per_row = 2.0 * (head_dim + dv) * frac * scale
+    per_row = 2.0 * (d_qk + d_v) * frac * scale
     compute_s, tiling = _attention_tiling(seq_q * group, batch * kv_heads, seq_kv, per_row, per_sm, ceil.sm_count)
     shape = (f"B{batch} H{heads}/{kv_heads} {seq_q}x{seq_kv} d{head_dim}" + (" causal" if causal else "")
              + (f" window {window}" if window is not None else ""))
-    return _finish(name, "attention", act, flops * scale, read, write, compute_s, ceil, tiling, shape, act)
+    return _finish(name, "attention", act, flops * scale, read, write, compute_s, ceil, tiling, shape, act,
+                   compute_class=cls)
 
 
 def predict_memory_op(name: str, read_bytes: float, write_bytes: float, flops: float = 0.0,
                       dtype: str = "bf16", gpu: str | GPUSpec | Ceilings = "H100-SXM", calibration: Any = None,
-                      shape: str = "") -> OpPrediction:
-    """A kernel without tensor-core work: its FLOPs run on CUDA cores at the fp32 (non-tensor) peak."""
+                      shape: str = "", cls: str = "memory") -> OpPrediction:
+    """A kernel without tensor-core work: its FLOPs run on CUDA cores at the fp32 (non-tensor) peak;
+    its bytes at efficiency.memory, or at the class `cls` names (memory_broadcast)."""
     require(read_bytes >= 0 and write_bytes >= 0 and read_bytes + write_bytes > 0, f"{name}: no bytes moved")
     ceil = resolve_ceilings(gpu, calibration)
     cuda_core = ceil.flops_per_s("fp32", "matmul")
     return _finish(name, "memory", dtype_name(dtype), flops, read_bytes, write_bytes, flops / cuda_core,
-                   ceil, None, shape, "fp32")
+                   ceil, None, shape, "fp32", memory_class=cls)
 
 
 @dataclass(frozen=True)

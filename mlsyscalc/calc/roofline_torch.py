@@ -10,7 +10,9 @@ profiler tables of `mlsys bench model` (docs/roofline.md, "Kernels per op"):
 - RMSNorm / LayerNorm: one kernel (torch's fused norm); backward two (input grad, weight grad).
 - rotary on q and on k, each: x * cos, roll(x), addcmul(., roll, sin) = 3 kernels; partial
   rotary adds a contiguous copy of the rotated slice and a cat of the two parts. Backward:
-  grad * cos, grad * sin, roll, add = 4 kernels per tensor.
+  grad * cos, grad * sin, roll, add = 4 kernels per tensor; partial rotary adds the slices'
+  backward (a zero fill and a copy each) and their sum. The broadcasting, rolling and strided
+  ones run at efficiency.memory_broadcast (TensorIterator does not vectorise them).
 - gated MLP: act(gate) and act * up = 2 kernels; backward: grad * up, grad * act, act_backward.
   Plain MLP: act, and act_backward.
 - KV-cache append (inference): a copy for K and one for V.
@@ -19,12 +21,16 @@ profiler tables of `mlsys bench model` (docs/roofline.md, "Kernels per op"):
   partial tiles (`cublas_splits`: the rule the profiles show); flash-decoding attention with KV
   splits (`Tiling.split` > 1) by a combine kernel.
 - inference logits are cast to fp32 (`.float()`), one kernel.
-- train: autograd adds the gradients of a tensor read by several ops (q/k/v share an input,
+- train: cuDNN's attention backward adds rowsum(dO * O), the dQ conversion and, for grouped
+  queries, a reduction of dK and of dV over the query heads of each KV head (fmha_reduce_head);
+  autograd adds the gradients of a tensor read by several ops (q/k/v share an input,
   gate/up share one, and the two residual branch points of a layer); the loss is a cast to
   fp32, log_softmax and nll_loss forward (backward: zero fill, nll scatter, log_softmax
-  backward, cast back); gradients kept between steps (zero_grad(set_to_none=False)) cost a fill
-  and an accumulating add per parameter tensor; fused AdamW runs one multi-tensor launch per
-  320 chunks of 65536 elements (torch's multi_tensor_apply, depth 4: at most 36 tensors each).
+  backward, cast back); a Linear's bias gradient is one reduction over the tokens; gradients
+  kept between steps (zero_grad(set_to_none=False)) cost an accumulating add per parameter
+  tensor and torch._foreach_zero_'s multi-tensor launches (depth 1: at most 110 tensors); fused
+  AdamW runs one multi-tensor launch per 320 chunks of 65536 elements (torch's
+  multi_tensor_apply, depth 4: at most 36 tensors each).
 """
 
 from __future__ import annotations
@@ -41,26 +47,40 @@ FP32 = 4
 ADAM_CHUNK = 65536  # elements per multi-tensor chunk (ATen's MultiTensorApply.cuh kChunkSize)
 ADAM_BLOCKS = 320  # chunks per launch (depth_to_max_blocks)
 ADAM_TENSORS = 36  # tensors per launch at depth 4: param, grad, exp_avg, exp_avg_sq (depth_to_max_tensors)
+ZERO_TENSORS = 110  # tensors per launch at depth 1 (_foreach_zero_ of zero_grad)
 
 
-def _mem(name: str, read: float, write: float, p: Any, shape: str = "") -> OpPrediction:
-    return predict_memory_op(name, read, write, 0.0, p.store, p.ceil, shape=shape)
+def _mem(name: str, read: float, write: float, p: Any, shape: str = "", cls: str = "memory") -> OpPrediction:
+    return predict_memory_op(name, read, write, 0.0, p.store, p.ceil, shape=shape, cls=cls)
+
+
+def _strided(name: str, read: float, write: float, p: Any, shape: str = "") -> OpPrediction:
+    """A broadcasting or strided kernel TensorIterator cannot vectorise (efficiency.memory_broadcast)."""
+    return _mem(name, read, write, p, shape, "memory_broadcast")
 
 
 def rotary_kernels(p: Any, rows: int, head_dim: int, rot: int, backward: bool = False) -> list[OpPrediction]:
-    """One rotated tensor of `rows` (tokens x heads) vectors: 3 kernels forward, 4 backward."""
+    """One rotated tensor of `rows` (tokens x heads) vectors: 3 kernels forward, 4 backward (all but
+    the backward's add broadcast the (S, 1, rot) table or roll: memory_broadcast). Partial rotary:
+    forward + a slice copy and a cat; backward + each slice's zero fill and copy, and their sum."""
     a, x = p.a, rows * rot * p.a
     table = p.opts.new_tokens * rot * a
-    shape = f"{rows}x{rot}"
+    shape, full = f"{rows}x{rot}", rows * head_dim * a
     if backward:
-        ops = [_mem("rotary.bwd_mul_cos", x + table, x, p, shape), _mem("rotary.bwd_mul_sin", x + table, x, p, shape),
-               _mem("rotary.bwd_roll", x, x, p, shape), _mem("rotary.bwd_add", 2 * x, x, p, shape)]
-    else:
-        ops = [_mem("rotary.mul_cos", x + table, x, p, shape), _mem("rotary.roll", x, x, p, shape),
-               _mem("rotary.addcmul", 2 * x + table, x, p, shape)]
-    if rot < head_dim:  # the rotated slice made contiguous for roll, and the two parts joined (or split back)
-        full = rows * head_dim * a
-        ops += [_mem("rotary.slice_copy", x, x, p, shape), _mem("rotary.cat", full, full, p, f"{rows}x{head_dim}")]
+        ops = [_strided("rotary.bwd_mul_cos", x + table, x, p, shape),
+               _strided("rotary.bwd_mul_sin", x + table, x, p, shape),
+               _strided("rotary.bwd_roll", x, x, p, shape), _mem("rotary.bwd_add", 2 * x, x, p, shape)]
+        if rot < head_dim:  # slice_backward of x[..., :rot] and x[..., rot:]: zeros, copy in; the two added
+            rest = full - x
+            ops += [_mem("rotary.bwd_slice_fill", 0, full, p, f"{rows}x{head_dim}")] * 2 + [
+                _strided("rotary.bwd_slice_copy", x, x, p, shape),
+                _strided("rotary.bwd_pass_copy", rest, rest, p, f"{rows}x{head_dim - rot}"),
+                _mem("rotary.bwd_slice_add", 2 * full, full, p, f"{rows}x{head_dim}")]
+        return ops
+    ops = [_strided("rotary.mul_cos", x + table, x, p, shape), _strided("rotary.roll", x, x, p, shape),
+           _strided("rotary.addcmul", 2 * x + table, x, p, shape)]
+    if rot < head_dim:  # the rotated slice made contiguous for roll, and the two parts joined
+        ops += [_strided("rotary.slice_copy", x, x, p, shape), _strided("rotary.cat", full, full, p, f"{rows}x{head_dim}")]
     return ops
 
 
@@ -174,14 +194,22 @@ def _vocab(p: Any) -> int:
     return math.ceil(p.spec.vocab_size / p.opts.tp)
 
 
+SOFTMAX_READS = 3  # cunn_SoftMaxForward reads a row for its max, its sum of exps and the output
+SOFTMAX_BWD_READS = 3  # cunn_SoftMaxBackward: the incoming gradient for its sum, then it and the output
+
+
 def loss_ops(p: Any, backward: bool) -> list[OpPrediction]:
-    """Cross-entropy over every position in fp32 (torch F.cross_entropy on logits.float())."""
+    """Cross-entropy over every position in fp32 (torch F.cross_entropy on logits.float()). Rows
+    wider than shared memory holds (a vocabulary) are read once per pass: log_softmax forward
+    SOFTMAX_READS times, its backward SOFTMAX_BWD_READS (H100 profiles: llama3-8b B1 S4096,
+    4096 x 128256 fp32, 2.80 / 2.88 ms, 0.90 / 0.88 of 3.35 TB/s at four passes each)."""
     t, v, a = p.tokens, _vocab(p), p.a
     tv = t * v
     if backward:
         return [_mem("loss.bwd_fill", 0, tv * FP32, p), _mem("loss.bwd_nll", t * 8, t * FP32, p),
-                _mem("loss.bwd_log_softmax", 2 * tv * FP32, tv * FP32, p), _mem("loss.bwd_cast", tv * FP32, tv * a, p)]
-    return [_mem("loss.cast", tv * a, tv * FP32, p), _mem("loss.log_softmax", tv * FP32, tv * FP32, p),
+                _mem("loss.bwd_log_softmax", SOFTMAX_BWD_READS * tv * FP32, tv * FP32, p),
+                _mem("loss.bwd_cast", tv * FP32, tv * a, p)]
+    return [_mem("loss.cast", tv * a, tv * FP32, p), _mem("loss.log_softmax", SOFTMAX_READS * tv * FP32, tv * FP32, p),
             _mem("loss.nll", t * 12, FP32, p)]
 
 
@@ -199,9 +227,24 @@ def _layer_backward(p: Any, layer: int, mlp_elements: float) -> list[tuple[OpPre
     ops += [(_mem("attention.bwd_dot_do_o", 2 * out * p.a, t * p.heads * FP32, p), "attention"),
             (_mem("attention.bwd_dq_convert", t * p.heads * spec.head_dim * FP32, t * p.heads * spec.head_dim * p.a, p),
              "attention")]
+    if p.heads != p.kv_heads:  # cuDNN's fmha_reduce_head: dK and dV summed over each KV head's query heads
+        ops += [(_mem(f"attention.bwd_reduce_head.{x}", t * p.heads * d * p.a, t * p.kv_heads * d * p.a, p), "attention")
+                for x, d in (("k", spec.head_dim), ("v", spec.v_head_dim))]
     gated = spec.gated_mlp or spec.layer_is_moe(layer)
     ops += [(k, "mlp") for k in _mlp_kernels(p, mlp_elements, gated, True)]
     ops += [(elementwise_op(t * h, 2, 1, 1, act, ceil, name="grad_accumulate"), "norm")] * _fan_out_adds(spec, layer)
+    return ops + bias_grad_ops(p, layer_linears(spec, layer))
+
+
+def bias_grad_ops(p: Any, linears) -> list[tuple[OpPrediction, str]]:
+    """A Linear's bias gradient: dY summed over the tokens, one reduction kernel per bias (MoE
+    experts' biases are not listed)."""
+    ops = []
+    for lin in linears:
+        if lin.bias_params and lin.copies == 1:
+            width = lin.bias_params * p.a / p.opts.tp
+            op = _mem("bias.bwd_sum", p.tokens * width, width, p, f"{p.tokens}x{lin.bias_params}")
+            ops.append((op, lin.group))
     return ops
 
 
@@ -234,11 +277,20 @@ def param_tensors(spec: ModelSpec, layer: int | None) -> tuple[int, int]:
 
 
 def _grad_rows(p: Any, tensors: int, params: int, layers: str, count: int) -> list[OpRow]:
-    """zero_grad's fill and autograd's accumulating add, one each per parameter tensor."""
+    """Autograd's accumulating add into the kept .grad, one per parameter tensor."""
     size = params * p.a / p.opts.tp
-    fill = _mem("grad.zero", 0, size / tensors, p, f"{tensors} tensors")
     add = _mem("grad.accumulate", 2 * size / tensors, size / tensors, p, f"{tensors} tensors")
-    return [OpRow(op, "optimizer", layers, count * tensors, "backward") for op in (fill, add)]
+    return [OpRow(add, "optimizer", layers, count * tensors, "backward")]
+
+
+def zero_grad_row(p: Any, params: int) -> OpRow:
+    """optimizer.zero_grad(set_to_none=False) with a fused (foreach) optimizer: torch._foreach_zero_,
+    multi-tensor launches of at most ADAM_BLOCKS chunks and ZERO_TENSORS tensors (depth 1)."""
+    tensors = step_param_tensors(p.spec)
+    local = math.ceil(params / p.opts.tp)
+    launches = max(math.ceil(local / (ADAM_BLOCKS * ADAM_CHUNK)), math.ceil(tensors / ZERO_TENSORS), 1)
+    op = _mem("grad.zero", 0, local * p.a / launches, p, f"{tensors} tensors")
+    return OpRow(op, "optimizer", "step", launches, "optimizer")
 
 
 def backward_memory_rows(p: Any, layer_kinds, mlp_elements) -> list[OpRow]:
@@ -257,6 +309,7 @@ def backward_memory_rows(p: Any, layer_kinds, mlp_elements) -> list[OpRow]:
             _mem("embedding.bwd_fill", 0, spec.vocab_size * spec.embed_dim * p.a, p),
             _mem("embedding.bwd_scatter", e + p.tokens * 8, e, p)]
     rows += [OpRow(op, "head", "head", 1, "backward") for op in ops]
+    rows += [OpRow(op, "head", "head", 1, "backward") for op, _ in bias_grad_ops(p, head_linears(spec))]
     return rows + _grad_rows(p, *param_tensors(spec, None), "head", 1)
 
 

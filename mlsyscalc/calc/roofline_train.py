@@ -34,7 +34,7 @@ def _matmul_backward(p: Any, row: OpRow) -> list[OpRow]:
     tokens, n, k = int(tokens), int(n), int(k)
     dgrad = predict_grouped_matmul(tokens, groups, k, n, p.act, p.ceil, out_dtype=p.store, name=name + ".dgrad")
     wgrad = predict_matmul(k, n, math.ceil(tokens / groups), p.act, p.ceil, batch=math.ceil(groups),
-                           out_dtype="fp32", name=name + ".wgrad")
+                           out_dtype="fp32", lead_dims=(k, n), name=name + ".wgrad")  # its K: the tokens
     return [OpRow(op, row.group, row.layers, row.count, "backward") for op in (dgrad, wgrad)]
 
 
