@@ -9,10 +9,14 @@ shard_grad_op are ZeRO-3 and ZeRO-2). ZeRO-Offload (Ren et al. 2021) keeps maste
 optimizer states in CPU memory.
 
 Activations follow Korthikanti et al. 2022 (see `calc.activations`); with pipeline
-parallelism the first stage holds the activations of min(pp, micro-batches) micro-batches
-under 1F1B (paper section 4.2.3). The peak is taken at the start of backward, when every
-saved activation and the loss's fp32 logits temporaries are alive together, and gradients
-are counted as resident (persistent gradient buffers, as in Megatron-LM and DeepSpeed).
+parallelism stage s holds min(pp - s, micro-batches) micro-batches under 1F1B (the first
+stage min(pp, m), paper section 4.2.3) and all of them under GPipe (`calc.memory_schedule`).
+Each stage's peak is the larger of two phases: the start of backward (every saved activation
+and the loss's fp32 logits temporaries alive together; gradients only if they exist then) and
+the optimizer step (weights, all gradients and optimizer states; no activations). Gradients
+are resident in both with persistent buffers (`framework="megatron"`, Megatron-LM and
+DeepSpeed); with PyTorch's `zero_grad(set_to_none=True)` (`framework="torch"`) they are
+absent at the start of the first backward of a step (`calc.memory_schedule`).
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from ..errors import MlsysError, divide, require
 from ..specs.model import ModelSpec
 from ..validate import check_gpus
 from .activations import Saved, Split, item_bytes, layer_bytes, layer_saved
-from .memory_common import merge_bytes, stage_layers, stage_params
+from .memory_common import StageParams, merge_bytes, stage_layers, stage_params
+from .memory_schedule import FRAMEWORKS, SCHEDULES, grads_resident, in_flight, receive_buffers
 from .tensor_parallel import check_tp, kv_divisor
 
 OPTIMIZERS = ("adamw", "sgd-momentum", "adafactor", "adam8bit")
@@ -33,6 +38,7 @@ RECOMPUTE = ("none", "selective", "full")
 OFFLOAD = ("none", "optimizer")
 FSDP_ALIASES = {"full_shard": 3, "shard_grad_op": 2, "no_shard": 0}  # FSDP sharding strategy -> ZeRO
 BREAKDOWN_KEYS = ("weights", "gradients", "optimizer", "activations", "temporaries")
+PHASES = ("backward", "optimizer")  # the start of backward; the optimizer step
 # Optimizer state elements per parameter (Adafactor: factored rows + cols, counted per matrix).
 _STATES = {"adamw": 2, "sgd-momentum": 1, "adafactor": 0, "adam8bit": 2}
 # bitsandbytes 8-bit Adam: 1 byte per state plus one fp32 absmax per 2048-element block
@@ -60,6 +66,8 @@ class TrainOptions:
     flash: bool = True
     dropout: bool = False
     capacity_factor: float = 1.0  # MoE: routed slots per token assignment (1.0 = dropless, balanced)
+    schedule: str = "1f1b"  # pipeline schedule: 1f1b or gpipe (calc.memory_schedule)
+    framework: str = "megatron"  # what the training code keeps: megatron or torch (calc.memory_schedule)
     world_size: int | None = None  # checked against dp * tp * pp * cp when given
     bytes_overrides: tuple[tuple[str, float], ...] = field(default=())
 
@@ -71,6 +79,8 @@ class TrainOptions:
         require(self.optimizer in OPTIMIZERS, f"--optimizer must be one of {', '.join(OPTIMIZERS)}")
         require(self.recompute in RECOMPUTE, f"--recompute must be one of {', '.join(RECOMPUTE)}")
         require(self.offload in OFFLOAD, f"--offload must be one of {', '.join(OFFLOAD)}")
+        require(self.schedule in SCHEDULES, f"--schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+        require(self.framework in FRAMEWORKS, f"--framework must be one of {', '.join(FRAMEWORKS)}, got {self.framework!r}")
         require(dtype_name(self.dtype) in ("fp32", "bf16", "fp16"), f"--dtype for training: fp32, bf16 or fp16, not {self.dtype}")
         require(self.offload == "none" or self.zero >= 1, "--offload optimizer needs --zero 1, 2 or 3 (ZeRO-Offload)")
         require(0 < self.capacity_factor < float("inf"), f"--capacity-factor must be positive and finite, got {self.capacity_factor}")
@@ -98,15 +108,24 @@ class TrainOptions:
 
 
 def default_bytes(opts: TrainOptions) -> dict[str, float]:
-    """Bytes per element, before --bytes overrides. `state` is per optimizer-state element."""
+    """Bytes per element, before --bytes overrides. `state` is per optimizer-state element; the `logits*`
+    keys are per logit of this rank (tokens x vocabulary / tp)."""
     base = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}[dtype_name(opts.dtype)]
     mixed = base < 4 and opts.master_weights
     state = _ADAM8BIT_STATE_BYTES if opts.optimizer == "adam8bit" else (4.0 if mixed or base == 4 else base)
+    torch = opts.framework == "torch"
+    # FSDP2 (ZeRO-3) keeps fp32 sharded parameters, which are the master weights, and fp32 sharded gradients
+    fsdp2 = torch and opts.zero == 3 and mixed
     return {
-        "weight": base, "grad": base, "master": 4.0 if mixed else 0.0, "state": state,
+        "weight": 4.0 if fsdp2 else base, "grad": 4.0 if fsdp2 else base,
+        "master": 4.0 if mixed and not fsdp2 else 0.0, "state": state,
         "activation": base, "mask": 1.0,  # dropout masks: 1 byte (Korthikanti et al.)
-        # fp32 cross-entropy at the start of backward: log-probs, their gradient and the logits' gradient
-        "logits": 12.0,
+        "gather": base,  # ZeRO-3's gathered weights, in the compute dtype
+        # fp32 cross-entropy at the start of backward: log-probs, their gradient and the logits' gradient;
+        # torch's loss_parallel (tp > 1): log-probs, zeros_like, exp and their sum, plus the caller's bf16 logits
+        "logits": 18.0 if torch and opts.tp > 1 else 12.0,
+        "logits_saved": 4.0,  # fp32 log-probs a micro-batch's loss keeps from its forward to its backward
+        "logits_kept": base if torch else 0.0,  # pipeline outputs kept to the end of the step (torch pipelining)
     }
 
 
@@ -116,9 +135,11 @@ class StageMemory:
     layers: int
     micro_batches_in_flight: int
     params: int  # parameters this rank holds before ZeRO sharding
-    breakdown: Mapping[str, int]  # BREAKDOWN_KEYS; sums to total
-    detail: Mapping[str, int]  # sub-parts of optimizer, activations and temporaries
+    breakdown: Mapping[str, int]  # BREAKDOWN_KEYS at the peak phase; sums to total
+    detail: Mapping[str, int]  # sub-parts of optimizer, activations and temporaries at the peak phase
     cpu_bytes: int  # offloaded to host memory
+    phase: str = "backward"  # the phase of the peak (PHASES)
+    phases: Mapping[str, int] = field(default_factory=dict)  # total bytes of each phase
 
     @property
     def total(self) -> int:
@@ -177,10 +198,8 @@ def _optimizer_bytes_per_param(opts: TrainOptions, nbytes: Mapping[str, float]) 
     return nbytes["master"] + _STATES[opts.optimizer] * nbytes["state"]
 
 
-def _stage(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, stage: int) -> StageMemory:
-    layers = stage_layers(spec.num_layers, opts.pp, stage)
-    first, last = stage == 0, stage == opts.pp - 1
-    sp = stage_params(spec, layers, first, last, opts.tp, opts.ep, opts.pp)
+def _states(opts: TrainOptions, nbytes: dict, sp: StageParams) -> dict[str, float]:
+    """Weights, gradients, fp32 master weights, optimizer states and CPU-offloaded bytes of one rank (ZeRO)."""
     shard = opts.dp * opts.cp  # ZeRO shards over the ranks that hold the same replica
     expert_shard = shard // opts.ep
 
@@ -189,18 +208,21 @@ def _stage(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, stag
             return sp.total * per_param
         return sp.dense * per_param / shard + sp.expert * per_param / expert_shard
 
-    weights = sharded(3, nbytes["weight"])
-    grads = sharded(2, nbytes["grad"])
-    master = sharded(1, nbytes["master"])
+    out = {"weights": sharded(3, nbytes["weight"]), "gradients": sharded(2, nbytes["grad"]),
+           "master_weights": sharded(1, nbytes["master"]), "cpu": 0.0}
     if opts.optimizer == "adafactor":  # factored second moment, sized by this rank's matrices
-        states = sp.matrix_factors * nbytes["state"] * (sharded(1, 1.0) / max(sp.total, 1))
+        out["optimizer_states"] = sp.matrix_factors * nbytes["state"] * (sharded(1, 1.0) / max(sp.total, 1))
     else:
-        states = sharded(1, _STATES[opts.optimizer] * nbytes["state"])
-    cpu = 0.0
+        out["optimizer_states"] = sharded(1, _STATES[opts.optimizer] * nbytes["state"])
     if opts.offload == "optimizer":
-        cpu, master, states = master + states, 0.0, 0.0
+        out["cpu"], out["master_weights"], out["optimizer_states"] = out["master_weights"] + out["optimizer_states"], 0.0, 0.0
+    return out
 
-    in_flight = min(opts.pp - stage, opts.grad_accum)
+
+def _activations(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, layers: range, held: int,
+                 stage: int) -> dict[str, float]:
+    """Saved activations of `held` micro-batches and the temporaries beside them at the start of backward."""
+    first, last = stage == 0, stage == opts.pp - 1
     items = [layer_saved(spec, layer, opts.flash, opts.dropout, opts.capacity_factor) for layer in layers]
     per_mb_layers = sum(layer_bytes(it, split, nbytes, opts.recompute, spec.hidden_size) for it in items)
     ends = 0.0
@@ -211,30 +233,59 @@ def _stage(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, stag
     working = 0.0
     if opts.recompute == "full":  # the layer being recomputed holds its full activations
         working = max(layer_bytes(it, split, nbytes, "none", spec.hidden_size) for it in items)
-
-    logits = split.tokens * -(-spec.vocab_size // opts.tp) * nbytes["logits"] if last else 0.0
+    logit_count = split.tokens * -(-spec.vocab_size // opts.tp) if last else 0
+    logits = logit_count * nbytes["logits"]
     # The loss's logits temporaries are freed before the first layer is recomputed: the peak
     # holds whichever is larger.
     logits, working = (logits, 0.0) if logits >= working else (0.0, working)
+    boundary = item_bytes(Saved("stage boundary", spec.hidden_size, "seq"), split, nbytes)
+    buffers = receive_buffers(opts.framework, opts.pp, stage, held, opts.grad_accum)
+    return {
+        "activations_layers": held * per_mb_layers, "activations_embedding_head": held * ends,
+        "activations_recompute_working": working, "temporaries_logits": logits,
+        # the other micro-batches in flight keep their loss's log-probs until their backward (GPipe)
+        "temporaries_logits_saved": (held - 1) * logit_count * nbytes["logits_saved"],
+        "temporaries_logits_kept": opts.grad_accum * logit_count * nbytes["logits_kept"] if opts.pp > 1 else 0.0,
+        "temporaries_receive_buffers": buffers * boundary,
+    }
+
+
+# Detail parts alive at the optimizer step besides the model states (persistent buffers, kept outputs).
+_AT_OPTIMIZER = ("temporaries_receive_buffers", "temporaries_logits_kept")
+
+
+def _phase(name: str, states: dict, acts: dict, grads: bool) -> tuple[dict[str, int], dict[str, int]]:
+    """(breakdown, detail) of one phase; the optimizer phase holds no activations and all gradients."""
+    detail = {"master_weights": states["master_weights"], "optimizer_states": states["optimizer_states"]}
+    detail |= {k: (v if name == "backward" or k in _AT_OPTIMIZER else 0.0) for k, v in acts.items()}
+    detail = {k: int(round(v)) for k, v in detail.items()}
+    breakdown = {
+        "weights": int(round(states["weights"])),
+        "gradients": int(round(states["gradients"])) if grads or name == "optimizer" else 0,
+        "optimizer": detail["master_weights"] + detail["optimizer_states"],
+        "activations": sum(v for k, v in detail.items() if k.startswith("activations_")),
+        "temporaries": sum(v for k, v in detail.items() if k.startswith("temporaries_")),
+    }
+    return breakdown, detail
+
+
+def _stage(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, stage: int) -> StageMemory:
+    layers = stage_layers(spec.num_layers, opts.pp, stage)
+    first, last = stage == 0, stage == opts.pp - 1
+    sp = stage_params(spec, layers, first, last, opts.tp, opts.ep, opts.pp)
+    states = _states(opts, nbytes, sp)
+    held = in_flight(opts.schedule, opts.pp, stage, opts.grad_accum)
+    acts = _activations(spec, opts, nbytes, split, layers, held, stage)
     # ZeRO-3 as FSDP runs it with each decoder layer wrapped and the model as the root: the layer in use and
     # the one prefetched, and the root unit (embeddings, final norm, head), which FSDP keeps unsharded from
     # its forward to the end of backward (reshard_after_forward defaults to False for the root)
-    gather = (2 * sp.largest_layer + sp.root) * nbytes["weight"] if opts.zero == 3 else 0.0
-
-    detail = {
-        "master_weights": master, "optimizer_states": states,
-        "activations_layers": in_flight * per_mb_layers, "activations_embedding_head": in_flight * ends,
-        "activations_recompute_working": working,
-        "temporaries_logits": logits, "temporaries_zero3_gather": gather,
-    }
-    detail = {k: int(round(v)) for k, v in detail.items()}
-    breakdown = {
-        "weights": int(round(weights)), "gradients": int(round(grads)),
-        "optimizer": detail["master_weights"] + detail["optimizer_states"],
-        "activations": detail["activations_layers"] + detail["activations_embedding_head"] + detail["activations_recompute_working"],
-        "temporaries": detail["temporaries_logits"] + detail["temporaries_zero3_gather"],
-    }
-    return StageMemory(stage, len(layers), in_flight, sp.total, breakdown, detail, int(round(cpu)))
+    acts["temporaries_zero3_gather"] = (2 * sp.largest_layer + sp.root) * nbytes["gather"] if opts.zero == 3 else 0.0
+    grads = grads_resident(opts.framework, opts.schedule, held, opts.grad_accum, opts.zero, opts.dp * opts.cp)
+    parts = {name: _phase(name, states, acts, grads) for name in PHASES}
+    totals = {name: sum(b.values()) for name, (b, _) in parts.items()}
+    peak = max(PHASES, key=lambda name: totals[name])  # ties: the start of backward
+    breakdown, detail = parts[peak]
+    return StageMemory(stage, len(layers), held, sp.total, breakdown, detail, int(round(states["cpu"])), peak, totals)
 
 
 def zero_from_fsdp(strategy: str) -> int:

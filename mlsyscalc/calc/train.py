@@ -100,8 +100,19 @@ class TrainStep:
                 "recompute_flops": self.recompute_flops, "peak_flops": self.peak_flops,
                 "layout": self.options.layout(), "overlap": list(self.options.overlap),
                 "comm_sms": self.options.comm_sms,
-                "attention": self.options.attention,
+                "attention": self.options.attention, "memory": self.memory_parts(),
                 "flop_convention": FLOP_CONVENTION}
+
+    def memory_parts(self) -> dict[str, Any]:
+        """memory_bytes_per_gpu by part at the peak stage and phase (docs/memory.md): `breakdown` plus
+        `interleave_activation_bytes` sum to it."""
+        peak = self.memory.peak_stage
+        return {"schedule": self.options.schedule, "framework": self.options.framework, "peak_stage": peak.stage,
+                "peak_phase": peak.phase, "micro_batches_in_flight": peak.micro_batches_in_flight,
+                "breakdown": {f"{k}_bytes": v for k, v in peak.breakdown.items()},
+                "detail": {f"{k}_bytes": v for k, v in peak.detail.items()},
+                "interleave_activation_bytes": self.interleave_activation_bytes,
+                "bytes_per_element": dict(self.memory.bytes_per_element)}
 
 
 def resolve_cluster(gpu: str | None, cluster: str | ClusterSpec | None, gpus: int) -> ClusterSpec:
@@ -173,7 +184,8 @@ def step_memory(spec: ModelSpec, opts: TrainStepOptions) -> tuple[TrainMemory, i
     mem = train_memory(spec, TrainOptions(
         batch=opts.micro_batch, seq=opts.seq, grad_accum=opts.num_micro_batches, dtype=opts.memory_dtype,
         dp=opts.data_parallel, tp=opts.tp, pp=opts.pp, sp=opts.sp_active, ep=opts.ep, cp=opts.cp, zero=opts.zero,
-        recompute=opts.recompute, capacity_factor=opts.capacity_factor, flash=opts.attention == "flash"))
+        recompute=opts.recompute, capacity_factor=opts.capacity_factor, flash=opts.attention == "flash",
+        schedule=opts.schedule, framework=opts.framework))
     held = mem.peak_stage.detail["activations_layers"] + mem.peak_stage.detail["activations_embedding_head"]
     extra = held * (opts.pp - 1) / (opts.pp * opts.vp) if opts.vp > 1 else 0.0
     return mem, int(round(extra))
