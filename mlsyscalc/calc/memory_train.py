@@ -38,7 +38,8 @@ RECOMPUTE = ("none", "selective", "full")
 OFFLOAD = ("none", "optimizer")
 FSDP_ALIASES = {"full_shard": 3, "shard_grad_op": 2, "no_shard": 0}  # FSDP sharding strategy -> ZeRO
 BREAKDOWN_KEYS = ("weights", "gradients", "optimizer", "activations", "temporaries")
-PHASES = ("backward", "optimizer")  # the start of backward; the optimizer step
+# the start of the step's first backward; of a later one (gradients set to None at the first); the optimizer step
+PHASES = ("backward", "later_backward", "optimizer")
 # Optimizer state elements per parameter (Adafactor: factored rows + cols, counted per matrix).
 _STATES = {"adamw": 2, "sgd-momentum": 1, "adafactor": 0, "adam8bit": 2}
 # bitsandbytes 8-bit Adam: 1 byte per state plus one fp32 absmax per 2048-element block
@@ -219,9 +220,10 @@ def _states(opts: TrainOptions, nbytes: dict, sp: StageParams) -> dict[str, floa
     return out
 
 
-def _activations(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, layers: range, held: int,
-                 stage: int) -> dict[str, float]:
-    """Saved activations of `held` micro-batches and the temporaries beside them at the start of backward."""
+def _activations(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, sp: StageParams, layers: range,
+                 held: int, stage: int) -> dict[str, float]:
+    """Saved activations of `held` micro-batches in flight and the temporaries beside them at the start of a
+    backward (held = 0: between steps, at the optimizer step: only the persistent buffers and kept outputs)."""
     first, last = stage == 0, stage == opts.pp - 1
     items = [layer_saved(spec, layer, opts.flash, opts.dropout, opts.capacity_factor) for layer in layers]
     per_mb_layers = sum(layer_bytes(it, split, nbytes, opts.recompute, spec.hidden_size) for it in items)
@@ -231,37 +233,35 @@ def _activations(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split
     if last:  # final norm input and lm_head input
         ends += item_bytes(Saved("final norm + lm_head inputs", 2 * spec.embed_dim, "seq"), split, nbytes)
     working = 0.0
-    if opts.recompute == "full":  # the layer being recomputed holds its full activations
+    if opts.recompute == "full" and held:  # the layer being recomputed holds its full activations
         working = max(layer_bytes(it, split, nbytes, "none", spec.hidden_size) for it in items)
     logit_count = split.tokens * -(-spec.vocab_size // opts.tp) if last else 0
-    logits = logit_count * nbytes["logits"]
+    logits = logit_count * nbytes["logits"] if held else 0.0
     # The loss's logits temporaries are freed before the first layer is recomputed: the peak
     # holds whichever is larger.
     logits, working = (logits, 0.0) if logits >= working else (0.0, working)
     boundary = item_bytes(Saved("stage boundary", spec.hidden_size, "seq"), split, nbytes)
-    buffers = receive_buffers(opts.framework, opts.pp, stage, held, opts.grad_accum)
+    # ZeRO-3 as FSDP runs it with each decoder layer wrapped and the model as the root: the layer in use and
+    # the one prefetched, and the root unit (embeddings, final norm, head), which FSDP keeps unsharded from
+    # its forward to the end of backward (reshard_after_forward defaults to False for the root)
+    gather = (2 * sp.largest_layer + sp.root) * nbytes["gather"] if opts.zero == 3 and held else 0.0
     return {
         "activations_layers": held * per_mb_layers, "activations_embedding_head": held * ends,
         "activations_recompute_working": working, "temporaries_logits": logits,
         # the other micro-batches in flight keep their loss's log-probs until their backward (GPipe)
-        "temporaries_logits_saved": (held - 1) * logit_count * nbytes["logits_saved"],
+        "temporaries_logits_saved": max(held - 1, 0) * logit_count * nbytes["logits_saved"],
         "temporaries_logits_kept": opts.grad_accum * logit_count * nbytes["logits_kept"] if opts.pp > 1 else 0.0,
-        "temporaries_receive_buffers": buffers * boundary,
+        "temporaries_receive_buffers": receive_buffers(opts.framework, opts.pp, stage, held, opts.grad_accum) * boundary,
+        "temporaries_zero3_gather": gather,
     }
 
 
-# Detail parts alive at the optimizer step besides the model states (persistent buffers, kept outputs).
-_AT_OPTIMIZER = ("temporaries_receive_buffers", "temporaries_logits_kept")
-
-
-def _phase(name: str, states: dict, acts: dict, grads: bool) -> tuple[dict[str, int], dict[str, int]]:
-    """(breakdown, detail) of one phase; the optimizer phase holds no activations and all gradients."""
-    detail = {"master_weights": states["master_weights"], "optimizer_states": states["optimizer_states"]}
-    detail |= {k: (v if name == "backward" or k in _AT_OPTIMIZER else 0.0) for k, v in acts.items()}
+def _phase(states: dict, acts: dict, grads: bool) -> tuple[dict[str, int], dict[str, int]]:
+    """(breakdown, detail) of one phase: model states (gradients if they exist) and what `acts` holds."""
+    detail = {"master_weights": states["master_weights"], "optimizer_states": states["optimizer_states"], **acts}
     detail = {k: int(round(v)) for k, v in detail.items()}
     breakdown = {
-        "weights": int(round(states["weights"])),
-        "gradients": int(round(states["gradients"])) if grads or name == "optimizer" else 0,
+        "weights": int(round(states["weights"])), "gradients": int(round(states["gradients"])) if grads else 0,
         "optimizer": detail["master_weights"] + detail["optimizer_states"],
         "activations": sum(v for k, v in detail.items() if k.startswith("activations_")),
         "temporaries": sum(v for k, v in detail.items() if k.startswith("temporaries_")),
@@ -270,20 +270,20 @@ def _phase(name: str, states: dict, acts: dict, grads: bool) -> tuple[dict[str, 
 
 
 def _stage(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, stage: int) -> StageMemory:
+    """The stage's peak over its phases (PHASES): the first backward of the step, a later backward (only when
+    gradients were absent at the first: all of them exist, one micro-batch fewer in flight) and the optimizer."""
     layers = stage_layers(spec.num_layers, opts.pp, stage)
-    first, last = stage == 0, stage == opts.pp - 1
-    sp = stage_params(spec, layers, first, last, opts.tp, opts.ep, opts.pp)
+    sp = stage_params(spec, layers, stage == 0, stage == opts.pp - 1, opts.tp, opts.ep, opts.pp)
     states = _states(opts, nbytes, sp)
     held = in_flight(opts.schedule, opts.pp, stage, opts.grad_accum)
-    acts = _activations(spec, opts, nbytes, split, layers, held, stage)
-    # ZeRO-3 as FSDP runs it with each decoder layer wrapped and the model as the root: the layer in use and
-    # the one prefetched, and the root unit (embeddings, final norm, head), which FSDP keeps unsharded from
-    # its forward to the end of backward (reshard_after_forward defaults to False for the root)
-    acts["temporaries_zero3_gather"] = (2 * sp.largest_layer + sp.root) * nbytes["gather"] if opts.zero == 3 else 0.0
     grads = grads_resident(opts.framework, opts.schedule, held, opts.grad_accum, opts.zero, opts.dp * opts.cp)
-    parts = {name: _phase(name, states, acts, grads) for name in PHASES}
-    totals = {name: sum(b.values()) for name, (b, _) in parts.items()}
-    peak = max(PHASES, key=lambda name: totals[name])  # ties: the start of backward
+    at = {"backward": (held, grads), "optimizer": (0, True)}
+    if not grads and held > 1:
+        at["later_backward"] = (held - 1, True)
+    parts = {name: _phase(states, _activations(spec, opts, nbytes, split, sp, layers, n, stage), g)
+             for name, (n, g) in at.items()}
+    totals = {name: sum(parts[name][0].values()) for name in PHASES if name in parts}
+    peak = max(totals, key=lambda name: totals[name])  # ties: the earlier phase
     breakdown, detail = parts[peak]
     return StageMemory(stage, len(layers), held, sp.total, breakdown, detail, int(round(states["cpu"])), peak, totals)
 
