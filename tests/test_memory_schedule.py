@@ -17,11 +17,11 @@ from mlsyscalc.calc.memory_train import TrainOptions, train_memory
 # hidden 2560, 32 layers, MLP 6912, vocabulary 32000, untied head (scripts/train_measure.py's MODEL)
 SPEC = load_model("llama2-7b", {"hidden_size": 2560, "num_hidden_layers": 32, "num_attention_heads": 20,
                                 "num_key_value_heads": 20, "intermediate_size": 6912})
-H, I, V, S = 2560, 6912, 32000, 2048
-LAYER = 4 * H * H + 3 * H * I + 2 * H  # 79,303,680 parameters a decoder layer
+H, MLP, V, S = 2560, 6912, 32000, 2048
+LAYER = 4 * H * H + 3 * H * MLP + 2 * H  # 79,303,680 parameters a decoder layer
 EMBED = V * H  # embedding and head, 81,920,000 each
 P = 32 * LAYER + 2 * EMBED + H  # 2,701,560,320
-ACT = (8 * H + 4 * I) * 2  # 96,256 saved bytes a token a layer (flash, SwiGLU, bf16)
+ACT = (8 * H + 4 * MLP) * 2  # 96,256 saved bytes a token a layer (flash, SwiGLU, bf16)
 TORCH = TrainOptions(seq=S, framework="torch")
 
 
