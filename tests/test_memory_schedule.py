@@ -136,7 +136,10 @@ def test_phases_are_consistent(o, schedule):
             assert stage.phase == "backward" and stage.breakdown["gradients"] > 0
 
 
-@pytest.mark.parametrize("bad,message", [({"schedule": "zb"}, "--schedule"), ({"framework": "jax"}, "--framework")])
+@pytest.mark.parametrize("bad,message", [({"schedule": "zb"}, "--schedule"), ({"framework": "jax"}, "--framework"),
+                                         ({"vp": 2}, "--vp interleaves"),
+                                         ({"vp": 2, "pp": 4, "grad_accum": 8, "schedule": "gpipe"}, "--vp interleaves"),
+                                         ({"vp": 2, "pp": 4, "grad_accum": 6}, "--grad-accum over --pp")])
 def test_bad_options_are_clear_errors(bad, message):
     from mlsyscalc.errors import MlsysError
 
@@ -156,3 +159,19 @@ def test_later_backward_holds_all_gradients_and_one_micro_batch_less():
     assert peak.phase == "later_backward" and peak.total == 16 * P + one_mb + 12 * tokens * V
     # 1F1B order (forward, backward, forward, backward) reaches the same state at its second backward
     assert train_memory(SPEC, replace(TORCH, seq=tokens, grad_accum=2)).total == peak.total
+
+
+def test_interleaved_chunk_forwards_by_hand():
+    """pp 4, vp 2 (4 layers a chunk), 8 micro-batches: rank r runs 2 (4 - r - 1) + 4 warm-up chunk-forwards and
+    one more before its first backward: 11, 9, 7, 5. Rank 0 holds 11 x 4 layers (Korthikanti's 1.375 x 1F1B's
+    4 x 8), gradients (a forward follows its first backward), and torch pipelining's receive buffers: 8 gradient
+    buffers for each of its 2 chunks and 8 activation buffers for chunk 4, less the 4 of its forwards in flight
+    (chunk-forwards run in groups of 4: chunk 0, chunk 4, chunk 0: 7 of chunk 0, 4 of chunk 4)."""
+    r = train_memory(SPEC, replace(TORCH, grad_accum=8, pp=4, vp=2))
+    assert [s.micro_batches_in_flight for s in r.stages] == [11, 9, 7, 5]
+    p0 = 8 * LAYER + EMBED
+    want = 16 * p0 + 11 * 4 * ACT * S + (16 + 8 - 4) * S * H * 2
+    assert r.stages[0].total == want and r.peak_stage.stage == 0
+    # 1F1B's first stage holds 4 x 8 layers: interleaving adds (p - 1) / (p v) = 3/8 of them
+    one = train_memory(SPEC, replace(TORCH, grad_accum=8, pp=4)).stages[0]
+    assert r.stages[0].breakdown["activations"] - one.breakdown["activations"] == 3 * 4 * 8 * ACT * S // 8

@@ -30,7 +30,7 @@ from ..specs.model import ModelSpec
 from ..validate import check_gpus
 from .activations import Saved, Split, item_bytes, layer_bytes, layer_saved
 from .memory_common import StageParams, merge_bytes, stage_layers, stage_params
-from .memory_schedule import FRAMEWORKS, SCHEDULES, grads_resident, in_flight, receive_buffers
+from .memory_schedule import FRAMEWORKS, SCHEDULES, chunk_forwards, grads_resident, in_flight, receive_buffers
 from .tensor_parallel import check_tp, kv_divisor
 
 OPTIMIZERS = ("adamw", "sgd-momentum", "adafactor", "adam8bit")
@@ -68,12 +68,13 @@ class TrainOptions:
     dropout: bool = False
     capacity_factor: float = 1.0  # MoE: routed slots per token assignment (1.0 = dropless, balanced)
     schedule: str = "1f1b"  # pipeline schedule: 1f1b or gpipe (calc.memory_schedule)
+    vp: int = 1  # model chunks per pipeline rank: the interleaved 1F1B schedule
     framework: str = "megatron"  # what the training code keeps: megatron or torch (calc.memory_schedule)
     world_size: int | None = None  # checked against dp * tp * pp * cp when given
     bytes_overrides: tuple[tuple[str, float], ...] = field(default=())
 
     def validate(self, spec: ModelSpec) -> None:
-        for name in ("batch", "seq", "grad_accum", "dp", "tp", "pp", "ep", "cp"):
+        for name in ("batch", "seq", "grad_accum", "dp", "tp", "pp", "ep", "cp", "vp"):
             value = getattr(self, name)
             require(isinstance(value, int) and value >= 1, f"--{name.replace('_', '-')} must be a positive integer, got {value}")
         require(self.zero in (0, 1, 2, 3), f"--zero must be 0, 1, 2 or 3, got {self.zero}")
@@ -82,6 +83,10 @@ class TrainOptions:
         require(self.offload in OFFLOAD, f"--offload must be one of {', '.join(OFFLOAD)}")
         require(self.schedule in SCHEDULES, f"--schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
         require(self.framework in FRAMEWORKS, f"--framework must be one of {', '.join(FRAMEWORKS)}, got {self.framework!r}")
+        if self.vp > 1:
+            require(self.pp > 1 and self.schedule == "1f1b", "--vp interleaves the 1F1B schedule of a pipeline (--pp > 1)")
+            divide(spec.num_layers, self.pp * self.vp, "num_layers over --pp x --vp model chunks")
+            divide(self.grad_accum, self.pp, "--grad-accum over --pp with --vp (interleaved micro-batch groups)")
         require(dtype_name(self.dtype) in ("fp32", "bf16", "fp16"), f"--dtype for training: fp32, bf16 or fp16, not {self.dtype}")
         require(self.offload == "none" or self.zero >= 1, "--offload optimizer needs --zero 1, 2 or 3 (ZeRO-Offload)")
         require(0 < self.capacity_factor < float("inf"), f"--capacity-factor must be positive and finite, got {self.capacity_factor}")
@@ -134,7 +139,7 @@ def default_bytes(opts: TrainOptions) -> dict[str, float]:
 class StageMemory:
     stage: int
     layers: int
-    micro_batches_in_flight: int
+    micro_batches_in_flight: int  # forwards in flight at the peak: micro-batches; with vp > 1, model-chunk forwards
     params: int  # parameters this rank holds before ZeRO sharding
     breakdown: Mapping[str, int]  # BREAKDOWN_KEYS at the peak phase; sums to total
     detail: Mapping[str, int]  # sub-parts of optimizer, activations and temporaries at the peak phase
@@ -225,6 +230,7 @@ def _activations(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split
     """Saved activations of `held` micro-batches in flight and the temporaries beside them at the start of a
     backward (held = 0: between steps, at the optimizer step: only the persistent buffers and kept outputs)."""
     first, last = stage == 0, stage == opts.pp - 1
+    mbs = held / opts.vp  # stage-equivalents of micro-batches (each chunk-forward covers 1 / vp of the layers)
     items = [layer_saved(spec, layer, opts.flash, opts.dropout, opts.capacity_factor) for layer in layers]
     per_mb_layers = sum(layer_bytes(it, split, nbytes, opts.recompute, spec.hidden_size) for it in items)
     ends = 0.0
@@ -246,12 +252,14 @@ def _activations(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split
     # its forward to the end of backward (reshard_after_forward defaults to False for the root)
     gather = (2 * sp.largest_layer + sp.root) * nbytes["gather"] if opts.zero == 3 and held else 0.0
     return {
-        "activations_layers": held * per_mb_layers, "activations_embedding_head": held * ends,
+        "activations_layers": mbs * per_mb_layers, "activations_embedding_head": mbs * ends,
         "activations_recompute_working": working, "temporaries_logits": logits,
         # the other micro-batches in flight keep their loss's log-probs until their backward (GPipe)
-        "temporaries_logits_saved": max(held - 1, 0) * logit_count * nbytes["logits_saved"],
+        "temporaries_logits_saved": max(chunk_forwards(held, opts.pp, opts.vp, opts.vp - 1) - 1, 0) * logit_count
+        * nbytes["logits_saved"],
         "temporaries_logits_kept": opts.grad_accum * logit_count * nbytes["logits_kept"] if opts.pp > 1 else 0.0,
-        "temporaries_receive_buffers": receive_buffers(opts.framework, opts.pp, stage, held, opts.grad_accum) * boundary,
+        "temporaries_receive_buffers": boundary * receive_buffers(opts.framework, opts.pp, stage, held, opts.grad_accum,
+                                                                  opts.vp),
         "temporaries_zero3_gather": gather,
     }
 
@@ -275,8 +283,8 @@ def _stage(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, stag
     layers = stage_layers(spec.num_layers, opts.pp, stage)
     sp = stage_params(spec, layers, stage == 0, stage == opts.pp - 1, opts.tp, opts.ep, opts.pp)
     states = _states(opts, nbytes, sp)
-    held = in_flight(opts.schedule, opts.pp, stage, opts.grad_accum)
-    grads = grads_resident(opts.framework, opts.schedule, held, opts.grad_accum, opts.zero, opts.dp * opts.cp)
+    held = in_flight(opts.schedule, opts.pp, stage, opts.grad_accum, opts.vp)
+    grads = grads_resident(opts.framework, opts.schedule, held, opts.grad_accum * opts.vp, opts.zero, opts.dp * opts.cp)
     at = {"backward": (held, grads), "optimizer": (0, True)}
     if not grads and held > 1:
         at["later_backward"] = (held - 1, True)

@@ -108,7 +108,9 @@ def memory():
 @click.option("--optimizer", type=click.Choice(mt.OPTIMIZERS), default="adamw", show_default=True)
 @click.option("--dp", type=click.IntRange(min=1), default=1, show_default=True, help="Data-parallel ranks.")
 @click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True, help="Tensor-parallel ranks.")
-@click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline stages (1F1B).")
+@click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline stages (see --schedule).")
+@click.option("--vp", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Model chunks per pipeline rank: the interleaved 1F1B schedule.")
 @click.option("--sp/--no-sp", default=False, show_default=True, help="Megatron sequence parallelism over the TP ranks.")
 @click.option("--ep", type=click.IntRange(min=1), default=1, show_default=True, help="Expert-parallel ranks (within dp x cp).")
 @click.option("--cp", type=click.IntRange(min=1), default=1, show_default=True, help="Context-parallel ranks (sequence split, ring attention).")
@@ -130,7 +132,7 @@ def memory():
 @_gpu_options
 @render.output_options
 @click.pass_context
-def train(ctx, model, overrides, batch, seq, grad_accum, dtype, master_weights, optimizer, dp, tp, pp, sp, ep, cp,
+def train(ctx, model, overrides, batch, seq, grad_accum, dtype, master_weights, optimizer, dp, tp, pp, vp, sp, ep, cp,
           zero, fsdp, offload, recompute, flash, dropout, capacity_factor, schedule, framework, world_size, sweep, plot_path,
           byte_overrides, gpu, reserve, fmt, as_json):
     """Per-GPU memory of a training step of MODEL: weights, gradients, optimizer states,
@@ -146,13 +148,13 @@ def train(ctx, model, overrides, batch, seq, grad_accum, dtype, master_weights, 
     opts = mt.TrainOptions(batch=batch, seq=seq, grad_accum=grad_accum, dtype=dtype, master_weights=master_weights,
                            optimizer=optimizer, dp=dp, tp=tp, pp=pp, sp=sp, ep=ep, cp=cp, zero=stage, offload=offload,
                            recompute=recompute, flash=flash, dropout=dropout, capacity_factor=capacity_factor,
-                           schedule=schedule, framework=framework, world_size=world_size, bytes_overrides=parse_bytes_overrides(byte_overrides))
+                           schedule=schedule, vp=vp, framework=framework, world_size=world_size, bytes_overrides=parse_bytes_overrides(byte_overrides))
     r = mt.train_memory(spec, opts)
     peak = r.peak_stage
     data = {
         "model": r.model, "batch": batch, "seq": seq, "grad_accum": grad_accum, "dtype": dtype,
         "master_weights": master_weights, "optimizer": optimizer,
-        "parallel": {"dp": dp, "tp": tp, "pp": pp, "sp": sp, "ep": ep, "cp": cp, "world_size": r.world_size},
+        "parallel": {"dp": dp, "tp": tp, "pp": pp, "vp": vp, "sp": sp, "ep": ep, "cp": cp, "world_size": r.world_size},
         "zero": stage, "offload": offload, "recompute": recompute, "flash": flash, "dropout": dropout,
         "total_bytes": r.total, "peak_bytes": r.total, **_bytes_json(dict(r.breakdown)),
         "breakdown": _bytes_json(dict(r.breakdown)), "detail": _bytes_json(dict(peak.detail)),
