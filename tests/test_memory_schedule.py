@@ -4,7 +4,9 @@ properties over many layouts."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -175,3 +177,25 @@ def test_interleaved_chunk_forwards_by_hand():
     # 1F1B's first stage holds 4 x 8 layers: interleaving adds (p - 1) / (p v) = 3/8 of them
     one = train_memory(SPEC, replace(TORCH, grad_accum=8, pp=4)).stages[0]
     assert r.stages[0].breakdown["activations"] - one.breakdown["activations"] == 3 * 4 * 8 * ACT * S // 8
+
+
+def test_cli_memory_train_and_train_report_the_same_phases(run_cli, tmp_path):
+    """`mlsys memory train` and `mlsys train` take --schedule / --framework and agree on the bytes; the JSON
+    parts add up; a bad choice exits 2."""
+    config = tmp_path / "model.json"
+    base = json.loads((Path(__file__).resolve().parents[1] / "model_specs/models/llama2-7b.json").read_text())
+    config.write_text(json.dumps({k: v for k, v in base.items() if not k.startswith("_")}
+                                 | {"hidden_size": H, "num_hidden_layers": 32, "num_attention_heads": 20,
+                                    "num_key_value_heads": 20, "intermediate_size": MLP}))
+    mem = run_cli.json("memory", "train", str(config), "--pp", "4", "--grad-accum", "8", "--schedule", "gpipe",
+                       "--framework", "torch")
+    assert mem["total_bytes"] == 26_483_182_592 and mem["peak_stage"] == 3 and mem["peak_phase"] == "backward"
+    assert sum(mem["breakdown"].values()) == mem["total_bytes"] == max(mem["phases"].values())
+    assert mem["detail"]["temporaries_logits_kept_bytes"] == 8 * 2 * S * V
+    step = run_cli.json("train", str(config), "--gpus", "4", "--cluster", "hgx-h200", "--seq", str(S),
+                        "--global-batch", "8", "--micro-batch", "1", "--pp", "4", "--no-sp", "--schedule", "gpipe",
+                        "--framework", "torch")
+    assert step["memory_bytes_per_gpu"] == mem["total_bytes"] == sum(step["memory"]["breakdown"].values())
+    assert step["memory"]["schedule"] == "gpipe" and step["memory"]["micro_batches_in_flight"] == 8
+    code, _, err = run_cli("memory", "train", str(config), "--schedule", "zb")
+    assert code == 2 and "zb" in err
