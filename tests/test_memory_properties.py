@@ -19,7 +19,8 @@ train_opts = st.builds(
     optimizer=st.sampled_from(["adamw", "sgd-momentum", "adafactor", "adam8bit"]),
     dp=st.sampled_from([1, 2, 4, 8]), tp=st.sampled_from([1, 2]), pp=st.sampled_from([1, 2]),
     sp=st.booleans(), zero=st.integers(0, 3), recompute=st.sampled_from(["none", "selective", "full"]),
-    flash=st.booleans(), dropout=st.booleans(),
+    flash=st.booleans(), dropout=st.booleans(), schedule=st.sampled_from(["1f1b", "gpipe"]),
+    framework=st.sampled_from(["megatron", "torch"]),
 )
 model = st.sampled_from(sorted(MODELS))
 

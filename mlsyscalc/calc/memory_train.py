@@ -9,10 +9,16 @@ shard_grad_op are ZeRO-3 and ZeRO-2). ZeRO-Offload (Ren et al. 2021) keeps maste
 optimizer states in CPU memory.
 
 Activations follow Korthikanti et al. 2022 (see `calc.activations`); with pipeline
-parallelism the first stage holds the activations of min(pp, micro-batches) micro-batches
-under 1F1B (paper section 4.2.3). The peak is taken at the start of backward, when every
-saved activation and the loss's fp32 logits temporaries are alive together, and gradients
-are counted as resident (persistent gradient buffers, as in Megatron-LM and DeepSpeed).
+parallelism stage s holds min(pp - s, micro-batches) micro-batches under 1F1B (the first
+stage min(pp, m), paper section 4.2.3), all of them under GPipe, and with vp model chunks the
+interleaved schedule's chunk-forwards (`calc.memory_schedule`). Each stage's peak is the
+largest of its phases: the start of the step's first backward (every saved activation and the
+loss's fp32 logits temporaries alive together; gradients only if they exist then), a later
+backward (when they did not: all gradients, one micro-batch fewer) and the optimizer step
+(weights, all gradients and optimizer states; no activations). Gradients are resident
+throughout with persistent buffers (`framework="megatron"`, Megatron-LM and DeepSpeed); with
+PyTorch's `zero_grad(set_to_none=True)` (`framework="torch"`) they are absent until the step's
+first backward (`calc.memory_schedule`, which also lists torch's other buffers).
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ from ..errors import MlsysError, divide, require
 from ..specs.model import ModelSpec
 from ..validate import check_gpus
 from .activations import Saved, Split, item_bytes, layer_bytes, layer_saved
-from .memory_common import merge_bytes, stage_layers, stage_params
+from .memory_common import StageParams, merge_bytes, stage_layers, stage_params
+from .memory_schedule import FRAMEWORKS, SCHEDULES, chunk_forwards, grads_resident, in_flight, receive_buffers
 from .tensor_parallel import check_tp, kv_divisor
 
 OPTIMIZERS = ("adamw", "sgd-momentum", "adafactor", "adam8bit")
@@ -33,6 +40,8 @@ RECOMPUTE = ("none", "selective", "full")
 OFFLOAD = ("none", "optimizer")
 FSDP_ALIASES = {"full_shard": 3, "shard_grad_op": 2, "no_shard": 0}  # FSDP sharding strategy -> ZeRO
 BREAKDOWN_KEYS = ("weights", "gradients", "optimizer", "activations", "temporaries")
+# the start of the step's first backward; of a later one (gradients set to None at the first); the optimizer step
+PHASES = ("backward", "later_backward", "optimizer")
 # Optimizer state elements per parameter (Adafactor: factored rows + cols, counted per matrix).
 _STATES = {"adamw": 2, "sgd-momentum": 1, "adafactor": 0, "adam8bit": 2}
 # bitsandbytes 8-bit Adam: 1 byte per state plus one fp32 absmax per 2048-element block
@@ -60,17 +69,26 @@ class TrainOptions:
     flash: bool = True
     dropout: bool = False
     capacity_factor: float = 1.0  # MoE: routed slots per token assignment (1.0 = dropless, balanced)
+    schedule: str = "1f1b"  # pipeline schedule: 1f1b or gpipe (calc.memory_schedule)
+    vp: int = 1  # model chunks per pipeline rank: the interleaved 1F1B schedule
+    framework: str = "megatron"  # what the training code keeps: megatron or torch (calc.memory_schedule)
     world_size: int | None = None  # checked against dp * tp * pp * cp when given
     bytes_overrides: tuple[tuple[str, float], ...] = field(default=())
 
     def validate(self, spec: ModelSpec) -> None:
-        for name in ("batch", "seq", "grad_accum", "dp", "tp", "pp", "ep", "cp"):
+        for name in ("batch", "seq", "grad_accum", "dp", "tp", "pp", "ep", "cp", "vp"):
             value = getattr(self, name)
             require(isinstance(value, int) and value >= 1, f"--{name.replace('_', '-')} must be a positive integer, got {value}")
         require(self.zero in (0, 1, 2, 3), f"--zero must be 0, 1, 2 or 3, got {self.zero}")
         require(self.optimizer in OPTIMIZERS, f"--optimizer must be one of {', '.join(OPTIMIZERS)}")
         require(self.recompute in RECOMPUTE, f"--recompute must be one of {', '.join(RECOMPUTE)}")
         require(self.offload in OFFLOAD, f"--offload must be one of {', '.join(OFFLOAD)}")
+        require(self.schedule in SCHEDULES, f"--schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+        require(self.framework in FRAMEWORKS, f"--framework must be one of {', '.join(FRAMEWORKS)}, got {self.framework!r}")
+        if self.vp > 1:
+            require(self.pp > 1 and self.schedule == "1f1b", "--vp interleaves the 1F1B schedule of a pipeline (--pp > 1)")
+            divide(spec.num_layers, self.pp * self.vp, "num_layers over --pp x --vp model chunks")
+            divide(self.grad_accum, self.pp, "--grad-accum over --pp with --vp (interleaved micro-batch groups)")
         require(dtype_name(self.dtype) in ("fp32", "bf16", "fp16"), f"--dtype for training: fp32, bf16 or fp16, not {self.dtype}")
         require(self.offload == "none" or self.zero >= 1, "--offload optimizer needs --zero 1, 2 or 3 (ZeRO-Offload)")
         require(0 < self.capacity_factor < float("inf"), f"--capacity-factor must be positive and finite, got {self.capacity_factor}")
@@ -98,15 +116,24 @@ class TrainOptions:
 
 
 def default_bytes(opts: TrainOptions) -> dict[str, float]:
-    """Bytes per element, before --bytes overrides. `state` is per optimizer-state element."""
+    """Bytes per element, before --bytes overrides. `state` is per optimizer-state element; the `logits*`
+    keys are per logit of this rank (tokens x vocabulary / tp)."""
     base = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}[dtype_name(opts.dtype)]
     mixed = base < 4 and opts.master_weights
     state = _ADAM8BIT_STATE_BYTES if opts.optimizer == "adam8bit" else (4.0 if mixed or base == 4 else base)
+    torch = opts.framework == "torch"
+    # FSDP2 (ZeRO-3) keeps fp32 sharded parameters, which are the master weights, and fp32 sharded gradients
+    fsdp2 = torch and opts.zero == 3 and mixed
     return {
-        "weight": base, "grad": base, "master": 4.0 if mixed else 0.0, "state": state,
+        "weight": 4.0 if fsdp2 else base, "grad": 4.0 if fsdp2 else base,
+        "master": 4.0 if mixed and not fsdp2 else 0.0, "state": state,
         "activation": base, "mask": 1.0,  # dropout masks: 1 byte (Korthikanti et al.)
-        # fp32 cross-entropy at the start of backward: log-probs, their gradient and the logits' gradient
-        "logits": 12.0,
+        "gather": base,  # ZeRO-3's gathered weights, in the compute dtype
+        # fp32 cross-entropy at the start of backward: log-probs, their gradient and the logits' gradient;
+        # torch's loss_parallel (tp > 1): log-probs, zeros_like, exp and their sum, plus the caller's bf16 logits
+        "logits": 18.0 if torch and opts.tp > 1 else 12.0,
+        "logits_saved": 4.0,  # fp32 log-probs a micro-batch's loss keeps from its forward to its backward
+        "logits_kept": base if torch else 0.0,  # pipeline outputs kept to the end of the step (torch pipelining)
     }
 
 
@@ -114,11 +141,13 @@ def default_bytes(opts: TrainOptions) -> dict[str, float]:
 class StageMemory:
     stage: int
     layers: int
-    micro_batches_in_flight: int
+    micro_batches_in_flight: int  # forwards in flight at the peak: micro-batches; with vp > 1, model-chunk forwards
     params: int  # parameters this rank holds before ZeRO sharding
-    breakdown: Mapping[str, int]  # BREAKDOWN_KEYS; sums to total
-    detail: Mapping[str, int]  # sub-parts of optimizer, activations and temporaries
+    breakdown: Mapping[str, int]  # BREAKDOWN_KEYS at the peak phase; sums to total
+    detail: Mapping[str, int]  # sub-parts of optimizer, activations and temporaries at the peak phase
     cpu_bytes: int  # offloaded to host memory
+    phase: str = "backward"  # the phase of the peak (PHASES)
+    phases: Mapping[str, int] = field(default_factory=dict)  # total bytes of each phase
 
     @property
     def total(self) -> int:
@@ -177,10 +206,8 @@ def _optimizer_bytes_per_param(opts: TrainOptions, nbytes: Mapping[str, float]) 
     return nbytes["master"] + _STATES[opts.optimizer] * nbytes["state"]
 
 
-def _stage(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, stage: int) -> StageMemory:
-    layers = stage_layers(spec.num_layers, opts.pp, stage)
-    first, last = stage == 0, stage == opts.pp - 1
-    sp = stage_params(spec, layers, first, last, opts.tp, opts.ep, opts.pp)
+def _states(opts: TrainOptions, nbytes: dict, sp: StageParams) -> dict[str, float]:
+    """Weights, gradients, fp32 master weights, optimizer states and CPU-offloaded bytes of one rank (ZeRO)."""
     shard = opts.dp * opts.cp  # ZeRO shards over the ranks that hold the same replica
     expert_shard = shard // opts.ep
 
@@ -189,18 +216,23 @@ def _stage(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, stag
             return sp.total * per_param
         return sp.dense * per_param / shard + sp.expert * per_param / expert_shard
 
-    weights = sharded(3, nbytes["weight"])
-    grads = sharded(2, nbytes["grad"])
-    master = sharded(1, nbytes["master"])
+    out = {"weights": sharded(3, nbytes["weight"]), "gradients": sharded(2, nbytes["grad"]),
+           "master_weights": sharded(1, nbytes["master"]), "cpu": 0.0}
     if opts.optimizer == "adafactor":  # factored second moment, sized by this rank's matrices
-        states = sp.matrix_factors * nbytes["state"] * (sharded(1, 1.0) / max(sp.total, 1))
+        out["optimizer_states"] = sp.matrix_factors * nbytes["state"] * (sharded(1, 1.0) / max(sp.total, 1))
     else:
-        states = sharded(1, _STATES[opts.optimizer] * nbytes["state"])
-    cpu = 0.0
+        out["optimizer_states"] = sharded(1, _STATES[opts.optimizer] * nbytes["state"])
     if opts.offload == "optimizer":
-        cpu, master, states = master + states, 0.0, 0.0
+        out["cpu"], out["master_weights"], out["optimizer_states"] = out["master_weights"] + out["optimizer_states"], 0.0, 0.0
+    return out
 
-    in_flight = min(opts.pp - stage, opts.grad_accum)
+
+def _activations(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, sp: StageParams, layers: range,
+                 held: int, stage: int) -> dict[str, float]:
+    """Saved activations of `held` micro-batches in flight and the temporaries beside them at the start of a
+    backward (held = 0: between steps, at the optimizer step: only the persistent buffers and kept outputs)."""
+    first, last = stage == 0, stage == opts.pp - 1
+    mbs = held / opts.vp  # stage-equivalents of micro-batches (each chunk-forward covers 1 / vp of the layers)
     items = [layer_saved(spec, layer, opts.flash, opts.dropout, opts.capacity_factor) for layer in layers]
     per_mb_layers = sum(layer_bytes(it, split, nbytes, opts.recompute, spec.hidden_size) for it in items)
     ends = 0.0
@@ -209,32 +241,61 @@ def _stage(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, stag
     if last:  # final norm input and lm_head input
         ends += item_bytes(Saved("final norm + lm_head inputs", 2 * spec.embed_dim, "seq"), split, nbytes)
     working = 0.0
-    if opts.recompute == "full":  # the layer being recomputed holds its full activations
+    if opts.recompute == "full" and held:  # the layer being recomputed holds its full activations
         working = max(layer_bytes(it, split, nbytes, "none", spec.hidden_size) for it in items)
-
-    logits = split.tokens * -(-spec.vocab_size // opts.tp) * nbytes["logits"] if last else 0.0
+    logit_count = split.tokens * -(-spec.vocab_size // opts.tp) if last else 0
+    logits = logit_count * nbytes["logits"] if held else 0.0
     # The loss's logits temporaries are freed before the first layer is recomputed: the peak
     # holds whichever is larger.
     logits, working = (logits, 0.0) if logits >= working else (0.0, working)
+    boundary = item_bytes(Saved("stage boundary", spec.hidden_size, "seq"), split, nbytes)
     # ZeRO-3 as FSDP runs it with each decoder layer wrapped and the model as the root: the layer in use and
     # the one prefetched, and the root unit (embeddings, final norm, head), which FSDP keeps unsharded from
     # its forward to the end of backward (reshard_after_forward defaults to False for the root)
-    gather = (2 * sp.largest_layer + sp.root) * nbytes["weight"] if opts.zero == 3 else 0.0
-
-    detail = {
-        "master_weights": master, "optimizer_states": states,
-        "activations_layers": in_flight * per_mb_layers, "activations_embedding_head": in_flight * ends,
-        "activations_recompute_working": working,
-        "temporaries_logits": logits, "temporaries_zero3_gather": gather,
+    gather = (2 * sp.largest_layer + sp.root) * nbytes["gather"] if opts.zero == 3 and held else 0.0
+    return {
+        "activations_layers": mbs * per_mb_layers, "activations_embedding_head": mbs * ends,
+        "activations_recompute_working": working, "temporaries_logits": logits,
+        # the other micro-batches in flight keep their loss's log-probs until their backward (GPipe)
+        "temporaries_logits_saved": max(chunk_forwards(held, opts.pp, opts.vp, opts.vp - 1) - 1, 0) * logit_count
+        * nbytes["logits_saved"],
+        "temporaries_logits_kept": opts.grad_accum * logit_count * nbytes["logits_kept"] if opts.pp > 1 else 0.0,
+        "temporaries_receive_buffers": boundary * receive_buffers(opts.framework, opts.pp, stage, held, opts.grad_accum,
+                                                                  opts.vp),
+        "temporaries_zero3_gather": gather,
     }
+
+
+def _phase(states: dict, acts: dict, grads: bool) -> tuple[dict[str, int], dict[str, int]]:
+    """(breakdown, detail) of one phase: model states (gradients if they exist) and what `acts` holds."""
+    detail = {"master_weights": states["master_weights"], "optimizer_states": states["optimizer_states"], **acts}
     detail = {k: int(round(v)) for k, v in detail.items()}
     breakdown = {
-        "weights": int(round(weights)), "gradients": int(round(grads)),
+        "weights": int(round(states["weights"])), "gradients": int(round(states["gradients"])) if grads else 0,
         "optimizer": detail["master_weights"] + detail["optimizer_states"],
-        "activations": detail["activations_layers"] + detail["activations_embedding_head"] + detail["activations_recompute_working"],
-        "temporaries": detail["temporaries_logits"] + detail["temporaries_zero3_gather"],
+        "activations": sum(v for k, v in detail.items() if k.startswith("activations_")),
+        "temporaries": sum(v for k, v in detail.items() if k.startswith("temporaries_")),
     }
-    return StageMemory(stage, len(layers), in_flight, sp.total, breakdown, detail, int(round(cpu)))
+    return breakdown, detail
+
+
+def _stage(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, stage: int) -> StageMemory:
+    """The stage's peak over its phases (PHASES): the first backward of the step, a later backward (only when
+    gradients were absent at the first: all of them exist, one micro-batch fewer in flight) and the optimizer."""
+    layers = stage_layers(spec.num_layers, opts.pp, stage)
+    sp = stage_params(spec, layers, stage == 0, stage == opts.pp - 1, opts.tp, opts.ep, opts.pp)
+    states = _states(opts, nbytes, sp)
+    held = in_flight(opts.schedule, opts.pp, stage, opts.grad_accum, opts.vp)
+    grads = grads_resident(opts.framework, opts.schedule, held, opts.grad_accum * opts.vp, opts.zero, opts.dp * opts.cp)
+    at = {"backward": (held, grads), "optimizer": (0, True)}
+    if not grads and held > 1:
+        at["later_backward"] = (held - 1, True)
+    parts = {name: _phase(states, _activations(spec, opts, nbytes, split, sp, layers, n, stage), g)
+             for name, (n, g) in at.items()}
+    totals = {name: sum(parts[name][0].values()) for name in PHASES if name in parts}
+    peak = max(totals, key=lambda name: totals[name])  # ties: the earlier phase
+    breakdown, detail = parts[peak]
+    return StageMemory(stage, len(layers), held, sp.total, breakdown, detail, int(round(states["cpu"])), peak, totals)
 
 
 def zero_from_fsdp(strategy: str) -> int:

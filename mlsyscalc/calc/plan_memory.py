@@ -10,7 +10,9 @@ apart along what each depends on:
 - activations are linear in the micro-batch's tokens (every saved item is per token with flash
   attention), so they are kept per sequence and scaled by the micro-batch: stage s holds
   min(pp - s, m) micro-batches of its layers' activations (1F1B) plus, once, the larger of the
-  loss's logits temporaries and the working set of the layer being recomputed.
+  loss's logits temporaries and the working set of the layer being recomputed (with vp model chunks,
+  `calc.memory_schedule.in_flight` chunk-forwards / vp). The search prices the default framework
+  (persistent gradients) and 1F1B: the start of backward is then every stage's peak phase.
 
 tests/test_plan.py checks these totals against `train_memory` byte for byte (within rounding) on
 dense, MoE, tied-embedding, ZeRO-3, full-recompute and pipelined layouts.
@@ -112,19 +114,16 @@ class MemoryTable:
 
     def peak_bytes(self, pp: int, state_keys: list, activation_keys: list, micro_batch: np.ndarray,
                    micro_batches: np.ndarray, vp: np.ndarray) -> np.ndarray:
-        """Memory per GPU of the peak stage, with the interleaved schedule's share (as calc.train), for
+        """Memory per GPU of the peak stage, with the interleaved schedule's chunks in flight (as memory_train), for
         layouts of `pp` stages given by their `state_key` and `activation_key` (one entry each)."""
         states = np.stack([self._arrays[k] for k in state_keys])  # (n, pp)
         in_flight = np.stack([self._arrays[k][0] for k in activation_keys])
         once = np.stack([self._arrays[k][1] for k in activation_keys])
-        held = np.minimum(pp - np.arange(pp)[None, :], micro_batches[:, None])  # 1F1B: micro-batches in flight
-        acts = micro_batch[:, None] * (held * in_flight + once)
-        totals = states + acts
-        peak = np.argmax(totals, axis=1)
-        rows = np.arange(len(peak))
-        held_acts = micro_batch * held[rows, peak] * in_flight[rows, peak]
-        extra = np.where(vp > 1, held_acts * (pp - 1) / (pp * vp), 0.0)
-        return totals[rows, peak] + extra
+        stage, m, v = np.arange(pp)[None, :], micro_batches[:, None], vp[:, None]
+        # calc.memory_schedule.in_flight in stage-equivalents: 1F1B min(pp - s, m); interleaved chunk-forwards / vp
+        chunks = np.minimum(2 * (pp - stage - 1) + (v - 1) * pp + 1, m * v)
+        held = np.where(v > 1, chunks / v, np.minimum(pp - stage, m))
+        return (states + micro_batch[:, None] * (held * in_flight + once)).max(axis=1)
 
     def total_bytes(self, *, tp: int, ep: int, pp: int, cp: int, sp: bool, zero: int, shard: int, recompute: str,
                     micro_batch: int, micro_batches: int, vp: int) -> float:

@@ -14,8 +14,8 @@ The step (Narayanan et al. 2021, PTD-P, section 2.2; Korthikanti et al. 2022):
 
 m = global batch / (dp x micro-batch) micro-batches, p = pp, v = vp. Memory per GPU is
 `calc.memory_train.train_memory` of the same layout; the interleaved schedule keeps
-(1 + (p - 1) / (p v)) times the 1F1B activations of the micro-batches in flight on the first stage (Korthikanti et al. 2022,
-section 4.2.3). Model FLOPs are `calc.flops` (2 FLOPs per multiply-add, matmuls only, causal
+(1 + (p - 1) / (p v)) times the 1F1B activations on the first stage (Korthikanti et al. 2022, section 4.2.3;
+`calc.memory_schedule` counts every stage's chunk-forwards in flight). Model FLOPs are `calc.flops` (2 FLOPs per multiply-add, matmuls only, causal
 attention halved, backward = 2 x forward): MFU = model FLOPs / (step time x GPUs x datasheet peak);
 HFU also counts the recomputed forward (full: every layer's forward; selective: the attention core).
 """
@@ -57,7 +57,6 @@ class TrainStep:
     recompute_flops: float  # the recomputed forward, all GPUs
     peak_flops: float  # datasheet FLOP/s of one GPU in the compute dtype
     memory: TrainMemory
-    interleave_activation_bytes: int  # extra activations of the interleaved schedule (first stage)
     usable_bytes: int  # GPU memory less the reserve
 
     @property
@@ -83,7 +82,7 @@ class TrainStep:
 
     @property
     def memory_bytes_per_gpu(self) -> int:
-        return self.memory.total + self.interleave_activation_bytes
+        return self.memory.total
 
     @property
     def fits(self) -> bool:
@@ -100,8 +99,17 @@ class TrainStep:
                 "recompute_flops": self.recompute_flops, "peak_flops": self.peak_flops,
                 "layout": self.options.layout(), "overlap": list(self.options.overlap),
                 "comm_sms": self.options.comm_sms,
-                "attention": self.options.attention,
+                "attention": self.options.attention, "memory": self.memory_parts(),
                 "flop_convention": FLOP_CONVENTION}
+
+    def memory_parts(self) -> dict[str, Any]:
+        """memory_bytes_per_gpu by part at the peak stage and phase (docs/memory.md): `breakdown` sums to it."""
+        peak = self.memory.peak_stage
+        return {"schedule": self.options.schedule, "framework": self.options.framework, "peak_stage": peak.stage,
+                "peak_phase": peak.phase, "micro_batches_in_flight": peak.micro_batches_in_flight,
+                "breakdown": {f"{k}_bytes": v for k, v in peak.breakdown.items()},
+                "detail": {f"{k}_bytes": v for k, v in peak.detail.items()},
+                "bytes_per_element": dict(self.memory.bytes_per_element)}
 
 
 def resolve_cluster(gpu: str | None, cluster: str | ClusterSpec | None, gpus: int) -> ClusterSpec:
@@ -168,15 +176,14 @@ def core_attention(spec: ModelSpec, ceilings: Ceilings, opts: TrainStepOptions) 
                                dtype=opts.memory_dtype)
 
 
-def step_memory(spec: ModelSpec, opts: TrainStepOptions) -> tuple[TrainMemory, int]:
-    """`calc.memory_train` of the layout, and the interleaved schedule's extra activations."""
+def step_memory(spec: ModelSpec, opts: TrainStepOptions) -> TrainMemory:
+    """`calc.memory_train` of the layout (with the schedule, interleaving and framework it names)."""
     mem = train_memory(spec, TrainOptions(
         batch=opts.micro_batch, seq=opts.seq, grad_accum=opts.num_micro_batches, dtype=opts.memory_dtype,
         dp=opts.data_parallel, tp=opts.tp, pp=opts.pp, sp=opts.sp_active, ep=opts.ep, cp=opts.cp, zero=opts.zero,
-        recompute=opts.recompute, capacity_factor=opts.capacity_factor, flash=opts.attention == "flash"))
-    held = mem.peak_stage.detail["activations_layers"] + mem.peak_stage.detail["activations_embedding_head"]
-    extra = held * (opts.pp - 1) / (opts.pp * opts.vp) if opts.vp > 1 else 0.0
-    return mem, int(round(extra))
+        recompute=opts.recompute, capacity_factor=opts.capacity_factor, flash=opts.attention == "flash",
+        schedule=opts.schedule, framework=opts.framework, vp=opts.vp))
+    return mem
 
 
 def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, opts: TrainStepOptions,
@@ -202,10 +209,10 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
         zero=opts.zero, recompute=opts.recompute, overlap=opts.overlap,
         optimizer=optimizer_s(counts, opts.zero, opts.data_parallel * opts.cp, opts.ep, opts.memory_dtype, ceilings),
         sm_share=opts.comm_sm_share(ceilings.gpu.sm_count))
-    mem, extra = step_memory(spec, opts)
+    mem = step_memory(spec, opts)
     usable = verdict(ceilings.gpu, 0, opts.reserve).usable_bytes
     flops, recompute = model_flops(spec, opts)
     peak = ceilings.datasheet_flops(RooflineOptions(dtype=opts.dtype).compute_dtype)
     return TrainStep(spec.name, ceilings.gpu.name, cluster.name, opts, _floats(breakdown), _floats(total), flops,
                      recompute, peak,
-                     mem, extra, usable)
+                     mem, usable)

@@ -17,6 +17,7 @@ from ..errors import divide, require
 from ..specs.cluster import ClusterSpec
 from ..specs.model import ModelSpec
 from .comm_step import placement
+from .memory_schedule import FRAMEWORKS, SCHEDULES
 from .tensor_parallel import check_tp
 from .train_attention import ATTENTION
 
@@ -52,6 +53,10 @@ class TrainStepOptions:
     capacity_factor: float = 1.0  # MoE: expert slots per routed token (1.0 = dropless, balanced)
     reserve: str = "10%"  # memory kept back for the CUDA context and allocator (as `mlsys memory`)
     attention: str = "flash"  # attention core: one flash kernel, or Megatron's unfused S x S kernels
+    # memory only (calc.memory_schedule): pipeline schedule (1f1b or gpipe; --vp interleaves 1F1B) and what the
+    # training code keeps (megatron: persistent gradient buffers; torch: gradients set to None, FSDP2, DTensor)
+    schedule: str = "1f1b"
+    framework: str = "megatron"
 
     @property
     def data_parallel(self) -> int:
@@ -97,6 +102,9 @@ class TrainStepOptions:
         require(set(self.overlap) <= set(OVERLAP_DIMS), f"--overlap: dimensions are {', '.join(OVERLAP_DIMS)}, "
                                                         f"got {', '.join(self.overlap)}")
         require(self.attention in ATTENTION, f"--attention must be one of {', '.join(ATTENTION)}, got {self.attention!r}")
+        require(self.schedule in SCHEDULES, f"--schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+        require(self.framework in FRAMEWORKS, f"--framework must be one of {', '.join(FRAMEWORKS)}, got {self.framework!r}")
+        require(self.schedule == "1f1b" or self.vp == 1, "--vp interleaves the 1F1B schedule: not with --schedule gpipe")
         require(isinstance(self.comm_sms, int) and self.comm_sms >= 0,
                 f"--comm-sms must be a non-negative integer, got {self.comm_sms}")
         require(0 < self.capacity_factor < 100, f"--capacity-factor must be in (0, 100), got {self.capacity_factor}")

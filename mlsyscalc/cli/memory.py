@@ -9,6 +9,7 @@ import click
 from ..calc import memory_infer as mi
 from ..calc import memory_train as mt
 from ..calc.memory_common import parse_bytes_overrides, verdict
+from ..calc.memory_schedule import FRAMEWORKS, SCHEDULES
 from ..errors import MlsysError, require
 from ..units import fmt_bytes
 from . import render
@@ -22,8 +23,18 @@ _BYTE_MEANING = {
     "master": "fp32 master weights (per parameter, mixed precision)", "state": "per optimizer-state element",
     "activation": "saved activations (per element)", "mask": "dropout masks (per element)",
     "logits": "loss temporaries per logit (fp32 log-probs + 2 gradients)",
+    "logits_saved": "per logit of each other micro-batch in flight: its loss's saved log-probs",
+    "logits_kept": "per logit of each micro-batch: last pipeline stage outputs kept to the step's end",
+    "gather": "ZeRO-3 gathered weights (per parameter)",
     "base": "embeddings, lm_head, norms, biases", "kv": "KV cache (per element)",
     "scale": "quantisation scale (per group)", "zero": "quantisation zero point (per group)",
+}
+
+
+_FRAMEWORK_NOTE = {
+    "megatron": "Gradients are resident in both (persistent gradient buffers, as in Megatron-LM/DeepSpeed).",
+    "torch": "Gradients are set to None between steps (PyTorch's zero_grad default): absent at the start of a step's "
+             "first backward, except DDP's buckets (ZeRO-0 with dp x cp > 1).",
 }
 
 
@@ -97,7 +108,9 @@ def memory():
 @click.option("--optimizer", type=click.Choice(mt.OPTIMIZERS), default="adamw", show_default=True)
 @click.option("--dp", type=click.IntRange(min=1), default=1, show_default=True, help="Data-parallel ranks.")
 @click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True, help="Tensor-parallel ranks.")
-@click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline stages (1F1B).")
+@click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline stages (see --schedule).")
+@click.option("--vp", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Model chunks per pipeline rank: the interleaved 1F1B schedule.")
 @click.option("--sp/--no-sp", default=False, show_default=True, help="Megatron sequence parallelism over the TP ranks.")
 @click.option("--ep", type=click.IntRange(min=1), default=1, show_default=True, help="Expert-parallel ranks (within dp x cp).")
 @click.option("--cp", type=click.IntRange(min=1), default=1, show_default=True, help="Context-parallel ranks (sequence split, ring attention).")
@@ -109,13 +122,18 @@ def memory():
 @click.option("--flash/--no-flash", default=True, show_default=True, help="Flash attention: no S x S scores saved.")
 @click.option("--dropout/--no-dropout", default=False, show_default=True, help="Dropout masks (1 byte per element).")
 @click.option("--capacity-factor", type=POSITIVE, default=1.0, show_default=True, help="MoE: expert slots per routed token.")
+@click.option("--schedule", type=click.Choice(SCHEDULES), default=mt.TrainOptions.schedule, show_default=True,
+              help="Pipeline schedule: 1f1b (stage s holds min(pp - s, m) micro-batches) or gpipe (all m).")
+@click.option("--framework", type=click.Choice(FRAMEWORKS), default=mt.TrainOptions.framework, show_default=True,
+              help="What the training code keeps: megatron (persistent gradient buffers) or torch (gradients set to "
+                   "None, DDP buckets, FSDP2 fp32 shards, loss_parallel, torch.distributed.pipelining buffers).")
 @click.option("--world-size", type=click.IntRange(min=1), default=None, help="Check dp*tp*pp*cp against this.")
 @click.option("--sweep", type=click.Choice(list(TRAIN_SWEEPS)), default="zero", show_default=True, help="Option swept by --plot.")
 @_gpu_options
 @render.output_options
 @click.pass_context
-def train(ctx, model, overrides, batch, seq, grad_accum, dtype, master_weights, optimizer, dp, tp, pp, sp, ep, cp,
-          zero, fsdp, offload, recompute, flash, dropout, capacity_factor, world_size, sweep, plot_path,
+def train(ctx, model, overrides, batch, seq, grad_accum, dtype, master_weights, optimizer, dp, tp, pp, vp, sp, ep, cp,
+          zero, fsdp, offload, recompute, flash, dropout, capacity_factor, schedule, framework, world_size, sweep, plot_path,
           byte_overrides, gpu, reserve, fmt, as_json):
     """Per-GPU memory of a training step of MODEL: weights, gradients, optimizer states,
     activations (Korthikanti et al. 2022) and temporaries at the peak, for the worst pipeline
@@ -130,20 +148,22 @@ def train(ctx, model, overrides, batch, seq, grad_accum, dtype, master_weights, 
     opts = mt.TrainOptions(batch=batch, seq=seq, grad_accum=grad_accum, dtype=dtype, master_weights=master_weights,
                            optimizer=optimizer, dp=dp, tp=tp, pp=pp, sp=sp, ep=ep, cp=cp, zero=stage, offload=offload,
                            recompute=recompute, flash=flash, dropout=dropout, capacity_factor=capacity_factor,
-                           world_size=world_size, bytes_overrides=parse_bytes_overrides(byte_overrides))
+                           schedule=schedule, vp=vp, framework=framework, world_size=world_size, bytes_overrides=parse_bytes_overrides(byte_overrides))
     r = mt.train_memory(spec, opts)
     peak = r.peak_stage
     data = {
         "model": r.model, "batch": batch, "seq": seq, "grad_accum": grad_accum, "dtype": dtype,
         "master_weights": master_weights, "optimizer": optimizer,
-        "parallel": {"dp": dp, "tp": tp, "pp": pp, "sp": sp, "ep": ep, "cp": cp, "world_size": r.world_size},
+        "parallel": {"dp": dp, "tp": tp, "pp": pp, "vp": vp, "sp": sp, "ep": ep, "cp": cp, "world_size": r.world_size},
         "zero": stage, "offload": offload, "recompute": recompute, "flash": flash, "dropout": dropout,
         "total_bytes": r.total, "peak_bytes": r.total, **_bytes_json(dict(r.breakdown)),
         "breakdown": _bytes_json(dict(r.breakdown)), "detail": _bytes_json(dict(peak.detail)),
-        "cpu_offload_bytes": peak.cpu_bytes, "peak_stage": peak.stage,
+        "cpu_offload_bytes": peak.cpu_bytes, "peak_stage": peak.stage, "schedule": schedule, "framework": framework,
+        "peak_phase": peak.phase, "phases": _bytes_json(dict(peak.phases)),
         "model_state_bytes_unsharded": r.model_state_bytes_unsharded,
         "stages": [{"stage": s.stage, "layers": s.layers, "micro_batches_in_flight": s.micro_batches_in_flight,
-                    "params": s.params, "total_bytes": s.total, "breakdown": _bytes_json(dict(s.breakdown))} for s in r.stages],
+                    "params": s.params, "total_bytes": s.total, "phase": s.phase, "phases": _bytes_json(dict(s.phases)),
+                    "breakdown": _bytes_json(dict(s.breakdown))} for s in r.stages],
         "activation_bytes_per_layer": {name: round(b) for name, b in r.activation_items},
         "bytes_per_element": dict(r.bytes_per_element),
     }
@@ -156,14 +176,16 @@ def train(ctx, model, overrides, batch, seq, grad_accum, dtype, master_weights, 
                                ["tensor", "bytes", "KiB..TiB (2^10..)"], [[n, round(b), fmt_bytes(b)] for n, b in r.activation_items]
                                + [["layer total (before recompute)", round(layer_total), fmt_bytes(layer_total)]]))
     if pp > 1:
-        tables.append(render.table("pipeline stages", ["stage", "layers", "micro-batches in flight", "total bytes", "KiB..TiB (2^10..)"],
-                                   [[s.stage, s.layers, s.micro_batches_in_flight, s.total, fmt_bytes(s.total)] for s in r.stages]))
+        tables.append(render.table("pipeline stages", ["stage", "layers", "micro-batches in flight", "peak phase",
+                                                       "total bytes", "KiB..TiB (2^10..)"],
+                                   [[s.stage, s.layers, s.micro_batches_in_flight, s.phase, s.total, fmt_bytes(s.total)]
+                                    for s in r.stages]))
     tables.append(_assumptions(dict(r.bytes_per_element)))
     v = _fit(data, tables, gpu, r.total, reserve)
     notes = [
-        "Peak = start of backward: all saved activations, the loss's fp32 logits temporaries and resident gradients "
-        "(persistent gradient buffers, as in Megatron-LM/DeepSpeed). With PyTorch's zero_grad(set_to_none=True) and "
-        "no accumulation the real peak can be lower by up to the gradients.",
+        f"Peak = the larger of two phases per stage, here the {peak.phase} phase: the start of backward (saved "
+        "activations of the micro-batches in flight, the loss's fp32 logits temporaries, gradients if they exist then) "
+        "or the optimizer step (weights, all gradients, optimizer states). " + _FRAMEWORK_NOTE[framework],
         f"Model states (weights + gradients + optimizer) of all parameters on one GPU: {r.model_state_bytes_unsharded:,} bytes.",
     ]
     if opts.zero == 3:

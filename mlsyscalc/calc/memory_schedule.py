@@ -1,0 +1,70 @@
+"""When a training step peaks, and what the framework keeps there: the pipeline schedule's micro-batches in
+flight, whether gradients exist at the activation peak, and the per-framework tensors beside the activations.
+
+Frameworks (what each keeps that changes the peak; `reports/train/memory.md` composes measured peaks with them):
+
+  megatron  persistent gradient buffers (Megatron-LM, DeepSpeed): gradients are resident in every phase.
+  torch     plain PyTorch: `zero_grad()` sets gradients to None (`set_to_none=True`, the default since torch 2.0),
+            so they exist only from the first backward of a step to its optimizer step; DDP's bucket buffers
+            (ZeRO-0 with dp x cp > 1, `gradient_as_bucket_view=True`) stay allocated whatever `.grad` says.
+            FSDP2 (ZeRO-3) keeps fp32 sharded parameters and fp32 sharded gradients (`reduce_dtype=fp32`).
+            DTensor's `loss_parallel` (tp > 1) holds more per logit than a fused loss (`default_bytes`).
+            `torch.distributed.pipelining` allocates one receive buffer per micro-batch for each activation
+            and gradient a stage receives, and its last stage keeps every micro-batch's output to the step's end.
+
+Schedules (Narayanan et al. 2021, section 2.2; GPipe: Huang et al. 2019):
+
+  1f1b   stage s runs min(pp - s, m) warm-up forwards, then alternates one forward and one backward: that many
+         micro-batches are in flight at its peak, and, when m > pp - s, a backward has run before the peak.
+         With vp model chunks per rank (interleaved) the count is of chunk-forwards (`in_flight`); on the first
+         stage it is Korthikanti et al.'s (1 + (pp - 1) / (pp vp)) x the 1F1B activations (2022, section 4.2.3).
+  gpipe  every forward before any backward: all m micro-batches are in flight on every stage, and no backward
+         has run when the last forward ends.
+"""
+
+from __future__ import annotations
+
+FRAMEWORKS = ("megatron", "torch")
+SCHEDULES = ("1f1b", "gpipe")
+
+
+def in_flight(schedule: str, pp: int, stage: int, micro_batches: int, vp: int = 1) -> int:
+    """Forwards of model chunks (layers / (pp x vp) each; vp = 1: of whole stages) whose activations a stage holds
+    at its peak: 1F1B min(pp - s, m); interleaved 1F1B (Megatron-LM's and torch's ScheduleInterleaved1F1B warm-up,
+    2 (pp - s - 1) + (vp - 1) pp forwards, then one more before the first backward), at most m x vp; GPipe m."""
+    if schedule == "gpipe":
+        return micro_batches * vp
+    if vp == 1:
+        return min(pp - stage, micro_batches)
+    return min(2 * (pp - stage - 1) + (vp - 1) * pp + 1, micro_batches * vp)
+
+
+def chunk_forwards(held: int, pp: int, vp: int, chunk: int) -> int:
+    """How many of the first `held` chunk-forwards of a rank are of its model chunk `chunk`: the interleaved
+    schedule runs them in groups of pp micro-batches, chunk 0, 1, ..., vp - 1, 0, ... (m a multiple of pp)."""
+    full, rest = divmod(held, pp)
+    groups = len(range(chunk, full, vp))
+    return groups * pp + (rest if full % vp == chunk else 0)
+
+
+def grads_resident(framework: str, schedule: str, held: int, forwards: int, zero: int, replicas: int) -> bool:
+    """Whether the gradients exist at the activation peak (start of the backward with `held` chunk-forwards in
+    flight, of `forwards` = m x vp in the step): always with persistent buffers or DDP's buckets; with gradients
+    set to None, only when a backward of the same step has run before (1F1B with more forwards than it holds;
+    accumulation without pp)."""
+    if framework == "megatron" or (zero == 0 and replicas > 1):
+        return True
+    return schedule == "1f1b" and forwards > held
+
+
+def receive_buffers(framework: str, pp: int, stage: int, held: int, micro_batches: int, vp: int = 1) -> int:
+    """Stage-boundary tensors (one micro-batch's hidden states each) of torch.distributed.pipelining's receive
+    buffers beyond what the activations count. Each model chunk is a pipeline stage with one buffer per
+    micro-batch for the gradient it receives (all but the very last stage) and for the activation it receives
+    (all but the very first); those of the chunk-forwards in flight are the chunk's first saved input."""
+    if framework != "torch" or pp == 1:
+        return 0
+    grads = micro_batches * (vp - (stage == pp - 1))
+    receiving = held - (chunk_forwards(held, pp, vp, 0) if stage == 0 else 0)
+    acts = micro_batches * (vp - (stage == 0)) - receiving
+    return grads + acts
