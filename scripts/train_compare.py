@@ -1,7 +1,7 @@
 """Rows of scripts/train_measure.py against `mlsys train`: measured and predicted step time and memory per GPU.
 
     python scripts/train_compare.py ROWS.jsonl [--cluster hgx-h200] [--calibration ceilings.json]
-                                    [--overlap DIMS] [--comm-sms N] [--out FILE]
+                                    [--overlap DIMS] [--comm-sms N] [--framework megatron|torch] [--out FILE]
 
 Each row's layout becomes `mlsys train` flags (ddp: --zero 0; fsdp: --zero 3 over dp; tp: --tp --no-sp; pp
 cases: --pp, and --vp 2 for the interleaved schedule; GPipe is priced as 1F1B: same bubble, more activation
@@ -33,7 +33,7 @@ def config_for(model: dict, folder: Path) -> str:
 
 
 def train_args(row: dict, model: str, cluster: str, calibration: str | None = None,
-               overlap: str | None = None, comm_sms: int | None = None) -> list[str]:
+               overlap: str | None = None, comm_sms: int | None = None, framework: str | None = None) -> list[str]:
     args = ["train", model, "--gpus", str(row["gpus"]), "--cluster", cluster, "--seq", str(row["seq"]),
             "--global-batch", str(row["global_batch"]), "--micro-batch", str(row["micro_batch"]),
             "--dp", str(row["dp"]), "--tp", str(row["tp"]), "--pp", str(row["pp"]), "--no-sp",
@@ -44,11 +44,12 @@ def train_args(row: dict, model: str, cluster: str, calibration: str | None = No
         args += ["--zero", "3"]  # FSDP2 full sharding = ZeRO-3
     args += ["--calibration", calibration] if calibration else []
     args += ["--comm-sms", str(comm_sms)] if comm_sms is not None else []
+    args += ["--framework", framework] if framework else []
     return args + (["--overlap", overlap] if overlap else [])
 
 
 def compare(rows: list[dict], cluster: str, runner: Runner, calibration: str | None = None,
-            overlap: str | None = None, comm_sms: int | None = None) -> list[dict]:
+            overlap: str | None = None, comm_sms: int | None = None, framework: str | None = None) -> list[dict]:
     out = []
     with tempfile.TemporaryDirectory() as folder:
         for row in rows:
@@ -56,12 +57,12 @@ def compare(rows: list[dict], cluster: str, runner: Runner, calibration: str | N
                      "measured_bytes": max(row["peak_bytes_per_rank"])}
             try:
                 result = runner(train_args(row, config_for(row["model"], Path(folder)), cluster, calibration, overlap,
-                                               comm_sms))
+                                               comm_sms, framework))
             except Exception as exc:
                 out.append(entry | {"failure": str(exc)})
                 continue
             entry |= {"predicted_step_s": result["step_time_s"], "predicted_bytes": result["memory_bytes_per_gpu"],
-                      "breakdown": result.get("breakdown", {})}
+                      "breakdown": result.get("breakdown", {}), "host_work": result.get("host_work", {})}
             if "fwd_bwd_s" in row:
                 opt = entry["breakdown"].get("optimizer_s", 0.0)
                 entry |= {"measured_fwd_bwd_s": row["fwd_bwd_s"], "measured_optimizer_s": row["optimizer_s"],
@@ -78,11 +79,11 @@ def _ms(e: dict, key: str) -> str:
 
 
 def compare_table(rows_path: Path, cluster: str, runner: Runner | None = None, calibration: str | None = None,
-                  overlap: str | None = None, comm_sms: int | None = None) -> str:
+                  overlap: str | None = None, comm_sms: int | None = None, framework: str | None = None) -> str:
     from mlsyscalc.report.markdown import markdown_table
 
     rows = [json.loads(line) for line in Path(rows_path).read_text().splitlines() if line.strip()]
-    entries = compare(rows, cluster, runner or cli_runner(), calibration, overlap, comm_sms)
+    entries = compare(rows, cluster, runner or cli_runner(), calibration, overlap, comm_sms, framework)
     pct = lambda e, k: f"{100 * e[k]:+.1f}%" if k in e else "-"  # noqa: E731
     gib = 2**30
     table = [[e["case"], e["gpus"], _ms(e, "measured_step_s"),
@@ -96,7 +97,8 @@ def compare_table(rows_path: Path, cluster: str, runner: Runner | None = None, c
     head = [f"## {env.get('device', '?')}, torch {env.get('torch', '?')}, NCCL {env.get('nccl', '?')}, "
             f"commit {str(env.get('commit', '?'))[:7]}; modelled on `{cluster}`, {kernels}"
             + (f", `--overlap {overlap}`" if overlap else "")
-            + (f", `--comm-sms {comm_sms}`" if comm_sms is not None else ""), "",
+            + (f", `--comm-sms {comm_sms}`" if comm_sms is not None else "")
+            + (f", `--framework {framework}`" if framework else ""), "",
             "error = predicted / measured - 1. Measured: median step after warm-up (slowest rank), split into "
             "forward+backward (f+b, with the communication it waits for) and the optimizer (opt); "
             "max_memory_allocated of the largest rank (scripts/train_measure.py). Predicted f+b = step - optimizer.", ""]
@@ -112,10 +114,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--calibration", help="kernel ceilings of `mlsys bench ceilings` (mlsys train --calibration)")
     ap.add_argument("--overlap", help="mlsys train --overlap (default: its own)")
     ap.add_argument("--comm-sms", type=int, help="mlsys train --comm-sms (default: its own)")
+    ap.add_argument("--framework", help="mlsys train --framework (default: its own)")
     ap.add_argument("--out", type=Path, help="also write the table here")
     args = ap.parse_args(argv)
     page = compare_table(args.rows, args.cluster, calibration=args.calibration, overlap=args.overlap,
-                         comm_sms=args.comm_sms)
+                         comm_sms=args.comm_sms, framework=args.framework)
     print(page)
     if args.out:
         args.out.write_text(page)

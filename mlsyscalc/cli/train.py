@@ -9,6 +9,7 @@ import click
 from ..calc.calibration import load_ceilings
 from ..calc.train import resolve_cluster, train_step
 from ..calc.train_attention import ATTENTION
+from ..calc.train_host import FRAMEWORKS
 from ..calc.train_options import DTYPES, OVERLAP_DIMS, RECOMPUTE, TrainStepOptions
 from ..calc.memory_train import zero_from_fsdp
 from ..errors import require
@@ -79,10 +80,13 @@ def parse_overlap(text: str) -> tuple[str, ...]:
 @click.option("--comm-sms", type=click.IntRange(min=0), default=D.comm_sms, show_default=True,
               help="SMs NCCL holds while overlapped traffic runs (one per channel); compute beside it runs on "
                    "the rest. 0: overlapped traffic is free.")
+@click.option("--framework", type=click.Choice(tuple(FRAMEWORKS)), default=D.framework, show_default=True,
+              help="Whose host issues the kernels: megatron (the host keeps ahead of the GPU) or torch (eager "
+                   "PyTorch, DTensor TP, FSDP2: the host's time per op can pace the step; docs/train.md).")
 @step_options
 @render.output_options
 def train(model, overrides, gpus, cluster, ceilings, seq, global_batch, micro_batch, tp, pp, dp, cp, ep, vp, sp,
-          zero, fsdp, recompute, comm_sms, dtype, overlap, capacity_factor, reserve, attention, fmt, as_json):
+          zero, fsdp, recompute, comm_sms, framework, dtype, overlap, capacity_factor, reserve, attention, fmt, as_json):
     """Step time, tokens/s, MFU, HFU and memory per GPU of one training step of MODEL on a full
     TP x PP x DP x CP x EP layout: the roofline's kernel times per pipeline stage, the 1F1B bubble
     (p-1)/(v m), each dimension's exposed communication and the AdamW step (docs/train.md).
@@ -92,7 +96,7 @@ def train(model, overrides, gpus, cluster, ceilings, seq, global_batch, micro_ba
     opts = TrainStepOptions(gpus=gpus, seq=seq, global_batch=global_batch, micro_batch=micro_batch, tp=tp, pp=pp,
                             dp=dp, cp=cp, ep=ep, vp=vp, sp=sp, zero=zero_from_fsdp(fsdp) if fsdp else (zero or 0),
                             recompute=recompute, dtype=dtype, overlap=overlap, comm_sms=comm_sms,
-                            capacity_factor=capacity_factor, reserve=reserve, attention=attention)
+                            capacity_factor=capacity_factor, reserve=reserve, attention=attention, framework=framework)
     render.emit(step_output(train_step(spec, ceilings, cluster, opts)), fmt, as_json)
 
 
@@ -115,5 +119,6 @@ def step_output(step) -> render.Output:
     notes = (step.as_dict()["flop_convention"],
              f"overlap: {', '.join(step.options.overlap) or 'none'} (docs/train.md says which window hides what); "
              f"contention_s: compute lost to the {step.options.comm_sms} SMs NCCL holds while overlapped traffic runs",
+             f"host_s: the {step.options.framework} host's issue time beyond the GPU's (0 when the host keeps ahead)",
              "tflops_per_gpu is in FLOP/s (base units); the table shows TFLOP/s.")
     return render.Output(data, tables, notes)
