@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mlsyscalc.calc.train_host import FRAMEWORKS, HostCosts, StageWork, exposed_host_s, host_paths
+from mlsyscalc.calc.train_host import FRAMEWORKS, FrameworkCosts, StageWork, exposed_host_s, host_paths
 
 H200 = ("--gpu", "H200")
 # A llama layer's kernels as the roofline prices them: forward 7 matmuls (q, k, v, o, gate, up, down), 2 norms,
@@ -85,7 +85,7 @@ def test_host_paths_pick_the_terms_of_the_layout():
     """op 1, DTensor matmul 10, FSDP layer 100, DTensor tensor 1000 (seconds): ops 5, matmuls 2, layers 3,
     tensors 4, m = 2. tp 1 ZeRO-0: 2 x 5 = 10, no optimizer term; tp 2: 2 x (5 + 20) = 50, 4000; ZeRO-3:
     2 x (5 + 300) = 610, 4000; both: 2 x (5 + 20 + 300) = 650."""
-    costs, work = HostCosts(1.0, 10.0, 100.0, 1000.0), StageWork(5, 2, 3, 4)
+    costs, work = FrameworkCosts(1.0, 10.0, 100.0, 1000.0), StageWork(5, 2, 3, 4)
     assert host_paths(work, costs, micro_batches=2, tp=1, zero=0) == (10, 0)
     assert host_paths(work, costs, micro_batches=2, tp=2, zero=1) == (50, 4000)
     assert host_paths(work, costs, micro_batches=2, tp=1, zero=3) == (610, 4000)
@@ -95,3 +95,13 @@ def test_host_paths_pick_the_terms_of_the_layout():
 def test_unknown_framework_exits_2(run_cli):
     code, _, err = run_cli("train", "llama2-7b", "--gpus", "1", *H200, "--framework", "jax")
     assert code == 2 and "jax" in err
+
+
+def test_torch_interleaved_pipeline_loses_the_p2p_share(run_cli):
+    """pp 2, vp 2, dp 1 (no overlapped traffic): contention = 0.129 x (compute + bubble) with torch, 0 with megatron;
+    1F1B (vp 1) has none."""
+    base = ("--global-batch", "4", "--micro-batch", "1", "--pp", "2")
+    inter = _train(run_cli, *base, "--vp", "2", "--framework", "torch")["breakdown"]
+    assert inter["contention_s"] == pytest.approx(FRAMEWORKS["torch"].p2p_slowdown * (inter["compute_s"] + inter["bubble_s"]))
+    assert _train(run_cli, *base, "--vp", "2")["breakdown"]["contention_s"] == 0
+    assert _train(run_cli, *base, "--framework", "torch")["breakdown"]["contention_s"] == 0

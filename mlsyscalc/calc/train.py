@@ -5,7 +5,8 @@ The step (Narayanan et al. 2021, PTD-P, section 2.2; Korthikanti et al. 2022):
     compute   = m x (f + b) of the slowest pipeline stage, per micro-batch (calc.train_parts:
                 the roofline's op times, b includes the recomputed forward)
     contention = comm_sms / sm_count x overlapped (hidden) comm seconds: the compute lost to the SMs
-                NCCL holds while it runs beside the kernels (calc.train_comm)
+                NCCL holds while it runs beside the kernels (calc.train_comm); with --framework torch
+                and vp > 1 also the interleaved schedule's p2p slowdown (calc.train_host)
     bubble    = (p - 1) / v x (f + b)   i.e. bubble / compute = (p - 1) / (v m)  (1F1B; interleaved
                 with v model chunks per GPU, Narayanan et al. 2021, section 2.2.2)
     optimizer = AdamW over this GPU's parameters (after ZeRO sharding): memory-bound, the roofline's
@@ -39,7 +40,7 @@ from .memory_train import TrainMemory, TrainOptions, train_memory
 from .roofline_options import RooflineOptions
 from .roofline_train import adamw_op
 from .train_comm import DIMS, Windows, contention_s, dim_times, traffic
-from .train_host import StageWork, exposed_host_s, framework_costs, host_paths, stage_work
+from .train_host import StageWork, exposed_host_s, framework_costs, host_paths, interleaved_contention_s, stage_work
 from .train_attention import unfused_attention_s
 from .train_options import TrainStepOptions
 from .train_parts import StageParts, pipeline_stages, roofline_pass, slowest_stage, stage_parts
@@ -150,13 +151,17 @@ def optimizer_s(counts: tuple[tuple[int, int], ...], zero: int, shard: int, ep: 
 
 def step_breakdown(*, pp: Any, vp: Any, windows: Windows, seconds: Mapping[tuple[str, str], Any], zero: Any,
                    recompute: Any, overlap: tuple[str, ...], optimizer: Any,
-                   sm_share: float = 0.0, host: tuple[Any, Any] = (0.0, 0.0)) -> tuple[dict[str, Any], dict[str, Any]]:
+                   sm_share: float = 0.0, host: tuple[Any, Any] = (0.0, 0.0),
+                   p2p_slowdown: float = 0.0) -> tuple[dict[str, Any], dict[str, Any]]:
     """(breakdown whose parts sum to the step time, total comm seconds per dimension); elementwise
     over numpy arrays of layouts too (plan). sm_share: comm_sms / sm_count (calc.train_comm); host:
-    the host's (forward+backward, optimizer) issue seconds (calc.train_host)."""
+    the host's (forward+backward, optimizer) issue seconds and p2p_slowdown the interleaved schedule's
+    lost compute share (calc.train_host)."""
     total, exposed = dim_times(seconds, zero=zero, recompute=recompute, overlap=overlap, windows=windows)
-    gpu = {"compute_s": windows.compute_s, "contention_s": contention_s(total, exposed, overlap, sm_share),
-           "bubble_s": (pp - 1) / vp * (windows.forward_s + windows.backward_s)}
+    bubble = (pp - 1) / vp * (windows.forward_s + windows.backward_s)
+    lost = contention_s(total, exposed, overlap, sm_share) + interleaved_contention_s(
+        p2p_slowdown, vp, windows.compute_s, bubble)
+    gpu = {"compute_s": windows.compute_s, "contention_s": lost, "bubble_s": bubble}
     comm = {f"{d}_comm_s": exposed[d] for d in DIMS}
     gpu_fb = sum(gpu.values()) + sum(comm.values())
     breakdown = {**gpu, "optimizer_s": optimizer, "host_s": exposed_host_s(host, gpu_fb, optimizer), **comm}
@@ -201,8 +206,8 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
                             attention=core_attention(spec, ceilings, opts))
     stages = pipeline_stages(spec, opts.pp, opts.vp)
     f, b, a = slowest_stage(parts, stages, opts.recompute)
-    work = stage_work(spec, parts, stages, opts.recompute)
-    host = host_paths(work, framework_costs(opts.framework),
+    work, costs = stage_work(spec, parts, stages, opts.recompute), framework_costs(opts.framework)
+    host = host_paths(work, costs,
                       micro_batches=opts.num_micro_batches, tp=opts.tp, zero=opts.zero)
     comm = step_comm(spec, StepOptions(
         dp=opts.data_parallel, tp=opts.tp, pp=opts.pp, ep=opts.ep, cp=opts.cp, sp=opts.sp_active, zero=opts.zero,
@@ -213,7 +218,7 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
         pp=opts.pp, vp=opts.vp, windows=Windows(f, b, a, opts.num_micro_batches), seconds=traffic(comm.rows),
         zero=opts.zero, recompute=opts.recompute, overlap=opts.overlap,
         optimizer=optimizer_s(counts, opts.zero, opts.data_parallel * opts.cp, opts.ep, opts.memory_dtype, ceilings),
-        sm_share=opts.comm_sm_share(ceilings.gpu.sm_count), host=host)
+        sm_share=opts.comm_sm_share(ceilings.gpu.sm_count), host=host, p2p_slowdown=costs.p2p_slowdown)
     mem, extra = step_memory(spec, opts)
     usable = verdict(ceilings.gpu, 0, opts.reserve).usable_bytes
     flops, recompute = model_flops(spec, opts)

@@ -1,4 +1,5 @@
-"""The host side of a training step: the CPU time to issue a stage's kernels, and when it paces the step.
+"""What a framework adds to a training step beyond kernels and bytes: the host's time to issue a stage's
+kernels (and when it paces the step), and the compute torch's interleaved pipeline loses beside its p2p.
 
 A GPU runs a kernel only after the host has issued it. Megatron-LM's host (fused kernels, no per-op
 Python dispatch beyond the module code) keeps ahead of the GPU at the sizes it trains, so its step is
@@ -24,6 +25,15 @@ optimizer takes the longer of its two paths; the part of the host path beyond th
 gpu_fb being every other part of the step before the optimizer (compute, contention, bubble,
 exposed comm). Pipelines keep the same sum: the host issues a p2p receive without waiting for it,
 so the bubble is GPU time, not host time.
+
+torch.distributed.pipelining's interleaved schedule (vp > 1) posts the next model chunk's p2p
+send/receive while the current chunk computes; those NCCL kernels sit on SMs beside the stage's
+kernels, and the stage's compute runs slower (profiled on 4 x H200, rank 0: compute kernels 165.7 ms
+a step against 146.8 in 1F1B, +12.9%; on 2 x H200 170.3 against 154.5, +10.2%). The compute and the
+bubble (made of the other stages' compute) of an interleaved step are charged that share, as
+contention (the compute lost beside NCCL kernels, calc.train_comm):
+
+    interleaved_contention = p2p_slowdown x (compute_s + bubble_s)        [vp > 1]
 """
 
 from __future__ import annotations
@@ -37,23 +47,29 @@ DEFAULT_FRAMEWORK = "megatron"
 
 
 @dataclass(frozen=True)
-class HostCosts:
-    """Host seconds of one framework (module docstring); the sources are in FRAMEWORK_SOURCES."""
+class FrameworkCosts:
+    """Host seconds and the interleaved p2p slowdown of one framework (module docstring); sources in
+    FRAMEWORK_SOURCES."""
 
-    op_s: float  # per priced kernel: eager dispatch and module code
-    dtensor_matmul_s: float  # extra per matmul kernel whose weight is a DTensor (tp > 1)
-    fsdp_layer_s: float  # FSDP2 hooks of one decoder layer, one micro-batch (gathers, copies, reduce-scatter)
-    dtensor_param_s: float  # optimizer step per parameter tensor when the parameters are DTensors
+    op_s: float  # host, per priced kernel: eager dispatch and module code
+    dtensor_matmul_s: float  # host, extra per matmul kernel whose weight is a DTensor (tp > 1)
+    fsdp_layer_s: float  # host, FSDP2 hooks of one decoder layer, one micro-batch (gathers, copies, reduce-scatter)
+    dtensor_param_s: float  # host, optimizer step per parameter tensor when the parameters are DTensors
+    p2p_slowdown: float = 0.0  # share of compute lost beside the interleaved schedule's p2p kernels (vp > 1)
 
 
-FRAMEWORKS: Mapping[str, HostCosts] = {
-    "megatron": HostCosts(0.0, 0.0, 0.0, 0.0),
-    "torch": HostCosts(op_s=40e-6, dtensor_matmul_s=520e-6, fsdp_layer_s=4.8e-3, dtensor_param_s=52e-6),
+FRAMEWORKS: Mapping[str, FrameworkCosts] = {
+    "megatron": FrameworkCosts(0.0, 0.0, 0.0, 0.0, 0.0),
+    "torch": FrameworkCosts(op_s=70.7e-6, dtensor_matmul_s=451e-6, fsdp_layer_s=3.70e-3, dtensor_param_s=51.6e-6,
+                            p2p_slowdown=0.129),
 }
 FRAMEWORK_SOURCES = {
-    "megatron": "no host term: the host keeps ahead of the GPU (the published Megatron-LM runs, published.md)",
-    "torch": "torch 2.11, 4 x H200 host (reports/train/measured.md): op_s from the profiled host time per op, "
-             "the rest fitted to the 4-GPU DTensor TP and FSDP2 steps",
+    "megatron": "no host term, no p2p slowdown: the host keeps ahead of the GPU (the published Megatron-LM runs, "
+                "reports/train/published.md, are priced so)",
+    "torch": "torch 2.11.0+cu130 on HGX H200 hosts (reports/train/measured.md, 'Host time'): op_s measured from a "
+             "profiled one-GPU step; dtensor_matmul_s, fsdp_layer_s, dtensor_param_s fitted to the 4-GPU DTensor TP "
+             "and FSDP2 steps (scripts/train_host_fit.py); p2p_slowdown the 4-GPU interleaved profile's rank-0 "
+             "compute over 1F1B's",
 }
 
 
@@ -67,7 +83,7 @@ class StageWork:
     tensors: int
 
 
-def host_paths(work: StageWork, costs: HostCosts, *, micro_batches: int, tp: int, zero: int) -> tuple[float, float]:
+def host_paths(work: StageWork, costs: FrameworkCosts, *, micro_batches: int, tp: int, zero: int) -> tuple[float, float]:
     """(host_fb, host_opt) seconds of one step (module docstring)."""
     dtensor = tp > 1 or zero == 3
     per_micro = (work.ops * costs.op_s + (work.matmuls * costs.dtensor_matmul_s if tp > 1 else 0.0)
@@ -82,7 +98,14 @@ def exposed_host_s(host: tuple[Any, Any], gpu_fb: Any, optimizer: Any) -> Any:
     return np.maximum(0.0, host[0] - gpu_fb) + np.maximum(0.0, host[1] - optimizer)
 
 
-def framework_costs(name: str) -> HostCosts:
+def interleaved_contention_s(p2p_slowdown: float, vp: Any, compute_s: Any, bubble_s: Any) -> Any:
+    """p2p_slowdown x (compute + bubble) where vp > 1, else 0 (module docstring); elementwise over arrays."""
+    import numpy as np
+
+    return np.where(np.asarray(vp) > 1, p2p_slowdown * (compute_s + bubble_s), 0.0)
+
+
+def framework_costs(name: str) -> FrameworkCosts:
     require(name in FRAMEWORKS, f"--framework must be one of {', '.join(FRAMEWORKS)}, got {name!r}")
     return FRAMEWORKS[name]
 
