@@ -45,6 +45,7 @@ def test_torch_tp_host_path_by_hand(run_cli):
     gpu = _train(run_cli, "--global-batch", "2", "--micro-batch", "2", "--tp", "2")
     gpu_fb = gpu["step_time_s"] - gpu["breakdown"]["optimizer_s"]
     assert gpu["breakdown"]["host_s"] == 0 and gpu["framework"] == "megatron"
+    assert "fitted" in data["framework_source"] and "measured" in data["framework_source"]
     assert data["step_time_s"] == pytest.approx(max(fb, gpu_fb) + max(opt, gpu["breakdown"]["optimizer_s"]))
     assert data["step_time_s"] == pytest.approx(sum(data["breakdown"].values()), rel=1e-12)
 

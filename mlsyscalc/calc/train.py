@@ -40,7 +40,7 @@ from .memory_train import TrainMemory, TrainOptions, train_memory
 from .roofline_options import RooflineOptions
 from .roofline_train import adamw_op
 from .train_comm import DIMS, Windows, contention_s, dim_times, traffic
-from .train_host import StageWork, exposed_host_s, framework_costs, host_paths, interleaved_contention_s, stage_work
+from .train_host import FRAMEWORK_SOURCES, StageWork, exposed_host_s, framework_costs, host_paths, interleaved_contention_s, stage_work
 from .train_attention import unfused_attention_s
 from .train_options import TrainStepOptions
 from .train_parts import StageParts, pipeline_stages, roofline_pass, slowest_stage, stage_parts
@@ -107,6 +107,7 @@ class TrainStep:
                 "layout": self.options.layout(), "overlap": list(self.options.overlap),
                 "comm_sms": self.options.comm_sms, "framework": self.options.framework,
                 "host_path_s": dict(self.host_path_s), "host_work": asdict(self.host_work),
+                "framework_source": FRAMEWORK_SOURCES[self.options.framework],
                 "attention": self.options.attention,
                 "flop_convention": FLOP_CONVENTION}
 
