@@ -20,12 +20,15 @@ def _runner(args):
     return {"host_work": {"ops": 100, "matmuls": 50, "layers": 4, "tensors": 10}}
 
 
-def test_fit_solves_each_cost_from_its_case():
-    """op_s 1 ms. TP (m 1): (0.5 - 100 x 1e-3) / 50 = 8 ms a DTensor matmul; FSDP (m 2): (0.3 - 2 x 0.1) / (2 x 4)
-    = 12.5 ms a layer; optimizer: mean(0.02 / 10, 0.01 / 10) = 1.5 ms a tensor."""
-    rows = [_row("tp", tp=2, fwd_bwd_s=0.5, optimizer_s=0.02), _row("fsdp", micro_batches=2, fwd_bwd_s=0.3, optimizer_s=0.01)]
-    got = fit.fit(rows, 1e-3, "hgx-h200", _runner)
-    assert got == pytest.approx({"op_s": 1e-3, "dtensor_matmul_s": 8e-3, "fsdp_layer_s": 12.5e-3, "dtensor_param_s": 1.5e-3})
+def test_fit_solves_the_three_host_bound_rows():
+    """Costs op 1 ms, DTensor matmul 8 ms, FSDP2 layer 12.5 ms give: TP (m 1) 100 x 1 + 50 x 8 = 0.5 s; FSDP2 (m 2)
+    2 x (100 x 1 + 4 x 12.5) = 0.3 s; FSDP2 x TP (m 1) 100 + 400 + 50 = 0.55 s. The fit recovers them; the
+    optimizer: mean(0.02, 0.01, 0.03) / 10 tensors = 2 ms a tensor."""
+    rows = [_row("tp", tp=2, fwd_bwd_s=0.5, optimizer_s=0.02),
+            _row("fsdp", micro_batches=2, fwd_bwd_s=0.3, optimizer_s=0.01),
+            _row("fsdp-tp", tp=2, dp=2, fwd_bwd_s=0.55, optimizer_s=0.03)]
+    got = fit.fit(rows, "hgx-h200", _runner)
+    assert got == pytest.approx({"op_s": 1e-3, "dtensor_matmul_s": 8e-3, "fsdp_layer_s": 12.5e-3, "dtensor_param_s": 2e-3})
 
 
 def test_profiled_op_s_removes_the_optimizer_and_the_profiler_inflation():
