@@ -11,6 +11,13 @@ kernels on several streams:
   compute_busy_s    union of the non-NCCL kernels
   nccl_s            union of the NCCL kernels;  nccl_exposed_s = the part of it with no compute kernel running
   <class>_s         union of that class's kernels
+and the host side (CPU events; the profiler's own overhead inflates them, so read them as upper bounds):
+  host_ops          top-level aten ops (cat "cpu_op" not inside another cpu_op of the same thread)
+  host_launches     kernel launches (cat "cuda_runtime"/"cuda_driver", name with "LaunchKernel")
+  host_busy_s       union over threads of the top-level aten ops that do not wait for the GPU: the time the
+                    host spent issuing work
+  host_blocked_s    union of the top-level ops that wait for the GPU (a tensor read to the host: .item())
+  host_us_per_op    host_busy_s / host_ops, in microseconds
 Divided by --steps when the trace holds several steps.
 """
 
@@ -66,6 +73,39 @@ def minus(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
     return total
 
 
+def top_level(spans: list) -> list:
+    """The spans (start, end, ...) not nested inside an earlier span (one thread's op stack: children start
+    and end inside their parent)."""
+    out: list = []
+    for span in sorted(spans, key=lambda iv: (iv[0], -iv[1])):
+        if not out or span[0] >= out[-1][1]:
+            out.append(span)
+    return out
+
+
+BLOCKING = ("aten::item", "aten::_local_scalar_dense")  # read a device scalar: wait for the GPU
+
+
+def host_summary(events: list[dict], steps: int = 1) -> dict[str, float]:
+    """host_ops, host_launches, host_busy_s, host_blocked_s, host_us_per_op (module docstring), per step."""
+    threads: dict[tuple, list[tuple[float, float, bool]]] = {}
+    launches = 0
+    for e in events:
+        if e.get("ph") != "X":
+            continue
+        if e.get("cat") == "cpu_op":
+            threads.setdefault((e.get("pid"), e.get("tid")), []).append(
+                (e["ts"], e["ts"] + e.get("dur", 0), e.get("name") in BLOCKING))
+        elif e.get("cat") in ("cuda_runtime", "cuda_driver") and "LaunchKernel" in e.get("name", ""):
+            launches += 1
+    tops = [iv for spans in threads.values() for iv in top_level(spans)]
+    busy = length(merge([(a, b) for a, b, blocked in tops if not blocked])) * 1e-6
+    blocked = length(merge([(a, b) for a, b, waits in tops if waits])) * 1e-6
+    issued = sum(not waits for _, _, waits in tops)
+    return {"host_ops": len(tops) / steps, "host_launches": launches / steps, "host_busy_s": busy / steps,
+            "host_blocked_s": blocked / steps, "host_us_per_op": busy / issued * 1e6 if issued else 0.0}
+
+
 def summarize(events: list[dict], steps: int = 1) -> dict[str, float]:
     """The keys of the module docstring, in seconds per step, from Chrome-trace events (ts, dur in us)."""
     spans: dict[str, list[tuple[float, float]]] = {}
@@ -73,8 +113,9 @@ def summarize(events: list[dict], steps: int = 1) -> dict[str, float]:
         if e.get("ph") == "X" and e.get("cat") in KINDS and e.get("dur", 0) > 0:
             spans.setdefault(kernel_class(e.get("name", "")), []).append((e["ts"], e["ts"] + e["dur"]))
     every = merge([iv for ivs in spans.values() for iv in ivs])
+    host = host_summary(events, steps)
     if not every:
-        return {"window_s": 0.0, "busy_s": 0.0, "idle_s": 0.0}
+        return {"window_s": 0.0, "busy_s": 0.0, "idle_s": 0.0} | host
     compute = merge([iv for label, ivs in spans.items() if label != "nccl" for iv in ivs])
     nccl = merge(spans.get("nccl", []))
     window = every[-1][1] - every[0][0]
@@ -84,7 +125,7 @@ def summarize(events: list[dict], steps: int = 1) -> dict[str, float]:
            "nccl_exposed_s": minus(nccl, compute) * us}
     out |= {f"{label}_s": length(merge(spans.get(label, []))) * us for label, _ in CLASSES if label != "nccl"}
     out["other_s"] = length(merge(spans.get("other", []))) * us
-    return out
+    return out | host
 
 
 def load(path: Path) -> list[dict]:

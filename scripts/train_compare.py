@@ -64,7 +64,7 @@ def compare(rows: list[dict], cluster: str, runner: Runner, calibration: str | N
                 out.append(entry | {"failure": str(exc)})
                 continue
             entry |= {"predicted_step_s": result["step_time_s"], "predicted_bytes": result["memory_bytes_per_gpu"],
-                      "breakdown": result.get("breakdown", {})}
+                      "breakdown": result.get("breakdown", {}), "host_work": result.get("host_work", {})}
             if "fwd_bwd_s" in row:
                 opt = entry["breakdown"].get("optimizer_s", 0.0)
                 entry |= {"measured_fwd_bwd_s": row["fwd_bwd_s"], "measured_optimizer_s": row["optimizer_s"],

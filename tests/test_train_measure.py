@@ -88,12 +88,29 @@ def test_trace_summary_merges_streams_and_finds_exposed_nccl():
               {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 30}]
     got = ts.summarize(events, steps=2)
     want = {"window_s": 12.5, "busy_s": 10, "idle_s": 2.5, "compute_busy_s": 7.5, "nccl_s": 5, "nccl_exposed_s": 2.5,
-            "matmul_s": 5, "attention_s": 0, "other_s": 2.5}
-    assert got == pytest.approx({key: v * 1e-6 for key, v in want.items()})
+            "matmul_s": 5, "attention_s": 0, "other_s": 2.5, "host_busy_s": 15}
+    host = {"host_ops": 0.5, "host_launches": 0, "host_us_per_op": 30, "host_blocked_s": 0}  # one op of 30 us, two steps
+    assert got == pytest.approx({key: v * 1e-6 for key, v in want.items()} | host)
     assert ts.kernel_class("flash_fwd_kernel") == "attention" and ts.kernel_class("nvjet_tst_128x256") == "matmul"
     # kernel names seen on an H200 (torch 2.11): cuDNN's SDPA carries "wgmma", FA2's template args "cutlass"
     assert ts.kernel_class("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26") == "attention"
     assert ts.kernel_class("void flash_fwd_kernel<Flash_fwd_kernel_traits<128, cutlass::bfloat16_t>>") == "attention"
+
+
+def test_trace_summary_host_counts_top_level_ops_once():
+    """Thread 1: aten::linear [0, 40) holding aten::mm [5, 35) (nested: not counted), then aten::add [50, 60),
+    then aten::item [80, 100) waiting for the GPU; thread 2 (autograd): aten::mm_backward [30, 70). Top-level
+    ops 4; busy = |[0,40) u [50,60) u [30,70)| = 70 us over the 3 that issue work; blocked 20 us. Two launches
+    (cudaLaunchKernel, cuLaunchKernelEx), a cudaMemcpyAsync that is none."""
+    ts = load_script("trace_summary")
+    op = lambda name, t, d, tid=1: {"ph": "X", "cat": "cpu_op", "name": name, "ts": t, "dur": d, "pid": 0, "tid": tid}  # noqa: E731
+    rt = lambda name: {"ph": "X", "cat": "cuda_runtime", "name": name, "ts": 6, "dur": 1, "pid": 0, "tid": 1}  # noqa: E731
+    events = [op("aten::linear", 0, 40), op("aten::mm", 5, 30), op("aten::add", 50, 10), op("aten::mm_backward", 30, 40, 2),
+              op("aten::item", 80, 20), op("aten::_local_scalar_dense", 81, 18),
+              rt("cudaLaunchKernel"), {**rt("cuLaunchKernelEx"), "cat": "cuda_driver"}, rt("cudaMemcpyAsync")]
+    got = ts.host_summary(events)
+    assert got == pytest.approx({"host_ops": 4, "host_launches": 2, "host_busy_s": 70e-6, "host_blocked_s": 20e-6,
+                                 "host_us_per_op": 70 / 3})
 
 
 def test_a_pipeline_stage_frees_the_rest_of_the_model():

@@ -5,12 +5,15 @@ The step (Narayanan et al. 2021, PTD-P, section 2.2; Korthikanti et al. 2022):
     compute   = m x (f + b) of the slowest pipeline stage, per micro-batch (calc.train_parts:
                 the roofline's op times, b includes the recomputed forward)
     contention = comm_sms / sm_count x overlapped (hidden) comm seconds: the compute lost to the SMs
-                NCCL holds while it runs beside the kernels (calc.train_comm)
+                NCCL holds while it runs beside the kernels (calc.train_comm); with --framework torch
+                and vp > 1 also the interleaved schedule's p2p slowdown (calc.train_host)
     bubble    = (p - 1) / v x (f + b)   i.e. bubble / compute = (p - 1) / (v m)  (1F1B; interleaved
                 with v model chunks per GPU, Narayanan et al. 2021, section 2.2.2)
     optimizer = AdamW over this GPU's parameters (after ZeRO sharding): memory-bound, the roofline's
     comm     = per dimension, the exposed part of `calc.comm_step` traffic (calc.train_comm)
-    step_time = compute + contention + bubble + optimizer + sum of exposed comm
+    host     = the part of the host's issue time beyond the GPU's (calc.train_host; 0 with --framework
+               megatron, the default)
+    step_time = compute + contention + bubble + optimizer + sum of exposed comm + host
 
 m = global batch / (dp x micro-batch) micro-batches, p = pp, v = vp. Memory per GPU is
 `calc.memory_train.train_memory` of the same layout; the interleaved schedule keeps
@@ -22,7 +25,7 @@ HFU also counts the recomputed forward (full: every layer's forward; selective: 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
 from ..specs.cluster import ClusterSpec, builtin_clusters, load_cluster
@@ -37,6 +40,7 @@ from .memory_train import TrainMemory, TrainOptions, train_memory
 from .roofline_options import RooflineOptions
 from .roofline_train import adamw_op
 from .train_comm import DIMS, Windows, contention_s, dim_times, traffic
+from .train_host import FRAMEWORK_SOURCES, StageWork, exposed_host_s, framework_costs, host_paths, interleaved_contention_s, stage_work
 from .train_attention import unfused_attention_s
 from .train_options import TrainStepOptions
 from .train_parts import StageParts, pipeline_stages, roofline_pass, slowest_stage, stage_parts
@@ -51,13 +55,15 @@ class TrainStep:
     gpu: str
     cluster: str
     options: TrainStepOptions
-    breakdown: Mapping[str, float]  # compute_s, contention_s, bubble_s, optimizer_s, <dim>_comm_s (exposed): sums to step_time_s
+    breakdown: Mapping[str, float]  # compute_s, contention_s, bubble_s, optimizer_s, host_s, <dim>_comm_s: sums to step_time_s
     comm_total_s: Mapping[str, float]  # per dimension, before overlap
     model_flops: float  # whole step, all GPUs
     recompute_flops: float  # the recomputed forward, all GPUs
     peak_flops: float  # datasheet FLOP/s of one GPU in the compute dtype
     memory: TrainMemory
     usable_bytes: int  # GPU memory less the reserve
+    host_path_s: Mapping[str, float]  # the host's issue time: forward_backward, optimizer (calc.train_host)
+    host_work: StageWork  # what the host issues on the busiest stage
 
     @property
     def step_time_s(self) -> float:
@@ -98,7 +104,9 @@ class TrainStep:
                 "comm_total_s": dict(self.comm_total_s), "model_flops": self.model_flops,
                 "recompute_flops": self.recompute_flops, "peak_flops": self.peak_flops,
                 "layout": self.options.layout(), "overlap": list(self.options.overlap),
-                "comm_sms": self.options.comm_sms,
+                "comm_sms": self.options.comm_sms, "framework": self.options.framework,
+                "host_path_s": dict(self.host_path_s), "host_work": asdict(self.host_work),
+                "framework_source": FRAMEWORK_SOURCES[self.options.framework],
                 "attention": self.options.attention, "memory": self.memory_parts(),
                 "flop_convention": FLOP_CONVENTION}
 
@@ -152,14 +160,20 @@ def optimizer_s(counts: tuple[tuple[int, int], ...], zero: int, shard: int, ep: 
 
 def step_breakdown(*, pp: Any, vp: Any, windows: Windows, seconds: Mapping[tuple[str, str], Any], zero: Any,
                    recompute: Any, overlap: tuple[str, ...], optimizer: Any,
-                   sm_share: float = 0.0) -> tuple[dict[str, Any], dict[str, Any]]:
+                   sm_share: float = 0.0, host: tuple[Any, Any] = (0.0, 0.0),
+                   p2p_slowdown: float = 0.0) -> tuple[dict[str, Any], dict[str, Any]]:
     """(breakdown whose parts sum to the step time, total comm seconds per dimension); elementwise
-    over numpy arrays of layouts too (plan). sm_share: comm_sms / sm_count (calc.train_comm)."""
+    over numpy arrays of layouts too (plan). sm_share: comm_sms / sm_count (calc.train_comm); host:
+    the host's (forward+backward, optimizer) issue seconds and p2p_slowdown the interleaved schedule's
+    lost compute share (calc.train_host)."""
     total, exposed = dim_times(seconds, zero=zero, recompute=recompute, overlap=overlap, windows=windows)
-    breakdown = {"compute_s": windows.compute_s,
-                 "contention_s": contention_s(total, exposed, overlap, sm_share),
-                 "bubble_s": (pp - 1) / vp * (windows.forward_s + windows.backward_s),
-                 "optimizer_s": optimizer, **{f"{d}_comm_s": exposed[d] for d in DIMS}}
+    bubble = (pp - 1) / vp * (windows.forward_s + windows.backward_s)
+    lost = contention_s(total, exposed, overlap, sm_share) + interleaved_contention_s(
+        p2p_slowdown, vp, windows.compute_s, bubble)
+    gpu = {"compute_s": windows.compute_s, "contention_s": lost, "bubble_s": bubble}
+    comm = {f"{d}_comm_s": exposed[d] for d in DIMS}
+    gpu_fb = sum(gpu.values()) + sum(comm.values())
+    breakdown = {**gpu, "optimizer_s": optimizer, "host_s": exposed_host_s(host, gpu_fb, optimizer), **comm}
     return breakdown, total
 
 
@@ -198,7 +212,11 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
                                dtype=opts.dtype)
         parts = stage_parts(spec, result, sp=opts.sp_active, capacity_factor=opts.capacity_factor,
                             attention=core_attention(spec, ceilings, opts))
-    f, b, a = slowest_stage(parts, pipeline_stages(spec, opts.pp, opts.vp), opts.recompute)
+    stages = pipeline_stages(spec, opts.pp, opts.vp)
+    f, b, a = slowest_stage(parts, stages, opts.recompute)
+    work, costs = stage_work(spec, parts, stages, opts.recompute), framework_costs(opts.framework)
+    host = host_paths(work, costs,
+                      micro_batches=opts.num_micro_batches, tp=opts.tp, zero=opts.zero)
     comm = step_comm(spec, StepOptions(
         dp=opts.data_parallel, tp=opts.tp, pp=opts.pp, ep=opts.ep, cp=opts.cp, sp=opts.sp_active, zero=opts.zero,
         batch=opts.micro_batch, seq=opts.seq, grad_accum=opts.num_micro_batches, interleave=opts.vp,
@@ -208,11 +226,11 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
         pp=opts.pp, vp=opts.vp, windows=Windows(f, b, a, opts.num_micro_batches), seconds=traffic(comm.rows),
         zero=opts.zero, recompute=opts.recompute, overlap=opts.overlap,
         optimizer=optimizer_s(counts, opts.zero, opts.data_parallel * opts.cp, opts.ep, opts.memory_dtype, ceilings),
-        sm_share=opts.comm_sm_share(ceilings.gpu.sm_count))
+        sm_share=opts.comm_sm_share(ceilings.gpu.sm_count), host=host, p2p_slowdown=costs.p2p_slowdown)
     mem = step_memory(spec, opts)
     usable = verdict(ceilings.gpu, 0, opts.reserve).usable_bytes
     flops, recompute = model_flops(spec, opts)
     peak = ceilings.datasheet_flops(RooflineOptions(dtype=opts.dtype).compute_dtype)
     return TrainStep(spec.name, ceilings.gpu.name, cluster.name, opts, _floats(breakdown), _floats(total), flops,
-                     recompute, peak,
-                     mem, usable)
+                     recompute, peak, mem, usable,
+                     {"forward_backward": float(host[0]), "optimizer": float(host[1])}, work)

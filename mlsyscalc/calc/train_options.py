@@ -20,6 +20,7 @@ from .comm_step import placement
 from .memory_schedule import FRAMEWORKS, SCHEDULES
 from .tensor_parallel import check_tp
 from .train_attention import ATTENTION
+from .train_host import DEFAULT_FRAMEWORK, framework_costs
 
 RECOMPUTE = ("none", "selective", "full")  # Korthikanti et al. 2022: selective = attention core only
 DTYPES = ("bf16", "fp16", "fp8")  # matmul dtype; fp8 keeps bf16 weights, activations and communication
@@ -53,10 +54,11 @@ class TrainStepOptions:
     capacity_factor: float = 1.0  # MoE: expert slots per routed token (1.0 = dropless, balanced)
     reserve: str = "10%"  # memory kept back for the CUDA context and allocator (as `mlsys memory`)
     attention: str = "flash"  # attention core: one flash kernel, or Megatron's unfused S x S kernels
-    # memory only (calc.memory_schedule): pipeline schedule (1f1b or gpipe; --vp interleaves 1F1B) and what the
-    # training code keeps (megatron: persistent gradient buffers; torch: gradients set to None, FSDP2, DTensor)
+    # memory (calc.memory_schedule): pipeline schedule (1f1b or gpipe; --vp interleaves 1F1B)
     schedule: str = "1f1b"
-    framework: str = "megatron"
+    # the training code (calc.memory_schedule for memory, calc.train_host for host time): megatron (persistent
+    # gradient buffers, no host term) or torch (gradients set to None, FSDP2, DTensor; eager host issue time)
+    framework: str = DEFAULT_FRAMEWORK
 
     @property
     def data_parallel(self) -> int:
@@ -108,6 +110,7 @@ class TrainStepOptions:
         require(isinstance(self.comm_sms, int) and self.comm_sms >= 0,
                 f"--comm-sms must be a non-negative integer, got {self.comm_sms}")
         require(0 < self.capacity_factor < 100, f"--capacity-factor must be in (0, 100), got {self.capacity_factor}")
+        framework_costs(self.framework)  # a known --framework
 
     def comm_sm_share(self, sm_count: int | None) -> float:
         """comm_sms / sm_count: the share of the GPU's SMs NCCL holds (0 when the GPU spec has no SM count)."""

@@ -20,7 +20,7 @@ layers of each kind; the head rows go to the first stage (embedding) and the las
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from ..specs.model import ModelSpec
@@ -42,6 +42,8 @@ class StageParts:
     attention_s: Mapping[str, Mapping[str, float]]  # the attention-core part of layer_s
     first_s: Mapping[str, float]  # embedding: forward, backward
     last_s: Mapping[str, float]  # final norm + lm_head: forward, backward
+    # kernels the roofline prices, (all, matmuls): kind -> pass -> one layer's; "first"/"last" -> pass -> the ends'
+    ops: Mapping[str, Mapping[str, tuple[float, float]]] = field(default_factory=dict)
 
     def layer_time(self, kind: str, recompute: str) -> tuple[float, float]:
         """(forward, backward incl. recomputation) seconds of one layer of `kind`."""
@@ -89,9 +91,14 @@ def stage_parts(spec: ModelSpec, result: ModelRoofline, *, sp: bool, capacity_fa
     def total(pass_rows: list[OpRow], keep) -> float:
         return sum(_scale(r, tp, sp, capacity_factor) for r in pass_rows if keep(r))
 
-    layer_s, attention_s = {}, {}
+    def count(pass_rows: list[OpRow], keep, n: int = 1) -> tuple[float, float]:
+        kept = [r for r in pass_rows if keep(r)]
+        return sum(r.count for r in kept) / n, sum(r.count for r in kept if r.pred.kind == "matmul") / n
+
+    layer_s, attention_s, ops = {}, {}, {}
     for kind in KINDS:
         n = max(counts[kind], 1)
+        ops[kind] = {p: count(rows[p], lambda r: r.layers == where[kind], n) for p in PASSES}
         core = {p: total(rows[p], lambda r: r.layers == where[kind] and r.pred.kind == "attention") / n for p in PASSES}
         if attention is not None:
             core = {p: attention["backward" if p == "backward" else "forward"] for p in PASSES}
@@ -102,7 +109,9 @@ def stage_parts(spec: ModelSpec, result: ModelRoofline, *, sp: bool, capacity_fa
     is_last = lambda r: r.layers == "head" and not r.pred.name.startswith("embedding")  # noqa: E731
     first = {p: total(rows[p], is_first) for p in ("forward", "backward")}
     last = {p: total(rows[p], is_last) for p in ("forward", "backward")}
-    return StageParts(layer_s, attention_s, first, last)
+    ops |= {"first": {p: count(rows[p], is_first) for p in ("forward", "backward")},
+            "last": {p: count(rows[p], is_last) for p in ("forward", "backward")}}
+    return StageParts(layer_s, attention_s, first, last, ops)
 
 
 @dataclass(frozen=True)
@@ -140,6 +149,20 @@ def stage_time(parts: StageParts, stage: Stage, recompute: str) -> tuple[float, 
         if held:
             fwd, bwd = fwd + ends["forward"], bwd + ends["backward"]
     return fwd, bwd, attn
+
+
+def stage_ops(parts: StageParts, stage: Stage, recompute: str) -> tuple[float, float]:
+    """(kernels, of which matmuls) the roofline prices for one micro-batch on `stage`: forward, backward
+    and the recomputed forward of its layers, and the ends it holds."""
+    passes = ("forward", "backward") + ((f"recompute_{recompute}",) if recompute != "none" else ())
+    ops = matmuls = 0.0
+    for kind, n in (("dense", stage.dense), ("moe", stage.moe)):
+        for p in passes if n else ():
+            ops, matmuls = ops + n * parts.ops[kind][p][0], matmuls + n * parts.ops[kind][p][1]
+    for end, held in (("first", stage.first), ("last", stage.last)):
+        for p in ("forward", "backward") if held else ():
+            ops, matmuls = ops + parts.ops[end][p][0], matmuls + parts.ops[end][p][1]
+    return ops, matmuls
 
 
 def slowest_stage(parts: StageParts, stages: tuple[Stage, ...], recompute: str) -> tuple[float, float, float]:

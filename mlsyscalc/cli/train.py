@@ -83,8 +83,9 @@ def parse_overlap(text: str) -> tuple[str, ...]:
 @click.option("--schedule", type=click.Choice(SCHEDULES), default=D.schedule, show_default=True,
               help="Pipeline schedule for memory: 1f1b (--vp interleaves it) or gpipe (all micro-batches in flight).")
 @click.option("--framework", type=click.Choice(FRAMEWORKS), default=D.framework, show_default=True,
-              help="What the training code keeps, for memory: megatron (persistent gradient buffers) or torch "
-                   "(gradients set to None, DDP buckets, FSDP2, loss_parallel, torch pipelining; docs/memory.md).")
+              help="The training code: megatron (persistent gradient buffers; the host keeps ahead of the GPU) or "
+                   "torch (gradients set to None, FSDP2, DTensor, torch pipelining; the host's time per op can pace "
+                   "the step; docs/memory.md, docs/train.md).")
 @step_options
 @render.output_options
 def train(model, overrides, gpus, cluster, ceilings, seq, global_batch, micro_batch, tp, pp, dp, cp, ep, vp, sp,
@@ -123,5 +124,7 @@ def step_output(step) -> render.Output:
     notes = (step.as_dict()["flop_convention"],
              f"overlap: {', '.join(step.options.overlap) or 'none'} (docs/train.md says which window hides what); "
              f"contention_s: compute lost to the {step.options.comm_sms} SMs NCCL holds while overlapped traffic runs",
+             f"host_s: the {step.options.framework} host's issue time beyond the GPU's (0 when the host keeps ahead); "
+             f"costs: {data['framework_source']}",
              "tflops_per_gpu is in FLOP/s (base units); the table shows TFLOP/s.")
     return render.Output(data, tables, notes)

@@ -1,0 +1,117 @@
+"""`mlsys train --framework`: the host's issue time (calc.train_host) against hand arithmetic and its properties."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlsyscalc.calc.train_host import FRAMEWORKS, FrameworkCosts, StageWork, exposed_host_s, host_paths
+
+H200 = ("--gpu", "H200")
+# A llama layer's kernels as the roofline prices them: forward 7 matmuls (q, k, v, o, gate, up, down), 2 norms,
+# rotary, SiLU x up, 2 residual adds, attention = 14; backward a dgrad and a wgrad per matmul (14), 2 norm, rotary,
+# act, 2 residual backwards and attention = 21. The ends: embedding, final norm, lm_head forward (3); embedding,
+# final norm, lm_head dgrad and wgrad backward (4). Parameter tensors: 7 weights + 2 norms a layer; embedding,
+# final norm and lm_head.
+LAYER_OPS, LAYER_MATMULS, LAYER_TENSORS = 14 + 21, 7 + 14, 9
+FIRST_OPS, LAST_OPS, LAST_MATMULS = 2, 5, 3
+
+
+def _train(run_cli, *args):
+    return run_cli.json("train", "llama2-7b", "--gpus", "2", *H200, "--seq", "2048", "--no-sp", *args)
+
+
+def test_work_counts_are_the_layer_kernels(run_cli):
+    """32 layers of 35 kernels plus the 7 of the ends; 21 matmuls a layer plus lm_head's 3; 9 tensors a layer plus 3."""
+    data = _train(run_cli, "--global-batch", "2", "--micro-batch", "2", "--tp", "2")
+    assert data["host_work"] == {"ops": 32 * LAYER_OPS + FIRST_OPS + LAST_OPS, "matmuls": 32 * LAYER_MATMULS + LAST_MATMULS,
+                                 "layers": 32, "tensors": 32 * LAYER_TENSORS + 3}
+    # pipeline of 2: the last stage (16 layers, final norm and lm_head) issues the most
+    pp = _train(run_cli, "--global-batch", "4", "--micro-batch", "1", "--pp", "2")
+    assert pp["host_work"] == {"ops": 16 * LAYER_OPS + LAST_OPS, "matmuls": 16 * LAYER_MATMULS + LAST_MATMULS,
+                               "layers": 16, "tensors": 16 * LAYER_TENSORS + 2}
+    # full recomputation issues every layer's forward again: + 14 kernels (7 matmuls) a layer
+    full = _train(run_cli, "--global-batch", "2", "--micro-batch", "2", "--tp", "2", "--recompute", "full")
+    assert full["host_work"]["ops"] == data["host_work"]["ops"] + 32 * 14
+    assert full["host_work"]["matmuls"] == data["host_work"]["matmuls"] + 32 * 7
+
+
+def test_torch_tp_host_path_by_hand(run_cli):
+    """TP 2, one micro-batch: host_fb = 1127 op_s + 675 dtensor_matmul_s; host_opt = 291 dtensor_param_s; the step
+    is the GPU's parts plus what each host path adds beyond them."""
+    c = FRAMEWORKS["torch"]
+    data = _train(run_cli, "--global-batch", "2", "--micro-batch", "2", "--tp", "2", "--framework", "torch")
+    fb, opt = 1127 * c.op_s + 675 * c.dtensor_matmul_s, 291 * c.dtensor_param_s
+    assert data["host_path_s"] == pytest.approx({"forward_backward": fb, "optimizer": opt})
+    gpu = _train(run_cli, "--global-batch", "2", "--micro-batch", "2", "--tp", "2")
+    gpu_fb = gpu["step_time_s"] - gpu["breakdown"]["optimizer_s"]
+    assert gpu["breakdown"]["host_s"] == 0 and gpu["framework"] == "megatron"
+    assert "fitted" in data["framework_source"] and "measured" in data["framework_source"]
+    assert data["step_time_s"] == pytest.approx(max(fb, gpu_fb) + max(opt, gpu["breakdown"]["optimizer_s"]))
+    assert data["step_time_s"] == pytest.approx(sum(data["breakdown"].values()), rel=1e-12)
+
+
+def test_torch_fsdp_and_ddp_host_paths_by_hand(run_cli):
+    """ZeRO-3 over 2 GPUs, 2 micro-batches: host_fb = 2 x (1127 op_s + 32 fsdp_layer_s), no DTensor matmuls;
+    DDP (ZeRO-0, tp 1): plain eager, host_fb = 2 x 1127 op_s and no optimizer host path."""
+    c = FRAMEWORKS["torch"]
+    fsdp = _train(run_cli, "--global-batch", "4", "--micro-batch", "1", "--zero", "3", "--framework", "torch")
+    assert fsdp["host_path_s"] == pytest.approx({"forward_backward": 2 * (1127 * c.op_s + 32 * c.fsdp_layer_s),
+                                                 "optimizer": 291 * c.dtensor_param_s})
+    ddp = _train(run_cli, "--global-batch", "4", "--micro-batch", "1", "--framework", "torch")
+    assert ddp["host_path_s"] == pytest.approx({"forward_backward": 2 * 1127 * c.op_s, "optimizer": 0.0})
+
+
+@pytest.mark.parametrize("layout", [("--tp", "2"), ("--zero", "3"), ("--pp", "2"), ()])
+def test_torch_is_never_faster_and_megatron_is_unchanged(run_cli, layout):
+    """The host term only adds time; the default (megatron) is the step without it."""
+    base = ("--global-batch", "4", "--micro-batch", "1", *layout)
+    default = _train(run_cli, *base)
+    assert _train(run_cli, *base, "--framework", "megatron") == default
+    torch = _train(run_cli, *base, "--framework", "torch")
+    assert torch["step_time_s"] >= default["step_time_s"]
+    assert torch["breakdown"]["host_s"] == pytest.approx(torch["step_time_s"] - default["step_time_s"], abs=1e-12)
+    assert all(v >= 0 for v in torch["breakdown"].values())
+
+
+def test_exposed_host_is_the_excess_of_each_path():
+    """max(0, 0.3 - 0.2) + max(0, 0.01 - 0.02) = 0.1; arrays elementwise (plan)."""
+    import numpy as np
+
+    assert exposed_host_s((0.3, 0.01), 0.2, 0.02) == pytest.approx(0.1)
+    got = exposed_host_s((np.array([0.1, 0.5]), 0.04), np.array([0.2, 0.2]), np.array([0.01, 0.05]))
+    assert got == pytest.approx([0.03, 0.3])
+
+
+def test_host_paths_pick_the_terms_of_the_layout():
+    """op 1, DTensor matmul 10, FSDP layer 100, DTensor tensor 1000 (seconds): ops 5, matmuls 2, layers 3,
+    tensors 4, m = 2. tp 1 ZeRO-0: 2 x 5 = 10, no optimizer term; tp 2: 2 x (5 + 20) = 50, 4000; ZeRO-3:
+    2 x (5 + 300) = 610, 4000; both: 2 x (5 + 20 + 300) = 650."""
+    costs, work = FrameworkCosts(1.0, 10.0, 100.0, 1000.0), StageWork(5, 2, 3, 4)
+    assert host_paths(work, costs, micro_batches=2, tp=1, zero=0) == (10, 0)
+    assert host_paths(work, costs, micro_batches=2, tp=2, zero=1) == (50, 4000)
+    assert host_paths(work, costs, micro_batches=2, tp=1, zero=3) == (610, 4000)
+    assert host_paths(work, costs, micro_batches=2, tp=2, zero=3) == (650, 4000)
+
+
+def test_unknown_framework_exits_2(run_cli):
+    code, _, err = run_cli("train", "llama2-7b", "--gpus", "1", *H200, "--framework", "jax")
+    assert code == 2 and "jax" in err
+
+
+def test_torch_interleaved_pipeline_loses_the_p2p_share(run_cli):
+    """pp 2, vp 2, dp 1 (no overlapped traffic): contention = 0.129 x (compute + bubble) with torch, 0 with megatron;
+    1F1B (vp 1) has none."""
+    base = ("--global-batch", "4", "--micro-batch", "1", "--pp", "2")
+    inter = _train(run_cli, *base, "--vp", "2", "--framework", "torch")["breakdown"]
+    assert inter["contention_s"] == pytest.approx(FRAMEWORKS["torch"].p2p_slowdown * (inter["compute_s"] + inter["bubble_s"]))
+    assert _train(run_cli, *base, "--vp", "2")["breakdown"]["contention_s"] == 0
+    assert _train(run_cli, *base, "--framework", "torch")["breakdown"]["contention_s"] == 0
+
+
+def test_one_framework_list_for_memory_and_host_time():
+    """`--framework` means one thing in `mlsys train`: the memory rules and the host costs know the same names."""
+    from mlsyscalc.calc.memory_schedule import FRAMEWORKS as MEMORY_FRAMEWORKS
+    from mlsyscalc.calc.train_host import DEFAULT_FRAMEWORK, FRAMEWORKS as HOST_FRAMEWORKS
+
+    assert tuple(HOST_FRAMEWORKS) == MEMORY_FRAMEWORKS == ("megatron", "torch")
+    assert DEFAULT_FRAMEWORK == "megatron"
