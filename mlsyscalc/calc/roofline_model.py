@@ -106,7 +106,7 @@ class ModelRoofline:
         peak = self.ceilings.datasheet_flops(self.options.compute_dtype)
         return self.model_flops / (self.time_s * self.options.tp * peak)
 
-    def totals(self) -> dict[str, float | int | str | bool | None]:
+    def totals(self) -> dict[str, float | int | str | bool | dict[str, int] | None]:
         """The step's sums and rates (JSON `totals`)."""
         o = self.options
         latency_key = {"prefill": "ttft_s", "decode": "tpot_s", "train": "step_s"}[o.phase]
