@@ -20,6 +20,7 @@ import os
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, Callable
 
 from ...calc.memory_infer import InferOptions, infer_memory
 from ...calc.memory_train import TrainOptions, train_memory
@@ -210,8 +211,10 @@ def _run_case(kind, spec, case, device) -> dict:
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    predict, measure = (predict_train, measure_train) if kind == "train" else (predict_infer, measure_infer)
-    result = {"predicted": predict(spec, *case)}
+    # the case tuple fills the positional parameters of the train or the infer pair
+    predict: Callable[..., dict] = predict_train if kind == "train" else predict_infer
+    measure: Callable[..., dict] = measure_train if kind == "train" else measure_infer
+    result: dict[str, Any] = {"predicted": predict(spec, *case)}
     try:
         with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
             result["measured"], result["sdpa"] = measure(spec, *case, device=device), "flash"
