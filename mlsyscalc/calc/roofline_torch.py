@@ -30,7 +30,7 @@ profiler tables of `mlsys bench model` (docs/roofline.md, "Kernels per op"):
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 from ..specs.model import ModelSpec
 from .layers import head_linears, layer_linears, norm_width
@@ -241,7 +241,8 @@ def _grad_rows(p: Any, tensors: int, params: int, layers: str, count: int) -> li
     return [OpRow(op, "optimizer", layers, count * tensors, "backward") for op in (fill, add)]
 
 
-def backward_memory_rows(p: Any, layer_kinds, mlp_elements) -> list[OpRow]:
+def backward_memory_rows(p: Any, layer_kinds: list[tuple[int, int, int]], mlp_elements: Callable[[int], float]
+                         ) -> list[OpRow]:
     """The memory-bound backward kernels of a training step (matmul and attention backward rows
     come from calc.roofline_train as for impl "fused")."""
     spec = p.spec
