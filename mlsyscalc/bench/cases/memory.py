@@ -112,12 +112,12 @@ def measure_train(spec, batch, seq, checkpoint, flash, device="cuda") -> dict:
     targets = torch.randint(0, spec.vocab_size, (batch, seq), device=device)
 
     def step(marks=None):
-        loss = model(ids, targets)
+        loss = model(ids, targets)  # noqa: F821 - deleted after the last call
         if marks is not None:
             marks["after_forward"] = _allocated(device)
         loss.backward()
-        opt.step()
-        opt.zero_grad()
+        opt.step()  # noqa: F821 - deleted after the last call
+        opt.zero_grad()  # noqa: F821 - deleted after the last call
 
     step()  # allocates gradients and optimizer states
     _sync(device)
