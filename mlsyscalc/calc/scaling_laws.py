@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, TypeVar
 
+from ..errors import MlsysError
+
 if TYPE_CHECKING:
     import numpy as np
-
-from ..errors import MlsysError
 
 FLOPS_PER_PARAM_TOKEN = 6.0  # C = 6ND: forward 2ND + backward 4ND (Kaplan et al. 2020, eq. 2.1)
 
