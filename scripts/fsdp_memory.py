@@ -59,12 +59,12 @@ def run_case(label, batch, seq, checkpoint, device, world, spec=None) -> dict:
     marks = {}
 
     def step(measure=False):
-        loss = model(ids, targets)
+        loss = model(ids, targets)  # noqa: F821 - deleted after the last call
         if measure and cuda:
             marks["after_forward"] = torch.cuda.memory_allocated()
         loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=False)
+        opt.step()  # noqa: F821 - deleted after the last call
+        opt.zero_grad(set_to_none=False)  # noqa: F821 - deleted after the last call
 
     step()   # allocates the sharded gradients and the optimizer's moments
     if cuda:

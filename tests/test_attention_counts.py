@@ -25,7 +25,7 @@ def test_causal_queries_are_end_aligned_and_never_negative():
     assert causal_fraction(1, 4096) == pytest.approx(1 - 1 / 8192)        # a decode step sees nearly all keys
     with pytest.raises(MlsysError, match="kv_len 4 < q_len 8"):
         AttentionShape(1, 1, 1, 8, 4, 16, causal=True)
-    with pytest.raises(MlsysError):
+    with pytest.raises(MlsysError, match="kv_len 4 < q_len 8"):
         causal_fraction(8, 4)
     assert attention_flops(AttentionShape(1, 1, 1, 8, 4, 16)) > 0           # no mask: any lengths
 

@@ -201,7 +201,7 @@ def test_splitk_auto_resolves_and_bench_names_the_choice():
     assert mb.kernel_name(2, launch_cache=False) == "triton_matmul_splitk2_nocache"
     assert mb.kernel_name(None, path="tma") == "triton_matmul_tma"
     assert [mb.parse_split_k(t) for t in ("none", "auto", "3")] == [None, "auto", 3]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="split-K '0' is not none, auto or a positive integer"):
         mb.parse_split_k("0")
     case = mb.bench_case(37, 45, 150, "float16" if not GPU else "bfloat16", split_k="auto")
     assert case.kernel == "triton_matmul_splitk_auto" and case.key != mb.bench_case(37, 45, 150).key

@@ -48,10 +48,13 @@ def test_tp_splits_kv_heads_or_replicates_them():
     assert kv("llama3-8b", context=8192, tp=8) == 1_073_741_824 // 8
     assert kv("llama3-8b", context=8192, tp=16) == 1_073_741_824 // 8  # 1 KV head per rank, replicated 2x
     assert kv("deepseek-v3", context=1, tp=8) == 70_272  # the MLA latent is not split
-    with pytest.raises(MlsysError):
+    with pytest.raises(MlsysError, match="num_heads over --tp: 32 is not divisible by 3"):
         infer_memory(load_model("llama2-7b"), InferOptions(tp=3))
-    with pytest.raises(MlsysError):  # 5 KV heads: neither split nor replicated evenly
-        infer_memory(load_model("llama3-8b", {"num_key_value_heads": 5, "num_attention_heads": 40}), InferOptions(tp=2))
+    # 40 query heads split over 2 ranks, 5 KV heads neither split nor replicated evenly (head_dim
+    # set so that the spec itself is valid: 40 heads do not divide the hidden size 4096)
+    five_kv = load_model("llama3-8b", {"num_key_value_heads": 5, "num_attention_heads": 40, "head_dim": 128})
+    with pytest.raises(MlsysError, match="num_kv_heads 5 and --tp 2: neither divides the other"):
+        infer_memory(five_kv, InferOptions(tp=2))
 
 
 def test_weight_dtypes_and_group_overhead():
@@ -114,7 +117,7 @@ def test_reserve_must_leave_memory():
     from mlsyscalc.calc.memory_common import verdict
     from mlsyscalc.specs.gpu import load_gpu
 
-    with pytest.raises(MlsysError):
+    with pytest.raises(MlsysError, match="--reserve 100GiB: 107,374,182,400 bytes leave nothing of H100-SXM"):
         verdict(load_gpu("H100-SXM"), 10**9, "100GiB")
 
 

@@ -178,7 +178,7 @@ def test_bad_combinations_raise(opts, message):
 
 def test_ep_must_divide_experts_and_dp():
     spec = load_model("mixtral-8x7b")
-    with pytest.raises(MlsysError):
+    with pytest.raises(MlsysError, match="experts over --ep: 8 is not divisible by 3"):
         train_memory(spec, TrainOptions(ep=3, dp=3))
     r = train_memory(spec, TrainOptions(ep=8, dp=8, zero=1))
     assert r.total < train_memory(spec, TrainOptions(dp=8, zero=1)).total
@@ -201,8 +201,10 @@ def test_tp_must_divide_the_mlp_width(name, tp):
         train_memory(load_model(name), TrainOptions(tp=tp))
 
 
-@pytest.mark.parametrize("opts", [TrainOptions(capacity_factor=float("inf")),
-                                  TrainOptions(bytes_overrides=(("weight", float("inf")),))])
-def test_non_finite_inputs_raise(opts):
-    with pytest.raises(MlsysError):
+@pytest.mark.parametrize("opts, message", [
+    (TrainOptions(capacity_factor=float("inf")), "--capacity-factor must be positive and finite, got inf"),
+    (TrainOptions(bytes_overrides=(("weight", float("inf")),)), "--bytes weight: must be a finite number >= 0, got inf"),
+])
+def test_non_finite_inputs_raise(opts, message):
+    with pytest.raises(MlsysError, match=re.escape(message)):
         train_memory(load_model("mixtral-8x7b"), opts)

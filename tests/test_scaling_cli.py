@@ -76,7 +76,8 @@ def test_budget_takes_the_peak_from_gpu_specs():
     assert data["gpu_hours"] == pytest.approx(1e23 / (data["peak_flops_per_s"] * 0.4) / 3600)
     override = run_json("budget", "--compute", "1e23", "--gpu", "H100-SXM", "--peak-tflops", "500")
     assert override["peak_flops_per_s"] == 500e12
-    assert invoke("budget", "--compute", "1e23", "--gpu", "no-such-gpu").exit_code == 2
+    unknown = invoke("budget", "--compute", "1e23", "--gpu", "no-such-gpu")
+    assert unknown.exit_code == 2 and "unknown GPU 'no-such-gpu'" in unknown.output
 
 
 @pytest.mark.parametrize("args, message", [

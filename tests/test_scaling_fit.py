@@ -123,9 +123,12 @@ def test_cli_fit_bad_data_exits_2(tmp_path: Path):
     result = CliRunner().invoke(cli, ["scaling", "fit", str(few)])
     assert result.exit_code == 2 and "at least 8 runs" in result.output
     runs_csv = write_csv(tmp_path / "runs.csv", isoflop_runs(TRUE, noise=0.0))
-    for bad in (["--starts", "0"], ["--starts", "many"], ["--ci", "1.5"], ["--bootstrap", "-1"]):
+    for bad, message in ((["--starts", "0"], "need at least one start"),
+                         (["--starts", "many"], "Invalid value for '--starts': 'many'"),
+                         (["--ci", "1.5"], "Invalid value for '--ci': 1.5 is not in the range 0<x<1"),
+                         (["--bootstrap", "-1"], "Invalid value for '--bootstrap': -1 is not in the range x>=0")):
         result = CliRunner().invoke(cli, ["scaling", "fit", str(runs_csv), *bad])
-        assert result.exit_code == 2, (bad, result.output)
+        assert result.exit_code == 2 and message in result.output, (bad, result.output)
     garbage = tmp_path / "garbage.csv"
     garbage.write_text("params,tokens,loss\n1e8,lots,3.0\n")
     result = CliRunner().invoke(cli, ["scaling", "fit", str(garbage)])

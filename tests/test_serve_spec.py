@@ -21,7 +21,7 @@ def test_expected_tokens_hand_values():
     # (1 - 0.8^5) / (1 - 0.8) = (1 - 0.32768) / 0.2
     assert expected_tokens(0.8, 4) == pytest.approx(3.3616)
     assert expected_tokens(0.0, 4) == 1.0 and expected_tokens(1.0, 4) == 5.0
-    with pytest.raises(MlsysError):
+    with pytest.raises(MlsysError, match=r"--accept must be in \[0, 1\], got 1.5"):
         expected_tokens(1.5, 4)
 
 

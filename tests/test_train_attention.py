@@ -71,5 +71,5 @@ def test_cli_flag_reaches_train_and_plan(run_cli):
     best = run_cli.json("plan", *args, "--gpus", "8", "--top", "1", "--attention", "unfused", "--fix", "tp=8",
                         "--fix", "pp=1", "--fix", "micro_batch=1", "--fix", "zero=0", "--fix", "recompute=none")
     assert best["candidates"][0]["step_time_s"] == pytest.approx(unfused["step_time_s"], rel=1e-9)
-    code, _, _ = run_cli("train", *args, "--gpus", "8", "--attention", "sliding")
-    assert code == 2
+    code, _, err = run_cli("train", *args, "--gpus", "8", "--attention", "sliding")
+    assert code == 2 and "Invalid value for '--attention': 'sliding' is not one of 'flash', 'unfused'" in err

@@ -54,7 +54,7 @@ class Attention(nn.Module):
         q = self.q_proj(x).view(b, s, self.heads, self.d)  # (B, S, H, D)
         k = self.k_proj(x).view(b, s, self.kv_heads, self.d)
         v = self.v_proj(x).view(b, s, self.kv_heads, self.dv)
-        if self.q_norm is not None:
+        if self.q_norm is not None and self.k_norm is not None:  # both or neither (spec.qk_norm)
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rope:
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)

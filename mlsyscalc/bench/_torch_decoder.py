@@ -35,6 +35,7 @@ class Layer(nn.Module):
             return x + self.attn(normed, cos, sin, cache, step) + self.mlp(mlp_in)
         h = self.attn(self.input_norm(x), cos, sin, cache, step)
         x = x + (h if self.attn_out_norm is None else self.attn_out_norm(h))
+        assert self.post_norm is not None, "a sequential layer has a norm before its MLP (norms_per_layer >= 2)"
         h = self.mlp(self.post_norm(x))
         return x + (h if self.mlp_out_norm is None else self.mlp_out_norm(h))
 

@@ -122,7 +122,7 @@ class MLP(nn.Module):
         self.down_proj = nn.Linear(inter, h, bias=bias)
 
     def forward(self, x):
-        if self.gated:
+        if self.gate_proj is not None:  # gated
             return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
         return self.down_proj(self.act(self.up_proj(x)))
 

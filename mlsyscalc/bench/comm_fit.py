@@ -134,11 +134,16 @@ def fit_protocols(rows: list[dict[str, Any]], count: int = 2, form: str = "max",
     sent = np.array([t[1] for t in terms], dtype=float)
     t_us = np.array([r["time_s"] * 1e6 for r in rows])
     lower = np.r_[0.0, np.zeros(count * (2 if layout.alpha_free else 1)), np.full(count, 1e-3)]
-    best = None
-    for x0 in _starts(t_us, steps, sent, layout, form):
-        res = least_squares(lambda x: np.log(_model_us(x, steps, sent, layout, form)) - np.log(t_us),
-                            np.maximum(x0, lower + 1e-9), bounds=(lower, np.inf), x_scale=np.maximum(x0, 1.0))
-        if best is None or res.cost < best.cost - 1e-12:
+
+    def solve(x0):
+        return least_squares(lambda x: np.log(_model_us(x, steps, sent, layout, form)) - np.log(t_us),
+                             np.maximum(x0, lower + 1e-9), bounds=(lower, np.inf), x_scale=np.maximum(x0, 1.0))
+
+    first, *others = _starts(t_us, steps, sent, layout, form)
+    best = solve(first)
+    for x0 in others:
+        res = solve(x0)
+        if res.cost < best.cost - 1e-12:
             best = res
     return _named_fit(collective, form, [float(v) for v in best.x], steps, sent, layout, rows, gpus)
 

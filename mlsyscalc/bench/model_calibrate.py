@@ -15,6 +15,7 @@ import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..calc.calibration import Ceilings
 from ..calc.calibration_fit import EFFICIENCIES, Observation, Term, fit, predict
@@ -22,11 +23,15 @@ from ..calc.roofline_model import predict_model
 from ..errors import MlsysError, require
 from .cases.model import IMPL, ModelCase, reduced_spec, roofline_options
 
+if TYPE_CHECKING:
+    from ..specs.model import ModelSpec
+    from .rows import Row
+
 
 @dataclass
 class Case:
-    row: object  # bench.rows.Row
-    spec: object  # the (reduced) ModelSpec the row ran
+    row: Row
+    spec: ModelSpec  # the (reduced) spec the row ran
     case: ModelCase
     held_out: bool
     fitted: bool = True  # in the fit (not held out, and among the fit rows when those are named)
@@ -58,6 +63,8 @@ def load_cases(rows, hold_out: set[str]) -> list[Case]:
 
 
 def observation(c: Case, ceilings: Ceilings, impl: str = IMPL) -> Observation:
+    if not c.row.median_ms:  # load_cases keeps only timed rows (usable)
+        raise MlsysError(f"calibrate: row {c.row.key!r} has no measured time")
     roof = predict_model(c.spec, ceilings, roofline_options(c.case, impl))
     e = ceilings.efficiency
     terms = tuple(_term(r) for r in roof.rows)
@@ -99,7 +106,8 @@ def calibrate(rows, ceilings: Ceilings, hold_out: set[str], fit_keys: set[str] |
     for c in cases:
         c.fitted = not c.held_out and (fit_keys is None or c.row.key in fit_keys)
     fitted = [c for c in cases if c.fitted]
-    require(fitted, "calibrate: every usable row is held out (or none is usable: graph-mode prefill/decode, train)")
+    require(bool(fitted),
+            "calibrate: every usable row is held out (or none is usable: graph-mode prefill/decode, train)")
     obs = {c.row.key: observation(c, ceilings, impl) for c in cases}
     e = ceilings.efficiency
     start = {**{k: getattr(e, k) for k in EFFICIENCIES}, "launch_s": ceilings.launch_s}
@@ -113,7 +121,7 @@ def calibrate(rows, ceilings: Ceilings, hold_out: set[str], fit_keys: set[str] |
                       "shape": c.row.shape, "held_out": c.held_out, "fitted": c.fitted, "measured_s": o.measured_s,
                       "uncalibrated_s": before, "calibrated_s": after,
                       "uncalibrated_error": (o.measured_s - before) / before, "error": (o.measured_s - after) / after})
-    return {"params": params, "record": record(ceilings, params, sorted({c.row.extra.get("model") for c in fitted})),
+    return {"params": params, "record": record(ceilings, params, sorted({c.row.extra["model"] for c in fitted})),
             "rows": table, "summary": summary(table)}
 
 

@@ -97,7 +97,8 @@ def profile_step(fn, model, top: int = 12) -> StepProfile:
     finally:
         for handle in handles:
             handle.remove()
-    out, per_kernel = StepProfile(), {}
+    out = StepProfile()
+    per_kernel: dict[str, tuple[float, int]] = {}   # kernel name -> (seconds, calls)
     for event in prof.events():
         if event.name.startswith(RANGE):
             if event.device_type != DeviceType.CUDA:

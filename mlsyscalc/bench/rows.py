@@ -132,25 +132,26 @@ class ResultStore:
         return {row.key for row in self.rows() if not row.error}
 
     def append(self, row: Row) -> None:
-        if self.path is None:
+        path = self.path
+        if path is None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         flat = {k: _finite(v) for k, v in row.flat().items()}
-        if self.path.suffix == ".csv":
-            self._append_csv(flat)
+        if path.suffix == ".csv":
+            self._append_csv(path, flat)
         else:
-            with self.path.open("a") as handle:
+            with path.open("a") as handle:
                 handle.write(json.dumps(flat) + "\n")
 
-    def _append_csv(self, flat: dict[str, Any]) -> None:
-        new = not self.path.exists() or self.path.stat().st_size == 0
+    def _append_csv(self, path: Path, flat: dict[str, Any]) -> None:
+        new = not path.exists() or path.stat().st_size == 0
         if self._csv_columns is None:
             if new:
                 self._csv_columns = list(flat)
             else:
-                with self.path.open(newline="") as handle:
+                with path.open(newline="") as handle:
                     self._csv_columns = next(csv.reader(handle))
-        with self.path.open("a", newline="") as handle:
+        with path.open("a", newline="") as handle:
             writer = csv.DictWriter(handle, fieldnames=self._csv_columns, extrasaction="ignore")
             if new:
                 writer.writeheader()

@@ -22,14 +22,15 @@ PROJECTIONS = {
 PREFILL_M = (2048, 8192, 16384)
 SQUARES = (1024, 2048, 4096, 8192)
 DECODE_M = (1, 4, 16)
+Shape = tuple[int, int, int]   # (M, N, K)
 
 
-def _llm(ms=PREFILL_M):
+def _llm(ms: tuple[int, ...] = PREFILL_M) -> list[Shape]:
     return [(m, n, k) for m in ms for n, k in PROJECTIONS.values()]
 
 
 # name -> list of (M, N, K); "interpret" holds small odd shapes the CPU interpreter can run.
-MATMUL_SWEEPS = {
+MATMUL_SWEEPS: dict[str, list[Shape]] = {
     "interpret": [(37, 45, 53), (64, 48, 40)],
     "smoke": [(1000, 1000, 1000), (4096, 4096, 4096), (2048, 12288, 4096)],
     "squares": [(s, s, s) for s in SQUARES],
@@ -45,18 +46,20 @@ MATMUL_SWEEPS = {
 }
 
 
-def parse_shapes(text: str) -> list[tuple[int, int, int]]:
+def parse_shapes(text: str) -> list[Shape]:
     """'4096x4096x4096,1x4096x11008' -> [(4096, 4096, 4096), (1, 4096, 11008)] (MxNxK)."""
-    shapes = []
+    shapes: list[Shape] = []
     for part in text.split(","):
         dims = part.strip().lower().split("x")
         if len(dims) != 3 or not all(d.isdigit() and int(d) > 0 for d in dims):
             raise MlsysError(f"shape {part!r} is not MxNxK with positive integers (e.g. 4096x4096x4096)")
-        shapes.append(tuple(int(d) for d in dims))
+        m, n, k = (int(d) for d in dims)
+        shapes.append((m, n, k))
     return shapes
 
 
-def pick(shapes: str | None, sweep: str | None, default: str, sweeps=MATMUL_SWEEPS) -> list[tuple[int, ...]]:
+def pick(shapes: str | None, sweep: str | None, default: str,
+         sweeps: dict[str, list[Shape]] = MATMUL_SWEEPS) -> list[Shape]:
     if shapes:
         return parse_shapes(shapes)
     name = sweep or default

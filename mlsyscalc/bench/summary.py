@@ -36,14 +36,15 @@ def summarize(rows: list[Row]) -> list[GroupSummary]:
         groups[(row.kernel, row.baseline, row.dtype)].append(row)
     out = []
     for (kernel, baseline, dtype), members in groups.items():
-        timed = [r for r in members if r.speedup]
-        worst = min(timed, key=lambda r: r.speedup) if timed else None
+        # (speedup, row) of every timed row; untimed rows have speedup None
+        timed = [(r.speedup, r) for r in members if r.speedup]
+        worst = min(timed, key=lambda pair: pair[0]) if timed else None
         out.append(GroupSummary(
             kernel=kernel, baseline=baseline, dtype=dtype, rows=len(members), timed=len(timed),
             failed=sum(1 for r in members if r.error),
-            geomean_speedup=geomean([r.speedup for r in timed]),
-            min_speedup=worst.speedup if worst else None,
-            max_speedup=max(r.speedup for r in timed) if timed else None,
-            worst_shape=worst.shape if worst else None,
+            geomean_speedup=geomean([speedup for speedup, _ in timed]),
+            min_speedup=worst[0] if worst else None,
+            max_speedup=max(speedup for speedup, _ in timed) if timed else None,
+            worst_shape=worst[1].shape if worst else None,
         ))
     return out

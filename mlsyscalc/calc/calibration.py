@@ -242,8 +242,9 @@ def _sm_count(value: Any, default: int) -> int:
     if value is None:
         return default
     number = _positive(value, "sm_count")
-    require(number is not None and number == int(number), f"calibration: sm_count must be a whole number, got {value!r}")
-    return int(number)  # type: ignore[arg-type]
+    if number is None or number != int(number):
+        raise MlsysError(f"calibration: sm_count must be a whole number, got {value!r}")
+    return int(number)
 
 
 def file_efficiency(data: Mapping[str, Any], where: str = "calibration") -> Efficiency | None:

@@ -18,6 +18,7 @@ without re-running the roofline. The fit minimises the squared log error of the 
 from __future__ import annotations
 
 import math
+from typing import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from ..errors import require
@@ -74,11 +75,11 @@ def predict(obs: Observation, params: dict[str, float]) -> float:
     return total
 
 
-def loss(observations, params: dict[str, float]) -> float:
+def loss(observations: Sequence[Observation], params: dict[str, float]) -> float:
     return sum(math.log(predict(o, params) / o.measured_s) ** 2 for o in observations) / len(observations)
 
 
-def _nelder_mead(f, x0: list[float], step: float = 0.3, iters: int = 600, restarts: int = 6) -> list[float]:
+def _nelder_mead(f: Callable[[list[float]], float], x0: list[float], step: float = 0.3, iters: int = 600, restarts: int = 6) -> list[float]:
     """Minimiser of f near x0 (Nelder & Mead 1965, standard coefficients), restarted from the best
     point with a fresh simplex so a collapsed simplex cannot stall it."""
     best = list(x0)
@@ -111,7 +112,8 @@ def _nelder_mead(f, x0: list[float], step: float = 0.3, iters: int = 600, restar
     return best
 
 
-def fit(observations, start: dict[str, float], fixed: tuple[str, ...] = (), ops=()) -> dict[str, float]:
+def fit(observations: Iterable[Observation], start: dict[str, float], fixed: tuple[str, ...] = (),
+        ops: Iterable[Observation] = ()) -> dict[str, float]:
     """Parameters (PARAMS) minimising `loss` of the step observations plus, when given, `loss` of
     the per-op ones (profiler times of single ops: each group weighs the same); `fixed` ones keep
     their start value. A parameter no observation depends on (no attention rows, say) keeps its
@@ -136,7 +138,7 @@ def fit(observations, start: dict[str, float], fixed: tuple[str, ...] = (), ops=
     return unpack(best)
 
 
-def _matters(obs, name: str) -> bool:
+def _matters(obs: Iterable[Observation], name: str) -> bool:
     if name in ("launch_s", "memory"):
         return True
     return any(name in t.classes and t.count for o in obs for t in o.terms)

@@ -34,7 +34,7 @@ import math
 from functools import lru_cache
 from dataclasses import dataclass, field
 
-from ..errors import divide, require
+from ..errors import MlsysError, divide, require
 from ..specs.cluster import ClusterSpec, load_cluster
 from ..specs.model import ModelSpec
 from ..validate import check_gpus
@@ -155,8 +155,9 @@ def _validate(spec: ModelSpec, o: StepOptions, cluster: ClusterSpec) -> None:
     if o.sp:
         divide(o.seq // o.cp, o.tp, "sp: sequence per tensor-parallel rank")
     if o.ep > 1:
-        require(spec.is_moe, f"ep {o.ep}: {spec.name} has no routed experts")
-        divide(spec.moe.num_experts, o.ep, "ep: routed experts")  # type: ignore[union-attr]
+        if spec.moe is None:
+            raise MlsysError(f"ep {o.ep}: {spec.name} has no routed experts")
+        divide(spec.moe.num_experts, o.ep, "ep: routed experts")
         divide(o.dp, o.ep, "ep: data-parallel ranks")
     if o.gpus > cluster.gpus_per_node:
         divide(o.gpus, cluster.gpus_per_node, f"GPUs over {cluster.name} nodes")
@@ -244,7 +245,8 @@ def _model_rows(pr: _Pricer, spec: ModelSpec, o: StepOptions) -> None:
                (2, min(pipeline_nodes, 2), pr.stride["pp"]), act / o.tp, 2 * m * v)
     if o.ep > 1:
         moe_layers = _moe_layers_per_stage(spec, o.pp, v)
-        routed = tokens // (o.tp if o.sp else 1) * spec.moe.experts_per_token * spec.hidden_size * elem  # type: ignore[union-attr]
+        assert spec.moe is not None  # _validate refuses ep > 1 for a model without routed experts
+        routed = tokens // (o.tp if o.sp else 1) * spec.moe.experts_per_token * spec.hidden_size * elem
         pr.add("ep", "all-to-all", "dispatch + combine per MoE layer forward, both again backward",
                pr.group("ep", o.ep, pr.stride["dp"]), routed, 4 * moe_layers * m)
     if o.cp > 1:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from ..errors import MlsysError, divide, require
+from ..specs.gpu import GPUSpec
 from ..specs.model import ModelSpec
 from ..validate import non_negative
 from .layers import (
@@ -173,7 +174,7 @@ def reserve_bytes(capacity: int, text: str) -> int:
     return 0 if text in ("0", "0B") else parse_bytes(text, "--reserve")
 
 
-def verdict(gpu, needed: int, reserve: str) -> Verdict:
+def verdict(gpu: GPUSpec, needed: int, reserve: str) -> Verdict:
     cap = int(gpu.memory_bytes)
     res = reserve_bytes(cap, reserve)
     require(res < cap, f"--reserve {reserve}: {res:,} bytes leave nothing of {gpu.name}'s {cap:,} bytes")

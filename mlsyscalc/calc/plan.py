@@ -120,13 +120,13 @@ class _Memo:
 
     def dp_traffic(self, c: TrainStepOptions, zero: int) -> dict[tuple[str, str], tuple[float, float]]:
         """DP seconds as (a, b) of a + b m, from the calls at m = 1 and m = 2."""
-        def make():
+        def make() -> dict[tuple[str, str], tuple[float, float]]:
             one, two = (self._comm(c, zero=zero, sp=False, batch=1, interleave=1, grad_accum=m) for m in (1, 2))
             return {k: (2 * v - two[k], two[k] - v) for k, v in one.items() if k[0] == "dp"}
         return self.get(("dp", c.tp, c.pp, c.cp, c.ep, zero), make)
 
     def optimizer(self, c: TrainStepOptions, zero: int) -> float:
-        def counts():
+        def counts() -> tuple[tuple[int, int], ...]:
             st = self.memory.states(c.tp, c.ep, c.pp)  # the same stage_params as stage_param_counts
             return tuple(zip(st.dense.astype(int).tolist(), st.expert.astype(int).tolist()))
         return self.get(("opt", c.tp, c.ep, c.pp, zero), lambda: optimizer_s(

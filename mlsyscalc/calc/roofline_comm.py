@@ -14,11 +14,15 @@ that calculator or a matching cluster is missing, a labelled ring estimate is us
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import MlsysError, require
 from ..specs.gpu import GPUSpec
 from ..specs.model import ModelSpec
+
+if TYPE_CHECKING:
+    from ..specs.cluster import ClusterSpec
+    from .comm_collectives import CollectiveCost
 
 # Fallback only: NCCL's per-step NVLink latency for ring/Simple (nccl src/graph/tuning.cc, hwLat).
 RING_STEP_LATENCY_S = 3.4e-6
@@ -50,7 +54,8 @@ class CommRow:
                 "method": self.method}
 
 
-def _cluster_for(gpu: GPUSpec, tp: int, cluster: str | None):
+def _cluster_for(gpu: GPUSpec, tp: int, cluster: str | None
+                 ) -> tuple[ClusterSpec | None, Callable[..., CollectiveCost] | None]:
     try:
         from ..specs.cluster import builtin_clusters, load_cluster
         from .comm_collectives import collective_cost
@@ -124,7 +129,8 @@ def dp_comm_rows(spec: ModelSpec, gpu: GPUSpec, opts: Any, forward_s: float, bac
     from .comm_step import StepOptions, step_comm
 
     cluster, _ = _cluster_for(gpu, opts.tp, opts.cluster)
-    require(cluster is not None, f"--dp: no built-in cluster of {gpu.name} GPUs; pass --cluster NAME or FILE")
+    if cluster is None:
+        raise MlsysError(f"--dp: no built-in cluster of {gpu.name} GPUs; pass --cluster NAME or FILE")
     step = step_comm(spec, StepOptions(dp=opts.dp, tp=opts.tp, zero=opts.zero, batch=opts.batch, seq=opts.seq,
                                        dtype=opts.activation_dtype), cluster)
     rows = [CommRow(r.rule, "step", r.collective, r.message_bytes, r.calls, r.time_per_call_s,

@@ -20,7 +20,7 @@ import math
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable, Iterator
 
 from ..errors import require
 from ..specs.gpu import GPUSpec, normalise_dtype
@@ -162,7 +162,11 @@ def _finish(name: str, kind: str, dtype: str, flops: float, read: float, write: 
     )
 
 
-def _least_time(configs, sms: int, block_time) -> tuple[float, Tiling]:
+Config = tuple[int, int, int, int, int]  # (block_m, block_n, split, units, padded_k) of one tiling
+
+
+def _least_time(configs: Iterable[Config], sms: int, block_time: Callable[[int, int, int], float]
+                ) -> tuple[float, Tiling]:
     """The configuration (block_m, block_n, split, units, padded_k) with the least waves x tile time."""
     best: tuple[float, Tiling] | None = None
     for bm, bn, split, units, padded in configs:
@@ -174,7 +178,7 @@ def _least_time(configs, sms: int, block_time) -> tuple[float, Tiling]:
     return best
 
 
-def _matmul_configs(groups: int, m: int, n: int, k: int, block_k: int, sms: int, full: bool):
+def _matmul_configs(groups: int, m: int, n: int, k: int, block_k: int, sms: int, full: bool) -> Iterator[Config]:
     for bm, bn in MATMUL_TILES if full else MATMUL_TILES[:2]:
         tiles = groups * math.ceil(m / bm) * math.ceil(n / bn)
         for split in SPLIT_K if full else (1,):
@@ -290,7 +294,7 @@ def _attention_tiling(rows: int, units0: int, seq_kv: int, per_row_flops: float,
     cuDNN's `..._16x128x64_...`) and flash-decoding KV splits (least padded time)."""
     full = units0 * math.ceil(rows / ATTN_BLOCK_M[0]) < sms or rows < ATTN_BLOCK_M[0]
 
-    def configs():
+    def configs() -> Iterator[Config]:
         for bm in ATTN_BLOCK_M if full else ATTN_BLOCK_M[:1]:
             blocks = units0 * math.ceil(rows / bm)
             for split in KV_SPLITS if full else (1,):

@@ -36,7 +36,7 @@ profiler tables of `mlsys bench model` (docs/roofline.md, "Kernels per op"):
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 from ..specs.model import ModelSpec
 from .layers import head_linears, layer_linears, norm_width
@@ -293,7 +293,8 @@ def zero_grad_row(p: Any, params: int) -> OpRow:
     return OpRow(op, "optimizer", "step", launches, "optimizer")
 
 
-def backward_memory_rows(p: Any, layer_kinds, mlp_elements) -> list[OpRow]:
+def backward_memory_rows(p: Any, layer_kinds: list[tuple[int, int, int]], mlp_elements: Callable[[int], float]
+                         ) -> list[OpRow]:
     """The memory-bound backward kernels of a training step (matmul and attention backward rows
     come from calc.roofline_train as for impl "fused")."""
     spec = p.spec

@@ -8,6 +8,7 @@ Fitting your own runs lives in `scaling_fit` (it needs scipy).
 from __future__ import annotations
 
 import math
+from typing import Iterable
 from dataclasses import dataclass
 
 from ..errors import MlsysError, require
@@ -149,7 +150,7 @@ class PaperComparison:
     own_rows: tuple[TableRow, ...]  # a Chinchilla approach at the budgets of its own printed table
 
 
-def _rows(law: Law, reference: str, table) -> tuple[TableRow, ...]:
+def _rows(law: Law, reference: str, table: Iterable[tuple[float, float, float]]) -> tuple[TableRow, ...]:
     return tuple(
         TableRow(law.name, reference, c, n, d, law.params_for_compute(c), law.tokens_for_compute(c))
         for n, c, d in table

@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from ..errors import MlsysError, require
 from ..units import parse_count
 from .scaling_fit_batch import minimise_many
 from .scaling_laws import FLOPS_PER_PARAM_TOKEN, Parametric
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MAX_BOOTSTRAP = 2000  # resamples: percentile intervals settle long before; more only takes time
 MIN_RUNS = 8  # five coefficients; fewer runs cannot constrain them and leave no residual to judge
@@ -120,7 +123,7 @@ def check_runs(runs: Runs) -> None:
     ))
 
 
-def _grid():
+def _grid() -> np.ndarray:
     import numpy as np
 
     g = PAPER_GRID
@@ -128,7 +131,7 @@ def _grid():
     return np.stack([m.ravel() for m in mesh], axis=1)  # (starts, 5): a, b, e, alpha, beta
 
 
-def _objective_batch(thetas, x, y, log_l, delta):
+def _objective_batch(thetas: np.ndarray, x: np.ndarray, y: np.ndarray, log_l: np.ndarray, delta: float) -> np.ndarray:
     """Huber objective for many thetas at once: (k, 5) -> (k,)."""
     import numpy as np
 
@@ -138,14 +141,15 @@ def _objective_batch(thetas, x, y, log_l, delta):
     return _huber(r, delta).sum(axis=1)
 
 
-def _huber(r, delta):
+def _huber(r: np.ndarray, delta: float) -> np.ndarray:
     import numpy as np
 
     ar = np.abs(r)
     return np.where(ar <= delta, 0.5 * r * r, delta * (ar - 0.5 * delta))
 
 
-def _objective(theta, x, y, log_l, delta):
+def _objective(theta: np.ndarray, x: np.ndarray, y: np.ndarray, log_l: np.ndarray,
+               delta: float) -> tuple[float, np.ndarray]:
     """(Huber objective / delta, gradient) of eq. 11 for one theta."""
     import numpy as np
 
@@ -161,7 +165,8 @@ def _objective(theta, x, y, log_l, delta):
     return float(_huber(r, delta).sum() / delta), grad
 
 
-def _minimise(starts, x, y, log_l, delta):
+def _minimise(starts: np.ndarray, x: np.ndarray, y: np.ndarray, log_l: np.ndarray,
+              delta: float) -> tuple[np.ndarray, float, int]:
     """Best of all starts: (theta, objective / delta, number converged).
 
     Every start runs at once (scaling_fit_batch.minimise_many); the best is polished by L-BFGS
@@ -179,12 +184,13 @@ def _minimise(starts, x, y, log_l, delta):
     return best, float(np.nanmin(objectives)), int(converged.sum())
 
 
-def _to_law(theta) -> Parametric:
+def _to_law(theta: np.ndarray) -> Parametric:
     a, b, e, alpha, beta = (float(v) for v in theta)
     return Parametric(E=math.exp(e), A=math.exp(a), B=math.exp(b), alpha=alpha, beta=beta)
 
 
-def _starts(grid, x, y, log_l, delta, k, seed):
+def _starts(grid: np.ndarray, x: np.ndarray, y: np.ndarray, log_l: np.ndarray, delta: float, k: int | None,
+            seed: int) -> np.ndarray:
     """k starts from the grid: the 10 with the lowest objective plus a seeded random draw of the rest."""
     import numpy as np
 
@@ -196,7 +202,7 @@ def _starts(grid, x, y, log_l, delta, k, seed):
     return grid[np.concatenate([order[:best], rest])]
 
 
-def _interval(samples, ci):
+def _interval(samples: np.ndarray, ci: float) -> tuple[float, float]:
     import numpy as np
 
     tail = (1.0 - ci) / 2.0 * 100.0
@@ -241,7 +247,7 @@ def _need_scipy() -> None:
         raise MlsysError("fitting needs scipy: pip install 'mlsyscalc[science]'") from exc
 
 
-def _usable(theta, what: str) -> Parametric:
+def _usable(theta: np.ndarray, what: str) -> Parametric:
     law = _to_law(theta)
     values = (law.E, law.A, law.B, law.alpha, law.beta)
     if not all(math.isfinite(v) for v in values) or law.alpha <= 0 or law.beta <= 0:
@@ -252,7 +258,7 @@ def _usable(theta, what: str) -> Parametric:
     return law
 
 
-def _bootstrap(runs: Runs, options: FitOptions, theta, compute: float):
+def _bootstrap(runs: Runs, options: FitOptions, theta: np.ndarray, compute: float) -> np.ndarray:
     """(k, 7) samples of E, A, B, alpha, beta, a, N_opt(compute) over resampled runs.
 
     Every resample starts from the full-data optimum, and all of them are fitted at once.

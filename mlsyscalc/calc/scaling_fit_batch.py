@@ -11,12 +11,17 @@ after a rejected one). numpy is imported inside the functions.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+
 MAX_ITERATIONS = 400
 RTOL = 1e-12  # a problem is done when a kept step lowers its objective by less than this, relatively
 LAMBDA0, LAMBDA_MIN, LAMBDA_MAX = 1e-3, 1e-12, 1e12
 
 
-def huber_sum(thetas, x, y, log_l, delta):
+def huber_sum(thetas: np.ndarray, x: np.ndarray, y: np.ndarray, log_l: np.ndarray, delta: float) -> np.ndarray:
     """Huber objective / delta of each problem: thetas (K, 5), x, y, log_l (K, n) or (n,) -> (K,)."""
     import numpy as np
 
@@ -25,7 +30,8 @@ def huber_sum(thetas, x, y, log_l, delta):
     return np.where(ar <= delta, 0.5 * r * r, delta * (ar - 0.5 * delta)).sum(axis=-1) / delta
 
 
-def _residuals(thetas, x, y, log_l, jacobian=True):
+def _residuals(thetas: np.ndarray, x: np.ndarray, y: np.ndarray, log_l: np.ndarray,
+               jacobian: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
     """Log-residuals (K, n) and, if asked, their Jacobian (K, n, 5) in a, b, e, alpha, beta."""
     import numpy as np
 
@@ -42,7 +48,8 @@ def _residuals(thetas, x, y, log_l, jacobian=True):
     return r, np.stack([p0, p1, p2, -p0 * x_full, -p1 * y_full], axis=-1)
 
 
-def minimise_many(thetas, x, y, log_l, delta, max_iterations=MAX_ITERATIONS):
+def minimise_many(thetas: np.ndarray, x: np.ndarray, y: np.ndarray, log_l: np.ndarray, delta: float,
+                  max_iterations: int = MAX_ITERATIONS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Minimise every problem from its start: (thetas (K, 5), objectives / delta (K,), converged (K,))."""
     import numpy as np
 
@@ -60,6 +67,7 @@ def minimise_many(thetas, x, y, log_l, delta, max_iterations=MAX_ITERATIONS):
         sub = theta[active]
         xs, ys, ls = (v[active] if np.ndim(v) == 2 else v for v in (x, y, log_l))
         r, jac = _residuals(sub, xs, ys, ls)
+        assert jac is not None  # asked for (jacobian=True)
         w = np.minimum(1.0, delta / np.maximum(np.abs(r), 1e-300))  # IRLS weights of the Huber loss
         jw = jac * w[..., None]
         h = np.einsum("kni,knj->kij", jw, jac)

@@ -23,8 +23,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import MlsysError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 FLOPS_PER_PARAM_TOKEN = 6.0  # C = 6ND: forward 2ND + backward 4ND (Kaplan et al. 2020, eq. 2.1)
 
@@ -70,6 +74,10 @@ HOFFMANN = "Hoffmann et al. 2022, Training Compute-Optimal Large Language Models
 BESIROGLU = "Besiroglu et al. 2024, Chinchilla Scaling: A replication attempt (arXiv:2404.10102)"
 
 
+# a scalar, or a numpy array of them (the laws below work elementwise on both)
+X = TypeVar("X", float, "np.ndarray")
+
+
 @dataclass(frozen=True)
 class Parametric:
     """L(N, D) = E + A / N**alpha + B / D**beta (Hoffmann et al. 2022, eq. 2); loss in nats/token."""
@@ -80,13 +88,13 @@ class Parametric:
     alpha: float
     beta: float
 
-    def params_term(self, params):
+    def params_term(self, params: X) -> X:
         return self.A / params**self.alpha
 
-    def data_term(self, tokens):
+    def data_term(self, tokens: X) -> X:
         return self.B / tokens**self.beta
 
-    def loss(self, params, tokens):
+    def loss(self, params: X, tokens: X) -> X:
         """Works on floats and on numpy arrays alike."""
         return self.E + self.params_term(params) + self.data_term(tokens)
 
@@ -127,10 +135,10 @@ class Law:
         """D_opt ∝ C**b, b = 1 - a (because C = 6ND)."""
         return 1.0 - self.a
 
-    def params_for_compute(self, compute_flops):
+    def params_for_compute(self, compute_flops: X) -> X:
         return self.k * compute_flops**self.a
 
-    def tokens_for_compute(self, compute_flops):
+    def tokens_for_compute(self, compute_flops: X) -> X:
         return compute_flops / (FLOPS_PER_PARAM_TOKEN * self.params_for_compute(compute_flops))
 
     def compute_for_params(self, params: float) -> float:

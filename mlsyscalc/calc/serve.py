@@ -20,7 +20,7 @@ from ..dtypes import dtype_name
 from ..errors import require
 from ..specs.model import ModelSpec
 from .calibration import Ceilings
-from .memory_infer import InferOptions, infer_memory
+from .memory_infer import InferMemory, InferOptions, infer_memory
 from .roofline_options import RooflineOptions
 from .serve_cost import IterationCost
 from .serve_engine import POLICIES, Engine, EngineLimits
@@ -107,7 +107,7 @@ class KvCapacity:
                 "usable_bytes": self.usable_bytes}
 
 
-def _memory(spec: ModelSpec, opts: ServeOptions):
+def _memory(spec: ModelSpec, opts: ServeOptions) -> InferMemory:
     ro = opts.roofline
     base = ro.activation_dtype if ro.activation_dtype in ("fp32", "bf16", "fp16") else "bf16"
     mem = infer_memory(spec, InferOptions(batch=opts.max_seqs, context=opts.iteration_tokens, dtype=dtype_name(opts.dtype),

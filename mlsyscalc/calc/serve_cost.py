@@ -33,7 +33,7 @@ from ..errors import MlsysError
 from ..specs.model import ModelSpec, MoESpec
 from .calibration import Ceilings
 from .roofline_comm import tp_comm_rows
-from .roofline_model import expected_distinct_experts, predict_model
+from .roofline_model import ModelRoofline, expected_distinct_experts, predict_model
 from .roofline_ops import MATMUL_TILES
 from .roofline_options import RooflineOptions
 
@@ -159,7 +159,7 @@ class IterationCost:
         self._decode_terms = [(r.count, r.seconds_per_flop * r.coef["flops"][0], r.seconds_per_flop * r.coef["flops"][1],
                                *r.coef["memory_s"], r.launch_s) for r in self.decode_rows]
 
-    def _model(self, phase: str, batch: int, seq: int, context: int = 0):
+    def _model(self, phase: str, batch: int, seq: int, context: int = 0) -> ModelRoofline:
         return predict_model(self.spec, self.ceilings,
                              replace(self.options, phase=phase, batch=batch, seq=seq, context=context))
 

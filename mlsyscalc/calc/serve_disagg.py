@@ -15,7 +15,7 @@ per GPU under the SLO (DistServe's objective, section 4).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import MlsysError, require
 from ..specs.cluster import ClusterSpec, builtin_clusters, load_cluster
@@ -27,7 +27,7 @@ from .serve import ServeOptions, ServeResult, engine_limits, iteration_cost, kv_
 from .serve_cost import IterationCost
 from .serve_engine import Engine, Trace
 from .serve_metrics import summary
-from .serve_workload import Workload
+from .serve_workload import Requests, Workload
 
 TP_CHOICES = (1, 2, 4, 8)
 
@@ -65,7 +65,7 @@ class DisaggResult:
     pools: dict[str, Any]
 
 
-def _transfer(spec: ModelSpec, opts: ServeOptions, layout: Layout, cluster: ClusterSpec):
+def _transfer(spec: ModelSpec, opts: ServeOptions, layout: Layout, cluster: ClusterSpec) -> Callable[[int], float]:
     """Seconds to move one prompt's KV from a prefill instance to a decode instance (cached per length)."""
     ro = opts.roofline
     per_token = infer_memory(spec, InferOptions(kv_dtype=ro.kv_dtype_name, tp=1)).kv_bytes_per_token
@@ -80,7 +80,8 @@ def _transfer(spec: ModelSpec, opts: ServeOptions, layout: Layout, cluster: Clus
     return seconds
 
 
-def _pool(requests, cost, ceilings, opts, count: int, prefilled: bool, spec: ModelSpec) -> list[tuple[list[int], Trace]]:
+def _pool(requests: Requests, cost: IterationCost, ceilings: Ceilings, opts: ServeOptions, count: int, prefilled: bool,
+          spec: ModelSpec) -> list[tuple[list[int], Trace]]:
     kv = kv_capacity(spec, ceilings, opts)
     out = []
     for k in range(count):

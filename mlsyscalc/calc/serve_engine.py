@@ -28,9 +28,13 @@ import math
 from collections import deque
 from dataclasses import replace
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ..errors import require
-from .serve_cost import kv_blocks
+from .serve_cost import IterationCost, kv_blocks
+
+if TYPE_CHECKING:
+    from .serve_workload import Requests
 
 WATERMARK = 0.01  # vLLM keeps 1% of the KV blocks free when admitting prompts (block_manager watermark)
 
@@ -81,7 +85,10 @@ class Trace:
 class Engine:
     """One engine instance over sorted requests [(arrival_s, prompt, output)]."""
 
-    def __init__(self, requests, cost, limits: EngineLimits, spec=None, prefilled: bool = False):
+    # spec is a SpecDecode, typed Any: its expected tokens per step is a float, which would make the
+    # engine's token and block counts floats; they are integers whenever blocks are paged (no spec)
+    def __init__(self, requests: Requests, cost: IterationCost, limits: EngineLimits, spec: Any = None,
+                 prefilled: bool = False) -> None:
         """spec: a calc.serve_spec.SpecDecode (decode steps then emit its expected tokens each, and
         KV is reserved for prompt + output on admission). prefilled: requests arrive with their prompt's
         KV and first token (a disaggregated decode instance); a preempted one is prefilled again here."""

@@ -10,6 +10,11 @@ counts the requests that meet every given SLO (DistServe, Zhong et al. OSDI 2024
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .serve_engine import Trace
+    from .serve_workload import Requests
 
 PERCENTILES = (50, 90, 99)
 SERIES_POINTS = 100  # time buckets of the KV-utilisation / preemption series
@@ -35,7 +40,7 @@ def percentile(values: list[float], q: float) -> float | None:
     return v[lo] + (v[hi] - v[lo]) * (pos - lo)
 
 
-def latencies(requests, trace) -> dict[str, list[float]]:
+def latencies(requests: Requests, trace: Trace) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {"ttft": [], "tpot": [], "e2e": [], "queue": []}
     for i, (arrival, _, output) in enumerate(requests):
         out["ttft"].append(trace.first_s[i] - arrival)
@@ -46,7 +51,7 @@ def latencies(requests, trace) -> dict[str, list[float]]:
     return out
 
 
-def summary(requests, trace, total_blocks: int, slo: Slo) -> dict[str, float | int | None]:
+def summary(requests: Requests, trace: Trace, total_blocks: int, slo: Slo) -> dict[str, float | int | None]:
     lat = latencies(requests, trace)
     makespan = max(trace.finish_s) - requests[0][0]
     out: dict[str, float | int | None] = {}
@@ -64,7 +69,7 @@ def summary(requests, trace, total_blocks: int, slo: Slo) -> dict[str, float | i
     return out
 
 
-def _throughput(requests, trace, makespan: float, good: int) -> dict[str, float | int]:
+def _throughput(requests: Requests, trace: Trace, makespan: float, good: int) -> dict[str, float | int]:
     n = len(requests)
     return {
         "requests": n, "makespan_s": makespan, "iterations": len(trace.iter_end_s),
@@ -79,7 +84,7 @@ def _throughput(requests, trace, makespan: float, good: int) -> dict[str, float 
     }
 
 
-def _time_mean(trace, values: list[int]) -> float:
+def _time_mean(trace: Trace, values: list[int]) -> float:
     """Time average of a per-iteration quantity over the iterations (idle gaps excluded)."""
     total = weighted = 0.0
     prev = None
@@ -91,14 +96,14 @@ def _time_mean(trace, values: list[int]) -> float:
     return weighted / total if total else float(values[0] if values else 0)
 
 
-def _kv(trace, total_blocks: int) -> dict[str, float | int]:
+def _kv(trace: Trace, total_blocks: int) -> dict[str, float | int]:
     used = trace.iter_used_blocks
     return {"preemptions": len(trace.preempt_s),
             "kv_utilization_mean": _time_mean(trace, used) / total_blocks if used else 0.0,
             "kv_utilization_max": max(used) / total_blocks if used else 0.0}
 
 
-def series(trace, total_blocks: int, points: int = SERIES_POINTS) -> list[dict[str, float | int]]:
+def series(trace: Trace, total_blocks: int, points: int = SERIES_POINTS) -> list[dict[str, float | int]]:
     """KV utilisation (mean over the bucket's iterations), preemptions and batch tokens over time."""
     if not trace.iter_end_s:
         return []

@@ -7,10 +7,18 @@ batch until the longest output is done; shorter requests finish early but their 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .serve_cost import Batch, kv_blocks
 
+if TYPE_CHECKING:
+    from .serve_workload import Requests
 
-def _take_batch(e, first: int, now: float) -> list[int]:
+# `e` below is a calc.serve_engine.Engine and run_static returns its Trace; typed Any because
+# serve_engine imports this module (importing it back, even for types, would be a circle)
+
+
+def _take_batch(e: Any, first: int, now: float) -> list[int]:
     lim, req = e.lim, e.req
     batch: list[int] = []
     blocks, j = 0, first
@@ -24,7 +32,7 @@ def _take_batch(e, first: int, now: float) -> list[int]:
     return batch
 
 
-def run_static(e):
+def run_static(e: Any) -> Any:
     """Simulate static batching over the engine's requests; fills and returns e.trace."""
     req, t, cost = e.req, e.trace, e.cost
     now, nxt, busy, done, seen = 0.0, 0, 0.0, 0, 0
@@ -62,7 +70,7 @@ def run_static(e):
     return t
 
 
-def _arrived(req, start: int, now: float) -> int:
+def _arrived(req: Requests, start: int, now: float) -> int:
     """Requests arrived by `now` (those before `start` all have)."""
     j = start
     while j < len(req) and req[j][0] <= now:

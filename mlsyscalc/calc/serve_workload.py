@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from typing import Sequence
 
 from ..errors import MlsysError, require
 
@@ -73,6 +74,9 @@ def parse_length(text: str, what: str, values: tuple[int, ...] | None = None) ->
         require(params[1] >= 0, f"{what}: the spread must be >= 0, got {text!r}")
         require(kind == "lognormal" or params[0] >= 1, f"{what}: the mean must be >= 1, got {text!r}")
     return LengthDist(kind, params)
+
+
+Requests = Sequence[tuple[float, int, int]]  # (arrival_s, prompt tokens, output tokens), by arrival
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ def traffic(rows: Iterable[CommRow]) -> dict[tuple[str, str], float]:
     return out
 
 
-def _max0(x):
+def _max0(x: Any) -> Any:  # a float or a numpy array (the batched sweep)
     return np.maximum(0.0, x)
 
 

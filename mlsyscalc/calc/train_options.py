@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..dtypes import dtype_name
-from ..errors import divide, require
+from ..errors import MlsysError, divide, require
 from ..specs.cluster import ClusterSpec
 from ..specs.model import ModelSpec
 from .comm_step import placement
@@ -160,5 +160,6 @@ class TrainStepOptions:
         if self.sp_active:
             divide(self.seq // self.cp, self.tp, "rule (seq/cp) % tp == 0 with --sp")
         if self.ep > 1:
-            require(spec.moe is not None, f"--ep {self.ep}: {spec.name} has no routed experts")
-            divide(spec.moe.num_experts, self.ep, "rule experts % ep == 0")  # type: ignore[union-attr]
+            if spec.moe is None:
+                raise MlsysError(f"--ep {self.ep}: {spec.name} has no routed experts")
+            divide(spec.moe.num_experts, self.ep, "rule experts % ep == 0")

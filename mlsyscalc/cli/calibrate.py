@@ -31,8 +31,8 @@ def calibrate(rows, hold_out, gpu, base, fit_only, steps_only, out, fmt, as_json
 
     measured = [r for path in (*rows, *fit_only) for r in ResultStore(path).rows()]
     fit_keys = {r.key for path in fit_only for r in ResultStore(path).rows()} if fit_only else None
-    require(measured, f"calibrate: no rows in {', '.join(rows)}")
-    name = gpu or match_gpu(next((r.env.get("gpu") for r in measured if r.env.get("gpu")), "")).name
+    require(bool(measured), f"calibrate: no rows in {', '.join(rows)}")
+    name = gpu or match_gpu(next((r.env["gpu"] for r in measured if r.env.get("gpu")), "")).name
     result = fit_rows(measured, load_ceilings(name, base), {m for m in hold_out.split(",") if m}, fit_keys,
                     per_op=not steps_only)
     if out:

@@ -24,7 +24,7 @@ def gpus(fmt, as_json):
             "sm_count": spec.sm_count, "nvlink_Bps": spec.nvlink_Bps, "pcie_Bps": spec.pcie_Bps,
             "tdp_w": spec.tdp_w, "source": list(spec.source), "notes": spec.notes,
         })
-        rows.append([spec.name, *(None if peaks.get(d) is None else peaks[d] / 1e12 for d in DTYPES),
+        rows.append([spec.name, *(None if (peak := peaks.get(d)) is None else peak / 1e12 for d in DTYPES),
                      spec.memory_bytes / 1e9, spec.memory_bandwidth_Bps / 1e9,
                      None if spec.l2_bytes is None else spec.l2_bytes / 1e6, spec.sm_count,
                      None if spec.nvlink_Bps is None else spec.nvlink_Bps / 1e9])

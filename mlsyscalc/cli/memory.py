@@ -253,7 +253,7 @@ def infer(ctx, model, overrides, batch, context, dtype, base_dtype, kv_dtype, gr
                            group_size=group_size, tp=tp, block_size=block_size, prefill_chunk=prefill_chunk,
                            flash=flash, bytes_overrides=parse_bytes_overrides(byte_overrides))
     notes = []
-    solved = None
+    solved = 0  # with --max: the largest batch or context that fits
     if solve:
         require(gpu is not None, "--max needs --gpu")
         from ..specs.gpu import load_gpu
@@ -262,7 +262,8 @@ def infer(ctx, model, overrides, batch, context, dtype, base_dtype, kv_dtype, gr
         solved, found = mi.solve_max(spec, opts, solve, usable)
         if found is None:
             notes.append(f"Nothing fits: even {solve} = 1 needs more than the usable memory; showing {solve} = 1.")
-        opts = replace(opts, **{solve: max(solved, 1)})
+        fitted = max(solved, 1)
+        opts = replace(opts, batch=fitted) if solve == "batch" else replace(opts, context=fitted)
     r = mi.infer_memory(spec, opts)
     data = {
         "model": r.model, "batch": opts.batch, "context": opts.context, "dtype": dtype, "kv_dtype": kv_dtype,

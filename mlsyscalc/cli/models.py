@@ -50,7 +50,7 @@ def show(model, overrides, fmt, as_json):
     """Print the normalised spec of MODEL (built-in name, config.json or folder)."""
     spec = resolve_model(model, overrides)
     data = spec_dict(spec)
-    rows = []
+    rows: list[list] = []
     for key, value in data.items():
         if isinstance(value, dict):
             rows.extend([f"{key}.{k}", v] for k, v in value.items())

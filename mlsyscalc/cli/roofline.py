@@ -218,12 +218,12 @@ def model(ctx, model, overrides, phase, batch, seq, context, tp, dtype, kv_dtype
                            recompute=recompute, dp=dp, zero=zero, dp_overlap=dp_overlap, impl=impl, logits=logits,
                            master_weights=master_weights)
     if sweep:
-        result = sweep_batch(spec, ceilings, opts, _sweep_values(sweep))
-        output = sweep_output(result)
+        swept = sweep_batch(spec, ceilings, opts, _sweep_values(sweep))
+        output = sweep_output(swept)
         if plot:
             from ..report.roofline_plots import plot_model
 
-            plot_model(result.points[0], plot, sweep=result)
+            plot_model(swept.points[0], plot, sweep=swept)
             output = with_plot(output, plot)
     else:
         result = predict_model(spec, ceilings, opts)

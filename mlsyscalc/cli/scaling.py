@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import click
 
@@ -190,7 +191,7 @@ def budget(compute, gpu_hours, days, cost, gpu, dtype, peak_tflops, gpus, mfu, p
         "law": b.optimum.law.name, "params": b.optimum.params, "tokens": b.optimum.tokens,
         "loss": b.optimum.loss.total, "loss_law": b.optimum.loss_law,
     }
-    rows = [
+    rows: list[list[Any]] = [
         ["compute C", b.compute_flops, "FLOP"], ["peak per GPU", b.peak_flops_per_s, "FLOP/s"],
         ["MFU", b.mfu, "achieved / peak"], ["GPUs", b.gpus, "count"],
         ["sustained, all GPUs", b.sustained_flops_per_s, "FLOP/s"], ["GPU-hours", b.gpu_hours, "h"],
@@ -294,7 +295,7 @@ def fit(runs_csv, compute, starts, bootstrap, ci, seed, plot_path, fmt, as_json)
     }
     names = ("E", "A", "B", "alpha", "beta", "a", "optimal_params")
     values = (law.E, law.A, law.B, law.alpha, law.beta, law.a, result.optimal_params)
-    rows = [[n, v, *(intervals.get(n) or ["", ""])] for n, v in zip(names, values)]
+    rows = [[n, v, *(intervals.get(n) or ("", ""))] for n, v in zip(names, values)]
     pct = f"{result.ci * 100:g}%"
     notes = [f"{result.runs.n} runs; L-BFGS from {result.starts} starts ({result.converged} converged); "
              f"{result.bootstrap} bootstrap resamples; rms log-residual {result.rms_log_residual:.3g}",

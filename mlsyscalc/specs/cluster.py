@@ -88,8 +88,9 @@ class ClusterSpec:
     def link(self, across_nodes: bool) -> Link:
         if not across_nodes:
             return self.intra
-        require(self.inter is not None, f"cluster {self.name} has no inter-node link")
-        return self.inter  # type: ignore[return-value]
+        if self.inter is None:
+            raise MlsysError(f"cluster {self.name} has no inter-node link")
+        return self.inter
 
     def with_links(self, *, bandwidth_GBps: float | None = None, latency_us: float | None = None,
                    inter_bandwidth_GBps: float | None = None, inter_latency_us: float | None = None) -> "ClusterSpec":

@@ -12,14 +12,17 @@ import json
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from ..errors import MlsysError
 from .hf import from_hf_config
 from .model import ModelSpec
 
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
 
-def _data_dir(kind: str):
+
+def _data_dir(kind: str) -> Traversable:
     return resources.files("mlsyscalc.model_specs").joinpath(kind)
 
 

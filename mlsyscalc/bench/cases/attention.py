@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 from ...calc.attention import AttentionShape, attention_bytes, attention_flops
 from .. import harness
@@ -134,8 +135,10 @@ def sdpa(backend: str | None):
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    chosen = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
-              "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}.get(backend)
+    by_name: dict[str | None, SDPBackend] = {
+        "flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+        "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
+    chosen = by_name.get(backend)
 
     def run(q, k, v, causal):
         gqa = q.shape[1] != k.shape[1]
@@ -163,7 +166,8 @@ def forward_cases(shapes: list[Shape], dtype: str, backends=SDPA_BACKENDS, descr
     cases = []
     for s in shapes:
         variant = "causal" if s.causal else "full"
-        common = dict(shape=s.label(), dtype=dtype, flops=forward_flops(s), bytes=forward_bytes(s), variant=variant)
+        case = partial(Case, shape=s.label(), dtype=dtype, flops=forward_flops(s), bytes=forward_bytes(s),
+                       variant=variant)
 
         def build(s=s, use_desc=None, backend=None):
             q, k, v = _qkv(s, dtype)
@@ -182,16 +186,15 @@ def forward_cases(shapes: list[Shape], dtype: str, backends=SDPA_BACKENDS, descr
             return bench
 
         baseline = "sdpa_flash" if not harness.interpreting() else ""
-        cases.append(Case(kernel="triton_fwd", baseline=baseline, build=build, **common))
+        cases.append(case(kernel="triton_fwd", baseline=baseline, build=build))
         if descriptor_path and not harness.interpreting():   # each load path forced, beside the auto choice
-            cases.append(Case(kernel="triton_fwd_desc", baseline="", build=lambda s=s: build(s, use_desc=True), **common))
-            cases.append(Case(kernel="triton_fwd_ptr", baseline="", build=lambda s=s: build(s, use_desc=False), **common))
-            cases.append(Case(kernel="triton_fwd_hostdesc", baseline="", build=lambda s=s: build(s, use_desc="host"),
-                              **common))
+            cases.append(case(kernel="triton_fwd_desc", baseline="", build=partial(build, s, use_desc=True)))
+            cases.append(case(kernel="triton_fwd_ptr", baseline="", build=partial(build, s, use_desc=False)))
+            cases.append(case(kernel="triton_fwd_hostdesc", baseline="", build=partial(build, s, use_desc="host")))
         for name in backends:
             if name == "math" and s.b * s.h * s.q_len * s.s_kv * 4 > 2**30:
                 continue  # MATH materialises the S x S scores (~25 TFLOP/s): skip past 1 GiB of them
-            cases.append(Case(kernel=f"sdpa_{name}", baseline="", build=lambda s=s, n=name: build(s, backend=n), **common))
+            cases.append(case(kernel=f"sdpa_{name}", baseline="", build=partial(build, s, backend=name)))
     return cases
 
 
@@ -201,8 +204,8 @@ def backward_cases(shapes: list[Shape], dtype: str, backends=("flash", "cudnn", 
 
     cases = []
     for s in shapes:
-        common = dict(shape=s.label(), dtype=dtype, flops=backward_flops(s), bytes=backward_bytes(s),
-                      variant="causal" if s.causal else "full")
+        case = partial(Case, shape=s.label(), dtype=dtype, flops=backward_flops(s), bytes=backward_bytes(s),
+                       variant="causal" if s.causal else "full")
 
         def build(s=s, backend=None):
             import torch
@@ -227,9 +230,9 @@ def backward_cases(shapes: list[Shape], dtype: str, backends=("flash", "cudnn", 
                          baseline=None if harness.interpreting() else sdpa_grads("flash"))
 
         baseline = "sdpa_flash" if not harness.interpreting() else ""
-        cases.append(Case(kernel="triton_bwd", baseline=baseline, build=build, **common))
+        cases.append(case(kernel="triton_bwd", baseline=baseline, build=build))
         for name in backends:
-            cases.append(Case(kernel=f"sdpa_{name}_bwd", baseline="", build=lambda s=s, n=name: build(s, n), **common))
+            cases.append(case(kernel=f"sdpa_{name}_bwd", baseline="", build=partial(build, s, name)))
     return cases
 
 
@@ -261,7 +264,7 @@ def decode_cases(shapes: list[Shape], dtype: str, pages=(None, 16, 256), backend
 
     cases = []
     for s in shapes:
-        common = dict(shape=s.label(), dtype=dtype, flops=forward_flops(s), bytes=decode_bytes(s))
+        case = partial(Case, shape=s.label(), dtype=dtype, flops=forward_flops(s), bytes=decode_bytes(s))
 
         def build(s=s, page=None, backend=None):
             q, k, v, table = _decode_inputs(s, dtype, page)
@@ -278,14 +281,14 @@ def decode_cases(shapes: list[Shape], dtype: str, pages=(None, 16, 256), backend
         for page in pages:
             variant = "contiguous" if page is None else f"paged{page}"
             baseline = "sdpa" if page is None and s.q_len == 1 and not harness.interpreting() else ""
-            cases.append(Case(kernel="triton_decode", baseline=baseline, variant=variant,
-                              build=lambda s=s, p=page: build(s, page=p), **common))
+            cases.append(case(kernel="triton_decode", baseline=baseline, variant=variant,
+                              build=partial(build, s, page=page)))
         if s.q_len == 1:  # SDPA has no bottom-right causal mask for n_q > 1 queries
             for name in backends:
                 if name == "math" and s.s_kv > 8192:
                     continue  # MATH expands GQA heads and scores in memory
-                cases.append(Case(kernel=f"sdpa_{name}", baseline="", variant="contiguous",
-                                  build=lambda s=s, n=name: build(s, backend=n), **common))
+                cases.append(case(kernel=f"sdpa_{name}", baseline="", variant="contiguous",
+                                  build=partial(build, s, backend=name)))
     return cases
 
 

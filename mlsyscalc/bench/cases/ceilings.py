@@ -98,14 +98,22 @@ def to_rows(record: dict[str, Any]) -> list[Row]:
     """A calibration record in the shared row shape: one row per matmul tried (kernel
     `ceiling_matmul`, dtype, shape) and one per bandwidth access (kernel `ceiling_<access>`);
     `from_rows` rebuilds the record (peaks = the best run per dtype)."""
-    common = dict(baseline="", env=dict(record.get("env") or {}), measured_at=record.get("measured_at"))
-    rows = [Row(kernel="ceiling_matmul", shape=run["shape"], dtype=run["dtype"], ok="error" not in run,
+    env, measured_at = dict(record.get("env") or {}), record.get("measured_at")
+    rows = [Row(kernel="ceiling_matmul", baseline="", shape=run["shape"], dtype=run["dtype"], ok="error" not in run,
                 median_ms=run.get("median_ms"), flops=2.0 * math.prod(int(d) for d in run["shape"].split("x")),
-                error=run.get("error"), **common).finish()
+                error=run.get("error"), env=env, measured_at=measured_at).finish()
             for run in record.get("matmul_runs", [])]
-    rows += [Row(kernel=f"ceiling_{access}", shape="", dtype="float32", ok=True, extra={"Bps": rate}, **common)
+    rows += [Row(kernel=f"ceiling_{access}", baseline="", shape="", dtype="float32", ok=True, extra={"Bps": rate},
+                 env=env, measured_at=measured_at)
              for access, rate in record.get("bandwidth_Bps", {}).items()]
     return rows
+
+
+def _flops_per_s(row: Row) -> float | None:
+    """FLOP/s of a timed matmul row; None where its FLOPs or time are missing."""
+    if row.flops is None or not row.median_ms:
+        return None
+    return row.flops / (row.median_ms * 1e-3)
 
 
 def from_rows(rows: list[Row]) -> dict[str, Any]:
@@ -113,13 +121,14 @@ def from_rows(rows: list[Row]) -> dict[str, Any]:
     peaks: dict[str, float | None] = {}
     for r in runs:
         peaks.setdefault(r.dtype, None)
-        if r.ok and r.median_ms:
-            peaks[r.dtype] = max(peaks[r.dtype] or 0.0, r.flops / (r.median_ms * 1e-3))
+        rate = _flops_per_s(r)
+        if r.ok and rate is not None:
+            peaks[r.dtype] = max(peaks[r.dtype] or 0.0, rate)
     env = rows[0].env if rows else {}
     return {"gpu": env.get("gpu"), "sm_count": env.get("sm_count"), "peak_flops": peaks,
             "bandwidth_Bps": {r.kernel[len("ceiling_"):]: r.extra["Bps"] for r in rows if r.kernel != "ceiling_matmul"},
             "matmul_runs": [{"dtype": r.dtype, "shape": r.shape,
                              **({"error": r.error} if r.error else
-                                {"median_ms": r.median_ms, "flops_per_s": r.flops / (r.median_ms * 1e-3)})}
+                                {"median_ms": r.median_ms, "flops_per_s": _flops_per_s(r)})}
                             for r in runs],
             "env": dict(env), "measured_at": rows[0].measured_at if rows else None}

@@ -20,6 +20,7 @@ import os
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, Callable
 
 from ...calc.memory_infer import InferOptions, infer_memory
 from ...calc.memory_train import TrainOptions, train_memory
@@ -111,12 +112,12 @@ def measure_train(spec, batch, seq, checkpoint, flash, device="cuda") -> dict:
     targets = torch.randint(0, spec.vocab_size, (batch, seq), device=device)
 
     def step(marks=None):
-        loss = model(ids, targets)
+        loss = model(ids, targets)  # noqa: F821 - deleted after the last call
         if marks is not None:
             marks["after_forward"] = _allocated(device)
         loss.backward()
-        opt.step()
-        opt.zero_grad()
+        opt.step()  # noqa: F821 - deleted after the last call
+        opt.zero_grad()  # noqa: F821 - deleted after the last call
 
     step()  # allocates gradients and optimizer states
     _sync(device)
@@ -210,8 +211,10 @@ def _run_case(kind, spec, case, device) -> dict:
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    predict, measure = (predict_train, measure_train) if kind == "train" else (predict_infer, measure_infer)
-    result = {"predicted": predict(spec, *case)}
+    # the case tuple fills the positional parameters of the train or the infer pair
+    predict: Callable[..., dict] = predict_train if kind == "train" else predict_infer
+    measure: Callable[..., dict] = measure_train if kind == "train" else measure_infer
+    result: dict[str, Any] = {"predicted": predict(spec, *case)}
     try:
         with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
             result["measured"], result["sdpa"] = measure(spec, *case, device=device), "flash"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, replace
+from functools import partial
 
 from ...calc.memory_infer import InferOptions, infer_memory
 from ...calc.memory_train import TrainOptions, train_memory
@@ -61,13 +62,14 @@ def roofline_options(case: ModelCase, impl: str = IMPL) -> RooflineOptions:
     """The same step for `calc.roofline_model` (FSDP: data parallel with ZeRO-3 over dp ranks):
     plain-PyTorch kernels, logits of the last position only (this model's prefill, as serving
     engines do), and training with AdamW states in bf16 (torch's fused AdamW on bf16 parameters)."""
-    common = dict(batch=case.batch, dtype=case.dtype, check_fit=False, tp=case.tp, impl=impl)
+    options = partial(RooflineOptions, batch=case.batch, dtype=case.dtype, check_fit=False, tp=case.tp, impl=impl)
     if case.phase == "decode":
-        return RooflineOptions(phase="decode", context=case.seq, **common)
+        return options(phase="decode", context=case.seq)
     if case.phase == "prefill":
-        return RooflineOptions(phase="prefill", seq=case.seq, logits="last", **common)
-    sharded = dict(dp=case.dp, zero=3) if case.dp > 1 else {}
-    return RooflineOptions(phase="train", seq=case.seq, master_weights=False, **common, **sharded)
+        return options(phase="prefill", seq=case.seq, logits="last")
+    if case.dp > 1:
+        return options(phase="train", seq=case.seq, master_weights=False, dp=case.dp, zero=3)
+    return options(phase="train", seq=case.seq, master_weights=False)
 
 
 def predicted_peak_bytes(spec, case: ModelCase) -> int:
