@@ -39,7 +39,7 @@ import math
 from typing import Any, Callable
 
 from ..specs.model import ModelSpec
-from .layers import head_linears, layer_linears, norm_width
+from .layers import Linear, head_linears, layer_linears, norm_width
 from .roofline_memory import copy_cast_op, elementwise_op, embedding_op, norm_op
 from .roofline_ops import OpPrediction, OpRow, predict_memory_op
 
@@ -236,7 +236,7 @@ def _layer_backward(p: Any, layer: int, mlp_elements: float) -> list[tuple[OpPre
     return ops + bias_grad_ops(p, layer_linears(spec, layer))
 
 
-def bias_grad_ops(p: Any, linears) -> list[tuple[OpPrediction, str]]:
+def bias_grad_ops(p: Any, linears: list[Linear]) -> list[tuple[OpPrediction, str]]:
     """A Linear's bias gradient: dY summed over the tokens, one reduction kernel per bias (MoE
     experts' biases are not listed)."""
     ops = []

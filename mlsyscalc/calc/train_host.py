@@ -118,7 +118,7 @@ def stage_work(spec: Any, parts: Any, stages: tuple[Any, ...], recompute: str) -
     head = param_tensors(spec, None)[0]
     first = 1 + (1 if spec.learned_positions else 0)  # embedding (and learned positions); the last stage has the rest
 
-    def work(st) -> StageWork:
+    def work(st: Any) -> StageWork:
         ops, matmuls = stage_ops(parts, st, recompute)
         tensors = sum(param_tensors(spec, i)[0] for i in st.layers)
         tensors += (first if st.first else 0) + (head - first if st.last else 0)
