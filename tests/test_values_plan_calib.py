@@ -260,3 +260,229 @@ def test_memoised_search_follows_moe_layers_across_model_chunks():
     for j, lay in enumerate(layouts):
         ref = train_step(spec, H100, HGX, replace(lay, zero=1, recompute="none"))
         assert step[j] == pytest.approx(ref.step_time_s, rel=1e-9), lay.layout()
+
+
+# --- calibration: ceilings from the datasheet or a calibration file (docs/roofline.md) ------------
+
+H100_BF16, H100_BPS = 989.5e12, 3.35e12  # H100-SXM datasheet: dense bf16 FLOP/s, HBM3 bytes/s
+MEASURED = {"gpu": "NVIDIA H100 80GB HBM3", "peak_flops": {"bf16": 800e12},
+            "bandwidth_Bps": {"read": 2e12, "write": 3e12}}
+
+
+def test_calibrated_copy_bandwidth_is_the_harmonic_mean():
+    # measured ceilings are used at efficiency 1 (matmul, memory); a copy reads and writes as many
+    # bytes: 2 / (1/2 + 1/3) TB/s = 2.4 TB/s, and the ridge is 800 TFLOP/s over it
+    c = calibrated_ceilings(MEASURED)
+    d = c.as_dict("bf16")
+    assert c.gpu.name == "H100-SXM" and d["source"] == "calibration" and c.calibrated
+    assert (d["read_Bps"], d["write_Bps"], d["matmul_flops_per_s"]) == (2e12, 3e12, 800e12)
+    assert d["bandwidth_Bps"] == pytest.approx(2.4e12, rel=1e-12)
+    assert d["ridge_flops_per_byte"] == pytest.approx(800e12 / 2.4e12, rel=1e-12)
+    # reads and writes share the bus: their times add; an elementwise kernel unless told it is a GEMM
+    assert c.memory_s(1e9, 1e9) == pytest.approx(1e9 / 2e12 + 1e9 / 3e12, rel=1e-12)
+    skinny = CALIBRATED_EFFICIENCY.matmul_skinny
+    assert c.memory_s(1e9, 1e9, skinny=True) == pytest.approx((1e9 / 2e12 + 1e9 / 3e12) / skinny, rel=1e-12)
+
+
+def test_datasheet_ceilings_apply_the_efficiencies():
+    c = datasheet_ceilings("H100-SXM")
+    e = c.efficiency
+    d = c.as_dict("bf16")
+    assert d["read_Bps"] == d["write_Bps"] == pytest.approx(H100_BPS * e.memory, rel=1e-12)
+    assert d["bandwidth_Bps"] == pytest.approx(H100_BPS * e.memory, rel=1e-12)
+    assert d["ridge_flops_per_byte"] == pytest.approx(H100_BF16 * e.matmul / (H100_BPS * e.memory), rel=1e-12)
+    assert c.memory_s(1e9, 2e9) == pytest.approx(3e9 / H100_BPS / e.memory, rel=1e-12)
+    assert c.memory_s(1e9, 2e9, skinny=True) == pytest.approx(3e9 / H100_BPS / e.matmul_skinny, rel=1e-12)
+
+
+def test_with_efficiency_changes_one_kind_and_names_unknown_ones():
+    c = datasheet_ceilings("H100-SXM")
+    half = c.with_efficiency(matmul=0.5, attention=0.25)
+    assert half.flops_per_s("bf16") == H100_BF16 * 0.5 and half.flops_per_s("bf16", "attention") == H100_BF16 * 0.25
+    assert half.efficiency.memory == c.efficiency.memory and half.read_ceiling_Bps == c.read_ceiling_Bps
+    with pytest.raises(MlsysError, match="unknown efficiency bogus, flops"):
+        c.with_efficiency(bogus=0.5, flops=0.5)
+
+
+def test_unmeasured_bandwidth_falls_back_to_the_datasheet_with_a_note():
+    # no bandwidth in the file: the datasheet's 3.35 TB/s x the default memory efficiency, as the base
+    # (the calibrated memory efficiency on top is 1)
+    eff = datasheet_ceilings("H100-SXM").efficiency.memory
+    c = calibrated_ceilings({"gpu": "H100-SXM", "peak_flops": {"bf16": 800e12}})
+    assert c.read_ceiling_Bps == c.write_ceiling_Bps == pytest.approx(H100_BPS * eff, rel=1e-12)
+    assert any(n.startswith("bandwidth: not measured") for n in c.notes)
+
+
+@pytest.mark.parametrize("bws,noted", [
+    ({"read": 2e12}, True), ({"write": 2e12}, True), ({"read": 2e12, "write": 3e12}, False),
+    ({"copy": 2.5e12}, False), ({"copy": 2.5e12, "read": 2e12}, False),
+])
+def test_bandwidth_note_only_when_read_and_write_or_copy_are_missing(bws, noted):
+    c = calibrated_ceilings({"gpu": "H100-SXM", "bandwidth_Bps": bws})
+    assert any(n.startswith("bandwidth: not measured") for n in c.notes) is noted
+    if "copy" in bws:  # a measured copy rate stands in for whichever of read, write is missing
+        assert c.write_Bps == 2.5e12 and c.read_Bps == bws.get("read", 2.5e12)
+
+
+def test_unmeasured_dtypes_are_noted_and_scaled_measured_ones_are_not():
+    c = calibrated_ceilings(MEASURED)
+    eff = datasheet_ceilings("H100-SXM").efficiency.matmul
+    assert not any(n.startswith("bf16:") for n in c.notes)
+    assert any(n.startswith("fp8: not in the calibration file") for n in c.notes)
+    assert c.peak("bf16") == 800e12 and c.peak("fp8") == pytest.approx(1979e12 * eff, rel=1e-12)
+
+
+def test_a_file_measured_on_another_gpu_is_noted():
+    other = dict(MEASURED, gpu="NVIDIA H200")
+    note = "calibration measured on 'NVIDIA H200', used with the H100-SXM datasheet"
+    assert note in calibrated_ceilings(other, gpu="H100-SXM").notes
+    assert not any("measured on" in n for n in calibrated_ceilings(other, gpu="H200").notes)
+    assert not any("measured on" in n for n in calibrated_ceilings(other).notes)
+    assert not any("measured on" in n for n in calibrated_ceilings(MEASURED, gpu="H100-SXM").notes)
+
+
+@pytest.mark.parametrize("device,name", [("NVIDIA GeForce RTX", "RTX-4090"), ("AMD Instinct MI300X", "MI300X"),
+                                         ("NVIDIA H100 80GB HBM3", "H100-SXM"), ("NVIDIA L40S", "L40S")])
+def test_match_gpu_by_a_unique_prefix(device, name):
+    # a name that starts exactly one GPU's name or alias ("geforce-rtx" -> geforce-rtx-4090; "amd" ->
+    # amd-mi300x once the words that match nothing are dropped)
+    assert match_gpu(device).name == name
+
+
+def test_match_gpu_refuses_an_ambiguous_prefix():
+    # "a100" starts the 40 GB and the 80 GB cards' aliases alike
+    with pytest.raises(MlsysError, match="no built-in GPU matches device 'NVIDIA A100'"):
+        match_gpu("NVIDIA A100")
+
+
+# --- calibration_fit: Nelder-Mead as defined (Nelder & Mead 1965: reflect 1, expand 2, contract 1/2,
+# shrink 1/2 towards the best point), the loss, the bounds (docs/models.md) ------------------------
+
+def _traced(g):
+    seen: list[tuple[float, ...]] = []
+
+    def f(x):
+        seen.append(tuple(x))
+        return g(*x)
+    return f, seen
+
+
+def test_nelder_mead_expands_then_restarts_from_the_best():
+    # f = (x - 1)^2 from 0, step 0.25: simplex {0: 1, 0.25: 0.5625}; centre 0.25, reflect 0.5 (0.25
+    # < 0.5625: better than the best) -> expand 0.25 + 2 x 0.25 = 0.75 (0.0625 < 0.25: kept). Round two
+    # from 0.75: {0.75: 0.0625, 1.0: 0}; reflect 1.25 (0.0625, not better than 0.0625's neighbour 0)
+    # -> contract 1.0 + (0.75 - 1.0) / 2 = 0.875 (0.015625 < 0.0625: kept); best 1.0
+    f, seen = _traced(lambda x: (x - 1) ** 2)
+    assert _nelder_mead(f, [0.0], step=0.25, iters=1, restarts=1) == [0.75]
+    assert seen == [(0.0,), (0.25,), (0.5,), (0.75,)]
+    f, seen = _traced(lambda x: (x - 1) ** 2)
+    assert _nelder_mead(f, [0.0], step=0.25, iters=1, restarts=2) == [1.0]
+    assert seen == [(0.0,), (0.25,), (0.5,), (0.75,), (0.75,), (1.0,), (1.25,), (0.875,)]
+
+
+def test_nelder_mead_contracts_when_the_reflection_is_not_better_than_the_best():
+    # f = (x - 0.3)^2: {0: 0.09, 0.25: 0.0025}; reflect 0.5 (0.04): worse than the best, and in one
+    # dimension the second-worst is the best -> contract to 0.125 (0.030625 < 0.09)
+    f, seen = _traced(lambda x: (x - 0.3) ** 2)
+    assert _nelder_mead(f, [0.0], step=0.25, iters=1, restarts=1) == [0.25]
+    assert seen == [(0.0,), (0.25,), (0.5,), (0.125,)]
+
+
+def test_nelder_mead_in_two_dimensions():
+    # f = (x - 2)^2 + (y - 0.2)^2 from (0, 0), step 1: vertices (0,0) 4.04, (1,0) 1.04, (0,1) 4.64
+    # 1. centre (0.5, 0), reflect (1,-1) 2.44: not better than 1.04, better than 4.04 -> kept
+    # 2. best (1,0), (1,-1), worst (0,0): centre (1,-0.5), reflect (2,-1) 1.44 -> kept
+    # 3. worst (1,-1): centre (1.5,-0.5), reflect (2,0) 0.04 < 1.04 -> expand (2.5,0.5) 0.34 > 0.04: reflect kept
+    # 4. worst (2,-1): centre (1.5,0), reflect (1,1) 1.64 >= 1.04 -> contract (1.75,-0.5) 0.5525 < 1.44
+    f, seen = _traced(lambda x, y: (x - 2) ** 2 + (y - 0.2) ** 2)
+    assert _nelder_mead(f, [0.0, 0.0], step=1.0, iters=4, restarts=1) == [2.0, 0.0]
+    assert seen == [(0.0, 0.0), (1.0, 0.0), (0.0, 1.0), (1.0, -1.0), (2.0, -1.0), (2.0, 0.0), (2.5, 0.5),
+                    (1.0, 1.0), (1.75, -0.5)]
+
+
+@pytest.mark.parametrize("inner,points,best", [
+    # contraction (0.25, 0.5) scores 2: better than the worst (3), not than the second (1): kept
+    (2.0, [], [1.0, 0.0]),
+    # it scores 3, as the worst: shrink every vertex halfway to the best (1,0): (0.5,0) and (0.5,0.5)
+    (3.0, [(0.5, 0.0), (0.5, 0.5)], [1.0, 0.0]),
+])
+def test_nelder_mead_contraction_and_shrink(inner, points, best):
+    table = {(0.0, 0.0): 1.0, (1.0, 0.0): 0.0, (0.0, 1.0): 3.0, (1.0, -1.0): 5.0, (0.25, 0.5): inner,
+             (0.5, 0.0): 0.5, (0.5, 0.5): 10.0}
+    f, seen = _traced(lambda x, y: table.get((x, y), 100.0))
+    assert _nelder_mead(f, [0.0, 0.0], step=1.0, iters=1, restarts=1) == best
+    assert seen == [(0.0, 0.0), (1.0, 0.0), (0.0, 1.0), (1.0, -1.0), (0.25, 0.5), *points]
+    # one more iteration after the shrink starts from the values of the shrunk simplex (0, 0.5, 10)
+    if points:
+        f, seen = _traced(lambda x, y: table.get((x, y), 100.0))
+        _nelder_mead(f, [0.0, 0.0], step=1.0, iters=2, restarts=1)
+        assert seen[7] == (1.0, -0.5)  # centre (0.75, 0) of the two best + (0.75, 0) - (0.5, 0.5)
+
+
+START = {"matmul": 0.5, "matmul_skinny": 0.5, "attention": 0.5, "memory": 0.5, "launch_s": 1e-6}
+ONE = (1.0, 1.0, 1.0, 1.0)  # efficiencies the terms were priced at
+
+
+def test_loss_is_the_mean_squared_log_error():
+    # priced at matmul efficiency 0.5, refitted to 0.25: 1 s of compute becomes 2 s; measured 4 s and 1 s
+    terms = (Term(1, "matmul", 1.0, 0.0),)
+    obs = [Observation("a", 4.0, terms, (0.5, 1.0, 1.0, 1.0)), Observation("b", 1.0, terms, (0.5, 1.0, 1.0, 1.0))]
+    params = dict(START, matmul=0.25, launch_s=0.0)
+    assert loss(obs[:1], params) == pytest.approx(math.log(2 / 4) ** 2, rel=1e-12)
+    assert loss(obs, params) == pytest.approx((math.log(2 / 4) ** 2 + math.log(2 / 1) ** 2) / 2, rel=1e-12)
+
+
+@pytest.mark.parametrize("name,term", [
+    ("matmul", Term(1, "matmul", 1.0, 0.0)), ("attention", Term(1, "attention", 1.0, 0.0)),
+    ("memory", Term(1, "memory", 0.0, 1.0)), ("matmul_skinny", Term(1, "matmul", 0.0, 1.0, skinny=True)),
+])
+def test_fit_clamps_efficiencies_to_their_bounds(name, term):
+    # 1 s of work at efficiency 1 measured at 100 s wants 0.01 (below the floor 0.05), at 0.1 s wants 10
+    # (above the ceiling: 1.5, or 1 for the GEMM stream, docs/models.md)
+    low = fit([Observation("slow", 100.0, (term,), ONE)], START, fixed=("launch_s",))
+    high = fit([Observation("fast", 0.1, (term,), ONE)], START, fixed=("launch_s",))
+    assert low[name] == 0.05 and high[name] == (1.0 if name == "matmul_skinny" else 1.5)
+    assert low["launch_s"] == high["launch_s"] == 1e-6
+
+
+def test_fit_clamps_the_launch_cost():
+    # a step of nothing but one kernel launch: measured 1 s -> 50 us at most; 1 ns -> 0.1 us at least
+    empty = (Term(1, "memory", 0.0, 0.0),)
+    assert fit([Observation("long", 1.0, empty, ONE)], START)["launch_s"] == 5e-5
+    assert fit([Observation("short", 1e-9, empty, ONE)], START)["launch_s"] == 1e-7
+
+
+def test_fit_recovers_the_efficiencies_that_priced_the_steps():
+    # steps written out at matmul 0.6, attention 0.4, memory 0.8, GEMM stream 0.7, launch 3 us (terms
+    # priced at efficiency 1: a term's time at efficiency e is its time / e)
+    launch = 3e-6
+    obs = [Observation("mm", 1e-3 / 0.6 + launch, (Term(1, "matmul", 1e-3, 0.0),), ONE),
+           Observation("attn", 2e-3 / 0.4 + launch, (Term(1, "attention", 2e-3, 0.0),), ONE),
+           Observation("mem", 4 * (1e-4 / 0.8 + launch), (Term(4, "memory", 0.0, 1e-4),), ONE),
+           Observation("gemv", 3e-4 / 0.7 + launch, (Term(1, "matmul", 1e-6, 3e-4, skinny=True),), ONE),
+           Observation("tiny", 10 * (1e-6 / 0.8 + launch), (Term(10, "memory", 0.0, 1e-6),), ONE)]
+    got = fit(obs, START)
+    want = {"matmul": 0.6, "attention": 0.4, "memory": 0.8, "matmul_skinny": 0.7, "launch_s": launch}
+    for k, v in want.items():
+        assert got[k] == pytest.approx(v, rel=1e-4), k
+
+
+def test_per_op_rows_join_the_fit_and_unmeasured_ones_are_left_out():
+    # the steps say nothing about attention; one profiled attention op (0.25 s of work measured at
+    # 0.5 s) does: 0.5. An op with no measured time (0 s) is left out rather than divided by.
+    fixed = ("launch_s",)
+    obs = [Observation("step", 2.0 + 1e-6, (Term(1, "matmul", 1.0, 0.0),), ONE)]
+    op = Observation("attn op", 0.5 + 1e-6, (Term(1, "attention", 0.25, 0.0),), ONE)
+    unmeasured = Observation("no time", 0.0, (Term(1, "attention", 0.25, 0.0),), ONE)
+    start = dict(START, attention=0.9)
+    assert fit(obs, start, fixed)["attention"] == 0.9
+    with_op = fit(obs, start, fixed, ops=[op])
+    assert with_op["attention"] == pytest.approx(0.5, rel=1e-4) and with_op["matmul"] == pytest.approx(0.5, rel=1e-4)
+    assert fit(obs, start, fixed, ops=[op, unmeasured]) == with_op
+
+
+def test_fit_refuses_unmeasured_steps():
+    with pytest.raises(MlsysError, match="measured times must be positive"):
+        fit([Observation("zero", 0.0, (Term(1, "matmul", 1.0, 0.0),), ONE)], START)
+    with pytest.raises(MlsysError, match="no measured rows to fit"):
+        fit([], START)
