@@ -486,3 +486,162 @@ def test_fit_refuses_unmeasured_steps():
         fit([Observation("zero", 0.0, (Term(1, "matmul", 1.0, 0.0),), ONE)], START)
     with pytest.raises(MlsysError, match="no measured rows to fit"):
         fit([], START)
+
+
+# --- scaling: the published tables and the fit's objective (Hoffmann et al. 2022) -----------------
+
+def test_chinchilla_tables_obey_c_equals_6nd():
+    """Hoffmann et al. 2022 compute FLOPs as C = 6 N D (section 3): every printed (N, C, D) row of
+    Table 3 and Table A3 agrees to the rounding of its 2-3 printed digits (under 5%)."""
+    from mlsyscalc.calc import scaling_laws as s
+
+    for table in (s.CHINCHILLA_TABLE3, s.CHINCHILLA_TABLE_A3_APPROACH2, s.CHINCHILLA_TABLE_A3_APPROACH3):
+        assert [n for n, _, _ in table] == [400e6, 1e9, 10e9, 67e9, 175e9, 280e9, 520e9, 1e12, 10e12]
+        for n, c, d in table:
+            assert 6 * n * d == pytest.approx(c, rel=0.05), (n, c, d)
+
+
+def _runs(n):
+    from mlsyscalc.calc.scaling_fit import Runs
+
+    grid = [(p, t) for p in (1e8, 2e8, 4e8, 8e8) for t in (2e9, 8e9, 3e10)][:n]
+    return Runs(tuple(p for p, _ in grid), tuple(t for _, t in grid), tuple(2.0 + 1e9 / p / 10 + i * 1e-3
+                                                                           for i, (p, _) in enumerate(grid)))
+
+
+def test_fit_needs_eight_runs():
+    from mlsyscalc.calc.scaling_fit import MIN_RUNS, check_runs
+
+    assert MIN_RUNS == 8
+    check_runs(_runs(8))  # 4 sizes x 2 token counts: enough
+    with pytest.raises(MlsysError, match="need at least 8 runs to fit E, A, B, alpha, beta; got 7"):
+        check_runs(_runs(7))
+
+
+def test_huber_objective_of_a_law_against_another():
+    """Eq. (11): sum_i Huber_1e-3(log L_theta(N_i, D_i) - log L_i), L = E + A / N^alpha + B / D^beta with
+    theta = (log A, log B, log E, alpha, beta); here runs lying on Chinchilla's eq. (10) law, theta the
+    Epoch AI replication's (Besiroglu et al. 2024). Every residual exceeds delta: the linear branch."""
+    import numpy as np
+
+    from mlsyscalc.calc.scaling_fit import _objective_batch
+
+    n = np.array([1e8, 4e8, 1e9, 7e9])
+    d = np.array([2e9, 2e10, 1e11, 1.4e12])
+    chinchilla = 1.69 + 406.4 / n ** 0.34 + 410.7 / d ** 0.28
+    epoch = 1.8172 + 482.01 / n ** 0.3478 + 2085.43 / d ** 0.3658
+    r = np.log(epoch) - np.log(chinchilla)
+    assert np.all(np.abs(r) > 1e-3)
+    want = float(np.sum(1e-3 * (np.abs(r) - 0.5e-3)))
+    theta = np.array([[math.log(482.01), math.log(2085.43), math.log(1.8172), 0.3478, 0.3658]])
+    got = _objective_batch(theta, np.log(n), np.log(d), np.log(chinchilla), 1e-3)
+    assert got.shape == (1,) and float(got[0]) == pytest.approx(want, rel=1e-9)
+    # at Chinchilla's own theta every residual is zero (rounding aside): the quadratic branch, ~0
+    own = np.array([[math.log(406.4), math.log(410.7), math.log(1.69), 0.34, 0.28]])
+    assert float(_objective_batch(own, np.log(n), np.log(d), np.log(chinchilla), 1e-3)[0]) < 1e-25
+
+
+# --- train: the documented step formulas, read back from train_step (docs/train.md) ---------------
+
+@pytest.mark.parametrize("name,lay", [
+    ("llama2-7b", dict(gpus=16, global_batch=32, tp=2, pp=4, vp=2, micro_batch=1, zero=1, recompute="selective")),
+    ("llama3-8b", dict(gpus=8, global_batch=16, tp=2, pp=2, cp=2, micro_batch=2, zero=2, recompute="full")),
+    ("mixtral-8x7b", dict(gpus=16, global_batch=16, tp=2, pp=2, ep=4, micro_batch=1, zero=3, recompute="none",
+                          capacity_factor=1.25)),
+])
+def test_train_step_rates_bubble_and_flops(name, lay):
+    from mlsyscalc.calc.flops import FlopOptions, count_flops
+
+    spec = load_model(name)
+    opts = TrainStepOptions(seq=2048, overlap=("dp", "cp", "tp"), **lay)
+    step = train_step(spec, H100, HGX, opts)
+    d = step.as_dict()
+    t, gpus, b = d["step_time_s"], lay["gpus"], d["breakdown"]
+    assert t == pytest.approx(sum(b.values()), rel=1e-12)
+    assert d["tokens_per_s"] == pytest.approx(lay["global_batch"] * 2048 / t, rel=1e-12)
+    # model FLOPs: calc.flops of the global batch, 3 x forward; recompute: the attention core
+    # (selective) or the forward less the lm_head (full)
+    flops = count_flops(spec, FlopOptions(batch=lay["global_batch"], seq=2048, causal=True))
+    extra = {"none": 0, "selective": flops.breakdown["attention_core"],
+             "full": flops.forward - flops.breakdown["lm_head"]}[lay["recompute"]]
+    assert d["model_flops"] == 3 * flops.forward and d["recompute_flops"] == extra
+    assert d["peak_flops"] == H100_BF16
+    assert d["tflops_per_gpu"] == pytest.approx(3 * flops.forward / (t * gpus), rel=1e-12)
+    assert d["mfu"] == pytest.approx(3 * flops.forward / (t * gpus * H100_BF16), rel=1e-12)
+    assert d["hfu"] == pytest.approx((3 * flops.forward + extra) / (t * gpus * H100_BF16), rel=1e-12)
+    # bubble / compute = (p - 1) / (v m), m = global batch / (dp x micro-batch)
+    p, v = lay["pp"], lay.get("vp", 1)
+    m = lay["global_batch"] // (d["layout"]["dp"] * lay["micro_batch"])
+    assert d["layout"]["num_micro_batches"] == m
+    assert b["bubble_s"] == pytest.approx(b["compute_s"] * (p - 1) / (v * m), rel=1e-12)
+    # memory: calc.memory_train's total, plus (p - 1) / (p v) of the first stage's activations when interleaved
+    from mlsyscalc.calc.memory_common import verdict
+
+    assert d["usable_bytes"] == verdict(H100.gpu, 0, "10%").usable_bytes  # `mlsys memory`'s default reserve
+    held = step.memory.peak_stage.detail["activations_layers"] + step.memory.peak_stage.detail[
+        "activations_embedding_head"]
+    extra_bytes = round(held * (p - 1) / (p * v)) if v > 1 else 0
+    assert d["memory_bytes_per_gpu"] == step.memory.total + extra_bytes
+    assert d["fits"] is (d["memory_bytes_per_gpu"] <= d["usable_bytes"])
+    assert d["comm_sms"] == 16 and d["overlap"] == ["dp", "cp", "tp"]
+
+
+@pytest.mark.parametrize("name,opts", [
+    ("deepseek-v3", PlanOptions(gpus=8, seq=1024, global_batch=16, max_micro_batch=2, max_cp=2,
+                                overlap=("dp", "tp", "ep", "pp"), capacity_factor=1.25)),
+    ("llama3-8b", PlanOptions(gpus=16, seq=2048, global_batch=32, max_micro_batch=2, max_cp=4,
+                              dtype="fp8", overlap=("cp",))),
+    # plan's memory table keeps flash attention's activations under --attention unfused, where
+    # train_step (memory_train with flash=False) adds the S x S scores: llama3-8b tp 1 pp 2 dp 8,
+    # no recompute: 33.3 GB in the search, 51.6 GB in train_step. Known bug, kept visible here.
+    pytest.param("llama3-8b", PlanOptions(gpus=16, seq=2048, global_batch=32, max_micro_batch=2, max_cp=1,
+                                          attention="unfused"),
+                 marks=pytest.mark.xfail(strict=True, reason="plan memory ignores --attention unfused")),
+    ("gpt2", PlanOptions(gpus=8, seq=1024, global_batch=16, max_micro_batch=4, overlap=())),
+])
+def test_memoised_search_equals_train_step_under_other_options(name, opts):
+    """The plan's vectorised step time and memory are train_step's for the same layout, also with
+    overlap, capacity factor, unfused attention and fp8 options, MLA + MoE with dense first layers."""
+    import random
+
+    spec = load_model(name, {"num_hidden_layers": 8} if name == "deepseek-v3" else None)
+    memo = _Memo(spec, H100, HGX, opts)
+    layouts, grid = list(structures(spec, HGX, opts)), execution_options(opts)
+    step, memory = _search(memo, layouts, grid, None)
+    for j in random.Random(1).sample(range(len(step)), min(14, len(step))):
+        zero, recompute = grid[j % len(grid)]
+        c = replace(layouts[j // len(grid)], zero=zero, recompute=recompute)
+        ref = train_step(spec, H100, HGX, c)
+        assert step[j] == pytest.approx(ref.step_time_s, rel=1e-9), c.layout()
+        assert memory[j] == pytest.approx(ref.memory_bytes_per_gpu, abs=8), c.layout()
+
+
+def test_plan_json_and_why():
+    # the best layout first, the reason names what it saves against the fastest rival that decides
+    # tp/pp/ZeRO/recompute otherwise, by the difference of their step times
+    spec = load_model("gpt2")
+    opts = PlanOptions(gpus=4, seq=1024, global_batch=8, top=3)
+    result = plan(spec, H100, HGX, opts)
+    d = result.as_dict()
+    assert (d["gpus"], d["seq"], d["global_batch"], d["dtype"], d["fix"]) == (4, 1024, 8, "bf16", {})
+    assert d["overlap"] == ["dp", "cp"] and d["attention"] == "flash"
+    assert d["searched"] == 12 * len(list(structures(spec, HGX, opts))) and d["feasible"] == d["searched"]
+    steps = [c["step_time_s"] for c in d["candidates"]]
+    assert len(steps) == 3 and steps == sorted(steps)
+    best = result.candidates[0]
+    assert d["why"].startswith(f"{best.step_time_s:.4g} s per step, ") and "less than the best layout" in d["why"]
+    # no fitting layout: the reason says so
+    # (llama2-7b on one GPU: 16 bytes of weights, gradients and AdamW states a parameter, > 100 GB)
+    tight = plan(load_model("llama2-7b"), H100, HGX, PlanOptions(gpus=1, seq=1024, global_batch=1))
+    assert tight.candidates == () and tight.feasible == 0
+    assert tight.why.startswith("no layout fits in memory")
+
+
+def test_plan_validates_its_options():
+    spec = load_model("gpt2")
+    for field in ("gpus", "seq", "global_batch", "top", "max_micro_batch", "max_cp"):
+        flag = "--" + field.replace("_", "-")
+        with pytest.raises(MlsysError, match=f"{flag} must be a positive integer"):
+            plan(spec, H100, HGX, replace(PlanOptions(gpus=2, global_batch=2), **{field: 0}))
+    with pytest.raises(MlsysError, match="no layout of 2 GPUs obeys the rules with --fix tp=4"):
+        plan(spec, H100, HGX, PlanOptions(gpus=2, global_batch=2, fix=(("tp", 4),)))
