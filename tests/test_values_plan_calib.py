@@ -645,3 +645,212 @@ def test_plan_validates_its_options():
             plan(spec, H100, HGX, replace(PlanOptions(gpus=2, global_batch=2), **{field: 0}))
     with pytest.raises(MlsysError, match="no layout of 2 GPUs obeys the rules with --fix tp=4"):
         plan(spec, H100, HGX, PlanOptions(gpus=2, global_batch=2, fix=(("tp", 4),)))
+
+
+# --- calibration files: validation, efficiencies, launch cost, sources (docs/roofline.md) ---------
+
+@pytest.mark.parametrize("data,message", [
+    ({"peak_flops": {"bf16": "abc"}}, "calibration: peak_flops.bf16 must be a number, got 'abc'"),
+    ({"peak_flops": {"bf16": True}}, "calibration: peak_flops.bf16 must be a number, got True"),
+    ({"peak_flops": {"bf16": -1}}, "calibration: peak_flops.bf16 must be positive, got -1"),
+    ({"peak_flops": {"bf16": 0}}, "calibration: peak_flops.bf16 must be positive, got 0"),
+    ({"peak_flops": {"bf16": "inf"}}, "calibration: peak_flops.bf16 must be finite, got 'inf'"),
+    ({"peak_flops": [1]}, "calibration record: peak_flops must be an object"),
+    ({"bandwidth_Bps": 3e12}, "calibration record: bandwidth_Bps must be an object"),
+    ({"bandwidth_Bps": {"read": -5}}, "calibration: bandwidth_Bps.read must be positive"),
+    ({"sm_count": 114.5}, "calibration: sm_count must be a whole number, got 114.5"),
+    ({"sm_count": 0}, "calibration: sm_count must be positive, got 0"),
+    ({"launch_overhead_s": -1e-6}, "calibration: launch_overhead_s must be positive"),
+    ({"efficiency": [0.5]}, "calibration record: efficiency must be an object"),
+    ({"efficiency": {"matmul": 0.5, "tensor": 0.5}}, "calibration record: unknown efficiency tensor"),
+    ({"efficiency": {"matmul": None}}, "calibration: efficiency.matmul must be a number, got None"),
+    ({"efficiency": {"memory": 1.5}}, "efficiency memory: must be a fraction in"),
+])
+def test_bad_calibration_records_name_the_field(data, message):
+    with pytest.raises(MlsysError, match=message.replace(".", r"\.").replace("(", r"\(")):
+        load_ceilings("H100-SXM", dict(data, gpu="H100-SXM"))
+
+
+def test_calibration_record_fields_are_used():
+    # a MIG slice's SM count, a measured launch cost, a peak given as a string, a fitted efficiency
+    # (kinds it omits keep the calibrated defaults)
+    data = {"gpu": "H100-SXM", "sm_count": 66, "launch_overhead_s": 3e-6, "peak_flops": {"bf16": "7e14"},
+            "efficiency": {"matmul": 0.9}}
+    c = load_ceilings(calibration=data)
+    assert (c.sm_count, c.launch_s, c.peak("bf16"), c.source) == (66, 3e-6, 7e14, "calibration record")
+    assert c.efficiency == replace(CALIBRATED_EFFICIENCY, matmul=0.9)
+    assert c.flops_per_s("bf16") == pytest.approx(7e14 * 0.9, rel=1e-15)
+    # the caller's launch cost wins over the file's; without either, 2 us (one back-to-back launch gap)
+    assert load_ceilings(calibration=data, launch_s=1e-6).launch_s == 1e-6
+    assert load_ceilings(calibration={"gpu": "H100-SXM"}).launch_s == 2e-6 == load_ceilings().launch_s
+    assert load_ceilings(calibration={"gpu": "H100-SXM"}).sm_count == 132
+    assert load_ceilings(calibration={"gpu": "H100-SXM"}).efficiency == CALIBRATED_EFFICIENCY
+
+
+def test_calibration_file_source_and_default_gpu(tmp_path):
+    import json
+
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(MEASURED))
+    c = load_ceilings(calibration=path)
+    assert c.source == str(path) and c.gpu.name == "H100-SXM" and c.bandwidth_Bps == pytest.approx(2.4e12, rel=1e-12)
+    assert load_ceilings().gpu.name == "H100-SXM" and load_ceilings().source == "datasheet"
+    assert not load_ceilings().calibrated
+    path.write_text("[1, 2]")
+    with pytest.raises(MlsysError, match="must hold a JSON object"):
+        load_ceilings(calibration=path)
+    # the datasheet of a device name as torch reports it
+    assert load_ceilings("NVIDIA H200").gpu.name == "H200"
+    with pytest.raises(MlsysError):
+        load_ceilings("no-such-gpu")
+
+
+# --- calibration_fit.predict: the re-pricing formula of the module docstring -------------------------
+
+def test_predict_reprices_every_row():
+    from mlsyscalc.calc.calibration_fit import predict
+
+    # priced at matmul 0.5, attention 0.4, memory 0.8, GEMM stream 0.7; refitted to half of each, launch 1 us
+    base = (0.5, 0.4, 0.8, 0.7)
+    params = {"matmul": 0.25, "attention": 0.2, "memory": 0.4, "matmul_skinny": 0.35, "launch_s": 1e-6}
+    terms = (Term(2, "matmul", 1e-3, 3e-3),            # compute 2e-3 vs memory 6e-3 (x memory's 2): memory
+             Term(1, "attention", 4e-3, 1e-3),         # compute 8e-3 vs 2e-3
+             Term(3, "memory", 1e-4, 2e-4),            # memory-kind compute scales with matmul: 2e-4 vs 4e-4
+             Term(1, "matmul", 1e-3, 5e-3, skinny=True),  # 2e-3 vs the GEMM stream's 5e-3 x 2 = 1e-2
+             Term(0, "matmul", 1.0, 1.0))              # no calls: nothing
+    obs = Observation("step", 1.0, terms, base, comm_s=0.5)
+    want = 0.5 + 2 * (6e-3 + 1e-6) + (8e-3 + 1e-6) + 3 * (4e-4 + 1e-6) + (1e-2 + 1e-6)
+    assert predict(obs, params) == pytest.approx(want, rel=1e-12)
+
+
+def test_fit_leaves_kinds_no_row_depends_on_at_their_start():
+    # no attention rows and no GEMM-stream rows (and a zero-count attention row): those keep the start
+    obs = [Observation("mm", 2e-3 + 1e-6, (Term(1, "matmul", 1e-3, 0.0), Term(0, "attention", 1.0, 0.0),
+                                          Term(0, "matmul", 0.0, 1.0, skinny=True)), ONE)]
+    got = fit(obs, dict(START, attention=0.33, matmul_skinny=0.44), fixed=("launch_s",))
+    assert got["attention"] == 0.33 and got["matmul_skinny"] == 0.44
+    assert got["matmul"] == pytest.approx(0.5, rel=1e-4)
+    # a fixed parameter keeps its start even when rows depend on it
+    assert fit(obs, START, fixed=("launch_s", "matmul"))["matmul"] == 0.5
+
+
+# --- train_parts: stages and the slowest one (module docstring) ------------------------------------
+
+def test_pipeline_stages_of_the_interleaved_schedule():
+    # 12 layers, pp 3, vp 2: chunks of 2 layers, stage s holds chunks s and s + 3
+    from mlsyscalc.calc.train_parts import pipeline_stages
+
+    spec = load_model("deepseek-v3", {"num_hidden_layers": 12, "first_k_dense_replace": 3})
+    stages = pipeline_stages(spec, 3, 2)
+    assert [st.layers for st in stages] == [(0, 1, 6, 7), (2, 3, 8, 9), (4, 5, 10, 11)]
+    assert [(st.dense, st.moe) for st in stages] == [(2, 2), (1, 3), (0, 4)]
+    assert [(st.first, st.last) for st in stages] == [(True, False), (False, False), (False, True)]
+    assert [st.layers for st in pipeline_stages(spec, 2, 1)] == [tuple(range(6)), tuple(range(6, 12))]
+
+
+def test_stage_time_and_the_slowest_stage():
+    from mlsyscalc.calc.train_parts import Stage, StageParts, slowest_stage, stage_time
+
+    layer = {"dense": {"forward": 1.0, "backward": 2.0, "recompute_selective": 0.25, "recompute_full": 1.0},
+             "moe": {"forward": 3.0, "backward": 6.0, "recompute_selective": 0.5, "recompute_full": 3.0}}
+    attn = {"dense": {"forward": 0.125, "backward": 0.25, "recompute_selective": 0.125, "recompute_full": 0.125},
+            "moe": {"forward": 0.5, "backward": 1.0, "recompute_selective": 0.5, "recompute_full": 0.5}}
+    parts = StageParts(layer, attn, {"forward": 0.0625, "backward": 0.125}, {"forward": 4.0, "backward": 8.0})
+    first = Stage(0, (0, 1, 2), 2, 1, True, False)
+    last = Stage(1, (3, 4, 5), 3, 0, False, True)
+    # first: 2 dense + 1 MoE + embedding; selective adds the recomputed attention core to the backward
+    assert stage_time(parts, first, "none") == (2 * 1 + 3 + 0.0625, 2 * 2 + 6 + 0.125, 2 * 0.375 + 1.5)
+    assert stage_time(parts, first, "selective") == (5.0625, 2 * 2.25 + 6.5 + 0.125, 2 * 0.5 + 2.0)
+    assert stage_time(parts, first, "full") == (5.0625, 2 * 3 + 9 + 0.125, 2 * 0.5 + 2.0)
+    # last: 3 dense + final norm and lm_head: 3 + 4 = 7 forward, 6 + 8 = 14 backward: slower than 5.06 + 10.1
+    assert stage_time(parts, last, "none") == (7.0, 14.0, 3 * 0.375)
+    assert slowest_stage(parts, (first, last), "none") == (7.0, 14.0, 1.125)
+    assert slowest_stage(parts, (first,), "none") == stage_time(parts, first, "none")
+
+
+# --- train_options: every rule names itself (module docstring: Megatron-LM's rules) ----------------
+
+@pytest.mark.parametrize("name,lay,message", [
+    ("llama2-7b", dict(gpus=8, zero=4), "--zero must be 0, 1, 2 or 3, got 4"),
+    ("llama2-7b", dict(gpus=8, recompute="some"), "--recompute must be one of none, selective, full, got 'some'"),
+    ("llama2-7b", dict(gpus=8, dp=0), "--dp must be a positive integer, got 0"),
+    ("llama2-7b", dict(gpus=8, dtype="int8"), "--dtype for training: one of bf16, fp16, fp8, got 'int8'"),
+    ("llama2-7b", dict(gpus=8, overlap=("dp", "xx")), "--overlap: dimensions are tp, dp, pp, cp, ep, got dp, xx"),
+    ("llama2-7b", dict(gpus=8, attention="sdpa"), "--attention must be one of"),
+    ("llama2-7b", dict(gpus=8, tp=2, dp=2), r"rule tp\*pp\*dp\*cp == gpus: 2\*1\*2\*1 = 4, not --gpus 8"),
+    ("llama2-7b", dict(gpus=8, global_batch=12), r"rule global_batch % \(dp\*micro_batch\) == 0"),
+    ("llama2-7b", dict(gpus=8, global_batch=8, vp=2), "rule vp needs pp > 1"),
+    ("llama2-7b", dict(gpus=8, global_batch=8, pp=2, micro_batch=2, vp=2), r"rule num_micro_batches % pp == 0"),
+    ("llama2-7b", dict(gpus=8, pp=16), r"rule gpus % \(tp\*pp\*cp\) == 0"),
+    ("llama2-7b", dict(gpus=6, pp=6, global_batch=6), r"rule layers % \(pp\*vp\) == 0"),
+    ("llama2-7b", dict(gpus=4, pp=2, vp=32, global_batch=4), r"rule layers % \(pp\*vp\) == 0"),
+    ("llama2-7b", dict(gpus=8, cp=2, attention="unfused"), "--attention unfused has no context parallelism"),
+    ("llama2-7b", dict(gpus=8, seq=2050, cp=2), r"rule seq % \(2\*cp\) == 0"),
+    ("llama2-7b", dict(gpus=8, seq=2052, cp=2, tp=4), r"rule \(seq/cp\) % tp == 0 with --sp"),
+    ("llama2-7b", dict(gpus=8, ep=2), "--ep 2: llama2-7b has no routed experts"),
+    ("mixtral-8x7b", dict(gpus=8, ep=2, global_batch=24, dp=6), r"rule tp\*pp\*dp\*cp == gpus"),
+    ("mixtral-8x7b", dict(gpus=12, ep=2, global_batch=12), "rule whole nodes"),
+    ("mixtral-8x7b", dict(gpus=4, ep=8, global_batch=4), r"rule dp % ep == 0"),
+])
+def test_layout_rules_name_the_rule(name, lay, message):
+    with pytest.raises(MlsysError, match=message):
+        TrainStepOptions(**lay).validate(load_model(name), HGX)
+
+
+def test_experts_must_split_evenly_over_ep():
+    spec = load_model("mixtral-8x7b")  # 8 routed experts
+    with pytest.raises(MlsysError, match="rule experts % ep == 0"):
+        TrainStepOptions(gpus=24, global_batch=24, ep=3).check_layout(spec, HGX)
+    TrainStepOptions(gpus=16, global_batch=16, ep=4).check_layout(spec, HGX)
+    TrainStepOptions(gpus=8, global_batch=8, ep=8).validate(spec, HGX)  # 8 experts over 8 ranks: one each
+
+
+def test_derived_layout_numbers():
+    o = TrainStepOptions(gpus=64, tp=4, pp=2, cp=2, global_batch=32, micro_batch=2, dtype="fp8")
+    # dp = 64 / (4 x 2 x 2) = 4; micro-batches = 32 / (4 x 2) = 4; fp8 keeps bf16 in memory and on the wire
+    assert (o.data_parallel, o.num_micro_batches, o.memory_dtype) == (4, 4, "bf16")
+    assert replace(o, dp=2).data_parallel == 2 and TrainStepOptions(dtype="fp16").memory_dtype == "fp16"
+    assert o.layout() == {"tp": 4, "pp": 2, "dp": 4, "cp": 2, "ep": 1, "vp": 1, "sp": True, "micro_batch": 2,
+                          "num_micro_batches": 4, "zero": 0, "recompute": "none", "dtype": "fp8"}
+
+
+def test_comm_sm_share():
+    # 16 of the H100's 132 SMs; no SM count in the spec: no share; all SMs held: refused
+    assert TrainStepOptions().comm_sm_share(132) == 16 / 132
+    assert TrainStepOptions(comm_sms=0).comm_sm_share(132) == 0.0
+    assert TrainStepOptions().comm_sm_share(None) == 0.0
+    assert TrainStepOptions(comm_sms=131).comm_sm_share(132) == 131 / 132
+    with pytest.raises(MlsysError, match="--comm-sms 132 leaves no SM for compute"):
+        TrainStepOptions(comm_sms=132).comm_sm_share(132)
+
+
+# --- scaling_fit: what the fit refuses (module docstring) -----------------------------------------
+
+def test_check_runs_refusals():
+    from mlsyscalc.calc.scaling_fit import Runs, check_runs
+
+    good = _runs(12)
+    check_runs(good)
+    cases = [
+        (replace(good, params=(-1.0,) + good.params[1:]), "every params value must be positive and finite"),
+        (replace(good, tokens=(math.inf,) + good.tokens[1:]), "every tokens value must be positive and finite"),
+        (replace(good, loss=(0.0,) + good.loss[1:]), "every loss value must be positive and finite"),
+        (Runs((1e8, 2e8) * 4, good.tokens[:8], good.loss[:8]), "need at least 3 distinct model sizes; got 2"),
+        (Runs(good.params[:8], (2e9, 8e9) * 4, good.loss[:8]), "need at least 3 distinct token counts; got 2"),
+        (replace(good, loss=(2.5,) * 12), "every run has the same loss"),
+        (Runs(tuple(1e8 * 2 ** i for i in range(8)), tuple(2e9 * 2 ** i for i in range(8)),
+              tuple(3.0 - 0.1 * i for i in range(8))), "log\\(params\\) and log\\(tokens\\) move together"),
+    ]
+    for runs, message in cases:
+        with pytest.raises(MlsysError, match=message):
+            check_runs(runs)
+
+
+def test_parse_runs_names_the_missing_column():
+    from mlsyscalc.calc.scaling_fit import parse_runs
+
+    runs = parse_runs([{"params": "70M", "tokens": "1.4B", "loss": "3.1"}] * 2, "runs.csv")
+    assert runs.params == (70e6, 70e6) and runs.tokens == (1.4e9, 1.4e9) and runs.loss == (3.1, 3.1)
+    with pytest.raises(MlsysError, match="runs.csv line 3: missing tokens, loss"):
+        parse_runs([{"params": "1", "tokens": "2", "loss": "3"}, {"params": "1", "tokens": "", "loss": " "}],
+                   "runs.csv")
