@@ -23,7 +23,7 @@ from mlsyscalc.calc.plan import _Memo, _search, plan
 from mlsyscalc.calc.plan_space import PlanOptions, execution_options, parse_fix, structures
 from mlsyscalc.calc.roofline_train import adamw_op
 from mlsyscalc.calc.train import optimizer_s, resolve_cluster, train_step
-from mlsyscalc.calc.train_comm import Windows, contention_s, dim_times
+from mlsyscalc.calc.train_comm import Windows, contention_s, dim_times, traffic
 from mlsyscalc.calc.train_options import TrainStepOptions
 from mlsyscalc.calc.train_parts import roofline_pass, stage_parts
 from mlsyscalc.errors import MlsysError
@@ -854,3 +854,101 @@ def test_parse_runs_names_the_missing_column():
     with pytest.raises(MlsysError, match="runs.csv line 3: missing tokens, loss"):
         parse_runs([{"params": "1", "tokens": "2", "loss": "3"}, {"params": "1", "tokens": "", "loss": " "}],
                    "runs.csv")
+
+
+def _chinchilla_runs():
+    import numpy as np
+
+    n = np.array([1e8, 4e8, 1e9, 7e9, 3e8])
+    d = np.array([2e9, 2e10, 1e11, 1.4e12, 5e9])
+    return n, d, 1.69 + 406.4 / n ** 0.34 + 410.7 / d ** 0.28
+
+
+def test_huber_objective_inside_delta_is_quadratic_and_the_gradient_is_the_derivative():
+    """Near the data (E 0.001 higher, every residual below delta = 1e-3) Huber is r^2 / 2; the single-theta
+    objective is the same sum divided by delta, and its analytic gradient matches central differences."""
+    import numpy as np
+
+    from mlsyscalc.calc.scaling_fit import _objective, _objective_batch
+
+    n, d, loss_ = _chinchilla_runs()
+    near = 1.691 + 406.4 / n ** 0.34 + 410.7 / d ** 0.28
+    r = np.log(near) - np.log(loss_)
+    assert np.all(np.abs(r) < 1e-3)
+    theta = np.array([math.log(406.4), math.log(410.7), math.log(1.691), 0.34, 0.28])
+    want = float(np.sum(0.5 * r * r))
+    x, y, log_l = np.log(n), np.log(d), np.log(loss_)
+    assert float(_objective_batch(theta[None, :], x, y, log_l, 1e-3)[0]) == pytest.approx(want, rel=1e-9)
+    value, grad = _objective(theta, x, y, log_l, 1e-3)
+    assert value == pytest.approx(want / 1e-3, rel=1e-9)
+    # a point with residuals on both branches: the gradient against central differences, coordinate by coordinate
+    theta = np.array([math.log(480.0), math.log(400.0), math.log(1.7), 0.35, 0.27])
+    _, grad = _objective(theta, x, y, log_l, 1e-3)
+    for i in range(5):
+        h = np.zeros(5)
+        h[i] = 1e-7
+        numeric = (_objective(theta + h, x, y, log_l, 1e-3)[0] - _objective(theta - h, x, y, log_l, 1e-3)[0]) / 2e-7
+        assert grad[i] == pytest.approx(numeric, rel=1e-5, abs=1e-6), i
+
+
+# --- train_comm.traffic, plan_space enumeration, plan's reason ---------------------------------------
+
+def test_traffic_sums_seconds_per_dimension_and_kind():
+    from mlsyscalc.calc.comm_step import CommRow
+
+    def row(dim, collective, calls, per_call):
+        return CommRow(dim, collective, "rule", 8, 1, 1024, calls, 512.0, per_call, False)
+
+    rows = [row("dp", "all-gather", 1, 0.5), row("dp", "reduce-scatter", 4, 0.25), row("dp", "all-reduce", 1, 2.0),
+            row("tp", "all-reduce", 64, 0.001), row("tp", "all-gather", 32, 0.002), row("pp", "p2p", 8, 0.01)]
+    got = traffic(rows)
+    want = {("dp", "param"): 0.5, ("dp", "grad"): 4 * 0.25 + 2.0, ("tp", "model"): 64 * 0.001 + 32 * 0.002,
+            ("pp", "model"): 8 * 0.01}
+    assert got.keys() == want.keys()
+    for k, v in want.items():
+        assert got[k] == pytest.approx(v, rel=1e-12), k
+
+
+def test_context_parallel_is_searched_in_powers_of_two_up_to_max_cp():
+    # 24 GPUs of llama2-7b at seq 4096: cp takes the powers of two that divide 24 / (tp pp): 1, 2, 4, 8 at
+    # most (never 3, 6, 12 or 24), capped by --max-cp
+    spec = load_model("llama2-7b")
+    cluster = load_cluster("hgx-h100")
+    opts = PlanOptions(gpus=24, seq=4096, global_batch=24, max_micro_batch=1, max_cp=16)
+    cps = {c.cp for c in structures(spec, cluster, opts)}
+    assert cps == {1, 2, 4, 8}
+    assert {c.cp for c in structures(spec, cluster, replace(opts, max_cp=2))} == {1, 2}
+    # every candidate splits all GPUs: tp pp dp cp = 24, tp divides the node's 8
+    for c in structures(spec, cluster, replace(opts, max_cp=4)):
+        assert c.tp * c.pp * c.data_parallel * c.cp == 24 and 8 % c.tp == 0 and 32 % c.pp == 0
+
+
+@pytest.mark.parametrize("axis,value", [("tp", 2), ("pp", 2), ("dp", 2), ("cp", 2), ("micro_batch", 2), ("vp", 2),
+                                        ("ep", 2)])
+def test_fixed_axes_pin_every_layout(axis, value):
+    spec = load_model("mixtral-8x7b", {"num_hidden_layers": 8})
+    opts = PlanOptions(gpus=16, seq=1024, global_batch=32, max_micro_batch=4, max_cp=4, fix=((axis, value),))
+    layouts = list(structures(spec, HGX, opts))
+    assert layouts and all(c.layout()[axis] == value for c in layouts)
+    free = list(structures(spec, HGX, replace(opts, fix=())))
+    assert len(layouts) < len(free) and {c.layout()[axis] for c in free} > {value}
+
+
+def test_why_names_the_rival_layout_and_the_part_it_loses_on():
+    spec = load_model("llama2-7b")
+    base = TrainStepOptions(gpus=8, seq=2048, global_batch=16)
+    best = train_step(spec, H100, HGX, replace(base, tp=2, zero=1))
+    rival = train_step(spec, H100, HGX, replace(base, tp=8, zero=1))
+    from mlsyscalc.calc.plan import why
+
+    deltas = {k: rival.breakdown[k] - best.breakdown[k] for k in best.breakdown}
+    part = max(deltas, key=lambda k: deltas[k])
+    assert why(best, rival) == (
+        f"{best.step_time_s:.4g} s per step, {rival.step_time_s - best.step_time_s:.3g} s less than the best layout "
+        f"with other tp/pp/ZeRO/recompute choices (tp 8->2, dp 1->4, num_micro_batches 16->4), mostly {part} ({deltas[part]:.3g} s less)")
+    assert why(best, None) == (f"{best.step_time_s:.4g} s per step; every other fitting layout makes the same "
+                               "tp/pp/ZeRO/recompute choices")
+    # with tp, pp, ZeRO and recompute all fixed there is no rival
+    fixed = (("tp", 2), ("pp", 1), ("zero", 1), ("recompute", "none"))
+    result = plan(spec, H100, HGX, PlanOptions(gpus=8, seq=2048, global_batch=16, top=2, fix=fixed))
+    assert result.why.endswith("every other fitting layout makes the same tp/pp/ZeRO/recompute choices")
