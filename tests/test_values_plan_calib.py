@@ -952,3 +952,51 @@ def test_why_names_the_rival_layout_and_the_part_it_loses_on():
     fixed = (("tp", 2), ("pp", 1), ("zero", 1), ("recompute", "none"))
     result = plan(spec, H100, HGX, PlanOptions(gpus=8, seq=2048, global_batch=16, top=2, fix=fixed))
     assert result.why.endswith("every other fitting layout makes the same tp/pp/ZeRO/recompute choices")
+
+
+def test_a100_has_no_fp8_peak_measured_or_not():
+    # the A100 datasheet lists no fp8: neither the datasheet nor a calibration without fp8 invents one
+    with pytest.raises(MlsysError, match="A100-80GB-SXM: no fp8 peak"):
+        datasheet_ceilings("A100-80GB-SXM").peak("fp8")
+    cal = calibrated_ceilings({"gpu": "A100-80GB-SXM", "peak_flops": {"bf16": 280e12}})
+    with pytest.raises(MlsysError, match="A100-80GB-SXM: no fp8 peak"):
+        cal.peak("fp8")
+    assert not any(n.startswith("fp8") for n in cal.notes) and any(n.startswith("int8") for n in cal.notes)
+    # ... but a measured fp8 peak is used
+    assert calibrated_ceilings({"gpu": "A100-80GB-SXM", "peak_flops": {"fp8": 1e15}}).peak("fp8") == 1e15
+
+
+def test_datasheet_as_dict_keys():
+    c = datasheet_ceilings("H100-SXM", launch_s=5e-6)
+    e = c.efficiency
+    d = c.as_dict("bfloat16")
+    assert (d["source"], d["gpu"], d["sm_count"], d["dtype"]) == ("datasheet", "H100-SXM", 132, "bf16")
+    assert d["base_flops_per_s"] == d["datasheet_flops_per_s"] == H100_BF16 and d["datasheet_Bps"] == H100_BPS
+    assert d["matmul_flops_per_s"] == H100_BF16 * e.matmul and d["attention_flops_per_s"] == H100_BF16 * e.attention
+    assert d["launch_overhead_s"] == 5e-6 and d["notes"] == []
+    assert d["efficiency"] == {"matmul": e.matmul, "attention": e.attention, "memory": e.memory,
+                               "matmul_skinny": e.matmul_skinny}
+    assert datasheet_ceilings("H100-SXM").launch_s == 2e-6
+    with pytest.raises(MlsysError, match="launch overhead"):
+        datasheet_ceilings("H100-SXM", launch_s=-1e-6)
+
+
+def test_plan_ranks_exactly_as_train_step_would():
+    """Brute force: train_step on every candidate of a small search (gpt2 on 2 GPUs, 4% of the GPU
+    usable so that only some layouts fit, no recomputation); the plan's feasible count and top 4 are
+    those of train_step."""
+    import itertools
+
+    spec = load_model("gpt2")
+    opts = PlanOptions(gpus=2, seq=1024, global_batch=4, max_micro_batch=2, top=4, reserve="96%",
+                       fix=(("recompute", "none"),))
+    result = plan(spec, H100, HGX, opts)
+    steps = []
+    for lay, (zero, rc) in itertools.product(structures(spec, HGX, opts), execution_options(opts)):
+        s = train_step(spec, H100, HGX, replace(lay, zero=zero, recompute=rc, reserve="96%"))
+        steps.append((s.step_time_s, s.fits, s.options.layout()))
+    fitting = sorted((t, i) for i, (t, fits, _) in enumerate(steps) if fits)
+    assert result.searched == len(steps) and result.feasible == len(fitting) and 0 < len(fitting) < len(steps)
+    got = [c.step_time_s for c in result.candidates]
+    assert got == pytest.approx([t for t, _ in fitting[:4]], rel=1e-9)
+    assert all(c.fits for c in result.candidates)
