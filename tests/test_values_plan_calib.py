@@ -63,6 +63,10 @@ def test_model_traffic_windows_and_full_recompute_factors():
     total, shown = dim_times(seconds, zero=0, recompute="none", overlap=("tp", "cp"), windows=W)
     assert (total["tp"], shown["tp"], total["cp"], shown["cp"]) == (20.0, 8.0, 3.0, 1.0)
     assert shown["pp"] == total["pp"] == 0.5 and shown["dp"] == 0.0
+    # pp and ep, when overlapped, hide behind all of the step's kernels too
+    total, shown = dim_times({("pp", "model"): 13.0, ("ep", "model"): 11.0}, zero=0, recompute="full",
+                             overlap=("pp", "ep"), windows=W)
+    assert (total["pp"], shown["pp"], total["ep"], shown["ep"]) == (13.0, 1.0, 11.0, 0.0)
     total, shown = dim_times(seconds, zero=0, recompute="full", overlap=("tp", "cp"), windows=W)
     assert (total["tp"], shown["tp"]) == (30.0, 18.0)
     assert total["cp"] == pytest.approx(4.0, rel=1e-15) and shown["cp"] == pytest.approx(2.0, rel=1e-15)
@@ -584,6 +588,13 @@ def test_train_step_rates_bubble_and_flops(name, lay):
     assert d["memory_bytes_per_gpu"] == step.memory.total + extra_bytes
     assert d["fits"] is (d["memory_bytes_per_gpu"] <= d["usable_bytes"])
     assert d["comm_sms"] == 16 and d["overlap"] == ["dp", "cp", "tp"]
+    # contention = comm_sms / sm_count x the hidden (total - exposed) seconds of the overlapped dimensions
+    total = d["comm_total_s"]
+    assert set(total) == {"tp", "cp", "dp", "pp", "ep"}
+    assert all(0 <= b[f"{k}_comm_s"] <= total[k] * (1 + 1e-12) for k in total)
+    assert b["pp_comm_s"] == total["pp"] and b["ep_comm_s"] == total["ep"]  # not overlapped: all exposed
+    hidden = sum(total[k] - b[f"{k}_comm_s"] for k in ("dp", "cp", "tp"))
+    assert b["contention_s"] == pytest.approx(16 / 132 * hidden, rel=1e-9, abs=0)
 
 
 @pytest.mark.parametrize("name,opts", [
