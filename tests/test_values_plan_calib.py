@@ -1011,3 +1011,13 @@ def test_plan_ranks_exactly_as_train_step_would():
     got = [c.step_time_s for c in result.candidates]
     assert got == pytest.approx([t for t, _ in fitting[:4]], rel=1e-9)
     assert all(c.fits for c in result.candidates)
+
+
+def test_train_refusals_and_the_named_cluster():
+    with pytest.raises(MlsysError, match="gpt2 has 1024 learned position embeddings; train needs 2048 positions"):
+        train_step(load_model("gpt2"), H100, "hgx-h100", TrainStepOptions(seq=2048))
+    with pytest.raises(MlsysError, match="give --gpu NAME or --cluster NAME|FILE"):
+        resolve_cluster(None, None, 8)
+    assert resolve_cluster("B200", "hgx-h100", 8).name == "hgx-h100"  # a named cluster wins over the GPU
+    step = train_step(load_model("gpt2"), H100, "hgx-h100", TrainStepOptions(seq=1024))
+    assert (step.cluster, step.gpu, step.model) == ("hgx-h100", "H100-SXM", "gpt2")
