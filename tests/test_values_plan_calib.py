@@ -602,12 +602,10 @@ def test_train_step_rates_bubble_and_flops(name, lay):
                                 overlap=("dp", "tp", "ep", "pp"), capacity_factor=1.25)),
     ("llama3-8b", PlanOptions(gpus=16, seq=2048, global_batch=32, max_micro_batch=2, max_cp=4,
                               dtype="fp8", overlap=("cp",))),
-    # plan's memory table keeps flash attention's activations under --attention unfused, where
-    # train_step (memory_train with flash=False) adds the S x S scores: llama3-8b tp 1 pp 2 dp 8,
-    # no recompute: 33.3 GB in the search, 51.6 GB in train_step. Known bug, kept visible here.
-    pytest.param("llama3-8b", PlanOptions(gpus=16, seq=2048, global_batch=32, max_micro_batch=2, max_cp=1,
-                                          attention="unfused"),
-                 marks=pytest.mark.xfail(strict=True, reason="plan memory ignores --attention unfused")),
+    # unfused attention's S x S scores: the search once kept flash attention's activations here
+    # (llama3-8b tp 1 pp 2 dp 8, no recompute: 33.3 GB in the search, 51.6 GB in train_step)
+    ("llama3-8b", PlanOptions(gpus=16, seq=2048, global_batch=32, max_micro_batch=2, max_cp=1,
+                              attention="unfused")),
     ("gpt2", PlanOptions(gpus=8, seq=1024, global_batch=16, max_micro_batch=4, overlap=())),
 ])
 def test_memoised_search_equals_train_step_under_other_options(name, opts):

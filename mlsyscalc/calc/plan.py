@@ -71,7 +71,8 @@ class _Memo:
 
     def __init__(self, spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec, opts: PlanOptions):
         self.spec, self.ceil, self.cluster, self.opts = spec, ceilings, cluster, opts
-        self.memory = MemoryTable(spec, opts.seq, opts.base().memory_dtype, opts.capacity_factor)
+        self.memory = MemoryTable(spec, opts.seq, opts.base().memory_dtype, opts.capacity_factor,
+                                  flash=opts.attention == "flash")
         self.usable = verdict(ceilings.gpu, 0, opts.reserve).usable_bytes
         self._cache: dict[tuple, Any] = {}
 

@@ -7,8 +7,9 @@ apart along what each depends on:
 
 - model states of stage s (weights, gradients, fp32 master and moments, ZeRO-3's gathered layers)
   depend on (tp, ep, pp, zero, dp x cp) only;
-- activations are linear in the micro-batch's tokens (every saved item is per token with flash
-  attention), so they are kept per sequence and scaled by the micro-batch: stage s holds
+- activations are linear in the micro-batch's sequences (every saved item is per token, and unfused
+  attention's S x S scores are per sequence), so they are kept per sequence and scaled by the
+  micro-batch: stage s holds
   min(pp - s, m) micro-batches of its layers' activations (1F1B) plus, once, the larger of the
   loss's logits temporaries and the working set of the layer being recomputed (with vp model chunks,
   `calc.memory_schedule.in_flight` chunk-forwards / vp). The search prices the default framework
@@ -45,8 +46,8 @@ class StageStates:
 class MemoryTable:
     """Memoised pieces of `train_memory` for one model, sequence and dtype."""
 
-    def __init__(self, spec: ModelSpec, seq: int, dtype: str, capacity_factor: float = 1.0):
-        self.spec, self.seq, self.capacity_factor = spec, seq, capacity_factor
+    def __init__(self, spec: ModelSpec, seq: int, dtype: str, capacity_factor: float = 1.0, flash: bool = True):
+        self.spec, self.seq, self.capacity_factor, self.flash = spec, seq, capacity_factor, flash
         self.nbytes = default_bytes(TrainOptions(dtype=dtype))
         self._states: dict[tuple, StageStates] = {}
         self._arrays: dict[tuple, Any] = {}  # state bytes and activation bytes by key
@@ -78,7 +79,7 @@ class MemoryTable:
     def _layer_items(self, layer: int) -> list[Saved]:
         moe = self.spec.layer_is_moe(layer)
         if moe not in self._saved:
-            self._saved[moe] = layer_saved(self.spec, layer, True, False, self.capacity_factor)
+            self._saved[moe] = layer_saved(self.spec, layer, self.flash, False, self.capacity_factor)
         return self._saved[moe]
 
     def activation_bytes(self, tp: int, cp: int, sp: bool, recompute: str, pp: int) -> tuple[np.ndarray, np.ndarray]:
