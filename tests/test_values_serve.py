@@ -76,11 +76,12 @@ def test_recompute_preemption_keeps_the_generated_tokens():
     assert t.busy_s == 14.0
 
 
-def test_swap_preemption_pays_pcie_both_ways_and_resumes():
-    """The same pair with --preemption swap and 0.5 s per block: B's one block (its KV: prompt +
+@pytest.mark.parametrize("scheduler", ["vllm", "sarathi"])
+def test_swap_preemption_pays_pcie_both_ways_and_resumes(scheduler):
+    """The same pair (vllm, or sarathi, whose 16-token budget takes both prompts at once) with --preemption swap and 0.5 s per block: B's one block (its KV: prompt +
     token 1 = 4 positions) goes out when it3 lacks a block (it3 lasts 1 + 0.5 s) and comes back once
     A is done (it9 lasts 1 + 0.5 s); B has 2 of 8 tokens, so 6 more decode steps (keys 5..10)."""
-    calls, t = _engine([(0.0, 3, 8), (0.0, 3, 8)], blocks=3, preemption="swap", swap_s=0.5)
+    calls, t = _engine([(0.0, 3, 8), (0.0, 3, 8)], scheduler=scheduler, blocks=3, preemption="swap", swap_s=0.5)
     assert calls == [("mixed", 6, 2, 6, 9.0, 6, 0, 0), ("decode", 2, 8)] + _decodes(5, 6) + _decodes(5, 6)
     assert t.iter_end_s == [1.0, 2.0, 3.5, 4.5, 5.5, 6.5, 7.5, 8.5, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0]
     assert t.finish_s == [8.5, 15.0]
@@ -170,3 +171,378 @@ def test_prompt_first_decode_waits_for_an_arrival_on_the_iteration_end():
                          ("mixed", 4, 1, 4, 8.0, 4, 0, 0)]
     assert t.sched_s == [0.0, 3.0]
     assert t.finish_s == [11.0, 4.0]
+
+
+def test_sarathi_preempts_a_half_prefilled_prompt_and_starts_it_again():
+    """sarathi, chunk 4, block 4, 6 blocks. A (4-token prompt, 10 outputs) is prefilled in it1 and
+    opens its 2nd block at it2; B (16 tokens, 4 blocks) is admitted at it2 and gets 3 tokens an
+    iteration beside A's decode (it2..it5: 12 done). At it6 A's 9th position needs a block and none
+    is free: B, the latest admitted, loses its 4 blocks and goes back to the queue (it cannot come
+    back while A holds 3 blocks: 4 > 6 - 3). A decodes alone to its 10th token (it6..it10); then B's
+    16 tokens are prefilled again from the start, 4 an iteration (it11..it14)."""
+    calls, t = _engine([(0.0, 4, 10), (0.0, 16, 1)], scheduler="sarathi", chunk=4, blocks=6)
+    prefill_b = [("mixed", 4, 1, 3, 3 * p + 4.5, p + 3, 1, 5 + g) for g, p in enumerate((0, 3, 6, 9))]
+    again = [("mixed", 4, 1 if p == 12 else 0, 4, 4 * p + 8.0, p + 4, 0, 0) for p in (0, 4, 8, 12)]
+    assert calls == [("mixed", 4, 1, 4, 8.0, 4, 0, 0)] + prefill_b + _decodes(9, 5) + again
+    assert t.preempt_s == [5.0]
+    assert t.sched_s == [0.0, 1.0]  # the first admission counts for the queueing delay
+    assert t.first_s == [1.0, 14.0]
+    assert t.finish_s == [10.0, 14.0]
+    assert t.iter_used_blocks == [1, 6, 6, 6, 6, 3, 3, 3, 3, 4, 4, 4, 4, 4]
+
+
+def test_prefilled_requests_are_prefilled_again_after_recompute():
+    """A disaggregated decode instance (requests arrive with their prompt's KV and first token):
+    the same 3 + 8 pair on 3 blocks of 4 starts decoding at once (keys 4 + 4), B is preempted at
+    it2 with tokens 1 and 2, and is then prefilled here (prompt + 2 = 5 tokens) after A is done."""
+    calls, t = _engine([(0.0, 3, 8), (0.0, 3, 8)], blocks=3, prefilled=True)
+    assert calls == [("decode", 2, 8)] + _decodes(5, 6) + [("mixed", 5, 1, 5, 12.5, 5, 0, 0)] + _decodes(6, 5)
+    assert t.finish_s == [7.0, 13.0]
+    assert t.preempt_s == [1.0]
+
+
+def test_prefilled_reservation_counts_the_first_token_as_generated():
+    """orca on a decode instance reserves prompt + the outputs still to come: 7 + 2 - 1 = 8 tokens =
+    2 blocks of 4 for each of A and B, so both run on 4 blocks (7 + 2 = 9 would need 3 each)."""
+    calls, t = _engine([(0.0, 7, 2), (0.0, 7, 2)], scheduler="orca", blocks=4, prefilled=True)
+    assert calls == [("decode", 2, 16)]
+    assert t.sched_s == [0.0, 0.0]
+    assert t.iter_used_blocks == [4]
+
+
+def test_sarathi_decode_instance_opens_a_block_for_a_full_prompt():
+    """sarathi on a decode instance: a 4-token prompt fills its one block, so its first decode step
+    (in the admitting iteration) opens a 2nd: 2 blocks used."""
+    calls, t = _engine([(0.0, 4, 2)], scheduler="sarathi", prefilled=True)
+    assert calls == [("decode", 1, 5)]
+    assert t.iter_used_blocks == [2]
+
+
+def test_prefix_caching_computes_the_shared_blocks_once():
+    """vllm, block 4, an 8-token shared prefix (2 blocks kept for good). A (10-token prompt, 2
+    outputs) computes all 10 tokens (1 block of its own); B (t=0.5, 10, 1) then prefills only its
+    last 2 (pairs 2 x 8 + 2^2/2 = 18, keys 10); C (t=2.5) again 2 after A's and B's blocks are back."""
+    calls, t = _engine([(0.0, 10, 2), (0.5, 10, 1), (2.5, 10, 1)], shared=8)
+    after_prefix = ("mixed", 2, 1, 2, 18.0, 10, 0, 0)
+    assert calls == [("mixed", 10, 1, 10, 50.0, 10, 0, 0), after_prefix, ("decode", 1, 11), after_prefix]
+    assert t.iter_used_blocks == [3, 4, 3, 3]
+    assert t.finish_s == [3.0, 2.0, 4.0]
+
+
+def test_prefix_is_ready_once_a_chunk_reaches_its_end():
+    """sarathi, chunk 8 = the 8-token prefix: A's first chunk computes exactly the prefix, so B
+    (t=1) starts after it, beside A's last 4 tokens (pairs 2 x (4 x 8 + 8) = 80, keys 2 x 12)."""
+    calls, t = _engine([(0.0, 12, 1), (1.0, 12, 1)], scheduler="sarathi", chunk=8, shared=8)
+    assert calls == [("mixed", 8, 0, 8, 32.0, 8, 0, 0), ("mixed", 8, 2, 8, 80.0, 24, 0, 0)]
+    assert t.finish_s == [2.0, 2.0]
+
+
+def test_orca_reservation_leaves_out_the_shared_prefix():
+    """orca reserves prompt + output minus the cached prefix blocks: with a 4-token prefix (1 block),
+    A and B (8 + 4 tokens = 3 blocks each) hold 2 blocks each beside the prefix's: 5 of 5 blocks."""
+    calls, t = _engine([(0.0, 8, 4), (0.0, 8, 4)], scheduler="orca", blocks=5, shared=4)
+    assert t.sched_s == [0.0, 0.0]
+    assert t.iter_used_blocks[0] == 5
+
+
+class FixedSpec:
+    """A speculative step of fixed time emitting `tokens_per_step` tokens a sequence."""
+
+    def __init__(self, tokens_per_step: float, step_s: float = 0.25) -> None:
+        self.tokens_per_step, self.time, self.calls = tokens_per_step, step_s, []
+
+    def step_s(self, d, keys):
+        self.calls.append((d, keys))
+        return self.time
+
+
+def test_speculative_steps_advance_keys_by_the_expected_tokens():
+    """orca with a draft (2.5 tokens a step): A (4-token prompt, 8 outputs) needs ceil(7 / 2.5) = 3
+    speculative steps after its first token. it1 prefills A (1 s). it2 prefills B (t=1) in its own
+    pass (1 s) then one speculative step of A (0.25 s, keys 5). it3, it4: speculative steps alone
+    (keys 5 + 2.5, 5 + 5), 0.25 s each."""
+    spec = FixedSpec(2.5)
+    calls, t = _engine([(0.0, 4, 8), (1.0, 4, 1)], scheduler="orca", spec=spec)
+    assert calls == [("mixed", 4, 1, 4, 8.0, 4, 0, 0)] * 2
+    assert spec.calls == [(1, 5), (1, 7.5), (1, 10.0)]
+    assert t.iter_end_s == [1.0, 2.25, 2.5, 2.75]
+    assert t.finish_s == [2.75, 2.25]
+
+
+# ----- metrics -----------------------------------------------------------------------------------
+
+def _trace(sched, first, finish, ends=(), used=(), tokens=(), in_system=(), preempt=(), busy=0.0):
+    return Trace(list(sched), list(first), list(finish), list(ends), list(used), list(tokens), list(in_system),
+                 list(preempt), busy)
+
+
+# A (t=0.5, 10-token prompt, 3 outputs): scheduled 0.5, first token 0.75, last 1.25;
+# B (t=0.625, 20, 1): scheduled 0.75, its one token at 0.875. Four iterations end at 0.75, 0.875,
+# 1.0, 1.25 with 2, 5, 3, 3 of 10 KV blocks used, 10, 21, 1, 1 tokens, 2, 2, 1, 1 requests in the
+# system; 0.625 s busy. Binary fractions, so every sum below is exact.
+HAND_REQS = [(0.5, 10, 3), (0.625, 20, 1)]
+HAND_TRACE = _trace([0.5, 0.75], [0.75, 0.875], [1.25, 0.875], [0.75, 0.875, 1.0, 1.25], [2, 5, 3, 3],
+                    [10, 21, 1, 1], [2, 2, 1, 1], (), 0.625)
+
+
+def test_summary_of_a_hand_trace():
+    """docs/serving.md: TTFT = first - arrival, TPOT = (last - first) / (outputs - 1), end-to-end =
+    last - arrival, queueing = scheduled - arrival; rates over the makespan (first arrival to last
+    token: 1.25 - 0.5 = 0.75 s); time averages weight each iteration by its length, from the 2nd on."""
+    from mlsyscalc.calc.serve_metrics import Slo, summary
+
+    m = summary(HAND_REQS, HAND_TRACE, 10, Slo())
+    assert m["ttft_mean_s"] == 0.25 and m["ttft_p99_s"] == 0.25
+    assert m["tpot_mean_s"] == (1.25 - 0.75) / 2 and m["tpot_p50_s"] == 0.25  # B has no TPOT
+    assert m["e2e_mean_s"] == (0.75 + 0.25) / 2
+    assert m["queue_delay_mean_s"] == 0.125 / 2
+    assert m["makespan_s"] == 0.75
+    assert m["requests"] == 2 and m["iterations"] == 4
+    assert m["throughput_requests_per_s"] == pytest.approx(2 / 0.75, rel=1e-12)
+    assert m["throughput_tokens_per_s"] == pytest.approx(4 / 0.75, rel=1e-12)
+    assert m["input_tokens_per_s"] == pytest.approx(30 / 0.75, rel=1e-12)
+    assert m["goodput_requests_per_s"] == pytest.approx(2 / 0.75, rel=1e-12)
+    assert m["busy_fraction"] == pytest.approx(0.625 / 0.75, rel=1e-12)
+    assert m["slo_attainment"] == 1.0
+    # in system: (2 x 0.125 + 1 x 0.125 + 1 x 0.25) / 0.5; KV: (5 x 0.125 + 3 x 0.125 + 3 x 0.25) / 0.5 / 10
+    assert m["mean_in_system"] == 1.25
+    assert m["kv_utilization_mean"] == pytest.approx(0.35, rel=1e-12)
+    assert m["kv_utilization_max"] == 0.5
+    assert m["mean_batch_tokens"] == 33 / 4
+    assert m["preemptions"] == 0
+
+
+@pytest.mark.parametrize(("ttft", "tpot", "good"), [(0.25, 0.25, 2), (0.25, 0.125, 1), (0.125, None, 0),
+                                                    (None, 0.25, 2), (None, 0.2, 1)])
+def test_slo_is_met_at_its_bound(ttft, tpot, good):
+    """Goodput counts requests whose TTFT and TPOT are <= the SLO (DistServe section 2); both of
+    TTFT 0.25 s, A's TPOT 0.25 s: an SLO at exactly those values keeps both."""
+    from mlsyscalc.calc.serve_metrics import Slo, summary
+
+    m = summary(HAND_REQS, HAND_TRACE, 10, Slo(ttft_s=ttft, tpot_s=tpot))
+    assert m["slo_attainment"] == good / 2
+    assert m["goodput_requests_per_s"] == pytest.approx(good / 0.75, rel=1e-12)
+
+
+def test_percentile_interpolates_like_numpy():
+    """numpy.percentile's default ('linear') interpolation is the documented rule."""
+    import numpy as np
+
+    from mlsyscalc.calc.serve_metrics import percentile
+
+    rng = random.Random(7)
+    for n in (1, 2, 3, 4, 7, 10):
+        values = [rng.uniform(0, 10) for _ in range(n)]
+        for q in (0, 25, 50, 90, 99, 100):
+            assert percentile(values, q) == pytest.approx(float(np.percentile(values, q)), rel=1e-12, abs=0)
+    assert percentile([1.0, 2.0, 4.0, 8.0], 50) == 3.0
+    assert percentile([], 50) is None
+
+
+def test_zero_length_run_reports_zero_rates_not_inf():
+    """A run whose last token comes at its first arrival (makespan 0, no iterations): every rate,
+    fraction and mean is 0, never a division by zero."""
+    from mlsyscalc.calc.serve_metrics import Slo, series, summary
+
+    m = summary([(1.0, 5, 1)], _trace([1.0], [1.0], [1.0]), 4, Slo())
+    for key in ("busy_fraction", "throughput_requests_per_s", "throughput_tokens_per_s", "input_tokens_per_s",
+                "goodput_requests_per_s", "kv_utilization_mean", "kv_utilization_max", "mean_batch_tokens",
+                "mean_in_system", "makespan_s"):
+        assert m[key] == 0.0, key
+    assert series(_trace([1.0], [1.0], [1.0]), 4) == []
+
+
+def test_one_iteration_means():
+    """One iteration: its own batch tokens and in-system count are the means."""
+    from mlsyscalc.calc.serve_metrics import Slo, summary
+
+    m = summary([(0.0, 6, 1)], _trace([0.0], [0.5], [0.5], [0.5], [2], [6], [1], (), 0.5), 4, Slo())
+    assert m["mean_batch_tokens"] == 6.0
+    assert m["mean_in_system"] == 1.0
+    assert m["kv_utilization_mean"] == 0.5
+    assert m["busy_fraction"] == 1.0
+    assert m["throughput_tokens_per_s"] == 2.0
+
+
+def test_series_buckets_by_hand():
+    """4 buckets over 4 s: iterations end at 1 s (4 blocks of 8, 8 tokens) and 4 s (2 blocks, 1
+    token; the last end falls in the last bucket), a preemption at 2 s; empty buckets report 0."""
+    from mlsyscalc.calc.serve_metrics import series
+
+    s = series(_trace([0.0], [1.0], [4.0], [1.0, 4.0], [4, 2], [8, 1], [1, 1], [2.0], 2.0), 8, points=4)
+    assert [b["t_s"] for b in s] == [1.0, 2.0, 3.0, 4.0]
+    assert [b["iterations"] for b in s] == [0, 1, 0, 1]
+    assert [b["kv_utilization"] for b in s] == [0.0, 0.5, 0.0, 0.25]
+    assert [b["batch_tokens_mean"] for b in s] == [0.0, 8.0, 0.0, 1.0]
+    assert [b["preemptions"] for b in s] == [0, 0, 1, 0]
+
+
+# ----- options, KV capacity, engine limits, speculation, sweeps -----------------------------------
+
+def _spec_and_ceilings(name="llama3-8b"):
+    from mlsyscalc.calc.roofline_ops import resolve_ceilings
+    from mlsyscalc.specs.lookup import load_model
+
+    return load_model(name), resolve_ceilings("H100-SXM")
+
+
+def test_documented_defaults():
+    """docs/serving.md: vLLM's max_num_seqs 256, max_num_batched_tokens 8192, block 16, 90% of GPU
+    memory; Sarathi-Serve's 512-token chunk; recompute preemption; no host overhead."""
+    from mlsyscalc.calc.serve import ServeOptions
+
+    o = ServeOptions()
+    assert (o.max_seqs, o.max_batch_tokens, o.chunk, o.block_size) == (256, 8192, 512, 16)
+    assert (o.gpu_memory_utilization, o.preemption, o.iteration_overhead_s) == (0.9, "recompute", 0.0)
+    assert (o.spec_k, o.accept, o.kv_blocks, o.prefix_caching) == (4, 0.7, None, False)
+    assert o.iteration_tokens == 8192 and replace(o, scheduler="sarathi").iteration_tokens == 512
+
+
+@pytest.mark.parametrize("name", ["max_batch_tokens", "max_seqs", "chunk", "block_size", "tp"])
+@pytest.mark.parametrize("value", [0, -3])
+def test_limits_must_be_positive_integers(name, value):
+    from mlsyscalc.calc.serve import ServeOptions
+    from mlsyscalc.errors import MlsysError
+
+    flag = "--" + name.replace("_", "-")
+    with pytest.raises(MlsysError, match=f"^{flag} must be a positive integer, got {value}$"):
+        replace(ServeOptions(), **{name: value}).validate()
+    replace(ServeOptions(), **{name: 1}).validate()  # 1 is allowed
+
+
+@pytest.mark.parametrize(("opts", "message"), [
+    ({"iteration_overhead_s": -5e-6}, "--iteration-overhead-us must be >= 0, got -5"),
+    ({"iteration_overhead_s": math.inf}, "--iteration-overhead-us must be >= 0, got inf"),
+    ({"kv_blocks": 0}, "--kv-blocks must be >= 1, got 0"),
+    ({"gpu_memory_utilization": 0.0}, "--gpu-memory-utilization must be in (0, 1], got 0.0"),
+    ({"gpu_memory_utilization": 1.5}, "--gpu-memory-utilization must be in (0, 1], got 1.5"),
+    ({"scheduler": "fifo"}, "--scheduler must be one of static, orca, vllm, sarathi, got 'fifo'"),
+    ({"preemption": "drop"}, "--preemption must be one of recompute, swap"),
+    ({"prefix_caching": True, "scheduler": "static"}, "--prefix-caching needs orca, vllm or sarathi"),
+    ({"spec_k": 0}, "--spec-k must be >= 1, got 0"),
+    ({"accept": 1.5}, "--accept must be in [0, 1], got 1.5"),
+])
+def test_option_errors_name_the_problem(opts, message):
+    from mlsyscalc.calc.serve import ServeOptions
+    from mlsyscalc.errors import MlsysError
+
+    with pytest.raises(MlsysError) as err:
+        replace(ServeOptions(), **opts).validate()
+    assert str(err.value) == message
+
+
+@pytest.mark.parametrize("name", ["ttft", "tpot"])
+def test_slo_must_be_positive(name):
+    from mlsyscalc.calc.serve import ServeOptions
+    from mlsyscalc.calc.serve_metrics import Slo
+    from mlsyscalc.errors import MlsysError
+
+    with pytest.raises(MlsysError) as err:
+        ServeOptions(slo=Slo(**{f"{name}_s": 0.0})).validate()
+    assert str(err.value) == f"--slo {name} must be positive, got 0.0"
+    with pytest.raises(MlsysError, match=f"--slo {name} must be positive, got -1"):
+        ServeOptions(slo=Slo(**{f"{name}_s": -1.0})).validate()
+    ServeOptions(slo=Slo(**{f"{name}_s": 1e-9}), kv_blocks=1, iteration_overhead_s=0.0).validate()
+
+
+def test_kv_capacity_with_a_draft_shares_the_budget():
+    """qwen2.5-7b with a qwen2.5-0.5b draft on one H100 (85,520,809,984 B): both models' bf16
+    weights (7,615,616,512 and 494,032,768 parameters, their HF model cards) and both KV caches per
+    block: 16 x (28 layers x 4 KV heads x 128 x 2 x 2 B + 24 x 2 x 64 x 2 x 2 B) = 16 x (57344 +
+    12288) B."""
+    from mlsyscalc.calc.serve import ServeOptions, kv_capacity
+    from mlsyscalc.specs.lookup import load_model
+
+    target, ceil = _spec_and_ceilings("qwen2.5-7b")
+    kv = kv_capacity(target, ceil, ServeOptions(), load_model("qwen2.5-0.5b"))
+    assert kv.weights_bytes == 2 * (7_615_616_512 + 494_032_768)
+    assert kv.block_bytes == 16 * (57344 + 12288)
+    assert kv.usable_bytes == pytest.approx(0.9 * 85_520_809_984, rel=1e-15)
+    assert kv.blocks == (kv.usable_bytes - kv.weights_bytes - kv.activations_bytes) // kv.block_bytes
+    alone = kv_capacity(target, ceil, ServeOptions())
+    assert alone.weights_bytes == 2 * 7_615_616_512 and alone.block_bytes == 16 * 57344
+    assert alone.activations_bytes == kv.activations_bytes  # the draft runs between the target's passes
+
+
+def test_kv_blocks_override_and_no_room_message():
+    from mlsyscalc.calc.serve import ServeOptions, kv_capacity
+    from mlsyscalc.errors import MlsysError
+
+    spec, ceil = _spec_and_ceilings()
+    assert kv_capacity(spec, ceil, ServeOptions(kv_blocks=1)).blocks == 1
+    big, _ = _spec_and_ceilings("llama3-70b")
+    with pytest.raises(MlsysError) as err:  # 70.6e9 params x 2 B > 0.9 x 85.5 GB
+        kv_capacity(big, ceil, ServeOptions())
+    assert "llama3-70b leaves no room for a KV cache on one H100-SXM: weights 141.1 GB" in str(err.value)
+    assert "of 77.0 GB usable" in str(err.value)
+
+
+def test_swap_time_per_block_over_one_pcie_direction():
+    """H100: PCIe Gen5 x16, 128 GB/s both directions (its spec): a 16-token llama3-8b block of
+    16 x 131072 B moves one way at 64 GB/s. Without a PCIe figure swap is refused; recompute needs none."""
+    from mlsyscalc.calc.serve import ServeOptions, engine_limits, kv_capacity
+    from mlsyscalc.errors import MlsysError
+
+    spec, ceil = _spec_and_ceilings()
+    kv = kv_capacity(spec, ceil, ServeOptions())
+    lim = engine_limits(kv, ceil, ServeOptions(preemption="swap"))
+    assert lim.swap_s_per_block == pytest.approx(16 * 131072 / 64e9, rel=1e-12, abs=0)
+    assert lim.total_blocks == kv.blocks and lim.shared_prefix == 0
+    no_pcie = replace(ceil, gpu=replace(ceil.gpu, pcie_Bps=None))
+    with pytest.raises(MlsysError, match="H100-SXM: no PCIe bandwidth in its spec for --preemption swap"):
+        engine_limits(kv, no_pcie, ServeOptions(preemption="swap"))
+    assert engine_limits(kv, no_pcie, ServeOptions()).swap_s_per_block == 0.0
+    # prefix caching keeps whole blocks of the shared prefix: 40 tokens -> 32
+    assert engine_limits(kv, ceil, ServeOptions(prefix_caching=True), prefix=40).shared_prefix == 32
+    assert engine_limits(kv, ceil, ServeOptions(), prefix=40).shared_prefix == 0
+
+
+@pytest.mark.parametrize(("trace", "mean_batch"), [([(0.0, 1, 20)], 1), ([(0.0, 200, 3), (0.0, 300, 2)], 251)])
+def test_speculative_verdicts_use_batch_one_and_the_mean_batch(trace, mean_batch):
+    """The report's `batch1` verdict is at batch 1, `mean_batch` at the run's mean batch tokens
+    rounded (at least 1), both at the first request's prompt as context. One 1-token prompt and 20
+    outputs: every iteration has 1 token. 200 + 300 prompt tokens in one prefill, then one
+    speculative step of both (llama3-8b drafting for itself, k 3, accept 1: 4 tokens a step cover the
+    2 and 1 tokens left): (500 + 2) / 2 = 251."""
+    from mlsyscalc.calc.serve import ServeOptions, simulate
+    from mlsyscalc.calc.serve_workload import from_trace
+
+    spec, ceil = _spec_and_ceilings()
+    opts = ServeOptions(scheduler="orca", accept=1.0, spec_k=3)
+    r = simulate(spec, ceil, from_trace(trace, "hand"), opts, draft=spec)
+    s = r.metrics["speculative"]
+    assert (s["batch1"]["batch"], s["batch1"]["context"]) == (1, trace[0][1])
+    assert (s["mean_batch"]["batch"], s["mean_batch"]["context"]) == (mean_batch, trace[0][1])
+    assert s["batch1"]["expected_tokens_per_step"] == 4.0
+    assert (s["draft"], s["spec_k"], s["accept"]) == ("llama3-8b", 3, 1.0)
+
+
+def test_a_sweep_of_one_rate_and_of_none():
+    from mlsyscalc.calc.serve import ServeOptions, WorkloadSpec, sweep_rates
+    from mlsyscalc.calc.serve_workload import LengthDist
+    from mlsyscalc.errors import MlsysError
+
+    spec, ceil = _spec_and_ceilings()
+    work = WorkloadSpec(LengthDist("fixed", (8,)), LengthDist("fixed", (2,)), 1.0, requests=2)
+    (one,) = sweep_rates(spec, ceil, work, (3.0,), ServeOptions())
+    assert one.workload.source.startswith("rate 3/s")
+    with pytest.raises(MlsysError, match=r"--sweep rate=\.\.\. needs at least one rate"):
+        sweep_rates(spec, ceil, work, (), ServeOptions())
+
+
+def test_workload_spec_defaults_are_seed_0_and_poisson():
+    """WorkloadSpec and synthetic() default to seed 0, burstiness 1 (Poisson: gamma of shape 1) and
+    no shared prefix: arrivals are random.Random(0)'s gamma(1, 1/rate) gaps added up."""
+    from mlsyscalc.calc.serve import WorkloadSpec
+    from mlsyscalc.calc.serve_workload import LengthDist, synthetic
+
+    rng = random.Random(0)
+    t, want = 0.0, []
+    for _ in range(5):
+        t += rng.gammavariate(1.0, 1 / 4.0)
+        want.append((t, 9, 3))
+    fixed9, fixed3 = LengthDist("fixed", (9,)), LengthDist("fixed", (3,))
+    for work in (WorkloadSpec(fixed9, fixed3, 4.0, requests=5).build(), synthetic(fixed9, fixed3, 4.0, 5)):
+        assert work.requests == tuple(want)
+        assert work.shared_prefix == 0
+        assert work.source == "rate 4/s, burstiness 1, seed 0"
