@@ -37,6 +37,12 @@ class FixedCost:
         self.calls.append(("decode", decodes, decode_keys))
         return self.step
 
+    def time_s(self, b):
+        """A calc.serve_cost.Batch (static batching prices whole Batch objects)."""
+        self.calls.append(("batch", b.tokens, b.samples, b.prefill_tokens, b.prefill_pairs, b.prefill_keys,
+                           b.decodes, b.decode_keys))
+        return self.step
+
 
 def _engine(reqs, scheduler="vllm", blocks=100, block=4, seqs=8, batch_tokens=1000, chunk=16,
             preemption="recompute", swap_s=0.5, shared=0, prefilled=False, spec=None, step_s=STEP):
@@ -104,6 +110,17 @@ def test_swap_time_scales_with_blocks_moved():
     assert calls[4:] == _decodes(9, 4) + _decodes(9, 4)
     assert t.finish_s == [8.5, 13.0]
     assert t.iter_end_s[8] == 10.0
+
+
+def test_swap_with_a_cached_prefix_moves_only_the_own_blocks():
+    """Prefix caching (4-token prefix = 1 block kept for good) with swap, block 4, 4 blocks: A, B
+    (7-token prompts, 6 outputs) each hold 1 block of their own after it1. At it3 both need a 3rd
+    position block, 1 is free: B (KV 8 positions: the prefix block + 1 own) swaps out 1 block
+    (0.5 s) and back in once A is done (0.5 s), then decodes its last 4 tokens (keys 9..12)."""
+    calls, t = _engine([(0.0, 7, 6), (0.0, 7, 6)], blocks=4, shared=4, preemption="swap", swap_s=0.5)
+    assert calls == [("mixed", 14, 2, 14, 49.0, 14, 0, 0), ("decode", 2, 16)] + _decodes(9, 4) + _decodes(9, 4)
+    assert t.iter_end_s == [1.0, 2.0, 3.5, 4.5, 5.5, 6.5, 8.0, 9.0, 10.0, 11.0]
+    assert t.iter_used_blocks == [3] * 10  # the prefix block + 2 of one sequence's own
 
 
 def test_watermark_keeps_one_percent_of_blocks_when_admitting():
@@ -267,6 +284,39 @@ def test_speculative_steps_advance_keys_by_the_expected_tokens():
     assert spec.calls == [(1, 5), (1, 7.5), (1, 10.0)]
     assert t.iter_end_s == [1.0, 2.25, 2.5, 2.75]
     assert t.finish_s == [2.75, 2.25]
+
+
+# ----- static batching ------------------------------------------------------------------------------
+
+def test_static_batches_by_kv_reservation_by_hand():
+    """static, block 4, 6 blocks. A (8-token prompt, 3 outputs: 3 blocks), B (6, 2: 2 blocks), C
+    (4, 2: 2 blocks), all at t=0: A + B = 5 blocks fit, C would make 7. Batch 1 prefills 2 x 8 padded
+    tokens (pairs 2 x 8^2/2), then decodes both padded rows (keys 2 x (8 + step)) until A's 3rd
+    token; B is done after step 1. Batch 2 is C alone from t=3."""
+    calls, t = _engine([(0.0, 8, 3), (0.0, 6, 2), (0.0, 4, 2)], scheduler="static", blocks=6)
+    assert calls == [("batch", 16, 2, 16, 64.0, 16, 0, 0), ("batch", 2, 2, 0, 0.0, 0, 2, 18),
+                     ("batch", 2, 2, 0, 0.0, 0, 2, 20), ("batch", 4, 1, 4, 8.0, 4, 0, 0),
+                     ("batch", 1, 1, 0, 0.0, 0, 1, 5)]
+    assert t.sched_s == [0.0, 0.0, 3.0]
+    assert t.first_s == [1.0, 1.0, 4.0]
+    assert t.finish_s == [3.0, 2.0, 5.0]
+    assert t.iter_end_s == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert t.iter_used_blocks == [5, 5, 5, 2, 2]
+    assert t.iter_batch_tokens == [16, 2, 2, 4, 1]
+    assert t.iter_in_system == [3, 2, 1, 1, 0]
+    assert t.busy_s == 5.0
+
+
+def test_static_batch_fills_the_kv_exactly_and_waits_for_arrivals():
+    """6 blocks: A (3 blocks) + B (2) + C (2 + 2 = 4 tokens, 1 block) fill all 6, one batch. D
+    arrives at 2.5, during that batch (it ends at 3): it is batched at t=3 and waits 0.5 s."""
+    calls, t = _engine([(0.0, 8, 3), (0.0, 6, 2), (0.0, 2, 2), (2.5, 4, 1)], scheduler="static", blocks=6,
+                       step_s=1.0)
+    assert t.sched_s == [0.0, 0.0, 0.0, 3.0]
+    assert t.iter_used_blocks == [6, 6, 6, 2]
+    # B and C are done at 2; D counts from the iteration ending at 3 (arrived 2.5)
+    assert t.iter_in_system == [3, 1, 1, 0]
+    assert t.finish_s == [3.0, 2.0, 2.0, 4.0]
 
 
 # ----- metrics -----------------------------------------------------------------------------------
@@ -546,3 +596,217 @@ def test_workload_spec_defaults_are_seed_0_and_poisson():
         assert work.requests == tuple(want)
         assert work.shared_prefix == 0
         assert work.source == "rate 4/s, burstiness 1, seed 0"
+
+
+# ----- workloads ---------------------------------------------------------------------------------
+
+def _raises(fn, message: str) -> None:
+    from mlsyscalc.errors import MlsysError
+
+    with pytest.raises(MlsysError) as err:
+        fn()
+    assert message in str(err.value)
+
+
+def test_length_column_needs_positive_lengths():
+    from mlsyscalc.calc.serve_workload import LengthDist, parse_length
+
+    assert parse_length("", "prompt", (5,)) == LengthDist("empirical", (5,))  # one value is a column
+    assert parse_length("", "prompt", (1, 7)).mean == 4.0
+    _raises(lambda: parse_length("", "prompt", ()), "prompt: the column needs positive integer lengths")
+    _raises(lambda: parse_length("", "output", (3, 0)), "output: the column needs positive integer lengths")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("uniform:3,2", "prompt: uniform:a,b needs integers 1 <= a <= b, got 'uniform:3,2'"),
+    ("uniform:0,2", "prompt: uniform:a,b needs integers 1 <= a <= b, got 'uniform:0,2'"),
+    ("uniform:1.5,3", "prompt: uniform:a,b needs integers 1 <= a <= b, got 'uniform:1.5,3'"),
+    ("uniform:1,2.5", "prompt: uniform:a,b needs integers 1 <= a <= b, got 'uniform:1,2.5'"),
+    ("normal:100,-1", "prompt: the spread must be >= 0, got 'normal:100,-1'"),
+    ("normal:0.5,1", "prompt: the mean must be >= 1, got 'normal:0.5,1'"),
+    ("lognormal:1,-0.5", "prompt: the spread must be >= 0, got 'lognormal:1,-0.5'"),
+    ("normal:100", "prompt: normal takes 2 numbers, got 'normal:100'"),
+    ("pareto:1,2", "prompt: unknown distribution 'pareto'"),
+    ("0", "prompt: a length must be >= 1, got 0"),
+    ("normal:nan,1", "prompt: parameters must be finite, got 'normal:nan,1'"),
+    ("uniform:a,b", "prompt: cannot parse 'uniform:a,b'"),
+])
+def test_length_errors_name_the_problem(text, message):
+    from mlsyscalc.calc.serve_workload import parse_length
+
+    _raises(lambda: parse_length(text, "prompt"), message)
+
+
+def test_length_edges_that_are_allowed():
+    """A spread of 0 (every draw the mean), uniform:a,a, lognormal of a mean below 1 (its log)."""
+    from mlsyscalc.calc.serve_workload import parse_length
+
+    rng = random.Random(3)
+    assert {parse_length("normal:100,0", "p").draw(rng) for _ in range(5)} == {100}
+    assert {parse_length("uniform:7,7", "p").draw(rng) for _ in range(5)} == {7}
+    assert parse_length("lognormal:0.5,0", "p").mean == pytest.approx(math.exp(0.5), rel=1e-15)
+    assert parse_length("uniform:2,6", "p").mean == 4.0
+
+
+def test_workload_checks_and_defaults():
+    from mlsyscalc.calc.serve_workload import Workload, from_trace
+
+    assert Workload(((0.0, 1, 1),), "x").shared_prefix == 0  # 1-token prompt and output are fine
+    assert from_trace([(1.0, 5, 2), (0.0, 9, 1)], "t").requests == ((0.0, 9, 1), (1.0, 5, 2))
+    assert from_trace([(0.0, 5, 2)], "t").shared_prefix == 0
+    assert Workload(((0.0, 5, 1), (1.0, 10, 1)), "x", 5).shared_prefix == 5  # the shortest prompt is 5
+    _raises(lambda: Workload((), "x"), "the workload has no requests")
+    _raises(lambda: Workload(((0.0, 10, 1), (1.0, 5, 1)), "x", 8), "--prefix-len 8 is longer than a 5-token prompt")
+    _raises(lambda: Workload(((0.0, 5, 1),), "x", -1), "--prefix-len must be >= 0, got -1")
+    _raises(lambda: Workload(((-1.0, 5, 1),), "x"), "arrival times must be finite and >= 0, got -1.0")
+    _raises(lambda: Workload(((math.inf, 5, 1),), "x"), "arrival times must be finite and >= 0, got inf")
+    _raises(lambda: Workload(((0.0, 0, 5),), "x"), "prompt and output lengths must be >= 1, got 0, 5")
+    _raises(lambda: Workload(((0.0, 5, 0),), "x"), "prompt and output lengths must be >= 1, got 5, 0")
+
+
+def test_synthetic_arguments_are_checked():
+    from mlsyscalc.calc.serve_workload import LengthDist, synthetic
+
+    one = LengthDist("fixed", (4,))
+    assert len(synthetic(one, one, 2.0, 1).requests) == 1
+    _raises(lambda: synthetic(one, one, 0.0, 5), "--rate must be a positive number, got 0.0")
+    _raises(lambda: synthetic(one, one, math.inf, 5), "--rate must be a positive number, got inf")
+    _raises(lambda: synthetic(one, one, 1.0, 0), "--requests must be >= 1, got 0")
+    _raises(lambda: synthetic(one, one, 1.0, 5, burstiness=0.0), "--burstiness must be positive, got 0.0")
+    prefixed = synthetic(one, one, 1.0, 3, prefix=6)
+    assert {p for _, p, _ in prefixed.requests} == {10} and prefixed.shared_prefix == 6
+
+
+# ----- disaggregation ----------------------------------------------------------------------------
+
+U = 100.0  # s of host overhead per iteration (docs/serving.md): kernels add milliseconds
+
+
+def _disagg(layout, trace, cluster="hgx-h100", **opts):
+    from mlsyscalc.calc.serve import ServeOptions
+    from mlsyscalc.calc.serve_disagg import simulate_disagg
+    from mlsyscalc.calc.serve_workload import from_trace
+    from mlsyscalc.specs.cluster import load_cluster
+
+    spec, ceil = _spec_and_ceilings()
+    return simulate_disagg(spec, ceil, from_trace(trace, "hand"), ServeOptions(**opts), layout, load_cluster(cluster))
+
+
+def test_disaggregated_schedule_by_hand():
+    """1P:1D under a 100 s iteration overhead. A (100-token prompt, 3 outputs), B (100, 2), C (100, 1)
+    at t=0: the prefill instance prefills all three in one iteration (first tokens at U; C is done);
+    A's and B's KV moves (~40 us) and the decode instance decodes both (B done at 2U), then A (3U).
+    Busy: prefill U, decode 2U, over a 3U makespan. TTFT U each; TPOT (3U - U) / 2 and (2U - U) / 1."""
+    from mlsyscalc.calc.serve_disagg import Layout
+
+    r = _disagg(Layout(1, 1), [(0.0, 100, 3), (0.0, 100, 2), (0.0, 100, 1)], iteration_overhead_s=U)
+    m, pools = r.metrics, r.pools
+    rel = 1e-4
+    assert m["makespan_s"] == pytest.approx(3 * U, rel=rel)
+    assert pools["prefill_busy_fraction"] == pytest.approx(1 / 3, rel=rel)
+    assert pools["decode_busy_fraction"] == pytest.approx(2 / 3, rel=rel)
+    assert m["ttft_mean_s"] == pytest.approx(U, rel=rel)
+    assert m["tpot_p50_s"] == pytest.approx(U, rel=rel)
+    assert m["e2e_mean_s"] == pytest.approx((3 * U + 2 * U + U) / 3, rel=rel)  # C: its one token at U
+    assert m["e2e_p50_s"] == pytest.approx(2 * U, rel=rel)
+    assert m["throughput_tokens_per_s"] == pytest.approx(6 / (3 * U), rel=rel)
+    assert m["goodput_requests_per_s"] == pytest.approx(3 / (3 * U), rel=rel)
+    assert pools["goodput_per_gpu_requests_per_s"] == pytest.approx(1 / (3 * U) / 2 * 3, rel=rel)
+    assert (pools["gpus"], pools["layout"]) == (2, "1P(tp1):1D(tp1)")
+    for key in ("busy_fraction", "mean_in_system", "mean_batch_tokens", "iterations", "kv_utilization_mean"):
+        assert key not in m  # per-pool quantities: not reported for the whole
+
+
+def _p2p_s(tokens, nodes, tp_prefill=1):
+    """One prompt's llama3-8b KV (32 layers x 8 KV heads x 128 x 2 x 2 B = 131072 B a token) over
+    the communication calculator's point-to-point time, 2 ranks."""
+    from mlsyscalc.calc.comm_collectives import collective_cost
+    from mlsyscalc.specs.cluster import load_cluster
+
+    return collective_cost("p2p", tokens * 131072 // tp_prefill, 2, load_cluster("hgx-h100"), nodes).time_s
+
+
+@pytest.mark.parametrize(("layout", "nodes"), [((4, 4), 1), ((5, 4), 2), ((1, 1), 1)])
+def test_kv_transfer_within_a_node_and_across(layout, nodes):
+    """hgx-h100 has 8 GPUs a node: 4P:4D (8 GPUs) moves KV over NVLink (370 GB/s a direction +
+    3.4 us, hgx-h100.json), 5P:4D (9) over the inter-node link. Only requests with more than one
+    output move KV: the mean is over A alone."""
+    from mlsyscalc.calc.serve_disagg import Layout
+
+    r = _disagg(Layout(*layout), [(0.0, 1000, 2), (0.0, 500, 1)])
+    assert r.pools["kv_transfer_mean_s"] == pytest.approx(_p2p_s(1000, nodes), rel=1e-12)
+    if nodes == 1:
+        assert r.pools["kv_transfer_mean_s"] == pytest.approx(1000 * 131072 / 370e9 + 3.4e-6, rel=0.02)
+    assert r.metrics["e2e_p50_s"] >= r.metrics["ttft_p50_s"]
+
+
+def test_kv_transfer_shard_splits_over_prefill_tp():
+    """Each of tp_prefill ranks sends its 1/tp share at once."""
+    from mlsyscalc.calc.serve_disagg import Layout
+
+    r = _disagg(Layout(1, 1, 2, 1), [(0.0, 1000, 2)])
+    assert r.pools["kv_transfer_mean_s"] == pytest.approx(_p2p_s(1000, 1, 2), rel=1e-12)
+    assert r.pools["gpus"] == 3
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("0:2", "--disagg needs P >= 1 and D >= 1, got '0:2'"), ("2:0", "--disagg needs P >= 1 and D >= 1, got '2:0'"),
+    ("x:1", "--disagg expects P:D instance counts, e.g. 1:2, got 'x:1'"), ("3", "--disagg expects P:D"),
+])
+def test_layout_parsing(text, message):
+    from mlsyscalc.calc.serve_disagg import Layout, parse_layout
+
+    assert parse_layout("1:1", 2) == Layout(1, 1, 2, 2)
+    assert parse_layout("2:3", 1).gpus == 5
+    _raises(lambda: parse_layout(text, 1), message)
+
+
+def test_layout_search_tries_every_split_within_the_budget():
+    """3 GPUs, TP of 1 or 2 per role (TP sizes below the budget): every (P, D, tp_p, tp_d) with
+    P tp_p + D tp_d <= 3, enumerated here directly."""
+    from mlsyscalc.calc.serve import ServeOptions
+    from mlsyscalc.calc.serve_disagg import Layout, search_layouts
+    from mlsyscalc.calc.serve_workload import from_trace
+    from mlsyscalc.specs.cluster import load_cluster
+
+    spec, ceil = _spec_and_ceilings()
+    s = search_layouts(spec, ceil, from_trace([(0.0, 100, 2)], "t"), ServeOptions(), load_cluster("hgx-h100"), 3)
+    want = {Layout(p, d, a, b).name for a in (1, 2) for b in (1, 2) for p in range(1, 4) for d in range(1, 4)
+            if p * a + d * b <= 3}
+    names = [r.layout.name for r in s.layouts]
+    assert sorted(names) == sorted(want) and len(want) == 5
+    assert s.max_gpus == 3
+    per_gpu = [r.pools["goodput_per_gpu_requests_per_s"] for r in s.layouts]
+    assert per_gpu == sorted(per_gpu, reverse=True)
+    assert s.layouts[0].layout.gpus == 2  # one request: the smallest layout has the most goodput per GPU
+
+
+def test_layout_search_limits():
+    """llama3-70b (141 GB of bf16 weights) needs TP 2 on an H100: with 4 GPUs only 1P(tp2):1D(tp2);
+    with 2 GPUs no TP size fits. A budget below 2 GPUs is refused. An 8-GPU node allows TP 8."""
+    from mlsyscalc.calc.serve import ServeOptions
+    from mlsyscalc.calc.serve_disagg import _tp_ok, search_layouts
+    from mlsyscalc.calc.serve_workload import from_trace
+    from mlsyscalc.specs.cluster import load_cluster
+
+    big, ceil = _spec_and_ceilings("llama3-70b")
+    cluster, work = load_cluster("hgx-h100"), from_trace([(0.0, 100, 2)], "t")
+    s = search_layouts(big, ceil, work, ServeOptions(tp=2), cluster, 4)
+    assert [r.layout.name for r in s.layouts] == ["1P(tp2):1D(tp2)"]
+    _raises(lambda: search_layouts(big, ceil, work, ServeOptions(tp=2), cluster, 2),
+            "llama3-70b: no tensor-parallel size in (1, 2, 4, 8) fits within 2 GPUs")
+    _raises(lambda: search_layouts(big, ceil, work, ServeOptions(tp=2), cluster, 1),
+            "--max-gpus must be >= 2 for a prefill and a decode instance, got 1")
+    assert _tp_ok(big, ceil, ServeOptions(), 8, cluster)
+    assert not _tp_ok(big, ceil, ServeOptions(), 1, cluster)
+    assert not _tp_ok(big, ceil, ServeOptions(), 8, replace(cluster, gpus_per_node=4))
+
+
+def test_cluster_for_picks_a_cluster_of_the_gpu():
+    from mlsyscalc.calc.serve_disagg import cluster_for
+
+    _, ceil = _spec_and_ceilings()
+    assert cluster_for(ceil, None).gpu == "H100-SXM"
+    assert cluster_for(ceil, "hgx-h100").name == "hgx-h100"
+    odd = replace(ceil, gpu=replace(ceil.gpu, name="B999"))
+    _raises(lambda: cluster_for(odd, None), "no built-in cluster of B999 GPUs for the KV transfer")
