@@ -810,3 +810,123 @@ def test_cluster_for_picks_a_cluster_of_the_gpu():
     assert cluster_for(ceil, "hgx-h100").name == "hgx-h100"
     odd = replace(ceil, gpu=replace(ceil.gpu, name="B999"))
     _raises(lambda: cluster_for(odd, None), "no built-in cluster of B999 GPUs for the KV transfer")
+
+
+# ----- iteration cost and speculation ------------------------------------------------------------
+
+def _cost(name="llama3-8b", ceil=None, **ro):
+    from mlsyscalc.calc.roofline_options import RooflineOptions
+    from mlsyscalc.calc.serve_cost import IterationCost
+
+    spec, h100 = _spec_and_ceilings(name)
+    return IterationCost(spec, ceil or h100, RooflineOptions(**ro))
+
+
+def test_padded_tokens_round_up_to_128_row_tiles():
+    """docs: below one 128-row tile tokens are as is; from 128 up whole tiles (577 -> 640)."""
+    from mlsyscalc.calc.serve_cost import M_TILE, padded_tokens
+
+    assert M_TILE == 128
+    assert [padded_tokens(t) for t in (1, 127, 128, 129, 256, 577)] == [1, 127, 128, 256, 256, 640]
+
+
+def test_batch_sums_by_hand():
+    """Batch.of: chunks (c new, p cached) of 4 @ 10 and 2 @ 0, decodes at contexts 7 and 9: tokens
+    4 + 2 + 2, samples 4 (every sequence), pairs 4 x 10 + 16/2 + 0 + 4/2 = 50, prefill keys
+    14 + 2, decode keys 8 + 10. The empty batch is all zeros."""
+    from mlsyscalc.calc.serve_cost import Batch
+
+    assert Batch.of(((4, 10), (2, 0)), (7, 9)) == Batch(8, 4, 6, 50.0, 16, 2, 18)
+    assert Batch.of(((4, 10),), samples=0).samples == 0
+    assert Batch() == Batch(0, 0, 0, 0.0, 0, 0, 0)
+    assert Batch(tokens=3) == Batch(3, 0, 0, 0.0, 0, 0, 0)
+
+
+def _row(model, name):
+    return next(r for r in model.rows if r.pred.name == name)
+
+
+def test_compute_rates_are_read_at_the_documented_large_shapes():
+    """Seconds per FLOP of token rows come from an 8192-token prefill (capped below a learned
+    position table: gpt2's 1024), prefill attention from a min(4096, that - 1)-token prompt (gpt2:
+    1023) and decode attention from 64 sequences at that context: predict_model at those shapes."""
+    from mlsyscalc.calc.roofline_model import predict_model
+    from mlsyscalc.calc.roofline_options import RooflineOptions
+
+    for name, rate, long in (("llama3-8b", 8192, 4096), ("gpt2", 1024, 1023)):
+        spec, ceil = _spec_and_ceilings(name)
+        cost = _cost(name)
+        big = predict_model(spec, ceil, RooflineOptions(phase="prefill", batch=1, seq=rate))
+        for row in cost.token_rows:
+            pred = _row(big, row.name).pred
+            want = pred.compute_s / pred.flops if pred.flops else 0.0
+            assert row.seconds_per_flop == pytest.approx(want, rel=1e-12, abs=0), (name, row.name)
+        attn = _row(predict_model(spec, ceil, RooflineOptions(phase="prefill", batch=1, seq=long)), "attention").pred
+        assert cost.prefill_rows[0].seconds_per_flop == pytest.approx(attn.compute_s / attn.flops, rel=1e-12, abs=0)
+        dec = _row(predict_model(spec, ceil, RooflineOptions(phase="decode", batch=64, seq=1, context=long)),
+                   "attention").pred
+        assert cost.decode_rows[0].seconds_per_flop == pytest.approx(dec.compute_s / dec.flops, rel=1e-12, abs=0)
+
+
+def test_token_rows_price_compute_over_padded_tokens():
+    """docs/serving.md: a row costs count x (max(compute, memory) + launch); a dense matmul row's
+    compute is over the tokens padded to 128-row tiles (577 -> 640), the rest over 577."""
+    cost = _cost()
+    t, padded = 577, 640
+    want = 0.0
+    for row in cost.token_rows:
+        f = row.coef["flops"]
+        flops = f[0] + f[1] * (padded if row.tiled else t)
+        memory = row.coef["memory_s"][0] + row.coef["memory_s"][1] * t
+        want += row.count * (max(row.seconds_per_flop * flops, memory) + row.launch_s)
+    assert cost.token_s(t) == pytest.approx(want, rel=1e-12, abs=0)
+    assert any(r.tiled for r in cost.token_rows) and not all(r.tiled for r in cost.token_rows)
+    assert cost.token_s(0) == 0.0 and cost.sample_s(0) == 0.0  # nothing to price
+
+
+def test_tp_collectives_split_between_tokens_and_samples():
+    """tp 2: the per-token collectives (all-reduces) go with the token rows, the logits all-gather
+    with the sampled rows (calc.roofline_comm's rows for a prefill of that many tokens)."""
+    from mlsyscalc.calc.roofline_comm import tp_comm_rows
+    from mlsyscalc.calc.roofline_options import RooflineOptions
+
+    spec, ceil = _spec_and_ceilings()
+    cost, single = _cost(tp=2), _cost(tp=2)
+    for t in (16, 300):
+        rows = tp_comm_rows(spec, ceil.gpu, RooflineOptions(tp=2, batch=1, seq=t, phase="prefill"), 2)
+        reduce = sum(r.total_s for r in rows if r.collective != "all-gather")
+        gather = sum(r.total_s for r in rows if r.collective == "all-gather")
+        assert reduce > 0 and gather > 0
+        assert cost.token_s(t) == pytest.approx(single._linear_s(single.token_rows, t) + reduce, rel=1e-12, abs=0)
+        assert cost.sample_s(t) == pytest.approx(single._linear_s(single.sample_rows, t) + gather, rel=1e-12, abs=0)
+
+
+def test_decode_attention_prices_the_larger_of_compute_and_memory():
+    """With the FLOP rate cut 10^5-fold decode attention is compute-bound: its time is the affine
+    row's count x (spf x FLOPs(d, keys) + launch), as AffineRow.time_s prices any row."""
+    spec, ceil = _spec_and_ceilings()
+    slow = replace(ceil, base_flops={k: v * 1e-5 if v else v for k, v in ceil.base_flops.items()})
+    cost = _cost(ceil=slow)
+    for d, keys in ((1, 101), (4, 4004), (16, 100)):
+        want = sum(r.time_s((d, keys)) for r in cost.decode_rows)
+        assert cost.decode_attention_s(d, keys) == pytest.approx(want, rel=1e-12, abs=0)
+        row = cost.decode_rows[0]
+        assert row.seconds_per_flop * row.part("flops", (d, keys)) > row.part("memory_s", (d, keys))
+
+
+def test_speculative_verify_is_a_chunk_per_sequence():
+    """Leviathan et al. eq. 1 with k = 1, a = 0.5: (1 - 0.25) / 0.5 = 1.5 tokens a step. The verify
+    pass of d sequences is a (k+1)-token chunk at each one's context, sampled at every token: the
+    same as pricing Batch.of those chunks with every token sampled."""
+    from mlsyscalc.calc.serve_cost import Batch
+    from mlsyscalc.calc.serve_spec import SpecDecode, expected_tokens
+
+    assert expected_tokens(0.5, 1) == 1.5
+    assert expected_tokens(1.0, 1) == 2.0
+    target = _cost()
+    sd = SpecDecode(target, _cost("qwen2.5-0.5b"), 1, 0.5)
+    for d, ctx in ((1, 100), (3, 40)):
+        batch = Batch.of(((2, ctx),) * d, samples=2 * d)
+        assert sd.verify_s(d, d * (ctx + 1)) == pytest.approx(target.time_s(batch), rel=1e-12, abs=0)
+        draft = sd.draft.decode_s(d, d * (ctx + 1))  # k = 1: one draft step
+        assert sd.step_s(d, d * (ctx + 1)) == pytest.approx(draft + target.time_s(batch), rel=1e-12, abs=0)
