@@ -96,6 +96,35 @@ def test_swap_preemption_pays_pcie_both_ways_and_resumes(scheduler):
     assert t.iter_used_blocks == [2, 2, 2, 2, 2, 2, 3, 3, 2, 2, 2, 2, 3, 3]
 
 
+def test_swap_in_and_a_prefill_share_an_iteration():
+    """--max-seqs 2, 3 blocks of 4, swap: A, B (3 + 8) run, C and D (3 + 1) wait for a seat. B is
+    swapped out at it3 as before; C may not jump the swapped B. When A is done (8.5) B comes back
+    (0.5 s) and C, admitted beside it, is prefilled in the same iteration (1 + 0.5 s: done at 10);
+    D (the 2nd seat is B's) follows at 11, then B decodes its last 6 tokens."""
+    calls, t = _engine([(0.0, 3, 8), (0.0, 3, 8), (0.0, 3, 1), (0.0, 3, 1)], blocks=3, seqs=2,
+                       preemption="swap", swap_s=0.5)
+    prefill = ("mixed", 3, 1, 3, 4.5, 3, 0, 0)
+    assert calls == [("mixed", 6, 2, 6, 9.0, 6, 0, 0), ("decode", 2, 8)] + _decodes(5, 6) + [prefill] * 2 + _decodes(5, 6)
+    assert t.sched_s == [0.0, 0.0, 8.5, 10.0]
+    assert t.finish_s == [8.5, 17.0, 10.0, 11.0]
+    assert t.iter_end_s[7:10] == [8.5, 10.0, 11.0]
+    assert t.iter_in_system[7:10] == [4, 3, 2]
+
+
+def test_a_swapped_sequence_finishes_on_its_own_schedule_after_swap_in():
+    """vllm, block 2, 5 blocks, swap at 0.5 s a block. A (t=0, 1-token prompt, 5 outputs); B, C (t=2,
+    2-token prompts, 2 and 5 outputs). it1 prefill A; it2 decode A (keys 2); it3 prefill B, C (pairs
+    2 x 2^2/2). At it4 A, B and C each need a block, 2 are free: C (1 block, 1 token) swaps out
+    (it4: 1.5 s; B done). C swaps back at it5 (1.5 s) with 4 tokens to go: decode steps at g = 2..5,
+    so its old finish step (g = 5, from before the swap) must not end it: C is done at 9, not 8."""
+    calls, t = _engine([(0.0, 1, 5), (2.0, 2, 2), (2.0, 2, 5)], block=2, blocks=5, preemption="swap", swap_s=0.5)
+    assert calls == [("mixed", 1, 1, 1, 0.5, 1, 0, 0), ("decode", 1, 2), ("mixed", 4, 2, 4, 4.0, 4, 0, 0),
+                     ("decode", 2, 6), ("decode", 2, 7), ("decode", 2, 9), ("decode", 1, 5), ("decode", 1, 6)]
+    assert t.iter_end_s == [1.0, 2.0, 3.0, 4.5, 6.0, 7.0, 8.0, 9.0]
+    assert t.finish_s == [7.0, 4.5, 9.0]
+    assert t.iter_used_blocks == [1, 1, 3, 4, 4, 5, 3, 3]
+
+
 def test_swap_time_scales_with_blocks_moved():
     """Two swapped blocks cost 2 x 0.25 s out and 2 x 0.25 s back in. A, B: 5-token prompts, 8
     outputs, block 4, 4 blocks. it1 prefills (2 blocks each, all 4 used). it2 decodes (positions 6;
@@ -188,6 +217,23 @@ def test_prompt_first_decode_waits_for_an_arrival_on_the_iteration_end():
                          ("mixed", 4, 1, 4, 8.0, 4, 0, 0)]
     assert t.sched_s == [0.0, 3.0]
     assert t.finish_s == [11.0, 4.0]
+
+
+def test_sarathi_uses_a_one_token_budget_left_by_decodes():
+    """sarathi, chunk 3: A, B (1-token prompts, 5 outputs) and the first token of C (2-token prompt)
+    fill it1; at it2 the two decodes leave a budget of 1, which takes C's last token (pairs 1 x 1 +
+    1/2, keys 2), so C is done at 2."""
+    calls, t = _engine([(0.0, 1, 5), (0.0, 1, 5), (0.0, 2, 1)], scheduler="sarathi", chunk=3)
+    assert calls == [("mixed", 3, 2, 3, 1.5, 3, 0, 0), ("mixed", 3, 3, 1, 1.5, 2, 2, 4)] + _decodes(6, 3, 2)
+    assert t.finish_s == [5.0, 5.0, 2.0]
+
+
+def test_first_token_time_is_kept_through_a_recompute():
+    """The recompute pair again with 0.25 s iterations: B's re-prefill (at 2.25 s) samples a token
+    but its first token stays the one at 0.25 s."""
+    _, t = _engine([(0.0, 3, 8), (0.0, 3, 8)], blocks=3, step_s=0.25)
+    assert t.first_s == [0.25, 0.25]
+    assert t.finish_s == [2.0, 3.5]
 
 
 def test_sarathi_preempts_a_half_prefilled_prompt_and_starts_it_again():
