@@ -219,6 +219,15 @@ EQUIVALENT: dict[tuple[str, str], str] = {
     ('mlsyscalc/calc/serve_metrics.py',
      '-        buckets[min(points - 1, int(t / width))][2] += 1\n+        buckets[min(points + 1, int(t / width))][2] += 1'):
         'preemptions happen at the start of an iteration, before the last iteration ends, so t / width < points and the cap is never reached',
+    ('mlsyscalc/calc/serve_engine.py',
+     '-            dt = self.cost.mixed_s(pf, len(completing), pf, pairs, pkeys, 0, 0) + (self.spec.step_s(d, self.keys) if d else 0)\n+            dt = self.cost.mixed_s(pf, len(completing), pf, pairs, pkeys, 0, 1) + (self.spec.step_s(d, self.keys) if d else 0)'):
+        'decode keys of zero decodes: IterationCost.mixed_s prices decode attention only when decodes > 0',
+    ('mlsyscalc/calc/serve_spec.py',
+     '-        return self.target.mixed_s(tokens, tokens, tokens, c * ctx + d * c * c / 2, ctx + tokens, 0, 0)\n+        return self.target.mixed_s(tokens, tokens, tokens, c * ctx + d * c * c / 2, ctx + tokens, 0, 1)'):
+        'decode keys of zero decodes: IterationCost.mixed_s prices decode attention only when decodes > 0',
+    ('mlsyscalc/calc/serve.py',
+     "-    require(opts.preemption != 'swap' or host_Bps > 0, f'{gpu.name}: no PCIe bandwidth in its spec for --preemption swap')\n+    require(opts.preemption != 'swap' or host_Bps > 1, f'{gpu.name}: no PCIe bandwidth in its spec for --preemption swap')"):
+        'the host bandwidth is 0 (no PCIe figure) or billions of B/s, never in (0, 1]',
 }
 # survivors that are not equivalent but that no realistic input reaches (not left out of the score)
 UNREACHED: dict[tuple[str, str], str] = {

@@ -976,3 +976,31 @@ def test_speculative_verify_is_a_chunk_per_sequence():
         assert sd.verify_s(d, d * (ctx + 1)) == pytest.approx(target.time_s(batch), rel=1e-12, abs=0)
         draft = sd.draft.decode_s(d, d * (ctx + 1))  # k = 1: one draft step
         assert sd.step_s(d, d * (ctx + 1)) == pytest.approx(draft + target.time_s(batch), rel=1e-12, abs=0)
+
+
+@pytest.mark.parametrize(("opts", "tokens", "seqs"), [({}, 8192, 256), ({"scheduler": "sarathi"}, 512, 256),
+                                                      ({"max_seqs": 8, "max_batch_tokens": 1024}, 1024, 8)])
+def test_kv_capacity_workspace_is_one_iteration_of_the_engine(opts, tokens, seqs):
+    """docs/serving.md: the workspace is the inference memory calculator's for one iteration's token
+    budget (max-batch-tokens, or sarathi's chunk) with the logits of max-seqs sequences."""
+    from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
+    from mlsyscalc.calc.serve import ServeOptions, kv_capacity
+
+    spec, ceil = _spec_and_ceilings()
+    kv = kv_capacity(spec, ceil, ServeOptions(**opts))
+    mem = infer_memory(spec, InferOptions(batch=seqs, context=tokens, prefill_chunk=tokens))
+    assert kv.activations_bytes == mem.breakdown["activations"]
+    assert kv.weights_bytes == 2 * 8_030_261_248  # llama3-8b's parameters (HF model card), bf16
+    assert kv.blocks == int((0.9 * 85_520_809_984 - kv.weights_bytes - kv.activations_bytes) // (16 * 131072))
+
+
+def test_kv_capacity_per_gpu_of_a_tp_group():
+    """tp 2, fp8 KV: each GPU holds 4 of llama3-8b's 8 KV heads at 1 byte: 32 x 4 x 128 x 2 x 1 B a
+    token, 16 tokens a block; weights split over the 2 GPUs (about half)."""
+    from mlsyscalc.calc.serve import ServeOptions, kv_capacity
+
+    spec, ceil = _spec_and_ceilings()
+    kv = kv_capacity(spec, ceil, ServeOptions(tp=2, kv_dtype="fp8"))
+    assert kv.block_bytes == 16 * 32 * 4 * 128 * 2 * 1
+    assert 0.5 * 2 * 8_030_261_248 < kv.weights_bytes < 0.56 * 2 * 8_030_261_248  # embeddings split too
+    assert kv.blocks == int((kv.usable_bytes - kv.weights_bytes - kv.activations_bytes) // kv.block_bytes)
