@@ -365,6 +365,15 @@ def test_static_batch_fills_the_kv_exactly_and_waits_for_arrivals():
     assert t.finish_s == [3.0, 2.0, 2.0, 4.0]
 
 
+def test_static_batch_holds_at_most_max_seqs():
+    """--max-seqs 1: static batches of one request: A (t=0, 4-token prompt, 2 outputs) at 0 to 2,
+    then B at 2 to 4."""
+    calls, t = _engine([(0.0, 4, 2), (0.0, 4, 2)], scheduler="static", seqs=1)
+    assert calls == [("batch", 4, 1, 4, 8.0, 4, 0, 0), ("batch", 1, 1, 0, 0.0, 0, 1, 5)] * 2
+    assert t.sched_s == [0.0, 2.0]
+    assert t.finish_s == [2.0, 4.0]
+
+
 # ----- metrics -----------------------------------------------------------------------------------
 
 def _trace(sched, first, finish, ends=(), used=(), tokens=(), in_system=(), preempt=(), busy=0.0):
@@ -1004,3 +1013,54 @@ def test_kv_capacity_per_gpu_of_a_tp_group():
     assert kv.block_bytes == 16 * 32 * 4 * 128 * 2 * 1
     assert 0.5 * 2 * 8_030_261_248 < kv.weights_bytes < 0.56 * 2 * 8_030_261_248  # embeddings split too
     assert kv.blocks == int((kv.usable_bytes - kv.weights_bytes - kv.activations_bytes) // kv.block_bytes)
+
+
+def test_length_draws_replay_the_documented_rules():
+    """Each kind's draw from one random.Random, replayed here: uniform a..b inclusive, an empirical
+    list's uniformly chosen value, normal and lognormal rounded to the nearest integer and clipped at
+    1; means (a + b) / 2, the list's mean, mu, exp(mu + sigma^2 / 2)."""
+    from mlsyscalc.calc.serve_workload import LengthDist, parse_length
+
+    cases = [("uniform:3,9", lambda r: r.randint(3, 9)),
+             ("normal:5,4", lambda r: max(1, round(r.gauss(5.0, 4.0)))),
+             ("lognormal:1,1.5", lambda r: max(1, round(r.lognormvariate(1.0, 1.5))))]
+    for text, replay in cases:
+        dist, a, b = parse_length(text, "p"), random.Random(11), random.Random(11)
+        assert [dist.draw(a) for _ in range(200)] == [replay(b) for _ in range(200)], text
+    column, a, b = parse_length("", "p", (4, 9, 30)), random.Random(5), random.Random(5)
+    assert [column.draw(a) for _ in range(50)] == [(4, 9, 30)[b.randrange(3)] for _ in range(50)]
+    assert min(parse_length("normal:1,30", "p").draw(a) for _ in range(100)) == 1  # clipped at 1
+    assert parse_length("lognormal:1,0.5", "p").mean == pytest.approx(math.exp(1.125), rel=1e-15)
+    assert (parse_length("normal:7,2", "p").mean, parse_length("uniform:3,8", "p").mean, column.mean) == (7.0, 5.5, 43 / 3)
+    assert LengthDist("fixed", (12,)).mean == 12 and LengthDist("fixed", (12,)).draw(a) == 12
+
+
+def test_bursty_arrivals_are_gamma_gaps_with_the_rate_kept():
+    """Burstiness b: gaps from gamma(shape b, scale 1 / (rate b)) (mean 1 / rate), vLLM's
+    benchmark_serving rule; drawn before each request's lengths, from the same generator."""
+    from mlsyscalc.calc.serve_workload import parse_length, synthetic
+
+    prompt = parse_length("uniform:1,50", "p")
+    work = synthetic(prompt, parse_length("7", "o"), 2.0, 6, seed=9, burstiness=0.25, prefix=3)
+    rng, t, want = random.Random(9), 0.0, []
+    for _ in range(6):
+        t += rng.gammavariate(0.25, 1.0 / (2.0 * 0.25))
+        want.append((t, 3 + rng.randint(1, 50), 7))
+    assert work.requests == tuple(want)
+    assert work.source == "rate 2/s, burstiness 0.25, seed 9, 3-token shared prefix"
+
+
+def test_requests_go_round_robin_to_the_instances():
+    """2P:1D, --max-seqs 1, 100 s iteration overhead: A and B (t=0) are prefilled at once on the two
+    prefill instances (both first tokens at U); the decode instance then serves A (done 2U), then B
+    (its one decode step at 3U). One prefill instance would give B its first token at 2U."""
+    from mlsyscalc.calc.serve_disagg import Layout
+
+    trace = [(0.0, 100, 2), (0.0, 100, 2)]
+    two = _disagg(Layout(2, 1), trace, iteration_overhead_s=U, max_seqs=1)
+    one = _disagg(Layout(1, 1), trace, iteration_overhead_s=U, max_seqs=1)
+    assert two.metrics["ttft_mean_s"] == pytest.approx(U, rel=1e-4)
+    assert two.metrics["e2e_mean_s"] == pytest.approx(2.5 * U, rel=1e-4)
+    assert one.metrics["ttft_mean_s"] == pytest.approx(1.5 * U, rel=1e-4)
+    assert two.pools["prefill_busy_fraction"] == pytest.approx(2 * U / (2 * 3 * U), rel=1e-4)
+    assert (two.pools["prefill_instances"], two.pools["decode_instances"]) == (2, 1)
