@@ -1064,3 +1064,25 @@ def test_requests_go_round_robin_to_the_instances():
     assert one.metrics["ttft_mean_s"] == pytest.approx(1.5 * U, rel=1e-4)
     assert two.pools["prefill_busy_fraction"] == pytest.approx(2 * U / (2 * 3 * U), rel=1e-4)
     assert (two.pools["prefill_instances"], two.pools["decode_instances"]) == (2, 1)
+
+
+def test_simulate_result_parts():
+    """One request (t=0, 100-token prompt, 3 outputs) under a 100 s iteration overhead: 3 iterations
+    (prefill, 2 decodes); the series spans them in 100 buckets; latencies per request; the KV
+    capacity's JSON keys."""
+    from mlsyscalc.calc.serve import ServeOptions, simulate
+    from mlsyscalc.calc.serve_workload import from_trace
+
+    spec, ceil = _spec_and_ceilings()
+    r = simulate(spec, ceil, from_trace([(0.0, 100, 3)], "hand"), ServeOptions(iteration_overhead_s=U))
+    assert (r.model, r.gpu) == ("llama3-8b", "H100-SXM")
+    assert len(r.series) == 100 and r.series[-1]["t_s"] == pytest.approx(3 * U, rel=1e-4)
+    assert sum(b["iterations"] for b in r.series) == 3 == r.metrics["iterations"]
+    assert r.latencies["ttft"] == [pytest.approx(U, rel=1e-4)]
+    assert r.latencies["tpot"] == [pytest.approx(U, rel=1e-4)]
+    assert r.latencies["e2e"] == [pytest.approx(3 * U, rel=1e-4)] and r.latencies["queue"] == [0.0]
+    assert r.kv.as_dict() == {"kv_blocks": r.kv.blocks, "kv_block_bytes": 16 * 131072,
+                              "weights_bytes": 2 * 8_030_261_248, "activations_bytes": r.kv.activations_bytes,
+                              "usable_bytes": pytest.approx(0.9 * 85_520_809_984, rel=1e-15)}
+    # 100 prompt tokens = 7 blocks of 16 (+ the 101st/102nd positions in the same 7th block)
+    assert r.metrics["kv_utilization_max"] == pytest.approx(7 / r.kv.blocks, rel=1e-12)
