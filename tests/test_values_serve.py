@@ -1086,3 +1086,18 @@ def test_simulate_result_parts():
                               "usable_bytes": pytest.approx(0.9 * 85_520_809_984, rel=1e-15)}
     # 100 prompt tokens = 7 blocks of 16 (+ the 101st/102nd positions in the same 7th block)
     assert r.metrics["kv_utilization_max"] == pytest.approx(7 / r.kv.blocks, rel=1e-12)
+
+
+def test_kv_capacity_in_fp32_counts_four_bytes_everywhere():
+    """--dtype fp32: weights, activations and KV all in fp32 (4 B): 4 x 8,030,261,248 B of weights,
+    16 x 32 x 8 x 128 x 2 x 4 B a block, the workspace of the memory calculator in fp32."""
+    from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
+    from mlsyscalc.calc.serve import ServeOptions, kv_capacity
+
+    spec, ceil = _spec_and_ceilings()
+    kv = kv_capacity(spec, ceil, ServeOptions(dtype="fp32"))
+    assert kv.weights_bytes == 4 * 8_030_261_248
+    assert kv.block_bytes == 16 * 32 * 8 * 128 * 2 * 4
+    mem = infer_memory(spec, InferOptions(batch=256, context=8192, dtype="fp32", base_dtype="fp32", kv_dtype="fp32",
+                                          prefill_chunk=8192))
+    assert kv.activations_bytes == mem.breakdown["activations"]
