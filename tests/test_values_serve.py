@@ -796,12 +796,14 @@ def test_kv_transfer_within_a_node_and_across(layout, nodes):
 
 
 def test_kv_transfer_shard_splits_over_prefill_tp():
-    """Each of tp_prefill ranks sends its 1/tp share at once."""
+    """Each of tp_prefill ranks sends its 1/tp share at once; an fp8 KV cache moves 1 byte an element."""
     from mlsyscalc.calc.serve_disagg import Layout
 
     r = _disagg(Layout(1, 1, 2, 1), [(0.0, 1000, 2)])
     assert r.pools["kv_transfer_mean_s"] == pytest.approx(_p2p_s(1000, 1, 2), rel=1e-12)
     assert r.pools["gpus"] == 3
+    fp8 = _disagg(Layout(1, 1), [(0.0, 1000, 2)], kv_dtype="fp8")
+    assert fp8.pools["kv_transfer_mean_s"] == pytest.approx(_p2p_s(500, 1), rel=1e-12)  # half the bytes
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -1062,6 +1064,8 @@ def test_requests_go_round_robin_to_the_instances():
     assert two.metrics["ttft_mean_s"] == pytest.approx(U, rel=1e-4)
     assert two.metrics["e2e_mean_s"] == pytest.approx(2.5 * U, rel=1e-4)
     assert one.metrics["ttft_mean_s"] == pytest.approx(1.5 * U, rel=1e-4)
+    assert one.metrics["queue_delay_mean_s"] == pytest.approx(0.5 * U, rel=1e-4)  # B waits for A's prefill
+    assert two.metrics["queue_delay_mean_s"] == 0.0
     assert two.pools["prefill_busy_fraction"] == pytest.approx(2 * U / (2 * 3 * U), rel=1e-4)
     assert (two.pools["prefill_instances"], two.pools["decode_instances"]) == (2, 1)
 
