@@ -709,6 +709,7 @@ def test_workload_checks_and_defaults():
     assert Workload(((0.0, 1, 1),), "x").shared_prefix == 0  # 1-token prompt and output are fine
     assert from_trace([(1.0, 5, 2), (0.0, 9, 1)], "t").requests == ((0.0, 9, 1), (1.0, 5, 2))
     assert from_trace([(0.0, 5, 2)], "t").shared_prefix == 0
+    assert from_trace([(2.5, 5, 2), (0.5, 5, 2)], "t").duration_s == 2.5  # the last arrival
     assert Workload(((0.0, 5, 1), (1.0, 10, 1)), "x", 5).shared_prefix == 5  # the shortest prompt is 5
     _raises(lambda: Workload((), "x"), "the workload has no requests")
     _raises(lambda: Workload(((0.0, 10, 1), (1.0, 5, 1)), "x", 8), "--prefix-len 8 is longer than a 5-token prompt")
@@ -1105,3 +1106,27 @@ def test_kv_capacity_in_fp32_counts_four_bytes_everywhere():
     mem = infer_memory(spec, InferOptions(batch=256, context=8192, dtype="fp32", base_dtype="fp32", kv_dtype="fp32",
                                           prefill_chunk=8192))
     assert kv.activations_bytes == mem.breakdown["activations"]
+
+
+def test_speculative_verdict_arithmetic():
+    """k = 2 draft steps (keys growing by d a step), a = 0.7: (1 - 0.7^3) / 0.3 = 2.19 tokens a step;
+    speed-up = tokens x plain step / speculative step; it pays above 1."""
+    from mlsyscalc.calc.serve_spec import SpecDecode
+
+    target, draft = _cost(), _cost("qwen2.5-0.5b")
+    sd = SpecDecode(target, draft, 2, 0.7)
+    e = (1 - 0.7**3) / 0.3
+    assert sd.tokens_per_step == pytest.approx(e, rel=1e-15)
+    d, ctx = 4, 1000
+    keys = d * (ctx + 1)
+    v = sd.verdict(d, ctx)
+    plain = target.decode_s(d, keys)
+    drafts = draft.decode_s(d, keys) + draft.decode_s(d, keys + d)
+    assert v["draft_s"] == pytest.approx(drafts, rel=1e-12, abs=0)
+    assert v["spec_step_s"] == pytest.approx(drafts + v["verify_s"], rel=1e-12, abs=0)
+    assert v["plain_step_s"] == v["tpot_plain_s"] == pytest.approx(plain, rel=1e-12, abs=0)
+    assert v["tpot_spec_s"] == pytest.approx(v["spec_step_s"] / e, rel=1e-12, abs=0)
+    assert v["speedup"] == pytest.approx(e * plain / v["spec_step_s"], rel=1e-12, abs=0)
+    assert v["pays"] == (v["speedup"] > 1) and (v["batch"], v["context"]) == (4, 1000)
+    never = SpecDecode(target, draft, 2, 0.0).verdict(d, ctx)  # nothing accepted: one token a step
+    assert never["expected_tokens_per_step"] == 1.0 and never["pays"] is False
