@@ -173,6 +173,18 @@ def test_reserved_kv_has_no_watermark():
     assert t.iter_used_blocks[0] == 100
 
 
+def test_a_request_must_fit_the_whole_kv_cache():
+    """A request needs ceil((prompt + output) / block) blocks: 10 + 6 tokens = 4 blocks of 4 fit a
+    4-block cache exactly (and run alone: prefill, 5 decode steps); 10 + 7 = 5 blocks do not."""
+    from mlsyscalc.errors import MlsysError
+
+    calls, t = _engine([(0.0, 10, 6)], blocks=4)
+    assert t.finish_s == [6.0] and max(t.iter_used_blocks) == 4
+    with pytest.raises(MlsysError) as err:
+        _engine([(0.0, 10, 7)], blocks=4)
+    assert str(err.value).startswith("a request of 10 + 7 tokens needs 5 KV blocks; the GPU holds 4 (")
+
+
 def test_max_seqs_limits_the_running_batch():
     """--max-seqs 1: B waits until A (2 outputs) is done at t=2, then is prefilled alone."""
     calls, t = _engine([(0.0, 4, 2), (0.0, 4, 2)], seqs=1)
