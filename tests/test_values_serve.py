@@ -125,6 +125,21 @@ def test_a_swapped_sequence_finishes_on_its_own_schedule_after_swap_in():
     assert t.iter_used_blocks == [1, 1, 3, 4, 4, 5, 3, 3]
 
 
+def test_swap_in_keeps_the_watermark():
+    """Block 1, 200 blocks (2 in reserve), swap at 0.25 s a block. A (100-token prompt, 6 outputs)
+    and B (97, 6) fill 197 blocks; at it3 B (98 blocks of KV, 2 tokens) swaps out (24.5 s). C arrives
+    at 3: at 27.5 B's 98 blocks do not fit 98 free - 2 in reserve, so B stays out (and C may not pass
+    it) until A is done at 30.5; then B comes back (24.5 s) beside C's prefill (1 s): C done at 56,
+    B's last 4 tokens at 57..60."""
+    calls, t = _engine([(0.0, 100, 6), (0.0, 97, 6), (3.0, 1, 1)], block=1, blocks=200, preemption="swap",
+                       swap_s=0.25)
+    assert calls == ([("mixed", 197, 2, 197, 100 * 100 / 2 + 97 * 97 / 2, 197, 0, 0), ("decode", 2, 199)]
+                     + _decodes(102, 4) + [("mixed", 1, 1, 1, 0.5, 1, 0, 0)] + _decodes(99, 4))
+    assert t.sched_s == [0.0, 0.0, 30.5]
+    assert t.finish_s == [30.5, 60.0, 56.0]
+    assert t.iter_end_s == [1.0, 2.0, 27.5, 28.5, 29.5, 30.5, 56.0, 57.0, 58.0, 59.0, 60.0]
+
+
 def test_swap_time_scales_with_blocks_moved():
     """Two swapped blocks cost 2 x 0.25 s out and 2 x 0.25 s back in. A, B: 5-token prompts, 8
     outputs, block 4, 4 blocks. it1 prefills (2 blocks each, all 4 used). it2 decodes (positions 6;
@@ -152,16 +167,17 @@ def test_swap_with_a_cached_prefix_moves_only_the_own_blocks():
     assert t.iter_used_blocks == [3] * 10  # the prefix block + 2 of one sequence's own
 
 
-def test_watermark_keeps_one_percent_of_blocks_when_admitting():
+@pytest.mark.parametrize(("prompt", "admitted"), [(98, 1.0), (99, 3.0)])
+def test_watermark_keeps_one_percent_of_blocks_when_admitting(prompt, admitted):
     """vLLM admits a prompt while others run only if 1% of the blocks stay free (block 1, 200
     blocks: int(0.01 x 200) = 2 in reserve). A (100-token prompt, 3 outputs) holds 100 blocks after
-    it1; B (t=0.5, 98 tokens) fits 98 <= 200 - 100 - 2 at it2 (t=1); a 2% watermark (4 blocks) would
-    hold it until A is done at t=3."""
-    calls, t = _engine([(0.0, 100, 3), (0.5, 98, 1)], blocks=200, block=1)
+    it1; B (t=0.5) of 98 tokens fits 98 <= 200 - 100 - 2 at it2 (t=1); one of 99 waits until A is
+    done at t=3 (then nothing else runs and the reserve is 0)."""
+    calls, t = _engine([(0.0, 100, 3), (0.5, prompt, 1)], blocks=200, block=1)
     assert calls[0] == ("mixed", 100, 1, 100, 5000.0, 100, 0, 0)
-    assert calls[1] == ("mixed", 98, 1, 98, 4802.0, 98, 0, 0)
-    assert t.sched_s == [0.0, 1.0]
-    assert t.iter_used_blocks[:2] == [100, 198]
+    assert ("mixed", prompt, 1, prompt, prompt * prompt / 2, prompt, 0, 0) in calls
+    assert t.sched_s == [0.0, admitted]
+    assert t.iter_used_blocks[:2] == ([100, 198] if admitted == 1.0 else [100, 101])
 
 
 def test_reserved_kv_has_no_watermark():
