@@ -228,6 +228,21 @@ EQUIVALENT: dict[tuple[str, str], str] = {
     ('mlsyscalc/calc/serve.py',
      "-    require(opts.preemption != 'swap' or host_Bps > 0, f'{gpu.name}: no PCIe bandwidth in its spec for --preemption swap')\n+    require(opts.preemption != 'swap' or host_Bps > 1, f'{gpu.name}: no PCIe bandwidth in its spec for --preemption swap')"):
         'the host bandwidth is 0 (no PCIe figure) or billions of B/s, never in (0, 1]',
+    ('mlsyscalc/calc/serve_disagg.py',
+     '-            for p in range(1, (max_gpus - tp_d) // tp_p + 1):\n+            for p in range(1, (max_gpus - tp_d) // tp_p + 2):'):
+        'every p past the last one whose decode range is non-empty adds nothing: the bound only has to be at least (max_gpus - tp_d) // tp_p, and a larger one (+2, + tp_d, x tp_p) gives the same layouts',
+    ('mlsyscalc/calc/serve_disagg.py',
+     '-            for p in range(1, (max_gpus - tp_d) // tp_p + 1):\n+            for p in range(1, (max_gpus + tp_d) // tp_p + 1):'):
+        'every p past the last one whose decode range is non-empty adds nothing: the bound only has to be at least (max_gpus - tp_d) // tp_p, and a larger one (+2, + tp_d, x tp_p) gives the same layouts',
+    ('mlsyscalc/calc/serve_disagg.py',
+     '-            for p in range(1, (max_gpus - tp_d) // tp_p + 1):\n+            for p in range(1, (max_gpus - tp_d) * tp_p + 1):'):
+        'every p past the last one whose decode range is non-empty adds nothing: the bound only has to be at least (max_gpus - tp_d) // tp_p, and a larger one (+2, + tp_d, x tp_p) gives the same layouts',
+    ('mlsyscalc/calc/serve_cost.py',
+     '-M_TILE = MATMUL_TILES[0][0]\n+M_TILE = MATMUL_TILES[1][0]'):
+        'MATMUL_TILES[0] and MATMUL_TILES[1] both have 128 rows',
+    ('mlsyscalc/calc/serve_cost.py',
+     '-        padded = (1.0, padded_tokens(t))\n+        padded = (2.0, padded_tokens(t))'):
+        "a dense matmul's FLOPs have no constant term (the fitted coefficient of 1 is 0), so the first compute feature's value does not matter",
 }
 # survivors that are not equivalent but that no realistic input reaches (not left out of the score)
 UNREACHED: dict[tuple[str, str], str] = {

@@ -934,12 +934,12 @@ def _row(model, name):
 
 def test_compute_rates_are_read_at_the_documented_large_shapes():
     """Seconds per FLOP of token rows come from an 8192-token prefill (capped below a learned
-    position table: gpt2's 1024), prefill attention from a min(4096, that - 1)-token prompt (gpt2:
+    position table: gpt2's 1024; qwen2.5's 32768 does not cap it), prefill attention from a min(4096, that - 1)-token prompt (gpt2:
     1023) and decode attention from 64 sequences at that context: predict_model at those shapes."""
     from mlsyscalc.calc.roofline_model import predict_model
     from mlsyscalc.calc.roofline_options import RooflineOptions
 
-    for name, rate, long in (("llama3-8b", 8192, 4096), ("gpt2", 1024, 1023)):
+    for name, rate, long in (("llama3-8b", 8192, 4096), ("qwen2.5-0.5b", 8192, 4096), ("gpt2", 1024, 1023)):
         spec, ceil = _spec_and_ceilings(name)
         cost = _cost(name)
         big = predict_model(spec, ceil, RooflineOptions(phase="prefill", batch=1, seq=rate))
