@@ -131,6 +131,156 @@ EQUIVALENT: dict[tuple[str, str], str] = {
      "-    sxy = sum(((a - mx) * (b - my) for a, b in zip(x, y)))\n"
      "+    sxy = sum(((a - mx) * (b + my) for a, b in zip(x, y)))"):
         "adds 2 my x sum(a - mx) = 0 to the covariance sum (rounding aside)",
+    ('mlsyscalc/calc/serve_engine.py',
+     "-POLICIES = {'static': Policy(mixed=False, paged=False, chunked=False), 'orca': Policy(mixed=True, paged=False, chunked=False), 'vllm': Policy(mixed=False, paged=True, chunked=False), 'sarathi': Policy(mixed=True, paged=True, chunked=True)}\n+POLICIES = {'static': Policy(mixed=True, paged=False, chunked=False), 'orca': Policy(mixed=True, paged=False, chunked=False), 'vllm': Policy(mixed=False, paged=True, chunked=False), 'sarathi': Policy(mixed=True, paged=True, chunked=True)}"):
+        'the static scheduler runs calc.serve_static.run_static, which reads none of the Policy flags',
+    ('mlsyscalc/calc/serve_engine.py',
+     "-POLICIES = {'static': Policy(mixed=False, paged=False, chunked=False), 'orca': Policy(mixed=True, paged=False, chunked=False), 'vllm': Policy(mixed=False, paged=True, chunked=False), 'sarathi': Policy(mixed=True, paged=True, chunked=True)}\n+POLICIES = {'static': Policy(mixed=False, paged=True, chunked=False), 'orca': Policy(mixed=True, paged=False, chunked=False), 'vllm': Policy(mixed=False, paged=True, chunked=False), 'sarathi': Policy(mixed=True, paged=True, chunked=True)}"):
+        'the static scheduler runs calc.serve_static.run_static, which reads none of the Policy flags',
+    ('mlsyscalc/calc/serve_engine.py',
+     '-    shared_prefix: int = 0\n+    shared_prefix: int = 1'):
+        'a dead default: the only EngineLimits built (serve.engine_limits) passes shared_prefix',
+    ('mlsyscalc/calc/serve_engine.py',
+     '-        self.done = [0] * n\n+        self.done = [1] * n'):
+        '_admit sets done[i] before anything reads it',
+    ('mlsyscalc/calc/serve_engine.py',
+     '-        self.enter = [0] * n\n+        self.enter = [1] * n'):
+        "_start_decode sets enter[i] before anything reads it (only decoding sequences' enter is read)",
+    ('mlsyscalc/calc/serve_engine.py',
+     '-        self.sched_s, self.first_s, self.finish_s = ([-1.0] * n, [-1.0] * n, [-1.0] * n)\n+        self.sched_s, self.first_s, self.finish_s = ([-2.0] * n, [-1.0] * n, [-1.0] * n)'):
+        "any negative start value means 'not yet' alike: the times are only compared with < 0 until set, and every request is scheduled, gets its first token and finishes",
+    ('mlsyscalc/calc/serve_engine.py',
+     '-        self.sched_s, self.first_s, self.finish_s = ([-1.0] * n, [-1.0] * n, [-1.0] * n)\n+        self.sched_s, self.first_s, self.finish_s = ([-1.0] * n, [-2.0] * n, [-1.0] * n)'):
+        "any negative start value means 'not yet' alike: the times are only compared with < 0 until set, and every request is scheduled, gets its first token and finishes",
+    ('mlsyscalc/calc/serve_engine.py',
+     '-            self.held[i] = 0\n+            self.held[i] = 1'):
+        "a decoding paged sequence's held count is never read: finishing and preemption take its blocks from the decode accounting, and readmission sets held again",
+    ('mlsyscalc/calc/serve_engine.py',
+     '-        self.held[i] = 0\n+        self.held[i] = 1'):
+        "a finished sequence's held count is never read again",
+    ('mlsyscalc/calc/serve_engine.py',
+     '-            self.held[v] = 0\n+            self.held[v] = 1'):
+        "a dropped prompt's held count is set again on readmission, before anything reads it",
+    ('mlsyscalc/calc/serve_engine.py',
+     '-        self.ver[i] += 1\n+        self.ver[i] -= 1'):
+        'versions only need to differ from the ones left in the heap: counting down or by two keeps them distinct',
+    ('mlsyscalc/calc/serve_engine.py',
+     '-        self.ver[i] += 1\n+        self.ver[i] += 2'):
+        'versions only need to differ from the ones left in the heap: counting down or by two keeps them distinct',
+    ('mlsyscalc/calc/serve_engine.py',
+     '-        if self.first_s[i] < 0:\n+        if self.first_s[i] <= 0:'):
+        'first_s is set at the end of an iteration, so it is -1 or > 0, never 0',
+    ('mlsyscalc/calc/serve_engine.py',
+     '-            if self.finish_s[v] < 0 and (self.decoding[v] or v in self.prefilling):\n+            if self.finish_s[v] <= 0 and (self.decoding[v] or v in self.prefilling):'):
+        'finish_s is set at the end of an iteration, so it is -1 or > 0, never 0',
+    ('mlsyscalc/calc/serve_engine.py',
+     '-            if self.finish_s[v] < 0 and (self.decoding[v] or v in self.prefilling):\n+            if self.finish_s[v] < 0 or (self.decoding[v] or v in self.prefilling):'):
+        'a finished sequence is neither decoding nor prefilling, and an unfinished one in `running` is one of the two, so both tests skip the same entries',
+    ('mlsyscalc/calc/serve_engine.py',
+     '-        while self.swapped and self.n_running < self.lim.max_seqs:\n+        while self.swapped and self.n_running <= self.lim.max_seqs:'):
+        'admission pauses while any sequence is swapped out, so running + swapped never exceeds max_seqs and n_running < max_seqs whenever one is swapped (a random search of 4,000 small runs found no difference)',
+    ('mlsyscalc/calc/serve_engine.py',
+     '-            chunks = self._take_prefills(budget) if budget > 0 else []\n+            chunks = self._take_prefills(budget) if budget >= 0 else []'):
+        'a zero budget takes no prefill work either way: every chunk is capped at budget - tokens = 0 and admission needs tokens < budget',
+    ('mlsyscalc/calc/serve_engine.py',
+     "-            require(not (self.waiting or self.swapped), 'serve: no request can be scheduled (internal)')\n+            require(not (self.waiting and self.swapped), 'serve: no request can be scheduled (internal)')"):
+        'an internal check no input reaches: a waiting request always fits an empty engine (its prompt + output blocks are checked at the start), so the engine never idles with requests left',
+    ('mlsyscalc/calc/serve_cost.py',
+     '-    grouped: bool = False\n+    grouped: bool = True'):
+        'attention rows keep the default, but grouped is read only for token and sample rows, which the fit sets explicitly',
+    ('mlsyscalc/calc/serve_cost.py',
+     '-    tiled: bool = False\n+    tiled: bool = True'):
+        'attention rows keep the default, but tiled is read only for token and sample rows, which the fit sets explicitly',
+    ('mlsyscalc/calc/serve_cost.py',
+     '-        if abs(m[pivot][col]) < 1e-12:\n+        if abs(m[pivot][col]) <= 1e-12:'):
+        'the pivots are the feature values of the fit points (0, or >= 0.5), never within 1e-12 of the threshold',
+    ('mlsyscalc/calc/serve_cost.py',
+     '-    for i, row in enumerate(samples[0][1]):\n+    for i, row in enumerate(samples[1][1]):'):
+        'every sample point lists the same rows (names and counts) in the same order; only the values read per sample differ',
+    ('mlsyscalc/calc/serve_cost.py',
+     '-            if abs(want - got) > 1e-06 * max(abs(want), 1e-30):\n+            if abs(want - got) >= 1e-06 * max(abs(want), 1e-30):'):
+        'a fitted value differs from the check point by rounding error, never exactly by the tolerance',
+    ('mlsyscalc/calc/serve_cost.py',
+     '-            if abs(want - got) > 1e-06 * max(abs(want), 1e-30):\n+            if abs(want - got) > 1e-06 * max(abs(want), 2e-30):'):
+        'the floor matters only where the check value is 0, where the fitted value is 0 too',
+    ('mlsyscalc/calc/serve_cost.py',
+     '-    _token: dict = field(default_factory=dict, repr=False)\n+    _token: dict = field(default_factory=dict, repr=True)'):
+        'repr only: the cache field is excluded from or included in repr(), which nothing prints',
+    ('mlsyscalc/calc/serve_cost.py',
+     '-    _sample: dict = field(default_factory=dict, repr=False)\n+    _sample: dict = field(default_factory=dict, repr=True)'):
+        'repr only: the cache field is excluded from or included in repr(), which nothing prints',
+    ('mlsyscalc/calc/serve_cost.py',
+     "-        self.prefill_rows = self._fit_attention('prefill', [(1, 1, 0), (1, 2, 0), (1, 1, 4)], (2, 3, 5))\n+        self.prefill_rows = self._fit_attention('prefill', [(1, 1, 1), (1, 2, 0), (1, 1, 4)], (2, 3, 5))"):
+        'attention bytes and FLOPs are exactly affine in the three features (the check point confirms it), so any independent fit points give the same coefficients, up to float rounding',
+    ('mlsyscalc/calc/serve_cost.py',
+     "-        self.prefill_rows = self._fit_attention('prefill', [(1, 1, 0), (1, 2, 0), (1, 1, 4)], (2, 3, 5))\n+        self.prefill_rows = self._fit_attention('prefill', [(1, 1, 0), (1, 2, 0), (1, 1, 4)], (3, 3, 5))"):
+        'attention bytes and FLOPs are exactly affine in the three features (the check point confirms it), so any independent fit points give the same coefficients, up to float rounding',
+    ('mlsyscalc/calc/serve_cost.py',
+     "-        self.prefill_rows = self._fit_attention('prefill', [(1, 1, 0), (1, 2, 0), (1, 1, 4)], (2, 3, 5))\n+        self.prefill_rows = self._fit_attention('prefill', [(1, 1, 0), (1, 2, 0), (1, 1, 4)], (2, 3, 6))"):
+        'attention bytes and FLOPs are exactly affine in the three features (the check point confirms it), so any independent fit points give the same coefficients, up to float rounding',
+    ('mlsyscalc/calc/serve_cost.py',
+     "-        self.prefill_rows = self._fit_attention('prefill', [(1, 1, 0), (1, 2, 0), (1, 1, 4)], (2, 3, 5))\n+        self.prefill_rows = self._fit_attention('prefill', [(1, 1, 0), (1, 2, 1), (1, 1, 4)], (2, 3, 5))"):
+        'attention bytes and FLOPs are exactly affine in the three features (the check point confirms it), so any independent fit points give the same coefficients, up to float rounding',
+    ('mlsyscalc/calc/serve_cost.py',
+     "-        self.prefill_rows = self._fit_attention('prefill', [(1, 1, 0), (1, 2, 0), (1, 1, 4)], (2, 3, 5))\n+        self.prefill_rows = self._fit_attention('prefill', [(1, 1, 0), (1, 2, 0), (1, 1, 5)], (2, 3, 5))"):
+        'attention bytes and FLOPs are exactly affine in the three features (the check point confirms it), so any independent fit points give the same coefficients, up to float rounding',
+    ('mlsyscalc/calc/serve_cost.py',
+     "-        self.decode_rows = self._fit_attention('decode', [(1, 1, 1), (1, 1, 5)], (3, 1, 9))\n+        self.decode_rows = self._fit_attention('decode', [(1, 1, 1), (1, 1, 5)], (4, 1, 9))"):
+        'decode attention bytes and FLOPs are exactly affine in (decodes, keys) (the check point confirms it), so any independent fit points give the same coefficients, up to float rounding',
+    ('mlsyscalc/calc/serve_cost.py',
+     "-        self.decode_rows = self._fit_attention('decode', [(1, 1, 1), (1, 1, 5)], (3, 1, 9))\n+        self.decode_rows = self._fit_attention('decode', [(1, 1, 2), (1, 1, 5)], (3, 1, 9))"):
+        'decode attention bytes and FLOPs are exactly affine in (decodes, keys) (the check point confirms it), so any independent fit points give the same coefficients, up to float rounding',
+    ('mlsyscalc/calc/serve_cost.py',
+     "-        self.decode_rows = self._fit_attention('decode', [(1, 1, 1), (1, 1, 5)], (3, 1, 9))\n+        self.decode_rows = self._fit_attention('decode', [(1, 1, 1), (2, 1, 5)], (3, 1, 9))"):
+        'decode attention bytes and FLOPs are exactly affine in (decodes, keys) (the check point confirms it), so any independent fit points give the same coefficients, up to float rounding',
+    ('mlsyscalc/calc/serve_cost.py',
+     "-        self.decode_rows = self._fit_attention('decode', [(1, 1, 1), (1, 1, 5)], (3, 1, 9))\n+        self.decode_rows = self._fit_attention('decode', [(1, 1, 1), (1, 2, 5)], (3, 1, 9))"):
+        'decode attention bytes and FLOPs are exactly affine in (decodes, keys) (the check point confirms it), so any independent fit points give the same coefficients, up to float rounding',
+    ('mlsyscalc/calc/serve_cost.py',
+     "-        self.decode_rows = self._fit_attention('decode', [(1, 1, 1), (1, 1, 5)], (3, 1, 9))\n+        self.decode_rows = self._fit_attention('decode', [(2, 1, 1), (1, 1, 5)], (3, 1, 9))"):
+        'decode attention bytes and FLOPs are exactly affine in (decodes, keys) (the check point confirms it), so any independent fit points give the same coefficients, up to float rounding',
+    ('mlsyscalc/calc/serve_cost.py',
+     "-        self.decode_rows = self._fit_attention('decode', [(1, 1, 1), (1, 1, 5)], (3, 1, 9))\n+        self.decode_rows = self._fit_attention('decode', [(1, 1, 1), (1, 1, 5)], (3, 2, 9))"):
+        'decode attention bytes and FLOPs are exactly affine in (decodes, keys) (the check point confirms it), so any independent fit points give the same coefficients, up to float rounding',
+    ('mlsyscalc/calc/serve_cost.py',
+     '-            grouped = len(row.pred.dims) > 1 and row.pred.dims[1] != 1\n+            grouped = len(row.pred.dims) >= 1 and row.pred.dims[1] != 1'):
+        'OpPrediction.dims is empty or the 4-tuple of a grouped matmul: > 1 and >= 1 agree on both',
+    ('mlsyscalc/calc/serve_cost.py',
+     '-            total += count * ((compute if compute > memory else memory) + launch)\n+            total += count * ((compute if compute >= memory else memory) + launch)'):
+        'max of two values: at equality both branches give the same value',
+    ('mlsyscalc/calc/serve_disagg.py',
+     '-            shard = max(1, int(prompt * per_token / layout.tp_prefill))\n+            shard = max(2, int(prompt * per_token / layout.tp_prefill))'):
+        "a shard is at least one token's KV share (hundreds of bytes even at tp 8), never below 2 bytes",
+    ('mlsyscalc/calc/serve_disagg.py',
+     '-    metrics: dict[str, Any] = summary(reqs, combined, 1, opts.slo)\n+    metrics: dict[str, Any] = summary(reqs, combined, 2, opts.slo)'):
+        'total_blocks feeds only the KV-utilisation keys, which the disaggregated result drops',
+    ('mlsyscalc/calc/serve_metrics.py',
+     '-        buckets[min(points - 1, int(t / width))][2] += 1\n+        buckets[min(points + 1, int(t / width))][2] += 1'):
+        'preemptions happen at the start of an iteration, before the last iteration ends, so t / width < points and the cap is never reached',
+    ('mlsyscalc/calc/serve_engine.py',
+     '-            dt = self.cost.mixed_s(pf, len(completing), pf, pairs, pkeys, 0, 0) + (self.spec.step_s(d, self.keys) if d else 0)\n+            dt = self.cost.mixed_s(pf, len(completing), pf, pairs, pkeys, 0, 1) + (self.spec.step_s(d, self.keys) if d else 0)'):
+        'decode keys of zero decodes: IterationCost.mixed_s prices decode attention only when decodes > 0',
+    ('mlsyscalc/calc/serve_spec.py',
+     '-        return self.target.mixed_s(tokens, tokens, tokens, c * ctx + d * c * c / 2, ctx + tokens, 0, 0)\n+        return self.target.mixed_s(tokens, tokens, tokens, c * ctx + d * c * c / 2, ctx + tokens, 0, 1)'):
+        'decode keys of zero decodes: IterationCost.mixed_s prices decode attention only when decodes > 0',
+    ('mlsyscalc/calc/serve.py',
+     "-    require(opts.preemption != 'swap' or host_Bps > 0, f'{gpu.name}: no PCIe bandwidth in its spec for --preemption swap')\n+    require(opts.preemption != 'swap' or host_Bps > 1, f'{gpu.name}: no PCIe bandwidth in its spec for --preemption swap')"):
+        'the host bandwidth is 0 (no PCIe figure) or billions of B/s, never in (0, 1]',
+    ('mlsyscalc/calc/serve_disagg.py',
+     '-            for p in range(1, (max_gpus - tp_d) // tp_p + 1):\n+            for p in range(1, (max_gpus - tp_d) // tp_p + 2):'):
+        'every p past the last one whose decode range is non-empty adds nothing: the bound only has to be at least (max_gpus - tp_d) // tp_p, and a larger one (+2, + tp_d, x tp_p) gives the same layouts',
+    ('mlsyscalc/calc/serve_disagg.py',
+     '-            for p in range(1, (max_gpus - tp_d) // tp_p + 1):\n+            for p in range(1, (max_gpus + tp_d) // tp_p + 1):'):
+        'every p past the last one whose decode range is non-empty adds nothing: the bound only has to be at least (max_gpus - tp_d) // tp_p, and a larger one (+2, + tp_d, x tp_p) gives the same layouts',
+    ('mlsyscalc/calc/serve_disagg.py',
+     '-            for p in range(1, (max_gpus - tp_d) // tp_p + 1):\n+            for p in range(1, (max_gpus - tp_d) * tp_p + 1):'):
+        'every p past the last one whose decode range is non-empty adds nothing: the bound only has to be at least (max_gpus - tp_d) // tp_p, and a larger one (+2, + tp_d, x tp_p) gives the same layouts',
+    ('mlsyscalc/calc/serve_cost.py',
+     '-M_TILE = MATMUL_TILES[0][0]\n+M_TILE = MATMUL_TILES[1][0]'):
+        'MATMUL_TILES[0] and MATMUL_TILES[1] both have 128 rows',
+    ('mlsyscalc/calc/serve_cost.py',
+     '-        padded = (1.0, padded_tokens(t))\n+        padded = (2.0, padded_tokens(t))'):
+        "a dense matmul's FLOPs have no constant term (the fitted coefficient of 1 is 0), so the first compute feature's value does not matter",
 }
 # survivors that are not equivalent but that no realistic input reaches (not left out of the score)
 UNREACHED: dict[tuple[str, str], str] = {

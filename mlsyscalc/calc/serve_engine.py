@@ -217,6 +217,7 @@ class Engine:
             self.waiting.appendleft(v)
             return 0.0
         kv = self._kv(v)
+        self.gen[v] += self.g - self.enter[v]  # tokens it decoded so far (paged, so one per step) are kept
         blocks = self._stop_decode(v)
         self.free += blocks
         if self.lim.preemption == "swap":
