@@ -1,0 +1,423 @@
+"""Value tests for what a 1,119-mutant discovery run of calc/ and specs/ showed no test looked at:
+collectives, the training step's communication, cluster and GPU specs, the memory calculators and
+the spec readers.
+
+Expected numbers are hand arithmetic written out here from the model's config.json
+(model_specs/models), the cluster or GPU spec's figures (model_specs/clusters, model_specs/gpus),
+transformers' parameter counts (tests/data/hf_params.json), or a property that must hold (a limit
+case, parts that add up to a total); never the code under test. docs/mutation.md says how mutants
+are made and scored.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from mlsyscalc.calc.comm_collectives import CollectiveCost, collective_cost, ring_terms
+from mlsyscalc.calc.comm_step import StepOptions, step_comm
+from mlsyscalc.errors import MlsysError
+from mlsyscalc.specs.cluster import cluster_from_dict, load_cluster
+from mlsyscalc.specs.gpu import load_gpu
+from mlsyscalc.specs.lookup import load_model
+
+from .conftest import load_data
+
+HF = load_data("hf_params.json")["models"]  # transformers counts, meta device
+GiB = 2**30
+
+# hgx-h100 (model_specs/clusters/hgx-h100.json): 8 GPUs a node; NVLink 370 GB/s and 3.4 us a step;
+# one 50 GB/s NIC a GPU, 14 us a step
+NVL_BW, NVL_LAT, NIC_BW, NIC_LAT = 370e9, 3.4e-6, 50e9, 14e-6
+
+
+# ---- collectives ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("collective", ["all-reduce", "all-gather", "reduce-scatter", "all-to-all",
+                                        "broadcast", "reduce", "p2p"])
+def test_a_single_gpu_ring_sends_nothing(collective):
+    # one rank has no peer: no step and no byte, whatever the collective
+    assert ring_terms(collective, 1, 2**20) == (0, 0.0)
+
+
+def test_hierarchical_on_one_node_is_the_flat_ring():
+    # with every GPU on one node there is no inter-node stage to split off: NCCL's flat ring,
+    # 2(p-1) = 14 steps and 2(p-1)/p n bytes over NVLink for an all-reduce of 8 GPUs
+    n = GiB
+    cost = collective_cost("all-reduce", n, 8, "hgx-h100", nodes=1, algo="hierarchical")
+    (phase,) = cost.phases
+    assert phase.name == "ring all-reduce" and phase.steps == 14
+    assert cost.time_s == pytest.approx(14 * NVL_LAT + 2 * 7 / 8 * n / NVL_BW, rel=1e-12)
+    # all-to-all has no hierarchical form: on one node it is the pairwise exchange, (p-1)/p n
+    a2a = collective_cost("all-to-all", n, 8, "hgx-h100", nodes=1, algo="hierarchical")
+    (phase,) = a2a.phases
+    assert phase.name == "pairwise all-to-all" and phase.steps == 7
+    assert a2a.time_s == pytest.approx(7 * NVL_LAT + 7 / 8 * n / NVL_BW, rel=1e-12)
+
+
+def test_hierarchical_reduce_scatter_over_two_nodes():
+    # 16 GPUs on 2 nodes: reduce-scatter of n over the 8 GPUs of a node ((p-1) = 7 steps, 7/8 n),
+    # then of the n/8 shard over the 2 nodes (1 step, 1/2 x n/8 on the NIC)
+    n = GiB
+    cost = collective_cost("reduce-scatter", n, 16, "hgx-h100", nodes=2, algo="hierarchical")
+    intra, inter = cost.phases
+    assert (intra.steps, inter.steps) == (7, 1)
+    assert (intra.bytes_per_gpu, inter.bytes_per_gpu) == (7 / 8 * n, n / 16)
+    assert cost.time_s == pytest.approx(7 * NVL_LAT + 7 / 8 * n / NVL_BW + NIC_LAT + n / 16 / NIC_BW, rel=1e-12)
+
+
+def test_hierarchical_with_one_gpu_a_node_keeps_only_the_network_stage():
+    # 2 nodes of 1 GPU: the intra-node stages have one rank and drop out; what is left is an
+    # all-reduce of n over the 2 nodes: 2 steps of 14 us and n bytes at 50 GB/s
+    n = GiB
+    cost = collective_cost("all-reduce", n, 2, "hgx-h100", nodes=2, algo="hierarchical")
+    (phase,) = cost.phases
+    assert phase.gpus == 2 and phase.steps == 2
+    assert cost.time_s == pytest.approx(2 * NIC_LAT + n / NIC_BW, rel=1e-12)
+
+
+def test_auto_picks_hierarchical_over_a_slow_network():
+    # hgx-h100 with 1 GB/s NICs, 16 GPUs on 2 nodes, all-reduce of 1 GiB:
+    #   ring on the rails: min(370, 8 x 1) = 8 GB/s, 30 steps of 14 us, 2 x 15/16 n bytes: 0.25 s
+    #   tree: 2 ceil(log2 16) = 8 steps, 2 n at 8 GB/s: 0.27 s
+    #   hierarchical: reduce-scatter and all-gather of n on NVLink (7 steps, 7/8 n each) and an
+    #   all-reduce of n/8 over 2 nodes (2 steps, n/8 bytes at 1 GB/s): 0.14 s, the least
+    n = GiB
+    slow = load_cluster("hgx-h100").with_links(inter_bandwidth_GBps=1)
+    cost = collective_cost("all-reduce", n, 16, slow, nodes=2, algo="auto")
+    assert cost.algo == "hierarchical"
+    hier = 2 * (7 * NVL_LAT + 7 / 8 * n / NVL_BW) + 2 * NIC_LAT + n / 8 / 1e9
+    assert cost.time_s == pytest.approx(hier, rel=1e-12)
+
+
+@pytest.mark.parametrize("collective", ["broadcast", "reduce"])
+def test_tree_broadcast_and_reduce_cross_the_tree_once(collective):
+    # double binary tree, 8 GPUs: ceil(log2 8) = 3 steps and n bytes (only all-reduce goes up and
+    # down again: 2 x 3 steps, 2 n)
+    n = GiB
+    cost = collective_cost(collective, n, 8, "hgx-h100", algo="tree")
+    (phase,) = cost.phases
+    assert (phase.steps, phase.bytes_per_gpu) == (3, n)
+    assert cost.time_s == pytest.approx(3 * NVL_LAT + n / NVL_BW, rel=1e-12)
+
+
+@pytest.mark.parametrize("gpus", [0, 1])
+def test_a_collective_needs_two_gpus(gpus):
+    with pytest.raises(MlsysError, match=f"all-reduce needs at least 2 GPUs, got {gpus}"):
+        collective_cost("all-reduce", GiB, gpus, "hgx-h100")
+
+
+def test_a_collective_cost_without_call_overhead_has_no_host_wait():
+    # the documented default: no call overhead modelled, so the time is the devices' time
+    (phase,) = collective_cost("all-gather", GiB, 8, "hgx-h100").phases
+    cost = CollectiveCost("all-gather", "ring", GiB, 8, 1, (phase,))
+    assert cost.host_wait_s == 0.0 and cost.time_s == phase.time_s
+
+
+# ---- communication of one training step ----------------------------------------------------------
+
+MIXTRAL = HF["mixtral-8x7b"]
+
+
+def test_params_per_gpu_split_dense_by_tp_pp_and_experts_also_by_ep():
+    # mixtral-8x7b, tp 2, pp 2, ep 2 (dp 2): the dense part (transformers' total minus the routed
+    # experts) splits over tp x pp = 4 GPUs, the routed experts over tp x pp x ep = 8
+    spec = load_model("mixtral-8x7b")
+    r = step_comm(spec, StepOptions(dp=2, tp=2, pp=2, ep=2))
+    dense = MIXTRAL["total_params"] - MIXTRAL["routed_expert_params"]
+    assert r.params_per_gpu == pytest.approx(dense / 4 + MIXTRAL["routed_expert_params"] / 8, rel=1e-12)
+    assert r.nodes == 1  # 8 GPUs on one 8-GPU node
+
+
+def test_two_expert_model_counts_its_experts_as_routed():
+    # mixtral cut to 2 experts a layer: routed params 32 layers x 2 experts x 3 x 4096 x 14336;
+    # with ep 2 each GPU keeps one expert a layer and reduces its gradients over dp / ep = 1 rank
+    # (no expert row); the dense gradients all-reduce over dp = 2
+    spec = load_model("mixtral-8x7b", {"num_local_experts": 2})
+    experts = 32 * 2 * 3 * 4096 * 14336
+    dense = MIXTRAL["total_params"] - MIXTRAL["routed_expert_params"] - 32 * 4096 * 6  # router 4096 x 2
+    r = step_comm(spec, StepOptions(dp=2, ep=2))
+    assert r.params_per_gpu == pytest.approx(dense + experts / 2, rel=1e-12)
+    (dp_row,) = [x for x in r.rows if x.dim == "dp"]
+    assert dp_row.message_bytes == 2 * dense
+
+
+def test_expert_gradients_of_a_two_node_layout():
+    # mixtral, dp 16, ep 2 on two 8-GPU nodes: the replicas of one expert shard are every 2nd rank,
+    # 8 ranks, 4 on each node; each reduces experts / ep params of 2 bytes
+    r = step_comm(load_model("mixtral-8x7b"), StepOptions(dp=16, ep=2))
+    rows = {x.rule: x for x in r.rows if x.dim == "dp"}
+    experts = rows["gradient all-reduce once per step (routed experts)"]
+    assert (experts.group_size, experts.nodes) == (8, 2)
+    assert experts.message_bytes == MIXTRAL["routed_expert_params"] // 2 * 2
+    assert r.nodes == 2
+
+
+def test_pipeline_sends_the_activation_split_over_tp():
+    # llama3-8b, tp 2, pp 2, 4 micro-batches of 1 x 2048 tokens: the stage boundary sends
+    # b s h x 2 bytes / tp = 2048 x 4096 x 2 / 2 per micro-batch, forward and backward
+    r = step_comm(load_model("llama3-8b"), StepOptions(tp=2, pp=2, grad_accum=4))
+    (pp,) = [x for x in r.rows if x.dim == "pp"]
+    assert (pp.collective, pp.message_bytes, pp.calls) == ("p2p", 2048 * 4096 * 2 // 2, 2 * 4)
+    # bubble (p - 1) / (m + p - 1) = 1/5 of the step, 1/4 of the compute (Narayanan et al. 2021)
+    assert (r.bubble_fraction, r.bubble_ratio) == (pytest.approx(1 / 5), pytest.approx(1 / 4))
+
+
+def test_context_parallel_kv_traffic_per_micro_batch():
+    # llama3-8b, cp 2, 4 micro-batches: K and V of 8 heads x 128 for 1 x 2048 tokens in bf16 =
+    # 2048 x 8 x 256 x 2 bytes; all-gather forward and backward on each of 32 layers, reduce-scatter
+    # backward, every micro-batch
+    r = step_comm(load_model("llama3-8b"), StepOptions(cp=2, grad_accum=4))
+    rows = {x.collective: x for x in r.rows if x.dim == "cp"}
+    assert rows["all-gather"].message_bytes == rows["reduce-scatter"].message_bytes == 2048 * 8 * 256 * 2
+    assert (rows["all-gather"].calls, rows["reduce-scatter"].calls) == (2 * 32 * 4, 32 * 4)
+
+
+def test_context_parallel_with_fewer_kv_heads_than_tp_ranks():
+    # llama3-8b with 2 KV heads under tp 4: each rank keeps one replicated KV head:
+    # K, V = 2048 tokens x 1 head x 256 x 2 bytes
+    spec = load_model("llama3-8b", {"num_key_value_heads": 2})
+    r = step_comm(spec, StepOptions(tp=4, cp=2))
+    rows = [x for x in r.rows if x.dim == "cp"]
+    assert {x.message_bytes for x in rows} == {2048 * 1 * 256 * 2}
+
+
+def test_by_dim_adds_up_the_rows():
+    # each dimension's bytes and time are the sum of its rows; nothing else
+    r = step_comm(load_model("mixtral-8x7b"), StepOptions(dp=4, tp=2, ep=2, cp=2, zero=1, grad_accum=2))
+    dims = {x.dim for x in r.rows}
+    assert set(r.by_dim) == dims == {"dp", "tp", "ep", "cp"}
+    for d in dims:
+        assert r.by_dim[d]["bytes_per_gpu"] == pytest.approx(sum(x.bytes_per_gpu for x in r.rows if x.dim == d),
+                                                             rel=1e-12, abs=0)
+        assert r.by_dim[d]["time_s"] == pytest.approx(sum(x.time_s for x in r.rows if x.dim == d), rel=1e-12, abs=0)
+
+
+def test_a_one_byte_message_is_still_priced():
+    # gpt2 cut to 2 heads of width 1 (hidden 2), fp8, 1 token: the pipeline sends 1 x 2 x 1 byte / tp 2
+    # = 1 byte per micro-batch, forward and backward: a call like any other
+    spec = load_model("gpt2", {"n_embd": 2, "n_head": 2})
+    r = step_comm(spec, StepOptions(tp=2, pp=2, seq=1, dtype="fp8"))
+    (pp,) = [x for x in r.rows if x.dim == "pp"]
+    assert (pp.message_bytes, pp.calls) == (1, 2)
+
+
+def test_layers_must_split_over_pp_times_interleave():
+    with pytest.raises(MlsysError, match="pp x interleave: layers: 32 is not divisible by 64"):
+        step_comm(load_model("llama3-8b"), StepOptions(pp=2, interleave=32))
+
+
+# ---- cluster and GPU specs -----------------------------------------------------------------------
+
+def _cluster(**intra):
+    link = {"link": "test", "bandwidth_GBps": 100, "latency_us": 2.0, **intra}
+    return {"name": "t", "gpus_per_node": 4, "intra_node": link}
+
+
+def test_cluster_line_rate_error_names_the_figure():
+    with pytest.raises(MlsysError, match=r"line_rate_GBps must be >= 0, got -5\.0\b"):
+        cluster_from_dict(_cluster(line_rate_GBps=-5), "t.json")
+
+
+def test_cluster_accepts_a_single_gpu_node_and_any_positive_figures():
+    spec = cluster_from_dict({**_cluster(bandwidth_GBps=1e-10, latency_us=0), "gpus_per_node": 1}, "t.json")
+    assert spec.gpus_per_node == 1
+    assert (spec.intra.bandwidth_Bps, spec.intra.latency_s) == (pytest.approx(0.1, rel=1e-12), 0.0)
+    with pytest.raises(MlsysError, match="gpus_per_node must be at least 1"):
+        cluster_from_dict({**_cluster(), "gpus_per_node": 0}, "t.json")
+
+
+def test_cluster_protocol_without_base_latency_has_none():
+    proto = {"name": "LL", "bandwidth_GBps": 20, "latency_us": 1.5}
+    spec = cluster_from_dict(_cluster(protocols=[proto]), "t.json")
+    (p,) = spec.intra.protocols
+    assert (p.bandwidth_Bps, p.latency_s, p.base_latency_s) == (20e9, pytest.approx(1.5e-6, rel=1e-12, abs=0), 0.0)
+
+
+def test_with_links_overrides_in_base_units():
+    spec = load_cluster("hgx-h100").with_links(bandwidth_GBps=200, latency_us=5)
+    assert spec.intra.bandwidth_Bps == 200e9
+    assert spec.intra.latency_s == pytest.approx(5e-6, rel=1e-12, abs=0)
+    # an overridden link has no datasheet line rate, so the JSON states none
+    assert spec.intra.line_rate_Bps == 0.0 and "line_rate_GBps" not in spec.to_dict()["intra_node"]
+    with pytest.raises(MlsysError, match="bandwidth must be positive, got 0"):
+        load_cluster("hgx-h100").with_links(bandwidth_GBps=0)
+
+
+def test_h100_spec_figures_in_base_units():
+    # model_specs/gpus/H100-SXM.json: 989.5 dense bf16 TFLOP/s, 3350 GB/s, 50 MB L2, 1980 MHz boost
+    gpu = load_gpu("H100-SXM")
+    assert gpu.ridge_point("bf16") == pytest.approx(989.5e12 / 3350e9, rel=1e-12)
+    assert gpu.l2_bytes == 50_000_000
+    assert gpu.boost_clock_hz == pytest.approx(1980e6, rel=1e-12)
+
+
+def test_a_group_of_one_rank_sits_on_one_node():
+    from mlsyscalc.calc.comm_step import placement
+
+    # the limit case: one rank is one GPU of one node, whatever the stride
+    assert placement(1, 1, 8) == placement(1, 16, 8) == (1, 1)
+
+
+# ---- inference memory ----------------------------------------------------------------------------
+
+def _infer(model, overrides=None, **opts):
+    from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
+
+    return infer_memory(load_model(model, overrides), InferOptions(**opts))
+
+
+def test_prefill_workspace_without_flash_holds_the_scores():
+    # llama3-8b, 2048-token prefill chunk of a 4096 context, no flash attention: the attention phase
+    # holds q (4096), k and v (2 x 1024), the attention output (4096) and 32 heads x 4096 keys of
+    # scores per token, more than the MLP's 3 x 14336; plus the residual and norm output (2 x 4096),
+    # 2 bytes each
+    attn = 4096 + 2 * 1024 + 4096 + 32 * 4096
+    assert attn > 3 * 14336
+    r = _infer("llama3-8b", flash=False)
+    assert r.detail["activations_workspace"] == 2048 * (2 * 4096 + attn) * 2
+    # tp 2: heads, KV heads and scores split over the 2 ranks
+    r = _infer("llama3-8b", flash=False, tp=2)
+    assert r.detail["activations_workspace"] == 2048 * (2 * 4096 + attn // 2) * 2
+
+
+def test_prefill_workspace_takes_the_widest_mlp_of_any_layer():
+    # deepseek-v3 with 40000-wide dense MLPs (first 3 layers): the gated MLP phase 3 x 40000 is
+    # wider than the routed experts' top-8 x 2048 and than MLA's attention phase
+    # (q 128 x 192, k and v 2 x 128 x 192, output 128 x 128 = 90112); plus 2 x 7168, 2 bytes each
+    r = _infer("deepseek-v3", {"intermediate_size": 40000})
+    assert 3 * 40000 > max(8 * 2048 * 3, 128 * 192 * 3 + 128 * 128)
+    assert r.detail["activations_workspace"] == 2048 * (2 * 7168 + 3 * 40000) * 2
+
+
+def test_kv_tokens_cached_per_sequence():
+    # a full cache keeps the whole context; mistral-7b's 4096-token window caps every layer's slots
+    assert _infer("llama3-8b", context=4096).kv_tokens_cached == 4096
+    assert _infer("mistral-7b", context=8192).kv_tokens_cached == 4096
+    # paged in 1000-token blocks: 4096 tokens take 5 blocks
+    assert _infer("llama3-8b", context=4096, block_size=1000).kv_tokens_cached == 5000
+
+
+def test_max_batch_of_exactly_one():
+    from mlsyscalc.calc.memory_infer import InferOptions, solve_max
+
+    # memory that holds batch 1 and one byte more: the largest batch is 1 (each sequence adds its
+    # KV cache, megabytes)
+    spec = load_model("llama3-8b")
+    one = _infer("llama3-8b", batch=1).total
+    n, result = solve_max(spec, InferOptions(), "batch", one + 1)
+    assert n == 1 and result is not None and result.total == one
+    assert solve_max(spec, InferOptions(), "batch", one - 1) == (0, None)
+
+
+def test_group_size_bound_reads_the_first_layer_kind():
+    from mlsyscalc.calc.memory_infer import InferOptions
+
+    # deepseek-v3 cut to 4 layers, only layer 0 dense, with 1024-wide dense MLPs and 16384-wide
+    # experts: under tp 8 the narrowest input is layer 0's down_proj, 1024 / 8 = 128 columns
+    # (the MoE layers' narrowest is kv_b_proj's whole 512)
+    spec = load_model("deepseek-v3", {"num_hidden_layers": 4, "first_k_dense_replace": 1,
+                                      "intermediate_size": 1024, "moe_intermediate_size": 16384})
+    InferOptions(dtype="int4", group_size=128, tp=8).validate(spec)
+    with pytest.raises(MlsysError, match=r"\(128 columns per rank\)"):
+        InferOptions(dtype="int4", group_size=256, tp=8).validate(spec)
+
+
+# ---- training memory -----------------------------------------------------------------------------
+
+def test_world_size_counts_every_dimension():
+    from mlsyscalc.calc.memory_train import TrainOptions
+
+    spec = load_model("llama3-8b")
+    TrainOptions(dp=2, tp=2, pp=2, cp=2, world_size=16).validate(spec)
+    with pytest.raises(MlsysError, match=r"world size 8 != dp\*tp\*pp\*cp = 2\*2\*2\*2 = 16"):
+        TrainOptions(dp=2, tp=2, pp=2, cp=2, world_size=8).validate(spec)
+
+
+def test_default_training_layout_is_one_gpu():
+    from mlsyscalc.calc.memory_train import train_memory
+
+    r = train_memory(load_model("gpt2"))
+    assert r.world_size == 1
+    (stage,) = r.stages
+    assert stage.cpu_bytes == 0  # nothing offloaded without --offload
+
+
+def test_zero3_shards_experts_over_the_expert_data_parallel_group(run_cli):
+    # mixtral-8x7b, dp 4, ep 2, ZeRO-3, bf16: the dense part (transformers' total minus the routed
+    # experts) shards over dp = 4, each rank's half of the experts over dp / ep = 2
+    dense = MIXTRAL["total_params"] - MIXTRAL["routed_expert_params"]
+    experts = MIXTRAL["routed_expert_params"] // 2
+    d = run_cli.json("memory", "train", "mixtral-8x7b", "--dp", "4", "--ep", "2", "--zero", "3")
+    assert d["weights_bytes"] == d["gradients_bytes"] == dense * 2 // 4 + experts * 2 // 2
+    assert d["cpu_offload_bytes"] == 0
+
+
+def test_two_expert_model_splits_its_experts_over_ep(run_cli):
+    # mixtral cut to 2 experts: ep 2 leaves one expert a layer per rank (32 x 3 x 4096 x 14336),
+    # the rest whole; bf16 weights
+    expert = 3 * 4096 * 14336
+    dense = MIXTRAL["total_params"] - MIXTRAL["routed_expert_params"] - 32 * 4096 * 6  # router 4096 x 2
+    d = run_cli.json("memory", "train", "mixtral-8x7b", "--set", "num_local_experts=2", "--dp", "2", "--ep", "2")
+    assert d["weights_bytes"] == 2 * (dense + 32 * expert)
+
+
+def test_capacity_factor_up_to_experts_over_top_k():
+    from mlsyscalc.calc.memory_train import TrainOptions
+
+    # mixtral: 8 experts, top-2: a capacity factor of 4 gives every expert a slot for every token
+    spec = load_model("mixtral-8x7b")
+    TrainOptions(capacity_factor=4.0).validate(spec)
+    with pytest.raises(MlsysError, match="at most experts / top-k = 4 "):
+        TrainOptions(capacity_factor=4.5).validate(spec)
+
+
+# Adafactor (Shazeer & Stern 2018): a row and a column accumulator per matrix, vectors whole, fp32
+def test_adafactor_states_shard_with_zero(run_cli):
+    # llama2-7b's 2,836,992 factors (test_values_check.py) in 4 bytes, ZeRO-1 over dp 2: half a rank
+    d = run_cli.json("memory", "train", "llama2-7b", "--optimizer", "adafactor", "--zero", "1", "--dp", "2")
+    assert d["detail"]["optimizer_states_bytes"] == 4 * 2_836_992 // 2
+
+
+def test_adafactor_factors_of_a_tensor_parallel_rank(run_cli):
+    # llama2-7b under tp 2, per rank: column-parallel q, k, v (rows 2048, cols 4096), gate, up
+    # (rows 5504, cols 4096); row-parallel o (4096, 2048), down (4096, 5504); two norms of 4096.
+    # Outside the layers: half the embedding rows (16000 + 4096), half the lm_head (16000 + 4096)
+    # and the final norm (4096)
+    layer = 3 * (2048 + 4096) + (4096 + 2048) + 2 * (5504 + 4096) + (4096 + 5504) + 2 * 4096
+    factors = 32 * layer + 2 * (16000 + 4096) + 4096
+    d = run_cli.json("memory", "train", "llama2-7b", "--optimizer", "adafactor", "--tp", "2")
+    assert d["detail"]["optimizer_states_bytes"] == 4 * factors
+
+
+def test_adafactor_factors_of_opt_projections(run_cli):
+    # opt-350m (post-norm, no final norm, tied head, 512-wide embeddings projected to 1024):
+    # per layer q, k, v, o 1024 x 1024 with bias (rows + cols + bias rows), fc1 1024 -> 4096 and
+    # fc2 4096 -> 1024 with bias, two LayerNorms (weight and bias, 2 x 2 x 1024); outside: the
+    # 50272 x 512 embedding, the 2050 x 1024 learned positions (whole) and project_in 512 -> 1024
+    # and project_out 1024 -> 512 (no bias)
+    layer = 4 * (1024 + 1024 + 1024) + (4096 + 1024 + 4096) + (1024 + 4096 + 1024) + 2 * 2 * 1024
+    factors = 24 * layer + (50272 + 512 + 2050 * 1024) + 2 * (512 + 1024)
+    d = run_cli.json("memory", "train", "opt-350m", "--optimizer", "adafactor")
+    assert d["detail"]["optimizer_states_bytes"] == 4 * factors
+
+
+# ---- saved activations ---------------------------------------------------------------------------
+
+def test_activations_per_layer_by_region(run_cli):
+    # llama3-8b, tp 2 without sequence parallelism, 2048 tokens of bf16: the attention input is
+    # whole on every rank, the output projection's input (heads) is split
+    d = run_cli.json("memory", "train", "llama3-8b", "--tp", "2")["activation_bytes_per_layer"]
+    assert d["q_proj input"] == 2048 * 4096 * 2
+    assert d["o_proj input"] == 2048 * 4096 * 2 // 2
+
+
+def test_router_probabilities_are_fp32(run_cli):
+    # mixtral: 8 router probabilities per token, kept in fp32 (4 bytes) whatever the dtype
+    d = run_cli.json("memory", "train", "mixtral-8x7b")["activation_bytes_per_layer"]
+    assert d["router probabilities (fp32)"] == 2048 * 8 * 4
+
+
+def test_qk_norm_saves_q_and_k(run_cli):
+    # phi-2 with qk_layernorm: the norms read q (32 heads x 80) and k (32 x 80), 2 bytes a token
+    d = run_cli.json("memory", "train", "phi-2", "--set", "qk_layernorm=true")["activation_bytes_per_layer"]
+    assert d["q/k norm inputs"] == 2048 * (2560 + 2560) * 2
