@@ -421,3 +421,157 @@ def test_qk_norm_saves_q_and_k(run_cli):
     # phi-2 with qk_layernorm: the norms read q (32 heads x 80) and k (32 x 80), 2 bytes a token
     d = run_cli.json("memory", "train", "phi-2", "--set", "qk_layernorm=true")["activation_bytes_per_layer"]
     assert d["q/k norm inputs"] == 2048 * (2560 + 2560) * 2
+
+
+# ---- spec readers --------------------------------------------------------------------------------
+
+def _without(model, key, **extra):
+    from mlsyscalc.specs.hf import from_hf_config
+    from mlsyscalc.specs.lookup import builtin_configs
+
+    raw = {k: v for k, v in builtin_configs()[model].items() if k != key}
+    return from_hf_config({**raw, **extra}, name=f"{model}-test", source="test")
+
+
+def test_config_defaults_follow_transformers():
+    # transformers' config classes: PhiConfig qk_layernorm=False, OPTConfig
+    # do_layer_norm_before=True (so OPTDecoder keeps its final LayerNorm), DeepseekV3Config
+    # tie_word_embeddings=False
+    assert _without("phi-2", "qk_layernorm").qk_norm is False
+    assert _without("opt-6.7b", "do_layer_norm_before").final_norm is True
+    assert _without("deepseek-v3", "tie_word_embeddings").tie_word_embeddings is False
+
+
+def test_qwen2_window_applies_only_with_use_sliding_window():
+    # qwen2.5-7b's config lists a 131072-token sliding_window but use_sliding_window false
+    assert load_model("qwen2.5-7b").sliding_window is None
+    on = load_model("qwen2.5-7b", {"use_sliding_window": True})
+    assert on.sliding_window == 131072
+
+
+@pytest.mark.parametrize("value", [0, True, 4096.0, "4096"])
+def test_config_integers_are_checked(value):
+    with pytest.raises(MlsysError, match=r"hidden_size.* must be an integer >= 1, got "):
+        _without("llama3-8b", "hidden_size", hidden_size=value)
+
+
+def test_layer_count_bound_is_inclusive():
+    from mlsyscalc.validate import MAX_LAYERS
+
+    # at most MAX_LAYERS (1024) layers: the bound itself is a valid depth
+    assert _without("gpt2", "n_layer", n_layer=MAX_LAYERS).num_layers == 1024
+    with pytest.raises(MlsysError, match="n_layer.* = 1,025 is beyond what mlsyscalc models"):
+        _without("gpt2", "n_layer", n_layer=MAX_LAYERS + 1)
+
+
+def test_spec_defaults_shown_by_models_show(run_cli):
+    # llama3-8b slides no window; Falcon rotates the whole head (transformers' FalconRotaryEmbedding
+    # spans head_dim), the spec default of 1.0
+    assert run_cli.json("models", "show", "llama3-8b")["sliding_window_layers"] == 0
+    assert run_cli.json("models", "show", "falcon-7b")["rotary_fraction"] == 1.0
+
+
+def test_dense_layers_of_deepseek_v3():
+    # deepseek-v3: 61 layers, the first 3 dense (first_k_dense_replace), 58 MoE
+    spec = load_model("deepseek-v3")
+    assert (spec.num_dense_layers, spec.num_moe_layers) == (3, 58)
+
+
+# ---- parameter counts and shapes -----------------------------------------------------------------
+
+@pytest.mark.parametrize("model", ["llama3-8b", "gpt2", "mixtral-8x7b"])
+def test_non_embedding_params(model):
+    from mlsyscalc.calc.params import count_params
+
+    assert count_params(load_model(model)).non_embedding == HF[model]["total_params"] - HF[model]["embedding_params"]
+
+
+def test_each_expert_copy_has_its_own_bias():
+    from mlsyscalc.calc.layers import Linear
+
+    # 8 routed experts, each a 4096 -> 14336 projection with a 14336 bias
+    lin = Linear("up_proj", 4096, 14336, True, "mlp", copies=8, active=2)
+    assert (lin.bias_params, lin.params) == (8 * 14336, 8 * (4096 * 14336 + 14336))
+
+
+@pytest.mark.parametrize("field", ["batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim"])
+def test_attention_sizes_must_be_positive(field):
+    from mlsyscalc.calc.attention import AttentionShape
+
+    sizes = dict(batch=2, heads=8, kv_heads=8, seq_q=16, seq_kv=16, head_dim=64)
+    with pytest.raises(MlsysError, match="attention sizes must be positive"):
+        AttentionShape(**{**sizes, field: 0})
+
+
+# ---- tensor- and data-parallel traffic of the roofline -------------------------------------------
+
+H100 = "H100-SXM"
+
+
+def _tp_opts(**kw):
+    from types import SimpleNamespace
+
+    base = dict(tp=2, tokens=1024, phase="prefill", recompute="none", cluster=None, dp=1, zero=0, batch=1,
+                seq=1024, activation_dtype="bf16", dp_overlap=False)
+    return SimpleNamespace(**{**base, **kw})
+
+
+def test_ring_estimate_without_a_cluster_spec():
+    from mlsyscalc.calc.roofline_comm import collective_s
+
+    # B200 has no built-in cluster: a ring over half its 1800 GB/s NVLink (900 GB/s each way) and
+    # NCCL's 3.4 us a step; 4 GPUs: all-reduce 2(p-1) = 6 steps and 2(p-1)/p = 1.5 n bytes,
+    # all-gather 3 steps and 0.75 n
+    gpu, n = load_gpu("B200"), 1e8
+    assert collective_s("all-reduce", n, gpu, 4)[0] == pytest.approx(1.5 * n / 900e9 + 6 * 3.4e-6, rel=1e-12)
+    assert collective_s("all-gather", n, gpu, 4)[0] == pytest.approx(0.75 * n / 900e9 + 3 * 3.4e-6, rel=1e-12)
+
+
+@pytest.mark.parametrize("size", [1, 2**20])
+def test_tp_collective_on_a_full_node_uses_the_cluster(size):
+    from mlsyscalc.calc.roofline_comm import collective_s
+
+    # tp 8 fills an 8-GPU hgx-h100 node: the collective calculator prices it (fastest algorithm)
+    t, how = collective_s("all-reduce", size, load_gpu(H100), 8)
+    assert how.startswith("comm calculator") and "hgx-h100" in how
+    assert t == pytest.approx(collective_cost("all-reduce", size, 8, "hgx-h100", 1, "auto").time_s, rel=1e-12, abs=0)
+
+
+def test_tp_rows_of_an_inference_step():
+    from mlsyscalc.calc.roofline_comm import tp_comm_rows
+
+    # llama3-8b, tp 2, 1024 tokens: 2 all-reduces a layer of 1024 x 4096 x 2 bytes, one for the
+    # vocabulary-parallel embedding, and one all-gather of the 1024 x 128256 logits
+    rows = tp_comm_rows(load_model("llama3-8b"), load_gpu(H100), _tp_opts(), 2)
+    got = {(r.name, r.collective): (r.size_bytes, r.count) for r in rows}
+    act = 1024 * 4096 * 2
+    assert got == {("layer all-reduce", "all-reduce"): (act, 64), ("embedding all-reduce", "all-reduce"): (act, 1),
+                   ("logits all-gather", "all-gather"): (1024 * 128256 * 2, 1)}
+
+
+def test_dp_gradient_all_reduce_hides_behind_backward():
+    from mlsyscalc.calc.roofline_comm import dp_comm_rows
+
+    # dp 2, plain DDP: one gradient all-reduce; with overlap it hides behind the backward kernels
+    # (here 1 s, longer than it), not behind the forward ones (here none): nothing is exposed
+    spec, gpu = load_model("llama3-8b"), load_gpu(H100)
+    (plain,) = dp_comm_rows(spec, gpu, _tp_opts(tp=1, dp=2), 0.0, 1.0)
+    assert plain.collective == "all-reduce" and plain.hidden_s == 0.0
+    assert plain.size_bytes == 2 * HF["llama3-8b"]["total_params"]  # bf16 gradients
+    (hid,) = dp_comm_rows(spec, gpu, _tp_opts(tp=1, dp=2, dp_overlap=True), 0.0, 1.0)
+    assert hid.hidden_s == hid.total_s == plain.total_s and hid.exposed_s == 0.0
+
+
+def test_zero3_traffic_hides_behind_forward_and_backward_together():
+    from mlsyscalc.calc.roofline_comm import dp_comm_rows
+
+    # ZeRO-3, dp 2: gathers and reduce-scatter hide behind forward + backward; with each a quarter
+    # of the traffic's time, half of every row is hidden and half exposed
+    spec, gpu = load_model("llama3-8b"), load_gpu(H100)
+    rows = dp_comm_rows(spec, gpu, _tp_opts(tp=1, dp=2, zero=3), 0.0, 0.0)
+    total = sum(r.total_s for r in rows)
+    over = dp_comm_rows(spec, gpu, _tp_opts(tp=1, dp=2, zero=3, dp_overlap=True), total / 4, total / 4)
+    assert len(over) == len(rows) == 2
+    for r, o in zip(rows, over):
+        assert o.hidden_s == pytest.approx(r.total_s / 2, rel=1e-12, abs=0)
+        assert o.exposed_s == pytest.approx(r.total_s / 2, rel=1e-12, abs=0)
