@@ -575,3 +575,121 @@ def test_zero3_traffic_hides_behind_forward_and_backward_together():
     for r, o in zip(rows, over):
         assert o.hidden_s == pytest.approx(r.total_s / 2, rel=1e-12, abs=0)
         assert o.exposed_s == pytest.approx(r.total_s / 2, rel=1e-12, abs=0)
+
+
+# ---- every collective's alpha-beta terms, by hand ------------------------------------------------
+# (Thakur, Rabenseifner & Gropp 2005 table 1; nccl-tests doc/PERFORMANCE.md for the bus bandwidth)
+
+# collective: (steps, bytes each GPU sends as a fraction of n, busbw factor) of a ring of 8 GPUs
+RING_8 = {
+    "all-reduce": (14, 2 * 7 / 8, 2 * 7 / 8),
+    "all-gather": (7, 7 / 8, 7 / 8),
+    "reduce-scatter": (7, 7 / 8, 7 / 8),
+    "all-to-all": (7, 7 / 8, 7 / 8),
+    "broadcast": (7, 1.0, 1.0),
+    "reduce": (7, 1.0, 1.0),
+    "p2p": (1, 1.0, 1.0),
+}
+
+
+@pytest.mark.parametrize("collective", sorted(RING_8))
+def test_ring_terms_of_every_collective_on_one_node(run_cli, collective):
+    steps, share, factor = RING_8[collective]
+    n = GiB
+    d = run_cli.json("comm", collective, "--size", "1GiB", "--gpus", "8")
+    (phase,) = d["phases"]
+    time = steps * NVL_LAT + share * n / NVL_BW
+    assert (phase["steps"], phase["bytes_per_gpu"], d["bytes_per_gpu"]) == (steps, share * n, share * n)
+    assert d["time_s"] == pytest.approx(time, rel=1e-12)
+    assert d["latency_s"] == pytest.approx(steps * NVL_LAT, rel=1e-12)
+    assert d["transfer_s"] == pytest.approx(share * n / NVL_BW, rel=1e-12)
+    assert d["busbw_factor"] == pytest.approx(factor, rel=1e-12)
+    assert d["algbw_GBps"] == pytest.approx(n / time / 1e9, rel=1e-12)
+    assert d["busbw_GBps"] == pytest.approx(n / time * factor / 1e9, rel=1e-12)
+    assert d["host_wait_s"] == 0.0 and d["nodes"] == 1
+
+
+def test_tree_all_reduce_goes_up_and_down():
+    # double binary tree over 8 GPUs: 2 ceil(log2 8) = 6 steps and 2 n bytes (Sanders et al. 2009)
+    n = GiB
+    (phase,) = collective_cost("all-reduce", n, 8, "hgx-h100", algo="tree").phases
+    assert (phase.steps, phase.bytes_per_gpu) == (6, 2 * n)
+    assert phase.time_s == pytest.approx(6 * NVL_LAT + 2 * n / NVL_BW, rel=1e-12)
+    # 5 GPUs: ceil(log2 5) = 3 levels
+    (phase,) = collective_cost("broadcast", n, 5, "hgx-h100", algo="tree").phases
+    assert phase.steps == 3
+
+
+def test_all_to_all_across_nodes_splits_nvlink_and_network():
+    # 16 GPUs on 2 nodes: each rank sends 7/16 of its buffer to its own node's 7 peers over NVLink
+    # and 8/16 to the other node's 8 over its NIC, at once; 15 steps at the slower link's 14 us
+    n = GiB
+    (phase,) = collective_cost("all-to-all", n, 16, "hgx-h100", nodes=2).phases
+    assert (phase.steps, phase.bytes_per_gpu) == (15, 15 / 16 * n)
+    transfer = max(7 / 16 * n / NVL_BW, 8 / 16 * n / NIC_BW)
+    assert phase.time_s == pytest.approx(15 * NIC_LAT + transfer, rel=1e-12)
+
+
+# hierarchical over 2 nodes of 8: (stage, steps, bytes each GPU sends, on the NIC?) in order
+HIER_2X8 = {
+    "all-reduce": [(7, 7 / 8, False), (2, 2 * 1 / 2 / 8, True), (7, 7 / 8, False)],
+    "all-gather": [(1, 1 / 2 / 8, True), (7, 7 / 8, False)],
+    "broadcast": [(1, 1.0, True), (7, 1.0, False)],
+    "reduce": [(7, 1.0, False), (1, 1.0, True)],
+}
+
+
+@pytest.mark.parametrize("collective", sorted(HIER_2X8))
+def test_hierarchical_phases_over_two_nodes(collective):
+    n = GiB
+    cost = collective_cost(collective, n, 16, "hgx-h100", nodes=2, algo="hierarchical")
+    want = HIER_2X8[collective]
+    assert [(p.steps, p.bytes_per_gpu) for p in cost.phases] == [(s, f * n) for s, f, _ in want]
+    assert [p.gpus for p in cost.phases] == [2 if nic else 8 for _, _, nic in want]
+    time = sum(s * (NIC_LAT if nic else NVL_LAT) + f * n / (NIC_BW if nic else NVL_BW) for s, f, nic in want)
+    assert cost.time_s == pytest.approx(time, rel=1e-12)
+
+
+def _measured_all_reduce():
+    import json
+    from pathlib import Path
+
+    import mlsyscalc
+
+    path = Path(mlsyscalc.__file__).parent.parent / "model_specs" / "clusters" / "h200-x2-measured.json"
+    return json.loads(path.read_text())["intra_node"]["per_collective"]["all-reduce"]
+
+
+def test_measured_protocols_and_call_overhead_by_hand():
+    # h200-x2-measured, all-reduce on 2 GPUs: 2 ring steps, n bytes each GPU sends. Each protocol p
+    # costs base_p + 2 alpha_p + n / B_p, the least wins (NCCL's tuner); a call takes at least the
+    # host's call overhead H (figures read straight from the JSON file)
+    entry = _measured_all_reduce()
+    overhead = entry["call_overhead_us"] * 1e-6
+    for n in (1024, GiB):
+        times = {p["name"]: p["base_latency_us"] * 1e-6 + 2 * p["latency_us"] * 1e-6 + n / (p["bandwidth_GBps"] * 1e9)
+                 for p in entry["protocols"]}
+        best = min(times, key=times.__getitem__)
+        cost = collective_cost("all-reduce", n, 2, "h200-x2-measured")
+        (phase,) = cost.phases
+        assert phase.protocol == best
+        assert cost.device_s == pytest.approx(times[best], rel=1e-12, abs=0)
+        assert cost.time_s == pytest.approx(max(overhead, times[best]), rel=1e-12, abs=0)
+        assert cost.host_wait_s == pytest.approx(max(0.0, overhead - times[best]), rel=1e-9, abs=1e-18)
+    assert collective_cost("all-reduce", GiB, 2, "h200-x2-measured").phases[0].protocol == "bulk"
+    assert collective_cost("all-reduce", 1024, 2, "h200-x2-measured").host_wait_s > 0
+
+
+@pytest.mark.parametrize("args,message", [
+    (("all-reduce", 0, 8), "size must be positive, got 0"),
+    (("all-gather", GiB, 8, "hgx-h100", 1, "tree"), "tree is defined for all-reduce, broadcast, reduce, not all-gather"),
+    (("all-reduce", GiB, 8, "hgx-h100", 1, "mesh"), "unknown algorithm 'mesh'"),
+    (("all-reduce", GiB, 12, "hgx-h100", 1), "12 GPUs per node, but a hgx-h100 node has 8"),
+    (("all-reduce", GiB, 12, "hgx-h100", 5), "12 GPUs do not split evenly over 5 nodes"),
+    (("all-reduce", GiB, 8, "hgx-h100", 0), "nodes must be at least 1, got 0"),
+    (("gather", GiB, 8), "unknown collective 'gather'"),
+])
+def test_collective_errors_name_the_problem(args, message):
+    size_args = args if len(args) > 3 else (*args, "hgx-h100")
+    with pytest.raises(MlsysError, match=message.replace("(", r"\(")):
+        collective_cost(*size_args)
