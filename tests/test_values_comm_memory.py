@@ -693,3 +693,108 @@ def test_collective_errors_name_the_problem(args, message):
     size_args = args if len(args) > 3 else (*args, "hgx-h100")
     with pytest.raises(MlsysError, match=message.replace("(", r"\(")):
         collective_cost(*size_args)
+
+
+# ---- every rule of the training step's communication, by hand ------------------------------------
+# (rules in the comm_step module docstring: Rajbhandari et al. 2020 for ZeRO, Shoeybi et al. 2019 and
+# Korthikanti et al. 2022 for TP/SP, Narayanan et al. 2021 for the bubble)
+
+LLAMA3_P = HF["llama3-8b"]["total_params"]
+
+
+def _rows(r, dim):
+    return [(x.collective, x.message_bytes, x.calls, x.group_size) for x in r.rows if x.dim == dim]
+
+
+@pytest.mark.parametrize("zero,want", [
+    (0, [("all-reduce", 2, 1)]),
+    (1, [("reduce-scatter", 2, 1), ("all-gather", 2, 1)]),
+    (2, [("reduce-scatter", 2, 4), ("all-gather", 2, 1)]),
+    (3, [("all-gather", 2, 8), ("reduce-scatter", 2, 4)]),
+])
+def test_data_parallel_rows_of_each_zero_stage(zero, want):
+    # llama3-8b over dp 4, 4 micro-batches a step, bf16 gradients and parameters (2 bytes each)
+    r = step_comm(load_model("llama3-8b"), StepOptions(dp=4, zero=zero, grad_accum=4))
+    assert _rows(r, "dp") == [(c, b * LLAMA3_P, calls, 4) for c, b, calls in want]
+
+
+def test_dp_gradients_in_their_own_dtype_and_time_by_hand():
+    # fp32 gradients (4 bytes) all-reduced over 4 GPUs of one node: 6 steps, 1.5 x message
+    r = step_comm(load_model("llama3-8b"), StepOptions(dp=4, grad_dtype="fp32"))
+    (row,) = r.rows
+    msg = 4 * LLAMA3_P
+    assert row.message_bytes == msg and row.sent_bytes_per_call == pytest.approx(1.5 * msg, rel=1e-12)
+    assert row.time_s == pytest.approx(6 * NVL_LAT + 1.5 * msg / NVL_BW, rel=1e-12)
+    assert r.total_bytes_per_gpu == pytest.approx(1.5 * msg, rel=1e-12)
+
+
+def test_dp_over_two_nodes_runs_on_the_rails():
+    # dp 16 on two 8-GPU nodes: a flat ring over min(370, 8 x 50) GB/s, 30 steps of 14 us
+    r = step_comm(load_model("llama3-8b"), StepOptions(dp=16))
+    (row,) = r.rows
+    msg = 2 * LLAMA3_P
+    assert (row.nodes, row.group_size) == (2, 16)
+    assert row.time_s == pytest.approx(30 * NIC_LAT + 2 * 15 / 16 * msg / NVL_BW, rel=1e-12)
+
+
+@pytest.mark.parametrize("model,layers,k", [("llama3-8b", 32, 2), ("pythia-1.4b", 24, 1)])
+def test_tensor_parallel_rows(model, layers, k):
+    # tp 2, 4 micro-batches of 1 x 2048 tokens: k all-reduces a layer forward and k backward (k = 1
+    # where attention and MLP run in parallel, GPT-NeoX), each of 2048 x hidden x 2 bytes
+    spec = load_model(model)
+    act = 2048 * spec.hidden_size * 2
+    r = step_comm(spec, StepOptions(tp=2, grad_accum=4))
+    assert _rows(r, "tp") == [("all-reduce", act, 2 * k * layers * 4, 2)]
+    sp = step_comm(spec, StepOptions(tp=2, grad_accum=4, sp=True))
+    assert _rows(sp, "tp") == [("all-gather", act, 2 * k * layers * 4, 2), ("reduce-scatter", act, 2 * k * layers * 4, 2)]
+
+
+def test_expert_parallel_all_to_all():
+    # mixtral, dp 8 = ep 8, 2 micro-batches: dispatch + combine forward and both backward on each of
+    # 32 MoE layers; each moves 2048 tokens x top-2 x 4096 x 2 bytes (with SP over tp 2: half the tokens)
+    spec = load_model("mixtral-8x7b")
+    r = step_comm(spec, StepOptions(dp=8, ep=8, grad_accum=2))
+    assert _rows(r, "ep") == [("all-to-all", 2048 * 2 * 4096 * 2, 4 * 32 * 2, 8)]
+    r = step_comm(spec, StepOptions(dp=4, ep=4, tp=2, sp=True))
+    assert _rows(r, "ep") == [("all-to-all", 1024 * 2 * 4096 * 2, 4 * 32, 4)]
+
+
+@pytest.mark.parametrize("interleave,moe_layers", [(1, 4), (2, 3)])
+def test_moe_layers_of_the_busiest_stage(interleave, moe_layers):
+    # deepseek-v3 cut to 8 layers, the first 3 dense, over pp 2: stage 1 holds layers 4-7 (4 MoE);
+    # interleaved in chunks of 2, stage 0 holds 0, 1, 4, 5 (2 MoE) and stage 1 2, 3, 6, 7 (3 MoE)
+    spec = load_model("deepseek-v3", {"num_hidden_layers": 8, "first_k_dense_replace": 3})
+    r = step_comm(spec, StepOptions(dp=2, ep=2, pp=2, interleave=interleave, grad_accum=2))
+    ((_, _, calls, _),) = _rows(r, "ep")
+    assert calls == 4 * moe_layers * 2
+
+
+def test_interleaved_bubble_and_exposed_time():
+    # pp 4 with 2 virtual stages, 8 micro-batches: bubble (p-1)/v = 1.5 steps,
+    # 1.5 / (8 + 1.5) of the step and 1.5 / 8 of the compute
+    r = step_comm(load_model("llama3-8b"), StepOptions(dp=2, pp=4, interleave=2, grad_accum=8, overlap=("dp",)))
+    assert r.bubble_fraction == pytest.approx(1.5 / 9.5, rel=1e-12)
+    assert r.bubble_ratio == pytest.approx(1.5 / 8, rel=1e-12)
+    (pp,) = [x for x in r.rows if x.dim == "pp"]
+    assert pp.calls == 2 * 8 * 2  # forward + backward, per micro-batch and model chunk
+    # the DP traffic hides behind compute: counted in the total, not in the exposed time
+    dp = sum(x.time_s for x in r.rows if x.dim == "dp")
+    assert dp > 0 and all(x.overlapped == (x.dim == "dp") for x in r.rows)
+    assert r.exposed_time_s == pytest.approx(r.total_time_s - dp, rel=1e-12)
+    assert r.total_time_s == pytest.approx(sum(x.calls * x.time_per_call_s for x in r.rows), rel=1e-12)
+
+
+@pytest.mark.parametrize("opts,message", [
+    (dict(zero=4), "zero stage must be 0, 1, 2 or 3, got 4"),
+    (dict(tp=3), "tp: attention heads: 32 is not divisible by 3"),
+    (dict(cp=3, seq=2048), "cp: sequence length: 2048 is not divisible by 3"),
+    (dict(ep=2, dp=2), "ep 2: llama3-8b has no routed experts"),
+    (dict(order=("tp", "cp", "dp")), "order must list tp, cp, dp, pp once each"),
+    (dict(order=("cp", "tp", "dp", "pp")), "order: cp and dp must be neighbours"),
+    (dict(overlap=("xp",)), "overlap: unknown dimension"),
+    (dict(grad_accum=0), "grad_accum must be at least 1, got 0"),
+    (dict(tp=2, sp=True, seq=2047), "sp: sequence per tensor-parallel rank: 2047 is not divisible by 2"),
+])
+def test_step_errors_name_the_problem(opts, message):
+    with pytest.raises(MlsysError, match=message):
+        step_comm(load_model("llama3-8b"), StepOptions(**opts))
