@@ -798,3 +798,75 @@ def test_interleaved_bubble_and_exposed_time():
 def test_step_errors_name_the_problem(opts, message):
     with pytest.raises(MlsysError, match=message):
         step_comm(load_model("llama3-8b"), StepOptions(**opts))
+
+
+# ---- inference memory: quantised weights, KV cache and logits by hand --------------------------------
+
+# llama2-7b per layer: q, k, v, o (4096 -> 4096), gate, up (4096 -> 11008), down (11008 -> 4096);
+# outside the projections (bf16 always): 32000 x 4096 embedding and untied head, 65 RMSNorms of 4096
+L2_PROJ = 32 * (4 * 4096 * 4096 + 3 * 4096 * 11008)
+L2_REST = 2 * 32000 * 4096 + 65 * 4096
+assert L2_PROJ + L2_REST == HF["llama2-7b"]["total_params"]
+
+
+@pytest.mark.parametrize("dtype,elem,groups_per_layer,group_bytes", [
+    # GPTQ/AWQ int4: 128 input columns a group, an fp16 scale and a 4-bit zero point each
+    ("int4", 0.5, 4 * 32 * 4096 + 2 * 32 * 11008 + 86 * 4096, 2.5),
+    # bitsandbytes nf4: blocks of 64, one fp32 absmax each
+    ("nf4", 0.5, 4 * 64 * 4096 + 2 * 64 * 11008 + 172 * 4096, 4.0),
+    # int8 per output channel, an fp16 scale each
+    ("int8", 1.0, 4 * 4096 + 2 * 11008 + 4096, 2.0),
+])
+def test_quantised_weights_and_their_scales(dtype, elem, groups_per_layer, group_bytes):
+    r = _infer("llama2-7b", dtype=dtype)
+    assert r.detail["weights_quantised"] == L2_PROJ * elem
+    assert r.detail["weights_scales"] == 32 * groups_per_layer * group_bytes
+    assert r.detail["weights_unquantised"] == 2 * L2_REST
+    assert r.breakdown["weights"] == sum(r.detail[k] for k in ("weights_quantised", "weights_scales",
+                                                                "weights_unquantised"))
+
+
+def test_int4_groups_of_a_tensor_parallel_rank():
+    # tp 2: column-parallel q, k, v, gate, up keep 4096 input columns (32 groups) for half their
+    # outputs; row-parallel o and down keep half their inputs, 2048 and 5504 columns (16 and
+    # ceil(5504 / 128) = 43 groups) for all 4096 outputs
+    groups = 3 * 32 * 2048 + 16 * 4096 + 2 * 32 * 5504 + 43 * 4096
+    r = _infer("llama2-7b", dtype="int4", tp=2)
+    assert r.detail["weights_quantised"] == L2_PROJ // 2 * 0.5
+    assert r.detail["weights_scales"] == 32 * groups * 2.5
+
+
+@pytest.mark.parametrize("tp,kv_dtype,heads_per_rank,elem", [
+    (1, "bf16", 8, 2), (2, "bf16", 4, 2), (16, "bf16", 1, 2), (1, "fp8", 8, 1),
+])
+def test_kv_cache_bytes_of_llama3_8b(tp, kv_dtype, heads_per_rank, elem):
+    # 2 sequences x 4096 tokens x 32 layers x K and V of the rank's KV heads x 128; with tp 16 > 8
+    # KV heads each rank keeps one (replicated)
+    r = _infer("llama3-8b", batch=2, tp=tp, kv_dtype=kv_dtype)
+    assert r.breakdown["kv_cache"] == 2 * 4096 * 32 * 2 * heads_per_rank * 128 * elem
+    assert r.kv_bytes_per_token == 32 * 2 * heads_per_rank * 128 * elem
+
+
+@pytest.mark.parametrize("batch,tp", [(1, 1), (3, 1), (3, 2)])
+def test_logits_buffer_scales_with_batch(batch, tp):
+    # one fp32 row of the vocabulary-parallel logits per sequence: 128256 / tp entries
+    assert _infer("llama3-8b", batch=batch, tp=tp).detail["activations_logits"] == batch * 128256 // tp * 4
+
+
+def test_decode_workspace_holds_one_token_per_sequence():
+    # 64 sequences, 16-token prefill chunks: a decode step still runs all 64 tokens through the
+    # layer: 64 x (2 x 4096 + 3 x 14336) x 2 bytes (the MLP phase is the wider one, flash on)
+    r = _infer("llama3-8b", batch=64, context=1, prefill_chunk=16)
+    assert r.detail["activations_workspace"] == 64 * (2 * 4096 + 3 * 14336) * 2
+
+
+@pytest.mark.parametrize("opts,message", [
+    (dict(block_size=-1), "--block-size must be >= 0, got -1"),
+    (dict(dtype="tf32"), "--dtype must be one of fp32, bf16, fp16, fp8, int8, int4, nf4"),
+    (dict(group_size=64), "--group-size applies to quantised --dtype"),
+    (dict(group_size=0, dtype="int4"), "--group-size must be positive, got 0"),
+    (dict(batch=0), "--batch must be a positive integer, got 0"),
+])
+def test_infer_errors_name_the_problem(opts, message):
+    with pytest.raises(MlsysError, match=message):
+        _infer("llama3-8b", **opts)
