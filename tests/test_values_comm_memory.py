@@ -870,3 +870,91 @@ def test_decode_workspace_holds_one_token_per_sequence():
 def test_infer_errors_name_the_problem(opts, message):
     with pytest.raises(MlsysError, match=message):
         _infer("llama3-8b", **opts)
+
+
+# ---- training memory: parameters x bytes of every optimizer, ZeRO stage and offload --------------
+
+GPT2_P = HF["gpt2"]["total_params"]  # 124,439,808
+# gpt2 per layer: c_attn 768 -> 2304, c_proj 768 -> 768, c_fc 768 -> 3072, c_proj 3072 -> 768, all
+# with bias, and two LayerNorms (weight + bias)
+GPT2_LAYER = 768 * 2304 + 2304 + 768 * 768 + 768 + 768 * 3072 + 3072 + 3072 * 768 + 768 + 2 * 2 * 768
+
+
+def _train(model, **opts):
+    from mlsyscalc.calc.memory_train import TrainOptions, train_memory
+
+    return train_memory(load_model(model), TrainOptions(**opts))
+
+
+@pytest.mark.parametrize("opts,weight,grad,optimizer", [
+    # bf16 mixed precision: fp32 master (4) + AdamW's two fp32 moments (8) per parameter
+    (dict(), 2, 2, 4 + 8),
+    (dict(optimizer="sgd-momentum"), 2, 2, 4 + 4),
+    (dict(master_weights=False), 2, 2, 2 * 2),  # states in the training dtype, no master copy
+    (dict(dtype="fp32"), 4, 4, 8),
+    (dict(dtype="fp32", optimizer="sgd-momentum"), 4, 4, 4),
+])
+def test_model_state_bytes_per_parameter(opts, weight, grad, optimizer):
+    r = _train("gpt2", **opts)
+    assert r.breakdown["weights"] == weight * GPT2_P
+    assert r.breakdown["gradients"] == grad * GPT2_P
+    assert r.breakdown["optimizer"] == optimizer * GPT2_P
+    assert r.model_state_bytes_unsharded == (weight + grad + optimizer) * GPT2_P
+
+
+def test_adam8bit_states():
+    # bitsandbytes 8-bit Adam: 2 states of 1 byte plus an fp32 absmax per 2048 elements, + fp32 master
+    r = _train("gpt2", optimizer="adam8bit")
+    assert r.breakdown["optimizer"] == pytest.approx(GPT2_P * (4 + 2 * (1 + 4 / 2048)), abs=1)
+
+
+@pytest.mark.parametrize("zero,weights,grads,optimizer", [
+    (1, 2, 2, 12 / 4), (2, 2, 2 / 4, 12 / 4), (3, 2 / 4, 2 / 4, 12 / 4),
+])
+def test_zero_stages_shard_over_dp(zero, weights, grads, optimizer):
+    # ZeRO over dp 4 (Rajbhandari et al. 2020): stage 1 shards the optimizer (master + states),
+    # stage 2 the gradients too, stage 3 the weights too
+    r = _train("gpt2", dp=4, zero=zero)
+    assert r.breakdown["weights"] == weights * GPT2_P
+    assert r.breakdown["gradients"] == grads * GPT2_P
+    assert r.breakdown["optimizer"] == optimizer * GPT2_P
+
+
+def test_optimizer_offload_moves_master_and_states_to_the_host():
+    # ZeRO-Offload over dp 2: the rank's half of the fp32 master and states (12 / 2 bytes a
+    # parameter) lives in CPU memory; none stays on the GPU
+    r = _train("gpt2", dp=2, zero=1, offload="optimizer")
+    (stage,) = r.stages
+    assert r.breakdown["optimizer"] == 0
+    assert stage.cpu_bytes == 12 * GPT2_P // 2
+
+
+def test_pipeline_stages_by_hand():
+    # gpt2 over pp 2: stage 0 holds 6 layers + token (50257 x 768) and position (1024 x 768)
+    # embeddings; stage 1 holds 6 layers + the final LayerNorm + its own copy of the tied head
+    r = _train("gpt2", pp=2, grad_accum=4)
+    s0, s1 = r.stages
+    assert s0.params == 6 * GPT2_LAYER + 50257 * 768 + 1024 * 768
+    assert s1.params == 6 * GPT2_LAYER + 2 * 768 + 50257 * 768
+    assert (s0.layers, s1.layers) == (6, 6)
+    # 1F1B: stage s keeps min(pp - s, micro-batches) micro-batches' activations
+    assert (s0.micro_batches_in_flight, s1.micro_batches_in_flight) == (2, 1)
+    assert s0.detail["activations_layers"] == 2 * s1.detail["activations_layers"]
+    assert s0.breakdown["weights"] == 2 * s0.params and s1.breakdown["optimizer"] == 12 * s1.params
+    assert all(s.total == sum(s.breakdown.values()) for s in r.stages)
+    assert r.total == max(s.total for s in r.stages)
+
+
+@pytest.mark.parametrize("opts,message", [
+    (dict(zero=4), "--zero must be 0, 1, 2 or 3, got 4"),
+    (dict(optimizer="lion"), "--optimizer must be one of adamw, sgd-momentum, adafactor, adam8bit"),
+    (dict(dtype="fp8"), "--dtype for training: fp32, bf16 or fp16, not fp8"),
+    (dict(offload="optimizer"), "--offload optimizer needs --zero 1, 2 or 3"),
+    (dict(capacity_factor=1.5), "--capacity-factor applies to MoE models; gpt2 has no experts"),
+    (dict(ep=2, dp=2), "--ep 2: gpt2 has no experts"),
+    (dict(cp=3), "--seq over --cp: 2048 is not divisible by 3"),
+    (dict(pp=5), "num_layers over --pp: 12 is not divisible by 5"),
+])
+def test_train_errors_name_the_problem(opts, message):
+    with pytest.raises(MlsysError, match=message):
+        _train("gpt2", **opts)
