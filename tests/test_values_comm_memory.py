@@ -958,3 +958,73 @@ def test_pipeline_stages_by_hand():
 def test_train_errors_name_the_problem(opts, message):
     with pytest.raises(MlsysError, match=message):
         _train("gpt2", **opts)
+
+
+# ---- spec readers: each normaliser's rules against its config.json and transformers' semantics -----
+
+@pytest.mark.parametrize("model,expect", [
+    # Falcon-7B: old architecture, multi-query (1 KV head), one LayerNorm for parallel attention + MLP
+    ("falcon-7b", dict(num_kv_heads=1, norms_per_layer=1, parallel_attention=True, head_dim=4544 // 71,
+                       intermediate_size=4 * 4544, position_embedding="rope")),
+    # Falcon-40B: new decoder architecture, 8 KV heads, two LayerNorms (ln_attn, ln_mlp)
+    ("falcon-40b", dict(num_kv_heads=8, norms_per_layer=2, parallel_attention=True)),
+    # Gemma 2: every other layer slides (even ones), 4 norms a layer, tied head
+    ("gemma2-9b", dict(sliding_window=4096, sliding_window_layers=21, norms_per_layer=4, tie_word_embeddings=True)),
+    # Phi-3-mini: a 2047-token window on every layer
+    ("phi3-mini", dict(sliding_window=2047, sliding_window_layers=32)),
+    # Pythia: GPT-NeoX rotary on rotary_pct = 25% of each head, parallel residual
+    ("pythia-1.4b", dict(rotary_fraction=0.25, parallel_attention=True, qkv_bias=True, o_bias=True)),
+    # OPT-350m: 512-wide embeddings projected to 1024, 2 extra learned positions, post-norm
+    ("opt-350m", dict(embed_proj_dim=512, learned_positions=2050, final_norm=False)),
+    # GPT-2: n_inner null means 4 x n_embd; tied head by default; learned positions
+    ("gpt2", dict(intermediate_size=3072, tie_word_embeddings=True, learned_positions=1024,
+                  max_position_embeddings=1024, position_embedding="learned")),
+    # Qwen2: q/k/v carry a bias, o_proj none; the window is off (use_sliding_window false)
+    ("qwen2.5-0.5b", dict(qkv_bias=True, o_bias=False, sliding_window=None, sliding_window_layers=0,
+                          tie_word_embeddings=True)),
+    # DeepSeek-V3 MLA: K/V per query head, head dim nope 128 + rope 64, rotary on 64 / 192;
+    # one shared expert of 2048
+    ("deepseek-v3", dict(num_kv_heads=128, head_dim=192, v_head_dim=128, rotary_fraction=64 / 192)),
+])
+def test_normalised_spec_fields(model, expect):
+    spec = load_model(model)
+    assert {k: getattr(spec, k) for k in expect} == expect
+
+
+def test_deepseek_moe_fields():
+    moe = load_model("deepseek-v3").moe
+    assert (moe.num_experts, moe.experts_per_token, moe.expert_intermediate_size) == (256, 8, 2048)
+    assert (moe.num_shared_experts, moe.shared_intermediate_size, moe.first_dense_layers) == (1, 2048, 3)
+
+
+def test_llama_attention_bias_covers_q_k_v_and_o():
+    spec = load_model("llama3-8b", {"attention_bias": True})
+    assert (spec.qkv_bias, spec.o_bias, spec.mlp_bias) == (True, True, False)
+
+
+def test_gpt_neox_partial_rotary_factor_wins_over_rotary_pct():
+    spec = load_model("pythia-1.4b", {"partial_rotary_factor": 0.5})
+    assert spec.rotary_fraction == 0.5
+
+
+def test_falcon_without_multi_query_has_a_kv_head_per_query_head():
+    assert load_model("falcon-7b", {"multi_query": False}).num_kv_heads == 71
+
+
+@pytest.mark.parametrize("model,key,value,message", [
+    ("llama3-8b", "num_key_value_heads", 5, "32 attention heads are not divisible by 5 key/value heads"),
+    ("phi-2", "hidden_size", 2561, "hidden size 2561 is not divisible by 32 heads; set head_dim"),
+    ("gpt2", "n_embd", 770, "n_embd 770 is not divisible by n_head 12"),
+    ("falcon-7b", "hidden_size", 4545, "hidden_size 4545 is not divisible by 71 heads"),
+    ("llama3-8b", "tie_word_embeddings", "no", "tie_word_embeddings.* must be true or false, got 'no'"),
+    ("pythia-1.4b", "rotary_pct", "x", "rotary_pct.* must be a number, got 'x'"),
+    ("llama3-8b", "hidden_act", 3, "hidden_act.* must be a string, got 3"),
+])
+def test_config_errors_name_the_key(model, key, value, message):
+    with pytest.raises(MlsysError, match=message):
+        load_model(model, {key: value})
+
+
+def test_missing_config_key_is_named():
+    with pytest.raises(MlsysError, match="missing key 'vocab_size'"):
+        _without("llama3-8b", "vocab_size")
