@@ -1028,3 +1028,113 @@ def test_config_errors_name_the_key(model, key, value, message):
 def test_missing_config_key_is_named():
     with pytest.raises(MlsysError, match="missing key 'vocab_size'"):
         _without("llama3-8b", "vocab_size")
+
+
+# ---- fit verdicts, byte overrides, spec files: the remaining documented paths ----------------------
+
+def test_fit_verdict_by_hand():
+    from mlsyscalc.calc.memory_common import verdict
+
+    # H100-SXM: the driver reports 81,559 MiB; a 10% reserve keeps int(capacity x 0.1) back
+    gpu = load_gpu("H100-SXM")
+    cap = 81559 * 2**20
+    usable = cap - int(cap * 10 / 100)
+    v = verdict(gpu, usable, "10%")
+    assert (v.capacity_bytes, v.reserve_bytes, v.usable_bytes) == (cap, int(cap * 10 / 100), usable)
+    assert v.fits and v.headroom_bytes == 0  # an exact fit fits
+    v = verdict(gpu, usable + 1, "10%")
+    assert not v.fits and v.headroom_bytes == -1
+    assert verdict(gpu, 0, "2GiB").reserve_bytes == 2 * 2**30
+    assert verdict(gpu, 0, "0").reserve_bytes == 0
+
+
+@pytest.mark.parametrize("reserve,message", [
+    ("100%", r"--reserve: percentage must be in \[0, 100\), got 100%"),
+    ("x%", "--reserve: 'x%' is not a percentage"),
+    ("90GiB", "--reserve 90GiB: 96,636,764,160 bytes leave nothing of H100-SXM's"),
+])
+def test_reserve_errors_name_the_problem(reserve, message):
+    from mlsyscalc.calc.memory_common import verdict
+
+    with pytest.raises(MlsysError, match=message):
+        verdict(load_gpu("H100-SXM"), 1, reserve)
+
+
+def test_byte_overrides_parse_and_apply():
+    from mlsyscalc.calc.memory_common import merge_bytes, parse_bytes_overrides
+
+    assert parse_bytes_overrides(["weight=1", " kv = 0.5"]) == (("weight", 1.0), ("kv", 0.5))
+    assert merge_bytes({"weight": 2.0, "kv": 2.0}, [("kv", 1.0)]) == {"weight": 2.0, "kv": 1.0}
+    for items, message in [(["weight"], "--bytes expects KEY=VALUE, got 'weight'"),
+                           (["weight=two"], "--bytes weight: 'two' is not a number"),
+                           (["weight=-1"], "--bytes weight")]:
+        with pytest.raises(MlsysError, match=message):
+            parse_bytes_overrides(items)
+    with pytest.raises(MlsysError, match="--bytes: unknown key 'w'"):
+        merge_bytes({"weight": 2.0}, [("w", 1.0)])
+
+
+def test_gpu_capacity_and_missing_peaks():
+    # A100-40GB: the driver's 40,960 MiB; B200 records only the datasheet's 180 GB; A100 has no fp8
+    assert load_gpu("A100-40GB-SXM").memory_bytes == 40960 * 2**20
+    assert load_gpu("B200").memory_bytes == 180 * 10**9
+    with pytest.raises(MlsysError, match="A100-40GB-SXM: no fp8 peak is published for this GPU"):
+        load_gpu("A100-40GB-SXM").peak_flops("fp8")
+    from mlsyscalc.specs.gpu import gpu_from_dict
+
+    with pytest.raises(MlsysError, match=r"g.json: malformed GPU spec \(KeyError"):
+        gpu_from_dict({"name": "g"}, "g.json")
+
+
+def test_single_node_cluster_has_no_network():
+    spec = load_cluster("h200-x2-measured")
+    assert spec.link(across_nodes=False) is spec.intra
+    assert spec.intra.beta_s_per_byte == pytest.approx(1 / spec.intra.bandwidth_Bps, rel=1e-12, abs=0)
+    with pytest.raises(MlsysError, match="cluster h200-x2-measured has no inter-node link"):
+        collective_cost("all-reduce", GiB, 16, spec, nodes=2)
+
+
+def test_attention_flops_with_a_given_mask_share():
+    from mlsyscalc.calc.attention import AttentionShape, attention_flops
+
+    # 2 B Sq Skv H (d_qk + d_v) x the share; backward 2.5 x forward
+    shape = AttentionShape(batch=2, heads=8, kv_heads=2, seq_q=16, seq_kv=64, head_dim=64)
+    assert attention_flops(shape, fraction=0.25) == 2 * 2 * 16 * 64 * 8 * 128 * 0.25
+    assert attention_flops(shape, backward=True, fraction=0.25) == 2.5 * 2 * 2 * 16 * 64 * 8 * 128 * 0.25
+
+
+def test_mla_without_a_query_latent():
+    from mlsyscalc.calc.layers import layer_linears
+
+    # DeepSeek-V2-Lite style: no q_lora_rank, so one q_proj 7168 -> 128 heads x 192
+    spec = load_model("deepseek-v3", {"q_lora_rank": None})
+    lins = {lin.name: (lin.in_features, lin.out_features) for lin in layer_linears(spec, 0)}
+    assert lins["q_proj"] == (7168, 128 * 192) and "q_a_proj" not in lins
+    assert lins["kv_b_proj"] == (512, 128 * (128 + 128))
+
+
+@pytest.mark.parametrize("overrides,message", [
+    ({"model_type": "bert"}, "--set model_type: unsupported model_type 'bert'"),
+    ({"rope_scaling_x": 1}, "--set rope_scaling_x: not a key the llama normaliser reads"),
+])
+def test_normaliser_errors_name_the_key(overrides, message):
+    with pytest.raises(MlsysError, match=message):
+        load_model("llama3-8b", overrides)
+
+
+def test_falcon_new_architecture_kv_heads_must_divide():
+    with pytest.raises(MlsysError, match="128 heads are not divisible by 7 key/value heads"):
+        load_model("falcon-40b", {"num_kv_heads": 7})
+
+
+def test_tp_training_rows_repeat_for_full_recompute():
+    from mlsyscalc.calc.roofline_comm import tp_comm_rows
+
+    # training: the layer all-reduces run forward and backward (and again in a full recompute), the
+    # embedding's once; no logits gather
+    spec, gpu = load_model("llama3-8b"), load_gpu(H100)
+    rows = tp_comm_rows(spec, gpu, _tp_opts(phase="train", recompute="full", cluster="hgx-h100"), 2)
+    assert [(r.name, r.pass_name, r.count) for r in rows] == [
+        ("layer all-reduce", "forward", 64), ("embedding all-reduce", "forward", 1),
+        ("layer all-reduce", "backward", 64), ("layer all-reduce", "recompute", 64)]
+    assert all(r.method.startswith("comm calculator: ") and r.method.endswith(" all-reduce on hgx-h100") for r in rows)
