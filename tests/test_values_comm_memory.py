@@ -1138,3 +1138,57 @@ def test_tp_training_rows_repeat_for_full_recompute():
         ("layer all-reduce", "forward", 64), ("embedding all-reduce", "forward", 1),
         ("layer all-reduce", "backward", 64), ("layer all-reduce", "recompute", 64)]
     assert all(r.method.startswith("comm calculator: ") and r.method.endswith(" all-reduce on hgx-h100") for r in rows)
+
+
+@pytest.mark.parametrize("name", ["hgx-h100", "h200-x2-measured", "dgx-a100"])
+def test_cluster_json_round_trips(name):
+    # what `bench comm --calibrate` writes (to_dict) reads back as the same spec
+    spec = load_cluster(name)
+    again = cluster_from_dict(spec.to_dict(), "round-trip")
+    _same(again.to_dict(), spec.to_dict())
+    for c in ("all-reduce", "all-to-all", "p2p"):
+        a, b = again.intra.terms(c), spec.intra.terms(c)
+        assert (a.bandwidth_Bps, a.latency_s, a.call_overhead_s) == pytest.approx(
+            (b.bandwidth_Bps, b.latency_s, b.call_overhead_s), rel=1e-12, abs=0)
+        assert [p.name for p in a.protocols] == [p.name for p in b.protocols]
+        for pa, pb in zip(a.protocols, b.protocols):
+            assert (pa.bandwidth_Bps, pa.latency_s, pa.base_latency_s) == pytest.approx(
+                (pb.bandwidth_Bps, pb.latency_s, pb.base_latency_s), rel=1e-12, abs=0)
+
+
+def _same(a, b):
+    """Equal JSON trees, numbers to 1e-12 (a us -> s -> us round trip rounds)."""
+    if isinstance(a, dict):
+        assert sorted(a) == sorted(b)
+        for k in a:
+            _same(a[k], b[k])
+    elif isinstance(a, list):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            _same(x, y)
+    elif isinstance(a, float):
+        assert a == pytest.approx(b, rel=1e-12, abs=0)
+    else:
+        assert a == b
+
+
+def test_per_collective_entry_inherits_what_it_leaves_out():
+    # an entry naming only a bandwidth keeps the link's latency, protocols and call overhead
+    proto = {"name": "LL", "bandwidth_GBps": 20, "latency_us": 1.5, "base_latency_us": 4}
+    spec = cluster_from_dict(_cluster(protocols=[proto], call_overhead_us=7,
+                                      per_collective={"all-gather": {"bandwidth_GBps": 50}}), "t.json")
+    ag, ar = spec.intra.terms("all-gather"), spec.intra.terms("all-reduce")
+    assert (ag.bandwidth_Bps, ar.bandwidth_Bps) == (50e9, 100e9)
+    assert ag.latency_s == ar.latency_s == pytest.approx(2e-6, rel=1e-12, abs=0)
+    assert ag.call_overhead_s == ar.call_overhead_s == pytest.approx(7e-6, rel=1e-12, abs=0)
+    assert ag.protocols == ar.protocols and ag.protocols[0].base_latency_s == pytest.approx(4e-6, rel=1e-12, abs=0)
+    d = spec.to_dict()["intra_node"]
+    assert d["call_overhead_us"] == pytest.approx(7, rel=1e-12) and d["per_collective"]["all-gather"]["latency_us"] == \
+        pytest.approx(2, rel=1e-12)
+
+
+@pytest.mark.parametrize("bad", [dict(bandwidth_GBps=0), dict(latency_us=-1), dict(call_overhead_us=-1),
+                                 dict(protocols=[{"name": "LL", "bandwidth_GBps": 0, "latency_us": 1}])])
+def test_cluster_figures_are_checked(bad):
+    with pytest.raises(MlsysError, match="t.json: malformed cluster spec .*bandwidth_GBps must be > 0"):
+        cluster_from_dict(_cluster(**bad), "t.json")
