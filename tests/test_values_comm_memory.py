@@ -1192,3 +1192,55 @@ def test_per_collective_entry_inherits_what_it_leaves_out():
 def test_cluster_figures_are_checked(bad):
     with pytest.raises(MlsysError, match="t.json: malformed cluster spec .*bandwidth_GBps must be > 0"):
         cluster_from_dict(_cluster(**bad), "t.json")
+
+
+# ---- saved activations: the byte rule of each region and recompute policy --------------------------
+# (Korthikanti et al. 2022: sequence-parallel regions split over tp only with SP, tensor-parallel
+# ones always; attention scores are b x heads x s x s; selective recompute drops them, full recompute
+# keeps only the layer input)
+
+NB = {"activation": 2.0, "mask": 1.0}
+
+
+@pytest.mark.parametrize("region,kind,sp,want", [
+    ("seq", "act", False, 1024 * 100 * 2),
+    ("seq", "act", True, 1024 * 100 * 2 / 4),
+    ("tensor", "act", False, 1024 * 100 * 2 / 4),
+    ("kv", "act", False, 1024 * 100 * 2 / 2),
+    ("scores", "act", False, 1024 * 100 * 512 * 2 / 4),
+    ("seq", "mask", False, 1024 * 100 * 1),
+    ("seq", "fp32", True, 1024 * 100 * 4 / 4),
+])
+def test_item_bytes_by_region(region, kind, sp, want):
+    from mlsyscalc.calc.activations import Saved, Split, item_bytes
+
+    # 1024 local tokens, 512 keys a query, tp 4, KV heads split over 2
+    split = Split(tokens=1024, keys=512, tp=4, sp=sp, kv_div=2)
+    assert item_bytes(Saved("x", 100, region, kind), split, NB) == want
+
+
+def test_recompute_policies_keep_less():
+    from mlsyscalc.calc.activations import Saved, Split, layer_bytes
+
+    split = Split(tokens=1024, keys=1024, tp=1, sp=False, kv_div=1)
+    items = [Saved("a", 10, "seq"), Saved("s", 3, "scores"), Saved("m", 5, "seq", "mask")]
+    assert layer_bytes(items, split, NB, "none", 64) == 1024 * (10 * 2 + 3 * 1024 * 2 + 5)
+    assert layer_bytes(items, split, NB, "selective", 64) == 1024 * (10 * 2 + 5)
+    assert layer_bytes(items, split, NB, "full", 64) == 1024 * 64 * 2
+
+
+def test_dropout_adds_masks_and_flash_drops_scores():
+    from mlsyscalc.calc.activations import attention_saved
+
+    spec = load_model("llama3-8b")
+    names = lambda items: {i.name: (i.per_token, i.region, i.kind) for i in items}  # noqa: E731
+    plain = names(attention_saved(spec, flash=True, dropout=False))
+    assert "softmax output" not in plain and not any(k == "mask" for _, _, k in plain.values())
+    full = names(attention_saved(spec, flash=False, dropout=True))
+    assert full["softmax output"] == (32, "scores", "act")
+    assert full["attention dropout mask"] == (32, "scores", "mask")
+    assert full["attention dropout output"] == (32, "scores", "act")
+    assert full["attention output dropout mask"] == (4096, "seq", "mask")
+    # GQA: K and V of 8 KV heads x 128, split by KV heads per rank
+    assert (plain["K (after rotary)"], plain["V"]) == ((1024, "kv", "act"), (1024, "kv", "act"))
+    assert plain["Q (after rotary)"] == (4096, "tensor", "act")
