@@ -1244,3 +1244,35 @@ def test_dropout_adds_masks_and_flash_drops_scores():
     # GQA: K and V of 8 KV heads x 128, split by KV heads per rank
     assert (plain["K (after rotary)"], plain["V"]) == ((1024, "kv", "act"), (1024, "kv", "act"))
     assert plain["Q (after rotary)"] == (4096, "tensor", "act")
+
+
+def test_tree_option_applies_to_all_reduce_only():
+    # --algo tree: the gradient all-reduce runs as a double binary tree (2 ceil(log2 4) = 4 steps,
+    # 2 n bytes); ZeRO's reduce-scatter and all-gather have no tree and stay rings (3 steps, 3/4 n)
+    spec = load_model("llama3-8b")
+    msg = 2 * LLAMA3_P
+    (ar,) = step_comm(spec, StepOptions(dp=4, algo="tree")).rows
+    assert ar.time_per_call_s == pytest.approx(4 * NVL_LAT + 2 * msg / NVL_BW, rel=1e-12)
+    rs, ag = step_comm(spec, StepOptions(dp=4, zero=1, algo="tree")).rows
+    for row in (rs, ag):
+        assert row.time_per_call_s == pytest.approx(3 * NVL_LAT + 3 / 4 * msg / NVL_BW, rel=1e-12)
+
+
+def test_pipeline_boundary_across_nodes():
+    # llama3-8b, dp 8 inside a node, pp 2 across two nodes: the stage boundary is a send/recv
+    # between 2 GPUs on different nodes: 1 step of 14 us and the message at 50 GB/s
+    r = step_comm(load_model("llama3-8b"), StepOptions(dp=8, pp=2))
+    (pp,) = [x for x in r.rows if x.dim == "pp"]
+    msg = 2048 * 4096 * 2
+    assert (pp.group_size, pp.nodes, pp.message_bytes) == (2, 2, msg)
+    assert pp.time_per_call_s == pytest.approx(NIC_LAT + msg / NIC_BW, rel=1e-12)
+
+
+@pytest.mark.parametrize("order,tp_nodes,dp_nodes", [
+    (("tp", "cp", "dp", "pp"), 1, 2),  # Megatron's default: TP inside a node, DP across
+    (("dp", "cp", "tp", "pp"), 2, 1),  # DP inner: pairs on a node, TP ranks 2 apart, 4 a node
+])
+def test_rank_order_places_groups(order, tp_nodes, dp_nodes):
+    r = step_comm(load_model("llama3-8b"), StepOptions(dp=2, tp=8, order=order))
+    nodes = {x.dim: x.nodes for x in r.rows}
+    assert (nodes["tp"], nodes["dp"]) == (tp_nodes, dp_nodes)
