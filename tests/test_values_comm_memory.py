@@ -1276,3 +1276,48 @@ def test_rank_order_places_groups(order, tp_nodes, dp_nodes):
     r = step_comm(load_model("llama3-8b"), StepOptions(dp=2, tp=8, order=order))
     nodes = {x.dim: x.nodes for x in r.rows}
     assert (nodes["tp"], nodes["dp"]) == (tp_nodes, dp_nodes)
+
+
+# ---- GPU specs: every file's figures in base units ----------------------------------------------
+
+def _gpu_files():
+    import json
+    from pathlib import Path
+
+    import mlsyscalc
+
+    folder = Path(mlsyscalc.__file__).parent.parent / "model_specs" / "gpus"
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+
+
+@pytest.mark.parametrize("data", _gpu_files(), ids=lambda d: d["name"])
+def test_gpu_spec_units(data):
+    # TFLOP/s x 1e12, GB/s x 1e9, MB x 1e6, MHz x 1e6; capacity: the driver's MiB when recorded,
+    # else the datasheet's GB; each alias finds the same GPU
+    gpu = load_gpu(data["name"])
+    scaled = lambda key, unit: None if data.get(key) is None else pytest.approx(data[key] * unit, rel=1e-12)  # noqa: E731
+    assert gpu.memory_bandwidth_Bps == scaled("memory_bandwidth_GBps", 1e9)
+    assert gpu.nvlink_Bps == scaled("nvlink_GBps", 1e9) and gpu.pcie_Bps == scaled("pcie_GBps", 1e9)
+    assert gpu.boost_clock_hz == scaled("boost_clock_MHz", 1e6)
+    assert gpu.l2_bytes == (None if data.get("l2_MB") is None else int(data["l2_MB"] * 1e6))
+    assert (gpu.sm_count, gpu.tdp_w) == (data.get("sm_count"), data.get("tdp_W"))
+    mib = data.get("memory_MiB_reported")
+    assert gpu.memory_bytes == (mib * 2**20 if mib else int(data["memory_GB"] * 1e9))
+    for dtype, tflops in data["peak_dense_tflops"].items():
+        if tflops:
+            assert gpu.peak_flops(dtype) == pytest.approx(tflops * 1e12, rel=1e-12)
+            assert gpu.ridge_point(dtype) == pytest.approx(tflops * 1e12 / (data["memory_bandwidth_GBps"] * 1e9),
+                                                           rel=1e-12)
+    for alias in data.get("aliases", []):
+        assert load_gpu(alias).name == data["name"]
+
+
+def test_gpu_name_errors():
+    from mlsyscalc.specs.gpu import AmbiguousGPU
+
+    with pytest.raises(AmbiguousGPU, match="GPU 'A100' is ambiguous: choose one of A100-40GB-SXM, A100-80GB-SXM"):
+        load_gpu("A100")
+    with pytest.raises(MlsysError, match="unknown GPU 'Z900'"):
+        load_gpu("Z900")
+    with pytest.raises(MlsysError, match="empty GPU name"):
+        load_gpu("  ")
