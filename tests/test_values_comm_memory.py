@@ -1321,3 +1321,26 @@ def test_gpu_name_errors():
         load_gpu("Z900")
     with pytest.raises(MlsysError, match="empty GPU name"):
         load_gpu("  ")
+
+
+@pytest.mark.parametrize("target,usable", [("batch", 40 * 10**9), ("context", 20 * 10**9), ("batch", 17 * 10**9)])
+def test_max_search_finds_the_last_fitting_value(target, usable):
+    from mlsyscalc.calc.memory_infer import InferOptions, solve_max
+
+    # the largest n whose total fits, and n + 1 does not (memory grows with batch and context)
+    spec = load_model("llama3-8b")
+    n, result = solve_max(spec, InferOptions(), target, usable)
+    assert n >= 1 and result is not None
+    assert result.total == _infer("llama3-8b", **{target: n}).total <= usable
+    assert _infer("llama3-8b", **{target: n + 1}).total > usable
+
+
+def test_max_context_of_an_all_sliding_model_is_unbounded():
+    from mlsyscalc.calc.memory_infer import InferOptions, solve_max
+
+    # mistral-7b slides a 4096-token window on every layer: memory stops growing with context
+    with pytest.raises(MlsysError, match=r"--max context: memory stops growing with context \(every layer keeps "
+                                         r"a 4096-token sliding window\)"):
+        solve_max(load_model("mistral-7b"), InferOptions(), "context", 80 * 10**9)
+    with pytest.raises(MlsysError, match="--max must be batch or context, got 'tp'"):
+        solve_max(load_model("mistral-7b"), InferOptions(), "tp", 80 * 10**9)
