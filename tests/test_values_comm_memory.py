@@ -1344,3 +1344,24 @@ def test_max_context_of_an_all_sliding_model_is_unbounded():
         solve_max(load_model("mistral-7b"), InferOptions(), "context", 80 * 10**9)
     with pytest.raises(MlsysError, match="--max must be batch or context, got 'tp'"):
         solve_max(load_model("mistral-7b"), InferOptions(), "tp", 80 * 10**9)
+
+
+def test_tp_beyond_a_node_is_refused_and_pcie_fallback_by_hand():
+    from dataclasses import replace
+
+    from mlsyscalc.calc.roofline_comm import collective_s
+
+    h100 = load_gpu(H100)
+    with pytest.raises(MlsysError, match="--tp 16 exceeds the 8 GPUs per node of every built-in H100-SXM cluster"):
+        collective_s("all-reduce", GiB, h100, 16)
+    with pytest.raises(MlsysError, match="--tp 16 exceeds the 8 GPUs of a hgx-h100 node"):
+        collective_s("all-reduce", GiB, h100, 16, "hgx-h100")
+    # an explicit cluster prices the call there
+    t, how = collective_s("all-gather", GiB, h100, 4, "hgx-h100")
+    assert how.endswith("all-gather on hgx-h100")
+    assert t == pytest.approx(collective_cost("all-gather", GiB, 4, "hgx-h100", 1, "auto").time_s, rel=1e-12)
+    # RTX-4090 (no cluster, no NVLink): a ring over half its 64 GB/s PCIe, 2 GPUs: 2 steps, 1 x n
+    t, how = collective_s("all-reduce", 1e8, load_gpu("RTX-4090"), 2)
+    assert how.startswith("ring estimate") and t == pytest.approx(1e8 / 32e9 + 2 * 3.4e-6, rel=1e-12)
+    with pytest.raises(MlsysError, match="RTX-4090: no NVLink or PCIe bandwidth in its spec for --tp"):
+        collective_s("all-reduce", 1e8, replace(load_gpu("RTX-4090"), pcie_Bps=None), 2)
