@@ -1365,3 +1365,39 @@ def test_tp_beyond_a_node_is_refused_and_pcie_fallback_by_hand():
     assert how.startswith("ring estimate") and t == pytest.approx(1e8 / 32e9 + 2 * 3.4e-6, rel=1e-12)
     with pytest.raises(MlsysError, match="RTX-4090: no NVLink or PCIe bandwidth in its spec for --tp"):
         collective_s("all-reduce", 1e8, replace(load_gpu("RTX-4090"), pcie_Bps=None), 2)
+
+
+@pytest.mark.parametrize("size,stride,want", [
+    (3, 1, (1, 3)), (4, 2, (1, 4)), (8, 2, (2, 4)), (4, 8, (4, 1)), (2, 16, (2, 1)), (16, 1, (2, 8)),
+])
+def test_placement_of_strided_groups(size, stride, want):
+    from mlsyscalc.calc.comm_step import placement
+
+    # (nodes, GPUs a node) of `size` ranks `stride` apart on 8-GPU nodes holding consecutive ranks
+    assert placement(size, stride, 8) == want
+
+
+@pytest.mark.parametrize("size,stride,message", [
+    (12, 1, r"the group of 12 ranks \(stride 1\) puts an uneven share on each 8-GPU node"),
+    (2, 3, "a group with stride 3 straddles 8-GPU nodes"),
+    (2, 12, "a group with stride 12 straddles 8-GPU nodes"),
+])
+def test_placement_errors(size, stride, message):
+    from mlsyscalc.calc.comm_step import placement
+
+    with pytest.raises(MlsysError, match=message):
+        placement(size, stride, 8)
+
+
+def test_call_overhead_is_the_largest_of_the_links_used():
+    # intra-node calls cost 10 us to issue, inter-node ones 50 us: a call within a node waits for
+    # 10 us, one spanning nodes for 50 us; a tiny message's device time is below both
+    data = _cluster(call_overhead_us=10, latency_us=0.5)
+    data["inter_node"] = {"link": "net", "bandwidth_GBps": 50, "latency_us": 1.0, "call_overhead_us": 50}
+    spec = cluster_from_dict(data, "t.json")
+    one = collective_cost("all-reduce", 8, 4, spec, nodes=1)
+    two = collective_cost("all-reduce", 8, 4, spec, nodes=2)
+    assert one.call_overhead_s == pytest.approx(10e-6, rel=1e-12, abs=0)
+    assert two.call_overhead_s == pytest.approx(50e-6, rel=1e-12, abs=0)
+    assert one.time_s == pytest.approx(10e-6, rel=1e-12, abs=0) and two.time_s == pytest.approx(50e-6, rel=1e-12, abs=0)
+    assert one.host_wait_s == pytest.approx(10e-6 - one.device_s, rel=1e-12, abs=0)
