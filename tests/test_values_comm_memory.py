@@ -1401,3 +1401,18 @@ def test_call_overhead_is_the_largest_of_the_links_used():
     assert two.call_overhead_s == pytest.approx(50e-6, rel=1e-12, abs=0)
     assert one.time_s == pytest.approx(10e-6, rel=1e-12, abs=0) and two.time_s == pytest.approx(50e-6, rel=1e-12, abs=0)
     assert one.host_wait_s == pytest.approx(10e-6 - one.device_s, rel=1e-12, abs=0)
+
+
+def test_config_errors_name_the_override_or_the_file():
+    # a --set value is blamed on --set; a file's own value on the file and key
+    with pytest.raises(MlsysError, match=r"^--set hidden_size must be an integer >= 1, got 0$"):
+        load_model("llama3-8b", {"hidden_size": 0})
+    with pytest.raises(MlsysError, match=r"^--set num_key_value_heads: 32 attention heads are not divisible by 5"):
+        load_model("llama3-8b", {"num_key_value_heads": 5})
+    with pytest.raises(MlsysError, match=r"^test: 'hidden_size' must be an integer >= 1, got 0$"):
+        _without("llama3-8b", "hidden_size", hidden_size=0)
+    with pytest.raises(MlsysError, match=r"^--set partial_rotary_factor: inf is too large"):
+        load_model("llama3-8b", {"partial_rotary_factor": float("inf")})
+    with pytest.raises(MlsysError, match=r"^--set max_position_embeddings must be an integer >= 0, got -1$"):
+        load_model("llama3-8b", {"max_position_embeddings": -1})
+    assert load_model("llama3-8b", {"max_position_embeddings": 0}).max_position_embeddings == 0
