@@ -1416,3 +1416,17 @@ def test_config_errors_name_the_override_or_the_file():
     with pytest.raises(MlsysError, match=r"^--set max_position_embeddings must be an integer >= 0, got -1$"):
         load_model("llama3-8b", {"max_position_embeddings": -1})
     assert load_model("llama3-8b", {"max_position_embeddings": 0}).max_position_embeddings == 0
+
+
+@pytest.mark.parametrize("args,tokens,split", [
+    ((), 2048, 1), (("--tp", "2", "--sp"), 2048, 2), (("--cp", "2"), 1024, 1), (("--batch", "2"), 4096, 1),
+])
+def test_sequence_items_follow_tokens_sp_and_cp(run_cli, args, tokens, split):
+    # llama3-8b: the attention input (4096 a token, bf16) is split over tp only with SP; context
+    # parallelism keeps seq / cp tokens a rank; the logits buffer (fp32 log-probs, their gradient and
+    # the logits' gradient: 12 bytes a vocabulary entry, the documented default) follows the tokens
+    d = run_cli.json("memory", "train", "llama3-8b", *args)
+    assert d["activation_bytes_per_layer"]["q_proj input"] == tokens * 4096 * 2 // split
+    tp = 2 if "--tp" in args else 1
+    assert d["detail"]["temporaries_logits_bytes"] == tokens * 128256 // tp * 12
+    assert d["detail"]["activations_embedding_head_bytes"] == tokens * 2 * 4096 * 2 // split
