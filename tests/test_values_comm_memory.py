@@ -1430,3 +1430,24 @@ def test_sequence_items_follow_tokens_sp_and_cp(run_cli, args, tokens, split):
     tp = 2 if "--tp" in args else 1
     assert d["detail"]["temporaries_logits_bytes"] == tokens * 128256 // tp * 12
     assert d["detail"]["activations_embedding_head_bytes"] == tokens * 2 * 4096 * 2 // split
+
+
+@pytest.mark.parametrize("model,overrides,moe_layers", [
+    ("deepseek-v3", {}, 58),
+    # every 2nd layer after the 3 dense ones: 4, 6, ..., 60
+    ("deepseek-v3", {"moe_layer_freq": 2}, 29),
+    ("mixtral-8x7b", {}, 32),
+    ("llama3-8b", {}, 0),
+])
+def test_moe_layer_rule(model, overrides, moe_layers):
+    spec = load_model(model, overrides)
+    assert spec.num_moe_layers == moe_layers and spec.num_dense_layers == spec.num_layers - moe_layers
+
+
+@pytest.mark.parametrize("model,elements", [
+    ("deepseek-v3", 512 + 64),  # MLA caches the latent (kv_lora_rank) and the shared rotary key
+    ("llama3-8b", 8 * (128 + 128)),  # K and V of 8 KV heads
+    ("falcon-7b", 1 * (64 + 64)),  # multi-query: one KV head of 4544 / 71
+])
+def test_kv_cache_elements_per_token_per_layer(run_cli, model, elements):
+    assert run_cli.json("models", "show", model)["kv_cache_elements_per_token_per_layer"] == elements
