@@ -1451,3 +1451,29 @@ def test_moe_layer_rule(model, overrides, moe_layers):
 ])
 def test_kv_cache_elements_per_token_per_layer(run_cli, model, elements):
     assert run_cli.json("models", "show", model)["kv_cache_elements_per_token_per_layer"] == elements
+
+
+def test_recompute_policies_through_the_cli(run_cli):
+    # llama3-8b, 32 layers of 2048 tokens. Full recompute keeps each layer's input (4096 a token,
+    # bf16) and holds one layer's full activations while it recomputes; selective recompute without
+    # flash drops exactly the attention scores, which flash never saves
+    none = run_cli.json("memory", "train", "llama3-8b")
+    full = run_cli.json("memory", "train", "llama3-8b", "--recompute", "full")
+    per_layer = sum(none["activation_bytes_per_layer"].values())
+    assert full["detail"]["activations_layers_bytes"] == 32 * 2048 * 4096 * 2
+    assert none["detail"]["activations_recompute_working_bytes"] == 0
+    # a first pipeline stage (no logits) holds one layer's full activations while recomputing it
+    (stage0, _) = _train("llama3-8b", pp=2, recompute="full").stages
+    assert stage0.detail["activations_recompute_working"] == pytest.approx(per_layer, abs=len(
+        none["activation_bytes_per_layer"]))
+    selective = run_cli.json("memory", "train", "llama3-8b", "--recompute", "selective", "--no-flash")
+    assert selective["detail"]["activations_layers_bytes"] == none["detail"]["activations_layers_bytes"]
+    no_flash = run_cli.json("memory", "train", "llama3-8b", "--no-flash")
+    assert no_flash["activation_bytes_per_layer"]["softmax output"] == 32 * 2048 * 2048 * 2
+
+
+@pytest.mark.parametrize("pp,grad_accum,in_flight", [(2, 1, (1, 1)), (4, 2, (2, 2, 2, 1)), (4, 8, (4, 3, 2, 1))])
+def test_micro_batches_in_flight_per_stage(pp, grad_accum, in_flight):
+    # 1F1B: stage s holds min(pp - s, micro-batches) micro-batches' activations (Narayanan et al. 2021)
+    r = _train("gpt2", pp=pp, grad_accum=grad_accum)
+    assert tuple(s.micro_batches_in_flight for s in r.stages) == in_flight
