@@ -1477,3 +1477,14 @@ def test_micro_batches_in_flight_per_stage(pp, grad_accum, in_flight):
     # 1F1B: stage s holds min(pp - s, micro-batches) micro-batches' activations (Narayanan et al. 2021)
     r = _train("gpt2", pp=pp, grad_accum=grad_accum)
     assert tuple(s.micro_batches_in_flight for s in r.stages) == in_flight
+
+
+def test_zero3_gathers_two_layers_and_the_root_unit():
+    # FSDP with each decoder layer wrapped: the layer in use, the one prefetched and the root unit
+    # (gpt2: token and position embeddings, the final LayerNorm; the tied head shares the table),
+    # unsharded in bf16
+    root = 50257 * 768 + 1024 * 768 + 2 * 768
+    (stage,) = _train("gpt2", dp=2, zero=3).stages
+    assert stage.detail["temporaries_zero3_gather"] == (2 * GPT2_LAYER + root) * 2
+    (stage,) = _train("gpt2", dp=2, zero=2).stages
+    assert stage.detail["temporaries_zero3_gather"] == 0
