@@ -1488,3 +1488,30 @@ def test_zero3_gathers_two_layers_and_the_root_unit():
     assert stage.detail["temporaries_zero3_gather"] == (2 * GPT2_LAYER + root) * 2
     (stage,) = _train("gpt2", dp=2, zero=2).stages
     assert stage.detail["temporaries_zero3_gather"] == 0
+
+
+def test_what_if_links_drop_measured_figures_and_add_a_network():
+    # h200-x2-measured has no network: a what-if inter-node bandwidth builds one from the NVLink
+    # figures (its latency kept), and overriding the NVLink bandwidth drops the fitted
+    # per-collective entries and protocols
+    base = load_cluster("h200-x2-measured")
+    spec = base.with_links(bandwidth_GBps=300, inter_bandwidth_GBps=10)
+    assert spec.inter is not None and spec.inter.name == "inter-node (overridden)"
+    assert (spec.inter.bandwidth_Bps, spec.inter.latency_s) == (10e9, base.intra.latency_s)
+    assert (spec.intra.bandwidth_Bps, spec.intra.latency_s) == (300e9, base.intra.latency_s)
+    assert spec.intra.per_collective == {} and spec.intra.protocols == () and spec.intra.call_overhead_s == 0.0
+    assert base.with_links() is not None and base.with_links().intra is base.intra
+    with pytest.raises(MlsysError, match="latency must be zero or more, got -1"):
+        base.with_links(latency_us=-1)
+
+
+def test_cluster_from_a_file_and_unknown_names(tmp_path):
+    import json
+
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps({**_cluster(), "name": "mine"}))
+    spec = load_cluster(str(path))
+    assert (spec.name, spec.gpus_per_node, spec.inter, spec.intra.bandwidth_Bps) == ("mine", 4, None, 100e9)
+    assert load_cluster("DGX-H100").name == "hgx-h100"  # an alias, any case
+    with pytest.raises(MlsysError, match="unknown cluster 'hgx-h1000': not a built-in name or alias, nor a JSON file"):
+        load_cluster("hgx-h1000")
