@@ -1515,3 +1515,27 @@ def test_cluster_from_a_file_and_unknown_names(tmp_path):
     assert load_cluster("DGX-H100").name == "hgx-h100"  # an alias, any case
     with pytest.raises(MlsysError, match="unknown cluster 'hgx-h1000': not a built-in name or alias, nor a JSON file"):
         load_cluster("hgx-h1000")
+
+
+@pytest.mark.parametrize("model,overrides,expect", [
+    # a per-layer list overrides Gemma 2's every-other-layer rule
+    ("gemma2-9b", {"layer_types": ["sliding_attention"] * 10 + ["full_attention"] * 32}, (4096, 10)),
+    ("phi3-mini", {"sliding_window": None}, (None, 0)),
+    ("gemma2-9b", {"sliding_window": None}, (None, 0)),
+])
+def test_sliding_window_rules(model, overrides, expect):
+    spec = load_model(model, overrides)
+    assert (spec.sliding_window, spec.sliding_window_layers) == expect
+
+
+@pytest.mark.parametrize("overrides,expect", [
+    # FalconDecoderLayer: two LayerNorms unless attention and MLP run in parallel off one
+    ({"parallel_attn": False}, dict(norms_per_layer=2, parallel_attention=False)),
+    ({"new_decoder_architecture": True, "num_kv_heads": 71, "num_ln_in_parallel_attn": 1},
+     dict(norms_per_layer=1, num_kv_heads=71)),
+    ({"alibi": True, "bias": True}, dict(position_embedding="alibi", qkv_bias=True, mlp_bias=True)),
+    ({"ffn_hidden_size": 10000}, dict(intermediate_size=10000)),
+])
+def test_falcon_options(overrides, expect):
+    spec = load_model("falcon-7b", overrides)
+    assert {k: getattr(spec, k) for k in expect} == expect
