@@ -1539,3 +1539,50 @@ def test_sliding_window_rules(model, overrides, expect):
 def test_falcon_options(overrides, expect):
     spec = load_model("falcon-7b", overrides)
     assert {k: getattr(spec, k) for k in expect} == expect
+
+
+def test_cluster_spec_keeps_its_sources_and_line_rate():
+    import json
+    from pathlib import Path
+
+    import mlsyscalc
+
+    path = Path(mlsyscalc.__file__).parent.parent / "model_specs" / "clusters" / "hgx-h100.json"
+    data = json.loads(path.read_text())
+    spec = load_cluster("hgx-h100")
+    assert spec.source == tuple(data["source"]) and len(spec.source) == 3
+    assert spec.intra.line_rate_Bps == 450e9 and spec.to_dict()["intra_node"]["line_rate_GBps"] == 450
+    assert spec.aliases == tuple(data["aliases"]) and spec.gpu == "H100-SXM"
+
+
+def test_missing_max_position_embeddings_reads_as_zero():
+    # no limit recorded: 0 (the calculators then fall back to learned positions or none)
+    assert _without("llama3-8b", "max_position_embeddings").max_position_embeddings == 0
+    assert _without("falcon-7b", "max_position_embeddings").max_position_embeddings == 0
+
+
+def test_smallest_group_and_reserve_bounds():
+    from mlsyscalc.calc.memory_common import verdict
+
+    # a group of one column is a valid (if costly) quantisation group: one scale per weight
+    r = _infer("llama2-7b", dtype="int8", group_size=1)
+    assert r.detail["weights_scales"] == L2_PROJ * 2.0
+    # a reserve of the whole card leaves nothing
+    with pytest.raises(MlsysError, match="--reserve 81559MiB: .* bytes leave nothing of H100-SXM's"):
+        verdict(load_gpu("H100-SXM"), 1, "81559MiB")
+
+
+def test_ring_estimate_says_how_it_was_computed():
+    from mlsyscalc.calc.roofline_comm import collective_s
+
+    _, how = collective_s("all-reduce", 1e8, load_gpu("B200"), 4)
+    assert how == "ring estimate (no cluster spec for B200): 1.5 n / 900 GB/s + 6 x 3.4 us"
+
+
+def test_tp_rows_of_a_parallel_attention_model():
+    from mlsyscalc.calc.roofline_comm import tp_comm_rows
+
+    # pythia-1.4b runs attention and MLP in parallel: one all-reduce a layer (24), of 1024 x 2048 x 2
+    rows = tp_comm_rows(load_model("pythia-1.4b"), load_gpu(H100), _tp_opts(), 2)
+    assert [(r.name, r.size_bytes, r.count) for r in rows][:2] == [
+        ("layer all-reduce", 1024 * 2048 * 2, 24), ("embedding all-reduce", 1024 * 2048 * 2, 1)]
