@@ -891,6 +891,7 @@ def _train(model, **opts):
     (dict(), 2, 2, 4 + 8),
     (dict(optimizer="sgd-momentum"), 2, 2, 4 + 4),
     (dict(master_weights=False), 2, 2, 2 * 2),  # states in the training dtype, no master copy
+    (dict(dtype="fp16"), 2, 2, 4 + 8),
     (dict(dtype="fp32"), 4, 4, 8),
     (dict(dtype="fp32", optimizer="sgd-momentum"), 4, 4, 4),
 ])
@@ -1065,6 +1066,10 @@ def test_byte_overrides_parse_and_apply():
 
     assert parse_bytes_overrides(["weight=1", " kv = 0.5"]) == (("weight", 1.0), ("kv", 0.5))
     assert merge_bytes({"weight": 2.0, "kv": 2.0}, [("kv", 1.0)]) == {"weight": 2.0, "kv": 1.0}
+    # any finite value >= 0: half a byte (4-bit KV) and zero (a part left out) are both allowed
+    assert merge_bytes({"kv": 2.0, "logits": 4.0}, [("kv", 0.5), ("logits", 0.0)]) == {"kv": 0.5, "logits": 0.0}
+    with pytest.raises(MlsysError, match="--bytes kv: must be a finite number >= 0, got -0.5"):
+        merge_bytes({"kv": 2.0}, [("kv", -0.5)])
     for items, message in [(["weight"], "--bytes expects KEY=VALUE, got 'weight'"),
                            (["weight=two"], "--bytes weight: 'two' is not a number"),
                            (["weight=-1"], "--bytes weight")]:
@@ -1559,6 +1564,10 @@ def test_missing_max_position_embeddings_reads_as_zero():
     # no limit recorded: 0 (the calculators then fall back to learned positions or none)
     assert _without("llama3-8b", "max_position_embeddings").max_position_embeddings == 0
     assert _without("falcon-7b", "max_position_embeddings").max_position_embeddings == 0
+    assert _without("pythia-1.4b", "max_position_embeddings").max_position_embeddings == 0
+    assert _without("phi-2", "max_position_embeddings").max_position_embeddings == 0
+    for model in ("pythia-1.4b", "phi-2", "falcon-7b"):
+        assert load_model(model, {"max_position_embeddings": 0}).max_position_embeddings == 0
 
 
 def test_smallest_group_and_reserve_bounds():
