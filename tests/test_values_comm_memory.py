@@ -1595,3 +1595,30 @@ def test_tp_rows_of_a_parallel_attention_model():
     rows = tp_comm_rows(load_model("pythia-1.4b"), load_gpu(H100), _tp_opts(), 2)
     assert [(r.name, r.size_bytes, r.count) for r in rows][:2] == [
         ("layer all-reduce", 1024 * 2048 * 2, 24), ("embedding all-reduce", 1024 * 2048 * 2, 1)]
+
+
+def test_tp_activation_of_a_context_parallel_rank():
+    # llama3-8b, tp 2 and cp 2: each rank holds 2048 / 2 = 1024 tokens of the sequence, so the TP
+    # all-reduce carries 1024 x 4096 x 2 bytes
+    r = step_comm(load_model("llama3-8b"), StepOptions(tp=2, cp=2))
+    assert _rows(r, "tp") == [("all-reduce", 1024 * 4096 * 2, 2 * 2 * 32, 2)]
+
+
+def test_expert_gradient_group_with_tp_inside_the_node():
+    # mixtral, tp 2, dp 8, ep 2 on two 8-GPU nodes: DP ranks are 2 apart (TP inner), so the replicas of
+    # one expert shard, every 2nd DP rank, are ranks 0, 4, 8, 12: two on each node
+    r = step_comm(load_model("mixtral-8x7b"), StepOptions(tp=2, dp=8, ep=2))
+    rows = {x.rule: x for x in r.rows if x.dim == "dp"}
+    experts = rows["gradient all-reduce once per step (routed experts)"]
+    assert (experts.group_size, experts.nodes) == (4, 2)
+    assert experts.message_bytes == MIXTRAL["routed_expert_params"] // (2 * 2) * 2
+
+
+def test_adafactor_factors_of_an_expert_parallel_rank(run_cli):
+    # mixtral, ep 2 (dp 2): per layer q, o (4096 + 4096), k, v (1024 + 4096), the router (8 + 4096),
+    # 8 / 2 = 4 experts of gate, up, down (14336 + 4096 each), two norms of 4096; outside: embedding
+    # and untied head (32000 + 4096 each) and the final norm
+    layer = 2 * 8192 + 2 * 5120 + (8 + 4096) + 4 * 3 * (14336 + 4096) + 2 * 4096
+    factors = 32 * layer + 2 * (32000 + 4096) + 4096
+    d = run_cli.json("memory", "train", "mixtral-8x7b", "--optimizer", "adafactor", "--dp", "2", "--ep", "2")
+    assert d["detail"]["optimizer_states_bytes"] == 4 * factors
