@@ -1622,3 +1622,15 @@ def test_adafactor_factors_of_an_expert_parallel_rank(run_cli):
     factors = 32 * layer + 2 * (32000 + 4096) + 4096
     d = run_cli.json("memory", "train", "mixtral-8x7b", "--optimizer", "adafactor", "--dp", "2", "--ep", "2")
     assert d["detail"]["optimizer_states_bytes"] == 4 * factors
+
+
+@pytest.mark.parametrize("model,overrides,opts,message", [
+    ("llama3-8b", {}, dict(dp=12), "GPUs over hgx-h100 nodes: 12 is not divisible by 8"),
+    ("mixtral-8x7b", {}, dict(dp=3, ep=3), "ep: routed experts: 8 is not divisible by 3"),
+    ("mixtral-8x7b", {}, dict(dp=2, ep=4), "ep: data-parallel ranks: 2 is not divisible by 4"),
+    ("qwen2.5-7b", {"num_key_value_heads": 14}, dict(tp=4), "tp: key/value heads: 14 is not divisible by 4"),
+    ("llama3-8b", {}, dict(dp=0), "dp must be at least 1, got 0"),
+])
+def test_step_layout_errors_name_the_problem(model, overrides, opts, message):
+    with pytest.raises(MlsysError, match=message):
+        step_comm(load_model(model, overrides), StepOptions(**opts))
