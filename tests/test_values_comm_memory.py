@@ -1634,3 +1634,21 @@ def test_adafactor_factors_of_an_expert_parallel_rank(run_cli):
 def test_step_layout_errors_name_the_problem(model, overrides, opts, message):
     with pytest.raises(MlsysError, match=message):
         step_comm(load_model(model, overrides), StepOptions(**opts))
+
+
+def test_base_dtype_sets_unquantised_weights_and_activations():
+    # fp32 base: embeddings, head and norms in 4 bytes, the workspace too (llama2-7b, 2048-token
+    # chunk: 2 x 4096 + 3 x 11008 a token, the MLP phase being wider); int8 KV: 1 byte an element
+    r = _infer("llama2-7b", base_dtype="fp32", kv_dtype="int8")
+    assert r.detail["weights_unquantised"] == 4 * L2_REST
+    assert r.detail["activations_workspace"] == 2048 * (2 * 4096 + 3 * 11008) * 4
+    assert r.breakdown["kv_cache"] == 4096 * 32 * 2 * 4096 * 1
+    assert r.bytes_per_element["logits"] == 4.0
+    with pytest.raises(MlsysError, match="--base-dtype must be fp32, bf16 or fp16"):
+        _infer("llama2-7b", base_dtype="fp8")
+
+
+def test_infer_byte_overrides_apply():
+    # --bytes kv=0.5 (a 4-bit KV cache): half a byte an element
+    r = _infer("llama2-7b", bytes_overrides=(("kv", 0.5),))
+    assert r.breakdown["kv_cache"] == 4096 * 32 * 2 * 4096 // 2
