@@ -1652,3 +1652,29 @@ def test_infer_byte_overrides_apply():
     # --bytes kv=0.5 (a 4-bit KV cache): half a byte an element
     r = _infer("llama2-7b", bytes_overrides=(("kv", 0.5),))
     assert r.breakdown["kv_cache"] == 4096 * 32 * 2 * 4096 // 2
+
+
+@pytest.mark.parametrize("cf", [1.0, 1.25])
+def test_moe_saved_tensors_follow_top_k_and_capacity(run_cli, cf):
+    # mixtral, 2048 tokens in bf16: each token goes to top-2 experts, times the capacity factor:
+    # dispatched inputs and combine outputs k x cf x h, expert intermediates k x cf x 4 x 14336
+    d = run_cli.json("memory", "train", "mixtral-8x7b", "--capacity-factor", str(cf))["activation_bytes_per_layer"]
+    routed = 2 * cf
+    assert d["dispatched expert inputs (k copies)"] == 2048 * round(routed * 4096) * 2
+    assert d["expert outputs for the weighted combine"] == 2048 * round(routed * 4096) * 2
+    assert d["expert intermediates (k x 4I)"] == 2048 * round(routed * 4 * 14336) * 2
+
+
+def test_deepseek_moe_layer_saves_shared_expert_intermediates():
+    from mlsyscalc.calc.activations import mlp_saved
+
+    # layer 3 is the first MoE layer: 256 router probabilities (fp32), top-8 routed copies, and the
+    # one shared expert's 4 x 2048 intermediates
+    spec = load_model("deepseek-v3")
+    got = {i.name: (i.per_token, i.region, i.kind) for i in mlp_saved(spec, 3, dropout=False)}
+    assert got["router probabilities (fp32)"] == (256, "seq", "fp32")
+    assert got["dispatched expert inputs (k copies)"] == (8 * 7168, "seq", "act")
+    assert got["expert intermediates (k x 4I)"] == (8 * 4 * 2048, "tensor", "act")
+    assert got["shared expert intermediates (4I)"] == (4 * 2048, "tensor", "act")
+    dense = {i.name: i.per_token for i in mlp_saved(spec, 0, dropout=True)}
+    assert dense["gate, act(gate), up, product (4I)"] == 4 * 18432 and dense["mlp output dropout mask"] == 7168
