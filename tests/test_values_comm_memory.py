@@ -1678,3 +1678,16 @@ def test_deepseek_moe_layer_saves_shared_expert_intermediates():
     assert got["shared expert intermediates (4I)"] == (4 * 2048, "tensor", "act")
     dense = {i.name: i.per_token for i in mlp_saved(spec, 0, dropout=True)}
     assert dense["gate, act(gate), up, product (4I)"] == 4 * 18432 and dense["mlp output dropout mask"] == 7168
+
+
+@pytest.mark.parametrize("model,q_dim,kv_dim,attn_out,embed", [
+    ("gemma2-9b", 16 * 256, 8 * 256, 16 * 256, 3584),  # head_dim 256: q wider than hidden 3584
+    ("deepseek-v3", 128 * 192, 128 * 192, 128 * 128, 7168),  # MLA: 128 + 64 for q/k, 128 for v
+    ("opt-350m", 1024, 1024, 1024, 512),  # embeddings of 512 projected to 1024
+    ("qwen2.5-0.5b", 14 * 64, 2 * 64, 14 * 64, 896),
+])
+def test_derived_widths(run_cli, model, q_dim, kv_dim, attn_out, embed):
+    spec = load_model(model)
+    assert (spec.q_dim, spec.kv_dim, spec.attn_out_dim, spec.embed_dim) == (q_dim, kv_dim, attn_out, embed)
+    d = run_cli.json("models", "show", model)
+    assert (d["q_dim"], d["kv_dim"]) == (q_dim, kv_dim)
