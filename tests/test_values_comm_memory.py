@@ -716,6 +716,13 @@ def test_data_parallel_rows_of_each_zero_stage(zero, want):
     # llama3-8b over dp 4, 4 micro-batches a step, bf16 gradients and parameters (2 bytes each)
     r = step_comm(load_model("llama3-8b"), StepOptions(dp=4, zero=zero, grad_accum=4))
     assert _rows(r, "dp") == [(c, b * LLAMA3_P, calls, 4) for c, b, calls in want]
+    # each call sends 2(p-1)/p = 1.5 (all-reduce) or (p-1)/p = 3/4 of the message; per step x calls
+    share = {"all-reduce": 1.5, "reduce-scatter": 0.75, "all-gather": 0.75}
+    sent = sum(calls * share[c] * b * LLAMA3_P for c, b, calls in want)
+    assert r.total_bytes_per_gpu == pytest.approx(sent, rel=1e-12)
+    time = sum(calls * ((6 if c == "all-reduce" else 3) * NVL_LAT + share[c] * b * LLAMA3_P / NVL_BW)
+               for c, b, calls in want)
+    assert r.total_time_s == r.exposed_time_s == pytest.approx(time, rel=1e-12)
 
 
 def test_dp_gradients_in_their_own_dtype_and_time_by_hand():
