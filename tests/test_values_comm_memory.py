@@ -1698,3 +1698,16 @@ def test_derived_widths(run_cli, model, q_dim, kv_dim, attn_out, embed):
     assert (spec.q_dim, spec.kv_dim, spec.attn_out_dim, spec.embed_dim) == (q_dim, kv_dim, attn_out, embed)
     d = run_cli.json("models", "show", model)
     assert (d["q_dim"], d["kv_dim"]) == (q_dim, kv_dim)
+
+
+@pytest.mark.parametrize("overrides,expect", [
+    # OPTDecoder: enable_bias on every linear, elementwise-affine LayerNorms, a final LayerNorm
+    # unless post-norm or told to remove it
+    ({"enable_bias": False}, dict(qkv_bias=False, o_bias=False, mlp_bias=False)),
+    ({"layer_norm_elementwise_affine": False}, dict(norm="none")),
+    ({"_remove_final_layer_norm": True}, dict(final_norm=False)),
+    ({}, dict(qkv_bias=True, norm="layernorm", final_norm=True, embed_proj_dim=None, learned_positions=2050)),
+])
+def test_opt_options(overrides, expect):
+    spec = load_model("opt-6.7b", overrides)
+    assert {k: getattr(spec, k) for k in expect} == expect
