@@ -1711,3 +1711,22 @@ def test_derived_widths(run_cli, model, q_dim, kv_dim, attn_out, embed):
 def test_opt_options(overrides, expect):
     spec = load_model("opt-6.7b", overrides)
     assert {k: getattr(spec, k) for k in expect} == expect
+
+
+@pytest.mark.parametrize("model,overrides,expect", [
+    ("gpt2", {"n_inner": 1000, "tie_word_embeddings": False}, dict(intermediate_size=1000, tie_word_embeddings=False)),
+    ("pythia-1.4b", {"use_parallel_residual": False, "attention_bias": False},
+     dict(parallel_attention=False, qkv_bias=False, o_bias=False, mlp_bias=True)),
+    ("llama3-8b", {"mlp_bias": True}, dict(mlp_bias=True, qkv_bias=False)),
+    ("mixtral-8x7b", {"num_experts_per_tok": 4}, dict(moe_top_k=4)),
+    ("phi-2", {}, dict(rotary_fraction=0.4, parallel_attention=True, lm_head_bias=True, norms_per_layer=1)),
+])
+def test_normaliser_options(model, overrides, expect):
+    spec = load_model(model, overrides)
+    got = {k: (spec.moe.experts_per_token if k == "moe_top_k" else getattr(spec, k)) for k in expect}
+    assert got == expect
+
+
+def test_phi_partial_rotary_default_is_half():
+    # transformers' PhiConfig: partial_rotary_factor defaults to 0.5
+    assert _without("phi-2", "partial_rotary_factor").rotary_fraction == 0.5
