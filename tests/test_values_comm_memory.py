@@ -468,6 +468,10 @@ def test_spec_defaults_shown_by_models_show(run_cli):
     # llama3-8b slides no window; Falcon rotates the whole head (transformers' FalconRotaryEmbedding
     # spans head_dim), the spec default of 1.0
     assert run_cli.json("models", "show", "llama3-8b")["sliding_window_layers"] == 0
+    # normalisers that never read a window leave the spec default: no sliding layers
+    for model in ("gpt2", "falcon-7b", "deepseek-v3", "pythia-1.4b", "opt-350m", "phi-2"):
+        d = run_cli.json("models", "show", model)
+        assert (d["sliding_window"], d["sliding_window_layers"]) == (None, 0)
     assert run_cli.json("models", "show", "falcon-7b")["rotary_fraction"] == 1.0
 
 
