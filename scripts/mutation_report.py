@@ -93,9 +93,29 @@ EQUIVALENT: dict[tuple[str, str], str] = {
         "a dead branch: a non-chunked scheduler finishes a prefill in the iteration that admits it, so "
         "`prefilling` is empty whenever it is read (checked: 2,457 iterations of five vllm/orca runs with "
         "prefix caching, swapping and preemption)",
+    ("mlsyscalc/calc/roofline_ops.py", "-    elif w <= a:\n+    elif w < a:"):
+        "at w == a the middle branch gives (w*w - a*a)/2 + w*(b - w) = w*(b - a), the same area",
+    ("mlsyscalc/calc/roofline_model.py",
+     "-    def attention(self, windowed: bool, backward: bool=False) -> OpPrediction:\n"
+     "+    def attention(self, windowed: bool, backward: bool=True) -> OpPrediction:"):
+        "a dead default: the only caller (roofline_train.backward_rows) passes backward=True",
+    ("mlsyscalc/calc/roofline_sweep.py", "-    low, high = (0, 1)\n+    low, high = (1, 1)"):
+        "low is overwritten by the first doubling step; if batch 1 is already compute-bound both "
+        "return high = 1 (high - low is 1 or 0, neither > 1)",
+    ("mlsyscalc/calc/roofline_sweep.py",
+     "-        low, high = (high, min(2 * high, limit))\n+        low, high = (high, max(2 * high, limit))"):
+        "a wider upper bracket (the limit at once): bisection of a bound that turns compute-bound once "
+        "(more batch, more FLOPs per weight byte) finds the same smallest batch, in more steps",
+    ("mlsyscalc/calc/roofline_sweep.py",
+     "-        low, high = (high, min(2 * high, limit))\n+        low, high = (high, min(3 * high, limit))"):
+        "tripling instead of doubling brackets the same crossing; bisection of a bound that turns "
+        "compute-bound once finds the same smallest batch",
 }
 # survivors that are not equivalent but that no realistic input reaches (not left out of the score)
 UNREACHED: dict[tuple[str, str], str] = {
+    ("mlsyscalc/calc/roofline_ops.py",
+     "-    skinny = pred.memory_s > pred.compute_s\n+    skinny = pred.memory_s >= pred.compute_s"):
+        "differs only when a GEMM's compute and memory times are exactly equal floats",
     ("mlsyscalc/calc/roofline_ops.py",
      "-        return 'compute' if self.compute_s >= self.memory_s else 'memory'\n"
      "+        return 'compute' if self.compute_s > self.memory_s else 'memory'"):

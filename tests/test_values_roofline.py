@@ -1,0 +1,474 @@
+"""Value tests for the roofline calculators (kernels, memory-bound ops, the model-level rows, batch
+sweeps, notes and the plain-PyTorch kernel lists), written against surviving mutants of the
+discovery run (docs/mutation.md). Expected numbers are hand arithmetic written out here from a
+model's config.json (model_specs/), the formulas docs/roofline.md documents (tile and wave
+quantisation, flash-decoding splits, byte counts of each kernel), or another module computing the
+same quantity (calc.flops); never the function under test.
+
+The tile choices are the least padded time over the documented candidates (docs/roofline.md,
+"Tiles and waves"): time of a config = waves x BLOCK_M x BLOCK_N x padded K (matmul) or waves x
+BLOCK_M x padded KV (attention), ties keeping the earlier (larger) tile; H100-SXM has 132 SMs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from mlsyscalc import MlsysError, load_model
+from mlsyscalc.calc.calibration import load_ceilings
+from mlsyscalc.calc.roofline_memory import copy_cast_op, elementwise_op, rotary_op
+from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model
+from mlsyscalc.calc.roofline_ops import (predict_attention, predict_grouped_matmul, predict_matmul,
+                                         window_fraction)
+
+H100 = load_ceilings("H100-SXM")
+SMS = 132  # H100-SXM datasheet: 132 SMs
+
+
+def _tile(pred) -> tuple[int, int, int, int, int]:
+    t = pred.tiling
+    return t.block_m, t.block_n, t.split, t.units, t.waves
+
+
+# --- matmul tiles and waves ---------------------------------------------------------------------
+
+def test_large_tiles_kept_at_128_rows_when_they_fill_the_sms():
+    # M = 128, N = 100 x 256: 100 tiles of 128x256 on 132 SMs, one wave 76% busy (>= 0.75), so the
+    # large-tile grid stands (the full search would pick 16-row tiles: 1,600 of them in 13 waves
+    # of 1/16 the work, 13/16 < 1)
+    p = predict_matmul(128, 100 * 256, 4096)
+    assert _tile(p) == (128, 256, 1, 100, 1)
+    assert p.tiling.wave_fill == pytest.approx(100 / 132, abs=0)
+    # one row fewer is skinny (M < 128): the full search runs and smaller tiles win
+    assert predict_matmul(127, 100 * 256, 4096).tiling.block_m < 128
+
+
+def test_wave_fill_is_units_over_waves_times_sms():
+    # 4096^3 bf16: 32 x 16 = 512 tiles of 128x256 -> ceil(512 / 132) = 4 waves, 512 / 528 busy
+    p = predict_matmul(4096, 4096, 4096)
+    assert _tile(p) == (128, 256, 1, 512, 4)
+    assert p.as_dict()["tiling"]["wave_fill"] == pytest.approx(512 / (4 * SMS), rel=1e-12)
+
+
+def test_skinny_64_row_matmul_takes_64x128_tiles_split_4():
+    # M = 64, N = K = 4096: 64x128 tiles: 32 tiles x split 4 = 128 units, one wave, K 1024 a split:
+    # 64 x 128 x 1024 = 8.4M per SM; 128-row tiles pad M twice over; the 16- and 64-wide tiles that
+    # tie come later in the candidate list
+    p = predict_matmul(64, 4096, 4096)
+    assert _tile(p) == (64, 128, 4, 128, 1)
+    assert p.tiling.block_m % 16 == 0 and p.tiling.block_n % 16 == 0  # mma.m16n8k16 tiles
+
+
+def test_split_k_needs_256_of_k_per_split():
+    # K = 384 < 2 x 256: no split-K (each split needs MIN_K_PER_SPLIT = 256); M = 1, N = 4096:
+    # 64 tiles of 16x64 in one wave
+    assert _tile(predict_matmul(1, 4096, 384)) == (16, 64, 1, 64, 1)
+    # K = 512 allows 2 splits: 128 units, still one wave, half the K each
+    assert _tile(predict_matmul(1, 4096, 512)) == (16, 64, 2, 128, 1)
+
+
+@pytest.mark.parametrize("dtype,k", [("bf16", 64 * 65), ("fp8", 128 * 33)])
+def test_k_is_padded_to_one_128_byte_row(dtype, k):
+    # BLOCK_K = 128 bytes: 64 bf16 or 128 fp8 elements; K a multiple of it is not padded, so the
+    # compute time is exactly waves x 2 x BLOCK_M x BLOCK_N x K / (achievable FLOP/s per SM)
+    p = predict_matmul(1024, 4096, k, dtype)
+    t = p.tiling
+    per_sm = H100.flops_per_s(dtype, "matmul") / SMS
+    assert t.split == 1
+    assert p.compute_s == pytest.approx(t.waves * 2.0 * t.block_m * t.block_n * k / per_sm, rel=1e-12, abs=0)
+
+
+def test_batched_matmul_counts_every_batch():
+    # batch 4 of (64 x 4096) @ (4096 x 4096): FLOPs 2 x 4 x 64 x 4096^2; bytes 4 x (A + W + C) in bf16
+    p = predict_matmul(64, 4096, 4096, batch=4)
+    assert p.flops == 2 * 4 * 64 * 4096 * 4096
+    assert p.read_bytes == 4 * (64 * 4096 + 4096 * 4096) * 2
+    assert p.write_bytes == 4 * 64 * 4096 * 2
+
+
+def test_int4_weights_carry_one_bf16_scale_per_128():
+    # decode GEMV, 4096 x 4096 int4 weights: half a byte each, plus 4096 x 4096 / 128 bf16 scales
+    p = predict_matmul(1, 4096, 4096, weight_dtype="int4")
+    assert p.read_bytes == 4096 * 2 + 4096 * 4096 // 2 + 4096 * (4096 // 128) * 2
+    assert p.write_bytes == 4096 * 2
+    # llama3-70b's down_proj, K = 28,672: 224 groups of 128 a column
+    p = predict_matmul(1, 8192, 28672, weight_dtype="int4")
+    assert p.read_bytes == 28672 * 2 + 8192 * 28672 // 2 + 8192 * 224 * 2
+
+
+@pytest.mark.parametrize("tokens,n,k", [(1, 1, 1), (1, 4096, 4096), (7, 1, 3)])
+def test_unit_sizes_are_valid_matmuls(tokens, n, k):
+    # one token (batch-1 decode) and one output column are real shapes: 2 x T x N x K FLOPs
+    assert predict_grouped_matmul(tokens, 1, n, k).flops == 2 * tokens * n * k
+
+
+@pytest.mark.parametrize("tokens,groups,n,k", [(0, 1, 4096, 4096), (1, 1, 0, 4096), (1, 1, 4096, 0),
+                                               (4, 0, 4096, 4096)])
+def test_empty_matmul_is_refused_by_name(tokens, groups, n, k):
+    with pytest.raises(MlsysError, match="up_proj: sizes must be positive"):
+        predict_grouped_matmul(tokens, groups, n, k, name="up_proj")
+
+
+# --- attention tiles, splits and windows --------------------------------------------------------
+
+def test_prefill_attention_keeps_the_fa2_grid_when_it_fills():
+    # llama3-8b prefill, batch 4 x 4096: 32 query heads on 8 KV heads, rows = 4096 x 4 per KV head:
+    # 32 x 128 = 4096 blocks of 128 rows >= 132 SMs, so FA2's grid stands: 32 waves, no KV split
+    # (64-row blocks would take 63 half-size waves, 31.5 < 32: FA2 does not go there)
+    p = predict_attention(4, 32, 8, 4096, 4096, 128, True)
+    assert _tile(p) == (128, 128, 1, 4096, 32)
+
+
+@pytest.mark.parametrize("batch,split", [(1, 16), (4, 4), (8, 2)])
+def test_flash_decoding_split_is_the_first_least_time(batch, split):
+    # decode over 8192 cached keys, 8 KV heads, 4 query heads each: 16-row blocks, batch x 8 units.
+    # time ~ ceil(8 B s / 132) x 8192 / s: B = 1 falls to one wave at s = 16 (32, 64 tie, later);
+    # B = 4 at s = 4; B = 8 at s = 2 (s = 4 would take 2 waves of half the keys: a tie, later)
+    p = predict_attention(batch, 32, 8, 1, 8192, 128)
+    assert _tile(p) == (16, 128, split, 8 * batch * split, 1)
+
+
+def test_kv_split_needs_a_full_128_key_block():
+    # 200 cached keys: splitting in two leaves 100 < 128 keys a split, so no flash-decoding split
+    assert _tile(predict_attention(1, 32, 8, 1, 200, 128)) == (16, 128, 1, 8, 1)
+    assert predict_attention(1, 32, 8, 1, 256, 128).tiling.split == 2
+
+
+def test_window_fraction_with_a_cached_prefix():
+    # 100 queries at the end of 1000 keys, window 950: query at p sees min(p, 950) keys for p in
+    # [900, 1000]: integral = (950^2 - 900^2) / 2 + 950 x 50 = 46,250 + 47,500
+    assert window_fraction(100, 1000, 950) == pytest.approx(93_750 / (100 * 1000), rel=1e-12)
+    # window = the prefix length (W = a): every query sees W keys
+    assert window_fraction(100, 1000, 900) == pytest.approx(900 * 100 / (100 * 1000), rel=1e-12)
+    # a square causal prefill with W < S: S W - W^2 / 2
+    assert window_fraction(1000, 1000, 200) == pytest.approx((1000 * 200 - 200**2 / 2) / 1000**2, rel=1e-12)
+
+
+def test_a_window_of_one_key_is_valid():
+    # W = 1: each query sees about itself; the continuous area S W - W^2 / 2 = 1,023.5 pairs,
+    # x 2 (d_qk + d_v) FLOPs a pair and head
+    p = predict_attention(1, 8, 8, 1024, 1024, 64, True, window=1)
+    assert p.flops == pytest.approx(2 * (1024 - 0.5) * 8 * (64 + 64), rel=1e-12)
+    with pytest.raises(MlsysError, match="W >= 1"):
+        predict_attention(1, 8, 8, 1024, 1024, 64, True, window=0)
+
+
+@pytest.mark.parametrize("sizes", [(0, 8, 8, 16, 16, 64), (1, 8, 8, 0, 16, 64), (1, 8, 8, 16, 16, 0)])
+def test_empty_attention_is_refused(sizes):
+    with pytest.raises(MlsysError, match="attention: sizes must be positive"):
+        predict_attention(*sizes)
+
+
+# --- memory-bound kernels (calc.roofline_memory: each input read once, each output written once) -
+
+def test_elementwise_defaults_read_one_input_and_write_one_output():
+    p = elementwise_op(1000)  # bf16: 2 bytes an element, 1 FLOP an element
+    assert (p.read_bytes, p.write_bytes, p.flops) == (1000 * 2, 1000 * 2, 1000)
+
+
+@pytest.mark.parametrize("inputs,outputs", [(0, 1), (1, 0), (3, 2)])
+def test_elementwise_takes_a_fill_and_a_reduction(inputs, outputs):
+    # a zero fill reads nothing (torch.zeros); a write-less op is a pure read
+    p = elementwise_op(4096, inputs, outputs, 0.0, "fp32")
+    assert (p.read_bytes, p.write_bytes) == (inputs * 4096 * 4, outputs * 4096 * 4)
+
+
+def test_elementwise_refuses_negative_operands_by_name():
+    with pytest.raises(MlsysError, match="gate: sizes must be positive"):
+        elementwise_op(4096, -1, 1, name="gate")
+    with pytest.raises(MlsysError, match="gate: sizes must be positive"):
+        elementwise_op(0, 1, 1, name="gate")
+
+
+def test_rotary_reads_x_and_the_cos_sin_tables():
+    # RoPE on 512 tokens x (32 + 8) heads x 128 dims: read x and a cos and a sin table of
+    # 512 positions x 128 (bf16), write x; 3 FLOPs a rotated element (x cos + rot(x) sin)
+    x = 512 * 40 * 128
+    p = rotary_op(512, 40, 128)
+    assert (p.read_bytes, p.write_bytes, p.flops) == (x * 2 + 2 * 512 * 128 * 2, x * 2, 3 * x)
+    # decode: one token, the tables of that one position only
+    assert rotary_op(1, 40, 128, positions=1).read_bytes == 40 * 128 * 2 + 2 * 128 * 2
+
+
+def test_kv_cache_cast_writes_the_cache_dtype():
+    # 1,000 K/V elements bf16 -> fp8: read 2 bytes, write 1 each; -> fp32: write 4
+    assert (copy_cast_op(1000, "bf16", "fp8").read_bytes, copy_cast_op(1000, "bf16", "fp8").write_bytes) == (2000, 1000)
+    assert copy_cast_op(1000, "bf16", "fp32").write_bytes == 4000
+
+
+# --- model-level rows (calc.roofline_model) ---------------------------------------------------------
+
+def _rows(r, name):
+    return [row for row in r.rows if row.pred.name == name]
+
+
+def test_mixtral_routing_kernels_by_hand():
+    # mixtral-8x7b (config.json: hidden 4096, 8 experts, top-2, I 14336), 512-token prefill, bf16
+    t, e, k, h, i = 512, 8, 2, 4096, 14336
+    r = predict_model(load_model("mixtral-8x7b"), H100, RooflineOptions(phase="prefill", seq=t, check_fit=False))
+    (topk,) = _rows(r, "router_topk")
+    # router softmax + top-k: read T x E logits, write k (int32 index + fp32 weight) a token
+    assert (topk.pred.read_bytes, topk.pred.write_bytes, topk.pred.flops) == (t * e * 2, t * k * 8, 5 * t * e)
+    (perm,) = _rows(r, "moe_permute")
+    # dispatch + combine: 2 x T x k rows of hidden, read and written once, 1 FLOP an element
+    assert (perm.pred.read_bytes, perm.pred.write_bytes, perm.pred.flops) == (2 * t * k * h * 2,) * 2 + (2 * t * k * h,)
+    (act,) = _rows(r, "mlp_act*up")
+    # SiLU(gate) * up over the T x k routed rows of I: two inputs, one output, 5 FLOPs an element
+    assert (act.pred.read_bytes, act.pred.write_bytes, act.pred.flops) == (2 * t * k * i * 2, t * k * i * 2, 5 * t * k * i)
+    assert act.count == 32
+
+
+def test_router_is_replicated_under_tensor_parallel():
+    # Megatron/vLLM keep the router (4096 -> 8) whole on every rank; q_proj is column-split
+    r = predict_model(load_model("mixtral-8x7b"), H100, RooflineOptions(phase="prefill", seq=256, tp=2, check_fit=False))
+    (router,) = _rows(r, "router")
+    assert router.pred.dims == (256, 1, 8, 4096)
+    assert _rows(r, "q_proj")[0].pred.dims == (256, 1, 2048, 4096)
+
+
+def test_deepseek_v3_moe_layer_by_hand():
+    # deepseek-v3 cut to 4 layers (first 3 dense, 1 MoE), 128-token prefill, --tp 8. config.json:
+    # 8 of 256 routed experts of 2048 plus 1 shared expert of 2048; q_lora_rank 1536, kv_lora_rank
+    # 512 + 64 rope dims (replicated low-rank down-projections)
+    spec = replace(load_model("deepseek-v3"), num_layers=4)
+    r = predict_model(spec, H100, RooflineOptions(phase="prefill", seq=128, tp=8, check_fit=False))
+    dense_act, moe_act = (row for row in r.rows if row.pred.name == "mlp_act*up")
+    assert (dense_act.layers, dense_act.count, moe_act.layers, moe_act.count) == ("layers", 3, "moe layers", 1)
+    # routed + shared expert widths: 128 x (8 x 2048 + 2048) / 8 ranks, gate and up read, one written
+    assert moe_act.pred.write_bytes == 128 * (8 * 2048 + 2048) / 8 * 2
+    assert dense_act.pred.write_bytes == 128 * 18432 / 8 * 2  # dense I = 18432
+    for row in _rows(r, "q_a_proj"):
+        assert row.pred.dims == (128, 1, 1536, 7168)
+    for row in _rows(r, "kv_a_proj_with_mqa"):
+        assert row.pred.dims == (128, 1, 512 + 64, 7168)
+    (router,) = _rows(r, "router")
+    assert router.pred.dims == (128, 1, 256, 7168)
+
+
+def test_one_layer_model_has_one_of_each_layer_kernel():
+    spec = replace(load_model("llama3-8b"), num_layers=1)
+    r = predict_model(spec, H100, RooflineOptions(phase="prefill", seq=128))
+    counts = {row.pred.name: row.count for row in r.rows}
+    assert counts["q_proj"] == counts["attention"] == counts["mlp_act*up"] == 1
+    assert counts["norm"] == counts["residual_add"] == 2  # pre-attention and pre-MLP; two residuals
+
+
+@pytest.mark.parametrize("model,tp,vocab", [("llama2-7b", 2, 32000 // 2), ("gpt2", 4, 12565)])
+def test_lm_head_vocab_split_pads_to_a_multiple_of_tp(model, tp, vocab):
+    # Megatron pads the vocabulary to a multiple of tp: gpt2's 50,257 -> 50,260 = 4 x 12,565
+    r = predict_model(load_model(model), H100, RooflineOptions(phase="prefill", seq=128, tp=tp, check_fit=False))
+    (head,) = _rows(r, "lm_head")
+    assert head.pred.dims[2] == vocab
+
+
+def test_decode_fit_counts_weights_plus_kv_cache():
+    # llama2-7b decode, bf16: 6,738,415,616 params x 2 B = 13.5 GB; KV cache per token 32 layers x
+    # 2 (K, V) x 4096 x 2 B = 512 KiB. batch 36 x 4,097 positions = 77.3 GB: 90.8 GB > the 81,559 MiB
+    # (85.5 GB) an H100-SXM reports; batch 16: 13.5 + 34.4 GB fits
+    spec = load_model("llama2-7b")
+    opts = RooflineOptions(phase="decode", batch=36, context=4096, check_fit=False)
+    r = predict_model(spec, H100, opts)
+    kv = 36 * 4097 * 32 * 2 * 4096 * 2
+    assert H100.gpu.memory_bytes == 81_559 * 2**20
+    assert (r.weight_bytes, r.kv_cache_bytes) == (6_738_415_616 * 2, kv)
+    assert r.fits is False and r.totals()["fits"] is False
+    assert predict_model(spec, H100, replace(opts, batch=16)).fits is True
+    with pytest.raises(MlsysError, match="does not fit"):
+        predict_model(spec, H100, replace(opts, check_fit=True))
+
+
+@pytest.mark.parametrize("phase,batch,size", [("prefill", 1, 8192), ("prefill", 3, 8192), ("decode", 3, 8192),
+                                              ("prefill", 2, 2048)])
+def test_sliding_window_model_flops_match_the_kernels(phase, batch, size):
+    # mistral-7b (window 4096 on all 32 layers, --sliding-window skip): MFU's model FLOPs
+    # (calc.flops' forward minus the tiles the window kernel skips) equal the FLOPs of the step's
+    # GEMM and attention kernels (calc.roofline_ops), computed separately
+    kw = {"seq": size} if phase == "prefill" else {"context": size}
+    r = predict_model(load_model("mistral-7b"), H100, RooflineOptions(phase=phase, batch=batch, check_fit=False, **kw))
+    kernels = sum(row.count * row.pred.flops for row in r.rows if row.pred.kind in ("matmul", "attention"))
+    assert r.model_flops == pytest.approx(kernels, rel=1e-9)
+
+
+def test_torch_impl_prefill_ends_with_the_fp32_logits_cast():
+    # --impl torch, inference: logits.float() after the lm_head: read T x V bf16, write T x V fp32
+    r = predict_model(load_model("llama2-7b"), H100, RooflineOptions(phase="prefill", seq=128, impl="torch"))
+    (cast,) = _rows(r, "logits.float")
+    assert (cast.pred.read_bytes, cast.pred.write_bytes, cast.count) == (128 * 32000 * 2, 128 * 32000 * 4, 1)
+
+
+# --- batch sweeps and notes -------------------------------------------------------------------------
+
+def test_sweep_reports_points_that_do_not_fit_instead_of_refusing():
+    # llama2-7b decode at 4,096 context: batch 64 needs 13.5 + 137.5 GB (above), reported as not
+    # fitting rather than refused; a single batch value is a valid sweep
+    from mlsyscalc.calc.roofline_sweep import sweep_batch
+
+    spec, opts = load_model("llama2-7b"), RooflineOptions(phase="decode", context=4096)
+    sweep = sweep_batch(spec, H100, opts, [64, 1])
+    assert [p.options.batch for p in sweep.points] == [1, 64]
+    assert [p.fits for p in sweep.points] == [True, False]
+    assert len(sweep_batch(spec, H100, opts, [8]).points) == 1
+    with pytest.raises(MlsysError, match="at least one value"):
+        sweep_batch(spec, H100, opts, [])
+
+
+def test_compute_bound_search_stops_at_its_limit():
+    # decode of llama2-7b at batch <= 4 reads ~13.5 GB of weights for ~4 x 13.5 GFLOP: memory-bound
+    # throughout, so a search limited to 4 finds no compute-bound batch (and returns)
+    from mlsyscalc.calc.roofline_sweep import compute_bound_batch
+
+    opts = RooflineOptions(phase="decode", context=128)
+    assert compute_bound_batch(load_model("llama2-7b"), H100, opts, limit=4) is None
+    assert compute_bound_batch(load_model("llama2-7b"), H100, opts, limit=1) is None
+
+
+def test_window_note_needs_sliding_layers():
+    # a config with a sliding_window but every layer listed as full attention has no windowed layer
+    # (transformers' layer_types): no window note; mistral-7b (window on all 32 layers) has one
+    from mlsyscalc.calc.roofline_notes import model_notes
+    from mlsyscalc.specs.hf import from_hf_config
+    from mlsyscalc.specs.lookup import builtin_configs
+
+    raw = dict(builtin_configs()["llama3-8b"], sliding_window=4096, layer_types=["full_attention"] * 32)
+    spec = from_hf_config(raw, name="llama-full-layers", source="test")
+    assert (spec.sliding_window, spec.sliding_window_layers) == (4096, 0)
+    opts = RooflineOptions(phase="prefill", seq=8192)
+    assert not [n for n in model_notes(spec, opts) if "sliding window" in n]
+    notes = model_notes(load_model("mistral-7b"), opts)
+    assert [n for n in notes if n.startswith("sliding window 4096 on 32 of 32 layers")]
+
+
+# --- plain-PyTorch kernels (--impl torch, calc.roofline_torch; docs/roofline.md "Kernels per op") --
+
+def _torch_rows(model, **opts):
+    return predict_model(load_model(model) if isinstance(model, str) else model, H100,
+                         RooflineOptions(impl="torch", **opts))
+
+
+def _by_name(r, name, pass_name=None):
+    rows = [row for row in r.rows if row.pred.name == name and (pass_name is None or row.pass_name == pass_name)]
+    assert rows, name
+    return rows
+
+
+def test_torch_decode_kernels_of_llama2_7b_by_hand():
+    # llama2-7b (MHA: 32 heads of 128, I = 11008), batch 1, decode after 8,192 cached tokens, bf16
+    r = _torch_rows("llama2-7b", phase="decode", context=8192)
+    one = {row.pred.name: row for row in r.rows}
+    # KV-cache append: a copy for K and one for V, 32 KV heads x 128 each (bf16 in, bf16 out)
+    for name in ("kv_cache_write.k", "kv_cache_write.v"):
+        assert (one[name].pred.read_bytes, one[name].pred.write_bytes, one[name].count) == (32 * 128 * 2,) * 2 + (32,)
+    # SiLU(gate) and gate * up: one input then two, one output each, over I = 11008
+    assert (one["mlp_act"].pred.read_bytes, one["mlp_act"].pred.write_bytes) == (11008 * 2, 11008 * 2)
+    assert (one["mlp_mul"].pred.read_bytes, one["mlp_mul"].pred.write_bytes) == (2 * 11008 * 2, 11008 * 2)
+    # rotary on q and on k (32 heads each): x * cos, roll, addcmul with the one position's tables
+    x, table = 32 * 128 * 2, 128 * 2
+    assert (one["rotary.mul_cos"].pred.read_bytes, one["rotary.mul_cos"].count) == (x + table, 64)
+    assert one["rotary.addcmul"].pred.read_bytes == 2 * x + table
+    # cuBLAS split-K reductions (profiles: q/k/v/o and down_proj split at B1, not gate/up nor
+    # lm_head): the q_proj GEMM splits K = 4096 in 4, fp32 partials of 4096 outputs
+    reduces = {row.pred.name for row in r.rows if row.pred.name.endswith(".splitk_reduce")}
+    assert reduces == {f"{n}.splitk_reduce" for n in ("q_proj", "k_proj", "v_proj", "o_proj", "down_proj")}
+    q = one["q_proj.splitk_reduce"].pred
+    split = one["q_proj"].pred.tiling.split
+    assert (q.read_bytes, q.write_bytes) == (split * 4096 * 4, 4096 * 2)
+    # flash-decoding combine: split fp32 partial outputs (32 heads x 128) plus a max and a sum per
+    # head and split (2 / d_v of the output), one bf16 output
+    att = one["attention"].pred.tiling.split
+    assert att > 1
+    comb = one["attention.combine"].pred
+    assert comb.read_bytes == pytest.approx(att * 4096 * 4 * (1 + 2 / 128), rel=1e-12)
+    assert comb.write_bytes == 4096 * 2
+    # inference logits cast to fp32 (.float()): 32,000 logits of the one position
+    assert (one["logits.float"].pred.read_bytes, one["logits.float"].pred.write_bytes) == (32000 * 2, 32000 * 4)
+
+
+def test_torch_kv_cache_write_in_fp8():
+    # llama3-8b, batch 2 decode, --kv-dtype fp8: each of K and V: 2 tokens x 8 KV heads x 128, read in
+    # bf16 and written in fp8 (1 byte)
+    r = _torch_rows("llama3-8b", phase="decode", batch=2, context=1024, kv_dtype="fp8")
+    for name in ("kv_cache_write.k", "kv_cache_write.v"):
+        (row,) = _by_name(r, name)
+        assert (row.pred.read_bytes, row.pred.write_bytes) == (2 * 8 * 128 * 2, 2 * 8 * 128)
+
+
+def test_torch_mla_decode_caches_the_latent():
+    # deepseek-v3 (4 layers) decode: the cached latent is kv_lora_rank + rope = 512 + 64 = 576
+    # elements a token: concatenated, then written to the cache (bf16)
+    spec = replace(load_model("deepseek-v3"), num_layers=4)
+    r = _torch_rows(spec, phase="decode", context=128, check_fit=False)
+    for name in ("kv_cache_cat", "kv_cache_write"):
+        for row in _by_name(r, name):
+            assert (row.pred.read_bytes, row.pred.write_bytes) == (576 * 2, 576 * 2)
+
+
+def test_torch_partial_rotary_of_phi_2():
+    # phi-2: 32 heads of 80 dims, partial_rotary_factor 0.4 -> 32 rotated dims; 128-token prefill.
+    # per tensor (q, then k, 32 heads each): x * cos, roll, addcmul over the rotated slice, a copy
+    # making the slice contiguous, and a cat of the two parts over the whole head
+    r = _torch_rows("phi-2", phase="prefill", seq=128)
+    one = {row.pred.name: row for row in r.rows}
+    x, table, full = 128 * 32 * 32 * 2, 128 * 32 * 2, 128 * 32 * 80 * 2
+    assert (one["rotary.mul_cos"].pred.read_bytes, one["rotary.mul_cos"].pred.write_bytes) == (x + table, x)
+    assert (one["rotary.roll"].pred.read_bytes, one["rotary.slice_copy"].pred.read_bytes) == (x, x)
+    assert (one["rotary.cat"].pred.read_bytes, one["rotary.cat"].pred.write_bytes) == (full, full)
+    assert one["rotary.cat"].count == 2 * 32
+
+
+def test_cublas_split_rule_boundaries():
+    from mlsyscalc.calc.roofline_torch import cublas_splits
+
+    # one decode row, K = 4096: N = 4160 gives 65 tiles of 64 columns (< 132 / 2): split and reduced;
+    # N = 4224 gives 66, not fewer than 66: not reduced (K < 2 N)
+    small, edge = predict_matmul(1, 4160, 4096), predict_matmul(1, 4224, 4096)
+    assert small.tiling.split > 1 and edge.tiling.split > 1
+    assert (cublas_splits(small, SMS), cublas_splits(edge, SMS)) == (True, False)
+    # a GEMM the large-tile grid fills (99 x 1 tiles of 128x256, no split) has no reduction even with
+    # K >= 2 N
+    whole = predict_matmul(128 * 99, 256, 8192)
+    assert whole.tiling.split == 1 and cublas_splits(whole, SMS) is False
+
+
+def test_adamw_launches_follow_multi_tensor_apply():
+    from mlsyscalc.calc.roofline_torch import adamw_launches
+
+    # ATen MultiTensorApply.cuh: kChunkSize 65536, 320 blocks a launch, 36 tensors at depth 4
+    assert adamw_launches(320 * 65536, 36) == 1
+    assert adamw_launches(320 * 65536 + 1, 36) == 2
+    assert adamw_launches(1000, 37) == 2
+    assert adamw_launches(1, 1) == 1
+
+
+# parameter tensors and parameters: the plain-torch model builder (bench.torch_models) on tiny
+# versions, an independent implementation; parameters also equal calc.params
+_HF = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+       "intermediate_size": 96, "vocab_size": 97, "max_position_embeddings": 64}
+_TINY = {
+    "llama2-7b": _HF, "mixtral-8x7b": {**_HF, "num_local_experts": 4}, "qwen2.5-7b": _HF,
+    "phi-2": {**_HF, "num_key_value_heads": 4},
+    "pythia-1.4b": {k: v for k, v in _HF.items() if k != "num_key_value_heads"},
+    # untied heads: the builder's tied lm_head shares the embedding's tensor
+    "gpt2": {"n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 97, "n_positions": 64, "tie_word_embeddings": False},
+    "opt-350m": {"hidden_size": 64, "ffn_dim": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 97,
+                 "max_position_embeddings": 64, "word_embed_proj_dim": 32, "tie_word_embeddings": False},
+}
+
+
+@pytest.mark.parametrize("name,norm_bias", [(n, None) for n in _TINY] + [("pythia-1.4b", False), ("gpt2", False),
+                                                                         ("llama2-7b", True)])
+def test_param_tensors_match_the_torch_model(name, norm_bias):
+    torch = pytest.importorskip("torch")  # noqa: F841
+    from mlsyscalc.bench.torch_models import build_model
+    from mlsyscalc.calc.params import count_params
+    from mlsyscalc.calc.roofline_torch import param_tensors, step_param_tensors
+
+    spec = load_model(name, _TINY[name])
+    if norm_bias is not None:  # LayerNorm(bias=False); an RMSNorm has no bias whatever the flag
+        spec = replace(spec, norm_bias=norm_bias)
+    model = build_model(spec, "float32", "meta")
+    tensors = list(model.parameters())
+    assert step_param_tensors(spec) == len(tensors)
+    params = param_tensors(spec, None)[1] + sum(param_tensors(spec, i)[1] for i in range(spec.num_layers))
+    assert params == sum(t.numel() for t in tensors) == count_params(spec).total
