@@ -472,3 +472,317 @@ def test_param_tensors_match_the_torch_model(name, norm_bias):
     assert step_param_tensors(spec) == len(tensors)
     params = param_tensors(spec, None)[1] + sum(param_tensors(spec, i)[1] for i in range(spec.num_layers))
     assert params == sum(t.numel() for t in tensors) == count_params(spec).total
+
+
+def _sum_count(r, name, pass_name="backward"):
+    return sum(row.count for row in _by_name(r, name, pass_name))
+
+
+def test_torch_train_backward_kernels_of_llama2_by_hand():
+    # llama2-7b cut to 2 layers, 256-token training step, bf16 (a = 2): T = 256, h = 4096,
+    # 32 heads of 128, vocabulary 32,000. Byte counts of the kernels docs/roofline.md lists
+    spec = replace(load_model("llama2-7b"), num_layers=2)
+    r = _torch_rows(spec, phase="train", seq=256)
+    t, h, v, a = 256, 4096, 32000, 2
+    one = {row.pred.name: row.pred for row in r.rows if row.pass_name == "backward"}
+
+    def rw(name):
+        return one[name].read_bytes, one[name].write_bytes
+
+    # cross-entropy backward in fp32: zero fill of T x V, nll scatter (int64 targets), log_softmax
+    # backward (reads the output and its gradient), cast back to bf16
+    assert rw("loss.bwd_fill") == (0, t * v * 4)
+    assert rw("loss.bwd_nll") == (t * 8, t * 4)
+    assert rw("loss.bwd_log_softmax") == (2 * t * v * 4, t * v * 4)
+    assert rw("loss.bwd_cast") == (t * v * 4, t * v * a)
+    # final norm backward reads x, its gradient and the output; the embedding's gradient: index
+    # sort, a zero fill of the whole V x h table, and the scatter-add of T rows
+    assert rw("final_norm.bwd") == (3 * t * h * a, t * h * a)
+    assert rw("embedding.bwd_sort") == (t * 16, t * 16)
+    assert rw("embedding.bwd_fill") == (0, v * h * a)
+    assert rw("embedding.bwd_scatter") == (t * h * a + t * 8, t * h * a)
+    # RMSNorm backward: input gradient (x, dy -> dx) and fp32 weight gradient, 2 norms a layer
+    assert rw("norm.bwd_input") == (2 * t * h * a, t * h * a)
+    assert rw("norm.bwd_weight") == (2 * t * h * a, h * 4)
+    assert _sum_count(r, "norm.bwd_input") == 2 * 2
+    # rotary backward, 4 kernels per tensor (q and k: 32 heads each), tables of T positions
+    x, table = t * 32 * 128 * a, t * 128 * a
+    assert rw("rotary.bwd_mul_cos") == rw("rotary.bwd_mul_sin") == (x + table, x)
+    assert rw("rotary.bwd_add") == (2 * x, x)
+    assert _sum_count(r, "rotary.bwd_mul_cos") == 2 * 2
+    assert not [row for row in r.rows if row.pass_name == "backward" and row.pred.name == "rotary.mul_cos"]
+    # FA2 backward's dq accumulator converted from fp32
+    assert rw("attention.bwd_dq_convert") == (t * 32 * 128 * 4, t * 32 * 128 * a)
+    # autograd's gradient sums: 2 residual branch points, q/k/v share an input (2 adds), gate/up (1)
+    assert rw("grad_accumulate") == (2 * t * h * a, t * h * a)
+    assert one["grad_accumulate"].flops == t * h
+    assert _sum_count(r, "grad_accumulate") == 5 * 2
+    # one accumulating add into .grad per parameter tensor: 9 a layer (7 linears, 2 norms), 3 in the
+    # head (embedding, final norm, lm_head)
+    grads = {row.layers: row.count for row in _by_name(r, "grad.accumulate")}
+    assert grads == {"layers": 9 * 2, "head": 3}
+
+
+def test_torch_train_without_a_final_norm():
+    # opt-350m is post-norm (do_layer_norm_before false): no final LayerNorm, so none backward
+    r = _torch_rows("opt-350m", phase="train", seq=128)
+    names = {row.pred.name for row in r.rows}
+    assert "final_norm" not in names and "final_norm.bwd" not in names
+    assert "loss.bwd_log_softmax" in names
+
+
+# --- neighbours: the other outputs of the same functions ---------------------------------------------
+
+PEAK_BF16, HBM_BPS = 989.5e12, 3.35e12  # H100-SXM datasheet: 989.5 TFLOP/s dense bf16, 3.35 TB/s
+
+
+def test_op_prediction_summary_fields():
+    # a 4096^3 bf16 GEMM: 2 x 4096^3 FLOPs, 3 x 4096^2 x 2 bytes
+    p = predict_matmul(4096, 4096, 4096)
+    flops, nbytes = 2 * 4096**3, 3 * 4096 * 4096 * 2
+    assert (p.flops, p.bytes) == (flops, nbytes)
+    assert p.intensity_flops_per_byte == pytest.approx(flops / nbytes, rel=1e-12)
+    assert p.roofline_s == pytest.approx(max(flops / PEAK_BF16, nbytes / HBM_BPS), rel=1e-12)
+    assert p.overhead_s == 2e-6  # the fixed per-kernel cost
+    assert p.predicted_s == pytest.approx(max(p.compute_s, p.memory_s) + 2e-6, rel=1e-12, abs=0)
+    assert (p.bound, p.shape_class) == ("compute", "square")
+    assert p.achievable_fraction == pytest.approx(p.roofline_s / p.predicted_s, rel=1e-12)
+    assert p.attained_flops_per_s == pytest.approx(flops / p.predicted_s, rel=1e-12)
+    d = p.as_dict()
+    assert (d["bytes"], d["bound"], d["shape"]) == (nbytes, "compute", "4096x4096x4096")
+    # a batch-1 GEMV streams the weights: memory-bound, skinny
+    g = predict_matmul(1, 4096, 4096)
+    assert (g.bound, g.shape_class) == ("memory", "skinny")
+    # a tiny kernel is bound by its fixed cost
+    assert elementwise_op(16).bound == "overhead"
+
+
+@pytest.mark.parametrize("dtype,out_bytes,in_bytes", [("fp8", 2, 1), ("int8", 4, 1), ("bf16", 2, 2), ("fp32", 4, 4)])
+def test_matmul_output_dtype(dtype, out_bytes, in_bytes):
+    # torch._scaled_mm writes bf16 from fp8, torch._int_mm int32 from int8; others their own dtype
+    p = predict_matmul(128, 4096, 1024, dtype)
+    assert p.write_bytes == 128 * 4096 * out_bytes
+    assert p.read_bytes == (128 * 1024 + 4096 * 1024) * in_bytes
+
+
+def test_grouped_matmul_with_a_fractional_expert_count():
+    # 1024 routed rows over an expected 7.5 distinct experts: weight bytes use 7.5, the grid rounds
+    # up to 8 groups of ceil(1024 / 7.5) = 137 rows
+    p = predict_grouped_matmul(1024, 7.5, 14336, 4096)
+    assert p.read_bytes == 1024 * 4096 * 2 + 7.5 * 14336 * 4096 * 2
+    assert p.write_bytes == 1024 * 14336 * 2
+    assert p.flops == 2 * 1024 * 14336 * 4096
+    assert p.shape == "7.5x(137x14336x4096)"
+    assert p.dims == (1024, 7.5, 14336, 4096)
+    assert p.tiling.units % 8 == 0  # whole groups of tiles
+
+
+def test_attention_bytes_forward_backward_and_window():
+    # B 2, 32 query heads on 8 KV heads, 1024 x 1024, d 128, bf16
+    q = o = 2 * 1024 * 32 * 128 * 2
+    kv = 2 * 1024 * 8 * 256 * 2
+    fwd = predict_attention(2, 32, 8, 1024, 1024, 128, True)
+    assert (fwd.read_bytes, fwd.write_bytes) == (q + kv, o)
+    # causal: half the square plus the diagonal's half (continuous convention: S^2 / 2)
+    assert fwd.flops == pytest.approx(2 * 2 * 32 * (1024 * 1024 / 2) * 256, rel=1e-12)
+    # FA2 backward reads Q, K, V, O, dO and writes dQ, dK, dV; 5 matmuls vs 2: FLOPs x 2.5
+    bwd = predict_attention(2, 32, 8, 1024, 1024, 128, True, backward=True)
+    assert (bwd.read_bytes, bwd.write_bytes) == (q + kv + 2 * o, q + kv)
+    assert bwd.flops == pytest.approx(2.5 * fwd.flops, rel=1e-12)
+    # 16 queries at the end of 8192 keys with a 1024 window read only the last 16 + 1023 keys
+    w = predict_attention(1, 8, 8, 16, 8192, 128, True, window=1024)
+    assert w.read_bytes == 16 * 8 * 128 * 2 + 1039 * 8 * 256 * 2
+    # an fp8 KV cache: K and V at 1 byte, Q and O at 2
+    f8 = predict_attention(1, 32, 8, 1, 4096, 128, kv_dtype="fp8")
+    assert f8.read_bytes == 32 * 128 * 2 + 4096 * 8 * 256 * 1
+
+
+def test_memory_op_requires_bytes_and_prices_flops_on_cuda_cores():
+    from mlsyscalc.calc.roofline_memory import embedding_op, norm_op, softmax_op
+    from mlsyscalc.calc.roofline_ops import predict_memory_op
+
+    with pytest.raises(MlsysError, match="fill: no bytes moved"):
+        predict_memory_op("fill", 0, 0)
+    p = predict_memory_op("x", 100, 100, 1e9)
+    assert p.compute_s == pytest.approx(1e9 / H100.flops_per_s("fp32", "matmul"), rel=1e-12, abs=0)
+    # RMSNorm of 512 x 4096: read x and the 4096 weights, write y; 4 FLOPs an element
+    n = norm_op(512, 4096)
+    assert (n.read_bytes, n.write_bytes, n.flops) == (513 * 4096 * 2, 512 * 4096 * 2, 4 * 512 * 4096)
+    s = softmax_op(64, 1000)
+    assert (s.read_bytes, s.write_bytes, s.flops) == (64000 * 2, 64000 * 2, 5 * 64000)
+    # embedding gather of 128 rows plus 768 learned-position columns
+    e = embedding_op(128, 768, extra_width=768)
+    assert (e.read_bytes, e.write_bytes) == (128 * 1536 * 2, 128 * 768 * 2)
+
+
+def test_model_totals_follow_their_definitions():
+    # llama3-8b prefill 2 x 512 on H100-SXM, --tp 2
+    r = predict_model(load_model("llama3-8b"), H100, RooflineOptions(phase="prefill", batch=2, seq=512, tp=2))
+    d = r.totals()
+    assert d["ttft_s"] == d["predicted_s"] == pytest.approx(d["ops_s"] + d["comm_s"], rel=1e-12)
+    assert d["tokens"] == 1024
+    assert d["tokens_per_s"] == pytest.approx(1024 / d["predicted_s"], rel=1e-12)
+    # MFU against the datasheet peak of both GPUs (PaLM appendix B); MBU against one GPU's bandwidth
+    assert d["mfu"] == pytest.approx(d["model_flops"] / (d["predicted_s"] * 2 * PEAK_BF16), rel=1e-12)
+    assert d["mbu"] == pytest.approx(d["bytes"] / (d["predicted_s"] * HBM_BPS), rel=1e-12)
+    assert d["kernels"] == sum(row.count for row in r.rows)
+    assert d["tp_comm_s"] > 0 and d["dp_comm_s"] == 0
+    assert d["compute_s"] == pytest.approx(sum(row.count * row.pred.compute_s for row in r.rows), rel=1e-12)
+    # weights split over tp: 8,030,261,248 params x 2 B / 2
+    assert d["weight_bytes"] == 8_030_261_248 * 2 / 2
+    # KV cache per GPU: 2 x 512 positions x 32 layers x (4 KV heads x 256) x 2 B
+    assert d["kv_cache_bytes"] == 2 * 512 * 32 * 4 * 256 * 2
+    dec = predict_model(load_model("llama3-8b"), H100, RooflineOptions(phase="decode", batch=4, context=100)).totals()
+    assert dec["tpot_s"] == dec["predicted_s"] and dec["tokens"] == 4
+    assert dec["tokens_per_s"] == pytest.approx(4 / dec["predicted_s"], rel=1e-12)
+    train = predict_model(load_model("llama3-8b"), H100, RooflineOptions(phase="train", seq=256)).totals()
+    assert train["fits"] is None and train["kv_cache_bytes"] == 0
+
+
+@pytest.mark.parametrize("model,phase,tp", [("gpt2", "prefill", 1), ("falcon-7b", "prefill", 1),
+                                            ("gemma2-9b", "prefill", 1), ("phi-2", "decode", 1),
+                                            ("mixtral-8x7b", "decode", 1), ("llama3-8b", "prefill", 2)])
+def test_model_flops_match_the_kernels(model, phase, tp):
+    # calc.flops' forward (MFU's numerator) equals the FLOPs of the step's GEMM and attention
+    # kernels, counted separately by calc.roofline_ops, for learned positions, parallel attention,
+    # sliding windows, partial rotary, MoE (k of E experts a token) and tensor parallelism (FLOPs on
+    # all GPUs = tp x one GPU's; a replicated router would count tp times, hence MoE at tp 1)
+    kw = {"seq": 1024} if phase == "prefill" else {"context": 1024}
+    r = predict_model(load_model(model), H100, RooflineOptions(phase=phase, batch=2, tp=tp, check_fit=False, **kw))
+    kernels = sum(row.count * row.pred.flops for row in r.rows if row.pred.kind in ("matmul", "attention"))
+    assert r.model_flops == pytest.approx(tp * kernels, rel=1e-9)
+
+
+def test_logits_last_skips_the_other_positions():
+    # prefill 2 x 512 with --logits last: the lm_head runs on 2 positions, MFU's FLOPs skip the rest
+    spec = load_model("llama3-8b")
+    r = predict_model(spec, H100, RooflineOptions(phase="prefill", batch=2, seq=512, logits="last"))
+    (head,) = _rows(r, "lm_head")
+    assert head.pred.dims == (2, 1, 128256, 4096)
+    full = predict_model(spec, H100, RooflineOptions(phase="prefill", batch=2, seq=512))
+    assert full.model_flops - r.model_flops == pytest.approx(2 * (1024 - 2) * 128256 * 4096, rel=1e-12)
+    assert [n for n in r.notes if "--logits last" in n] and not [n for n in full.notes if "--logits last" in n]
+
+
+def test_layer_structure_of_fused_rows():
+    # gpt2: learned positions (the embedding reads 768 + 768 columns a token), a plain GELU MLP
+    # (one input), no rotary; 2 LayerNorms and 2 residual adds a layer
+    r = predict_model(load_model("gpt2"), H100, RooflineOptions(phase="prefill", seq=128))
+    one = {row.pred.name: row for row in r.rows}
+    assert (one["embedding"].pred.read_bytes, one["embedding"].pred.write_bytes) == (128 * 1536 * 2, 128 * 768 * 2)
+    assert (one["mlp_act"].pred.read_bytes, one["mlp_act"].pred.write_bytes) == (128 * 3072 * 2,) * 2
+    assert "rotary" not in one and (one["norm"].count, one["residual_add"].count) == (24, 24)
+    # falcon-7b: parallel attention and MLP read one LayerNorm's output: 1 norm, 1 residual add a
+    # layer; multi-query: the KV append writes 1 x (64 + 64) a token
+    f = {row.pred.name: row for row in predict_model(load_model("falcon-7b"), H100,
+                                                     RooflineOptions(phase="prefill", seq=128)).rows}
+    assert (f["norm"].count, f["residual_add"].count) == (32, 32)
+    assert f["kv_cache_write"].pred.write_bytes == 128 * 128 * 2
+    # rotary on 71 query heads + 1 KV head of 64 dims, tables of 128 positions
+    assert f["rotary"].pred.read_bytes == 128 * 72 * 64 * 2 + 2 * 128 * 64 * 2
+
+
+def test_gemma2_decode_window_layers_read_at_most_the_window():
+    # gemma2-9b: a 4096-token window on 21 of 42 layers; 16 query heads on 8 KV heads of 256.
+    # decode after 8192 cached tokens: full layers read 8193 keys, windowed ones 4096
+    r = predict_model(load_model("gemma2-9b"), H100, RooflineOptions(phase="decode", context=8192))
+    (full,) = _rows(r, "attention")
+    (win,) = _rows(r, "attention (window)")
+    q = 16 * 256 * 2
+    assert (full.count, win.count) == (21, 21)
+    assert full.pred.read_bytes == q + 8193 * 8 * 512 * 2
+    assert win.pred.read_bytes == q + 4096 * 8 * 512 * 2
+
+
+def test_mla_decode_attends_over_the_latent():
+    # deepseek-v3 (4 layers) decode, batch 2 after 1000 tokens, --tp 8: 16 heads a GPU attend as MQA
+    # over the cached latent (kv_lora_rank 512 + rope 64), V = the first 512 of it (read once)
+    spec = replace(load_model("deepseek-v3"), num_layers=4)
+    r = predict_model(spec, H100, RooflineOptions(phase="decode", batch=2, context=1000, tp=8, check_fit=False))
+    for row in _rows(r, "attention"):
+        assert row.pred.read_bytes == 2 * 16 * 576 * 2 + 2 * 1001 * 576 * 2
+        assert row.pred.write_bytes == 2 * 16 * 512 * 2
+        assert row.pred.flops == pytest.approx(2 * 2 * 16 * 1001 * (576 + 512), rel=1e-12)
+    for row in _rows(r, "rotary"):  # 16 query heads + the one shared rope key, 64 dims
+        assert row.pred.read_bytes == 2 * 17 * 64 * 2 + 2 * 1 * 64 * 2
+    for row in _rows(r, "kv_cache_write"):
+        assert row.pred.write_bytes == 2 * 576 * 2
+    assert r.kv_cache_bytes == 2 * 1001 * 4 * 576 * 2  # the latent is not split over tp
+    assert [n for n in r.notes if n.startswith("MLA:")] and [n for n in r.notes if n.startswith("MoE:")]
+
+
+def test_compute_bound_batch_is_the_first_compute_bound_batch():
+    # the search's answer b: the step is compute-bound at b and memory-bound at b - 1 (the
+    # definition; checked with two direct predictions); the sweep's first compute-bound point agrees
+    from mlsyscalc.calc.roofline_sweep import compute_bound_batch, sweep_batch
+
+    spec, opts = load_model("llama3-8b"), RooflineOptions(phase="decode", context=128)
+    b = compute_bound_batch(spec, H100, opts)
+    assert b is not None and b > 1
+
+    def bound(batch):
+        return predict_model(spec, H100, replace(opts, batch=batch, check_fit=False)).bound
+
+    assert (bound(b), bound(b - 1)) == ("compute", "memory")
+    sweep = sweep_batch(spec, H100, opts, [b + 1, 1, b - 1, b, b])
+    assert [p.options.batch for p in sweep.points] == [1, b - 1, b, b + 1]
+    assert (sweep.compute_bound_batch, sweep.first_compute_bound_point) == (b, 2)
+    # a prefill of 4096 tokens is compute-bound from batch 1
+    assert compute_bound_batch(spec, H100, RooflineOptions(phase="prefill", seq=4096)) == 1
+
+
+def test_sweep_refuses_bad_batch_lists_by_name():
+    from mlsyscalc.calc.roofline_sweep import MAX_SWEEP_POINTS, sweep_batch
+
+    spec, opts = load_model("llama3-8b"), RooflineOptions(phase="decode")
+    with pytest.raises(MlsysError, match="must be positive"):
+        sweep_batch(spec, H100, opts, [4, 0])
+    with pytest.raises(MlsysError, match=f"513 values; at most {MAX_SWEEP_POINTS}"):
+        sweep_batch(spec, H100, opts, list(range(1, 514)))
+
+
+def test_training_notes_name_the_options():
+    from mlsyscalc.calc.roofline_notes import model_notes
+
+    spec = load_model("llama3-8b")
+    base = RooflineOptions(phase="train", seq=256)
+    assert model_notes(spec, base) == ("no activation recomputation",)
+    assert model_notes(spec, replace(base, recompute="selective"))[0].startswith("selective recomputation")
+    assert model_notes(spec, replace(base, recompute="full"))[0].startswith("full recomputation")
+    assert any("--no-master-weights" in n for n in model_notes(spec, replace(base, master_weights=False)))
+    (dp,) = [n for n in model_notes(spec, replace(base, dp=4, zero=1)) if n.startswith("data parallel")]
+    assert dp.startswith("data parallel x4, ZeRO-1") and dp.endswith("AdamW over 1/dp of the parameters")
+    assert "not overlapped" in dp
+    (dp0,) = [n for n in model_notes(spec, replace(base, dp=2, zero=0, dp_overlap=True)) if "data parallel" in n]
+    assert "overlapped (" in dp0 and "1/dp" not in dp0
+    assert not [n for n in model_notes(spec, base) if "data parallel" in n]  # dp 1
+    # inference: no training notes; --impl torch and --logits last (prefill only) are noted
+    assert model_notes(spec, RooflineOptions(phase="decode")) == ()
+    assert model_notes(spec, RooflineOptions(phase="decode", logits="last")) == ()
+    assert [n for n in model_notes(spec, RooflineOptions(impl="torch")) if n.startswith("kernels as plain PyTorch")]
+
+
+def test_torch_head_of_learned_positions():
+    # gpt2 --impl torch: the token gather, then the position index (int64, 8 B a token), the position
+    # gather and their add (two inputs, one output); a plain GELU MLP is one kernel
+    r = _torch_rows("gpt2", phase="prefill", seq=128)
+    one = {row.pred.name: row.pred for row in r.rows}
+    t, h = 128, 768
+    assert (one["embedding"].read_bytes, one["embedding"].write_bytes) == (t * h * 2, t * h * 2)
+    assert (one["positions.index"].read_bytes, one["positions.index"].write_bytes) == (0, t * 8)
+    assert (one["positions.gather"].read_bytes, one["positions.gather"].write_bytes) == (t * h * 2, t * h * 2)
+    assert (one["positions.add"].read_bytes, one["positions.add"].write_bytes) == (2 * t * h * 2, t * h * 2)
+    assert "mlp_mul" not in one and (one["mlp_act"].read_bytes, one["mlp_act"].write_bytes) == (t * 3072 * 2,) * 2
+
+
+def test_torch_residual_adds_and_vocab_split():
+    # plain PyTorch adds x + attn + mlp as two kernels even with a parallel residual (falcon-7b);
+    # the fp32 logits cast of one rank covers ceil(V / tp) columns (llama2-7b --tp 2: 16,000)
+    f = _torch_rows("falcon-7b", phase="prefill", seq=128)
+    assert sum(row.count for row in _rows(f, "residual_add")) == 2 * 32
+    r = _torch_rows("llama2-7b", phase="decode", batch=3, context=64, tp=2)
+    (cast,) = _rows(r, "logits.float")
+    assert (cast.pred.read_bytes, cast.pred.write_bytes) == (3 * 16000 * 2, 3 * 16000 * 4)
+    # the rest of the layer: q (16 heads a rank) and k (16 KV heads) rotated, 3 kernels each
+    rot = _rows(r, "rotary.roll")
+    assert [(row.pred.read_bytes, row.count) for row in rot] == [(3 * 16 * 128 * 2, 64)]
