@@ -429,6 +429,13 @@ def test_cublas_split_rule_boundaries():
     # K >= 2 N
     whole = predict_matmul(128 * 99, 256, 8192)
     assert whole.tiling.split == 1 and cublas_splits(whole, SMS) is False
+    # K = 2048 is long enough (SPLIT_MIN_K); 33 rows take two 32-row tiles: 40 x 2 = 80 >= 66
+    assert cublas_splits(predict_matmul(1, 4096, 2048), SMS) is True
+    thick = predict_matmul(33, 2560, 4096)
+    assert thick.tiling.split > 1 and cublas_splits(thick, SMS) is False
+    # a long reduction, K >= 2 N, is split whatever the tile count (66 here)
+    assert (cublas_splits(predict_matmul(1, 4224, 8448), SMS), cublas_splits(predict_matmul(1, 4224, 8447), SMS)) \
+        == (True, False)
 
 
 def test_adamw_launches_follow_multi_tensor_apply():
@@ -786,3 +793,96 @@ def test_torch_residual_adds_and_vocab_split():
     # the rest of the layer: q (16 heads a rank) and k (16 KV heads) rotated, 3 kernels each
     rot = _rows(r, "rotary.roll")
     assert [(row.pred.read_bytes, row.count) for row in rot] == [(3 * 16 * 128 * 2, 64)]
+
+
+def test_torch_forward_layer_of_llama3_8b_gqa():
+    # llama3-8b --impl torch, prefill 2 x 64: q (32 heads) and k (8 KV heads) rotated separately;
+    # 2 RMSNorms a layer; SiLU (4 FLOPs) then gate * up (1): the fused mlp_act*up's 5 in two kernels;
+    # the data-movement kernels count no FLOPs
+    r = _torch_rows("llama3-8b", phase="prefill", batch=2, seq=64)
+    t, a = 128, 2
+    rolls = sorted((row.pred.read_bytes, row.count) for row in _rows(r, "rotary.roll"))
+    assert rolls == [(t * 8 * 128 * a, 32), (t * 32 * 128 * a, 32)]
+    assert all(row.pred.flops == 0 for row in _rows(r, "rotary.roll"))
+    assert sum(row.count for row in _rows(r, "norm")) == 2 * 32
+    (act,), (mul,) = _rows(r, "mlp_act"), _rows(r, "mlp_mul")
+    el = t * 14336
+    assert (act.pred.flops, mul.pred.flops) == (4 * el, el)
+    assert "rotary" not in {row.pred.name for row in _torch_rows("gpt2", phase="prefill", seq=16).rows}
+
+
+def test_torch_qk_norm_kernels():
+    # a llama3-8b with per-head q/k RMSNorm (qwen3-style qk_norm): one norm kernel over the 32 query
+    # heads' rows and one over the 8 KV heads', each of head_dim 128, weight read once
+    spec = replace(load_model("llama3-8b"), qk_norm=True)
+    r = _torch_rows(spec, phase="prefill", seq=64)
+    norms = sorted((row.pred.read_bytes, row.pred.write_bytes) for row in _rows(r, "qk_norm"))
+    assert norms == [((64 * 8 + 1) * 128 * 2, 64 * 8 * 128 * 2), ((64 * 32 + 1) * 128 * 2, 64 * 32 * 128 * 2)]
+    # training: each has an input-gradient and a weight-gradient kernel, after the 2 layer norms
+    tr = _torch_rows(replace(spec, num_layers=2), phase="train", seq=64)
+    assert sum(row.count for row in _by_name(tr, "norm.bwd_weight")) == (2 + 2) * 2
+    weights = sorted({row.pred.write_bytes for row in _by_name(tr, "norm.bwd_weight")})
+    assert weights == [128 * 4, 4096 * 4]
+
+
+def test_torch_mla_rotary_rows():
+    # deepseek-v3 (4 layers) --tp 8 prefill of 32 tokens: the rope part (64 dims) of 16 query heads
+    # a rank and of the one shared key
+    spec = replace(load_model("deepseek-v3"), num_layers=4)
+    r = _torch_rows(spec, phase="prefill", seq=32, tp=8, check_fit=False)
+    rolls = sorted({row.pred.read_bytes for row in _rows(r, "rotary.roll")})
+    assert rolls == [32 * 64 * 2, 32 * 16 * 64 * 2]
+
+
+def test_torch_combine_scales_with_batch():
+    # llama2-7b decode, batch 2 after 8,192 tokens: the combine reads split fp32 partials of
+    # 2 x 32 heads x 128 (+ 2 / 128 for the max and sum), writes 2 x 4096 bf16
+    r = _torch_rows("llama2-7b", phase="decode", batch=2, context=8192)
+    (att,) = _rows(r, "attention")
+    (comb,) = _rows(r, "attention.combine")
+    split, out = att.pred.tiling.split, 2 * 32 * 128
+    assert split > 1
+    assert comb.pred.read_bytes == pytest.approx(split * out * 4 * (1 + 2 / 128), rel=1e-12)
+    assert comb.pred.write_bytes == out * 2
+
+
+def test_torch_prefill_logits_last_casts_one_row_a_sequence():
+    r = _torch_rows("llama2-7b", phase="prefill", batch=3, seq=256, logits="last")
+    (cast,) = _rows(r, "logits.float")
+    assert (cast.pred.read_bytes, cast.pred.write_bytes) == (3 * 32000 * 2, 3 * 32000 * 4)
+
+
+def test_torch_train_loss_mlp_and_grad_bytes():
+    # llama2-7b cut to 2 layers, 256 tokens, --tp 2: a rank holds 16,000 of the 32,000 logits
+    spec = replace(load_model("llama2-7b"), num_layers=2)
+    r = _torch_rows(spec, phase="train", seq=256, tp=2)
+    t, v, a, el = 256, 16000, 2, 256 * 11008 // 2
+    fwd = {row.pred.name: row.pred for row in r.rows if row.pass_name == "forward"}
+    bwd = {row.pred.name: row.pred for row in r.rows if row.pass_name == "backward"}
+    # forward loss: cast to fp32, log_softmax, nll (reads int64 targets and the fp32 picks, writes one)
+    assert (fwd["loss.cast"].read_bytes, fwd["loss.cast"].write_bytes) == (t * v * a, t * v * 4)
+    assert (fwd["loss.log_softmax"].read_bytes, fwd["loss.log_softmax"].write_bytes) == (t * v * 4, t * v * 4)
+    assert (fwd["loss.nll"].read_bytes, fwd["loss.nll"].write_bytes) == (t * 12, 4)
+    # MLP backward over a rank's I / 2 = 5504 columns: each kernel reads two, writes one
+    for name in ("mlp_act.bwd", "mlp_mul.bwd_up", "mlp_mul.bwd_act"):
+        assert (bwd[name].read_bytes, bwd[name].write_bytes) == (2 * el * a, el * a)
+    assert (bwd["mlp_act.bwd"].flops, bwd["mlp_mul.bwd_up"].flops) == (5 * el, el)
+    # FA2 backward's D = rowsum(dO * O): reads dO and O (16 heads a rank x 128), writes fp32 D
+    assert (bwd["attention.bwd_dot_do_o"].read_bytes, bwd["attention.bwd_dot_do_o"].write_bytes) == \
+        (2 * t * 16 * 128 * a, t * 16 * 4)
+    # .grad accumulation of the head (embedding, final norm, lm_head: 2 x 32000 x 4096 + 4096
+    # params, halved over tp) spread over its 3 tensors
+    head = (2 * 32000 * 4096 + 4096) * a / 2 / 3
+    (acc,) = [row for row in _by_name(r, "grad.accumulate") if row.layers == "head"]
+    assert (acc.pred.read_bytes, acc.pred.write_bytes, acc.count) == (pytest.approx(2 * head), pytest.approx(head), 3)
+
+
+@pytest.mark.parametrize("model,adds", [("llama2-7b", 2 + 2 + 1), ("mixtral-8x7b", 2 + 2), ("gpt2", 2 + 2),
+                                        ("phi-2", 2 + 2)])
+def test_torch_gradient_sums_where_a_tensor_fans_out(model, adds):
+    # 2 residual branch points, then one add per extra linear reading the same normed input:
+    # q/k/v (2 more); gate/up (1 more: llama); mixtral's experts and router each read it once;
+    # gpt2's and phi-2's plain MLP reads it once
+    spec = replace(load_model(model), num_layers=1)
+    r = _torch_rows(spec, phase="train", seq=64)
+    assert _sum_count(r, "grad_accumulate") == adds
