@@ -886,3 +886,129 @@ def test_torch_gradient_sums_where_a_tensor_fans_out(model, adds):
     spec = replace(load_model(model), num_layers=1)
     r = _torch_rows(spec, phase="train", seq=64)
     assert _sum_count(r, "grad_accumulate") == adds
+
+
+@pytest.mark.parametrize("m,n,k,tile", [
+    # N / 128 = 8 tiles x 16 splits of K 512 = 128 units, one wave (16x64 x 8 splits ties, later)
+    (1, 1024, 8192, (16, 128, 16, 128, 1)),
+    # 16 tiles x 8 splits of K 1024
+    (16, 2048, 8192, (16, 128, 8, 128, 1)),
+    # 64 rows: 16 tiles of 64x128 x 8 splits of 512
+    (64, 2048, 4096, (64, 128, 8, 128, 1)),
+    # 640 x 1024 fills only 20 of 132 SMs with 128x256 tiles: 10 x 16 tiles of 64x64 x 4 splits
+    # of 256 = 640 units in 5 waves
+    (640, 1024, 1024, (64, 64, 4, 640, 5)),
+])
+def test_matmul_tiles_of_skinny_and_small_shapes(m, n, k, tile):
+    p = predict_matmul(m, n, k)
+    assert _tile(p) == tile
+    # every split's K is whole BLOCK_K (64 bf16) rows here: compute = waves x tile FLOPs
+    bm, bn, split, _, waves = tile
+    per_sm = H100.flops_per_s("bf16", "matmul") / SMS
+    assert p.compute_s == pytest.approx(waves * 2.0 * bm * bn * (k // split) / per_sm, rel=1e-12, abs=0)
+
+
+@pytest.mark.parametrize("kv_heads,split", [(2, 64), (4, 32), (16, 8)])
+def test_flash_decoding_splits_fill_one_wave(kv_heads, split):
+    # batch 1 decode over 8192 keys: kv_heads units need 128 / kv_heads splits for one full wave
+    # of 132 SMs; the 16-row block computes 16 x (8192 / split) keys x 2 (128 + 128) FLOPs each
+    p = predict_attention(1, 32, kv_heads, 1, 8192, 128)
+    assert _tile(p) == (16, 128, split, kv_heads * split, 1)
+    per_sm = H100.flops_per_s("bf16", "attention") / SMS
+    assert p.compute_s == pytest.approx(16 * (8192 // split) * 2 * 256 / per_sm, rel=1e-12, abs=0)
+
+
+def test_small_prefill_attention_takes_64_row_blocks():
+    # 4 heads (no GQA) x 512 queries, batch 1: 16 FA2 blocks cannot fill 132 SMs; 64-row blocks
+    # (8 x 4 = 32) x 4 KV splits of 128 keys = 128 units in one wave: 64 x 128 per block, as fast
+    # as 16-row blocks without splits (a tie: the larger block is kept) and twice 128 x 128
+    p = predict_attention(1, 4, 4, 512, 512, 128)
+    assert _tile(p) == (64, 128, 4, 128, 1)
+    assert p.shape == "B1 H4/4 512x512 d128"
+    w = predict_attention(2, 32, 8, 1024, 1024, 128, True, window=256)
+    assert w.shape == "B2 H32/8 1024x1024 d128 causal window 256"
+    with pytest.raises(MlsysError, match="heads 32 not divisible by kv_heads 6"):
+        predict_attention(1, 32, 6, 16, 16, 128)
+
+
+def test_ridge_and_dict_fields_per_kind():
+    # the ridge point of each kind: its achievable compute roof / the achievable copy bandwidth
+    # (harmonic mean of read and write ceilings, equal here: their common value)
+    bw = 3.35e12 * H100.efficiency.memory
+    assert predict_matmul(4096, 4096, 4096).ridge_flops_per_byte == pytest.approx(
+        H100.flops_per_s("bf16", "matmul") / bw, rel=1e-12)
+    assert predict_attention(1, 8, 8, 1024, 1024, 128).ridge_flops_per_byte == pytest.approx(
+        H100.flops_per_s("bf16", "attention") / bw, rel=1e-12)
+    assert elementwise_op(1000).ridge_flops_per_byte == pytest.approx(H100.flops_per_s("fp32", "matmul") / bw, rel=1e-12)
+    # memory kernels report no tiling and no shape class; a GEMM both
+    mem, mm = elementwise_op(1000).as_dict(), predict_matmul(64, 64, 64).as_dict()
+    assert "tiling" not in mem and "shape_class" not in mem and mm["shape_class"] in ("skinny", "square")
+    assert set(mm["tiling"]) == {"block_m", "block_n", "split", "units", "waves", "wave_fill"}
+
+
+def test_model_rows_sum_to_the_totals():
+    r = predict_model(load_model("mixtral-8x7b"), H100, RooflineOptions(phase="decode", batch=8, context=512, tp=2))
+    d = r.totals()
+    assert d["ops_s"] == pytest.approx(sum(row.count * row.pred.predicted_s for row in r.rows), rel=1e-12)
+    assert d["memory_s"] == pytest.approx(sum(row.count * row.pred.memory_s for row in r.rows), rel=1e-12)
+    assert d["overhead_s"] == pytest.approx(2e-6 * d["kernels"], rel=1e-12)
+    assert d["bytes"] == pytest.approx(sum(row.count * (row.pred.read_bytes + row.pred.write_bytes) for row in r.rows),
+                                       rel=1e-12)
+    assert d["forward_s"] == pytest.approx(d["ops_s"], rel=1e-12) and d["backward_s"] == 0
+    assert d["bound"] == ("compute" if d["compute_s"] >= d["memory_s"] else "memory") == "memory"
+    assert d["tp_comm_s"] == pytest.approx(d["comm_s"], rel=1e-12) and d["comm_s"] > 0
+    assert d["predicted_s"] == pytest.approx(d["ops_s"] + d["comm_s"], rel=1e-12)
+
+
+def test_tensor_parallel_shards_of_llama3_8b():
+    # Megatron: q/k/v and gate/up column-parallel, o/down row-parallel; 8 KV heads over tp 2 = 4
+    r = predict_model(load_model("llama3-8b"), H100, RooflineOptions(phase="prefill", seq=256, tp=2))
+    dims = {row.pred.name: row.pred.dims for row in r.rows if row.pred.kind == "matmul"}
+    assert dims["q_proj"] == (256, 1, 2048, 4096)
+    assert dims["k_proj"] == dims["v_proj"] == (256, 1, 4 * 128, 4096)
+    assert dims["o_proj"] == (256, 1, 4096, 2048)
+    assert dims["gate_proj"] == (256, 1, 7168, 4096) and dims["down_proj"] == (256, 1, 4096, 7168)
+    # a 2-KV-head llama3-8b under tp 4: each rank keeps one KV head (each replicated on 2 ranks)
+    spec = replace(load_model("llama3-8b"), num_kv_heads=2)
+    f = predict_model(spec, H100, RooflineOptions(phase="decode", batch=2, context=100, tp=4))
+    (kv,) = _rows(f, "kv_cache_write")
+    assert kv.pred.write_bytes == 2 * 1 * 256 * 2
+    assert f.kv_cache_bytes == 2 * 101 * 32 * 256 * 2
+
+
+def test_quantized_weights_and_fp8_cache_in_the_model():
+    # llama3-8b decode with int4 weights: q_proj reads 4096 x 4096 / 2 bytes + a bf16 scale per 128
+    # weights; --kv-dtype fp8 halves the KV cache (1 byte an element)
+    spec = load_model("llama3-8b")
+    r = predict_model(spec, H100, RooflineOptions(phase="decode", batch=2, context=1000, dtype="int4", kv_dtype="fp8"))
+    (q,) = _rows(r, "q_proj")
+    assert q.pred.read_bytes == 2 * 4096 * 2 + 4096 * 4096 // 2 + 4096 * 32 * 2
+    assert r.kv_cache_bytes == 2 * 1001 * 32 * 8 * 256 * 1
+    assert r.weight_bytes == 8_030_261_248 * 0.5
+
+
+def test_window_full_counts_the_whole_causal_sequence():
+    # --sliding-window full: gemma2-9b's windowed layers run the full causal kernel (prefill 8192)
+    # and decode reads the whole context; the window's note says so
+    spec = load_model("gemma2-9b")
+    pre = predict_model(spec, H100, RooflineOptions(phase="prefill", seq=8192, window="full"))
+    full, win = (_rows(pre, n)[0].pred for n in ("attention", "attention (window)"))
+    assert win.flops == full.flops == pytest.approx(2 * 16 * (8192**2 / 2) * 512, rel=1e-12)
+    dec = predict_model(spec, H100, RooflineOptions(phase="decode", context=8192, window="full"))
+    full, win = (_rows(dec, n)[0].pred for n in ("attention", "attention (window)"))
+    assert win.read_bytes == full.read_bytes == 16 * 256 * 2 + 8193 * 8 * 512 * 2
+    assert [n for n in dec.notes if "decode reads the whole context" in n]
+    # skip (default): the window layers' prefill FLOPs are S W - W^2 / 2 pairs
+    skip = predict_model(spec, H100, RooflineOptions(phase="prefill", seq=8192))
+    (w,) = _rows(skip, "attention (window)")
+    assert w.pred.flops == pytest.approx(2 * 16 * (8192 * 4096 - 4096**2 / 2) * 512, rel=1e-12)
+    assert _rows(skip, "norm")[0].count == 4 * 42  # gemma2: 4 RMSNorms a layer
+
+
+def test_training_model_flops_are_three_forwards():
+    # Kaplan et al. 2020: backward = 2 x forward, so a training step's model FLOPs = 3 x forward
+    spec = load_model("llama3-8b")
+    train = predict_model(spec, H100, RooflineOptions(phase="train", batch=2, seq=512))
+    pre = predict_model(spec, H100, RooflineOptions(phase="prefill", batch=2, seq=512))
+    assert train.model_flops == pytest.approx(3 * pre.model_flops, rel=1e-12)
+    assert train.weight_bytes == 8_030_261_248 * 2
