@@ -809,6 +809,9 @@ def test_torch_forward_layer_of_llama3_8b_gqa():
     el = t * 14336
     assert (act.pred.flops, mul.pred.flops) == (4 * el, el)
     assert "rotary" not in {row.pred.name for row in _torch_rows("gpt2", phase="prefill", seq=16).rows}
+    # the prefill attention runs FA2's grid without KV splits: no combine kernel follows it
+    (att,) = _rows(r, "attention")
+    assert att.pred.tiling.split == 1 and not [row for row in r.rows if row.pred.name.endswith(".combine")]
 
 
 def test_torch_qk_norm_kernels():
