@@ -463,17 +463,17 @@ _TINY = {
 }
 
 
-@pytest.mark.parametrize("name,norm_bias", [(n, None) for n in _TINY] + [("pythia-1.4b", False), ("gpt2", False),
-                                                                         ("llama2-7b", True)])
-def test_param_tensors_match_the_torch_model(name, norm_bias):
+@pytest.mark.parametrize("name,changes", [(n, {}) for n in _TINY] + [
+    ("pythia-1.4b", {"norm_bias": False}), ("gpt2", {"norm_bias": False}), ("llama2-7b", {"norm_bias": True}),
+    ("llama2-7b", {"qk_norm": True})])  # phi's qk_layernorm: LayerNorm(head_dim) with a bias, on q and k
+def test_param_tensors_match_the_torch_model(name, changes):
     torch = pytest.importorskip("torch")  # noqa: F841
     from mlsyscalc.bench.torch_models import build_model
     from mlsyscalc.calc.params import count_params
     from mlsyscalc.calc.roofline_torch import param_tensors, step_param_tensors
 
-    spec = load_model(name, _TINY[name])
-    if norm_bias is not None:  # LayerNorm(bias=False); an RMSNorm has no bias whatever the flag
-        spec = replace(spec, norm_bias=norm_bias)
+    # LayerNorm(bias=False); an RMSNorm has no bias whatever the flag
+    spec = replace(load_model(name, _TINY[name]), **changes)
     model = build_model(spec, "float32", "meta")
     tensors = list(model.parameters())
     assert step_param_tensors(spec) == len(tensors)
@@ -1015,3 +1015,23 @@ def test_training_model_flops_are_three_forwards():
     pre = predict_model(spec, H100, RooflineOptions(phase="prefill", batch=2, seq=512))
     assert train.model_flops == pytest.approx(3 * pre.model_flops, rel=1e-12)
     assert train.weight_bytes == 8_030_261_248 * 2
+
+
+def test_memory_kernel_flops_as_documented():
+    # calc.roofline_memory's counts: 1 FLOP an add, 4 a normalised element, 3 a rotated element,
+    # none for a copy; --impl torch splits SiLU-gate's 5 into 4 + 1 and adds x + y with 1
+    t, h = 128, 4096
+    fused = {row.pred.name: row.pred for row in predict_model(
+        load_model("llama3-8b"), H100, RooflineOptions(phase="prefill", seq=t)).rows}
+    assert fused["residual_add"].flops == t * h
+    assert fused["norm"].flops == fused["final_norm"].flops == 4 * t * h
+    assert fused["rotary"].flops == 3 * t * (32 + 8) * 128
+    assert fused["kv_cache_write"].flops == fused["embedding"].flops == 0
+    assert fused["mlp_act*up"].flops == 5 * t * 14336
+    torch_rows = {row.pred.name: row.pred for row in _torch_rows("gpt2", phase="prefill", seq=t).rows}
+    assert torch_rows["residual_add"].flops == torch_rows["positions.add"].flops == t * 768
+    assert torch_rows["kv_cache_write.k"].flops == torch_rows["positions.index"].flops == 0
+    assert torch_rows["norm"].flops == 4 * t * 768
+    # x + y reads two tensors, writes one (bf16)
+    assert (torch_rows["residual_add"].read_bytes, torch_rows["residual_add"].write_bytes) == (2 * t * 768 * 2, t * 768 * 2)
+    assert (fused["residual_add"].read_bytes, fused["residual_add"].write_bytes) == (2 * t * h * 2, t * h * 2)
