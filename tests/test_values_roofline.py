@@ -1035,3 +1035,21 @@ def test_memory_kernel_flops_as_documented():
     # x + y reads two tensors, writes one (bf16)
     assert (torch_rows["residual_add"].read_bytes, torch_rows["residual_add"].write_bytes) == (2 * t * 768 * 2, t * 768 * 2)
     assert (fused["residual_add"].read_bytes, fused["residual_add"].write_bytes) == (2 * t * h * 2, t * h * 2)
+
+
+def test_fa2_grid_of_exactly_one_wave_is_kept():
+    # batch 33 x 4 heads (no GQA), 100 queries: 132 blocks of 128 rows = one full wave of 132 SMs,
+    # which FA2 runs as is (the smaller-block search only starts below one wave; 16-row blocks would
+    # take 7 waves of 16/128 the work, 7/8 of a wave's time)
+    assert _tile(predict_attention(33, 4, 4, 100, 100, 128)) == (128, 128, 1, 132, 1)
+    # one block fewer (batch 131 / 4 heads is not whole: take 131 units of 1 head) searches
+    assert predict_attention(131, 1, 1, 100, 100, 128).tiling.block_m < 128
+
+
+def test_sweep_takes_up_to_512_batch_values():
+    # MAX_SWEEP_POINTS = 512 values are accepted (513 are refused, above); gpt2 cut to 1 layer
+    from mlsyscalc.calc.roofline_sweep import sweep_batch
+
+    spec = replace(load_model("gpt2"), num_layers=1)
+    sweep = sweep_batch(spec, H100, RooflineOptions(phase="decode", context=16), list(range(1, 513)))
+    assert len(sweep.points) == 512
