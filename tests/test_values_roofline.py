@@ -644,6 +644,12 @@ def test_model_totals_follow_their_definitions():
     assert dec["tokens_per_s"] == pytest.approx(4 / dec["predicted_s"], rel=1e-12)
     train = predict_model(load_model("llama3-8b"), H100, RooflineOptions(phase="train", seq=256)).totals()
     assert train["fits"] is None and train["kv_cache_bytes"] == 0
+    # data parallel x4: tokens/s counts every replica's tokens; MFU is per replica (model FLOPs of
+    # one replica's batch over its tp GPUs)
+    dp = predict_model(load_model("llama3-8b"), H100, RooflineOptions(phase="train", seq=256, dp=4)).totals()
+    assert dp["tokens_per_s"] == pytest.approx(4 * 256 / dp["step_s"], rel=1e-12)
+    assert dp["mfu"] == pytest.approx(dp["model_flops"] / (dp["step_s"] * PEAK_BF16), rel=1e-12)
+    assert dp["dp_comm_s"] > 0 and dp["step_s"] == pytest.approx(dp["ops_s"] + dp["comm_s"] - dp["comm_hidden_s"])
 
 
 @pytest.mark.parametrize("model,phase,tp", [("gpt2", "prefill", 1), ("falcon-7b", "prefill", 1),
@@ -889,6 +895,8 @@ def test_torch_gradient_sums_where_a_tensor_fans_out(model, adds):
     spec = replace(load_model(model), num_layers=1)
     r = _torch_rows(spec, phase="train", seq=64)
     assert _sum_count(r, "grad_accumulate") == adds
+    where = "moe layers" if spec.is_moe else "layers"
+    assert {row.layers for row in _by_name(r, "grad.accumulate")} == {where, "head"}
 
 
 @pytest.mark.parametrize("m,n,k,tile", [
