@@ -119,6 +119,10 @@ def test_prefill_attention_keeps_the_fa2_grid_when_it_fills():
     # (64-row blocks would take 63 half-size waves, 31.5 < 32: FA2 does not go there)
     p = predict_attention(4, 32, 8, 4096, 4096, 128, True)
     assert _tile(p) == (128, 128, 1, 4096, 32)
+    # causal: each block row computes half the 4096 keys on average (fraction 1/2), 2 x (128 + 128)
+    # FLOPs a query-key pair, 32 waves of 128 rows
+    per_sm = H100.flops_per_s("bf16", "attention") / SMS
+    assert p.compute_s == pytest.approx(32 * 128 * 4096 * 2 * 256 * 0.5 / per_sm, rel=1e-12, abs=0)
 
 
 @pytest.mark.parametrize("batch,split", [(1, 16), (4, 4), (8, 2)])
@@ -322,6 +326,11 @@ def test_compute_bound_search_stops_at_its_limit():
     opts = RooflineOptions(phase="decode", context=128)
     assert compute_bound_batch(load_model("llama2-7b"), H100, opts, limit=4) is None
     assert compute_bound_batch(load_model("llama2-7b"), H100, opts, limit=1) is None
+    # llama3-8b prefill of 160 tokens a sequence: memory-bound at batch 1, compute-bound at 2; a
+    # search limited to batch 1 does not answer 2
+    pre = RooflineOptions(phase="prefill", seq=160)
+    assert compute_bound_batch(load_model("llama3-8b"), H100, pre) == 2
+    assert compute_bound_batch(load_model("llama3-8b"), H100, pre, limit=1) is None
 
 
 def test_window_note_needs_sliding_layers():
@@ -817,6 +826,8 @@ def test_torch_forward_layer_of_llama3_8b_gqa():
     el = t * 14336
     assert (act.pred.flops, mul.pred.flops) == (4 * el, el)
     assert "rotary" not in {row.pred.name for row in _torch_rows("gpt2", phase="prefill", seq=16).rows}
+    # full rotary (rot = head_dim): no slice copy and no cat
+    assert not [row for row in r.rows if row.pred.name in ("rotary.slice_copy", "rotary.cat")]
     # the prefill attention runs FA2's grid without KV splits: no combine kernel follows it
     (att,) = _rows(r, "attention")
     assert att.pred.tiling.split == 1 and not [row for row in r.rows if row.pred.name.endswith(".combine")]
