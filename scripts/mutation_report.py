@@ -297,9 +297,41 @@ EQUIVALENT: dict[tuple[str, str], str] = {
     ('mlsyscalc/specs/model.py', '-    max_position_embeddings: int = 0\n+    max_position_embeddings: int = 1'): 'a dead default: every normaliser in specs/hf.py passes max_position_embeddings',
     ('mlsyscalc/calc/roofline_comm.py', '-    most = max((spec.gpus_per_node for spec in nodes), default=tp)\n+    most = min((spec.gpus_per_node for spec in nodes), default=tp)'): 'each GPU matches at most one built-in cluster, so max and min over its nodes agree (and with none both give the default tp)',
     ('mlsyscalc/calc/memory_train.py', "-        states = sp.matrix_factors * nbytes['state'] * (sharded(1, 1.0) / max(sp.total, 1))\n+        states = sp.matrix_factors * nbytes['state'] * (sharded(1, 1.0) / max(sp.total, 2))"): "a divide-by-zero guard: a stage's parameter count is never below 4 (every layer has at least its q, k, v, o weights), so max(total, 1) and max(total, 2) are both total",
+    ("mlsyscalc/calc/roofline_ops.py", "-    elif w <= a:\n+    elif w < a:"):
+        "at w == a the middle branch gives (w*w - a*a)/2 + w*(b - w) = w*(b - a), the same area",
+    ("mlsyscalc/calc/roofline_model.py",
+     "-    def attention(self, windowed: bool, backward: bool=False) -> OpPrediction:\n"
+     "+    def attention(self, windowed: bool, backward: bool=True) -> OpPrediction:"):
+        "a dead default: the only caller (roofline_train.backward_rows) passes backward=True",
+    ("mlsyscalc/calc/roofline_sweep.py", "-    low, high = (0, 1)\n+    low, high = (1, 1)"):
+        "low is overwritten by the first doubling step; if batch 1 is already compute-bound both "
+        "return high = 1 (high - low is 1 or 0, neither > 1)",
+    ("mlsyscalc/calc/roofline_sweep.py",
+     "-        low, high = (high, min(2 * high, limit))\n+        low, high = (high, max(2 * high, limit))"):
+        "a wider upper bracket (the limit at once): bisection of a bound that turns compute-bound once "
+        "(more batch, more FLOPs per weight byte) finds the same smallest batch, in more steps",
+    ("mlsyscalc/calc/roofline_sweep.py",
+     "-        low, high = (high, min(2 * high, limit))\n+        low, high = (high, min(3 * high, limit))"):
+        "tripling instead of doubling brackets the same crossing; bisection of a bound that turns "
+        "compute-bound once finds the same smallest batch",
+    ("mlsyscalc/calc/roofline_ops.py",
+     "-    block_k = max(16, int(BLOCK_K_BYTES / bytes_per_element(dtype)))\n"
+     "+    block_k = max(17, int(BLOCK_K_BYTES / bytes_per_element(dtype)))"):
+        "the floor never binds: 128 bytes / element size is at least 32 for every dtype (4 bytes at most)",
 }
 # survivors that are not equivalent but that no realistic input reaches (not left out of the score)
 UNREACHED: dict[tuple[str, str], str] = {
+    ("mlsyscalc/calc/roofline_ops.py",
+     "-        if best is None or t < best[0] * (1 - 1e-09):\n"
+     "+        if best is None or t <= best[0] * (1 - 1e-09):"):
+        "differs only when a tiling's time is exactly (1 - 1e-9) times the best so far, as floats",
+    ("mlsyscalc/calc/roofline_model.py",
+     "-        return 'compute' if self.compute_s >= self.memory_s else 'memory'\n"
+     "+        return 'compute' if self.compute_s > self.memory_s else 'memory'"):
+        "differs only when a step's summed compute and memory times are exactly equal floats",
+    ("mlsyscalc/calc/roofline_ops.py",
+     "-    skinny = pred.memory_s > pred.compute_s\n+    skinny = pred.memory_s >= pred.compute_s"):
+        "differs only when a GEMM's compute and memory times are exactly equal floats",
     ("mlsyscalc/calc/roofline_ops.py",
      "-        return 'compute' if self.compute_s >= self.memory_s else 'memory'\n"
      "+        return 'compute' if self.compute_s > self.memory_s else 'memory'"):
