@@ -578,14 +578,13 @@ def test_train_step_rates_bubble_and_flops(name, lay):
     m = lay["global_batch"] // (d["layout"]["dp"] * lay["micro_batch"])
     assert d["layout"]["num_micro_batches"] == m
     assert b["bubble_s"] == pytest.approx(b["compute_s"] * (p - 1) / (v * m), rel=1e-12)
-    # memory: calc.memory_train's total, plus (p - 1) / (p v) of the first stage's activations when interleaved
+    # memory: calc.memory_train's total at its peak stage and phase (the interleaved schedule's extra
+    # chunk-forwards are counted there: calc.memory_schedule.in_flight)
     from mlsyscalc.calc.memory_common import verdict
 
     assert d["usable_bytes"] == verdict(H100.gpu, 0, "10%").usable_bytes  # `mlsys memory`'s default reserve
-    held = step.memory.peak_stage.detail["activations_layers"] + step.memory.peak_stage.detail[
-        "activations_embedding_head"]
-    extra_bytes = round(held * (p - 1) / (p * v)) if v > 1 else 0
-    assert d["memory_bytes_per_gpu"] == step.memory.total + extra_bytes
+    assert d["memory_bytes_per_gpu"] == step.memory.total
+    assert sum(d["memory"]["breakdown"].values()) == d["memory_bytes_per_gpu"]
     assert d["fits"] is (d["memory_bytes_per_gpu"] <= d["usable_bytes"])
     assert d["comm_sms"] == 16 and d["overlap"] == ["dp", "cp", "tp"]
     # contention = comm_sms / sm_count x the hidden (total - exposed) seconds of the overlapped dimensions
@@ -984,7 +983,8 @@ def test_datasheet_as_dict_keys():
     assert d["matmul_flops_per_s"] == H100_BF16 * e.matmul and d["attention_flops_per_s"] == H100_BF16 * e.attention
     assert d["launch_overhead_s"] == 5e-6 and d["notes"] == []
     assert d["efficiency"] == {"matmul": e.matmul, "attention": e.attention, "memory": e.memory,
-                               "matmul_skinny": e.matmul_skinny}
+                               "matmul_skinny": e.matmul_skinny, "memory_broadcast": e.memory_broadcast,
+                               "matmul_unaligned": e.matmul_unaligned, "attention_small_head": e.attention_small_head}
     assert datasheet_ceilings("H100-SXM").launch_s == 2e-6
     with pytest.raises(MlsysError, match="launch overhead"):
         datasheet_ceilings("H100-SXM", launch_s=-1e-6)
