@@ -1734,3 +1734,10 @@ def test_normaliser_options(model, overrides, expect):
 def test_phi_partial_rotary_default_is_half():
     # transformers' PhiConfig: partial_rotary_factor defaults to 0.5
     assert _without("phi-2", "partial_rotary_factor").rotary_fraction == 0.5
+
+
+def test_gpt_neox_without_rotary_pct_rotates_a_quarter_of_each_head():
+    """transformers' GPTNeoXConfig defaults rotary_pct / partial_rotary_factor to 0.25 (the value
+    pythia-1.4b's config.json also sets); a config that omits both keys gets that default."""
+    spec = _without("pythia-1.4b", "rotary_pct")
+    assert spec.rotary_fraction == 0.25

@@ -219,7 +219,9 @@ def _gpt_neox(c: ConfigReader) -> dict[str, Any]:
         activation=c.str("hidden_act", "gelu"), norm="layernorm", norm_bias=True, norms_per_layer=2,
         final_norm=True, qkv_bias=bias, o_bias=bias, mlp_bias=True, lm_head_bias=False,
         tie_word_embeddings=c.bool("tie_word_embeddings", False), position_embedding="rope",
-        rotary_fraction=c.float("partial_rotary_factor") if rotary is not None else c.float("rotary_pct", 1.0),
+        # transformers' GPTNeoXConfig defaults rotary_pct (partial_rotary_factor) to 0.25, as Pythia and
+        # GPT-NeoX-20B ship it: a config without the key rotates a quarter of each head
+        rotary_fraction=c.float("partial_rotary_factor") if rotary is not None else c.float("rotary_pct", 0.25),
         parallel_attention=c.bool("use_parallel_residual", True),
         max_position_embeddings=c.int("max_position_embeddings", 0, minimum=0),
     )
