@@ -97,7 +97,10 @@ def test_c_equals_6nd(law, c):
 def test_more_compute_never_gives_smaller_model_or_fewer_tokens(law, c1, c2):
     lo, hi = sorted((c1, c2))
     small, big = scaling.optimal(law, compute_flops=lo), scaling.optimal(law, compute_flops=hi)
-    assert small.params <= big.params and small.tokens <= big.tokens
+    # within float rounding: budgets one ulp apart (9.999999999999996e29 and ...97e29) can give tokens that
+    # differ in the last bit the other way (N^a and C / 6N each round)
+    slack = 1 + 1e-12
+    assert small.params <= big.params * slack and small.tokens <= big.tokens * slack
 
 
 @given(law=laws, c=computes)
