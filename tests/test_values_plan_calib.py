@@ -610,18 +610,10 @@ def test_train_step_rates_bubble_and_flops(name, lay):
 def test_memoised_search_equals_train_step_under_other_options(name, opts):
     """The plan's vectorised step time and memory are train_step's for the same layout, also with
     overlap, capacity factor, unfused attention and fp8 options, MLA + MoE with dense first layers."""
-    import random
+    from tests.test_plan import assert_search_equals_train_step
 
     spec = load_model(name, {"num_hidden_layers": 8} if name == "deepseek-v3" else None)
-    memo = _Memo(spec, H100, HGX, opts)
-    layouts, grid = list(structures(spec, HGX, opts)), execution_options(opts)
-    step, memory = _search(memo, layouts, grid, None)
-    for j in random.Random(1).sample(range(len(step)), min(14, len(step))):
-        zero, recompute = grid[j % len(grid)]
-        c = replace(layouts[j // len(grid)], zero=zero, recompute=recompute)
-        ref = train_step(spec, H100, HGX, c)
-        assert step[j] == pytest.approx(ref.step_time_s, rel=1e-9), c.layout()
-        assert memory[j] == pytest.approx(ref.memory_bytes_per_gpu, abs=8), c.layout()
+    assert_search_equals_train_step(spec, H100, HGX, opts, samples=14, seed=1)
 
 
 def test_plan_json_and_why():

@@ -20,7 +20,7 @@ from .comm_step import placement
 from .memory_schedule import FRAMEWORKS, SCHEDULES
 from .tensor_parallel import check_tp
 from .train_attention import ATTENTION
-from .train_host import DEFAULT_FRAMEWORK, framework_costs
+from .train_host import DEFAULT_FRAMEWORK
 
 RECOMPUTE = ("none", "selective", "full")  # Korthikanti et al. 2022: selective = attention core only
 DTYPES = ("bf16", "fp16", "fp8")  # matmul dtype; fp8 keeps bf16 weights, activations and communication
@@ -110,7 +110,6 @@ class TrainStepOptions:
         require(isinstance(self.comm_sms, int) and self.comm_sms >= 0,
                 f"--comm-sms must be a non-negative integer, got {self.comm_sms}")
         require(0 < self.capacity_factor < 100, f"--capacity-factor must be in (0, 100), got {self.capacity_factor}")
-        framework_costs(self.framework)  # a known --framework
 
     def comm_sm_share(self, sm_count: int | None) -> float:
         """comm_sms / sm_count: the share of the GPU's SMs NCCL holds (0 when the GPU spec has no SM count)."""
