@@ -79,6 +79,8 @@ TESTS: dict[str, list[str]] = {
     "scaling_fit_batch": SCALING,
     "plan": PLAN, "plan_memory": PLAN, "plan_space": PLAN,
     "train": TRAIN, "train_comm": TRAIN, "train_options": TRAIN, "train_parts": TRAIN,
+    "train_host": [*TRAIN, "test_train_host.py", "test_train_host_fit.py"],
+    "memory_schedule": MEMORY + ["test_memory_schedule.py"],
     **{m: SERVE for m in ("serve", "serve_cost", "serve_disagg", "serve_engine", "serve_metrics",
                           "serve_spec", "serve_static", "serve_workload")},
 }
