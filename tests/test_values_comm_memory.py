@@ -1741,3 +1741,23 @@ def test_gpt_neox_without_rotary_pct_rotates_a_quarter_of_each_head():
     pythia-1.4b's config.json also sets); a config that omits both keys gets that default."""
     spec = _without("pythia-1.4b", "rotary_pct")
     assert spec.rotary_fraction == 0.25
+
+
+def test_deepseek_v3_missing_keys_take_transformers_defaults():
+    """A deepseek_v3 config.json without its MLA/MoE keys gets DeepseekV3Config's defaults
+    (transformers configuration_deepseek_v3.py: q_lora_rank 1536, kv_lora_rank 512, qk_nope 128,
+    qk_rope 64, v_head_dim 128, n_routed_experts 256, top-8, moe_intermediate_size 2048,
+    n_shared_experts 1, first_k_dense_replace 3), as loading it with transformers would."""
+    from mlsyscalc.specs.hf import from_hf_config
+    raw = {"model_type": "deepseek_v3", "vocab_size": 1000, "hidden_size": 1024, "num_hidden_layers": 6,
+           "num_attention_heads": 8, "num_key_value_heads": 8, "intermediate_size": 4096}
+    spec = from_hf_config(raw, name="ds", source="test")
+    assert spec.mla is not None and spec.moe is not None
+    assert (spec.mla.q_lora_rank, spec.mla.kv_lora_rank) == (1536, 512)
+    assert (spec.mla.qk_nope_head_dim, spec.mla.qk_rope_head_dim, spec.mla.v_head_dim) == (128, 64, 128)
+    assert (spec.head_dim, spec.v_head_dim) == (128 + 64, 128)
+    moe = spec.moe
+    assert (moe.num_experts, moe.experts_per_token, moe.expert_intermediate_size) == (256, 8, 2048)
+    assert (moe.num_shared_experts, moe.shared_intermediate_size, moe.first_dense_layers) == (1, 2048, 3)
+    # an explicit null q_lora_rank (DeepSeek-V2-Lite style) means queries are not compressed
+    assert from_hf_config({**raw, "q_lora_rank": None}, name="ds", source="test").mla.q_lora_rank is None

@@ -56,7 +56,7 @@ class ConfigReader:
 
     def opt_int(self, key: str, default: builtins.int | None = None) -> builtins.int | None:
         value = self._get(key, default)
-        return None if value is None else self.int(key)
+        return None if value is None else self.int(key, value)
 
     def bool(self, key: str, default: Any = _MISSING) -> bool:
         value = self._get(key, default)
@@ -160,24 +160,26 @@ def _mixtral(c: ConfigReader) -> dict[str, Any]:
 
 
 def _deepseek_v3(c: ConfigReader) -> dict[str, Any]:
+    # a missing MLA/MoE key takes DeepseekV3Config's default (transformers), as loading it would;
+    # an explicit null q_lora_rank means no query compression
     spec = _llama_like(c, tie_default=False)
     mla = MLASpec(
-        q_lora_rank=c.opt_int("q_lora_rank"), kv_lora_rank=c.int("kv_lora_rank"),
-        qk_nope_head_dim=c.int("qk_nope_head_dim"), qk_rope_head_dim=c.int("qk_rope_head_dim"),
-        v_head_dim=c.int("v_head_dim"),
+        q_lora_rank=c.opt_int("q_lora_rank", 1536), kv_lora_rank=c.int("kv_lora_rank", 512),
+        qk_nope_head_dim=c.int("qk_nope_head_dim", 128), qk_rope_head_dim=c.int("qk_rope_head_dim", 64),
+        v_head_dim=c.int("v_head_dim", 128),
     )
-    moe_inter = c.int("moe_intermediate_size")
-    shared = c.int("n_shared_experts", 0, minimum=0)
+    moe_inter = c.int("moe_intermediate_size", 2048)
+    shared = c.int("n_shared_experts", 1, minimum=0)
     spec.update(
         head_dim=mla.qk_nope_head_dim + mla.qk_rope_head_dim, v_head_dim=mla.v_head_dim,
         num_kv_heads=spec["num_heads"],  # MLA expands the latent into one K/V per query head
         o_bias=c.bool("attention_bias", False), mla=mla,
         rotary_fraction=mla.qk_rope_head_dim / (mla.qk_nope_head_dim + mla.qk_rope_head_dim),
         moe=MoESpec(
-            num_experts=c.int("n_routed_experts"), experts_per_token=c.int("num_experts_per_tok"),
+            num_experts=c.int("n_routed_experts", 256), experts_per_token=c.int("num_experts_per_tok", 8),
             expert_intermediate_size=moe_inter, num_shared_experts=shared,
             shared_intermediate_size=moe_inter * shared,
-            first_dense_layers=c.int("first_k_dense_replace", 0, minimum=0),
+            first_dense_layers=c.int("first_k_dense_replace", 3, minimum=0),
             layer_freq=c.int("moe_layer_freq", 1),
         ),
     )
