@@ -14,6 +14,13 @@ from pathlib import Path
 from mutation import TARGETS, ROOT, show, sites
 
 EQUIVALENT: dict[tuple[str, str], str] = {
+    ("mlsyscalc/calc/comm_step.py",
+     "-        return (size, len(per_node), 0)\n+        return (size, len(per_node), 1)"):
+        "the third element (stride) of a rank-list group is unpacked as _ by add(): never read",
+    ("mlsyscalc/calc/layers.py",
+     "-        return full // self.copies * self.active if self.copies > 1 else full\n"
+     "+        return full // self.copies * self.active if self.copies >= 1 else full"):
+        "a one-copy linear has active = 1 (only routed experts set copies and active), so full // 1 * 1 == full",
     ("mlsyscalc/calc/comm_collectives.py",
      "-        return self.size_bytes / self.time_s if self.time_s > 0 else math.inf\n"
      "+        return self.size_bytes / self.time_s if self.time_s >= 0 else math.inf"):
