@@ -14,6 +14,10 @@ from pathlib import Path
 from mutation import TARGETS, ROOT, show, sites
 
 EQUIVALENT: dict[tuple[str, str], str] = {
+    ("mlsyscalc/calc/roofline_ops.py",
+     "-    elements = max(1, int(ALIGN_BYTES / bytes_per_element(dtype)))\n"
+     "+    elements = max(2, int(ALIGN_BYTES / bytes_per_element(dtype)))"):
+        "16 bytes hold at least 4 elements of every dtype (fp32 is the widest), so the floor of 1 or 2 never binds",
     ("mlsyscalc/calc/comm_step.py",
      "-        return (size, len(per_node), 0)\n+        return (size, len(per_node), 1)"):
         "the third element (stride) of a rank-list group is unpacked as _ by add(): never read",
