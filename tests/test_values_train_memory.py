@@ -246,3 +246,14 @@ def test_fits_is_inclusive_of_the_usable_bytes():
     step = _train(seq=1024)
     assert replace(step, usable_bytes=step.memory_bytes_per_gpu).fits
     assert not replace(step, usable_bytes=step.memory_bytes_per_gpu - 1).fits
+
+
+def test_dp_gradient_all_reduce_carries_this_ranks_model_share():
+    """llama2-7b (6,738,415,616 parameters, transformers) over tp 2 x pp 2, dp 2: each rank all-reduces the
+    bf16 gradients of a quarter of the model (even split, as comm step documents)."""
+    from mlsyscalc.calc.comm_step import StepOptions, step_comm
+    comm = step_comm(load_model("llama2-7b"), StepOptions(dp=2, tp=2, pp=2, grad_accum=2, seq=1024), "hgx-h100")
+    (dp,) = [r for r in comm.rows if r.dim == "dp"]
+    assert dp.collective == "all-reduce" and dp.calls == 1
+    assert dp.message_bytes == int(6_738_415_616 / 4 * 2)
+    assert comm.params_per_gpu == 6_738_415_616 / 4
