@@ -69,7 +69,7 @@ def observation(c: Case, ceilings: Ceilings, impl: str = IMPL) -> Observation:
     e = ceilings.efficiency
     terms = tuple(_term(r) for r in roof.rows)
     return Observation(c.row.key, c.row.median_ms * 1e-3, terms, tuple(getattr(e, k) for k in EFFICIENCIES),
-                       roof.comm_s - roof.comm_hidden_s)
+                       roof.comm_s - roof.comm_hidden_s, roof.host_path_s)
 
 
 def _term(r) -> Term:

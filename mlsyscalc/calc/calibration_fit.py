@@ -11,8 +11,10 @@ calc.calibration's EFFICIENCY_FIELDS: memory_broadcast, matmul_unaligned, attent
 where compute_i and memory_i were computed at efficiencies e0. Compute time is inversely
 proportional to the kind's efficiency (the tile/wave choice scales with it and does not change),
 memory time to the memory efficiency, so a new set of efficiencies re-prices every row
-without re-running the roofline. The fit minimises the squared log error of the step times
-(relative errors, no run dominating by size) with Nelder-Mead in log space.
+without re-running the roofline. An eager step whose host path (calc.roofline_host) is longer
+takes the host path instead: step_s = max(the sum above, host_path_s). The fit minimises the
+squared log error of the step times (relative errors, no run dominating by size) with
+Nelder-Mead in log space.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class Observation:
     terms: tuple[Term, ...]
     base: tuple[float, ...]  # EFFICIENCIES the terms were priced at (matmul, attention, memory, matmul_skinny)
     comm_s: float = 0.0  # collectives, not refitted
+    host_path_s: float = 0.0  # the host's path through an eager step (calc.roofline_host), not refitted
 
 
 def predict(obs: Observation, params: dict[str, float]) -> float:
@@ -72,7 +75,7 @@ def predict(obs: Observation, params: dict[str, float]) -> float:
         compute_class, memory_class = t.classes
         total += t.count * (max(t.compute_s * scale(compute_class), t.memory_s * scale(memory_class))
                             + params["launch_s"])
-    return total
+    return max(total, obs.host_path_s)
 
 
 def loss(observations: Sequence[Observation], params: dict[str, float]) -> float:
