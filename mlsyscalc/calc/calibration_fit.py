@@ -2,9 +2,10 @@
 
 A model step's prediction (calc.roofline_model) is a sum over kernel rows
 
-    step_s = sum_i count_i x (max(compute_i x e0_kind / e_kind, memory_i x e0_mem / e_mem) + launch_s)
+    step_s = sum_i count_i x (max(compute_i x e0_kind / e_kind, memory_i x e0_mem / e_mem, floor_i) + launch_s)
 
-(a GEMM's memory time x e0_skinny / e_skinny instead: GEMMs stream at their own efficiency; in
+(floor_i: matmul_floor_s for a plain GEMM, else 0; a GEMM's memory time x e0_skinny / e_skinny
+instead of e0_mem / e_mem: GEMMs stream at their own efficiency; in
 general each row's compute and memory times scale with the efficiency class that priced them,
 calc.calibration's EFFICIENCY_FIELDS: memory_broadcast, matmul_unaligned, attention_small_head)
 
@@ -27,11 +28,11 @@ from ..errors import require
 from .calibration import EFFICIENCY_FIELDS
 
 # Fitted by default; the other efficiency classes keep their start values unless a caller frees them.
-PARAMS = ("matmul", "matmul_skinny", "attention", "memory", "launch_s")
+PARAMS = ("matmul", "matmul_skinny", "attention", "memory", "launch_s", "matmul_floor_s")
 EFFICIENCIES = EFFICIENCY_FIELDS  # the order of Observation.base
 BOUNDS = {"matmul": (0.05, 1.5), "matmul_skinny": (0.05, 1.0), "attention": (0.05, 1.5), "memory": (0.05, 1.5),
           "memory_broadcast": (0.02, 1.5), "matmul_unaligned": (0.02, 1.5), "attention_small_head": (0.05, 1.5),
-          "launch_s": (1e-7, 5e-5)}
+          "launch_s": (1e-7, 5e-5), "matmul_floor_s": (1e-7, 2e-5)}
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class Term:
     skinny: bool = False  # a GEMM: its memory time scales with matmul_skinny instead of memory
     compute_class: str = ""  # the efficiency that priced compute_s (default: attention or matmul by kind)
     memory_class: str = ""  # the one that priced memory_s (default: matmul_skinny if skinny, else memory)
+    floor_s: float = 0.0  # a plain GEMM's shortest busy time (re-priced as matmul_floor_s when that is fitted)
 
     @property
     def classes(self) -> tuple[str, str]:
@@ -73,7 +75,8 @@ def predict(obs: Observation, params: dict[str, float]) -> float:
     total = obs.comm_s
     for t in obs.terms:
         compute_class, memory_class = t.classes
-        total += t.count * (max(t.compute_s * scale(compute_class), t.memory_s * scale(memory_class))
+        floor = params.get("matmul_floor_s", t.floor_s) if t.floor_s else 0.0
+        total += t.count * (max(t.compute_s * scale(compute_class), t.memory_s * scale(memory_class), floor)
                             + params["launch_s"])
     return max(total, obs.host_path_s)
 
@@ -144,4 +147,6 @@ def fit(observations: Iterable[Observation], start: dict[str, float], fixed: tup
 def _matters(obs: Iterable[Observation], name: str) -> bool:
     if name in ("launch_s", "memory"):
         return True
+    if name == "matmul_floor_s":
+        return any(t.floor_s and t.count for o in obs for t in o.terms)
     return any(name in t.classes and t.count for o in obs for t in o.terms)
