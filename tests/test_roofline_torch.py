@@ -94,7 +94,8 @@ def test_torch_kernels_are_more_kernels_and_never_less_time(model, shape):
         assert r.count >= 1 and r.pred.predicted_s >= 0 and r.pred.bytes >= 0
     passes = sum(torch.pass_s(p) for p in ("forward", "backward", "recompute", "optimizer"))
     assert passes == pytest.approx(torch.ops_s, rel=1e-12)
-    assert torch.time_s == pytest.approx(torch.ops_s + torch.comm_s - torch.comm_hidden_s, rel=1e-12)
+    gpu = torch.ops_s + torch.comm_s - torch.comm_hidden_s
+    assert torch.time_s == pytest.approx(max(gpu, torch.host_path_s), rel=1e-12)  # eager training: host path
     t = torch.totals()
     assert t["compute_s"] >= 0 and t["overhead_s"] == pytest.approx(torch.kernels * H200.launch_s)
 

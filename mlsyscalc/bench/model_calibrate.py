@@ -69,13 +69,14 @@ def observation(c: Case, ceilings: Ceilings, impl: str = IMPL) -> Observation:
     e = ceilings.efficiency
     terms = tuple(_term(r) for r in roof.rows)
     return Observation(c.row.key, c.row.median_ms * 1e-3, terms, tuple(getattr(e, k) for k in EFFICIENCIES),
-                       roof.comm_s - roof.comm_hidden_s)
+                       roof.comm_s - roof.comm_hidden_s, roof.host_path_s)
 
 
 def _term(r) -> Term:
     """One roofline row as a fit term, with the efficiency classes that priced its two times."""
     p = r.pred
-    return Term(r.count, p.kind, p.compute_s, p.memory_s, p.kind == "matmul", p.compute_class, p.memory_class)
+    return Term(r.count, p.kind, p.compute_s, p.memory_s, p.kind == "matmul", p.compute_class, p.memory_class,
+                p.floor_s)
 
 
 def linear_observations(c: Case, ceilings: Ceilings, impl: str = IMPL) -> list[Observation]:
@@ -110,7 +111,8 @@ def calibrate(rows, ceilings: Ceilings, hold_out: set[str], fit_keys: set[str] |
             "calibrate: every usable row is held out (or none is usable: graph-mode prefill/decode, train)")
     obs = {c.row.key: observation(c, ceilings, impl) for c in cases}
     e = ceilings.efficiency
-    start = {**{k: getattr(e, k) for k in EFFICIENCIES}, "launch_s": ceilings.launch_s}
+    start = {**{k: getattr(e, k) for k in EFFICIENCIES}, "launch_s": ceilings.launch_s,
+             "matmul_floor_s": ceilings.matmul_floor_s}
     ops = [o for c in fitted for o in linear_observations(c, ceilings, impl)] if per_op else []
     params = fit([obs[c.row.key] for c in fitted], start, ops=ops)
     table = []
@@ -133,7 +135,8 @@ def record(ceilings: Ceilings, params: dict, models: list[str]) -> dict:
         "peak_flops": {k: v for k, v in ceilings.base_flops.items() if v},
         "bandwidth_Bps": {"read": ceilings.read_Bps, "write": ceilings.write_Bps},
         "efficiency": {k: params.get(k, getattr(ceilings.efficiency, k)) for k in EFFICIENCIES},
-        "launch_overhead_s": params["launch_s"], "fitted_on": models,
+        "launch_overhead_s": params["launch_s"], "matmul_floor_s": params.get("matmul_floor_s", ceilings.matmul_floor_s),
+        "fitted_on": models,
         "base": ceilings.source,
     }
 

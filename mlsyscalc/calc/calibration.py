@@ -26,6 +26,12 @@ from ..validate import fraction, non_negative, positive
 # Fixed cost of one kernel: launch, prologue/epilogue and the tail of the last wave. An assumption
 # (2 us is the usual back-to-back launch gap on a CUDA stream); a calibration file may measure it.
 LAUNCH_OVERHEAD_S = 2e-6
+# The shortest time a cuBLAS GEMM/GEMV kernel runs beyond that fixed cost, however few bytes it moves:
+# gpt2's 768x768 projections (1.2 MB, 0.45 us at matmul_skinny) run 4.08-4.19 us per kernel in the
+# H100 decode profiles at B1-B16 (torch 2.11, CUDA graphs: reports/models/h100_fitset.jsonl,
+# h100_decode_check.jsonl), 4.15 - 2.0 = 2.15 us. A floor, not an addition: the large decode GEMMs
+# (from which matmul_skinny was derived with the 2 us fixed cost) stream for longer than it.
+MATMUL_FLOOR_S = 2.15e-6
 DEFAULT_GPU = "H100-SXM"
 
 
@@ -89,11 +95,13 @@ class Ceilings:
     sm_count: int
     efficiency: Efficiency
     launch_s: float = LAUNCH_OVERHEAD_S
+    matmul_floor_s: float = MATMUL_FLOOR_S  # a plain GEMM kernel runs at least this, fixed cost apart
     source: str = "datasheet"  # "datasheet" or the calibration file
     notes: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         non_negative(self.launch_s, "launch overhead (s)")
+        non_negative(self.matmul_floor_s, "GEMM floor (s)")
         positive(self.read_Bps, "read bandwidth (B/s)")
         positive(self.write_Bps, "write bandwidth (B/s)")
         self.efficiency.validate()
@@ -158,6 +166,7 @@ class Ceilings:
             "read_Bps": self.read_ceiling_Bps, "write_Bps": self.write_ceiling_Bps, "bandwidth_Bps": self.bandwidth_Bps,
             "datasheet_flops_per_s": self.datasheet_flops(dtype), "datasheet_Bps": self.datasheet_Bps,
             "ridge_flops_per_byte": self.ridge(dtype), "launch_overhead_s": self.launch_s,
+            "matmul_floor_s": self.matmul_floor_s,
             "efficiency": {k: getattr(self.efficiency, k) for k in EFFICIENCY_FIELDS}, "notes": list(self.notes),
         }
 
@@ -292,13 +301,14 @@ def calibrated_ceilings(data: Mapping[str, Any], gpu: GPUSpec | str | None = Non
     if gpu and data.get("gpu") and _matched_name(data["gpu"]) != spec.name:
         notes.append(f"calibration measured on {data['gpu']!r}, used with the {spec.name} datasheet")
     measured_launch = _positive(data.get("launch_overhead_s"), "launch_overhead_s")
+    measured_floor = _positive(data.get("matmul_floor_s"), "matmul_floor_s")
     return Ceilings(
         gpu=spec, base_flops=flops,
         read_Bps=_positive(bws.get("read"), "bandwidth_Bps.read") or fallback,
         write_Bps=_positive(bws.get("write"), "bandwidth_Bps.write") or fallback,
         sm_count=sm_count, efficiency=eff,
         launch_s=launch_s if launch_s is not None else measured_launch or LAUNCH_OVERHEAD_S,
-        source=where, notes=tuple(notes),
+        matmul_floor_s=measured_floor or MATMUL_FLOOR_S, source=where, notes=tuple(notes),
     )
 
 

@@ -2,17 +2,20 @@
 
 A model step's prediction (calc.roofline_model) is a sum over kernel rows
 
-    step_s = sum_i count_i x (max(compute_i x e0_kind / e_kind, memory_i x e0_mem / e_mem) + launch_s)
+    step_s = sum_i count_i x (max(compute_i x e0_kind / e_kind, memory_i x e0_mem / e_mem, floor_i) + launch_s)
 
-(a GEMM's memory time x e0_skinny / e_skinny instead: GEMMs stream at their own efficiency; in
+(floor_i: matmul_floor_s for a plain GEMM, else 0; a GEMM's memory time x e0_skinny / e_skinny
+instead of e0_mem / e_mem: GEMMs stream at their own efficiency; in
 general each row's compute and memory times scale with the efficiency class that priced them,
 calc.calibration's EFFICIENCY_FIELDS: memory_broadcast, matmul_unaligned, attention_small_head)
 
 where compute_i and memory_i were computed at efficiencies e0. Compute time is inversely
 proportional to the kind's efficiency (the tile/wave choice scales with it and does not change),
 memory time to the memory efficiency, so a new set of efficiencies re-prices every row
-without re-running the roofline. The fit minimises the squared log error of the step times
-(relative errors, no run dominating by size) with Nelder-Mead in log space.
+without re-running the roofline. An eager step whose host path (calc.roofline_host) is longer
+takes the host path instead: step_s = max(the sum above, host_path_s). The fit minimises the
+squared log error of the step times (relative errors, no run dominating by size) with
+Nelder-Mead in log space.
 """
 
 from __future__ import annotations
@@ -25,11 +28,11 @@ from ..errors import require
 from .calibration import EFFICIENCY_FIELDS
 
 # Fitted by default; the other efficiency classes keep their start values unless a caller frees them.
-PARAMS = ("matmul", "matmul_skinny", "attention", "memory", "launch_s")
+PARAMS = ("matmul", "matmul_skinny", "attention", "memory", "launch_s", "matmul_floor_s")
 EFFICIENCIES = EFFICIENCY_FIELDS  # the order of Observation.base
 BOUNDS = {"matmul": (0.05, 1.5), "matmul_skinny": (0.05, 1.0), "attention": (0.05, 1.5), "memory": (0.05, 1.5),
           "memory_broadcast": (0.02, 1.5), "matmul_unaligned": (0.02, 1.5), "attention_small_head": (0.05, 1.5),
-          "launch_s": (1e-7, 5e-5)}
+          "launch_s": (1e-7, 5e-5), "matmul_floor_s": (1e-7, 2e-5)}
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class Term:
     skinny: bool = False  # a GEMM: its memory time scales with matmul_skinny instead of memory
     compute_class: str = ""  # the efficiency that priced compute_s (default: attention or matmul by kind)
     memory_class: str = ""  # the one that priced memory_s (default: matmul_skinny if skinny, else memory)
+    floor_s: float = 0.0  # a plain GEMM's shortest busy time (re-priced as matmul_floor_s when that is fitted)
 
     @property
     def classes(self) -> tuple[str, str]:
@@ -57,6 +61,7 @@ class Observation:
     terms: tuple[Term, ...]
     base: tuple[float, ...]  # EFFICIENCIES the terms were priced at (matmul, attention, memory, matmul_skinny)
     comm_s: float = 0.0  # collectives, not refitted
+    host_path_s: float = 0.0  # the host's path through an eager step (calc.roofline_host), not refitted
 
 
 def predict(obs: Observation, params: dict[str, float]) -> float:
@@ -70,9 +75,10 @@ def predict(obs: Observation, params: dict[str, float]) -> float:
     total = obs.comm_s
     for t in obs.terms:
         compute_class, memory_class = t.classes
-        total += t.count * (max(t.compute_s * scale(compute_class), t.memory_s * scale(memory_class))
+        floor = params.get("matmul_floor_s", t.floor_s) if t.floor_s else 0.0
+        total += t.count * (max(t.compute_s * scale(compute_class), t.memory_s * scale(memory_class), floor)
                             + params["launch_s"])
-    return total
+    return max(total, obs.host_path_s)
 
 
 def loss(observations: Sequence[Observation], params: dict[str, float]) -> float:
@@ -141,4 +147,6 @@ def fit(observations: Iterable[Observation], start: dict[str, float], fixed: tup
 def _matters(obs: Iterable[Observation], name: str) -> bool:
     if name in ("launch_s", "memory"):
         return True
+    if name == "matmul_floor_s":
+        return any(t.floor_s and t.count for o in obs for t in o.terms)
     return any(name in t.classes and t.count for o in obs for t in o.terms)

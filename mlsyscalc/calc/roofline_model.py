@@ -26,6 +26,7 @@ from .flops import attention_core_flops, count_flops
 from .layers import Linear, head_linears, layer_linears, norm_width
 from .params import count_params
 from .roofline_comm import CommRow, dp_comm_rows, tp_comm_rows
+from .roofline_host import eager_host_path_s
 from .roofline_memory import copy_cast_op, elementwise_op, embedding_op, norm_op, rotary_op
 from .roofline_notes import model_notes
 from .roofline_ops import (OpPrediction, OpRow, predict_attention, predict_grouped_matmul, predict_matmul,
@@ -48,6 +49,7 @@ class ModelRoofline:
     weight_bytes: float  # per GPU
     kv_cache_bytes: float  # per GPU, at the end of the step
     notes: tuple[str, ...] = ()
+    host_path_s: float = 0.0  # the host's time to issue the step's kernels (calc.roofline_host; 0: none)
 
     def _sum(self, attr: str) -> float:
         return sum(r.count * getattr(r.pred, attr) for r in self.rows)
@@ -82,9 +84,19 @@ class ModelRoofline:
         return sum(r.total_s for r in self.rows if r.pass_name == pass_name)
 
     @property
-    def time_s(self) -> float:
-        """The step: every kernel's predicted time plus the collectives' exposed time."""
+    def gpu_s(self) -> float:
+        """The GPU's path: every kernel's predicted time plus the collectives' exposed time."""
         return self.ops_s + self.comm_s - self.comm_hidden_s
+
+    @property
+    def host_s(self) -> float:
+        """The part of the host's path beyond the GPU's (calc.roofline_host): 0 unless the host paces the step."""
+        return max(0.0, self.host_path_s - self.gpu_s)
+
+    @property
+    def time_s(self) -> float:
+        """The step: the GPU's path plus the host's excess over it (the longer of the two)."""
+        return self.gpu_s + self.host_s
 
     @property
     def bytes(self) -> float:
@@ -114,6 +126,7 @@ class ModelRoofline:
             "predicted_s": self.time_s, latency_key: self.time_s, "bound": self.bound,
             "compute_s": self.compute_s, "memory_s": self.memory_s, "overhead_s": self.overhead_s,
             "ops_s": self.ops_s, "comm_s": self.comm_s, "comm_hidden_s": self.comm_hidden_s,
+            "gpu_s": self.gpu_s, "host_path_s": self.host_path_s, "host_s": self.host_s,
             **{f"{name}_s": self.pass_s(name) for name in ("forward", "backward", "recompute", "optimizer")},
             "tp_comm_s": sum(c.total_s for c in self.comm if not c.method.startswith("comm_step")),
             "dp_comm_s": sum(c.total_s for c in self.comm if c.method.startswith("comm_step")), "bytes": self.bytes, "flops": self._sum("flops"),
@@ -373,8 +386,9 @@ def predict_model(spec: ModelSpec, ceilings: Ceilings, options: RooflineOptions 
             rows.append(roofline_torch.zero_grad_row(p, _params(spec)))
         comm += dp_comm_rows(spec, ceilings.gpu, opts, forward_s, backward_s)
     forward = count_flops(spec, opts.flop_options).forward - _window_saving_flops(spec, opts) - _logit_saving_flops(spec, opts)
+    host = eager_host_path_s(opts, sum(r.count for r in rows))
     return ModelRoofline(spec.name, ceilings.gpu.name, opts, ceilings, tuple(rows), tuple(comm),
-                         forward * (3 if opts.phase == "train" else 1), weights, kv, model_notes(spec, opts))
+                         forward * (3 if opts.phase == "train" else 1), weights, kv, model_notes(spec, opts), host)
 
 
 def _logit_saving_flops(spec: ModelSpec, opts: RooflineOptions) -> float:

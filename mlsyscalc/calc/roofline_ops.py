@@ -2,10 +2,11 @@
 
 Every prediction is
 
-    predicted_s = max(compute_s, memory_s) + overhead_s
+    predicted_s = max(compute_s, memory_s, floor_s) + overhead_s
     compute_s   = waves x (FLOPs of one padded tile) / (achievable FLOP/s / SMs)
     memory_s    = read_bytes / read ceiling + write_bytes / write ceiling
     overhead_s  = a fixed per-kernel cost (launch, prologue, tail)
+    floor_s     = the shortest busy time of a plain (cuBLAS) GEMM kernel (0 for other kernels)
 
 (Williams, Waterman & Patterson, "Roofline", CACM 2009, plus the tile and wave quantisation of
 NVIDIA's "Matrix Multiplication Background" performance guide). Ceilings come from
@@ -83,6 +84,7 @@ class OpPrediction:
     shape_class: str = ""  # matmul: "skinny" (memory-bound at matmul_skinny of the bandwidth) or "square"
     compute_class: str = "matmul"  # the efficiency field that priced compute_s (matmul, matmul_unaligned, attention, ...)
     memory_class: str = "memory"  # the one that priced memory_s (memory, matmul_skinny, memory_broadcast)
+    floor_s: float = 0.0  # shortest busy time (plain GEMMs: ceilings.matmul_floor_s)
 
     @property
     def efficiency_class(self) -> str:
@@ -99,12 +101,12 @@ class OpPrediction:
 
     @property
     def predicted_s(self) -> float:
-        return max(self.compute_s, self.memory_s) + self.overhead_s
+        return max(self.compute_s, self.memory_s, self.floor_s) + self.overhead_s
 
     @property
     def bound(self) -> str:
-        """compute or memory, whichever time is larger; overhead when the fixed cost exceeds both."""
-        if self.overhead_s > max(self.compute_s, self.memory_s):
+        """compute or memory, whichever time is larger; overhead when the fixed cost (or the floor) exceeds both."""
+        if max(self.overhead_s, self.floor_s) > max(self.compute_s, self.memory_s):
             return "overhead"
         return "compute" if self.compute_s >= self.memory_s else "memory"
 
@@ -255,7 +257,8 @@ def predict_grouped_matmul(tokens: int, groups: float, n: int, k: int, dtype: st
     shape = f"{groups:.3g}x({m}x{n}x{k})" if groups != 1 else f"{m}x{n}x{k}"
     pred = _finish(name, "matmul", act, flops, read, write, compute_s, ceil, tiling, shape, act, True, cls)
     skinny = pred.memory_s > pred.compute_s
-    return replace(pred, dims=(tokens, groups, n, k), shape_class="skinny" if skinny else "square")
+    floor = ceil.matmul_floor_s if w_dtype == act else 0.0  # cuBLAS; weight-only kernels are the project's
+    return replace(pred, dims=(tokens, groups, n, k), shape_class="skinny" if skinny else "square", floor_s=floor)
 
 
 def predict_matmul(m: int, n: int, k: int, dtype: str = "bf16", gpu: str | GPUSpec | Ceilings = "H100-SXM",

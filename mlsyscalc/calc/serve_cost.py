@@ -13,7 +13,7 @@ A batch is described by the few sums that every kernel's FLOPs and bytes are aff
 `IterationCost` evaluates `calc.roofline_model.predict_model` at a handful of shapes, solves each
 kernel row's FLOPs, bytes and memory time as affine functions of these sums (MoE rows also in the
 expected number of distinct experts, `expected_distinct_experts`, which the roofline uses), and
-then prices any batch as sum over rows of count x (max(compute, memory) + launch). Compute time is
+then prices any batch as sum over rows of count x (max(compute, memory, floor) + launch). Compute time is
 FLOPs x the row's seconds per FLOP at a large shape (the roofline's wave quantisation averaged out);
 from M_TILE tokens up, a dense matmul row's FLOPs are counted over the tokens padded to whole M_TILE-row
 tiles (the roofline's large-tile BLOCK_M), so a 577-token prefill computes like a 640-token one.
@@ -87,7 +87,7 @@ class Batch:
 
 @dataclass(frozen=True)
 class AffineRow:
-    """One kernel row: count x (max(spf x flops(x), memory_s(x)) + launch), each part affine in x."""
+    """One kernel row: count x (max(spf x flops(x), memory_s(x), floor) + launch), each part affine in x."""
 
     name: str
     count: int
@@ -96,6 +96,7 @@ class AffineRow:
     launch_s: float
     grouped: bool = False  # MoE expert matmul: features (T, distinct experts) instead of (1, T)
     tiled: bool = False  # dense matmul over the batch's tokens: compute over padded_tokens(T)
+    floor_s: float = 0.0  # a plain GEMM's shortest busy time (calc.roofline_ops)
 
     def part(self, name: str, x: tuple[float, ...]) -> float:
         return sum(c * v for c, v in zip(self.coef[name], x))
@@ -103,7 +104,7 @@ class AffineRow:
     def time_s(self, x: tuple[float, ...], x_compute: tuple[float, ...] | None = None) -> float:
         """x_compute: the features the compute time is counted at (default x)."""
         compute = self.seconds_per_flop * self.part("flops", x if x_compute is None else x_compute)
-        return self.count * (max(compute, self.part("memory_s", x)) + self.launch_s)
+        return self.count * (max(compute, self.part("memory_s", x), self.floor_s) + self.launch_s)
 
 
 def _solve(rows: list[list[float]], values: list[float]) -> tuple[float, ...]:
@@ -135,7 +136,7 @@ def _fit_rows(samples: list[tuple[tuple[float, ...], list]], check: tuple[tuple[
             if abs(want - got) > 1e-6 * max(abs(want), 1e-30):
                 raise MlsysError(f"serve: {row.pred.name} {p} is not affine in the batch sums (internal)")
         spf = rate[i].pred.compute_s / rate[i].pred.flops if rate[i].pred.flops else 0.0
-        out.append(replace(fast, seconds_per_flop=spf))
+        out.append(replace(fast, seconds_per_flop=spf, floor_s=row.pred.floor_s))
     return out
 
 

@@ -67,7 +67,7 @@ def _emit_op(pred, ceilings, plot, fmt, as_json) -> None:
 def roofline():
     """Roofline time predictions: `op KIND` for one kernel, `[model] MODEL` for a whole step.
 
-    predicted = max(compute, memory) + a fixed per-kernel cost, where compute counts tile and
+    predicted = max(compute, memory, a GEMM's floor) + a fixed per-kernel cost, where compute counts tile and
     wave quantisation over the SMs and both use achievable ceilings (datasheet x efficiency, or
     measured with --calibration). See docs/roofline.md.
     """

@@ -11,7 +11,7 @@ from ..calc.roofline_sweep import Sweep
 from ..units import fmt_bytes, fmt_flops, fmt_seconds
 from . import render
 
-FORMULA = ("predicted = max(compute, memory) + fixed per-kernel cost; compute = waves x padded tile FLOPs at "
+FORMULA = ("predicted = max(compute, memory, GEMM floor) + fixed per-kernel cost; compute = waves x padded tile FLOPs at "
            "the achievable peak; memory = read/read BW + write/write BW")
 
 

@@ -1,0 +1,33 @@
+"""The host's path through an eager PyTorch training step on one GPU (`--impl torch`, train, tp = dp = 1).
+
+An eager step is issued kernel by kernel from Python: each kernel costs the host its module code,
+autograd bookkeeping and the launch itself, and the GPU cannot start a kernel the host has not yet
+issued. The host does not wait for the GPU until the step's end, so the step takes the longer of
+the two paths (the idea of calc.train_host for torch's parallel frameworks, with one GPU):
+
+    host_path_s = kernels x EAGER_HOST_S          (kernels: the roofline's priced kernels of the step)
+    host_s      = max(0, host_path_s - gpu_s)     (the part of the host path beyond the GPU's)
+    step_s      = gpu_s + host_s = max(gpu_s, host_path_s)
+
+EAGER_HOST_S is the host time per priced kernel of the host-bound training rows of the calibration's
+fit-set models on one H100 80GB HBM3 host (torch 2.11.0+cu130, reports/models/h100.jsonl and
+h100_holdout.jsonl): measured step / priced kernels of TinyLlama-1.1B B2 S1024 (51.8 ms, 1709
+kernels: 30.3 us), pythia-1.4b B2 S1024 (56.0 ms, 2220: 25.2 us) and gpt2 B4 S1024 (23.6 ms, 817:
+28.9 us), the rows whose step exceeds their profiled kernel time by more than 10%; their median.
+It is per priced kernel, so it also carries the unpriced launches (cuDNN's memsets, the embedding
+backward's sort) and the host's Python; it depends on the host CPU (docs/roofline.md, "Host path").
+Prefill and decode are priced as CUDA-graph replays (no host path); the multi-GPU frameworks' host
+terms live in calc.train_host.
+"""
+
+from __future__ import annotations
+
+from .roofline_options import RooflineOptions
+
+EAGER_HOST_S = 29e-6  # host seconds per priced kernel of an eager one-GPU training step (module docstring)
+
+
+def eager_host_path_s(opts: RooflineOptions, kernels: int) -> float:
+    """kernels x EAGER_HOST_S for a one-GPU `--impl torch` training step, else 0 (no host path)."""
+    eager = opts.impl == "torch" and opts.phase == "train" and opts.tp == 1 and opts.dp == 1
+    return kernels * EAGER_HOST_S if eager else 0.0

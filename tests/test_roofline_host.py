@@ -1,0 +1,76 @@
+"""The host path of an eager one-GPU training step (calc.roofline_host): step = max(GPU path, host path)."""
+
+import pytest
+
+from mlsyscalc.calc.calibration import load_ceilings
+from mlsyscalc.calc.calibration_fit import Observation, Term, predict
+from mlsyscalc.calc.roofline_host import EAGER_HOST_S
+from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model
+from mlsyscalc.specs.lookup import load_model
+
+CEIL = load_ceilings("H100-SXM", None)
+
+
+def _roof(phase, batch, seq, impl="torch", **kw):
+    extra = {"context": seq} if phase == "decode" else {"seq": seq}
+    opts = RooflineOptions(phase=phase, batch=batch, impl=impl, check_fit=False, master_weights=False, **extra, **kw)
+    return predict_model(load_model("gpt2"), CEIL, opts)
+
+
+def test_host_bound_step_takes_the_host_path():
+    # gpt2 B1 S128: ~800 kernels of a few microseconds each; the host needs 29 us for each.
+    roof = _roof("train", 1, 128)
+    assert roof.host_path_s == pytest.approx(roof.kernels * 29e-6)
+    assert roof.host_path_s > roof.gpu_s  # small step: the host paces it
+    assert roof.time_s == pytest.approx(roof.host_path_s)
+    assert roof.host_s == pytest.approx(roof.host_path_s - roof.gpu_s)
+    assert roof.totals()["host_s"] + roof.totals()["gpu_s"] == pytest.approx(roof.totals()["predicted_s"])
+
+
+def test_gpu_bound_step_keeps_the_gpu_path():
+    roof = _roof("train", 16, 1024)
+    assert roof.host_path_s < roof.gpu_s
+    assert roof.host_s == 0.0 and roof.time_s == roof.gpu_s
+
+
+@pytest.mark.parametrize("case", [("prefill", 1, 128, "torch"), ("decode", 1, 128, "torch"), ("train", 1, 128, "fused")])
+def test_no_host_path_for_graphs_or_fused(case):
+    phase, batch, seq, impl = case
+    roof = _roof(phase, batch, seq, impl)
+    assert roof.host_path_s == 0.0 and roof.time_s == roof.gpu_s
+
+
+def test_calibration_predict_takes_the_longer_path():
+    term = Term(count=10, kind="memory", compute_s=0.0, memory_s=1e-6)
+    base = (0.74, 0.61, 0.89, 0.78, 0.32, 0.12, 0.49)
+    params = {"memory": 0.89, "launch_s": 2e-6}
+    # GPU path: 10 x (1 us + 2 us) = 30 us
+    assert predict(Observation("gpu", 1.0, (term,), base, 0.0, 20e-6), params) == pytest.approx(30e-6)
+    assert predict(Observation("host", 1.0, (term,), base, 0.0, 45e-6), params) == pytest.approx(45e-6)
+    assert EAGER_HOST_S == pytest.approx(29e-6)
+
+
+def test_a_small_gemm_runs_at_least_the_gemm_floor():
+    """gpt2's 768x768 decode projection: 1.18 MB at 0.78 x 3.35 TB/s is 0.45 us, under the 2.15 us
+    floor, so 2.15 + 2.0 = 4.15 us (the H100 profiles: 4.08-4.19 us per kernel)."""
+    from mlsyscalc.calc.roofline_ops import predict_matmul
+
+    small = predict_matmul(1, 768, 768, gpu=CEIL)
+    assert small.memory_s == pytest.approx((768 * 768 + 768 + 768) * 2 / (0.78 * 3.35e12), rel=1e-3)
+    assert small.predicted_s == pytest.approx(4.15e-6) and small.bound == "overhead"
+    big = predict_matmul(1, 4096, 4096, gpu=CEIL)  # 33.6 MB: streams for 12.8 us, longer than the floor
+    assert big.predicted_s == pytest.approx(big.memory_s + 2e-6)
+    int4 = predict_matmul(1, 768, 768, gpu=CEIL, weight_dtype="int4")  # the project's GEMV: no cuBLAS floor
+    assert int4.floor_s == 0.0 and int4.predicted_s == pytest.approx(max(int4.memory_s, int4.compute_s) + 2e-6)
+
+
+def test_the_gemm_floor_round_trips_through_a_calibration_file():
+    from mlsyscalc.bench.model_calibrate import record
+
+    params = {"launch_s": 2.5e-6, "matmul_floor_s": 1.5e-6}
+    back = load_ceilings("H100-SXM", record(CEIL, params, ["m"]))
+    assert (back.launch_s, back.matmul_floor_s) == (2.5e-6, 1.5e-6)
+    term = Term(count=2, kind="matmul", compute_s=0.0, memory_s=1e-6, skinny=True, floor_s=2.15e-6)
+    base = (0.74, 0.61, 0.89, 0.78, 0.32, 0.12, 0.49)
+    # 2 x (max(1 us, 1.5 us floor) + 2.5 us) = 8 us
+    assert predict(Observation("o", 1.0, (term,), base), {"matmul_skinny": 0.78, **params}) == pytest.approx(8e-6)
