@@ -16,6 +16,8 @@ Every case does the same work per GPU (--seqs-per-gpu sequences of --seq tokens 
                torch.distributed.pipelining: ScheduleGPipe, Schedule1F1B, ScheduleInterleaved1F1B (2 stages a
                rank), 2 x stages micro-batches of one sequence
   fsdp-tp      2 x 2 device mesh: TP inside pairs of ranks, FSDP2 across them
+  tp-pp        2 x 2 device mesh: DTensor TP (as tp, vocabulary not split) inside each of 2 pipeline stages,
+               Schedule1F1B across them, 8 micro-batches of one sequence
 The model is a llama built from a ModelSpec by mlsyscalc.bench.torch_models.build_model (the same seed in
 every case, so the first losses agree). Timing: CUDA-synchronised wall clock of --steps steps after --warmup
 steps, split into forward+backward (with the communication it waits for) and the optimizer; the median per
@@ -34,7 +36,7 @@ import statistics
 import time
 from pathlib import Path
 
-CASES = ("single", "ddp", "fsdp", "tp", "pp-gpipe", "pp-1f1b", "pp-interleaved", "fsdp-tp")
+CASES = ("single", "ddp", "fsdp", "tp", "pp-gpipe", "pp-1f1b", "pp-interleaved", "fsdp-tp", "tp-pp")
 # A 2.7B llama (hidden 2560, 32 layers, 20 heads of 128, MLP 6912, vocab 32000): big enough that a step of
 # 2 x 2048 tokens a GPU is compute-bound on an H200 (about 35 TFLOP of matmuls a GPU).
 MODEL = ("llama2-7b", {"hidden_size": 2560, "num_hidden_layers": 32, "num_attention_heads": 20,
@@ -47,13 +49,15 @@ def layout(case: str, world: int, per_gpu: int = 2) -> dict[str, int]:
     """dp, tp, pp, vp, micro_batch and micro-batches per step of a case on `world` ranks (`mlsys train`'s flags)."""
     if case == "single" and world != 1:
         raise SystemExit("single is the one-GPU reference: run it on 1 rank")
-    if case == "fsdp-tp" and world != 4:
-        raise SystemExit("fsdp-tp is the 2 x 2 case: run it on 4 ranks")
+    if case in ("fsdp-tp", "tp-pp") and world != 4:
+        raise SystemExit(f"{case} is a 2 x 2 case: run it on 4 ranks")
     base = {"dp": 1, "tp": 1, "pp": 1, "vp": 1, "micro_batch": per_gpu, "micro_batches": 1}
     if case == "fsdp-tp":
         return base | {"dp": 2, "tp": 2, "micro_batch": 2 * per_gpu}
     if case == "tp":
         return base | {"tp": world, "micro_batch": world * per_gpu}
+    if case == "tp-pp":
+        return base | {"tp": 2, "pp": 2, "micro_batch": 1, "micro_batches": per_gpu * world}
     if case.startswith("pp-"):
         return base | {"pp": world, "vp": 2 if case == "pp-interleaved" else 1, "micro_batch": 1,
                        "micro_batches": per_gpu * world}
@@ -183,8 +187,9 @@ def stage_module(model, lo: int, hi: int, seq: int, like):
                              model.norm if last else None, model.lm_head if last else None, cos, sin)
 
 
-def pipeline_case(model, case: str, rank: int, world: int, n_micro: int, seq: int, device):
-    """(step function, modules of this rank) of a pipeline case."""
+def pipeline_case(model, case: str, rank: int, world: int, n_micro: int, seq: int, device, group=None):
+    """(step function, modules of this rank) of a pipeline case; `rank` and `world` count pipeline stages
+    (over `group`, default all ranks)."""
     import torch
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
 
@@ -194,7 +199,7 @@ def pipeline_case(model, case: str, rank: int, world: int, n_micro: int, seq: in
     indices = [rank + k * world for k in range(per_rank)]  # interleaved: rank r holds stages r, r + world
     like = torch.empty(0, dtype=torch.bfloat16, device=device)
     mods = [stage_module(model, bounds[i], bounds[i + 1], seq, like) for i in indices]
-    stages = [PipelineStage(m, i, stages_total, device) for m, i in zip(mods, indices)]
+    stages = [PipelineStage(m, i, stages_total, device, group=group) for m, i in zip(mods, indices)]
     if case == "pp-interleaved":
         schedule = ScheduleInterleaved1F1B(stages, n_micro, loss_fn=_loss)
     else:
@@ -254,6 +259,13 @@ def build_case(case: str, spec, world: int, rank: int, lay: dict, seq: int, devi
         opt = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)
         return plain_step(model, vocab_parallel=case == "fsdp-tp"), opt
     model = model.to(torch.bfloat16)
+    if case == "tp-pp":
+        mesh = init_device_mesh(device.type, (2, 2), mesh_dim_names=("pp", "tp"))
+        tp_plan(model, mesh["tp"], vocab=False)
+        step, mods = pipeline_case(model, "pp-1f1b", mesh["pp"].get_local_rank(), 2, lay["micro_batches"], seq,
+                                   device, group=mesh["pp"].get_group())
+        del model
+        return step, MixedAdamW(layer_groups(mods), lr=1e-5)
     if lay["pp"] > 1:
         step, mods = pipeline_case(model, case, rank, world, lay["micro_batches"], seq, device)
         del model

@@ -23,8 +23,12 @@ def test_layouts():
     assert tm.layout("tp", 2) == {"dp": 1, "tp": 2, "pp": 1, "vp": 1, "micro_batch": 4, "micro_batches": 1}
     assert tm.layout("pp-interleaved", 4) == {"dp": 1, "tp": 1, "pp": 4, "vp": 2, "micro_batch": 1, "micro_batches": 8}
     assert tm.layout("fsdp-tp", 4) == {"dp": 2, "tp": 2, "pp": 1, "vp": 1, "micro_batch": 4, "micro_batches": 1}
+    # 2 stages x tp 2: 8 micro-batches of one sequence over 4 GPUs is 2 sequences a GPU
+    assert tm.layout("tp-pp", 4) == {"dp": 1, "tp": 2, "pp": 2, "vp": 1, "micro_batch": 1, "micro_batches": 8}
     with pytest.raises(SystemExit, match="4 ranks"):
         tm.layout("fsdp-tp", 2)
+    with pytest.raises(SystemExit, match="4 ranks"):
+        tm.layout("tp-pp", 2)
     with pytest.raises(SystemExit, match="1 rank"):
         tm.layout("single", 2)
 
@@ -132,3 +136,19 @@ def test_a_pipeline_stage_frees_the_rest_of_the_model():
     assert whole() is None and other() is None
     assert len(stage.layers) == 2 and stage.embed is not None and stage.lm_head is None
     assert stage(torch.zeros(1, 16, dtype=torch.long)).shape == (1, 16, 64)
+
+
+def test_four_gloo_ranks_tp_inside_pipeline_stages_compute_the_unsplit_model(tmp_path):
+    """TP 2 inside each of 2 1F1B stages (4 CPU ranks) against the plain 4-stage 1F1B pipeline: the same
+    initial weights and tokens, so the same first loss to bf16 precision."""
+    pytest.importorskip("torch.distributed.pipelining")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "4",
+           str(ROOT / "scripts/train_measure.py"), "--device", "cpu", "--tiny", "--seq", "32", "--warmup", "1",
+           "--steps", "1", "--out", str(tmp_path), "--case", "tp-pp", "--case", "pp-1f1b"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(x) for x in (tmp_path / "train_rows.jsonl").read_text().splitlines()]
+    assert [(r["case"], r["tp"], r["pp"], r["global_batch"]) for r in rows] == [("tp-pp", 2, 2, 8), ("pp-1f1b", 1, 4, 8)]
+    assert rows[0]["first_loss"] == pytest.approx(rows[1]["first_loss"], rel=0.03)
+    assert rows[0]["first_loss"] == pytest.approx(5.545, abs=0.2)  # ln(256), an untrained model
+    assert len(rows[0]["peak_bytes_per_rank"]) == 4
