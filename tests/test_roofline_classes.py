@@ -134,3 +134,15 @@ def test_cli_efficiency_class_override_and_json(run_cli):
 def test_calibration_file_carries_the_classes():
     ceil = load_ceilings("H100-SXM", {"gpu": "H100-SXM", "efficiency": {"memory_broadcast": 0.3}})
     assert ceil.efficiency.memory_broadcast == 0.3 and ceil.efficiency.matmul_unaligned == 0.16
+
+
+def test_unaligned_gemm_streams_slowly_from_eight_rows():
+    """gpt2's lm_head (768 -> 50257, not a multiple of 8): one row is cuBLAS's GEMV (matmul_skinny),
+    8 rows its CUTLASS align1 kernel, streaming 77.2 MB at 0.22 of 3.35 TB/s: 105 us (measured 105.8)."""
+    gemv = predict_matmul(1, 50257, 768, gpu=H100)
+    tiled = predict_matmul(8, 50257, 768, gpu=H100)
+    assert gemv.memory_class == "matmul_skinny" and tiled.memory_class == "matmul_unaligned_stream"
+    read = (8 * 768 + 50257 * 768) * 2
+    assert tiled.memory_s == pytest.approx((read + 8 * 50257 * 2) / (0.22 * 3.35e12), rel=1e-3)
+    assert tiled.predicted_s == pytest.approx(105.0e-6 + 2e-6, rel=0.01)
+    assert predict_matmul(8, 4096, 4096, gpu=H100).memory_class == "matmul_skinny"  # aligned: unchanged

@@ -64,6 +64,12 @@ class Efficiency:
     # B8 S1024, the 50257-wide lm_head forward, dgrad and wgrad: 1.90 TFLOP in 15.4 ms, 123
     # TFLOP/s = 0.12 of 989.5.
     matmul_unaligned: float = 0.12
+    # The same unaligned GEMMs stream their bytes slowly too once cuBLAS runs them on those CUTLASS
+    # kernels (8 or more rows; one row takes its GEMV, 2-7 its small-N gemmSN kernel): gpt2 decode's
+    # lm_head (77.2 MB of weights) per kernel at B8/B16/B32/B64: 105.8, 95.6, 104.1, 151.7 us,
+    # 0.218 / 0.241 / 0.221 / 0.152 of 3.35 TB/s (reports/models/h100_fitset.jsonl,
+    # h100_decode_check.jsonl); the median, 0.22.
+    matmul_unaligned_stream: float = 0.22
     # Attention whose head dim pads to a 64-wide tile (cuDNN's d64 kernels, `--impl torch`): the
     # d64 / d128 ratio of measured cuDNN efficiencies at S2048 (forward 0.36 vs 0.47, backward 0.35
     # vs 0.41: TinyLlama vs pythia-1.4b B4 S2048 train), 0.8, times the attention default 0.61.
@@ -78,9 +84,10 @@ class Efficiency:
 # the measured gap between SDPA cuDNN and cuBLAS on the same H200: 603 / 732 TFLOP/s (ARCHITECTURE.md, "Reference measurements").
 # The classes keep their ratio to their kind's default (0.32 / 0.89, 0.12 / 0.74, 0.8 x 0.82).
 CALIBRATED_EFFICIENCY = Efficiency(matmul=1.0, attention=0.82, memory=1.0, matmul_skinny=0.88,
-                                   memory_broadcast=0.36, matmul_unaligned=0.16, attention_small_head=0.66)
+                                   memory_broadcast=0.36, matmul_unaligned=0.16, matmul_unaligned_stream=0.25,
+                                   attention_small_head=0.66)
 KINDS = ("matmul", "attention", "memory")
-CLASSES = ("matmul_skinny", "memory_broadcast", "matmul_unaligned", "attention_small_head")
+CLASSES = ("matmul_skinny", "memory_broadcast", "matmul_unaligned", "matmul_unaligned_stream", "attention_small_head")
 EFFICIENCY_FIELDS = KINDS + CLASSES  # kinds plus the shape classes that price some kernels of a kind
 
 

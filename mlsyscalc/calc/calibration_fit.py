@@ -31,7 +31,8 @@ from .calibration import EFFICIENCY_FIELDS
 PARAMS = ("matmul", "matmul_skinny", "attention", "memory", "launch_s", "matmul_floor_s")
 EFFICIENCIES = EFFICIENCY_FIELDS  # the order of Observation.base
 BOUNDS = {"matmul": (0.05, 1.5), "matmul_skinny": (0.05, 1.0), "attention": (0.05, 1.5), "memory": (0.05, 1.5),
-          "memory_broadcast": (0.02, 1.5), "matmul_unaligned": (0.02, 1.5), "attention_small_head": (0.05, 1.5),
+          "memory_broadcast": (0.02, 1.5), "matmul_unaligned": (0.02, 1.5), "matmul_unaligned_stream": (0.02, 1.0),
+          "attention_small_head": (0.05, 1.5),
           "launch_s": (1e-7, 5e-5), "matmul_floor_s": (1e-7, 2e-5)}
 
 

@@ -45,6 +45,7 @@ KV_SPLITS = (1, 2, 4, 8, 16, 32, 64)  # flash-decoding splits of the KV sequence
 OUT_DTYPE = {"fp8": "bf16", "int8": "fp32"}  # int8 -> int32: 4 bytes, as fp32
 WEIGHT_GROUP = 128  # 4-bit weight-only: one bf16 scale per 128 weights
 ALIGN_BYTES = 16  # cuBLAS's TMA/wgmma GEMMs need 16-byte aligned rows; others take its unaligned kernels
+UNALIGNED_TILE_ROWS = 8  # from this many rows cuBLAS runs an unaligned GEMM on CUTLASS align1 kernels (below: GEMV, gemmSN)
 # Attention head-dim tiles of cuDNN's SDPA kernels on Hopper (names ..._64x128x64, ..._64x64x128):
 # a head dim is padded up to the next of these (`--impl torch`); d80 (phi-2) runs 128-wide tiles.
 HEAD_DIM_TILES = (64, 128, 256)
@@ -237,7 +238,8 @@ def predict_grouped_matmul(tokens: int, groups: float, n: int, k: int, dtype: st
     A GEMM of plain (unquantized) weights with a leading dimension (`lead_dims`, default N and K:
     a forward or dgrad; a weight gradient's are M and N, its K being the tokens) that is not a
     multiple of ALIGN_BYTES / element size computes at efficiency.matmul_unaligned (cuBLAS's
-    unaligned CUTLASS kernels).
+    unaligned CUTLASS kernels) and, from UNALIGNED_TILE_ROWS rows, streams its bytes at
+    efficiency.matmul_unaligned_stream.
     """
     require(min(tokens, n, k) >= 1 and groups > 0, f"{name}: sizes must be positive")
     ceil = resolve_ceilings(gpu, calibration)
@@ -252,10 +254,11 @@ def predict_grouped_matmul(tokens: int, groups: float, n: int, k: int, dtype: st
     read = tokens * k * bytes_per_element(act) + weight_bytes
     write = tokens * n * bytes_per_element(out)
     cls = "matmul_unaligned" if unaligned(lead_dims or (n, k), act, w_dtype) else "matmul"
+    stream = "matmul_unaligned_stream" if cls == "matmul_unaligned" and m >= UNALIGNED_TILE_ROWS else ""
     per_sm = ceil.flops_per_s(act, cls) / ceil.sm_count
     compute_s, tiling = _matmul_tiling(math.ceil(groups), m, n, k, act, per_sm, ceil.sm_count)
     shape = f"{groups:.3g}x({m}x{n}x{k})" if groups != 1 else f"{m}x{n}x{k}"
-    pred = _finish(name, "matmul", act, flops, read, write, compute_s, ceil, tiling, shape, act, True, cls)
+    pred = _finish(name, "matmul", act, flops, read, write, compute_s, ceil, tiling, shape, act, True, cls, stream)
     skinny = pred.memory_s > pred.compute_s
     floor = ceil.matmul_floor_s if w_dtype == act else 0.0  # cuBLAS; weight-only kernels are the project's
     return replace(pred, dims=(tokens, groups, n, k), shape_class="skinny" if skinny else "square", floor_s=floor)

@@ -34,7 +34,7 @@ from ..specs.model import ModelSpec, MoESpec
 from .calibration import Ceilings
 from .roofline_comm import tp_comm_rows
 from .roofline_model import ModelRoofline, expected_distinct_experts, predict_model
-from .roofline_ops import MATMUL_TILES
+from .roofline_ops import MATMUL_TILES, UNALIGNED_TILE_ROWS
 from .roofline_options import RooflineOptions
 
 # Shapes the coefficients are solved at and checked at (small: exact arithmetic, any model's positions).
@@ -97,6 +97,7 @@ class AffineRow:
     grouped: bool = False  # MoE expert matmul: features (T, distinct experts) instead of (1, T)
     tiled: bool = False  # dense matmul over the batch's tokens: compute over padded_tokens(T)
     floor_s: float = 0.0  # a plain GEMM's shortest busy time (calc.roofline_ops)
+    wide_scale: float = 1.0  # memory time x this from UNALIGNED_TILE_ROWS tokens (an unaligned GEMM's slower stream)
 
     def part(self, name: str, x: tuple[float, ...]) -> float:
         return sum(c * v for c, v in zip(self.coef[name], x))
@@ -104,7 +105,8 @@ class AffineRow:
     def time_s(self, x: tuple[float, ...], x_compute: tuple[float, ...] | None = None) -> float:
         """x_compute: the features the compute time is counted at (default x)."""
         compute = self.seconds_per_flop * self.part("flops", x if x_compute is None else x_compute)
-        return self.count * (max(compute, self.part("memory_s", x), self.floor_s) + self.launch_s)
+        memory = self.part("memory_s", x) * (self.wide_scale if not self.grouped and x[1] >= UNALIGNED_TILE_ROWS else 1.0)
+        return self.count * (max(compute, memory, self.floor_s) + self.launch_s)
 
 
 def _solve(rows: list[list[float]], values: list[float]) -> tuple[float, ...]:
@@ -171,7 +173,8 @@ class IterationCost:
         def features(t: int, grouped: bool) -> tuple[float, ...]:
             return (t, _experts(moe, t)) if grouped else (1.0, t)
 
-        runs = {t: self._model("prefill", 1, t).rows for t in (*_FIT_TOKENS, _CHECK_TOKENS, self._rate_tokens())}
+        wide = (UNALIGNED_TILE_ROWS, 2 * UNALIGNED_TILE_ROWS + 1)
+        runs = {t: self._model("prefill", 1, t).rows for t in (*_FIT_TOKENS, _CHECK_TOKENS, *wide, self._rate_tokens())}
         out: dict[str, list[AffineRow]] = {"token": [], "sample": []}
         for i, row in enumerate(runs[1]):
             if row.pred.kind == "attention":
@@ -180,6 +183,13 @@ class IterationCost:
             fitted = _fit_rows([(features(t, grouped), [runs[t][i]]) for t in _FIT_TOKENS],
                                (features(_CHECK_TOKENS, grouped), [runs[_CHECK_TOKENS][i]]),
                                [runs[self._rate_tokens()][i]], self.ceilings.launch_s)[0]
+            if not grouped:  # bytes stay affine; the unaligned GEMMs' efficiency changes at UNALIGNED_TILE_ROWS
+                base = fitted.part("memory_s", (1.0, wide[0]))
+                scale = runs[wide[0]][i].pred.memory_s / base if base > 0 else 1.0
+                fitted = replace(fitted, wide_scale=scale)
+                want = runs[wide[1]][i].pred.memory_s
+                if abs(fitted.part("memory_s", (1.0, wide[1])) * scale - want) > 1e-6 * max(want, 1e-30):
+                    raise MlsysError(f"serve: {row.pred.name} memory_s is not affine from {wide[0]} tokens (internal)")
             sampled = row.group == "head" and row.pred.name != "embedding"
             out["sample" if sampled else "token"].append(
                 replace(fitted, grouped=grouped, tiled=row.pred.kind == "matmul" and not grouped))
