@@ -110,17 +110,26 @@ def framework_costs(name: str) -> FrameworkCosts:
     return FRAMEWORKS[name]
 
 
-def stage_work(spec: Any, parts: Any, stages: tuple[Any, ...], recompute: str) -> StageWork:
-    """The host work of the stage that issues the most kernels (calc.train_parts stages and counts)."""
+def tensor_counts(spec: Any) -> tuple[tuple[int, ...], int, int]:
+    """(parameter tensors of each decoder layer, of the first stage's ends, of the last stage's ends):
+    `calc.roofline_torch.param_tensors`, computed once per model (plan reuses it for every layout)."""
     from .roofline_torch import param_tensors
-    from .train_parts import stage_ops
 
     head = param_tensors(spec, None)[0]
     first = 1 + (1 if spec.learned_positions else 0)  # embedding (and learned positions); the last stage has the rest
+    return tuple(param_tensors(spec, i)[0] for i in range(spec.num_layers)), first, head - first
+
+
+def stage_work(spec: Any, parts: Any, stages: tuple[Any, ...], recompute: str,
+               counts: tuple[tuple[int, ...], int, int] | None = None) -> StageWork:
+    """The host work of the stage that issues the most kernels (calc.train_parts stages and counts);
+    `counts` is `tensor_counts(spec)` when the caller already holds it."""
+    from .train_parts import stage_ops
+
+    layers, first, last = counts or tensor_counts(spec)
 
     def work(st: Any) -> StageWork:
         ops, matmuls = stage_ops(parts, st, recompute)
-        tensors = sum(param_tensors(spec, i)[0] for i in st.layers)
-        tensors += (first if st.first else 0) + (head - first if st.last else 0)
+        tensors = sum(layers[i] for i in st.layers) + (first if st.first else 0) + (last if st.last else 0)
         return StageWork(ops, matmuls, len(st.layers), tensors)
     return max((work(st) for st in stages), key=lambda w: (w.ops, w.tensors))
