@@ -195,7 +195,8 @@ def _search(memo: _Memo, layouts: list[TrainStepOptions], grid: list[tuple[int, 
     breakdown, _ = step_breakdown(pp=a["pp"], vp=a["vp"], windows=windows, seconds=seconds, zero=a["zero"],
                                   recompute=np.asarray(recompute), overlap=memo.opts.overlap, optimizer=a["optimizer"],
                                   sm_share=memo.opts.base().comm_sm_share(memo.ceil.gpu.sm_count),
-                                  host=(a["host_fb"], a["host_opt"]), p2p_slowdown=memo.costs.p2p_slowdown)
+                                  host=(a["host_fb"], a["host_opt"]), p2p_slowdown=memo.costs.p2p_slowdown,
+                                  overlap_slowdown=memo.costs.overlap_slowdown)
     step = sum((np.broadcast_to(v, a["m"].shape) for v in breakdown.values()), np.zeros(a["m"].shape))
     memory = np.empty(len(step))
     for pp in np.unique(a["pp"]):
