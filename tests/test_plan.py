@@ -30,15 +30,20 @@ H100 = load_ceilings("H100-SXM")
     ("mixtral-8x7b", dict(tp=2, pp=4, cp=1, dp=8, ep=4, zero=2, recompute="none", sp=True, batch=1, grad_accum=16)),
     ("gpt2", dict(tp=1, pp=2, cp=1, dp=4, zero=0, recompute="none", sp=False, batch=4, grad_accum=2)),  # tied head
     ("gpt2", dict(tp=2, pp=1, cp=1, dp=4, zero=3, recompute="full", sp=True, batch=4, grad_accum=2)),
+    # torch: gradients absent until the first backward (no DDP buckets: dp 1), pipelining's buffers, interleaving
+    ("llama3-8b", dict(tp=2, pp=4, cp=1, dp=1, zero=0, recompute="none", sp=True, batch=1, grad_accum=8, vp=2)),
+    ("llama3-8b", dict(tp=1, pp=2, cp=1, dp=1, zero=0, recompute="selective", sp=False, batch=2, grad_accum=1)),
+    ("qwen2.5-7b", dict(tp=2, pp=2, cp=2, dp=2, zero=3, recompute="none", sp=True, batch=1, grad_accum=4, vp=2)),
 ])
-def test_plan_memory_equals_train_memory(name, lay):
+@pytest.mark.parametrize("framework", ["megatron", "torch"])
+def test_plan_memory_equals_train_memory(name, lay, framework):
     spec = load_model(name)
-    ref = train_memory(spec, TrainOptions(seq=2048, **lay)).total
-    got = MemoryTable(spec, 2048, "bf16").total_bytes(
+    ref = train_memory(spec, TrainOptions(seq=2048, framework=framework, **lay)).total
+    got = MemoryTable(spec, 2048, "bf16", framework=framework).total_bytes(
         tp=lay["tp"], ep=lay.get("ep", 1), pp=lay["pp"], cp=lay["cp"], sp=lay["sp"], zero=lay["zero"],
         shard=lay["dp"] * lay["cp"], recompute=lay["recompute"], micro_batch=lay["batch"],
-        micro_batches=lay["grad_accum"], vp=1)
-    assert got == pytest.approx(ref, abs=8)
+        micro_batches=lay["grad_accum"], vp=lay.get("vp", 1))
+    assert got == pytest.approx(ref, abs=16)
 
 
 def _brute_force(spec, cluster, opts: PlanOptions) -> set[tuple]:
@@ -83,13 +88,40 @@ def test_memoised_search_equals_train_step(name, gpus, batch):
     assert_search_equals_train_step(spec, H100, cluster, opts, samples=30, seed=0)
 
 
-def assert_search_equals_train_step(spec, ceilings, cluster, opts, samples: int, seed: int) -> None:
-    """A seeded sample of the vectorised search's candidates: step time and memory equal train_step's."""
+@pytest.mark.parametrize("name,gpus,batch", [("llama3-8b", 16, 64), ("mixtral-8x7b", 16, 32)])
+def test_torch_search_equals_train_step(name, gpus, batch):
+    """--framework torch (GQA and MoE): sampled candidates and the search's own top K price host time and
+    memory as train_step --framework torch does; ep > 1 and ZeRO 1-2 are left out."""
+    spec, cluster = load_model(name), load_cluster("hgx-h100")
+    opts = PlanOptions(gpus=gpus, seq=2048, global_batch=batch, max_micro_batch=2, max_cp=2, framework="torch")
+    assert_search_equals_train_step(spec, H100, cluster, opts, samples=20, seed=1, top=6)
+    assert all(c.ep == 1 for c in structures(spec, cluster, opts))
+    assert {z for z, _ in execution_options(opts)} == {0, 3}
+
+
+def test_torch_host_moves_the_search():
+    """The torch host term is priced in the search: with DTensor TP pinned the host paces the best layout
+    (host_s > 0), and megatron's best layout is slower under torch (and, when torch runs it, no faster than
+    torch's best)."""
+    spec, cluster = load_model("llama3-8b"), load_cluster("hgx-h100")
+    opts = PlanOptions(gpus=8, seq=2048, global_batch=16, max_micro_batch=2, max_cp=1, top=1, fix=(("tp", 4),))
+    best = {fw: plan(spec, H100, cluster, replace(opts, framework=fw)).candidates[0] for fw in ("megatron", "torch")}
+    assert best["torch"].breakdown["host_s"] > 0 and best["megatron"].breakdown["host_s"] == 0
+    again = train_step(spec, H100, cluster, replace(best["megatron"].options, framework="torch"))
+    assert again.step_time_s > best["megatron"].step_time_s
+    if best["megatron"].options.zero in (0, 3):  # a layout torch runs: its best is at least as fast
+        assert best["torch"].step_time_s <= again.step_time_s
+
+
+def assert_search_equals_train_step(spec, ceilings, cluster, opts, samples: int, seed: int, top: int = 0) -> None:
+    """A seeded sample of the vectorised search's candidates and its `top` fastest fitting ones: step time and
+    memory equal train_step's (same framework)."""
     memo = _Memo(spec, ceilings, cluster, opts)
     layouts, grid = list(structures(spec, cluster, opts)), execution_options(opts)
     step, memory = _search(memo, layouts, grid, None)
     assert len(step) == len(layouts) * len(grid)
-    for j in random.Random(seed).sample(range(len(step)), min(samples, len(step))):
+    fits = [j for j in sorted(range(len(step)), key=lambda j: step[j]) if memory[j] <= memo.usable][:top]
+    for j in random.Random(seed).sample(range(len(step)), min(samples, len(step))) + fits:
         zero, recompute = grid[j % len(grid)]
         c = replace(layouts[j // len(grid)], zero=zero, recompute=recompute)
         ref = train_step(spec, ceilings, cluster, c)
@@ -154,3 +186,23 @@ def test_70b_on_1024_gpus_searches_every_layout():
     structures_count = sum(1 for _ in structures(spec, cluster, result.options))
     assert result.searched == 12 * structures_count > 20_000
     assert result.candidates and result.search_s < 120
+
+
+def test_plan_cli_torch_matches_train_and_names_exclusions(run_cli):
+    base = ["--gpus", "8", "--gpu", "H100-SXM", "--seq", "2048", "--global-batch", "16"]
+    data = run_cli.json("plan", "mixtral-8x7b", *base, "--top", "2", "--framework", "torch", "--quiet",
+                        "--max-micro-batch", "2")
+    assert data["framework"] == "torch" and {e["axis"] for e in data["excluded"]} == {"ep", "zero"}
+    assert all(e["reason"] for e in data["excluded"])
+    for c in data["candidates"]:
+        lay = c["layout"]
+        assert lay["ep"] == 1 and lay["zero"] in (0, 3)
+        args = [f"--{k.replace('_', '-')}={lay[k]}" for k in ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch",
+                                                              "zero", "recompute")]
+        one = run_cli.json("train", "mixtral-8x7b", *base, *args, "--sp" if lay["sp"] else "--no-sp",
+                           "--framework", "torch")
+        assert one["step_time_s"] == pytest.approx(c["step_time_s"], rel=1e-12)
+        assert one["memory_bytes_per_gpu"] == c["memory_bytes_per_gpu"]
+    assert run_cli.json("plan", "llama2-7b", *base, "--quiet")["excluded"] == []
+    code, out, err = run_cli("plan", "mixtral-8x7b", *base, "--framework", "torch", "--fix", "zero=1")
+    assert code == 2 and "FSDP2" in err and out == ""

@@ -11,7 +11,9 @@ every piece is computed once per distinct value of what it depends on and reused
                      where vp changes the MoE layers of the busiest stage
     DP traffic       step_comm per (tp, pp, cp, ep, zero) at m = 1 and m = 2: a + b m exactly
     optimizer        per (tp, pp, ep, zero)
-    memory           calc.plan_memory (memory_train's sums, memoised)
+    memory           calc.plan_memory (memory_train's sums and phases, memoised; either framework)
+    host time        --framework torch: calc.train_host's stage work per (tp, cp, micro-batch, sp,
+                     pp, vp, recompute), host_paths per candidate (m, tp, ZeRO)
 
 so that 10^5 candidates take seconds. The top K fitting candidates are then evaluated again by
 `train_step` itself, which is what the output reports. Layouts that do not fit are dropped; the
@@ -36,6 +38,7 @@ from .plan_memory import MemoryTable
 from .plan_space import PlanOptions, execution_options, structures
 from .train import TrainStep, core_attention, optimizer_s, step_breakdown, train_step
 from .train_comm import Windows, traffic
+from .train_host import framework_costs, host_paths, stage_work, tensor_counts
 from .train_options import TrainStepOptions
 from .train_parts import StageParts, pipeline_stages, roofline_pass, slowest_stage, stage_parts
 
@@ -61,7 +64,7 @@ class Plan:
         o = self.options
         return {"model": self.model, "gpu": self.gpu, "cluster": self.cluster, "gpus": o.gpus, "seq": o.seq,
                 "global_batch": o.global_batch, "dtype": o.dtype, "fix": dict(o.fix), "overlap": list(o.overlap),
-                "attention": o.attention,
+                "attention": o.attention, "framework": o.framework, "excluded": o.excluded(),
                 "candidates": cands, "searched": self.searched, "feasible": self.feasible,
                 "search_s": self.search_s, "why": self.why}
 
@@ -72,7 +75,8 @@ class _Memo:
     def __init__(self, spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec, opts: PlanOptions):
         self.spec, self.ceil, self.cluster, self.opts = spec, ceilings, cluster, opts
         self.memory = MemoryTable(spec, opts.seq, opts.base().memory_dtype, opts.capacity_factor,
-                                  flash=opts.attention == "flash")
+                                  flash=opts.attention == "flash", framework=opts.framework)
+        self.costs = framework_costs(opts.framework)
         self.usable = verdict(ceilings.gpu, 0, opts.reserve).usable_bytes
         self._cache: dict[tuple, Any] = {}
 
@@ -98,6 +102,15 @@ class _Memo:
         o = StepOptions(dp=c.data_parallel, tp=c.tp, pp=c.pp, ep=c.ep, cp=c.cp, sp=c.sp_active, zero=c.zero,
                         batch=c.micro_batch, seq=c.seq, grad_accum=1, interleave=c.vp, dtype=c.memory_dtype)
         return traffic(step_comm(self.spec, replace(o, **changes), self.cluster).rows)
+
+    def host(self, c: TrainStepOptions, recompute: str, zero: int) -> tuple[float, float]:
+        """The host's (forward+backward, optimizer) issue seconds of the step (calc.train_host; 0 with megatron)."""
+        if self.opts.framework == "megatron":
+            return 0.0, 0.0
+        work = self.get(("work", c.tp, c.cp, c.micro_batch, c.sp_active, c.pp, c.vp, recompute), lambda: stage_work(
+            self.spec, self.parts(c), self.get(("stages", c.pp, c.vp), lambda: pipeline_stages(self.spec, c.pp, c.vp)),
+            recompute, self.get(("tensors",), lambda: tensor_counts(self.spec))))
+        return host_paths(work, self.costs, micro_batches=c.num_micro_batches, tp=c.tp, zero=zero)
 
     def model_traffic(self, c: TrainStepOptions) -> dict[tuple[str, str], float]:
         """TP, PP, CP, EP seconds of one micro-batch (times m for the step). Only the pipeline's sends
@@ -134,7 +147,8 @@ class _Memo:
             counts(), zero, c.data_parallel * c.cp, c.ep, c.memory_dtype, self.ceil))
 
 
-_COLUMNS = ("forward", "backward", "attention", "m", "pp", "vp", "zero", "optimizer", "micro_batch")
+_COLUMNS = ("forward", "backward", "attention", "m", "pp", "vp", "zero", "optimizer", "micro_batch", "host_fb",
+            "host_opt", "replicas")
 
 
 def _collect(memo: _Memo, layouts: list[TrainStepOptions], grid: list[tuple[int, str]],
@@ -160,7 +174,8 @@ def _collect(memo: _Memo, layouts: list[TrainStepOptions], grid: list[tuple[int,
                 traffic_cols[k] = [0.0] * len(recompute)
             for k, column in traffic_cols.items():
                 column.append(seconds.get(k, 0.0))
-            for key, value in zip(_COLUMNS, (f, b, a, m, c.pp, c.vp, zero, optimizer, c.micro_batch)):
+            host = memo.host(c, rc, zero)
+            for key, value in zip(_COLUMNS, (f, b, a, m, c.pp, c.vp, zero, optimizer, c.micro_batch, *host, shard)):
                 cols[key].append(value)
             recompute.append(rc)
             state_keys.append(state_key)
@@ -179,13 +194,16 @@ def _search(memo: _Memo, layouts: list[TrainStepOptions], grid: list[tuple[int, 
     windows = Windows(a["forward"], a["backward"], a["attention"], a["m"])
     breakdown, _ = step_breakdown(pp=a["pp"], vp=a["vp"], windows=windows, seconds=seconds, zero=a["zero"],
                                   recompute=np.asarray(recompute), overlap=memo.opts.overlap, optimizer=a["optimizer"],
-                                  sm_share=memo.opts.base().comm_sm_share(memo.ceil.gpu.sm_count))
+                                  sm_share=memo.opts.base().comm_sm_share(memo.ceil.gpu.sm_count),
+                                  host=(a["host_fb"], a["host_opt"]), p2p_slowdown=memo.costs.p2p_slowdown,
+                                  overlap_slowdown=memo.costs.overlap_slowdown)
     step = sum((np.broadcast_to(v, a["m"].shape) for v in breakdown.values()), np.zeros(a["m"].shape))
     memory = np.empty(len(step))
     for pp in np.unique(a["pp"]):
         idx = np.flatnonzero(a["pp"] == pp)
         memory[idx] = memo.memory.peak_bytes(int(pp), [state_keys[i] for i in idx], [act_keys[i] for i in idx],
-                                             a["micro_batch"][idx], a["m"][idx], a["vp"][idx])
+                                             a["micro_batch"][idx], a["m"][idx], a["vp"][idx], a["zero"][idx],
+                                             a["replicas"][idx])
     return step, memory
 
 

@@ -2,21 +2,26 @@
 
 `train_memory` walks every layer of every stage for one layout (tens of ms for an 80-layer model);
 `plan` needs it for thousands of layouts. The numbers here are the same sums from the same
-building blocks (`stage_params`, `layer_saved`, `layer_bytes`, `item_bytes`, `default_bytes`), taken
+building blocks (`stage_params`, `layer_saved`, `layer_bytes`, `item_bytes`, `default_bytes` and
+`calc.memory_schedule`'s `in_flight`, `grads_resident`, `chunk_forwards`, `receive_buffers`), taken
 apart along what each depends on:
 
 - model states of stage s (weights, gradients, fp32 master and moments, ZeRO-3's gathered layers)
-  depend on (tp, ep, pp, zero, dp x cp) only;
+  depend on (tp, ep, pp, zero, dp x cp) only, and their bytes per element on the framework and ZeRO
+  (torch's FSDP2 keeps fp32 shards);
 - activations are linear in the micro-batch's sequences (every saved item is per token, and unfused
   attention's S x S scores are per sequence), so they are kept per sequence and scaled by the
-  micro-batch: stage s holds
-  min(pp - s, m) micro-batches of its layers' activations (1F1B) plus, once, the larger of the
-  loss's logits temporaries and the working set of the layer being recomputed (with vp model chunks,
-  `calc.memory_schedule.in_flight` chunk-forwards / vp). The search prices the default framework
-  (persistent gradients) and 1F1B: the start of backward is then every stage's peak phase.
+  micro-batch: stage s holds `in_flight` chunk-forwards / vp of its layers' activations plus, once,
+  the larger of the loss's logits temporaries and the working set of the layer being recomputed;
+- the schedule's counts (chunk-forwards in flight, whether gradients exist at the first backward,
+  torch pipelining's receive buffers and kept outputs) depend on (pp, m, vp) and are computed once
+  per distinct triple.
 
-tests/test_plan.py checks these totals against `train_memory` byte for byte (within rounding) on
-dense, MoE, tied-embedding, ZeRO-3, full-recompute and pipelined layouts.
+Every stage's peak is the largest of `train_memory`'s phases (first backward, a later backward when
+gradients were absent at the first, the optimizer step), for either framework; the search prices
+1F1B (interleaved with vp > 1). tests/test_plan.py checks these totals against `train_memory` byte
+for byte (within rounding) on dense, MoE, tied-embedding, ZeRO-3, full-recompute, pipelined and
+interleaved layouts, for both frameworks.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import numpy as np
 from ..specs.model import ModelSpec
 from .activations import Saved, Split, item_bytes, layer_bytes, layer_saved
 from .memory_common import stage_layers, stage_params
+from .memory_schedule import chunk_forwards, grads_resident, in_flight, receive_buffers
 from .memory_train import _STATES, TrainOptions, default_bytes
 from .tensor_parallel import kv_divisor
 
@@ -43,15 +49,35 @@ class StageStates:
     gather: np.ndarray  # ZeRO-3 gathered weights: two layers and the root unit (parameters)
 
 
-class MemoryTable:
-    """Memoised pieces of `train_memory` for one model, sequence and dtype."""
+@dataclass(frozen=True)
+class Schedule:
+    """Per stage (arrays of length pp) for one (pp, m, vp): the counts of `calc.memory_schedule` at each phase."""
 
-    def __init__(self, spec: ModelSpec, seq: int, dtype: str, capacity_factor: float = 1.0, flash: bool = True):
+    held: np.ndarray  # chunk-forwards in flight at the first backward
+    grads: np.ndarray  # gradients exist then (bool)
+    later: np.ndarray  # a later backward is a phase: gradients were absent at the first and held > 1
+    saved: np.ndarray  # other micro-batches' kept log-probs at the first backward / a later one (last chunk's)
+    saved_later: np.ndarray
+    recv: np.ndarray  # receive buffers (stage-boundary tensors) at the first backward, a later one, the optimizer
+    recv_later: np.ndarray
+    recv_opt: np.ndarray
+
+
+class MemoryTable:
+    """Memoised pieces of `train_memory` for one model, sequence, dtype and framework."""
+
+    def __init__(self, spec: ModelSpec, seq: int, dtype: str, capacity_factor: float = 1.0, flash: bool = True,
+                 framework: str = "megatron"):
         self.spec, self.seq, self.capacity_factor, self.flash = spec, seq, capacity_factor, flash
-        self.nbytes = default_bytes(TrainOptions(dtype=dtype))
+        self.dtype, self.framework = dtype, framework
         self._states: dict[tuple, StageStates] = {}
         self._arrays: dict[tuple, Any] = {}  # state bytes and activation bytes by key
         self._saved: dict[bool, list[Saved]] = {}
+        self._schedules: dict[tuple, Schedule] = {}
+
+    def nbytes(self, zero: int = 0, tp: int = 1) -> dict[str, float]:
+        """`default_bytes` of the framework: torch's depend on ZeRO-3 (FSDP2's fp32 shards) and tp (loss_parallel)."""
+        return default_bytes(TrainOptions(dtype=self.dtype, framework=self.framework, zero=zero, tp=tp))
 
     def states(self, tp: int, ep: int, pp: int) -> StageStates:
         key = (tp, ep, pp)
@@ -63,18 +89,18 @@ class MemoryTable:
             self._states[key] = StageStates(*(np.array(c, dtype=float) for c in zip(*cols)))
         return self._states[key]
 
-    def state_bytes(self, tp: int, ep: int, pp: int, zero: int, shard: int) -> np.ndarray:
-        """Weights + gradients + optimizer + ZeRO-3 temporaries per stage (memory_train's sharding)."""
-        st, nb = self.states(tp, ep, pp), self.nbytes
+    def state_bytes(self, tp: int, ep: int, pp: int, zero: int, shard: int) -> tuple[np.ndarray, ...]:
+        """Per stage: (weights + optimizer, gradients, ZeRO-3 gathered weights) bytes (memory_train's sharding)."""
+        st, nb = self.states(tp, ep, pp), self.nbytes(zero)
 
         def sharded(stage_min: int, per_param: float) -> np.ndarray:
             if zero < stage_min:
                 return st.total * per_param
             return st.dense * per_param / shard + st.expert * per_param / (shard // ep)
 
-        out = sharded(3, nb["weight"]) + sharded(2, nb["grad"]) + sharded(1, nb["master"])
-        out = out + sharded(1, _STATES["adamw"] * nb["state"])
-        return out + (st.gather * nb["weight"] if zero == 3 else 0.0)
+        kept = sharded(3, nb["weight"]) + sharded(1, nb["master"]) + sharded(1, _STATES["adamw"] * nb["state"])
+        gather = st.gather * nb["gather"] if zero == 3 else np.zeros(pp)
+        return kept, sharded(2, nb["grad"]), gather
 
     def _layer_items(self, layer: int) -> list[Saved]:
         moe = self.spec.layer_is_moe(layer)
@@ -82,12 +108,12 @@ class MemoryTable:
             self._saved[moe] = layer_saved(self.spec, layer, self.flash, False, self.capacity_factor)
         return self._saved[moe]
 
-    def activation_bytes(self, tp: int, cp: int, sp: bool, recompute: str, pp: int) -> tuple[np.ndarray, np.ndarray]:
-        """Per stage, for ONE sequence per micro-batch: (bytes held per micro-batch in flight,
-        bytes held once: max(logits temporaries, recompute working set))."""
+    def activation_bytes(self, tp: int, cp: int, sp: bool, recompute: str, pp: int) -> tuple[np.ndarray, ...]:
+        """Per stage, for ONE sequence per micro-batch: (bytes held per micro-batch in flight, bytes held once:
+        max(logits temporaries, recompute working set), the loss's logits on this rank, one stage-boundary tensor)."""
         key = (tp, cp, sp, recompute, pp)
         if key not in self._arrays:
-            spec, nb = self.spec, self.nbytes
+            spec, nb = self.spec, self.nbytes(0, tp)
             local = self.seq // cp
             split = Split(tokens=local, keys=local, tp=tp, sp=sp, kv_div=kv_divisor(spec, tp))
             kept = np.array([layer_bytes(self._layer_items(i), split, nb, recompute, spec.hidden_size)
@@ -97,11 +123,30 @@ class MemoryTable:
             per = spec.num_layers // pp
             in_flight = kept.reshape(pp, per).sum(axis=1)
             working = whole.reshape(pp, per).max(axis=1) if recompute == "full" else np.zeros(pp)
-            logits = np.zeros(pp)
-            logits[-1] = split.tokens * -(-spec.vocab_size // tp) * nb["logits"]
+            logit_count = np.zeros(pp)
+            logit_count[-1] = split.tokens * -(-spec.vocab_size // tp)
             in_flight[-1] += item_bytes(Saved("final norm + lm_head inputs", 2 * spec.embed_dim, "seq"), split, nb)
-            self._arrays[key] = (in_flight, np.maximum(logits, working))
+            boundary = item_bytes(Saved("stage boundary", spec.hidden_size, "seq"), split, nb)
+            self._arrays[key] = (in_flight, np.maximum(logit_count * nb["logits"], working), logit_count, boundary)
         return self._arrays[key]
+
+    def schedule(self, pp: int, m: int, vp: int, zero: int, replicas: int) -> Schedule:
+        """`calc.memory_schedule`'s counts per stage for 1F1B (interleaved with vp > 1)."""
+        key = (pp, m, vp, self.framework == "torch" and zero == 0 and replicas > 1)
+        if key not in self._schedules:
+            rows = []
+            for s in range(pp):
+                held = in_flight("1f1b", pp, s, m, vp)
+                grads = grads_resident(self.framework, "1f1b", held, m * vp, zero, replicas)
+                later = max(held - 1, 0)
+                rows.append((held, grads, not grads and held > 1,
+                             max(chunk_forwards(held, pp, vp, vp - 1) - 1, 0),
+                             max(chunk_forwards(later, pp, vp, vp - 1) - 1, 0),
+                             receive_buffers(self.framework, pp, s, held, m, vp),
+                             receive_buffers(self.framework, pp, s, later, m, vp),
+                             receive_buffers(self.framework, pp, s, 0, m, vp)))
+            self._schedules[key] = Schedule(*(np.array(c) for c in zip(*rows)))
+        return self._schedules[key]
 
     def state_key(self, tp: int, ep: int, pp: int, zero: int, shard: int) -> tuple:
         key = ("states", tp, ep, pp, zero, shard)
@@ -114,21 +159,36 @@ class MemoryTable:
         return (tp, cp, sp, recompute, pp)
 
     def peak_bytes(self, pp: int, state_keys: list, activation_keys: list, micro_batch: np.ndarray,
-                   micro_batches: np.ndarray, vp: np.ndarray) -> np.ndarray:
-        """Memory per GPU of the peak stage, with the interleaved schedule's chunks in flight (as memory_train), for
-        layouts of `pp` stages given by their `state_key` and `activation_key` (one entry each)."""
-        states = np.stack([self._arrays[k] for k in state_keys])  # (n, pp)
-        in_flight = np.stack([self._arrays[k][0] for k in activation_keys])
-        once = np.stack([self._arrays[k][1] for k in activation_keys])
-        stage, m, v = np.arange(pp)[None, :], micro_batches[:, None], vp[:, None]
-        # calc.memory_schedule.in_flight in stage-equivalents: 1F1B min(pp - s, m); interleaved chunk-forwards / vp
-        chunks = np.minimum(2 * (pp - stage - 1) + (v - 1) * pp + 1, m * v)
-        held = np.where(v > 1, chunks / v, np.minimum(pp - stage, m))
-        return (states + micro_batch[:, None] * (held * in_flight + once)).max(axis=1)
+                   micro_batches: np.ndarray, vp: np.ndarray, zero: np.ndarray, replicas: np.ndarray) -> np.ndarray:
+        """Memory per GPU of the peak stage at its peak phase (as `train_memory`), for layouts of `pp` stages given
+        by their `state_key` and `activation_key` (one entry each) and their schedule (m, vp, ZeRO, dp x cp)."""
+        kept, grads, gather = (np.stack([self._arrays[k][i] for k in state_keys]) for i in range(3))
+        acts = [np.stack([self._arrays[k][i] for k in activation_keys]) for i in range(3)]
+        boundary = np.array([self._arrays[k][3] for k in activation_keys])[:, None]
+        ddp = (self.framework == "torch") & (zero == 0) & (replicas > 1)
+        keys, inverse = np.unique(np.stack([micro_batches, vp, ddp]).astype(int), axis=1, return_inverse=True)
+        sch = [self.schedule(pp, int(m), int(v), 0 if d else 3, 2) for m, v, d in keys.T]
+        col = {f: np.stack([getattr(s, f) for s in sch])[inverse.reshape(-1)] for f in Schedule.__dataclass_fields__}
+        b, v = micro_batch[:, None], vp[:, None]
+        nb = self.nbytes()
+        out_kept = np.where(pp > 1, micro_batches[:, None] * b * acts[2] * nb["logits_kept"], 0.0)
+        fixed = kept + out_kept
+
+        def phase(held: np.ndarray, with_grads: Any, saved: np.ndarray, recv: np.ndarray) -> np.ndarray:
+            busy = held > 0
+            return (fixed + np.where(with_grads, grads, 0.0) + np.where(busy, gather, 0.0)
+                    + b * (held / v * acts[0] + np.where(busy, acts[1], 0.0) + saved * acts[2] * nb["logits_saved"])
+                    + recv * b * boundary)
+
+        first = phase(col["held"], col["grads"], col["saved"], col["recv"])
+        later = np.where(col["later"], phase(col["held"] - 1, True, col["saved_later"], col["recv_later"]), 0.0)
+        optimizer = phase(np.zeros_like(col["held"]), True, np.zeros_like(col["saved"]), col["recv_opt"])
+        return np.maximum(np.maximum(first, later), optimizer).max(axis=1)
 
     def total_bytes(self, *, tp: int, ep: int, pp: int, cp: int, sp: bool, zero: int, shard: int, recompute: str,
                     micro_batch: int, micro_batches: int, vp: int) -> float:
-        """Memory per GPU of one layout (see `peak_bytes`)."""
+        """Memory per GPU of one layout (see `peak_bytes`); shard = dp x cp."""
         return float(self.peak_bytes(pp, [self.state_key(tp, ep, pp, zero, shard)],
                                      [self.activation_key(tp, cp, sp, recompute, pp)], np.array([micro_batch]),
-                                     np.array([micro_batches]), np.array([vp]))[0])
+                                     np.array([micro_batches]), np.array([vp]), np.array([zero]),
+                                     np.array([shard]))[0])

@@ -17,6 +17,16 @@ is checked by `check_layout`; the tensor-parallel widths once per tp):
 - ZeRO 0-3, recompute none / selective / full.
 
 `--fix AXIS=VALUE` pins an axis.
+
+With `--framework torch` (PyTorch's own parallelism: DDP, FSDP2, DTensor tensor and sequence
+parallelism, torch.distributed.pipelining, as `mlsys train --framework torch` prices it) the layouts
+torch cannot run are left out (`TORCH_EXCLUDED`, also in the JSON as `excluded`):
+
+- ep > 1: torch.distributed has no expert parallelism (routed experts stay whole on every rank;
+  torchtitan builds EP on its own all-to-all code);
+- ZeRO 1 and 2: torch shards states only as FSDP2 (`fully_shard`, ZeRO-3) or not at all (DDP, ZeRO-0);
+  the torch host costs and memory (DDP's gradient buckets, FSDP2's fp32 shards) were fitted and
+  checked on those two only.
 """
 
 from __future__ import annotations
@@ -32,6 +42,13 @@ from .train_options import RECOMPUTE, TrainStepOptions
 
 INT_AXES = ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "zero")
 AXES = INT_AXES + ("sp", "recompute")
+# axis -> (values torch cannot run, why): `plan --framework torch` leaves these layouts out
+TORCH_EXCLUDED = {
+    "ep": ((lambda v: v > 1), "ep > 1", "torch.distributed has no expert parallelism (torchtitan builds it on its "
+                                        "own all-to-all)"),
+    "zero": ((lambda v: v in (1, 2)), "1, 2", "torch shards states only as FSDP2 (fully_shard, ZeRO-3) or not at "
+                                              "all (DDP, ZeRO-0); its host costs and memory were fitted on those two"),
+}
 _BOOL = {"true": True, "on": True, "1": True, "yes": True, "false": False, "off": False, "0": False, "no": False}
 
 
@@ -49,17 +66,34 @@ class PlanOptions:
     attention: str = TrainStepOptions.attention
     max_micro_batch: int = 16
     max_cp: int = 16
+    framework: str = TrainStepOptions.framework  # whose memory and host time are priced (calc.train_host)
 
     def base(self) -> TrainStepOptions:
         """The train options every candidate shares."""
         return TrainStepOptions(gpus=self.gpus, seq=self.seq, global_batch=self.global_batch, dtype=self.dtype,
                                 overlap=self.overlap, capacity_factor=self.capacity_factor, reserve=self.reserve,
-                                attention=self.attention)
+                                attention=self.attention, framework=self.framework)
 
     def validate(self) -> None:
         for name in ("gpus", "seq", "global_batch", "top", "max_micro_batch", "max_cp"):
             require(getattr(self, name) >= 1, f"--{name.replace('_', '-')} must be a positive integer")
         self.base().validate_scalars()
+        for axis, value in self.fix:
+            if axis in self.rules():
+                test, _, reason = self.rules()[axis]
+                require(not test(value), f"--fix {axis}={value} with --framework torch: {reason}")
+
+    def rules(self) -> dict:
+        """The axes whose values this framework cannot run (TORCH_EXCLUDED with torch, none with megatron)."""
+        return TORCH_EXCLUDED if self.framework == "torch" else {}
+
+    def excluded(self) -> list[dict[str, str]]:
+        """What the search leaves out for this framework, and why (the `excluded` JSON key)."""
+        return [{"axis": axis, "values": values, "reason": reason} for axis, (_, values, reason) in self.rules().items()]
+
+    def runs(self, axis: str, value: int) -> bool:
+        """Whether the framework can run this value of the axis."""
+        return axis not in self.rules() or not self.rules()[axis][0](value)
 
 
 def parse_fix(items: tuple[str, ...]) -> tuple[tuple[str, int | bool | str], ...]:
@@ -114,7 +148,7 @@ def structures(spec: ModelSpec, cluster: ClusterSpec, opts: PlanOptions) -> Iter
                 dp = opts.gpus // (tp * pp * cp)
                 if "dp" in fix and fix["dp"] != dp or opts.global_batch % dp:
                     continue
-                for ep in _allowed(fix, "ep", [e for e in _divisors(dp) if experts % e == 0]):
+                for ep in _allowed(fix, "ep", [e for e in _divisors(dp) if experts % e == 0 and opts.runs("ep", e)]):
                     for mb in _allowed(fix, "micro_batch", _divisors(opts.global_batch // dp, opts.max_micro_batch)):
                         vps = _divisors(L // pp) if pp > 1 else [1]
                         for vp in _allowed(fix, "vp", vps):
@@ -130,4 +164,5 @@ def structures(spec: ModelSpec, cluster: ClusterSpec, opts: PlanOptions) -> Iter
 def execution_options(opts: PlanOptions) -> list[tuple[int, str]]:
     """(zero, recompute) pairs searched for every layout."""
     fix = dict(opts.fix)
-    return [(z, r) for z in _allowed(fix, "zero", [0, 1, 2, 3]) for r in _allowed(fix, "recompute", list(RECOMPUTE))]
+    zeros = [z for z in (0, 1, 2, 3) if opts.runs("zero", z)]
+    return [(z, r) for z in _allowed(fix, "zero", zeros) for r in _allowed(fix, "recompute", list(RECOMPUTE))]

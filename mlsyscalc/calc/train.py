@@ -4,9 +4,11 @@ The step (Narayanan et al. 2021, PTD-P, section 2.2; Korthikanti et al. 2022):
 
     compute   = m x (f + b) of the slowest pipeline stage, per micro-batch (calc.train_parts:
                 the roofline's op times, b includes the recomputed forward)
-    contention = comm_sms / sm_count x overlapped (hidden) comm seconds: the compute lost to the SMs
-                NCCL holds while it runs beside the kernels (calc.train_comm); with --framework torch
-                and vp > 1 also the interleaved schedule's p2p slowdown (calc.train_host)
+    contention = (comm_sms / sm_count + overlap_slowdown) x overlapped (hidden) comm seconds: the
+                compute lost to the SMs NCCL holds while it runs beside the kernels (calc.train_comm)
+                and, with --framework torch, the rest of the slowdown measured beside torch DDP's
+                all-reduce; with --framework torch and vp > 1 also the interleaved schedule's p2p
+                slowdown (calc.train_host)
     bubble    = (p - 1) / v x (f + b)   i.e. bubble / compute = (p - 1) / (v m)  (1F1B; interleaved
                 with v model chunks per GPU, Narayanan et al. 2021, section 2.2.2)
     optimizer = AdamW over this GPU's parameters (after ZeRO sharding): memory-bound, the roofline's
@@ -161,14 +163,15 @@ def optimizer_s(counts: tuple[tuple[int, int], ...], zero: int, shard: int, ep: 
 def step_breakdown(*, pp: Any, vp: Any, windows: Windows, seconds: Mapping[tuple[str, str], Any], zero: Any,
                    recompute: Any, overlap: tuple[str, ...], optimizer: Any,
                    sm_share: float = 0.0, host: tuple[Any, Any] = (0.0, 0.0),
-                   p2p_slowdown: float = 0.0) -> tuple[dict[str, Any], dict[str, Any]]:
+                   p2p_slowdown: float = 0.0, overlap_slowdown: float = 0.0) -> tuple[dict[str, Any], dict[str, Any]]:
     """(breakdown whose parts sum to the step time, total comm seconds per dimension); elementwise
     over numpy arrays of layouts too (plan). sm_share: comm_sms / sm_count (calc.train_comm); host:
-    the host's (forward+backward, optimizer) issue seconds and p2p_slowdown the interleaved schedule's
-    lost compute share (calc.train_host)."""
+    the host's (forward+backward, optimizer) issue seconds, p2p_slowdown the interleaved schedule's
+    lost compute share and overlap_slowdown the share of the overlapped span lost beyond the SMs
+    (calc.train_host)."""
     total, exposed = dim_times(seconds, zero=zero, recompute=recompute, overlap=overlap, windows=windows)
     bubble = (pp - 1) / vp * (windows.forward_s + windows.backward_s)
-    lost = contention_s(total, exposed, overlap, sm_share) + interleaved_contention_s(
+    lost = contention_s(total, exposed, overlap, sm_share + overlap_slowdown) + interleaved_contention_s(
         p2p_slowdown, vp, windows.compute_s, bubble)
     gpu = {"compute_s": windows.compute_s, "contention_s": lost, "bubble_s": bubble}
     comm = {f"{d}_comm_s": exposed[d] for d in DIMS}
@@ -226,7 +229,8 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
         pp=opts.pp, vp=opts.vp, windows=Windows(f, b, a, opts.num_micro_batches), seconds=traffic(comm.rows),
         zero=opts.zero, recompute=opts.recompute, overlap=opts.overlap,
         optimizer=optimizer_s(counts, opts.zero, opts.data_parallel * opts.cp, opts.ep, opts.memory_dtype, ceilings),
-        sm_share=opts.comm_sm_share(ceilings.gpu.sm_count), host=host, p2p_slowdown=costs.p2p_slowdown)
+        sm_share=opts.comm_sm_share(ceilings.gpu.sm_count), host=host, p2p_slowdown=costs.p2p_slowdown,
+        overlap_slowdown=costs.overlap_slowdown)
     mem = step_memory(spec, opts)
     usable = verdict(ceilings.gpu, 0, opts.reserve).usable_bytes
     flops, recompute = model_flops(spec, opts)

@@ -34,6 +34,21 @@ bubble (made of the other stages' compute) of an interleaved step are charged th
 contention (the compute lost beside NCCL kernels, calc.train_comm):
 
     interleaved_contention = p2p_slowdown x (compute_s + bubble_s)        [vp > 1]
+
+torch DDP's bucketed gradient all-reduce, overlapped with the backward, slows the backward's kernels
+by far more than the SMs NCCL holds (profiled: 4 x H200 compute kernels 186.6 ms against one GPU's
+167.4 beside 38 ms of hidden NCCL; 2 x H200 181-183 ms against 168 beside 25-35 ms): the collective
+also takes HBM bandwidth, GEMMs tiled for every SM run a tail wave on fewer, and NCCL itself runs
+longer than the comm model prices it alone. `overlap_slowdown` is that loss beyond comm_sms /
+sm_count, as a share of the model's hidden (overlapped) seconds, added to the contention term
+(calc.train_comm.contention_s):
+
+    contention = (comm_sms / sm_count + overlap_slowdown) x hidden seconds
+
+Fitted to one row, the 4 x H200 DDP step's forward+backward (measured 158.6 ms, predicted 142.7 with
+21.9 ms hidden: (158.6 - 142.7) / 21.9 = 0.726); the 2 x H200 and 4 x H100 DDP rows are held out
+(they would need 0.80 and 0.79). `megatron` keeps 0: no such measurement exists for Megatron-LM's
+overlapped gradient reduction, and the published runs it is checked against are priced without it.
 """
 
 from __future__ import annotations
@@ -56,12 +71,14 @@ class FrameworkCosts:
     fsdp_layer_s: float  # host, FSDP2 hooks of one decoder layer, one micro-batch (gathers, copies, reduce-scatter)
     dtensor_param_s: float  # host, optimizer step per parameter tensor when the parameters are DTensors
     p2p_slowdown: float = 0.0  # share of compute lost beside the interleaved schedule's p2p kernels (vp > 1)
+    # share of the overlapped (hidden) comm seconds the compute loses beyond comm_sms / sm_count (calc.train_comm)
+    overlap_slowdown: float = 0.0
 
 
 FRAMEWORKS: Mapping[str, FrameworkCosts] = {
     "megatron": FrameworkCosts(0.0, 0.0, 0.0, 0.0, 0.0),
     "torch": FrameworkCosts(op_s=53.7e-6, dtensor_matmul_s=479e-6, fsdp_layer_s=4.30e-3, dtensor_param_s=53.9e-6,
-                            p2p_slowdown=0.129),
+                            p2p_slowdown=0.129, overlap_slowdown=0.726),
 }
 FRAMEWORK_SOURCES = {
     "megatron": "no host term, no p2p slowdown: the host keeps ahead of the GPU (the published Megatron-LM runs, "
@@ -69,7 +86,8 @@ FRAMEWORK_SOURCES = {
     "torch": "torch 2.11.0+cu130 on an HGX H200 host (reports/train/measured.md, 'Host time'): op_s, "
              "dtensor_matmul_s, fsdp_layer_s and dtensor_param_s fitted to the 4-GPU DTensor TP, FSDP2 and FSDP2 x TP "
              "steps (scripts/train_host_fit.py; op_s is below the profiled bound of 70.7 us); p2p_slowdown measured: "
-             "the 4-GPU interleaved profile's rank-0 compute over 1F1B's",
+             "the 4-GPU interleaved profile's rank-0 compute over 1F1B's; overlap_slowdown fitted to the 4-GPU DDP step's "
+             "forward+backward (2 x H200 and 4 x H100 DDP held out)",
 }
 
 
@@ -110,17 +128,26 @@ def framework_costs(name: str) -> FrameworkCosts:
     return FRAMEWORKS[name]
 
 
-def stage_work(spec: Any, parts: Any, stages: tuple[Any, ...], recompute: str) -> StageWork:
-    """The host work of the stage that issues the most kernels (calc.train_parts stages and counts)."""
+def tensor_counts(spec: Any) -> tuple[tuple[int, ...], int, int]:
+    """(parameter tensors of each decoder layer, of the first stage's ends, of the last stage's ends):
+    `calc.roofline_torch.param_tensors`, computed once per model (plan reuses it for every layout)."""
     from .roofline_torch import param_tensors
-    from .train_parts import stage_ops
 
     head = param_tensors(spec, None)[0]
     first = 1 + (1 if spec.learned_positions else 0)  # embedding (and learned positions); the last stage has the rest
+    return tuple(param_tensors(spec, i)[0] for i in range(spec.num_layers)), first, head - first
+
+
+def stage_work(spec: Any, parts: Any, stages: tuple[Any, ...], recompute: str,
+               counts: tuple[tuple[int, ...], int, int] | None = None) -> StageWork:
+    """The host work of the stage that issues the most kernels (calc.train_parts stages and counts);
+    `counts` is `tensor_counts(spec)` when the caller already holds it."""
+    from .train_parts import stage_ops
+
+    layers, first, last = counts or tensor_counts(spec)
 
     def work(st: Any) -> StageWork:
         ops, matmuls = stage_ops(parts, st, recompute)
-        tensors = sum(param_tensors(spec, i)[0] for i in st.layers)
-        tensors += (first if st.first else 0) + (head - first if st.last else 0)
+        tensors = sum(layers[i] for i in st.layers) + (first if st.first else 0) + (last if st.last else 0)
         return StageWork(ops, matmuls, len(st.layers), tensors)
     return max((work(st) for st in stages), key=lambda w: (w.ops, w.tensors))

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ..calc.memory_schedule import FRAMEWORKS
 from ..calc.plan import plan as search
 from ..calc.plan_space import AXES, PlanOptions, parse_fix
 from ..units import fmt_bytes
@@ -54,10 +55,13 @@ class _Progress:
 @step_options
 @positive_int("--max-micro-batch", D.max_micro_batch, "Largest micro-batch searched.")
 @positive_int("--max-cp", D.max_cp, "Largest context-parallel size searched.")
+@click.option("--framework", type=click.Choice(FRAMEWORKS), default=D.framework, show_default=True,
+              help="The training code whose memory and host time are priced, as `mlsys train --framework`; torch "
+                   "leaves out what it cannot run (ep > 1, ZeRO 1-2; docs/train.md).")
 @click.option("--quiet", is_flag=True, help="No progress bar on stderr.")
 @render.output_options
 def plan(model, overrides, gpus, cluster, ceilings, seq, global_batch, top, fix, dtype, overlap, capacity_factor,
-         reserve, attention, max_micro_batch, max_cp, quiet, fmt, as_json):
+         reserve, attention, max_micro_batch, max_cp, framework, quiet, fmt, as_json):
     """Search every TP x PP x DP x CP x EP x VP x micro-batch x ZeRO x recompute layout of MODEL on
     --gpus GPUs that obeys the divisibility and node rules, drop those that do not fit in memory, and
     rank the rest by `mlsys train`'s step time; shows the top K and why the best wins (docs/train.md).
@@ -65,7 +69,7 @@ def plan(model, overrides, gpus, cluster, ceilings, seq, global_batch, top, fix,
     spec = resolve_model(model, overrides)
     opts = PlanOptions(gpus=gpus, seq=seq, global_batch=global_batch, dtype=dtype, top=top, fix=parse_fix(fix),
                        overlap=overlap, capacity_factor=capacity_factor, reserve=reserve, attention=attention,
-                       max_micro_batch=max_micro_batch, max_cp=max_cp)
+                       max_micro_batch=max_micro_batch, max_cp=max_cp, framework=framework)
     progress = _Progress(not quiet)
     try:
         result = search(spec, ceilings, cluster, opts, progress)
@@ -90,5 +94,7 @@ def plan_output(result) -> render.Output:
         best = data["candidates"][0]["breakdown"]
         tables.append(render.table("best layout: step time", ["part", "seconds"], [[k, v] for k, v in best.items()]))
     notes = (f"why: {result.why}", f"searched in {result.search_s:.2f} s",
-             "candidates are re-evaluated by `mlsys train`; sp is on with tp > 1 unless --fix sp=off")
+             "candidates are re-evaluated by `mlsys train`; sp is on with tp > 1 unless --fix sp=off",
+             *(f"left out with --framework {result.options.framework}: {e['axis']} {e['values']} ({e['reason']})"
+               for e in data["excluded"]))
     return render.Output(data, tuple(tables), notes)
