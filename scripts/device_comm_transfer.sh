@@ -5,7 +5,8 @@
 # CPU smoke test of the same path: BACKEND=gloo MAX_SIZE=64KiB TRAIN_EXTRA="--device cpu --tiny --seq 64" OUT=/tmp/x ...
 # Inside the tar: rows.jsonl (bench comm rows, 2 and 4 GPUs), fit-2gpu.json (the 2-GPU calibration),
 # report/ (README.md and transfer.md: the 2-GPU fit on the 4-GPU rows), transfer_models.md
-# (scripts/comm_transfer.py), train_rows.jsonl (scripts/train_measure.py --case tp-pp), machine.txt.
+# (scripts/comm_transfer.py), shared_fit.md (scripts/comm_shared.py), train_rows.jsonl
+# (scripts/train_measure.py --case tp-pp), machine.txt.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:?set OUT}
@@ -30,6 +31,7 @@ step 130 python3 -m mlsyscalc bench comm --nproc 4 "${SWEEP[@]}" --format markdo
 step 60 python3 -m mlsyscalc bench comm --from "${SWEEP[@]}" --fit-gpus 2 --fit-min-size "${FIT_MIN:-1MiB}" --node-gpus 4 \
   --calibrate "$D/fit-2gpu.json" --name "$GPU-x2-same-host" --report "$D/report" --format markdown
 step 60 python3 scripts/comm_transfer.py --rows "$D/rows.jsonl" --out "$D/transfer_models.md"
+step 60 python3 scripts/comm_shared.py --rows "$D/rows.jsonl" --out "$D/shared_fit.md"
 # (c) TP x PP 2 x 2 (DTensor TP inside each stage, 1F1B across the stages): step time and peak memory per rank
 step 170 torchrun --standalone --nproc_per_node 4 scripts/train_measure.py --case tp-pp --out "$D" --steps 8 ${TRAIN_EXTRA:-}
 echo "## done (t=${SECONDS}s)" | tee -a "$LOG"

@@ -49,6 +49,7 @@ measure 4 pp-1f1b
 measure 4 pp-gpipe
 measure 4 pp-interleaved
 measure 4 fsdp-tp
+measure 4 tp-pp
 step 120 torchrun --standalone --nproc-per-node 2 -m mlsyscalc bench model llama3-8b --phase train --batch 1 --seq 2048 \
   --fsdp --layers 8 --quiet --out "$DIR/bench_model_fsdp.jsonl" --format markdown
 echo "## done (t=${SECONDS}s)" >>"$LOG"
