@@ -1,0 +1,141 @@
+"""Value tests for the training-memory, spec, parameter, FLOP, communication and training-time outputs that
+the second discovery run of planted bugs found unpinned (docs/mutation.md). Expected numbers are hand
+arithmetic from the model's config.json (model_specs/models/) written out here, a documented default, or
+another configuration of the same calculator that must differ by a known amount; never the code under test
+computing the same quantity the same way.
+
+llama2-7b (config.json): hidden 4096, 32 layers, 32 heads, intermediate 11008, vocabulary 32000, untied
+embeddings, no biases. Parameters P = 32 x (4 x 4096^2 + 3 x 4096 x 11008 + 2 x 4096) + 2 x 32000 x 4096
++ 4096 = 6,738,415,616 (transformers' LlamaForCausalLM.num_parameters()).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+LAYER = 4 * 4096**2 + 3 * 4096 * 11008 + 2 * 4096  # llama2-7b decoder layer: q, k, v, o, gate, up, down, 2 norms
+P = 32 * LAYER + 2 * 32000 * 4096 + 4096
+TOKENS = 2048  # the default --seq, --batch 1
+
+
+def test_llama2_7b_parameter_count_by_hand():
+    assert P == 6_738_415_616
+
+
+# ---------------------------------------------------------------- memory train: model states (ZeRO, FSDP)
+
+@pytest.mark.parametrize("fsdp,weights,grads,optimizer", [
+    # ZeRO (Rajbhandari et al. 2020): bf16 weights and grads 2 + 2 B, fp32 master + Adam states 12 B per
+    # parameter; FSDP's strategies are ZeRO-3 (full_shard), ZeRO-2 (shard_grad_op), ZeRO-0 (no_shard)
+    ("full_shard", 2 * P // 2, 2 * P // 2, 12 * P // 2),
+    ("shard_grad_op", 2 * P, 2 * P // 2, 12 * P // 2),
+    ("no_shard", 2 * P, 2 * P, 12 * P),
+])
+def test_fsdp_strategies_shard_like_their_zero_stage(run_cli, fsdp, weights, grads, optimizer):
+    d = run_cli.json("memory", "train", "llama2-7b", "--fsdp", fsdp, "--dp", "2")
+    assert d["zero"] == {"full_shard": 3, "shard_grad_op": 2, "no_shard": 0}[fsdp]
+    assert (d["weights_bytes"], d["optimizer_bytes"]) == (weights, optimizer)
+    assert d["phases"]["optimizer_bytes"] == weights + grads + optimizer
+
+
+def test_optimizer_phase_holds_model_states_only(run_cli):
+    # the optimizer step (pp = 1) holds weights, all gradients and optimizer states: 16 B per parameter,
+    # no activation and no logits byte (Rajbhandari et al. 2020, section 3: 2 + 2 + 12)
+    d = run_cli.json("memory", "train", "llama2-7b")
+    assert d["phases"]["optimizer_bytes"] == 16 * P == d["model_state_bytes_unsharded"]
+
+
+def test_fsdp2_keeps_fp32_sharded_weights_and_gradients(run_cli):
+    # torch FSDP2 with mixed precision keeps fp32 sharded parameters (the master weights, no extra copy)
+    # and fp32 sharded gradients: 4 + 4 + 8 (Adam states) B per parameter over dp = 2
+    d = run_cli.json("memory", "train", "llama2-7b", "--framework", "torch", "--zero", "3", "--dp", "2")
+    assert d["weights_bytes"] == 4 * P // 2
+    assert d["optimizer_bytes"] == 8 * P // 2 and d["detail"]["master_weights_bytes"] == 0
+    assert d["phases"]["optimizer_bytes"] == (4 + 4 + 8) * P // 2
+
+
+def test_torch_gradients_are_absent_at_the_first_backward(run_cli):
+    # zero_grad(set_to_none=True): at the first backward of a step no gradient exists, so that phase is
+    # exactly the megatron one (persistent gradient buffers, 2 B per parameter) less 2P; the optimizer
+    # phase holds all gradients in both
+    torch = run_cli.json("memory", "train", "llama2-7b", "--framework", "torch")
+    megatron = run_cli.json("memory", "train", "llama2-7b")
+    assert torch["phases"]["backward_bytes"] == megatron["phases"]["backward_bytes"] - 2 * P
+    assert torch["phases"]["optimizer_bytes"] == megatron["phases"]["optimizer_bytes"] == 16 * P
+
+
+def test_later_backward_has_every_gradient(run_cli):
+    # torch, GPipe, 2 stages, 4 micro-batches, short sequences (activations far below gradients): the
+    # second backward holds all gradients and one micro-batch fewer, so it is the peak and it exceeds
+    # the optimizer phase (weights + gradients + states) by the activations of 3 micro-batches
+    d = run_cli.json("memory", "train", "llama2-7b", "--framework", "torch", "--schedule", "gpipe", "--pp", "2",
+                     "--grad-accum", "4", "--seq", "128")
+    ph = d["phases"]
+    assert d["peak_phase"] == "later_backward"
+    assert ph["later_backward_bytes"] > ph["optimizer_bytes"] > ph["backward_bytes"]
+    # stage 1: 16 layers, final norm and lm_head (pp > 1: its own copy), 2 + 2 + 12 B a parameter; torch
+    # pipelining keeps the 4 micro-batches' bf16 outputs (128 x 32000) and a receive buffer per micro-batch
+    # for the hidden states it gets from stage 0 (128 x 4096, bf16) to the end of the step
+    stage1 = 16 * LAYER + 4096 + 32000 * 4096
+    assert ph["optimizer_bytes"] == 16 * stage1 + 4 * 128 * 32000 * 2 + 4 * 128 * 4096 * 2
+
+
+def test_gpipe_keeps_the_log_probs_of_every_other_micro_batch(run_cli):
+    # GPipe, 4 micro-batches on the last stage: at the first backward the other 3 micro-batches keep their
+    # fp32 log-probs (4 B a logit) of 128 tokens x 32000 vocabulary (megatron: gradients resident, so the
+    # first backward is the peak)
+    d = run_cli.json("memory", "train", "llama2-7b", "--schedule", "gpipe", "--pp", "2", "--grad-accum", "4",
+                     "--seq", "128")
+    assert (d["peak_stage"], d["peak_phase"]) == (1, "backward") and d["bytes_per_element"]["logits_saved"] == 4.0
+    assert d["detail"]["temporaries_logits_saved_bytes"] == 3 * 128 * 32000 * 4
+    assert d["detail"]["temporaries_logits_kept_bytes"] == 0
+    # torch, peak at the second backward (2 others in flight); pipelining keeps each micro-batch's bf16
+    # output to the end of the step: 4 x 128 x 32000 x 2
+    t = run_cli.json("memory", "train", "llama2-7b", "--framework", "torch", "--schedule", "gpipe", "--pp", "2",
+                     "--grad-accum", "4", "--seq", "128")
+    assert (t["peak_stage"], t["peak_phase"]) == (1, "later_backward")
+    assert t["detail"]["temporaries_logits_saved_bytes"] == 2 * 128 * 32000 * 4
+    assert t["detail"]["temporaries_logits_kept_bytes"] == 4 * 128 * 32000 * 2
+
+
+def test_loss_parallel_logits_temporaries_under_tp(run_cli):
+    # torch loss_parallel (tp > 1): 18 B per logit of this rank (fp32 log-probs, zeros_like, exp, their sum
+    # and the bf16 logits); megatron's fused cross-entropy 12 B; 2048 tokens x 32000 / 2 logits a rank
+    torch = run_cli.json("memory", "train", "llama2-7b", "--framework", "torch", "--tp", "2", "--batch", "2")
+    assert torch["peak_phase"] == "backward"
+    assert torch["bytes_per_element"]["logits"] == 18.0
+    assert torch["detail"]["temporaries_logits_bytes"] == 2 * TOKENS * 16000 * 18
+    megatron = run_cli.json("memory", "train", "llama2-7b", "--tp", "2")
+    assert megatron["detail"]["temporaries_logits_bytes"] == TOKENS * 16000 * 12
+    one = run_cli.json("memory", "train", "llama2-7b", "--framework", "torch", "--tp", "1")
+    assert one["bytes_per_element"]["logits"] == 12.0
+
+
+def test_dropout_adds_the_embedding_mask_on_the_first_stage(run_cli):
+    # Korthikanti et al. 2022: the embedding dropout mask is 1 byte per element (s x b x h) on the first
+    # stage; the last stage saves the final norm and lm_head inputs (2 x s x b x h in bf16)
+    plain = run_cli.json("memory", "train", "llama2-7b")
+    drop = run_cli.json("memory", "train", "llama2-7b", "--dropout")
+    ends = TOKENS * 2 * 4096 * 2
+    assert plain["detail"]["activations_embedding_head_bytes"] == ends
+    assert drop["detail"]["activations_embedding_head_bytes"] == ends + TOKENS * 4096 * 1
+
+
+def test_per_layer_activation_items_describe_layer_0(run_cli):
+    # deepseek-v3 with one leading dense layer: layer 0 is a dense SwiGLU MLP (intermediate 18432), so
+    # the per-layer items show gate, act, up and product (4 x s x I in bf16) and no router
+    d = run_cli.json("memory", "train", "deepseek-v3", "--set", "first_k_dense_replace=1")
+    items = d["activation_bytes_per_layer"]
+    assert items["gate, act(gate), up, product (4I)"] == 4 * TOKENS * 18432 * 2
+    assert not any("router" in name or "expert" in name for name in items)
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--vp", "2"), "--vp interleaves the 1F1B schedule"),
+    (("--vp", "2", "--pp", "2", "--schedule", "gpipe"), "--vp interleaves the 1F1B schedule"),
+    (("--vp", "3", "--pp", "2"), "num_layers over --pp x --vp"),  # 32 layers over 6 chunks
+    (("--vp", "2", "--pp", "2", "--grad-accum", "3"), "--grad-accum over --pp"),
+])
+def test_virtual_pipeline_checks(run_cli, args, message):
+    code, _, err = run_cli("memory", "train", "llama2-7b", *args)
+    assert code == 2 and message in err
