@@ -48,7 +48,7 @@ COMM = [*VALUES, "test_comm_collectives.py", "test_comm_protocols.py", "test_com
 SCALING = ["test_values_serve_scaling.py", *SAMPLED, "test_scaling.py", "test_scaling_fit.py", "test_scaling_review.py"]
 SERVE = ["test_values_serve_scaling.py", "test_values_serve.py", *SAMPLED, "test_serve_cost.py", "test_serve_spec.py", "test_serve_disagg.py",
          "test_serve_published.py", "test_serve_cli.py", "test_serve_properties.py"]
-TRAIN = [*SAMPLED, "test_train.py", "test_train_published.py", "test_plan.py"]
+TRAIN = [*SAMPLED, "test_train.py", "test_train_published.py", "test_plan.py", "test_train_host.py"]
 PLAN = [*SAMPLED, "test_plan.py", "test_train.py"]
 TESTS: dict[str, list[str]] = {
     "params": [*VALUES, "test_params.py", "test_flops.py"],

@@ -139,3 +139,77 @@ def test_per_layer_activation_items_describe_layer_0(run_cli):
 def test_virtual_pipeline_checks(run_cli, args, message):
     code, _, err = run_cli("memory", "train", "llama2-7b", *args)
     assert code == 2 and message in err
+
+
+def test_stage_parameter_counts_are_integers_with_biases(run_cli):
+    # gpt2 (biases on every projection): a rank's parameter count is a whole number, 124,439,808 in all
+    # (transformers' GPT2LMHeadModel, tied head), and the JSON prints it as an integer
+    d = run_cli.json("memory", "train", "gpt2")
+    assert d["stages"][0]["params"] == 124_439_808 and isinstance(d["stages"][0]["params"], int)
+    tp = run_cli.json("memory", "train", "gpt2", "--tp", "2")
+    assert isinstance(tp["stages"][0]["params"], int)
+
+
+# ---------------------------------------------------------------- positions, spec defaults, MLA norms
+
+@pytest.mark.parametrize("model,positions", [("opt-350m", 2048), ("gpt2", 1024)])
+def test_learned_position_limit_is_max_position_embeddings(run_cli, model, positions):
+    # OPT's table has 2050 rows (an offset of 2) but max_position_embeddings = 2048 usable positions;
+    # gpt2: n_positions = 1024 (config.json)
+    assert run_cli("flops", model, "--seq", str(positions))[0] == 0
+    code, _, err = run_cli("flops", model, "--seq", str(positions + 1))
+    assert code == 2 and f"has {positions} learned position embeddings" in err
+
+
+def _spec(model: str, drop: tuple[str, ...] = (), **changes):
+    from mlsyscalc.specs.hf import from_hf_config
+    from mlsyscalc.specs.lookup import builtin_configs
+
+    raw = {k: v for k, v in builtin_configs()[model].items() if k not in drop}
+    return from_hf_config({**raw, **changes}, name=f"{model}-test", source="test")
+
+
+def test_hf_defaults_of_missing_keys():
+    # defaults for a key the file leaves out: Qwen2Config.use_sliding_window False (the window is then
+    # unused), FalconConfig.multi_query True (one K/V head); first_k_dense_replace: the spec's documented
+    # default MoESpec.first_dense_layers = 0 (every layer MoE)
+    assert _spec("qwen2.5-7b").sliding_window is None
+    assert _spec("qwen2.5-7b", ("use_sliding_window",)).sliding_window is None
+    assert _spec("qwen2.5-7b", use_sliding_window=True).sliding_window == 131072
+    assert _spec("falcon-7b", ("multi_query",)).num_kv_heads == 1
+    assert _spec("falcon-7b", multi_query=False).num_kv_heads == 71
+    moe = _spec("deepseek-v3", ("first_k_dense_replace",)).moe
+    assert moe is not None and moe.first_dense_layers == 0
+
+
+def test_llama_rmsnorm_has_no_bias():
+    # LlamaRMSNorm holds a weight only: 2 norms a layer + the final norm = (2 x 32 + 1) x 4096 parameters
+    from mlsyscalc.calc.params import count_params
+
+    spec = _spec("llama3-8b")
+    assert (spec.norm, spec.norm_bias) == ("rmsnorm", False)
+    assert count_params(spec).breakdown["norms"] == (2 * 32 + 1) * 4096
+
+
+def test_mla_without_query_compression_has_no_query_norm():
+    # DeepseekV3Attention with q_lora_rank = None (as DeepSeek-V2-Lite): a plain q_proj and no q_a_layernorm,
+    # so each of the 61 layers has 2 RMSNorms of 7168 and the kv_a_layernorm of 512; plus the final norm
+    from mlsyscalc.calc.params import count_params
+
+    norms = count_params(_spec("deepseek-v3", q_lora_rank=None)).breakdown["norms"]
+    assert norms == 61 * (2 * 7168 + 512) + 7168
+    assert count_params(_spec("deepseek-v3")).breakdown["norms"] == 61 * (2 * 7168 + 1536 + 512) + 7168
+
+
+# ---------------------------------------------------------------- comm step: per-stage layer counts
+
+@pytest.mark.parametrize("pp,sp", [(2, False), (4, False), (2, True)])
+def test_tp_collectives_count_the_stage_layers(run_cli, pp, sp):
+    # Megatron TP: 2 all-reduces per layer forward and 2 backward (with SP: that many all-gathers and as many
+    # reduce-scatters) on each of the 32 / pp layers of a stage; message 2048 tokens x 4096 x 2 B
+    args = ("comm", "step", "llama2-7b", "--tp", "2", "--pp", str(pp)) + (("--sp",) if sp else ())
+    d = run_cli.json(*args)
+    tp = [r for r in d["rows"] if r["dim"] == "tp"]
+    assert {r["collective"] for r in tp} == ({"all-gather", "reduce-scatter"} if sp else {"all-reduce"})
+    assert all(r["calls"] == 4 * 32 // pp for r in tp)
+    assert all(r["message_bytes"] == 2048 * 4096 * 2 for r in tp)
