@@ -213,3 +213,83 @@ def test_tp_collectives_count_the_stage_layers(run_cli, pp, sp):
     assert {r["collective"] for r in tp} == ({"all-gather", "reduce-scatter"} if sp else {"all-reduce"})
     assert all(r["calls"] == 4 * 32 // pp for r in tp)
     assert all(r["message_bytes"] == 2048 * 4096 * 2 for r in tp)
+
+
+# ---------------------------------------------------------------- train step: host path, contention, fit
+
+def _train(run_cli, *args):
+    return run_cli.json("train", "llama2-7b", "--gpus", "2", "--gpu", "H200", "--no-sp", *args)
+
+
+def test_host_term_is_what_the_host_adds_beyond_the_gpu(run_cli):
+    # torch, tp 2, short sequences: the host issues kernels slower than the GPU runs them. By the documented
+    # rule host_s = max(0, host_fb - gpu_fb) + max(0, host_opt - optimizer_s), where gpu_fb is every GPU part
+    # of forward + backward: compute, contention, bubble and each exposed comm time (TP is not overlapped)
+    d = _train(run_cli, "--tp", "2", "--global-batch", "2", "--micro-batch", "2", "--seq", "256", "--framework", "torch")
+    b, host = d["breakdown"], d["host_path_s"]
+    comm = sum(v for k, v in b.items() if k.endswith("_comm_s"))
+    assert b["tp_comm_s"] > 0 and host["forward_backward"] > 0 and host["optimizer"] > 0
+    assert host["forward_backward"] != host["optimizer"]
+    gpu_fb = b["compute_s"] + b["contention_s"] + b["bubble_s"] + comm
+    assert host["forward_backward"] > gpu_fb
+    expected = max(0.0, host["forward_backward"] - gpu_fb) + max(0.0, host["optimizer"] - b["optimizer_s"])
+    assert b["host_s"] == pytest.approx(expected, rel=1e-9, abs=0)
+    assert d["step_time_s"] == pytest.approx(sum(b.values()), rel=1e-12, abs=0)
+
+
+def test_interleaved_schedule_adds_the_p2p_slowdown(run_cli):
+    # torch pipelining with vp > 1 loses p2p_slowdown x (compute + bubble) to its interleaved p2p (the
+    # framework's fitted share, calc.train_host); megatron's share is 0, everything else is the same layout
+    from mlsyscalc.calc.train_host import FRAMEWORKS
+
+    args = ("--pp", "2", "--vp", "2", "--global-batch", "4", "--micro-batch", "1", "--seq", "512")
+    torch, megatron = _train(run_cli, *args, "--framework", "torch"), _train(run_cli, *args)
+    slow = FRAMEWORKS["torch"].p2p_slowdown
+    assert slow > 0 and FRAMEWORKS["megatron"].p2p_slowdown == 0
+    bt, bm = torch["breakdown"], megatron["breakdown"]
+    assert (bt["compute_s"], bt["bubble_s"]) == (bm["compute_s"], bm["bubble_s"]) and bt["bubble_s"] > 0
+    extra = slow * (bt["compute_s"] + bt["bubble_s"])
+    assert bt["contention_s"] == pytest.approx(bm["contention_s"] + extra, rel=1e-9, abs=0)
+
+
+def test_fits_includes_an_exact_fit(run_cli):
+    # fits means memory <= usable: with the reserve set to capacity - memory the step fits exactly, one byte
+    # more and it does not
+    base = ("--global-batch", "2", "--micro-batch", "1")
+    cap = _train(run_cli, *base, "--reserve", "0%")["usable_bytes"]
+    need = _train(run_cli, *base)["memory_bytes_per_gpu"]
+    exact = _train(run_cli, *base, "--reserve", f"{cap - need}B")
+    assert (exact["usable_bytes"], exact["fits"]) == (need, True)
+    short = _train(run_cli, *base, "--reserve", f"{cap - need + 1}B")
+    assert (short["usable_bytes"], short["fits"]) == (need - 1, False)
+
+
+def test_host_work_counts_kernels_and_matmuls(run_cli):
+    # a llama layer's priced kernels: forward 14 (7 matmuls: q, k, v, o, gate, up, down), backward 21 (14
+    # matmuls: a dgrad and a wgrad each); ends: embedding (2 kernels), final norm + lm_head (5, 3 matmuls)
+    d = _train(run_cli, "--global-batch", "2", "--micro-batch", "1")
+    assert (d["host_work"]["ops"], d["host_work"]["matmuls"]) == (32 * 35 + 2 + 5, 32 * 21 + 3)
+
+
+def test_stage_parts_per_layer_counts_and_attention_override():
+    from mlsyscalc.calc.calibration import load_ceilings
+    from mlsyscalc.calc.train_parts import roofline_pass, stage_parts
+    from mlsyscalc.specs.lookup import load_model
+
+    ceil = load_ceilings("H100-SXM")
+    spec = load_model("llama2-7b")
+    result = roofline_pass(spec, ceil, tp=1, cp=1, micro_batch=1, seq=512, dtype="bf16")
+    parts = stage_parts(spec, result, sp=False)
+    assert parts.ops["dense"]["forward"] == (14, 7) and parts.ops["dense"]["backward"] == (21, 14)
+    # measured attention-core seconds replace the roofline's: the forward's in the forward and in both
+    # recomputed forwards, the backward's in the backward
+    att = stage_parts(spec, result, sp=False, attention={"forward": 1.0, "backward": 3.0})
+    assert att.attention_s["dense"] == {"forward": 1.0, "backward": 3.0, "recompute_selective": 1.0,
+                                        "recompute_full": 1.0}
+    # per-layer figures do not depend on how many layers share them: deepseek-v3 cut to 4 layers with one
+    # or two leading dense layers has the same one-dense-layer seconds and kernel counts
+    one, two = (load_model("deepseek-v3", {"num_hidden_layers": 4, "first_k_dense_replace": k}) for k in (1, 2))
+    p1, p2 = (stage_parts(s, roofline_pass(s, ceil, tp=8, cp=1, micro_batch=1, seq=512, dtype="bf16"), sp=False)
+              for s in (one, two))
+    assert p1.ops["dense"] == p2.ops["dense"] and p1.ops["moe"] == p2.ops["moe"]
+    assert p1.layer_s["dense"] == pytest.approx(p2.layer_s["dense"], rel=1e-12, abs=0)
