@@ -39,7 +39,8 @@ TARGETS = ("mlsyscalc/calc", "mlsyscalc/specs")
 SAMPLED = ["test_values_sampled.py", "test_values_check.py",  # tests written for sampled survivors
            "test_values_comm_memory.py", "test_values_plan_calib.py", "test_values_roofline.py",
            "test_values_heldout.py", "test_values_training_step.py",
-           "test_values_kernel_lists.py"]
+           "test_values_kernel_lists.py", "test_values_train_memory.py",
+           "test_values_roofline_serve.py"]
 VALUES = ["test_values.py", *SAMPLED]  # the targeted value tests, first
 MEMORY = [*VALUES, "test_memory_train.py", "test_memory_infer.py", "test_memory_properties.py"]
 ROOFLINE = [*VALUES, "test_roofline_ops.py", "test_roofline_model.py", "test_roofline_review.py"]
@@ -48,7 +49,7 @@ COMM = [*VALUES, "test_comm_collectives.py", "test_comm_protocols.py", "test_com
 SCALING = ["test_values_serve_scaling.py", *SAMPLED, "test_scaling.py", "test_scaling_fit.py", "test_scaling_review.py"]
 SERVE = ["test_values_serve_scaling.py", "test_values_serve.py", *SAMPLED, "test_serve_cost.py", "test_serve_spec.py", "test_serve_disagg.py",
          "test_serve_published.py", "test_serve_cli.py", "test_serve_properties.py"]
-TRAIN = [*SAMPLED, "test_train.py", "test_train_published.py", "test_plan.py"]
+TRAIN = [*SAMPLED, "test_train.py", "test_train_published.py", "test_plan.py", "test_train_host.py"]
 PLAN = [*SAMPLED, "test_plan.py", "test_train.py"]
 TESTS: dict[str, list[str]] = {
     "params": [*VALUES, "test_params.py", "test_flops.py"],
@@ -80,7 +81,7 @@ TESTS: dict[str, list[str]] = {
     "scaling_fit_batch": SCALING,
     "plan": PLAN, "plan_memory": PLAN, "plan_space": PLAN,
     "train": TRAIN, "train_comm": TRAIN, "train_options": TRAIN, "train_parts": TRAIN,
-    "train_host": [*TRAIN, "test_train_host.py", "test_train_host_fit.py"],
+    "train_host": [*TRAIN, "test_train_host_fit.py"],
     "memory_schedule": MEMORY + ["test_memory_schedule.py"],
     **{m: SERVE for m in ("serve", "serve_cost", "serve_disagg", "serve_engine", "serve_metrics",
                           "serve_spec", "serve_static", "serve_workload")},

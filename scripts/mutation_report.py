@@ -329,6 +329,30 @@ EQUIVALENT: dict[tuple[str, str], str] = {
      "-    block_k = max(16, int(BLOCK_K_BYTES / bytes_per_element(dtype)))\n"
      "+    block_k = max(17, int(BLOCK_K_BYTES / bytes_per_element(dtype)))"):
         "the floor never binds: 128 bytes / element size is at least 32 for every dtype (4 bytes at most)",
+    ("mlsyscalc/calc/comm_step.py",
+     "-        return (size, len(per_node), 0)\n"
+     "+        return (size, len(per_node), 1)"):
+        "the third element of a group (its stride) is never read: _Pricer.add unpacks it as _ and "
+        "prices by size and nodes only",
+    ("mlsyscalc/calc/memory_common.py",
+     "-    copies = lin.copies // ep if lin.copies > 1 else 1\n"
+     "+    copies = lin.copies // ep if lin.copies >= 1 else 1"):
+        "copies == 1 reaches _factors only from the dense branch of stage_params, which passes ep = 1: "
+        "1 // 1 = 1 either way",
+    ("mlsyscalc/calc/layers.py",
+     "-        return full // self.copies * self.active if self.copies > 1 else full\n"
+     "+        return full // self.copies * self.active if self.copies >= 1 else full"):
+        "a linear with copies == 1 has active == 1 (only routed experts set active), so full // 1 * 1 == full",
+    ("mlsyscalc/calc/plan.py",
+     "-        second = next((v for v in range(2, c.vp + 1) if self.spec.num_layers % (c.pp * v) == 0))\n"
+     "+        second = next((v for v in range(2, c.vp + 2) if self.spec.num_layers % (c.pp * v) == 0))"):
+        "c.vp itself passed layers % (pp*vp) == 0, so the search stops at or before c.vp; the longer "
+        "range is never reached",
+    ("mlsyscalc/calc/plan_space.py",
+     "-                        vps = _divisors(L // pp) if pp > 1 else [1]\n"
+     "+                        vps = _divisors(L * pp) if pp > 1 else [1]"):
+        "the extra vp values (divisors of L*pp not of L/pp) fail check_layout's layers % (pp*vp) == 0 "
+        "and are skipped: the same layouts are yielded",
 }
 # survivors that are not equivalent but that no realistic input reaches (not left out of the score)
 UNREACHED: dict[tuple[str, str], str] = {
