@@ -252,3 +252,75 @@ def test_moe_weight_gradient_reduces_over_tokens_per_expert():
         per = math.ceil(tokens / groups)
         assert w.pred.dims == (k * math.ceil(groups), math.ceil(groups), n, per)
         assert w.pred.flops == 2.0 * k * math.ceil(groups) * n * per
+
+
+# --- calc.scaling, calc.scaling_laws, calc.scaling_fit --------------------------------------------
+
+def test_table_row_params_ratio_is_ours_over_the_papers():
+    from mlsyscalc.calc.scaling import TableRow
+
+    row = TableRow("chinchilla", "Table 3", 1e21, paper_params=4e9, paper_tokens=8e10, params=3e9, tokens=1e11)
+    assert row.params_ratio == pytest.approx(0.75, abs=0)
+
+
+def test_fit_power_law_recovers_an_exact_law():
+    from mlsyscalc.calc.scaling_laws import fit_power_law
+
+    # N = 3 C^0.5 at C = 1e18, 1e20, 1e22: slope 0.5 and coefficient 3 (D is not used)
+    rows = tuple((3.0 * c**0.5, c, 0.0) for c in (1e18, 1e20, 1e22))
+    a, k = fit_power_law(rows)
+    assert a == pytest.approx(0.5, rel=1e-12)
+    assert k == pytest.approx(3.0, rel=1e-9)
+
+
+def _isoflop(law, outlier: float = 1.0):
+    """Hoffmann et al. approach-2 design: 4 budgets x 5 sizes around each optimum, exact losses
+    (the middle run of the second budget multiplied by `outlier`)."""
+    from mlsyscalc.calc.scaling_fit import Runs
+
+    params, tokens, loss = [], [], []
+    for i, c in enumerate((1e18, 1e19, 1e20, 1e21)):
+        for j, f in enumerate((0.25, 0.5, 1.0, 2.0, 4.0)):
+            n = law.k * c**law.a * f
+            params.append(n)
+            tokens.append(c / (6 * n))
+            loss.append(law.loss(n, c / (6 * n)) * (outlier if (i, j) == (1, 2) else 1.0))
+    return Runs(tuple(params), tuple(tokens), tuple(loss))
+
+
+def test_one_start_is_enough_and_converges():
+    from mlsyscalc.calc.scaling_fit import FitOptions, fit_runs
+    from mlsyscalc.calc.scaling_laws import Parametric
+
+    true = Parametric(E=1.8, A=450.0, B=1800.0, alpha=0.34, beta=0.37)
+    result = fit_runs(_isoflop(true), FitOptions(starts=1, bootstrap=0))
+    assert (result.starts, result.converged) == (1, 1)
+    with pytest.raises(MlsysError, match="need at least one start"):
+        fit_runs(_isoflop(true), FitOptions(starts=0, bootstrap=0))
+
+
+def test_huber_fit_shrugs_off_one_outlier():
+    # Huber loss with delta 1e-3 (Hoffmann et al. App. D.2) is nearly an absolute loss: one run of
+    # 20 off by 30% barely moves the fit, which still passes through the 19 exact runs
+    from mlsyscalc.calc.scaling_fit import FitOptions, fit_runs
+    from mlsyscalc.calc.scaling_laws import Parametric
+
+    true = Parametric(E=1.8, A=450.0, B=1800.0, alpha=0.34, beta=0.37)
+    result = fit_runs(_isoflop(true, outlier=1.3), FitOptions(starts=20, bootstrap=0))
+    runs = result.runs
+    clean = [i for i in range(20) if i != 7]
+    worst = max(abs(math.log(result.fit.loss(runs.params[i], runs.tokens[i]) / runs.loss[i])) for i in clean)
+    assert worst < 1e-3
+
+
+@pytest.mark.parametrize("wobble", [0.0, 0.01])
+def test_every_start_of_a_well_posed_fit_converges(wobble):
+    # exact runs, or runs with a deterministic 1% wobble: from every start the Levenberg-Marquardt
+    # steps stop where none lowers the objective by more than the tolerance: all count as converged
+    from mlsyscalc.calc.scaling_fit import FitOptions, Runs, fit_runs
+    from mlsyscalc.calc.scaling_laws import Parametric
+
+    exact = _isoflop(Parametric(E=1.8, A=450.0, B=1800.0, alpha=0.34, beta=0.37))
+    runs = Runs(exact.params, exact.tokens, tuple(x * (1 + wobble * math.sin(7 * i)) for i, x in enumerate(exact.loss)))
+    result = fit_runs(runs, FitOptions(starts=20, bootstrap=0))
+    assert (result.starts, result.converged) == (20, 20)
