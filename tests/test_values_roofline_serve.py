@@ -324,3 +324,41 @@ def test_every_start_of_a_well_posed_fit_converges(wobble):
     runs = Runs(exact.params, exact.tokens, tuple(x * (1 + wobble * math.sin(7 * i)) for i, x in enumerate(exact.loss)))
     result = fit_runs(runs, FitOptions(starts=20, bootstrap=0))
     assert (result.starts, result.converged) == (20, 20)
+
+
+# --- calc.serve_engine: speculative decoding reserves KV on admission ------------------------------
+
+class _Cost:
+    """A serving iteration of 1 s whatever it holds (decode-only steps are speculative here)."""
+
+    def mixed_s(self, *args):
+        return 1.0
+
+    def decode_s(self, *args):
+        return 1.0
+
+
+class _Spec:
+    """A speculative step of 0.25 s emitting 2 tokens a sequence."""
+
+    tokens_per_step = 2.0
+
+    def step_s(self, d, keys):
+        return 0.25
+
+
+@pytest.mark.parametrize("blocks,sched,finish,used", [
+    # 4 blocks: A reserves ceil((4 + 8) / 4) = 3 on admission, B's 3 do not fit until A is done.
+    # A: prefill 1 s (token 1), then ceil(7 / 2) = 4 speculative steps of 0.25 s: done at 2.0;
+    # B then the same from 2.0: done at 4.0. Held blocks stay 3 (reserved, never grown).
+    (4, [0.0, 2.0], [2.0, 4.0], [3] * 10),
+    # 6 blocks: both reservations fit at once: one prefill of both, 4 steps
+    (6, [0.0, 0.0], [2.0, 2.0], [6] * 5),
+])
+def test_speculative_engine_reserves_prompt_plus_output(blocks, sched, finish, used):
+    from mlsyscalc.calc.serve_engine import Engine, EngineLimits
+
+    lim = EngineLimits("vllm", 1000, 8, 16, 4, blocks, "recompute", 0.5, 0)
+    t = Engine([(0.0, 4, 8), (0.0, 4, 8)], _Cost(), lim, spec=_Spec()).run()
+    assert (t.sched_s, t.finish_s, t.preempt_s) == (sched, finish, [])
+    assert t.iter_used_blocks == used
