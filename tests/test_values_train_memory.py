@@ -171,15 +171,14 @@ def _spec(model: str, drop: tuple[str, ...] = (), **changes):
 
 def test_hf_defaults_of_missing_keys():
     # defaults for a key the file leaves out: Qwen2Config.use_sliding_window False (the window is then
-    # unused), FalconConfig.multi_query True (one K/V head); first_k_dense_replace: the spec's documented
-    # default MoESpec.first_dense_layers = 0 (every layer MoE)
+    # unused), FalconConfig.multi_query True (one K/V head), DeepseekV3Config.first_k_dense_replace 3
     assert _spec("qwen2.5-7b").sliding_window is None
     assert _spec("qwen2.5-7b", ("use_sliding_window",)).sliding_window is None
     assert _spec("qwen2.5-7b", use_sliding_window=True).sliding_window == 131072
     assert _spec("falcon-7b", ("multi_query",)).num_kv_heads == 1
     assert _spec("falcon-7b", multi_query=False).num_kv_heads == 71
     moe = _spec("deepseek-v3", ("first_k_dense_replace",)).moe
-    assert moe is not None and moe.first_dense_layers == 0
+    assert moe is not None and moe.first_dense_layers == 3
 
 
 def test_llama_rmsnorm_has_no_bias():
