@@ -362,3 +362,41 @@ def test_speculative_engine_reserves_prompt_plus_output(blocks, sched, finish, u
     t = Engine([(0.0, 4, 8), (0.0, 4, 8)], _Cost(), lim, spec=_Spec()).run()
     assert (t.sched_s, t.finish_s, t.preempt_s) == (sched, finish, [])
     assert t.iter_used_blocks == used
+
+
+# --- more of calc.roofline_ops / roofline_train: documented outputs ---------------------------------
+
+def test_naive_roofline_time_by_hand():
+    # roofline_s: the datasheet roof, max(FLOPs / peak, bytes / bandwidth), no efficiencies.
+    # H100-SXM datasheet: 989.5 TFLOP/s dense bf16, 3.35 TB/s
+    peak, bw = H100.datasheet_flops("bf16"), H100.datasheet_Bps
+    assert (peak, bw) == (989.5e12, 3.35e12)
+    op = predict_memory_op("copy", 1000.0, 3000.0)
+    assert op.roofline_s == pytest.approx(4000.0 / bw, rel=1e-12)
+    gemm = predict_matmul(4096, 4096, 4096)
+    assert gemm.roofline_s == pytest.approx(2 * 4096**3 / peak, rel=1e-12)
+    # a decode GEMM is bandwidth-bound: 1 x 4096 x 4096 bf16 moves 2 x (4096 + 4096^2 + 4096) bytes
+    skinny = predict_matmul(1, 4096, 4096)
+    assert skinny.roofline_s == pytest.approx(2 * (4096 + 4096**2 + 4096) / bw, rel=1e-12)
+
+
+def test_bound_and_efficiency_class_agree_at_a_tie():
+    # equal compute and memory times: compute-bound, priced by the compute class (both properties)
+    op = replace(predict_matmul(1, 4096, 4096), compute_s=1e-3, memory_s=1e-3, overhead_s=1e-3)
+    assert (op.bound, op.efficiency_class) == ("compute", op.compute_class)
+    mem = replace(op, compute_s=0.9e-3)
+    assert (mem.bound, mem.efficiency_class) == ("memory", "matmul_skinny")
+    assert replace(op, overhead_s=1.1e-3).bound == "overhead"
+
+
+def test_fused_adamw_is_one_kernel_torch_launches_per_multi_tensor_apply():
+    # impl fused: one AdamW kernel over all parameters; impl torch: ceil(P / (320 x 65536)) launches
+    # (ATen multi_tensor_apply; phi-2's P from calc.params: the chunk count binds, not the 36 tensors)
+    from mlsyscalc.calc.params import count_params
+
+    spec = load_model("phi-2")
+    total = count_params(spec).total
+    (fused,) = _named(_roof(spec, phase="train", seq=128), "adamw")
+    assert fused.count == 1 and fused.pred.flops == 12 * total
+    (torch_row,) = _named(_roof(spec, impl="torch", phase="train", seq=128), "adamw")
+    assert torch_row.count == math.ceil(total / (320 * 65536))
