@@ -154,10 +154,10 @@ def test_train_and_plan_are_import_light(argv):
     import sys
 
     probe = (
-        "import sys, io, time, contextlib\nfrom mlsyscalc.cli.main import main\nt = time.perf_counter()\n"
+        "import sys, io, time, contextlib\nfrom mlsyscalc.cli.main import main\nt = time.process_time()\n"
         f"sys.argv=['mlsys', *{argv!r}]\nbuf=io.StringIO()\n"
         "try:\n  with contextlib.redirect_stdout(buf): main()\nexcept SystemExit as e: assert e.code in (0, None), e.code\n"
-        "print([m for m in ('torch','triton','pandas','matplotlib') if m in sys.modules], time.perf_counter() - t)"
+        "print([m for m in ('torch','triton','pandas','matplotlib') if m in sys.modules], time.process_time() - t)"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     heavy, seconds = out.strip().splitlines()[-1].rsplit("]", 1)
