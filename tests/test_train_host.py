@@ -129,3 +129,46 @@ def test_ddp_contention_by_hand(run_cli):
         hidden = step["comm_total_s"]["dp"] - step["breakdown"]["dp_comm_s"]
         assert hidden > 0
         assert step["breakdown"]["contention_s"] == pytest.approx(share * hidden, rel=1e-12)
+
+
+def test_calibration_torch_host_replaces_the_costs(run_cli, tmp_path):
+    """A calibration file's torch_host fields replace torch's costs (here a DTensor matmul of 378 us and a free
+    op): host_fb of tp 2, 2 micro-batches = 2 x matmuls x 378 us by hand; megatron ignores them; bad keys exit 2."""
+    import json
+
+    from mlsyscalc.calc.calibration import read_calibration
+
+    record = read_calibration("reports/train/h200-calibration-fused.json")
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps({**record, "torch_host": {"dtensor_matmul_s": 378e-6, "op_s": 0.0}}))
+    args = ("--global-batch", "4", "--micro-batch", "1", "--tp", "2", "--dp", "1", "--calibration", str(path))
+    data = run_cli.json("train", "llama2-7b", "--gpus", "2", "--gpu", "H200", "--seq", "2048", *args,
+                        "--framework", "torch")
+    matmuls = data["host_work"]["matmuls"]
+    assert data["host_path_s"]["forward_backward"] == pytest.approx(4 * matmuls * 378e-6, rel=1e-12)
+    assert data["host_costs"]["dtensor_matmul_s"] == 378e-6 and data["host_costs"]["fsdp_layer_s"] == FRAMEWORKS["torch"].fsdp_layer_s
+    assert "torch_host" in data["framework_source"]
+    mega = run_cli.json("train", "llama2-7b", "--gpus", "2", "--gpu", "H200", "--seq", "2048", *args)
+    assert mega["host_path_s"] == {"forward_backward": 0.0, "optimizer": 0.0}
+    path.write_text(json.dumps({**record, "torch_host": {"dtensor_matmul": 1e-4}}))
+    code, out, err = run_cli("train", "llama2-7b", "--gpus", "2", "--gpu", "H200", "--seq", "2048", *args)
+    assert code == 2 and "torch_host keys" in err and out == ""
+
+
+def test_plan_takes_the_calibration_host_costs(run_cli, tmp_path):
+    """plan --framework torch with a torch_host calibration prices its best layout as train does with it."""
+    import json
+
+    from mlsyscalc.calc.calibration import read_calibration
+
+    record = read_calibration("reports/train/h200-calibration-fused.json")
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps({**record, "torch_host": {"dtensor_matmul_s": 1e-3, "op_s": 1e-4}}))
+    base = ("llama2-7b", "--gpus", "2", "--gpu", "H200", "--seq", "2048", "--global-batch", "4",
+            "--calibration", str(path), "--framework", "torch")
+    best = run_cli.json("plan", *base, "--top", "1", "--quiet", "--fix", "tp=2")["candidates"][0]
+    lay = best["layout"]
+    one = run_cli.json("train", *base, "--tp", "2", "--pp", str(lay["pp"]), "--micro-batch", str(lay["micro_batch"]),
+                       "--zero", str(lay["zero"]), "--recompute", lay["recompute"], "--vp", str(lay["vp"]))
+    assert one["host_costs"]["dtensor_matmul_s"] == 1e-3 and one["breakdown"]["host_s"] > 0
+    assert one["step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-12)

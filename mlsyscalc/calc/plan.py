@@ -76,7 +76,7 @@ class _Memo:
         self.spec, self.ceil, self.cluster, self.opts = spec, ceilings, cluster, opts
         self.memory = MemoryTable(spec, opts.seq, opts.base().memory_dtype, opts.capacity_factor,
                                   flash=opts.attention == "flash", framework=opts.framework)
-        self.costs = framework_costs(opts.framework)
+        self.costs = framework_costs(opts.framework, opts.host_costs)
         self.usable = verdict(ceilings.gpu, 0, opts.reserve).usable_bytes
         self._cache: dict[tuple, Any] = {}
 

@@ -67,12 +67,14 @@ class PlanOptions:
     max_micro_batch: int = 16
     max_cp: int = 16
     framework: str = TrainStepOptions.framework  # whose memory and host time are priced (calc.train_host)
+    host_costs: tuple[tuple[str, float], ...] = TrainStepOptions.host_costs  # a calibration's torch_host
 
     def base(self) -> TrainStepOptions:
         """The train options every candidate shares."""
         return TrainStepOptions(gpus=self.gpus, seq=self.seq, global_batch=self.global_batch, dtype=self.dtype,
                                 overlap=self.overlap, capacity_factor=self.capacity_factor, reserve=self.reserve,
-                                attention=self.attention, framework=self.framework)
+                                attention=self.attention, framework=self.framework,
+                                host_costs=self.host_costs)
 
     def validate(self) -> None:
         for name in ("gpus", "seq", "global_batch", "top", "max_micro_batch", "max_cp"):

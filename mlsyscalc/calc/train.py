@@ -108,9 +108,15 @@ class TrainStep:
                 "layout": self.options.layout(), "overlap": list(self.options.overlap),
                 "comm_sms": self.options.comm_sms, "framework": self.options.framework,
                 "host_path_s": dict(self.host_path_s), "host_work": asdict(self.host_work),
-                "framework_source": FRAMEWORK_SOURCES[self.options.framework],
+                "framework_source": FRAMEWORK_SOURCES[self.options.framework] + (
+                    "; overridden by the calibration file's torch_host" if self.host_calibrated else ""),
+                "host_costs": asdict(framework_costs(self.options.framework, self.options.host_costs)),
                 "attention": self.options.attention, "memory": self.memory_parts(),
                 "flop_convention": FLOP_CONVENTION}
+
+    @property
+    def host_calibrated(self) -> bool:
+        return self.options.framework == "torch" and bool(self.options.host_costs)
 
     def memory_parts(self) -> dict[str, Any]:
         """memory_bytes_per_gpu by part at the peak stage and phase (docs/memory.md): `breakdown` sums to it."""
@@ -217,7 +223,7 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
                             attention=core_attention(spec, ceilings, opts))
     stages = pipeline_stages(spec, opts.pp, opts.vp)
     f, b, a = slowest_stage(parts, stages, opts.recompute)
-    work, costs = stage_work(spec, parts, stages, opts.recompute), framework_costs(opts.framework)
+    work, costs = stage_work(spec, parts, stages, opts.recompute), framework_costs(opts.framework, opts.host_costs)
     host = host_paths(work, costs,
                       micro_batches=opts.num_micro_batches, tp=opts.tp, zero=opts.zero)
     comm = step_comm(spec, StepOptions(

@@ -53,7 +53,7 @@ overlapped gradient reduction, and the published runs it is checked against are 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from ..errors import require
@@ -123,9 +123,30 @@ def interleaved_contention_s(p2p_slowdown: float, vp: Any, compute_s: Any, bubbl
     return np.where(np.asarray(vp) > 1, p2p_slowdown * (compute_s + bubble_s), 0.0)
 
 
-def framework_costs(name: str) -> FrameworkCosts:
+def framework_costs(name: str, overrides: tuple[tuple[str, float], ...] = ()) -> FrameworkCosts:
+    """The costs of a framework, with `overrides` (a calibration file's `torch_host` fields) replacing torch's."""
     require(name in FRAMEWORKS, f"--framework must be one of {', '.join(FRAMEWORKS)}, got {name!r}")
-    return FRAMEWORKS[name]
+    if name != "torch" or not overrides:
+        return FRAMEWORKS[name]
+    return replace(FRAMEWORKS[name], **dict(overrides))
+
+
+HOST_FIELDS = tuple(FrameworkCosts.__dataclass_fields__)
+
+
+def host_overrides(record: Mapping[str, Any] | None) -> tuple[tuple[str, float], ...]:
+    """The `torch_host` object of a calibration record (`mlsys train --calibration`): measured costs of the
+    user's own host, each a FrameworkCosts field in seconds (shares for the two slowdowns); () without one."""
+    section = (record or {}).get("torch_host")
+    if section is None:
+        return ()
+    require(isinstance(section, Mapping), "calibration: torch_host must be an object")
+    unknown = set(section) - set(HOST_FIELDS)
+    require(not unknown, f"calibration: torch_host keys are {', '.join(HOST_FIELDS)}; unknown: {', '.join(sorted(unknown))}")
+    for key, value in section.items():
+        require(isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1,
+                f"calibration: torch_host.{key} must be a number in [0, 1) (seconds or a share), got {value!r}")
+    return tuple((k, float(section[k])) for k in HOST_FIELDS if k in section)
 
 
 def tensor_counts(spec: Any) -> tuple[tuple[int, ...], int, int]:

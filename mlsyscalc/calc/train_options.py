@@ -59,6 +59,8 @@ class TrainStepOptions:
     # the training code (calc.memory_schedule for memory, calc.train_host for host time): megatron (persistent
     # gradient buffers, no host term) or torch (gradients set to None, FSDP2, DTensor; eager host issue time)
     framework: str = DEFAULT_FRAMEWORK
+    # a calibration file's `torch_host` costs replacing torch's built-in ones (calc.train_host.host_overrides)
+    host_costs: tuple[tuple[str, float], ...] = ()
 
     @property
     def data_parallel(self) -> int:

@@ -6,7 +6,8 @@ import functools
 
 import click
 
-from ..calc.calibration import load_ceilings
+from ..calc.calibration import load_ceilings, read_calibration
+from ..calc.train_host import host_overrides
 from ..calc.train import resolve_cluster, train_step
 from ..calc.train_attention import ATTENTION
 from ..calc.memory_schedule import FRAMEWORKS, SCHEDULES
@@ -26,14 +27,16 @@ def cluster_options(func):
     @click.option("--gpu", default=None, help="GPU name (`mlsys gpus`); its built-in cluster links the GPUs.")
     @click.option("--cluster", default=None, help="Cluster name or JSON file (`mlsys comm`); default: the GPU's.")
     @click.option("--calibration", type=click.Path(dir_okay=False), default=None,
-                  help="Measured kernel ceilings from `mlsys bench ceilings` instead of datasheet x efficiency.")
+                  help="Measured kernel ceilings from `mlsys bench ceilings` instead of datasheet x efficiency; "
+                       "its optional torch_host object replaces --framework torch's host costs (docs/train.md).")
     @positive_int("--seq", D.seq, "Tokens per sequence.")
     @positive_int("--global-batch", D.global_batch, "Sequences per optimizer step, all replicas.")
     @functools.wraps(func)
     def wrapper(*args, gpus, gpu, cluster, calibration, **kwargs):
         spec = resolve_cluster(gpu, cluster, gpus)
         ceilings = load_ceilings(gpu or spec.gpu, calibration)
-        return func(*args, gpus=gpus, cluster=spec, ceilings=ceilings, **kwargs)
+        host = host_overrides(read_calibration(calibration)) if calibration else ()
+        return func(*args, gpus=gpus, cluster=spec, ceilings=ceilings, host_costs=host, **kwargs)
     return wrapper
 
 
@@ -88,7 +91,7 @@ def parse_overlap(text: str) -> tuple[str, ...]:
                    "the step; docs/memory.md, docs/train.md).")
 @step_options
 @render.output_options
-def train(model, overrides, gpus, cluster, ceilings, seq, global_batch, micro_batch, tp, pp, dp, cp, ep, vp, sp,
+def train(model, overrides, gpus, cluster, ceilings, host_costs, seq, global_batch, micro_batch, tp, pp, dp, cp, ep, vp, sp,
           zero, fsdp, recompute, comm_sms, schedule, framework, dtype, overlap, capacity_factor, reserve, attention,
           fmt, as_json):
     """Step time, tokens/s, MFU, HFU and memory per GPU of one training step of MODEL on a full
@@ -101,7 +104,7 @@ def train(model, overrides, gpus, cluster, ceilings, seq, global_batch, micro_ba
                             dp=dp, cp=cp, ep=ep, vp=vp, sp=sp, zero=zero_from_fsdp(fsdp) if fsdp else (zero or 0),
                             recompute=recompute, dtype=dtype, overlap=overlap, comm_sms=comm_sms,
                             capacity_factor=capacity_factor, reserve=reserve, attention=attention,
-                            schedule=schedule, framework=framework)
+                            schedule=schedule, framework=framework, host_costs=host_costs)
     render.emit(step_output(train_step(spec, ceilings, cluster, opts)), fmt, as_json)
 
 
