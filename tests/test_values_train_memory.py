@@ -293,3 +293,41 @@ def test_stage_parts_per_layer_counts_and_attention_override():
               for s in (one, two))
     assert p1.ops["dense"] == p2.ops["dense"] and p1.ops["moe"] == p2.ops["moe"]
     assert p1.layer_s["dense"] == pytest.approx(p2.layer_s["dense"], rel=1e-12, abs=0)
+
+
+# ---------------------------------------------------------------- memory train: optimizers, offload, cp
+
+@pytest.mark.parametrize("args,weights,grads,optimizer", [
+    # fp32 master copy + 2 fp32 Adam states (ZeRO paper: 2 + 2 + 12)
+    ((), 2 * P, 2 * P, 12 * P),
+    # SGD with momentum: master copy + one fp32 state
+    (("--optimizer", "sgd-momentum"), 2 * P, 2 * P, 8 * P),
+    # bitsandbytes 8-bit Adam: 2 states of 1 byte + one fp32 absmax per 2048 elements, beside the master copy
+    (("--optimizer", "adam8bit"), 2 * P, 2 * P, 4 * P + round(2 * P * (1 + 4 / 2048))),
+    # no master weights: everything in bf16 (2 states of 2 bytes)
+    (("--no-master-weights",), 2 * P, 2 * P, 4 * P),
+    # fp32 training: 4-byte weights and grads, 2 fp32 states, no separate master copy
+    (("--dtype", "fp32"), 4 * P, 4 * P, 8 * P),
+])
+def test_optimizer_state_bytes_per_parameter(run_cli, args, weights, grads, optimizer):
+    d = run_cli.json("memory", "train", "llama2-7b", *args)
+    assert (d["weights_bytes"], d["gradients_bytes"], d["optimizer_bytes"]) == (weights, grads, optimizer)
+    assert d["phases"]["optimizer_bytes"] == weights + grads + optimizer
+
+
+def test_offload_moves_master_and_states_to_the_cpu(run_cli):
+    # ZeRO-Offload (Ren et al. 2021) with ZeRO-1 over 2 ranks: the fp32 master copy and Adam states (12 B a
+    # parameter, sharded) live in CPU memory; the GPU keeps bf16 weights and gradients
+    d = run_cli.json("memory", "train", "llama2-7b", "--zero", "1", "--dp", "2", "--offload", "optimizer")
+    assert d["cpu_offload_bytes"] == 12 * P // 2 and d["optimizer_bytes"] == 0
+    assert (d["weights_bytes"], d["gradients_bytes"]) == (2 * P, 2 * P)
+
+
+def test_context_parallel_ranks_shard_zero_and_split_the_sequence(run_cli):
+    # ZeRO shards over dp x cp; each cp rank saves activations of seq / cp tokens; 4 GPUs in all
+    d = run_cli.json("memory", "train", "llama2-7b", "--zero", "1", "--cp", "2", "--dp", "2")
+    assert d["parallel"]["world_size"] == 4
+    assert d["optimizer_bytes"] == 12 * P // 4
+    full = run_cli.json("memory", "train", "llama2-7b", "--seq", "1024")
+    assert d["activations_bytes"] == full["activations_bytes"]
+    assert d["detail"]["temporaries_logits_bytes"] == 1024 * 32000 * 12
