@@ -257,6 +257,7 @@ def test_fits_includes_an_exact_fit(run_cli):
     # more and it does not
     base = ("--global-batch", "2", "--micro-batch", "1")
     cap = _train(run_cli, *base, "--reserve", "0%")["usable_bytes"]
+    assert _train(run_cli, *base)["usable_bytes"] == cap - cap // 10  # the default reserve: 10% of the card
     need = _train(run_cli, *base)["memory_bytes_per_gpu"]
     exact = _train(run_cli, *base, "--reserve", f"{cap - need}B")
     assert (exact["usable_bytes"], exact["fits"]) == (need, True)
@@ -331,3 +332,62 @@ def test_context_parallel_ranks_shard_zero_and_split_the_sequence(run_cli):
     full = run_cli.json("memory", "train", "llama2-7b", "--seq", "1024")
     assert d["activations_bytes"] == full["activations_bytes"]
     assert d["detail"]["temporaries_logits_bytes"] == 1024 * 32000 * 12
+
+
+def test_more_hf_defaults_of_missing_keys():
+    # PhiConfig.partial_rotary_factor = 0.5; GPTNeoXConfig.attention_bias = True (q, k, v and dense biases);
+    # phi-2: one LayerNorm a layer (attention and MLP read the same normed input)
+    phi = _spec("phi-2", ("partial_rotary_factor",))
+    assert phi.rotary_fraction == 0.5 and phi.norms_per_layer == 1
+    neox = _spec("pythia-1.4b", ("attention_bias",))
+    assert neox.qkv_bias and neox.o_bias
+    assert not _spec("pythia-1.4b", attention_bias=False).qkv_bias
+
+
+@pytest.mark.parametrize("seq,ok", [(8, True), (6, False)])
+def test_sequence_parallel_splits_the_context_shard(run_cli, seq, ok):
+    # --sp splits each cp rank's seq / cp tokens over the tp ranks: 8 / 2 = 4 splits over 2, 6 / 2 = 3 does not
+    code, _, err = run_cli("memory", "train", "llama2-7b", "--sp", "--tp", "2", "--cp", "2", "--seq", str(seq))
+    assert code == (0 if ok else 2)
+    assert ok or "--seq over --tp with --sp" in err
+
+
+def test_options_must_be_positive_integers():
+    from mlsyscalc.calc.memory_train import TrainOptions
+    from mlsyscalc.errors import MlsysError
+    from mlsyscalc.specs.lookup import load_model
+
+    spec = load_model("llama2-7b")
+    for bad in (dict(batch=0), dict(grad_accum=1.5), dict(dp=-1)):
+        with pytest.raises(MlsysError, match="must be a positive integer"):
+            TrainOptions(**bad).validate(spec)
+
+
+def test_full_recompute_keeps_layer_inputs_and_one_working_layer(run_cli):
+    # full recomputation: each of the 32 layers keeps only its input (s x b x h in bf16); while a layer is
+    # recomputed it holds its whole activations, the sum of the per-layer items. With 1-byte logits
+    # temporaries (2048 x 32000 B, smaller than that layer) the working layer is the larger, kept alone
+    d = run_cli.json("memory", "train", "llama2-7b", "--recompute", "full", "--bytes", "logits=1")
+    layer = sum(d["activation_bytes_per_layer"].values())
+    assert d["detail"]["activations_layers_bytes"] == 32 * TOKENS * 4096 * 2
+    assert layer > TOKENS * 32000
+    assert d["detail"]["activations_recompute_working_bytes"] == layer
+    assert d["detail"]["temporaries_logits_bytes"] == 0
+    # default 12-byte logits (786,432,000 B) are the larger: the working layer is not counted beside them
+    big = run_cli.json("memory", "train", "llama2-7b", "--recompute", "full")
+    assert big["detail"]["temporaries_logits_bytes"] == TOKENS * 32000 * 12
+    assert big["detail"]["activations_recompute_working_bytes"] == 0
+
+
+def test_zero3_gathers_two_layers_and_the_root_unit(run_cli):
+    # FSDP with each decoder layer wrapped: the layer in use and the prefetched one, plus the root unit
+    # (embedding, final norm, lm_head) unsharded, in bf16
+    d = run_cli.json("memory", "train", "llama2-7b", "--zero", "3", "--dp", "2")
+    root = 32000 * 4096 + 4096 + 32000 * 4096
+    assert d["detail"]["temporaries_zero3_gather_bytes"] == (2 * LAYER + root) * 2
+
+
+def test_torch_keeps_no_pipeline_outputs_without_a_pipeline(run_cli):
+    d = run_cli.json("memory", "train", "llama2-7b", "--framework", "torch")
+    assert d["detail"]["temporaries_logits_kept_bytes"] == 0
+    assert d["detail"]["temporaries_receive_buffers_bytes"] == 0
