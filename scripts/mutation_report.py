@@ -342,6 +342,12 @@ EQUIVALENT: dict[tuple[str, str], str] = {
      "+                        vps = _divisors(L * pp) if pp > 1 else [1]"):
         "the extra vp values (divisors of L*pp not of L/pp) fail check_layout's layers % (pp*vp) == 0 "
         "and are skipped: the same layouts are yielded",
+    ("mlsyscalc/calc/plan.py",
+     "-        if c.ep > 1 and len({self._busiest_moe(c.pp, v) for v in (1, second, c.vp)}) > 1:\n"
+     "+        if c.ep > 1 or len({self._busiest_moe(c.pp, v) for v in (1, second, c.vp)}) > 1:"):
+        "pricing at c.vp directly instead of interpolating: without EP rows whose MoE count vp moves, "
+        "every model-parallel row is a + b vp (TP/CP per stage layer, p2p 2 m v), so both give the same "
+        "seconds up to float rounding",
 }
 # survivors that are not equivalent but that no realistic input reaches (not left out of the score)
 UNREACHED: dict[tuple[str, str], str] = {
@@ -370,12 +376,6 @@ UNREACHED: dict[tuple[str, str], str] = {
      "+            if abs(want - got) > 2e-06 * max(abs(want), 1e-30):"):
         "an internal consistency check's tolerance: the affine fit and the roofline agree to rounding "
         "error, far inside both 1e-6 and 2e-6",
-    ("mlsyscalc/calc/plan.py",
-     "-        if c.ep > 1 and len({self._busiest_moe(c.pp, v) for v in (1, second, c.vp)}) > 1:\n"
-     "+        if c.ep > 1 or len({self._busiest_moe(c.pp, v) for v in (1, second, c.vp)}) > 1:"):
-        "pricing at c.vp directly instead of interpolating: without EP rows whose MoE count vp moves, "
-        "every model-parallel row is a + b vp (TP/CP per stage layer, p2p 2 m v), so both give the same "
-        "seconds up to float rounding",
 }
 
 
