@@ -391,3 +391,63 @@ def test_torch_keeps_no_pipeline_outputs_without_a_pipeline(run_cli):
     d = run_cli.json("memory", "train", "llama2-7b", "--framework", "torch")
     assert d["detail"]["temporaries_logits_kept_bytes"] == 0
     assert d["detail"]["temporaries_receive_buffers_bytes"] == 0
+
+
+def test_tp_vocabulary_split_rounds_up(run_cli):
+    # gpt2 under tp 2 (Megatron): column-parallel c_attn (768 x 2304) and c_fc (768 x 3072) split with their
+    # biases; row-parallel c_proj's (768 x 768, 3072 x 768) weights split, their biases replicated; the 2 x 2
+    # LayerNorm vectors replicated. The 50257-row embedding gives ceil(50257 / 2) = 25129 rows a rank; the
+    # 1024 learned positions and the final LayerNorm (2 x 768) are whole; the tied head adds nothing
+    layer = (768 * 2304 + 2304) // 2 + 768 * 768 // 2 + 768 + (768 * 3072 + 3072) // 2 + 3072 * 768 // 2 + 768 + 4 * 768
+    d = run_cli.json("memory", "train", "gpt2", "--tp", "2")
+    assert d["stages"][0]["params"] == 12 * layer + 25129 * 768 + 1024 * 768 + 2 * 768
+
+
+@pytest.mark.parametrize("sp", [True, False])
+def test_moe_step_collectives_by_hand(run_cli, sp):
+    # mixtral-8x7b, dp 2 with ep 2, tp 2, ZeRO-3, 4 micro-batches of 2048 tokens, fp32 gradients on the wire:
+    # - EP all-to-all: dispatch + combine, forward and backward = 4 per MoE layer per micro-batch (32 layers),
+    #   each token's hidden state (4096 x 2 B) sent to its top-2 experts; with SP a rank routes 2048 / tp tokens
+    # - ZeRO-3: parameters all-gathered forward and backward (2 m calls) in bf16, gradients reduce-scattered
+    #   once per micro-batch (m calls) in fp32: twice the all-gather's message
+    args = ("comm", "step", "mixtral-8x7b", "--dp", "2", "--ep", "2", "--tp", "2", "--zero", "3", "--grad-accum", "4",
+            "--grad-dtype", "fp32") + (("--sp",) if sp else ())
+    d = run_cli.json(*args)
+    rows = {(r["dim"], r["collective"]): r for r in d["rows"]}
+    ep = rows["ep", "all-to-all"]
+    assert (ep["calls"], ep["message_bytes"]) == (4 * 32 * 4, (2048 // (2 if sp else 1)) * 2 * 4096 * 2)
+    gather, scatter = rows["dp", "all-gather"], rows["dp", "reduce-scatter"]
+    assert (gather["calls"], scatter["calls"]) == (2 * 4, 4)
+    assert scatter["message_bytes"] == 2 * gather["message_bytes"]
+    for dim, total in d["by_dim"].items():  # each dimension's totals are the sums of its rows
+        mine = [r for r in d["rows"] if r["dim"] == dim]
+        assert total["bytes_per_gpu"] == pytest.approx(sum(r["bytes_per_gpu"] for r in mine), rel=1e-12, abs=0)
+        assert total["time_s"] == pytest.approx(sum(r["time_s"] for r in mine), rel=1e-12, abs=0)
+
+
+def test_pipeline_p2p_per_chunk(run_cli):
+    # interleaved 1F1B: activations forward and gradients backward once per micro-batch and model chunk
+    # (2 m v calls), each a micro-batch's hidden states split over tp: 2048 x 4096 x 2 B / 2
+    d = run_cli.json("comm", "step", "llama2-7b", "--pp", "2", "--tp", "2", "--interleave", "2", "--grad-accum", "4")
+    (p2p,) = [r for r in d["rows"] if r["dim"] == "pp"]
+    assert (p2p["calls"], p2p["message_bytes"]) == (2 * 4 * 2, 2048 * 4096 * 2 // 2)
+
+
+def test_gemma2_alternates_sliding_layers():
+    # Gemma 2: even layers use the sliding window, odd layers global attention: 42 layers -> 21 sliding,
+    # 43 -> 22 (layers 0, 2, ..., 42)
+    assert _spec("gemma2-9b").sliding_window_layers == 21
+    assert _spec("gemma2-9b", num_hidden_layers=43).sliding_window_layers == 22
+
+
+def test_reserve_and_byte_override_bounds(run_cli):
+    # a reserve of the whole card leaves nothing; --bytes takes any finite value >= 0, 0 included
+    cap = _train(run_cli, "--global-batch", "2", "--reserve", "0%")["usable_bytes"]
+    code, _, err = run_cli("train", "llama2-7b", "--gpus", "2", "--gpu", "H200", "--global-batch", "2",
+                           "--reserve", f"{cap}B")
+    assert code == 2 and "leave nothing" in err
+    assert _train(run_cli, "--global-batch", "2", "--reserve", f"{cap - 1}B")["usable_bytes"] == 1
+    zero = run_cli.json("memory", "train", "llama2-7b", "--bytes", "logits=0")
+    assert zero["detail"]["temporaries_logits_bytes"] == 0
+    code, _, err = run_cli("memory", "train", "llama2-7b", "--bytes", "logits=-1")
+    assert code == 2 and "--bytes logits" in err
