@@ -451,3 +451,15 @@ def test_reserve_and_byte_override_bounds(run_cli):
     assert zero["detail"]["temporaries_logits_bytes"] == 0
     code, _, err = run_cli("memory", "train", "llama2-7b", "--bytes", "logits=-1")
     assert code == 2 and "--bytes logits" in err
+
+
+@pytest.mark.parametrize("model,sets,pp,moe_layers", [
+    ("mixtral-8x7b", (), 2, 16),  # 32 MoE layers over 2 stages
+    # deepseek-v3 cut to 4 layers, layer 0 dense: stage 0 holds layers 0-1 (1 MoE), stage 1 layers 2-3 (2)
+    ("deepseek-v3", ("--set", "num_hidden_layers=4", "--set", "first_k_dense_replace=1"), 2, 2),
+])
+def test_ep_all_to_all_counts_the_busiest_stage(run_cli, model, sets, pp, moe_layers):
+    # dispatch + combine, forward and backward: 4 all-to-alls per MoE layer of the busiest stage, per micro-batch
+    d = run_cli.json("comm", "step", model, *sets, "--dp", "2", "--ep", "2", "--pp", str(pp), "--grad-accum", "2")
+    (ep,) = [r for r in d["rows"] if r["dim"] == "ep"]
+    assert ep["calls"] == 4 * moe_layers * 2
