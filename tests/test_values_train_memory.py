@@ -256,6 +256,7 @@ def test_fits_includes_an_exact_fit(run_cli):
     # more and it does not
     base = ("--global-batch", "2", "--micro-batch", "1")
     cap = _train(run_cli, *base, "--reserve", "0%")["usable_bytes"]
+    assert _train(run_cli, *base)["usable_bytes"] == cap - cap // 10  # the default reserve: 10% of the card
     need = _train(run_cli, *base)["memory_bytes_per_gpu"]
     exact = _train(run_cli, *base, "--reserve", f"{cap - need}B")
     assert (exact["usable_bytes"], exact["fits"]) == (need, True)
@@ -292,3 +293,172 @@ def test_stage_parts_per_layer_counts_and_attention_override():
               for s in (one, two))
     assert p1.ops["dense"] == p2.ops["dense"] and p1.ops["moe"] == p2.ops["moe"]
     assert p1.layer_s["dense"] == pytest.approx(p2.layer_s["dense"], rel=1e-12, abs=0)
+
+
+# ---------------------------------------------------------------- memory train: optimizers, offload, cp
+
+@pytest.mark.parametrize("args,weights,grads,optimizer", [
+    # fp32 master copy + 2 fp32 Adam states (ZeRO paper: 2 + 2 + 12)
+    ((), 2 * P, 2 * P, 12 * P),
+    # SGD with momentum: master copy + one fp32 state
+    (("--optimizer", "sgd-momentum"), 2 * P, 2 * P, 8 * P),
+    # bitsandbytes 8-bit Adam: 2 states of 1 byte + one fp32 absmax per 2048 elements, beside the master copy
+    (("--optimizer", "adam8bit"), 2 * P, 2 * P, 4 * P + round(2 * P * (1 + 4 / 2048))),
+    # no master weights: everything in bf16 (2 states of 2 bytes)
+    (("--no-master-weights",), 2 * P, 2 * P, 4 * P),
+    # fp32 training: 4-byte weights and grads, 2 fp32 states, no separate master copy
+    (("--dtype", "fp32"), 4 * P, 4 * P, 8 * P),
+])
+def test_optimizer_state_bytes_per_parameter(run_cli, args, weights, grads, optimizer):
+    d = run_cli.json("memory", "train", "llama2-7b", *args)
+    assert (d["weights_bytes"], d["gradients_bytes"], d["optimizer_bytes"]) == (weights, grads, optimizer)
+    assert d["phases"]["optimizer_bytes"] == weights + grads + optimizer
+
+
+def test_offload_moves_master_and_states_to_the_cpu(run_cli):
+    # ZeRO-Offload (Ren et al. 2021) with ZeRO-1 over 2 ranks: the fp32 master copy and Adam states (12 B a
+    # parameter, sharded) live in CPU memory; the GPU keeps bf16 weights and gradients
+    d = run_cli.json("memory", "train", "llama2-7b", "--zero", "1", "--dp", "2", "--offload", "optimizer")
+    assert d["cpu_offload_bytes"] == 12 * P // 2 and d["optimizer_bytes"] == 0
+    assert (d["weights_bytes"], d["gradients_bytes"]) == (2 * P, 2 * P)
+
+
+def test_context_parallel_ranks_shard_zero_and_split_the_sequence(run_cli):
+    # ZeRO shards over dp x cp; each cp rank saves activations of seq / cp tokens; 4 GPUs in all
+    d = run_cli.json("memory", "train", "llama2-7b", "--zero", "1", "--cp", "2", "--dp", "2")
+    assert d["parallel"]["world_size"] == 4
+    assert d["optimizer_bytes"] == 12 * P // 4
+    full = run_cli.json("memory", "train", "llama2-7b", "--seq", "1024")
+    assert d["activations_bytes"] == full["activations_bytes"]
+    assert d["detail"]["temporaries_logits_bytes"] == 1024 * 32000 * 12
+
+
+def test_more_hf_defaults_of_missing_keys():
+    # PhiConfig.partial_rotary_factor = 0.5; GPTNeoXConfig.attention_bias = True (q, k, v and dense biases);
+    # phi-2: one LayerNorm a layer (attention and MLP read the same normed input)
+    phi = _spec("phi-2", ("partial_rotary_factor",))
+    assert phi.rotary_fraction == 0.5 and phi.norms_per_layer == 1
+    neox = _spec("pythia-1.4b", ("attention_bias",))
+    assert neox.qkv_bias and neox.o_bias
+    assert not _spec("pythia-1.4b", attention_bias=False).qkv_bias
+
+
+@pytest.mark.parametrize("seq,ok", [(8, True), (6, False)])
+def test_sequence_parallel_splits_the_context_shard(run_cli, seq, ok):
+    # --sp splits each cp rank's seq / cp tokens over the tp ranks: 8 / 2 = 4 splits over 2, 6 / 2 = 3 does not
+    code, _, err = run_cli("memory", "train", "llama2-7b", "--sp", "--tp", "2", "--cp", "2", "--seq", str(seq))
+    assert code == (0 if ok else 2)
+    assert ok or "--seq over --tp with --sp" in err
+
+
+def test_options_must_be_positive_integers():
+    from mlsyscalc.calc.memory_train import TrainOptions
+    from mlsyscalc.errors import MlsysError
+    from mlsyscalc.specs.lookup import load_model
+
+    spec = load_model("llama2-7b")
+    for bad in (dict(batch=0), dict(grad_accum=1.5), dict(dp=-1)):
+        with pytest.raises(MlsysError, match="must be a positive integer"):
+            TrainOptions(**bad).validate(spec)
+
+
+def test_full_recompute_keeps_layer_inputs_and_one_working_layer(run_cli):
+    # full recomputation: each of the 32 layers keeps only its input (s x b x h in bf16); while a layer is
+    # recomputed it holds its whole activations, the sum of the per-layer items. With 1-byte logits
+    # temporaries (2048 x 32000 B, smaller than that layer) the working layer is the larger, kept alone
+    d = run_cli.json("memory", "train", "llama2-7b", "--recompute", "full", "--bytes", "logits=1")
+    layer = sum(d["activation_bytes_per_layer"].values())
+    assert d["detail"]["activations_layers_bytes"] == 32 * TOKENS * 4096 * 2
+    assert layer > TOKENS * 32000
+    assert d["detail"]["activations_recompute_working_bytes"] == layer
+    assert d["detail"]["temporaries_logits_bytes"] == 0
+    # default 12-byte logits (786,432,000 B) are the larger: the working layer is not counted beside them
+    big = run_cli.json("memory", "train", "llama2-7b", "--recompute", "full")
+    assert big["detail"]["temporaries_logits_bytes"] == TOKENS * 32000 * 12
+    assert big["detail"]["activations_recompute_working_bytes"] == 0
+
+
+def test_zero3_gathers_two_layers_and_the_root_unit(run_cli):
+    # FSDP with each decoder layer wrapped: the layer in use and the prefetched one, plus the root unit
+    # (embedding, final norm, lm_head) unsharded, in bf16
+    d = run_cli.json("memory", "train", "llama2-7b", "--zero", "3", "--dp", "2")
+    root = 32000 * 4096 + 4096 + 32000 * 4096
+    assert d["detail"]["temporaries_zero3_gather_bytes"] == (2 * LAYER + root) * 2
+
+
+def test_torch_keeps_no_pipeline_outputs_without_a_pipeline(run_cli):
+    d = run_cli.json("memory", "train", "llama2-7b", "--framework", "torch")
+    assert d["detail"]["temporaries_logits_kept_bytes"] == 0
+    assert d["detail"]["temporaries_receive_buffers_bytes"] == 0
+
+
+def test_tp_vocabulary_split_rounds_up(run_cli):
+    # gpt2 under tp 2 (Megatron): column-parallel c_attn (768 x 2304) and c_fc (768 x 3072) split with their
+    # biases; row-parallel c_proj's (768 x 768, 3072 x 768) weights split, their biases replicated; the 2 x 2
+    # LayerNorm vectors replicated. The 50257-row embedding gives ceil(50257 / 2) = 25129 rows a rank; the
+    # 1024 learned positions and the final LayerNorm (2 x 768) are whole; the tied head adds nothing
+    layer = (768 * 2304 + 2304) // 2 + 768 * 768 // 2 + 768 + (768 * 3072 + 3072) // 2 + 3072 * 768 // 2 + 768 + 4 * 768
+    d = run_cli.json("memory", "train", "gpt2", "--tp", "2")
+    assert d["stages"][0]["params"] == 12 * layer + 25129 * 768 + 1024 * 768 + 2 * 768
+
+
+@pytest.mark.parametrize("sp", [True, False])
+def test_moe_step_collectives_by_hand(run_cli, sp):
+    # mixtral-8x7b, dp 2 with ep 2, tp 2, ZeRO-3, 4 micro-batches of 2048 tokens, fp32 gradients on the wire:
+    # - EP all-to-all: dispatch + combine, forward and backward = 4 per MoE layer per micro-batch (32 layers),
+    #   each token's hidden state (4096 x 2 B) sent to its top-2 experts; with SP a rank routes 2048 / tp tokens
+    # - ZeRO-3: parameters all-gathered forward and backward (2 m calls) in bf16, gradients reduce-scattered
+    #   once per micro-batch (m calls) in fp32: twice the all-gather's message
+    args = ("comm", "step", "mixtral-8x7b", "--dp", "2", "--ep", "2", "--tp", "2", "--zero", "3", "--grad-accum", "4",
+            "--grad-dtype", "fp32") + (("--sp",) if sp else ())
+    d = run_cli.json(*args)
+    rows = {(r["dim"], r["collective"]): r for r in d["rows"]}
+    ep = rows["ep", "all-to-all"]
+    assert (ep["calls"], ep["message_bytes"]) == (4 * 32 * 4, (2048 // (2 if sp else 1)) * 2 * 4096 * 2)
+    gather, scatter = rows["dp", "all-gather"], rows["dp", "reduce-scatter"]
+    assert (gather["calls"], scatter["calls"]) == (2 * 4, 4)
+    assert scatter["message_bytes"] == 2 * gather["message_bytes"]
+    for dim, total in d["by_dim"].items():  # each dimension's totals are the sums of its rows
+        mine = [r for r in d["rows"] if r["dim"] == dim]
+        assert total["bytes_per_gpu"] == pytest.approx(sum(r["bytes_per_gpu"] for r in mine), rel=1e-12, abs=0)
+        assert total["time_s"] == pytest.approx(sum(r["time_s"] for r in mine), rel=1e-12, abs=0)
+
+
+def test_pipeline_p2p_per_chunk(run_cli):
+    # interleaved 1F1B: activations forward and gradients backward once per micro-batch and model chunk
+    # (2 m v calls), each a micro-batch's hidden states split over tp: 2048 x 4096 x 2 B / 2
+    d = run_cli.json("comm", "step", "llama2-7b", "--pp", "2", "--tp", "2", "--interleave", "2", "--grad-accum", "4")
+    (p2p,) = [r for r in d["rows"] if r["dim"] == "pp"]
+    assert (p2p["calls"], p2p["message_bytes"]) == (2 * 4 * 2, 2048 * 4096 * 2 // 2)
+
+
+def test_gemma2_alternates_sliding_layers():
+    # Gemma 2: even layers use the sliding window, odd layers global attention: 42 layers -> 21 sliding,
+    # 43 -> 22 (layers 0, 2, ..., 42)
+    assert _spec("gemma2-9b").sliding_window_layers == 21
+    assert _spec("gemma2-9b", num_hidden_layers=43).sliding_window_layers == 22
+
+
+def test_reserve_and_byte_override_bounds(run_cli):
+    # a reserve of the whole card leaves nothing; --bytes takes any finite value >= 0, 0 included
+    cap = _train(run_cli, "--global-batch", "2", "--reserve", "0%")["usable_bytes"]
+    code, _, err = run_cli("train", "llama2-7b", "--gpus", "2", "--gpu", "H200", "--global-batch", "2",
+                           "--reserve", f"{cap}B")
+    assert code == 2 and "leave nothing" in err
+    assert _train(run_cli, "--global-batch", "2", "--reserve", f"{cap - 1}B")["usable_bytes"] == 1
+    zero = run_cli.json("memory", "train", "llama2-7b", "--bytes", "logits=0")
+    assert zero["detail"]["temporaries_logits_bytes"] == 0
+    code, _, err = run_cli("memory", "train", "llama2-7b", "--bytes", "logits=-1")
+    assert code == 2 and "--bytes logits" in err
+
+
+@pytest.mark.parametrize("model,sets,pp,moe_layers", [
+    ("mixtral-8x7b", (), 2, 16),  # 32 MoE layers over 2 stages
+    # deepseek-v3 cut to 4 layers, layer 0 dense: stage 0 holds layers 0-1 (1 MoE), stage 1 layers 2-3 (2)
+    ("deepseek-v3", ("--set", "num_hidden_layers=4", "--set", "first_k_dense_replace=1"), 2, 2),
+])
+def test_ep_all_to_all_counts_the_busiest_stage(run_cli, model, sets, pp, moe_layers):
+    # dispatch + combine, forward and backward: 4 all-to-alls per MoE layer of the busiest stage, per micro-batch
+    d = run_cli.json("comm", "step", model, *sets, "--dp", "2", "--ep", "2", "--pp", str(pp), "--grad-accum", "2")
+    (ep,) = [r for r in d["rows"] if r["dim"] == "ep"]
+    assert ep["calls"] == 4 * moe_layers * 2
