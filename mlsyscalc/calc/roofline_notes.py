@@ -23,6 +23,9 @@ def model_notes(spec: ModelSpec, opts: RooflineOptions) -> tuple[str, ...]:
     if opts.impl == "torch":
         notes.append("kernels as plain PyTorch runs them (--impl torch: rotary as 3 kernels per tensor, split-K "
                      "reductions, separate activation and gate product, ...; docs/roofline.md, Kernels per op)")
+        if opts.phase == "train" and opts.tp == 1 and opts.dp == 1:
+            notes.append("eager training on one GPU: the step is the longer of the GPU's path and the host's "
+                         "(totals.host_path_s, 29 us per kernel; docs/roofline.md, Host path)")
     if opts.logits == "last" and opts.phase == "prefill":
         notes.append("lm_head on the last position of each sequence only (--logits last); MFU's model FLOPs "
                      "exclude the skipped positions")

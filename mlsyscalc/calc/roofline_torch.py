@@ -263,7 +263,8 @@ def param_tensors(spec: ModelSpec, layer: int | None) -> tuple[int, int]:
     """(parameter tensors, parameters) of one decoder layer (layer index) or of the head (None)."""
     bias = 1 if spec.norm == "layernorm" and spec.norm_bias else 0
     linears = head_linears(spec) if layer is None else layer_linears(spec, layer)
-    tensors = sum(lin.copies * (1 + (1 if lin.bias_params else 0)) for lin in linears)
+    # a tied lm_head holds no weight of its own (the embedding's), only its bias if it has one
+    tensors = sum(lin.copies * ((0 if lin.tied else 1) + (1 if lin.bias_params else 0)) for lin in linears)
     params = sum(lin.params for lin in linears)
     if layer is None:
         norms = 1 if spec.final_norm and norm_width(spec) else 0
@@ -273,6 +274,9 @@ def param_tensors(spec: ModelSpec, layer: int | None) -> tuple[int, int]:
         norms = spec.norms_per_layer if norm_width(spec) else 0
         tensors += norms * (1 + bias) + (4 if spec.qk_norm else 0)
         params += norms * spec.hidden_size * (1 + bias) + (4 * spec.head_dim if spec.qk_norm else 0)
+        if spec.mla is not None:  # RMSNorms on the compressed query (q_a_layernorm) and K/V latents (kv_a_layernorm)
+            tensors += (1 if spec.mla.q_lora_rank else 0) + 1
+            params += (spec.mla.q_lora_rank or 0) + spec.mla.kv_lora_rank
     return tensors, params
 
 
