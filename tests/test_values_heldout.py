@@ -269,3 +269,23 @@ def test_capacity_factor_bound_is_experts_over_top_k(model, experts, top_k):
     TrainOptions(capacity_factor=bound).validate(spec)
     with pytest.raises(MlsysError, match=f"at most experts / top-k = {bound:g} "):
         TrainOptions(capacity_factor=bound + 0.5).validate(spec)
+
+
+def test_batched_fit_stops_a_start_after_400_iterations():
+    """docs/scaling.md: each start runs at most 400 Levenberg-Marquardt iterations. Losses near e^-30
+    (fitted only as A, B and E tend to 0) keep every step improving: after the cap the start
+    is not converged, and the default run is the 400-iteration one (one more iteration moves it)."""
+    import numpy as np
+
+    from mlsyscalc.calc.scaling_fit_batch import minimise_many
+
+    rng = np.random.default_rng(0)
+    x, y = np.log(rng.uniform(1e8, 1e10, 20)), np.log(rng.uniform(1e9, 1e11, 20))
+    log_l = np.full(20, -30.0) + 0.01 * rng.standard_normal(20)
+    start = np.array([[6.0, 7.0, 0.5, 0.3, 0.3]])
+    default = minimise_many(start, x, y, log_l, 1e-3)
+    at_cap = minimise_many(start, x, y, log_l, 1e-3, max_iterations=400)
+    past = minimise_many(start, x, y, log_l, 1e-3, max_iterations=401)
+    assert not default[2][0]
+    assert np.array_equal(default[0], at_cap[0]) and np.array_equal(default[1], at_cap[1])
+    assert not np.array_equal(default[0], past[0])
