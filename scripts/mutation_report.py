@@ -44,6 +44,11 @@ EQUIVALENT: dict[tuple[str, str], str] = {
      "+        self.decode_rows = self._fit_attention('decode', [(1, 1, 1), (1, 1, 5)], (3, 1, 10))"):
         "the check point only verifies the decode rows are affine in (decodes, keys) (bytes and FLOPs "
         "are exactly affine, so it passes at 9 and at 10 keys); the coefficients come from the samples",
+    ("mlsyscalc/calc/serve_engine.py",
+     "-            if self.finish_s[v] < 0 and (self.decoding[v] or v in self.prefilling):\n"
+     "+            if self.finish_s[v] < 1 and (self.decoding[v] or v in self.prefilling):"):
+        "finish_s is -1.0 until _finish sets it, and a finished sequence is neither decoding (_finish stops it) "
+        "nor prefilling (removed before _emit_first): the second clause decides alone, < 0 or < 1",
     ("mlsyscalc/calc/serve_engine.py", "-            if c <= 0:\n+            if c < 0:"):
         "c >= 1 here: admission stops once a chunk spends the budget and every earlier chunk finishes its "
         "prompt, so at most one prompt is part-way when an iteration starts; it gets min(left, budget) > 0",
