@@ -39,6 +39,19 @@ EQUIVALENT: dict[tuple[str, str], str] = {
      "-    state = _ADAM8BIT_STATE_BYTES if opts.optimizer == 'adam8bit' else 4.0 if mixed or base == 4 else base\n"
      "+    state = _ADAM8BIT_STATE_BYTES if opts.optimizer == 'adam8bit' else 4.0 if mixed or base == 5 else base"):
         "when base == 4 both branches give 4.0",
+    ("mlsyscalc/calc/serve_cost.py",
+     "-        self.decode_rows = self._fit_attention('decode', [(1, 1, 1), (1, 1, 5)], (3, 1, 9))\n"
+     "+        self.decode_rows = self._fit_attention('decode', [(1, 1, 1), (1, 1, 5)], (3, 1, 10))"):
+        "the check point only verifies the decode rows are affine in (decodes, keys) (bytes and FLOPs "
+        "are exactly affine, so it passes at 9 and at 10 keys); the coefficients come from the samples",
+    ("mlsyscalc/calc/serve_engine.py",
+     "-            if self.finish_s[v] < 0 and (self.decoding[v] or v in self.prefilling):\n"
+     "+            if self.finish_s[v] < 1 and (self.decoding[v] or v in self.prefilling):"):
+        "finish_s is -1.0 until _finish sets it, and a finished sequence is neither decoding (_finish stops it) "
+        "nor prefilling (removed before _emit_first): the second clause decides alone, < 0 or < 1",
+    ("mlsyscalc/calc/serve_engine.py", "-            if c <= 0:\n+            if c < 0:"):
+        "c >= 1 here: admission stops once a chunk spends the budget and every earlier chunk finishes its "
+        "prompt, so at most one prompt is part-way when an iteration starts; it gets min(left, budget) > 0",
     ("mlsyscalc/calc/serve_cost.py", "-_CHECK_TOKENS = 7\n+_CHECK_TOKENS = 8"):
         "the check point only verifies that the rows fitted at 1 and 2 tokens are affine (bytes and "
         "FLOPs are, at every token count); the rows used come from _FIT_TOKENS either way",
