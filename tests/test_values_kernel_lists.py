@@ -151,3 +151,45 @@ def test_power_law_fit_recovers_an_exact_law():
     rows = tuple((3.0 * c ** 0.5, c, 0.0) for c in (1e18, 1e20, 1e22, 1e24))
     a, k = fit_power_law(rows)
     assert a == pytest.approx(0.5, rel=1e-9) and k == pytest.approx(3.0, rel=1e-6)
+
+
+# --- pinned after the second held-out sample was scored (docs/mutation.md) ---------------------------
+
+def test_kernels_by_class_add_up_to_the_kernel_count():
+    """Every priced kernel has exactly one efficiency class, so the per-class counts sum to the total."""
+    for phase, kw in (("decode", dict(context=2048)), ("prefill", dict(seq=512)), ("train", dict(seq=512))):
+        r = predict_model(load_model("llama3-8b"), H100, RooflineOptions(impl="torch", check_fit=False, phase=phase, **kw))
+        assert sum(r.kernels_by_class.values()) == r.kernels > 0
+
+
+def test_affine_free_norm_has_no_parameters():
+    """norm 'none' (a LayerNorm without elementwise affine): 0 parameters per element; RMSNorm 1, LayerNorm 2."""
+    from dataclasses import replace
+
+    from mlsyscalc.calc.layers import norm_width
+    gpt2 = load_model("gpt2")
+    assert (norm_width(replace(gpt2, norm="none")), norm_width(gpt2), norm_width(load_model("llama3-8b"))) == (0, 2, 1)
+
+
+def test_a_config_file_is_named_by_its_folder_or_its_stem(tmp_path):
+    """models/mymodel/config.json is 'mymodel'; other.json is 'other' (unless the file sets _name)."""
+    import json
+
+    from mlsyscalc.specs.lookup import builtin_configs
+    raw = {k: v for k, v in builtin_configs()["gpt2"].items() if not k.startswith("_")}
+    (tmp_path / "mymodel").mkdir()
+    (tmp_path / "mymodel" / "config.json").write_text(json.dumps(raw))
+    (tmp_path / "other.json").write_text(json.dumps(raw))
+    assert load_model(str(tmp_path / "mymodel" / "config.json")).name == "mymodel"
+    assert load_model(str(tmp_path / "other.json")).name == "other"
+
+
+def test_bootstrap_above_its_limit_is_refused():
+    """--bootstrap is capped at 2,000 resamples (docs/scaling.md)."""
+    from mlsyscalc.calc.scaling_fit import FitOptions, Runs, fit_runs
+    from mlsyscalc.errors import MlsysError
+    grid = [(n, d) for n in (1e8, 3e8, 1e9) for d in (2e9, 6e9, 2e10)]
+    runs = Runs(tuple(n for n, _ in grid), tuple(d for _, d in grid),
+                tuple(1.8 + 450 / n ** 0.34 + 1800 / d ** 0.37 for n, d in grid))
+    with pytest.raises(MlsysError, match="--bootstrap must be 0 to 2,000 resamples, got 2,001"):
+        fit_runs(runs, FitOptions(starts=4, bootstrap=2001))
