@@ -9,13 +9,8 @@ DIR=${1:-reports/models/holdout}
 mkdir -p "$DIR"
 TINY=reports/models/configs/tinyllama-1.1b
 BUDGET_S=${BUDGET_S:-450}
-run() {
-  local out=$1; shift
-  if [ "$SECONDS" -gt "$BUDGET_S" ]; then echo "## skipped (time): $*" >>"$DIR/log.md"; return; fi
-  echo "## mlsys bench model $*  (t=${SECONDS}s)" >>"$DIR/log.md"
-  timeout 120 python3 -W ignore -m mlsyscalc bench model --quiet --reps 6 --out "$DIR/$out" --format markdown "$@" \
-    >>"$DIR/log.md" 2>&1 || echo "exit $?" >>"$DIR/log.md"
-}
+. "$(dirname "$0")/device_models_lib.sh"
+run() { local out=$1; shift; bench_case "$DIR/$out" 120 "$@"; }
 run models.jsonl "$TINY" --phase train --batch 2 --seq 2048
 run models.jsonl qwen2.5-7b --layers 4 --phase train --batch 2 --seq 2048
 run models.jsonl mistral-7b --layers 4 --phase train --batch 1 --seq 2048
