@@ -76,6 +76,7 @@ TESTS: dict[str, list[str]] = {
     "roofline_ops": ROOFLINE, "roofline_options": ROOFLINE + ["test_serve_cost.py"],
     "roofline_sweep": ROOFLINE + ["test_roofline_cli.py"], "roofline_train": ROOFLINE + ["test_train.py"],
     "roofline_torch": ROOFLINE + ["test_roofline_torch.py", "test_calibrate_models.py"],
+    "roofline_host": ROOFLINE + ["test_roofline_host.py", "test_roofline_torch.py", "test_calibrate_models.py"],
     "train_attention": [*TRAIN, "test_train_attention.py"],
     "scaling": SCALING, "scaling_fit": SCALING, "scaling_laws": SCALING,
     "scaling_fit_batch": SCALING,
@@ -334,6 +335,8 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=60, help="how many sites the seeded draw takes")
     parser.add_argument("--exclude", type=Path, nargs="*", default=[],
                         help="result files of earlier runs: their mutants are not drawn again")
+    parser.add_argument("--not-killed-in", type=Path, nargs="*",
+                        help="plan every site that no row of these result files killed (less the EQUIVALENT ones)")
     parser.add_argument("--count-killers", action="store_true",
                         help="run every selected test of the KILL_COUNT modules' mutants (no -x)")
     parser.add_argument("--shard", help="K/N: run only every Nth planned site from the Kth (parallel runs)")
@@ -389,6 +392,11 @@ def _plan(opts: argparse.Namespace) -> list[Site]:
     selected = [p for p in paths if not opts.modules or Path(p).stem in opts.modules]
     if opts.sites is not None:
         return _listed_sites(opts.sites, selected)
+    if opts.not_killed_in:
+        from mutation_sample import not_killed  # scripts/mutation_sample.py
+
+        return [s for s in not_killed(ROOT, [s for p in selected for s in sites(p)], opts.not_killed_in)
+                if not _equivalent(s)]
     if opts.seed is None:
         return [s for p in selected for s in sites(p)[opts.offset::opts.sample]]
     from mutation_sample import draw  # scripts/mutation_sample.py

@@ -25,15 +25,31 @@ sys.path.insert(0, str(HERE))
 from mutation import TESTS  # noqa: E402  (scripts/mutation.py)
 
 
-def chunks(rows: list[dict], jobs: int) -> list[list[dict]]:
-    """`jobs` contiguous, near-equal slices of the rows sorted by test set (stable: plan order kept)."""
+def module_costs(files: list[Path]) -> dict[str, float]:
+    """Mean seconds of one mutant of each module over earlier result files (their `seconds`)."""
+    seconds: dict[str, list[float]] = {}
+    for file in files:
+        for line in file.read_text().splitlines():
+            r = json.loads(line) if line.strip() else {}
+            if isinstance(r.get("seconds"), (int, float)):
+                seconds.setdefault(Path(r["path"]).stem, []).append(r["seconds"])
+    return {stem: sum(v) / len(v) for stem, v in seconds.items()}
+
+
+def chunks(rows: list[dict], jobs: int, costs: dict[str, float] | None = None) -> list[list[dict]]:
+    """`jobs` contiguous slices of the rows sorted by test set (stable: plan order kept), cut so each
+    slice has about the same estimated seconds (a module's mean from `costs`, else the mean of all);
+    without costs, near-equal counts."""
     ordered = sorted(rows, key=lambda r: tuple(TESTS[Path(r["path"]).stem]))
-    size, extra = divmod(len(ordered), jobs)
-    out, start = [], 0
-    for k in range(jobs):
-        end = start + size + (k < extra)
-        out.append(ordered[start:end])
-        start = end
+    default = sum(costs.values()) / len(costs) if costs else 1.0
+    weight = [costs.get(Path(r["path"]).stem, default) if costs else 1.0 for r in ordered]
+    total = sum(weight)
+    out: list[list[dict]] = [[] for _ in range(jobs)]
+    done = 0.0
+    for r, w in zip(ordered, weight):
+        k = min(jobs - 1, int(jobs * (done + w / 2) / total)) if total > 0 else 0
+        out[k].append(r)
+        done += w
     return [c for c in out if c]
 
 
@@ -44,12 +60,14 @@ def main() -> None:
     ap.add_argument("--budget-s", type=float, default=float("inf"), help="each process starts no mutant after this")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--count-killers", action="store_true")
+    ap.add_argument("--costs", type=Path, nargs="*", default=sorted((HERE.parent / "reports/mutation").glob("*.jsonl")),
+                    help="earlier result files whose seconds per mutant balance the chunks (default: reports/mutation)")
     opts = ap.parse_args()
     rows = [json.loads(line) for line in opts.plan.read_text().splitlines() if line.strip()]
     work = Path(tempfile.mkdtemp(prefix="mutation_parallel_"))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     procs = []
-    for k, chunk in enumerate(chunks(rows, opts.jobs)):
+    for k, chunk in enumerate(chunks(rows, opts.jobs, module_costs(opts.costs))):
         listing = work / f"plan_{k}.jsonl"
         listing.write_text("".join(json.dumps(r) + "\n" for r in chunk))
         cmd = [sys.executable, str(HERE / "mutation.py"), "--sites", str(listing), "--scratch", str(work / f"scratch_{k}"),

@@ -49,6 +49,25 @@ def earlier_keys(root: Path, files: list[Path]) -> set[Key]:
     return keys
 
 
+def killed_keys(root: Path, files: list[Path]) -> set[Key]:
+    """Keys of the mutants that some row of these result files killed (or stopped by timeout)."""
+    keys: set[Key] = set()
+    for file in files:
+        for raw in file.read_text().splitlines():
+            r = json.loads(raw) if raw.strip() else {}
+            if r.get("status") in ("killed", "timeout"):
+                keys.add((r["path"], r["change"], r["text"]) if "text" in r
+                         else key(root, r.get("commit", ""), r["path"], r["line"], r["change"]))
+    return keys
+
+
+def not_killed(root: Path, population: list, files: list[Path]) -> list:
+    """The sites of `population` that no row of these result files killed: never run, or run and
+    survived. Kills carry over from earlier commits because tests are only ever added."""
+    killed = killed_keys(root, files)
+    return [s for s in population if key(root, "", s.path, s.line, s.change) not in killed]
+
+
 def draw(root: Path, population: list, seed: int, count: int, exclude: list[Path]) -> list:
     """`count` sites drawn uniformly without replacement from `population` (Site objects at the
     working tree) less those already run in `exclude`; the same seed, files and code give the
