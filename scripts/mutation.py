@@ -87,6 +87,25 @@ TESTS: dict[str, list[str]] = {
     **{m: SERVE for m in ("serve", "serve_cost", "serve_disagg", "serve_engine", "serve_metrics",
                           "serve_spec", "serve_static", "serve_workload")},
 }
+# Value tests written for the survivors of the whole-population run (reports/mutation/unkilled*.jsonl),
+# one file per area, run first for the modules of their area.
+AREA_TESTS = {
+    "test_values_plan_search.py": ["plan_memory", "plan", "plan_space"],
+    "test_values_roofline_torch_ops.py": ["roofline_torch", "roofline_notes", "roofline_train", "roofline_host",
+                                          "roofline_memory", "roofline_comm", "roofline_sweep", "roofline_options"],
+    "test_values_roofline_calibration.py": ["roofline_model", "roofline_ops", "calibration_fit", "calibration"],
+    "test_values_serving_cost.py": ["serve_cost", "serve_engine", "serve", "serve_disagg", "serve_spec",
+                                    "serve_static", "serve_metrics", "serve_workload"],
+    "test_values_scaling_specs.py": ["scaling_fit", "scaling_fit_batch", "scaling_laws", "scaling", "lookup", "hf",
+                                     "gpu", "cluster", "model"],
+    "test_values_training_memory.py": ["train_host", "memory_train", "train", "memory_infer", "comm_step",
+                                       "train_options", "train_parts", "memory_schedule", "layers", "memory_common",
+                                       "train_attention", "train_comm", "comm_collectives", "tensor_parallel",
+                                       "activations", "params", "flops", "attention"],
+}
+for _file, _stems in AREA_TESTS.items():
+    for _stem in _stems:
+        TESTS[_stem] = [_file, *TESTS[_stem]]
 
 # wall-clock checks: they measure the machine, not the calculators, and fail on a loaded box
 DESELECT = ["tests/test_cli_foundation.py::test_cli_is_import_light_and_fast",
