@@ -48,10 +48,11 @@ class InferOptions:
     block_size: int = 0  # paged KV cache block (tokens); 0: contiguous, exactly `context` tokens
     prefill_chunk: int = 2048  # tokens per prefill step (chunked prefill's token budget)
     flash: bool = True  # no S x S_kv scores in the prefill workspace
+    live_hidden: int = 2  # hidden-wide tensors alive beside the attention/MLP phase (2: residual + norm output)
     bytes_overrides: tuple[tuple[str, float], ...] = field(default=())
 
     def validate(self, spec: ModelSpec) -> None:
-        for name in ("batch", "context", "tp", "prefill_chunk"):
+        for name in ("batch", "context", "tp", "prefill_chunk", "live_hidden"):
             value = getattr(self, name)
             require(isinstance(value, int) and value >= 1, f"--{name.replace('_', '-')} must be a positive integer, got {value}")
         require(self.block_size >= 0, f"--block-size must be >= 0, got {self.block_size}")
@@ -159,9 +160,10 @@ def _workspace(spec: ModelSpec, opts: InferOptions, nbytes: Mapping[str, float])
     """Live tensors of one layer during a prefill chunk (no autograd: only one layer's worth).
 
     Tokens: the chunk (or the whole batch's tokens if fewer; decode steps use `batch` tokens).
-    Live at once: the residual stream and the norm output (h each), then the larger of the
-    attention phase (q, k, v, attention output; plus heads x keys scores without flash) and
-    the MLP phase (gate, up and their product: 3I; 2I without gating), per TP rank.
+    Live at once: `live_hidden` hidden-wide tensors (2: the residual stream and the norm output,
+    as an engine's in-place fused add-norm keeps), then the larger of the attention phase (q, k,
+    v, attention output; plus heads x keys scores without flash) and the MLP phase (gate, up and
+    their product: 3I; 2I without gating), per TP rank.
     """
     tokens = max(min(opts.prefill_chunk, opts.batch * opts.context), opts.batch)
     tp, kv_div = opts.tp, kv_divisor(spec, opts.tp)
@@ -174,7 +176,7 @@ def _workspace(spec: ModelSpec, opts: InferOptions, nbytes: Mapping[str, float])
     if spec.moe is not None:  # routed tokens: k copies through experts of width I_e
         inter = max(inter, spec.moe.experts_per_token * spec.moe.expert_intermediate_size)
     mlp = (3 if spec.gated_mlp or spec.is_moe else 2) * inter / tp
-    workspace = tokens * (2 * spec.hidden_size + max(attn, mlp)) * nbytes["activation"]
+    workspace = tokens * (opts.live_hidden * spec.hidden_size + max(attn, mlp)) * nbytes["activation"]
     logits = opts.batch * -(-spec.vocab_size // tp) * nbytes["logits"]
     return workspace, logits
 

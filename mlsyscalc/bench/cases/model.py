@@ -72,17 +72,57 @@ def roofline_options(case: ModelCase, impl: str = IMPL) -> RooflineOptions:
     return options(phase="train", seq=case.seq, master_weights=False)
 
 
-def predicted_peak_bytes(spec, case: ModelCase) -> int:
-    """calc.memory's peak for the same step: weights + KV cache + workspace, or the training total
+def plain_torch_live_hidden(spec) -> int:
+    """Hidden-wide tensors this model's layer keeps alive while its MLP runs (allocator trace,
+    scripts/memory_attribution.py): the layer input (held by the caller's loop), the attention
+    output, the residual sum and the norm output; a parallel block with one norm has no residual
+    sum yet (input, norm output, attention output)."""
+    return 3 if spec.parallel_attention and spec.norms_per_layer == 1 else 4
+
+
+CUBLAS_WORKSPACE_KIB = {"sm90": 4096 * 8, "other": 4096 * 2 + 16 * 8}  # torch's CUBLAS_WORKSPACE_CONFIG defaults
+CUBLASLT_WORKSPACE_KIB = 1024  # torch's TORCH_CUBLASLT_WORKSPACE_SIZE default; addmm with a bias runs through it
+
+
+def blas_workspace_bytes(spec, capability: tuple[int, int] = (9, 0), env: dict | None = None) -> int:
+    """The cuBLAS workspace torch allocates (through its caching allocator, so max_memory_allocated
+    counts it) for the stream a step runs on: CUBLAS_WORKSPACE_CONFIG's `:KiB:count` pairs, else
+    torch's default (32 MiB on sm90, 8 MiB + 128 KiB elsewhere); plus cuBLASLt's workspace when the
+    model's linears have biases. Measured on an H100 with torch 2.11: 32 MiB, and 1 MiB more for gpt2."""
+    import os
+
+    env = os.environ if env is None else env
+    config = env.get("CUBLAS_WORKSPACE_CONFIG", "")
+    parts = [int(p) for p in config.split(":") if p.strip().isdigit()]
+    if parts and len(parts) % 2 == 0:
+        kib = sum(parts[i] * parts[i + 1] for i in range(0, len(parts), 2))
+    else:
+        kib = CUBLAS_WORKSPACE_KIB["sm90" if capability == (9, 0) else "other"]
+    if spec.qkv_bias or spec.o_bias or spec.mlp_bias or spec.lm_head_bias:
+        kib += int(env.get("TORCH_CUBLASLT_WORKSPACE_SIZE", CUBLASLT_WORKSPACE_KIB))
+    return kib * 1024
+
+
+def predicted_peak_bytes(spec, case: ModelCase, capability: tuple[int, int] = (9, 0)) -> int:
+    """calc.memory's peak for the same step, plus the cuBLAS workspace of the step's stream: weights +
+    KV cache + workspace (with this model's live hidden-wide tensors), or the training total
     with bf16 optimizer states (no fp32 master copy: fused AdamW on bf16 parameters)."""
+    blas = blas_workspace_bytes(spec, capability)
     if case.phase == "train":
         zero = 3 if case.dp > 1 else 0
-        return train_memory(spec, TrainOptions(batch=case.batch, seq=case.seq, master_weights=False, tp=case.tp,
-                                               dp=case.dp, zero=zero)).total
+        return blas + train_memory(spec, TrainOptions(batch=case.batch, seq=case.seq, master_weights=False, tp=case.tp,
+                                                      dp=case.dp, zero=zero)).total
     tokens = case.batch * (1 if case.phase == "decode" else case.seq)
     context = case.seq + (1 if case.phase == "decode" else 0)
-    opts = InferOptions(batch=case.batch, context=context, prefill_chunk=tokens, dtype=case.dtype, tp=case.tp)
-    return infer_memory(spec, opts).total
+    opts = InferOptions(batch=case.batch, context=context, prefill_chunk=tokens, dtype=case.dtype, tp=case.tp,
+                        live_hidden=plain_torch_live_hidden(spec))
+    return blas + infer_memory(spec, opts).total
+
+
+def _capability(device: str) -> tuple[int, int]:
+    import torch
+
+    return tuple(torch.cuda.get_device_capability()) if device.startswith("cuda") else (9, 0)  # type: ignore[return-value]
 
 
 def _time_s(fn, reps: int, warmup: int) -> float:
@@ -178,7 +218,7 @@ def run_model_case(spec_full, case: ModelCase, ceilings, device: str = "cuda", r
         row.extra.update(model=spec_full.name, phase=case.phase, batch=case.batch, seq=case.seq, mode=case.mode,
                          kernels=case.kernels, tp=case.tp, dp=case.dp, layers=spec.num_layers, full_layers=spec_full.num_layers,
                          predicted_kernels=sum(r.count for r in roof.rows), ceilings=ceilings.source,
-                         predicted_peak_bytes=predicted_peak_bytes(spec, case))
+                         predicted_peak_bytes=predicted_peak_bytes(spec, case, _capability(device)))
         model = _build(build_model, spec, case, device)
         if case.kernels == "triton" and case.phase != "train":
             row.rel_err, row.tol = _gate(model, spec, case, device), GATE_TOL
@@ -288,12 +328,19 @@ def _measure(model, spec, case: ModelCase, device: str, reps: int) -> tuple[floa
 
 
 def _free() -> None:
+    """Free what a case left: its tensors, cached blocks and the cuBLAS workspaces of every stream it
+    used (torch keeps one per stream until cleared; a graph row's warm-up and capture streams add two),
+    so each row's peak counts the workspace of its own step's stream only, whatever ran before."""
     import gc
 
     import torch
 
     gc.collect()
     if torch.cuda.is_available():
+        torch.cuda.synchronize()
+        clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+        if clear is not None:
+            clear()
         torch.cuda.empty_cache()
 
 
