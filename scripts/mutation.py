@@ -132,6 +132,24 @@ SWAP_OPS: dict[type, type] = {
 }
 SWAP_CALLS = {"min": "max", "max": "min"}
 
+# --kinds fresh (MUTATION_KINDS=fresh): a second, disjoint family of planted bugs, the kinds a reviewer
+# plants by hand and the classic operators above never make: a term or factor dropped (`a + b` -> `a`),
+# one field read for its look-alike (query heads for KV heads, TP for PP), two arguments swapped.
+KINDS = os.environ.get("MUTATION_KINDS", "classic")
+DROP_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv)
+LOOKALIKE: dict[str, str] = {
+    "num_heads": "num_kv_heads", "num_kv_heads": "num_heads", "head_dim": "v_head_dim", "v_head_dim": "head_dim",
+    "hidden_size": "intermediate_size", "intermediate_size": "hidden_size", "q_dim": "kv_dim", "kv_dim": "q_dim",
+    "num_experts": "experts_per_token", "experts_per_token": "num_experts",
+    "expert_intermediate_size": "shared_intermediate_size", "shared_intermediate_size": "expert_intermediate_size",
+    "qk_rope_head_dim": "qk_nope_head_dim", "qk_nope_head_dim": "qk_rope_head_dim",
+    "qkv_bias": "o_bias", "o_bias": "qkv_bias", "tp": "pp", "pp": "tp", "dp": "cp", "cp": "dp", "ep": "tp",
+    "vp": "pp", "batch": "micro_batch", "micro_batch": "batch", "seq": "context", "context": "seq",
+    "num_micro_batches": "num_layers", "num_layers": "num_micro_batches", "node_size": "world_size",
+    "world_size": "node_size",
+}
+SYMMETRIC_CALLS = {"min", "max", "hypot", "gcd", "lcm", "isclose", "zip", "print"}
+
 
 @dataclass(frozen=True)
 class Site:
@@ -157,6 +175,27 @@ def _skipped(tree: ast.Module) -> set[int]:
         for part in parts:
             skip.update(id(n) for n in ast.walk(part))
     return skip
+
+
+def _is_text(node: ast.AST) -> bool:
+    return isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str))
+
+
+def _fresh_changes(node: ast.AST) -> list[tuple[str, object]]:
+    """The --kinds fresh mutations this node takes (a BinOp can take two: keep either side)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, DROP_OPS) and not (_is_text(node.left) or _is_text(node.right)):
+        name = type(node.op).__name__
+        out: list[tuple[str, object]] = [(f"keep left of {name}", ("keep", "left"))]
+        if isinstance(node.op, (ast.Add, ast.Mult)):
+            out.append((f"keep right of {name}", ("keep", "right")))
+        return out
+    if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and node.attr in LOOKALIKE:
+        return [(f".{node.attr} -> .{LOOKALIKE[node.attr]}", ("attr", LOOKALIKE[node.attr]))]
+    if (isinstance(node, ast.Call) and len(node.args) >= 2 and not any(isinstance(a, ast.Starred) for a in node.args[:2])
+            and not (isinstance(node.func, ast.Name) and node.func.id in SYMMETRIC_CALLS)
+            and ast.dump(node.args[0]) != ast.dump(node.args[1])):
+        return [(f"swap arguments 1 and 2 of {ast.unparse(node.func)[:40]}", ("args", None))]
+    return []
 
 
 def _change(node: ast.AST) -> tuple[str, object] | None:
@@ -193,6 +232,9 @@ def _nodes(tree: ast.Module) -> list[tuple[ast.AST, str, object]]:
     for node in ast.walk(tree):
         if id(node) in skip or id(node) in docstrings:
             continue
+        if KINDS == "fresh":
+            out += [(node, desc, how) for desc, how in _fresh_changes(node)]
+            continue
         found = _change(node)
         if found is not None:
             out.append((node, found[0], found[1]))
@@ -216,14 +258,25 @@ def mutant_source(path: str, index: int, root: Path = ROOT) -> str:
         node.value = new
     elif kind == "call":
         node.func.id = new
+    elif kind == "attr":
+        node.attr = new
+    elif kind == "args":
+        node.args[0], node.args[1] = node.args[1], node.args[0]
+    elif kind == "keep":  # a term or factor dropped: the BinOp becomes one of its operands
+        _replace(tree, node, node.left if new == "left" else node.right)
     else:  # drop the unary operator: replace the UnaryOp by its operand in its parent
-        for parent in ast.walk(tree):
-            for field, value in ast.iter_fields(parent):
-                if value is node:
-                    setattr(parent, field, node.operand)
-                elif isinstance(value, list) and any(v is node for v in value):
-                    value[[i for i, v in enumerate(value) if v is node][0]] = node.operand
+        _replace(tree, node, node.operand)
     return ast.unparse(ast.fix_missing_locations(tree))
+
+
+def _replace(tree: ast.Module, node: ast.AST, by: ast.AST) -> None:
+    """Put `by` where `node` sits in its parent."""
+    for parent in ast.walk(tree):
+        for field, value in ast.iter_fields(parent):
+            if value is node:
+                setattr(parent, field, by)
+            elif isinstance(value, list) and any(v is node for v in value):
+                value[[i for i, v in enumerate(value) if v is node][0]] = by
 
 
 def show(path: str, index: int) -> str:
@@ -364,9 +417,15 @@ def main() -> None:
     parser.add_argument("--plan-out", type=Path, help="write the planned sites to this JSONL file, run nothing")
     parser.add_argument("--sites", type=Path,
                         help="run exactly the sites of this JSONL file (matched by module, change, line text)")
+    parser.add_argument("--kinds", choices=["classic", "fresh"], default=KINDS,
+                        help="classic operators (default) or the fresh family: dropped terms, look-alike fields, "
+                             "swapped arguments (sets MUTATION_KINDS for child processes)")
     parser.add_argument("--report", action="store_true", help="print the markdown summary")
     parser.add_argument("--show", nargs=2, metavar=("PATH", "INDEX"), help="print one mutant's diff")
     opts = parser.parse_args()
+    if opts.kinds != KINDS:
+        os.environ["MUTATION_KINDS"] = opts.kinds
+        os.execv(sys.executable, [sys.executable, *sys.argv])  # module constants read the variable at import
     if opts.show:
         print(show(opts.show[0], int(opts.show[1])))
         return
