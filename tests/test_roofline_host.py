@@ -6,6 +6,7 @@ from mlsyscalc.calc.calibration import load_ceilings
 from mlsyscalc.calc.calibration_fit import Observation, Term, predict
 from mlsyscalc.calc.roofline_host import EAGER_HOST_S
 from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model
+from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.lookup import load_model
 
 CEIL = load_ceilings("H100-SXM", None)
@@ -74,3 +75,35 @@ def test_the_gemm_floor_round_trips_through_a_calibration_file():
     base = (0.74, 0.61, 0.89, 0.78, 0.32, 0.12, 0.49)
     # 2 x (max(1 us, 1.5 us floor) + 2.5 us) = 8 us
     assert predict(Observation("o", 1.0, (term,), base), {"matmul_skinny": 0.78, **params}) == pytest.approx(8e-6)
+
+
+def test_eager_inference_host_path_is_per_layer():
+    """--launch eager: 0.699 ms per decoder layer (gpt2: 12 layers = 8.388 ms), the step the longer of
+    that and the GPU's path; a CUDA-graph launch has no host path."""
+    eager = _decode("gpt2", launch="eager")
+    graph = _decode("gpt2", launch="graph")
+    assert eager.host_path_s == pytest.approx(12 * 0.699e-3, abs=0)
+    assert eager.time_s == pytest.approx(max(eager.gpu_s, 12 * 0.699e-3), abs=0)
+    assert graph.host_path_s == 0 and graph.time_s == graph.gpu_s
+    assert graph.gpu_s == eager.gpu_s  # the same kernels either way
+
+
+def test_eager_inference_host_path_only_for_torch_kernels_on_one_gpu():
+    """--impl fused prices fused kernels and no host; a TP step's host terms are not this model's."""
+    assert _decode("gpt2", launch="eager", impl="fused").host_path_s == 0
+    assert _decode("llama2-7b", launch="eager", tp=2).host_path_s == 0
+    assert _decode("llama2-7b", launch="eager").host_path_s == pytest.approx(32 * 0.699e-3, abs=0)
+
+
+def test_launch_is_rejected_for_training_and_unknown_values():
+    spec = load_model("gpt2")
+    with pytest.raises(MlsysError, match="--launch applies to prefill and decode"):
+        predict_model(spec, load_ceilings("H100-SXM"), RooflineOptions(phase="train", seq=512, launch="eager"))
+    with pytest.raises(MlsysError, match="launch must be one of graph, eager"):
+        predict_model(spec, load_ceilings("H100-SXM"), RooflineOptions(phase="decode", context=10, launch="lazy"))
+
+
+def _decode(model: str, **kw):
+    kw.setdefault("impl", "torch")
+    return predict_model(load_model(model), load_ceilings("H100-SXM"),
+                         RooflineOptions(phase="decode", context=1023, batch=1, **kw))

@@ -43,11 +43,18 @@ def usable(row) -> bool:
             and x.get("kernels", "torch") == "torch" and (x.get("phase") == "train" or x.get("mode") == "graph"))
 
 
-def load_cases(rows, hold_out: set[str]) -> list[Case]:
+def eager_inference(row) -> bool:
+    """A timed torch-kernel prefill/decode row launched eagerly: priced with the host's path, not fitted."""
+    x = row.extra
+    return (not row.error and bool(row.median_ms) and row.kernel.startswith("model.") and x.get("phase") != "train"
+            and x.get("kernels", "torch") == "torch" and x.get("mode") == "eager")
+
+
+def load_cases(rows, hold_out: set[str], keep=usable) -> list[Case]:
     from ..specs.lookup import load_model, parse_overrides
 
     out, specs = [], {}
-    for row in filter(usable, rows):
+    for row in filter(keep, rows):
         x = row.extra
         ref = (x.get("model_ref") or x.get("model"), tuple(x.get("overrides") or ()))
         if ref not in specs:

@@ -16,8 +16,18 @@ kernels: 30.3 us), pythia-1.4b B2 S1024 (56.0 ms, 2220: 25.2 us) and gpt2 B4 S10
 28.9 us), the rows whose step exceeds their profiled kernel time by more than 10%; their median.
 It is per priced kernel, so it also carries the unpriced launches (cuDNN's memsets, the embedding
 backward's sort) and the host's Python; it depends on the host CPU (docs/roofline.md, "Host path").
-Prefill and decode are priced as CUDA-graph replays (no host path); the multi-GPU frameworks' host
-terms live in calc.train_host.
+
+Prefill and decode are priced as CUDA-graph replays (no host path) unless `launch` is "eager". Then
+the host path is per decoder layer, not per kernel: without autograd a layer's Python (module calls,
+views, cache indexing and the launches) costs about the same whatever its kernel count. On one H100
+host (torch 2.11.0+cu130, reports/models/h100_check2.jsonl) gpt2's eager decode took 0.60 ms per
+layer at B1 (12 layers, 200 kernels: 36 us each) and phi-2's 0.61 ms at B4 (32 layers, 772 kernels:
+25 us each): the same per layer, 1.4x apart per kernel. EAGER_LAYER_HOST_S is the median over the
+fit-set model's eager inference rows (gpt2 B1-B64, h100_check2.jsonl and h100_check4.jsonl:
+0.54-0.96 ms per layer, two hosts); phi-2 is held out. Untested on eager prefill rows. The
+multi-GPU frameworks' host terms live in calc.train_host.
+
+    host_path_s = layers x EAGER_LAYER_HOST_S     (prefill/decode, launch "eager", impl torch, tp = 1)
 """
 
 from __future__ import annotations
@@ -25,9 +35,14 @@ from __future__ import annotations
 from .roofline_options import RooflineOptions
 
 EAGER_HOST_S = 29e-6  # host seconds per priced kernel of an eager one-GPU training step (module docstring)
+EAGER_LAYER_HOST_S = 0.699e-3  # host seconds per decoder layer of an eager prefill/decode step (module docstring)
 
 
-def eager_host_path_s(opts: RooflineOptions, kernels: int) -> float:
-    """kernels x EAGER_HOST_S for a one-GPU `--impl torch` training step, else 0 (no host path)."""
-    eager = opts.impl == "torch" and opts.phase == "train" and opts.tp == 1 and opts.dp == 1
-    return kernels * EAGER_HOST_S if eager else 0.0
+def eager_host_path_s(opts: RooflineOptions, kernels: int, layers: int = 0) -> float:
+    """The host's path of a one-GPU `--impl torch` step: kernels x EAGER_HOST_S for training,
+    layers x EAGER_LAYER_HOST_S for an eagerly launched prefill or decode, else 0 (no host path)."""
+    if opts.impl != "torch" or opts.tp != 1 or opts.dp != 1:
+        return 0.0
+    if opts.phase == "train":
+        return kernels * EAGER_HOST_S
+    return layers * EAGER_LAYER_HOST_S if opts.launch == "eager" else 0.0

@@ -26,6 +26,9 @@ def model_notes(spec: ModelSpec, opts: RooflineOptions) -> tuple[str, ...]:
         if opts.phase == "train" and opts.tp == 1 and opts.dp == 1:
             notes.append("eager training on one GPU: the step is the longer of the GPU's path and the host's "
                          "(totals.host_path_s, 29 us per kernel; docs/roofline.md, Host path)")
+        if opts.phase != "train" and opts.launch == "eager" and opts.tp == 1:
+            notes.append("eager launch on one GPU: the step is the longer of the GPU's path and the host's "
+                         "(totals.host_path_s, 0.699 ms per decoder layer; docs/roofline.md, Host path)")
     if opts.logits == "last" and opts.phase == "prefill":
         notes.append("lm_head on the last position of each sequence only (--logits last); MFU's model FLOPs "
                      "exclude the skipped positions")

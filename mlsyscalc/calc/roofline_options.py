@@ -18,6 +18,7 @@ PHASES = ("prefill", "decode", "train")
 WINDOW_MODES = ("skip", "full")  # sliding-window attention: skip KV tiles outside the window, or not
 RECOMPUTE = ("none", "selective", "full")  # Korthikanti et al. 2022: selective = attention core only
 IMPLS = ("fused", "torch")  # one kernel per op, or the kernels plain PyTorch runs (calc.roofline_torch)
+LAUNCHES = ("graph", "eager")  # prefill/decode: replayed from a CUDA graph, or issued op by op from Python
 LOGITS = ("all", "last")  # prefill lm_head over every position (calc.flops' convention) or the last one
 
 
@@ -40,6 +41,7 @@ class RooflineOptions:
     impl: str = "fused"  # "fused": one kernel per op; "torch": plain PyTorch's kernels (docs/roofline.md)
     logits: str = "all"  # prefill: lm_head over "all" positions, or the "last" one as serving engines do
     master_weights: bool = True  # train: AdamW over fp32 master weights and moments (False: model dtype)
+    launch: str = "graph"  # prefill/decode: "graph" (no host path) or "eager" (calc.roofline_host's host path)
 
     @property
     def flop_options(self) -> FlopOptions:
@@ -96,6 +98,9 @@ class RooflineOptions:
     def _validate_train(self) -> None:
         require(self.impl in IMPLS, f"impl must be one of {', '.join(IMPLS)}, got {self.impl!r}")
         require(self.logits in LOGITS, f"logits must be one of {', '.join(LOGITS)}, got {self.logits!r}")
+        require(self.launch in LAUNCHES, f"launch must be one of {', '.join(LAUNCHES)}, got {self.launch!r}")
+        require(self.launch == "graph" or self.phase != "train", "--launch applies to prefill and decode "
+                "(a training step is issued eagerly: its host path is always priced with --impl torch)")
         require(self.logits == "all" or self.phase != "train", "--logits last is an inference convention; "
                 "a training step computes the loss at every position")
         require(self.window in WINDOW_MODES, f"window must be one of {', '.join(WINDOW_MODES)}, got {self.window!r}")

@@ -13,7 +13,7 @@ import click
 from ..calc.calibration import EFFICIENCY_FIELDS, LAUNCH_OVERHEAD_S
 from ..calc.roofline_memory import elementwise_op, embedding_op, norm_op, rotary_op, softmax_op
 from ..calc.roofline_model import predict_model
-from ..calc.roofline_options import IMPLS, LOGITS, PHASES, RECOMPUTE, WINDOW_MODES, RooflineOptions
+from ..calc.roofline_options import IMPLS, LAUNCHES, LOGITS, PHASES, RECOMPUTE, WINDOW_MODES, RooflineOptions
 from ..calc.roofline_ops import predict_attention, predict_matmul
 from ..calc.roofline_sweep import sweep_batch
 from ..errors import MlsysError
@@ -197,13 +197,17 @@ def _sweep_values(text: str) -> list[int]:
               help="Kernels per op: fused (one each) or torch (the kernels plain PyTorch runs; docs/roofline.md).")
 @click.option("--logits", type=click.Choice(LOGITS), default=RooflineOptions.logits, show_default=True,
               help="prefill: lm_head over all positions, or only the last one (as serving engines do).")
+@click.option("--launch", type=click.Choice(LAUNCHES), default=RooflineOptions.launch, show_default=True,
+              help="prefill/decode with --impl torch: replayed from a CUDA graph, or issued eagerly from Python "
+                   "(adds the host's path per layer; docs/roofline.md, \"Host path\").")
 @click.option("--master-weights/--no-master-weights", default=RooflineOptions.master_weights, show_default=True,
               help="train: AdamW over fp32 master weights and moments, or states in --dtype.")
 @ceiling_options
 @render.output_options
 @click.pass_context
 def model(ctx, model, overrides, phase, batch, seq, context, tp, dtype, kv_dtype, cluster, no_fit_check, sweep,
-          window, recompute, dp, zero, dp_overlap, impl, logits, master_weights, ceilings, plot, fmt, as_json):
+          window, recompute, dp, zero, dp_overlap, impl, logits, launch, master_weights, ceilings, plot, fmt,
+          as_json):
     """Per-kernel roofline of one layer (and the head) of MODEL, and the step's totals.
 
     prefill: time to first token; decode: time per output token (needs --context); train:
@@ -216,7 +220,7 @@ def model(ctx, model, overrides, phase, batch, seq, context, tp, dtype, kv_dtype
     opts = RooflineOptions(phase=phase, batch=batch, seq=seq, context=context, tp=tp, dtype=dtype,
                            kv_dtype=kv_dtype, cluster=cluster, check_fit=not no_fit_check, window=window,
                            recompute=recompute, dp=dp, zero=zero, dp_overlap=dp_overlap, impl=impl, logits=logits,
-                           master_weights=master_weights)
+                           master_weights=master_weights, launch=launch)
     if sweep:
         swept = sweep_batch(spec, ceilings, opts, _sweep_values(sweep))
         output = sweep_output(swept)

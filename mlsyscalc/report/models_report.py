@@ -21,9 +21,11 @@ import json
 import statistics
 from pathlib import Path
 
-from ..bench.model_calibrate import calibrate, load_cases, op_errors
+from ..bench.cases.model import roofline_options
+from ..bench.model_calibrate import calibrate, eager_inference, load_cases, op_errors
 from ..bench.rows import ResultStore, Row
 from ..calc.calibration import CLASSES, load_ceilings
+from ..calc.roofline_model import predict_model
 from .markdown import markdown_table
 
 GOALS = (("uncalibrated whole step within +-15%", 0.15), ("calibrated, held-out models, within +-5%", 0.05))
@@ -62,9 +64,25 @@ def calibrated_lines(fit: dict, ops: list[dict], label: str = "") -> list[list]:
              _pct(statistics.median(abs(e) for e in lin)) if lin else None]]
 
 
+def eager_predictions(rows, hold_out: set[str], gpu: str) -> dict[str, float]:
+    """Today's uncalibrated prediction (seconds) of every eager prefill/decode row: the host's path
+    per layer against the kernels (calc.roofline_host); these rows are not fitted."""
+    base = load_ceilings(gpu)
+    return {c.row.key: predict_model(c.spec, base, roofline_options(c.case)).time_s
+            for c in load_cases(rows, hold_out, keep=eager_inference)}
+
+
+def eager_line(rows, eager: dict[str, float]) -> list[list]:
+    errors = [(r.median_ms * 1e-3 - eager[r.key]) / eager[r.key] for r in rows if r.key in eager]
+    if not errors:
+        return []
+    return [["uncalibrated eager prefill/decode within +-15% (--impl torch, host path; not fitted)",
+             _share(errors, 0.15), _pct(statistics.median(abs(e) for e in errors))]]
+
+
 def goals(fit: dict, ops: list[dict], rows, fused: dict | None = None,
-          steps_only: tuple[dict, list[dict]] | None = None) -> list[str]:
-    lines = uncalibrated_lines(fit, " (--impl torch)" if fused else "")
+          steps_only: tuple[dict, list[dict]] | None = None, eager: dict[str, float] | None = None) -> list[str]:
+    lines = uncalibrated_lines(fit, " (--impl torch)" if fused else "") + eager_line(rows, eager or {})
     if fused:
         lines += uncalibrated_lines(fused, " (--impl fused)")
     if steps_only:
@@ -84,16 +102,19 @@ def _role(c: dict) -> str:
     return "held out " if c["held_out"] else "fitted " if c.get("fitted", True) else "scored "
 
 
-def rows_table(rows, fit: dict) -> list[str]:
-    """Every row; rows the fit covers carry the recomputed prediction, the others the stored one."""
+def rows_table(rows, fit: dict, eager: dict[str, float] | None = None) -> list[str]:
+    """Every row; rows the fit covers and eager prefill/decode rows carry today's prediction, the
+    others (triton kernels) the stored one."""
     calibrated = {r["key"]: r for r in fit["rows"]}
+    eager = eager or {}
     out = []
     for r in sorted(rows, key=lambda r: (r.extra.get("model", ""), r.kernel, r.extra.get("kernels", ""), r.dtype,
                                          r.extra.get("batch", 0), r.extra.get("seq", 0), r.baseline)):
         x, c = r.extra, calibrated.get(r.key)
         peak = x.get("peak_bytes")
-        predicted = c["uncalibrated_s"] if c else (r.predicted_ms or 0) * 1e-3
-        error = c["uncalibrated_error"] if c else r.prediction_error
+        predicted = c["uncalibrated_s"] if c else eager.get(r.key, (r.predicted_ms or 0) * 1e-3)
+        error = (c["uncalibrated_error"] if c else (r.median_ms * 1e-3 - eager[r.key]) / eager[r.key]
+                 if r.key in eager else r.prediction_error)
         out.append([x.get("model"), x.get("phase"), r.shape, r.baseline, x.get("kernels"), r.dtype,
                     _ms((r.median_ms or 0) * 1e-3) if r.median_ms else None, _ms(predicted),
                     _pct(error), (_role(c) + _pct(c["error"])) if c else None,
@@ -148,13 +169,14 @@ def _only(fit: dict, keys: set[str]) -> dict:
     return {**fit, "rows": [r for r in fit["rows"] if r["key"] in keys]}
 
 
-def fresh_goals(keys: set[str], paths: list[Path], fit: dict, fused: dict, after: list[dict], rows) -> list[str]:
+def fresh_goals(keys: set[str], paths: list[Path], fit: dict, fused: dict, after: list[dict], rows,
+                eager: dict[str, float] | None = None) -> list[str]:
     """The goals table over the rows of `paths` only (measured after the roofline's choices)."""
     if not keys:
         return []
     ops = [o for o in after if o["key"] in keys]
     lines = uncalibrated_lines(_only(fit, keys), " (--impl torch)") + uncalibrated_lines(_only(fused, keys), " (--impl fused)")
-    lines += calibrated_lines(_only(fit, keys), ops)
+    lines += eager_line([r for r in rows if r.key in keys], eager or {}) + calibrated_lines(_only(fit, keys), ops)
     return ["## Goals on the rows of " + ", ".join(str(p) for p in paths) + " only", "",
             *_memory_line(lines, [r for r in rows if r.key in keys]), ""]
 
@@ -177,6 +199,7 @@ def write(rows_paths: list[Path], out_dir: Path, hold_out: set[str], gpu: str,
     (out_dir / "calibration.json").write_text(json.dumps(fit["record"], indent=2) + "\n")
     calibrated = load_ceilings(gpu, fit["record"])
     cases = load_cases(rows, hold_out)
+    eager = eager_predictions(rows, hold_out, gpu)
     before, after = op_errors(cases, base), op_errors(cases, calibrated)
     steps_ops = op_errors(cases, load_ceilings(gpu, steps["record"]))
     plot(fit, out_dir / "errors.png")
@@ -195,8 +218,8 @@ def write(rows_paths: list[Path], out_dir: Path, hold_out: set[str], gpu: str,
             f"Predictions recomputed with `mlsys roofline --impl torch` (and `--impl fused` for comparison) on "
             f"the {gpu} datasheet x default efficiencies, then with calibration.json (fitted by `mlsys calibrate` "
             "on the fitted rows).", "",
-            "## Goals", "", *goals(fit, after, rows, fused, (steps, steps_ops)), "",
-            *fresh_goals(fresh_keys, fresh_paths or [], fit, fused, after, rows),
+            "## Goals", "", *goals(fit, after, rows, fused, (steps, steps_ops), eager), "",
+            *fresh_goals(fresh_keys, fresh_paths or [], fit, fused, after, rows, eager),
             "## The fit", "", f"Fitted on {', '.join(fit['record']['fitted_on'])}"
             + (f" (rows of {', '.join(str(p) for p in fit_paths)} only)" if fit_paths else "")
             + f"; held out: {', '.join(sorted(hold_out))}.", "",
@@ -219,7 +242,7 @@ def write(rows_paths: list[Path], out_dir: Path, hold_out: set[str], gpu: str,
             "## Every row", "", "error = (measured - predicted) / predicted with the datasheet ceilings; calibrated "
             "error with calibration.json (fitted, held-out and scored-only rows marked; eager and triton rows are not "
             "fitted); memory error = (predicted - max_memory_allocated) / max_memory_allocated.", "",
-            *rows_table(rows, fit), "", "![errors](errors.png)", ""]
+            *rows_table(rows, fit, eager), "", "![errors](errors.png)", ""]
     (out_dir / "README.md").write_text("\n".join(text))
     return out_dir / "README.md"
 

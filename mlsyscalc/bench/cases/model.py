@@ -63,10 +63,11 @@ def roofline_options(case: ModelCase, impl: str = IMPL) -> RooflineOptions:
     plain-PyTorch kernels, logits of the last position only (this model's prefill, as serving
     engines do), and training with AdamW states in bf16 (torch's fused AdamW on bf16 parameters)."""
     options = partial(RooflineOptions, batch=case.batch, dtype=case.dtype, check_fit=False, tp=case.tp, impl=impl)
+    launch = "graph" if case.graphs else "eager"
     if case.phase == "decode":
-        return options(phase="decode", context=case.seq)
+        return options(phase="decode", context=case.seq, launch=launch)
     if case.phase == "prefill":
-        return options(phase="prefill", seq=case.seq, logits="last")
+        return options(phase="prefill", seq=case.seq, logits="last", launch=launch)
     if case.dp > 1:
         return options(phase="train", seq=case.seq, master_weights=False, dp=case.dp, zero=3)
     return options(phase="train", seq=case.seq, master_weights=False)
