@@ -42,6 +42,8 @@ def train_args(row: dict, model: str, cluster: str, calibration: str | None = No
         args += ["--vp", str(row["vp"])]
     if row["case"] == "pp-gpipe":
         args += ["--schedule", "gpipe"]
+    if row["case"] == "tp-pp":
+        args += ["--no-vocab-parallel"]  # scripts/train_measure.py leaves the embedding and head whole in tp-pp
     if row["case"] in ("fsdp", "fsdp-tp"):
         args += ["--zero", "3"]  # FSDP2 full sharding = ZeRO-3
     args += ["--calibration", calibration] if calibration else []

@@ -462,3 +462,30 @@ def test_ep_all_to_all_counts_the_busiest_stage(run_cli, model, sets, pp, moe_la
     d = run_cli.json("comm", "step", model, *sets, "--dp", "2", "--ep", "2", "--pp", str(pp), "--grad-accum", "2")
     (ep,) = [r for r in d["rows"] if r["dim"] == "ep"]
     assert ep["calls"] == 4 * moe_layers * 2
+
+
+def test_no_vocab_parallel_keeps_embedding_and_head_whole_on_each_tp_rank():
+    """llama2-7b (V = 32000, h = 4096), TP 2, PP 2: the first stage holds the embedding, the last the lm_head;
+    whole, each is 32000 x 4096 = 131,072,000 parameters on every TP rank instead of 65,536,000, and the last
+    stage's plain fp32 cross-entropy holds 12 B for each of tokens x 32000 logits (torch's loss_parallel:
+    18 B for tokens x 16000)."""
+    from mlsyscalc.calc.memory_common import stage_params
+    from mlsyscalc.calc.memory_train import TrainOptions, train_memory
+    from mlsyscalc.specs.lookup import load_model
+
+    spec = load_model("llama2-7b")
+    split = stage_params(spec, range(16), True, False, 2, 1, 2)
+    whole = stage_params(spec, range(16), True, False, 2, 1, 2, vocab_parallel=False)
+    assert whole.dense - split.dense == 65_536_000
+    head_split = stage_params(spec, range(16, 32), False, True, 2, 1, 2)
+    head_whole = stage_params(spec, range(16, 32), False, True, 2, 1, 2, vocab_parallel=False)
+    assert head_whole.dense - head_split.dense == 65_536_000
+    opts = dict(batch=1, seq=2048, grad_accum=8, tp=2, pp=2, framework="torch")
+    a = train_memory(spec, TrainOptions(**opts))
+    b = train_memory(spec, TrainOptions(**opts, vocab_parallel=False))
+    last_a, last_b = a.stages[-1].detail, b.stages[-1].detail
+    assert last_a["temporaries_logits"] == 2048 * 16_000 * 18
+    assert last_b["temporaries_logits"] == 2048 * 32_000 * 12
+    assert b.bytes_per_element["logits"] == 12.0 and a.bytes_per_element["logits"] == 18.0
+    # 16 bytes a parameter (bf16 weight and gradient, fp32 master and two moments) on the larger first stage
+    assert b.stages[0].total - a.stages[0].total == 65_536_000 * 16

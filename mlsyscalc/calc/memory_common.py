@@ -69,10 +69,11 @@ def stage_layers(num_layers: int, pp: int, stage: int) -> range:
 
 
 def stage_params(spec: ModelSpec, layers: Iterable[int], first: bool, last: bool, tp: int, ep: int,
-                 pp: int) -> StageParams:
+                 pp: int, vocab_parallel: bool = True) -> StageParams:
     """Parameters per rank for the decoder layers in `layers`, plus embeddings on the first
     stage and final norm / lm_head on the last (a tied head keeps its own copy of the embedding
-    on the last stage when pp > 1, as Megatron-LM does)."""
+    on the last stage when pp > 1, as Megatron-LM does). The embedding and lm_head are split over
+    the vocabulary across the TP ranks, or whole on each with vocab_parallel False."""
     dense = expert = largest = factors = 0
     norms = layer_norm_params(spec)
     kv_split = kv_divisor(spec, tp)
@@ -91,7 +92,7 @@ def stage_params(spec: ModelSpec, layers: Iterable[int], first: bool, last: bool
         factors += norms
         largest = max(largest, in_layer)
     tokens, positions = embedding_params(spec)
-    vocab_rows = -(-spec.vocab_size // tp)  # vocabulary-parallel split (padding ignored)
+    vocab_rows = -(-spec.vocab_size // (tp if vocab_parallel else 1))  # vocabulary-parallel split (padding ignored)
     in_layers = dense
     if first:
         dense += vocab_rows * spec.embed_dim + positions

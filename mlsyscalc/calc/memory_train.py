@@ -72,6 +72,7 @@ class TrainOptions:
     schedule: str = "1f1b"  # pipeline schedule: 1f1b or gpipe (calc.memory_schedule)
     vp: int = 1  # model chunks per pipeline rank: the interleaved 1F1B schedule
     framework: str = "megatron"  # what the training code keeps: megatron or torch (calc.memory_schedule)
+    vocab_parallel: bool = True  # embedding, lm_head and logits split over the TP ranks (False: whole on each)
     world_size: int | None = None  # checked against dp * tp * pp * cp when given
     bytes_overrides: tuple[tuple[str, float], ...] = field(default=())
 
@@ -131,7 +132,7 @@ def default_bytes(opts: TrainOptions) -> dict[str, float]:
         "gather": base,  # ZeRO-3's gathered weights, in the compute dtype
         # fp32 cross-entropy at the start of backward: log-probs, their gradient and the logits' gradient;
         # torch's loss_parallel (tp > 1): log-probs, zeros_like, exp and their sum, plus the caller's bf16 logits
-        "logits": 18.0 if torch and opts.tp > 1 else 12.0,
+        "logits": 18.0 if torch and opts.tp > 1 and opts.vocab_parallel else 12.0,
         "logits_saved": 4.0,  # fp32 log-probs a micro-batch's loss keeps from its forward to its backward
         "logits_kept": base if torch else 0.0,  # pipeline outputs kept to the end of the step (torch pipelining)
     }
@@ -243,7 +244,7 @@ def _activations(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split
     working = 0.0
     if opts.recompute == "full" and held:  # the layer being recomputed holds its full activations
         working = max(layer_bytes(it, split, nbytes, "none", spec.hidden_size) for it in items)
-    logit_count = split.tokens * -(-spec.vocab_size // opts.tp) if last else 0
+    logit_count = split.tokens * -(-spec.vocab_size // (opts.tp if opts.vocab_parallel else 1)) if last else 0
     logits = logit_count * nbytes["logits"] if held else 0.0
     # The loss's logits temporaries are freed before the first layer is recomputed: the peak
     # holds whichever is larger.
@@ -283,7 +284,7 @@ def _stage(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, stag
     """The stage's peak over its phases (PHASES): the first backward of the step, a later backward (only when
     gradients were absent at the first: all of them exist, one micro-batch fewer in flight) and the optimizer."""
     layers = stage_layers(spec.num_layers, opts.pp, stage)
-    sp = stage_params(spec, layers, stage == 0, stage == opts.pp - 1, opts.tp, opts.ep, opts.pp)
+    sp = stage_params(spec, layers, stage == 0, stage == opts.pp - 1, opts.tp, opts.ep, opts.pp, opts.vocab_parallel)
     states = _states(opts, nbytes, sp)
     held = in_flight(opts.schedule, opts.pp, stage, opts.grad_accum, opts.vp)
     grads = grads_resident(opts.framework, opts.schedule, held, opts.grad_accum * opts.vp, opts.zero, opts.dp * opts.cp)

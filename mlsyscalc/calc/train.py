@@ -205,7 +205,7 @@ def step_memory(spec: ModelSpec, opts: TrainStepOptions) -> TrainMemory:
         batch=opts.micro_batch, seq=opts.seq, grad_accum=opts.num_micro_batches, dtype=opts.memory_dtype,
         dp=opts.data_parallel, tp=opts.tp, pp=opts.pp, sp=opts.sp_active, ep=opts.ep, cp=opts.cp, zero=opts.zero,
         recompute=opts.recompute, capacity_factor=opts.capacity_factor, flash=opts.attention == "flash",
-        schedule=opts.schedule, framework=opts.framework, vp=opts.vp))
+        schedule=opts.schedule, framework=opts.framework, vp=opts.vp, vocab_parallel=opts.vocab_parallel))
     return mem
 
 

@@ -46,6 +46,7 @@ class TrainStepOptions:
     ep: int = 1  # expert-parallel ranks inside the data-parallel group
     vp: int = 1  # virtual pipeline stages (model chunks) per GPU: the interleaved 1F1B schedule
     sp: bool = True  # Megatron sequence parallelism over the TP ranks (no effect at tp 1)
+    vocab_parallel: bool = True  # memory: embedding, lm_head and logits split over the TP ranks (False: whole)
     zero: int = 0  # 0 plain DP; 1 optimizer states, 2 + gradients, 3 + weights sharded over dp x cp
     recompute: str = "none"
     dtype: str = "bf16"

@@ -112,6 +112,8 @@ def memory():
 @click.option("--vp", type=click.IntRange(min=1), default=1, show_default=True,
               help="Model chunks per pipeline rank: the interleaved 1F1B schedule.")
 @click.option("--sp/--no-sp", default=False, show_default=True, help="Megatron sequence parallelism over the TP ranks.")
+@click.option("--vocab-parallel/--no-vocab-parallel", default=mt.TrainOptions.vocab_parallel, show_default=True,
+              help="With --tp: embedding, lm_head and logits split over the vocabulary, or whole on every TP rank.")
 @click.option("--ep", type=click.IntRange(min=1), default=1, show_default=True, help="Expert-parallel ranks (within dp x cp).")
 @click.option("--cp", type=click.IntRange(min=1), default=1, show_default=True, help="Context-parallel ranks (sequence split, ring attention).")
 @click.option("--zero", type=click.IntRange(0, 3), default=None, help="ZeRO stage 0-3 (default 0), sharded over dp x cp: 1 optimizer states, 2 + gradients, 3 + weights.")
@@ -132,8 +134,8 @@ def memory():
 @_gpu_options
 @render.output_options
 @click.pass_context
-def train(ctx, model, overrides, batch, seq, grad_accum, dtype, master_weights, optimizer, dp, tp, pp, vp, sp, ep, cp,
-          zero, fsdp, offload, recompute, flash, dropout, capacity_factor, schedule, framework, world_size, sweep, plot_path,
+def train(ctx, model, overrides, batch, seq, grad_accum, dtype, master_weights, optimizer, dp, tp, pp, vp, sp,
+          vocab_parallel, ep, cp, zero, fsdp, offload, recompute, flash, dropout, capacity_factor, schedule, framework, world_size, sweep, plot_path,
           byte_overrides, gpu, reserve, fmt, as_json):
     """Per-GPU memory of a training step of MODEL: weights, gradients, optimizer states,
     activations (Korthikanti et al. 2022) and temporaries at the peak, for the worst pipeline
@@ -148,13 +150,15 @@ def train(ctx, model, overrides, batch, seq, grad_accum, dtype, master_weights, 
     opts = mt.TrainOptions(batch=batch, seq=seq, grad_accum=grad_accum, dtype=dtype, master_weights=master_weights,
                            optimizer=optimizer, dp=dp, tp=tp, pp=pp, sp=sp, ep=ep, cp=cp, zero=stage, offload=offload,
                            recompute=recompute, flash=flash, dropout=dropout, capacity_factor=capacity_factor,
-                           schedule=schedule, vp=vp, framework=framework, world_size=world_size, bytes_overrides=parse_bytes_overrides(byte_overrides))
+                           schedule=schedule, vp=vp, framework=framework, world_size=world_size,
+                           bytes_overrides=parse_bytes_overrides(byte_overrides), vocab_parallel=vocab_parallel)
     r = mt.train_memory(spec, opts)
     peak = r.peak_stage
     data = {
         "model": r.model, "batch": batch, "seq": seq, "grad_accum": grad_accum, "dtype": dtype,
         "master_weights": master_weights, "optimizer": optimizer,
-        "parallel": {"dp": dp, "tp": tp, "pp": pp, "vp": vp, "sp": sp, "ep": ep, "cp": cp, "world_size": r.world_size},
+        "parallel": {"dp": dp, "tp": tp, "pp": pp, "vp": vp, "sp": sp, "ep": ep, "cp": cp, "world_size": r.world_size,
+                     "vocab_parallel": vocab_parallel},
         "zero": stage, "offload": offload, "recompute": recompute, "flash": flash, "dropout": dropout,
         "total_bytes": r.total, "peak_bytes": r.total, **_bytes_json(dict(r.breakdown)),
         "breakdown": _bytes_json(dict(r.breakdown)), "detail": _bytes_json(dict(peak.detail)),

@@ -76,6 +76,9 @@ def parse_overlap(text: str) -> tuple[str, ...]:
 @positive_int("--ep", D.ep, "Expert-parallel GPUs, inside the data-parallel ranks.")
 @positive_int("--vp", D.vp, "Model chunks per GPU: the interleaved 1F1B schedule.")
 @click.option("--sp/--no-sp", default=D.sp, show_default=True, help="Megatron sequence parallelism with --tp.")
+@click.option("--vocab-parallel/--no-vocab-parallel", default=D.vocab_parallel, show_default=True,
+              help="Memory with --tp: the embedding, lm_head and logits split over the vocabulary (Megatron), or "
+                   "whole on every TP rank (a TP plan that leaves them unsharded).")
 @click.option("--zero", type=click.IntRange(0, 3), default=None, help="ZeRO stage over dp x cp [default: 0].")
 @click.option("--fsdp", default=None, help="FSDP strategy: full_shard (= --zero 3), shard_grad_op (= 2), no_shard (= 0).")
 @click.option("--recompute", type=click.Choice(RECOMPUTE), default=D.recompute, show_default=True,
@@ -92,7 +95,7 @@ def parse_overlap(text: str) -> tuple[str, ...]:
 @step_options
 @render.output_options
 def train(model, overrides, gpus, cluster, ceilings, host_costs, seq, global_batch, micro_batch, tp, pp, dp, cp, ep, vp, sp,
-          zero, fsdp, recompute, comm_sms, schedule, framework, dtype, overlap, capacity_factor, reserve, attention,
+          vocab_parallel, zero, fsdp, recompute, comm_sms, schedule, framework, dtype, overlap, capacity_factor, reserve, attention,
           fmt, as_json):
     """Step time, tokens/s, MFU, HFU and memory per GPU of one training step of MODEL on a full
     TP x PP x DP x CP x EP layout: the roofline's kernel times per pipeline stage, the 1F1B bubble
@@ -104,7 +107,8 @@ def train(model, overrides, gpus, cluster, ceilings, host_costs, seq, global_bat
                             dp=dp, cp=cp, ep=ep, vp=vp, sp=sp, zero=zero_from_fsdp(fsdp) if fsdp else (zero or 0),
                             recompute=recompute, dtype=dtype, overlap=overlap, comm_sms=comm_sms,
                             capacity_factor=capacity_factor, reserve=reserve, attention=attention,
-                            schedule=schedule, framework=framework, host_costs=host_costs)
+                            schedule=schedule, framework=framework, host_costs=host_costs,
+                            vocab_parallel=vocab_parallel)
     render.emit(step_output(train_step(spec, ceilings, cluster, opts)), fmt, as_json)
 
 
