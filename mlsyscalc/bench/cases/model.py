@@ -14,6 +14,7 @@ as measured x predicted(full) / predicted(reduced).
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -85,22 +86,22 @@ CUBLAS_WORKSPACE_KIB = {"sm90": 4096 * 8, "other": 4096 * 2 + 16 * 8}  # torch's
 CUBLASLT_WORKSPACE_KIB = 1024  # torch's TORCH_CUBLASLT_WORKSPACE_SIZE default; addmm with a bias runs through it
 
 
-def blas_workspace_bytes(spec, capability: tuple[int, int] = (9, 0), env: dict | None = None) -> int:
+def blas_workspace_bytes(spec, capability: tuple[int, int] = (9, 0), env: Mapping[str, str] | None = None) -> int:
     """The cuBLAS workspace torch allocates (through its caching allocator, so max_memory_allocated
     counts it) for the stream a step runs on: CUBLAS_WORKSPACE_CONFIG's `:KiB:count` pairs, else
     torch's default (32 MiB on sm90, 8 MiB + 128 KiB elsewhere); plus cuBLASLt's workspace when the
     model's linears have biases. Measured on an H100 with torch 2.11: 32 MiB, and 1 MiB more for gpt2."""
     import os
 
-    env = os.environ if env is None else env
-    config = env.get("CUBLAS_WORKSPACE_CONFIG", "")
+    source: Mapping[str, str] = os.environ if env is None else env
+    config = source.get("CUBLAS_WORKSPACE_CONFIG", "")
     parts = [int(p) for p in config.split(":") if p.strip().isdigit()]
     if parts and len(parts) % 2 == 0:
         kib = sum(parts[i] * parts[i + 1] for i in range(0, len(parts), 2))
     else:
         kib = CUBLAS_WORKSPACE_KIB["sm90" if capability == (9, 0) else "other"]
     if spec.qkv_bias or spec.o_bias or spec.mlp_bias or spec.lm_head_bias:
-        kib += int(env.get("TORCH_CUBLASLT_WORKSPACE_SIZE", CUBLASLT_WORKSPACE_KIB))
+        kib += int(source.get("TORCH_CUBLASLT_WORKSPACE_SIZE", CUBLASLT_WORKSPACE_KIB))
     return kib * 1024
 
 
