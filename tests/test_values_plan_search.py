@@ -44,15 +44,18 @@ def _table_bytes(table: MemoryTable, lay: dict) -> float:
                              micro_batches=lay["grad_accum"], vp=lay["vp"])
 
 
+@pytest.mark.parametrize("seq,batch", [(1024, 2), (128, 1)])
 @pytest.mark.parametrize("framework", ["megatron", "torch"])
-def test_memory_table_equals_train_memory_byte_for_byte(framework):
+def test_memory_table_equals_train_memory_byte_for_byte(framework, seq, batch):
     """One MemoryTable (its memo shared, as in the search) prices every layout of the grid exactly as
-    `train_memory` does, to the byte (abs=0: gpt2's parts are whole bytes at bf16 and seq 1024): every
-    phase (first backward, later backward, optimizer step), gradients absent or present, pipeline outputs
-    and receive buffers of torch, ZeRO-3's gathered layers."""
-    table = MemoryTable(GPT2, 1024, "bf16", framework=framework)
+    `train_memory` does, to the byte (abs=0: gpt2's parts are whole bytes at bf16): every phase (first
+    backward, later backward, optimizer step), gradients absent or present, pipeline outputs and receive
+    buffers of torch, ZeRO-3's gathered layers. At seq 1024 the activations make the first backward the
+    peak; at 128 tokens gpt2's 248 MB of bf16 gradients outweigh them, so the optimizer step is."""
+    table = MemoryTable(GPT2, seq, "bf16", framework=framework)
     for lay in LAYOUTS:
-        ref = train_memory(GPT2, TrainOptions(seq=1024, framework=framework, **lay)).total
+        lay = {**lay, "batch": batch}
+        ref = train_memory(GPT2, TrainOptions(seq=seq, framework=framework, **lay)).total
         assert _table_bytes(table, lay) == pytest.approx(ref, abs=0), (framework, lay)
 
 
@@ -109,3 +112,56 @@ def test_nbytes_defaults_are_zero0_tp1():
     assert torch_table.nbytes()["weight"] == 2.0 and torch_table.nbytes(3)["weight"] == 4.0
     assert torch_table.nbytes()["logits_kept"] == 2.0 and torch_table.nbytes()["logits_saved"] == 4.0
     assert MemoryTable(GPT2, 1024, "bf16").nbytes()["logits_kept"] == 0.0
+
+
+def test_search_prices_every_sharded_layout_as_train_step():
+    """gpt2 on 8 H100s: every candidate with data parallelism and ZeRO 1 or 3 (ZeRO-3 swaps the gradient
+    all-reduce for all-gathers and reduce-scatters; the optimizer shards over dp x cp) has the step time
+    and memory `train_step` gives the same layout, also with cp pinned to 2 (then no cp = 1 layout comes
+    first to the memo); the sampled check of tests/test_plan.py misses some."""
+    cluster = load_cluster("hgx-h100")
+    checked = set()
+    for fix in ((), (("cp", 2),)):
+        opts = PlanOptions(gpus=8, seq=1024, global_batch=16, max_micro_batch=2, max_cp=2, fix=fix)
+        memo = _Memo(GPT2, H100, cluster, opts)
+        layouts, grid = list(structures(GPT2, cluster, opts)), execution_options(opts)
+        step, memory = _search(memo, layouts, grid, None)
+        for j in range(len(step)):
+            zero, recompute = grid[j % len(grid)]
+            c = replace(layouts[j // len(grid)], zero=zero, recompute=recompute)
+            if zero not in (1, 3) or recompute != "none" or c.data_parallel == 1:
+                continue
+            ref = train_step(GPT2, H100, cluster, c)
+            assert step[j] == pytest.approx(ref.step_time_s, rel=1e-9), c.layout()
+            assert memory[j] == pytest.approx(ref.memory_bytes_per_gpu, abs=8), c.layout()
+            checked.add((fix, c.cp, zero, c.pp > 1))
+    assert {((), 2, 1, False), ((), 2, 3, False), ((), 1, 3, True), ((), 1, 1, True),
+            ((("cp", 2),), 2, 1, False), ((("cp", 2),), 2, 3, False)} <= checked
+
+
+def test_a_layout_using_exactly_the_usable_memory_fits():
+    """docs/train.md: `fits` is memory <= the GPU's memory less --reserve. With a reserve that leaves exactly
+    the smallest candidate's memory, that layout is feasible and the plan returns it, fitting."""
+    cluster = load_cluster("hgx-h100")
+    opts = PlanOptions(gpus=8, seq=1024, global_batch=16, max_micro_batch=2, max_cp=1, top=1)
+    memo = _Memo(GPT2, H100, cluster, opts)
+    _, memory = _search(memo, list(structures(GPT2, cluster, opts)), execution_options(opts), None)
+    least = int(memory.min())
+    assert least == memory.min()  # whole bytes: the boundary is exact
+    cap = int(H100.gpu.memory_bytes)
+    got = plan(GPT2, H100, cluster, replace(opts, reserve=f"{cap - least}B"))
+    assert got.feasible == int((memory == least).sum()) >= 1
+    best = got.candidates[0]
+    assert best.fits and best.memory_bytes_per_gpu == least
+    assert plan(GPT2, H100, cluster, replace(opts, reserve=f"{cap - least + 1}B")).feasible == 0
+
+
+def test_micro_batch_search_stops_at_16_by_default():
+    """docs/train.md: micro-batch over divisors of global_batch / dp up to --max-micro-batch, default 16.
+    One GPU, global batch 34 (divisors 1, 2, 17, 34): micro-batches 1 and 2 only."""
+    opts = PlanOptions(gpus=1, seq=1024, global_batch=34, max_cp=1)
+    assert opts.max_micro_batch == 16
+    got = {c.micro_batch for c in structures(GPT2, load_cluster("hgx-h100"), opts)}
+    assert got == {1, 2}
+    wider = {c.micro_batch for c in structures(GPT2, load_cluster("hgx-h100"), replace(opts, max_micro_batch=17))}
+    assert wider == {1, 2, 17}
