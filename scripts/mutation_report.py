@@ -393,6 +393,56 @@ EQUIVALENT: dict[tuple[str, str], str] = {
         "pricing at c.vp directly instead of interpolating: without EP rows whose MoE count vp moves, "
         "every model-parallel row is a + b vp (TP/CP per stage layer, p2p 2 m v), so both give the same "
         "seconds up to float rounding",
+    # plan search (plan_memory, plan, plan_space)
+    ('mlsyscalc/calc/plan.py',
+     '-        self.usable = verdict(ceilings.gpu, 0, opts.reserve).usable_bytes\n'
+     '+        self.usable = verdict(ceilings.gpu, 1, opts.reserve).usable_bytes'):
+        'usable_bytes is the capacity less the reserve whatever `needed` is; _Memo reads no other field',
+    ('mlsyscalc/calc/plan.py',
+     "-            return self.get(('model', c.tp, c.pp, c.cp, c.ep, c.sp_active, c.micro_batch, vp), lambda: {k: v for k, v in self._comm(c, zero=0, interleave=vp).items() if k[0] != 'dp'})\n"
+     "+            return self.get(('model', c.tp, c.pp, c.cp, c.ep, c.sp_active, c.micro_batch, vp), lambda: {k: v for k, v in self._comm(c, zero=0, interleave=vp).items() if k[1] != 'dp'})"):
+        "k[1] is 'grad'/'param'/'model', never 'dp': the ZeRO-0 dp key kept, ('dp', 'grad'), is overwritten "
+        "in _collect by every ZeRO's dp_traffic, which has that key too",
+    ('mlsyscalc/calc/plan.py',
+     '-            one, two = (self._comm(c, zero=zero, sp=False, batch=1, interleave=1, grad_accum=m) for m in (1, 2))\n'
+     '+            one, two = (self._comm(c, zero=zero, sp=True, batch=1, interleave=1, grad_accum=m) for m in (1, 2))'):
+        "only the dp rows of this call are kept, and comm_step's _dp_rows reads no sp",
+    ('mlsyscalc/calc/plan_memory.py',
+     '-    def nbytes(self, zero: int=0, tp: int=1) -> dict[str, float]:\n'
+     '+    def nbytes(self, zero: int=1, tp: int=1) -> dict[str, float]:'):
+        'default_bytes reads zero only as zero == 3: 0 and 1 give the same bytes',
+    ('mlsyscalc/calc/plan_memory.py',
+     '-            spec, nb = (self.spec, self.nbytes(0, tp))\n'
+     '+            spec, nb = (self.spec, self.nbytes(1, tp))'):
+        'default_bytes reads zero only as zero == 3: 0 and 1 give the same bytes',
+    ('mlsyscalc/calc/plan_memory.py',
+     "-        later = np.where(col['later'], phase(col['held'] - 1, True, col['saved_later'], col['recv_later']), 0.0)\n"
+     "+        later = np.where(col['later'], phase(col['held'] - 1, True, col['saved_later'], col['recv_later']), 1.0)"):
+        "a masked-out later phase is max'ed with the first phase, which holds the stage's weights (> 1 byte)",
+    ('mlsyscalc/calc/plan_memory.py',
+     '-        acts = [np.stack([self._arrays[k][i] for k in activation_keys]) for i in range(3)]\n'
+     '+        acts = [np.stack([self._arrays[k][i] for k in activation_keys]) for i in range(4)]'):
+        'acts[3] (the boundary tensor) is never read from acts: `boundary` takes it separately',
+    ('mlsyscalc/calc/plan_memory.py',
+     '-        col = {f: np.stack([getattr(s, f) for s in sch])[inverse.reshape(-1)] for f in Schedule.__dataclass_fields__}\n'
+     '+        col = {f: np.stack([getattr(s, f) for s in sch])[inverse.reshape(-2)] for f in Schedule.__dataclass_fields__}'):
+        'numpy takes any negative size in reshape as the inferred dimension: reshape(-2) == reshape(-1)',
+    ('mlsyscalc/calc/plan_memory.py',
+     '-        sch = [self.schedule(pp, int(m), int(v), 0 if d else 3, 2) for m, v, d in keys.T]\n'
+     '+        sch = [self.schedule(pp, int(m), int(v), 0 if d else 3, 3) for m, v, d in keys.T]'):
+        'schedule reads replicas only in grads_resident, as replicas > 1: 2 and 3 agree',
+    ('mlsyscalc/calc/plan_memory.py',
+     '-        sch = [self.schedule(pp, int(m), int(v), 0 if d else 3, 2) for m, v, d in keys.T]\n'
+     '+        sch = [self.schedule(pp, int(m), int(v), 0 if d else 4, 2) for m, v, d in keys.T]'):
+        'schedule reads zero only in grads_resident, as zero == 0: 3 and 4 agree',
+    ('mlsyscalc/calc/plan_space.py',
+     '-    experts = spec.moe.num_experts if spec.moe is not None else 1\n'
+     '+    experts = spec.moe.num_experts if spec.moe is not None else 2'):
+        "a dense model's ep = 2 layouts are dropped by check_layout ('has no routed experts')",
+    ('mlsyscalc/calc/plan_space.py',
+     '-                        vps = _divisors(L // pp) if pp > 1 else [1]\n'
+     '+                        vps = _divisors(L // pp) if pp >= 1 else [1]'):
+        "vp > 1 at pp 1 is dropped by check_layout ('rule vp needs pp > 1')",
 }
 # survivors that are not equivalent but that no realistic input reaches (not left out of the score)
 UNREACHED: dict[tuple[str, str], str] = {
