@@ -280,3 +280,150 @@ def test_host_path_note_only_for_single_gpu_eager_training(kw, shown):
     assert any(HOST_NOTE in n for n in notes) is shown
     fused = model_notes(load_model("llama2-7b"), RooflineOptions(**kw))
     assert not any(HOST_NOTE in n for n in fused)
+
+
+# --- neighbouring kernels of a training step ---------------------------------------------------
+
+def _llama3_train():
+    return _torch(load_model("llama3-8b"), phase="train", seq=16)
+
+
+def test_gqa_backward_sums_dk_dv_over_each_kv_heads_queries():
+    """llama3-8b (32 query heads, 8 KV heads, d 128), 16 tokens: cuDNN's head reduction reads dK
+    (dV) per query head, 16 x 32 x 128 x 2 B, and writes it per KV head, 16 x 8 x 128 x 2 B;
+    llama2-7b (32 KV heads, no grouping) has none."""
+    r = _llama3_train()
+    for x in ("k", "v"):
+        (row,) = _rows(r, f"attention.bwd_reduce_head.{x}")
+        assert (row.pred.read_bytes, row.pred.write_bytes, row.count) == (16 * 32 * 128 * 2, 16 * 8 * 128 * 2, 32)
+    assert not _rows(_torch(load_model("llama2-7b"), phase="train", seq=16), "attention.bwd_reduce_head.k")
+
+
+def test_attention_backward_preprocess_kernels():
+    """FlashAttention's backward preprocessing, 16 tokens x 32 heads x 128: rowsum(dO * O) reads dO and
+    O (bf16) and writes one fp32 a row; dQ is accumulated in fp32 and converted to bf16."""
+    r = _llama3_train()
+    (dot,) = _rows(r, "attention.bwd_dot_do_o")
+    (dq,) = _rows(r, "attention.bwd_dq_convert")
+    out = 16 * 32 * 128
+    assert (dot.pred.read_bytes, dot.pred.write_bytes) == (2 * out * 2, 16 * 32 * 4)
+    assert (dq.pred.read_bytes, dq.pred.write_bytes) == (out * 4, out * 2)
+
+
+def test_head_backward_bytes_by_hand():
+    """llama3-8b B1 S16, vocab 128,256, hidden 4096, bf16: the loss backward fills the fp32 logits'
+    gradient, scatters -1/N into 16 targets (int64 read, fp32 written) and casts it back to bf16;
+    the embedding backward sorts 16 int64 indices (with their positions), zero-fills the whole bf16
+    table and scatters 16 rows into it."""
+    r = _llama3_train()
+    tv = 16 * 128256
+    expect = {"loss.bwd_fill": (0, tv * 4), "loss.bwd_nll": (16 * 8, 16 * 4), "loss.bwd_cast": (tv * 4, tv * 2),
+              "embedding.bwd_sort": (16 * 16, 16 * 16), "embedding.bwd_fill": (0, 128256 * 4096 * 2),
+              "embedding.bwd_scatter": (16 * 4096 * 2 + 16 * 8, 16 * 4096 * 2)}
+    for name, (read, write) in expect.items():
+        (row,) = _rows(r, name)
+        assert (row.pred.read_bytes, row.pred.write_bytes, row.count) == (read, write, 1), name
+
+
+def test_gradient_accumulation_adds_one_kernel_per_tensor():
+    """llama3-8b: autograd adds each of a layer's 9 tensors into its kept .grad (read grad + new,
+    write grad): 32 x 9 launches moving 3 x 2 B of the layer's 218,112,000 parameters
+    (q/o 4096^2, k/v 4096 x 1024, gate/up/down 4096 x 14336, 2 norms of 4096)."""
+    per_layer = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096
+    assert per_layer == 218_112_000
+    (row,) = [x for x in _rows(_llama3_train(), "grad.accumulate") if x.layers == "layers"]
+    assert row.count == 32 * 9 and row.pred.shape == "9 tensors"
+    assert row.pred.read_bytes == pytest.approx(2 * per_layer * 2 / 9, rel=1e-12, abs=0)
+    assert row.pred.write_bytes == pytest.approx(per_layer * 2 / 9, rel=1e-12, abs=0)
+
+
+def test_fan_out_gradient_adds_per_layer():
+    """A Llama layer's backward adds gradients where a tensor feeds several ops: the two residual
+    branch points, q/k/v reading the same normed input (2 adds) and gate/up (1 add): 5 a layer."""
+    assert sum(x.count for x in _rows(_llama3_train(), "grad_accumulate")) == 32 * 5
+
+
+# --- the AdamW step of calc.roofline_train -----------------------------------------------------
+
+@pytest.mark.parametrize("kw,shards", [({}, 1), ({"dp": 4}, 1), ({"dp": 4, "zero": 1}, 4),
+                                       ({"dp": 4, "zero": 3}, 4), ({"tp": 2, "dp": 4, "zero": 1}, 8)])
+def test_adamw_updates_the_local_shard(kw, shards):
+    """Fused AdamW (impl fused: one launch) over total / tp parameters, / dp more with ZeRO >= 1
+    (Rajbhandari et al. 2020: stage 1 shards the optimizer states); llama2-7b has 6,738,415,616."""
+    r = predict_model(load_model("llama2-7b"), H200, RooflineOptions(phase="train", seq=16, check_fit=False, **kw))
+    (row,) = _rows(r, "adamw")
+    params = math.ceil(6_738_415_616 / shards)
+    assert row.count == 1 and row.pred.shape == f"{params} params"
+    assert (row.pred.read_bytes, row.pred.write_bytes) == (16 * params, 14 * params)
+
+
+def test_adamw_without_master_weights_moves_model_dtype_states():
+    """--no-master-weights, bf16: AdamW reads weight, gradient, m, v (4 x 2 B) and writes weight, m,
+    v (3 x 2 B) a parameter; gpt2 has 124,439,808."""
+    r = predict_model(load_model("gpt2"), H200, RooflineOptions(phase="train", seq=16, master_weights=False))
+    (row,) = _rows(r, "adamw")
+    assert (row.pred.read_bytes, row.pred.write_bytes) == (8 * 124_439_808, 6 * 124_439_808)
+
+
+@pytest.mark.parametrize("mode", ["selective", "full"])
+def test_recompute_rows(mode):
+    """Selective recomputation runs the attention core again; full runs every layer kernel again
+    (not the head): the recompute rows are those forward rows with the same counts."""
+    r = predict_model(load_model("llama2-7b"), H200, RooflineOptions(phase="train", seq=16, recompute=mode))
+    again = [(x.pred.name, x.count) for x in r.rows if x.pass_name == "recompute"]
+    fwd = [x for x in r.rows if x.pass_name == "forward"]
+    if mode == "selective":
+        expect = [(x.pred.name, x.count) for x in fwd if x.pred.kind == "attention"]
+    else:
+        expect = [(x.pred.name, x.count) for x in fwd if x.layers != "head"]
+    assert again == expect and len(expect) >= 1
+    assert all(x.layers != "head" for x in r.rows if x.pass_name == "recompute")
+
+
+# --- the other notes ---------------------------------------------------------------------------
+
+def _notes(name="llama2-7b", **kw):
+    return model_notes(load_model(name), RooflineOptions(**kw))
+
+
+@pytest.mark.parametrize("mode,text", [("none", "no activation recomputation"),
+                                       ("selective", "selective recomputation"), ("full", "full recomputation")])
+def test_training_notes_name_the_recomputation(mode, text):
+    notes = _notes(phase="train", recompute=mode)
+    assert notes[0].startswith(text)
+    assert not any("recomputation" in n for n in _notes(phase="prefill"))
+
+
+def test_logits_last_note_only_in_prefill():
+    """--logits last shortens prefill's lm_head; decode runs one position anyway."""
+    assert any("--logits last" in n for n in _notes(phase="prefill", logits="last"))
+    assert not any("--logits last" in n for n in _notes(phase="prefill"))
+    assert not any("--logits last" in n for n in _notes(phase="decode", context=16, logits="last"))
+
+
+def test_master_weight_and_data_parallel_notes():
+    """--no-master-weights and dp > 1 each add a training note; ZeRO >= 1 says AdamW covers 1/dp;
+    --dp-overlap says the traffic hides behind kernels."""
+    assert any("--no-master-weights" in n for n in _notes(phase="train", master_weights=False))
+    assert not any("--no-master-weights" in n for n in _notes(phase="train"))
+    assert not any("data parallel" in n for n in _notes(phase="train"))
+    (dp0,) = [n for n in _notes(phase="train", dp=2) if "data parallel" in n]
+    assert dp0.startswith("data parallel x2, ZeRO-0") and "1/dp" not in dp0 and "not overlapped" in dp0
+    (dp1,) = [n for n in _notes(phase="train", dp=4, zero=1, dp_overlap=True) if "data parallel" in n]
+    assert dp1.startswith("data parallel x4, ZeRO-1") and dp1.endswith("AdamW over 1/dp of the parameters")
+    assert "only the excess is added" in dp1
+
+
+def test_model_shape_notes():
+    """MLA (deepseek-v3), MoE (mixtral) and --impl torch each add their note; llama2-7b fused none."""
+    assert any(n.startswith("MLA:") for n in _notes("deepseek-v3"))
+    assert any(n.startswith("MoE:") for n in _notes("mixtral-8x7b"))
+    assert any("--impl torch" in n for n in _notes(impl="torch"))
+    assert _notes() == ()
+
+
+@pytest.mark.parametrize("window,text", [("skip", "kernels skip KV tiles"), ("full", "counted over the full causal")])
+def test_sliding_window_note_counts_the_windowed_layers(window, text):
+    """gemma2-9b alternates local (4096-token window) and global layers: 21 of its 42 are windowed."""
+    (note,) = [n for n in _notes("gemma2-9b", window=window) if n.startswith("sliding window")]
+    assert note.startswith(f"sliding window 4096 on 21 of 42 layers: {text}")
