@@ -283,3 +283,92 @@ def test_fit_clamps_the_gemm_floor_to_its_bounds(floor_wanted, bound):
     got = fit(obs, start, fixed=("launch_s", "matmul"))
     assert got["matmul_floor_s"] == bound
     assert math.isclose(got["launch_s"], 2e-6)
+
+
+def test_fit_and_predict_guard_their_inputs_and_add_comm_and_host():
+    """calibration_fit.predict: the re-priced kernels plus the collectives, or the host path when that is
+    longer; fit refuses an empty or non-positive measurement set with a message naming the problem."""
+    copy = Term(2, "memory", 0.0, 1e-3)
+    obs = Observation("x", 1.0, (copy,), BASE, comm_s=5e-4)
+    params = {"memory": 0.445, "launch_s": 1e-6}
+    # 2 x (1e-3 x 0.89 / 0.445 + 1 us) + 0.5 ms = 4.502 ms
+    assert predict(obs, params) == pytest.approx(2 * (2e-3 + 1e-6) + 5e-4, rel=1e-12, abs=0)
+    assert predict(replace(obs, host_path_s=1.0), params) == 1.0
+    start = {name: getattr(Efficiency(), name) for name in EFFICIENCIES} | {"launch_s": 2e-6, "matmul_floor_s": 2e-6}
+    with pytest.raises(MlsysError, match="no measured rows"):
+        fit([], start)
+    with pytest.raises(MlsysError, match="must be positive"):
+        fit([replace(obs, measured_s=0.0)], start)
+
+
+# ----- neighbouring quantities --------------------------------------------------------------------
+
+@pytest.mark.parametrize("seq_q, seq_kv, window, area", [
+    (8192, 8192, 4096, 8192 * 4096 - 4096**2 / 2),  # S x W - W^2 / 2
+    (1, 8192, 4096, 4096),  # one query sees W keys
+    (100, 100, 200, 100 * 100 / 2),  # W >= Skv: the causal triangle
+    (4, 10, 8, (8**2 - 6**2) / 2 + 8 * (10 - 8)),  # queries at 6..10: integral of min(p, 8)
+])
+def test_window_fraction_is_the_integral_of_min_p_w(seq_q, seq_kv, window, area):
+    """window_fraction = (integral of min(p, W) over p in [Skv - Sq, Skv]) / (Sq x Skv), worked by hand."""
+    from mlsyscalc.calc.roofline_ops import window_fraction
+
+    assert window_fraction(seq_q, seq_kv, window) == pytest.approx(area / (seq_q * seq_kv), rel=1e-12, abs=0)
+
+
+def test_gemma2_full_and_window_attention_flops():
+    """gemma2-9b (config.json: 42 layers alternating sliding 4096 / global, 16 heads of 256) at 8192
+    tokens: 21 full layers at 2 x 8192^2 x 16 x 512 x 1/2 FLOPs, 21 windowed at x 0.375 / 0.5 (window
+    fraction above)."""
+    r = predict_model(load_model("gemma2-9b"), H100, RooflineOptions(phase="prefill", batch=1, seq=8192))
+    att = {row.pred.name: (row.count, row.pred.flops) for row in r.rows if row.pred.kind == "attention"}
+    full = 2 * 8192 * 8192 * 16 * (256 + 256) * 0.5
+    assert att == {"attention": (21, full), "attention (window)": (21, full * 0.375 / 0.5)}
+
+
+def test_llama3_8b_tp2_shards_and_kv_bytes():
+    """llama3-8b (config.json: hidden 4096, 32 heads / 8 KV heads of 128, MLP 14336, vocab 128256, 32
+    layers) at --tp 2: q 4096 -> 2048, k/v 4 KV heads x 128 = 512, o and down row-parallel (2048 and
+    7168 in), lm_head 128256 / 2; KV cache after a decode step at context 1000: 1001 tokens x 32 layers
+    x 4 heads x (128 + 128) x 2 B; weights 8,030,261,248 x 2 B / 2."""
+    r = predict_model(load_model("llama3-8b"), H100, RooflineOptions(phase="decode", batch=1, context=1000, tp=2))
+    nk = {row.pred.name: row.pred.dims[2:] for row in r.rows if row.pred.kind == "matmul"}
+    assert nk == {"q_proj": (2048, 4096), "k_proj": (512, 4096), "v_proj": (512, 4096), "o_proj": (4096, 2048),
+                  "gate_proj": (7168, 4096), "up_proj": (7168, 4096), "down_proj": (4096, 7168),
+                  "lm_head": (64128, 4096)}
+    assert r.kv_cache_bytes == 1001 * 32 * 4 * 256 * 2
+    assert r.weight_bytes == 8_030_261_248 * 2 / 2
+
+
+def test_gqa_decode_attention_reads_kv_heads_only():
+    """Decode with 32 query heads over 8 KV heads of 128 at 4096 cached tokens: reads Q 32 x 128 x 2 B
+    and K, V 2 x 8 x 4096 x 128 x 2 B, writes O 32 x 128 x 2 B; FLOPs 2 x 4096 x 32 x (128 + 128)."""
+    a = predict_attention(1, 32, 8, 1, 4096, 128, False, "bf16", H100)
+    assert a.read_bytes == 32 * 128 * 2 + 2 * 8 * 4096 * 128 * 2
+    assert a.write_bytes == 32 * 128 * 2
+    assert a.flops == 2 * 4096 * 32 * 256
+
+
+def test_ceilings_price_reads_and_writes_on_one_bus():
+    """H100-SXM datasheet ceilings: a copy's reads and writes add (3.35 TB/s x 0.89 each way), the
+    bandwidth is their harmonic mean, the ridge is 989.5e12 x 0.74 / that; unknown efficiency names
+    are refused by name."""
+    assert H100.memory_s(1e9, 1e9) == pytest.approx(2e9 / (HBM_BPS * 0.89), rel=1e-12, abs=0)
+    assert H100.memory_s(1e9, 0.0, cls="memory_broadcast") == pytest.approx(1e9 / (HBM_BPS * 0.32), rel=1e-12)
+    assert H100.bandwidth_Bps == pytest.approx(HBM_BPS * 0.89, rel=1e-12)
+    assert H100.ridge("bf16") == pytest.approx(BF16_PEAK * 0.74 / (HBM_BPS * 0.89), rel=1e-12)
+    with pytest.raises(MlsysError, match="unknown efficiency bogus"):
+        H100.with_efficiency(bogus=0.5)
+
+
+def test_model_rates_follow_their_definitions():
+    """tokens_per_s = tokens x dp / step; MFU = model FLOPs / (step x tp x 989.5e12) (PaLM app. B);
+    MBU = bytes / (step x 3.35e12); llama2-7b prefill of 2048 tokens: model FLOPs are 2 x 6,607,077,376
+    matmul weights (config.json; the embedding gather is no matmul) x 2048 plus 32 layers of causal
+    attention, 2 x 2048^2 x 32 heads x (128 + 128) x 1/2."""
+    r = predict_model(load_model("llama2-7b"), H100, RooflineOptions(phase="prefill", batch=1, seq=2048))
+    assert r.tokens_per_s == pytest.approx(2048 / r.time_s, rel=1e-12)
+    assert r.mfu == pytest.approx(r.model_flops / (r.time_s * BF16_PEAK), rel=1e-12)
+    assert r.mbu == pytest.approx(r.bytes / (r.time_s * HBM_BPS), rel=1e-12)
+    attention = 2 * 2048 * 2048 * 32 * 256 * (1 - 2048 / (2 * 2048))
+    assert r.model_flops == 2 * 6_607_077_376 * 2048 + 32 * attention == 28_162_100_559_872
