@@ -223,3 +223,22 @@ def test_default_fit_uses_200_starts_and_100_resamples():
     assert got.starts == 200
     assert got.bootstrap == 100
     assert math.isclose(got.fit.alpha, TRUE.alpha, rel_tol=1e-3)
+
+
+def test_a_start_at_an_exact_optimum_converges_when_lambda_reaches_its_cap():
+    """docs/scaling.md's Levenberg-Marquardt: a step is kept only if it lowers the objective; a rejected
+    one multiplies lambda by 4 from 1e-3, and a start is converged once lambda reaches 1e12. With A and B
+    negligible (log A = log B = -1000) and E = 1 = every loss, every residual is exactly 0: no step can
+    lower a zero objective, so lambda grows 1e-3 x 4^k, which first reaches 1e12 at k = 25
+    (4^24 = 2.8e14, 4^25 = 1.13e15)."""
+    from mlsyscalc.calc.scaling_fit_batch import minimise_many
+
+    assert 1e-3 * 4.0**24 < 1e12 <= 1e-3 * 4.0**25
+    x, y = np.log([1e8, 1e9, 1e10]), np.log([1e10, 1e11, 1e12])
+    log_l = np.zeros(3)  # L = 1 nat: log L = 0
+    start = np.array([[-1000.0, -1000.0, 0.0, 0.3, 0.3]])  # a, b, e, alpha, beta
+    for iterations, converged in ((24, False), (25, True)):
+        theta, f, done = minimise_many(start, x, y, log_l, 1e-3, max_iterations=iterations)
+        assert f[0] == 0.0
+        assert theta.tolist() == start.tolist()
+        assert bool(done[0]) is converged, iterations
