@@ -259,3 +259,177 @@ def test_unfused_memory_kernels_have_no_flops():
     ops = unfused_attention_ops(load_model("gpt2"), load_ceilings("h100-sxm"), tp=1, micro_batch=1, seq=128)
     memory = [op for pass_ops in ops.values() for op in pass_ops if op.kind == "memory"]
     assert len(memory) == 4 and all(op.flops == 0 for op in memory)
+
+
+# --- comm_step -----------------------------------------------------------------------------------------------
+
+
+def test_step_comm_overlaps_every_dimension_together():
+    """overlap may name every dimension at once (each row then runs beside compute); an unknown one is named."""
+    from mlsyscalc.calc.comm_step import StepOptions, step_comm
+
+    spec = load_model("llama3-8b")
+    rows = step_comm(spec, StepOptions(dp=2, tp=2, pp=2, seq=1024, overlap=("dp", "tp", "pp", "ep", "cp")),
+                     "hgx-h100").rows
+    assert {r.dim for r in rows} == {"dp", "tp", "pp"} and all(r.overlapped for r in rows)
+    with pytest.raises(MlsysError, match="overlap: unknown dimension"):
+        step_comm(spec, StepOptions(dp=2, seq=1024, overlap=("dp", "zz")), "hgx-h100")
+
+
+# --- layers and memory_common ----------------------------------------------------------------------------------
+
+
+def test_active_params_of_two_experts_top_one():
+    """Two expert copies of a 4 x 8 matrix with bias, one active per token: 2 x (32 + 8) = 80 parameters,
+    40 of them active; a single (dense) projection's are all active."""
+    from mlsyscalc.calc.layers import Linear
+
+    experts = Linear("experts.up_proj", 4, 8, True, "mlp", 2, 1)
+    assert experts.params == 80 and experts.active_params == 40
+    assert Linear("experts.up_proj", 4, 8, True, "mlp", 3, 2).active_params == 3 * 40 // 3 * 2
+    assert Linear("up_proj", 4, 8, True, "mlp").active_params == 40
+
+
+def test_uncompressed_mla_query_has_no_bias():
+    """DeepSeek-V3 with q_lora_rank null (DeepSeek-V2-Lite's form): one bias-free q_proj 7168 -> 128 heads x
+    192 replaces q_a_proj (7168 -> 1536), its RMSNorm (1536) and q_b_proj (1536 -> 24576), in each of 61
+    layers (transformers DeepseekV3Attention: q_proj bias=False)."""
+    from mlsyscalc.calc.params import count_params
+
+    base = load_model("deepseek-v3")
+    plain = load_model("deepseek-v3", {"q_lora_rank": None})
+    per_layer = 7168 * 24576 - (7168 * 1536 + 1536 + 1536 * 24576)
+    assert count_params(plain).total - count_params(base).total == 61 * per_layer
+
+
+def test_linear_params_per_rank_defaults_to_every_expert():
+    """Without ep a rank holds all 8 experts of 64 x 32 with bias: 8 x (2048 + 32)."""
+    from mlsyscalc.calc.layers import Linear
+    from mlsyscalc.calc.memory_common import linear_params_per_rank, linear_weight_per_rank
+
+    up = Linear("experts.up_proj", 64, 32, True, "mlp", 8, 2)
+    assert linear_params_per_rank(up, 1) == 8 * (64 * 32 + 32)
+    assert linear_weight_per_rank(up, 1) == 8 * 64 * 32
+
+
+# --- memory_schedule -------------------------------------------------------------------------------------------
+
+
+def _chunk_of_forward(i: int, pp: int, vp: int) -> int:
+    """Narayanan et al. 2021, 2.2.2: a rank runs its forwards in groups of pp micro-batches, chunk 0, 1, ...,
+    vp - 1, then chunk 0 again."""
+    return (i // pp) % vp
+
+
+@pytest.mark.parametrize("pp,vp", [(2, 2), (4, 2), (2, 3), (3, 4)])
+def test_chunk_forwards_counts_the_schedule_order(pp, vp):
+    """chunk_forwards(held, pp, vp, c) = how many of the first `held` forwards are of chunk c, enumerated."""
+    from mlsyscalc.calc.memory_schedule import chunk_forwards
+
+    for held in range(3 * pp * vp + 1):
+        for chunk in range(vp):
+            want = sum(_chunk_of_forward(i, pp, vp) == chunk for i in range(held))
+            assert chunk_forwards(held, pp, vp, chunk) == want, (held, chunk)
+
+
+# --- memory_train ----------------------------------------------------------------------------------------------
+
+
+def _train(name="gpt2", **kw):
+    from mlsyscalc.calc.memory_train import TrainOptions, train_memory
+
+    return train_memory(load_model(name), TrainOptions(**{"seq": 128, **kw}))
+
+
+def test_world_size_is_the_product_of_the_dimensions():
+    """dp 2 x tp 2 x pp 3 x cp 2 = 24 GPUs."""
+    assert _train(dp=2, tp=2, pp=3, cp=2).world_size == 24
+    assert _train(dp=3, tp=4, pp=2).world_size == 24
+
+
+def test_adafactor_reports_no_unsharded_model_state():
+    """Adafactor's factored states have no per-parameter byte count, so the one-GPU figure is 0; AdamW's is
+    gpt2's 124,439,808 parameters x (2 + 2 + 4 + 8) bytes."""
+    assert _train(optimizer="adafactor").model_state_bytes_unsharded == 0
+    assert _train().model_state_bytes_unsharded == 16 * 124_439_808
+
+
+def test_sequence_parallelism_is_off_by_default():
+    """tp 2 without --sp keeps the norm and dropout activations whole on each rank: the same bytes as sp False,
+    more than with sp True."""
+    plain, off, on = _train(tp=2), _train(tp=2, sp=False), _train(tp=2, sp=True)
+    assert plain.stages[0].breakdown == off.stages[0].breakdown
+    assert plain.stages[0].breakdown["activations"] > on.stages[0].breakdown["activations"]
+
+
+def test_torch_gradients_exist_after_an_earlier_backward_of_the_interleaved_step():
+    """torch (gradients set to None), pp 2, vp 2, m 2: stage 1 holds 3 of its 4 chunk-forwards at its first
+    backward (2 (pp - s - 1) + (vp - 1) pp + 1), so a backward has run: gradients exist, no later phase.
+    Stage 0 holds all 4: no backward yet, so its peak has no gradients and a later backward follows."""
+    mem = _train(framework="torch", pp=2, vp=2, grad_accum=2)
+    first, last = mem.stages
+    assert last.micro_batches_in_flight == 3 and set(last.phases) == {"backward", "optimizer"}
+    assert first.micro_batches_in_flight == 4 and set(first.phases) == {"backward", "later_backward", "optimizer"}
+
+
+@pytest.mark.parametrize("dp,cp", [(2, 1), (1, 2)])
+def test_ddp_buckets_hold_gradients_with_two_replicas(dp, cp):
+    """torch ZeRO-0 with dp x cp = 2 replicas: DDP's bucket buffers keep the gradients (2 B a parameter) even at
+    the first backward of a single micro-batch (the peak is there); one replica has none there, and at dp 2 the
+    per-rank activations are the same, so the backward phases differ by exactly the gradients."""
+    mem = _train(framework="torch", dp=dp, cp=cp)
+    assert mem.stages[0].phase == "backward"
+    assert mem.stages[0].breakdown["gradients"] == 2 * 124_439_808
+    if dp == 2:
+        alone = _train(framework="torch").stages[0]
+        assert mem.stages[0].phases["backward"] - alone.phases["backward"] == 2 * 124_439_808
+
+
+def test_one_micro_batch_has_no_later_backward():
+    """With one micro-batch in flight and no gradients (torch, no replicas) there is no later backward; with
+    gradients resident (megatron) there is none either, however many are in flight."""
+    assert set(_train(framework="torch").stages[0].phases) == {"backward", "optimizer"}
+    for stage in _train(pp=2, grad_accum=4).stages:
+        assert set(stage.phases) == {"backward", "optimizer"}
+
+
+def test_full_recompute_working_set_is_the_largest_layer():
+    """DeepSeek-V3 cut to 2 dense then 2 MoE layers, vocabulary 1,000 (so the logits stay smaller): the layer
+    being recomputed holds its full activations, the larger of a dense and a MoE layer's. Each layer's full
+    activations are read from pp 4 with no recomputation (one layer a stage; stage s holds pp - s
+    micro-batches under 1F1B)."""
+    from mlsyscalc.calc.memory_train import TrainOptions, train_memory
+
+    spec = load_model("deepseek-v3", {"num_hidden_layers": 4, "first_k_dense_replace": 2, "vocab_size": 1000})
+    split = train_memory(spec, TrainOptions(seq=128, pp=4, grad_accum=4))
+    per_layer = [s.detail["activations_layers"] / s.micro_batches_in_flight for s in split.stages]
+    assert per_layer[0] == per_layer[1] != per_layer[2] == per_layer[3]
+    full = train_memory(spec, TrainOptions(seq=128, recompute="full")).stages[0]
+    assert full.detail["activations_recompute_working"] == pytest.approx(max(per_layer), abs=1)
+    assert full.detail["temporaries_logits"] == 0
+
+
+# --- memory_infer ----------------------------------------------------------------------------------------------
+
+
+def test_unquantised_weights_carry_no_scale_bytes():
+    """bf16 weights have no quantisation scales or zero points (0 bytes each); int4 (GPTQ/AWQ) an fp16 scale
+    and a packed 4-bit zero point per group of 128: 2 + 0.5 bytes."""
+    from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
+
+    bf16 = infer_memory(load_model("gpt2"), InferOptions(context=128))
+    assert (bf16.bytes_per_element["scale"], bf16.bytes_per_element["zero"]) == (0.0, 0.0)
+    assert bf16.detail["weights_scales"] == 0
+    int4 = infer_memory(load_model("gpt2"), InferOptions(context=128, dtype="int4"))
+    assert (int4.bytes_per_element["scale"], int4.bytes_per_element["zero"]) == (2.0, 0.5)
+
+
+def test_solve_max_keeps_a_total_equal_to_the_usable_bytes():
+    """A batch fits when its total is at most the usable bytes: with exactly batch 3's total usable, the
+    largest batch is 3; one byte less, 2."""
+    from mlsyscalc.calc.memory_infer import InferOptions, infer_memory, solve_max
+
+    spec, opts = load_model("gpt2"), InferOptions(context=512)
+    three = infer_memory(spec, InferOptions(context=512, batch=3)).total
+    assert solve_max(spec, opts, "batch", three)[0] == 3
+    assert solve_max(spec, opts, "batch", three - 1)[0] == 2
