@@ -9,8 +9,7 @@
 set -uo pipefail
 name=$1 plan=$(realpath "$2") kinds=$3 budget=$4 tree=${5:-.}
 jobs=${JOBS:-$(nproc)}
-cd "$tree" || exit 2
-python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
+cd "$tree" || exit 2  # no install needed: each mutant imports the package from its scratch copy
 work=$(mktemp -d /tmp/mutation_run_XXXX)
 start=$SECONDS
 TMPDIR=$work MUTATION_KINDS=$kinds timeout $((budget + 120)) python3 scripts/mutation_parallel.py "$plan" \
