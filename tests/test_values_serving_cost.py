@@ -266,3 +266,132 @@ def test_disagg_one_to_one_counts_both_pools():
     assert 0 < p["decode_busy_fraction"] <= 1 and 0 < p["prefill_busy_fraction"] <= 1
     assert p["goodput_per_gpu_requests_per_s"] == pytest.approx(res.metrics["goodput_requests_per_s"] / 2,
                                                                 rel=1e-12, abs=0)
+
+
+# ----- neighbours: padding, blocks, batch sums, speculation's arithmetic, layouts, KV capacity -----------
+
+@pytest.mark.parametrize("t,padded", [(1, 1), (127, 127), (128, 128), (129, 256), (577, 640), (1024, 1024)])
+def test_padded_tokens_by_hand(t, padded):
+    """Below one 128-row tile a GEMM takes small tiles (t as is); from 128 tokens it computes whole tiles:
+    129 -> 2 x 128 = 256, 577 -> 5 x 128 = 640 (the module docstring's example)."""
+    assert serve_cost.padded_tokens(t) == padded
+
+
+@pytest.mark.parametrize("tokens,blocks", [(0, 0), (1, 1), (16, 1), (17, 2), (164, 11)])
+def test_kv_blocks_round_up(tokens, blocks):
+    """ceil(tokens / 16): 17 tokens open a second block; 64 + 100 = 164 tokens take 11."""
+    assert serve_cost.kv_blocks(tokens, 16) == blocks
+
+
+def test_batch_sums_by_hand():
+    """Chunks (10 new after 5 cached) and (4 new, none cached), decodes at contexts 7 and 9:
+    T = 14 + 2 = 16, S = 2 + 2 = 4, prefill tokens 14, pairs 10 x 5 + 10^2 / 2 + 4^2 / 2 = 108,
+    prefill keys 15 + 4 = 19, decodes 2, decode keys 8 + 10 = 18; samples may be overridden."""
+    b = serve_cost.Batch.of(chunks=((10, 5), (4, 0)), contexts=(7, 9))
+    assert (b.tokens, b.samples, b.prefill_tokens, b.prefill_pairs, b.prefill_keys, b.decodes, b.decode_keys) == \
+        (16, 4, 14, 108.0, 19, 2, 18)
+    assert serve_cost.Batch.of(chunks=((10, 5),), samples=0).samples == 0
+
+
+class _Recorder(_FixedCost):
+    """_FixedCost that records every call's arguments."""
+
+    def __init__(self, decode: float, mixed: float) -> None:
+        super().__init__(decode, mixed)
+        self.calls: list[tuple] = []
+
+    def decode_s(self, d, keys):
+        self.calls.append(("decode", d, keys))
+        return self.decode
+
+    def mixed_s(self, *args):
+        self.calls.append(("mixed", *args))
+        return self.mixed
+
+
+def test_speculative_step_arithmetic_by_hand():
+    """d = 2 sequences at context 100 (keys = 2 x 101 = 202), k = 3: the draft decodes 3 steps at keys
+    202, 204, 206 (one more token per sequence each); the target verifies c = 4 tokens per sequence:
+    T = S = 8 tokens, prefill tokens 8, pairs c x ctx + d c^2 / 2 = 4 x 200 + 2 x 16 / 2 = 816,
+    prefill keys ctx + T = 208. Expected tokens per step at a = 0.5: (1 - 0.5^4) / 0.5 = 1.875."""
+    target, draft = _Recorder(1.0, 0.3), _Recorder(0.1, 0.0)
+    sd = SpecDecode(target, draft, k=3, accept=0.5)
+    assert sd.step_s(2, 202) == pytest.approx(3 * 0.1 + 0.3, rel=1e-12, abs=0)
+    assert draft.calls == [("decode", 2, 202), ("decode", 2, 204), ("decode", 2, 206)]
+    assert target.calls == [("mixed", 8, 8, 8, 816.0, 208, 0, 0)]
+    assert sd.tokens_per_step == pytest.approx(1.875, rel=1e-12, abs=0)
+    v = sd.verdict(2, 100)
+    assert v["tpot_spec_s"] == pytest.approx(0.6 / 1.875, rel=1e-12, abs=0)
+    assert v["speedup"] == pytest.approx(1.875 * 1.0 / 0.6, rel=1e-12, abs=0) and v["pays"] is True
+
+
+def test_layout_gpus_and_name():
+    """2 prefill instances of TP 2 and 3 decode instances of TP 4 use 2 x 2 + 3 x 4 = 16 GPUs."""
+    lay = Layout(2, 3, 2, 4)
+    assert lay.gpus == 16 and lay.name == "2P(tp2):3D(tp4)"
+
+
+def test_engine_limits_swap_time_per_block():
+    """A swap moves one block one way over PCIe: the H100-SXM spec lists 128 GB/s both ways, so a 2 MB
+    block takes 2e6 / 64e9 = 31.25 us; the other limits are the options as given."""
+    opts = ServeOptions(preemption="swap", max_batch_tokens=4096, max_seqs=64, chunk=256, block_size=32)
+    lim = engine_limits(KvCapacity(77, 2e6, 0, 0, 1e9), CEIL, opts)
+    assert CEIL.gpu.pcie_Bps == 128e9
+    assert lim.swap_s_per_block == pytest.approx(2e6 / 64e9, rel=1e-12, abs=0)
+    assert (lim.scheduler, lim.max_batch_tokens, lim.max_seqs, lim.chunk, lim.block_size, lim.total_blocks,
+            lim.preemption) == ("vllm", 4096, 64, 256, 32, 77, "swap")
+
+
+def test_iteration_tokens_follow_the_scheduler():
+    """Sarathi's per-iteration budget is its chunk; the others batch up to max_batch_tokens."""
+    assert ServeOptions(scheduler="sarathi", chunk=300).iteration_tokens == 300
+    for sched in ("static", "orca", "vllm"):
+        assert ServeOptions(scheduler=sched, max_batch_tokens=5000, chunk=300).iteration_tokens == 5000
+
+
+def test_kv_capacity_of_llama3_8b_by_hand():
+    """Llama-3-8B (config.json: 32 layers, 8 KV heads of 128) keeps 2 x 32 x 8 x 128 x 2 bytes = 131,072
+    bytes of bf16 KV per token, 16 x that = 2 MiB per block; blocks = floor((0.9 x GPU memory - weights
+    - workspace) / block)."""
+    from mlsyscalc.calc.serve import kv_capacity
+
+    kv = kv_capacity(load_model("llama3-8b"), CEIL, ServeOptions())
+    assert kv.block_bytes == 2 * 32 * 8 * 128 * 2 * 16
+    assert kv.usable_bytes == pytest.approx(0.9 * CEIL.gpu.memory_bytes, rel=1e-12, abs=0)
+    free = kv.usable_bytes - kv.weights_bytes - kv.activations_bytes
+    assert kv.blocks == int(free // kv.block_bytes) and kv.blocks * kv.block_bytes <= free < (kv.blocks + 1) * kv.block_bytes
+    assert kv_capacity(load_model("llama3-8b"), CEIL, ServeOptions(kv_blocks=5)).blocks == 5
+
+
+@pytest.mark.parametrize("running,free,admitted", [(0, 2, True), (0, 1, False), (1, 4, True), (1, 3, False)])
+def test_admission_watermark_only_with_running_sequences(running, free, admitted):
+    """vLLM admits a prompt when free - needed >= watermark (1% of 200 = 2 blocks) once something runs;
+    into an empty engine a prompt may take every free block. A 32-token prompt needs 2 blocks."""
+    e = _engine("recompute")
+    e.n_running, e.free = running, free
+    assert e._can_admit(0, 0) is admitted
+
+
+@pytest.mark.parametrize("scheduler,admitted", [("vllm", True), ("static", False), ("orca", False)])
+def test_reserve_mode_admission_counts_prompt_and_output(scheduler, admitted):
+    """Paged (vLLM) admission needs the prompt's blocks (32 tokens: 2); reserve mode (orca, and static's
+    policy) needs prompt + output (32 + 10 = 42 tokens: 3 blocks). With 2 blocks free only vLLM admits."""
+    e = _engine("recompute", scheduler=scheduler)
+    e.free = 2
+    assert e._can_admit(0, 0) is admitted
+
+
+def test_static_batches_fill_up_to_the_kv_blocks():
+    """Static batching takes arrived requests while prompt + output reservations fit: requests of
+    ceil(40 / 16) = 3 blocks each into 10 blocks -> 3 per batch (9 blocks), so 7 requests run as batches
+    of 3, 3 and 1; a batch's requests share its schedule time and first-token time."""
+    reqs = [(0.0, 30, 10)] * 7
+    e = _engine("recompute", total=10, requests=reqs, scheduler="static")
+    trace = e.run()
+    starts = sorted(set(trace.sched_s))
+    assert len(starts) == 3
+    assert [trace.sched_s.count(s) for s in starts] == [3, 3, 1]
+    assert trace.iter_used_blocks[0] == 9 and trace.iter_used_blocks[-1] == 3
+    for k in range(7):
+        same = [j for j in range(7) if trace.sched_s[j] == trace.sched_s[k]]
+        assert len({trace.first_s[j] for j in same}) == 1
