@@ -98,22 +98,30 @@ def test_affine_free_layernorm_holds_no_tensors():
 
 # --- norm kernels forward and backward --------------------------------------------------------
 
-@pytest.mark.parametrize("overrides", [{}, {"layer_norm_elementwise_affine": False}])
-def test_norm_kernels_torch_like_fused_and_one_backward_each(overrides):
-    """opt-350m training: --impl torch runs as many norm kernels a layer as the fused roofline, and
-    the backward one input-gradient kernel for each forward norm."""
-    spec = load_model("opt-350m", overrides)
+@pytest.mark.parametrize("affine", [True, False])
+def test_norm_kernels_with_and_without_affine_weights(affine):
+    """opt-350m training: two LayerNorms in each of its 24 layers. nn.LayerNorm(elementwise_affine=
+    False) (config layer_norm_elementwise_affine false) still normalises, so --impl torch and the
+    fused roofline both run 48 norm kernels forward and 48 input-gradient kernels backward; only
+    the weight gradients (one per norm with affine weights) go away."""
+    spec = load_model("opt-350m", {"layer_norm_elementwise_affine": affine})
     opts = {"phase": "train", "seq": 16, "check_fit": False}
     fused = predict_model(spec, H200, RooflineOptions(**opts))
     torch = predict_model(spec, H200, RooflineOptions(impl="torch", **opts))
-    forward = sum(r.count for r in _rows(torch, "norm", "forward"))
-    assert forward == sum(r.count for r in _rows(fused, "norm", "forward"))
-    assert sum(r.count for r in _rows(torch, "norm.bwd_input", "backward")) == forward
-    assert sum(r.count for r in _rows(torch, "norm.bwd_weight", "backward")) == forward
-    if overrides:
-        assert forward == 0
-    else:
-        assert forward == 2 * 24  # two LayerNorms in each of the 24 layers
+    for r in (fused, torch):
+        assert sum(x.count for x in _rows(r, "norm", "forward")) == 2 * 24
+    assert sum(x.count for x in _rows(torch, "norm.bwd_input", "backward")) == 2 * 24
+    assert sum(x.count for x in _rows(torch, "norm.bwd_weight", "backward")) == (2 * 24 if affine else 0)
+
+
+@pytest.mark.parametrize("impl", ["fused", "torch"])
+def test_affine_free_final_norm_still_runs(impl):
+    """opt-6.7b is pre-norm (do_layer_norm_before): OPTDecoder's final LayerNorm runs with or
+    without affine weights, once a step; its backward (impl torch) too."""
+    spec = load_model("opt-6.7b", {"layer_norm_elementwise_affine": False})
+    r = predict_model(spec, H200, RooflineOptions(impl=impl, phase="train", seq=16, check_fit=False))
+    assert [x.count for x in _rows(r, "final_norm", "forward")] == [1]
+    assert len(_rows(r, "final_norm.bwd", "backward")) == 1
 
 
 # --- zero_grad and fused AdamW launches --------------------------------------------------------

@@ -23,7 +23,7 @@ from ..errors import MlsysError, divide
 from ..specs.model import ModelSpec
 from .calibration import Ceilings
 from .flops import attention_core_flops, count_flops
-from .layers import Linear, head_linears, layer_linears, norm_width
+from .layers import Linear, head_linears, layer_linears
 from .params import count_params
 from .roofline_comm import CommRow, dp_comm_rows, tp_comm_rows
 from .roofline_host import eager_host_path_s
@@ -266,7 +266,7 @@ def _memory_ops(p: _Pass, layer: int) -> list[tuple[OpPrediction, str]]:
         return roofline_torch.layer_memory_ops(p, layer, _mlp_widths(p, layer), _moe_ops(p, layer))
     spec, o, t, act, ceil = p.spec, p.opts, p.tokens, p.store, p.ceil
     h = spec.hidden_size
-    ops = [(norm_op(t, h, act, ceil), "norm")] * (spec.norms_per_layer if norm_width(spec) else 0)
+    ops = [(norm_op(t, h, act, ceil), "norm")] * spec.norms_per_layer  # with or without affine weights
     if spec.position_embedding == "rope":
         rot = spec.mla.qk_rope_head_dim if spec.mla else int(spec.head_dim * spec.rotary_fraction)
         heads = p.heads + (1 if spec.mla else p.kv_heads)
@@ -329,7 +329,7 @@ def head_rows(p: _Pass) -> list[OpRow]:
     spec, t, act, torch_impl = p.spec, p.tokens, p.store, p.opts.impl == "torch"
     extra = spec.hidden_size if spec.learned_positions else 0
     ops = roofline_torch.head_ops(p) if torch_impl else [embedding_op(t, spec.embed_dim, act, p.ceil, extra_width=extra)]
-    if spec.final_norm and norm_width(spec):
+    if spec.final_norm:
         ops.append(norm_op(t, spec.hidden_size, act, p.ceil, name="final_norm"))
     ops += [_linear_op(p, lin, p.opts.logit_tokens if lin.name == "lm_head" else None) for lin in head_linears(spec)]
     if torch_impl:

@@ -114,8 +114,8 @@ def layer_memory_ops(p: Any, layer: int, mlp_elements: float, moe_ops: list) -> 
     """The memory-bound kernels of one decoder layer's forward, as plain PyTorch runs them."""
     spec, o, t, act, ceil = p.spec, p.opts, p.tokens, p.store, p.ceil
     h = spec.hidden_size
-    ops: list[tuple[OpPrediction, str]] = [(norm_op(t, h, act, ceil), "norm")] * (
-        spec.norms_per_layer if norm_width(spec) else 0)
+    # a LayerNorm without affine weights (norm "none") still normalises: one kernel all the same
+    ops: list[tuple[OpPrediction, str]] = [(norm_op(t, h, act, ceil), "norm")] * spec.norms_per_layer
     if spec.qk_norm:
         ops += [(norm_op(t * n, spec.head_dim, act, ceil, name="qk_norm"), "attention") for n in (p.heads, p.kv_heads)]
     for rows, dim, rot in _rotated(p):
@@ -217,10 +217,12 @@ def _layer_backward(p: Any, layer: int, mlp_elements: float) -> list[tuple[OpPre
     spec, t, act, ceil = p.spec, p.tokens, p.store, p.ceil
     h = spec.hidden_size
     ops: list[tuple[OpPrediction, str]] = []
-    for n, width in [(t, h)] * (spec.norms_per_layer if norm_width(spec) else 0) + (
-            [(t * p.heads, spec.head_dim), (t * p.kv_heads, spec.head_dim)] if spec.qk_norm else []):
+    affine = norm_width(spec) > 0  # without affine weights a norm has no weight gradient
+    for n, width, weight in [(t, h, affine)] * spec.norms_per_layer + (
+            [(t * p.heads, spec.head_dim, True), (t * p.kv_heads, spec.head_dim, True)] if spec.qk_norm else []):
         x = n * width * p.a
-        ops += [(_mem("norm.bwd_input", 2 * x, x, p), "norm"), (_mem("norm.bwd_weight", 2 * x, width * FP32, p), "norm")]
+        ops.append((_mem("norm.bwd_input", 2 * x, x, p), "norm"))
+        ops += [(_mem("norm.bwd_weight", 2 * x, width * FP32, p), "norm")] if weight else []
     for rows, dim, rot in _rotated(p):
         ops += [(k, "attention") for k in rotary_kernels(p, rows, dim, rot, backward=True)]
     out = t * p.heads * spec.v_head_dim
@@ -307,7 +309,7 @@ def backward_memory_rows(p: Any, layer_kinds: list[tuple[int, int, int]], mlp_el
         where = "moe layers" if spec.layer_is_moe(layer) else "layers"
         rows += [OpRow(op, group, where, count, "backward") for op, group in _layer_backward(p, layer, mlp_elements(layer))]
         rows += _grad_rows(p, *param_tensors(spec, layer), where, count)
-    head = [norm_op(p.tokens, spec.hidden_size, p.store, p.ceil, name="final_norm")] if spec.final_norm and norm_width(spec) else []
+    head = [norm_op(p.tokens, spec.hidden_size, p.store, p.ceil, name="final_norm")] if spec.final_norm else []
     ops = loss_ops(p, True) + [_mem("final_norm.bwd", 3 * op.write_bytes, op.write_bytes, p) for op in head]
     e = p.tokens * spec.embed_dim * p.a
     ops += [_mem("embedding.bwd_sort", p.tokens * 16, p.tokens * 16, p),
