@@ -372,3 +372,50 @@ def test_model_rates_follow_their_definitions():
     assert r.mbu == pytest.approx(r.bytes / (r.time_s * HBM_BPS), rel=1e-12)
     attention = 2 * 2048 * 2048 * 32 * 256 * (1 - 2048 / (2 * 2048))
     assert r.model_flops == 2 * 6_607_077_376 * 2048 + 32 * attention == 28_162_100_559_872
+
+
+def test_mixtral_decode_moe_rows_by_hand():
+    """Mixtral-8x7B (config.json: 8 experts, top-2, hidden 4096, expert MLP 14336, 8 KV heads of 128)
+    decoding 4 sequences: 8 routed tokens over E(1 - (1 - k/E)^T) = 8 (1 - (3/4)^4) = 5.46875 distinct
+    experts, each expert GEMM reading 8 x 4096 x 2 B of tokens and 5.46875 x 14336 x 4096 x 2 B of
+    weights; the activation reads gate and up of 4 x 2 routed rows of 14336 (x 2 inputs x 2 B) and
+    writes them once; router top-k reads 4 x 8
+    logits (2 B) and writes 4 x 2 (index, weight) of 8 B; dispatch + combine move 2 x 4 x 2 x 4096
+    elements; the KV append writes 4 x 8 x 256 elements."""
+    r = predict_model(load_model("mixtral-8x7b"), H100,
+                      RooflineOptions(phase="decode", batch=4, context=100, check_fit=False))
+    rows = {row.pred.name: row for row in r.rows}
+    gate = rows["experts.gate_proj"].pred
+    assert gate.dims == (8, 5.46875, 14336, 4096)
+    assert gate.read_bytes == 8 * 4096 * 2 + 5.46875 * 14336 * 4096 * 2
+    assert (rows["mlp_act*up"].pred.read_bytes, rows["mlp_act*up"].pred.write_bytes) == (4 * 2 * 14336 * 2 * 2,
+                                                                                         4 * 2 * 14336 * 2)
+    assert (rows["router_topk"].pred.read_bytes, rows["router_topk"].pred.write_bytes) == (4 * 8 * 2, 4 * 2 * 8)
+    assert rows["moe_permute"].pred.read_bytes == 2 * 4 * 2 * 4096 * 2
+    assert rows["kv_cache_write"].pred.write_bytes == 4 * 8 * 256 * 2
+    assert all(rows[name].count == 32 for name in ("experts.down_proj", "router_topk", "moe_permute"))
+
+
+def test_parallel_attention_has_one_residual_add_and_plain_mlp():
+    """falcon-7b (config.json: parallel_attn, one LayerNorm per layer, hidden 4544, MLP 4 x 4544 = 18176
+    with GELU, no gate) at 16 tokens: one residual add per layer, one norm per layer, and the
+    activation reads 16 x 18176 x 2 B (one input)."""
+    r = predict_model(load_model("falcon-7b"), H100, RooflineOptions(phase="prefill", batch=1, seq=16))
+    rows = {row.pred.name: row for row in r.rows}
+    assert rows["residual_add"].count == 32 and rows["norm"].count == 32
+    assert rows["mlp_act"].pred.read_bytes == 16 * 18176 * 2
+
+
+def test_logits_last_runs_lm_head_on_one_row_per_sequence():
+    """--logits last: the lm_head computes one position per sequence (llama2-7b, vocab 32000): 1 x 32000
+    x 2 B written, 2 x 4096 x 32000 FLOPs, however many prompt tokens."""
+    r = predict_model(load_model("llama2-7b"), H100, RooflineOptions(phase="prefill", batch=1, seq=16, logits="last"))
+    (head,) = [row.pred for row in r.rows if row.pred.name == "lm_head"]
+    assert head.write_bytes == 32000 * 2 and head.flops == 2 * 4096 * 32000
+
+
+@pytest.mark.parametrize("dtype, out_bytes", [("bf16", 2), ("fp8", 2), ("int8", 4)])
+def test_gemm_output_dtype(dtype, out_bytes):
+    """torch._scaled_mm (fp8) writes bf16 and torch._int_mm (int8) writes int32: 16 x 4096 outputs."""
+    p = predict_matmul(16, 4096, 4096, dtype, H100)
+    assert p.write_bytes == 16 * 4096 * out_bytes
