@@ -233,16 +233,18 @@ def test_embedding_reads_positions_only_for_learned_positions():
     assert (gpt2.read_bytes, gpt2.write_bytes) == (16 * 2 * 768 * 2, 16 * 768 * 2)
 
 
-def test_model_without_norms_runs_no_norm_kernels():
-    """A model whose norm is "none" (no normalisation layers) runs no norm kernel; llama2-7b's RMSNorm
-    runs 2 per layer (64) plus the final one, each reading 16 x 4096 x 2 B + the 4096 x 2 B weight."""
+def test_norm_kernels_run_with_or_without_affine_weights():
+    """llama2-7b's RMSNorm runs 2 per layer (64) plus the final one, each reading 16 x 4096 x 2 B + the
+    4096 x 2 B weight. norm "none" is a LayerNorm without affine weights (OPT's
+    layer_norm_elementwise_affine=False): it still normalises, so the same 64 + 1 kernels run."""
     llama = load_model("llama2-7b")
     opts = RooflineOptions(phase="prefill", batch=1, seq=16)
     norms = {row.pred.name: row for row in predict_model(llama, H100, opts).rows if "norm" in row.pred.name}
     assert norms["norm"].count == 64 and norms["final_norm"].count == 1
     assert norms["norm"].pred.read_bytes == 16 * 4096 * 2 + 4096 * 2
-    bare = predict_model(replace(llama, norm="none"), H100, opts)
-    assert not [row for row in bare.rows if "norm" in row.pred.name]
+    bare = {row.pred.name: row for row in predict_model(replace(llama, norm="none"), H100, opts).rows
+            if "norm" in row.pred.name}
+    assert bare["norm"].count == 64 and bare["final_norm"].count == 1
 
 
 # ----- calibration fit ----------------------------------------------------------------------------
