@@ -76,6 +76,22 @@ def test_memory_table_batched_peaks_equal_one_at_a_time(framework):
         assert got.tolist() == pytest.approx(ref, abs=0)
 
 
+@pytest.mark.parametrize("pp", [2, 4])
+@pytest.mark.parametrize("zero", [0, 3])
+def test_later_backward_with_two_forwards_held_is_the_peak(pp, zero):
+    """torch without DDP buckets, 2 micro-batches: stages 0..pp-2 hold 2 forwards at their first backward
+    with no gradients yet (m = 2 forwards are not more than 2 held), so a later backward (1 forward held,
+    gradients present) is a phase. At 8 tokens gpt2's stage 0 (wte and the 1024 x 768 wpe) outweighs the last
+    stage's tied head plus its 8 x 50,257 logits, and that later backward is the peak `train_memory` reports;
+    the table gives the same bytes."""
+    lay = dict(tp=1, pp=pp, cp=1, dp=1, zero=zero, recompute="none", sp=False, batch=1, grad_accum=2, vp=1)
+    ref = train_memory(GPT2, TrainOptions(seq=8, framework="torch", **lay))
+    peak = max(ref.stages, key=lambda st: st.total)
+    assert (peak.stage, peak.phase) == (0, "later_backward")
+    table = MemoryTable(GPT2, 8, "bf16", framework="torch")
+    assert _table_bytes(table, lay) == pytest.approx(ref.total, abs=0)
+
+
 def test_schedule_gradients_follow_ddp_buckets_not_the_memo():
     """calc.memory_schedule: with torch, gradients exist at the first backward only with DDP's buckets
     (ZeRO 0 and more than one replica) or after an earlier backward of the step. At pp 1 and m 1 there is
