@@ -614,6 +614,17 @@ EQUIVALENT: dict[tuple[str, str], str] = {
         "_arrived scans from its start to the first request not yet arrived; every request below both seen "
         "and nxt has arrived (seen counted them, nxt took them into batches), so either start gives the same "
         "count",
+    ('mlsyscalc/calc/plan_memory.py',
+     '-                later = max(held - 1, 0)\n'
+     '+                later = max(held - 1, 1)'):
+        "`later` is read only through the later-phase columns, which peak_bytes masks to where col['later'] "
+        '(held > 1), and there held - 1 >= 1 already',
+    ('mlsyscalc/calc/plan_memory.py',
+     "-            return fixed + np.where(with_grads, grads, 0.0) + np.where(busy, gather, 0.0) + b * (held / v * acts[0] + np.where(busy, acts[1], 0.0) + saved * acts[2] * nb['logits_saved']) + recv * b * boundary\n"
+     "+            return fixed + np.where(with_grads, grads, 0.0) + np.where(busy, gather, 0.0) + b * (held / v * acts[0] + np.where(busy, acts[1], 0.0) - saved * acts[2] * nb['logits_saved']) + recv * b * boundary"):
+        "saved * acts[2] is always 0: acts[2] (the loss's logits) is non-zero on the last stage only, and in "
+        '1F1B the last stage starts its first backward after one forward of its last chunk, so '
+        'chunk_forwards(held, pp, vp, vp - 1) - 1 = 0 there',
 }
 # survivors that are not equivalent but that no realistic input reaches (not left out of the score)
 UNREACHED: dict[tuple[str, str], str] = {

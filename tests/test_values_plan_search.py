@@ -76,6 +76,42 @@ def test_memory_table_batched_peaks_equal_one_at_a_time(framework):
         assert got.tolist() == pytest.approx(ref, abs=0)
 
 
+@pytest.mark.parametrize("name", ["mixtral-8x7b", "llama3-8b"])
+@pytest.mark.parametrize("framework", ["megatron", "torch"])
+def test_memory_table_shards_moe_and_gqa_as_train_memory(name, framework):
+    """MoE (mixtral: 8 experts, routed experts sharded over dp x cp / ep) and GQA (llama3-8b: 8 KV heads)
+    under tp 1-2 with sequence parallelism, cp 1-2, ep 1-2, pp 1-2, every ZeRO stage the framework runs
+    (torch: 0 and 3) and recompute none/selective/full, 4 data-parallel replicas: the table's bytes are
+    `train_memory`'s to the byte."""
+    spec = load_model(name)
+    table = MemoryTable(spec, 1024, "bf16", framework=framework)
+    zeros = (0, 1, 2, 3) if framework == "megatron" else (0, 3)
+    eps = (1, 2) if spec.moe is not None else (1,)
+    recomputes = ("none", "selective", "full")
+    for tp, cp, ep, zero, pp, rc in itertools.product((1, 2), (1, 2), eps, zeros, (1, 2), recomputes):
+        lay = dict(tp=tp, pp=pp, cp=cp, dp=4, ep=ep, zero=zero, recompute=rc, sp=tp > 1, batch=1, grad_accum=2)
+        ref = train_memory(spec, TrainOptions(seq=1024, framework=framework, **lay)).total
+        got = table.total_bytes(tp=tp, ep=ep, pp=pp, cp=cp, sp=tp > 1, zero=zero, shard=4 * cp, recompute=rc,
+                                micro_batch=1, micro_batches=2, vp=1)
+        assert got == pytest.approx(ref, abs=0), lay
+
+
+@pytest.mark.parametrize("pp", [2, 4])
+@pytest.mark.parametrize("zero", [0, 3])
+def test_later_backward_with_two_forwards_held_is_the_peak(pp, zero):
+    """torch without DDP buckets, 2 micro-batches: stages 0..pp-2 hold 2 forwards at their first backward
+    with no gradients yet (m = 2 forwards are not more than 2 held), so a later backward (1 forward held,
+    gradients present) is a phase. At 8 tokens gpt2's stage 0 (wte and the 1024 x 768 wpe) outweighs the last
+    stage's tied head plus its 8 x 50,257 logits, and that later backward is the peak `train_memory` reports;
+    the table gives the same bytes."""
+    lay = dict(tp=1, pp=pp, cp=1, dp=1, zero=zero, recompute="none", sp=False, batch=1, grad_accum=2, vp=1)
+    ref = train_memory(GPT2, TrainOptions(seq=8, framework="torch", **lay))
+    peak = max(ref.stages, key=lambda st: st.total)
+    assert (peak.stage, peak.phase) == (0, "later_backward")
+    table = MemoryTable(GPT2, 8, "bf16", framework="torch")
+    assert _table_bytes(table, lay) == pytest.approx(ref.total, abs=0)
+
+
 def test_schedule_gradients_follow_ddp_buckets_not_the_memo():
     """calc.memory_schedule: with torch, gradients exist at the first backward only with DDP's buckets
     (ZeRO 0 and more than one replica) or after an earlier backward of the step. At pp 1 and m 1 there is
