@@ -461,3 +461,32 @@ def test_group_size_is_checked_against_the_last_layers_experts():
         InferOptions(dtype="int4", group_size=384).validate(spec)
     with pytest.raises(MlsysError, match=r"\(128 columns per rank\)"):
         InferOptions(dtype="int4", group_size=256, tp=2).validate(spec)
+
+
+@pytest.mark.parametrize("schedule,pp,stage,m,vp,want", [
+    ("1f1b", 4, 0, 8, 1, 4), ("1f1b", 4, 3, 8, 1, 1), ("1f1b", 4, 1, 2, 1, 2),  # min(pp - s, m)
+    ("gpipe", 4, 2, 8, 1, 8), ("gpipe", 2, 0, 3, 1, 3),  # every micro-batch before any backward
+    # interleaved: 2 (pp - s - 1) + (vp - 1) pp + 1 chunk-forwards, at most m vp
+    ("1f1b", 4, 0, 8, 2, 11), ("1f1b", 4, 3, 8, 2, 5), ("1f1b", 2, 0, 2, 2, 4), ("1f1b", 2, 1, 4, 3, 5),
+])
+def test_in_flight_follows_the_schedules(schedule, pp, stage, m, vp, want):
+    """Narayanan et al. 2021, section 2.2: forwards a stage holds at its first backward, written out."""
+    from mlsyscalc.calc.memory_schedule import in_flight
+
+    assert in_flight(schedule, pp, stage, m, vp) == want
+
+
+@pytest.mark.parametrize("framework,schedule,held,forwards,zero,replicas,want", [
+    ("megatron", "gpipe", 4, 4, 3, 1, True),  # persistent gradient buffers
+    ("torch", "1f1b", 1, 1, 0, 2, True),  # DDP buckets
+    ("torch", "1f1b", 1, 1, 3, 2, False),  # FSDP2: no buckets, no backward yet
+    ("torch", "1f1b", 1, 2, 3, 1, True),  # accumulation: the first micro-batch's backward ran
+    ("torch", "gpipe", 2, 4, 0, 1, False),  # GPipe: no backward before the last forward
+    ("torch", "1f1b", 1, 1, 0, 1, False),
+])
+def test_gradients_resident_at_the_activation_peak(framework, schedule, held, forwards, zero, replicas, want):
+    """memory_schedule's rule: persistent buffers or DDP buckets always hold gradients; gradients set to None
+    exist only once a backward of the step has run (1F1B with more forwards than are in flight)."""
+    from mlsyscalc.calc.memory_schedule import grads_resident
+
+    assert grads_resident(framework, schedule, held, forwards, zero, replicas) is want
