@@ -625,6 +625,43 @@ EQUIVALENT: dict[tuple[str, str], str] = {
         "saved * acts[2] is always 0: acts[2] (the loss's logits) is non-zero on the last stage only, and in "
         '1F1B the last stage starts its first backward after one forward of its last chunk, so '
         'chunk_forwards(held, pp, vp, vp - 1) - 1 = 0 there',
+    # training, memory and comm (train_host, memory_train, train, memory_infer, comm_step, train_options, train_parts, memory_schedule, layers, memory_common, train_attention)
+    ('mlsyscalc/calc/comm_step.py',
+     '-    if o.gpus > cluster.gpus_per_node:\n'
+     '+    if o.gpus >= cluster.gpus_per_node:'):
+        'at gpus == gpus_per_node the check is divide(n, n), which always passes',
+    ('mlsyscalc/calc/comm_step.py',
+     '-            per_node[r // self.node_size] = per_node.get(r // self.node_size, 0) + 1\n'
+     '+            per_node[r // self.node_size] = per_node.get(r // self.node_size, 0) + 2'):
+        'only len(per_node) and whether its counts are all equal are read; doubling every count changes neither',
+    ('mlsyscalc/calc/comm_step.py',
+     '-        if size < 2 or calls == 0 or message <= 0:\n'
+     '+        if size < 2 or calls == 0 or message < 0:'):
+        'every message is a product of positive counts (parameters, tokens >= tp under sp, hidden, heads, bytes), never 0',
+    ('mlsyscalc/calc/memory_common.py',
+     '-                factors += _factors(lin, tp, 1, kv_split)\n'
+     '+                factors += _factors(lin, tp, 2, kv_split)'):
+        'this branch has lin.copies <= 1, and _factors reads ep only when lin.copies > 1',
+    ('mlsyscalc/calc/memory_infer.py',
+     '-    block_size: int = 0\n'
+     '+    block_size: int = 1'):
+        '-(-n // 1) * 1 == n: one-token blocks page exactly the contiguous count; the CLI passes --block-size itself',
+    ('mlsyscalc/calc/memory_infer.py',
+     "-        require(hi < 1 << 40, f'--max {target}: memory stops growing with {target} (every layer keeps a {spec.sliding_window}-token sliding window), so no largest value exists')\n"
+     "+        require(hi < 2 << 40, f'--max {target}: memory stops growing with {target} (every layer keeps a {spec.sliding_window}-token sliding window), so no largest value exists')"):
+        'fits(2^40) means memory stopped growing (any growth is >= 1 byte a token or sequence, > 1 TiB by then), so fits(2^41) holds and the same error comes one doubling later',
+    ('mlsyscalc/calc/memory_infer.py',
+     "-        require(hi < 1 << 40, f'--max {target}: memory stops growing with {target} (every layer keeps a {spec.sliding_window}-token sliding window), so no largest value exists')\n"
+     "+        require(hi < 1 << 41, f'--max {target}: memory stops growing with {target} (every layer keeps a {spec.sliding_window}-token sliding window), so no largest value exists')"):
+        'fits(2^40) means memory stopped growing (any growth is >= 1 byte a token or sequence, > 1 TiB by then), so fits(2^41) holds and the same error comes one doubling later',
+    ('mlsyscalc/calc/train.py',
+     '-    nodes = sorted((c for c in builtin_clusters().values() if c.gpu == name and (not c.measured)), key=lambda c: (c.inter is not None or gpus <= c.gpus_per_node, c.gpus_per_node))\n'
+     '+    nodes = sorted((c for c in builtin_clusters().values() if c.gpu == name and (not c.measured)), key=lambda c: (c.inter is not None and gpus <= c.gpus_per_node, c.gpus_per_node))'):
+        'each GPU has one unmeasured built-in cluster (dgx-a100, hgx-h100, hgx-h200, pcie-l40s), so the sort key orders a single element',
+    ('mlsyscalc/calc/train_parts.py',
+     '-    sp = sp and tp > 1\n'
+     '+    sp = sp and tp >= 1'):
+        'at tp 1 _scale divides the norm rows by tp = 1, which leaves them unchanged',
 }
 # survivors that are not equivalent but that no realistic input reaches (not left out of the score)
 UNREACHED: dict[tuple[str, str], str] = {

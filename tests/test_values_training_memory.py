@@ -276,6 +276,17 @@ def test_step_comm_overlaps_every_dimension_together():
         step_comm(spec, StepOptions(dp=2, seq=1024, overlap=("dp", "zz")), "hgx-h100")
 
 
+
+def test_a_one_byte_message_is_priced_as_one_byte():
+    """A 2-wide toy gpt2 (2 heads, 2 layers), one fp8 token, tp 2, pp 2: the p2p activation is 1 token x 2 x 1 B
+    / tp 2 = 1 byte, sent once a call; the tp all-reduce of 2 bytes over 2 ranks sends 2 (2 - 1) / 2 x 2 = 2."""
+    from mlsyscalc.calc.comm_step import StepOptions, step_comm
+
+    spec = load_model("gpt2", {"n_embd": 2, "n_head": 2, "n_layer": 2})
+    rows = {r.dim: r for r in step_comm(spec, StepOptions(pp=2, tp=2, seq=1, dtype="fp8"), "hgx-h100").rows}
+    assert (rows["pp"].message_bytes, rows["pp"].sent_bytes_per_call) == (1, 1.0)
+    assert (rows["tp"].message_bytes, rows["tp"].sent_bytes_per_call) == (2, 2.0)
+
 # --- layers and memory_common ----------------------------------------------------------------------------------
 
 
@@ -433,3 +444,49 @@ def test_solve_max_keeps_a_total_equal_to_the_usable_bytes():
     three = infer_memory(spec, InferOptions(context=512, batch=3)).total
     assert solve_max(spec, opts, "batch", three)[0] == 3
     assert solve_max(spec, opts, "batch", three - 1)[0] == 2
+
+
+def test_group_size_is_checked_against_the_last_layers_experts():
+    """DeepSeek-V3 cut to 4 layers, the first dense, then MoE every 3rd layer (moe_layer_freq 3): only layer 3,
+    the last, is MoE. Its experts' down_proj reads moe_intermediate_size = 256 columns (128 per rank at tp 2,
+    row-parallel), narrower than any dense layer's weight (kv_b_proj reads kv_lora_rank = 512), so an int4 group
+    of 384 columns does not fit; 256 does at tp 1."""
+    from mlsyscalc.calc.memory_infer import InferOptions
+
+    spec = load_model("deepseek-v3", {"num_hidden_layers": 4, "first_k_dense_replace": 1, "moe_layer_freq": 3,
+                                      "moe_intermediate_size": 256})
+    assert [spec.layer_is_moe(i) for i in range(4)] == [False, False, False, True]
+    InferOptions(dtype="int4", group_size=256).validate(spec)
+    with pytest.raises(MlsysError, match=r"--group-size 384 is wider than the narrowest weight input \(256 columns"):
+        InferOptions(dtype="int4", group_size=384).validate(spec)
+    with pytest.raises(MlsysError, match=r"\(128 columns per rank\)"):
+        InferOptions(dtype="int4", group_size=256, tp=2).validate(spec)
+
+
+@pytest.mark.parametrize("schedule,pp,stage,m,vp,want", [
+    ("1f1b", 4, 0, 8, 1, 4), ("1f1b", 4, 3, 8, 1, 1), ("1f1b", 4, 1, 2, 1, 2),  # min(pp - s, m)
+    ("gpipe", 4, 2, 8, 1, 8), ("gpipe", 2, 0, 3, 1, 3),  # every micro-batch before any backward
+    # interleaved: 2 (pp - s - 1) + (vp - 1) pp + 1 chunk-forwards, at most m vp
+    ("1f1b", 4, 0, 8, 2, 11), ("1f1b", 4, 3, 8, 2, 5), ("1f1b", 2, 0, 2, 2, 4), ("1f1b", 2, 1, 4, 3, 5),
+])
+def test_in_flight_follows_the_schedules(schedule, pp, stage, m, vp, want):
+    """Narayanan et al. 2021, section 2.2: forwards a stage holds at its first backward, written out."""
+    from mlsyscalc.calc.memory_schedule import in_flight
+
+    assert in_flight(schedule, pp, stage, m, vp) == want
+
+
+@pytest.mark.parametrize("framework,schedule,held,forwards,zero,replicas,want", [
+    ("megatron", "gpipe", 4, 4, 3, 1, True),  # persistent gradient buffers
+    ("torch", "1f1b", 1, 1, 0, 2, True),  # DDP buckets
+    ("torch", "1f1b", 1, 1, 3, 2, False),  # FSDP2: no buckets, no backward yet
+    ("torch", "1f1b", 1, 2, 3, 1, True),  # accumulation: the first micro-batch's backward ran
+    ("torch", "gpipe", 2, 4, 0, 1, False),  # GPipe: no backward before the last forward
+    ("torch", "1f1b", 1, 1, 0, 1, False),
+])
+def test_gradients_resident_at_the_activation_peak(framework, schedule, held, forwards, zero, replicas, want):
+    """memory_schedule's rule: persistent buffers or DDP buckets always hold gradients; gradients set to None
+    exist only once a backward of the step has run (1F1B with more forwards than are in flight)."""
+    from mlsyscalc.calc.memory_schedule import grads_resident
+
+    assert grads_resident(framework, schedule, held, forwards, zero, replicas) is want
