@@ -40,7 +40,7 @@ SAMPLED = ["test_values_sampled.py", "test_values_check.py",  # tests written fo
            "test_values_comm_memory.py", "test_values_plan_calib.py", "test_values_roofline.py",
            "test_values_heldout.py", "test_values_training_step.py",
            "test_values_kernel_lists.py", "test_values_train_memory.py",
-           "test_values_roofline_serve.py"]
+           "test_values_roofline_serve.py", "test_values_validation_messages.py"]
 VALUES = ["test_values.py", *SAMPLED]  # the targeted value tests, first
 MEMORY = [*VALUES, "test_memory_train.py", "test_memory_infer.py", "test_memory_properties.py"]
 ROOFLINE = [*VALUES, "test_roofline_ops.py", "test_roofline_model.py", "test_roofline_review.py"]
