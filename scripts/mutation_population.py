@@ -19,19 +19,12 @@ from collections import Counter
 from pathlib import Path
 
 from mutation import ROOT, TARGETS, _equivalent, sites
-from mutation_sample import key, killed_keys
+from mutation_sample import earlier_keys, key, killed_keys
 
 
 def statuses(files: list[Path]) -> dict:
     """Site -> killed | equivalent | survived | not run, over every site of today's code."""
-    killed = killed_keys(ROOT, files)
-    ran: set = set()
-    for file in files:
-        for raw in file.read_text().splitlines():
-            r = json.loads(raw) if raw.strip() else {}
-            if r.get("status") == "survived":
-                ran.add((r["path"], r["change"], r["text"]) if "text" in r
-                        else key(ROOT, r.get("commit", ""), r["path"], r["line"], r["change"]))
+    killed, ran = killed_keys(ROOT, files), earlier_keys(ROOT, files, ("survived",))
     paths = sorted(str(p.relative_to(ROOT)) for t in TARGETS for p in (ROOT / t).glob("*.py") if p.stem != "__init__")
     out = {}
     for site in (s for p in paths for s in sites(p)):

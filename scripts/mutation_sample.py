@@ -35,30 +35,24 @@ def key(root: Path, commit: str, path: str, line: int, change: str) -> Key:
     return path, change, text
 
 
-def earlier_keys(root: Path, files: list[Path]) -> set[Key]:
-    """Keys of every mutant in these JSONL result files."""
+def earlier_keys(root: Path, files: list[Path], statuses: tuple[str, ...] | None = None) -> set[Key]:
+    """Keys of every mutant in these JSONL result files (only rows of `statuses`, when given)."""
     keys: set[Key] = set()
     for file in files:
         for raw in file.read_text().splitlines():
-            if raw.strip():
-                r = json.loads(raw)
-                if "text" in r:  # the row names its source line itself (rows written since --plan-out)
-                    keys.add((r["path"], r["change"], r["text"]))
-                else:
-                    keys.add(key(root, r.get("commit", ""), r["path"], r["line"], r["change"]))
+            r = json.loads(raw) if raw.strip() else None
+            if r is None or (statuses is not None and r.get("status") not in statuses):
+                continue
+            if "text" in r:  # the row names its source line itself (rows written since --plan-out)
+                keys.add((r["path"], r["change"], r["text"]))
+            else:
+                keys.add(key(root, r.get("commit", ""), r["path"], r["line"], r["change"]))
     return keys
 
 
 def killed_keys(root: Path, files: list[Path]) -> set[Key]:
     """Keys of the mutants that some row of these result files killed (or stopped by timeout)."""
-    keys: set[Key] = set()
-    for file in files:
-        for raw in file.read_text().splitlines():
-            r = json.loads(raw) if raw.strip() else {}
-            if r.get("status") in ("killed", "timeout"):
-                keys.add((r["path"], r["change"], r["text"]) if "text" in r
-                         else key(root, r.get("commit", ""), r["path"], r["line"], r["change"]))
-    return keys
+    return earlier_keys(root, files, ("killed", "timeout"))
 
 
 def not_killed(root: Path, population: list, files: list[Path]) -> list:

@@ -37,17 +37,19 @@ class Case:
     fitted: bool = True  # in the fit (not held out, and among the fit rows when those are named)
 
 
-def usable(row) -> bool:
-    x = row.extra
+def _timed_torch_model(row) -> bool:
     return (not row.error and bool(row.median_ms) and row.kernel.startswith("model.")
-            and x.get("kernels", "torch") == "torch" and (x.get("phase") == "train" or x.get("mode") == "graph"))
+            and row.extra.get("kernels", "torch") == "torch")
+
+
+def usable(row) -> bool:
+    """A timed torch-kernel row the fit takes: a training step, or a prefill/decode under a CUDA graph."""
+    return _timed_torch_model(row) and (row.extra.get("phase") == "train" or row.extra.get("mode") == "graph")
 
 
 def eager_inference(row) -> bool:
     """A timed torch-kernel prefill/decode row launched eagerly: priced with the host's path, not fitted."""
-    x = row.extra
-    return (not row.error and bool(row.median_ms) and row.kernel.startswith("model.") and x.get("phase") != "train"
-            and x.get("kernels", "torch") == "torch" and x.get("mode") == "eager")
+    return _timed_torch_model(row) and row.extra.get("phase") != "train" and row.extra.get("mode") == "eager"
 
 
 def load_cases(rows, hold_out: set[str], keep=usable) -> list[Case]:

@@ -76,6 +76,11 @@ class TrainOptions:
     world_size: int | None = None  # checked against dp * tp * pp * cp when given
     bytes_overrides: tuple[tuple[str, float], ...] = field(default=())
 
+    @property
+    def vocab_tp(self) -> int:
+        """Ranks the embedding, lm_head and logits are split over: tp, or 1 without vocab_parallel."""
+        return self.tp if self.vocab_parallel else 1
+
     def validate(self, spec: ModelSpec) -> None:
         for name in ("batch", "seq", "grad_accum", "dp", "tp", "pp", "ep", "cp", "vp"):
             value = getattr(self, name)
@@ -132,7 +137,7 @@ def default_bytes(opts: TrainOptions) -> dict[str, float]:
         "gather": base,  # ZeRO-3's gathered weights, in the compute dtype
         # fp32 cross-entropy at the start of backward: log-probs, their gradient and the logits' gradient;
         # torch's loss_parallel (tp > 1): log-probs, zeros_like, exp and their sum, plus the caller's bf16 logits
-        "logits": 18.0 if torch and opts.tp > 1 and opts.vocab_parallel else 12.0,
+        "logits": 18.0 if torch and opts.vocab_tp > 1 else 12.0,
         "logits_saved": 4.0,  # fp32 log-probs a micro-batch's loss keeps from its forward to its backward
         "logits_kept": base if torch else 0.0,  # pipeline outputs kept to the end of the step (torch pipelining)
     }
@@ -244,7 +249,7 @@ def _activations(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split
     working = 0.0
     if opts.recompute == "full" and held:  # the layer being recomputed holds its full activations
         working = max(layer_bytes(it, split, nbytes, "none", spec.hidden_size) for it in items)
-    logit_count = split.tokens * -(-spec.vocab_size // (opts.tp if opts.vocab_parallel else 1)) if last else 0
+    logit_count = split.tokens * -(-spec.vocab_size // opts.vocab_tp) if last else 0
     logits = logit_count * nbytes["logits"] if held else 0.0
     # The loss's logits temporaries are freed before the first layer is recomputed: the peak
     # holds whichever is larger.

@@ -38,11 +38,17 @@ EAGER_HOST_S = 29e-6  # host seconds per priced kernel of an eager one-GPU train
 EAGER_LAYER_HOST_S = 0.699e-3  # host seconds per decoder layer of an eager prefill/decode step (module docstring)
 
 
-def eager_host_path_s(opts: RooflineOptions, kernels: int, layers: int = 0) -> float:
-    """The host's path of a one-GPU `--impl torch` step: kernels x EAGER_HOST_S for training,
-    layers x EAGER_LAYER_HOST_S for an eagerly launched prefill or decode, else 0 (no host path)."""
+def host_path_unit(opts: RooflineOptions) -> str | None:
+    """What the host's path is priced per: "kernel" for a one-GPU `--impl torch` training step,
+    "layer" for an eagerly launched one-GPU prefill or decode, None where there is no host path."""
     if opts.impl != "torch" or opts.tp != 1 or opts.dp != 1:
-        return 0.0
+        return None
     if opts.phase == "train":
-        return kernels * EAGER_HOST_S
-    return layers * EAGER_LAYER_HOST_S if opts.launch == "eager" else 0.0
+        return "kernel"
+    return "layer" if opts.launch == "eager" else None
+
+
+def eager_host_path_s(opts: RooflineOptions, kernels: int, layers: int = 0) -> float:
+    """The host's path of the step (host_path_unit): kernels x EAGER_HOST_S, layers x EAGER_LAYER_HOST_S, or 0."""
+    unit = host_path_unit(opts)
+    return kernels * EAGER_HOST_S if unit == "kernel" else layers * EAGER_LAYER_HOST_S if unit == "layer" else 0.0

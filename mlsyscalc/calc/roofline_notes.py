@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..specs.model import ModelSpec
+from .roofline_host import EAGER_HOST_S, EAGER_LAYER_HOST_S, host_path_unit
 from .roofline_options import RooflineOptions
 
 
@@ -23,12 +24,12 @@ def model_notes(spec: ModelSpec, opts: RooflineOptions) -> tuple[str, ...]:
     if opts.impl == "torch":
         notes.append("kernels as plain PyTorch runs them (--impl torch: rotary as 3 kernels per tensor, split-K "
                      "reductions, separate activation and gate product, ...; docs/roofline.md, Kernels per op)")
-        if opts.phase == "train" and opts.tp == 1 and opts.dp == 1:
-            notes.append("eager training on one GPU: the step is the longer of the GPU's path and the host's "
-                         "(totals.host_path_s, 29 us per kernel; docs/roofline.md, Host path)")
-        if opts.phase != "train" and opts.launch == "eager" and opts.tp == 1:
-            notes.append("eager launch on one GPU: the step is the longer of the GPU's path and the host's "
-                         "(totals.host_path_s, 0.699 ms per decoder layer; docs/roofline.md, Host path)")
+        unit = host_path_unit(opts)
+        if unit is not None:
+            what, cost = (("eager training", f"{EAGER_HOST_S * 1e6:g} us per kernel") if unit == "kernel" else
+                          ("eager launch", f"{EAGER_LAYER_HOST_S * 1e3:g} ms per decoder layer"))
+            notes.append(f"{what} on one GPU: the step is the longer of the GPU's path and the host's "
+                         f"(totals.host_path_s, {cost}; docs/roofline.md, Host path)")
     if opts.logits == "last" and opts.phase == "prefill":
         notes.append("lm_head on the last position of each sequence only (--logits last); MFU's model FLOPs "
                      "exclude the skipped positions")
