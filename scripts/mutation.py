@@ -420,6 +420,8 @@ def main() -> None:
     parser.add_argument("--kinds", choices=["classic", "fresh"], default=KINDS,
                         help="classic operators (default) or the fresh family: dropped terms, look-alike fields, "
                              "swapped arguments (sets MUTATION_KINDS for child processes)")
+    parser.add_argument("--half", choices=["train", "holdout"],
+                        help="only the sites of this half of the fixed hash split (mutation_sample.half_of)")
     parser.add_argument("--report", action="store_true", help="print the markdown summary")
     parser.add_argument("--show", nargs=2, metavar=("PATH", "INDEX"), help="print one mutant's diff")
     opts = parser.parse_args()
@@ -476,10 +478,13 @@ def _plan(opts: argparse.Namespace) -> list[Site]:
         return [s for s in not_killed(ROOT, [s for p in selected for s in sites(p)], opts.not_killed_in)
                 if not _equivalent(s)]
     if opts.seed is None:
-        return [s for p in selected for s in sites(p)[opts.offset::opts.sample]]
-    from mutation_sample import draw  # scripts/mutation_sample.py
+        from mutation_sample import in_half  # scripts/mutation_sample.py
 
-    chosen = draw(ROOT, [s for p in paths for s in sites(p)], opts.seed, opts.count, opts.exclude)
+        return in_half(ROOT, [s for p in selected for s in sites(p)[opts.offset::opts.sample]], opts.half)
+    from mutation_sample import draw, in_half  # scripts/mutation_sample.py
+
+    population = in_half(ROOT, [s for p in paths for s in sites(p)], opts.half)
+    chosen = draw(ROOT, population, opts.seed, opts.count, opts.exclude)
     if opts.shuffle:
         return [s for s in chosen if s.path in selected]
     order = {p: i for i, p in enumerate(paths)}

@@ -10,6 +10,7 @@ share a key: the second is excluded too (the samples stay disjoint, at the cost 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import subprocess
@@ -60,6 +61,20 @@ def not_killed(root: Path, population: list, files: list[Path]) -> list:
     survived. Kills carry over from earlier commits because tests are only ever added."""
     killed = killed_keys(root, files)
     return [s for s in population if key(root, "", s.path, s.line, s.change) not in killed]
+
+
+def half_of(k: Key) -> str:
+    """"train" or "holdout": a fixed split of the sites by a hash of their key (module, change,
+    line text), so the split survives line moves. Tests may be written against sites of the train
+    half; a held-out score draws only from the holdout half, which no test writer has run."""
+    digest = hashlib.sha256("|".join(k).encode()).digest()
+    return "holdout" if digest[0] & 1 else "train"
+
+
+def in_half(root: Path, population: list, half: str | None) -> list:
+    if half is None:
+        return population
+    return [s for s in population if half_of(key(root, "", s.path, s.line, s.change)) == half]
 
 
 def draw(root: Path, population: list, seed: int, count: int, exclude: list[Path]) -> list:
