@@ -102,6 +102,12 @@ AREA_TESTS = {
                                        "train_options", "train_parts", "memory_schedule", "layers", "memory_common",
                                        "train_attention", "train_comm", "comm_collectives", "tensor_parallel",
                                        "activations", "params", "flops", "attention"],
+    # second, independent tests for core kills that rested on one test function
+    "test_values_second_oracles.py": ["memory_train", "memory_infer", "train", "comm_step", "memory_common",
+                                      "layers", "flops", "activations", "params", "attention", "tensor_parallel",
+                                      "comm_collectives"],
+    # tests for the survivors of the fresh family's train half (reports/mutation/fresh_train.jsonl)
+    "test_values_fresh_train.py": sorted(TESTS),
 }
 for _file, _stems in AREA_TESTS.items():
     for _stem in _stems:
