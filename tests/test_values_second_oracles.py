@@ -329,3 +329,216 @@ def test_base_dtype_outside_float_types_is_refused_by_the_cli(run_cli):
     """--base-dtype (embeddings, norms, activations) must be a float type: int8 exits 2 naming the choices."""
     code, out, err = run_cli("memory", "infer", "gpt2", "--base-dtype", "int8")
     assert code == 2 and out == "" and "--base-dtype must be fp32, bf16 or fp16" in err
+
+
+# ---- layers and flops: parameter counts and the FLOP approximations ----------------------------------
+
+
+def test_affine_free_layernorm_has_no_parameters_in_the_cli(run_cli):
+    """OPT with layer_norm_elementwise_affine false (torch.nn.LayerNorm(elementwise_affine=False) holds no
+    tensors): transformers' opt-350m count less its 24 x 2 LayerNorms of weight and bias (2 x 1024 each)."""
+    d = run_cli.json("params", "opt-350m", "--set", "layer_norm_elementwise_affine=false")
+    assert d["total_params"] == HF["opt-350m"]["total_params"] - HF["opt-350m"]["by_category"]["norms"]
+    assert HF["opt-350m"]["by_category"]["norms"] == 24 * 2 * 2 * 1024 and d["breakdown"]["norms"] == 0
+
+
+def test_bias_free_layernorm_has_one_parameter_per_element():
+    """gpt2 with LayerNorm(bias=False) (torch >= 2.1): each of its 2 x 12 + 1 LayerNorms keeps only the
+    768-wide weight, so transformers' 124,439,808 parameters lose 25 x 768 biases."""
+    from mlsyscalc.calc.params import count_params
+
+    gpt2 = load_model("gpt2")
+    assert count_params(replace(gpt2, norm_bias=False)).total == HF["gpt2"]["total_params"] - 25 * 768
+    assert HF["gpt2"]["by_category"]["norms"] == 25 * 2 * 768
+
+
+def test_active_params_of_two_experts_top_one_in_the_cli(run_cli):
+    """mixtral cut to 2 experts, one routed a token: every parameter is active except one expert's gate, up
+    and down (3 x 4096 x 14336) in each of 32 layers."""
+    d = run_cli.json("params", "mixtral-8x7b", "--set", "num_local_experts=2", "--set", "num_experts_per_tok=1")
+    total = 2 * 32000 * 4096 + 32 * (MIX_ATTN + 4096 * 2 + 2 * MIX_EXPERT + 2 * 4096) + 4096
+    assert d["total_params"] == total
+    assert d["active_params"] == total - 32 * MIX_EXPERT
+
+
+def test_uncompressed_mla_attention_parameters_in_the_cli(run_cli):
+    """DeepSeek-V3 with q_lora_rank null (config.json otherwise: hidden 7168, 128 heads, qk_nope 128 + rope 64,
+    v 128, kv_lora_rank 512), per layer: q_proj 7168 -> 128 x 192 (no bias, transformers
+    DeepseekV3Attention), kv_a_proj_with_mqa 7168 -> 512 + 64, kv_b_proj 512 -> 128 x (128 + 128), o_proj
+    128 x 128 -> 7168; 61 layers."""
+    d = run_cli.json("params", "deepseek-v3", "--set", "q_lora_rank=null")
+    per_layer = 7168 * 128 * 192 + 7168 * (512 + 64) + 512 * 128 * 256 + 128 * 128 * 7168
+    assert d["breakdown"]["attention"] == 61 * per_layer
+
+
+def test_palm_model_flops_approximation_through_the_cli(run_cli):
+    """PaLM (Chowdhery et al. 2022, appendix B): training FLOPs per token 6N + 12 L H Q T, N the matmul
+    parameters. gpt2, 1024 tokens: N = 12 x (4 x 768^2 + 2 x 768 x 3072) + the tied head's 50257 x 768;
+    L = 12, H = 12, Q = 64, T = 1024. Without the attention term: 6N per token."""
+    d = run_cli.json("flops", "gpt2", "--seq", "1024")
+    n = 12 * (4 * 768 * 768 + 2 * 768 * 3072) + 50257 * 768
+    assert d["approx_6n_flops"] == 6 * n * 1024
+    assert d["approx_6n_attn_flops"] == (6 * n + 12 * 12 * 12 * 64 * 1024) * 1024
+
+
+# ---- activations: saved tensors of a layer ------------------------------------------------------------
+
+
+def test_moe_mlp_saved_defaults_to_dropless_routing():
+    """mlp_saved without a capacity factor is dropless (1.0): mixtral's top-2 routing keeps 2 copies of each
+    token's 4096-wide input and 2 x 4 x 14336 intermediates, as layer_saved (what memory train uses) lists."""
+    from mlsyscalc.calc.activations import layer_saved, mlp_saved
+
+    spec = load_model("mixtral-8x7b")
+    got = {i.name: i.per_token for i in mlp_saved(spec, 0, dropout=False)}
+    assert got["dispatched expert inputs (k copies)"] == 2 * 4096
+    assert got["expert intermediates (k x 4I)"] == 2 * 4 * 14336
+    tail = layer_saved(spec, 0, True, False)[-len(got):]
+    assert {i.name: i.per_token for i in tail} == got
+
+
+def test_qk_norm_inputs_of_a_gqa_model():
+    """llama3-8b with q/k norms (as Qwen3 and OLMo-2 have): the norms read q (32 heads x 128) and k (8 KV
+    heads x 128), bf16, 2048 tokens a layer."""
+    from mlsyscalc.calc.memory_train import train_memory
+
+    items = dict(train_memory(replace(load_model("llama3-8b"), qk_norm=True)).activation_items)
+    assert items["q/k norm inputs"] == 2048 * (4096 + 1024) * 2
+
+
+def test_mla_saves_values_of_v_head_dim_in_the_cli(run_cli):
+    """DeepSeek-V3 (config.json: 128 heads, v_head_dim 128, qk head 128 + 64 = 192): MLA expands V to every
+    head at v_head_dim, K at 192; 2048 tokens, bf16, tp 1."""
+    d = run_cli.json("memory", "train", "deepseek-v3", "--set", "num_hidden_layers=4")["activation_bytes_per_layer"]
+    assert d["V"] == 2048 * 128 * 128 * 2
+    assert d["K (after rotary)"] == 2048 * 128 * 192 * 2
+
+
+# ---- comm_step: rows of one training step --------------------------------------------------------------
+
+NVL_BW, NVL_LAT = 370e9, 3.4e-6  # hgx-h100 NVLink (model_specs/clusters/hgx-h100.json)
+
+
+def test_every_dimension_may_overlap_in_the_cli(run_cli):
+    """--overlap may name all five dimensions: every row then hides behind compute, nothing is exposed."""
+    d = run_cli.json("comm", "step", "llama3-8b", "--dp", "2", "--tp", "2", "--pp", "2", "--seq", "1024",
+                     "--overlap", "dp,tp,pp,ep,cp")
+    assert {r["dim"] for r in d["rows"]} == {"dp", "tp", "pp"} and all(r["overlapped"] for r in d["rows"])
+    assert d["exposed_time_s"] == 0 and d["total_time_s"] > 0
+
+
+def test_one_byte_p2p_in_the_alpha_beta_model(run_cli):
+    """gpt2 cut to width 1 (one head), one fp8 token, pp 2: the boundary activation is 1 B, sent forward and
+    its gradient back (2 calls), each alpha + n / beta = 3.4 us + 1 B / 370 GB/s (Hockney's model)."""
+    d = run_cli.json("comm", "step", "gpt2", "--set", "n_embd=1", "--set", "n_head=1", "--pp", "2", "--seq", "1",
+                     "--dtype", "fp8")
+    (row,) = d["rows"]
+    assert (row["dim"], row["message_bytes"], row["calls"], row["bytes_per_gpu"]) == ("pp", 1, 2, 2.0)
+    assert row["time_s"] == pytest.approx(2 * (NVL_LAT + 1 / NVL_BW), rel=1e-12)
+
+
+def test_two_expert_gradients_reduce_over_the_expert_replicas(run_cli):
+    """mixtral cut to 2 experts, dp 4, ep 2: each GPU keeps one expert a layer, whose bf16 gradients
+    (32 x 3 x 4096 x 14336 x 2 B) all-reduce over the dp / ep = 2 ranks holding the same expert."""
+    d = run_cli.json("comm", "step", "mixtral-8x7b", "--set", "num_local_experts=2", "--dp", "4", "--ep", "2")
+    (row,) = [r for r in d["rows"] if r["dim"] == "dp" and "routed experts" in r["rule"]]
+    assert row["group_size"] == 2 and row["message_bytes"] == 2 * 32 * MIX_EXPERT
+
+
+def test_a_group_of_ranks_is_nodes_times_gpus_per_node():
+    """placement's two numbers multiply to the group's size, down to a group of one rank (one GPU, one node)."""
+    from mlsyscalc.calc.comm_step import placement
+
+    for size, stride in ((1, 1), (1, 8), (2, 1), (4, 2), (16, 1), (2, 8), (8, 4)):
+        nodes, per_node = placement(size, stride, 8)
+        assert nodes * per_node == size, (size, stride)
+
+
+def test_cp_kv_message_with_replicated_kv_heads(run_cli):
+    """falcon-40b (128 heads, 8 KV heads of 64) at tp 16: the 8 KV heads are replicated, one a rank, so each
+    cp all-gather moves 2048 tokens x 1 head x (64 + 64) x 2 B, as at tp 8 (8 / 8 = 1 head a rank)."""
+    rows = [[r for r in run_cli.json("comm", "step", "falcon-40b", "--tp", tp, "--cp", "2")["rows"]
+             if r["dim"] == "cp"] for tp in ("8", "16")]
+    for cp_rows in rows:
+        assert {r["message_bytes"] for r in cp_rows} == {2048 * 1 * 128 * 2}
+
+
+def test_experts_split_over_ep_not_over_tp(run_cli):
+    """mixtral cut to 6 experts at tp 4, dp 2, ep 2: 6 experts split over 2 expert ranks (though not over 4 TP
+    ranks); each MoE layer's dispatch and combine, forward and backward, move 2048 tokens x top-2 x 4096 x 2 B."""
+    d = run_cli.json("comm", "step", "mixtral-8x7b", "--set", "num_local_experts=6", "--tp", "4", "--dp", "2",
+                     "--ep", "2")
+    (row,) = [r for r in d["rows"] if r["dim"] == "ep"]
+    assert row["message_bytes"] == 2048 * 2 * 4096 * 2 and row["calls"] == 4 * 32
+
+
+# ---- train: the optimizer step, the breakdown's defaults, host calibration, attention -----------------
+
+
+def test_optimizer_time_of_the_fullest_sharded_stage_in_the_cli(run_cli):
+    """`mlsys train mixtral-8x7b` at pp 2, dp 2, ep 2, ZeRO-1: AdamW (roofline_train.adamw_op) runs over the
+    parameters one GPU updates on the fuller stage. Stage 1 (16 layers' attention 4096 x 4096 x 2 +
+    4096 x 1024 x 2, router 4096 x 8, 2 norms; the final norm and the 32000 x 4096 head) has 4096 more dense
+    parameters than stage 0 (embedding instead of head); ZeRO-1 shards them over dp = 2, and each GPU's 4 of
+    the 8 experts (16 x 4 x 3 x 4096 x 14336) over dp / ep = 1 rank."""
+    from mlsyscalc.calc.calibration import load_ceilings
+    from mlsyscalc.calc.roofline_train import adamw_op
+
+    d = run_cli.json("train", "mixtral-8x7b", "--gpus", "4", "--gpu", "H100-SXM", "--pp", "2", "--dp", "2",
+                     "--ep", "2", "--zero", "1", "--global-batch", "8", "--micro-batch", "1")
+    dense = 16 * (MIX_ATTN + 4096 * 8 + 2 * 4096) + 4096 + 32000 * 4096
+    experts = 16 * 4 * MIX_EXPERT
+    most = dense // 2 + experts
+    expected = adamw_op(most, "bf16", load_ceilings("H100-SXM")).predicted_s
+    assert d["breakdown"]["optimizer_s"] == pytest.approx(expected, rel=1e-12)
+
+
+def test_step_breakdown_parts_add_up_with_the_defaults():
+    """step_breakdown with only the required arguments (pp 4, vp 2, 8 micro-batches of 0.01 s forward and
+    0.03 s backward, 0.05 s of dp gradient traffic overlapped, 0.5 s optimizer): its parts sum to compute
+    8 x 0.04 + bubble (pp - 1) / vp x 0.04 (Narayanan et al. 2021, section 2.2) + the traffic left after
+    the 0.03 s backward + the optimizer; no SM contention, no interleaving slowdown, no host time."""
+    from mlsyscalc.calc.train import step_breakdown
+    from mlsyscalc.calc.train_comm import Windows
+
+    breakdown, total = step_breakdown(pp=4, vp=2, windows=Windows(0.01, 0.03, 0.004, 8),
+                                      seconds={("dp", "grad"): 0.05}, zero=0, recompute="none", overlap=("dp",),
+                                      optimizer=0.5)
+    hand = 8 * 0.04 + 3 / 2 * 0.04 + (0.05 - 0.03) + 0.5
+    assert sum(float(v) for v in breakdown.values()) == pytest.approx(hand, rel=1e-12)
+    assert float(breakdown["dp_comm_s"]) == pytest.approx(0.02, rel=1e-12) and float(total["dp"]) == 0.05
+
+
+@pytest.mark.parametrize("framework,override", [("torch", True), ("torch", False), ("megatron", True),
+                                                ("megatron", False)])
+def test_framework_source_names_an_override_exactly_when_the_costs_differ(run_cli, tmp_path, framework, override):
+    """`mlsys train --calibration FILE`: the JSON's framework_source says the calibration's torch_host
+    replaced the costs exactly when host_costs differ from the framework's built-in costs (megatron has no
+    host term and ignores the file's torch_host)."""
+    import json
+    from dataclasses import asdict
+
+    from mlsyscalc.calc.calibration import read_calibration
+    from mlsyscalc.calc.train_host import FRAMEWORKS
+
+    record = read_calibration("reports/train/h200-calibration-fused.json")
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps({**record, "torch_host": {"op_s": 2e-5}} if override else record))
+    d = run_cli.json("train", "llama2-7b", "--gpus", "2", "--gpu", "H200", "--tp", "2", "--global-batch", "4",
+                     "--micro-batch", "1", "--calibration", str(path), "--framework", framework)
+    differs = d["host_costs"] != asdict(FRAMEWORKS[framework])
+    assert differs == (framework == "torch" and override)
+    assert ("overridden by the calibration file's torch_host" in d["framework_source"]) == differs
+
+
+def test_unfused_attention_is_slower_than_flash_at_4096_tokens(run_cli):
+    """llama2-7b, one GPU, 4096 tokens: unfused attention writes and reads the 32 x 4096 x 4096 scores of
+    each layer in HBM (and saves the softmax output), so its step is slower than flash attention's and
+    holds more memory (Dao et al. 2022, section 3)."""
+    args = ("train", "llama2-7b", "--gpus", "1", "--gpu", "H100-SXM", "--seq", "4096", "--global-batch", "1",
+            "--micro-batch", "1")
+    flash = run_cli.json(*args, "--attention", "flash")
+    unfused = run_cli.json(*args, "--attention", "unfused")
+    assert unfused["step_time_s"] > flash["step_time_s"]
+    assert unfused["memory_bytes_per_gpu"] > flash["memory_bytes_per_gpu"]
+    assert flash["model_flops"] == unfused["model_flops"]
