@@ -157,3 +157,21 @@ def test_host_rows_are_common_schema():
     assert [r.kernel for r in rows] == ["host.train", "host.decode", "host.launch"]
     assert [r.median_ms for r in rows] == pytest.approx([30.0, 8.4, 10.0])  # 2000 launches x 5 us
     assert rows[0].extra["host_s_per_kernel"] == 30e-6 and rows[2].env == {"gpu": "x"}
+
+
+def test_report_scores_probed_rows_with_their_probe_and_the_others_as_before():
+    from mlsyscalc.bench.rows import Row
+    from mlsyscalc.report.models_report_host import probe_error, probe_lines
+
+    rows = [Row("model.train", "eager", s, "bf16", variant=v, median_ms=ms)
+            for s, v, ms in (("B1", "a", 60.0), ("B2", "b", 36.0), ("B1", "c", 10.0))]
+    a, b, c = (r.key for r in rows)
+    # a: default host 40 ms (+50%), probe 57 ms (+5.3%); b: no probe, 30 ms (+20%); c: eager decode, probe 9.5 ms
+    fit = {"rows": [{"key": a, "phase": "train", "uncalibrated_s": 0.040},
+                    {"key": b, "phase": "train", "uncalibrated_s": 0.030}]}
+    lines = probe_lines(fit, rows, {c: 0.008}, {a: 0.057, c: 0.0095})
+    assert lines[0][0].startswith("uncalibrated train within +-15% (--impl torch, host probe of the same call: 1 rows")
+    assert lines[0][1:] == ["1/2", f"{100 * (0.2 + 3 / 57) / 2:+.1f}%"]  # median of 5.3% and 20%
+    assert lines[1][1:] == ["1/1", f"{100 * 0.5 / 9.5:+.1f}%"]
+    assert probe_error(rows[0], {a: 0.057}) == "+5.3%" and probe_error(rows[1], {a: 0.057}) is None
+    assert probe_lines(fit, rows, {}, {}) == [] and probe_lines(fit, rows, {}, {a: 0.05}, keys={b}) == []
