@@ -175,3 +175,18 @@ def test_report_scores_probed_rows_with_their_probe_and_the_others_as_before():
     assert lines[1][1:] == ["1/1", f"{100 * 0.5 / 9.5:+.1f}%"]
     assert probe_error(rows[0], {a: 0.057}) == "+5.3%" and probe_error(rows[1], {a: 0.057}) is None
     assert probe_lines(fit, rows, {}, {}) == [] and probe_lines(fit, rows, {}, {a: 0.05}, keys={b}) == []
+
+
+def test_train_takes_the_host_cost_per_kernel_as_torch_op_s():
+    from click.testing import CliRunner
+
+    from mlsyscalc.cli.main import cli
+
+    args = ["train", "gpt2", "--gpus", "1", "--gpu", "H100-SXM", "--seq", "1024", "--global-batch", "2",
+            "--micro-batch", "2", "--framework", "torch", "--json"]
+    base = json.loads(CliRunner().invoke(cli, args).output)
+    mine = json.loads(CliRunner().invoke(cli, [*args, "--host-us-per-kernel", "80"]).output)
+    ops = mine["host_work"]["ops"]  # one micro-batch: host_fb = ops x op_s
+    assert base["host_costs"]["op_s"] == pytest.approx(53.7e-6) and mine["host_costs"]["op_s"] == pytest.approx(80e-6)
+    assert mine["host_path_s"]["forward_backward"] == pytest.approx(ops * 80e-6)
+    assert base["host_path_s"]["forward_backward"] == pytest.approx(ops * 53.7e-6)
