@@ -190,3 +190,28 @@ def test_train_takes_the_host_cost_per_kernel_as_torch_op_s():
     assert base["host_costs"]["op_s"] == pytest.approx(53.7e-6) and mine["host_costs"]["op_s"] == pytest.approx(80e-6)
     assert mine["host_path_s"]["forward_backward"] == pytest.approx(ops * 80e-6)
     assert base["host_path_s"]["forward_backward"] == pytest.approx(ops * 53.7e-6)
+
+
+def test_bench_host_json_feeds_a_calibration_file(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    from click.testing import CliRunner
+
+    from mlsyscalc.bench.cases import host
+    from mlsyscalc.cli.main import cli
+
+    real = host.probe
+    monkeypatch.setattr(host, "probe", lambda spec, ceilings, device, reps: {
+        **real(spec, ceilings, device, reps, timer=_fake_timer), "host_launch_s": 6e-6})
+    out = tmp_path / "host.jsonl"
+    result = CliRunner().invoke(cli, ["bench", "host", "gpt2", "--cpu", "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["host"]["s_per_layer"] == pytest.approx(0.0105 / 12) and data["host"]["launch_s"] == 6e-6
+    assert [r["kernel"] for r in data["rows"]] == ["host.train", "host.decode", "host.launch"]
+    assert len(out.read_text().splitlines()) == 3
+    cal = tmp_path / "cal.json"
+    cal.write_text(json.dumps({"gpu": "H100-SXM", "host": data["host"]}))
+    roof = json.loads(CliRunner().invoke(cli, ["roofline", "gpt2", "--phase", "decode", "--context", "100", "--impl",
+                                               "torch", "--launch", "eager", "--calibration", str(cal),
+                                               "--json"]).output)
+    assert roof["totals"]["host_path_s"] == pytest.approx(0.0105)  # 12 layers x (10.5 ms / 12)
