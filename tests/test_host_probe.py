@@ -122,6 +122,7 @@ def test_bench_rows_record_the_probe_and_price_with_it(tmp_path):
     rows = run_model_cases(spec, cases, CEIL, ResultStore(tmp_path / "r.jsonl"), "cpu", reps=1, profile=False,
                            host_probe=fake_probe)
     assert calls == [spec.name]  # once per process, before the first case
+    assert [r.extra["profiled_before"] for r in rows] == [0, 0]  # no profile on the CPU
     for row, case in zip(rows, cases):
         assert row.error is None, row.error
         x = row.extra

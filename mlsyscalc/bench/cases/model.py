@@ -368,7 +368,7 @@ def run_model_cases(spec, cases, ceilings, store, device: str = "cuda", reps: in
     plus the stored ones of the same cases. `source` (the MODEL argument and --set overrides) goes
     into each row, so `mlsys calibrate` can rebuild the spec. `host_probe(spec, ceilings, device)`
     (cases.host.probe_once; None: no probe) runs before the first case that is not stored."""
-    rows, host = [], None
+    rows, host, profiled = [], None, 0
     done = {r.key: r for r in store.rows() if not r.error}
     for case in cases:
         key = run_key(spec, case)
@@ -382,6 +382,10 @@ def run_model_cases(spec, cases, ceilings, store, device: str = "cuda", reps: in
         if progress:
             progress(f"{spec.name} {case.phase} {case.shape} {case.mode} {case.kernels} {case.dtype}")
         row = run_model_case(spec, case, ceilings, device, reps, profile, source, host)
+        # torch.profiler can leave its CUDA callbacks attached after it exits (pytorch/pytorch#144455), which
+        # slows the later rows' launches: say how many cases this process profiled before this one was timed
+        row.extra["profiled_before"] = profiled
+        profiled += bool(row.extra.get("ops"))
         store.append(row)
         rows.append(row)
     return rows
