@@ -8,7 +8,8 @@ import json
 import pytest
 
 from mlsyscalc.calc.calibration import load_ceilings
-from mlsyscalc.calc.roofline_host import EAGER_HOST_S, EAGER_LAYER_HOST_S, HostCosts, host_from_record, probe_costs
+from mlsyscalc.calc.roofline_host import (EAGER_HOST_S, EAGER_LAYER_HOST_S, HostCosts, host_from_record, probe_costs,
+                                          probe_host_costs)
 from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.lookup import load_model
@@ -145,7 +146,7 @@ def test_a_failing_probe_leaves_its_error_and_the_default_costs():
         host.probe = original
         host._PROBED.pop(("gpt2", "nowhere"), None)
     assert fields == {"host_probe_error": "RuntimeError: no device"}
-    assert host.probe_host_costs(fields) is None
+    assert probe_host_costs(fields) is None
 
 
 def test_host_rows_are_common_schema():

@@ -102,6 +102,15 @@ def host_from_record(section: Mapping[str, Any] | None, where: str = "calibratio
     return HostCosts(**values, source=str(section.get("source") or where))
 
 
+def probe_host_costs(fields: Mapping[str, Any]) -> HostCosts | None:
+    """The host costs a `mlsys bench model` row's probe fields carry (host_s_per_kernel, host_s_per_layer,
+    host_probe_model), or None without a probe."""
+    per_kernel, per_layer = fields.get("host_s_per_kernel"), fields.get("host_s_per_layer")
+    if not per_kernel or not per_layer:
+        return None
+    return HostCosts(float(per_kernel), float(per_layer), f"host probe ({fields.get('host_probe_model')})")
+
+
 def host_path_unit(opts: RooflineOptions) -> str | None:
     """What the host's path is priced per: "kernel" for a one-GPU `--impl torch` training step,
     "layer" for an eagerly launched one-GPU prefill or decode, None where there is no host path."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import statistics
 
-from ..bench.cases.host import probe_host_costs
+from ..calc.roofline_host import probe_host_costs
 from ..bench.cases.model import roofline_options
 from ..bench.model_calibrate import _timed_torch_model, load_cases
 from ..calc.calibration import load_ceilings

@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from ...calc.roofline_host import HostCosts, probe_costs
+from ...calc.roofline_host import probe_costs
 from ...calc.roofline_model import predict_model
 from ..rows import Row
 
@@ -109,14 +109,6 @@ def probe(spec, ceilings, device: str = "cuda", reps: int = PROBE_REPS, timer=No
             "host_launch_s": launch_probe_s(device) if timer is None else None, "host_probe_model": tiny.name,
             "host_probe_train_s": train_s, "host_probe_train_kernels": kernels, "host_probe_decode_s": decode_s,
             "host_probe_layers": tiny.num_layers}
-
-
-def probe_host_costs(fields: dict) -> HostCosts | None:
-    """The host costs a row's probe fields carry (None without a probe)."""
-    per_kernel, per_layer = fields.get("host_s_per_kernel"), fields.get("host_s_per_layer")
-    if not per_kernel or not per_layer:
-        return None
-    return HostCosts(float(per_kernel), float(per_layer), f"host probe ({fields.get('host_probe_model')})")
 
 
 _PROBED: dict[tuple[str, str], dict] = {}

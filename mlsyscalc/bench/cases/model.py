@@ -20,6 +20,7 @@ from functools import partial
 
 from ...calc.memory_infer import InferOptions, infer_memory
 from ...calc.memory_train import TrainOptions, train_memory
+from ...calc.roofline_host import probe_host_costs
 from ...calc.roofline_model import RooflineOptions, predict_model
 from ...errors import require
 from ..rows import Row
@@ -206,7 +207,6 @@ def run_model_case(spec_full, case: ModelCase, ceilings, device: str = "cuda", r
     `host`: the host probe's fields (cases.host), recorded in the row and pricing its host path."""
     from .. import harness
     from ..torch_models import build_model
-    from .host import probe_host_costs
 
     spec = reduced_spec(spec_full, case.layers)
     costs = probe_host_costs(host or {})
