@@ -22,6 +22,7 @@ from ..errors import MlsysError, require
 from ..specs.gpu import AmbiguousGPU, GPUSpec, builtin_gpus, load_gpu, normalise_dtype, peak_from
 from ..specs.lookup import read_json
 from ..validate import fraction, non_negative, positive
+from .roofline_host import HostCosts, host_from_record
 
 # Fixed cost of one kernel: launch, prologue/epilogue and the tail of the last wave. An assumption
 # (2 us is the usual back-to-back launch gap on a CUDA stream); a calibration file may measure it.
@@ -104,6 +105,7 @@ class Ceilings:
     launch_s: float = LAUNCH_OVERHEAD_S
     matmul_floor_s: float = MATMUL_FLOOR_S  # a plain GEMM kernel runs at least this, fixed cost apart
     source: str = "datasheet"  # "datasheet" or the calibration file
+    host: HostCosts = HostCosts()  # the host's cost of an eager one-GPU step (calc.roofline_host)
     notes: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
@@ -164,6 +166,15 @@ class Ceilings:
         eff.validate()
         return replace(self, efficiency=eff)
 
+    def with_host(self, s_per_kernel: float | None = None, s_per_layer: float | None = None,
+                  source: str = "command line") -> "Ceilings":
+        """These ceilings with the host's costs replaced where given (the others kept)."""
+        if s_per_kernel is None and s_per_layer is None:
+            return self
+        host = HostCosts(self.host.s_per_kernel if s_per_kernel is None else s_per_kernel,
+                         self.host.s_per_layer if s_per_layer is None else s_per_layer, source)
+        return replace(self, host=host)
+
     def as_dict(self, dtype: str) -> dict[str, Any]:
         """The ceilings behind a prediction in `dtype` (JSON: base units, FLOP/s and B/s)."""
         return {
@@ -173,7 +184,7 @@ class Ceilings:
             "read_Bps": self.read_ceiling_Bps, "write_Bps": self.write_ceiling_Bps, "bandwidth_Bps": self.bandwidth_Bps,
             "datasheet_flops_per_s": self.datasheet_flops(dtype), "datasheet_Bps": self.datasheet_Bps,
             "ridge_flops_per_byte": self.ridge(dtype), "launch_overhead_s": self.launch_s,
-            "matmul_floor_s": self.matmul_floor_s,
+            "matmul_floor_s": self.matmul_floor_s, "host": self.host.as_dict(),
             "efficiency": {k: getattr(self.efficiency, k) for k in EFFICIENCY_FIELDS}, "notes": list(self.notes),
         }
 
@@ -315,7 +326,8 @@ def calibrated_ceilings(data: Mapping[str, Any], gpu: GPUSpec | str | None = Non
         write_Bps=_positive(bws.get("write"), "bandwidth_Bps.write") or fallback,
         sm_count=sm_count, efficiency=eff,
         launch_s=launch_s if launch_s is not None else measured_launch or LAUNCH_OVERHEAD_S,
-        matmul_floor_s=measured_floor or MATMUL_FLOOR_S, source=where, notes=tuple(notes),
+        matmul_floor_s=measured_floor or MATMUL_FLOOR_S, source=where,
+        host=host_from_record(data.get("host"), where) or HostCosts(), notes=tuple(notes),
     )
 
 

@@ -28,14 +28,87 @@ fit-set model's eager inference rows (gpt2 B1-B64, h100_check2.jsonl and h100_ch
 multi-GPU frameworks' host terms live in calc.train_host.
 
     host_path_s = layers x EAGER_LAYER_HOST_S     (prefill/decode, launch "eager", impl torch, tp = 1)
+
+Both constants move with the host CPU (1.2-1.6x between hosts of one kind). `HostCosts` carries the
+two costs a prediction uses: these defaults, or a measurement of the user's own host (`mlsys bench
+host`, a calibration file's `host` object, `mlsys roofline --host-us-per-kernel/--host-ms-per-layer`).
+`probe_costs` turns a probe's timings into costs: an eager training step and an eager decode step of
+a tiny model (widths small enough that the GPU idles and the host sets the time), divided by the
+kernels the roofline prices for that tiny training step and by the tiny model's decoder layers. Its
+assumption: the host's cost per priced kernel (per decoder layer) of the tiny model is that of the
+large one; the kernel lists and layer code are the same, only the widths differ.
 """
 
 from __future__ import annotations
 
-from .roofline_options import RooflineOptions
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ..errors import require
+from ..validate import positive
+
+if TYPE_CHECKING:
+    from .roofline_options import RooflineOptions
 
 EAGER_HOST_S = 29e-6  # host seconds per priced kernel of an eager one-GPU training step (module docstring)
 EAGER_LAYER_HOST_S = 0.699e-3  # host seconds per decoder layer of an eager prefill/decode step (module docstring)
+
+
+@dataclass(frozen=True)
+class HostCosts:
+    """The host's cost of an eager step on one GPU: per priced kernel (training) and per decoder layer
+    (prefill/decode with launch "eager"); `source` says where they come from."""
+
+    s_per_kernel: float = EAGER_HOST_S
+    s_per_layer: float = EAGER_LAYER_HOST_S
+    source: str = "default"
+
+    def __post_init__(self) -> None:
+        positive(self.s_per_kernel, "host seconds per kernel")
+        positive(self.s_per_layer, "host seconds per decoder layer")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"s_per_kernel": self.s_per_kernel, "s_per_layer": self.s_per_layer, "source": self.source}
+
+
+def probe_costs(train_s: float, train_kernels: int, decode_s: float, layers: int, source: str = "probe") -> HostCosts:
+    """Host costs from a probe (module docstring): a tiny model's eager training step of `train_kernels`
+    priced kernels took `train_s`, its eager decode step over `layers` decoder layers `decode_s`."""
+    require(train_kernels > 0 and layers > 0, f"host probe: kernels ({train_kernels}) and layers ({layers}) "
+            "must be positive")
+    return HostCosts(train_s / train_kernels, decode_s / layers, source)
+
+
+HOST_KEYS = ("s_per_kernel", "s_per_layer")  # a calibration record's host object; HOST_INFO rides along
+HOST_INFO = ("source", "launch_s", "model", "device")  # what `mlsys bench host` writes beside them
+
+
+def host_from_record(section: Mapping[str, Any] | None, where: str = "calibration") -> HostCosts | None:
+    """The `host` object of a calibration record ({"s_per_kernel": ..., "s_per_layer": ...}, either
+    optional; what it omits keeps the default), or None without one."""
+    if section is None:
+        return None
+    require(isinstance(section, Mapping), f"{where}: host must be an object")
+    unknown = set(section) - set(HOST_KEYS) - set(HOST_INFO)
+    require(not unknown, f"{where}: host keys are s_per_kernel, s_per_layer; unknown: {', '.join(sorted(unknown))}")
+    values = {}
+    for key in HOST_KEYS:
+        value = section.get(key)
+        if value is None:
+            continue
+        require(isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1,
+                f"{where}: host.{key} must be a number of seconds in (0, 1), got {value!r}")
+        values[key] = float(value)
+    return HostCosts(**values, source=str(section.get("source") or where))
+
+
+def probe_host_costs(fields: Mapping[str, Any]) -> HostCosts | None:
+    """The host costs a `mlsys bench model` row's probe fields carry (host_s_per_kernel, host_s_per_layer,
+    host_probe_model), or None without a probe."""
+    per_kernel, per_layer = fields.get("host_s_per_kernel"), fields.get("host_s_per_layer")
+    if not per_kernel or not per_layer:
+        return None
+    return HostCosts(float(per_kernel), float(per_layer), f"host probe ({fields.get('host_probe_model')})")
 
 
 def host_path_unit(opts: RooflineOptions) -> str | None:
@@ -48,7 +121,7 @@ def host_path_unit(opts: RooflineOptions) -> str | None:
     return "layer" if opts.launch == "eager" else None
 
 
-def eager_host_path_s(opts: RooflineOptions, kernels: int, layers: int = 0) -> float:
-    """The host's path of the step (host_path_unit): kernels x EAGER_HOST_S, layers x EAGER_LAYER_HOST_S, or 0."""
-    unit = host_path_unit(opts)
-    return kernels * EAGER_HOST_S if unit == "kernel" else layers * EAGER_LAYER_HOST_S if unit == "layer" else 0.0
+def eager_host_path_s(opts: RooflineOptions, kernels: int, layers: int = 0, host: HostCosts | None = None) -> float:
+    """The host's path of the step (host_path_unit): kernels x s_per_kernel, layers x s_per_layer, or 0."""
+    unit, costs = host_path_unit(opts), host or HostCosts()
+    return kernels * costs.s_per_kernel if unit == "kernel" else layers * costs.s_per_layer if unit == "layer" else 0.0

@@ -386,9 +386,10 @@ def predict_model(spec: ModelSpec, ceilings: Ceilings, options: RooflineOptions 
             rows.append(roofline_torch.zero_grad_row(p, _params(spec)))
         comm += dp_comm_rows(spec, ceilings.gpu, opts, forward_s, backward_s)
     forward = count_flops(spec, opts.flop_options).forward - _window_saving_flops(spec, opts) - _logit_saving_flops(spec, opts)
-    host = eager_host_path_s(opts, sum(r.count for r in rows), spec.num_layers)
+    host = eager_host_path_s(opts, sum(r.count for r in rows), spec.num_layers, ceilings.host)
     return ModelRoofline(spec.name, ceilings.gpu.name, opts, ceilings, tuple(rows), tuple(comm),
-                         forward * (3 if opts.phase == "train" else 1), weights, kv, model_notes(spec, opts), host)
+                         forward * (3 if opts.phase == "train" else 1), weights, kv,
+                         model_notes(spec, opts, ceilings.host), host)
 
 
 def _logit_saving_flops(spec: ModelSpec, opts: RooflineOptions) -> float:

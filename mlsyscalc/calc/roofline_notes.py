@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from ..specs.model import ModelSpec
-from .roofline_host import EAGER_HOST_S, EAGER_LAYER_HOST_S, host_path_unit
+from .roofline_host import HostCosts, host_path_unit
 from .roofline_options import RooflineOptions
 
 
-def model_notes(spec: ModelSpec, opts: RooflineOptions) -> tuple[str, ...]:
+def model_notes(spec: ModelSpec, opts: RooflineOptions, host: HostCosts | None = None) -> tuple[str, ...]:
     notes = []
     if spec.sliding_window and spec.sliding_window_layers:
         how = ("kernels skip KV tiles outside the window (prefill/train FLOPs ~ S*min(S, W); decode reads at most "
@@ -26,10 +26,11 @@ def model_notes(spec: ModelSpec, opts: RooflineOptions) -> tuple[str, ...]:
                      "reductions, separate activation and gate product, ...; docs/roofline.md, Kernels per op)")
         unit = host_path_unit(opts)
         if unit is not None:
-            what, cost = (("eager training", f"{EAGER_HOST_S * 1e6:g} us per kernel") if unit == "kernel" else
-                          ("eager launch", f"{EAGER_LAYER_HOST_S * 1e3:g} ms per decoder layer"))
+            h = host or HostCosts()
+            what, cost = (("eager training", f"{h.s_per_kernel * 1e6:.3g} us per kernel") if unit == "kernel" else
+                          ("eager launch", f"{h.s_per_layer * 1e3:.3g} ms per decoder layer"))
             notes.append(f"{what} on one GPU: the step is the longer of the GPU's path and the host's "
-                         f"(totals.host_path_s, {cost}; docs/roofline.md, Host path)")
+                         f"(totals.host_path_s, {cost}, {h.source}; docs/roofline.md, Host path)")
     if opts.logits == "last" and opts.phase == "prefill":
         notes.append("lm_head on the last position of each sequence only (--logits last); MFU's model FLOPs "
                      "exclude the skipped positions")

@@ -25,6 +25,7 @@ BENCH_COMMANDS = {
     "report": "mlsyscalc.cli.bench_report:report",
     "rows": "mlsyscalc.cli.bench_report:rows",
     "model": "mlsyscalc.cli.bench_model:model",
+    "host": "mlsyscalc.cli.bench_host:host",
 }
 
 

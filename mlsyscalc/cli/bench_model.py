@@ -42,20 +42,24 @@ def _ints(text: str) -> list[int]:
 @click.option("--calibration", type=click.Path(exists=True, dir_okay=False), help="Ceilings file (mlsys calibrate / bench ceilings).")
 @click.option("--reps", type=click.IntRange(min=1), default=10, show_default=True, help="Timed calls per case (median).")
 @click.option("--no-profile", is_flag=True, help="Skip the torch.profiler per-kernel table.")
+@click.option("--no-host-probe", is_flag=True, help="Skip the host probe (`mlsys bench host`) that prices the "
+              "rows' eager host path (the default host costs instead; --cpu and --tp/--fsdp runs skip it).")
 @click.option("--cpu", is_flag=True, help="Run on the CPU: a smoke test of the path, not a GPU time.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Append rows to this .jsonl/.csv; a rerun skips done rows.")
 @click.option("--quiet", is_flag=True, help="No progress on stderr.")
 @render.output_options
 def model(model, overrides, phase, batch, seq, layers, kernels, dtype, modes, tp, fsdp, gpu, calibration, reps,
-          no_profile, cpu, out, quiet, fmt, as_json):
+          no_profile, no_host_probe, cpu, out, quiet, fmt, as_json):
     """Measured vs predicted time, per-op kernel times and peak memory of a whole model.
 
     The model is plain torch built from the spec (random weights): SDPA attention, decode under
     a CUDA graph plus an eager row, training with fused AdamW. Each row carries the roofline's
     prediction for the same spec and shapes (`mlsys roofline MODEL --phase ...`), its error,
     `max_memory_allocated` against `mlsys memory`, and (on a GPU) the profiler's kernel time per
-    kind and per linear beside the roofline's op table.
+    kind and per linear beside the roofline's op table. A one-GPU run first probes the host (`mlsys
+    bench host`: eager steps of a tiny model of the same family) and prices the rows' host path with it.
     """
+    from ..bench.cases.host import probe_once
     from ..bench.cases.model import model_cases, run_model_cases
     from ..bench.model_report import CASE_COLUMNS, OP_COLUMNS, case_table, ceilings_for, notes, op_table
     from ..bench.model_parallel import check_parallel, world
@@ -70,7 +74,8 @@ def model(model, overrides, phase, batch, seq, layers, kernels, dtype, modes, tp
     progress = None if quiet or rank else (lambda msg: click.echo(f"running {msg}", err=True))
     source = {"model_ref": model, "overrides": list(overrides)}
     store = ResultStore(out if rank == 0 else None)  # rank 0 writes and prints
-    rows = run_model_cases(spec, cases, ceilings, store, device, reps, not no_profile, progress, source)
+    host_probe = None if no_host_probe or size > 1 or cpu else probe_once  # a CPU time is no host cost
+    rows = run_model_cases(spec, cases, ceilings, store, device, reps, not no_profile, progress, source, host_probe)
     if rank:
         return
     output = render.Output(

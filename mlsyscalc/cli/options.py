@@ -115,3 +115,22 @@ def ceilings_from_options(gpu: str | None, calibration: str | None, efficiency: 
 
     ceilings = load_ceilings(gpu, calibration, launch_s=None if launch_us is None else launch_us * 1e-6)
     return ceilings.with_efficiency(**efficiency_pairs(efficiency)) if efficiency else ceilings
+
+
+def host_options(func: Callable) -> Callable:
+    """--host-us-per-kernel, --host-ms-per-layer: the host's eager costs (`mlsys bench host` measures them),
+    passed on as `host` = (seconds per kernel or None, seconds per layer or None)."""
+    import functools
+
+    @click.option("--host-us-per-kernel", type=POSITIVE, default=None,
+                  help="Host microseconds per priced kernel of an eager one-GPU training step (default 29, or the "
+                       "calibration's host object; `mlsys bench host` measures yours).")
+    @click.option("--host-ms-per-layer", type=POSITIVE, default=None,
+                  help="Host milliseconds per decoder layer of an eager prefill/decode (--launch eager; default "
+                       "0.699, or the calibration's).")
+    @functools.wraps(func)
+    def wrapper(*args, host_us_per_kernel, host_ms_per_layer, **kwargs):
+        host = (None if host_us_per_kernel is None else host_us_per_kernel * 1e-6,
+                None if host_ms_per_layer is None else host_ms_per_layer * 1e-3)
+        return func(*args, host=host, **kwargs)
+    return wrapper

@@ -20,7 +20,7 @@ from ..errors import MlsysError
 from ..units import parse_count
 from ..validate import count as whole
 from . import render
-from .options import ceilings_from_options, model_argument, positive_int, reject_unused, resolve_model
+from .options import ceilings_from_options, host_options, model_argument, positive_int, reject_unused, resolve_model
 from .plots import with_plot
 from .roofline_views import model_output, op_output, sweep_output
 
@@ -202,11 +202,12 @@ def _sweep_values(text: str) -> list[int]:
                    "(adds the host's path per layer; docs/roofline.md, \"Host path\").")
 @click.option("--master-weights/--no-master-weights", default=RooflineOptions.master_weights, show_default=True,
               help="train: AdamW over fp32 master weights and moments, or states in --dtype.")
+@host_options
 @ceiling_options
 @render.output_options
 @click.pass_context
 def model(ctx, model, overrides, phase, batch, seq, context, tp, dtype, kv_dtype, cluster, no_fit_check, sweep,
-          window, recompute, dp, zero, dp_overlap, impl, logits, launch, master_weights, ceilings, plot, fmt,
+          window, recompute, dp, zero, dp_overlap, impl, logits, launch, master_weights, host, ceilings, plot, fmt,
           as_json):
     """Per-kernel roofline of one layer (and the head) of MODEL, and the step's totals.
 
@@ -217,6 +218,7 @@ def model(ctx, model, overrides, phase, batch, seq, context, tp, dtype, kv_dtype
                   if phase == "decode" else {"context": "with --phase train (training keeps no KV cache)"}
                   if phase == "train" else {})
     spec = resolve_model(model, overrides)
+    ceilings = ceilings.with_host(*host, source="--host-us-per-kernel/--host-ms-per-layer")
     opts = RooflineOptions(phase=phase, batch=batch, seq=seq, context=context, tp=tp, dtype=dtype,
                            kv_dtype=kv_dtype, cluster=cluster, check_fit=not no_fit_check, window=window,
                            recompute=recompute, dp=dp, zero=zero, dp_overlap=dp_overlap, impl=impl, logits=logits,

@@ -16,7 +16,7 @@ from ..calc.memory_train import zero_from_fsdp
 from ..errors import require
 from ..units import fmt_bytes
 from . import render
-from .options import model_argument, positive_int, resolve_model
+from .options import POSITIVE, model_argument, positive_int, resolve_model
 
 D = TrainStepOptions
 
@@ -29,13 +29,18 @@ def cluster_options(func):
     @click.option("--calibration", type=click.Path(dir_okay=False), default=None,
                   help="Measured kernel ceilings from `mlsys bench ceilings` instead of datasheet x efficiency; "
                        "its optional torch_host object replaces --framework torch's host costs (docs/train.md).")
+    @click.option("--host-us-per-kernel", type=POSITIVE, default=None,
+                  help="--framework torch: host microseconds per priced kernel (op_s), e.g. what `mlsys bench host` "
+                       "measured on your host; replaces the built-in 53.7 and the calibration's torch_host.op_s.")
     @positive_int("--seq", D.seq, "Tokens per sequence.")
     @positive_int("--global-batch", D.global_batch, "Sequences per optimizer step, all replicas.")
     @functools.wraps(func)
-    def wrapper(*args, gpus, gpu, cluster, calibration, **kwargs):
+    def wrapper(*args, gpus, gpu, cluster, calibration, host_us_per_kernel, **kwargs):
         spec = resolve_cluster(gpu, cluster, gpus)
         ceilings = load_ceilings(gpu or spec.gpu, calibration)
         host = host_overrides(read_calibration(calibration)) if calibration else ()
+        if host_us_per_kernel is not None:
+            host = tuple((k, v) for k, v in host if k != "op_s") + (("op_s", host_us_per_kernel * 1e-6),)
         return func(*args, gpus=gpus, cluster=spec, ceilings=ceilings, host_costs=host, **kwargs)
     return wrapper
 

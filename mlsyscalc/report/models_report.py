@@ -27,6 +27,7 @@ from ..bench.rows import ResultStore, Row
 from ..calc.calibration import CLASSES, load_ceilings
 from ..calc.roofline_model import predict_model
 from .markdown import markdown_table
+from .models_report_host import probe_error, probe_lines, probe_predictions
 
 GOALS = (("uncalibrated whole step within +-15%", 0.15), ("calibrated, held-out models, within +-5%", 0.05))
 
@@ -81,8 +82,10 @@ def eager_line(rows, eager: dict[str, float]) -> list[list]:
 
 
 def goals(fit: dict, ops: list[dict], rows, fused: dict | None = None,
-          steps_only: tuple[dict, list[dict]] | None = None, eager: dict[str, float] | None = None) -> list[str]:
+          steps_only: tuple[dict, list[dict]] | None = None, eager: dict[str, float] | None = None,
+          probed: dict[str, float] | None = None) -> list[str]:
     lines = uncalibrated_lines(fit, " (--impl torch)" if fused else "") + eager_line(rows, eager or {})
+    lines += probe_lines(fit, rows, eager or {}, probed or {})
     if fused:
         lines += uncalibrated_lines(fused, " (--impl fused)")
     if steps_only:
@@ -102,11 +105,12 @@ def _role(c: dict) -> str:
     return "held out " if c["held_out"] else "fitted " if c.get("fitted", True) else "scored "
 
 
-def rows_table(rows, fit: dict, eager: dict[str, float] | None = None) -> list[str]:
+def rows_table(rows, fit: dict, eager: dict[str, float] | None = None, probed: dict[str, float] | None = None
+               ) -> list[str]:
     """Every row; rows the fit covers and eager prefill/decode rows carry today's prediction, the
-    others (triton kernels) the stored one."""
+    others (triton kernels) the stored one; rows with a host probe also their error priced with it."""
     calibrated = {r["key"]: r for r in fit["rows"]}
-    eager = eager or {}
+    eager, probed = eager or {}, probed or {}
     out = []
     for r in sorted(rows, key=lambda r: (r.extra.get("model", ""), r.kernel, r.extra.get("kernels", ""), r.dtype,
                                          r.extra.get("batch", 0), r.extra.get("seq", 0), r.baseline)):
@@ -117,12 +121,12 @@ def rows_table(rows, fit: dict, eager: dict[str, float] | None = None) -> list[s
                  if r.key in eager else r.prediction_error)
         out.append([x.get("model"), x.get("phase"), r.shape, r.baseline, x.get("kernels"), r.dtype,
                     _ms((r.median_ms or 0) * 1e-3) if r.median_ms else None, _ms(predicted),
-                    _pct(error), (_role(c) + _pct(c["error"])) if c else None,
+                    _pct(error), probe_error(r, probed), (_role(c) + _pct(c["error"])) if c else None,
                     f"{peak / 2**30:.2f}" if peak else None, _pct(x.get("memory_error")),
                     _ms(x.get("full_estimated_s")), (r.error or "")[:90]])
     cols = ["model", "phase", "shape", "mode", "kernels", "weights", "measured ms", "predicted ms", "error",
-            "calibrated error", "peak GiB", "memory error", "full depth est. ms", "note"]
-    return markdown_table(cols, out, "llllll" + "r" * 7 + "l")
+            "error, host probe", "calibrated error", "peak GiB", "memory error", "full depth est. ms", "note"]
+    return markdown_table(cols, out, "llllll" + "r" * 8 + "l")
 
 
 def op_summary(ops: list[dict], before: list[dict]) -> list[str]:
@@ -170,13 +174,14 @@ def _only(fit: dict, keys: set[str]) -> dict:
 
 
 def fresh_goals(keys: set[str], paths: list[Path], fit: dict, fused: dict, after: list[dict], rows,
-                eager: dict[str, float] | None = None) -> list[str]:
+                eager: dict[str, float] | None = None, probed: dict[str, float] | None = None) -> list[str]:
     """The goals table over the rows of `paths` only (measured after the roofline's choices)."""
     if not keys:
         return []
     ops = [o for o in after if o["key"] in keys]
     lines = uncalibrated_lines(_only(fit, keys), " (--impl torch)") + uncalibrated_lines(_only(fused, keys), " (--impl fused)")
-    lines += eager_line([r for r in rows if r.key in keys], eager or {}) + calibrated_lines(_only(fit, keys), ops)
+    lines += eager_line([r for r in rows if r.key in keys], eager or {})
+    lines += probe_lines(fit, rows, eager or {}, probed or {}, keys) + calibrated_lines(_only(fit, keys), ops)
     return ["## Goals on the rows of " + ", ".join(str(p) for p in paths) + " only", "",
             *_memory_line(lines, [r for r in rows if r.key in keys]), ""]
 
@@ -200,6 +205,7 @@ def write(rows_paths: list[Path], out_dir: Path, hold_out: set[str], gpu: str,
     calibrated = load_ceilings(gpu, fit["record"])
     cases = load_cases(rows, hold_out)
     eager = eager_predictions(rows, hold_out, gpu)
+    probed = probe_predictions(rows, hold_out, gpu)
     before, after = op_errors(cases, base), op_errors(cases, calibrated)
     steps_ops = op_errors(cases, load_ceilings(gpu, steps["record"]))
     plot(fit, out_dir / "errors.png")
@@ -218,8 +224,8 @@ def write(rows_paths: list[Path], out_dir: Path, hold_out: set[str], gpu: str,
             f"Predictions recomputed with `mlsys roofline --impl torch` (and `--impl fused` for comparison) on "
             f"the {gpu} datasheet x default efficiencies, then with calibration.json (fitted by `mlsys calibrate` "
             "on the fitted rows).", "",
-            "## Goals", "", *goals(fit, after, rows, fused, (steps, steps_ops), eager), "",
-            *fresh_goals(fresh_keys, fresh_paths or [], fit, fused, after, rows, eager),
+            "## Goals", "", *goals(fit, after, rows, fused, (steps, steps_ops), eager, probed), "",
+            *fresh_goals(fresh_keys, fresh_paths or [], fit, fused, after, rows, eager, probed),
             "## The fit", "", f"Fitted on {', '.join(fit['record']['fitted_on'])}"
             + (f" (rows of {', '.join(str(p) for p in fit_paths)} only)" if fit_paths else "")
             + f"; held out: {', '.join(sorted(hold_out))}.", "",
@@ -241,8 +247,9 @@ def write(rows_paths: list[Path], out_dir: Path, hold_out: set[str], gpu: str,
             *op_summary(after, before), "",
             "## Every row", "", "error = (measured - predicted) / predicted with the datasheet ceilings; calibrated "
             "error with calibration.json (fitted, held-out and scored-only rows marked; eager and triton rows are not "
-            "fitted); memory error = (predicted - max_memory_allocated) / max_memory_allocated.", "",
-            *rows_table(rows, fit, eager), "", "![errors](errors.png)", ""]
+            "fitted); error, host probe: the uncalibrated error with the host costs the row's own call measured "
+            "(`mlsys bench host`); memory error = (predicted - max_memory_allocated) / max_memory_allocated.", "",
+            *rows_table(rows, fit, eager, probed), "", "![errors](errors.png)", ""]
     (out_dir / "README.md").write_text("\n".join(text))
     return out_dir / "README.md"
 

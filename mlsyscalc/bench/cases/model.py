@@ -20,6 +20,7 @@ from functools import partial
 
 from ...calc.memory_infer import InferOptions, infer_memory
 from ...calc.memory_train import TrainOptions, train_memory
+from ...calc.roofline_host import probe_host_costs
 from ...calc.roofline_model import RooflineOptions, predict_model
 from ...errors import require
 from ..rows import Row
@@ -201,12 +202,16 @@ def step_fn(model, spec, case: ModelCase, device: str):
 
 
 def run_model_case(spec_full, case: ModelCase, ceilings, device: str = "cuda", reps: int = 10,
-                   profile: bool = True, source: dict | None = None) -> Row:
-    """Build, time, profile and predict one case; an exception (OOM, unsupported shape) becomes the row's error."""
+                   profile: bool = True, source: dict | None = None, host: dict | None = None) -> Row:
+    """Build, time, profile and predict one case; an exception (OOM, unsupported shape) becomes the row's error.
+    `host`: the host probe's fields (cases.host), recorded in the row and pricing its host path."""
     from .. import harness
     from ..torch_models import build_model
 
     spec = reduced_spec(spec_full, case.layers)
+    costs = probe_host_costs(host or {})
+    if costs is not None:
+        ceilings = replace(ceilings, host=costs)
     layers = f" L{spec.num_layers}/{spec_full.num_layers}" if spec is not spec_full else ""
     row = Row(kernel=f"model.{case.phase}", baseline=case.mode, shape=case.shape + layers, dtype=case.dtype,
               variant=variant(spec_full, case), env=dict(harness.env_metadata()), measured_at=harness.now())
@@ -217,6 +222,7 @@ def run_model_case(spec_full, case: ModelCase, ceilings, device: str = "cuda", r
         roof = predict_model(spec, ceilings, roofline_options(case))
         row.predicted_ms, row.flops, row.bytes = roof.time_s * 1e3, roof.model_flops, roof.bytes
         row.extra.update(source or {})
+        row.extra.update(host or {})
         row.extra.update(model=spec_full.name, phase=case.phase, batch=case.batch, seq=case.seq, mode=case.mode,
                          kernels=case.kernels, tp=case.tp, dp=case.dp, layers=spec.num_layers, full_layers=spec_full.num_layers,
                          predicted_kernels=sum(r.count for r in roof.rows), ceilings=ceilings.source,
@@ -357,20 +363,29 @@ def model_cases(phase: str, batches, seqs, modes=("graph", "eager"), kernels="to
 
 
 def run_model_cases(spec, cases, ceilings, store, device: str = "cuda", reps: int = 10, profile: bool = True,
-                    progress=None, source: dict | None = None) -> list[Row]:
+                    progress=None, source: dict | None = None, host_probe=None) -> list[Row]:
     """Run each case not already in `store` (appending its row at once); returns this run's rows
     plus the stored ones of the same cases. `source` (the MODEL argument and --set overrides) goes
-    into each row, so `mlsys calibrate` can rebuild the spec."""
-    rows = []
+    into each row, so `mlsys calibrate` can rebuild the spec. `host_probe(spec, ceilings, device)`
+    (cases.host.probe_once; None: no probe) runs before the first case that is not stored."""
+    rows, host, profiled = [], None, 0
     done = {r.key: r for r in store.rows() if not r.error}
     for case in cases:
-        probe = run_key(spec, case)
-        if probe in done:
-            rows.append(done[probe])
+        key = run_key(spec, case)
+        if key in done:
+            rows.append(done[key])
             continue
+        if host is None and host_probe is not None:
+            if progress:
+                progress(f"{spec.name} host probe")
+            host = host_probe(spec, ceilings, device)
         if progress:
             progress(f"{spec.name} {case.phase} {case.shape} {case.mode} {case.kernels} {case.dtype}")
-        row = run_model_case(spec, case, ceilings, device, reps, profile, source)
+        row = run_model_case(spec, case, ceilings, device, reps, profile, source, host)
+        # torch.profiler can leave its CUDA callbacks attached after it exits (pytorch/pytorch#144455), which
+        # slows the later rows' launches: say how many cases this process profiled before this one was timed
+        row.extra["profiled_before"] = profiled
+        profiled += bool(row.extra.get("ops"))
         store.append(row)
         rows.append(row)
     return rows
