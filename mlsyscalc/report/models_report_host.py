@@ -27,6 +27,8 @@ def probe_predictions(rows, hold_out: set[str], gpu: str) -> dict[str, float]:
     out = {}
     for c in load_cases(rows, hold_out, keep=_probed):
         costs = probe_host_costs(c.row.extra)
+        if costs is None:  # load_cases keeps only probed rows; this narrows the type
+            continue
         out[c.row.key] = predict_model(c.spec, base.with_host(costs.s_per_kernel, costs.s_per_layer, costs.source),
                                        roofline_options(c.case)).time_s
     return out
