@@ -382,8 +382,8 @@ def run_model_cases(spec, cases, ceilings, store, device: str = "cuda", reps: in
         if progress:
             progress(f"{spec.name} {case.phase} {case.shape} {case.mode} {case.kernels} {case.dtype}")
         row = run_model_case(spec, case, ceilings, device, reps, profile, source, host)
-        # torch.profiler can leave its CUDA callbacks attached after it exits (pytorch/pytorch#144455), which
-        # slows the later rows' launches: say how many cases this process profiled before this one was timed
+        # how many cases this process profiled before this one was timed (torch.profiler can leave CUPTI's
+        # callbacks attached, pytorch/pytorch#144455; on one H100 it did not slow later rows: notes.md)
         row.extra["profiled_before"] = profiled
         profiled += bool(row.extra.get("ops"))
         store.append(row)
