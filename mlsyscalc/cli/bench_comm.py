@@ -54,6 +54,8 @@ def _launch(nproc: int, worker_args: list[str]) -> None:
 @click.option("--backend", type=click.Choice(["nccl", "gloo"]), default="nccl", show_default=True,
               help="gloo: a CPU smoke test of the code path (its times say nothing about GPUs).")
 @click.option("--cluster", help="Cluster spec for the predictions (default: by GPU name).")
+@click.option("--graph", is_flag=True, help="Also time the calls captured in a CUDA graph and replayed (graph_* "
+              "keys: device time without the host's cost to issue each call).")
 @click.option("--out", default="comm_bench.jsonl", show_default=True, type=click.Path(dir_okay=False),
               help="JSONL rows, appended as measured; a rerun skips sizes already there.")
 @click.option("--from", "from_rows", is_flag=True, help="Do not run: use the rows already in --out.")
@@ -68,7 +70,7 @@ def _launch(nproc: int, worker_args: list[str]) -> None:
               help="GPUs per node of the --calibrate spec (the links it describes reach this many); "
                    "default: the most GPUs the rows or their host had.")
 @render.output_options
-def comm(nproc, collectives, min_size, max_size, factor, backend, cluster, out, from_rows, calibrate, name,
+def comm(nproc, collectives, min_size, max_size, factor, backend, cluster, graph, out, from_rows, calibrate, name,
          report, fit_min_size, fit_gpus, node_gpus, fmt, as_json):
     """Time NCCL collectives over the GPUs of this node and compare with the alpha-beta model.
 
@@ -85,6 +87,7 @@ def comm(nproc, collectives, min_size, max_size, factor, backend, cluster, out, 
         nproc = _gpu_count(backend, nproc)
         args = ["--out", out, "--min-size", str(lo), "--max-size", str(hi), "--factor", str(factor), "--backend", backend]
         args += [a for c in collectives for a in ("--collective", c)] + (["--cluster", cluster] if cluster else [])
+        args += ["--graph"] if graph else []
         _launch(nproc, args)
     rows = comm_report.load_rows(out)
     comm_report.check_rows(rows)
