@@ -25,17 +25,19 @@ SHARED = {"name": "shared-test", "gpus_per_node": 8, "measured": True, "intra_no
 def test_shared_protocol_by_hand():
     spec = cluster_from_dict(SHARED, "test")
     # all-reduce, 64 MiB on 4 GPUs: sent 2(p-1)/p n = 1.5 x 67,108,864 = 100,663,296 B
-    # device = 20 us + 100,663,296 / 400e9 (251.658 us) + 67,108,864 / 1600e9 (41.943 us) = 313.601 us > H = 40 us
+    # buffer bytes (1 + 1/p) n = 1.25 x 67,108,864 = 83,886,080 B
+    # device = 20 us + 100,663,296 / 400e9 (251.658 us) + 83,886,080 / 1600e9 (52.429 us) = 324.087 us > H = 40 us
     cost = collective_cost("all-reduce", 64 * MiB, 4, spec)
-    assert cost.time_s == pytest.approx(20e-6 + 100_663_296 / 400e9 + 67_108_864 / 1600e9, rel=1e-12)
-    assert cost.time_s == pytest.approx(313.601e-6, rel=1e-5)
-    assert cost.buffer_s == pytest.approx(41.943e-6, rel=1e-4) and cost.latency_s == pytest.approx(20e-6)
-    # the same link on 8 GPUs: sent 1.75 n, no per-step latency: 20 + 293.601 + 41.943 = 355.544 us
-    assert collective_cost("all-reduce", 64 * MiB, 8, spec).time_s == pytest.approx(355.544e-6, rel=1e-5)
-    # all-gather, 1 MiB on 2 GPUs: 20 + 524,288 / 400e9 (1.311) + 1,048,576 / 1600e9 (0.655) = 21.966 us < H:
-    # the host floor sets the time, 40 us, of which 18.034 us is waiting for the host
+    assert cost.time_s == pytest.approx(20e-6 + 100_663_296 / 400e9 + 83_886_080 / 1600e9, rel=1e-12)
+    assert cost.time_s == pytest.approx(324.087e-6, rel=1e-5)
+    assert cost.buffer_s == pytest.approx(52.429e-6, rel=1e-4) and cost.latency_s == pytest.approx(20e-6)
+    # the same link on 8 GPUs: sent 1.75 n (293.601 us), buffer 1.125 n (47.186 us), no per-step latency:
+    # 20 + 293.601 + 47.186 = 360.787 us
+    assert collective_cost("all-reduce", 64 * MiB, 8, spec).time_s == pytest.approx(360.787e-6, rel=1e-5)
+    # all-gather, 1 MiB on 2 GPUs: 20 + 524,288 / 400e9 (1.311) + 1.5 x 1,048,576 / 1600e9 (0.983) = 22.294 us
+    # < H: the host floor sets the time, 40 us, of which 17.706 us is waiting for the host
     small = collective_cost("all-gather", MiB, 2, spec)
-    assert small.time_s == pytest.approx(40e-6) and small.host_wait_s == pytest.approx(18.034e-6, rel=1e-4)
+    assert small.time_s == pytest.approx(40e-6) and small.host_wait_s == pytest.approx(17.706e-6, rel=1e-4)
     for c in (cost, small):  # the breakdown adds up
         assert c.latency_s + c.transfer_s + c.buffer_s + c.host_wait_s == pytest.approx(c.time_s, rel=1e-12)
 
@@ -57,14 +59,14 @@ TRUTH = {"floor": {"all-reduce": 21e-6, "all-gather": 25e-6, "reduce-scatter": 2
 
 
 def truth_rows(gpus: int, key: str = "time_s", host: bool = True) -> list[dict]:
-    """Rows that follow max(H, f + sent / B + n / C) exactly, computed by hand (not by the fit's code)."""
+    """Rows that follow max(H, f + sent / B + (1 + 1/p) n / C) exactly, computed by hand (not by the fit's code)."""
     rows = []
     for c, f in TRUTH["floor"].items():
         share = {"all-reduce": 2 * (gpus - 1) / gpus, "broadcast": 1.0}.get(c, (gpus - 1) / gpus)
         for e in range(13, 31):
             n = 2**e
             device = f + share * n / TRUTH["B"]["broadcast" if c == "broadcast" else "ring"]
-            device += n / TRUTH["C"] if c != "broadcast" else 0.0
+            device += (1 + 1 / gpus) * n / TRUTH["C"] if c != "broadcast" else 0.0
             t = max(TRUTH["host"][c], device) if host else device
             rows.append({"collective": c, "size_bytes": n, "gpus": gpus, "nodes": 1, "ok": True, key: t,
                          "env": {"gpu": "TestGPU", "nccl": "2.x", "torch": "t", "cuda": "c", "git_commit": "abc"}})
@@ -89,12 +91,13 @@ def test_one_collective_alone_gets_no_buffer_term():
     pytest.importorskip("scipy")
     from mlsyscalc.bench.comm_shared_fit import fit_shared
 
-    # all-reduce alone on 2 GPUs: sent = n for every row, so B and C are one number; the fit keeps B only
+    # all-reduce alone on 2 GPUs: sent n and buffer 1.5 n for every row, so B and C are one number: B only
     fit = fit_shared([r for r in truth_rows(2, "graph_time_s", host=False) if r["collective"] == "all-reduce"],
                      "graph_time_s", host=False)
     assert fit.buffer_Bps == {} and fit.host_s == {}
-    # the one bandwidth is the harmonic sum of the two: 1 / (1/380 + 1/1500) GB/s = 303.19 GB/s
-    assert fit.bandwidth_Bps["ring"] == pytest.approx(1 / (1 / 380e9 + 1 / 1500e9), rel=1e-3)
+    # the one bandwidth: 1 / (1/380 + 1.5/1500) GB/s = 275.36 GB/s
+    assert fit.bandwidth_Bps["ring"] == pytest.approx(1 / (1 / 380e9 + 1.5 / 1500e9), rel=1e-3)
+    assert fit.bandwidth_Bps["ring"] == pytest.approx(275.36e9, rel=1e-4)
 
 
 def test_bench_comm_writes_the_shared_spec(run_cli, tmp_path):
@@ -116,9 +119,9 @@ def test_bench_comm_writes_the_shared_spec(run_cli, tmp_path):
     code, stdout, _ = run_cli("comm", "all-reduce", "--size", "64MiB", "--gpus", "4", "--cluster", str(spec_path),
                               "--json")
     data = json.loads(stdout)
-    # 21 us + 1.5 x 64 MiB / 380 GB/s (264.903 us) + 64 MiB / 1500 GB/s (44.739 us) = 330.642 us
-    assert code == 0 and data["time_s"] == pytest.approx(330.642e-6, rel=1e-3)
-    assert data["buffer_s"] == pytest.approx(44.739e-6, rel=1e-3)
+    # 21 us + 1.5 x 64 MiB / 380 GB/s (264.903 us) + 1.25 x 64 MiB / 1500 GB/s (55.924 us) = 341.827 us
+    assert code == 0 and data["time_s"] == pytest.approx(341.827e-6, rel=1e-3)
+    assert data["buffer_s"] == pytest.approx(55.924e-6, rel=1e-3)
 
 
 ROWS = "reports/comm/h200-x4-graph/rows.jsonl"

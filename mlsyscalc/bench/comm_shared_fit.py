@@ -3,19 +3,23 @@
 Per row (collective c on p GPUs, message of n bytes as nccl-tests counts it; sent = bytes one GPU sends,
 mlsyscalc.calc.comm_collectives.ring_terms):
 
-    device time  = f_c + sent(c, p, n) / B_g + n / C_g
+    device time  = f_c + sent(c, p, n) / B_g + (1 + 1/p) n / C_g
     time per call = max(H_c, device time)          (H_c: host time to issue one call; left out for graph rows)
 
 f_c   a per-call floor of collective c (launch, synchronisation): not per ring step -- measured small-message
       times do not grow with the step count from 2 to 4 GPUs (reports/comm/h200-x4-same-host)
 B_g   the link bandwidth, shared by the collectives of group g (all-reduce, all-gather, reduce-scatter share one)
-C_g   a cost per byte of the whole message at every GPU, whatever the ring length, shared by group g
+C_g   a buffer bandwidth, shared by group g: the message plus one GPU's share of it, (1 + 1/p) n bytes, at
+      every GPU whatever the ring length (comm_collectives.buffer_bytes: an all-gather writes n and reads its
+      n/p chunk, a reduce-scatter the reverse; with n alone, all-gather and reduce-scatter came out 10-15% slow
+      at 512 MiB-1 GiB on 4 GPUs in three runs, reports/comm/h200-x4-graph/SUMMARY.md)
 H_c   the host floor: calls issued back to back from Python overlap the host's work with the GPU's, so the
       stream runs at the slower of the two
 
 At one GPU count sent / n is fixed for one collective, so B and C of a lone collective cannot be told apart;
-all-reduce sends n a GPU and all-gather / reduce-scatter (p-1)/p n, each over a message of n, so a group with
-two such collectives separates them from one GPU count. A group whose rows have one ratio gets no C.
+all-reduce sends 2(p-1)/p n a GPU and all-gather / reduce-scatter (p-1)/p n, over the same buffer bytes, so a
+group with two such collectives separates them from one GPU count. A group whose rows have one ratio of
+sent to buffer bytes gets no C.
 The spec carries each collective as one protocol (base latency f_c, no per-step latency, bandwidth B_g,
 buffer bandwidth C_g) with call overhead H_c, so `collective_cost` predicts any GPU count of the node.
 Least squares on the relative error (scipy.optimize.least_squares, every parameter >= 0, fixed starts).
@@ -28,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ..calc.comm_collectives import ring_terms
+from ..calc.comm_collectives import buffer_bytes, ring_terms
 from ..errors import MlsysError
 from ..specs.cluster import ClusterSpec, Link, LinkTerms, Protocol
 
@@ -53,7 +57,7 @@ class SharedFit:
         g = GROUP_OF[collective]
         sent = ring_terms(collective, gpus, size_bytes)[1]
         device = self.floor_s[collective] + sent / self.bandwidth_Bps[g]
-        device += size_bytes / self.buffer_Bps[g] if g in self.buffer_Bps else 0.0
+        device += buffer_bytes(gpus, size_bytes) / self.buffer_Bps[g] if g in self.buffer_Bps else 0.0
         return max(self.host_s.get(collective, 0.0), device)
 
 
@@ -64,8 +68,8 @@ class _Layout:
         present = {r["collective"] for r in rows}
         self.coll = [c for members in GROUPS.values() for c in members if c in present]
         self.groups = [g for g in GROUPS if any(c in present for c in GROUPS[g])]
-        ratios = {g: {round(ring_terms(r["collective"], r["gpus"], 1.0)[1], 9) for r in rows
-                      if GROUP_OF[r["collective"]] == g} for g in self.groups}
+        ratios = {g: {round(ring_terms(r["collective"], r["gpus"], 1.0)[1] / buffer_bytes(r["gpus"], 1.0), 9)
+                      for r in rows if GROUP_OF[r["collective"]] == g} for g in self.groups}
         self.buffered = [g for g in self.groups if len(ratios[g]) > 1]
         self.host = host
         k, m, b = len(self.coll), len(self.groups), len(self.buffered)
@@ -77,7 +81,7 @@ class _Layout:
         self.buf_col = np.array([b_idx.get(GROUP_OF[r["collective"]], -1) for r in rows])
         self.host_col = self.floor_col + k + m + b
         self.sent = np.array([ring_terms(r["collective"], r["gpus"], float(r["size_bytes"]))[1] for r in rows])
-        self.n = np.array([float(r["size_bytes"]) for r in rows])
+        self.n = np.array([buffer_bytes(r["gpus"], float(r["size_bytes"])) for r in rows])
 
     def device(self, x: np.ndarray) -> np.ndarray:
         buf = np.where(self.buf_col >= 0, x[np.maximum(self.buf_col, 0)], 0.0)

@@ -79,7 +79,7 @@ def _emit_collective(cost, spec: ClusterSpec, fmt: str, as_json: bool) -> None:
     summary = [["time", cost.time_s, fmt_seconds(cost.time_s)],
                ["  latency (steps x alpha)", cost.latency_s, fmt_seconds(cost.latency_s)],
                ["  transfer (bytes x beta)", cost.transfer_s, fmt_seconds(cost.transfer_s)],
-               ["  buffer (message bytes / buffer bandwidth)", cost.buffer_s, fmt_seconds(cost.buffer_s)],
+               ["  buffer ((1 + 1/p) message bytes / C)", cost.buffer_s, fmt_seconds(cost.buffer_s)],
                ["  host wait (call overhead - device time)", cost.host_wait_s, fmt_seconds(cost.host_wait_s)],
                ["bytes sent per GPU", cost.bytes_per_gpu, fmt_bytes(cost.bytes_per_gpu)],
                ["algbw (GB/s)", data["algbw_GBps"], f"{data['algbw_GBps']:.1f} GB/s"],

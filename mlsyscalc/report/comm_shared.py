@@ -73,7 +73,7 @@ def shared_lines(rows: list[dict[str, Any]], fits: dict[str, SharedFit], specs: 
              f"Rows: {env.get('gpu', '?')}, NCCL {env.get('nccl', '?')}, torch {env.get('torch', '?')}, commit "
              f"{str(env.get('git_commit', '?'))[:7]}, NVLS off. Fitted on the {fit_gpus}-GPU rows "
              f"(`mlsyscalc/bench/comm_shared_fit.py`): eager, every size, time per call = max(H_c, f_c + sent / B_g "
-             "+ n / C_g); CUDA graph, the sizes scored, f_c + sent / B_g + n / C_g. Every other GPU count is held "
+             "+ (1 + 1/p) n / C_g); CUDA graph, the sizes scored, the same without H. Every other GPU count is held "
              "out. All predictions go through `collective_cost`.", ""]
     names = {"time_s": "eager (the spec: with H)", "graph_time_s": f"CUDA graph (device fit >= {fmt_bytes(min_size)}: no H)"}
     for key, fit in fits.items():
@@ -107,12 +107,12 @@ def shared_spec(fitted_rows: list[dict[str, Any]], name: str, gpus_per_node: int
     source = (f"mlsys bench comm --model shared (mlsyscalc/bench/comm_shared_fit.py) at commit "
               f"{env.get('git_commit')}, torch {env.get('torch')}, NCCL {env.get('nccl')}, CUDA {env.get('cuda')}",)
     notes = (f"MEASURED, not a datasheet: fitted to {fit.rows} NCCL timings of every size on "
-             f"{'/'.join(map(str, counts))} GPUs. Per collective one protocol: base_latency_us = the per-call floor "
-             "f, bandwidth_GBps = the link bandwidth B shared by all-reduce, all-gather and reduce-scatter (own B "
-             "for the others), buffer_bandwidth_GBps = C, a cost per byte of the whole message shared by the same "
-             "three; call_overhead_us = H, the host floor of calls issued from Python. time = max(H, f + bytes "
-             "sent per GPU / B + message bytes / C): no per-step latency, so the ring's bytes per GPU alone carry "
-             "it to other GPU counts of the node. Single node only.")
+             f"{'/'.join(map(str, counts))} GPUs. Per collective one protocol: base_latency_us = the per-call "
+             "floor f, bandwidth_GBps = the link bandwidth B shared by all-reduce, all-gather and reduce-scatter "
+             "(own B for the others), buffer_bandwidth_GBps = C, a cost per byte of the message plus one GPU's "
+             "share of it, shared by the same three; call_overhead_us = H, the host floor of calls issued from "
+             "Python. time = max(H, f + bytes sent per GPU / B + (1 + 1/p) message bytes / C): no per-step "
+             "latency, so the ring's bytes alone carry it to other GPU counts of the node. Single node only.")
     spec = shared_cluster(fit, name, gpus_per_node, link, source, notes)
     return fit, replace(spec, gpu=str(env.get("gpu", "")))
 

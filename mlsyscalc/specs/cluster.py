@@ -7,7 +7,7 @@ holds measured values instead (`"measured": true`), optionally per collective.
 
 Optional, as NCCL's tuner models time (src/graph/tuning.cc: a latency and a bandwidth per protocol,
 the fastest wins): `protocols`, each a per-step latency, a per-call base latency, a bandwidth and
-optionally a buffer bandwidth (a cost per byte of the whole message, whatever the GPU count), and
+optionally a buffer bandwidth (a cost per byte of the message plus one GPU's share of it), and
 `call_overhead_us`, the host time to issue one call. Without them a link is the single alpha-beta pair.
 """
 
@@ -30,7 +30,7 @@ class Protocol:
     bandwidth_Bps: float  # per GPU per direction
     latency_s: float  # per algorithm step (NCCL's hwLat: grows with the ring's p - 1 steps)
     base_latency_s: float = 0.0  # once per call, whatever the GPU count (NCCL's baseLat)
-    # a cost per byte of the whole buffer at every GPU, whatever the ring length (0: none); fitted, not NCCL's
+    # per byte of (1 + 1/p) n, the message plus one GPU's share, whatever the ring length (0: none); fitted
     buffer_bandwidth_Bps: float = 0.0
 
     @property
