@@ -18,7 +18,8 @@ proportional for one collective, but not across the group: on 2 GPUs an all-redu
 all-gather or reduce-scatter S/2, each over a buffer of S. So B and C are identifiable from the 2-GPU rows
 alone. All-to-all, broadcast and reduce each have their own B and no C (their busbw does not change with
 the GPU count). The fit is least squares in relative error over --fit-gpus rows of sizes >= --min-size;
-every other GPU count is held out.
+every other GPU count is held out. `mlsys bench comm --model shared` (mlsyscalc/bench/comm_shared_fit.py)
+carries this fit into a cluster spec, with the host floor H and the buffer bytes (1 + 1/p) n.
 """
 
 from __future__ import annotations

@@ -113,7 +113,7 @@ def test_gloo_run_end_to_end(tmp_path):
     out = tmp_path / "rows.jsonl"
     cmd = [sys.executable, "-m", "mlsyscalc", "bench", "comm", "--backend", "gloo", "--collective", "all-reduce",
            "--collective", "reduce-scatter", "--collective", "p2p", "--min-size", "8KiB", "--max-size", "64KiB",
-           "--factor", "8", "--out", str(out), "--json"]
+           "--factor", "8", "--out", str(out), "--graph", "--json"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-2000:]
     data = json.loads(done.stdout)
@@ -122,3 +122,7 @@ def test_gloo_run_end_to_end(tmp_path):
     assert {r["backend"] for r in rows} == {"gloo"} and all(r["predicted_time_s"] > 0 for r in rows)
     assert rows[0]["busbw_GBps"] == pytest.approx(rows[0]["algbw_GBps"])  # all-reduce on 2 ranks: 2(p-1)/p = 1
     assert out.read_text().count("\n") == 6
+    for r in rows:  # every trial timed, the spread recorded; no CUDA graph on the CPU, and the row says so
+        assert r["time_min_s"] <= r["time_s"] <= r["time_max_s"] and len(r["trial_times_s"]) == r["trials"]
+        assert r["trial_spread"] == pytest.approx(r["time_s"] / r["time_min_s"] - 1) and r["host_issue_s"] > 0
+        assert "graph_time_s" not in r and r["graph_error"]

@@ -7,8 +7,10 @@
 
 1. fills fresh inputs with exact small integers (float32), runs the collective once and checks
    every element of the result on every rank; a wrong result is recorded, never timed;
-2. warms up, then times back-to-back calls with CUDA events (wall clock on the CPU/gloo), several
-   trials; a rank's time is its median trial, and the row's time is the slowest rank's;
+2. warms up, then times trials of back-to-back calls with CUDA events (wall clock on the CPU/gloo), each
+   after a barrier and at least about 10 ms long; a trial's time is its slowest rank's, the row's the
+   median trial, with the best, the worst and their spread beside it (mlsyscalc.bench.comm_timing); with
+   `--graph` the same calls are also captured in a CUDA graph and replayed (device time, no host);
 3. appends a row (rank 0) with algbw/busbw as nccl-tests defines them and the alpha-beta
    prediction (mlsyscalc.calc.comm_collectives) beside it.
 
@@ -28,10 +30,10 @@ from typing import Any, Callable
 
 from ..calc.comm_collectives import COLLECTIVES, busbw_factor, collective_cost
 from ..units import parse_bytes
+from .comm_timing import MAX_GRAPH_ITERS, PROBE_CALLS, TRIALS, WARMUP, iters_for, summarize
 
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-TRIAL_TARGET_S = 0.02  # each timed trial runs about this long (at least MIN_ITERS calls)
-MIN_ITERS, MAX_ITERS, WARMUP, TRIALS = 5, 2000, 5, 5
+GRAPH_SKIP = {"p2p": "batched send/recv is not captured"}  # collectives timed eagerly only
 CLUSTER_BY_GPU = (("H200", "hgx-h200"), ("H100", "hgx-h100"), ("A100", "dgx-a100"))
 
 
@@ -110,33 +112,66 @@ class _Comm:
         self.nodes = max(1, self.world // int(os.environ.get("LOCAL_WORLD_SIZE", self.world)))
 
     def reduce(self, value: float, op: str) -> float:
-        t = self.torch.tensor([float(value)], device=self.device, dtype=self.torch.float64)
+        return self.reduce_list([value], op)[0]
+
+    def reduce_list(self, values: list[float], op: str) -> list[float]:
+        """Element by element over the ranks (MAX, MIN, SUM)."""
+        t = self.torch.tensor([float(v) for v in values], device=self.device, dtype=self.torch.float64)
         self.dist.all_reduce(t, op=getattr(self.dist.ReduceOp, op))
-        return float(t.item())
+        return [float(v) for v in t.tolist()]
 
     def sync(self) -> None:
         if self.backend == "nccl":
             self.torch.cuda.synchronize(self.device)
 
-    def time_loop(self, run: Callable, iters: int) -> float:
-        """Seconds per call over `iters` back-to-back calls (CUDA events on the GPU)."""
+    def time_loop(self, run: Callable, iters: int) -> tuple[float, float]:
+        """(seconds per call on the stream, seconds the host took to issue one) over `iters` back-to-back calls."""
         self.sync()
         self.dist.barrier()
+        self.sync()
         if self.backend == "nccl":
             start, end = (self.torch.cuda.Event(enable_timing=True) for _ in range(2))
             start.record()
+            t0 = time.perf_counter()
             for _ in range(iters):
                 run()
+            issued = time.perf_counter() - t0
             end.record()
             end.synchronize()
-            return start.elapsed_time(end) * 1e-3 / iters
+            return start.elapsed_time(end) * 1e-3 / iters, issued / iters
         t0 = time.perf_counter()
         for _ in range(iters):
             run()
-        return (time.perf_counter() - t0) / iters
+        took = (time.perf_counter() - t0) / iters
+        return took, took
+
+    def capture(self, run: Callable, iters: int):
+        """A CUDA graph of `iters` calls (captured, not run), or None off the GPU."""
+        if self.backend != "nccl":
+            return None
+        torch = self.torch
+        self.sync()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            for _ in range(iters):
+                run()
+        self.sync()
+        return graph
+
+    def time_graph(self, graph, iters: int) -> float:
+        """Seconds per call of one replay of a graph of `iters` calls (CUDA events; no host in the loop)."""
+        self.sync()
+        self.dist.barrier()
+        self.sync()
+        start, end = (self.torch.cuda.Event(enable_timing=True) for _ in range(2))
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1e-3 / iters
 
 
-def measure(comm: _Comm, collective: str, size: int) -> dict[str, Any]:
+def measure(comm: _Comm, collective: str, size: int, graph: bool = False) -> dict[str, Any]:
     """Check, then time one collective of `size` bytes; the row's numbers are the slowest rank's."""
     torch, p = comm.torch, comm.world
     numel = max(p, size // 4 // p * p)  # float32, divisible by the ranks
@@ -151,15 +186,35 @@ def measure(comm: _Comm, collective: str, size: int) -> dict[str, Any]:
         return row
     for _ in range(WARMUP):
         run()
-    once = comm.reduce(comm.time_loop(run, 1), "MAX")
-    iters = int(min(MAX_ITERS, max(MIN_ITERS, TRIAL_TARGET_S / max(once, 1e-7))))
-    trials = [comm.time_loop(run, iters) for _ in range(TRIALS)]
-    seconds = comm.reduce(statistics.median(trials), "MAX")
-    algbw = row["size_bytes"] / seconds
-    row.update(time_s=seconds, algbw_GBps=algbw / 1e9, busbw_GBps=algbw * busbw_factor(collective, p) / 1e9,
-               iters=iters, trials=TRIALS, time_min_s=comm.reduce(min(trials), "MAX"))
+    probe, _ = comm.time_loop(run, PROBE_CALLS)
+    iters = iters_for(comm.reduce(probe, "MAX"))
+    timed = [comm.time_loop(run, iters) for _ in range(TRIALS)]
+    trials = comm.reduce_list([t for t, _ in timed], "MAX")  # each trial's slowest rank
+    host = comm.reduce_list([h for _, h in timed], "MAX")
+    row.update(summarize(trials), iters=iters, trials=TRIALS, host_issue_s=statistics.median(host))
+    if graph:
+        row.update(_graph_timing(comm, collective, run, iters))
+    algbw = row["size_bytes"] / row["time_s"]
+    row.update(algbw_GBps=algbw / 1e9, busbw_GBps=algbw * busbw_factor(collective, p) / 1e9)
     del run, check
     return row
+
+
+def _graph_timing(comm: _Comm, collective: str, run: Callable, iters: int) -> dict[str, Any]:
+    """graph_* keys: the same calls captured in a CUDA graph, replayed TRIALS times (or why not)."""
+    if collective in GRAPH_SKIP or comm.backend != "nccl":
+        return {"graph_error": GRAPH_SKIP.get(collective, "CUDA graphs need the nccl backend")}
+    n, graph, error = min(iters, MAX_GRAPH_ITERS), None, ""
+    try:
+        graph = comm.capture(run, n)
+    except RuntimeError as exc:  # a capture this NCCL/torch build does not support
+        error = f"{exc.__class__.__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
+    if comm.reduce(0.0 if error else 1.0, "MIN") < 1.0:  # replay only where every rank captured
+        return {"graph_error": error or "the capture failed on another rank"}
+    graph.replay()  # warm-up replay
+    trials = comm.reduce_list([comm.time_graph(graph, n) for _ in range(TRIALS)], "MAX")
+    del graph
+    return summarize(trials, "graph_") | {"graph_iters": n}
 
 
 def predict(row: dict[str, Any], cluster: str, algo: str = "ring") -> dict[str, Any]:
@@ -203,7 +258,7 @@ def _done(path: Path, gpus: int, backend: str) -> set[tuple[str, int]]:
 
 
 def run_sweep(collectives: list[str], sizes: list[int], out: Path, backend: str = "auto",
-              cluster: str | None = None) -> None:
+              cluster: str | None = None, graph: bool = False) -> None:
     """Every rank calls this; rank 0 appends the rows to `out` as they are measured."""
     comm = _Comm(backend)
     env = environment(comm)
@@ -221,7 +276,7 @@ def run_sweep(collectives: list[str], sizes: list[int], out: Path, backend: str 
             numel = max(comm.world, size // 4 // comm.world * comm.world)
             if (collective, numel * 4) in done:
                 continue
-            row = measure(comm, collective, size)
+            row = measure(comm, collective, size, graph)
             if comm.rank == 0:
                 row.update(predict(row, cluster))
                 row["measured_at"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
@@ -244,9 +299,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--factor", type=int, default=2)
     parser.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
     parser.add_argument("--cluster", default=None, help="cluster spec for the predictions (default: by GPU name)")
+    parser.add_argument("--graph", action="store_true", help="also time the calls replayed from a CUDA graph")
     args = parser.parse_args(argv)
     sizes = sizes_between(parse_bytes(args.min_size), parse_bytes(args.max_size), args.factor)
-    run_sweep(args.collective or list(COLLECTIVES), sizes, Path(args.out), args.backend, args.cluster)
+    run_sweep(args.collective or list(COLLECTIVES), sizes, Path(args.out), args.backend, args.cluster, args.graph)
 
 
 if __name__ == "__main__":

@@ -25,9 +25,12 @@ alpha = 0 the bus bandwidth of every collective equals the link bandwidth B.
 Where a link spec lists protocols (a measured spec does), each phase over that link takes the
 fastest of them, as NCCL's tuner picks the protocol with the least modelled time (NVIDIA NCCL,
 src/graph/tuning.cc: latency = steps x per-step latency, time = latency + bytes / bandwidth, per
-protocol LL / LL128 / Simple): phase time = min over p of (base_p + steps alpha_p + bytes beta_p), where
-base_p is paid once per call and alpha_p once per step (NCCL's baseLat and hwLat), so a fit on 2 GPUs
-carries over to more GPUs of the same links through the ring's step count. A call
+protocol LL / LL128 / Simple): phase time = min over p of (base_p + steps alpha_p + bytes beta_p
++ (1 + 1/p) n / C_p), where base_p is paid once per call and alpha_p once per step (NCCL's baseLat and
+hwLat), and C_p, where a spec gives it, is a buffer bandwidth: a cost per byte of the message plus one GPU's
+share of it, whatever the ring length (a fitted term: bytes a GPU's kernel moves in its own memory besides
+those it sends; `buffer_bytes`), so a fit on 2 GPUs carries
+over to more GPUs of the same links through the ring's step count and bytes sent per GPU. A call
 overhead H (host time to issue one call) bounds the time per call from below: consecutive calls
 are issued while the GPU still runs the previous one, so a stream of calls runs at
 max(H, device time) per call; `host_wait_s` = max(0, H - device time) is the part that adds.
@@ -71,6 +74,7 @@ class Phase:
     transfer_s: float  # time the bytes take on the link(s)
     protocol: str = ""  # the link spec's protocol this stage uses ("" for a single alpha-beta link)
     base_latency_s: float = 0.0  # the protocol's once-per-call latency (NCCL's baseLat)
+    buffer_s: float = 0.0  # buffer_bytes(p, n) / the protocol's buffer bandwidth (0 without one)
 
     @property
     def latency_s(self) -> float:
@@ -78,7 +82,7 @@ class Phase:
 
     @property
     def time_s(self) -> float:
-        return self.latency_s + self.transfer_s
+        return self.latency_s + self.transfer_s + self.buffer_s
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,10 @@ class CollectiveCost:
         return sum(p.transfer_s for p in self.phases)
 
     @property
+    def buffer_s(self) -> float:
+        return sum(p.buffer_s for p in self.phases)
+
+    @property
     def bytes_per_gpu(self) -> float:
         return sum(p.bytes_per_gpu for p in self.phases)
 
@@ -138,16 +146,27 @@ def ring_terms(collective: str, p: int, n: float) -> tuple[int, float]:
     return 1, float(n)  # p2p
 
 
-def _phase(name: str, link: str, p: int, steps: int, sent: float, terms: LinkTerms) -> Phase:
-    """One stage; with protocols, the one of least base_p + steps x alpha_p + sent / B_p (NCCL's choice)."""
+def buffer_bytes(p: int, n: float) -> float:
+    """Bytes charged at a protocol's buffer bandwidth: the message plus one GPU's share of it, (1 + 1/p) n
+    (an all-gather writes the n-byte output and reads its own n/p chunk, a reduce-scatter the reverse; the
+    same form for all-reduce was chosen on reports/comm/h200-x4-graph and confirmed on two earlier runs)."""
+    return (1 + 1 / p) * n if p > 1 else 0.0
+
+
+def _phase(name: str, link: str, p: int, steps: int, sent: float, terms: LinkTerms, n: float = 0.0) -> Phase:
+    """One stage over a message of n bytes; with protocols, the one of least
+    base_p + steps x alpha_p + sent / B_p + buffer_bytes(p, n) / C_p (NCCL's choice; C_p: buffer bandwidth, if any)."""
     options = terms.protocols or (Protocol("", terms.bandwidth_Bps, terms.latency_s),)
-    best = min(options, key=lambda o: o.base_latency_s + steps * o.latency_s + sent / o.bandwidth_Bps)
-    return Phase(name, link, p, steps, best.latency_s, sent, sent / best.bandwidth_Bps, best.name, best.base_latency_s)
+    held = buffer_bytes(p, n)
+    cost = lambda o: o.base_latency_s + steps * o.latency_s + sent / o.bandwidth_Bps + held * o.buffer_s_per_byte  # noqa: E731
+    best = min(options, key=cost)
+    return Phase(name, link, p, steps, best.latency_s, sent, sent / best.bandwidth_Bps, best.name, best.base_latency_s,
+                 held * best.buffer_s_per_byte)
 
 
 def _ring_phase(collective: str, p: int, n: float, terms: LinkTerms, name: str, link: str) -> Phase:
     steps, sent = ring_terms(collective, p, n)
-    return _phase(name, link, p, steps, sent, terms)
+    return _phase(name, link, p, steps, sent, terms, n)
 
 
 def _flat_link(cluster: ClusterSpec, collective: str, nodes: int, per_node: int) -> tuple[LinkTerms, str]:
@@ -178,7 +197,7 @@ def _all_to_all_multinode(cluster: ClusterSpec, p: int, nodes: int, g: int, n: f
 def _tree_phases(collective: str, p: int, n: float, terms: LinkTerms, link: str) -> tuple[Phase, ...]:
     depth = math.ceil(math.log2(p))
     factor = 2 if collective == "all-reduce" else 1
-    return (_phase("double binary tree", link, p, factor * depth, factor * n, terms),)
+    return (_phase("double binary tree", link, p, factor * depth, factor * n, terms, n),)
 
 
 def _hierarchical_phases(cluster: ClusterSpec, collective: str, n: float, nodes: int, g: int) -> tuple[Phase, ...]:

@@ -54,6 +54,8 @@ def _launch(nproc: int, worker_args: list[str]) -> None:
 @click.option("--backend", type=click.Choice(["nccl", "gloo"]), default="nccl", show_default=True,
               help="gloo: a CPU smoke test of the code path (its times say nothing about GPUs).")
 @click.option("--cluster", help="Cluster spec for the predictions (default: by GPU name).")
+@click.option("--graph", is_flag=True, help="Also time the calls captured in a CUDA graph and replayed (graph_* "
+              "keys: device time without the host's cost to issue each call).")
 @click.option("--out", default="comm_bench.jsonl", show_default=True, type=click.Path(dir_okay=False),
               help="JSONL rows, appended as measured; a rerun skips sizes already there.")
 @click.option("--from", "from_rows", is_flag=True, help="Do not run: use the rows already in --out.")
@@ -67,9 +69,13 @@ def _launch(nproc: int, worker_args: list[str]) -> None:
 @click.option("--node-gpus", type=click.IntRange(min=2),
               help="GPUs per node of the --calibrate spec (the links it describes reach this many); "
                    "default: the most GPUs the rows or their host had.")
+@click.option("--model", type=click.Choice(["protocol", "shared"]), default="protocol", show_default=True,
+              help="What --calibrate/--report fit: protocol = per collective (README.md); shared = one link "
+                   "bandwidth and buffer cost shared by all-reduce/all-gather/reduce-scatter, no per-step latency "
+                   "(shared.md; transfers to other GPU counts of the node).")
 @render.output_options
-def comm(nproc, collectives, min_size, max_size, factor, backend, cluster, out, from_rows, calibrate, name,
-         report, fit_min_size, fit_gpus, node_gpus, fmt, as_json):
+def comm(nproc, collectives, min_size, max_size, factor, backend, cluster, graph, out, from_rows, calibrate, name,
+         report, fit_min_size, fit_gpus, node_gpus, model, fmt, as_json):
     """Time NCCL collectives over the GPUs of this node and compare with the alpha-beta model.
 
     Runs torchrun with one process per GPU (several nodes: start
@@ -85,10 +91,11 @@ def comm(nproc, collectives, min_size, max_size, factor, backend, cluster, out, 
         nproc = _gpu_count(backend, nproc)
         args = ["--out", out, "--min-size", str(lo), "--max-size", str(hi), "--factor", str(factor), "--backend", backend]
         args += [a for c in collectives for a in ("--collective", c)] + (["--cluster", cluster] if cluster else [])
+        args += ["--graph"] if graph else []
         _launch(nproc, args)
     rows = comm_report.load_rows(out)
     comm_report.check_rows(rows)
-    fit = Fitting(fit_min, calibrate, name, report, fit_gpus, node_gpus)
+    fit = Fitting(fit_min, calibrate, name, report, fit_gpus, node_gpus, model)
     _render(rows, comm_report, out, fit, cluster, fmt, as_json)
 
 
@@ -102,6 +109,7 @@ class Fitting:
     report: str | None
     fit_gpus: int | None
     node_gpus: int | None
+    model: str = "protocol"
 
     def rows(self, rows: list[dict]) -> list[dict]:
         fitted = [r for r in rows if self.fit_gpus is None or r["gpus"] == self.fit_gpus]
@@ -117,7 +125,8 @@ class Fitting:
         return (f"mlsys bench comm --from --out {out} --report {self.report} --name {self.name} "
                 f"--fit-min-size {self.min_size}" + (f" --calibrate {self.calibrate}" if self.calibrate else "")
                 + (f" --fit-gpus {self.fit_gpus}" if self.fit_gpus else "")
-                + (f" --node-gpus {self.node_gpus}" if self.node_gpus else ""))
+                + (f" --node-gpus {self.node_gpus}" if self.node_gpus else "")
+                + (f" --model {self.model}" if self.model != "protocol" else ""))
 
 
 def _render(rows, comm_report, out, fit: Fitting, cluster, fmt, as_json) -> None:
@@ -129,7 +138,9 @@ def _render(rows, comm_report, out, fit: Fitting, cluster, fmt, as_json) -> None
     data = {"rows": rows, "cluster": datasheet}
     notes = ["busbw/algbw as nccl-tests defines them; prediction_error = (measured - predicted) / predicted"]
     fit_min, calibrate, name, report = fit.min_size, fit.calibrate, fit.name, fit.report
-    if calibrate or report:
+    if fit.model == "shared" and (calibrate or report):
+        notes += _shared(rows, fit, datasheet, out, data)
+    elif calibrate or report:
         fitted_rows = fit.rows(rows)
         measured = replace(comm_report.measured_cluster(fitted_rows, fit_min, name), gpus_per_node=fit.node_size(rows))
         data["calibrated"] = measured.to_dict()
@@ -150,3 +161,25 @@ def _render(rows, comm_report, out, fit: Fitting, cluster, fmt, as_json) -> None
     table = [[r.get(c) for c in columns] for r in rows]
     render.emit(render.Output(data, (render.table(f"NCCL vs alpha-beta ({datasheet})", columns, table),),
                               tuple(notes)), fmt, as_json)
+
+
+def _shared(rows, fit: Fitting, datasheet: str, out: str, data: dict) -> list[str]:
+    """--model shared: the shared link fit as a cluster spec (--calibrate) and shared.md (--report)."""
+    import json
+
+    from ..report.comm_shared import shared_spec, write_shared
+
+    fitted_rows = fit.rows(rows)
+    shared, spec = shared_spec(fitted_rows, fit.name, fit.node_size(rows))
+    data["calibrated"] = spec.to_dict()
+    notes = []
+    if fit.calibrate:
+        Path(fit.calibrate).write_text(json.dumps(spec.to_dict(), indent=2) + "\n")
+        notes.append(f"fitted cluster spec written to {fit.calibrate}")
+    if fit.report:
+        gpus = fit.fit_gpus or max(r["gpus"] for r in fitted_rows)
+        path = write_shared(rows, fitted_rows, shared, spec, gpus, datasheet, fit.min_size, Path(fit.report),
+                            fit.command(out))
+        (Path(fit.report) / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        notes.append(f"shared fit report written to {path}")
+    return notes

@@ -69,15 +69,17 @@ def _collective_command(collective: str) -> click.Command:
 def _emit_collective(cost, spec: ClusterSpec, fmt: str, as_json: bool) -> None:
     phases = [{"name": p.name, "link": p.link, "gpus": p.gpus, "steps": p.steps, "step_latency_s": p.step_latency_s,
                "bytes_per_gpu": p.bytes_per_gpu, "latency_s": p.latency_s, "transfer_s": p.transfer_s,
-               "time_s": p.time_s, "protocol": p.protocol} for p in cost.phases]
+               "buffer_s": p.buffer_s, "time_s": p.time_s, "protocol": p.protocol} for p in cost.phases]
     data = {"collective": cost.collective, "algo": cost.algo, "cluster": spec.name, "gpus": cost.gpus,
             "nodes": cost.nodes, "size_bytes": cost.size_bytes, "time_s": cost.time_s, "latency_s": cost.latency_s,
-            "transfer_s": cost.transfer_s, "host_wait_s": cost.host_wait_s, "bytes_per_gpu": cost.bytes_per_gpu,
+            "transfer_s": cost.transfer_s, "buffer_s": cost.buffer_s, "host_wait_s": cost.host_wait_s,
+            "bytes_per_gpu": cost.bytes_per_gpu,
             "algbw_GBps": cost.algbw_Bps / 1e9, "busbw_GBps": cost.busbw_Bps / 1e9,
             "busbw_factor": busbw_factor(cost.collective, cost.gpus), "phases": phases}
     summary = [["time", cost.time_s, fmt_seconds(cost.time_s)],
                ["  latency (steps x alpha)", cost.latency_s, fmt_seconds(cost.latency_s)],
                ["  transfer (bytes x beta)", cost.transfer_s, fmt_seconds(cost.transfer_s)],
+               ["  buffer ((1 + 1/p) message bytes / C)", cost.buffer_s, fmt_seconds(cost.buffer_s)],
                ["  host wait (call overhead - device time)", cost.host_wait_s, fmt_seconds(cost.host_wait_s)],
                ["bytes sent per GPU", cost.bytes_per_gpu, fmt_bytes(cost.bytes_per_gpu)],
                ["algbw (GB/s)", data["algbw_GBps"], f"{data['algbw_GBps']:.1f} GB/s"],

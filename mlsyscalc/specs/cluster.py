@@ -6,8 +6,9 @@ bandwidth and a per-step latency: the beta and alpha of the alpha-beta model
 holds measured values instead (`"measured": true`), optionally per collective.
 
 Optional, as NCCL's tuner models time (src/graph/tuning.cc: a latency and a bandwidth per protocol,
-the fastest wins): `protocols`, each a per-step latency and a bandwidth, and `call_overhead_us`, the
-host time to issue one call. Without them a link is the single alpha-beta pair, as before.
+the fastest wins): `protocols`, each a per-step latency, a per-call base latency, a bandwidth and
+optionally a buffer bandwidth (a cost per byte of the message plus one GPU's share of it), and
+`call_overhead_us`, the host time to issue one call. Without them a link is the single alpha-beta pair.
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ class Protocol:
     bandwidth_Bps: float  # per GPU per direction
     latency_s: float  # per algorithm step (NCCL's hwLat: grows with the ring's p - 1 steps)
     base_latency_s: float = 0.0  # once per call, whatever the GPU count (NCCL's baseLat)
+    # per byte of (1 + 1/p) n, the message plus one GPU's share, whatever the ring length (0: none); fitted
+    buffer_bandwidth_Bps: float = 0.0
+
+    @property
+    def buffer_s_per_byte(self) -> float:
+        return 1.0 / self.buffer_bandwidth_Bps if self.buffer_bandwidth_Bps > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -137,7 +144,8 @@ def _terms_dict(terms: LinkTerms | Link, link: Link | None = None) -> dict[str, 
 
 def _protocol_dict(p: Protocol) -> dict[str, Any]:
     data = {"name": p.name, "bandwidth_GBps": p.bandwidth_Bps / 1e9, "latency_us": p.latency_s * 1e6}
-    return data | ({"base_latency_us": p.base_latency_s * 1e6} if p.base_latency_s else {})
+    data |= {"base_latency_us": p.base_latency_s * 1e6} if p.base_latency_s else {}
+    return data | ({"buffer_bandwidth_GBps": p.buffer_bandwidth_Bps / 1e9} if p.buffer_bandwidth_Bps else {})
 
 
 def _link_dict(link: Link) -> dict[str, Any]:
@@ -158,11 +166,13 @@ def _terms_from_dict(data: Mapping[str, Any], default: LinkTerms | None = None) 
     overhead = get("call_overhead_us", 1e-6, default.call_overhead_s)
     protocols = default.protocols if "protocols" not in data else tuple(
         Protocol(str(p["name"]), float(p["bandwidth_GBps"]) * 1e9, float(p["latency_us"]) * 1e-6,
-                 float(p.get("base_latency_us", 0.0)) * 1e-6)
+                 float(p.get("base_latency_us", 0.0)) * 1e-6, float(p.get("buffer_bandwidth_GBps", 0.0)) * 1e9)
         for p in data["protocols"])
-    figures = [(bandwidth, latency)] + [(p.bandwidth_Bps, min(p.latency_s, p.base_latency_s)) for p in protocols]
+    figures = [(bandwidth, latency)] + [(p.bandwidth_Bps, min(p.latency_s, p.base_latency_s, p.buffer_bandwidth_Bps))
+                                        for p in protocols]
     if not all(bw > 0 and lat >= 0 for bw, lat in figures) or overhead < 0:
-        raise ValueError(f"bandwidth_GBps must be > 0, latency_us and call_overhead_us >= 0 in {dict(data)}")
+        raise ValueError(f"bandwidth_GBps must be > 0, latency_us, call_overhead_us and buffer_bandwidth_GBps >= 0 "
+                         f"in {dict(data)}")
     return LinkTerms(bandwidth, latency, protocols, overhead)
 
 
