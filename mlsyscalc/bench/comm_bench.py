@@ -209,7 +209,7 @@ def _graph_timing(comm: _Comm, collective: str, run: Callable, iters: int) -> di
         graph = comm.capture(run, n)
     except RuntimeError as exc:  # a capture this NCCL/torch build does not support
         error = f"{exc.__class__.__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
-    if comm.reduce(0.0 if error else 1.0, "MIN") < 1.0:  # replay only where every rank captured
+    if comm.reduce(0.0 if error else 1.0, "MIN") < 1.0 or graph is None:  # every rank reduces; replay only where all captured
         return {"graph_error": error or "the capture failed on another rank"}
     graph.replay()  # warm-up replay
     trials = comm.reduce_list([comm.time_graph(graph, n) for _ in range(TRIALS)], "MAX")

@@ -122,6 +122,7 @@ def fit_shared(rows: list[dict[str, Any]], key: str = "time_s", host: bool = Tru
                             max_nfev=4000)
         if best is None or res.cost < best[0]:
             best = (res.cost, res.x * scale)
+    assert best is not None  # START_HOST_S is never empty
     return layout.unpack(best[1], key, len(rows))
 
 
