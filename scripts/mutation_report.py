@@ -665,6 +665,29 @@ EQUIVALENT: dict[tuple[str, str], str] = {
     # fresh family (--kinds fresh), found after the held-out sample was scored
     ('mlsyscalc/calc/roofline_torch.py', '-    rot = int(spec.head_dim * spec.rotary_fraction)\n+    rot = int(spec.v_head_dim * spec.rotary_fraction)'): 'the branch without MLA: v_head_dim equals head_dim there by the spec (only MLA sets them apart)',
     ('mlsyscalc/calc/roofline_model.py', '-        rot = spec.mla.qk_rope_head_dim if spec.mla else int(spec.head_dim * spec.rotary_fraction)\n+        rot = spec.mla.qk_rope_head_dim if spec.mla else int(spec.v_head_dim * spec.rotary_fraction)'): 'the else branch has no MLA, where v_head_dim equals head_dim by the spec',
+    # fresh-train
+    ('mlsyscalc/calc/plan.py', "-        work = self.get(('work', c.tp, c.cp, c.micro_batch, c.sp_active, c.pp, c.vp, recompute), lambda: stage_work(self.spec, self.parts(c), self.get(('stages', c.pp, c.vp), lambda: pipeline_stages(self.spec, c.pp, c.vp)), recompute, self.get(('tensors',), lambda: tensor_counts(self.spec))))\n+        work = self.get(('work', c.pp, c.cp, c.micro_batch, c.sp_active, c.pp, c.vp, recompute), lambda: stage_work(self.spec, self.parts(c), self.get(('stages', c.pp, c.vp), lambda: pipeline_stages(self.spec, c.pp, c.vp)), recompute, self.get(('tensors',), lambda: tensor_counts(self.spec))))"):
+        'stage_work counts kernels (stage_ops) and parameter tensors per stage, which no tp changes (the roofline pass emits the same kernels at every tp; checked for gpt2, llama3-8b, mixtral, falcon-7b, phi-2, flash and unfused), so layouts differing only in tp may share it',
+    ('mlsyscalc/calc/plan.py', "-        return self.get(('dp', c.tp, c.pp, c.cp, c.ep, zero), make)\n+        return self.get(('dp', c.tp, c.pp, c.dp, c.ep, zero), make)"):
+        'within one plan every layout has tp*pp*dp*cp = gpus (plan_space.structures sets dp = gpus // (tp pp cp)), so tp, pp and dp fix cp and the key tells the same layouts apart',
+    ('mlsyscalc/calc/roofline_torch.py', "-    head = [norm_op(p.tokens, spec.hidden_size, p.store, p.ceil, name='final_norm')] if spec.final_norm else []\n+    head = [norm_op(spec.hidden_size, p.tokens, p.store, p.ceil, name='final_norm')] if spec.final_norm else []"):
+        "only the op's write_bytes (tokens x hidden x bytes, symmetric in the two) is read; its read bytes and shape string are dropped",
+    ('mlsyscalc/calc/scaling_fit.py', '-    dh = np.clip(r, -delta, delta) / (delta * total)\n+    dh = np.clip(-delta, r, delta) / (delta * total)'):
+        'np.clip(a, lo, hi) is minimum(maximum(a, lo), hi) and maximum is symmetric: clip(-delta, r, delta) is clip(r, -delta, delta) elementwise',
+    ('mlsyscalc/calc/scaling_fit.py', '-    sxy = sum(((a - mx) * (b - my) for a, b in zip(x, y)))\n+    sxy = sum(((a - mx) * b for a, b in zip(x, y)))'):
+        'the dropped term is my * sum(a - mx), and deviations from the mean sum to zero (up to rounding in the last bits of a correlation compared with 0.999)',
+    ('mlsyscalc/calc/memory_train.py', "-        working = max((layer_bytes(it, split, nbytes, 'none', spec.hidden_size) for it in items))\n+        working = max((layer_bytes(it, split, nbytes, 'none', spec.intermediate_size) for it in items))"):
+        "layer_bytes reads its hidden argument only under recompute 'full'; this call passes 'none'",
+    ('mlsyscalc/calc/layers.py', "-        query = [Linear('q_a_proj', h, mla.q_lora_rank, spec.qkv_bias, 'attention'), Linear('q_b_proj', mla.q_lora_rank, heads * spec.head_dim, False, 'attention')]\n+        query = [Linear('q_a_proj', h, mla.q_lora_rank, spec.o_bias, 'attention'), Linear('q_b_proj', mla.q_lora_rank, heads * spec.head_dim, False, 'attention')]"):
+        'MLA is read only from deepseek_v3 configs, whose qkv_bias and o_bias both come from attention_bias (hf._deepseek_v3, as DeepseekV3Attention builds q_a_proj and o_proj)',
+    ('mlsyscalc/calc/serve_engine.py', '-            c = min(self.L[i] - self.done[i], budget - tokens) if self.policy.chunked else self.L[i] - self.done[i]\n+            c = min(self.L[i] - self.done[i], budget) if self.policy.chunked else self.L[i] - self.done[i]'):
+        'at most one prompt is part-way through at the start of an iteration (an admitted chunk either completes its prompt or takes the rest of the budget, which stops admission), so tokens is 0 when this loop reads it; checked over 168 sarathi runs with preemption and prefix caching',
+    ('mlsyscalc/calc/memory_train.py', '-        stage_layers(spec.num_layers, self.pp, 0)\n+        stage_layers(spec.num_layers, self.pp, 1)'):
+        'the call only checks num_layers % pp (its divide); the returned range is discarded',
+    ('mlsyscalc/calc/roofline_host.py', '-def eager_host_path_s(opts: RooflineOptions, kernels: int, layers: int=0) -> float:\n+def eager_host_path_s(opts: RooflineOptions, kernels: int, layers: int=1) -> float:'):
+        'a dead default: the only caller (roofline_model.predict_model) passes layers',
+    ('mlsyscalc/calc/train.py', '-    usable = verdict(ceilings.gpu, 0, opts.reserve).usable_bytes\n+    usable = verdict(ceilings.gpu, 1, opts.reserve).usable_bytes'):
+        "usable_bytes is capacity less the reserve; verdict's needed argument does not enter it",
 }
 # survivors that are not equivalent but that no realistic input reaches (not left out of the score)
 UNREACHED: dict[tuple[str, str], str] = {

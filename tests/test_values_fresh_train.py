@@ -239,3 +239,30 @@ def test_optimum_of_a_budget_below_one_token_is_returned():
     opt = optimal(compute_flops=1e-3)
     assert opt.params < 1 and opt.tokens < 1
     assert 6 * opt.params * opt.tokens == pytest.approx(1e-3, rel=1e-9)
+
+
+# --- plan's memo: two layouts that differ in one rank count must not share a cached piece -----------------
+
+@pytest.mark.parametrize("name,overrides,framework", [("mixtral-8x7b", {"num_hidden_layers": 4}, "megatron"),
+                                                      ("gpt2", {}, "torch")])
+def test_every_layout_of_the_search_is_priced_as_train_step_prices_it(name, overrides, framework):
+    """Oracle: train_step, which computes each layout from scratch (no memo). 8 GPUs, micro-batch <= 2,
+    cp <= 2: every layout of the search (tp, pp, cp, ep, vp, micro-batch all varying; a 4-layer mixtral for
+    ep up to 8, gpt2 under torch for the host work), each at one (ZeRO, recompute) pair taken in turn, has the
+    step time and memory train_step gives it, whichever layout filled the memo first."""
+    from mlsyscalc.calc.plan import _Memo, _search
+    from mlsyscalc.calc.plan_space import execution_options, structures
+    from mlsyscalc.calc.train import train_step
+
+    spec = load_model(name, overrides)
+    opts = PlanOptions(gpus=8, seq=1024, global_batch=8, max_micro_batch=2, max_cp=2, framework=framework)
+    memo = _Memo(spec, H100, HGX, opts)
+    layouts, grid = list(structures(spec, HGX, opts)), execution_options(opts)
+    step, memory = _search(memo, layouts, grid, None)
+    assert len({(c.tp, c.pp, c.cp, c.ep) for c in layouts}) >= 12
+    for i, layout in enumerate(layouts):
+        j = i * len(grid) + i % len(grid)
+        zero, recompute = grid[j % len(grid)]
+        ref = train_step(spec, H100, HGX, replace(layout, zero=zero, recompute=recompute))
+        assert step[j] == pytest.approx(ref.step_time_s, rel=1e-9), layout.layout()
+        assert memory[j] == pytest.approx(ref.memory_bytes_per_gpu, abs=8), layout.layout()
