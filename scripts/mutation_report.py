@@ -688,6 +688,12 @@ EQUIVALENT: dict[tuple[str, str], str] = {
         'a dead default: the only caller (roofline_model.predict_model) passes layers',
     ('mlsyscalc/calc/train.py', '-    usable = verdict(ceilings.gpu, 0, opts.reserve).usable_bytes\n+    usable = verdict(ceilings.gpu, 1, opts.reserve).usable_bytes'):
         "usable_bytes is capacity less the reserve; verdict's needed argument does not enter it",
+    ('mlsyscalc/calc/layers.py', "-    return query + [Linear('kv_a_proj_with_mqa', h, mla.kv_lora_rank + mla.qk_rope_head_dim, spec.qkv_bias, 'attention'), Linear('kv_b_proj', mla.kv_lora_rank, heads * (mla.qk_nope_head_dim + mla.v_head_dim), False, 'attention'), Linear('o_proj', heads * mla.v_head_dim, h, spec.o_bias, 'attention')]\n+    return query + [Linear('kv_a_proj_with_mqa', h, mla.kv_lora_rank + mla.qk_rope_head_dim, spec.o_bias, 'attention'), Linear('kv_b_proj', mla.kv_lora_rank, heads * (mla.qk_nope_head_dim + mla.v_head_dim), False, 'attention'), Linear('o_proj', heads * mla.v_head_dim, h, spec.o_bias, 'attention')]"):
+        'MLA is read only from deepseek_v3 configs, whose qkv_bias and o_bias both come from attention_bias (hf._deepseek_v3)',
+    ('mlsyscalc/calc/layers.py', "-    return query + [Linear('kv_a_proj_with_mqa', h, mla.kv_lora_rank + mla.qk_rope_head_dim, spec.qkv_bias, 'attention'), Linear('kv_b_proj', mla.kv_lora_rank, heads * (mla.qk_nope_head_dim + mla.v_head_dim), False, 'attention'), Linear('o_proj', heads * mla.v_head_dim, h, spec.o_bias, 'attention')]\n+    return query + [Linear('kv_a_proj_with_mqa', h, mla.kv_lora_rank + mla.qk_rope_head_dim, spec.qkv_bias, 'attention'), Linear('kv_b_proj', mla.kv_lora_rank, heads * (mla.qk_nope_head_dim + mla.v_head_dim), False, 'attention'), Linear('o_proj', heads * mla.v_head_dim, h, spec.qkv_bias, 'attention')]"):
+        'MLA is read only from deepseek_v3 configs, whose qkv_bias and o_bias both come from attention_bias (hf._deepseek_v3)',
+    ('mlsyscalc/calc/scaling_fit_batch.py', '-        lam[active] = np.clip(np.where(better, lam[active] / 3.0, lam[active] * 4.0), LAMBDA_MIN, LAMBDA_MAX)\n+        lam[active] = np.clip(LAMBDA_MIN, np.where(better, lam[active] / 3.0, lam[active] * 4.0), LAMBDA_MAX)'):
+        'np.clip(a, lo, hi) is minimum(maximum(a, lo), hi) and maximum is symmetric: swapping a and lo gives the same array',
 }
 # survivors that are not equivalent but that no realistic input reaches (not left out of the score)
 UNREACHED: dict[tuple[str, str], str] = {

@@ -64,6 +64,7 @@ _RUNS = Runs(tuple(n for n in _N for _ in _D), tuple(d for _ in _N for d in _D),
 # (call, the message it must raise): one row per check that no other test reached
 REFUSED = [
     (lambda: AttentionShape(0, 8, 8, 16, 16, 64), "attention sizes must be positive"),
+    (lambda: AttentionShape(1, 8, 3, 16, 16, 64), "heads 8 not divisible by kv_heads 3"),
     (lambda: fit([], {}), "calibrate: no measured rows to fit"),
     (lambda: fit([_OBS], {}), "calibrate: measured times must be positive"),
     (lambda: step_comm(LLAMA, StepOptions(dp=2, overlap=("xp",))), "overlap: unknown dimension in ('xp',)"),
@@ -71,6 +72,7 @@ REFUSED = [
     (lambda: _memory(offload="disk"), "--offload must be one of none, optimizer"),
     (lambda: _memory(schedule="zb"), "--schedule must be one of 1f1b, gpipe, got 'zb'"),
     (lambda: _memory(framework="jax"), "--framework must be one of megatron, torch, got 'jax'"),
+    (lambda: _memory(recompute="half"), "--recompute must be one of none, selective, full"),
     (lambda: _memory(vp=2), "--vp interleaves the 1F1B schedule of a pipeline (--pp > 1)"),
     (lambda: _memory(offload="optimizer"), "--offload optimizer needs --zero 1, 2 or 3 (ZeRO-Offload)"),
     (lambda: _memory(dp=2, tp=2, world_size=8), "world size 8 != dp*tp*pp*cp = 2*2*1*1 = 4"),
@@ -90,6 +92,8 @@ REFUSED = [
     (lambda: _roofline(phase="train", logits="last"), "--logits last is an inference convention"),
     (lambda: _roofline(window="half"), "window must be one of "),
     (lambda: _roofline(recompute="full"), "--recompute, --dp, --zero and --dp-overlap apply to --phase train only"),
+    (lambda: _roofline(phase="train", recompute="half"), "recompute must be one of none, selective, full, got 'half'"),
+    (lambda: RooflineOptions(dp=0)._validate_train(), "dp must be a positive integer, got 0"),  # validate() checks tp x dp first
     (lambda: _roofline(phase="train", zero=1), "--zero and --dp-overlap need --dp N > 1"),
     (lambda: sweep_batch(GPT2, H100, RooflineOptions(phase="prefill", seq=16), []),
      "--sweep batch=... needs at least one value"),
@@ -266,3 +270,19 @@ def test_every_layout_of_the_search_is_priced_as_train_step_prices_it(name, over
         ref = train_step(spec, H100, HGX, replace(layout, zero=zero, recompute=recompute))
         assert step[j] == pytest.approx(ref.step_time_s, rel=1e-9), layout.layout()
         assert memory[j] == pytest.approx(ref.memory_bytes_per_gpu, abs=8), layout.layout()
+
+
+# --- swapped arguments of helpers: tokens and widths that differ ------------------------------------------
+
+@pytest.mark.parametrize("impl", ["fused", "torch"])
+def test_norm_kernels_read_tokens_by_width_plus_the_weight(impl):
+    """gpt2 (hidden 768), training on 16 tokens, bf16: each LayerNorm and the final norm read x (16 x 768) and
+    the weight (768) and write y (16 x 768): 17 x 768 x 2 and 16 x 768 x 2 bytes, shape 16x768 (tokens first).
+    The fused backward reads x, dy and the weight, writes dx and the weight gradient: 33 and 17 x 768 x 2."""
+    rows = predict_model(GPT2, H100, RooflineOptions(phase="train", seq=16, batch=1, impl=impl)).rows
+    forward = {(r.pred.read_bytes, r.pred.write_bytes, r.pred.shape) for r in rows
+               if r.pred.name in ("norm", "final_norm")}
+    assert forward == {(17 * 768 * 2, 16 * 768 * 2, "16x768")}
+    if impl == "fused":
+        backward = {(r.pred.read_bytes, r.pred.write_bytes) for r in rows if r.pred.name in ("norm.bwd", "final_norm.bwd")}
+        assert backward == {(33 * 768 * 2, 17 * 768 * 2)}
