@@ -286,3 +286,39 @@ def test_norm_kernels_read_tokens_by_width_plus_the_weight(impl):
     if impl == "fused":
         backward = {(r.pred.read_bytes, r.pred.write_bytes) for r in rows if r.pred.name in ("norm.bwd", "final_norm.bwd")}
         assert backward == {(33 * 768 * 2, 17 * 768 * 2)}
+
+
+@pytest.mark.parametrize("ranks", [{"dp": 2**20, "tp": 2}, {"dp": 2**20, "pp": 2}, {"dp": 2**20, "cp": 2},
+                                   {"cp": 2**20, "dp": 2}])
+def test_every_rank_count_enters_the_gpu_total(ranks):
+    """Hand arithmetic: 2^20 x 2 = 2,097,152 GPUs, over the 2^20 limit (validate.MAX_GPUS), whichever of dp,
+    tp, pp or cp holds the 2: training memory and the step's traffic both refuse it, naming the product."""
+    for call in (lambda: TrainOptions(**ranks).validate(GPT2), lambda: step_comm(GPT2, StepOptions(**ranks))):
+        with pytest.raises(MlsysError, match=r"dp x -*tp x -*pp x -*cp GPUs: 2,097,152 is too large \(at most 1,048,576\)"):
+            call()
+
+
+# --- look-alike fields: shared experts wider than a routed expert ------------------------------------------
+
+def test_two_shared_experts_are_twice_a_routed_experts_width():
+    """deepseek-v3 with n_shared_experts 2 (DeepSeek-V2's setting; moe_intermediate_size 2048): the shared MLP
+    is 2 x 2048 = 4096 wide, a routed expert 2048 (transformers' DeepseekV3MoE: intermediate_size x n_shared).
+    Hand arithmetic on 16 prefill tokens: the MoE layer's activation kernel covers 16 x (8 x 2048 + 4096)
+    elements, a dense layer's 16 x 18432; training saves 8 x 4 x 2048 routed and 4 x 4096 shared intermediates
+    per token; inference's workspace (1024 tokens) is set by attention, 24576 + 2 x 24576 + 16384 = 90112
+    wide, above the MLP's 3 x 8 x 2048 = 49152: 1024 x (2 x 7168 + 90112) x 2 bytes."""
+    from mlsyscalc.calc.activations import mlp_saved
+    from mlsyscalc.calc.layers import layer_linears
+    from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
+
+    spec = load_model("deepseek-v3", {"n_shared_experts": 2, "num_hidden_layers": 4, "first_k_dense_replace": 1})
+    ups = {lin.name: lin.out_features for lin in layer_linears(spec, 2) if lin.name.endswith("up_proj")}
+    assert ups == {"experts.up_proj": 2048, "shared_experts.up_proj": 4096}
+    roof = predict_model(spec, H100, RooflineOptions(phase="prefill", seq=16, batch=1, check_fit=False))
+    act = {r.layers: r.pred.write_bytes for r in roof.rows if r.pred.name == "mlp_act*up"}
+    assert act == {"layers": 16 * 18432 * 2, "moe layers": 16 * (8 * 2048 + 4096) * 2}
+    saved = {s.name: s.per_token for s in mlp_saved(spec, 2, False)}
+    assert saved["expert intermediates (k x 4I)"] == 8 * 4 * 2048
+    assert saved["shared expert intermediates (4I)"] == 4 * 4096
+    mem = infer_memory(spec, InferOptions(batch=1, context=1024))
+    assert mem.detail["activations_workspace"] == 1024 * (2 * 7168 + 90112) * 2
