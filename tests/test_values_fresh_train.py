@@ -322,3 +322,27 @@ def test_two_shared_experts_are_twice_a_routed_experts_width():
     assert saved["shared expert intermediates (4I)"] == 4 * 4096
     mem = infer_memory(spec, InferOptions(batch=1, context=1024))
     assert mem.detail["activations_workspace"] == 1024 * (2 * 7168 + 90112) * 2
+
+
+def test_every_training_kernel_names_its_shape_in_argument_order():
+    """llama3-8b (config.json: hidden 4096, 8 KV heads x 128 = 1024, intermediate 14336, vocab 128256), a
+    training step of 2 x 16 tokens = 32, fused kernels. The op table's shape column, by hand: a forward GEMM
+    is tokens x out x in, its input gradient tokens x in x out, its weight gradient in x out x tokens; norms
+    and the embedding tokens x hidden; rotary tokens x (32 + 8 heads) x 128; elementwise ops their element
+    count (32 x 14336, 32 x 4096); attention batch, heads/KV heads, query x key tokens, head width."""
+    t, h, kv, f, v = 32, 4096, 1024, 14336, 128256
+    gemms = {"q_proj": (h, h), "k_proj": (kv, h), "v_proj": (kv, h), "o_proj": (h, h), "gate_proj": (f, h),
+             "up_proj": (f, h), "down_proj": (h, f), "lm_head": (v, h)}
+    want = {"attention": "B2 H32/8 16x16 d128 causal", "attention.bwd": "B2 H32/8 16x16 d128 causal",
+            "rotary": f"{t}x40x128", "rotary.bwd": f"{t}x40x128", "mlp_act*up": f"{t * f} 2->1",
+            "mlp_act*up.bwd": f"{t * f} 2->1", "residual_add": f"{t * h} 2->1", "residual_add.bwd": f"{t * h} 2->1",
+            "adamw": "8030261248 params"}
+    want |= {name: f"{t}x{h}" for name in ("norm", "norm.bwd", "final_norm", "final_norm.bwd", "embedding",
+                                           "embedding.bwd")}
+    for name, (out, inp) in gemms.items():
+        want |= {name: f"{t}x{out}x{inp}", f"{name}.dgrad": f"{t}x{inp}x{out}", f"{name}.wgrad": f"{inp}x{out}x{t}"}
+    rows = predict_model(LLAMA, H100, RooflineOptions(phase="train", seq=16, batch=2)).rows
+    got: dict[str, set[str]] = {}
+    for r in rows:
+        got.setdefault(r.pred.name, set()).add(r.pred.shape)
+    assert got == {name: {shape} for name, shape in want.items()}
