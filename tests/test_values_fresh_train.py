@@ -346,3 +346,24 @@ def test_every_training_kernel_names_its_shape_in_argument_order():
     for r in rows:
         got.setdefault(r.pred.name, set()).add(r.pred.shape)
     assert got == {name: {shape} for name, shape in want.items()}
+
+
+def test_every_eager_decode_kernel_names_its_shape_in_argument_order():
+    """llama3-8b, one decode step of batch 2 after 100 cached tokens, plain PyTorch kernels (--impl torch).
+    By hand from config.json: GEMMs 2 x out x in; rotary on 2 x 32 query and 2 x 8 key rows of 128; the cache
+    append 2 x 8 x 128 elements each for K and V; the MLP's activation and product 2 x 14336 elements; the
+    fp32 logits 2 x 128256; attention over 101 keys. (Split-K reductions are left out: their split counts are
+    the calculator's heuristic, not a hand figure.)"""
+    h, kv, f, v = 4096, 1024, 14336, 128256
+    want = {"q_proj": f"2x{h}x{h}", "k_proj": f"2x{kv}x{h}", "v_proj": f"2x{kv}x{h}", "o_proj": f"2x{h}x{h}",
+            "gate_proj": f"2x{f}x{h}", "up_proj": f"2x{f}x{h}", "down_proj": f"2x{h}x{f}", "lm_head": f"2x{v}x{h}",
+            "norm": f"2x{h}", "final_norm": f"2x{h}", "embedding": f"2x{h}", "logits.float": f"2x{v}",
+            "kv_cache_write.k": "2048", "kv_cache_write.v": "2048", "mlp_act": f"{2 * f} 1->1",
+            "mlp_mul": f"{2 * f} 2->1", "residual_add": f"{2 * h} 2->1", "attention": "B2 H32/8 1x101 d128"}
+    want |= {f"rotary.{k}": {"64x128", "16x128"} for k in ("mul_cos", "roll", "addcmul")}
+    rows = predict_model(LLAMA, H100, RooflineOptions(phase="decode", batch=2, context=100, impl="torch")).rows
+    got: dict[str, set[str]] = {}
+    for r in rows:
+        if not r.pred.name.endswith("splitk_reduce"):
+            got.setdefault(r.pred.name, set()).add(r.pred.shape)
+    assert got == {name: shape if isinstance(shape, set) else {shape} for name, shape in want.items()}
