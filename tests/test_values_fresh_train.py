@@ -367,3 +367,19 @@ def test_every_eager_decode_kernel_names_its_shape_in_argument_order():
         if not r.pred.name.endswith("splitk_reduce"):
             got.setdefault(r.pred.name, set()).add(r.pred.shape)
     assert got == {name: shape if isinstance(shape, set) else {shape} for name, shape in want.items()}
+
+
+def test_bootstrap_interval_of_the_optimal_size_holds_the_point_estimate():
+    """Noise-free IsoFLOP runs of a known law (E 1.8, A 450, B 1800, alpha 0.34, beta 0.37; 3 budgets x 5
+    sizes around each optimum, Hoffmann et al. approach 2): every resample recovers the same law, so the
+    percentile interval of N_opt(1e23) = k C^a (Chinchilla eq. 4) brackets the point estimate within 1%."""
+    from mlsyscalc.calc.scaling_laws import Parametric
+
+    law = Parametric(E=1.8, A=450.0, B=1800.0, alpha=0.34, beta=0.37)
+    n = [law.k * c**law.a * f for c in (1e18, 1e19, 1e20) for f in (0.1, 0.3, 1.0, 3.0, 10.0)]
+    d = [c / (6 * x) for c, x in zip([c for c in (1e18, 1e19, 1e20) for _ in range(5)], n)]
+    runs = Runs(tuple(n), tuple(d), tuple(law.loss(a, b) for a, b in zip(n, d)))
+    result = fit_runs(runs, FitOptions(starts=20, bootstrap=6, seed=0), compute_flops=1e23)
+    assert result.optimal_params == pytest.approx(law.k * 1e23**law.a, rel=1e-2)
+    low, high = {name: (lo, hi) for name, lo, hi in result.intervals}["optimal_params"]
+    assert 0.99 * result.optimal_params <= high and low <= 1.01 * result.optimal_params
