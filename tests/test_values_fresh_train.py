@@ -383,3 +383,17 @@ def test_bootstrap_interval_of_the_optimal_size_holds_the_point_estimate():
     assert result.optimal_params == pytest.approx(law.k * 1e23**law.a, rel=1e-2)
     low, high = {name: (lo, hi) for name, lo, hi in result.intervals}["optimal_params"]
     assert 0.99 * result.optimal_params <= high and low <= 1.01 * result.optimal_params
+
+
+@pytest.mark.parametrize("seq_q,window,pairs,keys", [(16, None, 16 * 64 - 16 * 16 / 2, 64), (16, 32, 32 * 16, 47),
+                                                     (16, 8, 8 * 16, 23), (48, 32, (32**2 - 16**2) / 2 + 32 * 32, 64),
+                                                     (64, 32, 64 * 32 - 32**2 / 2, 64)])
+def test_causal_and_windowed_attention_with_fewer_queries_than_keys(seq_q, window, pairs, keys):
+    """Queries end-aligned on 64 keys (a prefill chunk after 64 - Sq cached tokens), 8 heads of 64, bf16.
+    Hand arithmetic, continuous convention (docs/roofline.md): query position p sees min(p, W) keys, so the
+    score area is the integral over p in [64 - Sq, 64]: Sq x 64 - Sq^2 / 2 without a window, W x Sq when
+    W <= 64 - Sq, (W^2 - (64 - Sq)^2) / 2 + W (64 - W) in between; FLOPs 2 x heads x (d_k + d_v) x area.
+    A windowed kernel reads only the last Sq + W - 1 keys (at most 64) of K and V."""
+    pred = predict_attention(1, 8, 8, seq_q, 64, 64, causal=True, window=window)
+    assert pred.flops == pytest.approx(2 * 8 * 128 * pairs, rel=1e-12)
+    assert pred.read_bytes == seq_q * 8 * 64 * 2 + keys * 8 * 128 * 2
