@@ -247,13 +247,14 @@ def test_optimum_of_a_budget_below_one_token_is_returned():
 
 # --- plan's memo: two layouts that differ in one rank count must not share a cached piece -----------------
 
-@pytest.mark.parametrize("name,overrides,framework", [("mixtral-8x7b", {"num_hidden_layers": 4}, "megatron"),
-                                                      ("gpt2", {}, "torch")])
-def test_every_layout_of_the_search_is_priced_as_train_step_prices_it(name, overrides, framework):
+@pytest.mark.parametrize("name,overrides,framework,eps", [("mixtral-8x7b", {"num_hidden_layers": 4}, "megatron",
+                                                           {1, 2, 4, 8}), ("gpt2", {}, "torch", {1})])
+def test_every_layout_of_the_search_is_priced_as_train_step_prices_it(name, overrides, framework, eps):
     """Oracle: train_step, which computes each layout from scratch (no memo). 8 GPUs, micro-batch <= 2,
     cp <= 2: every layout of the search (tp, pp, cp, ep, vp, micro-batch all varying; a 4-layer mixtral for
     ep up to 8, gpt2 under torch for the host work), each at one (ZeRO, recompute) pair taken in turn, has the
-    step time and memory train_step gives it, whichever layout filled the memo first."""
+    step time and memory train_step gives it, whichever layout filled the memo first. Expert parallelism
+    takes every divisor of the 8 routed experts (top-2) that divides dp."""
     from mlsyscalc.calc.plan import _Memo, _search
     from mlsyscalc.calc.plan_space import execution_options, structures
     from mlsyscalc.calc.train import train_step
@@ -264,6 +265,7 @@ def test_every_layout_of_the_search_is_priced_as_train_step_prices_it(name, over
     layouts, grid = list(structures(spec, HGX, opts)), execution_options(opts)
     step, memory = _search(memo, layouts, grid, None)
     assert len({(c.tp, c.pp, c.cp, c.ep) for c in layouts}) >= 12
+    assert {c.ep for c in layouts} == eps  # ep divides mixtral's 8 routed experts and dp (up to 8)
     for i, layout in enumerate(layouts):
         j = i * len(grid) + i % len(grid)
         zero, recompute = grid[j % len(grid)]
