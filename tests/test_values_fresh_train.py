@@ -399,3 +399,15 @@ def test_causal_and_windowed_attention_with_fewer_queries_than_keys(seq_q, windo
     pred = predict_attention(1, 8, 8, seq_q, 64, 64, causal=True, window=window)
     assert pred.flops == pytest.approx(2 * 8 * 128 * pairs, rel=1e-12)
     assert pred.read_bytes == seq_q * 8 * 64 * 2 + keys * 8 * 128 * 2
+
+
+def test_interleaved_pipeline_with_unequal_tp_pp_and_chunks():
+    """gpt2 (12 layers, hidden 768), tp 2, pp 4, 3 model chunks per GPU, 8 micro-batches of 1 x 2048 tokens,
+    bf16. Hand arithmetic (Narayanan et al. 2021): each stage holds 12 / 4 = 3 layers, each with 2 TP
+    all-reduces forward and 2 backward of 2048 x 768 x 2 bytes: 2 x 2 x 3 x 8 = 96 calls; the pipeline sends
+    activations forward and gradients back per micro-batch and chunk, 2 x 8 x 3 = 48 sends of 1 / tp of
+    them; the interleaved bubble is (p - 1) / (v m) = 3 / 24 of the ideal time, 3 / 27 of the step."""
+    r = step_comm(GPT2, StepOptions(tp=2, pp=4, interleave=3, grad_accum=8))
+    act = 2048 * 768 * 2
+    assert {(x.dim, x.message_bytes, x.calls) for x in r.rows} == {("tp", act, 96), ("pp", act // 2, 48)}
+    assert r.bubble_ratio == pytest.approx(3 / 24) and r.bubble_fraction == pytest.approx(3 / 27)
