@@ -393,10 +393,10 @@ def test_adafactor_factors_of_opt_projections(run_cli):
     # opt-350m (post-norm, no final norm, tied head, 512-wide embeddings projected to 1024):
     # per layer q, k, v, o 1024 x 1024 with bias (rows + cols + bias rows), fc1 1024 -> 4096 and
     # fc2 4096 -> 1024 with bias, two LayerNorms (weight and bias, 2 x 2 x 1024); outside: the
-    # 50272 x 512 embedding, the 2050 x 1024 learned positions (whole) and project_in 512 -> 1024
-    # and project_out 1024 -> 512 (no bias)
+    # 50272 x 512 embedding, the 2050 x 1024 learned positions (a matrix: rows + cols) and
+    # project_in 512 -> 1024 and project_out 1024 -> 512 (no bias)
     layer = 4 * (1024 + 1024 + 1024) + (4096 + 1024 + 4096) + (1024 + 4096 + 1024) + 2 * 2 * 1024
-    factors = 24 * layer + (50272 + 512 + 2050 * 1024) + 2 * (512 + 1024)
+    factors = 24 * layer + (50272 + 512 + 2050 + 1024) + 2 * (512 + 1024)
     d = run_cli.json("memory", "train", "opt-350m", "--optimizer", "adafactor")
     assert d["detail"]["optimizer_states_bytes"] == 4 * factors
 

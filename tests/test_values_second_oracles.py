@@ -172,13 +172,36 @@ def test_adafactor_factors_of_gpt2_at_tp_2():
     """gpt2 at tp 2 (biases everywhere), per rank: column-parallel q, k, v (384 rows + 768 cols + 384 bias
     rows each) and the MLP's up (1536 + 768 + 1536); row-parallel o (768 rows + 384 cols + 768 bias rows)
     and down (768 + 1536 + 768); two LayerNorms of 2 x 768. Outside the layers: the first stage's
-    ceil(50257 / 2) = 25129 embedding rows + 768 cols, the 1024 x 768 learned positions (whole), the tied
-    head (the same table on one stage: nothing more), the final norm's 768."""
+    ceil(50257 / 2) = 25129 embedding rows + 768 cols, the 1024 x 768 learned positions (a matrix, whole on
+    each rank: 1024 + 768), the tied head (the same table on one stage: nothing more), the final
+    LayerNorm's weight and bias (2 x 768)."""
     from mlsyscalc.calc.memory_common import stage_params
 
     layer = 3 * (384 + 768 + 384) + (768 + 384 + 768) + (1536 + 768 + 1536) + (768 + 1536 + 768) + 2 * 2 * 768
-    factors = 12 * layer + (25129 + 768) + 1024 * 768 + 768
+    factors = 12 * layer + (25129 + 768) + (1024 + 768) + 2 * 768
     assert stage_params(load_model("gpt2"), range(12), True, True, 2, 1, 1).matrix_factors == factors
+
+
+def test_adafactor_states_match_torch_adafactor_on_a_tiny_gpt2():
+    """torch.optim.Adafactor (Shazeer & Stern 2018) after one step keeps a row and a column accumulator for
+    every parameter of two or more dimensions and a full one for every vector. A 1-layer gpt2 of width 8
+    (2 heads, 16 positions, vocabulary 32, tied head) built in torch as the calculator splits it (q, k, v,
+    o, up, down with biases; two LayerNorms in the layer and a final one; token and position tables): the
+    state's element count is stage_params' matrix_factors."""
+    torch = pytest.importorskip("torch")
+    from mlsyscalc.calc.memory_common import stage_params
+
+    nn = torch.nn
+    h = 8
+    model = nn.ModuleList([nn.Linear(h, h) for _ in range(4)] + [nn.Linear(h, 4 * h), nn.Linear(4 * h, h)]
+                          + [nn.LayerNorm(h) for _ in range(3)] + [nn.Embedding(32, h), nn.Embedding(16, h)])
+    opt = torch.optim.Adafactor(model.parameters())
+    for p in model.parameters():
+        p.grad = torch.ones_like(p)
+    opt.step()
+    state = sum(v.numel() for s in opt.state.values() for k, v in s.items() if k != "step")
+    spec = load_model("gpt2", {"n_embd": h, "n_head": 2, "n_layer": 1, "n_positions": 16, "vocab_size": 32})
+    assert stage_params(spec, range(1), True, True, 1, 1, 1).matrix_factors == state
 
 
 def test_adafactor_factors_of_opt_project_out_on_the_last_stage():

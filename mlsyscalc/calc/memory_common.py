@@ -96,7 +96,8 @@ def stage_params(spec: ModelSpec, layers: Iterable[int], first: bool, last: bool
     in_layers = dense
     if first:
         dense += vocab_rows * spec.embed_dim + positions
-        factors += vocab_rows + spec.embed_dim + positions
+        # a learned position table is a matrix as well: Adafactor keeps its rows + cols
+        factors += vocab_rows + spec.embed_dim + (spec.learned_positions + spec.hidden_size if positions else 0)
     for lin in head_linears(spec):
         if lin.group == "head" and last:
             shares_table = lin.tied and pp == 1  # the table counted above, on this same rank
@@ -108,7 +109,7 @@ def stage_params(spec: ModelSpec, layers: Iterable[int], first: bool, last: bool
             factors += lin.in_features + lin.out_features
     if last and spec.final_norm:
         dense += spec.hidden_size * norm_width(spec)
-        factors += spec.hidden_size
+        factors += spec.hidden_size * norm_width(spec)  # its weight (and bias) vectors, whole
     root = dense - in_layers  # outside the decoder layers: FSDP's root unit when each layer is wrapped
     return StageParams(dense=dense, expert=expert, largest_layer=largest, matrix_factors=factors, root=root)
 
