@@ -40,3 +40,26 @@ def test_fit_recovers_d64_and_d128_attention_apart():
 def test_without_d64_rows_the_class_keeps_its_start():
     obs = [_obs("a", "attention", 1e-3, 2.003e-3), _obs("b", "attention", 3e-3, 6.003e-3)]
     assert fit(obs, START)["attention_small_head"] == 0.49
+
+
+def test_error_terms_add_up_to_the_step_error():
+    """scripts/models_error_terms.py: matmul + attention + memory + gaps = (measured - predicted) /
+    predicted, by construction (each term is measured minus predicted time over the predicted
+    step); checked on a committed held-out row (phi-2 prefill B1 S1024, H100): its matmul, attention
+    and memory kernels and the step time are the row's own."""
+    from pathlib import Path
+
+    from .conftest import load_script
+    from mlsyscalc.bench.model_calibrate import load_cases
+    from mlsyscalc.bench.rows import ResultStore
+    from mlsyscalc.calc.calibration import load_ceilings
+
+    terms = load_script("models_error_terms").terms
+    rows = [r for r in ResultStore(Path(__file__).resolve().parents[1] / "reports/models/h100_check4.jsonl").rows()
+            if r.extra.get("model") == "phi-2" and r.extra.get("phase") == "prefill"]
+    (case,) = load_cases(rows[:1], {"phi-2"})
+    t = terms(case, load_ceilings("H100-SXM"))
+    assert t["matmul"] + t["attention"] + t["memory"] + t["gaps"] == pytest.approx(t["error"], abs=1e-12)
+    kinds = case.row.extra["ops"]["kinds"]
+    kernels_s = sum(kinds[k]["measured_s"] for k in ("matmul", "attention", "memory"))
+    assert t["gaps"] == pytest.approx((t["measured_s"] - kernels_s) / t["predicted_s"], rel=1e-12)
