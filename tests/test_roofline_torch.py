@@ -159,3 +159,26 @@ def test_torch_kernels_price_an_independent_runner_within_12_percent(model, shap
     spec = load_model("llama2-7b", parse_overrides(TINYLLAMA) if model == "tinyllama" else None)
     predicted_ms = _torch(spec, **shape).time_s * 1e3
     assert abs(measured_ms - predicted_ms) / predicted_ms < 0.12
+
+
+def test_a_long_reduction_splits_only_a_skinny_gemm():
+    """cuBLAS splits a long reduction (K >= 2 N) and launches a splitKreduce only for skinny GEMMs:
+    phi-2's down_proj (N = 2560, K = 10240 = 4 N) in decode (one row per sequence) is split and
+    reduced, in a B1 S1024 prefill (1024 rows) it runs as one GEMM kernel (H100 profile: 32
+    nvjet GEMMs for 32 layers, no splitKreduce). Per layer of phi-2 prefill, by hand: 6 GEMMs and
+    no reduction; 32 layers + the lm_head = 193 GEMM kernels, the profile's count."""
+    from mlsyscalc.calc.roofline_ops import predict_matmul
+    from mlsyscalc.calc.roofline_torch import SPLIT_LONG_K_MAX_ROWS, cublas_splits
+
+    sms = H200.sm_count
+    assert SPLIT_LONG_K_MAX_ROWS == 128
+    # 127 rows: 40 column tiles of 64 x 4 row tiles of 32 = 160 >= 66, so only K >= 2 N splits it
+    skinny, thick = predict_matmul(127, 2560, 10240, "bf16", H200), predict_matmul(128, 2560, 10240, "bf16", H200)
+    assert skinny.tiling.split > 1 and cublas_splits(skinny, sms) is True
+    assert thick.tiling is None or cublas_splits(thick, sms) is False
+    r = _torch(load_model("phi-2"), phase="prefill", seq=1024)
+    names = {row.pred.name: row.count for row in r.rows}
+    assert not [n for n in names if n.endswith("splitk_reduce")]
+    assert sum(row.count for row in r.rows if row.pred.kind == "matmul") == 6 * 32 + 1
+    d = _torch(load_model("phi-2"), phase="decode", context=2048)
+    assert {row.pred.name: row.count for row in d.rows}["down_proj.splitk_reduce"] == 32

@@ -135,6 +135,7 @@ def layer_memory_ops(p: Any, layer: int, mlp_elements: float, moe_ops: list) -> 
 
 
 SPLIT_MIN_K = 2048  # cuBLAS splits K only this long or longer (gpt2's K = 768 GEMMs were not split)
+SPLIT_LONG_K_MAX_ROWS = 128  # the long-reduction split (K >= 2 N) only below this many rows (cublas_splits)
 
 
 def cublas_splits(pred: OpPrediction, sms: int) -> bool:
@@ -142,13 +143,19 @@ def cublas_splits(pred: OpPrediction, sms: int) -> bool:
     profiles of reports/models when the roofline's tiling splits, K >= SPLIT_MIN_K, and either the
     output has fewer than SMs / 2 tiles of 64 columns x 32 rows, or K >= 2 N (a long reduction):
     llama2-7b B1/B16 split q/k/v/o (N = K = 4096: 64 tiles) and down_proj (K = 11008), not
-    gate/up (N = 11008: 172 tiles) nor the lm_head; at B64 only down_proj; gpt2 only its c_proj."""
+    gate/up (N = 11008: 172 tiles) nor the lm_head; at B64 only down_proj; gpt2 only its c_proj.
+    The long-reduction rule (K >= 2 N) holds for skinny GEMMs only (fewer than SPLIT_LONG_K_MAX_ROWS
+    rows): with 128 or more rows cuBLAS runs one balanced nvjet kernel and no reduction (prefill and
+    training profiles, H100: phi-2 B1 S1024's down_proj, 1024 x 2560 x 10240, 32 GEMM kernels at
+    72.6 us and no splitKreduce; gpt2's 2048 x 768 x 3072 c_proj: 73 GEMM kernels for 12 layers x 6
+    + 1, none a reduction). The tiling's split still prices the GEMM's balanced time."""
     tiling = pred.tiling
     if tiling is None or tiling.split <= 1:
         return False
     tokens, groups, n, k = pred.dims
     rows = math.ceil(tokens / groups)
-    return k >= SPLIT_MIN_K and (math.ceil(n / 64) * math.ceil(rows / 32) < sms / 2 or k >= 2 * n)
+    few_tiles = math.ceil(n / 64) * math.ceil(rows / 32) < sms / 2
+    return k >= SPLIT_MIN_K and (few_tiles or (k >= 2 * n and rows < SPLIT_LONG_K_MAX_ROWS))
 
 
 def split_rows(p: Any, rows: list[OpRow]) -> list[OpRow]:

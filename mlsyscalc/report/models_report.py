@@ -25,6 +25,7 @@ from ..bench.cases.model import roofline_options
 from ..bench.model_calibrate import calibrate, eager_inference, load_cases, op_errors
 from ..bench.rows import ResultStore, Row
 from ..calc.calibration import CLASSES, load_ceilings
+from ..calc.calibration_fit import PARAMS
 from ..calc.roofline_model import predict_model
 from .markdown import markdown_table
 from .models_report_host import probe_error, probe_lines, probe_predictions
@@ -238,7 +239,8 @@ def write(rows_paths: list[Path], out_dir: Path, hold_out: set[str], gpu: str,
                                  ("memory efficiency", "memory", base.efficiency.memory, 1),
                                  ("fixed cost per kernel (us)", "launch_s", base.launch_s * 1e6, 1e6),
                                  ("GEMM floor, fixed cost apart (us)", "matmul_floor_s", round(base.matmul_floor_s * 1e6, 3), 1e6),
-                                 *((f"{key} (not fitted)", key, getattr(base.efficiency, key), 1) for key in CLASSES[1:]))],
+                                 *((key if key in PARAMS else f"{key} (not fitted)", key, getattr(base.efficiency, key), 1)
+                                   for key in CLASSES[1:]))],
                             "lrrr"), "",
             *(notes.read_text().splitlines() if notes.exists() else []), "",
             "## Per op", "", "Forward linears: the profiler's time inside each linear's range (all layers) against "
