@@ -182,26 +182,40 @@ def test_adafactor_factors_of_gpt2_at_tp_2():
     assert stage_params(load_model("gpt2"), range(12), True, True, 2, 1, 1).matrix_factors == factors
 
 
-def test_adafactor_states_match_torch_adafactor_on_a_tiny_gpt2():
+def _adafactor_state_elements(modules) -> int:
+    """Elements of torch.optim.Adafactor's state after one step over the modules' parameters."""
+    import torch
+
+    params = list(torch.nn.ModuleList(modules).parameters())
+    opt = torch.optim.Adafactor(params)
+    for p in params:
+        p.grad = torch.ones_like(p)
+    opt.step()
+    return sum(v.numel() for s in opt.state.values() for k, v in s.items() if k != "step")
+
+
+def test_adafactor_states_match_torch_adafactor_on_tiny_models():
     """torch.optim.Adafactor (Shazeer & Stern 2018) after one step keeps a row and a column accumulator for
-    every parameter of two or more dimensions and a full one for every vector. A 1-layer gpt2 of width 8
-    (2 heads, 16 positions, vocabulary 32, tied head) built in torch as the calculator splits it (q, k, v,
-    o, up, down with biases; two LayerNorms in the layer and a final one; token and position tables): the
-    state's element count is stage_params' matrix_factors."""
+    every parameter of two or more dimensions and a full one for every vector. Two 1-layer models of width 8
+    built in torch as the calculator splits them; the state's element count is stage_params' matrix_factors:
+    a gpt2 (2 heads, 16 learned positions, vocabulary 32, tied head: q, k, v, o, up, down with biases, two
+    LayerNorms in the layer and a final one, token and position tables) and a llama (2 heads, 1 KV head of 4,
+    intermediate 16, no biases, RMSNorm weights, rotary positions: no table, an untied head)."""
     torch = pytest.importorskip("torch")
     from mlsyscalc.calc.memory_common import stage_params
 
-    nn = torch.nn
-    h = 8
-    model = nn.ModuleList([nn.Linear(h, h) for _ in range(4)] + [nn.Linear(h, 4 * h), nn.Linear(4 * h, h)]
-                          + [nn.LayerNorm(h) for _ in range(3)] + [nn.Embedding(32, h), nn.Embedding(16, h)])
-    opt = torch.optim.Adafactor(model.parameters())
-    for p in model.parameters():
-        p.grad = torch.ones_like(p)
-    opt.step()
-    state = sum(v.numel() for s in opt.state.values() for k, v in s.items() if k != "step")
+    nn, h = torch.nn, 8
+    gpt2 = [nn.Linear(h, h) for _ in range(4)] + [nn.Linear(h, 4 * h), nn.Linear(4 * h, h)]
+    gpt2 += [nn.LayerNorm(h) for _ in range(3)] + [nn.Embedding(32, h), nn.Embedding(16, h)]
     spec = load_model("gpt2", {"n_embd": h, "n_head": 2, "n_layer": 1, "n_positions": 16, "vocab_size": 32})
-    assert stage_params(spec, range(1), True, True, 1, 1, 1).matrix_factors == state
+    assert stage_params(spec, range(1), True, True, 1, 1, 1).matrix_factors == _adafactor_state_elements(gpt2)
+    llama = [nn.Linear(h, h, bias=False), nn.Linear(h, 4, bias=False), nn.Linear(h, 4, bias=False),
+             nn.Linear(h, h, bias=False), nn.Linear(h, 16, bias=False), nn.Linear(h, 16, bias=False),
+             nn.Linear(16, h, bias=False), nn.Embedding(32, h), nn.Linear(h, 32, bias=False)]
+    llama += [nn.RMSNorm(h) for _ in range(3)]
+    spec = load_model("llama2-7b", {"hidden_size": h, "num_attention_heads": 2, "num_key_value_heads": 1,
+                                    "intermediate_size": 16, "num_hidden_layers": 1, "vocab_size": 32})
+    assert stage_params(spec, range(1), True, True, 1, 1, 1).matrix_factors == _adafactor_state_elements(llama)
 
 
 def test_adafactor_factors_of_opt_project_out_on_the_last_stage():
