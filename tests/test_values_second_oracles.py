@@ -579,3 +579,31 @@ def test_unfused_attention_is_slower_than_flash_at_4096_tokens(run_cli):
     assert unfused["step_time_s"] > flash["step_time_s"]
     assert unfused["memory_bytes_per_gpu"] > flash["memory_bytes_per_gpu"]
     assert flash["model_flops"] == unfused["model_flops"]
+
+
+def test_mla_cp_exchange_uses_key_and_value_head_widths(run_cli):
+    """deepseek-v3 (config.json: 128 heads, 128 KV heads, qk_nope 128 + qk_rope 64 = 192-wide keys, 128-wide
+    values) at tp 8, cp 2: each cp all-gather and reduce-scatter moves 2048 tokens x 128 / 8 heads x
+    (192 + 128) x 2 B of K and V (the first test uses a hypothetical narrow-value GQA model through the API)."""
+    rows = [r for r in run_cli.json("comm", "step", "deepseek-v3", "--tp", "8", "--cp", "2")["rows"] if r["dim"] == "cp"]
+    assert sorted(r["collective"] for r in rows) == ["all-gather", "reduce-scatter"]
+    assert {r["message_bytes"] for r in rows} == {2048 * 16 * (192 + 128) * 2}
+
+
+def test_bytes_override_without_a_value_is_refused_by_the_cli(run_cli):
+    """`mlsys memory infer gpt2 --bytes weight` (no `=`): exit 2 and a message naming the item (the first test
+    calls the parser directly)."""
+    code, out, err = run_cli("memory", "infer", "gpt2", "--bytes", "weight")
+    assert code == 2 and "--bytes expects KEY=VALUE, got 'weight'" in err + out
+
+
+def test_no_flash_prefill_workspace_of_a_gqa_model_through_the_cli(run_cli):
+    """mistral-7b (config.json: hidden 4096, 32 heads, 8 KV heads of 128, intermediate 14336), `mlsys memory
+    infer --no-flash` at its defaults (batch 1, context 4096, prefill chunk 2048): the attention phase holds
+    q 4096, k and v 2 x 1024 (KV heads, not query heads), the output 4096 and 32 heads x 4096 keys of scores per
+    token, wider than the MLP's 3 x 14336; plus the residual and the norm output, 2 bytes each."""
+    d = run_cli.json("memory", "infer", "mistral-7b", "--no-flash")
+    assert (d["batch"], d["context"], d["prefill_chunk"]) == (1, 4096, 2048)
+    attn = 4096 + 2 * 1024 + 4096 + 32 * 4096
+    assert attn > 3 * 14336
+    assert d["detail"]["activations_workspace_bytes"] == 2048 * (2 * 4096 + attn) * 2
