@@ -411,3 +411,14 @@ def test_interleaved_pipeline_with_unequal_tp_pp_and_chunks():
     act = 2048 * 768 * 2
     assert {(x.dim, x.message_bytes, x.calls) for x in r.rows} == {("tp", act, 96), ("pp", act // 2, 48)}
     assert r.bubble_ratio == pytest.approx(3 / 24) and r.bubble_fraction == pytest.approx(3 / 27)
+
+
+def test_roofline_training_step_lists_its_dp_gradient_all_reduce(run_cli):
+    """Pinned after the holdout score (roofline_comm:136): `mlsys roofline model llama2-7b --phase train --dp 2`
+    lists one comm row named by its rule, in the "step" pass, an all-reduce of every bf16 gradient once:
+    6,738,415,616 parameters (transformers' count, tests/data/hf_params.json) x 2 bytes, on one 2-GPU node."""
+    d = run_cli.json("roofline", "model", "llama2-7b", "--phase", "train", "--dp", "2", "--gpu", "h100")
+    (row,) = d["comm"]
+    assert (row["name"], row["pass"], row["collective"]) == ("gradient all-reduce once per step", "step", "all-reduce")
+    assert row["size_bytes"] == 6_738_415_616 * 2 and row["count"] == 1
+    assert row["method"].startswith("comm_step: 2 GPUs, 1 ")

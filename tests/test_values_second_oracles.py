@@ -607,3 +607,14 @@ def test_no_flash_prefill_workspace_of_a_gqa_model_through_the_cli(run_cli):
     attn = 4096 + 2 * 1024 + 4096 + 32 * 4096
     assert attn > 3 * 14336
     assert d["detail"]["activations_workspace_bytes"] == 2048 * (2 * 4096 + attn) * 2
+
+
+def test_expert_replica_group_spans_the_nodes_of_its_ranks(run_cli):
+    """mixtral-8x7b (config.json: 8 experts of 3 x 4096 x 14336, 32 layers), dp 16, ep 2 on 8-GPU nodes: one
+    expert shard's replicas are every 2nd dp rank, 8 ranks, 4 on each of 2 nodes; at dp 8 they sit on one node.
+    The all-reduce moves 4 experts x 32 layers of bf16 gradients."""
+    for dp, nodes in (("16", 2), ("8", 1)):
+        rows = run_cli.json("comm", "step", "mixtral-8x7b", "--dp", dp, "--ep", "2")["rows"]
+        (row,) = [r for r in rows if r["rule"].endswith("(routed experts)")]
+        assert (row["group_size"], row["nodes"]) == (int(dp) // 2, nodes)
+        assert row["message_bytes"] == 4 * 3 * 4096 * 14336 * 32 * 2

@@ -801,6 +801,16 @@ def test_disaggregated_schedule_by_hand():
         assert key not in m  # per-pool quantities: not reported for the whole
 
 
+
+def test_disaggregated_decode_pool_busy_fraction_counts_its_instances():
+    """1P:2D, the same three requests: A and B decode on one instance each (B done at 2U after one
+    iteration, A at 3U after two), so the pool is busy U + 2U of its 2 instances x 3U: one half."""
+    from mlsyscalc.calc.serve_disagg import Layout
+
+    r = _disagg(Layout(1, 2), [(0.0, 100, 3), (0.0, 100, 2), (0.0, 100, 1)], iteration_overhead_s=U)
+    assert r.metrics["makespan_s"] == pytest.approx(3 * U, rel=1e-4)
+    assert r.pools["decode_busy_fraction"] == pytest.approx((U + 2 * U) / (2 * 3 * U), rel=1e-4)
+
 def _p2p_s(tokens, nodes, tp_prefill=1):
     """One prompt's llama3-8b KV (32 layers x 8 KV heads x 128 x 2 x 2 B = 131072 B a token) over
     the communication calculator's point-to-point time, 2 ranks."""
