@@ -422,3 +422,19 @@ def test_roofline_training_step_lists_its_dp_gradient_all_reduce(run_cli):
     assert (row["name"], row["pass"], row["collective"]) == ("gradient all-reduce once per step", "step", "all-reduce")
     assert row["size_bytes"] == 6_738_415_616 * 2 and row["count"] == 1
     assert row["method"].startswith("comm_step: 2 GPUs, 1 ")
+
+
+@pytest.mark.parametrize("first,second", [((1, 1), (1, 2)), ((2, 1), (2, 4))])
+def test_plan_host_work_does_not_depend_on_which_layout_filled_the_memo(first, second):
+    """Pinned after the holdout score (plan:111): the host's issue time of a gpt2 layout under torch is the same
+    whether the memo is fresh or another layout with the same tp and a different pp filled it first (the busiest
+    stage's work depends on pp, not tp)."""
+    from mlsyscalc.calc.plan import _Memo
+    from mlsyscalc.calc.plan_space import structures
+
+    spec = load_model("gpt2")
+    opts = PlanOptions(gpus=8, seq=1024, global_batch=8, max_micro_batch=1, max_cp=1, framework="torch")
+    layouts = {(c.tp, c.pp): c for c in structures(spec, HGX, opts) if c.cp == 1 and c.vp == 1}
+    shared = _Memo(spec, H100, HGX, opts)
+    shared.host(layouts[first], "none", 0)
+    assert shared.host(layouts[second], "none", 0) == _Memo(spec, H100, HGX, opts).host(layouts[second], "none", 0)
