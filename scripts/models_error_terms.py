@@ -20,6 +20,7 @@ from mlsyscalc.bench.model_calibrate import load_cases, usable
 from mlsyscalc.bench.rows import ResultStore
 from mlsyscalc.calc.calibration import load_ceilings
 from mlsyscalc.calc.roofline_model import predict_model
+from mlsyscalc.report.models_report import latest_rows
 
 KINDS = ("matmul", "attention", "memory")
 
@@ -60,16 +61,12 @@ def main(argv=None) -> None:
     p.add_argument("--hold-out", default="falcon-7b,gemma2-9b,llama3-8b,mistral-7b,phi-2")
     p.add_argument("--all", action="store_true", help="every held-out row, not only the misses (|error| > 5%)")
     a = p.parse_args(argv)
-    latest = {}
-    for path in a.rows:
-        for r in ResultStore(path).rows():
-            if r.key not in latest or (r.measured_at or "") >= (latest[r.key].measured_at or ""):
-                latest[r.key] = r
+    rows = latest_rows([r for path in a.rows for r in ResultStore(path).rows()])
     cal = load_ceilings(a.gpu, json.loads(Path(a.calibration).read_text()))
     base = load_ceilings(a.gpu)
     print("| row | error (datasheet) | error (calibrated) | matmul | attention | memory | gaps | fixed cost share |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for c in load_cases(list(latest.values()), set(a.hold_out.split(",")), usable):
+    for c in load_cases(rows, set(a.hold_out.split(",")), usable):
         if not c.held_out:
             continue
         t, t0 = terms(c, cal), terms(c, base)

@@ -479,17 +479,13 @@ def _plan(opts: argparse.Namespace) -> list[Site]:
     selected = [p for p in paths if not opts.modules or Path(p).stem in opts.modules]
     if opts.sites is not None:
         return _listed_sites(opts.sites, selected)
-    if opts.not_killed_in:
-        from mutation_sample import not_killed  # scripts/mutation_sample.py
+    from mutation_sample import draw, in_half, not_killed  # scripts/mutation_sample.py
 
+    if opts.not_killed_in:
         return [s for s in not_killed(ROOT, [s for p in selected for s in sites(p)], opts.not_killed_in)
                 if not _equivalent(s)]
     if opts.seed is None:
-        from mutation_sample import in_half  # scripts/mutation_sample.py
-
         return in_half(ROOT, [s for p in selected for s in sites(p)[opts.offset::opts.sample]], opts.half)
-    from mutation_sample import draw, in_half  # scripts/mutation_sample.py
-
     population = in_half(ROOT, [s for p in paths for s in sites(p)], opts.half)
     chosen = draw(ROOT, population, opts.seed, opts.count, opts.exclude)
     if opts.shuffle:

@@ -124,11 +124,15 @@ class _Comm:
         if self.backend == "nccl":
             self.torch.cuda.synchronize(self.device)
 
-    def time_loop(self, run: Callable, iters: int) -> tuple[float, float]:
-        """(seconds per call on the stream, seconds the host took to issue one) over `iters` back-to-back calls."""
+    def fence(self) -> None:
+        """Every rank idle and lined up before a trial: the device drained, a barrier, drained again."""
         self.sync()
         self.dist.barrier()
         self.sync()
+
+    def time_loop(self, run: Callable, iters: int) -> tuple[float, float]:
+        """(seconds per call on the stream, seconds the host took to issue one) over `iters` back-to-back calls."""
+        self.fence()
         if self.backend == "nccl":
             start, end = (self.torch.cuda.Event(enable_timing=True) for _ in range(2))
             start.record()
@@ -146,9 +150,7 @@ class _Comm:
         return took, took
 
     def capture(self, run: Callable, iters: int):
-        """A CUDA graph of `iters` calls (captured, not run), or None off the GPU."""
-        if self.backend != "nccl":
-            return None
+        """A CUDA graph of `iters` calls (captured, not run; nccl backend only)."""
         torch = self.torch
         self.sync()
         graph = torch.cuda.CUDAGraph()
@@ -160,9 +162,7 @@ class _Comm:
 
     def time_graph(self, graph, iters: int) -> float:
         """Seconds per call of one replay of a graph of `iters` calls (CUDA events; no host in the loop)."""
-        self.sync()
-        self.dist.barrier()
-        self.sync()
+        self.fence()
         start, end = (self.torch.cuda.Event(enable_timing=True) for _ in range(2))
         start.record()
         graph.replay()

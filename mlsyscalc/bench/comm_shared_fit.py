@@ -53,13 +53,6 @@ class SharedFit:
     key: str = "time_s"
     rows: int = 0
 
-    def predict_s(self, collective: str, gpus: int, size_bytes: float) -> float:
-        g = GROUP_OF[collective]
-        sent = ring_terms(collective, gpus, size_bytes)[1]
-        device = self.floor_s[collective] + sent / self.bandwidth_Bps[g]
-        device += buffer_bytes(gpus, size_bytes) / self.buffer_Bps[g] if g in self.buffer_Bps else 0.0
-        return max(self.host_s.get(collective, 0.0), device)
-
 
 class _Layout:
     """Column order of the parameter vector: f per collective, 1/B per group, 1/C per buffered group, H."""

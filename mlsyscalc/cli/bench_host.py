@@ -28,13 +28,13 @@ def host(model, overrides, gpu, reps, cpu, out, fmt, as_json):
     to `mlsys roofline --host-us-per-kernel/--host-ms-per-layer` (docs/roofline.md, "Host path").
     """
     from ..bench import harness
-    from ..bench.cases.host import PROBE_REPS, host_rows, probe
+    from ..bench.cases.host import host_rows, probe
     from ..bench.model_report import ceilings_for
     from ..bench.rows import ResultStore
 
     spec = resolve_model(model or HOST_MODEL, overrides)
     device, ceilings = ceilings_for(gpu, None, cpu)
-    fields = probe(spec, ceilings, device, reps or PROBE_REPS)
+    fields = probe(spec, ceilings, device, reps)
     rows = host_rows(spec, fields, dict(harness.env_metadata()), harness.now())
     store = ResultStore(out)
     for row in rows:

@@ -187,15 +187,20 @@ def fresh_goals(keys: set[str], paths: list[Path], fit: dict, fused: dict, after
             *_memory_line(lines, [r for r in rows if r.key in keys]), ""]
 
 
+def latest_rows(rows) -> list[Row]:
+    """One row per case key: a case measured in several files counts once, as its latest row."""
+    latest: dict[str, Row] = {}
+    for r in rows:
+        if r.key not in latest or (r.measured_at or "") >= (latest[r.key].measured_at or ""):
+            latest[r.key] = r
+    return list(latest.values())
+
+
 def write(rows_paths: list[Path], out_dir: Path, hold_out: set[str], gpu: str,
           fit_paths: list[Path] | None = None, fresh_paths: list[Path] | None = None) -> Path:
     fit_rows = [r for path in fit_paths or [] for r in ResultStore(path).rows()]
     fresh_keys = {r.key for path in fresh_paths or [] for r in ResultStore(path).rows()}
-    latest: dict[str, Row] = {}  # a case measured in two files counts once (the later row)
-    for r in [r for path in [*rows_paths, *(fresh_paths or [])] for r in ResultStore(path).rows()] + fit_rows:
-        if r.key not in latest or (r.measured_at or "") >= (latest[r.key].measured_at or ""):
-            latest[r.key] = r
-    rows = list(latest.values())
+    rows = latest_rows([r for path in [*rows_paths, *(fresh_paths or [])] for r in ResultStore(path).rows()] + fit_rows)
     fit_keys = {r.key for r in fit_rows} if fit_paths else None
     base = load_ceilings(gpu)
     fit = calibrate(rows, base, hold_out, fit_keys)
