@@ -25,7 +25,7 @@ def _run(args):
     return result
 
 
-@pytest.mark.parametrize("phase,extra", [("prefill", ["--mode", "eager"]), ("decode", ["--mode", "eager"]), ("train", [])])
+@pytest.mark.parametrize("phase,extra", [("prefill", ["--mode", "eager"]), ("decode", ["--mode", "eager"]), ("train", ["--mode", "eager"])])
 def test_cpu_rows_carry_the_roofline_prediction(tmp_path, phase, extra):
     out = tmp_path / "rows.jsonl"
     result = _run(["bench", "model", "llama3-8b", *TINY, "--phase", phase, "--batch", "1,2", "--seq", "16",
@@ -47,7 +47,7 @@ def test_cpu_rows_carry_the_roofline_prediction(tmp_path, phase, extra):
         # logits in prefill, bf16 AdamW states in training and, for these eager rows, the host's path
         # per layer, as the benchmarked model does
         opts = replace(opts, impl="torch", logits="last" if phase == "prefill" else "all",
-                       master_weights=phase != "train", launch="graph" if phase == "train" else "eager")
+                       master_weights=phase != "train", launch="eager")
         want = predict_model(spec, load_ceilings("H100-SXM"), opts).time_s * 1e3
         assert row["predicted_ms"] == pytest.approx(want, rel=1e-12)
         assert row["median_ms"] > 0
@@ -56,6 +56,30 @@ def test_cpu_rows_carry_the_roofline_prediction(tmp_path, phase, extra):
                              "16", "--cpu", "--quiet", "--out", str(out), "--json", *extra]).output)
     assert [r["median_ms"] for r in again["rows"]] == [r["median_ms"] for r in rows]  # resumed, not re-run
     assert len(out.read_text().splitlines()) == 2
+
+
+def test_a_graph_replayed_training_step_is_priced_without_the_host_path(tmp_path):
+    """--mode graph on a training step: the row is the replay (no host path priced); by default a
+    one-GPU training step gets both rows, a multi-GPU one the eager row only."""
+    from mlsyscalc.bench.cases.model import model_cases
+    from mlsyscalc.calc.calibration import load_ceilings
+    from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model
+    from mlsyscalc.specs.lookup import load_model, parse_overrides
+
+    result = _run(["bench", "model", "llama3-8b", *TINY, "--phase", "train", "--seq", "16", "--mode", "graph",
+                   "--cpu", "--reps", "1", "--quiet", "--json"])
+    assert result.exit_code == 0, result.output
+    row = json.loads(result.output)["rows"][0]
+    assert row["baseline"] == "graph" and row["extra_mode"] == "graph" and row["error"] is None
+    spec = load_model("llama3-8b", parse_overrides(TINY[1::2]))
+    base = RooflineOptions(phase="train", seq=16, impl="torch", master_weights=False)
+    graph = predict_model(spec, load_ceilings("H100-SXM"), replace(base, launch="graph"))
+    eager = predict_model(spec, load_ceilings("H100-SXM"), base)
+    assert row["predicted_ms"] == pytest.approx(graph.time_s * 1e3, rel=1e-12)
+    assert graph.host_path_s == 0 < eager.host_path_s and graph.time_s < eager.time_s  # tiny: host-bound eager
+    assert [c.mode for c in model_cases("train", [1], [16])] == ["graph", "eager"]
+    assert [c.mode for c in model_cases("train", [1], [16], dp=2)] == ["eager"]
+    assert [c.mode for c in model_cases("train", [1], [16], tp=2)] == ["eager"]
 
 
 def test_layers_scale_the_comparison_and_say_so():

@@ -95,10 +95,22 @@ def test_eager_inference_host_path_only_for_torch_kernels_on_one_gpu():
     assert _decode("llama2-7b", launch="eager").host_path_s == pytest.approx(32 * 0.699e-3, abs=0)
 
 
-def test_launch_is_rejected_for_training_and_unknown_values():
+def test_training_step_is_eager_by_default_and_a_graph_replay_has_no_host_path():
+    """A training step is issued eagerly unless captured: eager prices kernels x 29 us of host, the
+    default and launch "eager" are the same step, and a CUDA-graph replay is the GPU's time alone."""
+    spec, ceilings = load_model("gpt2"), load_ceilings("H100-SXM")
+    default = predict_model(spec, ceilings, RooflineOptions(phase="train", seq=512, impl="torch"))
+    eager = predict_model(spec, ceilings, RooflineOptions(phase="train", seq=512, impl="torch", launch="eager"))
+    graph = predict_model(spec, ceilings, RooflineOptions(phase="train", seq=512, impl="torch", launch="graph"))
+    assert default.time_s == eager.time_s
+    assert eager.host_path_s == pytest.approx(eager.kernels * 29e-6, rel=1e-12) and eager.host_path_s > 0
+    assert graph.host_path_s == 0 and graph.kernels == eager.kernels
+    assert graph.time_s == pytest.approx(graph.gpu_s, rel=1e-12) and graph.gpu_s == pytest.approx(eager.gpu_s, rel=1e-12)
+    assert eager.time_s == pytest.approx(max(eager.gpu_s, eager.host_path_s), rel=1e-12)
+
+
+def test_unknown_launch_is_rejected():
     spec = load_model("gpt2")
-    with pytest.raises(MlsysError, match="--launch applies to prefill and decode"):
-        predict_model(spec, load_ceilings("H100-SXM"), RooflineOptions(phase="train", seq=512, launch="eager"))
     with pytest.raises(MlsysError, match="launch must be one of graph, eager"):
         predict_model(spec, load_ceilings("H100-SXM"), RooflineOptions(phase="decode", context=10, launch="lazy"))
 

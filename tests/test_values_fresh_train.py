@@ -88,7 +88,7 @@ REFUSED = [
     (lambda: _roofline(phase="serve"), "phase must be one of prefill, decode, train, got 'serve'"),
     (lambda: _roofline(tp=0), "tp must be a positive integer, got 0"),
     (lambda: _roofline(logits="first"), "logits must be one of all, last, got 'first'"),
-    (lambda: _roofline(phase="train", launch="eager"), "--launch applies to prefill and decode"),
+    (lambda: _roofline(phase="train", launch="lazy"), "launch must be one of graph, eager"),
     (lambda: _roofline(phase="train", logits="last"), "--logits last is an inference convention"),
     (lambda: _roofline(window="half"), "window must be one of "),
     (lambda: _roofline(recompute="full"), "--recompute, --dp, --zero and --dp-overlap apply to --phase train only"),
@@ -227,7 +227,7 @@ def test_expert_replicas_placed_evenly_over_nodes_are_priced():
     assert experts and {(r.group_size, r.nodes) for r in experts} == {(8, 2)}
 
 
-@pytest.mark.parametrize("phase,launch,cost", [("train", "graph", "29 us per kernel"),
+@pytest.mark.parametrize("phase,launch,cost", [("train", "eager", "29 us per kernel"),
                                                ("decode", "eager", "0.699 ms per decoder layer")])
 def test_host_path_note_names_the_documented_cost(phase, launch, cost):
     """docs/roofline.md, Host path: 29 us per priced kernel (eager one-GPU training), 0.699 ms per decoder

@@ -129,7 +129,7 @@ def calibrate(rows, ceilings: Ceilings, hold_out: set[str], fit_keys: set[str] |
         o = obs[c.row.key]
         before, after = predict(o, start), predict(o, params)
         table.append({"key": c.row.key, "model": c.row.extra.get("model"), "phase": c.case.phase,
-                      "shape": c.row.shape, "held_out": c.held_out, "fitted": c.fitted, "measured_s": o.measured_s,
+                      "mode": c.case.mode, "shape": c.row.shape, "held_out": c.held_out, "fitted": c.fitted, "measured_s": o.measured_s,
                       "uncalibrated_s": before, "calibrated_s": after,
                       "uncalibrated_error": (o.measured_s - before) / before, "error": (o.measured_s - after) / after})
     return {"params": params, "record": record(ceilings, params, sorted({c.row.extra["model"] for c in fitted})),

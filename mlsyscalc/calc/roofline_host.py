@@ -112,13 +112,12 @@ def probe_host_costs(fields: Mapping[str, Any]) -> HostCosts | None:
 
 
 def host_path_unit(opts: RooflineOptions) -> str | None:
-    """What the host's path is priced per: "kernel" for a one-GPU `--impl torch` training step,
-    "layer" for an eagerly launched one-GPU prefill or decode, None where there is no host path."""
-    if opts.impl != "torch" or opts.tp != 1 or opts.dp != 1:
+    """What the host's path is priced per: "kernel" for an eagerly launched one-GPU `--impl torch` training
+    step, "layer" for an eagerly launched one-GPU prefill or decode, None where there is no host path
+    (a CUDA-graph replay, fused kernels, or a multi-GPU step: calc.train_host prices that host)."""
+    if opts.impl != "torch" or opts.tp != 1 or opts.dp != 1 or opts.launch_mode != "eager":
         return None
-    if opts.phase == "train":
-        return "kernel"
-    return "layer" if opts.launch == "eager" else None
+    return "kernel" if opts.phase == "train" else "layer"
 
 
 def eager_host_path_s(opts: RooflineOptions, kernels: int, layers: int = 0, host: HostCosts | None = None) -> float:

@@ -41,13 +41,20 @@ class RooflineOptions:
     impl: str = "fused"  # "fused": one kernel per op; "torch": plain PyTorch's kernels (docs/roofline.md)
     logits: str = "all"  # prefill: lm_head over "all" positions, or the "last" one as serving engines do
     master_weights: bool = True  # train: AdamW over fp32 master weights and moments (False: model dtype)
-    launch: str = "graph"  # prefill/decode: "graph" (no host path) or "eager" (calc.roofline_host's host path)
+    # "graph": replayed from a CUDA graph (no host path); "eager": issued op by op from Python (calc.roofline_host's
+    # host path); None: graph for prefill/decode (as serving engines run them), eager for a training step
+    launch: str | None = None
 
     @property
     def flop_options(self) -> FlopOptions:
         """The same pass in calc.flops terms (prefill and train count a causal forward)."""
         return FlopOptions(batch=self.batch, seq=self.seq, context=self.context, causal=True,
                            phase="decode" if self.phase == "decode" else "prefill")
+
+    @property
+    def launch_mode(self) -> str:
+        """How the step is issued: `launch`, or its phase's default (eager for training, graph otherwise)."""
+        return self.launch or ("eager" if self.phase == "train" else "graph")
 
     @property
     def compute_dtype(self) -> str:
@@ -98,9 +105,8 @@ class RooflineOptions:
     def _validate_train(self) -> None:
         require(self.impl in IMPLS, f"impl must be one of {', '.join(IMPLS)}, got {self.impl!r}")
         require(self.logits in LOGITS, f"logits must be one of {', '.join(LOGITS)}, got {self.logits!r}")
-        require(self.launch in LAUNCHES, f"launch must be one of {', '.join(LAUNCHES)}, got {self.launch!r}")
-        require(self.launch == "graph" or self.phase != "train", "--launch applies to prefill and decode "
-                "(a training step is issued eagerly: its host path is always priced with --impl torch)")
+        require(self.launch is None or self.launch in LAUNCHES,
+                f"launch must be one of {', '.join(LAUNCHES)}, got {self.launch!r}")
         require(self.logits == "all" or self.phase != "train", "--logits last is an inference convention; "
                 "a training step computes the loss at every position")
         require(self.window in WINDOW_MODES, f"window must be one of {', '.join(WINDOW_MODES)}, got {self.window!r}")

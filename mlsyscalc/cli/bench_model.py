@@ -34,7 +34,8 @@ def _ints(text: str) -> list[int]:
 @click.option("--dtype", type=click.Choice(["bf16", "int8", "int4"]), default="bf16", show_default=True,
               help="Weights: bf16, or int8/int4 weight-only (inference, --kernels triton).")
 @click.option("--mode", "modes", multiple=True, type=click.Choice(["graph", "eager"]),
-              help="prefill/decode: under a CUDA graph and/or eagerly (default both rows).")
+              help="The step captured in a CUDA graph and replayed, and/or issued eagerly (default both rows; a "
+                   "multi-GPU training step runs eagerly).")
 @click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True,
               help="Tensor parallel over N GPUs (DTensor); launch with torchrun --nproc-per-node N.")
 @click.option("--fsdp", is_flag=True, help="Train with FSDP2 over every torchrun process (ZeRO-3).")
@@ -53,7 +54,7 @@ def model(model, overrides, phase, batch, seq, layers, kernels, dtype, modes, tp
     """Measured vs predicted time, per-op kernel times and peak memory of a whole model.
 
     The model is plain torch built from the spec (random weights): SDPA attention, decode under
-    a CUDA graph plus an eager row, training with fused AdamW. Each row carries the roofline's
+    a CUDA graph plus an eager row (training too), training with fused AdamW. Each row carries the roofline's
     prediction for the same spec and shapes (`mlsys roofline MODEL --phase ...`), its error,
     `max_memory_allocated` against `mlsys memory`, and (on a GPU) the profiler's kernel time per
     kind and per linear beside the roofline's op table. A one-GPU run first probes the host (`mlsys

@@ -197,9 +197,10 @@ def _sweep_values(text: str) -> list[int]:
               help="Kernels per op: fused (one each) or torch (the kernels plain PyTorch runs; docs/roofline.md).")
 @click.option("--logits", type=click.Choice(LOGITS), default=RooflineOptions.logits, show_default=True,
               help="prefill: lm_head over all positions, or only the last one (as serving engines do).")
-@click.option("--launch", type=click.Choice(LAUNCHES), default=RooflineOptions.launch, show_default=True,
-              help="prefill/decode with --impl torch: replayed from a CUDA graph, or issued eagerly from Python "
-                   "(adds the host's path per layer; docs/roofline.md, \"Host path\").")
+@click.option("--launch", type=click.Choice(LAUNCHES), default=None,
+              help="With --impl torch: the step replayed from a CUDA graph (no host path), or issued eagerly from "
+                   "Python (adds the host's path: per layer for prefill/decode, per kernel for train; docs/roofline.md, "
+                   "\"Host path\"). Default: graph for prefill/decode, eager for train.")
 @click.option("--master-weights/--no-master-weights", default=RooflineOptions.master_weights, show_default=True,
               help="train: AdamW over fp32 master weights and moments, or states in --dtype.")
 @host_options

@@ -17,7 +17,8 @@ LABEL = "host probe of the same call"
 
 
 def _probed(row) -> bool:
-    return _timed_torch_model(row) and probe_host_costs(row.extra) is not None
+    """A row with a host path (issued eagerly) and the probe of its call (a replayed graph has no host path)."""
+    return _timed_torch_model(row) and row.extra.get("mode") == "eager" and probe_host_costs(row.extra) is not None
 
 
 def probe_predictions(rows, hold_out: set[str], gpu: str) -> dict[str, float]:
@@ -47,7 +48,7 @@ def probe_lines(fit: dict, rows, eager: dict[str, float], probed: dict[str, floa
     measured = {r.key: r.median_ms * 1e-3 for r in rows if r.median_ms}
     keep = (lambda k: True) if keys is None else keys.__contains__
     train = [_error(measured[r["key"]], probed.get(r["key"], r["uncalibrated_s"]))
-             for r in fit["rows"] if r["phase"] == "train" and keep(r["key"])]
+             for r in fit["rows"] if r["phase"] == "train" and r.get("mode") != "graph" and keep(r["key"])]
     inference = [_error(measured[k], probed.get(k, s)) for k, s in eager.items() if keep(k) and k in measured]
     lines = []
     for what, errors in (("train", train), ("eager prefill/decode", inference)):

@@ -3,10 +3,11 @@ built from a ModelSpec, timed on the GPU beside `calc.roofline_model`'s predicti
 spec (and `calc.memory_*`'s peak memory), with per-kernel times from torch.profiler.
 
 Timing: CUDA events around each call, median of `reps` calls after warm-up (no L2 flush: a
-model step streams far more than L2). Prefill and decode run under a CUDA graph (the launch
-cost hidden, as serving engines run them) and eagerly as a second row; MoE layers read their
-expert sizes on the host, so MoE models have the eager row only. Training: forward, backward and
-torch's fused AdamW on bf16 parameters (states in bf16). With `layers` below the spec's count
+model step streams far more than L2). Every phase runs under a CUDA graph (the launch cost hidden,
+as serving engines run prefill and decode; for training this is the GPU's time of the step, which
+the host cannot pace) and eagerly as a second row; MoE layers read their expert sizes on the host,
+so MoE models have the eager row only. Training: forward, backward and torch's fused AdamW on bf16
+parameters (states in bf16; `capturable` under a graph). With `layers` below the spec's count
 the model and the prediction both have that many layers, and the full-depth time is estimated
 as measured x predicted(full) / predicted(reduced).
 """
@@ -33,7 +34,7 @@ class ModelCase:
     phase: str  # prefill, decode or train
     batch: int
     seq: int  # prefill/train: tokens per sequence; decode: tokens already cached
-    graphs: bool = True  # prefill/decode under a CUDA graph (False: eager); train is always eager
+    graphs: bool = True  # the step captured in a CUDA graph and replayed (False: eager)
     kernels: str = "torch"
     dtype: str = "bf16"  # bf16, or int8/int4 weight-only (decode/prefill with triton kernels)
     layers: int | None = None  # run only this many decoder layers
@@ -46,7 +47,7 @@ class ModelCase:
 
     @property
     def mode(self) -> str:
-        return "graph" if self.graphs and self.phase != "train" else "eager"
+        return "graph" if self.graphs else "eager"
 
 
 def reduced_spec(spec, layers: int | None):
@@ -71,8 +72,8 @@ def roofline_options(case: ModelCase, impl: str = IMPL) -> RooflineOptions:
     if case.phase == "prefill":
         return options(phase="prefill", seq=case.seq, logits="last", launch=launch)
     if case.dp > 1:
-        return options(phase="train", seq=case.seq, master_weights=False, dp=case.dp, zero=3)
-    return options(phase="train", seq=case.seq, master_weights=False)
+        return options(phase="train", seq=case.seq, master_weights=False, dp=case.dp, zero=3, launch=launch)
+    return options(phase="train", seq=case.seq, master_weights=False, launch=launch)
 
 
 def plain_torch_live_hidden(spec) -> int:
@@ -180,15 +181,17 @@ def step_fn(model, spec, case: ModelCase, device: str):
     torch.manual_seed(0)  # the same inputs on every tensor-parallel rank
     ids = torch.randint(0, spec.vocab_size, (b, 1 if case.phase == "decode" else s), device=device)
     if case.phase == "train":
+        graphed = case.graphs and device.startswith("cuda")
         params = [p for p in model.parameters() if p.requires_grad]
-        opt = torch.optim.AdamW(params, lr=1e-5, fused=device.startswith("cuda"))
+        # capturable: the step count stays on the GPU, so a replay advances it (a graph cannot read the host's)
+        opt = torch.optim.AdamW(params, lr=1e-5, fused=device.startswith("cuda"), capturable=graphed)
         targets = torch.randint(0, spec.vocab_size, (b, s), device=device)
 
         def train():
             model(ids, targets).backward()
             opt.step()
             opt.zero_grad(set_to_none=False)
-        return train
+        return _graphed(train) if graphed else train
     caches = model.new_caches(b, s + (1 if case.phase == "decode" else 0))
     if case.phase == "prefill":
         prefill = lambda: model.prefill(ids, caches)  # noqa: E731
@@ -354,10 +357,11 @@ def _free() -> None:
 
 def model_cases(phase: str, batches, seqs, modes=("graph", "eager"), kernels="torch", dtype="bf16",
                 layers: int | None = None, tp: int = 1, dp: int = 1) -> list[ModelCase]:
-    """Every (batch, seq) pair of one phase; prefill and decode once per mode (graph, eager)."""
+    """Every (batch, seq) pair of one phase, once per mode (graph, eager)."""
     require(dtype == "bf16" or (kernels == "triton" and phase != "train"),
             f"--dtype {dtype} (weight-only) runs inference with --kernels triton")
-    graph_modes = [m == "graph" for m in modes] if phase != "train" else [False]
+    # a multi-GPU training step runs eagerly: FSDP2's hooks and DTensor's dispatch are the host's work it measures
+    graph_modes = [m == "graph" for m in modes] if phase != "train" or tp * dp == 1 else [False]
     require(dp == 1 or phase == "train", "--fsdp shards a training step (use --tp for prefill/decode)")
     return [ModelCase(phase, b, s, g, kernels, dtype, layers, tp, dp) for b in batches for s in seqs for g in graph_modes]
 
