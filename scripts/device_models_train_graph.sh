@@ -11,7 +11,7 @@ DIR=${1:-reports/models/train_graph}
 mkdir -p "$DIR"
 BUDGET_S=${BUDGET_S:-270}
 . "$(dirname "$0")/device_models_lib.sh"
-run() { bench_case "$DIR/models.jsonl" 80 "$@"; }
+run() { bench_case "$DIR/models.jsonl" 100 "$@"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >>"$DIR/log.md" 2>&1
 run gpt2 --phase train --batch 2,8 --seq 512,1024
 run tinyllama-1.1b --phase train --batch 1,4 --seq 1024
