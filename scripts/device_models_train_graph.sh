@@ -14,8 +14,8 @@ BUDGET_S=${BUDGET_S:-270}
 run() { bench_case "$DIR/models.jsonl" 100 "$@"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >>"$DIR/log.md" 2>&1
 run gpt2 --phase train --batch 2,8 --seq 512,1024
-run tinyllama-1.1b --phase train --batch 1,4 --seq 1024
-run tinyllama-1.1b --phase train --batch 2 --seq 512,2048
+run reports/models/configs/tinyllama-1.1b --phase train --batch 1,4 --seq 1024
+run reports/models/configs/tinyllama-1.1b --phase train --batch 2 --seq 512,2048
 run phi-2 --phase train --batch 1 --seq 1024,2048
 run pythia-1.4b --phase train --batch 1 --seq 2048
 run llama3-8b --phase train --batch 2 --seq 1024 --layers 4
