@@ -124,3 +124,19 @@ def test_overlap_is_explicit():
 def test_bad_layouts_are_clear_errors(opts, message):
     with pytest.raises(MlsysError, match=message):
         step_comm(LLAMA7, opts, "hgx-h100")
+
+
+def test_parts_price_one_side_of_the_step_each_and_add_up_to_the_whole():
+    """parts=("dp",) keeps the data-parallel rows, ("model",) the TP/PP/EP/CP rows, in the same order as
+    the whole step's, so a search can price each side once per distinct key."""
+    spec = load_model("mixtral-8x7b")
+    o = StepOptions(dp=16, tp=2, pp=2, ep=4, cp=2, zero=1, batch=1, seq=4096, grad_accum=4)
+    whole = step_comm(spec, o, "hgx-h100").rows
+    dp = step_comm(spec, o, "hgx-h100", parts=("dp",)).rows
+    model = step_comm(spec, o, "hgx-h100", parts=("model",)).rows
+    assert {r.dim for r in dp} == {"dp"} and "dp" not in {r.dim for r in model}
+    assert dp + model == whole and {r.dim for r in model} == {"tp", "pp", "ep", "cp"}
+    # the expert replicas' group: 2 cp ranks x 16 / 4 dp ranks = 8 ranks, cp stride 2 (tp 2 first), dp
+    # stride 4 x 4 = 16 apart: ranks 0, 2, 16, 18, 32, 34, 48, 50 on 8-GPU nodes -> nodes 0, 2, 4, 6, 2 each
+    experts = [r for r in dp if "routed experts" in r.rule]
+    assert experts and {(r.group_size, r.nodes) for r in experts} == {(8, 4)}

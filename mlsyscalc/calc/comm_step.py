@@ -31,6 +31,7 @@ Traffic of the dimensions in `overlap` is assumed hidden behind compute: it is c
 from __future__ import annotations
 
 import math
+from collections import Counter
 from functools import lru_cache
 from dataclasses import dataclass, field
 
@@ -178,13 +179,10 @@ class _Pricer:
         nodes, _ = placement(size, stride, self.node_size)
         return size, nodes, stride
 
-    def ranks(self, size: int, ranks: list[int]) -> tuple[int, int, int]:
-        """A group given by its member ranks (not evenly strided): the nodes it spans, equal shares each."""
-        per_node: dict[int, int] = {}
-        for r in ranks:
-            per_node[r // self.node_size] = per_node.get(r // self.node_size, 0) + 1
-        require(len(set(per_node.values())) == 1, f"a group of {size} ranks is split unevenly over nodes")
-        return size, len(per_node), 0
+    def expert_replicas(self) -> tuple[int, int, int]:
+        """The group holding the replicas of one expert shard: every cp rank x every ep-th dp rank."""
+        o = self.o
+        return _expert_replica_group(o.cp, o.dp, o.ep, self.stride["cp"], self.stride["dp"], self.node_size)
 
     def add(self, dim: str, collective: str, rule: str, group: tuple[int, int, int], message: float,
             calls: int) -> None:
@@ -206,10 +204,8 @@ def _dp_rows(pr: _Pricer, o: StepOptions, dense_params: float, expert_params: fl
     m = o.grad_accum
     dp_cp = pr.group("dp", o.dp * o.cp, pr.stride[o.order[min(o.order.index("dp"), o.order.index("cp"))]])
     groups = [("", dense_params, dp_cp)]
-    if expert_params:  # the replicas of one expert shard: every cp rank x every ep-th dp rank
-        s_cp, s_dp = pr.stride["cp"], pr.stride["dp"]
-        ranks = [c * s_cp + j * o.ep * s_dp for c in range(o.cp) for j in range(o.dp // o.ep)]
-        groups.append((" (routed experts)", expert_params, pr.ranks(len(ranks), ranks)))
+    if expert_params:
+        groups.append((" (routed experts)", expert_params, pr.expert_replicas()))
     for tag, params, group in groups:
         g, p = params * grad_bytes, params * param_bytes
         if o.zero == 0:
@@ -222,6 +218,16 @@ def _dp_rows(pr: _Pricer, o: StepOptions, dense_params: float, expert_params: fl
             pr.add("dp", "all-gather", f"ZeRO-3/FSDP parameter all-gather, forward and backward of each micro-batch{tag}",
                    group, p, 2 * m)
             pr.add("dp", "reduce-scatter", f"ZeRO-3/FSDP gradient reduce-scatter per micro-batch{tag}", group, g, m)
+
+
+@lru_cache(maxsize=4096)  # plan prices thousands of layouts with few distinct groups
+def _expert_replica_group(cp: int, dp: int, ep: int, s_cp: int, s_dp: int, node_size: int) -> tuple[int, int, int]:
+    """(size, nodes, 0) of the ranks c x s_cp + j x ep x s_dp (every cp rank, every ep-th dp rank): a group
+    given by its members, not evenly strided; each node it spans must hold an equal share."""
+    per_node = Counter((c * s_cp + j * ep * s_dp) // node_size for c in range(cp) for j in range(dp // ep))
+    size = cp * (dp // ep)
+    require(len(set(per_node.values())) == 1, f"a group of {size} ranks is split unevenly over nodes")
+    return size, len(per_node), 0
 
 
 def _model_rows(pr: _Pricer, spec: ModelSpec, o: StepOptions) -> None:
@@ -265,8 +271,11 @@ def _moe_layers_per_stage(spec: ModelSpec, pp: int, v: int) -> int:
                for s in range(pp))
 
 
-def step_comm(spec: ModelSpec, options: StepOptions, cluster: ClusterSpec | str = "hgx-h100") -> StepComm:
-    """Bytes and alpha-beta time of every parallel dimension's traffic in one training step."""
+def step_comm(spec: ModelSpec, options: StepOptions, cluster: ClusterSpec | str = "hgx-h100",
+              parts: tuple[str, ...] = ("dp", "model")) -> StepComm:
+    """Bytes and alpha-beta time of every parallel dimension's traffic in one training step. `parts`:
+    "dp" (the data-parallel gradient and parameter traffic) and/or "model" (TP, PP, EP and CP traffic);
+    a search that needs one of them prices only it."""
     cluster = load_cluster(cluster)
     o = options
     for dtype in (o.dtype, o.grad_dtype or o.dtype):
@@ -276,8 +285,10 @@ def step_comm(spec: ModelSpec, options: StepOptions, cluster: ClusterSpec | str 
     dense = count_params(spec).total - experts
     model_split = o.tp * o.pp
     pr = _Pricer(o, cluster)
-    _dp_rows(pr, o, dense / model_split, experts / (model_split * o.ep))
-    _model_rows(pr, spec, o)
+    if "dp" in parts:
+        _dp_rows(pr, o, dense / model_split, experts / (model_split * o.ep))
+    if "model" in parts:
+        _model_rows(pr, spec, o)
     by_dim: dict[str, dict[str, float]] = {}
     for r in pr.rows:
         entry = by_dim.setdefault(r.dim, {"bytes_per_gpu": 0.0, "time_s": 0.0})

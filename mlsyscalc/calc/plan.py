@@ -98,10 +98,10 @@ class _Memo:
         return self.get(("stage", c.tp, c.cp, c.micro_batch, c.sp_active, c.pp, c.vp, recompute),
                         lambda: slowest_stage(parts, stages, recompute))
 
-    def _comm(self, c: TrainStepOptions, **changes: Any) -> dict[tuple[str, str], float]:
+    def _comm(self, c: TrainStepOptions, part: str, **changes: Any) -> dict[tuple[str, str], float]:
         o = StepOptions(dp=c.data_parallel, tp=c.tp, pp=c.pp, ep=c.ep, cp=c.cp, sp=c.sp_active, zero=c.zero,
                         batch=c.micro_batch, seq=c.seq, grad_accum=1, interleave=c.vp, dtype=c.memory_dtype)
-        return traffic(step_comm(self.spec, replace(o, **changes), self.cluster).rows)
+        return traffic(step_comm(self.spec, replace(o, **changes), self.cluster, parts=(part,)).rows)
 
     def host(self, c: TrainStepOptions, recompute: str, zero: int) -> tuple[float, float]:
         """The host's (forward+backward, optimizer) issue seconds of the step (calc.train_host; 0 with megatron)."""
@@ -119,7 +119,7 @@ class _Memo:
         and at the smallest valid vp > 1."""
         def at(vp: int) -> dict[tuple[str, str], float]:
             return self.get(("model", c.tp, c.pp, c.cp, c.ep, c.sp_active, c.micro_batch, vp), lambda: {
-                k: v for k, v in self._comm(c, zero=0, interleave=vp).items() if k[0] != "dp"})
+                k: v for k, v in self._comm(c, "model", zero=0, interleave=vp).items() if k[0] != "dp"})
         if c.vp == 1:
             return at(1)
         second = next(v for v in range(2, c.vp + 1) if self.spec.num_layers % (c.pp * v) == 0)
@@ -135,7 +135,7 @@ class _Memo:
     def dp_traffic(self, c: TrainStepOptions, zero: int) -> dict[tuple[str, str], tuple[float, float]]:
         """DP seconds as (a, b) of a + b m, from the calls at m = 1 and m = 2."""
         def make() -> dict[tuple[str, str], tuple[float, float]]:
-            one, two = (self._comm(c, zero=zero, sp=False, batch=1, interleave=1, grad_accum=m) for m in (1, 2))
+            one, two = (self._comm(c, "dp", zero=zero, sp=False, batch=1, interleave=1, grad_accum=m) for m in (1, 2))
             return {k: (2 * v - two[k], two[k] - v) for k, v in one.items() if k[0] == "dp"}
         return self.get(("dp", c.tp, c.pp, c.cp, c.ep, zero), make)
 

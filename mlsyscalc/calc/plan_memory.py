@@ -108,6 +108,14 @@ class MemoryTable:
             self._saved[moe] = layer_saved(self.spec, layer, self.flash, False, self.capacity_factor)
         return self._saved[moe]
 
+    def _per_layer(self, split: Split, nb: dict[str, float], recompute: str) -> np.ndarray:
+        """layer_bytes of every layer, priced once per kind of layer (dense, MoE): nothing else differs."""
+        kinds = [self.spec.layer_is_moe(i) for i in range(self.spec.num_layers)]
+        first = {kind: kinds.index(kind) for kind in set(kinds)}
+        value = {kind: layer_bytes(self._layer_items(i), split, nb, recompute, self.spec.hidden_size)
+                 for kind, i in first.items()}
+        return np.array([value[kind] for kind in kinds])
+
     def activation_bytes(self, tp: int, cp: int, sp: bool, recompute: str, pp: int) -> tuple[np.ndarray, ...]:
         """Per stage, for ONE sequence per micro-batch: (bytes held per micro-batch in flight, bytes held once:
         max(logits temporaries, recompute working set), the loss's logits on this rank, one stage-boundary tensor)."""
@@ -116,10 +124,7 @@ class MemoryTable:
             spec, nb = self.spec, self.nbytes(0, tp)
             local = self.seq // cp
             split = Split(tokens=local, keys=local, tp=tp, sp=sp, kv_div=kv_divisor(spec, tp))
-            kept = np.array([layer_bytes(self._layer_items(i), split, nb, recompute, spec.hidden_size)
-                             for i in range(spec.num_layers)])
-            whole = np.array([layer_bytes(self._layer_items(i), split, nb, "none", spec.hidden_size)
-                              for i in range(spec.num_layers)])
+            kept, whole = self._per_layer(split, nb, recompute), self._per_layer(split, nb, "none")
             per = spec.num_layers // pp
             in_flight = kept.reshape(pp, per).sum(axis=1)
             working = whole.reshape(pp, per).max(axis=1) if recompute == "full" else np.zeros(pp)
