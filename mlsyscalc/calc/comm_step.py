@@ -39,7 +39,7 @@ from ..errors import MlsysError, divide, require
 from ..specs.cluster import ClusterSpec, load_cluster
 from ..specs.model import ModelSpec
 from ..validate import check_gpus
-from .comm_collectives import TREE_COLLECTIVES, collective_cost
+from .comm_collectives import TREE_COLLECTIVES, CollectiveCost, collective_cost
 from ..dtypes import bytes_per_element, dtype_name
 from .layers import mlp_linears
 from .params import count_params
@@ -192,7 +192,7 @@ class _Pricer:
         gpus = 2 if collective == "p2p" else size
         # tree applies to all-reduce, broadcast, reduce; NCCL runs the others as rings
         algo = "ring" if self.o.algo == "tree" and collective not in TREE_COLLECTIVES else self.o.algo
-        cost = collective_cost(collective, max(1, int(message)), gpus, self.cluster, nodes, algo)
+        cost = _cost(collective, max(1, int(message)), gpus, _Identity(self.cluster), nodes, algo)
         label = "ep" if dim == "ep" else dim
         self.rows.append(CommRow(label, collective, rule, gpus, nodes, int(message), calls,
                                  cost.bytes_per_gpu, cost.time_s, label in self.o.overlap))
@@ -218,6 +218,26 @@ def _dp_rows(pr: _Pricer, o: StepOptions, dense_params: float, expert_params: fl
             pr.add("dp", "all-gather", f"ZeRO-3/FSDP parameter all-gather, forward and backward of each micro-batch{tag}",
                    group, p, 2 * m)
             pr.add("dp", "reduce-scatter", f"ZeRO-3/FSDP gradient reduce-scatter per micro-batch{tag}", group, g, m)
+
+
+class _Identity:
+    """A cluster compared by identity, so a cache can key on it (a ClusterSpec holds dicts: unhashable)."""
+
+    __slots__ = ("cluster",)
+
+    def __init__(self, cluster: ClusterSpec):
+        self.cluster = cluster
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Identity) and other.cluster is self.cluster
+
+    def __hash__(self) -> int:
+        return id(self.cluster)
+
+
+@lru_cache(maxsize=65536)  # a layout search prices the same calls for many layouts (the entry keeps its cluster)
+def _cost(collective: str, message: int, gpus: int, cluster: _Identity, nodes: int, algo: str) -> CollectiveCost:
+    return collective_cost(collective, message, gpus, cluster.cluster, nodes, algo)
 
 
 @lru_cache(maxsize=4096)  # plan prices thousands of layouts with few distinct groups
