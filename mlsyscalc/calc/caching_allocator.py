@@ -25,7 +25,7 @@ import bisect
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 
-from ..errors import require
+from ..errors import MlsysError
 
 MIN_BLOCK = 512  # kMinBlockSize: all sizes are rounded to at least 512 bytes
 SMALL_SIZE = 1 << 20  # kSmallSize: the largest "small" request, 1 MiB
@@ -106,8 +106,10 @@ class CachingAllocator:
         self.allocated = self.requested = self.peak = self.reserved = self.segments = 0
 
     def malloc(self, key: Hashable, size: int) -> None:
-        require(size >= 0, f"allocation {key!r} of negative size {size}")
-        require(key not in self._live, f"allocation {key!r} is already live")
+        if size < 0:  # plain ifs, not require(): its message would be formatted for each of ~10^5 events
+            raise MlsysError(f"allocation {key!r} of negative size {size}")
+        if key in self._live:
+            raise MlsysError(f"allocation {key!r} is already live")
         if size == 0:  # torch hands out no block for an empty tensor
             self._live[key] = None
             return
@@ -127,7 +129,8 @@ class CachingAllocator:
         self.peak = max(self.peak, self.allocated)
 
     def free(self, key: Hashable) -> None:
-        require(key in self._live, f"free of {key!r}, which is not allocated")
+        if key not in self._live:
+            raise MlsysError(f"free of {key!r}, which is not allocated")
         block = self._live.pop(key)
         if block is None:
             return
