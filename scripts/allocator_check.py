@@ -45,7 +45,8 @@ def _point(torch, events) -> dict:
     return held
 
 
-def check(text: str) -> dict:
+def check(text: str, device: str = "cuda") -> dict:
+    """One case's three points and its peak (`device` other than cuda: a CPU smoke test with torch.cuda faked)."""
     import torch
 
     from mlsyscalc.bench.cases.model import (ModelCase, _build, _capability, _free, blas_workspaces,
@@ -61,25 +62,25 @@ def check(text: str) -> dict:
     _free()
     row: dict = {"case": text, "start_allocated_bytes": torch.cuda.memory_allocated(), "torch": torch.__version__,
                  "gpu": torch.cuda.get_device_name()}
-    model = _build(build_model, spec, case, "cuda")
+    model = _build(build_model, spec, case, device)
     row["build"] = _point(torch, build_events(spec))
     events = step_events(spec, phase, case.batch, case.seq, case.graphs)
-    fn = step_fn(model, spec, case, "cuda")
+    fn = step_fn(model, spec, case, device)
     if case.mode == "graph":
         fn()
         del fn
         _free()
-        fn = step_fn(model, spec, replace(case, graphs=False), "cuda")
+        fn = step_fn(model, spec, replace(case, graphs=False), device)
     if phase != "train":
         row["inputs"] = _point(torch, events)
     fn()  # warm-up: workspaces, and for train the gradients and optimizer states
-    spaces = [Alloc(("workspace", i), n) for i, n in enumerate(blas_workspaces(spec, _capability("cuda")))]
+    spaces = [Alloc(("workspace", i), n) for i, n in enumerate(blas_workspaces(spec, _capability(device)))]
     row["before_step"] = _point(torch, events + spaces)
     torch.cuda.reset_peak_memory_stats()
     fn()
     torch.cuda.synchronize()
     stats = torch.cuda.memory_stats()
-    peak, predicted = torch.cuda.max_memory_allocated(), predicted_peak_bytes(spec, case, _capability("cuda"))
+    peak, predicted = torch.cuda.max_memory_allocated(), predicted_peak_bytes(spec, case, _capability(device))
     row.update(peak_bytes=peak, peak_requested_bytes=stats["requested_bytes.all.peak"], predicted_peak_bytes=predicted,
                memory_error=(predicted - peak) / peak)
     del model, fn
