@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._torch_layers import Norm, apply_rope
-from .torch_models import PAGE
+from .torch_alloc import PAGE
 
 
 @dataclass

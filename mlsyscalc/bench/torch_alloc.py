@@ -26,9 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..calc.caching_allocator import Alloc, EmptyCache, Event, Free, simulate
-from .torch_models import PAGE
 
 FP32, BF16, INT64 = 4, 2, 8
+PAGE = 64  # KV-cache page (tokens) of the paged decode kernel; triton caches are sized in whole pages
 ADAM_STEP_BYTES = 4  # fused AdamW keeps each parameter's step count as an fp32 scalar on the device
 
 

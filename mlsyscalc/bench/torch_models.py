@@ -13,7 +13,6 @@ and _torch_decoder.
 from __future__ import annotations
 
 KERNELS = ("torch", "triton")  # SDPA/cuBLAS, or the project's Triton attention and weight-only GEMVs
-PAGE = 64  # KV-cache page (tokens) of the paged decode kernel; triton caches are sized in whole pages
 
 
 def build_model(spec, dtype="bfloat16", device="cpu", flash=True, checkpoint=False, kernels="torch", quant_bits=None):
