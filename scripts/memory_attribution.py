@@ -5,7 +5,10 @@ runs the step as its measurement does (a CUDA-graph row is timed, its graph drop
 step gives the peak), and replays torch's allocator trace (`torch.cuda.memory._record_memory_history`)
 to split `max_memory_allocated` into what was alive before the step (weights, KV cache, cuBLAS
 workspaces of each stream, graph leftovers) and what the step itself allocated at its peak, each
-grouped by the Python line that allocated it. Needs a GPU.
+grouped by the Python line that allocated it. The trace records each allocation's requested size,
+while max_memory_allocated counts the allocator's blocks (rounded up, unsplit remainders included):
+the difference is the caching allocator's rounding, which scripts/allocator_check.py measures and
+calc.caching_allocator replays. Needs a GPU.
 
     python scripts/memory_attribution.py gpt2:decode:1:1023:graph gpt2:prefill:2:1024:graph --out rows.json
 """

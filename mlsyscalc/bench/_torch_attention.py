@@ -16,8 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._torch_layers import Norm, apply_rope
-
-PAGE = 64  # KV-cache page (tokens) of the paged decode kernel; caches are sized in whole pages
+from .torch_alloc import PAGE
 
 
 @dataclass

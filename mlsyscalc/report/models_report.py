@@ -9,7 +9,7 @@ written analysis) is included as it is. Every prediction is recomputed from the 
 shapes with the current roofline (the rows' stored predictions are those of the commit that
 measured them), so this is also the script that re-scores committed rows after a model change;
 the goals table is given for `--impl torch` (what `mlsys bench model` compares with) and for
-`--impl fused`. With --fit-only, the calibration fits those rows only and scores the others;
+`--impl fused`. Peak-memory errors are recomputed too (models_report_memory). With --fit-only, the calibration fits those rows only and scores the others;
 with --fresh, those rows are scored too and get a goals table of their own (rows measured after
 the roofline's kernel lists and efficiency classes were chosen: out of sample for them).
 """
@@ -29,6 +29,7 @@ from ..calc.calibration_fit import PARAMS
 from ..calc.roofline_model import predict_model
 from .markdown import markdown_table
 from .models_report_host import probe_error, probe_lines, probe_predictions
+from .models_report_memory import rescored_memory
 
 GOALS = (("uncalibrated whole step within +-15%", 0.15), ("calibrated, held-out models, within +-5%", 0.05))
 
@@ -202,7 +203,8 @@ def write(rows_paths: list[Path], out_dir: Path, hold_out: set[str], gpu: str,
           fit_paths: list[Path] | None = None, fresh_paths: list[Path] | None = None) -> Path:
     fit_rows = [r for path in fit_paths or [] for r in ResultStore(path).rows()]
     fresh_keys = {r.key for path in fresh_paths or [] for r in ResultStore(path).rows()}
-    rows = latest_rows([r for path in [*rows_paths, *(fresh_paths or [])] for r in ResultStore(path).rows()] + fit_rows)
+    rows = rescored_memory(latest_rows([r for path in [*rows_paths, *(fresh_paths or [])] for r in ResultStore(path).rows()]
+                                       + fit_rows))
     fit_keys = {r.key for r in fit_rows} if fit_paths else None
     base = load_ceilings(gpu)
     fit = calibrate(rows, base, hold_out, fit_keys)

@@ -88,11 +88,12 @@ CUBLAS_WORKSPACE_KIB = {"sm90": 4096 * 8, "other": 4096 * 2 + 16 * 8}  # torch's
 CUBLASLT_WORKSPACE_KIB = 1024  # torch's TORCH_CUBLASLT_WORKSPACE_SIZE default; addmm with a bias runs through it
 
 
-def blas_workspace_bytes(spec, capability: tuple[int, int] = (9, 0), env: Mapping[str, str] | None = None) -> int:
-    """The cuBLAS workspace torch allocates (through its caching allocator, so max_memory_allocated
-    counts it) for the stream a step runs on: CUBLAS_WORKSPACE_CONFIG's `:KiB:count` pairs, else
-    torch's default (32 MiB on sm90, 8 MiB + 128 KiB elsewhere); plus cuBLASLt's workspace when the
-    model's linears have biases. Measured on an H100 with torch 2.11: 32 MiB, and 1 MiB more for gpt2."""
+def blas_workspaces(spec, capability: tuple[int, int] = (9, 0), env: Mapping[str, str] | None = None) -> tuple[int, ...]:
+    """The cuBLAS workspaces torch allocates (through its caching allocator, so max_memory_allocated
+    counts them) for the stream a step runs on, in bytes: CUBLAS_WORKSPACE_CONFIG's `:KiB:count`
+    pairs, else torch's default (32 MiB on sm90, 8 MiB + 128 KiB elsewhere); plus cuBLASLt's
+    workspace when the model's linears have biases. Measured on an H100 with torch 2.11: 32 MiB, and
+    1 MiB more for gpt2."""
     import os
 
     source: Mapping[str, str] = os.environ if env is None else env
@@ -103,24 +104,42 @@ def blas_workspace_bytes(spec, capability: tuple[int, int] = (9, 0), env: Mappin
     else:
         kib = CUBLAS_WORKSPACE_KIB["sm90" if capability == (9, 0) else "other"]
     if spec.qkv_bias or spec.o_bias or spec.mlp_bias or spec.lm_head_bias:
-        kib += int(source.get("TORCH_CUBLASLT_WORKSPACE_SIZE", CUBLASLT_WORKSPACE_KIB))
-    return kib * 1024
+        return kib * 1024, int(source.get("TORCH_CUBLASLT_WORKSPACE_SIZE", CUBLASLT_WORKSPACE_KIB)) * 1024
+    return (kib * 1024,)
+
+
+def blas_workspace_bytes(spec, capability: tuple[int, int] = (9, 0), env: Mapping[str, str] | None = None) -> int:
+    return sum(blas_workspaces(spec, capability, env))
+
+
+def allocator_rounding_bytes(spec, case: ModelCase, capability: tuple[int, int] = (9, 0)) -> int:
+    """What torch's caching allocator counts beyond the requested bytes of the tensors alive at the
+    measured step (bench.torch_alloc: the bf16 build from fp32, caches or gradients and optimizer
+    states, the workspaces); 0 where the replay does not describe the layout (tensor or data
+    parallel, quantized weights)."""
+    from ..torch_alloc import persistent_rounding_bytes
+
+    if case.tp > 1 or case.dp > 1 or case.dtype != "bf16":
+        return 0
+    return persistent_rounding_bytes(spec, case.phase, case.batch, case.seq, case.mode == "graph",
+                                     blas_workspaces(spec, capability), case.kernels)
 
 
 def predicted_peak_bytes(spec, case: ModelCase, capability: tuple[int, int] = (9, 0)) -> int:
-    """calc.memory's peak for the same step, plus the cuBLAS workspace of the step's stream: weights +
-    KV cache + workspace (with this model's live hidden-wide tensors), or the training total
-    with bf16 optimizer states (no fp32 master copy: fused AdamW on bf16 parameters)."""
-    blas = blas_workspace_bytes(spec, capability)
+    """calc.memory's peak for the same step, plus what torch adds: the cuBLAS workspace of the step's
+    stream and the caching allocator's rounding of the persistent tensors. calc.memory: weights +
+    KV cache + workspace (with this model's live hidden-wide tensors), or the training total with
+    bf16 optimizer states (no fp32 master copy: fused AdamW on bf16 parameters)."""
+    torch_side = blas_workspace_bytes(spec, capability) + allocator_rounding_bytes(spec, case, capability)
     if case.phase == "train":
         zero = 3 if case.dp > 1 else 0
-        return blas + train_memory(spec, TrainOptions(batch=case.batch, seq=case.seq, master_weights=False, tp=case.tp,
-                                                      dp=case.dp, zero=zero)).total
+        return torch_side + train_memory(spec, TrainOptions(batch=case.batch, seq=case.seq, master_weights=False,
+                                                            tp=case.tp, dp=case.dp, zero=zero)).total
     tokens = case.batch * (1 if case.phase == "decode" else case.seq)
     context = case.seq + (1 if case.phase == "decode" else 0)
     opts = InferOptions(batch=case.batch, context=context, prefill_chunk=tokens, dtype=case.dtype, tp=case.tp,
                         live_hidden=plain_torch_live_hidden(spec))
-    return blas + infer_memory(spec, opts).total
+    return torch_side + infer_memory(spec, opts).total
 
 
 def _capability(device: str) -> tuple[int, int]:
