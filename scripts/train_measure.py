@@ -391,10 +391,12 @@ def run(args) -> None:
     probing = args.device == "cuda" if args.host_probe is None else args.host_probe
     for case in args.case:
         lay = layout(case, world, args.seqs_per_gpu)
-        probe = (host_probe(measure, case, spec, lay, device, seq=args.probe_seq, steps=args.probe_steps)
-                 if probing else None)
+        probe_now = lambda: host_probe(measure, case, spec, lay, device, seq=args.probe_seq,  # noqa: E731
+                                       steps=args.probe_steps)
+        probe = probe_now() if probing else None
         trace_to = Path(args.profile) / f"trace_{case}_rank{rank}.json.gz" if args.profile else None
         mine = measure(case, spec, lay, args.seq, args.warmup, args.steps, device, trace_to)
+        after = probe_now() if probing and args.probe_after else None
         every = [None] * world
         dist.all_gather_object(every, mine)
         if rank == 0:
@@ -405,6 +407,7 @@ def run(args) -> None:
                    "peak_bytes_per_rank": [r["peak_bytes"] for r in every],
                    **({"profile_per_rank": [r["profile"] for r in every]} if args.profile else {}),
                    **({"host_probe": probe} if probe else {}),
+                   **({"host_probe_after": after} if after else {}),
                    "warmup": args.warmup, "steps": args.steps,
                    "env": {"torch": torch.__version__, "device": torch.cuda.get_device_name(device) if cuda else "cpu",
                            "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
@@ -433,6 +436,8 @@ def main(argv: list[str] | None = None) -> None:
                          "(scripts/train_host_probe.py; the row's host_probe) [default: on with cuda]")
     ap.add_argument("--probe-seq", type=int, default=PROBE_SEQ, help="tokens per sequence of the probe's steps")
     ap.add_argument("--probe-steps", type=int, default=PROBE_STEPS, help="timed steps of each probe step")
+    ap.add_argument("--probe-after", action="store_true",
+                    help="probe again after the case (the row's host_probe_after: how far the host moved meanwhile)")
     run(ap.parse_args(argv))
 
 

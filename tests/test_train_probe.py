@@ -154,14 +154,14 @@ def test_compare_prices_each_row_with_its_own_probe(tmp_path):
 
 
 def test_two_gloo_ranks_probe_then_measure(tmp_path):
-    """DTensor TP and FSDP2 on 2 CPU ranks with the probe: each row carries the costs its probe steps solve
-    to, and each step's measured time is what those costs price it at (unless its cost was clamped at 0).
+    """DTensor TP and FSDP2 on 2 CPU ranks with the probe before and after: each row carries the costs its probe
+    steps solve to, and each step's measured time is what those costs price it at (unless its cost was clamped at 0).
     On the CPU the tiny model's compute is no longer negligible: the numbers say nothing about a GPU host."""
     pytest.importorskip("torch.distributed.pipelining")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            str(ROOT / "scripts/train_measure.py"), "--device", "cpu", "--tiny", "--seq", "16", "--warmup", "1",
            "--steps", "1", "--out", str(tmp_path), "--host-probe", "--probe-seq", "16", "--probe-steps", "1",
-           "--case", "tp", "--case", "fsdp"]
+           "--probe-after", "--case", "tp", "--case", "fsdp"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [json.loads(x) for x in (tmp_path / "train_rows.jsonl").read_text().splitlines()]
@@ -179,3 +179,6 @@ def test_two_gloo_ranks_probe_then_measure(tmp_path):
         if second not in probe["clamped"]:
             assert probed["fwd_bwd_s"] == pytest.approx(147 * costs["op_s"] + count * costs[second])
         assert probed["optimizer_s"] == pytest.approx(39 * costs["dtensor_param_s"])
+        # --probe-after: the same probe once more after the case
+        assert [s["step"] for s in row["host_probe_after"]["steps"]] == ["single", row["case"]]
+        assert set(row["host_probe_after"]["costs"]) == set(costs)
