@@ -120,9 +120,31 @@ def compare_table(rows_path: Path, cluster: str, runner: Runner | None = None, c
             "error = predicted / measured - 1. Measured: median step after warm-up (slowest rank), split into "
             "forward+backward (f+b, with the communication it waits for) and the optimizer (opt); "
             "max_memory_allocated of the largest rank (scripts/train_measure.py). Predicted f+b = step - optimizer.", ""]
+    probes = probe_table(rows) if host_probe else []
     return "\n".join(head + markdown_table(
         ["case", "GPUs", "seqs/GPU", "step meas (ms)", "step pred (ms)", "step err", "f+b meas", "f+b pred", "opt meas",
-         "opt pred", "mem meas (GiB)", "mem pred (GiB)", "mem err"], table) + [""])
+         "opt pred", "mem meas (GiB)", "mem pred (GiB)", "mem err"], table) + [""] + probes)
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def probe_table(rows: list[dict]) -> list[str]:
+    """Each row's probed costs (us; fsdp_layer ms), and those of the probe after the case where there is one."""
+    from mlsyscalc.report.markdown import markdown_table
+
+    scale = {"op_s": 1e6, "dtensor_matmul_s": 1e6, "fsdp_layer_s": 1e3, "dtensor_param_s": 1e6}
+
+    def cells(probe: dict | None) -> list[str]:
+        costs = (probe or {}).get("costs", {})
+        return [f"{costs[k] * f:.1f}" if k in costs else "-" for k, f in scale.items()]
+    table = [[r["case"], r["gpus"], f"{r['global_batch'] / r['gpus']:g}", *cells(r.get("host_probe")),
+              *cells(r.get("host_probe_after")), _seconds(r.get("host_probe", {}).get("wall_s"))]
+             for r in rows]
+    return ["Host probe of each row (scripts/train_host_probe.py): before the case | after it (--probe-after).", ""] + \
+        markdown_table(["case", "GPUs", "seqs/GPU", "op us", "DTensor matmul us", "FSDP2 layer ms", "DTensor param us",
+                        "after: op us", "matmul us", "layer ms", "param us", "probe s"], table) + [""]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -151,6 +151,8 @@ def test_compare_prices_each_row_with_its_own_probe(tmp_path):
     assert len(seen) == 1 and seen[0][seen[0].index("--framework") + 1] == "torch"
     assert json.loads(seen[0][seen[0].index("--host-costs") + 1]) == {"op_s": 4e-5}
     assert "-10.0%" in page and "no host probe in this row" in page and "own host probe" in page
+    probes = page[page.index("Host probe of each row"):]
+    assert "| tp | 2 | 2 | 40.0 | - | - | - |" in probes  # 4e-5 s = 40.0 us; the unprobed costs as "-"
 
 
 def test_two_gloo_ranks_probe_then_measure(tmp_path):
