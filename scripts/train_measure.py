@@ -22,7 +22,9 @@ The model is a llama built from a ModelSpec by mlsyscalc.bench.torch_models.buil
 every case, so the first losses agree). Timing: CUDA-synchronised wall clock of --steps steps after --warmup
 steps, split into forward+backward (with the communication it waits for) and the optimizer; the median per
 rank, the slowest rank's. Memory: torch.cuda.max_memory_allocated per rank over the timed steps. Rank 0
-appends one JSON row a case to DIR/train_rows.jsonl. On the CPU (`--device cpu`, gloo) the same code runs as
+appends one JSON row a case to DIR/train_rows.jsonl; before each case (on by default with cuda, --host-probe) a
+host probe in the same process times a tiny model in the case's layout and records the torch host costs it
+solves as the row's `host_probe` (scripts/train_host_probe.py). On the CPU (`--device cpu`, gloo) the same code runs as
 a smoke test (times say nothing).
 """
 
@@ -34,7 +36,12 @@ import json
 import os
 import statistics
 import time
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from train_host_probe import PROBE_SEQ, PROBE_STEPS, host_probe  # noqa: E402
 
 CASES = ("single", "ddp", "fsdp", "tp", "pp-gpipe", "pp-1f1b", "pp-interleaved", "fsdp-tp", "tp-pp")
 # A 2.7B llama (hidden 2560, 32 layers, 20 heads of 128, MLP 6912, vocab 32000): big enough that a step of
@@ -240,8 +247,18 @@ def plain_step(model, vocab_parallel: bool):
     return step
 
 
-def build_case(case: str, spec, world: int, rank: int, lay: dict, seq: int, device):
-    """(step(ids, targets), optimizer) of a case."""
+def tp_mesh(device, world: int, tp: int):
+    """A device mesh over all ranks (tp = world) or this rank's group of tp consecutive ranks."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    if tp == world:
+        return init_device_mesh(device.type, (world,))
+    return init_device_mesh(device.type, (world // tp, tp), mesh_dim_names=("dp", "tp"))["tp"]
+
+
+def build_case(case: str, spec, world: int, rank: int, lay: dict, seq: int, device, vocab: bool = True):
+    """(step(ids, targets), optimizer) of a case; `vocab`: tp splits the embedding and head over the vocabulary
+    (the host probe's TP step of tp-pp does not, as tp-pp)."""
     import torch
     from torch.distributed.device_mesh import init_device_mesh
 
@@ -271,15 +288,16 @@ def build_case(case: str, spec, world: int, rank: int, lay: dict, seq: int, devi
         del model
         return step, MixedAdamW(layer_groups(mods), lr=1e-5)
     if case == "tp":
-        tp_plan(model, init_device_mesh(device.type, (world,)), vocab=True)
-        logits_forward(model)
+        tp_plan(model, tp_mesh(device, world, lay["tp"]), vocab=vocab)
+        if vocab:
+            logits_forward(model)
     groups = layer_groups([model])
     if case == "ddp":
         from torch.nn.parallel import DistributedDataParallel
 
         wrapped = DistributedDataParallel(model, gradient_as_bucket_view=True)
         return (lambda ids, targets: _backward(wrapped(ids, targets))), MixedAdamW(groups, lr=1e-5)
-    return plain_step(model, vocab_parallel=case == "tp"), MixedAdamW(groups, lr=1e-5)
+    return plain_step(model, vocab_parallel=case == "tp" and vocab), MixedAdamW(groups, lr=1e-5)
 
 
 def _backward(loss) -> float:
@@ -292,12 +310,10 @@ def profile_steps(one_step, sync, trace_to: Path, steps: int = 2) -> dict:
     Chrome trace is written to trace_to (gzipped)."""
     import gzip
     import shutil
-    import sys
 
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from trace_summary import load, summarize
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
@@ -314,7 +330,7 @@ def profile_steps(one_step, sync, trace_to: Path, steps: int = 2) -> dict:
 
 
 def measure(case: str, spec, lay: dict, seq: int, warmup: int, steps: int, device,
-            trace_to: Path | None = None) -> dict:
+            trace_to: Path | None = None, vocab: bool = True) -> dict:
     """Run the case; this rank's median step, forward+backward and optimizer times and peak memory (and, with
     trace_to, a profile of two more steps)."""
     import torch
@@ -327,7 +343,7 @@ def measure(case: str, spec, lay: dict, seq: int, warmup: int, steps: int, devic
     if cuda:
         torch.cuda.empty_cache()
     torch.manual_seed(0)  # the same initial weights in every case: the first losses agree
-    step, opt = build_case(case, spec, world, rank, lay, seq, device)
+    step, opt = build_case(case, spec, world, rank, lay, seq, device, vocab)
     gc.collect()
     # One micro-batch of tokens, the same on every rank and in every case, repeated for a pipeline's micro-batches.
     draw = lambda seed: torch.randint(0, spec.vocab_size, (lay["micro_batch"], seq), device=device,  # noqa: E731
@@ -372,10 +388,15 @@ def run(args) -> None:
         torch.cuda.set_device(device)
     base, overrides = TINY if args.tiny else MODEL
     spec = load_model(base, overrides)
+    probing = args.device == "cuda" if args.host_probe is None else args.host_probe
     for case in args.case:
         lay = layout(case, world, args.seqs_per_gpu)
+        probe_now = lambda: host_probe(measure, case, spec, lay, device, seq=args.probe_seq,  # noqa: E731
+                                       steps=args.probe_steps)
+        probe = probe_now() if probing else None
         trace_to = Path(args.profile) / f"trace_{case}_rank{rank}.json.gz" if args.profile else None
         mine = measure(case, spec, lay, args.seq, args.warmup, args.steps, device, trace_to)
+        after = probe_now() if probing and args.probe_after else None
         every = [None] * world
         dist.all_gather_object(every, mine)
         if rank == 0:
@@ -385,6 +406,8 @@ def run(args) -> None:
                    "first_loss": next(r["first_loss"] for r in every if r["first_loss"] is not None),
                    "peak_bytes_per_rank": [r["peak_bytes"] for r in every],
                    **({"profile_per_rank": [r["profile"] for r in every]} if args.profile else {}),
+                   **({"host_probe": probe} if probe else {}),
+                   **({"host_probe_after": after} if after else {}),
                    "warmup": args.warmup, "steps": args.steps,
                    "env": {"torch": torch.__version__, "device": torch.cuda.get_device_name(device) if cuda else "cpu",
                            "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
@@ -408,6 +431,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--profile", help="profile two more steps; Chrome traces (gzipped) go to this folder")
     ap.add_argument("--tiny", action="store_true", help="a 4-layer 64-wide llama (CPU smoke test)")
+    ap.add_argument("--host-probe", action=argparse.BooleanOptionalAction, default=None,
+                    help="before each case, time the tiny model in its layout and solve the torch host costs "
+                         "(scripts/train_host_probe.py; the row's host_probe) [default: on with cuda]")
+    ap.add_argument("--probe-seq", type=int, default=PROBE_SEQ, help="tokens per sequence of the probe's steps")
+    ap.add_argument("--probe-steps", type=int, default=PROBE_STEPS, help="timed steps of each probe step")
+    ap.add_argument("--probe-after", action="store_true",
+                    help="probe again after the case (the row's host_probe_after: how far the host moved meanwhile)")
     run(ap.parse_args(argv))
 
 

@@ -68,13 +68,14 @@ class PlanOptions:
     max_cp: int = 16
     framework: str = TrainStepOptions.framework  # whose memory and host time are priced (calc.train_host)
     host_costs: tuple[tuple[str, float], ...] = TrainStepOptions.host_costs  # a calibration's torch_host
+    host_source: str = TrainStepOptions.host_source  # where host_costs come from
 
     def base(self) -> TrainStepOptions:
         """The train options every candidate shares."""
         return TrainStepOptions(gpus=self.gpus, seq=self.seq, global_batch=self.global_batch, dtype=self.dtype,
                                 overlap=self.overlap, capacity_factor=self.capacity_factor, reserve=self.reserve,
                                 attention=self.attention, framework=self.framework,
-                                host_costs=self.host_costs)
+                                host_costs=self.host_costs, host_source=self.host_source)
 
     def validate(self) -> None:
         for name in ("gpus", "seq", "global_batch", "top", "max_micro_batch", "max_cp"):

@@ -109,7 +109,7 @@ class TrainStep:
                 "comm_sms": self.options.comm_sms, "framework": self.options.framework,
                 "host_path_s": dict(self.host_path_s), "host_work": asdict(self.host_work),
                 "framework_source": FRAMEWORK_SOURCES[self.options.framework] + (
-                    "; overridden by the calibration file's torch_host" if self.host_calibrated else ""),
+                    f"; overridden by {self.options.host_source}" if self.host_calibrated else ""),
                 "host_costs": asdict(framework_costs(self.options.framework, self.options.host_costs)),
                 "attention": self.options.attention, "memory": self.memory_parts(),
                 "flop_convention": FLOP_CONVENTION}

@@ -138,14 +138,19 @@ def host_overrides(record: Mapping[str, Any] | None) -> tuple[tuple[str, float],
     """The `torch_host` object of a calibration record (`mlsys train --calibration`): measured costs of the
     user's own host, each a FrameworkCosts field in seconds (shares for the two slowdowns); () without one."""
     section = (record or {}).get("torch_host")
-    if section is None:
-        return ()
-    require(isinstance(section, Mapping), "calibration: torch_host must be an object")
+    return () if section is None else host_cost_fields(section, "calibration: torch_host", ".")
+
+
+def host_cost_fields(section: Any, label: str, sep: str = ": ") -> tuple[tuple[str, float], ...]:
+    """A mapping of FrameworkCosts fields (any subset) as overrides; each a number in [0, 1) (seconds, or a
+    share for the two slowdowns): an unknown key, a string, NaN, a negative or 1 and beyond is an MlsysError
+    naming `label` (`--host-costs`, a calibration's torch_host)."""
+    require(isinstance(section, Mapping), f"{label} must be an object")
     unknown = set(section) - set(HOST_FIELDS)
-    require(not unknown, f"calibration: torch_host keys are {', '.join(HOST_FIELDS)}; unknown: {', '.join(sorted(unknown))}")
+    require(not unknown, f"{label} keys are {', '.join(HOST_FIELDS)}; unknown: {', '.join(sorted(map(str, unknown)))}")
     for key, value in section.items():
         require(isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1,
-                f"calibration: torch_host.{key} must be a number in [0, 1) (seconds or a share), got {value!r}")
+                f"{label}{sep}{key} must be a number in [0, 1) (seconds or a share), got {value!r}")
     return tuple((k, float(section[k])) for k in HOST_FIELDS if k in section)
 
 

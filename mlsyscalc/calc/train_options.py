@@ -62,6 +62,8 @@ class TrainStepOptions:
     framework: str = DEFAULT_FRAMEWORK
     # a calibration file's `torch_host` costs replacing torch's built-in ones (calc.train_host.host_overrides)
     host_costs: tuple[tuple[str, float], ...] = ()
+    # where host_costs come from (the JSON's framework_source names it)
+    host_source: str = "the calibration file's torch_host"
 
     @property
     def data_parallel(self) -> int:

@@ -60,7 +60,7 @@ class _Progress:
                    "leaves out what it cannot run (ep > 1, ZeRO 1-2; docs/train.md).")
 @click.option("--quiet", is_flag=True, help="No progress bar on stderr.")
 @render.output_options
-def plan(model, overrides, gpus, cluster, ceilings, host_costs, seq, global_batch, top, fix, dtype, overlap, capacity_factor,
+def plan(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq, global_batch, top, fix, dtype, overlap, capacity_factor,
          reserve, attention, max_micro_batch, max_cp, framework, quiet, fmt, as_json):
     """Search every TP x PP x DP x CP x EP x VP x micro-batch x ZeRO x recompute layout of MODEL on
     --gpus GPUs that obeys the divisibility and node rules, drop those that do not fit in memory, and
@@ -69,7 +69,8 @@ def plan(model, overrides, gpus, cluster, ceilings, host_costs, seq, global_batc
     spec = resolve_model(model, overrides)
     opts = PlanOptions(gpus=gpus, seq=seq, global_batch=global_batch, dtype=dtype, top=top, fix=parse_fix(fix),
                        overlap=overlap, capacity_factor=capacity_factor, reserve=reserve, attention=attention,
-                       max_micro_batch=max_micro_batch, max_cp=max_cp, framework=framework, host_costs=host_costs)
+                       max_micro_batch=max_micro_batch, max_cp=max_cp, framework=framework, host_costs=host_costs,
+                       host_source=host_source)
     progress = _Progress(not quiet)
     try:
         result = search(spec, ceilings, cluster, opts, progress)

@@ -7,13 +7,13 @@ import functools
 import click
 
 from ..calc.calibration import load_ceilings, read_calibration
-from ..calc.train_host import host_overrides
+from ..calc.train_host import host_cost_fields, host_overrides
 from ..calc.train import resolve_cluster, train_step
 from ..calc.train_attention import ATTENTION
 from ..calc.memory_schedule import FRAMEWORKS, SCHEDULES
 from ..calc.train_options import DTYPES, OVERLAP_DIMS, RECOMPUTE, TrainStepOptions
 from ..calc.memory_train import zero_from_fsdp
-from ..errors import require
+from ..errors import MlsysError, require
 from ..units import fmt_bytes
 from . import render
 from .options import POSITIVE, model_argument, positive_int, resolve_model
@@ -32,17 +32,55 @@ def cluster_options(func):
     @click.option("--host-us-per-kernel", type=POSITIVE, default=None,
                   help="--framework torch: host microseconds per priced kernel (op_s), e.g. what `mlsys bench host` "
                        "measured on your host; replaces the built-in 53.7 and the calibration's torch_host.op_s.")
+    @click.option("--host-costs", default=None, metavar="FILE|JSON",
+                  help="--framework torch: host costs measured on your host, a JSON object (inline or a file) of "
+                       "op_s, dtensor_matmul_s, fsdp_layer_s, dtensor_param_s (seconds), p2p_slowdown, "
+                       "overlap_slowdown (shares), any subset; e.g. a row's host_probe.costs of "
+                       "scripts/train_measure.py. Replaces the built-in costs and the calibration's torch_host.")
     @positive_int("--seq", D.seq, "Tokens per sequence.")
     @positive_int("--global-batch", D.global_batch, "Sequences per optimizer step, all replicas.")
     @functools.wraps(func)
-    def wrapper(*args, gpus, gpu, cluster, calibration, host_us_per_kernel, **kwargs):
+    def wrapper(*args, gpus, gpu, cluster, calibration, host_us_per_kernel, host_costs, **kwargs):
         spec = resolve_cluster(gpu, cluster, gpus)
         ceilings = load_ceilings(gpu or spec.gpu, calibration)
-        host = host_overrides(read_calibration(calibration)) if calibration else ()
-        if host_us_per_kernel is not None:
-            host = tuple((k, v) for k, v in host if k != "op_s") + (("op_s", host_us_per_kernel * 1e-6),)
-        return func(*args, gpus=gpus, cluster=spec, ceilings=ceilings, host_costs=host, **kwargs)
+        host, source = torch_host_costs(read_calibration(calibration) if calibration else None, host_costs,
+                                        host_us_per_kernel, kwargs.get("framework"))
+        return func(*args, gpus=gpus, cluster=spec, ceilings=ceilings, host_costs=host, host_source=source, **kwargs)
     return wrapper
+
+
+def torch_host_costs(calibration: dict | None, host_costs: str | None, host_us_per_kernel: float | None,
+                     framework: str | None) -> tuple[tuple[tuple[str, float], ...], str]:
+    """The torch host costs that replace the built-in ones, and a phrase naming where they come from: the
+    calibration's torch_host, then --host-costs over it, then --host-us-per-kernel (op_s; not both with
+    --host-costs' op_s). --host-costs needs --framework torch (megatron has no host term)."""
+    host = dict(host_overrides(calibration))
+    sources = ["the calibration file's torch_host"] if host else []
+    if host_costs is not None:
+        require(framework == "torch", "--host-costs prices --framework torch's host: add --framework torch")
+        host |= dict(host_cost_fields(_json_object(host_costs), "--host-costs"))
+        sources.append("--host-costs")
+    if host_us_per_kernel is not None:
+        require(host_costs is None or "op_s" not in host,
+                "give op_s once: --host-us-per-kernel or --host-costs' op_s, not both")
+        host["op_s"] = host_us_per_kernel * 1e-6
+        sources.append("--host-us-per-kernel")
+    return tuple(host.items()), " and ".join(sources)
+
+
+def _json_object(text: str):
+    """--host-costs: inline JSON (starting with { or [) or a JSON file."""
+    import json
+    from pathlib import Path
+
+    from ..specs.lookup import read_json
+
+    if not text.lstrip().startswith(("{", "[")):
+        return read_json(Path(text), "--host-costs")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise MlsysError(f"--host-costs: not valid JSON ({exc.msg} at column {exc.colno})") from None
 
 
 def step_options(func):
@@ -99,7 +137,7 @@ def parse_overlap(text: str) -> tuple[str, ...]:
                    "the step; docs/memory.md, docs/train.md).")
 @step_options
 @render.output_options
-def train(model, overrides, gpus, cluster, ceilings, host_costs, seq, global_batch, micro_batch, tp, pp, dp, cp, ep, vp, sp,
+def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq, global_batch, micro_batch, tp, pp, dp, cp, ep, vp, sp,
           vocab_parallel, zero, fsdp, recompute, comm_sms, schedule, framework, dtype, overlap, capacity_factor, reserve, attention,
           fmt, as_json):
     """Step time, tokens/s, MFU, HFU and memory per GPU of one training step of MODEL on a full
@@ -112,7 +150,7 @@ def train(model, overrides, gpus, cluster, ceilings, host_costs, seq, global_bat
                             dp=dp, cp=cp, ep=ep, vp=vp, sp=sp, zero=zero_from_fsdp(fsdp) if fsdp else (zero or 0),
                             recompute=recompute, dtype=dtype, overlap=overlap, comm_sms=comm_sms,
                             capacity_factor=capacity_factor, reserve=reserve, attention=attention,
-                            schedule=schedule, framework=framework, host_costs=host_costs,
+                            schedule=schedule, framework=framework, host_costs=host_costs, host_source=host_source,
                             vocab_parallel=vocab_parallel)
     render.emit(step_output(train_step(spec, ceilings, cluster, opts)), fmt, as_json)
 
