@@ -32,10 +32,10 @@ def pct(v: float) -> str:
 def terms(c, ceilings) -> dict:
     roof = predict_model(c.spec, ceilings, roofline_options(c.case))
     kernels = {k: 0.0 for k in KINDS}
-    count = 0
+    fixed = 0.0
     for r in roof.rows:
         kernels[r.pred.kind] += r.total_s  # the fixed cost per kernel included: the profiler's time holds it
-        count += r.count
+        fixed += r.count * r.pred.overhead_s
     predicted = max(sum(kernels.values()), roof.host_path_s)
     measured = c.row.median_ms * 1e-3
     kinds = (c.row.extra.get("ops") or {}).get("kinds") or {}
@@ -49,7 +49,7 @@ def terms(c, ceilings) -> dict:
         out[k] = (m - kernels[k]) / predicted
     out["gaps"] = (measured - got) / predicted  # idle time between kernels (the host's, where eager)
     out["host_bound"] = roof.host_path_s > sum(kernels.values())
-    out["fixed"] = count * ceilings.launch_s / predicted
+    out["fixed"] = fixed / predicted
     return out
 
 

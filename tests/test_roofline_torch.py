@@ -182,3 +182,20 @@ def test_a_long_reduction_splits_only_a_skinny_gemm():
     assert sum(row.count for row in r.rows if row.pred.kind == "matmul") == 6 * 32 + 1
     d = _torch(load_model("phi-2"), phase="decode", context=2048)
     assert {row.pred.name: row.count for row in d.rows}["down_proj.splitk_reduce"] == 32
+
+
+@pytest.mark.parametrize("model,batch,per_layer", [
+    ("phi-2", 1, ("down_proj",)),  # 2560 x 2560: 40 tiles, K = 2560 < 4096; K = 10240 >= 2 N
+    ("qwen2.5-7b", 1, ("k_proj", "v_proj", "down_proj")),  # q/o 3584 x 3584: K < 4096; k/v N = 512: K >= 2 N
+    ("qwen2.5-7b", 16, ("q_proj", "k_proj", "v_proj", "o_proj", "down_proj")),  # 16 rows: K = 3584 splits
+    ("llama2-7b", 32, ("down_proj",)),  # 4096 x 4096 at 32 rows: 64 x 2 = 128 tiles of 16 rows >= 66
+])
+def test_decode_split_k_reductions_per_layer_match_the_profiles(model, batch, per_layer):
+    """cuBLAS's splitKreduce launches per layer in the H100 decode profiles (reports/models, torch
+    2.11: phi-2 B1 32 for 32 layers; qwen2.5-7b B4 56 + 28 for 28 layers, B16 84 + 56; llama2-7b
+    B32 32), by the rule of cublas_splits worked out by hand for each linear."""
+    spec = load_model(model)
+    r = _torch(spec, phase="decode", batch=batch, context=2048)
+    reduced = {row.pred.name.removesuffix(".splitk_reduce"): row.count for row in r.rows
+               if row.pred.name.endswith(".splitk_reduce")}
+    assert reduced == {name: spec.num_layers for name in per_layer}

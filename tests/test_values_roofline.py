@@ -438,8 +438,12 @@ def test_cublas_split_rule_boundaries():
     # K >= 2 N
     whole = predict_matmul(128 * 99, 256, 8192)
     assert whole.tiling.split == 1 and cublas_splits(whole, SMS) is False
-    # K = 2048 is long enough (SPLIT_MIN_K); 33 rows take two 32-row tiles: 40 x 2 = 80 >= 66
-    assert cublas_splits(predict_matmul(1, 4096, 2048), SMS) is True
+    # a few-tile GEMM of up to 8 rows splits from K = 4096 (SPLIT_FEW_TILES_MIN_K: llama2-7b's
+    # 4096 x 4096 split, qwen2.5-7b's 3584 x 3584 and pythia-1.4b's 2048 x 2048 not, H100 decode
+    # profiles); from 9 rows from K = 3584 (qwen2.5-7b B16 split)
+    assert [cublas_splits(predict_matmul(m, 4096, k), SMS) for m, k in ((1, 4096), (1, 4095), (8, 3584), (9, 3584),
+                                                                        (16, 3583))] == [True, False, False, True, False]
+    # 33 rows take three 16-row tiles: 40 x 3 = 120 >= 66
     thick = predict_matmul(33, 2560, 4096)
     assert thick.tiling.split > 1 and cublas_splits(thick, SMS) is False
     # a long reduction, K >= 2 N, is split whatever the tile count (66 here)

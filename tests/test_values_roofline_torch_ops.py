@@ -255,14 +255,14 @@ def test_backward_dgrad_of_a_square_gemm_splits_like_its_forward():
 
 
 @pytest.mark.parametrize("m,n,k,splits", [
-    (32, 4096, 4096, True),  # 64 tiles < 66, K >= 2048
+    (32, 4096, 4096, False),  # 64 x 2 = 128 tiles of 64 x 16 (llama2-7b decode B32, H100: q/k/v/o not split)
     (32, 4096, 1024, False),  # K shorter than 2048
     (16, 8192, 4096, False),  # 128 tiles, K < 2N
     (1, 8192, 16384, True),  # K >= 2N
 ])
 def test_cublas_splits_a_two_way_split(m, n, k, splits):
-    """The tiling's two-way split-K launches a reduction when cuBLAS's rule holds (K >= 2048 and
-    fewer than SMs / 2 = 66 output tiles of 64 x 32, or K >= 2N)."""
+    """The tiling's two-way split-K launches a reduction when cuBLAS's rule holds (fewer than SMs / 2
+    = 66 output tiles of 64 x 16 and K >= 3584 from 9 rows, or K >= 2N and K >= 2048)."""
     pred = predict_matmul(m, n, k, "bf16", H200)
     if k >= 2048:
         assert pred.tiling.split == 2

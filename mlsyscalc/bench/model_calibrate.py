@@ -123,7 +123,13 @@ def calibrate(rows, ceilings: Ceilings, hold_out: set[str], fit_keys: set[str] |
     start = {**{k: getattr(e, k) for k in EFFICIENCIES}, "launch_s": ceilings.launch_s,
              "matmul_floor_s": ceilings.matmul_floor_s}
     ops = [o for c in fitted for o in linear_observations(c, ceilings, impl)] if per_op else []
-    params = fit([obs[c.row.key] for c in fitted], start, ops=ops)
+    fixed: tuple[str, ...] = ()
+    if ceilings.memory_launch_s is not None or ops:
+        # Step times alone do not tell a memory-bound kernel's fixed cost from a GEMM's (a steps-only
+        # fit drives one to its bound): it is freed only with profiled ops, else kept, or tied to launch_s.
+        start["memory_launch_s"] = ceilings.overhead_s("memory")
+        fixed = () if ops else ("memory_launch_s",)
+    params = fit([obs[c.row.key] for c in fitted], start, fixed, ops=ops)
     table = []
     for c in cases:
         o = obs[c.row.key]
@@ -145,6 +151,7 @@ def record(ceilings: Ceilings, params: dict, models: list[str]) -> dict:
         "bandwidth_Bps": {"read": ceilings.read_Bps, "write": ceilings.write_Bps},
         "efficiency": {k: params.get(k, getattr(ceilings.efficiency, k)) for k in EFFICIENCIES},
         "launch_overhead_s": params["launch_s"], "matmul_floor_s": params.get("matmul_floor_s", ceilings.matmul_floor_s),
+        **({"memory_launch_overhead_s": params["memory_launch_s"]} if "memory_launch_s" in params else {}),
         "fitted_on": models,
         "base": ceilings.source,
     }

@@ -33,6 +33,9 @@ LAUNCH_OVERHEAD_S = 2e-6
 # h100_decode_check.jsonl), 4.15 - 2.0 = 2.15 us. A floor, not an addition: the large decode GEMMs
 # (from which matmul_skinny was derived with the 2 us fixed cost) stream for longer than it.
 MATMUL_FLOOR_S = 2.15e-6
+# A memory-bound (elementwise, norm, reduction, copy) kernel's fixed cost may differ from a GEMM's:
+# `mlsys calibrate` fits it apart (`memory_launch_overhead_s` in the calibration file). Unset (the
+# datasheet, or a file without the key), such a kernel pays launch_s like every other.
 DEFAULT_GPU = "H100-SXM"
 
 
@@ -104,6 +107,7 @@ class Ceilings:
     efficiency: Efficiency
     launch_s: float = LAUNCH_OVERHEAD_S
     matmul_floor_s: float = MATMUL_FLOOR_S  # a plain GEMM kernel runs at least this, fixed cost apart
+    memory_launch_s: float | None = None  # a memory-bound kernel's fixed cost (None: launch_s)
     source: str = "datasheet"  # "datasheet" or the calibration file
     host: HostCosts = HostCosts()  # the host's cost of an eager one-GPU step (calc.roofline_host)
     notes: tuple[str, ...] = field(default=(), compare=False)
@@ -111,9 +115,17 @@ class Ceilings:
     def __post_init__(self) -> None:
         non_negative(self.launch_s, "launch overhead (s)")
         non_negative(self.matmul_floor_s, "GEMM floor (s)")
+        if self.memory_launch_s is not None:
+            non_negative(self.memory_launch_s, "memory-bound kernel launch overhead (s)")
         positive(self.read_Bps, "read bandwidth (B/s)")
         positive(self.write_Bps, "write bandwidth (B/s)")
         self.efficiency.validate()
+
+    def overhead_s(self, kind: str) -> float:
+        """The fixed cost of one kernel of this kind ("matmul", "attention" or "memory")."""
+        if kind == "memory" and self.memory_launch_s is not None:
+            return self.memory_launch_s
+        return self.launch_s
 
     @property
     def calibrated(self) -> bool:
@@ -184,6 +196,7 @@ class Ceilings:
             "read_Bps": self.read_ceiling_Bps, "write_Bps": self.write_ceiling_Bps, "bandwidth_Bps": self.bandwidth_Bps,
             "datasheet_flops_per_s": self.datasheet_flops(dtype), "datasheet_Bps": self.datasheet_Bps,
             "ridge_flops_per_byte": self.ridge(dtype), "launch_overhead_s": self.launch_s,
+            "memory_launch_overhead_s": self.overhead_s("memory"),
             "matmul_floor_s": self.matmul_floor_s, "host": self.host.as_dict(),
             "efficiency": {k: getattr(self.efficiency, k) for k in EFFICIENCY_FIELDS}, "notes": list(self.notes),
         }
@@ -320,6 +333,7 @@ def calibrated_ceilings(data: Mapping[str, Any], gpu: GPUSpec | str | None = Non
         notes.append(f"calibration measured on {data['gpu']!r}, used with the {spec.name} datasheet")
     measured_launch = _positive(data.get("launch_overhead_s"), "launch_overhead_s")
     measured_floor = _positive(data.get("matmul_floor_s"), "matmul_floor_s")
+    measured_memory_launch = _positive(data.get("memory_launch_overhead_s"), "memory_launch_overhead_s")
     return Ceilings(
         gpu=spec, base_flops=flops,
         read_Bps=_positive(bws.get("read"), "bandwidth_Bps.read") or fallback,
@@ -327,6 +341,8 @@ def calibrated_ceilings(data: Mapping[str, Any], gpu: GPUSpec | str | None = Non
         sm_count=sm_count, efficiency=eff,
         launch_s=launch_s if launch_s is not None else measured_launch or LAUNCH_OVERHEAD_S,
         matmul_floor_s=measured_floor or MATMUL_FLOOR_S, source=where,
+        # one fixed cost given for every kernel (--launch-us) replaces the file's two
+        memory_launch_s=None if launch_s is not None else measured_memory_launch,
         host=host_from_record(data.get("host"), where) or HostCosts(), notes=tuple(notes),
     )
 

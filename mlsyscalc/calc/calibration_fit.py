@@ -2,9 +2,10 @@
 
 A model step's prediction (calc.roofline_model) is a sum over kernel rows
 
-    step_s = sum_i count_i x (max(compute_i x e0_kind / e_kind, memory_i x e0_mem / e_mem, floor_i) + launch_s)
+    step_s = sum_i count_i x (max(compute_i x e0_kind / e_kind, memory_i x e0_mem / e_mem, floor_i) + launch_i)
 
-(floor_i: matmul_floor_s for a plain GEMM, else 0; a GEMM's memory time x e0_skinny / e_skinny
+(launch_i: memory_launch_s for a memory-bound kernel, else launch_s; floor_i: matmul_floor_s for a
+plain GEMM, else 0; a GEMM's memory time x e0_skinny / e_skinny
 instead of e0_mem / e_mem: GEMMs stream at their own efficiency; in
 general each row's compute and memory times scale with the efficiency class that priced them,
 calc.calibration's EFFICIENCY_FIELDS: memory_broadcast, matmul_unaligned, attention_small_head)
@@ -30,12 +31,16 @@ from .calibration import EFFICIENCY_FIELDS
 # Fitted by default; the other efficiency classes keep their start values unless a caller frees them.
 # attention_small_head is fitted: cuDNN's d64 attention kernels (TinyLlama, gpt2) reach a share of
 # the peak of their own, and a fit that moves only `attention` left them at their start value.
-PARAMS = ("matmul", "matmul_skinny", "attention", "attention_small_head", "memory", "launch_s", "matmul_floor_s")
+# memory_launch_s, the fixed cost of a memory-bound kernel, is fitted apart from launch_s (GEMMs and
+# attention): the decode profiles time small elementwise kernels at 1.4-2.7 us against 4-5 us for
+# the smallest GEMMs (reports/models/README.md).
+PARAMS = ("matmul", "matmul_skinny", "attention", "attention_small_head", "memory", "launch_s", "matmul_floor_s",
+          "memory_launch_s")
 EFFICIENCIES = EFFICIENCY_FIELDS  # the order of Observation.base
 BOUNDS = {"matmul": (0.05, 1.5), "matmul_skinny": (0.05, 1.0), "attention": (0.05, 1.5), "memory": (0.05, 1.5),
           "memory_broadcast": (0.02, 1.5), "matmul_unaligned": (0.02, 1.5), "matmul_unaligned_stream": (0.02, 1.0),
           "attention_small_head": (0.05, 1.5),
-          "launch_s": (1e-7, 5e-5), "matmul_floor_s": (1e-7, 2e-5)}
+          "launch_s": (1e-7, 5e-5), "matmul_floor_s": (1e-7, 2e-5), "memory_launch_s": (1e-7, 5e-5)}
 
 
 @dataclass(frozen=True)
@@ -69,7 +74,8 @@ class Observation:
 
 def predict(obs: Observation, params: dict[str, float]) -> float:
     """The step re-priced at `params`: each term's time x (its class's efficiency at pricing /
-    the new one); a class missing from `params` (or from the base) keeps its time."""
+    the new one); a class missing from `params` (or from the base) keeps its time. A memory-bound
+    term pays memory_launch_s (launch_s when `params` has none)."""
     e0 = dict(zip(EFFICIENCIES, obs.base))
 
     def scale(cls: str) -> float:
@@ -79,8 +85,8 @@ def predict(obs: Observation, params: dict[str, float]) -> float:
     for t in obs.terms:
         compute_class, memory_class = t.classes
         floor = params.get("matmul_floor_s", t.floor_s) if t.floor_s else 0.0
-        total += t.count * (max(t.compute_s * scale(compute_class), t.memory_s * scale(memory_class), floor)
-                            + params["launch_s"])
+        launch = params.get("memory_launch_s", params["launch_s"]) if t.kind == "memory" else params["launch_s"]
+        total += t.count * (max(t.compute_s * scale(compute_class), t.memory_s * scale(memory_class), floor) + launch)
     return max(total, obs.host_path_s)
 
 
@@ -126,11 +132,12 @@ def fit(observations: Iterable[Observation], start: dict[str, float], fixed: tup
     """Parameters (PARAMS) minimising `loss` of the step observations plus, when given, `loss` of
     the per-op ones (profiler times of single ops: each group weighs the same); `fixed` ones keep
     their start value. A parameter no observation depends on (no attention rows, say) keeps its
-    start value too. Searched in log space, clamped to BOUNDS."""
+    start value too; one `start` lacks is not fitted (memory_launch_s: then launch_s). Searched in
+    log space, clamped to BOUNDS."""
     obs, per_op = list(observations), [o for o in ops if o.measured_s > 0]
     require(bool(obs), "calibrate: no measured rows to fit")
     require(all(o.measured_s > 0 for o in obs), "calibrate: measured times must be positive")
-    free = [p for p in PARAMS if p not in fixed and _matters(obs + per_op, p)]
+    free = [p for p in PARAMS if p in start and p not in fixed and _matters(obs + per_op, p)]
 
     def unpack(x: list[float]) -> dict[str, float]:
         params = dict(start)
@@ -150,6 +157,8 @@ def fit(observations: Iterable[Observation], start: dict[str, float], fixed: tup
 def _matters(obs: Iterable[Observation], name: str) -> bool:
     if name in ("launch_s", "memory"):
         return True
+    if name == "memory_launch_s":
+        return any(t.kind == "memory" and t.count for o in obs for t in o.terms)
     if name == "matmul_floor_s":
         return any(t.floor_s and t.count for o in obs for t in o.terms)
     return any(name in t.classes and t.count for o in obs for t in o.terms)

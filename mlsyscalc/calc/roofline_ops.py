@@ -5,7 +5,7 @@ Every prediction is
     predicted_s = max(compute_s, memory_s, floor_s) + overhead_s
     compute_s   = waves x (FLOPs of one padded tile) / (achievable FLOP/s / SMs)
     memory_s    = read_bytes / read ceiling + write_bytes / write ceiling
-    overhead_s  = a fixed per-kernel cost (launch, prologue, tail)
+    overhead_s  = a fixed per-kernel cost (launch, prologue, tail; a memory-bound kernel's may differ)
     floor_s     = the shortest busy time of a plain (cuBLAS) GEMM kernel (0 for other kernels)
 
 (Williams, Waterman & Patterson, "Roofline", CACM 2009, plus the tile and wave quantisation of
@@ -159,7 +159,7 @@ def _finish(name: str, kind: str, dtype: str, flops: float, read: float, write: 
     ridge = ceil.ridge(peak_dtype, compute_class)
     return OpPrediction(
         name=name, kind=kind, dtype=dtype, flops=float(flops), read_bytes=float(read), write_bytes=float(write),
-        compute_s=compute_s, memory_s=ceil.memory_s(read, write, cls=memory_class), overhead_s=ceil.launch_s,
+        compute_s=compute_s, memory_s=ceil.memory_s(read, write, cls=memory_class), overhead_s=ceil.overhead_s(kind),
         roofline_s=roofline_s, ridge_flops_per_byte=ridge, tiling=tiling, shape=shape,
         compute_class=compute_class, memory_class=memory_class,
     )

@@ -126,13 +126,13 @@ def _solve(rows: list[list[float]], values: list[float]) -> tuple[float, ...]:
 
 
 def _fit_rows(samples: list[tuple[tuple[float, ...], list]], check: tuple[tuple[float, ...], list],
-              rate: list, launch_s: float) -> list[AffineRow]:
-    """Rows evaluated at len(features) feature points -> affine rows; `check` must agree (else an
-    internal error: the roofline stopped being affine in these sums)."""
+              rate: list) -> list[AffineRow]:
+    """Rows evaluated at len(features) feature points -> affine rows, each with its kernel's fixed
+    cost; `check` must agree (else an internal error: the roofline stopped being affine in these sums)."""
     out = []
     for i, row in enumerate(samples[0][1]):
         coef = {p: _solve([list(x) for x, _ in samples], [getattr(rs[i].pred, p) for _, rs in samples]) for p in _PARTS}
-        fast = AffineRow(row.pred.name, row.count, coef, 0.0, launch_s)
+        fast = AffineRow(row.pred.name, row.count, coef, 0.0, row.pred.overhead_s)
         for p in _PARTS:
             want, got = getattr(check[1][i].pred, p), fast.part(p, check[0])
             if abs(want - got) > 1e-6 * max(abs(want), 1e-30):
@@ -182,7 +182,7 @@ class IterationCost:
             grouped = len(row.pred.dims) > 1 and row.pred.dims[1] != 1
             fitted = _fit_rows([(features(t, grouped), [runs[t][i]]) for t in _FIT_TOKENS],
                                (features(_CHECK_TOKENS, grouped), [runs[_CHECK_TOKENS][i]]),
-                               [runs[self._rate_tokens()][i]], self.ceilings.launch_s)[0]
+                               [runs[self._rate_tokens()][i]])[0]
             if not grouped:  # bytes stay affine; the unaligned GEMMs' efficiency changes at UNALIGNED_TILE_ROWS
                 base = fitted.part("memory_s", (1.0, wide[0]))
                 scale = runs[wide[0]][i].pred.memory_s / base if base > 0 else 1.0
@@ -213,7 +213,7 @@ class IterationCost:
         long = min(4096, self._rate_tokens() - 1)
         rate = attn(1, long, 0) if phase == "prefill" else attn(64, 1, long)
         return _fit_rows([(features(*s), attn(*s)) for s in shapes], (features(*check), attn(*check)),
-                         rate, self.ceilings.launch_s)
+                         rate)
 
     def _linear_s(self, rows: list[AffineRow], t: int) -> float:
         moe = self.spec.moe

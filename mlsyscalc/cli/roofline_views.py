@@ -21,8 +21,11 @@ def _ceiling_note(ceil: Ceilings) -> str:
         where = f"measured ceilings from {ceil.source}"
     else:
         where = f"{ceil.gpu.name} datasheet"
+    memory_launch = ceil.overhead_s("memory")
+    fixed = (f"{ceil.launch_s * 1e6:g} us per kernel" if memory_launch == ceil.launch_s else
+             f"{ceil.launch_s * 1e6:g} us per GEMM / attention kernel, {memory_launch * 1e6:g} us per memory-bound one")
     return (f"Ceilings: {where}; efficiency matmul {eff.matmul:g}, attention {eff.attention:g}, memory "
-            f"{eff.memory:g}; {ceil.sm_count} SMs; fixed cost {ceil.launch_s * 1e6:g} us per kernel.")
+            f"{eff.memory:g}; {ceil.sm_count} SMs; fixed cost {fixed}.")
 
 
 def op_output(pred: OpPrediction, ceil: Ceilings) -> render.Output:

@@ -190,6 +190,11 @@ def fresh_goals(keys: set[str], paths: list[Path], fit: dict, fused: dict, after
             *_memory_line(lines, [r for r in rows if r.key in keys]), ""]
 
 
+def _param(params: dict, key: str) -> float:
+    """A fitted parameter; a memory-bound kernel's fixed cost, when not fitted apart, is launch_s."""
+    return params.get(key, params["launch_s"]) if key == "memory_launch_s" else params[key]
+
+
 def latest_rows(rows) -> list[Row]:
     """One row per case key: a case measured in several files counts once, as its latest row."""
     latest: dict[str, Row] = {}
@@ -240,14 +245,17 @@ def write(rows_paths: list[Path], out_dir: Path, hold_out: set[str], gpu: str,
             + (f" (rows of {', '.join(str(p) for p in fit_paths)} only)" if fit_paths else "")
             + f"; held out: {', '.join(sorted(hold_out))}.", "",
             *markdown_table(["parameter", "default", "fitted (steps + per-op; calibration.json)", "fitted (steps only)"],
-                            [[label, default, f"{params[key] * scale:.3f}", f"{steps['params'][key] * scale:.3f}"]
+                            [[label, default, f"{_param(params, key) * scale:.3f}",
+                              f"{_param(steps['params'], key) * scale:.3f}"]
                              for label, key, default, scale in (
                                  ("matmul efficiency", "matmul", base.efficiency.matmul, 1),
                                  ("GEMM stream (matmul_skinny)", "matmul_skinny", base.efficiency.matmul_skinny, 1),
                                  ("attention efficiency", "attention", base.efficiency.attention, 1),
                                  ("memory efficiency", "memory", base.efficiency.memory, 1),
-                                 ("fixed cost per kernel (us)", "launch_s", base.launch_s * 1e6, 1e6),
+                                 ("fixed cost per GEMM / attention kernel (us)", "launch_s", base.launch_s * 1e6, 1e6),
                                  ("GEMM floor, fixed cost apart (us)", "matmul_floor_s", round(base.matmul_floor_s * 1e6, 3), 1e6),
+                                 ("fixed cost per memory-bound kernel (us; steps only: the GEMM one)",
+                                  "memory_launch_s", base.overhead_s("memory") * 1e6, 1e6),
                                  *((key if key in PARAMS else f"{key} (not fitted)", key, getattr(base.efficiency, key), 1)
                                    for key in CLASSES[1:]))],
                             "lrrr"), "",
