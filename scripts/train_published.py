@@ -44,7 +44,8 @@ PREDICTED = {  # published metric -> how to read the same quantity from `mlsys t
 def narayanan_eq3_flops(run: dict[str, Any]) -> float:
     """FLOPs of one step as Narayanan et al. 2021 count them (eq. 3, full recomputation included)."""
     c, lay = run["config"], run["layout"]
-    b, s, layers, h, v = lay["global_batch"], lay["seq"], c["n_layer"], c["n_embd"], c["vocab_size"]
+    layers, h = c.get("n_layer", c.get("num_hidden_layers")), c.get("n_embd", c.get("hidden_size"))
+    b, s, v = lay["global_batch"], lay["seq"], c["vocab_size"]
     return 96 * b * s * layers * h**2 * (1 + s / (6 * h) + v / (16 * layers * h))
 
 
@@ -93,15 +94,20 @@ def model_ref(run: dict[str, Any], folder: Path) -> str:
     return str(path)
 
 
+def cluster_ref(run: dict[str, Any]) -> str:
+    """A built-in cluster name, or a cluster JSON file given relative to the repository (reports/train/clusters)."""
+    return str(ROOT / run["cluster"]) if run["cluster"].endswith(".json") else run["cluster"]
+
+
 def train_args(run: dict[str, Any], model: str) -> list[str]:
     lay = run["layout"]
-    args = ["train", model, "--gpus", str(run["gpus"]), "--cluster", run["cluster"], "--seq", str(lay["seq"]),
+    args = ["train", model, "--gpus", str(run["gpus"]), "--cluster", cluster_ref(run), "--seq", str(lay["seq"]),
             "--global-batch", str(lay["global_batch"]), "--micro-batch", str(lay["micro_batch"])]
     for key in ("tp", "pp", "dp", "cp", "vp", "zero"):
         if key in lay:
             args += [f"--{key}", str(lay[key])]
     args += ["--sp" if lay.get("sp") else "--no-sp", "--recompute", lay["recompute"], "--dtype", lay["dtype"]]
-    return args + attention_args(lay)
+    return args + attention_args(lay) + (["--overlap", lay["overlap"]] if "overlap" in lay else [])
 
 
 def attention_args(lay: dict[str, Any]) -> list[str]:
@@ -111,8 +117,9 @@ def attention_args(lay: dict[str, Any]) -> list[str]:
 
 def plan_args(run: dict[str, Any], model: str) -> list[str]:
     lay = run["layout"]
-    return ["plan", model, "--gpus", str(run["gpus"]), "--cluster", run["cluster"], "--seq", str(lay["seq"]),
-            "--global-batch", str(lay["global_batch"]), "--top", "1", *attention_args(lay)]
+    return ["plan", model, "--gpus", str(run["gpus"]), "--cluster", cluster_ref(run), "--seq", str(lay["seq"]),
+            "--global-batch", str(lay["global_batch"]), "--top", "1", *attention_args(lay),
+            *(["--overlap", lay["overlap"]] if "overlap" in lay else [])]
 
 
 def evaluate(run: dict[str, Any], runner: Runner, folder: Path, plan: bool) -> dict[str, Any]:
