@@ -15,6 +15,7 @@ Comparing like with like:
   TFLOP/s and GPUs is the step time it measured; that is compared with `step_time_s`, so no FLOP
   convention of ours enters (Narayanan et al. 2021, eq. 3: 96 B s l h^2 (1 + s / 6h + V / 16 l h)).
 - hardware_tflops_per_gpu without one: predicted = tflops_per_gpu x hfu / mfu.
+- tokens_per_s_per_gpu: compared as the step time it implies (global batch x sequence / (rate x GPUs)).
 - model_tflops_per_gpu, mfu: model FLOPs only; predicted = tflops_per_gpu, mfu (our convention: causal
   attention halved; the paper's may differ, which the runs file says).
 `tflops_per_gpu` in `mlsys train` JSON is in FLOP/s (base units).
@@ -38,6 +39,7 @@ PREDICTED = {  # published metric -> how to read the same quantity from `mlsys t
     "hardware_tflops_per_gpu": lambda r: r["tflops_per_gpu"] / 1e12 * r["hfu"] / r["mfu"],
     "model_tflops_per_gpu": lambda r: r["tflops_per_gpu"] / 1e12,
     "mfu": lambda r: r["mfu"],
+    "tokens_per_s_per_gpu": lambda r: r["tokens_per_s"] / r["gpus"],
 }
 
 
@@ -55,11 +57,15 @@ FLOP_FORMULAS = {"narayanan2021-eq3": narayanan_eq3_flops}
 def published_target(run: dict[str, Any]) -> tuple[str, float]:
     """(metric compared, published value): a TFLOP/s with the paper's FLOP formula becomes its step time."""
     metric, value = run["published"]["metric"], float(run["published"]["value"])
+    if metric == "tokens_per_s_per_gpu":  # a step's tokens over the measured rate is the measured step time
+        lay = run["layout"]
+        return "step_time_s", lay["global_batch"] * lay["seq"] / (value * run["gpus"])
     formula = run.get("flop_formula")
     if formula:
         return "step_time_s", FLOP_FORMULAS[formula](run) / (value * 1e12 * run["gpus"])
     return metric, value
-UNITS = {"step_time_s": "s", "hardware_tflops_per_gpu": "TFLOP/s", "model_tflops_per_gpu": "TFLOP/s", "mfu": ""}
+UNITS = {"step_time_s": "s", "hardware_tflops_per_gpu": "TFLOP/s", "model_tflops_per_gpu": "TFLOP/s", "mfu": "",
+         "tokens_per_s_per_gpu": "tokens/s"}
 
 
 def cli_runner() -> Runner:

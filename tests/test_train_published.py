@@ -20,7 +20,8 @@ def _runs():
 def test_runs_file_is_complete_and_consistent():
     runs = _runs()
     assert {r["group"] for r in runs} == {"korthikanti-2022-table5", "narayanan-2021-table1", "llama3-2024-table4",
-                                          "smith-2022-mtnlg", "bigscience-2022-bloom", "black-2022-neox"}
+                                          "smith-2022-mtnlg", "bigscience-2022-bloom", "black-2022-neox",
+                                          "megatron-bridge-h100"}
     for r in runs:
         lay = r["layout"]
         assert lay["tp"] * lay["pp"] * lay["dp"] * lay.get("cp", 1) == r["gpus"], r["name"]
@@ -149,3 +150,11 @@ def test_eq3_reads_hf_keys_and_a_cluster_file_resolves_in_the_repository():
     assert cluster.is_absolute() and cluster.is_file() and cluster.parent == ROOT / "reports/train/clusters"
     assert args[-2:] == ["--overlap", "none"] and tp.plan_args(run, "m.json")[-2:] == ["--overlap", "none"]
     assert "--overlap" not in tp.train_args(_runs()[0], "m.json")  # runs without the key keep the default
+
+
+def test_a_tokens_rate_becomes_the_step_time_it_implies():
+    """Megatron-Bridge performance summary, 25.11, DGX-H100, LLAMA3_70B FP8-CS: 1602 tokens/s/GPU on 64 GPUs
+    at GBS 128 x 8192 tokens: 1,048,576 tokens a step / (1602 x 64 = 102,528 tokens/s) = 10.227 s, by hand."""
+    run = next(r for r in _runs() if r["name"].startswith("Llama 3 70B, 64 H100, FP8, GBS 128"))
+    assert tp.published_target(run) == ("step_time_s", pytest.approx(10.2272, abs=1e-4))
+    assert tp.PREDICTED["tokens_per_s_per_gpu"]({"tokens_per_s": 102528.0, "gpus": 64}) == 1602.0
