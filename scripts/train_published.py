@@ -124,7 +124,7 @@ def attention_args(lay: dict[str, Any]) -> list[str]:
 def plan_args(run: dict[str, Any], model: str) -> list[str]:
     lay = run["layout"]
     return ["plan", model, "--gpus", str(run["gpus"]), "--cluster", cluster_ref(run), "--seq", str(lay["seq"]),
-            "--global-batch", str(lay["global_batch"]), "--top", "1", *attention_args(lay),
+            "--global-batch", str(lay["global_batch"]), "--dtype", lay["dtype"], "--top", "1", *attention_args(lay),
             *(["--overlap", lay["overlap"]] if "overlap" in lay else [])]
 
 
@@ -173,6 +173,8 @@ def _plan_cell(r: dict[str, Any]) -> str:
     if "plan_step_time_s" not in r:
         return "-"
     verdict = "ok" if r["plan_not_worse"] else "WORSE"
+    if not r["plan_not_worse"] and r.get("fits") is False:  # the search drops layouts over memory
+        verdict = "paper layout over memory by the model, so not searched"
     return f"{r['plan_step_time_s']:.3g} s vs {r['paper_layout_step_time_s']:.3g} s ({verdict})"
 
 

@@ -64,7 +64,7 @@ def test_train_and_plan_arguments():
     for part in ("--cluster dgx-a100", "--seq 2048", "--global-batch 64", "--micro-batch 1", "--tp 8", "--pp 8",
                  "--dp 1", "--vp 3", "--sp", "--recompute selective", "--dtype bf16", "--attention unfused"):
         assert part in joined
-    assert tp.plan_args(run, "m.json")[-4:] == ["--top", "1", "--attention", "unfused"]  # plan prices the same core
+    assert tp.plan_args(run, "m.json")[-6:] == ["--dtype", "bf16", "--top", "1", "--attention", "unfused"]  # same core
 
 
 def _fake(step_s=2.0, plan_s=1.5, fail=None):
@@ -97,6 +97,8 @@ def test_rows_errors_and_summary_by_hand(tmp_path):
     assert summary["all"]["max_abs_error"] == pytest.approx(0.2) and summary["g2"]["median_abs_error"] == pytest.approx(0.0625)
     worse = tp.evaluate(runs[0], _fake(plan_s=3.0), tmp_path, plan=True)
     assert worse["plan_not_worse"] is False and "WORSE" in tp._plan_cell(worse)
+    over = worse | {"fits": False}  # a paper layout the memory model rejects is not in the search: no bug
+    assert "WORSE" not in tp._plan_cell(over) and "over memory" in tp._plan_cell(over)
 
 
 def test_a_refused_layout_is_a_row_not_a_crash_and_the_page_is_written(tmp_path):
