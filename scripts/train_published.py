@@ -15,6 +15,7 @@ Comparing like with like:
   TFLOP/s and GPUs is the step time it measured; that is compared with `step_time_s`, so no FLOP
   convention of ours enters (Narayanan et al. 2021, eq. 3: 96 B s l h^2 (1 + s / 6h + V / 16 l h)).
 - hardware_tflops_per_gpu without one: predicted = tflops_per_gpu x hfu / mfu.
+- tokens_per_s_per_gpu: compared as the step time it implies (global batch x sequence / (rate x GPUs)).
 - model_tflops_per_gpu, mfu: model FLOPs only; predicted = tflops_per_gpu, mfu (our convention: causal
   attention halved; the paper's may differ, which the runs file says).
 `tflops_per_gpu` in `mlsys train` JSON is in FLOP/s (base units).
@@ -38,13 +39,15 @@ PREDICTED = {  # published metric -> how to read the same quantity from `mlsys t
     "hardware_tflops_per_gpu": lambda r: r["tflops_per_gpu"] / 1e12 * r["hfu"] / r["mfu"],
     "model_tflops_per_gpu": lambda r: r["tflops_per_gpu"] / 1e12,
     "mfu": lambda r: r["mfu"],
+    "tokens_per_s_per_gpu": lambda r: r["tokens_per_s"] / r["gpus"],
 }
 
 
 def narayanan_eq3_flops(run: dict[str, Any]) -> float:
     """FLOPs of one step as Narayanan et al. 2021 count them (eq. 3, full recomputation included)."""
     c, lay = run["config"], run["layout"]
-    b, s, layers, h, v = lay["global_batch"], lay["seq"], c["n_layer"], c["n_embd"], c["vocab_size"]
+    layers, h = c.get("n_layer", c.get("num_hidden_layers")), c.get("n_embd", c.get("hidden_size"))
+    b, s, v = lay["global_batch"], lay["seq"], c["vocab_size"]
     return 96 * b * s * layers * h**2 * (1 + s / (6 * h) + v / (16 * layers * h))
 
 
@@ -54,11 +57,15 @@ FLOP_FORMULAS = {"narayanan2021-eq3": narayanan_eq3_flops}
 def published_target(run: dict[str, Any]) -> tuple[str, float]:
     """(metric compared, published value): a TFLOP/s with the paper's FLOP formula becomes its step time."""
     metric, value = run["published"]["metric"], float(run["published"]["value"])
+    if metric == "tokens_per_s_per_gpu":  # a step's tokens over the measured rate is the measured step time
+        lay = run["layout"]
+        return "step_time_s", lay["global_batch"] * lay["seq"] / (value * run["gpus"])
     formula = run.get("flop_formula")
     if formula:
         return "step_time_s", FLOP_FORMULAS[formula](run) / (value * 1e12 * run["gpus"])
     return metric, value
-UNITS = {"step_time_s": "s", "hardware_tflops_per_gpu": "TFLOP/s", "model_tflops_per_gpu": "TFLOP/s", "mfu": ""}
+UNITS = {"step_time_s": "s", "hardware_tflops_per_gpu": "TFLOP/s", "model_tflops_per_gpu": "TFLOP/s", "mfu": "",
+         "tokens_per_s_per_gpu": "tokens/s"}
 
 
 def cli_runner() -> Runner:
@@ -93,15 +100,20 @@ def model_ref(run: dict[str, Any], folder: Path) -> str:
     return str(path)
 
 
+def cluster_ref(run: dict[str, Any]) -> str:
+    """A built-in cluster name, or a cluster JSON file given relative to the repository (reports/train/clusters)."""
+    return str(ROOT / run["cluster"]) if run["cluster"].endswith(".json") else run["cluster"]
+
+
 def train_args(run: dict[str, Any], model: str) -> list[str]:
     lay = run["layout"]
-    args = ["train", model, "--gpus", str(run["gpus"]), "--cluster", run["cluster"], "--seq", str(lay["seq"]),
+    args = ["train", model, "--gpus", str(run["gpus"]), "--cluster", cluster_ref(run), "--seq", str(lay["seq"]),
             "--global-batch", str(lay["global_batch"]), "--micro-batch", str(lay["micro_batch"])]
     for key in ("tp", "pp", "dp", "cp", "vp", "zero"):
         if key in lay:
             args += [f"--{key}", str(lay[key])]
     args += ["--sp" if lay.get("sp") else "--no-sp", "--recompute", lay["recompute"], "--dtype", lay["dtype"]]
-    return args + attention_args(lay)
+    return args + attention_args(lay) + (["--overlap", lay["overlap"]] if "overlap" in lay else [])
 
 
 def attention_args(lay: dict[str, Any]) -> list[str]:
@@ -111,8 +123,9 @@ def attention_args(lay: dict[str, Any]) -> list[str]:
 
 def plan_args(run: dict[str, Any], model: str) -> list[str]:
     lay = run["layout"]
-    return ["plan", model, "--gpus", str(run["gpus"]), "--cluster", run["cluster"], "--seq", str(lay["seq"]),
-            "--global-batch", str(lay["global_batch"]), "--top", "1", *attention_args(lay)]
+    return ["plan", model, "--gpus", str(run["gpus"]), "--cluster", cluster_ref(run), "--seq", str(lay["seq"]),
+            "--global-batch", str(lay["global_batch"]), "--dtype", lay["dtype"], "--top", "1", *attention_args(lay),
+            *(["--overlap", lay["overlap"]] if "overlap" in lay else [])]
 
 
 def evaluate(run: dict[str, Any], runner: Runner, folder: Path, plan: bool) -> dict[str, Any]:
@@ -160,6 +173,8 @@ def _plan_cell(r: dict[str, Any]) -> str:
     if "plan_step_time_s" not in r:
         return "-"
     verdict = "ok" if r["plan_not_worse"] else "WORSE"
+    if not r["plan_not_worse"] and r.get("fits") is False:  # the search drops layouts over memory
+        verdict = "paper layout over memory by the model, so not searched"
     return f"{r['plan_step_time_s']:.3g} s vs {r['paper_layout_step_time_s']:.3g} s ({verdict})"
 
 

@@ -19,7 +19,9 @@ def _runs():
 
 def test_runs_file_is_complete_and_consistent():
     runs = _runs()
-    assert {r["group"] for r in runs} == {"korthikanti-2022-table5", "narayanan-2021-table1", "llama3-2024-table4"}
+    assert {r["group"] for r in runs} == {"korthikanti-2022-table5", "narayanan-2021-table1", "llama3-2024-table4",
+                                          "smith-2022-mtnlg", "bigscience-2022-bloom", "black-2022-neox",
+                                          "megatron-bridge-h100"}
     for r in runs:
         lay = r["layout"]
         assert lay["tp"] * lay["pp"] * lay["dp"] * lay.get("cp", 1) == r["gpus"], r["name"]
@@ -62,7 +64,7 @@ def test_train_and_plan_arguments():
     for part in ("--cluster dgx-a100", "--seq 2048", "--global-batch 64", "--micro-batch 1", "--tp 8", "--pp 8",
                  "--dp 1", "--vp 3", "--sp", "--recompute selective", "--dtype bf16", "--attention unfused"):
         assert part in joined
-    assert tp.plan_args(run, "m.json")[-4:] == ["--top", "1", "--attention", "unfused"]  # plan prices the same core
+    assert tp.plan_args(run, "m.json")[-6:] == ["--dtype", "bf16", "--top", "1", "--attention", "unfused"]  # same core
 
 
 def _fake(step_s=2.0, plan_s=1.5, fail=None):
@@ -95,6 +97,8 @@ def test_rows_errors_and_summary_by_hand(tmp_path):
     assert summary["all"]["max_abs_error"] == pytest.approx(0.2) and summary["g2"]["median_abs_error"] == pytest.approx(0.0625)
     worse = tp.evaluate(runs[0], _fake(plan_s=3.0), tmp_path, plan=True)
     assert worse["plan_not_worse"] is False and "WORSE" in tp._plan_cell(worse)
+    over = worse | {"fits": False}  # a paper layout the memory model rejects is not in the search: no bug
+    assert "WORSE" not in tp._plan_cell(over) and "over memory" in tp._plan_cell(over)
 
 
 def test_a_refused_layout_is_a_row_not_a_crash_and_the_page_is_written(tmp_path):
@@ -107,3 +111,52 @@ def test_a_refused_layout_is_a_row_not_a_crash_and_the_page_is_written(tmp_path)
     page = out.read_text()
     assert "Korthikanti et al. 2022" in page and "| all |" in page and "do not split" in page
     assert page.count("\n| Megatron ") == 8
+
+
+def test_every_run_names_its_source_measurement_and_flop_convention():
+    """A run is usable only with its paper and table, whether it is a measurement, and its FLOP convention."""
+    for r in _runs():
+        assert r["citation"]["paper"].strip() and r["citation"]["table"].strip(), r["name"]
+        assert isinstance(r["measurement"], bool), r["name"]
+        assert isinstance(r["flop_convention"], str) and r["flop_convention"].strip(), r["name"]
+        assert isinstance(r.get("assumed", []), list) and r.get("notes", "").strip(), r["name"]
+        if r["published"]["metric"] == "hardware_tflops_per_gpu":  # a TFLOP/s figure needs the paper's formula
+            assert r.get("flop_formula") in tp.FLOP_FORMULAS, r["name"]
+
+
+def test_mtnlg_tflops_are_eq3_at_its_step_times():
+    """Smith et al. 2022, section 2.4: 60.1 / 50.2 / 44.4 s a step at 2240 / 2800 / 3360 GPUs, which the paper
+    gives as 126 / 121 / 113 TFLOP/s per GPU. Eq. 3 (4 passes: full recomputation) with B 1920, s 2048, l 105,
+    h 20480, V 51200: 96 x 1920 x 2048 x 105 x 20480^2 x (1 + 2048/122880 + 51200/34406400) = 1.6926e19 FLOPs,
+    / (60.1 s x 2240) = 125.7e12: the runs' `recompute full` is the paper's convention."""
+    flops = 96 * 1920 * 2048 * 105 * 20480**2 * (1 + 2048 / 122880 + 51200 / 34406400)
+    assert flops == pytest.approx(1.6926e19, rel=1e-4)
+    for r in _runs():
+        if r["group"] == "smith-2022-mtnlg":
+            tflops = {2240: 126, 2800: 121, 3360: 113}[r["gpus"]]
+            assert flops / (r["published"]["value"] * r["gpus"]) / 1e12 == pytest.approx(tflops, rel=0.006), r["name"]
+            assert r["layout"]["recompute"] == "full" and r["layout"]["global_batch"] == 1920
+
+
+def test_eq3_reads_hf_keys_and_a_cluster_file_resolves_in_the_repository():
+    """GPT-NeoX-20B (HF keys): 117 TFLOP/s on 96 GPUs, B 1536, s 2048, l 44, h 6144, V 50432:
+    F = 96 x 1536 x 2048 x 44 x 6144^2 x (1 + 2048/36864 + 50432/4325376) = 5.3530e17 FLOPs a step, so the
+    step the figure implies is F / (117e12 x 96) = 47.66 s."""
+    run = next(r for r in _runs() if r["group"] == "black-2022-neox")
+    flops = 96 * 1536 * 2048 * 44 * 6144**2 * (1 + 2048 / 36864 + 50432 / 4325376)
+    metric, value = tp.published_target(run)
+    assert metric == "step_time_s" and value == pytest.approx(flops / (117e12 * 96), rel=1e-12)
+    assert flops == pytest.approx(5.3530e17, rel=1e-4) and value == pytest.approx(47.66, abs=0.005)
+    args = tp.train_args(run, "m.json")
+    cluster = Path(args[args.index("--cluster") + 1])
+    assert cluster.is_absolute() and cluster.is_file() and cluster.parent == ROOT / "reports/train/clusters"
+    assert args[-2:] == ["--overlap", "none"] and tp.plan_args(run, "m.json")[-2:] == ["--overlap", "none"]
+    assert "--overlap" not in tp.train_args(_runs()[0], "m.json")  # runs without the key keep the default
+
+
+def test_a_tokens_rate_becomes_the_step_time_it_implies():
+    """Megatron-Bridge performance summary, 25.11, DGX-H100, LLAMA3_70B FP8-CS: 1602 tokens/s/GPU on 64 GPUs
+    at GBS 128 x 8192 tokens: 1,048,576 tokens a step / (1602 x 64 = 102,528 tokens/s) = 10.227 s, by hand."""
+    run = next(r for r in _runs() if r["name"].startswith("Llama 3 70B, 64 H100, FP8, GBS 128"))
+    assert tp.published_target(run) == ("step_time_s", pytest.approx(10.2272, abs=1e-4))
+    assert tp.PREDICTED["tokens_per_s_per_gpu"]({"tokens_per_s": 102528.0, "gpus": 64}) == 1602.0
