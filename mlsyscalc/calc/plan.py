@@ -144,7 +144,7 @@ class _Memo:
             st = self.memory.states(c.tp, c.ep, c.pp)  # the same stage_params as stage_param_counts
             return tuple(zip(st.dense.astype(int).tolist(), st.expert.astype(int).tolist()))
         return self.get(("opt", c.tp, c.ep, c.pp, zero), lambda: optimizer_s(
-            counts(), zero, c.data_parallel * c.cp, c.ep, c.memory_dtype, self.ceil))
+            counts(), zero, c.data_parallel * c.cp, c.ep, c.memory_dtype, self.ceil, self.opts.framework))
 
 
 _COLUMNS = ("forward", "backward", "attention", "m", "pp", "vp", "zero", "optimizer", "micro_batch", "host_fb",

@@ -94,9 +94,23 @@ def state_bytes(dtype: str, master_weights: bool = True) -> tuple[float, float]:
     return (ADAMW_READ_BYTES, ADAMW_WRITE_BYTES + a) if master_weights else (4.0 * a, 3.0 * a)
 
 
-def adamw_op(params: int, dtype: str, ceil: Any, master_weights: bool = True) -> Any:
+def torch_mixed_state_bytes(dtype: str, zero: int) -> tuple[float, float]:
+    """AdamW (read, write) bytes per parameter as plain torch runs mixed precision (scripts/train_measure.py's
+    MixedAdamW): the `dtype` gradient cast to fp32 (read a, write 4), fused AdamW over the fp32 master weight,
+    gradient and moments (read 16, write 12), the master copied back to the weight (read 4, write a): 40 bytes
+    at bf16 where Megatron's fused optimizer moves 30. FSDP2 (ZeRO-3) steps its fp32 shards with fp32
+    gradients and casts at its next all-gather: 16 and 12, no cast and no copy."""
+    if zero == 3:
+        return float(ADAMW_READ_BYTES), float(ADAMW_WRITE_BYTES)
+    a = bytes_per_element(dtype)
+    return ADAMW_READ_BYTES + a + 4.0, ADAMW_WRITE_BYTES + 4.0 + a
+
+
+def adamw_op(params: int, dtype: str, ceil: Any, master_weights: bool = True,
+             state: tuple[float, float] | None = None) -> Any:
     """The AdamW step over `params` parameters held by one GPU (weights kept in `dtype`; without
-    master weights the gradient and both moments are in `dtype` too)."""
-    read, write = state_bytes(dtype, master_weights)
+    master weights the gradient and both moments are in `dtype` too). `state`: (read, write) bytes
+    per parameter instead (torch_mixed_state_bytes)."""
+    read, write = state or state_bytes(dtype, master_weights)
     return predict_memory_op("adamw", params * read, params * write, params * ADAMW_FLOPS, "fp32", ceil,
                              shape=f"{params} params")

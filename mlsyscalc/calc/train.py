@@ -40,7 +40,7 @@ from .flops import FlopOptions, count_flops
 from .memory_common import stage_layers, stage_params, verdict
 from .memory_train import TrainMemory, TrainOptions, train_memory
 from .roofline_options import RooflineOptions
-from .roofline_train import adamw_op
+from .roofline_train import adamw_op, torch_mixed_state_bytes
 from .train_comm import DIMS, Windows, contention_s, dim_times, traffic
 from .train_host import FRAMEWORK_SOURCES, StageWork, exposed_host_s, framework_costs, host_paths, interleaved_contention_s, stage_work
 from .train_attention import unfused_attention_s
@@ -159,11 +159,13 @@ def stage_param_counts(spec: ModelSpec, tp: int, ep: int, pp: int) -> tuple[tupl
 
 
 def optimizer_s(counts: tuple[tuple[int, int], ...], zero: int, shard: int, ep: int, dtype: str,
-                ceilings: Ceilings) -> float:
+                ceilings: Ceilings, framework: str = "megatron") -> float:
     """AdamW on the stage with the most parameters per GPU; ZeRO >= 1 shards dense parameters over
-    shard = dp x cp ranks and routed experts over dp x cp / ep (as calc.memory_train shards them)."""
+    shard = dp x cp ranks and routed experts over dp x cp / ep (as calc.memory_train shards them).
+    Megatron's fused mixed-precision optimizer, or (framework "torch") plain torch's cast, step and copy."""
     most = max(d / shard + e * ep / shard if zero >= 1 else d + e for d, e in counts)
-    return adamw_op(max(1, round(most)), dtype, ceilings).predicted_s
+    state = torch_mixed_state_bytes(dtype, zero) if framework == "torch" else None
+    return adamw_op(max(1, round(most)), dtype, ceilings, state=state).predicted_s
 
 
 def step_breakdown(*, pp: Any, vp: Any, windows: Windows, seconds: Mapping[tuple[str, str], Any], zero: Any,
@@ -234,7 +236,8 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
     breakdown, total = step_breakdown(
         pp=opts.pp, vp=opts.vp, windows=Windows(f, b, a, opts.num_micro_batches), seconds=traffic(comm.rows),
         zero=opts.zero, recompute=opts.recompute, overlap=opts.overlap,
-        optimizer=optimizer_s(counts, opts.zero, opts.data_parallel * opts.cp, opts.ep, opts.memory_dtype, ceilings),
+        optimizer=optimizer_s(counts, opts.zero, opts.data_parallel * opts.cp, opts.ep, opts.memory_dtype, ceilings,
+                              opts.framework),
         sm_share=opts.comm_sm_share(ceilings.gpu.sm_count), host=host, p2p_slowdown=costs.p2p_slowdown,
         overlap_slowdown=costs.overlap_slowdown)
     mem = step_memory(spec, opts)
