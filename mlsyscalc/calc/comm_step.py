@@ -41,8 +41,9 @@ from ..specs.model import ModelSpec
 from ..validate import check_gpus
 from .comm_collectives import TREE_COLLECTIVES, CollectiveCost, collective_cost
 from ..dtypes import bytes_per_element, dtype_name
-from .layers import mlp_linears
+from .layers import layer_linears, mlp_linears
 from .params import count_params
+from .tensor_parallel import tp_kind
 
 DIMENSIONS = ("tp", "cp", "dp", "pp")  # the rank-order axes; ep lives inside dp
 
@@ -65,6 +66,10 @@ class StepOptions:
     overlap: tuple[str, ...] = ()  # dimensions whose traffic hides behind compute
     algo: str = "ring"
     order: tuple[str, ...] = DIMENSIONS
+    # TP without SP, backward: "shared" (Megatron-LM: a block's column-parallel linears share one input, fused QKV
+    # and gate/up, so one all-reduce of its gradient) or "each" (plain torch DTensor TP: every column-parallel
+    # linear's input gradient is all-reduced on its own: q, k, v, gate and up, 5 a llama layer)
+    tp_input_reduce: str = "shared"
 
     @property
     def gpus(self) -> int:
@@ -144,6 +149,7 @@ def _validate(spec: ModelSpec, o: StepOptions, cluster: ClusterSpec) -> None:
     for name in ("dp", "tp", "pp", "ep", "cp", "batch", "seq", "grad_accum", "interleave"):
         require(getattr(o, name) >= 1, f"{name} must be at least 1, got {getattr(o, name)}")
     require(o.zero in (0, 1, 2, 3), f"zero stage must be 0, 1, 2 or 3, got {o.zero}")
+    require(o.tp_input_reduce in ("shared", "each"), f"tp_input_reduce must be shared or each, got {o.tp_input_reduce!r}")
     check_gpus(o.gpus, "dp x tp x pp x cp GPUs")
     require(sorted(o.order) == sorted(DIMENSIONS), f"order must list {', '.join(DIMENSIONS)} once each")
     require(abs(o.order.index("cp") - o.order.index("dp")) == 1, "order: cp and dp must be neighbours")
@@ -262,6 +268,10 @@ def _model_rows(pr: _Pricer, spec: ModelSpec, o: StepOptions) -> None:
         pr.add("tp", "all-gather", f"SP: {k} all-gathers per layer forward, {k} backward", tp, act, 2 * k * layers * m)
         pr.add("tp", "reduce-scatter", f"SP: {k} reduce-scatters per layer forward, {k} backward", tp, act,
                2 * k * layers * m)
+    elif o.tp_input_reduce == "each":
+        back = round(_column_linears(spec) / o.pp)  # the stage's share, as `layers` is
+        pr.add("tp", "all-reduce", f"torch DTensor: {k} all-reduces per layer forward, one backward per "
+               f"column-parallel linear ({back} a stage)", tp, act, (k * layers + back) * m)
     else:
         pr.add("tp", "all-reduce", f"Megatron: {k} all-reduces per layer forward, {k} backward", tp, act,
                2 * k * layers * m)
@@ -281,6 +291,14 @@ def _model_rows(pr: _Pricer, spec: ModelSpec, o: StepOptions) -> None:
         cp = pr.group("cp", o.cp)
         pr.add("cp", "all-gather", "K,V all-gather per layer forward and again backward", cp, kv, 2 * layers * m)
         pr.add("cp", "reduce-scatter", "dK,dV reduce-scatter per layer backward", cp, kv, layers * m)
+
+
+@lru_cache(maxsize=32)
+def _column_linears(spec: ModelSpec) -> int:
+    """Column-parallel linears of every layer (routed experts apart): each has its own input gradient to all-reduce
+    under plain torch DTensor TP."""
+    return sum(1 for i in range(spec.num_layers) for lin in layer_linears(spec, i)
+               if lin.copies == 1 and tp_kind(lin) == "column")
 
 
 @lru_cache(maxsize=256)

@@ -36,7 +36,7 @@ from .comm_step import StepOptions, step_comm
 from .memory_common import verdict
 from .plan_memory import MemoryTable
 from .plan_space import PlanOptions, execution_options, structures
-from .train import TrainStep, core_attention, optimizer_s, step_breakdown, train_step
+from .train import TP_INPUT_REDUCE, TrainStep, core_attention, optimizer_s, step_breakdown, train_step
 from .train_comm import Windows, traffic
 from .train_host import framework_costs, host_paths, stage_work, tensor_counts
 from .train_options import TrainStepOptions
@@ -100,7 +100,8 @@ class _Memo:
 
     def _comm(self, c: TrainStepOptions, part: str, **changes: Any) -> dict[tuple[str, str], float]:
         o = StepOptions(dp=c.data_parallel, tp=c.tp, pp=c.pp, ep=c.ep, cp=c.cp, sp=c.sp_active, zero=c.zero,
-                        batch=c.micro_batch, seq=c.seq, grad_accum=1, interleave=c.vp, dtype=c.memory_dtype)
+                        batch=c.micro_batch, seq=c.seq, grad_accum=1, interleave=c.vp, dtype=c.memory_dtype,
+                        tp_input_reduce=TP_INPUT_REDUCE[c.framework])
         return traffic(step_comm(self.spec, replace(o, **changes), self.cluster, parts=(part,)).rows)
 
     def host(self, c: TrainStepOptions, recompute: str, zero: int) -> tuple[float, float]:

@@ -158,6 +158,12 @@ def stage_param_counts(spec: ModelSpec, tp: int, ep: int, pp: int) -> tuple[tupl
         stage_params(spec, stage_layers(spec.num_layers, pp, s), s == 0, s == pp - 1, tp, ep, pp) for s in range(pp)))
 
 
+# TP's backward all-reduces (calc.comm_step): Megatron's fused column-parallel linears share one; plain torch's
+# DTensor TP reduces each linear's input gradient (measured: 226 all-reduces a step of a 32-layer llama at tp 2,
+# 7 a layer and 2 at the ends; reports/train/README.md)
+TP_INPUT_REDUCE = {"megatron": "shared", "torch": "each"}
+
+
 def optimizer_s(counts: tuple[tuple[int, int], ...], zero: int, shard: int, ep: int, dtype: str,
                 ceilings: Ceilings, framework: str = "megatron") -> float:
     """AdamW on the stage with the most parameters per GPU; ZeRO >= 1 shards dense parameters over
@@ -231,7 +237,7 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
     comm = step_comm(spec, StepOptions(
         dp=opts.data_parallel, tp=opts.tp, pp=opts.pp, ep=opts.ep, cp=opts.cp, sp=opts.sp_active, zero=opts.zero,
         batch=opts.micro_batch, seq=opts.seq, grad_accum=opts.num_micro_batches, interleave=opts.vp,
-        dtype=opts.memory_dtype), cluster)
+        dtype=opts.memory_dtype, tp_input_reduce=TP_INPUT_REDUCE[opts.framework]), cluster)
     counts = stage_param_counts(spec, opts.tp, opts.ep, opts.pp)
     breakdown, total = step_breakdown(
         pp=opts.pp, vp=opts.vp, windows=Windows(f, b, a, opts.num_micro_batches), seconds=traffic(comm.rows),
