@@ -113,8 +113,9 @@ def test_moe_decode_graph_row_says_why():
     assert "CUDA graph" in rows[0]["error"] and rows[1]["error"] is None
 
 
-@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available(),
-                    reason="needs the Triton interpreter or a GPU")
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",
+                    reason="CPU tensors through Triton's interpreter (on a GPU the bench's correctness gate checks "
+                           "the same kernels in bf16 on every --kernels triton row)")
 def test_triton_kernels_match_torch_in_the_interpreter():
     """Flash attention (prefill) and paged decode inside the model reproduce the torch path's
     logits (fp32 weights, Triton's CPU interpreter)."""
