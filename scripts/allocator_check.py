@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
-from dataclasses import replace
 
 
 def _held(torch) -> dict:
@@ -50,7 +49,7 @@ def check(text: str, device: str = "cuda") -> dict:
     import torch
 
     from mlsyscalc.bench.cases.model import (ModelCase, _build, _capability, _free, blas_workspaces,
-                                             predicted_peak_bytes, reduced_spec, step_fn)
+                                             eager_peak_step, predicted_peak_bytes, reduced_spec, step_fn)
     from mlsyscalc.bench.torch_alloc import build_events, step_events
     from mlsyscalc.bench.torch_models import build_model
     from mlsyscalc.calc.caching_allocator import Alloc
@@ -69,8 +68,7 @@ def check(text: str, device: str = "cuda") -> dict:
     if case.mode == "graph":
         fn()
         del fn
-        _free()
-        fn = step_fn(model, spec, replace(case, graphs=False), device)
+        fn = eager_peak_step(model, spec, case, device)
     if phase != "train":
         row["inputs"] = _point(torch, events)
     fn()  # warm-up: workspaces, and for train the gradients and optimizer states

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 from collections import defaultdict
-from dataclasses import replace
 
 
 def _where(frames: list[dict]) -> str:
@@ -67,7 +66,8 @@ def _group(blocks) -> dict[str, int]:
 def attribute(model_name: str, phase: str, batch: int, seq: int, mode: str) -> dict:
     import torch
 
-    from mlsyscalc.bench.cases.model import ModelCase, _build, _free, _time_s, predicted_peak_bytes, step_fn
+    from mlsyscalc.bench.cases.model import (ModelCase, _build, _free, _time_s, eager_peak_step, predicted_peak_bytes,
+                                             step_fn)
     from mlsyscalc.bench.torch_models import build_model
     from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
     from mlsyscalc.specs.lookup import load_model
@@ -85,8 +85,7 @@ def attribute(model_name: str, phase: str, batch: int, seq: int, mode: str) -> d
     after_timing = torch.cuda.memory_allocated() - start_bytes
     if case.mode == "graph":
         del fn
-        _free()
-        fn = step_fn(model, spec, replace(case, graphs=False), "cuda")
+        fn = eager_peak_step(model, spec, case, "cuda")
         fn()
     torch.cuda.synchronize()
     mark = len(torch.cuda.memory._snapshot()["device_traces"][0])

@@ -99,6 +99,7 @@ class _Memo:
                         lambda: slowest_stage(parts, stages, recompute))
 
     def _comm(self, c: TrainStepOptions, part: str, **changes: Any) -> dict[tuple[str, str], float]:
+        """Seconds per (dimension, kind) of one side of the step's traffic: "dp" or "model" (step_comm's parts)."""
         o = StepOptions(dp=c.data_parallel, tp=c.tp, pp=c.pp, ep=c.ep, cp=c.cp, sp=c.sp_active, zero=c.zero,
                         batch=c.micro_batch, seq=c.seq, grad_accum=1, interleave=c.vp, dtype=c.memory_dtype,
                         tp_input_reduce=TP_INPUT_REDUCE[c.framework])
@@ -119,8 +120,8 @@ class _Memo:
         stage (EP traffic follows them): then the traffic is a + b vp, taken from the calls at vp = 1
         and at the smallest valid vp > 1."""
         def at(vp: int) -> dict[tuple[str, str], float]:
-            return self.get(("model", c.tp, c.pp, c.cp, c.ep, c.sp_active, c.micro_batch, vp), lambda: {
-                k: v for k, v in self._comm(c, "model", zero=0, interleave=vp).items() if k[0] != "dp"})
+            return self.get(("model", c.tp, c.pp, c.cp, c.ep, c.sp_active, c.micro_batch, vp),
+                            lambda: self._comm(c, "model", zero=0, interleave=vp))
         if c.vp == 1:
             return at(1)
         second = next(v for v in range(2, c.vp + 1) if self.spec.num_layers % (c.pp * v) == 0)
@@ -137,7 +138,7 @@ class _Memo:
         """DP seconds as (a, b) of a + b m, from the calls at m = 1 and m = 2."""
         def make() -> dict[tuple[str, str], tuple[float, float]]:
             one, two = (self._comm(c, "dp", zero=zero, sp=False, batch=1, interleave=1, grad_accum=m) for m in (1, 2))
-            return {k: (2 * v - two[k], two[k] - v) for k, v in one.items() if k[0] == "dp"}
+            return {k: (2 * v - two[k], two[k] - v) for k, v in one.items()}
         return self.get(("dp", c.tp, c.pp, c.cp, c.ep, zero), make)
 
     def optimizer(self, c: TrainStepOptions, zero: int) -> float:

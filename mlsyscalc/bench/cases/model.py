@@ -347,14 +347,20 @@ def _measure(model, spec, case: ModelCase, device: str, reps: int) -> tuple[floa
         return seconds * 1e3, None
     if case.mode == "graph":
         del fn  # the graph, its pool and its caches: the eager step allocates its own
-        _free()
-        fn = step_fn(model, spec, replace(case, graphs=False), device)
+        fn = eager_peak_step(model, spec, case, device)
         fn()  # warm-up (cuBLAS handles and workspaces)
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     fn()
     torch.cuda.synchronize()
     return seconds * 1e3, torch.cuda.max_memory_allocated()
+
+
+def eager_peak_step(model, spec, case: ModelCase, device: str):
+    """The eager step whose peak a graph row reports (_measure): what the graph left is freed first (the
+    caller drops its reference to the replay), then the eager step allocates its own inputs and caches."""
+    _free()
+    return step_fn(model, spec, replace(case, graphs=False), device)
 
 
 def _free() -> None:
