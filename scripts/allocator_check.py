@@ -11,6 +11,7 @@ and the replay's allocated, requested and reserved bytes for the same allocation
 max_memory_allocated and the peak of requested bytes beside predicted_peak_bytes.
 
     python scripts/allocator_check.py gpt2:decode:1:1023:graph llama2-7b:decode:1:2048:graph:2 --out alloc.json
+    python scripts/allocator_check.py llama2-7b:decode:1:2048:graph::int4 --out alloc.json   (all layers, int4 weights)
 """
 
 from __future__ import annotations
@@ -27,10 +28,14 @@ def _held(torch) -> dict:
     blocks = [(b["requested_size"], b["size"]) for seg in torch.cuda.memory_snapshot() for b in seg["blocks"]
               if b["state"] == "active_allocated"]
     odd = Counter(f"{r}->{s}" for r, s in blocks if s - r >= 512)
+    by_size: Counter = Counter()
+    for r, _ in blocks:
+        by_size[r] += r
     return {"allocated_bytes": torch.cuda.memory_allocated(), "requested_bytes": stats["requested_bytes.all.current"],
             "reserved_bytes": torch.cuda.memory_reserved(), "segments": stats["segment.all.current"],
             "snapshot_block_bytes": sum(s for _, s in blocks), "snapshot_requested_bytes": sum(r for r, _ in blocks),
-            "odd_blocks": dict(odd.most_common(40))}
+            "odd_blocks": dict(odd.most_common(40)),
+            "largest_groups": {f"{size} x {total // max(size, 1)}": total for size, total in by_size.most_common(12)}}
 
 
 def _point(torch, events) -> dict:
@@ -55,8 +60,10 @@ def check(text: str, device: str = "cuda") -> dict:
     from mlsyscalc.calc.caching_allocator import Alloc
     from mlsyscalc.specs.lookup import load_model
 
-    name, phase, batch, seq, mode, *layers = text.split(":")
-    case = ModelCase(phase, int(batch), int(seq), graphs=mode == "graph", layers=int(layers[0]) if layers else None)
+    name, phase, batch, seq, mode, *rest = text.split(":")
+    layers, dtype = (rest + ["", "bf16"])[:2]
+    case = ModelCase(phase, int(batch), int(seq), graphs=mode == "graph", layers=int(layers) if layers else None,
+                     dtype=dtype, kernels="torch" if dtype == "bf16" else "triton")
     spec = reduced_spec(load_model(name), case.layers)
     _free()
     row: dict = {"case": text, "start_allocated_bytes": torch.cuda.memory_allocated(), "torch": torch.__version__,
@@ -88,7 +95,7 @@ def check(text: str, device: str = "cuda") -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("cases", nargs="+", help="MODEL:PHASE:BATCH:SEQ:MODE[:LAYERS] (mode graph or eager)")
+    ap.add_argument("cases", nargs="+", help="MODEL:PHASE:BATCH:SEQ:MODE[:LAYERS[:DTYPE]] (mode graph or eager; DTYPE int4/int8 runs the triton kernels)")
     ap.add_argument("--out", required=True)
     opts = ap.parse_args()
     rows = []
