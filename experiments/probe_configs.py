@@ -238,7 +238,7 @@ def _quantised(x, w, bits, group):
     """(q, scales, the GEMV's packing of q, fp reference of x @ dequant(q).T) for weights w: int8 per row or
     int4 with bf16 scales per `group`."""
     from mlsyscalc.kernels import quant as Q
-    from mlsyscalc.kernels.quant_w4 import pack_halves
+    from mlsyscalc.kernels.quant import pack_halves
 
     q, sc = Q.quantize(w, "int8" if bits == 8 else "int4", group, torch.bfloat16)
     return q, sc, (pack_halves(q, group) if bits == 4 else q), Q.weight_only_matmul_ref(x, q, sc, bits, group)
@@ -463,7 +463,7 @@ def probe_flush(out, shapes):
     from mlsyscalc.kernels import attention_decode as dec
     from mlsyscalc.kernels import quant as Q
     from mlsyscalc.kernels import quant_gemv as G
-    from mlsyscalc.kernels.quant_w4 import pack_halves
+    from mlsyscalc.kernels.quant import pack_halves
 
     buf = torch.empty(256 * 1024 * 1024 // 4, device="cuda", dtype=torch.float32)
     buf.zero_()

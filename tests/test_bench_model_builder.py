@@ -113,3 +113,22 @@ def test_unsupported_input_is_a_clear_error():
         build_model(tiny("llama2-7b"), "float32", "cpu", kernels="cuda")
     with pytest.raises(MlsysError, match="triton"):
         build_model(tiny("llama2-7b"), "float32", "cpu", quant_bits=4)
+
+
+@pytest.mark.parametrize("bits,rows", [(4, 1), (4, 20), (8, 1), (8, 20)])
+def test_quantized_linear_equals_its_dequantized_weight(bits, rows):
+    """QuantLinear (the bench's `--dtype int4|int8` layers) through the project's weight-only kernels
+    (Triton's interpreter on a CPU) against x @ W_deq.T in torch, W_deq rebuilt by the reference
+    quantizer from the same weight (int4: group 128, scales per group; int8: one scale per row)."""
+    from mlsyscalc.bench._torch_layers import QuantLinear
+    from mlsyscalc.kernels.quant import dequantize_ref, quantize_ref
+
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(256, 48, bias=True)
+    x = torch.randn(rows, 256)
+    layer = QuantLinear(linear, bits)
+    mode, group = ("int4", 128) if bits == 4 else ("int8", None)
+    q, scale = quantize_ref(linear.weight.detach(), mode, group, scale_dtype=torch.float32)
+    want = x @ dequantize_ref(q, scale, mode, group).T + linear.bias.detach()
+    torch.testing.assert_close(layer(x), want, rtol=1e-4, atol=1e-4)
+    assert layer.q.numel() * layer.q.element_size() == 256 * 48 * bits // 8  # packed bytes: bits per weight

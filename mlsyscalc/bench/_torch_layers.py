@@ -160,16 +160,15 @@ class MoE(nn.Module):
 
 
 class QuantLinear(nn.Module):
-    """Weight-only int8 / int4 (group 128) Linear: the project's Triton GEMV for up to 16 rows,
-    its weight-only matmul for more (mlsyscalc.kernels.quant; int4 in the "halves" packing both
-use). Weights quantized from a Linear."""
+    """Weight-only int8 / int4 (group 128) Linear through mlsyscalc.kernels.quant.weight_only_matmul: the
+    Triton GEMV for up to 16 rows, the tiled W8A16 kernel or a dequantize + cuBLAS for more (int4 in the
+    "halves" packing it takes). Weights quantized from a Linear."""
 
     GROUP = 128
 
     def __init__(self, linear: nn.Linear, bits: int):
         super().__init__()
-        from mlsyscalc.kernels.quant import quantize
-        from mlsyscalc.kernels.quant_w4 import pack_halves
+        from mlsyscalc.kernels.quant import pack_halves, quantize
 
         self.bits = bits
         w = linear.weight.detach()
@@ -183,10 +182,9 @@ use). Weights quantized from a Linear."""
     def forward(self, x):
         from mlsyscalc.kernels.quant import weight_only_matmul
 
-        flat = x.reshape(-1, x.shape[-1])
+        flat = x.reshape(-1, x.shape[-1]).contiguous()
         group = self.GROUP if self.bits == 4 else None
-        variant = "gemv" if flat.shape[0] <= 16 else "halves" if self.bits == 4 else "interleave"
-        y = weight_only_matmul(flat, self.q, self.scale, self.bits, group, variant=variant)
+        y = weight_only_matmul(flat, self.q, self.scale, self.bits, group)  # the path by rows: GEMV up to 16
         y = y.view(*x.shape[:-1], self.out_features)
         return y if self.bias is None else y + self.bias
 
