@@ -61,16 +61,16 @@ def check(text: str, device: str = "cuda") -> dict:
     from mlsyscalc.specs.lookup import load_model
 
     name, phase, batch, seq, mode, *rest = text.split(":")
-    layers, dtype = (rest + ["", "bf16"])[:2]
+    layers, dtype, kernels = (rest + ["", "bf16", ""])[:3]
     case = ModelCase(phase, int(batch), int(seq), graphs=mode == "graph", layers=int(layers) if layers else None,
-                     dtype=dtype, kernels="torch" if dtype == "bf16" else "triton")
+                     dtype=dtype, kernels=kernels or ("torch" if dtype == "bf16" else "triton"))
     spec = reduced_spec(load_model(name), case.layers)
     _free()
     row: dict = {"case": text, "start_allocated_bytes": torch.cuda.memory_allocated(), "torch": torch.__version__,
                  "gpu": torch.cuda.get_device_name()}
     model = _build(build_model, spec, case, device)
     row["build"] = _point(torch, build_events(spec))
-    events = step_events(spec, phase, case.batch, case.seq, case.graphs)
+    events = step_events(spec, phase, case.batch, case.seq, case.graphs, case.kernels)
     fn = step_fn(model, spec, case, device)
     if case.mode == "graph":
         fn()
@@ -87,7 +87,8 @@ def check(text: str, device: str = "cuda") -> dict:
     stats = torch.cuda.memory_stats()
     peak, predicted = torch.cuda.max_memory_allocated(), predicted_peak_bytes(spec, case, _capability(device))
     row.update(peak_bytes=peak, peak_requested_bytes=stats["requested_bytes.all.peak"], predicted_peak_bytes=predicted,
-               memory_error=(predicted - peak) / peak)
+               memory_error=(predicted - peak) / peak,
+               step_transient_bytes=peak - row["before_step"]["allocated_bytes"])
     del model, fn
     _free()
     return row
@@ -95,7 +96,7 @@ def check(text: str, device: str = "cuda") -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("cases", nargs="+", help="MODEL:PHASE:BATCH:SEQ:MODE[:LAYERS[:DTYPE]] (mode graph or eager; DTYPE int4/int8 runs the triton kernels)")
+    ap.add_argument("cases", nargs="+", help="MODEL:PHASE:BATCH:SEQ:MODE[:LAYERS[:DTYPE[:KERNELS]]] (mode graph or eager; DTYPE int4/int8 runs the triton kernels)")
     ap.add_argument("--out", required=True)
     opts = ap.parse_args()
     rows = []

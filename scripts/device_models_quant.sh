@@ -12,7 +12,7 @@ run() { bench_case "$DIR/rows.jsonl" 90 "$@"; }
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$DIR/log.md" 2>&1
 timeout 90 python3 -W ignore "$(dirname "$0")/allocator_check.py" --out "$DIR/alloc.json" \
-  llama2-7b:decode:1:2048:graph::int4 llama2-7b:decode:16:2048:graph::int8 llama2-7b:decode:1:2048:graph::bf16 \
+  llama2-7b:decode:1:2048:graph::int4 llama2-7b:decode:1:2048:graph::bf16:triton llama2-7b:decode:16:2048:graph::bf16:triton llama2-7b:decode:1:2048:graph::bf16 \
   >"$DIR/alloc.log" 2>&1 || echo "exit $?" >>"$DIR/alloc.log"
 run llama2-7b --phase decode --batch 1,16 --seq 2048 --kernels triton --dtype int4 --mode graph
 run llama2-7b --phase decode --batch 1,16 --seq 2048 --kernels triton --dtype int8 --mode graph

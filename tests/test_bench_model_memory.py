@@ -62,3 +62,13 @@ def test_predicted_peak_of_llama_prefill_written_out():
     want = weights + kv + workspace + logits + 32 * MiB
     got = predicted_peak_bytes(load_model("llama2-7b"), ModelCase("prefill", 8, 2048), (9, 0))
     assert got == pytest.approx(want, rel=1e-9)
+
+
+def test_triton_decode_cache_is_sized_in_whole_pages():
+    """The paged decode kernel's caches hold whole 64-token pages: llama2-7b decode B16 at 2048 cached
+    tokens needs 2049 positions, 33 pages = 2112; the 63 extra positions are 2 (K, V) x 32 layers x 16
+    sequences x 63 x 4096 x 2 bytes = 528,482,304 bytes over the torch kernels' exact cache."""
+    llama = load_model("llama2-7b")
+    torch_peak = predicted_peak_bytes(llama, ModelCase("decode", 16, 2048), (9, 0))
+    triton_peak = predicted_peak_bytes(llama, ModelCase("decode", 16, 2048, kernels="triton"), (9, 0))
+    assert triton_peak - torch_peak == 2 * 32 * 16 * 63 * 4096 * 2

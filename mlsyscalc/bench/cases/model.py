@@ -25,6 +25,7 @@ from ...calc.roofline_host import probe_host_costs
 from ...calc.roofline_model import RooflineOptions, predict_model
 from ...errors import require
 from ..rows import Row
+from ..torch_alloc import PAGE
 
 WEIGHT_BITS = {"bf16": None, "int8": 8, "int4": 4}  # --dtype -> weight-only quantization bits
 
@@ -128,7 +129,7 @@ def allocator_rounding_bytes(spec, case: ModelCase, capability: tuple[int, int] 
 def predicted_peak_bytes(spec, case: ModelCase, capability: tuple[int, int] = (9, 0)) -> int:
     """calc.memory's peak for the same step, plus what torch adds: the cuBLAS workspace of the step's
     stream and the caching allocator's rounding of the persistent tensors. calc.memory: weights +
-    KV cache + workspace (with this model's live hidden-wide tensors), or the training total with
+    KV cache (with the triton kernels, sized in whole pages of PAGE tokens, as the paged decode kernel reads it) + workspace (with this model's live hidden-wide tensors), or the training total with
     bf16 optimizer states (no fp32 master copy: fused AdamW on bf16 parameters)."""
     torch_side = blas_workspace_bytes(spec, capability) + allocator_rounding_bytes(spec, case, capability)
     if case.phase == "train":
@@ -138,7 +139,7 @@ def predicted_peak_bytes(spec, case: ModelCase, capability: tuple[int, int] = (9
     tokens = case.batch * (1 if case.phase == "decode" else case.seq)
     context = case.seq + (1 if case.phase == "decode" else 0)
     opts = InferOptions(batch=case.batch, context=context, prefill_chunk=tokens, dtype=case.dtype, tp=case.tp,
-                        live_hidden=plain_torch_live_hidden(spec))
+                        live_hidden=plain_torch_live_hidden(spec), block_size=PAGE if case.kernels == "triton" else 0)
     return torch_side + infer_memory(spec, opts).total
 
 
