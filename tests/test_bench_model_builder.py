@@ -119,16 +119,19 @@ def test_unsupported_input_is_a_clear_error():
 def test_quantized_linear_equals_its_dequantized_weight(bits, rows):
     """QuantLinear (the bench's `--dtype int4|int8` layers) through the project's weight-only kernels
     (Triton's interpreter on a CPU) against x @ W_deq.T in torch, W_deq rebuilt by the reference
-    quantizer from the same weight (int4: group 128, scales per group; int8: one scale per row)."""
+    quantizer from the same weight (int4: group 128, scales per group; int8: one scale per row). On a GPU
+    the decode path proper: bf16 activations and weights through the compiled kernels (bf16 tolerance)."""
     from mlsyscalc.bench._torch_layers import QuantLinear
     from mlsyscalc.kernels.quant import dequantize_ref, quantize_ref
 
+    gpu = torch.cuda.is_available()
+    device, dtype, tol = ("cuda", torch.bfloat16, 2e-2) if gpu else ("cpu", torch.float32, 1e-4)
     torch.manual_seed(0)
-    linear = torch.nn.Linear(256, 48, bias=True)
-    x = torch.randn(rows, 256)
+    linear = torch.nn.Linear(256, 48, bias=True).to(device, dtype)
+    x = torch.randn(rows, 256, device=device, dtype=dtype)
     layer = QuantLinear(linear, bits)
     mode, group = ("int4", 128) if bits == 4 else ("int8", None)
-    q, scale = quantize_ref(linear.weight.detach(), mode, group, scale_dtype=torch.float32)
-    want = x @ dequantize_ref(q, scale, mode, group).T + linear.bias.detach()
-    torch.testing.assert_close(layer(x), want, rtol=1e-4, atol=1e-4)
+    q, scale = quantize_ref(linear.weight.detach(), mode, group, scale_dtype=dtype)  # as QuantLinear quantizes
+    want = x.float() @ dequantize_ref(q, scale, mode, group).float().T + linear.bias.detach().float()
+    torch.testing.assert_close(layer(x).float(), want, rtol=tol, atol=tol)
     assert layer.q.numel() * layer.q.element_size() == 256 * 48 * bits // 8  # packed bytes: bits per weight
