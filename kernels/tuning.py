@@ -29,6 +29,12 @@ _flush: dict = {}                  # device index -> flush buffer
 _flush_only_ms: dict = {}          # (device index, reps) -> time of a graph of flushes alone
 
 
+def release_buffers() -> None:
+    """Drop the L2-flush buffers (256 MiB a device) that timing keeps between calls; the next timing
+    allocates them again. A process measuring its own peak memory calls this once tuning is done."""
+    _flush.clear()
+
+
 def _graph(body, reps: int) -> torch.cuda.CUDAGraph:
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):

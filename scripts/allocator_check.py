@@ -53,7 +53,7 @@ def check(text: str, device: str = "cuda") -> dict:
     """One case's three points and its peak (`device` other than cuda: a CPU smoke test with torch.cuda faked)."""
     import torch
 
-    from mlsyscalc.bench.cases.model import (ModelCase, _build, _capability, _free, blas_workspaces,
+    from mlsyscalc.bench.cases.model import (ModelCase, _build, _capability, _free, _release_tuning, blas_workspaces,
                                              eager_peak_step, predicted_peak_bytes, reduced_spec, step_fn)
     from mlsyscalc.bench.torch_alloc import build_events, step_events
     from mlsyscalc.bench.torch_models import build_model
@@ -79,6 +79,7 @@ def check(text: str, device: str = "cuda") -> dict:
     if phase != "train":
         row["inputs"] = _point(torch, events)
     fn()  # warm-up: workspaces, and for train the gradients and optimizer states
+    _release_tuning()  # as the bench does before its peak
     spaces = [Alloc(("workspace", i), n) for i, n in enumerate(blas_workspaces(spec, _capability(device)))]
     row["before_step"] = _point(torch, events + spaces)
     torch.cuda.reset_peak_memory_stats()

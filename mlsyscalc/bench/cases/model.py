@@ -350,6 +350,7 @@ def _measure(model, spec, case: ModelCase, device: str, reps: int) -> tuple[floa
         del fn  # the graph, its pool and its caches: the eager step allocates its own
         fn = eager_peak_step(model, spec, case, device)
         fn()  # warm-up (cuBLAS handles and workspaces)
+    _release_tuning()
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     fn()
@@ -364,14 +365,26 @@ def eager_peak_step(model, spec, case: ModelCase, device: str):
     return step_fn(model, spec, replace(case, graphs=False), device)
 
 
+def _release_tuning() -> None:
+    """The project's kernel tuner keeps a 256 MiB L2-flush buffer per GPU once it has timed anything
+    (kernels.tuning); it is the tuner's, not the model's, so it goes before a peak is measured."""
+    import sys
+
+    tuning = sys.modules.get("mlsyscalc.kernels.tuning")
+    if tuning is not None:
+        tuning.release_buffers()
+
+
 def _free() -> None:
-    """Free what a case left: its tensors, cached blocks and the cuBLAS workspaces of every stream it
-    used (torch keeps one per stream until cleared; a graph row's warm-up and capture streams add two),
-    so each row's peak counts the workspace of its own step's stream only, whatever ran before."""
+    """Free what a case left: its tensors, cached blocks, the tuner's buffers and the cuBLAS workspaces
+    of every stream it used (torch keeps one per stream until cleared; a graph row's warm-up and capture
+    streams add two), so each row's peak counts the workspace of its own step's stream only, whatever ran
+    before."""
     import gc
 
     import torch
 
+    _release_tuning()
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.synchronize()
