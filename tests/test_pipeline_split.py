@@ -178,3 +178,22 @@ def test_layers_that_do_not_divide_name_the_options(run_cli):
     code, _, err = run_cli("memory", "train", "llama2-7b", "--pp", "5")
     assert code == 2 and "num_layers over --pp: 32 is not divisible by 5" in err
     assert "--decoder-first-pipeline-num-layers" in err
+
+
+# --- the published runs price the splits their papers used -------------------------------------------------------
+
+def test_published_llama3_and_bloom_runs_use_their_true_layers_and_split(tmp_path):
+    import json
+    from pathlib import Path
+
+    from .conftest import load_script
+
+    tp, root = load_script("train_published"), Path(__file__).resolve().parents[1]
+    runs = json.loads((root / "reports/train/published_runs.json").read_text())["runs"]
+    expect = {"llama3-2024-table4": [7] + [8] * 14 + [7], "bigscience-2022-bloom": [5] + [6] * 10 + [5]}
+    for run in (r for r in runs if r["group"] in expect):
+        assert "overrides" not in run and "split_source" in run
+        args = tp.train_args(run, tp.model_ref(run, tmp_path))
+        assert "--account-for-embedding-in-pipeline-split" in args and "--account-for-loss-in-pipeline-split" in args
+        stages = tp.cli_runner()(args)["pipeline"]["stages"]
+        assert [st["layers"] for st in stages] == expect[run["group"]], run["name"]
