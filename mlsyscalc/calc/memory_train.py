@@ -11,14 +11,15 @@ optimizer states in CPU memory.
 Activations follow Korthikanti et al. 2022 (see `calc.activations`); with pipeline
 parallelism stage s holds min(pp - s, micro-batches) micro-batches under 1F1B (the first
 stage min(pp, m), paper section 4.2.3), all of them under GPipe, and with vp model chunks the
-interleaved schedule's chunk-forwards (`calc.memory_schedule`). Each stage's peak is the
-largest of its phases: the start of the step's first backward (every saved activation and the
-loss's fp32 logits temporaries alive together; gradients only if they exist then), a later
-backward (when they did not: all gradients, one micro-batch fewer) and the optimizer step
-(weights, all gradients and optimizer states; no activations). Gradients are resident
-throughout with persistent buffers (`framework="megatron"`, Megatron-LM and DeepSpeed); with
-PyTorch's `zero_grad(set_to_none=True)` (`framework="torch"`) they are absent until the step's
-first backward (`calc.memory_schedule`, which also lists torch's other buffers).
+interleaved schedule's chunk-forwards (`calc.memory_schedule`), each holding its own chunk's
+layers (stages and chunks split evenly or as Megatron-LM's uneven options do,
+`calc.pipeline_split`). Each stage's peak is the largest of its phases: the start of the step's
+first backward (every saved activation and the loss's fp32 logits temporaries alive together;
+gradients only if they exist then), a later backward (when they did not: all gradients, one
+micro-batch fewer) and the optimizer step (weights, all gradients and optimizer states; no
+activations). Gradients are resident throughout with persistent buffers (`framework="megatron"`,
+Megatron-LM and DeepSpeed); with PyTorch's `zero_grad(set_to_none=True)` (`framework="torch"`)
+they are absent until the step's first backward (`calc.memory_schedule`, which also lists torch's other buffers).
 """
 
 from __future__ import annotations

@@ -17,7 +17,9 @@ The step (Narayanan et al. 2021, PTD-P, section 2.2; Korthikanti et al. 2022):
                megatron, the default)
     step_time = compute + contention + bubble + optimizer + sum of exposed comm + host
 
-m = global batch / (dp x micro-batch) micro-batches, p = pp, v = vp. Memory per GPU is
+m = global batch / (dp x micro-batch) micro-batches, p = pp, v = vp. Stages may hold unequal layers
+(Megatron-LM's uneven split, calc.pipeline_split): f and b are then the slowest stage's, so the bubble is
+(p - 1) / v times the slowest stage's f + b, an upper bound of the schedule's fill and drain. Memory per GPU is
 `calc.memory_train.train_memory` of the same layout; the interleaved schedule keeps
 (1 + (p - 1) / (p v)) times the 1F1B activations on the first stage (Korthikanti et al. 2022, section 4.2.3;
 `calc.memory_schedule` counts every stage's chunk-forwards in flight). Model FLOPs are `calc.flops` (2 FLOPs per multiply-add, matmuls only, causal
