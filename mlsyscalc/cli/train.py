@@ -185,7 +185,8 @@ def step_output(step) -> render.Output:
              f"{lay['num_micro_batches']}, ZeRO-{lay['zero']}, recompute {lay['recompute']}")
     rates = [["tokens/s", step.tokens_per_s], ["model TFLOP/s per GPU", step.tflops_per_gpu / 1e12],
              ["MFU", step.mfu], ["HFU", step.hfu],
-             ["memory per GPU", fmt_bytes(step.memory_bytes_per_gpu)], ["usable per GPU", fmt_bytes(step.usable_bytes)],
+             ["memory per GPU", fmt_bytes(step.memory_bytes_per_gpu)], ["peak stage", step.memory.peak_stage.stage],
+             ["usable per GPU", fmt_bytes(step.usable_bytes)],
              ["fits", step.fits]]
     comm = [[d, t, step.breakdown[f"{d}_comm_s"]] for d, t in step.comm_total_s.items() if t]
     tables = [render.table(title, ["part", "seconds", "share"], rows), render.table("rates", ["", "value"], rates),
