@@ -113,7 +113,17 @@ def train_args(run: dict[str, Any], model: str) -> list[str]:
         if key in lay:
             args += [f"--{key}", str(lay[key])]
     args += ["--sp" if lay.get("sp") else "--no-sp", "--recompute", lay["recompute"], "--dtype", lay["dtype"]]
-    return args + attention_args(lay) + (["--overlap", lay["overlap"]] if "overlap" in lay else [])
+    return args + attention_args(lay) + split_args(lay) + (["--overlap", lay["overlap"]] if "overlap" in lay else [])
+
+
+SPLIT_COUNTS = ("decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers")
+SPLIT_FLAGS = ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
+
+
+def split_args(lay: dict[str, Any]) -> list[str]:
+    """Megatron-LM's uneven pipeline options the layout names (the layers the run's stages held)."""
+    counts = [a for k in SPLIT_COUNTS if k in lay for a in (f"--{k.replace('_', '-')}", str(lay[k]))]
+    return counts + [f"--{k.replace('_', '-')}" for k in SPLIT_FLAGS if lay.get(k)]
 
 
 def attention_args(lay: dict[str, Any]) -> list[str]:

@@ -1,6 +1,7 @@
 """Communication of one training step, per parallel dimension, priced with the alpha-beta model.
 
-Rules (bytes are nccl-tests message sizes; m = micro-batches per step, L = layers per stage,
+Rules (bytes are nccl-tests message sizes; m = micro-batches per step, L = layers per stage (the most
+of any stage when they split unevenly),
 act = b * (s / cp) * hidden * bytes per element):
 
 - DP, plain (ZeRO-0/DDP): one all-reduce of the gradients per step (Li et al. 2020, PyTorch DDP).
@@ -70,6 +71,8 @@ class StepOptions:
     # and gate/up, so one all-reduce of its gradient) or "each" (plain torch DTensor TP: every column-parallel
     # linear's input gradient is all-reduced on its own: q, k, v, gate and up, 5 a llama layer)
     tp_input_reduce: str = "shared"
+    # the decoder layers of each pipeline stage when they split unevenly (calc.pipeline_split); () splits evenly
+    stages: tuple[tuple[int, ...], ...] = ()
 
     @property
     def gpus(self) -> int:
@@ -157,7 +160,11 @@ def _validate(spec: ModelSpec, o: StepOptions, cluster: ClusterSpec) -> None:
     divide(spec.num_heads, o.tp, "tp: attention heads")
     if spec.num_kv_heads >= o.tp:
         divide(spec.num_kv_heads, o.tp, "tp: key/value heads")
-    divide(spec.num_layers, o.pp * o.interleave, "pp x interleave: layers")
+    if o.stages:
+        require(len(o.stages) == o.pp and sorted(i for st in o.stages for i in st) == list(range(spec.num_layers)),
+                f"stages: {o.pp} stages must hold each of the {spec.num_layers} layers once")
+    else:
+        divide(spec.num_layers, o.pp * o.interleave, "pp x interleave: layers")
     divide(o.seq, o.cp, "cp: sequence length")
     if o.sp:
         divide(o.seq // o.cp, o.tp, "sp: sequence per tensor-parallel rank")
@@ -259,7 +266,7 @@ def _expert_replica_group(cp: int, dp: int, ep: int, s_cp: int, s_dp: int, node_
 def _model_rows(pr: _Pricer, spec: ModelSpec, o: StepOptions) -> None:
     elem = bytes_per_element(o.dtype)
     m, v = o.grad_accum, o.interleave
-    layers = spec.num_layers // o.pp
+    layers = max(map(len, o.stages)) if o.stages else spec.num_layers // o.pp  # on the busiest stage
     tokens = o.batch * o.seq // o.cp  # tokens of one micro-batch on one GPU's sequence shard
     act = tokens * spec.hidden_size * elem
     tp = pr.group("tp", o.tp)
@@ -269,7 +276,8 @@ def _model_rows(pr: _Pricer, spec: ModelSpec, o: StepOptions) -> None:
         pr.add("tp", "reduce-scatter", f"SP: {k} reduce-scatters per layer forward, {k} backward", tp, act,
                2 * k * layers * m)
     elif o.tp_input_reduce == "each":
-        back = round(_column_linears(spec) / o.pp)  # the stage's share, as `layers` is
+        back = round(_column_linears(spec) * layers / spec.num_layers if o.stages else  # the stage's share,
+                     _column_linears(spec) / o.pp)  # as `layers` is
         pr.add("tp", "all-reduce", f"torch DTensor: {k} all-reduces per layer forward, one backward per "
                f"column-parallel linear ({back} a stage)", tp, act, (k * layers + back) * m)
     else:
@@ -280,7 +288,8 @@ def _model_rows(pr: _Pricer, spec: ModelSpec, o: StepOptions) -> None:
         pr.add("pp", "p2p", f"activations forward + gradients backward per micro-batch and chunk (v={v}), /tp",
                (2, min(pipeline_nodes, 2), pr.stride["pp"]), act / o.tp, 2 * m * v)
     if o.ep > 1:
-        moe_layers = _moe_layers_per_stage(spec, o.pp, v)
+        moe_layers = (max(sum(map(spec.layer_is_moe, st)) for st in o.stages) if o.stages
+                      else _moe_layers_per_stage(spec, o.pp, v))
         assert spec.moe is not None  # _validate refuses ep > 1 for a model without routed experts
         routed = tokens // (o.tp if o.sp else 1) * spec.moe.experts_per_token * spec.hidden_size * elem
         pr.add("ep", "all-to-all", "dispatch + combine per MoE layer forward, both again backward",

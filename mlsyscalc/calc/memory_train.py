@@ -11,28 +11,30 @@ optimizer states in CPU memory.
 Activations follow Korthikanti et al. 2022 (see `calc.activations`); with pipeline
 parallelism stage s holds min(pp - s, micro-batches) micro-batches under 1F1B (the first
 stage min(pp, m), paper section 4.2.3), all of them under GPipe, and with vp model chunks the
-interleaved schedule's chunk-forwards (`calc.memory_schedule`). Each stage's peak is the
-largest of its phases: the start of the step's first backward (every saved activation and the
-loss's fp32 logits temporaries alive together; gradients only if they exist then), a later
-backward (when they did not: all gradients, one micro-batch fewer) and the optimizer step
-(weights, all gradients and optimizer states; no activations). Gradients are resident
-throughout with persistent buffers (`framework="megatron"`, Megatron-LM and DeepSpeed); with
-PyTorch's `zero_grad(set_to_none=True)` (`framework="torch"`) they are absent until the step's
-first backward (`calc.memory_schedule`, which also lists torch's other buffers).
+interleaved schedule's chunk-forwards (`calc.memory_schedule`), each holding its own chunk's
+layers (stages and chunks split evenly or as Megatron-LM's uneven options do,
+`calc.pipeline_split`). Each stage's peak is the largest of its phases: the start of the step's
+first backward (every saved activation and the loss's fp32 logits temporaries alive together;
+gradients only if they exist then), a later backward (when they did not: all gradients, one
+micro-batch fewer) and the optimizer step (weights, all gradients and optimizer states; no
+activations). Gradients are resident throughout with persistent buffers (`framework="megatron"`,
+Megatron-LM and DeepSpeed); with PyTorch's `zero_grad(set_to_none=True)` (`framework="torch"`)
+they are absent until the step's first backward (`calc.memory_schedule`, which also lists torch's other buffers).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from ..dtypes import dtype_name
 from ..errors import MlsysError, divide, require
 from ..specs.model import ModelSpec
 from ..validate import check_gpus
 from .activations import Saved, Split, item_bytes, layer_bytes, layer_saved
-from .memory_common import StageParams, merge_bytes, stage_layers, stage_params
+from .memory_common import StageParams, merge_bytes, stage_params
 from .memory_schedule import FRAMEWORKS, SCHEDULES, chunk_forwards, grads_resident, in_flight, receive_buffers
+from .pipeline_split import EVEN, PipelineSplit, chunk_layers, stage_layer_ids
 from .tensor_parallel import check_tp, kv_divisor
 
 OPTIMIZERS = ("adamw", "sgd-momentum", "adafactor", "adam8bit")
@@ -74,6 +76,7 @@ class TrainOptions:
     framework: str = "megatron"  # what the training code keeps: megatron or torch (calc.memory_schedule)
     vocab_parallel: bool = True  # embedding, lm_head and logits split over the TP ranks (False: whole on each)
     world_size: int | None = None  # checked against dp * tp * pp * cp when given
+    pipeline_split: PipelineSplit = EVEN  # Megatron-LM's uneven stages (calc.pipeline_split)
     bytes_overrides: tuple[tuple[str, float], ...] = field(default=())
 
     @property
@@ -93,7 +96,7 @@ class TrainOptions:
         require(self.framework in FRAMEWORKS, f"--framework must be one of {', '.join(FRAMEWORKS)}, got {self.framework!r}")
         if self.vp > 1:
             require(self.pp > 1 and self.schedule == "1f1b", "--vp interleaves the 1F1B schedule of a pipeline (--pp > 1)")
-            divide(spec.num_layers, self.pp * self.vp, "num_layers over --pp x --vp model chunks")
+            self.chunks(spec)
             divide(self.grad_accum, self.pp, "--grad-accum over --pp with --vp (interleaved micro-batch groups)")
         require(dtype_name(self.dtype) in ("fp32", "bf16", "fp16"), f"--dtype for training: fp32, bf16 or fp16, not {self.dtype}")
         require(self.offload == "none" or self.zero >= 1, "--offload optimizer needs --zero 1, 2 or 3 (ZeRO-Offload)")
@@ -106,7 +109,7 @@ class TrainOptions:
                                                   f"experts / top-k = {most:g} ({spec.name})")
         check_tp(spec, self.tp)
         check_gpus(self.dp * self.tp * self.pp * self.cp, "--dp x --tp x --pp x --cp GPUs")
-        stage_layers(spec.num_layers, self.pp, 0)
+        self.chunks(spec)
         divide(self.seq, self.cp, "--seq over --cp")
         if self.sp:
             divide(self.seq // self.cp, self.tp, "--seq over --tp with --sp")
@@ -119,6 +122,12 @@ class TrainOptions:
             world = self.dp * self.tp * self.pp * self.cp
             require(world == self.world_size, f"world size {self.world_size} != dp*tp*pp*cp = "
                                               f"{self.dp}*{self.tp}*{self.pp}*{self.cp} = {world}")
+
+
+    def chunks(self, spec: ModelSpec) -> tuple[tuple[int, ...], ...]:
+        """Decoder layers of each stage's model chunks (calc.pipeline_split): even, or Megatron-LM's uneven split."""
+        rule = "num_layers over --pp x --vp model chunks" if self.vp > 1 else "num_layers over --pp"
+        return chunk_layers(spec.num_layers, self.pp, self.vp, self.pipeline_split, rule)
 
 
 def default_bytes(opts: TrainOptions) -> dict[str, float]:
@@ -233,12 +242,14 @@ def _states(opts: TrainOptions, nbytes: dict, sp: StageParams) -> dict[str, floa
     return out
 
 
-def _activations(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, sp: StageParams, layers: range,
-                 held: int, stage: int) -> dict[str, float]:
+def _activations(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, sp: StageParams,
+                 layers: Sequence[int], held: int, stage: int, chunks: tuple[int, ...]) -> dict[str, float]:
     """Saved activations of `held` micro-batches in flight and the temporaries beside them at the start of a
     backward (held = 0: between steps, at the optimizer step: only the persistent buffers and kept outputs)."""
     first, last = stage == 0, stage == opts.pp - 1
-    mbs = held / opts.vp  # stage-equivalents of micro-batches (each chunk-forward covers 1 / vp of the layers)
+    # stage-equivalents of micro-batches: each chunk's forwards in flight x its share of the stage's layers
+    # (held / vp when the chunks hold equal layers)
+    mbs = sum(chunk_forwards(held, opts.pp, opts.vp, c) * n for c, n in enumerate(chunks)) / sum(chunks)
     items = [layer_saved(spec, layer, opts.flash, opts.dropout, opts.capacity_factor) for layer in layers]
     per_mb_layers = sum(layer_bytes(it, split, nbytes, opts.recompute, spec.hidden_size) for it in items)
     ends = 0.0
@@ -288,7 +299,8 @@ def _phase(states: dict, acts: dict, grads: bool) -> tuple[dict[str, int], dict[
 def _stage(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, stage: int) -> StageMemory:
     """The stage's peak over its phases (PHASES): the first backward of the step, a later backward (only when
     gradients were absent at the first: all of them exist, one micro-batch fewer in flight) and the optimizer."""
-    layers = stage_layers(spec.num_layers, opts.pp, stage)
+    chunks = opts.chunks(spec)[stage]
+    layers = stage_layer_ids(spec.num_layers, opts.pp, 1, opts.pipeline_split)[stage]  # one block of the stage's count
     sp = stage_params(spec, layers, stage == 0, stage == opts.pp - 1, opts.tp, opts.ep, opts.pp, opts.vocab_parallel)
     states = _states(opts, nbytes, sp)
     held = in_flight(opts.schedule, opts.pp, stage, opts.grad_accum, opts.vp)
@@ -296,7 +308,7 @@ def _stage(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, stag
     at = {"backward": (held, grads), "optimizer": (0, True)}
     if not grads and held > 1:
         at["later_backward"] = (held - 1, True)
-    parts = {name: _phase(states, _activations(spec, opts, nbytes, split, sp, layers, n, stage), g)
+    parts = {name: _phase(states, _activations(spec, opts, nbytes, split, sp, layers, n, stage, chunks), g)
              for name, (n, g) in at.items()}
     totals = {name: sum(parts[name][0].values()) for name in PHASES if name in parts}
     peak = max(totals, key=lambda name: totals[name])  # ties: the earlier phase

@@ -17,7 +17,9 @@ The step (Narayanan et al. 2021, PTD-P, section 2.2; Korthikanti et al. 2022):
                megatron, the default)
     step_time = compute + contention + bubble + optimizer + sum of exposed comm + host
 
-m = global batch / (dp x micro-batch) micro-batches, p = pp, v = vp. Memory per GPU is
+m = global batch / (dp x micro-batch) micro-batches, p = pp, v = vp. Stages may hold unequal layers
+(Megatron-LM's uneven split, calc.pipeline_split): f and b are then the slowest stage's, so the bubble is
+(p - 1) / v times the slowest stage's f + b, an upper bound of the schedule's fill and drain. Memory per GPU is
 `calc.memory_train.train_memory` of the same layout; the interleaved schedule keeps
 (1 + (p - 1) / (p v)) times the 1F1B activations on the first stage (Korthikanti et al. 2022, section 4.2.3;
 `calc.memory_schedule` counts every stage's chunk-forwards in flight). Model FLOPs are `calc.flops` (2 FLOPs per multiply-add, matmuls only, causal
@@ -37,18 +39,31 @@ from ..errors import MlsysError, require
 from .calibration import Ceilings
 from .comm_step import StepOptions, step_comm
 from .flops import FlopOptions, count_flops
-from .memory_common import stage_layers, stage_params, verdict
+from .memory_common import stage_params, verdict
 from .memory_train import TrainMemory, TrainOptions, train_memory
+from .pipeline_split import EVEN, PipelineSplit, stage_layer_ids
 from .roofline_options import RooflineOptions
 from .roofline_train import adamw_op, torch_mixed_state_bytes
 from .train_comm import DIMS, Windows, contention_s, dim_times, traffic
 from .train_host import FRAMEWORK_SOURCES, StageWork, exposed_host_s, framework_costs, host_paths, interleaved_contention_s, stage_work
 from .train_attention import unfused_attention_s
 from .train_options import TrainStepOptions
-from .train_parts import StageParts, pipeline_stages, roofline_pass, slowest_stage, stage_parts
+from .train_parts import Stage, StageParts, pipeline_stages, roofline_pass, slowest_stage, stage_parts, stage_time
 
 FLOP_CONVENTION = ("model FLOPs: calc.flops (2 per multiply-add, matmuls only, causal attention halved, "
                    "backward = 2 x forward); hfu adds the recomputed forward")
+
+
+@dataclass(frozen=True)
+class PipelineStage:
+    """One pipeline stage as the step prices it: the slowest paces the steady state and the bubble."""
+
+    stage: int
+    layers: int  # decoder layers, all its model chunks
+    embedding: bool  # holds the embedding (the first stage)
+    head: bool  # holds the final norm, lm_head and loss (the last stage)
+    forward_s: float  # kernel seconds of one micro-batch
+    backward_s: float  # kernel seconds of one micro-batch, with the recomputed forward
 
 
 @dataclass(frozen=True)
@@ -66,6 +81,7 @@ class TrainStep:
     usable_bytes: int  # GPU memory less the reserve
     host_path_s: Mapping[str, float]  # the host's issue time: forward_backward, optimizer (calc.train_host)
     host_work: StageWork  # what the host issues on the busiest stage
+    pipeline: tuple[PipelineStage, ...] = ()  # every stage's layers and seconds per micro-batch
 
     @property
     def step_time_s(self) -> float:
@@ -111,8 +127,14 @@ class TrainStep:
                 "framework_source": FRAMEWORK_SOURCES[self.options.framework] + (
                     f"; overridden by {self.options.host_source}" if self.host_calibrated else ""),
                 "host_costs": asdict(framework_costs(self.options.framework, self.options.host_costs)),
-                "attention": self.options.attention, "memory": self.memory_parts(),
+                "attention": self.options.attention, "memory": self.memory_parts(), "pipeline": self.pipeline_parts(),
                 "flop_convention": FLOP_CONVENTION}
+
+    def pipeline_parts(self) -> dict[str, Any]:
+        """The split (Megatron-LM's options), each stage's layers and seconds, and the slowest stage."""
+        slowest = max(self.pipeline, key=lambda st: st.forward_s + st.backward_s, default=None)
+        return {"split": self.options.pipeline_split.as_dict(), "slowest_stage": slowest.stage if slowest else None,
+                "stages": [asdict(st) for st in self.pipeline]}
 
     @property
     def host_calibrated(self) -> bool:
@@ -150,12 +172,14 @@ def model_flops(spec: ModelSpec, opts: TrainStepOptions) -> tuple[float, float]:
     return float(flops.train_step), float(extra)
 
 
-def stage_param_counts(spec: ModelSpec, tp: int, ep: int, pp: int) -> tuple[tuple[int, int], ...]:
+def stage_param_counts(spec: ModelSpec, tp: int, ep: int, pp: int,
+                       split: PipelineSplit = EVEN) -> tuple[tuple[int, int], ...]:
     """(dense, routed-expert) parameters per GPU of each pipeline stage, stages as calc.memory_train
-    splits the layers (pp contiguous blocks; interleaving moves layers between stages, not their count
-    per stage, for a model whose layers are alike)."""
+    splits the layers (pp contiguous blocks of each stage's count, even or `split`'s; interleaving moves
+    layers between stages, not their count per stage, for a model whose layers are alike)."""
     return tuple((p.dense, p.expert) for p in (
-        stage_params(spec, stage_layers(spec.num_layers, pp, s), s == 0, s == pp - 1, tp, ep, pp) for s in range(pp)))
+        stage_params(spec, layers, s == 0, s == pp - 1, tp, ep, pp)
+        for s, layers in enumerate(stage_layer_ids(spec.num_layers, pp, 1, split))))
 
 
 # TP's backward all-reduces (calc.comm_step): Megatron's fused column-parallel linears share one; plain torch's
@@ -213,7 +237,8 @@ def step_memory(spec: ModelSpec, opts: TrainStepOptions) -> TrainMemory:
         batch=opts.micro_batch, seq=opts.seq, grad_accum=opts.num_micro_batches, dtype=opts.memory_dtype,
         dp=opts.data_parallel, tp=opts.tp, pp=opts.pp, sp=opts.sp_active, ep=opts.ep, cp=opts.cp, zero=opts.zero,
         recompute=opts.recompute, capacity_factor=opts.capacity_factor, flash=opts.attention == "flash",
-        schedule=opts.schedule, framework=opts.framework, vp=opts.vp, vocab_parallel=opts.vocab_parallel))
+        schedule=opts.schedule, framework=opts.framework, vp=opts.vp, vocab_parallel=opts.vocab_parallel,
+        pipeline_split=opts.pipeline_split))
     return mem
 
 
@@ -229,7 +254,7 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
                                dtype=opts.dtype)
         parts = stage_parts(spec, result, sp=opts.sp_active, capacity_factor=opts.capacity_factor,
                             attention=core_attention(spec, ceilings, opts))
-    stages = pipeline_stages(spec, opts.pp, opts.vp)
+    stages = pipeline_stages(spec, opts.pp, opts.vp, opts.pipeline_split)
     f, b, a = slowest_stage(parts, stages, opts.recompute)
     work, costs = stage_work(spec, parts, stages, opts.recompute), framework_costs(opts.framework, opts.host_costs)
     host = host_paths(work, costs,
@@ -237,8 +262,9 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
     comm = step_comm(spec, StepOptions(
         dp=opts.data_parallel, tp=opts.tp, pp=opts.pp, ep=opts.ep, cp=opts.cp, sp=opts.sp_active, zero=opts.zero,
         batch=opts.micro_batch, seq=opts.seq, grad_accum=opts.num_micro_batches, interleave=opts.vp,
-        dtype=opts.memory_dtype, tp_input_reduce=TP_INPUT_REDUCE[opts.framework]), cluster)
-    counts = stage_param_counts(spec, opts.tp, opts.ep, opts.pp)
+        dtype=opts.memory_dtype, tp_input_reduce=TP_INPUT_REDUCE[opts.framework],
+        stages=() if opts.pipeline_split.even else tuple(st.layers for st in stages)), cluster)
+    counts = stage_param_counts(spec, opts.tp, opts.ep, opts.pp, opts.pipeline_split)
     breakdown, total = step_breakdown(
         pp=opts.pp, vp=opts.vp, windows=Windows(f, b, a, opts.num_micro_batches), seconds=traffic(comm.rows),
         zero=opts.zero, recompute=opts.recompute, overlap=opts.overlap,
@@ -252,4 +278,11 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
     peak = ceilings.datasheet_flops(RooflineOptions(dtype=opts.dtype).compute_dtype)
     return TrainStep(spec.name, ceilings.gpu.name, cluster.name, opts, _floats(breakdown), _floats(total), flops,
                      recompute, peak, mem, usable,
-                     {"forward_backward": float(host[0]), "optimizer": float(host[1])}, work)
+                     {"forward_backward": float(host[0]), "optimizer": float(host[1])}, work,
+                     pipeline_report(parts, stages, opts.recompute))
+
+
+def pipeline_report(parts: StageParts, stages: tuple[Stage, ...], recompute: str) -> tuple[PipelineStage, ...]:
+    """Each stage's decoder layers, the ends it holds and its kernel seconds per micro-batch (calc.train_parts)."""
+    return tuple(PipelineStage(st.index, len(st.layers), st.first, st.last, *stage_time(parts, st, recompute)[:2])
+                 for st in stages)

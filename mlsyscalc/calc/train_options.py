@@ -4,8 +4,8 @@ The rules follow Megatron-LM (Narayanan et al. 2021, "Efficient Large-Scale Lang
 on GPU Clusters Using Megatron-LM", sections 2-3): GPUs = tp x pp x dp x cp, expert parallelism folds
 into the data-parallel ranks (dp % ep), tensor parallelism stays inside a node, the layers split
 evenly into pp x vp model chunks, the global batch into dp x micro-batch x micro-batches, and the
-interleaved schedule needs the micro-batches to be a multiple of pp. Each violated rule is an
-MlsysError that names the rule.
+interleaved schedule needs the micro-batches to be a multiple of pp; uneven stages follow Megatron-LM's
+options (calc.pipeline_split). Each violated rule is an MlsysError that names the rule.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from ..specs.cluster import ClusterSpec
 from ..specs.model import ModelSpec
 from .comm_step import placement
 from .memory_schedule import FRAMEWORKS, SCHEDULES
+from .pipeline_split import EVEN, PipelineSplit, chunk_layers
 from .tensor_parallel import check_tp
 from .train_attention import ATTENTION
 from .train_host import DEFAULT_FRAMEWORK
@@ -64,6 +65,7 @@ class TrainStepOptions:
     host_costs: tuple[tuple[str, float], ...] = ()
     # where host_costs come from (the JSON's framework_source names it)
     host_source: str = "the calibration file's torch_host"
+    pipeline_split: PipelineSplit = EVEN  # Megatron-LM's uneven stages (calc.pipeline_split)
 
     @property
     def data_parallel(self) -> int:
@@ -156,7 +158,7 @@ class TrainStepOptions:
             stride *= size
 
     def _validate_model(self, spec: ModelSpec) -> None:
-        divide(spec.num_layers, self.pp * self.vp, "rule layers % (pp*vp) == 0: layers over pp*vp model chunks")
+        chunk_layers(spec.num_layers, self.pp, self.vp, self.pipeline_split)  # even, or one of Megatron's uneven splits
         if self.cp > 1:
             require(self.attention == "flash", "--attention unfused has no context parallelism (ring attention is flash)")
             divide(self.seq, 2 * self.cp, "rule seq % (2*cp) == 0: load-balanced context parallelism splits each "

@@ -26,6 +26,7 @@ from typing import Mapping
 from ..specs.model import ModelSpec
 from .calibration import Ceilings
 from .roofline_model import ModelRoofline, predict_model
+from .pipeline_split import EVEN, PipelineSplit, stage_layer_ids
 from .roofline_ops import OpRow
 from .roofline_options import RooflineOptions
 from .roofline_train import recompute_rows
@@ -126,13 +127,12 @@ class Stage:
     last: bool
 
 
-def pipeline_stages(spec: ModelSpec, pp: int, vp: int) -> tuple[Stage, ...]:
-    """Stage s holds model chunks s, s + pp, ..., of layers / (pp vp) consecutive layers each
-    (Narayanan et al. 2021, section 2.2.2, the interleaved schedule; vp = 1 is plain 1F1B)."""
-    chunk = spec.num_layers // (pp * vp)
+def pipeline_stages(spec: ModelSpec, pp: int, vp: int, split: PipelineSplit = EVEN) -> tuple[Stage, ...]:
+    """Stage s holds its model chunks' layers in Megatron-LM's interleaved order (Narayanan et al. 2021, section
+    2.2.2; vp = 1 is plain 1F1B): layers / (pp vp) consecutive layers a chunk evenly, or `split`'s uneven counts
+    (calc.pipeline_split)."""
     stages = []
-    for s in range(pp):
-        layers = tuple(i for c in range(s, pp * vp, pp) for i in range(c * chunk, (c + 1) * chunk))
+    for s, layers in enumerate(stage_layer_ids(spec.num_layers, pp, vp, split)):
         moe = sum(spec.layer_is_moe(i) for i in layers)
         stages.append(Stage(s, layers, len(layers) - moe, moe, s == 0, s == pp - 1))
     return tuple(stages)

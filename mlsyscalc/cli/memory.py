@@ -15,6 +15,7 @@ from ..units import fmt_bytes
 from . import render
 from .options import POSITIVE, model_argument, positive_int, reject_unused, resolve_model
 from .plots import plot_note
+from .train import pipeline_split_options
 
 TRAIN_SWEEPS = {"zero": (0, 1, 2, 3), "recompute": mt.RECOMPUTE, "optimizer": mt.OPTIMIZERS}
 INFER_SWEEPS = {"dtype": mi.WEIGHT_DTYPES, "kv_dtype": ("fp32", "bf16", "fp8", "int8", "int4")}
@@ -130,12 +131,13 @@ def memory():
               help="What the training code keeps: megatron (persistent gradient buffers) or torch (gradients set to "
                    "None, DDP buckets, FSDP2 fp32 shards, loss_parallel, torch.distributed.pipelining buffers).")
 @click.option("--world-size", type=click.IntRange(min=1), default=None, help="Check dp*tp*pp*cp against this.")
+@pipeline_split_options
 @click.option("--sweep", type=click.Choice(list(TRAIN_SWEEPS)), default="zero", show_default=True, help="Option swept by --plot.")
 @_gpu_options
 @render.output_options
 @click.pass_context
 def train(ctx, model, overrides, batch, seq, grad_accum, dtype, master_weights, optimizer, dp, tp, pp, vp, sp,
-          vocab_parallel, ep, cp, zero, fsdp, offload, recompute, flash, dropout, capacity_factor, schedule, framework, world_size, sweep, plot_path,
+          vocab_parallel, ep, cp, zero, fsdp, offload, recompute, flash, dropout, capacity_factor, schedule, framework, world_size, pipeline_split, sweep, plot_path,
           byte_overrides, gpu, reserve, fmt, as_json):
     """Per-GPU memory of a training step of MODEL: weights, gradients, optimizer states,
     activations (Korthikanti et al. 2022) and temporaries at the peak, for the worst pipeline
@@ -151,14 +153,15 @@ def train(ctx, model, overrides, batch, seq, grad_accum, dtype, master_weights, 
                            optimizer=optimizer, dp=dp, tp=tp, pp=pp, sp=sp, ep=ep, cp=cp, zero=stage, offload=offload,
                            recompute=recompute, flash=flash, dropout=dropout, capacity_factor=capacity_factor,
                            schedule=schedule, vp=vp, framework=framework, world_size=world_size,
-                           bytes_overrides=parse_bytes_overrides(byte_overrides), vocab_parallel=vocab_parallel)
+                           bytes_overrides=parse_bytes_overrides(byte_overrides), vocab_parallel=vocab_parallel,
+                           pipeline_split=pipeline_split)
     r = mt.train_memory(spec, opts)
     peak = r.peak_stage
     data = {
         "model": r.model, "batch": batch, "seq": seq, "grad_accum": grad_accum, "dtype": dtype,
         "master_weights": master_weights, "optimizer": optimizer,
         "parallel": {"dp": dp, "tp": tp, "pp": pp, "vp": vp, "sp": sp, "ep": ep, "cp": cp, "world_size": r.world_size,
-                     "vocab_parallel": vocab_parallel},
+                     "vocab_parallel": vocab_parallel, "pipeline_split": pipeline_split.as_dict()},
         "zero": stage, "offload": offload, "recompute": recompute, "flash": flash, "dropout": dropout,
         "total_bytes": r.total, "peak_bytes": r.total, **_bytes_json(dict(r.breakdown)),
         "breakdown": _bytes_json(dict(r.breakdown)), "detail": _bytes_json(dict(peak.detail)),

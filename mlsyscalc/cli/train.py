@@ -13,6 +13,7 @@ from ..calc.train_attention import ATTENTION
 from ..calc.memory_schedule import FRAMEWORKS, SCHEDULES
 from ..calc.train_options import DTYPES, OVERLAP_DIMS, RECOMPUTE, TrainStepOptions
 from ..calc.memory_train import zero_from_fsdp
+from ..calc.pipeline_split import PipelineSplit
 from ..errors import MlsysError, require
 from ..units import fmt_bytes
 from . import render
@@ -101,6 +102,23 @@ def step_options(func):
     return wrapper
 
 
+def pipeline_split_options(func):
+    """Megatron-LM's uneven pipeline options, parsed into one `pipeline_split`: shared by train and memory train."""
+    @click.option("--decoder-first-pipeline-num-layers", "first", type=int, default=None,
+                  help="Decoder layers on the first pipeline stage; the rest split evenly over the middle stages "
+                       "(Megatron-LM's option; docs/train.md).")
+    @click.option("--decoder-last-pipeline-num-layers", "last", type=int, default=None,
+                  help="Decoder layers on the last pipeline stage (Megatron-LM's option).")
+    @click.option("--account-for-embedding-in-pipeline-split", "embedding", is_flag=True, default=False,
+                  help="The embedding counts as one layer of the split: the first stage holds one decoder layer fewer.")
+    @click.option("--account-for-loss-in-pipeline-split", "loss", is_flag=True, default=False,
+                  help="The loss counts as one layer of the split: the last stage holds one decoder layer fewer.")
+    @functools.wraps(func)
+    def wrapper(*args, first, last, embedding, loss, **kwargs):
+        return func(*args, pipeline_split=PipelineSplit(first, last, embedding, loss), **kwargs)
+    return wrapper
+
+
 def parse_overlap(text: str) -> tuple[str, ...]:
     names = tuple(x.strip() for x in text.split(",") if x.strip() and x.strip() != "none")
     require(set(names) <= set(OVERLAP_DIMS), f"--overlap: use a comma list of {', '.join(OVERLAP_DIMS)} "
@@ -135,11 +153,12 @@ def parse_overlap(text: str) -> tuple[str, ...]:
               help="The training code: megatron (persistent gradient buffers; the host keeps ahead of the GPU) or "
                    "torch (gradients set to None, FSDP2, DTensor, torch pipelining; the host's time per op can pace "
                    "the step; docs/memory.md, docs/train.md).")
+@pipeline_split_options
 @step_options
 @render.output_options
 def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq, global_batch, micro_batch, tp, pp, dp, cp, ep, vp, sp,
-          vocab_parallel, zero, fsdp, recompute, comm_sms, schedule, framework, dtype, overlap, capacity_factor, reserve, attention,
-          fmt, as_json):
+          vocab_parallel, zero, fsdp, recompute, comm_sms, schedule, framework, pipeline_split, dtype, overlap, capacity_factor,
+          reserve, attention, fmt, as_json):
     """Step time, tokens/s, MFU, HFU and memory per GPU of one training step of MODEL on a full
     TP x PP x DP x CP x EP layout: the roofline's kernel times per pipeline stage, the 1F1B bubble
     (p-1)/(v m), each dimension's exposed communication and the AdamW step (docs/train.md).
@@ -151,7 +170,7 @@ def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, se
                             recompute=recompute, dtype=dtype, overlap=overlap, comm_sms=comm_sms,
                             capacity_factor=capacity_factor, reserve=reserve, attention=attention,
                             schedule=schedule, framework=framework, host_costs=host_costs, host_source=host_source,
-                            vocab_parallel=vocab_parallel)
+                            vocab_parallel=vocab_parallel, pipeline_split=pipeline_split)
     render.emit(step_output(train_step(spec, ceilings, cluster, opts)), fmt, as_json)
 
 
@@ -166,15 +185,25 @@ def step_output(step) -> render.Output:
              f"{lay['num_micro_batches']}, ZeRO-{lay['zero']}, recompute {lay['recompute']}")
     rates = [["tokens/s", step.tokens_per_s], ["model TFLOP/s per GPU", step.tflops_per_gpu / 1e12],
              ["MFU", step.mfu], ["HFU", step.hfu],
-             ["memory per GPU", fmt_bytes(step.memory_bytes_per_gpu)], ["usable per GPU", fmt_bytes(step.usable_bytes)],
+             ["memory per GPU", fmt_bytes(step.memory_bytes_per_gpu)], ["peak stage", step.memory.peak_stage.stage],
+             ["usable per GPU", fmt_bytes(step.usable_bytes)],
              ["fits", step.fits]]
     comm = [[d, t, step.breakdown[f"{d}_comm_s"]] for d, t in step.comm_total_s.items() if t]
-    tables = (render.table(title, ["part", "seconds", "share"], rows), render.table("rates", ["", "value"], rates),
-              render.table("communication per step", ["dimension", "total s", "exposed s"], comm))
+    tables = [render.table(title, ["part", "seconds", "share"], rows), render.table("rates", ["", "value"], rates),
+              render.table("communication per step", ["dimension", "total s", "exposed s"], comm)]
+    if len(step.pipeline) > 1:
+        slowest = data["pipeline"]["slowest_stage"]
+        tables.append(render.table(f"pipeline stages, one micro-batch (stage {slowest} is the slowest)",
+                                ["stage", "layers", "ends", "forward s", "backward s"],
+                                [[st.stage, st.layers, _ends(st), st.forward_s, st.backward_s] for st in step.pipeline]))
     notes = (step.as_dict()["flop_convention"],
              f"overlap: {', '.join(step.options.overlap) or 'none'} (docs/train.md says which window hides what); "
              f"contention_s: compute lost to the {step.options.comm_sms} SMs NCCL holds while overlapped traffic runs",
              f"host_s: the {step.options.framework} host's issue time beyond the GPU's (0 when the host keeps ahead); "
              f"costs: {data['framework_source']}",
              "tflops_per_gpu is in FLOP/s (base units); the table shows TFLOP/s.")
-    return render.Output(data, tables, notes)
+    return render.Output(data, tuple(tables), notes)
+
+
+def _ends(stage) -> str:
+    return " + ".join(name for name, held in (("embedding", stage.embedding), ("head", stage.head)) if held) or "-"
