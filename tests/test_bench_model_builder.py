@@ -135,3 +135,77 @@ def test_quantized_linear_equals_its_dequantized_weight(bits, rows):
     want = x.float() @ dequantize_ref(q, scale, mode, group).float().T + linear.bias.detach().float()
     torch.testing.assert_close(layer(x).float(), want, rtol=tol, atol=tol)
     assert layer.q.numel() * layer.q.element_size() == 256 * 48 * bits // 8  # packed bytes: bits per weight
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_moe_layer_equals_the_routing_written_out(grad):
+    """The bench's MoE layer (grouped GEMMs without autograd, one expert at a time with it on the CPU)
+    against y_t = sum over its top-k experts e of w_te * down_e(silu(gate_e x_t) * up_e x_t) + shared(x_t),
+    the weights w renormalised over the k picked; 4 experts, top 2, 5 tokens (some experts get none)."""
+    from types import SimpleNamespace
+
+    from mlsyscalc.bench._torch_layers import MoE
+
+    spec = SimpleNamespace(hidden_size=16, activation="silu", moe=SimpleNamespace(
+        experts_per_token=2, num_experts=4, expert_intermediate_size=8, num_shared_experts=1,
+        shared_intermediate_size=12))
+    torch.manual_seed(0)
+    layer = MoE(spec)
+    x = torch.randn(1, 5, 16)
+    with torch.set_grad_enabled(grad):
+        got = layer(x)[0]
+    ex, silu = layer.experts, torch.nn.functional.silu
+    probs = (x[0] @ layer.router.weight.T).softmax(-1)
+    want = torch.zeros(5, 16)
+    for t in range(5):
+        top = probs[t].topk(2)
+        for w, e in zip(top.values / top.values.sum(), top.indices.tolist()):
+            h = silu(x[0, t] @ ex.gate_proj[e].T) * (x[0, t] @ ex.up_proj[e].T)
+            want[t] += w * (h @ ex.down_proj[e].T)
+    sh = layer.shared
+    want += sh.down_proj(silu(sh.gate_proj(x[0])) * sh.up_proj(x[0]))
+    torch.testing.assert_close(got.detach(), want.detach(), rtol=1e-5, atol=1e-5)
+    if grad:  # the loop path's gradients reach the stacked weights
+        got.sum().backward()
+        assert ex.gate_proj.grad is not None and ex.gate_proj.grad.abs().sum() > 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="torch's grouped GEMM runs on CUDA (bf16, Hopper)")
+def test_moe_grouped_gemm_on_the_gpu_matches_the_loop_and_is_captured():
+    """bf16 on the GPU (grouped GEMMs, forward and backward) against the same weights in fp32 on the CPU
+    (one expert at a time), 8 experts, top 2, 6 tokens so that some experts get none; then the forward
+    captured in a CUDA graph and replayed equals the eager forward."""
+    import copy
+    from types import SimpleNamespace
+
+    from mlsyscalc.bench._torch_layers import MoE
+
+    spec = SimpleNamespace(hidden_size=64, activation="silu", moe=SimpleNamespace(
+        experts_per_token=2, num_experts=8, expert_intermediate_size=32, num_shared_experts=0,
+        shared_intermediate_size=0))
+    torch.manual_seed(0)
+    ref = MoE(spec)
+    gpu = copy.deepcopy(ref).to("cuda", torch.bfloat16)
+    x = torch.randn(1, 6, 64)
+    want = ref(x)
+    got = gpu(x.to("cuda", torch.bfloat16))
+    torch.testing.assert_close(got.float().cpu(), want.detach(), rtol=3e-2, atol=3e-2)
+    want.sum().backward()
+    got.float().sum().backward()
+    for name in ("gate_proj", "up_proj", "down_proj"):
+        torch.testing.assert_close(getattr(gpu.experts, name).grad.float().cpu(), getattr(ref.experts, name).grad,
+                                   rtol=5e-2, atol=5e-2)
+    static = x.to("cuda", torch.bfloat16)
+    with torch.no_grad():
+        eager = gpu(static)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            gpu(static)  # warm-up off the capture
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = gpu(static)
+        graph.replay()
+        torch.cuda.synchronize()
+    torch.testing.assert_close(out, eager)

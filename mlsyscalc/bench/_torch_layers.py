@@ -127,17 +127,54 @@ class MLP(nn.Module):
         return self.down_proj(self.act(self.up_proj(x)))
 
 
+class GroupedExperts(nn.Module):
+    """E gated experts stored stacked, (E, out, in) a projection as nn.Linear stores (out, in). From
+    tokens sorted by expert, torch's grouped GEMM (torch._grouped_mm) runs one projection of every
+    expert in one kernel, the group offsets staying on the device: no count reaches the host, so an
+    MoE step can be captured in a CUDA graph, and the step runs the one GEMM per projection that the
+    roofline prices (calc.roofline_ops.predict_grouped_matmul). The grouped GEMM has no CPU backward:
+    a training step on the CPU runs one expert at a time instead (same weights, same result)."""
+
+    def __init__(self, experts: int, h: int, inter: int, act: str):
+        super().__init__()
+        self.act = activation(act)
+        self.gate_proj = nn.Parameter(torch.empty(experts, inter, h))
+        self.up_proj = nn.Parameter(torch.empty(experts, inter, h))
+        self.down_proj = nn.Parameter(torch.empty(experts, h, inter))
+        for w in (self.gate_proj, self.up_proj, self.down_proj):
+            bound = w.shape[-1] ** -0.5  # nn.Linear's default init range, 1 / sqrt(fan_in)
+            nn.init.uniform_(w, -bound, bound)
+
+    ranges: str | None = None  # while bench.model_profile profiles a step: the prefix of each projection's range
+
+    def forward(self, routed, counts):
+        """routed (T*k, h) in expert order; counts (E,) int32 tokens per expert, on routed's device."""
+        if routed.is_cuda or not torch.is_grad_enabled():
+            offs = counts.cumsum(0, dtype=torch.int32)
+
+            def mm(x, name):
+                w = getattr(self, name)
+                if self.ranges is None:
+                    return torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)
+                with torch.profiler.record_function(self.ranges + name):
+                    return torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)
+
+            return mm(self.act(mm(routed, "gate_proj")) * mm(routed, "up_proj"), "down_proj")
+        parts = routed.split(counts.tolist())
+        return torch.cat([F.linear(self.act(F.linear(x, g)) * F.linear(x, u), d)
+                          for x, g, u, d in zip(parts, self.gate_proj, self.up_proj, self.down_proj)])
+
+
 class MoE(nn.Module):
     """Top-k routed gated experts (Mixtral, DeepSeek) plus always-on shared experts: gather each
-    token's k copies, run each expert on its tokens, weight, scatter back."""
+    token's k copies in expert order, run the experts (GroupedExperts), weight, scatter back."""
 
     def __init__(self, spec):
         super().__init__()
         moe = spec.moe
         self.k = moe.experts_per_token
         self.router = nn.Linear(spec.hidden_size, moe.num_experts, bias=False)
-        self.experts = nn.ModuleList(MLP(spec.hidden_size, moe.expert_intermediate_size, True, False, spec.activation)
-                                     for _ in range(moe.num_experts))
+        self.experts = GroupedExperts(moe.num_experts, spec.hidden_size, moe.expert_intermediate_size, spec.activation)
         self.shared = (MLP(spec.hidden_size, moe.shared_intermediate_size, True, False, spec.activation)
                        if moe.num_shared_experts else None)
 
@@ -147,11 +184,12 @@ class MoE(nn.Module):
         probs = F.softmax(self.router(flat).float(), dim=-1)  # (T, E) fp32
         weights, chosen = probs.topk(self.k, dim=-1)
         weights = (weights / weights.sum(-1, keepdim=True)).to(x.dtype)
-        order = chosen.flatten().argsort()
+        picks = chosen.flatten()
+        order = picks.argsort()
         token = order // self.k
-        counts = torch.bincount(chosen.flatten(), minlength=len(self.experts)).tolist()
-        routed = flat[token]  # (T*k, h) dispatched copies
-        outs = torch.cat([e(part) for e, part in zip(self.experts, routed.split(counts)) if part.shape[0]])
+        counts = torch.zeros(probs.shape[-1], dtype=torch.int32, device=x.device).scatter_add_(
+            0, picks, torch.ones_like(picks, dtype=torch.int32))  # on the device: no host sync
+        outs = self.experts(flat[token], counts)  # (T*k, h) in expert order
         combined = outs * weights.flatten()[order, None]
         y = combined[order.argsort()].view(-1, self.k, shape[-1]).sum(1)  # back to (T, h): saves indices only
         if self.shared is not None:

@@ -80,10 +80,13 @@ def profile_step(fn, model, top: int = 12) -> StepProfile:
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from ._torch_layers import QuantLinear
+    from ._torch_layers import GroupedExperts, QuantLinear
 
-    handles, open_ranges = [], []
+    handles, open_ranges, grouped = [], [], []
     for path, module in model.named_modules():
+        if isinstance(module, GroupedExperts):  # labels its grouped GEMMs itself
+            module.ranges = RANGE + "experts."
+            grouped.append(module)
         if isinstance(module, (torch.nn.Linear, QuantLinear)):
             label = RANGE + linear_op_name(path)
             handles.append(module.register_forward_pre_hook(
@@ -97,6 +100,8 @@ def profile_step(fn, model, top: int = 12) -> StepProfile:
     finally:
         for handle in handles:
             handle.remove()
+        for module in grouped:
+            module.ranges = None
     out = StepProfile()
     per_kernel: dict[str, tuple[float, int]] = {}   # kernel name -> (seconds, calls)
     for event in prof.events():

@@ -74,8 +74,8 @@ def _attention(spec, p: str) -> list[ParamTensor]:
 def _moe(spec, p: str) -> list[ParamTensor]:
     moe, h = spec.moe, spec.hidden_size
     out = _linear(f"{p}.router", h, moe.num_experts, False)
-    for e in range(moe.num_experts):
-        out += _mlp(f"{p}.experts.{e}", h, moe.expert_intermediate_size, True, False)
+    stacked = moe.num_experts * h * moe.expert_intermediate_size  # GroupedExperts: one tensor a projection
+    out += [ParamTensor(f"{p}.experts.{name}", stacked) for name in ("gate_proj", "up_proj", "down_proj")]
     return out + (_mlp(f"{p}.shared", h, moe.shared_intermediate_size, True, False) if moe.num_shared_experts else [])
 
 

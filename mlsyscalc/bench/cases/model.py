@@ -5,8 +5,8 @@ spec (and `calc.memory_*`'s peak memory), with per-kernel times from torch.profi
 Timing: CUDA events around each call, median of `reps` calls after warm-up (no L2 flush: a
 model step streams far more than L2). Every phase runs under a CUDA graph (the launch cost hidden,
 as serving engines run prefill and decode; for training this is the GPU's time of the step, which
-the host cannot pace) and eagerly as a second row; MoE layers read their expert sizes on the host,
-so MoE models have the eager row only. Training: forward, backward and torch's fused AdamW on bf16
+the host cannot pace) and eagerly as a second row (MoE layers too: their experts run as grouped GEMMs
+whose group sizes stay on the GPU, bench._torch_layers.GroupedExperts). Training: forward, backward and torch's fused AdamW on bf16
 parameters (states in bf16; `capturable` under a graph). With `layers` below the spec's count
 the model and the prediction both have that many layers, and the full-depth time is estimated
 as measured x predicted(full) / predicted(reduced).
@@ -240,8 +240,6 @@ def run_model_case(spec_full, case: ModelCase, ceilings, device: str = "cuda", r
               variant=variant(spec_full, case), env=dict(harness.env_metadata()), measured_at=harness.now())
     model = None
     try:
-        require(not (case.mode == "graph" and spec.is_moe),
-                "a CUDA graph cannot capture the MoE dispatch (its expert sizes are read on the host); see the eager row")
         roof = predict_model(spec, ceilings, roofline_options(case))
         row.predicted_ms, row.flops, row.bytes = roof.time_s * 1e3, roof.model_flops, roof.bytes
         row.extra.update(source or {})
