@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
+from ..dtypes import dtype_name
 from ..specs.cluster import ClusterSpec, builtin_clusters, load_cluster
 from ..specs.gpu import load_gpu
 from ..specs.model import ModelSpec
@@ -45,7 +46,8 @@ from .train_comm import DIMS, Windows, contention_s, dim_times, traffic
 from .train_host import FRAMEWORK_SOURCES, StageWork, exposed_host_s, framework_costs, host_paths, interleaved_contention_s, stage_work
 from .train_attention import unfused_attention_s
 from .train_options import TrainStepOptions
-from .train_parts import StageParts, pipeline_stages, roofline_pass, slowest_stage, stage_parts
+from .train_fp8 import stage_fp8_s
+from .train_parts import Stage, StageParts, pipeline_stages, roofline_pass, slowest_stage, stage_parts, stage_time
 
 FLOP_CONVENTION = ("model FLOPs: calc.flops (2 per multiply-add, matmuls only, causal attention halved, "
                    "backward = 2 x forward); hfu adds the recomputed forward")
@@ -112,6 +114,7 @@ class TrainStep:
                     f"; overridden by {self.options.host_source}" if self.host_calibrated else ""),
                 "host_costs": asdict(framework_costs(self.options.framework, self.options.host_costs)),
                 "attention": self.options.attention, "memory": self.memory_parts(),
+                "fp8_recipe": self.options.fp8_recipe, "fp8_params": self.options.fp8_params,
                 "flop_convention": FLOP_CONVENTION}
 
     @property
@@ -177,17 +180,21 @@ def optimizer_s(counts: tuple[tuple[int, int], ...], zero: int, shard: int, ep: 
 def step_breakdown(*, pp: Any, vp: Any, windows: Windows, seconds: Mapping[tuple[str, str], Any], zero: Any,
                    recompute: Any, overlap: tuple[str, ...], optimizer: Any,
                    sm_share: float = 0.0, host: tuple[Any, Any] = (0.0, 0.0),
-                   p2p_slowdown: float = 0.0, overlap_slowdown: float = 0.0) -> tuple[dict[str, Any], dict[str, Any]]:
+                   p2p_slowdown: float = 0.0, overlap_slowdown: float = 0.0,
+                   fp8: tuple[Any, Any] = (0.0, 0.0)) -> tuple[dict[str, Any], dict[str, Any]]:
     """(breakdown whose parts sum to the step time, total comm seconds per dimension); elementwise
     over numpy arrays of layouts too (plan). sm_share: comm_sms / sm_count (calc.train_comm); host:
     the host's (forward+backward, optimizer) issue seconds, p2p_slowdown the interleaved schedule's
     lost compute share and overlap_slowdown the share of the overlapped span lost beyond the SMs
-    (calc.train_host)."""
+    (calc.train_host). fp8: (FP8 scaling seconds of one micro-batch, inside the windows' forward and backward;
+    weight-cast seconds of the step), shown together as fp8_scaling_s (calc.train_fp8)."""
     total, exposed = dim_times(seconds, zero=zero, recompute=recompute, overlap=overlap, windows=windows)
     bubble = (pp - 1) / vp * (windows.forward_s + windows.backward_s)
     lost = contention_s(total, exposed, overlap, sm_share + overlap_slowdown) + interleaved_contention_s(
         p2p_slowdown, vp, windows.compute_s, bubble)
-    gpu = {"compute_s": windows.compute_s, "contention_s": lost, "bubble_s": bubble}
+    scaling = windows.micro_batches * fp8[0]
+    gpu = {"compute_s": windows.compute_s - scaling, "fp8_scaling_s": scaling + fp8[1], "contention_s": lost,
+           "bubble_s": bubble}
     comm = {f"{d}_comm_s": exposed[d] for d in DIMS}
     gpu_fb = sum(gpu.values()) + sum(comm.values())
     breakdown = {**gpu, "optimizer_s": optimizer, "host_s": exposed_host_s(host, gpu_fb, optimizer), **comm}
@@ -207,11 +214,20 @@ def core_attention(spec: ModelSpec, ceilings: Ceilings, opts: TrainStepOptions) 
                                dtype=opts.memory_dtype)
 
 
+def step_fp8_s(parts: StageParts, stages: tuple[Stage, ...], opts: TrainStepOptions, ceilings: Ceilings) -> tuple[float, float]:
+    """(FP8 scaling seconds of one micro-batch, weight-cast seconds of the step) on the slowest stage, the one
+    `slowest_stage` picks; (0, 0) unless fp8 (calc.train_fp8)."""
+    slowest = max(stages, key=lambda st: sum(stage_time(parts, st, opts.recompute)[:2]))
+    return stage_fp8_s(parts, slowest.dense, slowest.moe, opts.recompute, ceilings, recipe=opts.fp8_recipe,
+                       fp8_params=opts.fp8_params, shard=opts.data_parallel * opts.cp if opts.zero >= 1 else 1)
+
+
 def step_memory(spec: ModelSpec, opts: TrainStepOptions) -> TrainMemory:
     """`calc.memory_train` of the layout (with the schedule, interleaving and framework it names)."""
     mem = train_memory(spec, TrainOptions(
-        batch=opts.micro_batch, seq=opts.seq, grad_accum=opts.num_micro_batches, dtype=opts.memory_dtype,
-        dp=opts.data_parallel, tp=opts.tp, pp=opts.pp, sp=opts.sp_active, ep=opts.ep, cp=opts.cp, zero=opts.zero,
+        batch=opts.micro_batch, seq=opts.seq, grad_accum=opts.num_micro_batches,
+        dtype=dtype_name(opts.dtype), fp8_params=opts.fp8_params, dp=opts.data_parallel, tp=opts.tp, pp=opts.pp,
+        sp=opts.sp_active, ep=opts.ep, cp=opts.cp, zero=opts.zero,
         recompute=opts.recompute, capacity_factor=opts.capacity_factor, flash=opts.attention == "flash",
         schedule=opts.schedule, framework=opts.framework, vp=opts.vp, vocab_parallel=opts.vocab_parallel))
     return mem
@@ -228,9 +244,10 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
         result = roofline_pass(spec, ceilings, tp=opts.tp, cp=opts.cp, micro_batch=opts.micro_batch, seq=opts.seq,
                                dtype=opts.dtype)
         parts = stage_parts(spec, result, sp=opts.sp_active, capacity_factor=opts.capacity_factor,
-                            attention=core_attention(spec, ceilings, opts))
+                            attention=core_attention(spec, ceilings, opts), fp8_recipe=opts.fp8_recipe)
     stages = pipeline_stages(spec, opts.pp, opts.vp)
     f, b, a = slowest_stage(parts, stages, opts.recompute)
+    fp8 = step_fp8_s(parts, stages, opts, ceilings)
     work, costs = stage_work(spec, parts, stages, opts.recompute), framework_costs(opts.framework, opts.host_costs)
     host = host_paths(work, costs,
                       micro_batches=opts.num_micro_batches, tp=opts.tp, zero=opts.zero)
@@ -245,7 +262,7 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
         optimizer=optimizer_s(counts, opts.zero, opts.data_parallel * opts.cp, opts.ep, opts.memory_dtype, ceilings,
                               opts.framework),
         sm_share=opts.comm_sm_share(ceilings.gpu.sm_count), host=host, p2p_slowdown=costs.p2p_slowdown,
-        overlap_slowdown=costs.overlap_slowdown)
+        overlap_slowdown=costs.overlap_slowdown, fp8=fp8)
     mem = step_memory(spec, opts)
     usable = verdict(ceilings.gpu, 0, opts.reserve).usable_bytes
     flops, recompute = model_flops(spec, opts)
