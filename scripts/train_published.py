@@ -113,7 +113,14 @@ def train_args(run: dict[str, Any], model: str) -> list[str]:
         if key in lay:
             args += [f"--{key}", str(lay[key])]
     args += ["--sp" if lay.get("sp") else "--no-sp", "--recompute", lay["recompute"], "--dtype", lay["dtype"]]
-    return args + attention_args(lay) + (["--overlap", lay["overlap"]] if "overlap" in lay else [])
+    return args + attention_args(lay) + (["--overlap", lay["overlap"]] if "overlap" in lay else []) + fp8_args(lay)
+
+
+def fp8_args(lay: dict[str, Any]) -> list[str]:
+    """Transformer Engine's FP8 recipe and FP8 parameters of the run, if the layout names them (train only:
+    `mlsys plan` prices FP8 with the default recipe and bf16 weights)."""
+    return ((["--fp8-recipe", lay["fp8_recipe"]] if "fp8_recipe" in lay else [])
+            + (["--fp8-params"] if lay.get("fp8_params") else []))
 
 
 def attention_args(lay: dict[str, Any]) -> list[str]:
