@@ -117,8 +117,7 @@ def train_args(run: dict[str, Any], model: str) -> list[str]:
 
 
 def fp8_args(lay: dict[str, Any]) -> list[str]:
-    """Transformer Engine's FP8 recipe and FP8 parameters of the run, if the layout names them (train only:
-    `mlsys plan` prices FP8 with the default recipe and bf16 weights)."""
+    """Transformer Engine's FP8 recipe and FP8 parameters of the run, if the layout names them (train and plan)."""
     return ((["--fp8-recipe", lay["fp8_recipe"]] if "fp8_recipe" in lay else [])
             + (["--fp8-params"] if lay.get("fp8_params") else []))
 
@@ -132,7 +131,7 @@ def plan_args(run: dict[str, Any], model: str) -> list[str]:
     lay = run["layout"]
     return ["plan", model, "--gpus", str(run["gpus"]), "--cluster", cluster_ref(run), "--seq", str(lay["seq"]),
             "--global-batch", str(lay["global_batch"]), "--dtype", lay["dtype"], "--top", "1", *attention_args(lay),
-            *(["--overlap", lay["overlap"]] if "overlap" in lay else [])]
+            *(["--overlap", lay["overlap"]] if "overlap" in lay else []), *fp8_args(lay)]
 
 
 def evaluate(run: dict[str, Any], runner: Runner, folder: Path, plan: bool) -> dict[str, Any]:

@@ -102,6 +102,16 @@ def step_options(func):
     return wrapper
 
 
+def fp8_options(func):
+    """--fp8-recipe, --fp8-params (Transformer Engine's FP8 with --dtype fp8): shared by train and plan."""
+    func = click.option("--fp8-params/--no-fp8-params", default=D.fp8_params, show_default=True,
+                        help="--dtype fp8: the linears' weights are FP8 themselves (Megatron-LM "
+                             "--fp8-param-gather).")(func)
+    return click.option("--fp8-recipe", type=click.Choice(RECIPES), default=D.fp8_recipe, show_default=True,
+                        help="--dtype fp8: Transformer Engine's scaling, delayed (amax history) or current (an amax "
+                             "pass before each cast); docs/train_fp8.md.")(func)
+
+
 def parse_overlap(text: str) -> tuple[str, ...]:
     names = tuple(x.strip() for x in text.split(",") if x.strip() and x.strip() != "none")
     require(set(names) <= set(OVERLAP_DIMS), f"--overlap: use a comma list of {', '.join(OVERLAP_DIMS)} "
@@ -136,11 +146,7 @@ def parse_overlap(text: str) -> tuple[str, ...]:
               help="The training code: megatron (persistent gradient buffers; the host keeps ahead of the GPU) or "
                    "torch (gradients set to None, FSDP2, DTensor, torch pipelining; the host's time per op can pace "
                    "the step; docs/memory.md, docs/train.md).")
-@click.option("--fp8-recipe", type=click.Choice(RECIPES), default=D.fp8_recipe, show_default=True,
-              help="--dtype fp8: Transformer Engine's scaling, delayed (amax history) or current (an amax pass "
-                   "before each cast); docs/train.md.")
-@click.option("--fp8-params/--no-fp8-params", default=D.fp8_params, show_default=True,
-              help="--dtype fp8: the linears' weights are FP8 themselves (Megatron-LM --fp8-param-gather).")
+@fp8_options
 @step_options
 @render.output_options
 def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq, global_batch, micro_batch, tp, pp, dp, cp, ep, vp, sp,
