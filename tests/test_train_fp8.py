@@ -130,3 +130,16 @@ def test_fp8_options_need_fp8(run_cli, args, message):
 def test_model_is_llama2_7b():
     spec = load_model("llama2-7b")
     assert (spec.hidden_size, spec.intermediate_size, spec.num_layers, spec.num_kv_heads) == (H, INTER, LAYERS, 32)
+
+
+def test_head_runs_in_bf16():
+    """Megatron-LM's output layer is not a Transformer Engine module: with --dtype fp8 the embedding, final
+    norm and lm_head cost what they cost in bf16, while the decoder layers' matmuls run at the FP8 rate."""
+    from mlsyscalc.calc.train_parts import roofline_pass, stage_parts
+
+    spec, ceil = load_model("llama2-7b"), load_ceilings("H100-SXM")
+    parts = {d: stage_parts(spec, roofline_pass(spec, ceil, tp=2, cp=1, micro_batch=1, seq=SEQ, dtype=d), sp=True)
+             for d in ("bf16", "fp8")}
+    assert parts["fp8"].last_s == parts["bf16"].last_s and parts["fp8"].first_s == parts["bf16"].first_s
+    fp8_layer = parts["fp8"].layer_s["dense"]["forward"] - parts["fp8"].fp8_s["dense"]["forward"]
+    assert fp8_layer < 0.75 * parts["bf16"].layer_s["dense"]["forward"]

@@ -6,7 +6,9 @@ transformer_engine.py):
 
 - Which linears: every decoder-layer projection runs as a TE module in FP8 (Megatron-LM fuses q/k/v
   into one linear and gate/up into another, so the linears reading one tensor cast it once); the
-  router, embedding and lm_head stay bf16 (Megatron runs them outside TE).
+  router, embedding and lm_head stay bf16: Megatron-LM runs them outside TE (the output layer is its
+  own `tensor_parallel.ColumnParallelLinear`, megatron/core/models/gpt/gpt_model.py), and TE's
+  `fp8_autocast` changes only TE modules. So the head's rows are the bf16 roofline's (`pass_rows`).
 - Current scaling (`Float8CurrentScaling`; csrc/quantizer.cpp `Float8CurrentScalingQuantizer::
   quantize_impl`): three kernels per tensor cast: an amax pass (read the bf16 tensor), the scale from
   the amax, the cast (read bf16, write FP8). A norm feeding an FP8 linear computes the amax itself
@@ -156,6 +158,19 @@ def weight_kernels(g: Gemm, recipe: str, fp8_params: bool, shard: int) -> list[t
 def _rows(kernels: list[tuple[str, float, float]], layers: str, count: int, pass_name: str, ceil: Ceilings) -> list[OpRow]:
     return [OpRow(predict_memory_op(name, read, write, 0.0, "bf16", ceil), "fp8", layers, count, pass_name)
             for name, read, write in kernels]
+
+
+def pass_rows(spec: ModelSpec, result: Any, *, sp: bool, recipe: str) -> list[OpRow]:
+    """The rows of one micro-batch's passes: the roofline's, and in fp8 its scaling rows (`fp8_rows`) with the
+    head (embedding, final norm, lm_head) priced in bf16 as Megatron-LM runs it."""
+    scaling = fp8_rows(result, sp=sp, recipe=recipe)
+    if not scaling:
+        return list(result.rows)
+    from .roofline_model import predict_model
+
+    bf16 = predict_model(spec, result.ceilings, replace(result.options, dtype="bf16"))
+    return ([r for r in result.rows if r.layers != "head"] + [r for r in bf16.rows if r.layers == "head"]
+            + scaling)
 
 
 def fp8_rows(result: Any, *, sp: bool, recipe: str) -> list[OpRow]:

@@ -29,7 +29,7 @@ from .roofline_model import ModelRoofline, predict_model
 from .roofline_ops import OpRow
 from .roofline_options import RooflineOptions
 from .roofline_train import recompute_rows
-from .train_fp8 import DEFAULT_RECIPE, Gemm, fp8_rows, layer_gemms
+from .train_fp8 import DEFAULT_RECIPE, Gemm, layer_gemms, pass_rows
 
 PASSES = ("forward", "backward", "recompute_selective", "recompute_full")
 KINDS = ("dense", "moe")
@@ -83,12 +83,11 @@ def stage_parts(spec: ModelSpec, result: ModelRoofline, *, sp: bool, capacity_fa
     """Per-layer and head seconds of one micro-batch from `roofline_pass` (module docstring). `attention`
     ({"forward": s, "backward": s} of one layer, `calc.train_attention`) replaces the roofline's flash
     attention-core rows; a recomputed forward repeats its forward. In fp8 the layers' FP8 scaling kernels
-    (`calc.train_fp8.fp8_rows`, with `fp8_recipe`) join their pass."""
+    (with `fp8_recipe`) join their pass and the head runs in bf16 (`calc.train_fp8.pass_rows`)."""
     tp = result.options.tp
-    fp8 = fp8_rows(result, sp=sp and tp > 1, recipe=fp8_recipe)
-    base_forward = [r for r in result.rows if r.pass_name == "forward"]
-    forward = base_forward + [r for r in fp8 if r.pass_name == "forward"]
-    rows = {"forward": forward, "backward": [r for r in result.rows + tuple(fp8) if r.pass_name == "backward"],
+    passes = pass_rows(spec, result, sp=sp and tp > 1, recipe=fp8_recipe)  # result.rows unless fp8
+    forward = [r for r in passes if r.pass_name == "forward"]
+    rows = {"forward": forward, "backward": [r for r in passes if r.pass_name == "backward"],
             "recompute_selective": recompute_rows(forward, "selective"),
             "recompute_full": recompute_rows(forward, "full")}
     counts = {"dense": sum(not spec.layer_is_moe(i) for i in range(spec.num_layers)),
@@ -120,7 +119,8 @@ def stage_parts(spec: ModelSpec, result: ModelRoofline, *, sp: bool, capacity_fa
     last = {p: total(rows[p], is_last) for p in ("forward", "backward")}
     ops |= {"first": {p: count(rows[p], is_first) for p in ("forward", "backward")},
             "last": {p: count(rows[p], is_last) for p in ("forward", "backward")}}
-    gemms = {kind: tuple(layer_gemms(base_forward).get(where[kind], ())) for kind in KINDS} if fp8 else {}
+    fp8 = any(r.group == "fp8" for r in forward)
+    gemms = {kind: tuple(layer_gemms(forward).get(where[kind], ())) for kind in KINDS} if fp8 else {}
     return StageParts(layer_s, attention_s, first, last, ops, fp8_s, gemms)
 
 
