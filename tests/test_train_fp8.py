@@ -4,6 +4,8 @@ saves and casts (docs/train.md, "FP8 training"), and the datasheet ceilings' mem
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from mlsyscalc import load_model
@@ -143,3 +145,28 @@ def test_head_runs_in_bf16():
     assert parts["fp8"].last_s == parts["bf16"].last_s and parts["fp8"].first_s == parts["bf16"].first_s
     fp8_layer = parts["fp8"].layer_s["dense"]["forward"] - parts["fp8"].fp8_s["dense"]["forward"]
     assert fp8_layer < 0.75 * parts["bf16"].layer_s["dense"]["forward"]
+
+
+def test_amax_all_reduces_under_sequence_parallelism(run_cli):
+    """Current scaling with SP reduces the amax of q/k/v's and gate/up's local input shards (forward) and of
+    o_proj's and down_proj's output-gradient shards (backward) over the TP group: 4 all-reduces of one fp32
+    a layer and micro-batch, each `mlsys comm all-reduce --size 4` over the TP GPUs; the step's other FP8
+    seconds are m x those plus the weight casts."""
+    from mlsyscalc.calc.train import step_fp8_s
+    from mlsyscalc.calc.train_fp8 import stage_fp8_s
+    from mlsyscalc.calc.train_options import TrainStepOptions
+    from mlsyscalc.calc.train_parts import pipeline_stages, roofline_pass, stage_parts
+    from mlsyscalc.specs.cluster import load_cluster
+
+    spec, ceil, cluster = load_model("llama2-7b"), load_ceilings("H100-SXM"), load_cluster("hgx-h100")
+    t = run_cli.json("comm", "all-reduce", "--size", "4", "--gpus", "4", "--cluster", "hgx-h100")["time_s"]
+    opts = TrainStepOptions(gpus=4, tp=4, seq=SEQ, global_batch=3, dtype="fp8", fp8_recipe="current")
+    result = roofline_pass(spec, ceil, tp=4, cp=1, micro_batch=1, seq=SEQ, dtype="fp8")
+    parts = stage_parts(spec, result, sp=True, fp8_recipe="current")
+    _, other = step_fp8_s(parts, pipeline_stages(spec, 1, 1), opts, ceil, cluster)
+    weights = stage_fp8_s(parts, LAYERS, 0, "none", ceil, recipe="current", fp8_params=False, shard=1)[2]
+    assert other == pytest.approx(3 * LAYERS * 4 * t + weights, rel=1e-9)
+    delayed = stage_parts(spec, result, sp=True, fp8_recipe="delayed")
+    _, other = step_fp8_s(delayed, pipeline_stages(spec, 1, 1), replace(opts, fp8_recipe="delayed"), ceil, cluster)
+    assert other == pytest.approx(stage_fp8_s(delayed, LAYERS, 0, "none", ceil, recipe="delayed", fp8_params=False,
+                                              shard=1)[2], rel=1e-12)  # no amax all-reduces

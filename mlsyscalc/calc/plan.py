@@ -158,7 +158,7 @@ class _Memo:
         shard = c.data_parallel * c.cp if zero >= 1 else 1
         return self.get(("fp8", c.tp, c.cp, c.micro_batch, c.sp_active, c.pp, c.vp, recompute, shard), lambda: step_fp8_s(
             self.parts(c), self.get(("stages", c.pp, c.vp), lambda: pipeline_stages(self.spec, c.pp, c.vp)),
-            replace(c, zero=zero, recompute=recompute), self.ceil))
+            replace(c, zero=zero, recompute=recompute), self.ceil, self.cluster))
 
 
 _COLUMNS = ("forward", "backward", "attention", "m", "pp", "vp", "zero", "optimizer", "micro_batch", "host_fb",

@@ -36,6 +36,7 @@ from ..specs.gpu import load_gpu
 from ..specs.model import ModelSpec
 from ..errors import MlsysError, require
 from .calibration import Ceilings
+from .comm_collectives import collective_cost
 from .comm_step import StepOptions, step_comm
 from .flops import FlopOptions, count_flops
 from .memory_common import stage_layers, stage_params, verdict
@@ -187,7 +188,8 @@ def step_breakdown(*, pp: Any, vp: Any, windows: Windows, seconds: Mapping[tuple
     the host's (forward+backward, optimizer) issue seconds, p2p_slowdown the interleaved schedule's
     lost compute share and overlap_slowdown the share of the overlapped span lost beyond the SMs
     (calc.train_host). fp8: (FP8 scaling seconds of one micro-batch, inside the windows' forward and backward;
-    weight-cast seconds of the step), shown together as fp8_scaling_s (calc.train_fp8)."""
+    the step's other FP8 seconds: amax all-reduces and weight casts), shown together as fp8_scaling_s
+    (calc.train_fp8)."""
     total, exposed = dim_times(seconds, zero=zero, recompute=recompute, overlap=overlap, windows=windows)
     bubble = (pp - 1) / vp * (windows.forward_s + windows.backward_s)
     lost = contention_s(total, exposed, overlap, sm_share + overlap_slowdown) + interleaved_contention_s(
@@ -214,12 +216,18 @@ def core_attention(spec: ModelSpec, ceilings: Ceilings, opts: TrainStepOptions) 
                                dtype=opts.memory_dtype)
 
 
-def step_fp8_s(parts: StageParts, stages: tuple[Stage, ...], opts: TrainStepOptions, ceilings: Ceilings) -> tuple[float, float]:
-    """(FP8 scaling seconds of one micro-batch, weight-cast seconds of the step) on the slowest stage, the one
-    `slowest_stage` picks; (0, 0) unless fp8 (calc.train_fp8)."""
+def step_fp8_s(parts: StageParts, stages: tuple[Stage, ...], opts: TrainStepOptions, ceilings: Ceilings,
+               cluster: ClusterSpec) -> tuple[float, float]:
+    """(FP8 scaling kernels of one micro-batch, inside its forward and backward; the step's other FP8 seconds:
+    m x the amax all-reduces of a micro-batch, over the TP group, plus the weight casts) on the slowest stage,
+    the one `slowest_stage` picks; (0, 0) unless fp8 (calc.train_fp8)."""
     slowest = max(stages, key=lambda st: sum(stage_time(parts, st, opts.recompute)[:2]))
-    return stage_fp8_s(parts, slowest.dense, slowest.moe, opts.recompute, ceilings, recipe=opts.fp8_recipe,
-                       fp8_params=opts.fp8_params, shard=opts.data_parallel * opts.cp if opts.zero >= 1 else 1)
+    reduce_s = collective_cost("all-reduce", 4, opts.tp, cluster).time_s if opts.tp > 1 else 0.0  # one fp32 amax
+    kernels, reduces, weights = stage_fp8_s(
+        parts, slowest.dense, slowest.moe, opts.recompute, ceilings, recipe=opts.fp8_recipe, fp8_params=opts.fp8_params,
+        shard=opts.data_parallel * opts.cp if opts.zero >= 1 else 1, tp=opts.tp, sp=opts.sp_active,
+        amax_reduce_s=reduce_s)
+    return kernels, opts.num_micro_batches * reduces + weights
 
 
 def step_memory(spec: ModelSpec, opts: TrainStepOptions) -> TrainMemory:
@@ -247,7 +255,7 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
                             attention=core_attention(spec, ceilings, opts), fp8_recipe=opts.fp8_recipe)
     stages = pipeline_stages(spec, opts.pp, opts.vp)
     f, b, a = slowest_stage(parts, stages, opts.recompute)
-    fp8 = step_fp8_s(parts, stages, opts, ceilings)
+    fp8 = step_fp8_s(parts, stages, opts, ceilings, cluster)
     work, costs = stage_work(spec, parts, stages, opts.recompute), framework_costs(opts.framework, opts.host_costs)
     host = host_paths(work, costs,
                       micro_batches=opts.num_micro_batches, tp=opts.tp, zero=opts.zero)

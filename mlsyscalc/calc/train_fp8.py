@@ -197,14 +197,31 @@ def weight_cast_s(gemms: Mapping[str, Iterable[Gemm]], ceil: Ceilings, *, recipe
             for kind, groups in gemms.items()}
 
 
+def amax_reductions(gemms: Iterable[Gemm], tp: int, sp: bool, recipe: str) -> tuple[int, int]:
+    """(forward, backward) amax all-reduces over the TP group in one layer and micro-batch: with current scaling
+    under sequence parallelism each rank casts its sequence shard, so the amax of a column-parallel input
+    (forward) and of a row-parallel output gradient (backward) is reduced first (linear.py and
+    layernorm_linear.py `set_quantizer_amax_reduction_group`; csrc/quantizer.cpp `with_amax_reduction`)."""
+    if recipe != "current" or not sp or tp == 1:
+        return 0, 0
+    gemms = list(gemms)
+    return sum(g.kind == "column" and g.norm_fed for g in gemms), sum(g.kind == "row" for g in gemms)
+
+
 def stage_fp8_s(parts: Any, dense: int, moe: int, recompute: str, ceil: Ceilings, *, recipe: str, fp8_params: bool,
-                shard: int) -> tuple[float, float]:
-    """(scaling seconds of one micro-batch, weight-cast seconds of the step) of a stage with `dense` and `moe`
-    layers, from its `StageParts` (0, 0 unless fp8). The first is part of the stage's forward and backward."""
+                shard: int, tp: int = 1, sp: bool = False, amax_reduce_s: float = 0.0) -> tuple[float, float, float]:
+    """Of a stage with `dense` and `moe` layers, from its `StageParts` ((0, 0, 0) unless fp8): the scaling
+    kernels of one micro-batch (part of the stage's forward and backward), the amax all-reduces of one
+    micro-batch (`amax_reductions` x `amax_reduce_s` each; a full recomputation repeats the forward ones) and
+    the weight casts of the step."""
     if not parts.fp8_s:
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0
     passes = ("forward", "backward") + ((f"recompute_{recompute}",) if recompute != "none" else ())
     counts = {"dense": dense, "moe": moe}
     per_mb = sum(n * parts.fp8_s[kind][p] for kind, n in counts.items() if n for p in passes)
+    reduces = 0
+    for kind, n in counts.items():
+        fwd, bwd = amax_reductions(parts.fp8_gemms.get(kind, ()), tp, sp, recipe)
+        reduces += n * (fwd * (2 if recompute == "full" else 1) + bwd)
     weights = weight_cast_s(parts.fp8_gemms, ceil, recipe=recipe, fp8_params=fp8_params, shard=shard)
-    return per_mb, sum(n * weights.get(kind, 0.0) for kind, n in counts.items())
+    return per_mb, reduces * amax_reduce_s, sum(n * weights.get(kind, 0.0) for kind, n in counts.items())
