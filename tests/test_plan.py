@@ -216,6 +216,9 @@ def test_fp8_search_equals_train_step():
     assert_search_equals_train_step(spec, H100, cluster, opts, samples=25, seed=2, top=4)
     current = replace(opts, fp8_recipe="current", fp8_params=True)  # the weight casts then depend on ZeRO's shard
     assert_search_equals_train_step(spec, H100, cluster, current, samples=25, seed=3, top=4)
+    moe = PlanOptions(gpus=16, seq=1024, global_batch=32, max_micro_batch=2, max_cp=1, dtype="fp8",
+                      fp8_recipe="current", fp8_params=True)  # routed experts' weight casts follow ep
+    assert_search_equals_train_step(load_model("mixtral-8x7b"), H100, cluster, moe, samples=25, seed=4, top=2)
 
 
 @pytest.mark.parametrize("fp8_params", [False, True])

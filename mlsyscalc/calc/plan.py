@@ -156,7 +156,7 @@ class _Memo:
         if dtype_name(c.dtype) != "fp8":
             return 0.0, 0.0
         shard = c.data_parallel * c.cp if zero >= 1 else 1
-        return self.get(("fp8", c.tp, c.cp, c.micro_batch, c.sp_active, c.pp, c.vp, recompute, shard), lambda: step_fp8_s(
+        return self.get(("fp8", c.tp, c.cp, c.ep, c.micro_batch, c.sp_active, c.pp, c.vp, recompute, shard), lambda: step_fp8_s(
             self.parts(c), self.get(("stages", c.pp, c.vp), lambda: pipeline_stages(self.spec, c.pp, c.vp)),
             replace(c, zero=zero, recompute=recompute), self.ceil, self.cluster))
 

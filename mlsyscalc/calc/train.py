@@ -225,7 +225,7 @@ def step_fp8_s(parts: StageParts, stages: tuple[Stage, ...], opts: TrainStepOpti
     reduce_s = collective_cost("all-reduce", 4, opts.tp, cluster).time_s if opts.tp > 1 else 0.0  # one fp32 amax
     kernels, reduces, weights = stage_fp8_s(
         parts, slowest.dense, slowest.moe, opts.recompute, ceilings, recipe=opts.fp8_recipe, fp8_params=opts.fp8_params,
-        shard=opts.data_parallel * opts.cp if opts.zero >= 1 else 1, tp=opts.tp, sp=opts.sp_active,
+        shard=opts.data_parallel * opts.cp if opts.zero >= 1 else 1, tp=opts.tp, ep=opts.ep, sp=opts.sp_active,
         amax_reduce_s=reduce_s)
     return kernels, opts.num_micro_batches * reduces + weights
 

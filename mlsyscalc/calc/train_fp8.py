@@ -145,10 +145,12 @@ def gemm_kernels(g: Gemm, tp: int, sp: bool, recipe: str) -> dict[str, list[tupl
     return {"forward": fwd, "backward": bwd}
 
 
-def weight_kernels(g: Gemm, recipe: str, fp8_params: bool, shard: int) -> list[tuple[str, float, float]]:
+def weight_kernels(g: Gemm, recipe: str, fp8_params: bool, shard: int, ep: int = 1) -> list[tuple[str, float, float]]:
     """The kernels making a GEMM group's FP8 weights once per step: cast + transpose of the bf16 weight, or
     with FP8 parameters the optimizer's cast of the fp32 master shard (1 / shard of it) and the transpose."""
     w, name = g.weights, f"{g.key}.fp8 weight"
+    if g.key.startswith("experts."):  # the rank's E / ep routed experts (the roofline's groups: the experts hit),
+        w, shard = w / ep, max(1, shard // ep)  # sharded by ZeRO over dp x cp / ep
     if not fp8_params:
         return _cast(name, w, 2 * FP8, recipe, amax=True)
     kernels = [(f"{name} amax", w / shard * FP32, 4.0), (f"{name} scale", 4.0, 8.0)] if recipe == "current" else []
@@ -190,10 +192,10 @@ def fp8_rows(result: Any, *, sp: bool, recipe: str) -> list[OpRow]:
 
 
 def weight_cast_s(gemms: Mapping[str, Iterable[Gemm]], ceil: Ceilings, *, recipe: str, fp8_params: bool,
-                  shard: int) -> dict[str, float]:
+                  shard: int, ep: int = 1) -> dict[str, float]:
     """Seconds of one layer's once-a-step weight casts, per layer kind ("dense", "moe") of `StageParts.fp8_gemms`."""
     return {kind: sum(r.total_s for g in groups
-                      for r in _rows(weight_kernels(g, recipe, fp8_params, shard), kind, 1, "step", ceil))
+                      for r in _rows(weight_kernels(g, recipe, fp8_params, shard, ep), kind, 1, "step", ceil))
             for kind, groups in gemms.items()}
 
 
@@ -209,7 +211,8 @@ def amax_reductions(gemms: Iterable[Gemm], tp: int, sp: bool, recipe: str) -> tu
 
 
 def stage_fp8_s(parts: Any, dense: int, moe: int, recompute: str, ceil: Ceilings, *, recipe: str, fp8_params: bool,
-                shard: int, tp: int = 1, sp: bool = False, amax_reduce_s: float = 0.0) -> tuple[float, float, float]:
+                shard: int, tp: int = 1, ep: int = 1, sp: bool = False,
+                amax_reduce_s: float = 0.0) -> tuple[float, float, float]:
     """Of a stage with `dense` and `moe` layers, from its `StageParts` ((0, 0, 0) unless fp8): the scaling
     kernels of one micro-batch (part of the stage's forward and backward), the amax all-reduces of one
     micro-batch (`amax_reductions` x `amax_reduce_s` each; a full recomputation repeats the forward ones) and
@@ -223,5 +226,5 @@ def stage_fp8_s(parts: Any, dense: int, moe: int, recompute: str, ceil: Ceilings
     for kind, n in counts.items():
         fwd, bwd = amax_reductions(parts.fp8_gemms.get(kind, ()), tp, sp, recipe)
         reduces += n * (fwd * (2 if recompute == "full" else 1) + bwd)
-    weights = weight_cast_s(parts.fp8_gemms, ceil, recipe=recipe, fp8_params=fp8_params, shard=shard)
+    weights = weight_cast_s(parts.fp8_gemms, ceil, recipe=recipe, fp8_params=fp8_params, shard=shard, ep=ep)
     return per_mb, reduces * amax_reduce_s, sum(n * weights.get(kind, 0.0) for kind, n in counts.items())
