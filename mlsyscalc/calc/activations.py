@@ -38,7 +38,7 @@ from ..specs.model import ModelSpec
 from .layers import attention_linears, mlp_linears
 
 # Which tensor each projection reads (projections reading the same tensor share one copy).
-_INPUT = {
+LINEAR_INPUT = {
     "q_proj": "attn_in", "k_proj": "attn_in", "v_proj": "attn_in",
     "q_a_proj": "attn_in", "kv_a_proj_with_mqa": "attn_in",
     "q_b_proj": "q_latent", "kv_b_proj": "kv_latent", "o_proj": "attn_out",
@@ -57,7 +57,7 @@ class Saved:
 def attention_saved(spec: ModelSpec, flash: bool, dropout: bool, fp8: bool = False) -> list[Saved]:
     items: dict[str, Saved] = {}
     for lin in attention_linears(spec):
-        source = _INPUT[lin.name]
+        source = LINEAR_INPUT[lin.name]
         region = "tensor" if source == "attn_out" else "seq"
         if fp8 and source == "attn_out":  # attention keeps O in bf16, o_proj its FP8 copy
             items[source] = Saved("attention output O", lin.in_features, region)

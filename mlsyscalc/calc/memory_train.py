@@ -308,7 +308,7 @@ def _stage(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, stag
     sp = stage_params(spec, layers, stage == 0, stage == opts.pp - 1, opts.tp, opts.ep, opts.pp, opts.vocab_parallel)
     states = _states(opts, nbytes, sp)
     if opts.fp8:
-        states["fp8_weight_copies"], saving = fp8_weight_states(spec, layers, opts.tp, opts.ep, nbytes)
+        states["fp8_weight_copies"], saving = fp8_weight_states(spec, layers, opts.tp, opts.ep, nbytes, opts.fp8_params)
         states["weights"] -= saving
     held = in_flight(opts.schedule, opts.pp, stage, opts.grad_accum, opts.vp)
     grads = grads_resident(opts.framework, opts.schedule, held, opts.grad_accum * opts.vp, opts.zero, opts.dp * opts.cp)

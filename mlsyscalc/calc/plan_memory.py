@@ -108,7 +108,7 @@ class MemoryTable:
         kept = sharded(3, nb["weight"]) + sharded(1, nb["master"]) + sharded(1, _STATES["adamw"] * nb["state"])
         gather = st.gather * nb["gather"] if zero == 3 else np.zeros(pp)
         if self.fp8:  # FP8 weight copies; with FP8 parameters the weights themselves are 1 byte
-            kept = kept + st.fp8_linear * (nb["fp8_weight_copy"] - nb["fp8_params"] * (nb["weight"] - nb["fp8"]))
+            kept = kept + st.fp8_linear * (nb["fp8_weight_copy"] - self.fp8_params * (nb["weight"] - nb["fp8"]))
         return kept, sharded(2, nb["grad"]), gather
 
     def _layer_items(self, layer: int) -> list[Saved]:

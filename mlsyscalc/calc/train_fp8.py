@@ -39,6 +39,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
 from ..specs.model import ModelSpec
+from .activations import LINEAR_INPUT
 from .calibration import Ceilings
 from .layers import Linear, layer_linears
 from .memory_common import linear_weight_per_rank
@@ -49,23 +50,23 @@ RECIPES = ("delayed", "current")  # TE's DelayedScaling and Float8CurrentScaling
 DEFAULT_RECIPE = "delayed"  # TE's default recipe, and Megatron-LM's --fp8-recipe default
 BF16, FP8, FP32 = 2.0, 1.0, 4.0  # bytes an element
 _NORM_FED = ("attn_in", "mlp_in", "q_latent", "kv_latent")  # a TE LayerNormLinear: the norm is fused in
-_INPUT = {"q_proj": "attn_in", "k_proj": "attn_in", "v_proj": "attn_in", "q_a_proj": "attn_in",
-          "kv_a_proj_with_mqa": "attn_in", "q_b_proj": "q_latent", "kv_b_proj": "kv_latent",
-          "o_proj": "attn_out", "gate_proj": "mlp_in", "up_proj": "mlp_in", "down_proj": "mlp_act"}
+# the tensor each FP8 linear reads (the router is not one; down_proj reads the MLP's activation)
+_INPUT = {**{k: v for k, v in LINEAR_INPUT.items() if k != "router"}, "down_proj": "mlp_act"}
 
 
 def fp8_bytes(fp8_params: bool) -> dict[str, float]:
     """`memory_train.default_bytes` keys of FP8 training: an FP8 activation element, and the FP8 copies TE
     keeps of each FP8 linear's weight element (rowwise + transpose; the transpose only when the weight
     itself is FP8)."""
-    return {"fp8": FP8, "fp8_weight_copy": FP8 if fp8_params else 2 * FP8, "fp8_params": 1.0 if fp8_params else 0.0}
+    return {"fp8": FP8, "fp8_weight_copy": FP8 if fp8_params else 2 * FP8}
 
 
-def fp8_weight_states(spec: ModelSpec, layers: Iterable[int], tp: int, ep: int, nbytes: dict) -> tuple[float, float]:
+def fp8_weight_states(spec: ModelSpec, layers: Iterable[int], tp: int, ep: int, nbytes: Mapping[str, float],
+                      fp8_params: bool) -> tuple[float, float]:
     """(FP8 weight copies, bytes the weights shrink by) of one rank holding `layers`: per FP8-linear weight
-    element fp8_weight_copy bytes; with FP8 parameters the weight itself is 1 byte, not `weight`."""
+    element fp8_weight_copy bytes; with FP8 parameters the weight itself is `fp8` bytes, not `weight`."""
     elements = sum(fp8_linear_weights(spec, layer, tp, ep) for layer in layers)
-    saving = elements * (nbytes["weight"] - nbytes["fp8"]) if nbytes.get("fp8_params") else 0.0
+    saving = elements * (nbytes["weight"] - nbytes["fp8"]) if fp8_params else 0.0
     return elements * nbytes["fp8_weight_copy"], saving
 
 
