@@ -149,7 +149,7 @@ def gemm_kernels(g: Gemm, tp: int, sp: bool, recipe: str) -> dict[str, list[tupl
 def weight_kernels(g: Gemm, recipe: str, fp8_params: bool, shard: int, ep: int = 1) -> list[tuple[str, float, float]]:
     """The kernels making a GEMM group's FP8 weights once per step: cast + transpose of the bf16 weight, or
     with FP8 parameters the optimizer's cast of the fp32 master shard (1 / shard of it) and the transpose."""
-    w, name = g.weights, f"{g.key}.fp8 weight"
+    w, name = float(g.weights), f"{g.key}.fp8 weight"
     if g.key.startswith("experts."):  # the rank's E / ep routed experts (the roofline's groups: the experts hit),
         w, shard = w / ep, max(1, shard // ep)  # sharded by ZeRO over dp x cp / ep
     if not fp8_params:
