@@ -153,7 +153,7 @@ def test_amax_all_reduces_under_sequence_parallelism(run_cli):
     a layer and micro-batch, each `mlsys comm all-reduce --size 4` over the TP GPUs; the step's other FP8
     seconds are m x those plus the weight casts."""
     from mlsyscalc.calc.train import step_fp8_s
-    from mlsyscalc.calc.train_fp8 import stage_fp8_s
+    from mlsyscalc.calc.train_fp8 import weight_cast_s
     from mlsyscalc.calc.train_options import TrainStepOptions
     from mlsyscalc.calc.train_parts import pipeline_stages, roofline_pass, stage_parts
     from mlsyscalc.specs.cluster import load_cluster
@@ -164,9 +164,9 @@ def test_amax_all_reduces_under_sequence_parallelism(run_cli):
     result = roofline_pass(spec, ceil, tp=4, cp=1, micro_batch=1, seq=SEQ, dtype="fp8")
     parts = stage_parts(spec, result, sp=True, fp8_recipe="current")
     _, other = step_fp8_s(parts, pipeline_stages(spec, 1, 1), opts, ceil, cluster)
-    weights = stage_fp8_s(parts, LAYERS, 0, "none", ceil, recipe="current", fp8_params=False, shard=1)[2]
+    weights = LAYERS * weight_cast_s(parts.fp8_gemms, ceil, recipe="current", fp8_params=False, shard=1)["dense"]
     assert other == pytest.approx(3 * LAYERS * 4 * t + weights, rel=1e-9)
     delayed = stage_parts(spec, result, sp=True, fp8_recipe="delayed")
     _, other = step_fp8_s(delayed, pipeline_stages(spec, 1, 1), replace(opts, fp8_recipe="delayed"), ceil, cluster)
-    assert other == pytest.approx(stage_fp8_s(delayed, LAYERS, 0, "none", ceil, recipe="delayed", fp8_params=False,
-                                              shard=1)[2], rel=1e-12)  # no amax all-reduces
+    casts = weight_cast_s(delayed.fp8_gemms, ceil, recipe="delayed", fp8_params=False, shard=1)["dense"]
+    assert other == pytest.approx(LAYERS * casts, rel=1e-12)  # no amax all-reduces

@@ -37,7 +37,8 @@ from .comm_step import StepOptions, step_comm
 from .memory_common import verdict
 from .plan_memory import MemoryTable
 from .plan_space import PlanOptions, execution_options, structures
-from .train import TP_INPUT_REDUCE, TrainStep, core_attention, optimizer_s, step_breakdown, step_fp8_s, train_step
+from .train import (TP_INPUT_REDUCE, TrainStep, core_attention, fp8_weight_casts, optimizer_s, step_breakdown,
+                    step_fp8_s, train_step)
 from .train_comm import Windows, traffic
 from .train_host import framework_costs, host_paths, stage_work, tensor_counts
 from .train_options import TrainStepOptions
@@ -151,14 +152,17 @@ class _Memo:
 
 
     def fp8(self, c: TrainStepOptions, recompute: str, zero: int) -> tuple[float, float]:
-        """(FP8 scaling seconds of one micro-batch, weight casts of the step) on the slowest stage, as
+        """(FP8 scaling seconds of one micro-batch, the step's other FP8 seconds) on the slowest stage, as
         `train.step_fp8_s`; (0, 0) unless fp8."""
         if dtype_name(c.dtype) != "fp8":
             return 0.0, 0.0
-        shard = c.data_parallel * c.cp if zero >= 1 else 1
+        lay = replace(c, zero=zero, recompute=recompute)
+        shard = c.data_parallel * c.cp if zero >= 1 and c.fp8_params else 1  # only FP8 weights cast ZeRO shards
+        weights = self.get(("fp8 weights", c.tp, c.cp, c.ep, c.micro_batch, c.sp_active, shard),
+                           lambda: fp8_weight_casts(self.parts(c), lay, self.ceil))
         return self.get(("fp8", c.tp, c.cp, c.ep, c.micro_batch, c.sp_active, c.pp, c.vp, recompute, shard), lambda: step_fp8_s(
-            self.parts(c), self.get(("stages", c.pp, c.vp), lambda: pipeline_stages(self.spec, c.pp, c.vp)),
-            replace(c, zero=zero, recompute=recompute), self.ceil, self.cluster))
+            self.parts(c), self.get(("stages", c.pp, c.vp), lambda: pipeline_stages(self.spec, c.pp, c.vp)), lay,
+            self.ceil, self.cluster, weights))
 
 
 _COLUMNS = ("forward", "backward", "attention", "m", "pp", "vp", "zero", "optimizer", "micro_batch", "host_fb",

@@ -47,7 +47,7 @@ from .train_comm import DIMS, Windows, contention_s, dim_times, traffic
 from .train_host import FRAMEWORK_SOURCES, StageWork, exposed_host_s, framework_costs, host_paths, interleaved_contention_s, stage_work
 from .train_attention import unfused_attention_s
 from .train_options import TrainStepOptions
-from .train_fp8 import stage_fp8_s
+from .train_fp8 import stage_fp8_s, weight_cast_s
 from .train_parts import Stage, StageParts, pipeline_stages, roofline_pass, slowest_stage, stage_parts, stage_time
 
 FLOP_CONVENTION = ("model FLOPs: calc.flops (2 per multiply-add, matmuls only, causal attention halved, "
@@ -217,17 +217,25 @@ def core_attention(spec: ModelSpec, ceilings: Ceilings, opts: TrainStepOptions) 
 
 
 def step_fp8_s(parts: StageParts, stages: tuple[Stage, ...], opts: TrainStepOptions, ceilings: Ceilings,
-               cluster: ClusterSpec) -> tuple[float, float]:
+               cluster: ClusterSpec, weights: Mapping[str, float] | None = None) -> tuple[float, float]:
     """(FP8 scaling kernels of one micro-batch, inside its forward and backward; the step's other FP8 seconds:
     m x the amax all-reduces of a micro-batch, over the TP group, plus the weight casts) on the slowest stage,
-    the one `slowest_stage` picks; (0, 0) unless fp8 (calc.train_fp8)."""
+    the one `slowest_stage` picks; (0, 0) unless fp8 (calc.train_fp8). `weights`: `fp8_weight_casts` of the
+    layout, when the caller holds them (plan)."""
     slowest = max(stages, key=lambda st: sum(stage_time(parts, st, opts.recompute)[:2]))
     reduce_s = collective_cost("all-reduce", 4, opts.tp, cluster).time_s if opts.tp > 1 else 0.0  # one fp32 amax
-    kernels, reduces, weights = stage_fp8_s(
-        parts, slowest.dense, slowest.moe, opts.recompute, ceilings, recipe=opts.fp8_recipe, fp8_params=opts.fp8_params,
-        shard=opts.data_parallel * opts.cp if opts.zero >= 1 else 1, tp=opts.tp, ep=opts.ep, sp=opts.sp_active,
-        amax_reduce_s=reduce_s)
-    return kernels, opts.num_micro_batches * reduces + weights
+    kernels, reduces, casts = stage_fp8_s(
+        parts, slowest.dense, slowest.moe, opts.recompute, recipe=opts.fp8_recipe, tp=opts.tp, sp=opts.sp_active,
+        amax_reduce_s=reduce_s, weights=fp8_weight_casts(parts, opts, ceilings) if weights is None else weights)
+    return kernels, opts.num_micro_batches * reduces + casts
+
+
+def fp8_weight_casts(parts: StageParts, opts: TrainStepOptions, ceilings: Ceilings) -> dict[str, float]:
+    """One layer's FP8 weight-cast seconds per layer kind (calc.train_fp8.weight_cast_s): the ZeRO shard
+    matters only with FP8 parameters (the optimizer casts its fp32 master shard)."""
+    shard = opts.data_parallel * opts.cp if opts.zero >= 1 and opts.fp8_params else 1
+    return weight_cast_s(parts.fp8_gemms, ceilings, recipe=opts.fp8_recipe, fp8_params=opts.fp8_params, shard=shard,
+                         ep=opts.ep)
 
 
 def step_memory(spec: ModelSpec, opts: TrainStepOptions) -> TrainMemory:

@@ -211,13 +211,12 @@ def amax_reductions(gemms: Iterable[Gemm], tp: int, sp: bool, recipe: str) -> tu
     return sum(g.kind == "column" and g.norm_fed for g in gemms), sum(g.kind == "row" for g in gemms)
 
 
-def stage_fp8_s(parts: Any, dense: int, moe: int, recompute: str, ceil: Ceilings, *, recipe: str, fp8_params: bool,
-                shard: int, tp: int = 1, ep: int = 1, sp: bool = False,
-                amax_reduce_s: float = 0.0) -> tuple[float, float, float]:
+def stage_fp8_s(parts: Any, dense: int, moe: int, recompute: str, *, weights: Mapping[str, float], recipe: str,
+                tp: int = 1, sp: bool = False, amax_reduce_s: float = 0.0) -> tuple[float, float, float]:
     """Of a stage with `dense` and `moe` layers, from its `StageParts` ((0, 0, 0) unless fp8): the scaling
     kernels of one micro-batch (part of the stage's forward and backward), the amax all-reduces of one
     micro-batch (`amax_reductions` x `amax_reduce_s` each; a full recomputation repeats the forward ones) and
-    the weight casts of the step."""
+    the weight casts of the step (`weights`: one layer's, per kind, from `weight_cast_s`)."""
     if not parts.fp8_s:
         return 0.0, 0.0, 0.0
     passes = ("forward", "backward") + ((f"recompute_{recompute}",) if recompute != "none" else ())
@@ -227,5 +226,4 @@ def stage_fp8_s(parts: Any, dense: int, moe: int, recompute: str, ceil: Ceilings
     for kind, n in counts.items():
         fwd, bwd = amax_reductions(parts.fp8_gemms.get(kind, ()), tp, sp, recipe)
         reduces += n * (fwd * (2 if recompute == "full" else 1) + bwd)
-    weights = weight_cast_s(parts.fp8_gemms, ceil, recipe=recipe, fp8_params=fp8_params, shard=shard, ep=ep)
     return per_mb, reduces * amax_reduce_s, sum(n * weights.get(kind, 0.0) for kind, n in counts.items())
