@@ -26,6 +26,8 @@ _BYTE_MEANING = {
     "logits_saved": "per logit of each other micro-batch in flight: its loss's saved log-probs",
     "logits_kept": "per logit of each micro-batch: last pipeline stage outputs kept to the step's end",
     "gather": "ZeRO-3 gathered weights (per parameter)",
+    "fp8": "FP8 linears' saved inputs (per element; --dtype fp8)",
+    "fp8_weight_copy": "FP8 weight copies TE keeps (per FP8-linear weight element: rowwise + transpose)",
     "base": "embeddings, lm_head, norms, biases", "kv": "KV cache (per element)",
     "scale": "quantisation scale (per group)", "zero": "quantisation zero point (per group)",
 }
