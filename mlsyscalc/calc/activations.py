@@ -63,7 +63,8 @@ def attention_saved(spec: ModelSpec, flash: bool, dropout: bool, fp8: bool = Fal
             items[source] = Saved("attention output O", lin.in_features, region)
             items["attn_out_fp8"] = Saved(f"{lin.name} input (fp8 copy)", lin.in_features, region, "fp8")
             continue
-        items.setdefault(source, Saved(f"{lin.name} input", lin.in_features, region, "fp8" if fp8 else "act"))
+        items.setdefault(source, Saved(f"{lin.name} input" + (" (fp8)" if fp8 else ""), lin.in_features, region,
+                                       "fp8" if fp8 else "act"))
     mla = spec.mla
     if mla is not None:  # RMSNorms on the latents save their inputs (the a-projections' outputs)
         if mla.q_lora_rank:
@@ -107,14 +108,15 @@ def mlp_saved(spec: ModelSpec, layer: int, dropout: bool, capacity_factor: float
     moe_layer = spec.layer_is_moe(layer)
     out: list[Saved] = []
     if not spec.parallel_attention:  # else the MLP reads the attention's norm output; the bf16 router keeps it
-        out.append(Saved("mlp input (norm output)", h, "seq", "act" if moe_layer else lin_kind))
+        kind = "act" if moe_layer else lin_kind
+        out.append(Saved("mlp input (norm output" + (", fp8)" if kind == "fp8" else ")"), h, "seq", kind))
     if moe_layer:
         moe = spec.moe
         assert moe is not None
         routed = moe.experts_per_token * capacity_factor
         out += [
             Saved("router probabilities (fp32)", moe.num_experts, "seq", "fp32"),
-            Saved("dispatched expert inputs (k copies)", round(routed * h), "seq", lin_kind),
+            Saved("dispatched expert inputs (k copies" + (", fp8)" if fp8 else ")"), round(routed * h), "seq", lin_kind),
             *_intermediates("expert intermediates (k x 4I)", round(routed * 4 * moe.expert_intermediate_size), True, fp8),
             Saved("expert outputs for the weighted combine", round(routed * h), "seq"),
         ]
