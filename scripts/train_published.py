@@ -113,7 +113,7 @@ def train_args(run: dict[str, Any], model: str) -> list[str]:
         if key in lay:
             args += [f"--{key}", str(lay[key])]
     args += ["--sp" if lay.get("sp") else "--no-sp", "--recompute", lay["recompute"], "--dtype", lay["dtype"]]
-    return args + attention_args(lay) + split_args(lay) + (["--overlap", lay["overlap"]] if "overlap" in lay else [])
+    return args + attention_args(lay) + split_args(lay) + (["--overlap", lay["overlap"]] if "overlap" in lay else []) + fp8_args(lay)
 
 
 SPLIT_COUNTS = ("decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers")
@@ -126,6 +126,12 @@ def split_args(lay: dict[str, Any]) -> list[str]:
     return counts + [f"--{k.replace('_', '-')}" for k in SPLIT_FLAGS if lay.get(k)]
 
 
+def fp8_args(lay: dict[str, Any]) -> list[str]:
+    """Transformer Engine's FP8 recipe and FP8 parameters of the run, if the layout names them (train and plan)."""
+    return ((["--fp8-recipe", lay["fp8_recipe"]] if "fp8_recipe" in lay else [])
+            + (["--fp8-params"] if lay.get("fp8_params") else []))
+
+
 def attention_args(lay: dict[str, Any]) -> list[str]:
     """--attention of the run (Megatron-LM's unfused core before flash attention), if the layout names it."""
     return ["--attention", lay["attention"]] if "attention" in lay else []
@@ -135,7 +141,7 @@ def plan_args(run: dict[str, Any], model: str) -> list[str]:
     lay = run["layout"]
     return ["plan", model, "--gpus", str(run["gpus"]), "--cluster", cluster_ref(run), "--seq", str(lay["seq"]),
             "--global-batch", str(lay["global_batch"]), "--dtype", lay["dtype"], "--top", "1", *attention_args(lay),
-            *(["--overlap", lay["overlap"]] if "overlap" in lay else [])]
+            *(["--overlap", lay["overlap"]] if "overlap" in lay else []), *fp8_args(lay)]
 
 
 def evaluate(run: dict[str, Any], runner: Runner, folder: Path, plan: bool) -> dict[str, Any]:

@@ -206,3 +206,28 @@ def test_plan_cli_torch_matches_train_and_names_exclusions(run_cli):
     assert run_cli.json("plan", "llama2-7b", *base, "--quiet")["excluded"] == []
     code, out, err = run_cli("plan", "mixtral-8x7b", *base, "--framework", "torch", "--fix", "zero=1")
     assert code == 2 and "FSDP2" in err and out == ""
+
+
+def test_fp8_search_equals_train_step():
+    """--dtype fp8: the search prices Transformer Engine's scaling kernels, the weight casts once a step, the
+    FP8 activations and the FP8 weight copies as train_step does (calc.train_fp8)."""
+    spec, cluster = load_model("llama3-8b"), load_cluster("hgx-h100")
+    opts = PlanOptions(gpus=16, seq=2048, global_batch=32, max_micro_batch=2, max_cp=2, dtype="fp8")
+    assert_search_equals_train_step(spec, H100, cluster, opts, samples=25, seed=2, top=4)
+    current = replace(opts, fp8_recipe="current", fp8_params=True)  # the weight casts then depend on ZeRO's shard
+    assert_search_equals_train_step(spec, H100, cluster, current, samples=25, seed=3, top=4)
+    moe = PlanOptions(gpus=16, seq=1024, global_batch=32, max_micro_batch=2, max_cp=1, dtype="fp8",
+                      fp8_recipe="current", fp8_params=True)  # routed experts' weight casts follow ep
+    assert_search_equals_train_step(load_model("mixtral-8x7b"), H100, cluster, moe, samples=25, seed=4, top=2)
+
+
+@pytest.mark.parametrize("fp8_params", [False, True])
+def test_fp8_plan_memory_equals_train_memory(fp8_params):
+    """FP8 activations and FP8 weight copies (FP8 weights with fp8_params), per stage of an interleaved pipeline."""
+    spec = load_model("llama3-8b")
+    lay = dict(tp=2, pp=4, cp=1, dp=2, zero=1, recompute="none", sp=True, batch=1, grad_accum=8, vp=2)
+    ref = train_memory(spec, TrainOptions(seq=2048, dtype="fp8", fp8_params=fp8_params, **lay))
+    assert ref.peak_stage.detail["fp8_weight_copies"] > 0
+    got = MemoryTable(spec, 2048, "fp8", fp8_params=fp8_params).total_bytes(tp=2, ep=1, pp=4, cp=1, sp=True, zero=1, shard=2,
+                                                     recompute="none", micro_batch=1, micro_batches=8, vp=2)
+    assert got == pytest.approx(ref.total, abs=16)

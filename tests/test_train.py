@@ -12,7 +12,7 @@ from mlsyscalc.calc.train_options import TrainStepOptions
 from mlsyscalc.specs.lookup import load_model
 
 A100 = ("--gpu", "A100-80GB-SXM")
-PARTS = ("compute_s", "contention_s", "bubble_s", "optimizer_s", "host_s", "tp_comm_s", "cp_comm_s", "dp_comm_s", "pp_comm_s", "ep_comm_s")
+PARTS = ("compute_s", "fp8_scaling_s", "contention_s", "bubble_s", "optimizer_s", "host_s", "tp_comm_s", "cp_comm_s", "dp_comm_s", "pp_comm_s", "ep_comm_s")
 
 
 @pytest.mark.parametrize("recompute", ["none", "selective", "full"])

@@ -14,6 +14,15 @@ Not counted (below 0.1%): per-token norm statistics (mean/rstd), flash attention
 log-sum-exp, top-k indices, rotary tables; fused norm and rotary kernels (Megatron-LM,
 Transformer Engine) save only their input.
 
+FP8 training (`fp8=True`), as Transformer Engine stores it (TE 2.x, transformer_engine/pytorch/module/
+linear.py and layernorm_linear.py, the tensors each module's forward saves): an FP8 linear keeps its
+input only as the FP8 copy its weight-gradient GEMM reads (1 byte an element: the columnwise copy, or the
+rowwise local shard under sequence parallelism, which backward gathers again), so the norm outputs that
+feed q/k/v and gate/up, and the down projection's input, are FP8 (kind "fp8"). What other ops save stays
+in bf16: norm inputs (the residual stream), Q, K, V and the attention output O (the attention backward
+reads O; o_proj keeps its own FP8 copy of it beside, kind "fp8"), the MLP's gate, act(gate) and up. The
+router is not an FP8 linear (Megatron-LM runs it outside TE).
+
 Regions decide how parallelism shrinks an item (equations 2-5 of the paper):
   "seq"    replicated across tensor-parallel ranks, split by sequence parallelism
   "tensor" split by tensor parallelism (heads or the MLP's intermediate width)
@@ -29,7 +38,7 @@ from ..specs.model import ModelSpec
 from .layers import attention_linears, mlp_linears
 
 # Which tensor each projection reads (projections reading the same tensor share one copy).
-_INPUT = {
+LINEAR_INPUT = {
     "q_proj": "attn_in", "k_proj": "attn_in", "v_proj": "attn_in",
     "q_a_proj": "attn_in", "kv_a_proj_with_mqa": "attn_in",
     "q_b_proj": "q_latent", "kv_b_proj": "kv_latent", "o_proj": "attn_out",
@@ -42,15 +51,20 @@ class Saved:
     name: str
     per_token: int  # elements per token ("scores": per token per key, i.e. heads)
     region: str  # "seq", "tensor", "kv" or "scores"
-    kind: str = "act"  # which byte assumption applies: "act", "mask" (dropout) or "fp32"
+    kind: str = "act"  # which byte assumption applies: "act", "mask" (dropout), "fp32" or "fp8" (FP8 linear input)
 
 
-def attention_saved(spec: ModelSpec, flash: bool, dropout: bool) -> list[Saved]:
+def attention_saved(spec: ModelSpec, flash: bool, dropout: bool, fp8: bool = False) -> list[Saved]:
     items: dict[str, Saved] = {}
     for lin in attention_linears(spec):
-        source = _INPUT[lin.name]
+        source = LINEAR_INPUT[lin.name]
         region = "tensor" if source == "attn_out" else "seq"
-        items.setdefault(source, Saved(f"{lin.name} input", lin.in_features, region))
+        if fp8 and source == "attn_out":  # attention keeps O in bf16, o_proj its FP8 copy
+            items[source] = Saved("attention output O", lin.in_features, region)
+            items["attn_out_fp8"] = Saved(f"{lin.name} input (fp8 copy)", lin.in_features, region, "fp8")
+            continue
+        items.setdefault(source, Saved(f"{lin.name} input" + (" (fp8)" if fp8 else ""), lin.in_features, region,
+                                       "fp8" if fp8 else "act"))
     mla = spec.mla
     if mla is not None:  # RMSNorms on the latents save their inputs (the a-projections' outputs)
         if mla.q_lora_rank:
@@ -77,29 +91,45 @@ def attention_saved(spec: ModelSpec, flash: bool, dropout: bool) -> list[Saved]:
     return out
 
 
-def mlp_saved(spec: ModelSpec, layer: int, dropout: bool, capacity_factor: float = 1.0) -> list[Saved]:
+def _intermediates(name: str, total: int, gated: bool, fp8: bool) -> list[Saved]:
+    """What the MLP nonlinearity and the down projection save, `total` elements a token: gated 4 x the
+    intermediate width (gate, act(gate), up, product), else 2 x (fc1 output, activation output); with fp8
+    the last of them, the down projection's input, is its FP8 copy."""
+    if not fp8:
+        return [Saved(name, total, "tensor")]
+    down = round(total / (4 if gated else 2))
+    return [Saved(f"{name} less the down_proj input", total - down, "tensor"),
+            Saved(f"{name}: down_proj input (fp8 copy)", down, "tensor", "fp8")]
+
+
+def mlp_saved(spec: ModelSpec, layer: int, dropout: bool, capacity_factor: float = 1.0, fp8: bool = False) -> list[Saved]:
     h = spec.hidden_size
+    lin_kind = "fp8" if fp8 else "act"
+    moe_layer = spec.layer_is_moe(layer)
     out: list[Saved] = []
-    if not spec.parallel_attention:  # else the MLP reads the attention's norm output
-        out.append(Saved("mlp input (norm output)", h, "seq"))
-    if spec.layer_is_moe(layer):
+    if not spec.parallel_attention:  # else the MLP reads the attention's norm output; the bf16 router keeps it
+        kind = "act" if moe_layer else lin_kind
+        out.append(Saved("mlp input (norm output" + (", fp8)" if kind == "fp8" else ")"), h, "seq", kind))
+    if moe_layer:
         moe = spec.moe
         assert moe is not None
         routed = moe.experts_per_token * capacity_factor
         out += [
             Saved("router probabilities (fp32)", moe.num_experts, "seq", "fp32"),
-            Saved("dispatched expert inputs (k copies)", round(routed * h), "seq"),
-            Saved("expert intermediates (k x 4I)", round(routed * 4 * moe.expert_intermediate_size), "tensor"),
+            Saved("dispatched expert inputs (k copies" + (", fp8)" if fp8 else ")"), round(routed * h), "seq", lin_kind),
+            *_intermediates("expert intermediates (k x 4I)", round(routed * 4 * moe.expert_intermediate_size), True, fp8),
             Saved("expert outputs for the weighted combine", round(routed * h), "seq"),
         ]
         if moe.num_shared_experts:
-            out.append(Saved("shared expert intermediates (4I)", 4 * moe.shared_intermediate_size, "tensor"))
+            if fp8:
+                out.append(Saved("shared experts input (fp8 copy)", h, "seq", "fp8"))
+            out += _intermediates("shared expert intermediates (4I)", 4 * moe.shared_intermediate_size, True, fp8)
     else:
         inter = next(lin.out_features for lin in mlp_linears(spec, layer) if lin.name == "up_proj")
-        if spec.gated_mlp:  # gate out (act input), act(gate), up out, product (down input)
-            out.append(Saved("gate, act(gate), up, product (4I)", 4 * inter, "tensor"))
-        else:  # fc1 output (activation input), activation output (down input)
-            out.append(Saved("fc1 output, activation output (2I)", 2 * inter, "tensor"))
+        # gated: gate out (act input), act(gate), up out, product (down input); else fc1 output
+        # (activation input), activation output (down input)
+        name = "gate, act(gate), up, product (4I)" if spec.gated_mlp else "fc1 output, activation output (2I)"
+        out += _intermediates(name, (4 if spec.gated_mlp else 2) * inter, spec.gated_mlp, fp8)
     if dropout:
         out.append(Saved("mlp output dropout mask", h, "seq", "mask"))
     return out
@@ -110,8 +140,10 @@ def norm_inputs(spec: ModelSpec) -> Saved:
     return Saved(f"norm inputs ({spec.norms_per_layer} x h)", spec.norms_per_layer * spec.hidden_size, "seq")
 
 
-def layer_saved(spec: ModelSpec, layer: int, flash: bool, dropout: bool, capacity_factor: float = 1.0) -> list[Saved]:
-    return [norm_inputs(spec)] + attention_saved(spec, flash, dropout) + mlp_saved(spec, layer, dropout, capacity_factor)
+def layer_saved(spec: ModelSpec, layer: int, flash: bool, dropout: bool, capacity_factor: float = 1.0,
+                fp8: bool = False) -> list[Saved]:
+    return ([norm_inputs(spec)] + attention_saved(spec, flash, dropout, fp8)
+            + mlp_saved(spec, layer, dropout, capacity_factor, fp8))
 
 
 @dataclass(frozen=True)
@@ -126,7 +158,8 @@ class Split:
 
 
 def item_bytes(item: Saved, split: Split, nbytes: dict[str, float]) -> float:
-    per_elem = {"act": nbytes["activation"], "mask": nbytes["mask"], "fp32": 4.0}[item.kind]
+    per_elem = {"act": nbytes["activation"], "mask": nbytes["mask"], "fp32": 4.0,
+                "fp8": nbytes.get("fp8", 1.0)}[item.kind]
     elems = item.per_token * split.tokens
     if item.region == "scores":
         return elems * split.keys * per_elem / split.tp

@@ -20,6 +20,11 @@ micro-batch fewer) and the optimizer step (weights, all gradients and optimizer 
 activations). Gradients are resident throughout with persistent buffers (`framework="megatron"`,
 Megatron-LM and DeepSpeed); with PyTorch's `zero_grad(set_to_none=True)` (`framework="torch"`)
 they are absent until the step's first backward (`calc.memory_schedule`, which also lists torch's other buffers).
+
+FP8 training (`dtype="fp8"`, Transformer Engine): weights, gradients and the other activations stay
+bf16; the inputs FP8 linears save are FP8 (`calc.activations`), and each FP8 linear's weight has FP8
+copies TE keeps across the micro-batches of a step (`calc.train_fp8.fp8_weight_copies`): under
+"weights", detail `fp8_weight_copies`.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from .memory_common import StageParams, merge_bytes, stage_params
 from .memory_schedule import FRAMEWORKS, SCHEDULES, chunk_forwards, grads_resident, in_flight, receive_buffers
 from .pipeline_split import EVEN, PipelineSplit, chunk_layers, stage_layer_ids
 from .tensor_parallel import check_tp, kv_divisor
+from .train_fp8 import fp8_bytes, fp8_weight_states
 
 OPTIMIZERS = ("adamw", "sgd-momentum", "adafactor", "adam8bit")
 RECOMPUTE = ("none", "selective", "full")
@@ -56,7 +62,8 @@ class TrainOptions:
     batch: int = 1  # micro-batch size (sequences)
     seq: int = 2048
     grad_accum: int = 1  # micro-batches per step (pipeline: micro-batches per stage)
-    dtype: str = "bf16"  # fp32, or bf16/fp16 (mixed precision: see master_weights)
+    dtype: str = "bf16"  # fp32, or bf16/fp16 (mixed precision: see master_weights); fp8: bf16 with FP8 linears (TE)
+    fp8_params: bool = False  # fp8: the linears' weights are FP8 themselves (Megatron-LM --fp8-param-gather)
     master_weights: bool = True  # bf16/fp16: fp32 master copy and fp32 optimizer states
     optimizer: str = "adamw"
     dp: int = 1
@@ -80,6 +87,11 @@ class TrainOptions:
     bytes_overrides: tuple[tuple[str, float], ...] = field(default=())
 
     @property
+    def fp8(self) -> bool:
+        """FP8 linears as Transformer Engine runs them (everything else bf16)."""
+        return dtype_name(self.dtype) == "fp8"
+
+    @property
     def vocab_tp(self) -> int:
         """Ranks the embedding, lm_head and logits are split over: tp, or 1 without vocab_parallel."""
         return self.tp if self.vocab_parallel else 1
@@ -98,7 +110,9 @@ class TrainOptions:
             require(self.pp > 1 and self.schedule == "1f1b", "--vp interleaves the 1F1B schedule of a pipeline (--pp > 1)")
             self.chunks(spec)
             divide(self.grad_accum, self.pp, "--grad-accum over --pp with --vp (interleaved micro-batch groups)")
-        require(dtype_name(self.dtype) in ("fp32", "bf16", "fp16"), f"--dtype for training: fp32, bf16 or fp16, not {self.dtype}")
+        require(dtype_name(self.dtype) in ("fp32", "bf16", "fp16", "fp8"),
+                f"--dtype for training: fp32, bf16, fp16 or fp8, not {self.dtype}")
+        require(not self.fp8_params or self.fp8, "--fp8-params needs --dtype fp8")
         require(self.offload == "none" or self.zero >= 1, "--offload optimizer needs --zero 1, 2 or 3 (ZeRO-Offload)")
         require(0 < self.capacity_factor < float("inf"), f"--capacity-factor must be positive and finite, got {self.capacity_factor}")
         if spec.moe is None:
@@ -133,7 +147,7 @@ class TrainOptions:
 def default_bytes(opts: TrainOptions) -> dict[str, float]:
     """Bytes per element, before --bytes overrides. `state` is per optimizer-state element; the `logits*`
     keys are per logit of this rank (tokens x vocabulary / tp)."""
-    base = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}[dtype_name(opts.dtype)]
+    base = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 2.0}[dtype_name(opts.dtype)]
     mixed = base < 4 and opts.master_weights
     state = _ADAM8BIT_STATE_BYTES if opts.optimizer == "adam8bit" else (4.0 if mixed or base == 4 else base)
     torch = opts.framework == "torch"
@@ -149,6 +163,7 @@ def default_bytes(opts: TrainOptions) -> dict[str, float]:
         "logits": 18.0 if torch and opts.vocab_tp > 1 else 12.0,
         "logits_saved": 4.0,  # fp32 log-probs a micro-batch's loss keeps from its forward to its backward
         "logits_kept": base if torch else 0.0,  # pipeline outputs kept to the end of the step (torch pipelining)
+        **(fp8_bytes(opts.fp8_params) if opts.fp8 else {}),
     }
 
 
@@ -202,7 +217,7 @@ def train_memory(spec: ModelSpec, opts: TrainOptions = TrainOptions()) -> TrainM
     nbytes = merge_bytes(default_bytes(opts), opts.bytes_overrides)
     split = _split(spec, opts)
     stages = tuple(_stage(spec, opts, nbytes, split, i) for i in range(opts.pp))
-    items = layer_saved(spec, 0, opts.flash, opts.dropout, opts.capacity_factor)
+    items = layer_saved(spec, 0, opts.flash, opts.dropout, opts.capacity_factor, opts.fp8)
     per_item = tuple((i.name, item_bytes(i, split, nbytes)) for i in items)
     from .params import count_params
 
@@ -250,7 +265,7 @@ def _activations(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split
     # stage-equivalents of micro-batches: each chunk's forwards in flight x its share of the stage's layers
     # (held / vp when the chunks hold equal layers)
     mbs = sum(chunk_forwards(held, opts.pp, opts.vp, c) * n for c, n in enumerate(chunks)) / sum(chunks)
-    items = [layer_saved(spec, layer, opts.flash, opts.dropout, opts.capacity_factor) for layer in layers]
+    items = [layer_saved(spec, layer, opts.flash, opts.dropout, opts.capacity_factor, opts.fp8) for layer in layers]
     per_mb_layers = sum(layer_bytes(it, split, nbytes, opts.recompute, spec.hidden_size) for it in items)
     ends = 0.0
     if first and opts.dropout:  # embedding dropout mask
@@ -285,10 +300,11 @@ def _activations(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split
 
 def _phase(states: dict, acts: dict, grads: bool) -> tuple[dict[str, int], dict[str, int]]:
     """(breakdown, detail) of one phase: model states (gradients if they exist) and what `acts` holds."""
-    detail = {"master_weights": states["master_weights"], "optimizer_states": states["optimizer_states"], **acts}
+    detail = {"master_weights": states["master_weights"], "optimizer_states": states["optimizer_states"],
+              "fp8_weight_copies": states.get("fp8_weight_copies", 0.0), **acts}
     detail = {k: int(round(v)) for k, v in detail.items()}
     breakdown = {
-        "weights": int(round(states["weights"])), "gradients": int(round(states["gradients"])) if grads else 0,
+        "weights": int(round(states["weights"])) + detail["fp8_weight_copies"], "gradients": int(round(states["gradients"])) if grads else 0,
         "optimizer": detail["master_weights"] + detail["optimizer_states"],
         "activations": sum(v for k, v in detail.items() if k.startswith("activations_")),
         "temporaries": sum(v for k, v in detail.items() if k.startswith("temporaries_")),
@@ -303,6 +319,9 @@ def _stage(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, stag
     layers = stage_layer_ids(spec.num_layers, opts.pp, 1, opts.pipeline_split)[stage]  # one block of the stage's count
     sp = stage_params(spec, layers, stage == 0, stage == opts.pp - 1, opts.tp, opts.ep, opts.pp, opts.vocab_parallel)
     states = _states(opts, nbytes, sp)
+    if opts.fp8:
+        states["fp8_weight_copies"], saving = fp8_weight_states(spec, layers, opts.tp, opts.ep, nbytes, opts.fp8_params)
+        states["weights"] -= saving
     held = in_flight(opts.schedule, opts.pp, stage, opts.grad_accum, opts.vp)
     grads = grads_resident(opts.framework, opts.schedule, held, opts.grad_accum * opts.vp, opts.zero, opts.dp * opts.cp)
     at = {"backward": (held, grads), "optimizer": (0, True)}

@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..dtypes import dtype_name
 from ..errors import require
 from ..specs.cluster import ClusterSpec
 from ..specs.model import ModelSpec
@@ -36,7 +37,8 @@ from .comm_step import StepOptions, step_comm
 from .memory_common import verdict
 from .plan_memory import MemoryTable
 from .plan_space import PlanOptions, execution_options, structures
-from .train import TP_INPUT_REDUCE, TrainStep, core_attention, optimizer_s, step_breakdown, train_step
+from .train import (TP_INPUT_REDUCE, TrainStep, core_attention, fp8_weight_casts, optimizer_s, step_breakdown,
+                    step_fp8_s, train_step)
 from .train_comm import Windows, traffic
 from .train_host import framework_costs, host_paths, stage_work, tensor_counts
 from .train_options import TrainStepOptions
@@ -74,8 +76,8 @@ class _Memo:
 
     def __init__(self, spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec, opts: PlanOptions):
         self.spec, self.ceil, self.cluster, self.opts = spec, ceilings, cluster, opts
-        self.memory = MemoryTable(spec, opts.seq, opts.base().memory_dtype, opts.capacity_factor,
-                                  flash=opts.attention == "flash", framework=opts.framework)
+        self.memory = MemoryTable(spec, opts.seq, opts.base().dtype, opts.capacity_factor,
+                                  flash=opts.attention == "flash", framework=opts.framework, fp8_params=opts.fp8_params)
         self.costs = framework_costs(opts.framework, opts.host_costs)
         self.usable = verdict(ceilings.gpu, 0, opts.reserve).usable_bytes
         self._cache: dict[tuple, Any] = {}
@@ -90,7 +92,7 @@ class _Memo:
             self.spec, self.ceil, tp=c.tp, cp=c.cp, micro_batch=c.micro_batch, seq=c.seq, dtype=c.dtype))
         return self.get(("parts", c.tp, c.cp, c.micro_batch, c.sp_active), lambda: stage_parts(
             self.spec, result, sp=c.sp_active, capacity_factor=c.capacity_factor,
-            attention=core_attention(self.spec, self.ceil, c)))
+            attention=core_attention(self.spec, self.ceil, c), fp8_recipe=c.fp8_recipe))
 
     def stage(self, c: TrainStepOptions, recompute: str) -> tuple[float, float, float]:
         stages = self.get(("stages", c.pp, c.vp), lambda: pipeline_stages(self.spec, c.pp, c.vp))
@@ -149,8 +151,22 @@ class _Memo:
             counts(), zero, c.data_parallel * c.cp, c.ep, c.memory_dtype, self.ceil, self.opts.framework))
 
 
+    def fp8(self, c: TrainStepOptions, recompute: str, zero: int) -> tuple[float, float]:
+        """(FP8 scaling seconds of one micro-batch, the step's other FP8 seconds) on the slowest stage, as
+        `train.step_fp8_s`; (0, 0) unless fp8."""
+        if dtype_name(c.dtype) != "fp8":
+            return 0.0, 0.0
+        lay = replace(c, zero=zero, recompute=recompute)
+        shard = c.data_parallel * c.cp if zero >= 1 and c.fp8_params else 1  # only FP8 weights cast ZeRO shards
+        weights = self.get(("fp8 weights", c.tp, c.cp, c.ep, c.micro_batch, c.sp_active, shard),
+                           lambda: fp8_weight_casts(self.parts(c), lay, self.ceil))
+        return self.get(("fp8", c.tp, c.cp, c.ep, c.micro_batch, c.sp_active, c.pp, c.vp, recompute, shard), lambda: step_fp8_s(
+            self.parts(c), self.get(("stages", c.pp, c.vp), lambda: pipeline_stages(self.spec, c.pp, c.vp)), lay,
+            self.ceil, self.cluster, weights))
+
+
 _COLUMNS = ("forward", "backward", "attention", "m", "pp", "vp", "zero", "optimizer", "micro_batch", "host_fb",
-            "host_opt", "replicas")
+            "host_opt", "replicas", "fp8_mb", "fp8_step")
 
 
 def _collect(memo: _Memo, layouts: list[TrainStepOptions], grid: list[tuple[int, str]],
@@ -176,8 +192,8 @@ def _collect(memo: _Memo, layouts: list[TrainStepOptions], grid: list[tuple[int,
                 traffic_cols[k] = [0.0] * len(recompute)
             for k, column in traffic_cols.items():
                 column.append(seconds.get(k, 0.0))
-            host = memo.host(c, rc, zero)
-            for key, value in zip(_COLUMNS, (f, b, a, m, c.pp, c.vp, zero, optimizer, c.micro_batch, *host, shard)):
+            host, fp8 = memo.host(c, rc, zero), memo.fp8(c, rc, zero)
+            for key, value in zip(_COLUMNS, (f, b, a, m, c.pp, c.vp, zero, optimizer, c.micro_batch, *host, shard, *fp8)):
                 cols[key].append(value)
             recompute.append(rc)
             state_keys.append(state_key)
@@ -198,7 +214,7 @@ def _search(memo: _Memo, layouts: list[TrainStepOptions], grid: list[tuple[int, 
                                   recompute=np.asarray(recompute), overlap=memo.opts.overlap, optimizer=a["optimizer"],
                                   sm_share=memo.opts.base().comm_sm_share(memo.ceil.gpu.sm_count),
                                   host=(a["host_fb"], a["host_opt"]), p2p_slowdown=memo.costs.p2p_slowdown,
-                                  overlap_slowdown=memo.costs.overlap_slowdown)
+                                  overlap_slowdown=memo.costs.overlap_slowdown, fp8=(a["fp8_mb"], a["fp8_step"]))
     step = sum((np.broadcast_to(v, a["m"].shape) for v in breakdown.values()), np.zeros(a["m"].shape))
     memory = np.empty(len(step))
     for pp in np.unique(a["pp"]):

@@ -31,12 +31,14 @@ from typing import Any
 
 import numpy as np
 
+from ..dtypes import dtype_name
 from ..specs.model import ModelSpec
 from .activations import Saved, Split, item_bytes, layer_bytes, layer_saved
 from .memory_common import stage_layers, stage_params
 from .memory_schedule import chunk_forwards, grads_resident, in_flight, receive_buffers
 from .memory_train import _STATES, TrainOptions, default_bytes
 from .tensor_parallel import kv_divisor
+from .train_fp8 import fp8_linear_weights
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ class StageStates:
     expert: np.ndarray
     total: np.ndarray
     gather: np.ndarray  # ZeRO-3 gathered weights: two layers and the root unit (parameters)
+    fp8_linear: np.ndarray  # weight elements of the FP8 linears (calc.train_fp8), whose FP8 copies fp8 keeps
 
 
 @dataclass(frozen=True)
@@ -67,9 +70,10 @@ class MemoryTable:
     """Memoised pieces of `train_memory` for one model, sequence, dtype and framework."""
 
     def __init__(self, spec: ModelSpec, seq: int, dtype: str, capacity_factor: float = 1.0, flash: bool = True,
-                 framework: str = "megatron"):
+                 framework: str = "megatron", fp8_params: bool = False):
         self.spec, self.seq, self.capacity_factor, self.flash = spec, seq, capacity_factor, flash
         self.dtype, self.framework = dtype, framework
+        self.fp8, self.fp8_params = dtype_name(dtype) == "fp8", fp8_params  # Transformer Engine's FP8 (calc.train_fp8)
         self._states: dict[tuple, StageStates] = {}
         self._arrays: dict[tuple, Any] = {}  # state bytes and activation bytes by key
         self._saved: dict[bool, list[Saved]] = {}
@@ -77,7 +81,8 @@ class MemoryTable:
 
     def nbytes(self, zero: int = 0, tp: int = 1) -> dict[str, float]:
         """`default_bytes` of the framework: torch's depend on ZeRO-3 (FSDP2's fp32 shards) and tp (loss_parallel)."""
-        return default_bytes(TrainOptions(dtype=self.dtype, framework=self.framework, zero=zero, tp=tp))
+        return default_bytes(TrainOptions(dtype=self.dtype, framework=self.framework, zero=zero, tp=tp,
+                                          fp8_params=self.fp8_params))
 
     def states(self, tp: int, ep: int, pp: int) -> StageStates:
         key = (tp, ep, pp)
@@ -85,7 +90,9 @@ class MemoryTable:
             spec, cols = self.spec, []
             for s in range(pp):
                 p = stage_params(spec, stage_layers(spec.num_layers, pp, s), s == 0, s == pp - 1, tp, ep, pp)
-                cols.append((p.dense, p.expert, p.total, 2 * p.largest_layer + p.root))
+                layers = stage_layers(spec.num_layers, pp, s)
+                fp8 = sum(fp8_linear_weights(spec, i, tp, ep) for i in layers) if self.fp8 else 0
+                cols.append((p.dense, p.expert, p.total, 2 * p.largest_layer + p.root, fp8))
             self._states[key] = StageStates(*(np.array(c, dtype=float) for c in zip(*cols)))
         return self._states[key]
 
@@ -100,12 +107,14 @@ class MemoryTable:
 
         kept = sharded(3, nb["weight"]) + sharded(1, nb["master"]) + sharded(1, _STATES["adamw"] * nb["state"])
         gather = st.gather * nb["gather"] if zero == 3 else np.zeros(pp)
+        if self.fp8:  # FP8 weight copies; with FP8 parameters the weights themselves are 1 byte
+            kept = kept + st.fp8_linear * (nb["fp8_weight_copy"] - self.fp8_params * (nb["weight"] - nb["fp8"]))
         return kept, sharded(2, nb["grad"]), gather
 
     def _layer_items(self, layer: int) -> list[Saved]:
         moe = self.spec.layer_is_moe(layer)
         if moe not in self._saved:
-            self._saved[moe] = layer_saved(self.spec, layer, self.flash, False, self.capacity_factor)
+            self._saved[moe] = layer_saved(self.spec, layer, self.flash, False, self.capacity_factor, self.fp8)
         return self._saved[moe]
 
     def _per_layer(self, split: Split, nb: dict[str, float], recompute: str) -> np.ndarray:

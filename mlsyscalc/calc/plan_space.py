@@ -69,13 +69,16 @@ class PlanOptions:
     framework: str = TrainStepOptions.framework  # whose memory and host time are priced (calc.train_host)
     host_costs: tuple[tuple[str, float], ...] = TrainStepOptions.host_costs  # a calibration's torch_host
     host_source: str = TrainStepOptions.host_source  # where host_costs come from
+    fp8_recipe: str = TrainStepOptions.fp8_recipe  # --dtype fp8: Transformer Engine's scaling (calc.train_fp8)
+    fp8_params: bool = TrainStepOptions.fp8_params  # --dtype fp8: FP8 weights (Megatron-LM --fp8-param-gather)
 
     def base(self) -> TrainStepOptions:
         """The train options every candidate shares."""
         return TrainStepOptions(gpus=self.gpus, seq=self.seq, global_batch=self.global_batch, dtype=self.dtype,
                                 overlap=self.overlap, capacity_factor=self.capacity_factor, reserve=self.reserve,
                                 attention=self.attention, framework=self.framework,
-                                host_costs=self.host_costs, host_source=self.host_source)
+                                host_costs=self.host_costs, host_source=self.host_source,
+                                fp8_recipe=self.fp8_recipe, fp8_params=self.fp8_params)
 
     def validate(self) -> None:
         for name in ("gpus", "seq", "global_batch", "top", "max_micro_batch", "max_cp"):

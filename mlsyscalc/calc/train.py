@@ -32,11 +32,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
+from ..dtypes import dtype_name
 from ..specs.cluster import ClusterSpec, builtin_clusters, load_cluster
 from ..specs.gpu import load_gpu
 from ..specs.model import ModelSpec
 from ..errors import MlsysError, require
 from .calibration import Ceilings
+from .comm_collectives import collective_cost
 from .comm_step import StepOptions, step_comm
 from .flops import FlopOptions, count_flops
 from .memory_common import stage_params, verdict
@@ -48,6 +50,7 @@ from .train_comm import DIMS, Windows, contention_s, dim_times, traffic
 from .train_host import FRAMEWORK_SOURCES, StageWork, exposed_host_s, framework_costs, host_paths, interleaved_contention_s, stage_work
 from .train_attention import unfused_attention_s
 from .train_options import TrainStepOptions
+from .train_fp8 import stage_fp8_s, weight_cast_s
 from .train_parts import Stage, StageParts, pipeline_stages, roofline_pass, slowest_stage, stage_parts, stage_time
 
 FLOP_CONVENTION = ("model FLOPs: calc.flops (2 per multiply-add, matmuls only, causal attention halved, "
@@ -128,6 +131,7 @@ class TrainStep:
                     f"; overridden by {self.options.host_source}" if self.host_calibrated else ""),
                 "host_costs": asdict(framework_costs(self.options.framework, self.options.host_costs)),
                 "attention": self.options.attention, "memory": self.memory_parts(), "pipeline": self.pipeline_parts(),
+                "fp8_recipe": self.options.fp8_recipe, "fp8_params": self.options.fp8_params,
                 "flop_convention": FLOP_CONVENTION}
 
     def pipeline_parts(self) -> dict[str, Any]:
@@ -201,17 +205,22 @@ def optimizer_s(counts: tuple[tuple[int, int], ...], zero: int, shard: int, ep: 
 def step_breakdown(*, pp: Any, vp: Any, windows: Windows, seconds: Mapping[tuple[str, str], Any], zero: Any,
                    recompute: Any, overlap: tuple[str, ...], optimizer: Any,
                    sm_share: float = 0.0, host: tuple[Any, Any] = (0.0, 0.0),
-                   p2p_slowdown: float = 0.0, overlap_slowdown: float = 0.0) -> tuple[dict[str, Any], dict[str, Any]]:
+                   p2p_slowdown: float = 0.0, overlap_slowdown: float = 0.0,
+                   fp8: tuple[Any, Any] = (0.0, 0.0)) -> tuple[dict[str, Any], dict[str, Any]]:
     """(breakdown whose parts sum to the step time, total comm seconds per dimension); elementwise
     over numpy arrays of layouts too (plan). sm_share: comm_sms / sm_count (calc.train_comm); host:
     the host's (forward+backward, optimizer) issue seconds, p2p_slowdown the interleaved schedule's
     lost compute share and overlap_slowdown the share of the overlapped span lost beyond the SMs
-    (calc.train_host)."""
+    (calc.train_host). fp8: (FP8 scaling seconds of one micro-batch, inside the windows' forward and backward;
+    the step's other FP8 seconds: amax all-reduces and weight casts), shown together as fp8_scaling_s
+    (calc.train_fp8)."""
     total, exposed = dim_times(seconds, zero=zero, recompute=recompute, overlap=overlap, windows=windows)
     bubble = (pp - 1) / vp * (windows.forward_s + windows.backward_s)
     lost = contention_s(total, exposed, overlap, sm_share + overlap_slowdown) + interleaved_contention_s(
         p2p_slowdown, vp, windows.compute_s, bubble)
-    gpu = {"compute_s": windows.compute_s, "contention_s": lost, "bubble_s": bubble}
+    scaling = windows.micro_batches * fp8[0]
+    gpu = {"compute_s": windows.compute_s - scaling, "fp8_scaling_s": scaling + fp8[1], "contention_s": lost,
+           "bubble_s": bubble}
     comm = {f"{d}_comm_s": exposed[d] for d in DIMS}
     gpu_fb = sum(gpu.values()) + sum(comm.values())
     breakdown = {**gpu, "optimizer_s": optimizer, "host_s": exposed_host_s(host, gpu_fb, optimizer), **comm}
@@ -231,11 +240,34 @@ def core_attention(spec: ModelSpec, ceilings: Ceilings, opts: TrainStepOptions) 
                                dtype=opts.memory_dtype)
 
 
+def step_fp8_s(parts: StageParts, stages: tuple[Stage, ...], opts: TrainStepOptions, ceilings: Ceilings,
+               cluster: ClusterSpec, weights: Mapping[str, float] | None = None) -> tuple[float, float]:
+    """(FP8 scaling kernels of one micro-batch, inside its forward and backward; the step's other FP8 seconds:
+    m x the amax all-reduces of a micro-batch, over the TP group, plus the weight casts) on the slowest stage,
+    the one `slowest_stage` picks; (0, 0) unless fp8 (calc.train_fp8). `weights`: `fp8_weight_casts` of the
+    layout, when the caller holds them (plan)."""
+    slowest = max(stages, key=lambda st: sum(stage_time(parts, st, opts.recompute)[:2]))
+    reduce_s = collective_cost("all-reduce", 4, opts.tp, cluster).time_s if opts.tp > 1 else 0.0  # one fp32 amax
+    kernels, reduces, casts = stage_fp8_s(
+        parts, slowest.dense, slowest.moe, opts.recompute, recipe=opts.fp8_recipe, tp=opts.tp, sp=opts.sp_active,
+        amax_reduce_s=reduce_s, weights=fp8_weight_casts(parts, opts, ceilings) if weights is None else weights)
+    return kernels, opts.num_micro_batches * reduces + casts
+
+
+def fp8_weight_casts(parts: StageParts, opts: TrainStepOptions, ceilings: Ceilings) -> dict[str, float]:
+    """One layer's FP8 weight-cast seconds per layer kind (calc.train_fp8.weight_cast_s): the ZeRO shard
+    matters only with FP8 parameters (the optimizer casts its fp32 master shard)."""
+    shard = opts.data_parallel * opts.cp if opts.zero >= 1 and opts.fp8_params else 1
+    return weight_cast_s(parts.fp8_gemms, ceilings, recipe=opts.fp8_recipe, fp8_params=opts.fp8_params, shard=shard,
+                         ep=opts.ep)
+
+
 def step_memory(spec: ModelSpec, opts: TrainStepOptions) -> TrainMemory:
     """`calc.memory_train` of the layout (with the schedule, interleaving and framework it names)."""
     mem = train_memory(spec, TrainOptions(
-        batch=opts.micro_batch, seq=opts.seq, grad_accum=opts.num_micro_batches, dtype=opts.memory_dtype,
-        dp=opts.data_parallel, tp=opts.tp, pp=opts.pp, sp=opts.sp_active, ep=opts.ep, cp=opts.cp, zero=opts.zero,
+        batch=opts.micro_batch, seq=opts.seq, grad_accum=opts.num_micro_batches,
+        dtype=dtype_name(opts.dtype), fp8_params=opts.fp8_params, dp=opts.data_parallel, tp=opts.tp, pp=opts.pp,
+        sp=opts.sp_active, ep=opts.ep, cp=opts.cp, zero=opts.zero,
         recompute=opts.recompute, capacity_factor=opts.capacity_factor, flash=opts.attention == "flash",
         schedule=opts.schedule, framework=opts.framework, vp=opts.vp, vocab_parallel=opts.vocab_parallel,
         pipeline_split=opts.pipeline_split))
@@ -253,9 +285,10 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
         result = roofline_pass(spec, ceilings, tp=opts.tp, cp=opts.cp, micro_batch=opts.micro_batch, seq=opts.seq,
                                dtype=opts.dtype)
         parts = stage_parts(spec, result, sp=opts.sp_active, capacity_factor=opts.capacity_factor,
-                            attention=core_attention(spec, ceilings, opts))
+                            attention=core_attention(spec, ceilings, opts), fp8_recipe=opts.fp8_recipe)
     stages = pipeline_stages(spec, opts.pp, opts.vp, opts.pipeline_split)
     f, b, a = slowest_stage(parts, stages, opts.recompute)
+    fp8 = step_fp8_s(parts, stages, opts, ceilings, cluster)
     work, costs = stage_work(spec, parts, stages, opts.recompute), framework_costs(opts.framework, opts.host_costs)
     host = host_paths(work, costs,
                       micro_batches=opts.num_micro_batches, tp=opts.tp, zero=opts.zero)
@@ -271,7 +304,7 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
         optimizer=optimizer_s(counts, opts.zero, opts.data_parallel * opts.cp, opts.ep, opts.memory_dtype, ceilings,
                               opts.framework),
         sm_share=opts.comm_sm_share(ceilings.gpu.sm_count), host=host, p2p_slowdown=costs.p2p_slowdown,
-        overlap_slowdown=costs.overlap_slowdown)
+        overlap_slowdown=costs.overlap_slowdown, fp8=fp8)
     mem = step_memory(spec, opts)
     usable = verdict(ceilings.gpu, 0, opts.reserve).usable_bytes
     flops, recompute = model_flops(spec, opts)

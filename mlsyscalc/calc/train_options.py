@@ -21,10 +21,12 @@ from .memory_schedule import FRAMEWORKS, SCHEDULES
 from .pipeline_split import EVEN, PipelineSplit, chunk_layers
 from .tensor_parallel import check_tp
 from .train_attention import ATTENTION
+from .train_fp8 import DEFAULT_RECIPE, RECIPES
 from .train_host import DEFAULT_FRAMEWORK
 
 RECOMPUTE = ("none", "selective", "full")  # Korthikanti et al. 2022: selective = attention core only
-DTYPES = ("bf16", "fp16", "fp8")  # matmul dtype; fp8 keeps bf16 weights, activations and communication
+# matmul dtype; fp8: Transformer Engine's FP8 linears (calc.train_fp8), bf16 elsewhere and on the wire
+DTYPES = ("bf16", "fp16", "fp8")
 OVERLAP_DIMS = ("tp", "dp", "pp", "cp", "ep")
 DEFAULT_OVERLAP = ("dp", "cp")  # DDP/Megatron gradient buckets; ring attention's KV exchange
 # SMs that NCCL's kernels hold while overlapped traffic runs: one CTA per channel, and NCCL logs on
@@ -51,6 +53,8 @@ class TrainStepOptions:
     zero: int = 0  # 0 plain DP; 1 optimizer states, 2 + gradients, 3 + weights sharded over dp x cp
     recompute: str = "none"
     dtype: str = "bf16"
+    fp8_recipe: str = DEFAULT_RECIPE  # fp8: TE's scaling recipe, delayed or current (calc.train_fp8)
+    fp8_params: bool = False  # fp8: FP8 weights themselves (Megatron-LM --fp8-param-gather), no bf16 copy
     overlap: tuple[str, ...] = DEFAULT_OVERLAP  # dimensions whose traffic may hide behind compute
     comm_sms: int = DEFAULT_COMM_SMS  # SMs NCCL holds while overlapped traffic runs (0: overlap is free)
     capacity_factor: float = 1.0  # MoE: expert slots per routed token (1.0 = dropless, balanced)
@@ -108,6 +112,8 @@ class TrainStepOptions:
     def validate_scalars(self) -> None:
         """dtype, overlap and capacity factor: the options that are not part of the layout."""
         require(dtype_name(self.dtype) in DTYPES, f"--dtype for training: one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        require(self.fp8_recipe in RECIPES, f"--fp8-recipe must be one of {', '.join(RECIPES)}, got {self.fp8_recipe!r}")
+        require(not self.fp8_params or dtype_name(self.dtype) == "fp8", "--fp8-params needs --dtype fp8")
         require(set(self.overlap) <= set(OVERLAP_DIMS), f"--overlap: dimensions are {', '.join(OVERLAP_DIMS)}, "
                                                         f"got {', '.join(self.overlap)}")
         require(self.attention in ATTENTION, f"--attention must be one of {', '.join(ATTENTION)}, got {self.attention!r}")

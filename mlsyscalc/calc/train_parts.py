@@ -30,6 +30,7 @@ from .pipeline_split import EVEN, PipelineSplit, stage_layer_ids
 from .roofline_ops import OpRow
 from .roofline_options import RooflineOptions
 from .roofline_train import recompute_rows
+from .train_fp8 import DEFAULT_RECIPE, Gemm, layer_gemms, pass_rows
 
 PASSES = ("forward", "backward", "recompute_selective", "recompute_full")
 KINDS = ("dense", "moe")
@@ -45,6 +46,10 @@ class StageParts:
     last_s: Mapping[str, float]  # final norm + lm_head: forward, backward
     # kernels the roofline prices, (all, matmuls): kind -> pass -> one layer's; "first"/"last" -> pass -> the ends'
     ops: Mapping[str, Mapping[str, tuple[float, float]]] = field(default_factory=dict)
+    # fp8 (calc.train_fp8): the scaling kernels' part of layer_s (kind -> pass -> seconds of one layer), and
+    # one layer's FP8 GEMM groups (kind -> groups), whose weights are cast once a step
+    fp8_s: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    fp8_gemms: Mapping[str, tuple[Gemm, ...]] = field(default_factory=dict)
 
     def layer_time(self, kind: str, recompute: str) -> tuple[float, float]:
         """(forward, backward incl. recomputation) seconds of one layer of `kind`."""
@@ -75,13 +80,15 @@ def roofline_pass(spec: ModelSpec, ceilings: Ceilings, *, tp: int, cp: int, micr
 
 
 def stage_parts(spec: ModelSpec, result: ModelRoofline, *, sp: bool, capacity_factor: float = 1.0,
-                attention: Mapping[str, float] | None = None) -> StageParts:
+                attention: Mapping[str, float] | None = None, fp8_recipe: str = DEFAULT_RECIPE) -> StageParts:
     """Per-layer and head seconds of one micro-batch from `roofline_pass` (module docstring). `attention`
     ({"forward": s, "backward": s} of one layer, `calc.train_attention`) replaces the roofline's flash
-    attention-core rows; a recomputed forward repeats its forward."""
+    attention-core rows; a recomputed forward repeats its forward. In fp8 the layers' FP8 scaling kernels
+    (with `fp8_recipe`) join their pass and the head runs in bf16 (`calc.train_fp8.pass_rows`)."""
     tp = result.options.tp
-    forward = [r for r in result.rows if r.pass_name == "forward"]
-    rows = {"forward": forward, "backward": [r for r in result.rows if r.pass_name == "backward"],
+    passes = pass_rows(spec, result, sp=sp and tp > 1, recipe=fp8_recipe)  # result.rows unless fp8
+    forward = [r for r in passes if r.pass_name == "forward"]
+    rows = {"forward": forward, "backward": [r for r in passes if r.pass_name == "backward"],
             "recompute_selective": recompute_rows(forward, "selective"),
             "recompute_full": recompute_rows(forward, "full")}
     counts = {"dense": sum(not spec.layer_is_moe(i) for i in range(spec.num_layers)),
@@ -96,7 +103,7 @@ def stage_parts(spec: ModelSpec, result: ModelRoofline, *, sp: bool, capacity_fa
         kept = [r for r in pass_rows if keep(r)]
         return sum(r.count for r in kept) / n, sum(r.count for r in kept if r.pred.kind == "matmul") / n
 
-    layer_s, attention_s, ops = {}, {}, {}
+    layer_s, attention_s, ops, fp8_s = {}, {}, {}, {}
     for kind in KINDS:
         n = max(counts[kind], 1)
         ops[kind] = {p: count(rows[p], lambda r: r.layers == where[kind], n) for p in PASSES}
@@ -106,13 +113,16 @@ def stage_parts(spec: ModelSpec, result: ModelRoofline, *, sp: bool, capacity_fa
         rest = {p: total(rows[p], lambda r: r.layers == where[kind] and r.pred.kind != "attention") / n for p in PASSES}
         layer_s[kind] = {p: rest[p] + core[p] for p in PASSES}
         attention_s[kind] = core
+        fp8_s[kind] = {p: total(rows[p], lambda r: r.layers == where[kind] and r.group == "fp8") / n for p in PASSES}
     is_first = lambda r: r.layers == "head" and r.pred.name.startswith("embedding")  # noqa: E731
     is_last = lambda r: r.layers == "head" and not r.pred.name.startswith("embedding")  # noqa: E731
     first = {p: total(rows[p], is_first) for p in ("forward", "backward")}
     last = {p: total(rows[p], is_last) for p in ("forward", "backward")}
     ops |= {"first": {p: count(rows[p], is_first) for p in ("forward", "backward")},
             "last": {p: count(rows[p], is_last) for p in ("forward", "backward")}}
-    return StageParts(layer_s, attention_s, first, last, ops)
+    fp8 = any(r.group == "fp8" for r in forward)
+    gemms = {kind: tuple(layer_gemms(forward).get(where[kind], ())) for kind in KINDS} if fp8 else {}
+    return StageParts(layer_s, attention_s, first, last, ops, fp8_s, gemms)
 
 
 @dataclass(frozen=True)

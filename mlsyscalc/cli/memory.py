@@ -27,6 +27,8 @@ _BYTE_MEANING = {
     "logits_saved": "per logit of each other micro-batch in flight: its loss's saved log-probs",
     "logits_kept": "per logit of each micro-batch: last pipeline stage outputs kept to the step's end",
     "gather": "ZeRO-3 gathered weights (per parameter)",
+    "fp8": "FP8 linears' saved inputs (per element; --dtype fp8)",
+    "fp8_weight_copy": "FP8 weight copies TE keeps (per FP8-linear weight element: rowwise + transpose)",
     "base": "embeddings, lm_head, norms, biases", "kv": "KV cache (per element)",
     "scale": "quantisation scale (per group)", "zero": "quantisation zero point (per group)",
 }
@@ -103,7 +105,10 @@ def memory():
 @positive_int("--batch", mt.TrainOptions.batch, "Micro-batch size (sequences).")
 @positive_int("--seq", mt.TrainOptions.seq, "Sequence length (tokens).")
 @positive_int("--grad-accum", mt.TrainOptions.grad_accum, "Micro-batches per step (with --pp: micro-batches in the pipeline).")
-@click.option("--dtype", default=mt.TrainOptions.dtype, show_default=True, help="fp32, or bf16/fp16 mixed precision.")
+@click.option("--dtype", default=mt.TrainOptions.dtype, show_default=True,
+              help="fp32, or bf16/fp16 mixed precision; fp8: bf16 with Transformer Engine's FP8 linears.")
+@click.option("--fp8-params/--no-fp8-params", default=mt.TrainOptions.fp8_params, show_default=True,
+              help="--dtype fp8: the linears' weights are FP8 themselves (Megatron-LM --fp8-param-gather).")
 @click.option("--master-weights/--no-master-weights", default=True, show_default=True,
               help="bf16/fp16: keep fp32 master weights and fp32 optimizer states (off: everything in --dtype).")
 @click.option("--optimizer", type=click.Choice(mt.OPTIMIZERS), default="adamw", show_default=True)
@@ -136,7 +141,7 @@ def memory():
 @_gpu_options
 @render.output_options
 @click.pass_context
-def train(ctx, model, overrides, batch, seq, grad_accum, dtype, master_weights, optimizer, dp, tp, pp, vp, sp,
+def train(ctx, model, overrides, batch, seq, grad_accum, dtype, fp8_params, master_weights, optimizer, dp, tp, pp, vp, sp,
           vocab_parallel, ep, cp, zero, fsdp, offload, recompute, flash, dropout, capacity_factor, schedule, framework, world_size, pipeline_split, sweep, plot_path,
           byte_overrides, gpu, reserve, fmt, as_json):
     """Per-GPU memory of a training step of MODEL: weights, gradients, optimizer states,
@@ -149,7 +154,8 @@ def train(ctx, model, overrides, batch, seq, grad_accum, dtype, master_weights, 
     spec = resolve_model(model, overrides)
     require(zero is None or fsdp is None, "give --zero or --fsdp, not both")
     stage = mt.zero_from_fsdp(fsdp) if fsdp else (0 if zero is None else zero)
-    opts = mt.TrainOptions(batch=batch, seq=seq, grad_accum=grad_accum, dtype=dtype, master_weights=master_weights,
+    opts = mt.TrainOptions(batch=batch, seq=seq, grad_accum=grad_accum, dtype=dtype, fp8_params=fp8_params,
+                           master_weights=master_weights,
                            optimizer=optimizer, dp=dp, tp=tp, pp=pp, sp=sp, ep=ep, cp=cp, zero=stage, offload=offload,
                            recompute=recompute, flash=flash, dropout=dropout, capacity_factor=capacity_factor,
                            schedule=schedule, vp=vp, framework=framework, world_size=world_size,
@@ -158,7 +164,7 @@ def train(ctx, model, overrides, batch, seq, grad_accum, dtype, master_weights, 
     r = mt.train_memory(spec, opts)
     peak = r.peak_stage
     data = {
-        "model": r.model, "batch": batch, "seq": seq, "grad_accum": grad_accum, "dtype": dtype,
+        "model": r.model, "batch": batch, "seq": seq, "grad_accum": grad_accum, "dtype": dtype, "fp8_params": fp8_params,
         "master_weights": master_weights, "optimizer": optimizer,
         "parallel": {"dp": dp, "tp": tp, "pp": pp, "vp": vp, "sp": sp, "ep": ep, "cp": cp, "world_size": r.world_size,
                      "vocab_parallel": vocab_parallel, "pipeline_split": pipeline_split.as_dict()},

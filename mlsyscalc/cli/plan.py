@@ -13,7 +13,7 @@ from ..calc.plan_space import AXES, PlanOptions, parse_fix
 from ..units import fmt_bytes
 from . import render
 from .options import model_argument, positive_int, resolve_model
-from .train import cluster_options, step_options
+from .train import cluster_options, fp8_options, step_options
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -59,9 +59,10 @@ class _Progress:
               help="The training code whose memory and host time are priced, as `mlsys train --framework`; torch "
                    "leaves out what it cannot run (ep > 1, ZeRO 1-2; docs/train.md).")
 @click.option("--quiet", is_flag=True, help="No progress bar on stderr.")
+@fp8_options
 @render.output_options
 def plan(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq, global_batch, top, fix, dtype, overlap, capacity_factor,
-         reserve, attention, max_micro_batch, max_cp, framework, quiet, fmt, as_json):
+         reserve, attention, max_micro_batch, max_cp, framework, quiet, fp8_recipe, fp8_params, fmt, as_json):
     """Search every TP x PP x DP x CP x EP x VP x micro-batch x ZeRO x recompute layout of MODEL on
     --gpus GPUs that obeys the divisibility and node rules, drop those that do not fit in memory, and
     rank the rest by `mlsys train`'s step time; shows the top K and why the best wins (docs/train.md).
@@ -70,7 +71,7 @@ def plan(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq
     opts = PlanOptions(gpus=gpus, seq=seq, global_batch=global_batch, dtype=dtype, top=top, fix=parse_fix(fix),
                        overlap=overlap, capacity_factor=capacity_factor, reserve=reserve, attention=attention,
                        max_micro_batch=max_micro_batch, max_cp=max_cp, framework=framework, host_costs=host_costs,
-                       host_source=host_source)
+                       host_source=host_source, fp8_recipe=fp8_recipe, fp8_params=fp8_params)
     progress = _Progress(not quiet)
     try:
         result = search(spec, ceilings, cluster, opts, progress)

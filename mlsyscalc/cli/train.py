@@ -10,6 +10,7 @@ from ..calc.calibration import load_ceilings, read_calibration
 from ..calc.train_host import host_cost_fields, host_overrides
 from ..calc.train import resolve_cluster, train_step
 from ..calc.train_attention import ATTENTION
+from ..calc.train_fp8 import RECIPES
 from ..calc.memory_schedule import FRAMEWORKS, SCHEDULES
 from ..calc.train_options import DTYPES, OVERLAP_DIMS, RECOMPUTE, TrainStepOptions
 from ..calc.memory_train import zero_from_fsdp
@@ -119,6 +120,16 @@ def pipeline_split_options(func):
     return wrapper
 
 
+def fp8_options(func):
+    """--fp8-recipe, --fp8-params (Transformer Engine's FP8 with --dtype fp8): shared by train and plan."""
+    func = click.option("--fp8-params/--no-fp8-params", default=D.fp8_params, show_default=True,
+                        help="--dtype fp8: the linears' weights are FP8 themselves (Megatron-LM "
+                             "--fp8-param-gather).")(func)
+    return click.option("--fp8-recipe", type=click.Choice(RECIPES), default=D.fp8_recipe, show_default=True,
+                        help="--dtype fp8: Transformer Engine's scaling, delayed (amax history) or current (an amax "
+                             "pass before each cast); docs/train_fp8.md.")(func)
+
+
 def parse_overlap(text: str) -> tuple[str, ...]:
     names = tuple(x.strip() for x in text.split(",") if x.strip() and x.strip() != "none")
     require(set(names) <= set(OVERLAP_DIMS), f"--overlap: use a comma list of {', '.join(OVERLAP_DIMS)} "
@@ -154,11 +165,12 @@ def parse_overlap(text: str) -> tuple[str, ...]:
                    "torch (gradients set to None, FSDP2, DTensor, torch pipelining; the host's time per op can pace "
                    "the step; docs/memory.md, docs/train.md).")
 @pipeline_split_options
+@fp8_options
 @step_options
 @render.output_options
 def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq, global_batch, micro_batch, tp, pp, dp, cp, ep, vp, sp,
-          vocab_parallel, zero, fsdp, recompute, comm_sms, schedule, framework, pipeline_split, dtype, overlap, capacity_factor,
-          reserve, attention, fmt, as_json):
+          vocab_parallel, zero, fsdp, recompute, comm_sms, schedule, framework, pipeline_split, fp8_recipe, fp8_params, dtype, overlap,
+          capacity_factor, reserve, attention, fmt, as_json):
     """Step time, tokens/s, MFU, HFU and memory per GPU of one training step of MODEL on a full
     TP x PP x DP x CP x EP layout: the roofline's kernel times per pipeline stage, the 1F1B bubble
     (p-1)/(v m), each dimension's exposed communication and the AdamW step (docs/train.md).
@@ -170,7 +182,7 @@ def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, se
                             recompute=recompute, dtype=dtype, overlap=overlap, comm_sms=comm_sms,
                             capacity_factor=capacity_factor, reserve=reserve, attention=attention,
                             schedule=schedule, framework=framework, host_costs=host_costs, host_source=host_source,
-                            vocab_parallel=vocab_parallel, pipeline_split=pipeline_split)
+                            vocab_parallel=vocab_parallel, pipeline_split=pipeline_split, fp8_recipe=fp8_recipe, fp8_params=fp8_params)
     render.emit(step_output(train_step(spec, ceilings, cluster, opts)), fmt, as_json)
 
 
