@@ -28,10 +28,10 @@ def test_mla_latent_norms_are_counted():
     """DeepSeek-V3 shape, 3 layers (1 dense, 2 MoE with 4 routed experts + 1 shared): embedding,
     final norm, lm_head (untied) = 3; attention q_a_proj, q_a_layernorm, q_b_proj,
     kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj = 7, two layer norms = 2; dense MLP 3;
-    MoE: router 1 + 4 x 3 experts + 3 shared = 16. 3 + (9 + 3) + 2 x (9 + 16) = 65; the latent norms
-    add 24 + 16 parameters a layer."""
+    MoE: router 1 + 3 stacked expert projections (gate, up, down: each one (4, out, in) tensor) + 3
+    shared = 7. 3 + (9 + 3) + 2 x (9 + 7) = 47; the latent norms add 24 + 16 parameters a layer."""
     spec = load_model("deepseek-v3", DEEPSEEK)
-    assert step_param_tensors(spec) == 65
+    assert step_param_tensors(spec) == 47
     dense_params = param_tensors(spec, 0)[1]
     norms = 2 * 64 + 24 + 16
     linears = 64 * 24 + 24 * 4 * 24 + 64 * (16 + 8) + 16 * 4 * 32 + 4 * 16 * 64 + 3 * 64 * 96

@@ -74,6 +74,13 @@ class Efficiency:
     # 0.218 / 0.241 / 0.221 / 0.152 of 3.35 TB/s (reports/models/h100_fitset.jsonl,
     # h100_decode_check.jsonl); the median, 0.22.
     matmul_unaligned_stream: float = 0.22
+    # MoE experts' GEMMs when they stream (decode, few tokens an expert): torch's grouped GEMM
+    # (torch._grouped_mm, a CUTLASS grouped kernel) streams the active experts' weights slower than
+    # cuBLAS streams one dense weight. H200, torch 2.11, mixtral-8x7b (4 layers) decode B16 and B64
+    # under CUDA graphs, all 8 experts active (939.5 MB a projection): 327.5-355.4 us per kernel, median
+    # 343.4; with the 2 us fixed cost taken out, 2.75 TB/s = 0.57 of 4.8 TB/s (reports/models/h200,
+    # h200_moe.jsonl). Chosen on those six kernels; mixtral B1 and deepseek-v3 are the held-out check.
+    matmul_grouped_stream: float = 0.57
     # Attention whose head dim pads to a 64-wide tile (cuDNN's d64 kernels, `--impl torch`): the
     # d64 / d128 ratio of measured cuDNN efficiencies at S2048 (forward 0.36 vs 0.47, backward 0.35
     # vs 0.41: TinyLlama vs pythia-1.4b B4 S2048 train), 0.8, times the attention default 0.61.
@@ -89,9 +96,11 @@ class Efficiency:
 # The classes keep their ratio to their kind's default (0.32 / 0.89, 0.12 / 0.74, 0.8 x 0.82).
 CALIBRATED_EFFICIENCY = Efficiency(matmul=1.0, attention=0.82, memory=1.0, matmul_skinny=0.88,
                                    memory_broadcast=0.36, matmul_unaligned=0.16, matmul_unaligned_stream=0.25,
+                                   matmul_grouped_stream=0.64,
                                    attention_small_head=0.66)
 KINDS = ("matmul", "attention", "memory")
-CLASSES = ("matmul_skinny", "memory_broadcast", "matmul_unaligned", "matmul_unaligned_stream", "attention_small_head")
+CLASSES = ("matmul_skinny", "memory_broadcast", "matmul_unaligned", "matmul_unaligned_stream", "matmul_grouped_stream",
+           "attention_small_head")
 EFFICIENCY_FIELDS = KINDS + CLASSES  # kinds plus the shape classes that price some kernels of a kind
 
 

@@ -226,7 +226,7 @@ def _linear_op(p: _Pass, lin: Linear, tokens: int | None = None) -> OpPrediction
     routed = p.tokens * lin.active
     groups = expected_distinct_experts(lin.copies, lin.active, p.tokens)
     return predict_grouped_matmul(routed, groups, n, k, p.act, p.ceil, weight_dtype=w_dtype, out_dtype=p.store,
-                                  name=lin.name)
+                                  name=lin.name, experts=True)
 
 
 def _attention_op(p: _Pass, windowed: bool, backward: bool = False) -> OpPrediction:
@@ -263,7 +263,7 @@ def _memory_ops(p: _Pass, layer: int) -> list[tuple[OpPrediction, str]]:
     """Norms, rotary, KV-cache append, activation, residual adds, MoE routing: HBM-bound kernels
     (one per op; impl "torch": the kernels plain PyTorch runs, calc.roofline_torch)."""
     if p.opts.impl == "torch":
-        return roofline_torch.layer_memory_ops(p, layer, _mlp_widths(p, layer), _moe_ops(p, layer))
+        return roofline_torch.layer_memory_ops(p, layer, _mlp_widths(p, layer), roofline_torch.moe_dispatch_kernels(p, layer))
     spec, o, t, act, ceil = p.spec, p.opts, p.tokens, p.store, p.ceil
     h = spec.hidden_size
     ops = [(norm_op(t, h, act, ceil), "norm")] * spec.norms_per_layer  # with or without affine weights

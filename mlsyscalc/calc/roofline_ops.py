@@ -226,7 +226,8 @@ def padded_head_dim(d: int) -> int:
 def predict_grouped_matmul(tokens: int, groups: float, n: int, k: int, dtype: str = "bf16",
                            gpu: str | GPUSpec | Ceilings = "H100-SXM", calibration: Any = None, *,
                            weight_dtype: str | None = None, out_dtype: str | None = None,
-                           lead_dims: tuple[int, ...] | None = None, name: str = "grouped_matmul") -> OpPrediction:
+                           lead_dims: tuple[int, ...] | None = None, name: str = "grouped_matmul",
+                           experts: bool = False) -> OpPrediction:
     """`groups` matmuls (tokens/groups, K) @ (K, N), each with its own weight (MoE experts).
 
     groups may be fractional (an expected number of distinct experts): bytes use it as is, the
@@ -239,7 +240,8 @@ def predict_grouped_matmul(tokens: int, groups: float, n: int, k: int, dtype: st
     a forward or dgrad; a weight gradient's are M and N, its K being the tokens) that is not a
     multiple of ALIGN_BYTES / element size computes at efficiency.matmul_unaligned (cuBLAS's
     unaligned CUTLASS kernels) and, from UNALIGNED_TILE_ROWS rows, streams its bytes at
-    efficiency.matmul_unaligned_stream.
+    efficiency.matmul_unaligned_stream. MoE experts (`experts`, more than one group) run as one grouped
+    GEMM, which streams its bytes at efficiency.matmul_grouped_stream.
     """
     require(min(tokens, n, k) >= 1 and groups > 0, f"{name}: sizes must be positive")
     ceil = resolve_ceilings(gpu, calibration)
@@ -254,7 +256,8 @@ def predict_grouped_matmul(tokens: int, groups: float, n: int, k: int, dtype: st
     read = tokens * k * bytes_per_element(act) + weight_bytes
     write = tokens * n * bytes_per_element(out)
     cls = "matmul_unaligned" if unaligned(lead_dims or (n, k), act, w_dtype) else "matmul"
-    stream = "matmul_unaligned_stream" if cls == "matmul_unaligned" and m >= UNALIGNED_TILE_ROWS else ""
+    stream = ("matmul_unaligned_stream" if cls == "matmul_unaligned" and m >= UNALIGNED_TILE_ROWS
+              else "matmul_grouped_stream" if experts and groups > 1 else "")
     per_sm = ceil.flops_per_s(act, cls) / ceil.sm_count
     compute_s, tiling = _matmul_tiling(math.ceil(groups), m, n, k, act, per_sm, ceil.sm_count)
     shape = f"{groups:.3g}x({m}x{n}x{k})" if groups != 1 else f"{m}x{n}x{k}"
