@@ -977,7 +977,8 @@ def test_datasheet_as_dict_keys():
     assert d["efficiency"] == {"matmul": e.matmul, "attention": e.attention, "memory": e.memory,
                                "matmul_skinny": e.matmul_skinny, "memory_broadcast": e.memory_broadcast,
                                "matmul_unaligned": e.matmul_unaligned,
-                               "matmul_unaligned_stream": e.matmul_unaligned_stream, "attention_small_head": e.attention_small_head}
+                               "matmul_unaligned_stream": e.matmul_unaligned_stream,
+                               "matmul_grouped_stream": e.matmul_grouped_stream, "attention_small_head": e.attention_small_head}
     assert datasheet_ceilings("H100-SXM").launch_s == 2e-6
     with pytest.raises(MlsysError, match="launch overhead"):
         datasheet_ceilings("H100-SXM", launch_s=-1e-6)
