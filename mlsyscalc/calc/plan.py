@@ -13,11 +13,15 @@ every piece is computed once per distinct value of what it depends on and reused
     optimizer        per (tp, pp, ep, zero)
     memory           calc.plan_memory (memory_train's sums and phases, memoised; either framework)
     host time        --framework torch: calc.train_host's stage work per (tp, cp, micro-batch, sp,
-                     pp, vp, recompute), host_paths per candidate (m, tp, ZeRO)
+                     pp, vp, recompute), host_paths of one micro-batch per ZeRO stage (forward +
+                     backward issue scales by m exactly)
 
-so that 10^5 candidates take seconds. The top K fitting candidates are then evaluated again by
-`train_step` itself, which is what the output reports. Layouts that do not fit are dropped; the
-rest are ranked by step time.
+Each layout is mapped to its row in three tables of distinct sub-layouts ((tp, pp, cp, ep) x ZeRO;
+the structure; (tp, cp, micro-batch, sp, pp, vp) x recompute), and the step is `step_breakdown`
+over numpy arrays of shape (layouts, ZeRO stages, recompute modes) gathered from those rows: no
+Python work per candidate, only per distinct piece, so that 10^5 candidates take seconds.
+The top K fitting candidates are then evaluated again by `train_step` itself, which is what the
+output reports. Layouts that do not fit are dropped; the rest are ranked by step time.
 """
 
 from __future__ import annotations
@@ -105,14 +109,32 @@ class _Memo:
                         tp_input_reduce=TP_INPUT_REDUCE[c.framework])
         return traffic(step_comm(self.spec, replace(o, **changes), self.cluster, parts=(part,)).rows)
 
-    def host(self, c: TrainStepOptions, recompute: str, zero: int) -> tuple[float, float]:
-        """The host's (forward+backward, optimizer) issue seconds of the step (calc.train_host; 0 with megatron)."""
+    def host(self, c: TrainStepOptions, recompute: str, zero: int,
+             micro_batches: int | None = None) -> tuple[float, float]:
+        """The host's (forward+backward, optimizer) issue seconds of the step (calc.train_host; 0 with megatron)
+        with `micro_batches` (default: the layout's)."""
         if self.opts.framework == "megatron":
             return 0.0, 0.0
         work = self.get(("work", c.tp, c.cp, c.micro_batch, c.sp_active, c.pp, c.vp, recompute), lambda: stage_work(
             self.spec, self.parts(c), self.get(("stages", c.pp, c.vp), lambda: pipeline_stages(self.spec, c.pp, c.vp)),
             recompute, self.get(("tensors",), lambda: tensor_counts(self.spec))))
-        return host_paths(work, self.costs, micro_batches=c.num_micro_batches, tp=c.tp, zero=zero)
+        m = c.num_micro_batches if micro_batches is None else micro_batches
+        return host_paths(work, self.costs, micro_batches=m, tp=c.tp, zero=zero)
+
+    def shard_pieces(self, c: TrainStepOptions, zero: int) -> tuple[dict[tuple[str, str], tuple[float, float]],
+                                                                     float, int]:
+        """What depends on (tp, pp, cp, ep) and ZeRO: DP seconds (a, b) of a + b m, optimizer seconds and
+        the row of the model states in the memory table."""
+        return (self.dp_traffic(c, zero), self.optimizer(c, zero),
+                self.memory.state_key(c.tp, c.ep, c.pp, zero, c.data_parallel * c.cp))
+
+    def stage_pieces(self, c: TrainStepOptions, recompute: str,
+                     zeros: list[int]) -> tuple[tuple[float, float, float], int, list[tuple[float, float]]]:
+        """What depends on (tp, cp, micro-batch, sp, pp, vp) and the recompute mode: the slowest stage's
+        (forward, backward, attention) seconds, the row of its activations in the memory table and the
+        host's seconds of ONE micro-batch per ZeRO stage (forward+backward scales with m)."""
+        return (self.stage(c, recompute), self.memory.activation_key(c.tp, c.cp, c.sp_active, recompute, c.pp),
+                [self.host(c, recompute, z, micro_batches=1) for z in zeros])
 
     def model_traffic(self, c: TrainStepOptions) -> dict[tuple[str, str], float]:
         """TP, PP, CP, EP seconds of one micro-batch (times m for the step). Only the pipeline's sends
@@ -149,63 +171,82 @@ class _Memo:
             counts(), zero, c.data_parallel * c.cp, c.ep, c.memory_dtype, self.ceil, self.opts.framework))
 
 
-_COLUMNS = ("forward", "backward", "attention", "m", "pp", "vp", "zero", "optimizer", "micro_batch", "host_fb",
-            "host_opt", "replicas")
+class _Rows:
+    """A table of distinct keys in the order first seen, each with the value computed once for it."""
+
+    def __init__(self) -> None:
+        self.index: dict[tuple, int] = {}
+        self.values: list[Any] = []
+
+    def row(self, key: tuple, make: Callable[[], Any]) -> int:
+        i = self.index.get(key)
+        if i is None:
+            i = self.index[key] = len(self.values)
+            self.values.append(make())
+        return i
 
 
-def _collect(memo: _Memo, layouts: list[TrainStepOptions], grid: list[tuple[int, str]],
-             progress: Progress | None) -> tuple[dict[str, list], dict[tuple[str, str], list], list, list, list]:
-    """Per candidate (layout x grid entry, in that order): the scalars of its step, its traffic and
-    the keys of its memory pieces."""
-    cols: dict[str, list] = {k: [] for k in _COLUMNS}
-    traffic_cols: dict[tuple[str, str], list] = {}
-    recompute: list[str] = []
-    state_keys: list[tuple] = []
-    act_keys: list[tuple] = []
-    n, zeros, modes = len(layouts) * len(grid), sorted({z for z, _ in grid}), sorted({r for _, r in grid})
+def _collect(memo: _Memo, layouts: list[TrainStepOptions], zeros: list[int], modes: list[str],
+             progress: Progress | None) -> tuple[np.ndarray, _Rows, _Rows, _Rows]:
+    """Per layout: m, pp, vp, micro-batch, dp x cp, and its row in each table of distinct sub-layouts:
+    (tp, pp, cp, ep) for DP traffic, optimizer and model states per ZeRO stage; the structure for TP,
+    PP, CP and EP traffic; (tp, cp, micro-batch, sp, pp, vp) for kernel times, activations and host
+    work per recompute mode."""
+    shards, models, stages = _Rows(), _Rows(), _Rows()
+    rows: list[tuple[int, ...]] = []
+    n, per = len(layouts) * len(zeros) * len(modes), len(zeros) * len(modes)
     for i, c in enumerate(layouts):
-        m, shard, mem = c.num_micro_batches, c.data_parallel * c.cp, memo.memory
-        model = {k: v * m for k, v in memo.model_traffic(c).items()}
-        by_zero = {z: ({**model, **{k: a0 + b0 * m for k, (a0, b0) in memo.dp_traffic(c, z).items()}},
-                       memo.optimizer(c, z), mem.state_key(c.tp, c.ep, c.pp, z, shard)) for z in zeros}
-        by_mode = {r: (memo.stage(c, r), mem.activation_key(c.tp, c.cp, c.sp_active, r, c.pp)) for r in modes}
-        for zero, rc in grid:
-            seconds, optimizer, state_key = by_zero[zero]
-            (f, b, a), act_key = by_mode[rc]
-            for k in seconds.keys() - traffic_cols.keys():  # a kind of traffic seen first here
-                traffic_cols[k] = [0.0] * len(recompute)
-            for k, column in traffic_cols.items():
-                column.append(seconds.get(k, 0.0))
-            host = memo.host(c, rc, zero)
-            for key, value in zip(_COLUMNS, (f, b, a, m, c.pp, c.vp, zero, optimizer, c.micro_batch, *host, shard)):
-                cols[key].append(value)
-            recompute.append(rc)
-            state_keys.append(state_key)
-            act_keys.append(act_key)
+        sp, shard = c.sp_active, c.data_parallel * c.cp
+        rows.append((c.num_micro_batches, c.pp, c.vp, c.micro_batch, shard,
+                     shards.row((c.tp, c.pp, c.cp, c.ep), lambda: [memo.shard_pieces(c, z) for z in zeros]),
+                     models.row((c.tp, c.pp, c.cp, c.ep, sp, c.micro_batch, c.vp), lambda: memo.model_traffic(c)),
+                     stages.row((c.tp, c.cp, c.micro_batch, sp, c.pp, c.vp),
+                                lambda: [memo.stage_pieces(c, r, zeros) for r in modes])))
         if progress is not None:
-            progress((i + 1) * len(grid), n)
-    return cols, traffic_cols, recompute, state_keys, act_keys
+            progress((i + 1) * per, n)
+    return np.array(rows, dtype=np.int64).reshape(-1, 8), shards, models, stages
 
 
 def _search(memo: _Memo, layouts: list[TrainStepOptions], grid: list[tuple[int, str]],
             progress: Progress | None) -> tuple[np.ndarray, np.ndarray]:
-    """(step seconds, memory bytes per GPU) of every candidate, `step_breakdown` over arrays."""
-    cols, traffic_cols, recompute, state_keys, act_keys = _collect(memo, layouts, grid, progress)
-    a = {k: np.asarray(v) for k, v in cols.items()}
-    seconds = {k: np.asarray(v) for k, v in traffic_cols.items()}
-    windows = Windows(a["forward"], a["backward"], a["attention"], a["m"])
-    breakdown, _ = step_breakdown(pp=a["pp"], vp=a["vp"], windows=windows, seconds=seconds, zero=a["zero"],
-                                  recompute=np.asarray(recompute), overlap=memo.opts.overlap, optimizer=a["optimizer"],
-                                  sm_share=memo.opts.base().comm_sm_share(memo.ceil.gpu.sm_count),
-                                  host=(a["host_fb"], a["host_opt"]), p2p_slowdown=memo.costs.p2p_slowdown,
-                                  overlap_slowdown=memo.costs.overlap_slowdown)
-    step = sum((np.broadcast_to(v, a["m"].shape) for v in breakdown.values()), np.zeros(a["m"].shape))
+    """(step seconds, memory bytes per GPU) of every candidate (layout x grid entry, in that order):
+    `step_breakdown` over arrays of shape (layouts, ZeRO stages, recompute modes), each piece taken
+    from the row of its sub-layout."""
+    zeros, modes = list(dict.fromkeys(z for z, _ in grid)), list(dict.fromkeys(r for _, r in grid))
+    require(grid == [(z, r) for z in zeros for r in modes], "the execution grid is ZeRO x recompute")
+    cols, shards, models, stages = _collect(memo, layouts, zeros, modes, progress)
+    m, pp, vp, mb, replicas, s_row, m_row, t_row = cols.T
+    lay = lambda x: x[:, None, None]  # noqa: E731  per layout
+    shape = (len(layouts), len(zeros), len(modes))
+    # per shard row and ZeRO stage: ({(dim, kind): (a, b)}, optimizer seconds, state key)
+    dp_keys = sorted({k for row in shards.values for d, _, _ in row for k in d})
+    seconds = {k: (np.array([[d.get(k, (0.0, 0.0))[0] for d, _, _ in row] for row in shards.values])[s_row]
+                   + np.array([[d.get(k, (0.0, 0.0))[1] for d, _, _ in row] for row in shards.values])[s_row]
+                   * m[:, None])[:, :, None] for k in dp_keys}
+    for k in sorted({k for d in models.values for k in d}):
+        seconds[k] = lay(np.array([d.get(k, 0.0) for d in models.values])[m_row] * m)
+    optimizer = np.array([[o for _, o, _ in row] for row in shards.values])[s_row][:, :, None]
+    # per stage row and recompute mode: ((f, b, a), activation key, [(host per micro-batch, host optimizer)])
+    fba = np.array([[t for t, _, _ in row] for row in stages.values])[t_row]  # (layouts, modes, 3)
+    host = np.array([[h for _, _, h in row] for row in stages.values])[t_row]  # (layouts, modes, zeros, 2)
+    windows = Windows(fba[:, None, :, 0], fba[:, None, :, 1], fba[:, None, :, 2], lay(m))
+    breakdown, _ = step_breakdown(
+        pp=lay(pp), vp=lay(vp), windows=windows, seconds=seconds, zero=np.array(zeros)[None, :, None],
+        recompute=np.array(modes)[None, None, :], overlap=memo.opts.overlap, optimizer=optimizer,
+        sm_share=memo.opts.base().comm_sm_share(memo.ceil.gpu.sm_count),
+        host=(lay(m) * host[..., 0].transpose(0, 2, 1), host[..., 1].transpose(0, 2, 1)),
+        p2p_slowdown=memo.costs.p2p_slowdown, overlap_slowdown=memo.costs.overlap_slowdown)
+    step = sum((np.broadcast_to(v, shape) for v in breakdown.values()), np.zeros(shape)).reshape(-1)
+    state = np.array([[s for _, _, s in row] for row in shards.values], dtype=np.int64)[s_row][:, :, None]
+    act = np.array([[a for _, a, _ in row] for row in stages.values], dtype=np.int64)[t_row][:, None, :]
+    flat = lambda x: np.broadcast_to(x, shape).reshape(-1)  # noqa: E731
+    every = {"pp": flat(lay(pp)), "state": flat(state), "act": flat(act), "mb": flat(lay(mb)), "m": flat(lay(m)),
+             "vp": flat(lay(vp)), "zero": flat(np.array(zeros)[None, :, None]), "replicas": flat(lay(replicas))}
     memory = np.empty(len(step))
-    for pp in np.unique(a["pp"]):
-        idx = np.flatnonzero(a["pp"] == pp)
-        memory[idx] = memo.memory.peak_bytes(int(pp), [state_keys[i] for i in idx], [act_keys[i] for i in idx],
-                                             a["micro_batch"][idx], a["m"][idx], a["vp"][idx], a["zero"][idx],
-                                             a["replicas"][idx])
+    for p in np.unique(pp):
+        idx = np.flatnonzero(every["pp"] == p)
+        memory[idx] = memo.memory.peak_bytes(int(p), *(every[k][idx] for k in ("state", "act", "mb", "m", "vp",
+                                                                                "zero", "replicas")))
     return step, memory
 
 

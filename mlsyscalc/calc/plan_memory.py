@@ -71,7 +71,9 @@ class MemoryTable:
         self.spec, self.seq, self.capacity_factor, self.flash = spec, seq, capacity_factor, flash
         self.dtype, self.framework = dtype, framework
         self._states: dict[tuple, StageStates] = {}
-        self._arrays: dict[tuple, Any] = {}  # state bytes and activation bytes by key
+        self._arrays: dict[tuple, Any] = {}  # activation bytes by (tp, cp, sp, recompute, pp)
+        self._ids: dict[tuple, int] = {}  # a state or activation key -> its row in _rows
+        self._rows: list[tuple[np.ndarray, ...]] = []
         self._saved: dict[bool, list[Saved]] = {}
         self._schedules: dict[tuple, Schedule] = {}
 
@@ -153,23 +155,32 @@ class MemoryTable:
             self._schedules[key] = Schedule(*(np.array(c) for c in zip(*rows)))
         return self._schedules[key]
 
-    def state_key(self, tp: int, ep: int, pp: int, zero: int, shard: int) -> tuple:
-        key = ("states", tp, ep, pp, zero, shard)
-        if key not in self._arrays:
-            self._arrays[key] = self.state_bytes(tp, ep, pp, zero, shard)
-        return key
+    def _row(self, key: tuple, make: Any) -> int:
+        if key not in self._ids:
+            self._ids[key] = len(self._rows)
+            self._rows.append(make())
+        return self._ids[key]
 
-    def activation_key(self, tp: int, cp: int, sp: bool, recompute: str, pp: int) -> tuple:
-        self.activation_bytes(tp, cp, sp, recompute, pp)
-        return (tp, cp, sp, recompute, pp)
+    def state_key(self, tp: int, ep: int, pp: int, zero: int, shard: int) -> int:
+        """The row of `state_bytes` for `peak_bytes`."""
+        return self._row(("states", tp, ep, pp, zero, shard), lambda: self.state_bytes(tp, ep, pp, zero, shard))
 
-    def peak_bytes(self, pp: int, state_keys: list, activation_keys: list, micro_batch: np.ndarray,
+    def activation_key(self, tp: int, cp: int, sp: bool, recompute: str, pp: int) -> int:
+        """The row of `activation_bytes` for `peak_bytes`."""
+        return self._row(("acts", tp, cp, sp, recompute, pp), lambda: self.activation_bytes(tp, cp, sp, recompute, pp))
+
+    def _gather(self, keys: Any, count: int) -> list[np.ndarray]:
+        """The first `count` arrays of each row in `keys`, stacked (one row per entry of `keys`)."""
+        rows, inverse = np.unique(np.asarray(keys, dtype=np.int64), return_inverse=True)
+        return [np.stack([self._rows[r][i] for r in rows.tolist()])[inverse.reshape(-1)] for i in range(count)]
+
+    def peak_bytes(self, pp: int, state_keys: Any, activation_keys: Any, micro_batch: np.ndarray,
                    micro_batches: np.ndarray, vp: np.ndarray, zero: np.ndarray, replicas: np.ndarray) -> np.ndarray:
         """Memory per GPU of the peak stage at its peak phase (as `train_memory`), for layouts of `pp` stages given
-        by their `state_key` and `activation_key` (one entry each) and their schedule (m, vp, ZeRO, dp x cp)."""
-        kept, grads, gather = (np.stack([self._arrays[k][i] for k in state_keys]) for i in range(3))
-        acts = [np.stack([self._arrays[k][i] for k in activation_keys]) for i in range(3)]
-        boundary = np.array([self._arrays[k][3] for k in activation_keys])[:, None]
+        by their `state_key` and `activation_key` rows (one entry each) and their schedule (m, vp, ZeRO, dp x cp)."""
+        kept, grads, gather = self._gather(state_keys, 3)
+        *acts, boundary = self._gather(activation_keys, 4)
+        boundary = boundary[:, None]
         ddp = (self.framework == "torch") & (zero == 0) & (replicas > 1)
         keys, inverse = np.unique(np.stack([micro_batches, vp, ddp]).astype(int), axis=1, return_inverse=True)
         sch = [self.schedule(pp, int(m), int(v), 0 if d else 3, 2) for m, v, d in keys.T]
