@@ -11,7 +11,8 @@ import pytest
 
 from mlsyscalc.calc.calibration import load_ceilings
 from mlsyscalc.calc.memory_train import TrainOptions, train_memory
-from mlsyscalc.calc.plan import _Memo, _search, plan
+from mlsyscalc.calc.comm_step import StepOptions, step_comm
+from mlsyscalc.calc.plan import PER_MICRO_BATCH, _Memo, _search, plan
 from mlsyscalc.calc.plan_memory import MemoryTable
 from mlsyscalc.calc.plan_space import PlanOptions, execution_options, structures
 from mlsyscalc.calc.train import train_step
@@ -20,6 +21,7 @@ from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.cluster import load_cluster
 from mlsyscalc.specs.lookup import load_model
 from mlsyscalc.calc.tensor_parallel import check_tp
+from mlsyscalc.calc.train_comm import traffic
 
 H100 = load_ceilings("H100-SXM")
 
@@ -78,6 +80,26 @@ def test_enumeration_is_every_valid_layout(name, gpus, batch):
     got = {(c.tp, c.pp, c.data_parallel, c.cp, c.ep, c.vp, c.micro_batch) for c in structures(spec, cluster, opts)}
     assert got == _brute_force(spec, cluster, opts) and len(got) > 20
     assert len(execution_options(opts)) == 12
+
+
+@pytest.mark.parametrize("name", ["llama2-13b", "mixtral-8x7b"])
+def test_dp_traffic_from_one_call_is_step_comm_at_every_m(name):
+    """PER_MICRO_BATCH against comm_step itself: for every ZeRO stage, step_comm's DP seconds at m = 1, 3
+    and 8 micro-batches are a + b m of the memo's (a, b), taken from one call at m = 1."""
+    spec, cluster = load_model(name), load_cluster("hgx-h100")
+    opts = PlanOptions(gpus=64, seq=2048, global_batch=64, max_micro_batch=1, max_cp=2)
+    memo = _Memo(spec, H100, cluster, opts)
+    layouts = [c for c in structures(spec, cluster, opts) if c.data_parallel > 1 and c.vp == 1]
+    assert len(layouts) > 5 and (spec.moe is None or any(c.ep > 1 for c in layouts))
+    assert sorted(PER_MICRO_BATCH) == [0, 1, 2, 3]
+    for c, zero in itertools.product(layouts, PER_MICRO_BATCH):
+        ab = memo.dp_traffic(c, zero)
+        for m in (1, 3, 8):
+            o = StepOptions(dp=c.data_parallel, tp=c.tp, pp=c.pp, ep=c.ep, cp=c.cp, zero=zero, seq=c.seq, grad_accum=m)
+            ref = traffic(step_comm(spec, o, cluster, parts=("dp",)).rows)
+            assert ref.keys() == ab.keys() and ref
+            for k, (a, b) in ab.items():
+                assert a + b * m == pytest.approx(ref[k], rel=1e-12), (c.layout(), zero, m, k)
 
 
 @pytest.mark.parametrize("name,gpus,batch", [("llama2-13b", 64, 64), ("mixtral-8x7b", 32, 64)])

@@ -5,11 +5,12 @@ every piece is computed once per distinct value of what it depends on and reused
 
     kernel times     roofline_pass per (tp, cp, micro-batch); per-layer parts per (.., sp)
     stage times      per (parts, pp, vp, recompute), over the distinct stage shapes
-    model traffic    step_comm per (tp, pp, cp, ep, sp, micro-batch) at m = 1: every TP, PP, CP
-                     and EP call repeats per micro-batch, so it scales by m exactly; a + b vp
-                     from two values of vp (exact: only the PP sends scale with vp), or per vp
-                     where vp changes the MoE layers of the busiest stage
-    DP traffic       step_comm per (tp, pp, cp, ep, zero) at m = 1 and m = 2: a + b m exactly
+    model traffic    step_comm per (tp, pp, cp, ep, sp, micro-batch) at m = 1 and vp = 1: every
+                     TP, PP, CP and EP call repeats per micro-batch, so it scales by m exactly,
+                     and only the PP sends scale with vp (per vp where vp changes the MoE
+                     layers of the busiest stage)
+    DP traffic       step_comm per (tp, pp, cp, ep, zero) at m = 1: a + b m, each kind of it
+                     once per step or once per micro-batch (PER_MICRO_BATCH)
     optimizer        per (tp, pp, ep, zero)
     memory           calc.plan_memory (memory_train's sums and phases, memoised; either framework)
     host time        --framework torch: calc.train_host's stage work per (tp, cp, micro-batch, sp,
@@ -47,6 +48,10 @@ from .train_options import TrainStepOptions
 from .train_parts import StageParts, pipeline_stages, roofline_pass, slowest_stage, stage_parts
 
 Progress = Callable[[int, int], None]
+# The kinds of DP traffic (calc.train_comm.traffic) issued every micro-batch, per ZeRO stage; the others
+# once per step (calc.comm_step): ZeRO-2 reduce-scatters gradients every micro-batch, ZeRO-3 also
+# all-gathers parameters (forward and backward); ZeRO-0's all-reduce and ZeRO-1's pair run once.
+PER_MICRO_BATCH: dict[int, tuple[str, ...]] = {0: (), 1: (), 2: ("grad",), 3: ("grad", "param")}
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,7 @@ class _Memo:
                                   flash=opts.attention == "flash", framework=opts.framework)
         self.costs = framework_costs(opts.framework, opts.host_costs)
         self.usable = verdict(ceilings.gpu, 0, opts.reserve).usable_bytes
+        self.wire = opts.base().memory_dtype  # activations and parameters on the wire
         self._cache: dict[tuple, Any] = {}
 
     def get(self, key: tuple, make: Callable[[], Any]) -> Any:
@@ -102,12 +108,13 @@ class _Memo:
         return self.get(("stage", c.tp, c.cp, c.micro_batch, c.sp_active, c.pp, c.vp, recompute),
                         lambda: slowest_stage(parts, stages, recompute))
 
-    def _comm(self, c: TrainStepOptions, part: str, **changes: Any) -> dict[tuple[str, str], float]:
+    def _comm(self, c: TrainStepOptions, part: str, *, zero: int, sp: bool, batch: int, interleave: int,
+              grad_accum: int) -> dict[tuple[str, str], float]:
         """Seconds per (dimension, kind) of one side of the step's traffic: "dp" or "model" (step_comm's parts)."""
-        o = StepOptions(dp=c.data_parallel, tp=c.tp, pp=c.pp, ep=c.ep, cp=c.cp, sp=c.sp_active, zero=c.zero,
-                        batch=c.micro_batch, seq=c.seq, grad_accum=1, interleave=c.vp, dtype=c.memory_dtype,
+        o = StepOptions(dp=c.data_parallel, tp=c.tp, pp=c.pp, ep=c.ep, cp=c.cp, sp=sp, zero=zero, batch=batch,
+                        seq=c.seq, grad_accum=grad_accum, interleave=interleave, dtype=self.wire,
                         tp_input_reduce=TP_INPUT_REDUCE[c.framework])
-        return traffic(step_comm(self.spec, replace(o, **changes), self.cluster, parts=(part,)).rows)
+        return traffic(step_comm(self.spec, o, self.cluster, parts=(part,)).rows)
 
     def host(self, c: TrainStepOptions, recompute: str, zero: int,
              micro_batches: int | None = None) -> tuple[float, float]:
@@ -137,30 +144,29 @@ class _Memo:
                 [self.host(c, recompute, z, micro_batches=1) for z in zeros])
 
     def model_traffic(self, c: TrainStepOptions) -> dict[tuple[str, str], float]:
-        """TP, PP, CP, EP seconds of one micro-batch (times m for the step). Only the pipeline's sends
-        depend on vp, 2 per micro-batch and model chunk, unless vp moves MoE layers onto the busiest
-        stage (EP traffic follows them): then the traffic is a + b vp, taken from the calls at vp = 1
-        and at the smallest valid vp > 1."""
+        """TP, PP, CP, EP seconds of one micro-batch (times m for the step), from the call at vp = 1: only
+        the pipeline's sends depend on vp, 2 per micro-batch and model chunk (calc.comm_step), so PP's
+        seconds scale by vp; unless vp moves MoE layers onto the busiest stage (EP traffic follows
+        them): then from the call at this vp."""
         def at(vp: int) -> dict[tuple[str, str], float]:
-            return self.get(("model", c.tp, c.pp, c.cp, c.ep, c.sp_active, c.micro_batch, vp),
-                            lambda: self._comm(c, "model", zero=0, interleave=vp))
+            return self.get(("model", c.tp, c.pp, c.cp, c.ep, c.sp_active, c.micro_batch, vp), lambda: self._comm(
+                c, "model", zero=0, sp=c.sp_active, batch=c.micro_batch, interleave=vp, grad_accum=1))
         if c.vp == 1:
             return at(1)
-        second = next(v for v in range(2, c.vp + 1) if self.spec.num_layers % (c.pp * v) == 0)
-        if c.ep > 1 and len({self._busiest_moe(c.pp, v) for v in (1, second, c.vp)}) > 1:
+        if c.ep > 1 and self._busiest_moe(c.pp, 1) != self._busiest_moe(c.pp, c.vp):
             return at(c.vp)  # EP traffic follows the MoE layers on the busiest stage, which vp moves
-        one, two = at(1), at(second)
-        return {k: one[k] + (two[k] - one[k]) * (c.vp - 1) / (second - 1) for k in one}
+        return {k: v * c.vp if k[0] == "pp" else v for k, v in at(1).items()}
 
     def _busiest_moe(self, pp: int, vp: int) -> int:
         stages = self.get(("stages", pp, vp), lambda: pipeline_stages(self.spec, pp, vp))
         return max(st.moe for st in stages)
 
     def dp_traffic(self, c: TrainStepOptions, zero: int) -> dict[tuple[str, str], tuple[float, float]]:
-        """DP seconds as (a, b) of a + b m, from the calls at m = 1 and m = 2."""
+        """DP seconds as (a, b) of a + b m, from the call at m = 1: each kind of DP traffic is issued
+        once per step or once per micro-batch, as PER_MICRO_BATCH says for the ZeRO stage."""
         def make() -> dict[tuple[str, str], tuple[float, float]]:
-            one, two = (self._comm(c, "dp", zero=zero, sp=False, batch=1, interleave=1, grad_accum=m) for m in (1, 2))
-            return {k: (2 * v - two[k], two[k] - v) for k, v in one.items()}
+            one = self._comm(c, "dp", zero=zero, sp=False, batch=1, interleave=1, grad_accum=1)
+            return {k: (0.0, v) if k[1] in PER_MICRO_BATCH[zero] else (v, 0.0) for k, v in one.items()}
         return self.get(("dp", c.tp, c.pp, c.cp, c.ep, zero), make)
 
     def optimizer(self, c: TrainStepOptions, zero: int) -> float:
