@@ -182,8 +182,9 @@ class MemoryTable:
         *acts, boundary = self._gather(activation_keys, 4)
         boundary = boundary[:, None]
         ddp = (self.framework == "torch") & (zero == 0) & (replicas > 1)
-        keys, inverse = np.unique(np.stack([micro_batches, vp, ddp]).astype(int), axis=1, return_inverse=True)
-        sch = [self.schedule(pp, int(m), int(v), 0 if d else 3, 2) for m, v, d in keys.T]
+        code = (micro_batches.astype(np.int64) * (int(vp.max()) + 1) + vp) * 2 + ddp  # one int per (m, vp, ddp)
+        _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+        sch = [self.schedule(pp, int(micro_batches[i]), int(vp[i]), 0 if ddp[i] else 3, 2) for i in first.tolist()]
         col = {f: np.stack([getattr(s, f) for s in sch])[inverse.reshape(-1)] for f in Schedule.__dataclass_fields__}
         b, v = micro_batch[:, None], vp[:, None]
         nb = self.nbytes()
