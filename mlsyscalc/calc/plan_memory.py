@@ -33,7 +33,7 @@ import numpy as np
 
 from ..specs.model import ModelSpec
 from .activations import Saved, Split, item_bytes, layer_bytes, layer_saved
-from .memory_common import stage_layers, stage_params
+from .memory_common import stage_params
 from .memory_schedule import chunk_forwards, grads_resident, in_flight, receive_buffers
 from .memory_train import _STATES, TrainOptions, default_bytes
 from .tensor_parallel import kv_divisor
@@ -81,14 +81,28 @@ class MemoryTable:
         """`default_bytes` of the framework: torch's depend on ZeRO-3 (FSDP2's fp32 shards) and tp (loss_parallel)."""
         return default_bytes(TrainOptions(dtype=self.dtype, framework=self.framework, zero=zero, tp=tp))
 
+    def _layer_params(self, tp: int, ep: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per decoder layer: (dense, routed-expert, all) parameters per rank, `stage_params` of that one layer:
+        a stage's sums are the sums of its layers', whatever pp (only the ends depend on which stage)."""
+        key = ("layers", tp, ep)
+        if key not in self._arrays:
+            rows = [stage_params(self.spec, (i,), False, False, tp, ep, 1) for i in range(self.spec.num_layers)]
+            self._arrays[key] = tuple(np.array(c, dtype=np.int64) for c in zip(*(
+                (p.dense, p.expert, p.largest_layer) for p in rows)))
+        return self._arrays[key]
+
     def states(self, tp: int, ep: int, pp: int) -> StageStates:
+        """Per stage: its layers' parameters (`_layer_params`) plus the ends it holds (`stage_params` of no
+        layer: embedding on the first stage, final norm and head on the last)."""
         key = (tp, ep, pp)
         if key not in self._states:
-            spec, cols = self.spec, []
-            for s in range(pp):
-                p = stage_params(spec, stage_layers(spec.num_layers, pp, s), s == 0, s == pp - 1, tp, ep, pp)
-                cols.append((p.dense, p.expert, p.total, 2 * p.largest_layer + p.root))
-            self._states[key] = StageStates(*(np.array(c, dtype=float) for c in zip(*cols)))
+            dense, expert, largest = (a.reshape(pp, -1) for a in self._layer_params(tp, ep))
+            ends = [stage_params(self.spec, (), s == 0, s == pp - 1, tp, ep, pp) if s in (0, pp - 1) else None
+                    for s in range(pp)]
+            d = dense.sum(axis=1) + np.array([e.dense if e else 0 for e in ends])
+            x = expert.sum(axis=1) + np.array([e.expert if e else 0 for e in ends])
+            gather = 2 * largest.max(axis=1) + np.array([e.root if e else 0 for e in ends])
+            self._states[key] = StageStates(*(np.asarray(c, dtype=float) for c in (d, x, d + x, gather)))
         return self._states[key]
 
     def state_bytes(self, tp: int, ep: int, pp: int, zero: int, shard: int) -> tuple[np.ndarray, ...]:
