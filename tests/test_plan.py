@@ -151,6 +151,29 @@ def assert_search_equals_train_step(spec, ceilings, cluster, opts, samples: int,
         assert memory[j] == pytest.approx(ref.memory_bytes_per_gpu, abs=8), c.layout()
 
 
+@pytest.mark.parametrize("framework", ["megatron", "torch"])
+@pytest.mark.parametrize("name,reserve,max_micro_batch", [("llama3-8b", "85%", 2), ("mixtral-8x7b", "10%", 1)])
+def test_top_k_is_train_steps_own_top_k(name, reserve, max_micro_batch, framework):
+    """The oracle is `train_step` itself on every candidate (no memo, no arrays): the fitting ones sorted by
+    its step time give plan's top K, layouts and step times, and the same searched / feasible counts.
+    Four-layer models (GQA; MoE with EP) on 4 GPUs, with a reserve that leaves some layouts out."""
+    spec, cluster = load_model(name, {"num_hidden_layers": 4}), load_cluster("hgx-h100")
+    opts = PlanOptions(gpus=4, seq=1024, global_batch=8, max_micro_batch=max_micro_batch, max_cp=2,
+                       framework=framework, top=6, reserve=reserve)
+    every = [train_step(spec, H100, cluster, replace(c, zero=z, recompute=r))
+             for c in structures(spec, cluster, opts) for z, r in execution_options(opts)]
+    fitting = sorted((s for s in every if s.fits), key=lambda s: s.step_time_s)
+    result = plan(spec, H100, cluster, opts)
+    assert result.searched == len(every) and 6 < result.feasible == len(fitting) < len(every)
+    want = [s.step_time_s for s in fitting[:6]]
+    assert [c.step_time_s for c in result.candidates] == pytest.approx(want, rel=1e-12)
+    for c in result.candidates:  # equal step times may come in either order: the layout is one of those
+        assert c.options.layout() in [s.options.layout() for s in fitting
+                                      if s.step_time_s == pytest.approx(c.step_time_s, rel=1e-12)]
+    assert len({tuple(c.options.layout().items()) for c in result.candidates}) == 6
+    assert spec.moe is None or any(c.ep > 1 for c in structures(spec, cluster, opts)) == (framework == "megatron")
+
+
 def test_best_never_worse_than_pinned_layouts():
     spec, cluster = load_model("llama2-13b"), load_cluster("hgx-h100")
     opts = PlanOptions(gpus=32, seq=4096, global_batch=64, top=3)
@@ -184,13 +207,15 @@ def test_plan_cli_json_and_fix(run_cli):
     steps = [c["step_time_s"] for c in data["candidates"]]
     assert steps == sorted(steps)
     assert data["why"].startswith(f"{steps[0]:.4g} s per step") and "_s (" in data["why"]
-    # the best candidate is what `mlsys train` says for its layout
-    lay = data["candidates"][0]["layout"]
-    args = [f"--{k.replace('_', '-')}={lay[k]}" for k in ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "zero",
-                                                          "recompute")]
-    one = run_cli.json("train", "llama2-7b", "--gpus", "16", "--gpu", "H100-SXM", "--seq", "2048",
-                       "--global-batch", "32", *args, "--sp" if lay["sp"] else "--no-sp")
-    assert one["step_time_s"] == pytest.approx(steps[0], rel=1e-12)
+    # every candidate is what `mlsys train` says for its layout
+    for c in data["candidates"]:
+        lay = c["layout"]
+        args = [f"--{k.replace('_', '-')}={lay[k]}" for k in ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "zero",
+                                                              "recompute")]
+        one = run_cli.json("train", "llama2-7b", "--gpus", "16", "--gpu", "H100-SXM", "--seq", "2048",
+                           "--global-batch", "32", *args, "--sp" if lay["sp"] else "--no-sp")
+        assert one["step_time_s"] == pytest.approx(c["step_time_s"], rel=1e-12) and one["layout"] == lay
+        assert one["memory_bytes_per_gpu"] == c["memory_bytes_per_gpu"] and one["breakdown"] == c["breakdown"]
 
 
 @pytest.mark.parametrize("fix,message", [(("bogus=1",), "AXIS=VALUE"), (("tp=3",), "no layout"),
