@@ -3,8 +3,11 @@ and `train_memory`, the best against pinned layouts, and the CLI contract."""
 
 from __future__ import annotations
 
+import io
 import itertools
+import json
 import random
+import sys
 from dataclasses import replace
 
 import pytest
@@ -253,3 +256,44 @@ def test_plan_cli_torch_matches_train_and_names_exclusions(run_cli):
     assert run_cli.json("plan", "llama2-7b", *base, "--quiet")["excluded"] == []
     code, out, err = run_cli("plan", "mixtral-8x7b", *base, "--framework", "torch", "--fix", "zero=1")
     assert code == 2 and "FSDP2" in err and out == ""
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bar_only_on_a_terminal_after_its_delay(monkeypatch):
+    from mlsyscalc.cli import plan as plan_cli
+
+    tty = _Tty()
+    monkeypatch.setattr(sys, "stderr", tty)
+    bar = plan_cli._Progress(True)
+    bar(12, 120)
+    assert bar.bar is None  # under a second: nothing yet
+    bar.start -= 2 * bar.delay_s
+    bar(60, 120)
+    assert bar.bar is not None
+    bar.close()
+    assert "layouts" in tty.getvalue()
+    for stream, enabled in ((io.StringIO(), True), (_Tty(), False)):  # a pipe or file; --quiet
+        monkeypatch.setattr(sys, "stderr", stream)
+        bar = plan_cli._Progress(enabled)
+        bar.start -= 2 * bar.delay_s
+        bar(60, 120)
+        bar.close()
+        assert bar.bar is None and stream.getvalue() == ""
+
+
+def test_plan_json_stdout_stays_json_while_the_bar_runs(run_cli, monkeypatch):
+    """With the bar on from the first layout (a terminal, no delay) it draws on stderr only."""
+    from mlsyscalc.cli import plan as plan_cli
+
+    monkeypatch.setattr(plan_cli, "_terminal", lambda: True)
+    monkeypatch.setattr(plan_cli._Progress, "delay_s", 0.0)
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # rich draws on CliRunner's stderr as on a terminal
+    monkeypatch.setenv("TTY_INTERACTIVE", "1")
+    code, out, err = run_cli("plan", "llama2-7b", "--gpus", "16", "--gpu", "H100-SXM", "--seq", "2048",
+                             "--global-batch", "32", "--top", "2", "--json")
+    assert code == 0 and json.loads(out)["searched"] > 1000
+    assert "layouts" in err and "layouts" not in out
