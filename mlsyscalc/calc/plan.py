@@ -103,9 +103,13 @@ class _Memo:
             attention=core_attention(self.spec, self.ceil, c)))
 
     def stage(self, c: TrainStepOptions, recompute: str) -> tuple[float, float, float]:
+        """`slowest_stage`, once per distinct list of stage shapes (layers of each kind, which ends it holds):
+        the stages of most (pp, vp) with the same pp have the same shapes."""
         stages = self.get(("stages", c.pp, c.vp), lambda: pipeline_stages(self.spec, c.pp, c.vp))
+        shapes = self.get(("shapes", c.pp, c.vp), lambda: tuple(dict.fromkeys(
+            (st.dense, st.moe, st.first, st.last) for st in stages)))
         parts = self.parts(c)
-        return self.get(("stage", c.tp, c.cp, c.micro_batch, c.sp_active, c.pp, c.vp, recompute),
+        return self.get(("stage", c.tp, c.cp, c.micro_batch, c.sp_active, shapes, recompute),
                         lambda: slowest_stage(parts, stages, recompute))
 
     def _comm(self, c: TrainStepOptions, part: str, *, zero: int, sp: bool, batch: int, interleave: int,
