@@ -4,7 +4,8 @@ Each candidate's step time is `calc.train.step_breakdown` of the same pieces `tr
 every piece is computed once per distinct value of what it depends on and reused:
 
     kernel times     roofline_pass per (tp, cp, micro-batch); per-layer parts per (.., sp)
-    stage times      per (parts, pp, vp, recompute), over the distinct stage shapes
+    stage times      per (parts, recompute, the distinct stage shapes of (pp, vp): layers of
+                     each kind and the ends each holds)
     model traffic    step_comm per (tp, pp, cp, ep, sp, micro-batch) at m = 1 and vp = 1: every
                      TP, PP, CP and EP call repeats per micro-batch, so it scales by m exactly,
                      and only the PP sends scale with vp (per vp where vp changes the MoE
@@ -217,6 +218,19 @@ def _collect(memo: _Memo, layouts: list[TrainStepOptions], zeros: list[int], mod
     return np.array(rows, dtype=np.int64).reshape(-1, 8), shards, models, stages
 
 
+def _traffic(shards: _Rows, models: _Rows, s_row: np.ndarray, m_row: np.ndarray,
+             m: np.ndarray) -> dict[tuple[str, str], np.ndarray]:
+    """Seconds per (dimension, kind) of every candidate, in shapes that broadcast to (layouts, ZeRO stages,
+    recompute modes): DP's a + b m per ZeRO stage, TP/PP/CP/EP's one micro-batch times m."""
+    out = {}
+    for k in sorted({k for row in shards.values for d, _, _ in row for k in d}):
+        a, b = (np.array([[d.get(k, (0.0, 0.0))[i] for d, _, _ in row] for row in shards.values])[s_row] for i in (0, 1))
+        out[k] = (a + b * m[:, None])[:, :, None]
+    for k in sorted({k for d in models.values for k in d}):
+        out[k] = (np.array([d.get(k, 0.0) for d in models.values])[m_row] * m)[:, None, None]
+    return out
+
+
 def _search(memo: _Memo, layouts: list[TrainStepOptions], grid: list[tuple[int, str]],
             progress: Progress | None) -> tuple[np.ndarray, np.ndarray]:
     """(step seconds, memory bytes per GPU) of every candidate (layout x grid entry, in that order):
@@ -228,35 +242,28 @@ def _search(memo: _Memo, layouts: list[TrainStepOptions], grid: list[tuple[int, 
     m, pp, vp, mb, replicas, s_row, m_row, t_row = cols.T
     lay = lambda x: x[:, None, None]  # noqa: E731  per layout
     shape = (len(layouts), len(zeros), len(modes))
-    # per shard row and ZeRO stage: ({(dim, kind): (a, b)}, optimizer seconds, state key)
-    dp_keys = sorted({k for row in shards.values for d, _, _ in row for k in d})
-    seconds = {k: (np.array([[d.get(k, (0.0, 0.0))[0] for d, _, _ in row] for row in shards.values])[s_row]
-                   + np.array([[d.get(k, (0.0, 0.0))[1] for d, _, _ in row] for row in shards.values])[s_row]
-                   * m[:, None])[:, :, None] for k in dp_keys}
-    for k in sorted({k for d in models.values for k in d}):
-        seconds[k] = lay(np.array([d.get(k, 0.0) for d in models.values])[m_row] * m)
+    # shard rows: per ZeRO stage ({(dim, kind): (a, b)}, optimizer seconds, state key); stage rows: per
+    # recompute mode ((f, b, a), activation key, per ZeRO stage (host per micro-batch, host optimizer))
     optimizer = np.array([[o for _, o, _ in row] for row in shards.values])[s_row][:, :, None]
-    # per stage row and recompute mode: ((f, b, a), activation key, [(host per micro-batch, host optimizer)])
     fba = np.array([[t for t, _, _ in row] for row in stages.values])[t_row]  # (layouts, modes, 3)
     host = np.array([[h for _, _, h in row] for row in stages.values])[t_row]  # (layouts, modes, zeros, 2)
     windows = Windows(fba[:, None, :, 0], fba[:, None, :, 1], fba[:, None, :, 2], lay(m))
     breakdown, _ = step_breakdown(
-        pp=lay(pp), vp=lay(vp), windows=windows, seconds=seconds, zero=np.array(zeros)[None, :, None],
-        recompute=np.array(modes)[None, None, :], overlap=memo.opts.overlap, optimizer=optimizer,
-        sm_share=memo.opts.base().comm_sm_share(memo.ceil.gpu.sm_count),
+        pp=lay(pp), vp=lay(vp), windows=windows, seconds=_traffic(shards, models, s_row, m_row, m),
+        zero=np.array(zeros)[None, :, None], recompute=np.array(modes)[None, None, :], overlap=memo.opts.overlap,
+        optimizer=optimizer, sm_share=memo.opts.base().comm_sm_share(memo.ceil.gpu.sm_count),
         host=(lay(m) * host[..., 0].transpose(0, 2, 1), host[..., 1].transpose(0, 2, 1)),
         p2p_slowdown=memo.costs.p2p_slowdown, overlap_slowdown=memo.costs.overlap_slowdown)
     step = sum((np.broadcast_to(v, shape) for v in breakdown.values()), np.zeros(shape)).reshape(-1)
-    state = np.array([[s for _, _, s in row] for row in shards.values], dtype=np.int64)[s_row][:, :, None]
-    act = np.array([[a for _, a, _ in row] for row in stages.values], dtype=np.int64)[t_row][:, None, :]
     flat = lambda x: np.broadcast_to(x, shape).reshape(-1)  # noqa: E731
-    every = {"pp": flat(lay(pp)), "state": flat(state), "act": flat(act), "mb": flat(lay(mb)), "m": flat(lay(m)),
-             "vp": flat(lay(vp)), "zero": flat(np.array(zeros)[None, :, None]), "replicas": flat(lay(replicas))}
-    memory = np.empty(len(step))
+    every = {"state": flat(np.array([[s for _, _, s in row] for row in shards.values])[s_row][:, :, None]),
+             "act": flat(np.array([[a for _, a, _ in row] for row in stages.values])[t_row][:, None, :]),
+             "mb": flat(lay(mb)), "m": flat(lay(m)), "vp": flat(lay(vp)), "zero": flat(np.array(zeros)[None, :, None]),
+             "replicas": flat(lay(replicas))}
+    memory, stages_of = np.empty(len(step)), flat(lay(pp))
     for p in np.unique(pp):
-        idx = np.flatnonzero(every["pp"] == p)
-        memory[idx] = memo.memory.peak_bytes(int(p), *(every[k][idx] for k in ("state", "act", "mb", "m", "vp",
-                                                                                "zero", "replicas")))
+        idx = np.flatnonzero(stages_of == p)
+        memory[idx] = memo.memory.peak_bytes(int(p), *(every[k][idx] for k in every))
     return step, memory
 
 
