@@ -46,7 +46,7 @@ from .train import TP_INPUT_REDUCE, TrainStep, core_attention, optimizer_s, step
 from .train_comm import Windows, traffic
 from .train_host import framework_costs, host_paths, stage_work, tensor_counts
 from .train_options import TrainStepOptions
-from .train_parts import StageParts, pipeline_stages, roofline_pass, slowest_stage, stage_parts
+from .train_parts import Stage, StageParts, pipeline_stages, roofline_pass, slowest_stage, stage_parts
 
 Progress = Callable[[int, int], None]
 # The kinds of DP traffic (calc.train_comm.traffic) issued every micro-batch, per ZeRO stage; the others
@@ -127,9 +127,11 @@ class _Memo:
         with `micro_batches` (default: the layout's)."""
         if self.opts.framework == "megatron":
             return 0.0, 0.0
-        work = self.get(("work", c.tp, c.cp, c.micro_batch, c.sp_active, c.pp, c.vp, recompute), lambda: stage_work(
-            self.spec, self.parts(c), self.get(("stages", c.pp, c.vp), lambda: pipeline_stages(self.spec, c.pp, c.vp)),
-            recompute, self.get(("tensors",), lambda: tensor_counts(self.spec))))
+        counts = self.get(("tensors",), lambda: tensor_counts(self.spec))
+        shapes, stages = self.get(("host stages", c.pp, c.vp), lambda: _host_stages(
+            self.get(("stages", c.pp, c.vp), lambda: pipeline_stages(self.spec, c.pp, c.vp)), counts[0]))
+        work = self.get(("work", c.tp, c.cp, c.micro_batch, c.sp_active, shapes, recompute),
+                        lambda: stage_work(self.spec, self.parts(c), stages, recompute, counts))
         m = c.num_micro_batches if micro_batches is None else micro_batches
         return host_paths(work, self.costs, micro_batches=m, tp=c.tp, zero=zero)
 
@@ -180,6 +182,16 @@ class _Memo:
             return tuple(zip(st.dense.astype(int).tolist(), st.expert.astype(int).tolist()))
         return self.get(("opt", c.tp, c.ep, c.pp, zero), lambda: optimizer_s(
             counts(), zero, c.data_parallel * c.cp, c.ep, c.memory_dtype, self.ceil, self.opts.framework))
+
+
+def _host_stages(stages: tuple[Stage, ...], layer_tensors: tuple[int, ...]) -> tuple[tuple, tuple[Stage, ...]]:
+    """The stages that differ in what `stage_work` reads of them (layers of each kind, the ends they hold,
+    their layers' parameter tensors as a multiset), one of each in order, and those signatures: the
+    interleaved stages of most (pp, vp) with the same pp are alike."""
+    seen: dict[tuple, Stage] = {}
+    for st in stages:
+        seen.setdefault((st.dense, st.moe, st.first, st.last, tuple(sorted(layer_tensors[i] for i in st.layers))), st)
+    return tuple(seen), tuple(seen.values())
 
 
 class _Rows:
