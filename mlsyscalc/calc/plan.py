@@ -14,9 +14,9 @@ every piece is computed once per distinct value of what it depends on and reused
                      once per step or once per micro-batch (PER_MICRO_BATCH)
     optimizer        per (tp, pp, ep, zero)
     memory           calc.plan_memory (memory_train's sums and phases, memoised; either framework)
-    host time        --framework torch: calc.train_host's stage work per (tp, cp, micro-batch, sp,
-                     pp, vp, recompute), host_paths of one micro-batch per ZeRO stage (forward +
-                     backward issue scales by m exactly)
+    host time        --framework torch: calc.train_host's stage work per (parts, recompute, the
+                     distinct stage signatures of (pp, vp)), host_paths of one micro-batch per
+                     ZeRO stage (forward + backward issue scales by m exactly)
 
 Each layout is mapped to its row in three tables of distinct sub-layouts ((tp, pp, cp, ep) x ZeRO;
 the structure; (tp, cp, micro-batch, sp, pp, vp) x recompute), and the step is `step_breakdown`
