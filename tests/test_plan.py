@@ -3,15 +3,19 @@ and `train_memory`, the best against pinned layouts, and the CLI contract."""
 
 from __future__ import annotations
 
+import io
 import itertools
+import json
 import random
+import sys
 from dataclasses import replace
 
 import pytest
 
 from mlsyscalc.calc.calibration import load_ceilings
 from mlsyscalc.calc.memory_train import TrainOptions, train_memory
-from mlsyscalc.calc.plan import _Memo, _search, plan
+from mlsyscalc.calc.comm_step import StepOptions, step_comm
+from mlsyscalc.calc.plan import PER_MICRO_BATCH, _Memo, _search, plan
 from mlsyscalc.calc.plan_memory import MemoryTable
 from mlsyscalc.calc.plan_space import PlanOptions, execution_options, structures
 from mlsyscalc.calc.train import train_step
@@ -20,6 +24,7 @@ from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.cluster import load_cluster
 from mlsyscalc.specs.lookup import load_model
 from mlsyscalc.calc.tensor_parallel import check_tp
+from mlsyscalc.calc.train_comm import traffic
 
 H100 = load_ceilings("H100-SXM")
 
@@ -80,6 +85,26 @@ def test_enumeration_is_every_valid_layout(name, gpus, batch):
     assert len(execution_options(opts)) == 12
 
 
+@pytest.mark.parametrize("name", ["llama2-13b", "mixtral-8x7b"])
+def test_dp_traffic_from_one_call_is_step_comm_at_every_m(name):
+    """PER_MICRO_BATCH against comm_step itself: for every ZeRO stage, step_comm's DP seconds at m = 1, 3
+    and 8 micro-batches are a + b m of the memo's (a, b), taken from one call at m = 1."""
+    spec, cluster = load_model(name), load_cluster("hgx-h100")
+    opts = PlanOptions(gpus=64, seq=2048, global_batch=64, max_micro_batch=1, max_cp=2)
+    memo = _Memo(spec, H100, cluster, opts)
+    layouts = [c for c in structures(spec, cluster, opts) if c.data_parallel > 1 and c.vp == 1]
+    assert len(layouts) > 5 and (spec.moe is None or any(c.ep > 1 for c in layouts))
+    assert sorted(PER_MICRO_BATCH) == [0, 1, 2, 3]
+    for c, zero in itertools.product(layouts, PER_MICRO_BATCH):
+        ab = memo.dp_traffic(c, zero)
+        for m in (1, 3, 8):
+            o = StepOptions(dp=c.data_parallel, tp=c.tp, pp=c.pp, ep=c.ep, cp=c.cp, zero=zero, seq=c.seq, grad_accum=m)
+            ref = traffic(step_comm(spec, o, cluster, parts=("dp",)).rows)
+            assert ref.keys() == ab.keys() and ref
+            for k, (a, b) in ab.items():
+                assert a + b * m == pytest.approx(ref[k], rel=1e-12), (c.layout(), zero, m, k)
+
+
 @pytest.mark.parametrize("name,gpus,batch", [("llama2-13b", 64, 64), ("mixtral-8x7b", 32, 64)])
 def test_memoised_search_equals_train_step(name, gpus, batch):
     """Every candidate's step time and memory in the vectorised search is train_step's for that layout."""
@@ -129,6 +154,29 @@ def assert_search_equals_train_step(spec, ceilings, cluster, opts, samples: int,
         assert memory[j] == pytest.approx(ref.memory_bytes_per_gpu, abs=8), c.layout()
 
 
+@pytest.mark.parametrize("framework", ["megatron", "torch"])
+@pytest.mark.parametrize("name,reserve,max_micro_batch", [("llama3-8b", "85%", 2), ("mixtral-8x7b", "10%", 1)])
+def test_top_k_is_train_steps_own_top_k(name, reserve, max_micro_batch, framework):
+    """The oracle is `train_step` itself on every candidate (no memo, no arrays): the fitting ones sorted by
+    its step time give plan's top K, layouts and step times, and the same searched / feasible counts.
+    Four-layer models (GQA; MoE with EP) on 4 GPUs, with a reserve that leaves some layouts out."""
+    spec, cluster = load_model(name, {"num_hidden_layers": 4}), load_cluster("hgx-h100")
+    opts = PlanOptions(gpus=4, seq=1024, global_batch=8, max_micro_batch=max_micro_batch, max_cp=2,
+                       framework=framework, top=6, reserve=reserve)
+    every = [train_step(spec, H100, cluster, replace(c, zero=z, recompute=r))
+             for c in structures(spec, cluster, opts) for z, r in execution_options(opts)]
+    fitting = sorted((s for s in every if s.fits), key=lambda s: s.step_time_s)
+    result = plan(spec, H100, cluster, opts)
+    assert result.searched == len(every) and 6 < result.feasible == len(fitting) < len(every)
+    want = [s.step_time_s for s in fitting[:6]]
+    assert [c.step_time_s for c in result.candidates] == pytest.approx(want, rel=1e-12)
+    for c in result.candidates:  # equal step times may come in either order: the layout is one of those
+        assert c.options.layout() in [s.options.layout() for s in fitting
+                                      if s.step_time_s == pytest.approx(c.step_time_s, rel=1e-12)]
+    assert len({tuple(c.options.layout().items()) for c in result.candidates}) == 6
+    assert spec.moe is None or any(c.ep > 1 for c in structures(spec, cluster, opts)) == (framework == "megatron")
+
+
 def test_best_never_worse_than_pinned_layouts():
     spec, cluster = load_model("llama2-13b"), load_cluster("hgx-h100")
     opts = PlanOptions(gpus=32, seq=4096, global_batch=64, top=3)
@@ -162,13 +210,15 @@ def test_plan_cli_json_and_fix(run_cli):
     steps = [c["step_time_s"] for c in data["candidates"]]
     assert steps == sorted(steps)
     assert data["why"].startswith(f"{steps[0]:.4g} s per step") and "_s (" in data["why"]
-    # the best candidate is what `mlsys train` says for its layout
-    lay = data["candidates"][0]["layout"]
-    args = [f"--{k.replace('_', '-')}={lay[k]}" for k in ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "zero",
-                                                          "recompute")]
-    one = run_cli.json("train", "llama2-7b", "--gpus", "16", "--gpu", "H100-SXM", "--seq", "2048",
-                       "--global-batch", "32", *args, "--sp" if lay["sp"] else "--no-sp")
-    assert one["step_time_s"] == pytest.approx(steps[0], rel=1e-12)
+    # every candidate is what `mlsys train` says for its layout
+    for c in data["candidates"]:
+        lay = c["layout"]
+        args = [f"--{k.replace('_', '-')}={lay[k]}" for k in ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "zero",
+                                                              "recompute")]
+        one = run_cli.json("train", "llama2-7b", "--gpus", "16", "--gpu", "H100-SXM", "--seq", "2048",
+                           "--global-batch", "32", *args, "--sp" if lay["sp"] else "--no-sp")
+        assert one["step_time_s"] == pytest.approx(c["step_time_s"], rel=1e-12) and one["layout"] == lay
+        assert one["memory_bytes_per_gpu"] == c["memory_bytes_per_gpu"] and one["breakdown"] == c["breakdown"]
 
 
 @pytest.mark.parametrize("fix,message", [(("bogus=1",), "AXIS=VALUE"), (("tp=3",), "no layout"),
@@ -231,3 +281,44 @@ def test_fp8_plan_memory_equals_train_memory(fp8_params):
     got = MemoryTable(spec, 2048, "fp8", fp8_params=fp8_params).total_bytes(tp=2, ep=1, pp=4, cp=1, sp=True, zero=1, shard=2,
                                                      recompute="none", micro_batch=1, micro_batches=8, vp=2)
     assert got == pytest.approx(ref.total, abs=16)
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bar_only_on_a_terminal_after_its_delay(monkeypatch):
+    from mlsyscalc.cli import plan as plan_cli
+
+    tty = _Tty()
+    monkeypatch.setattr(sys, "stderr", tty)
+    bar = plan_cli._Progress(True)
+    bar(12, 120)
+    assert bar.bar is None  # under a second: nothing yet
+    bar.start -= 2 * bar.delay_s
+    bar(60, 120)
+    assert bar.bar is not None
+    bar.close()
+    assert "layouts" in tty.getvalue()
+    for stream, enabled in ((io.StringIO(), True), (_Tty(), False)):  # a pipe or file; --quiet
+        monkeypatch.setattr(sys, "stderr", stream)
+        bar = plan_cli._Progress(enabled)
+        bar.start -= 2 * bar.delay_s
+        bar(60, 120)
+        bar.close()
+        assert bar.bar is None and stream.getvalue() == ""
+
+
+def test_plan_json_stdout_stays_json_while_the_bar_runs(run_cli, monkeypatch):
+    """With the bar on from the first layout (a terminal, no delay) it draws on stderr only."""
+    from mlsyscalc.cli import plan as plan_cli
+
+    monkeypatch.setattr(plan_cli, "_terminal", lambda: True)
+    monkeypatch.setattr(plan_cli._Progress, "delay_s", 0.0)
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # rich draws on CliRunner's stderr as on a terminal
+    monkeypatch.setenv("TTY_INTERACTIVE", "1")
+    code, out, err = run_cli("plan", "llama2-7b", "--gpus", "16", "--gpu", "H100-SXM", "--seq", "2048",
+                             "--global-batch", "32", "--top", "2", "--json")
+    assert code == 0 and json.loads(out)["searched"] > 1000
+    assert "layouts" in err and "layouts" not in out

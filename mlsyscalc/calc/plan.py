@@ -4,20 +4,26 @@ Each candidate's step time is `calc.train.step_breakdown` of the same pieces `tr
 every piece is computed once per distinct value of what it depends on and reused:
 
     kernel times     roofline_pass per (tp, cp, micro-batch); per-layer parts per (.., sp)
-    stage times      per (parts, pp, vp, recompute), over the distinct stage shapes
-    model traffic    step_comm per (tp, pp, cp, ep, sp, micro-batch) at m = 1: every TP, PP, CP
-                     and EP call repeats per micro-batch, so it scales by m exactly; a + b vp
-                     from two values of vp (exact: only the PP sends scale with vp), or per vp
-                     where vp changes the MoE layers of the busiest stage
-    DP traffic       step_comm per (tp, pp, cp, ep, zero) at m = 1 and m = 2: a + b m exactly
+    stage times      per (parts, recompute, the distinct stage shapes of (pp, vp): layers of
+                     each kind and the ends each holds)
+    model traffic    step_comm per (tp, pp, cp, ep, sp, micro-batch) at m = 1 and vp = 1: every
+                     TP, PP, CP and EP call repeats per micro-batch, so it scales by m exactly,
+                     and only the PP sends scale with vp (per vp where vp changes the MoE
+                     layers of the busiest stage)
+    DP traffic       step_comm per (tp, pp, cp, ep, zero) at m = 1: a + b m, each kind of it
+                     once per step or once per micro-batch (PER_MICRO_BATCH)
     optimizer        per (tp, pp, ep, zero)
     memory           calc.plan_memory (memory_train's sums and phases, memoised; either framework)
-    host time        --framework torch: calc.train_host's stage work per (tp, cp, micro-batch, sp,
-                     pp, vp, recompute), host_paths per candidate (m, tp, ZeRO)
+    host time        --framework torch: calc.train_host's stage work per (parts, recompute, the
+                     distinct stage signatures of (pp, vp)), host_paths of one micro-batch per
+                     ZeRO stage (forward + backward issue scales by m exactly)
 
-so that 10^5 candidates take seconds. The top K fitting candidates are then evaluated again by
-`train_step` itself, which is what the output reports. Layouts that do not fit are dropped; the
-rest are ranked by step time.
+Each layout is mapped to its row in three tables of distinct sub-layouts ((tp, pp, cp, ep) x ZeRO;
+the structure; (tp, cp, micro-batch, sp, pp, vp) x recompute), and the step is `step_breakdown`
+over numpy arrays of shape (layouts, ZeRO stages, recompute modes) gathered from those rows: no
+Python work per candidate, only per distinct piece, so that 10^5 candidates take seconds.
+The top K fitting candidates are then evaluated again by `train_step` itself, which is what the
+output reports. Layouts that do not fit are dropped; the rest are ranked by step time.
 """
 
 from __future__ import annotations
@@ -42,9 +48,13 @@ from .train import (TP_INPUT_REDUCE, TrainStep, core_attention, fp8_weight_casts
 from .train_comm import Windows, traffic
 from .train_host import framework_costs, host_paths, stage_work, tensor_counts
 from .train_options import TrainStepOptions
-from .train_parts import StageParts, pipeline_stages, roofline_pass, slowest_stage, stage_parts
+from .train_parts import Stage, StageParts, pipeline_stages, roofline_pass, slowest_stage, stage_parts
 
 Progress = Callable[[int, int], None]
+# The kinds of DP traffic (calc.train_comm.traffic) issued every micro-batch, per ZeRO stage; the others
+# once per step (calc.comm_step): ZeRO-2 reduce-scatters gradients every micro-batch, ZeRO-3 also
+# all-gathers parameters (forward and backward); ZeRO-0's all-reduce and ZeRO-1's pair run once.
+PER_MICRO_BATCH: dict[int, tuple[str, ...]] = {0: (), 1: (), 2: ("grad",), 3: ("grad", "param")}
 
 
 @dataclass(frozen=True)
@@ -80,6 +90,7 @@ class _Memo:
                                   flash=opts.attention == "flash", framework=opts.framework, fp8_params=opts.fp8_params)
         self.costs = framework_costs(opts.framework, opts.host_costs)
         self.usable = verdict(ceilings.gpu, 0, opts.reserve).usable_bytes
+        self.wire = opts.base().memory_dtype  # activations and parameters on the wire
         self._cache: dict[tuple, Any] = {}
 
     def get(self, key: tuple, make: Callable[[], Any]) -> Any:
@@ -95,52 +106,76 @@ class _Memo:
             attention=core_attention(self.spec, self.ceil, c), fp8_recipe=c.fp8_recipe))
 
     def stage(self, c: TrainStepOptions, recompute: str) -> tuple[float, float, float]:
+        """`slowest_stage`, once per distinct list of stage shapes (layers of each kind, which ends it holds):
+        the stages of most (pp, vp) with the same pp have the same shapes."""
         stages = self.get(("stages", c.pp, c.vp), lambda: pipeline_stages(self.spec, c.pp, c.vp))
+        shapes = self.get(("shapes", c.pp, c.vp), lambda: tuple(dict.fromkeys(
+            (st.dense, st.moe, st.first, st.last) for st in stages)))
         parts = self.parts(c)
-        return self.get(("stage", c.tp, c.cp, c.micro_batch, c.sp_active, c.pp, c.vp, recompute),
+        return self.get(("stage", c.tp, c.cp, c.micro_batch, c.sp_active, shapes, recompute),
                         lambda: slowest_stage(parts, stages, recompute))
 
-    def _comm(self, c: TrainStepOptions, part: str, **changes: Any) -> dict[tuple[str, str], float]:
+    def _comm(self, c: TrainStepOptions, part: str, *, zero: int, sp: bool, batch: int, interleave: int,
+              grad_accum: int) -> dict[tuple[str, str], float]:
         """Seconds per (dimension, kind) of one side of the step's traffic: "dp" or "model" (step_comm's parts)."""
-        o = StepOptions(dp=c.data_parallel, tp=c.tp, pp=c.pp, ep=c.ep, cp=c.cp, sp=c.sp_active, zero=c.zero,
-                        batch=c.micro_batch, seq=c.seq, grad_accum=1, interleave=c.vp, dtype=c.memory_dtype,
+        o = StepOptions(dp=c.data_parallel, tp=c.tp, pp=c.pp, ep=c.ep, cp=c.cp, sp=sp, zero=zero, batch=batch,
+                        seq=c.seq, grad_accum=grad_accum, interleave=interleave, dtype=self.wire,
                         tp_input_reduce=TP_INPUT_REDUCE[c.framework])
-        return traffic(step_comm(self.spec, replace(o, **changes), self.cluster, parts=(part,)).rows)
+        return traffic(step_comm(self.spec, o, self.cluster, parts=(part,)).rows)
 
-    def host(self, c: TrainStepOptions, recompute: str, zero: int) -> tuple[float, float]:
-        """The host's (forward+backward, optimizer) issue seconds of the step (calc.train_host; 0 with megatron)."""
+    def host(self, c: TrainStepOptions, recompute: str, zero: int,
+             micro_batches: int | None = None) -> tuple[float, float]:
+        """The host's (forward+backward, optimizer) issue seconds of the step (calc.train_host; 0 with megatron)
+        with `micro_batches` (default: the layout's)."""
         if self.opts.framework == "megatron":
             return 0.0, 0.0
-        work = self.get(("work", c.tp, c.cp, c.micro_batch, c.sp_active, c.pp, c.vp, recompute), lambda: stage_work(
-            self.spec, self.parts(c), self.get(("stages", c.pp, c.vp), lambda: pipeline_stages(self.spec, c.pp, c.vp)),
-            recompute, self.get(("tensors",), lambda: tensor_counts(self.spec))))
-        return host_paths(work, self.costs, micro_batches=c.num_micro_batches, tp=c.tp, zero=zero)
+        counts = self.get(("tensors",), lambda: tensor_counts(self.spec))
+        shapes, stages = self.get(("host stages", c.pp, c.vp), lambda: _host_stages(
+            self.get(("stages", c.pp, c.vp), lambda: pipeline_stages(self.spec, c.pp, c.vp)), counts[0]))
+        work = self.get(("work", c.tp, c.cp, c.micro_batch, c.sp_active, shapes, recompute),
+                        lambda: stage_work(self.spec, self.parts(c), stages, recompute, counts))
+        m = c.num_micro_batches if micro_batches is None else micro_batches
+        return host_paths(work, self.costs, micro_batches=m, tp=c.tp, zero=zero)
+
+    def shard_pieces(self, c: TrainStepOptions, zero: int) -> tuple[dict[tuple[str, str], tuple[float, float]],
+                                                                     float, int]:
+        """What depends on (tp, pp, cp, ep) and ZeRO: DP seconds (a, b) of a + b m, optimizer seconds and
+        the row of the model states in the memory table."""
+        return (self.dp_traffic(c, zero), self.optimizer(c, zero),
+                self.memory.state_key(c.tp, c.ep, c.pp, zero, c.data_parallel * c.cp))
+
+    def stage_pieces(self, c: TrainStepOptions, recompute: str,
+                     zeros: list[int]) -> tuple[tuple[float, float, float], int, list[tuple[float, float]]]:
+        """What depends on (tp, cp, micro-batch, sp, pp, vp) and the recompute mode: the slowest stage's
+        (forward, backward, attention) seconds, the row of its activations in the memory table and the
+        host's seconds of ONE micro-batch per ZeRO stage (forward+backward scales with m)."""
+        return (self.stage(c, recompute), self.memory.activation_key(c.tp, c.cp, c.sp_active, recompute, c.pp),
+                [self.host(c, recompute, z, micro_batches=1) for z in zeros])
 
     def model_traffic(self, c: TrainStepOptions) -> dict[tuple[str, str], float]:
-        """TP, PP, CP, EP seconds of one micro-batch (times m for the step). Only the pipeline's sends
-        depend on vp, 2 per micro-batch and model chunk, unless vp moves MoE layers onto the busiest
-        stage (EP traffic follows them): then the traffic is a + b vp, taken from the calls at vp = 1
-        and at the smallest valid vp > 1."""
+        """TP, PP, CP, EP seconds of one micro-batch (times m for the step), from the call at vp = 1: only
+        the pipeline's sends depend on vp, 2 per micro-batch and model chunk (calc.comm_step), so PP's
+        seconds scale by vp; unless vp moves MoE layers onto the busiest stage (EP traffic follows
+        them): then from the call at this vp."""
         def at(vp: int) -> dict[tuple[str, str], float]:
-            return self.get(("model", c.tp, c.pp, c.cp, c.ep, c.sp_active, c.micro_batch, vp),
-                            lambda: self._comm(c, "model", zero=0, interleave=vp))
+            return self.get(("model", c.tp, c.pp, c.cp, c.ep, c.sp_active, c.micro_batch, vp), lambda: self._comm(
+                c, "model", zero=0, sp=c.sp_active, batch=c.micro_batch, interleave=vp, grad_accum=1))
         if c.vp == 1:
             return at(1)
-        second = next(v for v in range(2, c.vp + 1) if self.spec.num_layers % (c.pp * v) == 0)
-        if c.ep > 1 and len({self._busiest_moe(c.pp, v) for v in (1, second, c.vp)}) > 1:
+        if c.ep > 1 and self._busiest_moe(c.pp, 1) != self._busiest_moe(c.pp, c.vp):
             return at(c.vp)  # EP traffic follows the MoE layers on the busiest stage, which vp moves
-        one, two = at(1), at(second)
-        return {k: one[k] + (two[k] - one[k]) * (c.vp - 1) / (second - 1) for k in one}
+        return {k: v * c.vp if k[0] == "pp" else v for k, v in at(1).items()}
 
     def _busiest_moe(self, pp: int, vp: int) -> int:
         stages = self.get(("stages", pp, vp), lambda: pipeline_stages(self.spec, pp, vp))
         return max(st.moe for st in stages)
 
     def dp_traffic(self, c: TrainStepOptions, zero: int) -> dict[tuple[str, str], tuple[float, float]]:
-        """DP seconds as (a, b) of a + b m, from the calls at m = 1 and m = 2."""
+        """DP seconds as (a, b) of a + b m, from the call at m = 1: each kind of DP traffic is issued
+        once per step or once per micro-batch, as PER_MICRO_BATCH says for the ZeRO stage."""
         def make() -> dict[tuple[str, str], tuple[float, float]]:
-            one, two = (self._comm(c, "dp", zero=zero, sp=False, batch=1, interleave=1, grad_accum=m) for m in (1, 2))
-            return {k: (2 * v - two[k], two[k] - v) for k, v in one.items()}
+            one = self._comm(c, "dp", zero=zero, sp=False, batch=1, interleave=1, grad_accum=1)
+            return {k: (0.0, v) if k[1] in PER_MICRO_BATCH[zero] else (v, 0.0) for k, v in one.items()}
         return self.get(("dp", c.tp, c.pp, c.cp, c.ep, zero), make)
 
     def optimizer(self, c: TrainStepOptions, zero: int) -> float:
@@ -160,68 +195,120 @@ class _Memo:
         shard = c.data_parallel * c.cp if zero >= 1 and c.fp8_params else 1  # only FP8 weights cast ZeRO shards
         weights = self.get(("fp8 weights", c.tp, c.cp, c.ep, c.micro_batch, c.sp_active, shard),
                            lambda: fp8_weight_casts(self.parts(c), lay, self.ceil))
-        return self.get(("fp8", c.tp, c.cp, c.ep, c.micro_batch, c.sp_active, c.pp, c.vp, recompute, shard), lambda: step_fp8_s(
+        return self.get(("fp8", c.tp, c.cp, c.ep, c.micro_batch, c.sp_active, c.pp, c.vp, recompute, shard),
+                        lambda: step_fp8_s(
             self.parts(c), self.get(("stages", c.pp, c.vp), lambda: pipeline_stages(self.spec, c.pp, c.vp)), lay,
             self.ceil, self.cluster, weights))
 
+    def fp8_pieces(self, c: TrainStepOptions, zeros: list[int], modes: list[str]) -> list | None:
+        """`fp8` per ZeRO stage and recompute mode (depends on the structure, the mode and ZeRO's shard);
+        None unless fp8."""
+        if dtype_name(c.dtype) != "fp8":
+            return None
+        return [[self.fp8(c, r, z) for r in modes] for z in zeros]
 
-_COLUMNS = ("forward", "backward", "attention", "m", "pp", "vp", "zero", "optimizer", "micro_batch", "host_fb",
-            "host_opt", "replicas", "fp8_mb", "fp8_step")
+
+def _host_stages(stages: tuple[Stage, ...], layer_tensors: tuple[int, ...]) -> tuple[tuple, tuple[Stage, ...]]:
+    """The stages that differ in what `stage_work` reads of them (layers of each kind, the ends they hold,
+    their layers' parameter tensors as a multiset), one of each in order, and those signatures: the
+    interleaved stages of most (pp, vp) with the same pp are alike."""
+    seen: dict[tuple, Stage] = {}
+    for st in stages:
+        seen.setdefault((st.dense, st.moe, st.first, st.last, tuple(sorted(layer_tensors[i] for i in st.layers))), st)
+    return tuple(seen), tuple(seen.values())
 
 
-def _collect(memo: _Memo, layouts: list[TrainStepOptions], grid: list[tuple[int, str]],
-             progress: Progress | None) -> tuple[dict[str, list], dict[tuple[str, str], list], list, list, list]:
-    """Per candidate (layout x grid entry, in that order): the scalars of its step, its traffic and
-    the keys of its memory pieces."""
-    cols: dict[str, list] = {k: [] for k in _COLUMNS}
-    traffic_cols: dict[tuple[str, str], list] = {}
-    recompute: list[str] = []
-    state_keys: list[tuple] = []
-    act_keys: list[tuple] = []
-    n, zeros, modes = len(layouts) * len(grid), sorted({z for z, _ in grid}), sorted({r for _, r in grid})
+class _Rows:
+    """A table of distinct keys in the order first seen, each with the value computed once for it."""
+
+    def __init__(self) -> None:
+        self.index: dict[tuple, int] = {}
+        self.values: list[Any] = []
+
+    def row(self, key: tuple, make: Callable[[], Any]) -> int:
+        i = self.index.get(key)
+        if i is None:
+            i = self.index[key] = len(self.values)
+            self.values.append(make())
+        return i
+
+
+def _collect(memo: _Memo, layouts: list[TrainStepOptions], zeros: list[int], modes: list[str],
+             progress: Progress | None) -> tuple[np.ndarray, _Rows, _Rows, _Rows]:
+    """Per layout: m, pp, vp, micro-batch, dp x cp, and its row in each table of distinct sub-layouts:
+    (tp, pp, cp, ep) for DP traffic, optimizer and model states per ZeRO stage; the structure for TP,
+    PP, CP and EP traffic; (tp, cp, micro-batch, sp, pp, vp) for kernel times, activations and host
+    work per recompute mode."""
+    shards, models, stages = _Rows(), _Rows(), _Rows()
+    rows: list[tuple[int, ...]] = []
+    n, per = len(layouts) * len(zeros) * len(modes), len(zeros) * len(modes)
     for i, c in enumerate(layouts):
-        m, shard, mem = c.num_micro_batches, c.data_parallel * c.cp, memo.memory
-        model = {k: v * m for k, v in memo.model_traffic(c).items()}
-        by_zero = {z: ({**model, **{k: a0 + b0 * m for k, (a0, b0) in memo.dp_traffic(c, z).items()}},
-                       memo.optimizer(c, z), mem.state_key(c.tp, c.ep, c.pp, z, shard)) for z in zeros}
-        by_mode = {r: (memo.stage(c, r), mem.activation_key(c.tp, c.cp, c.sp_active, r, c.pp)) for r in modes}
-        for zero, rc in grid:
-            seconds, optimizer, state_key = by_zero[zero]
-            (f, b, a), act_key = by_mode[rc]
-            for k in seconds.keys() - traffic_cols.keys():  # a kind of traffic seen first here
-                traffic_cols[k] = [0.0] * len(recompute)
-            for k, column in traffic_cols.items():
-                column.append(seconds.get(k, 0.0))
-            host, fp8 = memo.host(c, rc, zero), memo.fp8(c, rc, zero)
-            for key, value in zip(_COLUMNS, (f, b, a, m, c.pp, c.vp, zero, optimizer, c.micro_batch, *host, shard, *fp8)):
-                cols[key].append(value)
-            recompute.append(rc)
-            state_keys.append(state_key)
-            act_keys.append(act_key)
+        sp, shard = c.sp_active, c.data_parallel * c.cp
+        rows.append((c.num_micro_batches, c.pp, c.vp, c.micro_batch, shard,
+                     shards.row((c.tp, c.pp, c.cp, c.ep), lambda: [memo.shard_pieces(c, z) for z in zeros]),
+                     models.row((c.tp, c.pp, c.cp, c.ep, sp, c.micro_batch, c.vp), lambda: (memo.model_traffic(c), memo.fp8_pieces(c, zeros, modes))),
+                     stages.row((c.tp, c.cp, c.micro_batch, sp, c.pp, c.vp),
+                                lambda: [memo.stage_pieces(c, r, zeros) for r in modes])))
         if progress is not None:
-            progress((i + 1) * len(grid), n)
-    return cols, traffic_cols, recompute, state_keys, act_keys
+            progress((i + 1) * per, n)
+    return np.array(rows, dtype=np.int64).reshape(-1, 8), shards, models, stages
+
+
+def _traffic(shards: _Rows, models: _Rows, s_row: np.ndarray, m_row: np.ndarray,
+             m: np.ndarray) -> dict[tuple[str, str], np.ndarray]:
+    """Seconds per (dimension, kind) of every candidate, in shapes that broadcast to (layouts, ZeRO stages,
+    recompute modes): DP's a + b m per ZeRO stage, TP/PP/CP/EP's one micro-batch times m."""
+    out = {}
+    for k in sorted({k for row in shards.values for d, _, _ in row for k in d}):
+        a, b = (np.array([[d.get(k, (0.0, 0.0))[i] for d, _, _ in row] for row in shards.values])[s_row] for i in (0, 1))
+        out[k] = (a + b * m[:, None])[:, :, None]
+    for k in sorted({k for d, _ in models.values for k in d}):
+        out[k] = (np.array([d.get(k, 0.0) for d, _ in models.values])[m_row] * m)[:, None, None]
+    return out
+
+
+def _fp8(models: _Rows, m_row: np.ndarray) -> tuple[Any, Any]:
+    """(FP8 scaling seconds of one micro-batch, the step's other FP8 seconds) of every candidate, shaped
+    (layouts, ZeRO stages, recompute modes); (0, 0) without fp8."""
+    if all(f is None for _, f in models.values):
+        return 0.0, 0.0
+    both = np.array([f for _, f in models.values])[m_row]  # (layouts, zeros, modes, 2)
+    return both[..., 0], both[..., 1]
 
 
 def _search(memo: _Memo, layouts: list[TrainStepOptions], grid: list[tuple[int, str]],
             progress: Progress | None) -> tuple[np.ndarray, np.ndarray]:
-    """(step seconds, memory bytes per GPU) of every candidate, `step_breakdown` over arrays."""
-    cols, traffic_cols, recompute, state_keys, act_keys = _collect(memo, layouts, grid, progress)
-    a = {k: np.asarray(v) for k, v in cols.items()}
-    seconds = {k: np.asarray(v) for k, v in traffic_cols.items()}
-    windows = Windows(a["forward"], a["backward"], a["attention"], a["m"])
-    breakdown, _ = step_breakdown(pp=a["pp"], vp=a["vp"], windows=windows, seconds=seconds, zero=a["zero"],
-                                  recompute=np.asarray(recompute), overlap=memo.opts.overlap, optimizer=a["optimizer"],
-                                  sm_share=memo.opts.base().comm_sm_share(memo.ceil.gpu.sm_count),
-                                  host=(a["host_fb"], a["host_opt"]), p2p_slowdown=memo.costs.p2p_slowdown,
-                                  overlap_slowdown=memo.costs.overlap_slowdown, fp8=(a["fp8_mb"], a["fp8_step"]))
-    step = sum((np.broadcast_to(v, a["m"].shape) for v in breakdown.values()), np.zeros(a["m"].shape))
-    memory = np.empty(len(step))
-    for pp in np.unique(a["pp"]):
-        idx = np.flatnonzero(a["pp"] == pp)
-        memory[idx] = memo.memory.peak_bytes(int(pp), [state_keys[i] for i in idx], [act_keys[i] for i in idx],
-                                             a["micro_batch"][idx], a["m"][idx], a["vp"][idx], a["zero"][idx],
-                                             a["replicas"][idx])
+    """(step seconds, memory bytes per GPU) of every candidate (layout x grid entry, in that order):
+    `step_breakdown` over arrays of shape (layouts, ZeRO stages, recompute modes), each piece taken
+    from the row of its sub-layout."""
+    zeros, modes = list(dict.fromkeys(z for z, _ in grid)), list(dict.fromkeys(r for _, r in grid))
+    require(grid == [(z, r) for z in zeros for r in modes], "the execution grid is ZeRO x recompute")
+    cols, shards, models, stages = _collect(memo, layouts, zeros, modes, progress)
+    m, pp, vp, mb, replicas, s_row, m_row, t_row = cols.T
+    lay = lambda x: x[:, None, None]  # noqa: E731  per layout
+    shape = (len(layouts), len(zeros), len(modes))
+    # shard rows: per ZeRO stage ({(dim, kind): (a, b)}, optimizer seconds, state key); stage rows: per
+    # recompute mode ((f, b, a), activation key, per ZeRO stage (host per micro-batch, host optimizer))
+    optimizer = np.array([[o for _, o, _ in row] for row in shards.values])[s_row][:, :, None]
+    fba = np.array([[t for t, _, _ in row] for row in stages.values])[t_row]  # (layouts, modes, 3)
+    host = np.array([[h for _, _, h in row] for row in stages.values])[t_row]  # (layouts, modes, zeros, 2)
+    windows = Windows(fba[:, None, :, 0], fba[:, None, :, 1], fba[:, None, :, 2], lay(m))
+    breakdown, _ = step_breakdown(
+        pp=lay(pp), vp=lay(vp), windows=windows, seconds=_traffic(shards, models, s_row, m_row, m),
+        zero=np.array(zeros)[None, :, None], recompute=np.array(modes)[None, None, :], overlap=memo.opts.overlap,
+        optimizer=optimizer, sm_share=memo.opts.base().comm_sm_share(memo.ceil.gpu.sm_count),
+        host=(lay(m) * host[..., 0].transpose(0, 2, 1), host[..., 1].transpose(0, 2, 1)),
+        p2p_slowdown=memo.costs.p2p_slowdown, overlap_slowdown=memo.costs.overlap_slowdown, fp8=_fp8(models, m_row))
+    step = sum((np.broadcast_to(v, shape) for v in breakdown.values()), np.zeros(shape)).reshape(-1)
+    flat = lambda x: np.broadcast_to(x, shape).reshape(-1)  # noqa: E731
+    every = {"state": flat(np.array([[s for _, _, s in row] for row in shards.values])[s_row][:, :, None]),
+             "act": flat(np.array([[a for _, a, _ in row] for row in stages.values])[t_row][:, None, :]),
+             "mb": flat(lay(mb)), "m": flat(lay(m)), "vp": flat(lay(vp)), "zero": flat(np.array(zeros)[None, :, None]),
+             "replicas": flat(lay(replicas))}
+    memory, stages_of = np.empty(len(step)), flat(lay(pp))
+    for p in np.unique(pp):
+        idx = np.flatnonzero(stages_of == p)
+        memory[idx] = memo.memory.peak_bytes(int(p), *(every[k][idx] for k in every))
     return step, memory
 
 

@@ -34,7 +34,7 @@ import numpy as np
 from ..dtypes import dtype_name
 from ..specs.model import ModelSpec
 from .activations import Saved, Split, item_bytes, layer_bytes, layer_saved
-from .memory_common import stage_layers, stage_params
+from .memory_common import stage_params
 from .memory_schedule import chunk_forwards, grads_resident, in_flight, receive_buffers
 from .memory_train import _STATES, TrainOptions, default_bytes
 from .tensor_parallel import kv_divisor
@@ -75,7 +75,9 @@ class MemoryTable:
         self.dtype, self.framework = dtype, framework
         self.fp8, self.fp8_params = dtype_name(dtype) == "fp8", fp8_params  # Transformer Engine's FP8 (calc.train_fp8)
         self._states: dict[tuple, StageStates] = {}
-        self._arrays: dict[tuple, Any] = {}  # state bytes and activation bytes by key
+        self._arrays: dict[tuple, Any] = {}  # activation bytes by (tp, cp, sp, recompute, pp)
+        self._ids: dict[tuple, int] = {}  # a state or activation key -> its row in _rows
+        self._rows: list[tuple[np.ndarray, ...]] = []
         self._saved: dict[bool, list[Saved]] = {}
         self._schedules: dict[tuple, Schedule] = {}
 
@@ -84,16 +86,38 @@ class MemoryTable:
         return default_bytes(TrainOptions(dtype=self.dtype, framework=self.framework, zero=zero, tp=tp,
                                           fp8_params=self.fp8_params))
 
+    def _layer_params(self, tp: int, ep: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per decoder layer: (dense, routed-expert, all) parameters per rank, `stage_params` of that one layer:
+        a stage's sums are the sums of its layers', whatever pp (only the ends depend on which stage)."""
+        key = ("layers", tp, ep)
+        if key not in self._arrays:
+            rows = [stage_params(self.spec, (i,), False, False, tp, ep, 1) for i in range(self.spec.num_layers)]
+            self._arrays[key] = tuple(np.array(c, dtype=np.int64) for c in zip(*(
+                (p.dense, p.expert, p.largest_layer) for p in rows)))
+        return self._arrays[key]
+
+    def _fp8_linear(self, tp: int, ep: int) -> list[float]:
+        """Per decoder layer: weight elements of its FP8 linears per rank (calc.train_fp8), once per (tp, ep)."""
+        key = ("fp8 layers", tp, ep)
+        if key not in self._arrays:
+            self._arrays[key] = [fp8_linear_weights(self.spec, i, tp, ep) for i in range(self.spec.num_layers)]
+        return self._arrays[key]
+
     def states(self, tp: int, ep: int, pp: int) -> StageStates:
+        """Per stage: its layers' parameters (`_layer_params`) plus the ends it holds (`stage_params` of no
+        layer: embedding on the first stage, final norm and head on the last)."""
         key = (tp, ep, pp)
         if key not in self._states:
-            spec, cols = self.spec, []
-            for s in range(pp):
-                p = stage_params(spec, stage_layers(spec.num_layers, pp, s), s == 0, s == pp - 1, tp, ep, pp)
-                layers = stage_layers(spec.num_layers, pp, s)
-                fp8 = sum(fp8_linear_weights(spec, i, tp, ep) for i in layers) if self.fp8 else 0
-                cols.append((p.dense, p.expert, p.total, 2 * p.largest_layer + p.root, fp8))
-            self._states[key] = StageStates(*(np.array(c, dtype=float) for c in zip(*cols)))
+            dense, expert, largest = (a.reshape(pp, -1) for a in self._layer_params(tp, ep))
+            ends = [stage_params(self.spec, (), s == 0, s == pp - 1, tp, ep, pp) if s in (0, pp - 1) else None
+                    for s in range(pp)]
+            d = dense.sum(axis=1) + np.array([e.dense if e else 0 for e in ends])
+            x = expert.sum(axis=1) + np.array([e.expert if e else 0 for e in ends])
+            gather = 2 * largest.max(axis=1) + np.array([e.root if e else 0 for e in ends])
+            per, every = self.spec.num_layers // pp, self._fp8_linear(tp, ep) if self.fp8 else None
+            # weight elements of the FP8 linears, summed per stage in layer order (as memory_train)
+            fp8 = [sum(every[s * per:(s + 1) * per]) if every else 0 for s in range(pp)]
+            self._states[key] = StageStates(*(np.asarray(c, dtype=float) for c in (d, x, d + x, gather, fp8)))
         return self._states[key]
 
     def state_bytes(self, tp: int, ep: int, pp: int, zero: int, shard: int) -> tuple[np.ndarray, ...]:
@@ -162,26 +186,36 @@ class MemoryTable:
             self._schedules[key] = Schedule(*(np.array(c) for c in zip(*rows)))
         return self._schedules[key]
 
-    def state_key(self, tp: int, ep: int, pp: int, zero: int, shard: int) -> tuple:
-        key = ("states", tp, ep, pp, zero, shard)
-        if key not in self._arrays:
-            self._arrays[key] = self.state_bytes(tp, ep, pp, zero, shard)
-        return key
+    def _row(self, key: tuple, make: Any) -> int:
+        if key not in self._ids:
+            self._ids[key] = len(self._rows)
+            self._rows.append(make())
+        return self._ids[key]
 
-    def activation_key(self, tp: int, cp: int, sp: bool, recompute: str, pp: int) -> tuple:
-        self.activation_bytes(tp, cp, sp, recompute, pp)
-        return (tp, cp, sp, recompute, pp)
+    def state_key(self, tp: int, ep: int, pp: int, zero: int, shard: int) -> int:
+        """The row of `state_bytes` for `peak_bytes`."""
+        return self._row(("states", tp, ep, pp, zero, shard), lambda: self.state_bytes(tp, ep, pp, zero, shard))
 
-    def peak_bytes(self, pp: int, state_keys: list, activation_keys: list, micro_batch: np.ndarray,
+    def activation_key(self, tp: int, cp: int, sp: bool, recompute: str, pp: int) -> int:
+        """The row of `activation_bytes` for `peak_bytes`."""
+        return self._row(("acts", tp, cp, sp, recompute, pp), lambda: self.activation_bytes(tp, cp, sp, recompute, pp))
+
+    def _gather(self, keys: Any, count: int) -> list[np.ndarray]:
+        """The first `count` arrays of each row in `keys`, stacked (one row per entry of `keys`)."""
+        rows, inverse = np.unique(np.asarray(keys, dtype=np.int64), return_inverse=True)
+        return [np.stack([self._rows[r][i] for r in rows.tolist()])[inverse.reshape(-1)] for i in range(count)]
+
+    def peak_bytes(self, pp: int, state_keys: Any, activation_keys: Any, micro_batch: np.ndarray,
                    micro_batches: np.ndarray, vp: np.ndarray, zero: np.ndarray, replicas: np.ndarray) -> np.ndarray:
         """Memory per GPU of the peak stage at its peak phase (as `train_memory`), for layouts of `pp` stages given
-        by their `state_key` and `activation_key` (one entry each) and their schedule (m, vp, ZeRO, dp x cp)."""
-        kept, grads, gather = (np.stack([self._arrays[k][i] for k in state_keys]) for i in range(3))
-        acts = [np.stack([self._arrays[k][i] for k in activation_keys]) for i in range(3)]
-        boundary = np.array([self._arrays[k][3] for k in activation_keys])[:, None]
+        by their `state_key` and `activation_key` rows (one entry each) and their schedule (m, vp, ZeRO, dp x cp)."""
+        kept, grads, gather = self._gather(state_keys, 3)
+        *acts, boundary = self._gather(activation_keys, 4)
+        boundary = boundary[:, None]
         ddp = (self.framework == "torch") & (zero == 0) & (replicas > 1)
-        keys, inverse = np.unique(np.stack([micro_batches, vp, ddp]).astype(int), axis=1, return_inverse=True)
-        sch = [self.schedule(pp, int(m), int(v), 0 if d else 3, 2) for m, v, d in keys.T]
+        code = (micro_batches.astype(np.int64) * (int(vp.max()) + 1) + vp) * 2 + ddp  # one int per (m, vp, ddp)
+        _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+        sch = [self.schedule(pp, int(micro_batches[i]), int(vp[i]), 0 if ddp[i] else 3, 2) for i in first.tolist()]
         col = {f: np.stack([getattr(s, f) for s in sch])[inverse.reshape(-1)] for f in Schedule.__dataclass_fields__}
         b, v = micro_batch[:, None], vp[:, None]
         nb = self.nbytes()

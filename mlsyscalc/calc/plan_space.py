@@ -31,7 +31,7 @@ torch cannot run are left out (`TORCH_EXCLUDED`, also in the JSON as `excluded`)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
 from typing import Iterator
 
 from ..errors import MlsysError, require
@@ -145,7 +145,8 @@ def _allowed(fix: dict, axis: str, values: list) -> list:
 
 def structures(spec: ModelSpec, cluster: ClusterSpec, opts: PlanOptions) -> Iterator[TrainStepOptions]:
     """Every valid layout with ZeRO 0 and no recomputation (the execution options multiply these)."""
-    fix, base, L = dict(opts.fix), opts.base(), spec.num_layers
+    fix, L = dict(opts.fix), spec.num_layers
+    base = {f.name: getattr(opts.base(), f.name) for f in fields(TrainStepOptions) if f.init}
     experts = spec.moe.num_experts if spec.moe is not None else 1
     for tp in _allowed(fix, "tp", _tp_values(spec, cluster, opts.gpus)):
         for pp in _allowed(fix, "pp", [p for p in _divisors(L) if opts.gpus % (tp * p) == 0]):
@@ -159,7 +160,8 @@ def structures(spec: ModelSpec, cluster: ClusterSpec, opts: PlanOptions) -> Iter
                         vps = _divisors(L // pp) if pp > 1 else [1]
                         for vp in _allowed(fix, "vp", vps):
                             for sp in _allowed(fix, "sp", [True, False] if "sp" in fix else [True]) if tp > 1 else [False]:
-                                cand = replace(base, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=mb, vp=vp, sp=sp)
+                                cand = TrainStepOptions(**{**base, "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep,
+                                                           "micro_batch": mb, "vp": vp, "sp": sp})
                                 try:
                                     cand.check_layout(spec, cluster)
                                 except MlsysError:

@@ -190,6 +190,7 @@ def _matmul_configs(groups: int, m: int, n: int, k: int, block_k: int, sms: int,
             yield bm, bn, split, tiles * split, math.ceil(k / split / block_k) * block_k
 
 
+@lru_cache(maxsize=8192)  # pure; a layout search prices the same GEMM shapes in many roofline passes
 def _matmul_tiling(groups: int, m: int, n: int, k: int, dtype: str, per_sm: float, sms: int) -> tuple[float, Tiling]:
     """Large tiles (128x256, 128x128, no split) for shapes they fill well, as cuBLAS heuristics pick;
     for skinny (M < 128) or poorly filled shapes (the best large-tile grid keeps fewer than

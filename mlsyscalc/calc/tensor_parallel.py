@@ -11,6 +11,8 @@ roofline calculators.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ..errors import divide, require
 from ..specs.model import ModelSpec
 from .layers import Linear, layer_linears
@@ -53,6 +55,7 @@ def check_heads(spec: ModelSpec, tp: int) -> int:
     return 1
 
 
+@lru_cache(maxsize=256)  # pure in the frozen spec; a layout search checks the same few tp for every layout
 def check_tp(spec: ModelSpec, tp: int) -> None:
     """Heads (`check_heads`) and every split width (MLP and expert intermediates) divide by tp,
     as Megatron-LM's and vLLM's parallel linears require."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -21,16 +22,23 @@ if TYPE_CHECKING:
 D = PlanOptions
 
 
+def _terminal() -> bool:
+    return sys.stderr.isatty()
+
+
 class _Progress:
-    """A progress bar on stderr, shown once the search has run for a second."""
+    """A progress bar on stderr once the search has run for `delay_s`, only when stderr is a terminal:
+    a pipe or file gets nothing, and stdout carries the result alone (--json included)."""
+
+    delay_s = 1.0
 
     def __init__(self, enabled: bool):
-        self.enabled, self.start = enabled, time.perf_counter()
+        self.enabled, self.start = enabled and _terminal(), time.perf_counter()
         self.bar: Progress | None = None
         self.task: TaskID | None = None
 
     def __call__(self, done: int, total: int) -> None:
-        if not self.enabled or (self.bar is None and time.perf_counter() - self.start < 1.0):
+        if not self.enabled or (self.bar is None and time.perf_counter() - self.start < self.delay_s):
             return
         if self.bar is None:
             from rich.progress import Progress
@@ -38,6 +46,7 @@ class _Progress:
             self.bar = Progress(console=render.console(stderr=True), transient=True)
             self.bar.start()
             self.task = self.bar.add_task("layouts", total=total)
+            self.bar.refresh()  # drawn now, not at the next tick of rich's refresh thread
         assert self.task is not None
         self.bar.update(self.task, completed=done)
 
@@ -58,7 +67,8 @@ class _Progress:
 @click.option("--framework", type=click.Choice(FRAMEWORKS), default=D.framework, show_default=True,
               help="The training code whose memory and host time are priced, as `mlsys train --framework`; torch "
                    "leaves out what it cannot run (ep > 1, ZeRO 1-2; docs/train.md).")
-@click.option("--quiet", is_flag=True, help="No progress bar on stderr.")
+@click.option("--quiet", is_flag=True, help="No progress bar (otherwise on stderr, when it is a terminal and the "
+                                           "search takes over a second).")
 @fp8_options
 @render.output_options
 def plan(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq, global_batch, top, fix, dtype, overlap, capacity_factor,
