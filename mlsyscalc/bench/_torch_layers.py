@@ -9,6 +9,8 @@ Transformer Engine kernels do), so the tensors saved for backward are the ones
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -153,11 +155,9 @@ class GroupedExperts(nn.Module):
             offs = counts.cumsum(0, dtype=torch.int32)
 
             def mm(x, name):
-                w = getattr(self, name)
-                if self.ranges is None:
-                    return torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)
-                with torch.profiler.record_function(self.ranges + name):
-                    return torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)
+                label = nullcontext() if self.ranges is None else torch.profiler.record_function(self.ranges + name)
+                with label:
+                    return torch._grouped_mm(x, getattr(self, name).transpose(-2, -1), offs=offs)
 
             return mm(self.act(mm(routed, "gate_proj")) * mm(routed, "up_proj"), "down_proj")
         parts = routed.split(counts.tolist())

@@ -44,6 +44,7 @@ MATMUL_FLOOR_S = 2.15e-6
 # A fraction of the datasheet chosen on the H200 rows (0.57) priced the H100's 20% long: the kernel's
 # rate does not follow the HBM. The cap's form comes from both cards; deepseek-v3's rows are held out.
 GROUPED_STREAM_SM_BPS = 20.85e9
+STREAM_CAP_SM_BPS = {"matmul_grouped_stream": GROUPED_STREAM_SM_BPS}  # class -> bytes/s per SM at most
 DEFAULT_GPU = "H100-SXM"
 
 
@@ -170,12 +171,12 @@ class Ceilings:
     def memory_s(self, read_bytes: float, write_bytes: float, skinny: bool = False, cls: str | None = None) -> float:
         """Reads and writes share the HBM bus: their times add. A GEMM (skinny) streams at
         efficiency.matmul_skinny of the base bandwidths, other kernels at efficiency.memory, or
-        at the efficiency named by `cls` (memory_broadcast)."""
+        at the efficiency named by `cls` (memory_broadcast), and no faster than the class's per-SM cap
+        (STREAM_CAP_SM_BPS)."""
         eff = getattr(self.efficiency, cls or ("matmul_skinny" if skinny else "memory"))
         seconds = (read_bytes / self.read_Bps + write_bytes / self.write_Bps) / eff
-        if cls == "matmul_grouped_stream":  # the grouped GEMM's own streaming limit (GROUPED_STREAM_SM_BPS)
-            seconds = max(seconds, (read_bytes + write_bytes) / (GROUPED_STREAM_SM_BPS * self.sm_count))
-        return seconds
+        cap = STREAM_CAP_SM_BPS.get(cls or "")  # a kernel's own streaming limit, whatever the HBM
+        return seconds if cap is None else max(seconds, (read_bytes + write_bytes) / (cap * self.sm_count))
 
     def ridge(self, dtype: str, kind: str = "matmul") -> float:
         """FLOP/byte where this kind's achievable compute roof meets the achievable bandwidth."""

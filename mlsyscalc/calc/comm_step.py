@@ -211,10 +211,17 @@ class _Pricer:
                                  cost.bytes_per_gpu, cost.time_s, label in self.o.overlap))
 
 
+# The kinds of DP traffic (calc.train_comm.traffic) issued every micro-batch, per ZeRO stage; the others
+# once per step: ZeRO-2 reduce-scatters gradients every micro-batch, ZeRO-3 also all-gathers parameters
+# (forward and backward); ZeRO-0's all-reduce and ZeRO-1's pair run once. `mlsys plan` prices DP traffic
+# from one call at one micro-batch with this table.
+PER_MICRO_BATCH: dict[int, tuple[str, ...]] = {0: (), 1: (), 2: ("grad",), 3: ("grad", "param")}
+
+
 def _dp_rows(pr: _Pricer, o: StepOptions, dense_params: float, expert_params: float) -> None:
     grad_bytes = bytes_per_element(o.grad_dtype or o.dtype)
     param_bytes = bytes_per_element(o.dtype)
-    m = o.grad_accum
+    calls = {kind: o.grad_accum if kind in PER_MICRO_BATCH[o.zero] else 1 for kind in ("grad", "param")}
     dp_cp = pr.group("dp", o.dp * o.cp, pr.stride[o.order[min(o.order.index("dp"), o.order.index("cp"))]])
     groups = [("", dense_params, dp_cp)]
     if expert_params:
@@ -222,15 +229,16 @@ def _dp_rows(pr: _Pricer, o: StepOptions, dense_params: float, expert_params: fl
     for tag, params, group in groups:
         g, p = params * grad_bytes, params * param_bytes
         if o.zero == 0:
-            pr.add("dp", "all-reduce", f"gradient all-reduce once per step{tag}", group, g, 1)
+            pr.add("dp", "all-reduce", f"gradient all-reduce once per step{tag}", group, g, calls["grad"])
         elif o.zero in (1, 2):
-            every = m if o.zero == 2 else 1
+            every = calls["grad"]
             pr.add("dp", "reduce-scatter", f"ZeRO-{o.zero} gradient reduce-scatter, {every}x per step{tag}", group, g, every)
-            pr.add("dp", "all-gather", f"ZeRO-{o.zero} all-gather of updated parameters{tag}", group, p, 1)
+            pr.add("dp", "all-gather", f"ZeRO-{o.zero} all-gather of updated parameters{tag}", group, p, calls["param"])
         else:
             pr.add("dp", "all-gather", f"ZeRO-3/FSDP parameter all-gather, forward and backward of each micro-batch{tag}",
-                   group, p, 2 * m)
-            pr.add("dp", "reduce-scatter", f"ZeRO-3/FSDP gradient reduce-scatter per micro-batch{tag}", group, g, m)
+                   group, p, 2 * calls["param"])
+            pr.add("dp", "reduce-scatter", f"ZeRO-3/FSDP gradient reduce-scatter per micro-batch{tag}", group, g,
+                   calls["grad"])
 
 
 class _Identity:

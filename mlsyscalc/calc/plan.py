@@ -11,7 +11,7 @@ every piece is computed once per distinct value of what it depends on and reused
                      and only the PP sends scale with vp (per vp where vp changes the MoE
                      layers of the busiest stage)
     DP traffic       step_comm per (tp, pp, cp, ep, zero) at m = 1: a + b m, each kind of it
-                     once per step or once per micro-batch (PER_MICRO_BATCH)
+                     once per step or once per micro-batch (comm_step.PER_MICRO_BATCH)
     optimizer        per (tp, pp, ep, zero)
     memory           calc.plan_memory (memory_train's sums and phases, memoised; either framework)
     host time        --framework torch: calc.train_host's stage work per (parts, recompute, the
@@ -39,7 +39,7 @@ from ..errors import require
 from ..specs.cluster import ClusterSpec
 from ..specs.model import ModelSpec
 from .calibration import Ceilings
-from .comm_step import StepOptions, step_comm
+from .comm_step import PER_MICRO_BATCH, StepOptions, step_comm
 from .memory_common import verdict
 from .plan_memory import MemoryTable
 from .plan_space import PlanOptions, execution_options, structures
@@ -51,10 +51,6 @@ from .train_options import TrainStepOptions
 from .train_parts import Stage, StageParts, pipeline_stages, roofline_pass, slowest_stage, stage_parts
 
 Progress = Callable[[int, int], None]
-# The kinds of DP traffic (calc.train_comm.traffic) issued every micro-batch, per ZeRO stage; the others
-# once per step (calc.comm_step): ZeRO-2 reduce-scatters gradients every micro-batch, ZeRO-3 also
-# all-gathers parameters (forward and backward); ZeRO-0's all-reduce and ZeRO-1's pair run once.
-PER_MICRO_BATCH: dict[int, tuple[str, ...]] = {0: (), 1: (), 2: ("grad",), 3: ("grad", "param")}
 
 
 @dataclass(frozen=True)

@@ -263,7 +263,7 @@ def _memory_ops(p: _Pass, layer: int) -> list[tuple[OpPrediction, str]]:
     """Norms, rotary, KV-cache append, activation, residual adds, MoE routing: HBM-bound kernels
     (one per op; impl "torch": the kernels plain PyTorch runs, calc.roofline_torch)."""
     if p.opts.impl == "torch":
-        return roofline_torch.layer_memory_ops(p, layer, _mlp_widths(p, layer), roofline_torch.moe_dispatch_kernels(p, layer))
+        return roofline_torch.layer_memory_ops(p, layer, _mlp_widths(p, layer))
     spec, o, t, act, ceil = p.spec, p.opts, p.tokens, p.store, p.ceil
     h = spec.hidden_size
     ops = [(norm_op(t, h, act, ceil), "norm")] * spec.norms_per_layer  # with or without affine weights

@@ -110,7 +110,7 @@ def _mlp_kernels(p: Any, elements: float, gated: bool, backward: bool) -> list[O
     return ops
 
 
-def layer_memory_ops(p: Any, layer: int, mlp_elements: float, moe_ops: list) -> list[tuple[OpPrediction, str]]:
+def layer_memory_ops(p: Any, layer: int, mlp_elements: float) -> list[tuple[OpPrediction, str]]:
     """The memory-bound kernels of one decoder layer's forward, as plain PyTorch runs them."""
     spec, o, t, act, ceil = p.spec, p.opts, p.tokens, p.store, p.ceil
     h = spec.hidden_size
@@ -131,7 +131,7 @@ def layer_memory_ops(p: Any, layer: int, mlp_elements: float, moe_ops: list) -> 
     gated = spec.gated_mlp or spec.layer_is_moe(layer)
     ops += [(k, "mlp") for k in _mlp_kernels(p, mlp_elements, gated, False)]
     ops += [(elementwise_op(t * h, 2, 1, 1, act, ceil, name="residual_add"), "norm")] * 2
-    return ops + moe_ops
+    return ops + moe_dispatch_kernels(p, layer)
 
 
 I64, I32 = 8, 4
