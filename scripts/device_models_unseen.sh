@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Models no earlier call measured on this card, held out from every pricing choice made so far: a DeepSeek-V2-Lite
+# shape (MLA with 16 heads and no query compression, 64 routed experts of 1408 + 2 shared, top 6: its config.json
+# values set on the deepseek-v3 spec, 15.7 B parameters as `mlsys params` counts), opt-350m (OPT: learned positions,
+# ReLU, biases), phi3-mini, qwen2.5-0.5b (tied head, 14 heads of 64 over 2 KV heads), gpt2-xl and llama2-13b, under
+# CUDA graphs: decode B1/B8/B32 at ctx 2048, prefill B1 S2048, one training step (fewer layers where the model and
+# its AdamW state exceed the card). About 8 min; no case starts after BUDGET_S.
+#   scripts/device_models_unseen.sh DIR   (rows -> DIR/rows.jsonl, tables -> DIR/log.md)
+set -u
+DIR=${1:-reports/models/unseen}
+mkdir -p "$DIR"
+BUDGET_S=${BUDGET_S:-480}
+. "$(dirname "$0")/device_models_lib.sh"
+V2LITE=(deepseek-v3 --set hidden_size=2048 --set num_attention_heads=16 --set num_key_value_heads=16
+        --set q_lora_rank=null --set n_routed_experts=64 --set num_experts_per_tok=6 --set moe_intermediate_size=1408
+        --set n_shared_experts=2 --set first_k_dense_replace=1 --set intermediate_size=10944 --set vocab_size=102400
+        --set num_hidden_layers=27)
+run() { bench_case "$DIR/rows.jsonl" 150 "$@" --mode graph; }
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$DIR/log.md" 2>&1
+run "${V2LITE[@]}" --phase decode --batch 1,8,32 --seq 2048
+run "${V2LITE[@]}" --phase prefill --batch 1 --seq 2048
+run opt-350m --phase decode --batch 1,8,32 --seq 2047
+run phi3-mini --phase decode --batch 1,8,32 --seq 2048
+run qwen2.5-0.5b --phase decode --batch 1,8,32 --seq 2048
+run opt-350m --phase prefill --batch 1 --seq 2048
+run phi3-mini --phase prefill --batch 1 --seq 2048
+run qwen2.5-0.5b --phase prefill --batch 1 --seq 2048
+run opt-350m --phase train --batch 1 --seq 2048
+run qwen2.5-0.5b --phase train --batch 1 --seq 2048
+run phi3-mini --layers 16 --phase train --batch 1 --seq 2048
+run "${V2LITE[@]}" --layers 4 --phase train --batch 1 --seq 2048
+run gpt2-xl --phase decode --batch 1,8,32 --seq 1023
+run llama2-13b --phase decode --batch 1,8,32 --seq 2048
+run gpt2-xl --phase train --batch 1 --seq 1024
+run llama2-13b --layers 8 --phase train --batch 1 --seq 2048
+echo "done t=${SECONDS}s" >>"$DIR/log.md"
