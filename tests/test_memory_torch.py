@@ -19,6 +19,9 @@ SPECS = {
     "llama3 GQA": ("llama3-8b", {**SMALL, "num_attention_heads": 8, "num_key_value_heads": 2}),
     "mixtral MoE": ("mixtral-8x7b", {**SMALL, "num_attention_heads": 4, "num_key_value_heads": 2, "num_local_experts": 4}),
     "gpt2": ("gpt2", {"n_embd": 128, "n_layer": 2, "n_head": 4, "n_inner": 512, "vocab_size": 1000}),
+    # ReLU saves its output, the tensor fc2 saves as its input: one I a token where GeLU keeps two
+    "opt ReLU": ("opt-350m", {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "ffn_dim": 512,
+                              "word_embed_proj_dim": 64, "vocab_size": 1000}),
 }
 
 

@@ -46,6 +46,11 @@ LINEAR_INPUT = {
 }
 
 
+# Activations whose autograd backward reads the output, not the input (torch: relu's threshold_backward takes
+# the result), so the down projection's saved input is the only copy.
+OUTPUT_SAVING_ACTIVATIONS = frozenset({"relu"})
+
+
 @dataclass(frozen=True)
 class Saved:
     name: str
@@ -127,9 +132,16 @@ def mlp_saved(spec: ModelSpec, layer: int, dropout: bool, capacity_factor: float
     else:
         inter = next(lin.out_features for lin in mlp_linears(spec, layer) if lin.name == "up_proj")
         # gated: gate out (act input), act(gate), up out, product (down input); else fc1 output
-        # (activation input), activation output (down input)
-        name = "gate, act(gate), up, product (4I)" if spec.gated_mlp else "fc1 output, activation output (2I)"
-        out += _intermediates(name, (4 if spec.gated_mlp else 2) * inter, spec.gated_mlp, fp8)
+        # (activation input), activation output (down input); an activation whose backward reads its
+        # output (ReLU) shares that tensor with the down projection: 1I (not under FP8, where the down
+        # projection keeps its own FP8 copy beside the bf16 output the activation saves)
+        if spec.gated_mlp:
+            name, width = "gate, act(gate), up, product (4I)", 4
+        elif spec.activation in OUTPUT_SAVING_ACTIVATIONS and not fp8:
+            name, width = "activation output = down_proj input (1I)", 1
+        else:
+            name, width = "fc1 output, activation output (2I)", 2
+        out += _intermediates(name, width * inter, spec.gated_mlp, fp8)
     if dropout:
         out.append(Saved("mlp output dropout mask", h, "seq", "mask"))
     return out
