@@ -26,3 +26,23 @@ def test_fresh_goals_count_only_the_fresh_rows():
     assert "| calibrated, held-out models, within +-5% | 2/2 | +3.5% |" in text
     assert "| peak memory within 3% of max_memory_allocated | 2/2 | +1.5% |" in text
     assert fresh_goals(set(), [], fit, fused, [], measured) == []
+
+
+def test_rows_built_with_overrides_are_labelled_as_variants():
+    """A row measured with --set overrides is not the named model: its label numbers the variant and the note
+    under the table lists the overrides; the same overrides share a label."""
+    from mlsyscalc.report.models_report import rows_table
+
+    def row(model, overrides, batch):
+        return Row("model.decode", "graph", f"B{batch}", "bf16", variant=f"{model} {batch} {overrides}",
+                   median_ms=1.0, predicted_ms=1.0, prediction_error=0.0,
+                   extra={"model": model, "phase": "decode", "batch": batch, "overrides": overrides})
+
+    small = ["hidden_size=2048", "num_attention_heads=16"]
+    rows = [row("deepseek-v3", [], 1), row("deepseek-v3", small, 1), row("deepseek-v3", small, 8),
+            row("deepseek-v3", ["vocab_size=1000"], 1)]
+    text = "\n".join(rows_table(rows, {"rows": []}))
+    assert text.count("| deepseek-v3 #1 |") == 2 and text.count("| deepseek-v3 #2 |") == 1
+    assert text.count("| deepseek-v3 |") == 1
+    assert "- deepseek-v3 #1: `deepseek-v3` with `--set hidden_size=2048 --set num_attention_heads=16`" in text
+    assert "- deepseek-v3 #2: `deepseek-v3` with `--set vocab_size=1000`" in text

@@ -115,7 +115,7 @@ def rows_table(rows, fit: dict, eager: dict[str, float] | None = None, probed: d
     others (triton kernels) the stored one; rows with a host probe also their error priced with it."""
     calibrated = {r["key"]: r for r in fit["rows"]}
     eager, probed = eager or {}, probed or {}
-    out = []
+    out, shapes = [], {}
     for r in sorted(rows, key=lambda r: (r.extra.get("model", ""), r.kernel, r.extra.get("kernels", ""), r.dtype,
                                          r.extra.get("batch", 0), r.extra.get("seq", 0), r.baseline)):
         x, c = r.extra, calibrated.get(r.key)
@@ -123,14 +123,28 @@ def rows_table(rows, fit: dict, eager: dict[str, float] | None = None, probed: d
         predicted = c["uncalibrated_s"] if c else eager.get(r.key, (r.predicted_ms or 0) * 1e-3)
         error = (c["uncalibrated_error"] if c else (r.median_ms * 1e-3 - eager[r.key]) / eager[r.key]
                  if r.key in eager else r.prediction_error)
-        out.append([x.get("model"), x.get("phase"), r.shape, r.baseline, x.get("kernels"), r.dtype,
+        out.append([_model_label(x, shapes), x.get("phase"), r.shape, r.baseline, x.get("kernels"), r.dtype,
                     _ms((r.median_ms or 0) * 1e-3) if r.median_ms else None, _ms(predicted),
                     _pct(error), probe_error(r, probed), (_role(c) + _pct(c["error"])) if c else None,
                     f"{peak / 2**30:.2f}" if peak else None, _pct(x.get("memory_error")),
                     _ms(x.get("full_estimated_s")), (r.error or "")[:90]])
     cols = ["model", "phase", "shape", "mode", "kernels", "weights", "measured ms", "predicted ms", "error",
             "error, host probe", "calibrated error", "peak GiB", "memory error", "full depth est. ms", "note"]
-    return markdown_table(cols, out, "llllll" + "r" * 8 + "l")
+    return markdown_table(cols, out, "llllll" + "r" * 8 + "l") + [
+        "", *(f"- {label}: `{x['model']}` with `--set {' --set '.join(x['overrides'])}`" for label, x in shapes.items())]
+
+
+def _model_label(x: dict, shapes: dict[str, dict]) -> str:
+    """The model's name, or for a row built with --set overrides a numbered variant of it ("deepseek-v3 #1"),
+    whose overrides `shapes` collects for the note under the table: such a row is not the named model."""
+    if not x.get("overrides"):
+        return x.get("model") or ""
+    for label, seen in shapes.items():
+        if seen["model"] == x.get("model") and seen["overrides"] == x["overrides"]:
+            return label
+    label = f"{x.get('model')} #{1 + sum(seen['model'] == x.get('model') for seen in shapes.values())}"
+    shapes[label] = {"model": x.get("model"), "overrides": list(x["overrides"])}
+    return label
 
 
 def op_summary(ops: list[dict], before: list[dict]) -> list[str]:
