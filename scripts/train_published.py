@@ -149,7 +149,8 @@ def evaluate(run: dict[str, Any], runner: Runner, folder: Path, plan: bool) -> d
     metric, published = published_target(run)
     row: dict[str, Any] = {"name": run["name"], "group": run["group"], "metric": metric, "published": published,
                            "as_published": f"{run['published']['value']} ({run['published']['metric']})",
-                           "measurement": run["measurement"], "citation": run["citation"], "assumed": run.get("assumed", [])}
+                           "measurement": run["measurement"], "citation": run["citation"], "assumed": run.get("assumed", []),
+                           "held_out": bool(run.get("held_out"))}
     model = model_ref(run, folder)
     try:
         result = runner(train_args(run, model))
@@ -169,12 +170,15 @@ def evaluate(run: dict[str, Any], runner: Runner, folder: Path, plan: bool) -> d
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Per group and 'all': runs compared, mean, median and max |error|."""
+    """Per group, 'all' and 'held out' (runs priced once, after the model was fixed): mean, median, max |error|."""
     groups: dict[str, list[float]] = {}
     for r in rows:
         if "error" in r:
             groups.setdefault(r["group"], []).append(abs(r["error"]))
     groups["all"] = [e for g in list(groups.values()) for e in g]
+    held_out = [abs(r["error"]) for r in rows if "error" in r and r.get("held_out")]
+    if held_out:
+        groups["held out"] = held_out
     return {g: {"runs": len(e), "mean_abs_error": statistics.fmean(e), "median_abs_error": statistics.median(e),
                 "max_abs_error": max(e)} for g, e in groups.items()}
 
@@ -197,7 +201,8 @@ def _plan_cell(r: dict[str, Any]) -> str:
 def render(rows: list[dict[str, Any]], summary: dict[str, dict[str, float]], command: str, provenance: str = "") -> str:
     from mlsyscalc.report.markdown import markdown_table
 
-    table = [[r["name"], r["as_published"], _fmt(r["published"], r["metric"]),
+    table = [[r["name"] + (" (held out)" if r.get("held_out") else ""), r["as_published"],
+              _fmt(r["published"], r["metric"]),
               _fmt(r["predicted"], r["metric"]) if "predicted" in r else r.get("failure", "-"),
               f"{100 * r['error']:+.1f}%" if "error" in r else "-", ", ".join(r["assumed"]) or "-",
               _plan_cell(r), f"{r['citation']['paper'].split(',')[0]}, {r['citation']['table'].split(' (')[0]}"]
@@ -208,7 +213,8 @@ def render(rows: list[dict[str, Any]], summary: dict[str, dict[str, float]], com
     lines = ["# `mlsys train` against published training runs", "", *([provenance, ""] if provenance else []),
              "error = (predicted - published) / published. A TFLOP/s figure is compared as the step time the "
              "paper's own FLOP formula gives it (so no FLOP convention of ours enters). Every published number is a measurement unless "
-             "the runs file says otherwise; `assumed` lists layout fields the paper does not give. plan: the "
+             "the runs file says otherwise; `assumed` lists layout fields the paper does not give; (held out): "
+             "a run added after the model was fixed and priced once, nothing changed to fit it. plan: the "
              "best step time `mlsys plan --top 1` finds for the same GPUs, sequence and global batch, against "
              "the paper's layout, both by the model's own reckoning (WORSE would be a search bug).", "",
              *markdown_table(["run", "as published", "compared", "predicted", "error", "assumed", "plan vs paper layout",

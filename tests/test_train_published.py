@@ -21,7 +21,8 @@ def test_runs_file_is_complete_and_consistent():
     runs = _runs()
     assert {r["group"] for r in runs} == {"korthikanti-2022-table5", "narayanan-2021-table1", "llama3-2024-table4",
                                           "smith-2022-mtnlg", "bigscience-2022-bloom", "black-2022-neox",
-                                          "megatron-bridge-h100"}
+                                          "megatron-bridge-h100", "llm-foundry-mpt-h100", "llm-foundry-mpt-a100",
+                                          "torchtitan-h100"}
     for r in runs:
         lay = r["layout"]
         assert lay["tp"] * lay["pp"] * lay["dp"] * lay.get("cp", 1) == r["gpus"], r["name"]
@@ -54,6 +55,39 @@ def test_a_tflops_figure_becomes_the_step_time_of_the_papers_own_flop_count():
     assert value == pytest.approx(102.6, abs=0.05)
     llama = next(r for r in _runs() if r["group"] == "llama3-2024-table4")
     assert tp.published_target(llama) == ("mfu", 0.43)
+
+
+def test_mpt_configs_have_the_tables_parameter_counts(run_cli, tmp_path):
+    """llm-foundry's MPT benchmark table (scripts/train/benchmarking/README.md) prints NumParams for each row at
+    sequence 2048: 1b 1,315,950,592 .. 70b 64,862,437,376. By hand for 7b (d 4096, 32 layers, vocabulary 50368,
+    learned positions, biases, LayerNorm with bias, tied head): embeddings (50368 + 2048) x 4096 = 214,695,936;
+    a block 12 d^2 + 13 d = 201,379,840, x 32 = 6,444,154,880; final LayerNorm 2 d = 8,192: 6,658,859,008."""
+    table = {"1b": 1315950592, "3b": 2651837440, "7b": 6658859008, "13b": 12853954560, "30b": 29975214080,
+             "70b": 64862437376}
+    assert (50368 + 2048) * 4096 + 32 * (12 * 4096**2 + 13 * 4096) + 2 * 4096 == table["7b"]
+    runs = [r for r in _runs() if r["group"].startswith("llm-foundry-mpt")]
+    assert len(runs) == 11  # six H100 rows (1b..70b), five A100 rows (1b..30b)
+    for r in runs:
+        path = tmp_path / "c.json"
+        path.write_text(json.dumps(r["config"]))
+        assert run_cli.json("params", str(path))["total_params"] == table[r["name"].split(",")[0][4:]], r["name"]
+
+
+def test_held_out_runs_are_marked_and_summarised_on_their_own(tmp_path):
+    """A run carrying `held_out` gets '(held out)' on the page and a 'held out' line beside 'all'."""
+    held = [r for r in _runs() if r.get("held_out")]
+    assert {r["group"] for r in held} == {"llm-foundry-mpt-h100", "llm-foundry-mpt-a100", "torchtitan-h100"}
+    base = {"group": "g", "model": "llama2-7b", "cluster": "c", "gpus": 8, "measurement": True,
+            "layout": {"tp": 8, "pp": 1, "dp": 1, "micro_batch": 1, "global_batch": 8, "seq": 2048,
+                       "recompute": "full", "dtype": "bf16"}, "citation": {"paper": "P", "table": "T"}}
+    runs = [base | {"name": "old", "published": {"metric": "step_time_s", "value": 2.5}},
+            base | {"name": "new", "published": {"metric": "step_time_s", "value": 4.0}, "held_out": "priced once"}]
+    rows = [tp.evaluate(r, _fake(), tmp_path, plan=False) for r in runs]  # predicted 2.0 s: -20%, -50%
+    summary = tp.summarize(rows)
+    assert summary["all"]["runs"] == 2 and summary["all"]["mean_abs_error"] == pytest.approx(0.35)
+    assert summary["held out"] == {"runs": 1, "mean_abs_error": 0.5, "median_abs_error": 0.5, "max_abs_error": 0.5}
+    page = tp.render(rows, summary, "cmd")
+    assert "| new (held out) |" in page and "| old |" in page and "| held out | 1 |" in page
 
 
 def test_train_and_plan_arguments():
@@ -120,6 +154,7 @@ def test_every_run_names_its_source_measurement_and_flop_convention():
         assert isinstance(r["measurement"], bool), r["name"]
         assert isinstance(r["flop_convention"], str) and r["flop_convention"].strip(), r["name"]
         assert isinstance(r.get("assumed", []), list) and r.get("notes", "").strip(), r["name"]
+        assert isinstance(r.get("held_out", "-"), str) and r.get("held_out", "-").strip(), r["name"]  # says why
         if r["published"]["metric"] == "hardware_tflops_per_gpu":  # a TFLOP/s figure needs the paper's formula
             assert r.get("flop_formula") in tp.FLOP_FORMULAS, r["name"]
 
