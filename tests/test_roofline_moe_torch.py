@@ -122,3 +122,17 @@ def test_autograd_runs_the_listed_nodes():
     assert sum(n.endswith(".accumulate") for n in ops) == 3
     assert {"moe_bwd_weights_cast", "moe_bwd_router_cast", "moe_bwd_topk_scatter", "moe_bwd_softmax",
             "moe_bwd_div", "moe_bwd_sum_add"} <= set(ops)
+
+
+def test_a_long_argsort_is_cubs_radix_sort_over_64_bits():
+    """Up to 4096 keys torch sorts in place (1 kernel after the key copy and index fill); beyond, cub's
+    radix sort over the 64 bits of int64 keys: histogram, scan and 64 / 8 = 8 onesweep passes, each
+    reading and writing n keys and n indices (16 n bytes each way). Mixtral prefill B4 S2048: T k =
+    16384 picks, so each of the forward's two argsorts is 2 + 10 kernels: 25 - 2 + 2 x 10 = 43."""
+    spec = load_model("mixtral-8x7b")
+    opts = RooflineOptions(phase="prefill", batch=4, seq=2048, impl="torch", check_fit=False)
+    ops = [op for op, _ in moe_dispatch_kernels(_Pass(spec, datasheet_ceilings("H100-SXM"), opts), 0)]
+    assert len(ops) == 43
+    passes = [op for op in ops if op.name == "moe_order.sort_pass"]
+    assert len(passes) == 8 and passes[0].read_bytes == passes[0].write_bytes == 16 * 16384
+    assert len(moe_dispatch_kernels(_pass("mixtral-8x7b", batch=64)[0], 0)) == 25  # 128 picks: in place

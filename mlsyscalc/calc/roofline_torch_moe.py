@@ -52,13 +52,20 @@ def _strided(name: str, read: float, write: float, p: Any) -> OpPrediction:
     return _mem(name, read, write, p, "memory_broadcast")
 
 
-SORT_KERNELS = (("sort.copy_keys", 1, 1), ("sort.iota", 0, 1), ("sort", 2, 2))  # torch.sort / argsort of n int64
+SMALL_SORT_MAX = 4096  # aten's Sort.cpp (should_use_small_sort): up to this many keys one in-place sort kernel
+KEY_BITS = 64  # a longer sort runs cub's radix sort over every bit of the int64 keys (SortStable.cu)
 
 
-def _sort(p: Any, n: float, what: str) -> list[OpPrediction]:
-    """argsort of n int64 keys as torch runs it: a copy of the keys, the index fill, the in-place
-    (bitonic or radix) sort of keys with indices; reads and writes in int64 elements."""
-    return [_mem(f"moe_{what}.{name}", r * n * I64, w * n * I64, p) for name, r, w in SORT_KERNELS]
+def _sort(p: Any, n: int, what: str) -> list[OpPrediction]:
+    """argsort of n int64 keys as torch runs it: a copy of the keys, the index fill, then up to
+    SMALL_SORT_MAX keys the in-place (bitonic or radix) sort of keys with indices, longer ones cub's
+    radix sort over KEY_BITS bits (8 onesweep passes: OLMoE-shaped train B2 S2048, T k = 32768, 16
+    passes a layer for the forward's two argsorts in the H100 profile); bytes in int64 elements."""
+    name = f"moe_{what}"
+    ops = [_mem(f"{name}.sort.copy_keys", n * I64, n * I64, p), _mem(f"{name}.sort.iota", 0.0, n * I64, p)]
+    if n <= SMALL_SORT_MAX:
+        return ops + [_mem(f"{name}.sort", 2 * n * I64, 2 * n * I64, p)]
+    return ops + _radix_sort(n, 2 ** KEY_BITS, name, p)
 
 
 def _sizes(p: Any, layer: int) -> tuple[int, int, int, int, float] | None:
