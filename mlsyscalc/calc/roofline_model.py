@@ -28,6 +28,7 @@ from .params import count_params
 from .roofline_comm import CommRow, dp_comm_rows, tp_comm_rows
 from .roofline_host import eager_host_path_s
 from .roofline_memory import copy_cast_op, elementwise_op, embedding_op, norm_op, rotary_op
+from .roofline_mem_efficient import mem_efficient_attention, runs_mem_efficient
 from .roofline_notes import model_notes
 from .roofline_ops import (OpPrediction, OpRow, predict_attention, predict_grouped_matmul, predict_matmul,
                            predict_memory_op, window_fraction)
@@ -241,7 +242,11 @@ def _attention_op(p: _Pass, windowed: bool, backward: bool = False) -> OpPredict
     name = ("attention (window)" if windowed else "attention") + (".bwd" if backward else "")
     if spec.mla is not None and o.phase == "decode":  # absorbed MLA: MQA over the cached latent
         mla = spec.mla
-        return predict_attention(o.batch, p.heads, 1, 1, kv_len, mla.kv_lora_rank + mla.qk_rope_head_dim, False,
+        width = mla.kv_lora_rank + mla.qk_rope_head_dim
+        if o.impl == "torch" and runs_mem_efficient(width, mla.kv_lora_rank):  # SDPA's CUTLASS kernel
+            return mem_efficient_attention(o.batch, p.heads, kv_len, width, mla.kv_lora_rank, p.store, p.ceil,
+                                           kv_dtype, name=name)
+        return predict_attention(o.batch, p.heads, 1, 1, kv_len, width, False,
                                  p.store, p.ceil, v_head_dim=mla.kv_lora_rank, kv_dtype=kv_dtype, v_in_k=True, name=name)
     return predict_attention(o.batch, p.heads, p.kv_heads, o.new_tokens, kv_len, spec.head_dim, causal, p.store,
                              p.ceil, v_head_dim=spec.v_head_dim, kv_dtype=None if backward else kv_dtype,

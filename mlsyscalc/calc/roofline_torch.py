@@ -31,6 +31,7 @@ profiler tables of `mlsys bench model` (docs/roofline.md, "Kernels per op"):
   tensor and torch._foreach_zero_'s multi-tensor launches (depth 1: at most 110 tensors); fused
   AdamW runs one multi-tensor launch per 320 chunks of 65536 elements (torch's
   multi_tensor_apply, depth 4: at most 36 tensors each).
+- MoE routing, dispatch and combine, forward and backward: calc.roofline_torch_moe.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from ..specs.model import ModelSpec
 from .layers import Linear, head_linears, layer_linears, norm_width
 from .roofline_memory import copy_cast_op, elementwise_op, embedding_op, norm_op
 from .roofline_ops import OpPrediction, OpRow, predict_memory_op
+from .roofline_torch_moe import moe_dispatch_backward, moe_dispatch_kernels
 
 FP32 = 4
 ADAM_CHUNK = 65536  # elements per multi-tensor chunk (ATen's MultiTensorApply.cuh kChunkSize)
@@ -132,48 +134,6 @@ def layer_memory_ops(p: Any, layer: int, mlp_elements: float) -> list[tuple[OpPr
     ops += [(k, "mlp") for k in _mlp_kernels(p, mlp_elements, gated, False)]
     ops += [(elementwise_op(t * h, 2, 1, 1, act, ceil, name="residual_add"), "norm")] * 2
     return ops + moe_dispatch_kernels(p, layer)
-
-
-I64, I32 = 8, 4
-SORT_KERNELS = (("sort.copy_keys", 1, 1), ("sort.iota", 0, 1), ("sort", 2, 2))  # torch.sort / argsort of n int64
-
-
-def _sort(p: Any, n: float, what: str) -> list[OpPrediction]:
-    """argsort of n int64 keys as torch runs it: a copy of the keys, the index fill, the in-place
-    (bitonic or radix) sort of keys with indices; reads and writes in int64 elements."""
-    return [_mem(f"moe_{what}.{name}", r * n * I64, w * n * I64, p) for name, r, w in SORT_KERNELS]
-
-
-def moe_dispatch_kernels(p: Any, layer: int) -> list[tuple[OpPrediction, str]]:
-    """The memory-bound kernels of one MoE layer's routing, dispatch and combine forward, as the plain-torch
-    MoE runs them (bench._torch_layers.MoE with GroupedExperts; one kernel per tensor op, its bytes by
-    dtype): the fp32 cast, softmax and top-k of the router logits, the renormalised weights (sum, divide,
-    cast), the argsort of the T k picks, the expert of each copy, the per-expert counts (zero fill, ones,
-    scatter-add) and their cumsum, the gather of the routed copies, the grouped GEMMs' argument set-up (one
-    small kernel each), the gather of the weights in expert order, their broadcast multiply onto the expert
-    outputs (unvectorised: memory_broadcast), the inverse argsort, the gather back to token order and the
-    sum over the k copies; the shared expert's add. The backward's dispatch kernels are not listed."""
-    spec, t, a = p.spec, p.tokens, p.a
-    moe = spec.moe
-    if moe is None or not spec.layer_is_moe(layer):
-        return []
-    e, k, h = moe.num_experts, moe.experts_per_token, spec.hidden_size
-    tk = t * k
-    ops = [_mem("router_cast", t * e * a, t * e * FP32, p), _mem("router_softmax", t * e * FP32, t * e * FP32, p),
-           _mem("router_topk", t * e * FP32, tk * (FP32 + I64), p), _mem("topk_sum", tk * FP32, t * FP32, p),
-           _mem("topk_div", (tk + t) * FP32, tk * FP32, p), _mem("topk_cast", tk * FP32, tk * a, p)]
-    ops += _sort(p, tk, "order")
-    ops += [_mem("moe_token_of_copy", tk * I64, tk * I64, p), _mem("moe_counts_zero", 0.0, e * I32, p),
-            _mem("moe_ones", 0.0, tk * I32, p), _mem("moe_counts_scatter", tk * (I64 + I32), e * I32, p),
-            _mem("moe_gather_routed", tk * (h * a + I64), tk * h * a, p), _mem("moe_offsets_cumsum", e * I32, e * I32, p)]
-    ops += [_mem("grouped_gemm_setup", e * I32, e * 64, p) for _ in range(3)]
-    ops += [_mem("moe_gather_weights", tk * (I64 + a), tk * a, p),
-            _strided("moe_weight_outputs", tk * (h + 1) * a, tk * h * a, p)]
-    ops += _sort(p, tk, "inverse")
-    ops += [_mem("moe_gather_back", tk * (h * a + I64), tk * h * a, p), _mem("moe_sum_copies", tk * h * a, t * h * a, p)]
-    if moe.num_shared_experts:
-        ops.append(_mem("moe_shared_add", 2 * t * h * a, t * h * a, p))
-    return [(op, "mlp") for op in ops]
 
 
 SPLIT_MIN_K = 2048  # cuBLAS splits K only this long or longer (gpt2's K = 768 GEMMs were not split)
@@ -298,7 +258,7 @@ def _layer_backward(p: Any, layer: int, mlp_elements: float) -> list[tuple[OpPre
     gated = spec.gated_mlp or spec.layer_is_moe(layer)
     ops += [(k, "mlp") for k in _mlp_kernels(p, mlp_elements, gated, True)]
     ops += [(elementwise_op(t * h, 2, 1, 1, act, ceil, name="grad_accumulate"), "norm")] * _fan_out_adds(spec, layer)
-    return ops + bias_grad_ops(p, layer_linears(spec, layer))
+    return ops + bias_grad_ops(p, layer_linears(spec, layer)) + moe_dispatch_backward(p, layer)
 
 
 def bias_grad_ops(p: Any, linears: list[Linear]) -> list[tuple[OpPrediction, str]]:
