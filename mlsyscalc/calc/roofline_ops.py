@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable, Iterator
 from ..errors import require
 from ..specs.gpu import GPUSpec, normalise_dtype
 from .calibration import Ceilings, load_ceilings
+from .cublas_split import cublas_splits
 from .attention import BACKWARD_FLOPS_FACTOR, AttentionShape, attention_bytes, attention_flops, causal_fraction
 from ..dtypes import bytes_per_element, dtype_name
 
@@ -287,8 +288,6 @@ def few_cta_stream(pred: OpPrediction, ceil: Ceilings) -> OpPrediction:
     CTA_STREAM_BPS per CTA: groups x ceil(N / CTA_COLUMNS) CTAs, times the tiling's split where
     cuBLAS splits K (cublas_splits), at most one a SM. Where that is slower than the stream at
     matmul_skinny, it prices memory_s (memory_class FEW_CTA_CLASS)."""
-    from .roofline_torch import cublas_splits  # roofline_torch builds on this module
-
     rate = CTA_STREAM_BPS.get(ceil.gpu.architecture)
     if rate is None:
         return pred
