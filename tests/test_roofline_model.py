@@ -157,7 +157,9 @@ def test_more_batch_never_fewer_tokens_per_s_below_the_ridge(model, context, b1,
     large = predict_model(spec, gpu, replace(opts, batch=b1 + extra))
     if all(r.pred.compute_s <= r.pred.memory_s for r in large.rows):
         assert large.tokens_per_s >= small.tokens_per_s * (1 - 1e-12)
-    assert large.memory_s > small.memory_s  # more sequences always move more bytes
+    # more sequences always move more bytes (not always for longer: a skinny GEMM's CTAs, few_cta_stream,
+    # are counted by its 64-row tiles)
+    assert large.bytes > small.bytes
 
 
 def test_low_precision_weights_and_kv_cache():

@@ -168,7 +168,7 @@ def test_a_long_reduction_splits_only_a_skinny_gemm():
     nvjet GEMMs for 32 layers, no splitKreduce). Per layer of phi-2 prefill, by hand: 6 GEMMs and
     no reduction; 32 layers + the lm_head = 193 GEMM kernels, the profile's count."""
     from mlsyscalc.calc.roofline_ops import predict_matmul
-    from mlsyscalc.calc.roofline_torch import SPLIT_LONG_K_MAX_ROWS, cublas_splits
+    from mlsyscalc.calc.cublas_split import SPLIT_LONG_K_MAX_ROWS, cublas_splits
 
     sms = H200.sm_count
     assert SPLIT_LONG_K_MAX_ROWS == 128

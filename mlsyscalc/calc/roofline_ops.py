@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable, Iterator
 from ..errors import require
 from ..specs.gpu import GPUSpec, normalise_dtype
 from .calibration import Ceilings, load_ceilings
+from .cublas_split import cublas_splits
 from .attention import BACKWARD_FLOPS_FACTOR, AttentionShape, attention_bytes, attention_flops, causal_fraction
 from ..dtypes import bytes_per_element, dtype_name
 
@@ -49,6 +50,17 @@ UNALIGNED_TILE_ROWS = 8  # from this many rows cuBLAS runs an unaligned GEMM on 
 # Attention head-dim tiles of cuDNN's SDPA kernels on Hopper (names ..._64x128x64, ..._64x64x128):
 # a head dim is padded up to the next of these (`--impl torch`); d80 (phi-2) runs 128-wide tiles.
 HEAD_DIM_TILES = (64, 128, 256)
+# A plain skinny GEMM on Hopper runs on cuBLAS's nvjet kernels with 64 output columns a CTA (names
+# nvjet_sm90_tst_64x8_..., 64x16, 64x32: N x M of the tile) and streams at most CTA_STREAM_BPS per
+# CTA, so one with few CTAs cannot reach the HBM's rate (few_cta_stream). H100 80GB HBM3, torch
+# 2.11, CUDA graphs, profiler time per kernel less the 2 us fixed cost: pythia-1.4b's unsplit
+# 2048 x 2048 projections (32 CTAs, 8.45 MB) 6.45 us at B8, 6.6 us at B32: 59.3 and 58.8 GB/s a
+# CTA (reports/models/h100_check3.jsonl, h100_check4.jsonl; a fit-set model). Checked on held-out
+# rows and on the H200: docs/roofline.md, "Few-CTA GEMMs". Other architectures: not measured, no cap.
+CTA_COLUMNS = 64
+CTA_ROWS = 64  # decode rows (at most this many a group) that one CTA's tile covers
+CTA_STREAM_BPS = {"Hopper": 59e9}  # GPU architecture -> bytes/s one CTA streams at most
+FEW_CTA_CLASS = "matmul_few_cta"  # the memory class of a GEMM priced by its CTAs' rate (not a fitted efficiency)
 
 
 @dataclass(frozen=True)
@@ -263,9 +275,28 @@ def predict_grouped_matmul(tokens: int, groups: float, n: int, k: int, dtype: st
     compute_s, tiling = _matmul_tiling(math.ceil(groups), m, n, k, act, per_sm, ceil.sm_count)
     shape = f"{groups:.3g}x({m}x{n}x{k})" if groups != 1 else f"{m}x{n}x{k}"
     pred = _finish(name, "matmul", act, flops, read, write, compute_s, ceil, tiling, shape, act, True, cls, stream)
+    pred = replace(pred, dims=(tokens, groups, n, k))
+    if w_dtype == act and not stream and m <= CTA_ROWS:
+        pred = few_cta_stream(pred, ceil)
     skinny = pred.memory_s > pred.compute_s
     floor = ceil.matmul_floor_s if w_dtype == act else 0.0  # cuBLAS; weight-only kernels are the project's
-    return replace(pred, dims=(tokens, groups, n, k), shape_class="skinny" if skinny else "square", floor_s=floor)
+    return replace(pred, shape_class="skinny" if skinny else "square", floor_s=floor)
+
+
+def few_cta_stream(pred: OpPrediction, ceil: Ceilings) -> OpPrediction:
+    """A skinny plain GEMM's (at most CTA_ROWS rows a group) bytes at no more than the card's
+    CTA_STREAM_BPS per CTA: groups x ceil(N / CTA_COLUMNS) CTAs, times the tiling's split where
+    cuBLAS splits K (cublas_splits), at most one a SM. Where that is slower than the stream at
+    matmul_skinny, it prices memory_s (memory_class FEW_CTA_CLASS)."""
+    rate = CTA_STREAM_BPS.get(ceil.gpu.architecture)
+    if rate is None:
+        return pred
+    _, groups, n, _ = pred.dims
+    ctas = math.ceil(groups) * math.ceil(n / CTA_COLUMNS)
+    if pred.tiling is not None and cublas_splits(pred, ceil.sm_count):
+        ctas *= pred.tiling.split
+    capped = pred.bytes / (min(ctas, ceil.sm_count) * rate)
+    return replace(pred, memory_s=capped, memory_class=FEW_CTA_CLASS) if capped > pred.memory_s else pred
 
 
 def predict_matmul(m: int, n: int, k: int, dtype: str = "bf16", gpu: str | GPUSpec | Ceilings = "H100-SXM",

@@ -34,7 +34,7 @@ from ..specs.model import ModelSpec, MoESpec
 from .calibration import Ceilings
 from .roofline_comm import tp_comm_rows
 from .roofline_model import ModelRoofline, expected_distinct_experts, predict_model
-from .roofline_ops import MATMUL_TILES, UNALIGNED_TILE_ROWS
+from .roofline_ops import CTA_ROWS, MATMUL_TILES, UNALIGNED_TILE_ROWS
 from .roofline_options import RooflineOptions
 
 # Shapes the coefficients are solved at and checked at (small: exact arithmetic, any model's positions).
@@ -98,6 +98,7 @@ class AffineRow:
     tiled: bool = False  # dense matmul over the batch's tokens: compute over padded_tokens(T)
     floor_s: float = 0.0  # a plain GEMM's shortest busy time (calc.roofline_ops)
     wide_scale: float = 1.0  # memory time x this from UNALIGNED_TILE_ROWS tokens (an unaligned GEMM's slower stream)
+    tall_scale: float = 1.0  # and x this past CTA_ROWS tokens (a skinny GEMM's few-CTA cap no longer applies)
 
     def part(self, name: str, x: tuple[float, ...]) -> float:
         return sum(c * v for c, v in zip(self.coef[name], x))
@@ -105,8 +106,21 @@ class AffineRow:
     def time_s(self, x: tuple[float, ...], x_compute: tuple[float, ...] | None = None) -> float:
         """x_compute: the features the compute time is counted at (default x)."""
         compute = self.seconds_per_flop * self.part("flops", x if x_compute is None else x_compute)
-        memory = self.part("memory_s", x) * (self.wide_scale if not self.grouped and x[1] >= UNALIGNED_TILE_ROWS else 1.0)
+        memory = self.part("memory_s", x)
+        if not self.grouped:
+            memory *= (self.wide_scale if x[1] >= UNALIGNED_TILE_ROWS else 1.0) * (self.tall_scale if x[1] > CTA_ROWS else 1.0)
         return self.count * (max(compute, memory, self.floor_s) + self.launch_s)
+
+
+def _step_scale(fitted: AffineRow, rows: list, steps: tuple[int, int], before: float) -> float:
+    """The factor on a row's memory time that starts at steps[0] tokens (its roofline rows at steps[0]
+    and steps[1] tokens; checked at the second); `before`: the factor already applying there."""
+    base = fitted.part("memory_s", (1.0, steps[0])) * before
+    scale = rows[0].pred.memory_s / base if base > 0 else 1.0
+    want = rows[1].pred.memory_s
+    if abs(fitted.part("memory_s", (1.0, steps[1])) * before * scale - want) > 1e-6 * max(want, 1e-30):
+        raise MlsysError(f"serve: {rows[0].pred.name} memory_s is not affine from {steps[0]} tokens (internal)")
+    return scale
 
 
 def _solve(rows: list[list[float]], values: list[float]) -> tuple[float, ...]:
@@ -174,7 +188,9 @@ class IterationCost:
             return (t, _experts(moe, t)) if grouped else (1.0, t)
 
         wide = (UNALIGNED_TILE_ROWS, 2 * UNALIGNED_TILE_ROWS + 1)
-        runs = {t: self._model("prefill", 1, t).rows for t in (*_FIT_TOKENS, _CHECK_TOKENS, *wide, self._rate_tokens())}
+        tall = (CTA_ROWS + 1, 2 * CTA_ROWS + 1)
+        runs = {t: self._model("prefill", 1, t).rows
+                for t in (*_FIT_TOKENS, _CHECK_TOKENS, *wide, *tall, self._rate_tokens())}
         out: dict[str, list[AffineRow]] = {"token": [], "sample": []}
         for i, row in enumerate(runs[1]):
             if row.pred.kind == "attention":
@@ -183,13 +199,11 @@ class IterationCost:
             fitted = _fit_rows([(features(t, grouped), [runs[t][i]]) for t in _FIT_TOKENS],
                                (features(_CHECK_TOKENS, grouped), [runs[_CHECK_TOKENS][i]]),
                                [runs[self._rate_tokens()][i]])[0]
-            if not grouped:  # bytes stay affine; the unaligned GEMMs' efficiency changes at UNALIGNED_TILE_ROWS
-                base = fitted.part("memory_s", (1.0, wide[0]))
-                scale = runs[wide[0]][i].pred.memory_s / base if base > 0 else 1.0
-                fitted = replace(fitted, wide_scale=scale)
-                want = runs[wide[1]][i].pred.memory_s
-                if abs(fitted.part("memory_s", (1.0, wide[1])) * scale - want) > 1e-6 * max(want, 1e-30):
-                    raise MlsysError(f"serve: {row.pred.name} memory_s is not affine from {wide[0]} tokens (internal)")
+            if not grouped:  # bytes stay affine; the unaligned GEMMs' efficiency changes at UNALIGNED_TILE_ROWS,
+                # the few-CTA cap ends past CTA_ROWS (calc.roofline_ops.few_cta_stream)
+                wide_scale = _step_scale(fitted, [runs[t][i] for t in wide], wide, 1.0)
+                fitted = replace(fitted, wide_scale=wide_scale,
+                                 tall_scale=_step_scale(fitted, [runs[t][i] for t in tall], tall, wide_scale))
             sampled = row.group == "head" and row.pred.name != "embedding"
             out["sample" if sampled else "token"].append(
                 replace(fitted, grouped=grouped, tiled=row.pred.kind == "matmul" and not grouped))
