@@ -17,6 +17,7 @@ from mlsyscalc.calc.memory_train import TrainOptions, train_memory
 from mlsyscalc.calc.comm_step import StepOptions, step_comm
 from mlsyscalc.calc.plan import PER_MICRO_BATCH, _Memo, _search, plan
 from mlsyscalc.calc.plan_memory import MemoryTable
+from mlsyscalc.calc.pipeline_split import PipelineSplit, chunk_layers
 from mlsyscalc.calc.plan_space import PlanOptions, execution_options, structures
 from mlsyscalc.calc.train import train_step
 from mlsyscalc.calc.train_options import TrainStepOptions
@@ -52,20 +53,58 @@ def test_plan_memory_equals_train_memory(name, lay, framework):
 
 
 def _brute_force(spec, cluster, opts: PlanOptions) -> set[tuple]:
-    """Every (tp, pp, dp, cp, ep, vp, mb) whose TrainStepOptions passes `validate` (sp on), by brute force."""
+    """Every (tp, pp, dp, cp, ep, vp, mb, layers of each stage's chunks) whose TrainStepOptions passes `validate`
+    (sp on), by brute force, with the pipeline splits of `_split_oracle`."""
     out, n, tp_ok = set(), opts.gpus, {}
     for tp, pp, cp, ep, vp, mb in itertools.product(range(1, n + 1), range(1, spec.num_layers + 1), (1, 2, 4, 8),
-                                                    range(1, n + 1), range(1, spec.num_layers + 1),
+                                                    range(1, n + 1), range(1, spec.num_layers + 3),
                                                     range(1, opts.max_micro_batch + 1)):
         if n % (tp * pp * cp) or (spec.moe is None and ep > 1):
             continue
-        c = replace(opts.base(), tp=tp, pp=pp, cp=cp, ep=ep, vp=vp, micro_batch=mb, sp=True)
+        splits = _split_oracle(spec.num_layers, pp, vp, opts.even_splits_only)
+        if not splits:
+            continue
+        c = replace(opts.base(), tp=tp, pp=pp, cp=cp, ep=ep, vp=vp, micro_batch=mb, sp=True,
+                    pipeline_split=next(iter(splits.values())))
         if tp not in tp_ok:  # validate = check_tp (costly: once per tp) + check_layout
             tp_ok[tp] = _passes(lambda: check_tp(spec, tp))
         if not tp_ok[tp] or not _passes(lambda: c.check_layout(spec, cluster)):
             continue
-        out.add((tp, pp, c.data_parallel, cp, ep, vp, mb))
+        out |= {(tp, pp, c.data_parallel, cp, ep, vp, mb, chunks) for chunks in splits}
     return out
+
+
+_SPLIT_ORACLE: dict[tuple, dict] = {}
+
+
+def _split_oracle(layers: int, pp: int, vp: int, even_only: bool) -> dict[tuple, PipelineSplit]:
+    """The splits docs/plan.md says the search spans, found by trying every combination of Megatron-LM's four
+    options and keeping, by the layers each stage holds: the even split; an account-for split; first/last sizes
+    whose middle stages are equal, of 2 vp layers or more, and whose ends are each within vp layers of them
+    (pp = 2: within 2 vp of each other, each 2 vp or more). Keyed by the layers of each stage's chunks."""
+    key = (layers, pp, vp, even_only)
+    if key in _SPLIT_ORACLE:
+        return _SPLIT_ORACLE[key]
+    found: dict[tuple, PipelineSplit] = {}
+    sizes = [None, *range(1, layers + 1)]
+    for first, last, emb, loss in itertools.product(sizes, sizes, (False, True), (False, True)):
+        split = PipelineSplit(first, last, emb, loss)
+        if even_only and not split.even:
+            continue
+        try:
+            chunks = chunk_layers(layers, pp, vp, split)
+        except MlsysError:
+            continue
+        counts = [sum(c) for c in chunks]
+        if first is not None or last is not None:
+            middle = set(counts[1:-1])
+            near = (abs(counts[0] - counts[1]) <= 2 * vp and min(counts) >= 2 * vp if pp == 2 else
+                    len(middle) == 1 and counts[1] >= 2 * vp and all(abs(counts[i] - counts[1]) <= vp for i in (0, -1)))
+            if not near:
+                continue
+        found.setdefault(chunks, split)
+    _SPLIT_ORACLE[key] = found
+    return found
 
 
 def _passes(check) -> bool:
@@ -76,12 +115,18 @@ def _passes(check) -> bool:
     return True
 
 
+@pytest.mark.parametrize("even_only", [False, True])
 @pytest.mark.parametrize("name,gpus,batch", [("gpt2", 8, 16), ("mixtral-8x7b", 16, 32)])
-def test_enumeration_is_every_valid_layout(name, gpus, batch):
+def test_enumeration_is_every_valid_layout(name, gpus, batch, even_only):
+    """The structures against a brute force over every axis and every combination of Megatron-LM's split
+    options (kept by the rule docs/plan.md states); `--even-splits-only` gives the even split alone."""
     spec, cluster = load_model(name, {"num_hidden_layers": 8} if name != "gpt2" else None), load_cluster("hgx-h100")
-    opts = PlanOptions(gpus=gpus, seq=1024, global_batch=batch, max_micro_batch=4, max_cp=8)
-    got = {(c.tp, c.pp, c.data_parallel, c.cp, c.ep, c.vp, c.micro_batch) for c in structures(spec, cluster, opts)}
-    assert got == _brute_force(spec, cluster, opts) and len(got) > 20
+    opts = PlanOptions(gpus=gpus, seq=1024, global_batch=batch, max_micro_batch=4, max_cp=8, even_splits_only=even_only)
+    every = list(structures(spec, cluster, opts))
+    got = {(c.tp, c.pp, c.data_parallel, c.cp, c.ep, c.vp, c.micro_batch,
+            chunk_layers(spec.num_layers, c.pp, c.vp, c.pipeline_split)) for c in every}
+    assert got == _brute_force(spec, cluster, opts) and len(got) == len(every) > 20
+    assert any(not c.pipeline_split.even for c in every) != even_only
     assert len(execution_options(opts)) == 12
 
 
@@ -211,14 +256,48 @@ def test_plan_cli_json_and_fix(run_cli):
     assert steps == sorted(steps)
     assert data["why"].startswith(f"{steps[0]:.4g} s per step") and "_s (" in data["why"]
     # every candidate is what `mlsys train` says for its layout
+    _assert_candidates_are_train(run_cli, data, "llama2-7b", "--gpus", "16", "--gpu", "H100-SXM", "--seq", "2048",
+                                 "--global-batch", "32")
+
+
+SPLIT_KEYS = ("decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
+              "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
+
+
+def train_args(lay: dict) -> list[str]:
+    """`mlsys train` flags of a plan candidate's layout, Megatron-LM's split options included."""
+    args = [f"--{k.replace('_', '-')}={lay[k]}" for k in ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "zero",
+                                                          "recompute")]
+    args += [f"--{k.replace('_', '-')}={lay[k]}" for k in SPLIT_KEYS[:2] if lay[k] is not None]
+    return args + [f"--{k.replace('_', '-')}" for k in SPLIT_KEYS[2:] if lay[k]] + ["--sp" if lay["sp"] else "--no-sp"]
+
+
+def _assert_candidates_are_train(run_cli, data: dict, *base: str) -> None:
     for c in data["candidates"]:
         lay = c["layout"]
-        args = [f"--{k.replace('_', '-')}={lay[k]}" for k in ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "zero",
-                                                              "recompute")]
-        one = run_cli.json("train", "llama2-7b", "--gpus", "16", "--gpu", "H100-SXM", "--seq", "2048",
-                           "--global-batch", "32", *args, "--sp" if lay["sp"] else "--no-sp")
-        assert one["step_time_s"] == pytest.approx(c["step_time_s"], rel=1e-12) and one["layout"] == lay
+        one = run_cli.json("train", *base, *train_args(lay))
+        assert one["step_time_s"] == pytest.approx(c["step_time_s"], rel=1e-12)
+        assert {**one["layout"], **one["pipeline"]["split"]} == lay
         assert one["memory_bytes_per_gpu"] == c["memory_bytes_per_gpu"] and one["breakdown"] == c["breakdown"]
+
+
+def test_plan_cli_uneven_candidates_are_train(run_cli):
+    """pp = 3 does not divide llama2-7b's 32 layers: every candidate is an uneven split (the first or last stage
+    one layer lighter: 10/11/11 or 11/11/10), named by Megatron-LM's options in `layout` and priced as
+    `mlsys train` with those options prices it; --fix pins a split, --even-splits-only leaves none."""
+    base = ("llama2-7b", "--gpus", "24", "--gpu", "H100-SXM", "--seq", "2048", "--global-batch", "48")
+    data = run_cli.json("plan", *base, "--top", "4", "--fix", "pp=3", "--fix", "tp=8", "--quiet")
+    lays = [c["layout"] for c in data["candidates"]]
+    assert len(lays) == 4 and {(x["account_for_embedding_in_pipeline_split"], x["account_for_loss_in_pipeline_split"])
+                               for x in lays} <= {(True, False), (False, True)}
+    _assert_candidates_are_train(run_cli, data, *base)
+    pinned = run_cli.json("plan", *base, "--top", "2", "--fix", "pp=3", "--fix", "decoder-first-pipeline-num-layers=12",
+                          "--quiet")
+    assert [(c["layout"]["decoder_first_pipeline_num_layers"], c["layout"]["pp"]) for c in pinned["candidates"]] == [
+        (12, 3)] * 2
+    _assert_candidates_are_train(run_cli, pinned, *base)
+    code, out, err = run_cli("plan", *base, "--fix", "pp=3", "--even-splits-only", "--quiet")
+    assert code == 2 and "no layout" in err and out == ""
 
 
 @pytest.mark.parametrize("fix,message", [(("bogus=1",), "AXIS=VALUE"), (("tp=3",), "no layout"),
