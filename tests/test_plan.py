@@ -15,7 +15,7 @@ import pytest
 from mlsyscalc.calc.calibration import load_ceilings
 from mlsyscalc.calc.memory_train import TrainOptions, train_memory
 from mlsyscalc.calc.comm_step import StepOptions, step_comm
-from mlsyscalc.calc.plan import PER_MICRO_BATCH, _Memo, _search, plan
+from mlsyscalc.calc.plan import PER_MICRO_BATCH, _Memo, _search, full_layout, plan
 from mlsyscalc.calc.plan_memory import MemoryTable
 from mlsyscalc.calc.pipeline_split import PipelineSplit, chunk_layers
 from mlsyscalc.calc.plan_space import PlanOptions, execution_options, structures
@@ -40,6 +40,12 @@ H100 = load_ceilings("H100-SXM")
     ("llama3-8b", dict(tp=2, pp=4, cp=1, dp=1, zero=0, recompute="none", sp=True, batch=1, grad_accum=8, vp=2)),
     ("llama3-8b", dict(tp=1, pp=2, cp=1, dp=1, zero=0, recompute="selective", sp=False, batch=2, grad_accum=1)),
     ("qwen2.5-7b", dict(tp=2, pp=2, cp=2, dp=2, zero=3, recompute="none", sp=True, batch=1, grad_accum=4, vp=2)),
+    # uneven stages: 80 layers + the embedding over 3 stages of 3 chunks (first chunk 8 layers, the rest 9);
+    # 6/8/8/10 layers in chunks of half that
+    ("llama2-70b", dict(tp=8, pp=3, cp=1, dp=2, zero=1, recompute="selective", sp=True, batch=1, grad_accum=6, vp=3,
+                        pipeline_split=PipelineSplit(embedding=True))),
+    ("llama3-8b", dict(tp=2, pp=4, cp=1, dp=1, zero=0, recompute="full", sp=True, batch=1, grad_accum=8, vp=2,
+                       pipeline_split=PipelineSplit(first=6, last=10))),
 ])
 @pytest.mark.parametrize("framework", ["megatron", "torch"])
 def test_plan_memory_equals_train_memory(name, lay, framework):
@@ -48,7 +54,7 @@ def test_plan_memory_equals_train_memory(name, lay, framework):
     got = MemoryTable(spec, 2048, "bf16", framework=framework).total_bytes(
         tp=lay["tp"], ep=lay.get("ep", 1), pp=lay["pp"], cp=lay["cp"], sp=lay["sp"], zero=lay["zero"],
         shard=lay["dp"] * lay["cp"], recompute=lay["recompute"], micro_batch=lay["batch"],
-        micro_batches=lay["grad_accum"], vp=lay.get("vp", 1))
+        micro_batches=lay["grad_accum"], vp=lay.get("vp", 1), split=lay.get("pipeline_split", PipelineSplit()))
     assert got == pytest.approx(ref, abs=16)
 
 
@@ -191,7 +197,10 @@ def assert_search_equals_train_step(spec, ceilings, cluster, opts, samples: int,
     step, memory = _search(memo, layouts, grid, None)
     assert len(step) == len(layouts) * len(grid)
     fits = [j for j in sorted(range(len(step)), key=lambda j: step[j]) if memory[j] <= memo.usable][:top]
-    for j in random.Random(seed).sample(range(len(step)), min(samples, len(step))) + fits:
+    uneven = [j for j in range(len(step)) if not layouts[j // len(grid)].pipeline_split.even]
+    picks = random.Random(seed).sample(range(len(step)), min(samples, len(step)))
+    picks += random.Random(seed).sample(uneven, min(samples // 2, len(uneven)))  # Megatron-LM's uneven splits
+    for j in picks + fits:
         zero, recompute = grid[j % len(grid)]
         c = replace(layouts[j // len(grid)], zero=zero, recompute=recompute)
         ref = train_step(spec, ceilings, cluster, c)
@@ -204,8 +213,9 @@ def assert_search_equals_train_step(spec, ceilings, cluster, opts, samples: int,
 def test_top_k_is_train_steps_own_top_k(name, reserve, max_micro_batch, framework):
     """The oracle is `train_step` itself on every candidate (no memo, no arrays): the fitting ones sorted by
     its step time give plan's top K, layouts and step times, and the same searched / feasible counts.
-    Four-layer models (GQA; MoE with EP) on 4 GPUs, with a reserve that leaves some layouts out."""
-    spec, cluster = load_model(name, {"num_hidden_layers": 4}), load_cluster("hgx-h100")
+    Five-layer models (GQA; MoE with EP) on 4 GPUs, with a reserve that leaves some layouts out: two stages
+    split 2/3 or 3/2 (Megatron-LM's account-for-embedding / loss splits), four do not split them."""
+    spec, cluster = load_model(name, {"num_hidden_layers": 5}), load_cluster("hgx-h100")
     opts = PlanOptions(gpus=4, seq=1024, global_batch=8, max_micro_batch=max_micro_batch, max_cp=2,
                        framework=framework, top=6, reserve=reserve)
     every = [train_step(spec, H100, cluster, replace(c, zero=z, recompute=r))
@@ -216,10 +226,11 @@ def test_top_k_is_train_steps_own_top_k(name, reserve, max_micro_batch, framewor
     want = [s.step_time_s for s in fitting[:6]]
     assert [c.step_time_s for c in result.candidates] == pytest.approx(want, rel=1e-12)
     for c in result.candidates:  # equal step times may come in either order: the layout is one of those
-        assert c.options.layout() in [s.options.layout() for s in fitting
-                                      if s.step_time_s == pytest.approx(c.step_time_s, rel=1e-12)]
-    assert len({tuple(c.options.layout().items()) for c in result.candidates}) == 6
+        assert full_layout(c.options) in [full_layout(s.options) for s in fitting
+                                          if s.step_time_s == pytest.approx(c.step_time_s, rel=1e-12)]
+    assert len({tuple(full_layout(c.options).items()) for c in result.candidates}) == 6
     assert spec.moe is None or any(c.ep > 1 for c in structures(spec, cluster, opts)) == (framework == "megatron")
+    assert {s.options.pp for s in every} == {1, 2} and any(not s.options.pipeline_split.even for s in fitting[:50])
 
 
 def test_best_never_worse_than_pinned_layouts():
@@ -401,3 +412,37 @@ def test_plan_json_stdout_stays_json_while_the_bar_runs(run_cli, monkeypatch):
                              "--global-batch", "32", "--top", "2", "--json")
     assert code == 0 and json.loads(out)["searched"] > 1000
     assert "layouts" in err and "layouts" not in out
+
+
+def _assert_top_k_merges_even_and_uneven(spec, cluster, opts: PlanOptions) -> tuple:
+    """The default search's top K are the K fastest of the even-only top K and its own uneven candidates: each
+    even layout of it is in the even-only top K, in order, and no even layout drops out but for a faster uneven
+    one. Returns (default, even-only) plans."""
+    both, even = plan(spec, H100, cluster, opts), plan(spec, H100, cluster, replace(opts, even_splits_only=True))
+    assert both.searched > even.searched and all(c.options.pipeline_split.even for c in even.candidates)
+    kept = [full_layout(c.options) for c in both.candidates if c.options.pipeline_split.even]
+    assert kept == [full_layout(c.options) for c in even.candidates][:len(kept)]
+    merged = sorted([c.step_time_s for c in even.candidates]
+                    + [c.step_time_s for c in both.candidates if not c.options.pipeline_split.even])[:opts.top]
+    assert [c.step_time_s for c in both.candidates] == pytest.approx(merged, rel=1e-12)
+    return both, even
+
+
+def test_even_layers_keep_their_top_k_unless_an_uneven_split_is_faster():
+    """llama2-13b (40 layers) on 32 H100: the same top 3 as the even-only search (its best layouts do not
+    pipeline). Llama 3 8B (32 layers, a 128K-vocabulary head about 2.4 layers' weights) with 4 stages: 9/8/8/7
+    (the last stage one layer lighter, the first one heavier) beats every even split: the head no longer
+    paces the pipeline; train_step of both layouts agrees."""
+    both, even = _assert_top_k_merges_even_and_uneven(load_model("llama2-13b"), load_cluster("hgx-h100"),
+                                                      PlanOptions(gpus=32, seq=4096, global_batch=64, top=3))
+    assert [full_layout(c.options) for c in both.candidates] == [full_layout(c.options) for c in even.candidates]
+    spec, cluster = load_model("llama3-8b"), load_cluster("hgx-h100")
+    both, even = _assert_top_k_merges_even_and_uneven(
+        spec, cluster, PlanOptions(gpus=16, seq=4096, global_batch=64, top=3, fix=(("pp", 4),)))
+    best = both.candidates[0]
+    assert (best.options.pipeline_split.first, best.options.pipeline_split.last) == (9, 7)
+    again = train_step(spec, H100, cluster, best.options), train_step(spec, H100, cluster, even.candidates[0].options)
+    assert again[0].step_time_s == pytest.approx(best.step_time_s, rel=1e-12)
+    assert best.step_time_s < 0.95 * again[1].step_time_s
+    stages = again[0].pipeline_parts()["stages"]
+    assert [st["layers"] for st in stages] == [9, 8, 8, 7]
