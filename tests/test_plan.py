@@ -17,7 +17,7 @@ from mlsyscalc.calc.memory_train import TrainOptions, train_memory
 from mlsyscalc.calc.comm_step import StepOptions, step_comm
 from mlsyscalc.calc.plan import PER_MICRO_BATCH, _Memo, _search, full_layout, plan
 from mlsyscalc.calc.plan_memory import MemoryTable
-from mlsyscalc.calc.pipeline_split import PipelineSplit, chunk_layers
+from mlsyscalc.calc.pipeline_split import PipelineSplit, chunk_layers, stage_layer_ids
 from mlsyscalc.calc.plan_space import PlanOptions, execution_options, structures
 from mlsyscalc.calc.train import train_step
 from mlsyscalc.calc.train_options import TrainStepOptions
@@ -446,3 +446,25 @@ def test_even_layers_keep_their_top_k_unless_an_uneven_split_is_faster():
     assert best.step_time_s < 0.95 * again[1].step_time_s
     stages = again[0].pipeline_parts()["stages"]
     assert [st["layers"] for st in stages] == [9, 8, 8, 7]
+
+
+def test_bloom_shaped_pipeline_finds_a_layout():
+    """BLOOM's shape: 70 layers (gpt2 blocks, tied head) on GPUs whose count carries a factor 3 that only pp can
+    take (tp divides the 8-GPU node, cp is a power of two, dp must divide the power-of-two global batch). No pp
+    in 3, 6, 12, 24 divides 70, so the even split finds nothing; Megatron-LM's account-for-embedding-and-loss
+    split of 72 slots (first and last stage one layer fewer) does, and it is the best (24/23/23, the first stage
+    heavier, comes next); every candidate is uneven and train_step's own."""
+    spec, cluster = load_model("gpt2", {"n_layer": 70}), load_cluster("hgx-h100")
+    opts = PlanOptions(gpus=24, seq=1024, global_batch=16, top=3, max_micro_batch=2)
+    with pytest.raises(MlsysError, match="no layout"):
+        plan(spec, H100, cluster, replace(opts, even_splits_only=True))
+    result = plan(spec, H100, cluster, opts)
+    assert result.candidates and all(c.options.pp % 3 == 0 for c in result.candidates)
+    best = result.candidates[0].options
+    counts = [len(layers) for layers in stage_layer_ids(70, best.pp, best.vp, best.pipeline_split)]
+    slots = 72 // best.pp
+    assert best.pipeline_split == PipelineSplit(embedding=True, loss=True)
+    assert counts == [slots - 1] + [slots] * (best.pp - 2) + [slots - 1]
+    for c in result.candidates:
+        assert not c.options.pipeline_split.even
+        assert train_step(spec, H100, cluster, c.options).step_time_s == pytest.approx(c.step_time_s, rel=1e-12)
