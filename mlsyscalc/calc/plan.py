@@ -32,7 +32,7 @@ output reports. Layouts that do not fit are dropped; the rest are ranked by step
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Callable
 
 import numpy as np
@@ -46,8 +46,9 @@ from .comm_step import PER_MICRO_BATCH, StepOptions, step_comm
 from .memory_common import verdict
 from .pipeline_split import EVEN, PipelineSplit
 from .plan_memory import MemoryTable
+from .plan_result import Plan, decisions, why
 from .plan_space import PlanOptions, execution_options, structures
-from .train import (TP_INPUT_REDUCE, TrainStep, core_attention, fp8_weight_casts, optimizer_s, step_breakdown,
+from .train import (TP_INPUT_REDUCE, core_attention, fp8_weight_casts, optimizer_s, step_breakdown,
                     step_fp8_s, train_step)
 from .train_comm import Windows, traffic
 from .train_host import framework_costs, host_paths, stage_work, tensor_counts
@@ -55,32 +56,6 @@ from .train_options import TrainStepOptions
 from .train_parts import Stage, StageParts, pipeline_stages, roofline_pass, slowest_stage, stage_parts
 
 Progress = Callable[[int, int], None]
-
-
-@dataclass(frozen=True)
-class Plan:
-    model: str
-    gpu: str
-    cluster: str
-    options: PlanOptions
-    candidates: tuple[TrainStep, ...]  # the top K fitting, fastest first (train_step's own numbers)
-    searched: int  # candidates timed
-    feasible: int  # of those, the ones that fit in memory
-    search_s: float
-    why: str
-
-    def as_dict(self) -> dict[str, Any]:
-        keys = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "hfu", "memory_bytes_per_gpu", "fits",
-                "breakdown", "comm_total_s")
-        cands = [{**{k: d[k] for k in keys}, "layout": full_layout(c.options)}
-                 for d, c in ((c.as_dict(), c) for c in self.candidates)]
-        o = self.options
-        return {"model": self.model, "gpu": self.gpu, "cluster": self.cluster, "gpus": o.gpus, "seq": o.seq,
-                "global_batch": o.global_batch, "dtype": o.dtype, "fix": dict(o.fix), "overlap": list(o.overlap),
-                "attention": o.attention, "framework": o.framework, "even_splits_only": o.even_splits_only,
-                "excluded": o.excluded(),
-                "candidates": cands, "searched": self.searched, "feasible": self.feasible,
-                "search_s": self.search_s, "why": self.why}
 
 
 class _Memo:
@@ -377,33 +352,7 @@ def plan(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec, opts: PlanOp
     pick = lambda j: replace(layouts[j // len(grid)], zero=grid[j % len(grid)][0],  # noqa: E731
                              recompute=grid[j % len(grid)][1])
     best = [train_step(spec, ceilings, cluster, c, parts=memo.parts(c)) for c in map(pick, order[:opts.top])]
-    rival = next((pick(j) for j in order if best and _decisions(pick(j)) != _decisions(best[0].options)), None)
+    rival = next((pick(j) for j in order if best and decisions(pick(j)) != decisions(best[0].options)), None)
     other = train_step(spec, ceilings, cluster, rival, parts=memo.parts(rival)) if rival is not None else None
     return Plan(spec.name, ceilings.gpu.name, cluster.name, opts, tuple(best), len(step), len(fits),
                 time.perf_counter() - start, why(best[0] if best else None, other))
-
-
-def _decisions(c: TrainStepOptions) -> tuple:
-    """The choices a reason is about: model split, ZeRO and recomputation."""
-    return c.tp, c.pp, c.zero, c.recompute
-
-
-def full_layout(c: TrainStepOptions) -> dict[str, Any]:
-    """`TrainStepOptions.layout` with Megatron-LM's split options (the names of `mlsys train`'s flags), so
-    that a candidate can be run again by `mlsys train`."""
-    return {**c.layout(), **c.pipeline_split.as_dict()}
-
-
-def why(best: TrainStep | None, rival: TrainStep | None) -> str:
-    """One line: what the best layout saves against the fastest fitting one that splits the model,
-    shards states or recomputes differently, and where."""
-    if best is None:
-        return "no layout fits in memory: more GPUs, a smaller global batch or sequence, or --reserve"
-    if rival is None:
-        return f"{best.step_time_s:.4g} s per step; every other fitting layout makes the same tp/pp/ZeRO/recompute choices"
-    a, b = full_layout(best.options), full_layout(rival.options)
-    diff = ", ".join(f"{k} {b[k]}->{a[k]}" for k in a if a[k] != b[k])
-    deltas = {k: rival.breakdown[k] - best.breakdown[k] for k in best.breakdown}
-    part = max(deltas, key=lambda k: deltas[k])
-    return (f"{best.step_time_s:.4g} s per step, {rival.step_time_s - best.step_time_s:.3g} s less than the best layout "
-            f"with other tp/pp/ZeRO/recompute choices ({diff}), mostly {part} ({deltas[part]:.3g} s less)")
