@@ -28,7 +28,8 @@ def _split_oracle(layers: int, pp: int, vp: int, even_only: bool) -> dict[tuple,
     """The splits docs/plan.md says the search spans, found by trying every combination of Megatron-LM's four
     options and keeping, by the layers each stage holds: the even split; an account-for split; first/last sizes
     whose middle stages are equal, of 2 vp layers or more, and whose ends are each within vp layers of them
-    (pp = 2: within 2 vp of each other, each 2 vp or more). Keyed by the layers of each stage's chunks."""
+    (pp = 2: within 2 vp of each other, each 2 vp or more), or whose middle stages hold ceil(layers / (pp vp))
+    vp >= 2 vp layers and whose ends differ by at most vp. Keyed by the layers of each stage's chunks."""
     key = (layers, pp, vp, even_only)
     if key in _SPLIT_ORACLE:
         return _SPLIT_ORACLE[key]
@@ -47,7 +48,9 @@ def _split_oracle(layers: int, pp: int, vp: int, even_only: bool) -> dict[tuple,
             middle = set(counts[1:-1])
             near = (abs(counts[0] - counts[1]) <= 2 * vp and min(counts) >= 2 * vp if pp == 2 else
                     len(middle) == 1 and counts[1] >= 2 * vp and all(abs(counts[i] - counts[1]) <= vp for i in (0, -1)))
-            if not near:
+            fullest = (pp > 2 and len(middle) == 1 and counts[1] == -(-layers // (pp * vp)) * vp >= 2 * vp
+                       and abs(counts[0] - counts[-1]) <= vp)
+            if not (near or fullest):
                 continue
         found.setdefault(chunks, split)
     _SPLIT_ORACLE[key] = found

@@ -36,6 +36,9 @@ are named as the papers name them):
   pp micro-batches in flight (its activation peak), a lighter last stage offsets the head and the loss,
   and a heavier end takes the layers an even split cannot place. Only where a chunk holds at least two
   layers (n >= 2 vp; pp = 2: each stage >= 2 vp), so that one layer is at most half a chunk.
+  With pp > 2 also the split whose middle stages hold the fewest layers that leave the ends no heavier
+  (n = ceil(layers / (pp vp)) vp, n >= 2 vp) and whose ends share the rest as evenly as whole chunks
+  allow (either order): the layers a near-even split cannot place (61 on 16 stages: 3 + 14 x 4 + 2).
 
 With `--framework torch` (PyTorch's own parallelism: DDP, FSDP2, DTensor tensor and sequence
 parallelism, torch.distributed.pipelining, as `mlsys train --framework torch` prices it) the layouts
@@ -171,7 +174,7 @@ def _allowed(fix: dict, axis: str, values: list) -> list:
 def _end_splits(layers: int, pp: int, vp: int) -> list[PipelineSplit]:
     """First / last stage sizes near an even split (module docstring): middle stages of n >= 2 vp layers (two
     or more a model chunk), each end within vp layers (one a chunk) of n; with pp = 2 the stages differ by
-    at most 2 vp, each of them 2 vp layers or more."""
+    at most 2 vp, each of them 2 vp layers or more; and the fullest middles with the ends sharing the rest."""
     if pp == 2:
         return [PipelineSplit(first=f) for f in range(2 * vp, layers - 2 * vp + 1, vp)
                 if 0 < abs(2 * f - layers) <= 2 * vp]
@@ -182,6 +185,11 @@ def _end_splits(layers: int, pp: int, vp: int) -> list[PipelineSplit]:
             last = rest - first
             if first >= 1 and abs(last - n) <= vp and last >= 1 and (first, last) != (n, n):
                 out.append(PipelineSplit(first=None if first == n else first, last=None if last == n else last))
+    n = -(-layers // (pp * vp)) * vp  # the fewest layers a middle stage can hold with the ends no heavier
+    rest = layers - (pp - 2) * n
+    half = rest // 2 // vp * vp
+    if n >= 2 * vp and half >= vp:  # the ends share the rest as evenly as whole chunks allow
+        out += [PipelineSplit(first=half, last=rest - half), PipelineSplit(first=rest - half, last=half)]
     return out
 
 
