@@ -195,7 +195,22 @@ def _plan_cell(r: dict[str, Any]) -> str:
     verdict = "ok" if r["plan_not_worse"] else "WORSE"
     if not r["plan_not_worse"] and r.get("fits") is False:  # the search drops layouts over memory
         verdict = "paper layout over memory by the model, so not searched"
-    return f"{r['plan_step_time_s']:.3g} s vs {r['paper_layout_step_time_s']:.3g} s ({verdict})"
+    return f"{r['plan_step_time_s']:.3g} s vs {r['paper_layout_step_time_s']:.3g} s ({verdict}); {_plan_layout(r)}"
+
+
+PLAN_AXES = (("tp", "tp"), ("pp", "pp"), ("dp", "dp"), ("cp", "cp"), ("ep", "ep"), ("vp", "vp"), ("micro_batch", "mb"),
+             ("zero", "ZeRO"), ("recompute", "recompute"))
+SPLIT_NAMES = (("decoder_first_pipeline_num_layers", "first {}"), ("decoder_last_pipeline_num_layers", "last {}"),
+               ("account_for_embedding_in_pipeline_split", "emb"), ("account_for_loss_in_pipeline_split", "loss"))
+
+
+def _plan_layout(r: dict[str, Any]) -> str:
+    """The plan's best layout, short: its axes and, for an uneven pipeline, Megatron-LM's split options."""
+    lay = r.get("plan_layout", {})
+    split = "+".join(name.format(lay[key]) for key, name in SPLIT_NAMES if lay.get(key) not in (None, False))
+    axes = [f"{name} {lay[key]}" + (f" ({split})" if key == "pp" and split else "")
+            for key, name in PLAN_AXES if key in lay]
+    return "plan: " + ", ".join(axes)
 
 
 def render(rows: list[dict[str, Any]], summary: dict[str, dict[str, float]], command: str, provenance: str = "") -> str:
@@ -216,7 +231,10 @@ def render(rows: list[dict[str, Any]], summary: dict[str, dict[str, float]], com
              "the runs file says otherwise; `assumed` lists layout fields the paper does not give; (held out): "
              "a run added after the model was fixed and priced once, nothing changed to fit it. plan: the "
              "best step time `mlsys plan --top 1` finds for the same GPUs, sequence and global batch, against "
-             "the paper's layout, both by the model's own reckoning (WORSE would be a search bug).", "",
+             "the paper's layout, both by the model's own reckoning (WORSE would be a search bug), and the plan's "
+             "layout (an uneven pipeline names Megatron-LM's split options: first N / last N = "
+             "--decoder-first/last-pipeline-num-layers, emb / loss = --account-for-embedding/loss-in-pipeline-split).",
+             "",
              *markdown_table(["run", "as published", "compared", "predicted", "error", "assumed", "plan vs paper layout",
                               "source"], table, "llrrrlll"), "",
              "## |error| by group", "",

@@ -17,6 +17,8 @@ from mlsyscalc.calc.memory_train import TrainOptions, train_memory
 from mlsyscalc.calc.comm_step import StepOptions, step_comm
 from mlsyscalc.calc.plan import PER_MICRO_BATCH, _Memo, _search, plan
 from mlsyscalc.calc.plan_memory import MemoryTable
+from mlsyscalc.calc.plan_result import full_layout
+from mlsyscalc.calc.pipeline_split import PipelineSplit, chunk_layers
 from mlsyscalc.calc.plan_space import PlanOptions, execution_options, structures
 from mlsyscalc.calc.train import train_step
 from mlsyscalc.calc.train_options import TrainStepOptions
@@ -25,6 +27,8 @@ from mlsyscalc.specs.cluster import load_cluster
 from mlsyscalc.specs.lookup import load_model
 from mlsyscalc.calc.tensor_parallel import check_tp
 from mlsyscalc.calc.train_comm import traffic
+
+from .test_plan_split import _assert_candidates_are_train, _split_oracle
 
 H100 = load_ceilings("H100-SXM")
 
@@ -39,6 +43,12 @@ H100 = load_ceilings("H100-SXM")
     ("llama3-8b", dict(tp=2, pp=4, cp=1, dp=1, zero=0, recompute="none", sp=True, batch=1, grad_accum=8, vp=2)),
     ("llama3-8b", dict(tp=1, pp=2, cp=1, dp=1, zero=0, recompute="selective", sp=False, batch=2, grad_accum=1)),
     ("qwen2.5-7b", dict(tp=2, pp=2, cp=2, dp=2, zero=3, recompute="none", sp=True, batch=1, grad_accum=4, vp=2)),
+    # uneven stages: 80 layers + the embedding over 3 stages of 3 chunks (first chunk 8 layers, the rest 9);
+    # 6/8/8/10 layers in chunks of half that
+    ("llama2-70b", dict(tp=8, pp=3, cp=1, dp=2, zero=1, recompute="selective", sp=True, batch=1, grad_accum=6, vp=3,
+                        pipeline_split=PipelineSplit(embedding=True))),
+    ("llama3-8b", dict(tp=2, pp=4, cp=1, dp=1, zero=0, recompute="full", sp=True, batch=1, grad_accum=8, vp=2,
+                       pipeline_split=PipelineSplit(first=6, last=10))),
 ])
 @pytest.mark.parametrize("framework", ["megatron", "torch"])
 def test_plan_memory_equals_train_memory(name, lay, framework):
@@ -47,25 +57,31 @@ def test_plan_memory_equals_train_memory(name, lay, framework):
     got = MemoryTable(spec, 2048, "bf16", framework=framework).total_bytes(
         tp=lay["tp"], ep=lay.get("ep", 1), pp=lay["pp"], cp=lay["cp"], sp=lay["sp"], zero=lay["zero"],
         shard=lay["dp"] * lay["cp"], recompute=lay["recompute"], micro_batch=lay["batch"],
-        micro_batches=lay["grad_accum"], vp=lay.get("vp", 1))
+        micro_batches=lay["grad_accum"], vp=lay.get("vp", 1), split=lay.get("pipeline_split", PipelineSplit()))
     assert got == pytest.approx(ref, abs=16)
 
 
 def _brute_force(spec, cluster, opts: PlanOptions) -> set[tuple]:
-    """Every (tp, pp, dp, cp, ep, vp, mb) whose TrainStepOptions passes `validate` (sp on), by brute force."""
+    """Every (tp, pp, dp, cp, ep, vp, mb, layers of each stage's chunks) whose TrainStepOptions passes `validate`
+    (sp on), by brute force, with the pipeline splits of `_split_oracle`."""
     out, n, tp_ok = set(), opts.gpus, {}
     for tp, pp, cp, ep, vp, mb in itertools.product(range(1, n + 1), range(1, spec.num_layers + 1), (1, 2, 4, 8),
-                                                    range(1, n + 1), range(1, spec.num_layers + 1),
+                                                    range(1, n + 1), range(1, spec.num_layers + 3),
                                                     range(1, opts.max_micro_batch + 1)):
         if n % (tp * pp * cp) or (spec.moe is None and ep > 1):
             continue
-        c = replace(opts.base(), tp=tp, pp=pp, cp=cp, ep=ep, vp=vp, micro_batch=mb, sp=True)
+        splits = _split_oracle(spec.num_layers, pp, vp, opts.even_splits_only)
+        if not splits:
+            continue
+        c = replace(opts.base(), tp=tp, pp=pp, cp=cp, ep=ep, vp=vp, micro_batch=mb, sp=True,
+                    pipeline_split=next(iter(splits.values())))
         if tp not in tp_ok:  # validate = check_tp (costly: once per tp) + check_layout
             tp_ok[tp] = _passes(lambda: check_tp(spec, tp))
         if not tp_ok[tp] or not _passes(lambda: c.check_layout(spec, cluster)):
             continue
-        out.add((tp, pp, c.data_parallel, cp, ep, vp, mb))
+        out |= {(tp, pp, c.data_parallel, cp, ep, vp, mb, chunks) for chunks in splits}
     return out
+
 
 
 def _passes(check) -> bool:
@@ -76,12 +92,18 @@ def _passes(check) -> bool:
     return True
 
 
+@pytest.mark.parametrize("even_only", [False, True])
 @pytest.mark.parametrize("name,gpus,batch", [("gpt2", 8, 16), ("mixtral-8x7b", 16, 32)])
-def test_enumeration_is_every_valid_layout(name, gpus, batch):
+def test_enumeration_is_every_valid_layout(name, gpus, batch, even_only):
+    """The structures against a brute force over every axis and every combination of Megatron-LM's split
+    options (kept by the rule docs/plan.md states); `--even-splits-only` gives the even split alone."""
     spec, cluster = load_model(name, {"num_hidden_layers": 8} if name != "gpt2" else None), load_cluster("hgx-h100")
-    opts = PlanOptions(gpus=gpus, seq=1024, global_batch=batch, max_micro_batch=4, max_cp=8)
-    got = {(c.tp, c.pp, c.data_parallel, c.cp, c.ep, c.vp, c.micro_batch) for c in structures(spec, cluster, opts)}
-    assert got == _brute_force(spec, cluster, opts) and len(got) > 20
+    opts = PlanOptions(gpus=gpus, seq=1024, global_batch=batch, max_micro_batch=4, max_cp=8, even_splits_only=even_only)
+    every = list(structures(spec, cluster, opts))
+    got = {(c.tp, c.pp, c.data_parallel, c.cp, c.ep, c.vp, c.micro_batch,
+            chunk_layers(spec.num_layers, c.pp, c.vp, c.pipeline_split)) for c in every}
+    assert got == _brute_force(spec, cluster, opts) and len(got) == len(every) > 20
+    assert any(not c.pipeline_split.even for c in every) != even_only
     assert len(execution_options(opts)) == 12
 
 
@@ -146,7 +168,10 @@ def assert_search_equals_train_step(spec, ceilings, cluster, opts, samples: int,
     step, memory = _search(memo, layouts, grid, None)
     assert len(step) == len(layouts) * len(grid)
     fits = [j for j in sorted(range(len(step)), key=lambda j: step[j]) if memory[j] <= memo.usable][:top]
-    for j in random.Random(seed).sample(range(len(step)), min(samples, len(step))) + fits:
+    uneven = [j for j in range(len(step)) if not layouts[j // len(grid)].pipeline_split.even]
+    picks = random.Random(seed).sample(range(len(step)), min(samples, len(step)))
+    picks += random.Random(seed).sample(uneven, min(samples // 2, len(uneven)))  # Megatron-LM's uneven splits
+    for j in picks + fits:
         zero, recompute = grid[j % len(grid)]
         c = replace(layouts[j // len(grid)], zero=zero, recompute=recompute)
         ref = train_step(spec, ceilings, cluster, c)
@@ -159,8 +184,9 @@ def assert_search_equals_train_step(spec, ceilings, cluster, opts, samples: int,
 def test_top_k_is_train_steps_own_top_k(name, reserve, max_micro_batch, framework):
     """The oracle is `train_step` itself on every candidate (no memo, no arrays): the fitting ones sorted by
     its step time give plan's top K, layouts and step times, and the same searched / feasible counts.
-    Four-layer models (GQA; MoE with EP) on 4 GPUs, with a reserve that leaves some layouts out."""
-    spec, cluster = load_model(name, {"num_hidden_layers": 4}), load_cluster("hgx-h100")
+    Five-layer models (GQA; MoE with EP) on 4 GPUs, with a reserve that leaves some layouts out: two stages
+    split 2/3 or 3/2 (Megatron-LM's account-for-embedding / loss splits), four do not split them."""
+    spec, cluster = load_model(name, {"num_hidden_layers": 5}), load_cluster("hgx-h100")
     opts = PlanOptions(gpus=4, seq=1024, global_batch=8, max_micro_batch=max_micro_batch, max_cp=2,
                        framework=framework, top=6, reserve=reserve)
     every = [train_step(spec, H100, cluster, replace(c, zero=z, recompute=r))
@@ -171,10 +197,11 @@ def test_top_k_is_train_steps_own_top_k(name, reserve, max_micro_batch, framewor
     want = [s.step_time_s for s in fitting[:6]]
     assert [c.step_time_s for c in result.candidates] == pytest.approx(want, rel=1e-12)
     for c in result.candidates:  # equal step times may come in either order: the layout is one of those
-        assert c.options.layout() in [s.options.layout() for s in fitting
-                                      if s.step_time_s == pytest.approx(c.step_time_s, rel=1e-12)]
-    assert len({tuple(c.options.layout().items()) for c in result.candidates}) == 6
+        assert full_layout(c.options) in [full_layout(s.options) for s in fitting
+                                          if s.step_time_s == pytest.approx(c.step_time_s, rel=1e-12)]
+    assert len({tuple(full_layout(c.options).items()) for c in result.candidates}) == 6
     assert spec.moe is None or any(c.ep > 1 for c in structures(spec, cluster, opts)) == (framework == "megatron")
+    assert {s.options.pp for s in every} == {1, 2} and any(not s.options.pipeline_split.even for s in fitting[:50])
 
 
 def test_best_never_worse_than_pinned_layouts():
@@ -211,14 +238,10 @@ def test_plan_cli_json_and_fix(run_cli):
     assert steps == sorted(steps)
     assert data["why"].startswith(f"{steps[0]:.4g} s per step") and "_s (" in data["why"]
     # every candidate is what `mlsys train` says for its layout
-    for c in data["candidates"]:
-        lay = c["layout"]
-        args = [f"--{k.replace('_', '-')}={lay[k]}" for k in ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "zero",
-                                                              "recompute")]
-        one = run_cli.json("train", "llama2-7b", "--gpus", "16", "--gpu", "H100-SXM", "--seq", "2048",
-                           "--global-batch", "32", *args, "--sp" if lay["sp"] else "--no-sp")
-        assert one["step_time_s"] == pytest.approx(c["step_time_s"], rel=1e-12) and one["layout"] == lay
-        assert one["memory_bytes_per_gpu"] == c["memory_bytes_per_gpu"] and one["breakdown"] == c["breakdown"]
+    _assert_candidates_are_train(run_cli, data, "llama2-7b", "--gpus", "16", "--gpu", "H100-SXM", "--seq", "2048",
+                                 "--global-batch", "32")
+
+
 
 
 @pytest.mark.parametrize("fix,message", [(("bogus=1",), "AXIS=VALUE"), (("tp=3",), "no layout"),

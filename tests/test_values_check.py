@@ -323,12 +323,13 @@ def test_fp8_qwen_weights_and_per_tensor_scales_through_the_api(tp, weights):
 def test_plan_explains_the_win_by_the_part_that_shrank_most():
     from types import SimpleNamespace
 
+    from mlsyscalc.calc.pipeline_split import EVEN
     from mlsyscalc.calc.plan import why
 
     # the best layout (tp 2) against the fastest rival with other choices (tp 4): compute equal,
     # TP communication 0.9 s -> 0.5 s, bubble 0.3 s -> 0.2 s: 0.5 s less in all, mostly TP comm
     def step(tp, compute, comm, bubble):
-        return SimpleNamespace(options=SimpleNamespace(layout=lambda: {"tp": tp, "pp": 1}),
+        return SimpleNamespace(options=SimpleNamespace(layout=lambda: {"tp": tp, "pp": 1}, pipeline_split=EVEN),
                                breakdown={"compute_s": compute, "tp_comm_s": comm, "bubble_s": bubble},
                                step_time_s=compute + comm + bubble)
 

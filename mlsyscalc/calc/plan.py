@@ -4,22 +4,25 @@ Each candidate's step time is `calc.train.step_breakdown` of the same pieces `tr
 every piece is computed once per distinct value of what it depends on and reused:
 
     kernel times     roofline_pass per (tp, cp, micro-batch); per-layer parts per (.., sp)
-    stage times      per (parts, recompute, the distinct stage shapes of (pp, vp): layers of
-                     each kind and the ends each holds)
-    model traffic    step_comm per (tp, pp, cp, ep, sp, micro-batch) at m = 1 and vp = 1: every
+    stage times      per (parts, recompute, the distinct stage shapes of (pp, vp, split): layers
+                     of each kind and the ends each holds)
+    model traffic    step_comm per (tp, pp, cp, ep, sp, micro-batch, what the split changes of
+                     it: the busiest stage's layers and MoE layers) at m = 1 and vp = 1: every
                      TP, PP, CP and EP call repeats per micro-batch, so it scales by m exactly,
                      and only the PP sends scale with vp (per vp where vp changes the MoE
                      layers of the busiest stage)
     DP traffic       step_comm per (tp, pp, cp, ep, zero) at m = 1: a + b m, each kind of it
                      once per step or once per micro-batch (comm_step.PER_MICRO_BATCH)
-    optimizer        per (tp, pp, ep, zero)
+    optimizer        per (tp, pp, split, ep, zero)
     memory           calc.plan_memory (memory_train's sums and phases, memoised; either framework)
     host time        --framework torch: calc.train_host's stage work per (parts, recompute, the
-                     distinct stage signatures of (pp, vp)), host_paths of one micro-batch per
-                     ZeRO stage (forward + backward issue scales by m exactly)
+                     distinct stage signatures of (pp, vp, split)), host_paths of one micro-batch
+                     per ZeRO stage (forward + backward issue scales by m exactly)
 
-Each layout is mapped to its row in three tables of distinct sub-layouts ((tp, pp, cp, ep) x ZeRO;
-the structure; (tp, cp, micro-batch, sp, pp, vp) x recompute), and the step is `step_breakdown`
+`split` is the pipeline split (calc.pipeline_split: even, or one of Megatron-LM's uneven ones that
+plan_space searches). Each layout is mapped to its row in three tables of distinct sub-layouts
+((tp, pp, split, cp, ep) x ZeRO; the structure; (tp, cp, micro-batch, sp, pp, vp, split) x
+recompute), and the step is `step_breakdown`
 over numpy arrays of shape (layouts, ZeRO stages, recompute modes) gathered from those rows: no
 Python work per candidate, only per distinct piece, so that 10^5 candidates take seconds.
 The top K fitting candidates are then evaluated again by `train_step` itself, which is what the
@@ -29,7 +32,7 @@ output reports. Layouts that do not fit are dropped; the rest are ranked by step
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Callable
 
 import numpy as np
@@ -41,9 +44,11 @@ from ..specs.model import ModelSpec
 from .calibration import Ceilings
 from .comm_step import PER_MICRO_BATCH, StepOptions, step_comm
 from .memory_common import verdict
+from .pipeline_split import EVEN, PipelineSplit
 from .plan_memory import MemoryTable
+from .plan_result import Plan, decisions, why
 from .plan_space import PlanOptions, execution_options, structures
-from .train import (TP_INPUT_REDUCE, TrainStep, core_attention, fp8_weight_casts, optimizer_s, step_breakdown,
+from .train import (TP_INPUT_REDUCE, core_attention, fp8_weight_casts, optimizer_s, step_breakdown,
                     step_fp8_s, train_step)
 from .train_comm import Windows, traffic
 from .train_host import framework_costs, host_paths, stage_work, tensor_counts
@@ -51,30 +56,6 @@ from .train_options import TrainStepOptions
 from .train_parts import Stage, StageParts, pipeline_stages, roofline_pass, slowest_stage, stage_parts
 
 Progress = Callable[[int, int], None]
-
-
-@dataclass(frozen=True)
-class Plan:
-    model: str
-    gpu: str
-    cluster: str
-    options: PlanOptions
-    candidates: tuple[TrainStep, ...]  # the top K fitting, fastest first (train_step's own numbers)
-    searched: int  # candidates timed
-    feasible: int  # of those, the ones that fit in memory
-    search_s: float
-    why: str
-
-    def as_dict(self) -> dict[str, Any]:
-        keys = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "hfu", "memory_bytes_per_gpu", "fits",
-                "breakdown", "layout", "comm_total_s")
-        cands = [{k: c.as_dict()[k] for k in keys} for c in self.candidates]
-        o = self.options
-        return {"model": self.model, "gpu": self.gpu, "cluster": self.cluster, "gpus": o.gpus, "seq": o.seq,
-                "global_batch": o.global_batch, "dtype": o.dtype, "fix": dict(o.fix), "overlap": list(o.overlap),
-                "attention": o.attention, "framework": o.framework, "excluded": o.excluded(),
-                "candidates": cands, "searched": self.searched, "feasible": self.feasible,
-                "search_s": self.search_s, "why": self.why}
 
 
 class _Memo:
@@ -101,22 +82,25 @@ class _Memo:
             self.spec, result, sp=c.sp_active, capacity_factor=c.capacity_factor,
             attention=core_attention(self.spec, self.ceil, c), fp8_recipe=c.fp8_recipe))
 
+    def stages(self, pp: int, vp: int, split: PipelineSplit) -> tuple[Stage, ...]:
+        return self.get(("stages", pp, vp, split), lambda: pipeline_stages(self.spec, pp, vp, split))
+
     def stage(self, c: TrainStepOptions, recompute: str) -> tuple[float, float, float]:
         """`slowest_stage`, once per distinct list of stage shapes (layers of each kind, which ends it holds):
         the stages of most (pp, vp) with the same pp have the same shapes."""
-        stages = self.get(("stages", c.pp, c.vp), lambda: pipeline_stages(self.spec, c.pp, c.vp))
-        shapes = self.get(("shapes", c.pp, c.vp), lambda: tuple(dict.fromkeys(
+        stages = self.stages(c.pp, c.vp, c.pipeline_split)
+        shapes = self.get(("shapes", c.pp, c.vp, c.pipeline_split), lambda: tuple(dict.fromkeys(
             (st.dense, st.moe, st.first, st.last) for st in stages)))
         parts = self.parts(c)
         return self.get(("stage", c.tp, c.cp, c.micro_batch, c.sp_active, shapes, recompute),
                         lambda: slowest_stage(parts, stages, recompute))
 
     def _comm(self, c: TrainStepOptions, part: str, *, zero: int, sp: bool, batch: int, interleave: int,
-              grad_accum: int) -> dict[tuple[str, str], float]:
+              grad_accum: int, stages: tuple[tuple[int, ...], ...] = ()) -> dict[tuple[str, str], float]:
         """Seconds per (dimension, kind) of one side of the step's traffic: "dp" or "model" (step_comm's parts)."""
         o = StepOptions(dp=c.data_parallel, tp=c.tp, pp=c.pp, ep=c.ep, cp=c.cp, sp=sp, zero=zero, batch=batch,
                         seq=c.seq, grad_accum=grad_accum, interleave=interleave, dtype=self.wire,
-                        tp_input_reduce=TP_INPUT_REDUCE[c.framework])
+                        tp_input_reduce=TP_INPUT_REDUCE[c.framework], stages=stages)
         return traffic(step_comm(self.spec, o, self.cluster, parts=(part,)).rows)
 
     def host(self, c: TrainStepOptions, recompute: str, zero: int,
@@ -126,8 +110,8 @@ class _Memo:
         if self.opts.framework == "megatron":
             return 0.0, 0.0
         counts = self.get(("tensors",), lambda: tensor_counts(self.spec))
-        shapes, stages = self.get(("host stages", c.pp, c.vp), lambda: _host_stages(
-            self.get(("stages", c.pp, c.vp), lambda: pipeline_stages(self.spec, c.pp, c.vp)), counts[0]))
+        shapes, stages = self.get(("host stages", c.pp, c.vp, c.pipeline_split), lambda: _host_stages(
+            self.stages(c.pp, c.vp, c.pipeline_split), counts[0]))
         work = self.get(("work", c.tp, c.cp, c.micro_batch, c.sp_active, shapes, recompute),
                         lambda: stage_work(self.spec, self.parts(c), stages, recompute, counts))
         m = c.num_micro_batches if micro_batches is None else micro_batches
@@ -135,50 +119,92 @@ class _Memo:
 
     def shard_pieces(self, c: TrainStepOptions, zero: int) -> tuple[dict[tuple[str, str], tuple[float, float]],
                                                                      float, int]:
-        """What depends on (tp, pp, cp, ep) and ZeRO: DP seconds (a, b) of a + b m, optimizer seconds and
-        the row of the model states in the memory table."""
+        """What depends on (tp, pp, split, cp, ep) and ZeRO: DP seconds (a, b) of a + b m, optimizer seconds
+        and the row of the model states in the memory table."""
         return (self.dp_traffic(c, zero), self.optimizer(c, zero),
-                self.memory.state_key(c.tp, c.ep, c.pp, zero, c.data_parallel * c.cp))
+                self.memory.state_key(c.tp, c.ep, c.pp, zero, c.data_parallel * c.cp, c.pipeline_split))
 
     def stage_pieces(self, c: TrainStepOptions, recompute: str,
                      zeros: list[int]) -> tuple[tuple[float, float, float], int, list[tuple[float, float]]]:
-        """What depends on (tp, cp, micro-batch, sp, pp, vp) and the recompute mode: the slowest stage's
+        """What depends on (tp, cp, micro-batch, sp, pp, vp, split) and the recompute mode: the slowest stage's
         (forward, backward, attention) seconds, the row of its activations in the memory table and the
         host's seconds of ONE micro-batch per ZeRO stage (forward+backward scales with m)."""
-        return (self.stage(c, recompute), self.memory.activation_key(c.tp, c.cp, c.sp_active, recompute, c.pp),
+        return (self.stage(c, recompute), self.memory.activation_key(c.tp, c.cp, c.sp_active, recompute, c.pp,
+                                                                     c.pipeline_split),
                 [self.host(c, recompute, z, micro_batches=1) for z in zeros])
 
     def model_traffic(self, c: TrainStepOptions) -> dict[tuple[str, str], float]:
         """TP, PP, CP, EP seconds of one micro-batch (times m for the step), from the call at vp = 1: only
         the pipeline's sends depend on vp, 2 per micro-batch and model chunk (calc.comm_step), so PP's
         seconds scale by vp; unless vp moves MoE layers onto the busiest stage (EP traffic follows
-        them): then from the call at this vp."""
+        them): then from the call at this vp. An uneven split (megatron) scales the first call of its
+        (tp, pp, cp, ep, sp, micro-batch) by `_scaled`; with torch it gets its own calls, per distinct
+        busiest stage (its per-linear TP reduces are rounded per stage)."""
+        split = c.pipeline_split
+        if not split.even and self.opts.framework == "megatron":
+            return self._scaled(c)
+
         def at(vp: int) -> dict[tuple[str, str], float]:
-            return self.get(("model", c.tp, c.pp, c.cp, c.ep, c.sp_active, c.micro_batch, vp), lambda: self._comm(
-                c, "model", zero=0, sp=c.sp_active, batch=c.micro_batch, interleave=vp, grad_accum=1))
+            shape = () if split.even else self._busiest(c.pp, vp, split)
+            return self.get(("model", c.tp, c.pp, c.cp, c.ep, c.sp_active, c.micro_batch, vp, shape),
+                            lambda: self._model_call(c, vp))
         if c.vp == 1:
             return at(1)
-        if c.ep > 1 and self._busiest_moe(c.pp, 1) != self._busiest_moe(c.pp, c.vp):
+        if c.ep > 1 and self._busiest_moe(c.pp, 1, split) != self._busiest_moe(c.pp, c.vp, split):
             return at(c.vp)  # EP traffic follows the MoE layers on the busiest stage, which vp moves
         return {k: v * c.vp if k[0] == "pp" else v for k, v in at(1).items()}
 
-    def _busiest_moe(self, pp: int, vp: int) -> int:
-        stages = self.get(("stages", pp, vp), lambda: pipeline_stages(self.spec, pp, vp))
-        return max(st.moe for st in stages)
+    def _model_call(self, c: TrainStepOptions, vp: int) -> dict[tuple[str, str], float]:
+        split = c.pipeline_split
+        stages = () if split.even else tuple(st.layers for st in self.stages(c.pp, vp, split))
+        return self._comm(c, "model", zero=0, sp=c.sp_active, batch=c.micro_batch, interleave=vp, grad_accum=1,
+                          stages=stages)
+
+    def _scaled(self, c: TrainStepOptions) -> dict[tuple[str, str], float]:
+        """Megatron's model traffic of an uneven split from a reference call at vp = 1 of the same (tp, pp, cp,
+        ep, sp, micro-batch): the even split's where pp divides the layers, else the first split's. calc.comm_step issues TP and CP calls per layer of
+        the busiest stage, EP calls per MoE layer of it and PP sends per model chunk, each of the same
+        size whatever the split, so each dimension's seconds scale by that count (a reference without
+        MoE layers on its busiest stage cannot scale EP: then a call of its own)."""
+        def reference() -> tuple[tuple[int, int], dict[tuple[str, str], float]]:
+            if self.spec.num_layers % c.pp == 0:  # the even split's call, which the even layouts use too
+                return self._busiest(c.pp, 1, EVEN), self.get(
+                    ("model", c.tp, c.pp, c.cp, c.ep, c.sp_active, c.micro_batch, 1, ()),
+                    lambda: self._model_call(replace(c, pipeline_split=EVEN), 1))
+            return self._busiest(c.pp, 1, c.pipeline_split), self._model_call(c, 1)
+        (layers0, moe0), seconds = self.get(("model ref", c.tp, c.pp, c.cp, c.ep, c.sp_active, c.micro_batch),
+                                            reference)
+        layers, moe = self._busiest(c.pp, c.vp, c.pipeline_split)
+        if moe and not moe0 and c.ep > 1:
+            return self.get(("model", c.tp, c.pp, c.cp, c.ep, c.sp_active, c.micro_batch, c.vp, (layers, moe)),
+                            lambda: self._model_call(c, c.vp))
+        factor = {"tp": layers / layers0, "cp": layers / layers0, "ep": moe / moe0 if moe0 else 0.0, "pp": c.vp}
+        return {k: v * factor[k[0]] for k, v in seconds.items()}
+
+    def _busiest(self, pp: int, vp: int, split: PipelineSplit) -> tuple[int, int]:
+        """(layers, MoE layers) of the busiest stage, as calc.comm_step counts them."""
+        return self.get(("busiest", pp, vp, split), lambda: (
+            max(len(st.layers) for st in self.stages(pp, vp, split)), self._busiest_moe(pp, vp, split)))
+
+    def _busiest_moe(self, pp: int, vp: int, split: PipelineSplit) -> int:
+        return max(st.moe for st in self.stages(pp, vp, split))
 
     def dp_traffic(self, c: TrainStepOptions, zero: int) -> dict[tuple[str, str], tuple[float, float]]:
         """DP seconds as (a, b) of a + b m, from the call at m = 1: each kind of DP traffic is issued
-        once per step or once per micro-batch, as PER_MICRO_BATCH says for the ZeRO stage."""
+        once per step or once per micro-batch, as PER_MICRO_BATCH says for the ZeRO stage. The pipeline
+        split does not enter it (the stages are passed only to be checked)."""
         def make() -> dict[tuple[str, str], tuple[float, float]]:
-            one = self._comm(c, "dp", zero=zero, sp=False, batch=1, interleave=1, grad_accum=1)
+            split = c.pipeline_split
+            stages = () if split.even else tuple(st.layers for st in self.stages(c.pp, 1, split))
+            one = self._comm(c, "dp", zero=zero, sp=False, batch=1, interleave=1, grad_accum=1, stages=stages)
             return {k: (0.0, v) if k[1] in PER_MICRO_BATCH[zero] else (v, 0.0) for k, v in one.items()}
         return self.get(("dp", c.tp, c.pp, c.cp, c.ep, zero), make)
 
     def optimizer(self, c: TrainStepOptions, zero: int) -> float:
         def counts() -> tuple[tuple[int, int], ...]:
-            st = self.memory.states(c.tp, c.ep, c.pp)  # the same stage_params as stage_param_counts
+            st = self.memory.states(c.tp, c.ep, c.pp, c.pipeline_split)  # the same stage_params as stage_param_counts
             return tuple(zip(st.dense.astype(int).tolist(), st.expert.astype(int).tolist()))
-        return self.get(("opt", c.tp, c.ep, c.pp, zero), lambda: optimizer_s(
+        return self.get(("opt", c.tp, c.ep, c.pp, c.pipeline_split, zero), lambda: optimizer_s(
             counts(), zero, c.data_parallel * c.cp, c.ep, c.memory_dtype, self.ceil, self.opts.framework))
 
 
@@ -191,10 +217,9 @@ class _Memo:
         shard = c.data_parallel * c.cp if zero >= 1 and c.fp8_params else 1  # only FP8 weights cast ZeRO shards
         weights = self.get(("fp8 weights", c.tp, c.cp, c.ep, c.micro_batch, c.sp_active, shard),
                            lambda: fp8_weight_casts(self.parts(c), lay, self.ceil))
-        return self.get(("fp8", c.tp, c.cp, c.ep, c.micro_batch, c.sp_active, c.pp, c.vp, recompute, shard),
-                        lambda: step_fp8_s(
-            self.parts(c), self.get(("stages", c.pp, c.vp), lambda: pipeline_stages(self.spec, c.pp, c.vp)), lay,
-            self.ceil, self.cluster, weights))
+        return self.get(("fp8", c.tp, c.cp, c.ep, c.micro_batch, c.sp_active, c.pp, c.vp, c.pipeline_split, recompute,
+                         shard), lambda: step_fp8_s(
+            self.parts(c), self.stages(c.pp, c.vp, c.pipeline_split), lay, self.ceil, self.cluster, weights))
 
     def fp8_pieces(self, c: TrainStepOptions, zeros: list[int], modes: list[str]) -> list | None:
         """`fp8` per ZeRO stage and recompute mode (depends on the structure, the mode and ZeRO's shard);
@@ -230,24 +255,26 @@ class _Rows:
 
 
 def _collect(memo: _Memo, layouts: list[TrainStepOptions], zeros: list[int], modes: list[str],
-             progress: Progress | None) -> tuple[np.ndarray, _Rows, _Rows, _Rows]:
+             progress: Progress | None) -> tuple[np.ndarray, _Rows, _Rows, _Rows, _Rows]:
     """Per layout: m, pp, vp, micro-batch, dp x cp, and its row in each table of distinct sub-layouts:
-    (tp, pp, cp, ep) for DP traffic, optimizer and model states per ZeRO stage; the structure for TP,
-    PP, CP and EP traffic; (tp, cp, micro-batch, sp, pp, vp) for kernel times, activations and host
-    work per recompute mode."""
-    shards, models, stages = _Rows(), _Rows(), _Rows()
+    (tp, pp, split, cp, ep) for DP traffic, optimizer and model states per ZeRO stage; the structure for
+    TP, PP, CP and EP traffic; (tp, cp, micro-batch, sp, pp, vp, split) for kernel times, activations and
+    host work per recompute mode; (pp, split) for the memory table's stages."""
+    shards, models, stages, pipes = _Rows(), _Rows(), _Rows(), _Rows()
     rows: list[tuple[int, ...]] = []
     n, per = len(layouts) * len(zeros) * len(modes), len(zeros) * len(modes)
     for i, c in enumerate(layouts):
-        sp, shard = c.sp_active, c.data_parallel * c.cp
+        sp, shard, split = c.sp_active, c.data_parallel * c.cp, c.pipeline_split
         rows.append((c.num_micro_batches, c.pp, c.vp, c.micro_batch, shard,
-                     shards.row((c.tp, c.pp, c.cp, c.ep), lambda: [memo.shard_pieces(c, z) for z in zeros]),
-                     models.row((c.tp, c.pp, c.cp, c.ep, sp, c.micro_batch, c.vp), lambda: (memo.model_traffic(c), memo.fp8_pieces(c, zeros, modes))),
-                     stages.row((c.tp, c.cp, c.micro_batch, sp, c.pp, c.vp),
-                                lambda: [memo.stage_pieces(c, r, zeros) for r in modes])))
+                     shards.row((c.tp, c.pp, split, c.cp, c.ep), lambda: [memo.shard_pieces(c, z) for z in zeros]),
+                     models.row((c.tp, c.pp, c.cp, c.ep, sp, c.micro_batch, c.vp, split),
+                                lambda: (memo.model_traffic(c), memo.fp8_pieces(c, zeros, modes))),
+                     stages.row((c.tp, c.cp, c.micro_batch, sp, c.pp, c.vp, split),
+                                lambda: [memo.stage_pieces(c, r, zeros) for r in modes]),
+                     pipes.row((c.pp, split), lambda: (c.pp, split))))
         if progress is not None:
             progress((i + 1) * per, n)
-    return np.array(rows, dtype=np.int64).reshape(-1, 8), shards, models, stages
+    return np.array(rows, dtype=np.int64).reshape(-1, 9), shards, models, stages, pipes
 
 
 def _traffic(shards: _Rows, models: _Rows, s_row: np.ndarray, m_row: np.ndarray,
@@ -279,8 +306,8 @@ def _search(memo: _Memo, layouts: list[TrainStepOptions], grid: list[tuple[int, 
     from the row of its sub-layout."""
     zeros, modes = list(dict.fromkeys(z for z, _ in grid)), list(dict.fromkeys(r for _, r in grid))
     require(grid == [(z, r) for z in zeros for r in modes], "the execution grid is ZeRO x recompute")
-    cols, shards, models, stages = _collect(memo, layouts, zeros, modes, progress)
-    m, pp, vp, mb, replicas, s_row, m_row, t_row = cols.T
+    cols, shards, models, stages, pipes = _collect(memo, layouts, zeros, modes, progress)
+    m, pp, vp, mb, replicas, s_row, m_row, t_row, p_row = cols.T
     lay = lambda x: x[:, None, None]  # noqa: E731  per layout
     shape = (len(layouts), len(zeros), len(modes))
     # shard rows: per ZeRO stage ({(dim, kind): (a, b)}, optimizer seconds, state key); stage rows: per
@@ -297,14 +324,15 @@ def _search(memo: _Memo, layouts: list[TrainStepOptions], grid: list[tuple[int, 
         p2p_slowdown=memo.costs.p2p_slowdown, overlap_slowdown=memo.costs.overlap_slowdown, fp8=_fp8(models, m_row))
     step = sum((np.broadcast_to(v, shape) for v in breakdown.values()), np.zeros(shape)).reshape(-1)
     flat = lambda x: np.broadcast_to(x, shape).reshape(-1)  # noqa: E731
-    every = {"state": flat(np.array([[s for _, _, s in row] for row in shards.values])[s_row][:, :, None]),
-             "act": flat(np.array([[a for _, a, _ in row] for row in stages.values])[t_row][:, None, :]),
-             "mb": flat(lay(mb)), "m": flat(lay(m)), "vp": flat(lay(vp)), "zero": flat(np.array(zeros)[None, :, None]),
-             "replicas": flat(lay(replicas))}
-    memory, stages_of = np.empty(len(step)), flat(lay(pp))
-    for p in np.unique(pp):
-        idx = np.flatnonzero(stages_of == p)
-        memory[idx] = memo.memory.peak_bytes(int(p), *(every[k][idx] for k in every))
+    every = {"state_keys": flat(np.array([[s for _, _, s in row] for row in shards.values])[s_row][:, :, None]),
+             "activation_keys": flat(np.array([[a for _, a, _ in row] for row in stages.values])[t_row][:, None, :]),
+             "micro_batch": flat(lay(mb)), "micro_batches": flat(lay(m)), "vp": flat(lay(vp)),
+             "zero": flat(np.array(zeros)[None, :, None]), "replicas": flat(lay(replicas))}
+    memory, pipe_of = np.empty(len(step)), flat(lay(p_row))
+    for p in np.unique(p_row):
+        idx = np.flatnonzero(pipe_of == p)
+        stage_count, split = pipes.values[int(p)]
+        memory[idx] = memo.memory.peak_bytes(stage_count, split=split, **{k: v[idx] for k, v in every.items()})
     return step, memory
 
 
@@ -324,27 +352,7 @@ def plan(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec, opts: PlanOp
     pick = lambda j: replace(layouts[j // len(grid)], zero=grid[j % len(grid)][0],  # noqa: E731
                              recompute=grid[j % len(grid)][1])
     best = [train_step(spec, ceilings, cluster, c, parts=memo.parts(c)) for c in map(pick, order[:opts.top])]
-    rival = next((pick(j) for j in order if best and _decisions(pick(j)) != _decisions(best[0].options)), None)
+    rival = next((pick(j) for j in order if best and decisions(pick(j)) != decisions(best[0].options)), None)
     other = train_step(spec, ceilings, cluster, rival, parts=memo.parts(rival)) if rival is not None else None
     return Plan(spec.name, ceilings.gpu.name, cluster.name, opts, tuple(best), len(step), len(fits),
                 time.perf_counter() - start, why(best[0] if best else None, other))
-
-
-def _decisions(c: TrainStepOptions) -> tuple:
-    """The choices a reason is about: model split, ZeRO and recomputation."""
-    return c.tp, c.pp, c.zero, c.recompute
-
-
-def why(best: TrainStep | None, rival: TrainStep | None) -> str:
-    """One line: what the best layout saves against the fastest fitting one that splits the model,
-    shards states or recomputes differently, and where."""
-    if best is None:
-        return "no layout fits in memory: more GPUs, a smaller global batch or sequence, or --reserve"
-    if rival is None:
-        return f"{best.step_time_s:.4g} s per step; every other fitting layout makes the same tp/pp/ZeRO/recompute choices"
-    a, b = best.options.layout(), rival.options.layout()
-    diff = ", ".join(f"{k} {b[k]}->{a[k]}" for k in a if a[k] != b[k])
-    deltas = {k: rival.breakdown[k] - best.breakdown[k] for k in best.breakdown}
-    part = max(deltas, key=lambda k: deltas[k])
-    return (f"{best.step_time_s:.4g} s per step, {rival.step_time_s - best.step_time_s:.3g} s less than the best layout "
-            f"with other tp/pp/ZeRO/recompute choices ({diff}), mostly {part} ({deltas[part]:.3g} s less)")

@@ -7,15 +7,20 @@ building blocks (`stage_params`, `layer_saved`, `layer_bytes`, `item_bytes`, `de
 apart along what each depends on:
 
 - model states of stage s (weights, gradients, fp32 master and moments, ZeRO-3's gathered layers)
-  depend on (tp, ep, pp, zero, dp x cp) only, and their bytes per element on the framework and ZeRO
+  depend on (tp, ep, pp, the pipeline split, zero, dp x cp) only, and their bytes per element on the framework and ZeRO
   (torch's FSDP2 keeps fp32 shards);
 - activations are linear in the micro-batch's sequences (every saved item is per token, and unfused
   attention's S x S scores are per sequence), so they are kept per sequence and scaled by the
-  micro-batch: stage s holds `in_flight` chunk-forwards / vp of its layers' activations plus, once,
-  the larger of the loss's logits temporaries and the working set of the layer being recomputed;
-- the schedule's counts (chunk-forwards in flight, whether gradients exist at the first backward,
-  torch pipelining's receive buffers and kept outputs) depend on (pp, m, vp) and are computed once
-  per distinct triple.
+  micro-batch: stage s holds its layers' activations times its stage-equivalents in flight (each
+  chunk's forwards in flight weighted by its share of the stage's layers: `in_flight` / vp when the
+  chunks are equal) plus, once, the larger of the loss's logits temporaries and the working set of the
+  layer being recomputed;
+- the schedule's counts (chunk-forwards in flight and their stage-equivalents, whether gradients exist
+  at the first backward, torch pipelining's receive buffers and kept outputs) depend on (pp, m, vp,
+  the pipeline split) and are computed once per distinct tuple.
+
+A stage's layers are a contiguous block of its count (even or Megatron-LM's uneven split,
+calc.pipeline_split), as `train_memory` sums them.
 
 Every stage's peak is the largest of `train_memory`'s phases (first backward, a later backward when
 gradients were absent at the first, the optimizer step), for either framework; the search prices
@@ -37,6 +42,7 @@ from .activations import Saved, Split, item_bytes, layer_bytes, layer_saved
 from .memory_common import stage_params
 from .memory_schedule import chunk_forwards, grads_resident, in_flight, receive_buffers
 from .memory_train import _STATES, TrainOptions, default_bytes
+from .pipeline_split import EVEN, PipelineSplit, chunk_layers, stage_layer_ids
 from .tensor_parallel import kv_divisor
 from .train_fp8 import fp8_linear_weights
 
@@ -57,6 +63,8 @@ class Schedule:
     """Per stage (arrays of length pp) for one (pp, m, vp): the counts of `calc.memory_schedule` at each phase."""
 
     held: np.ndarray  # chunk-forwards in flight at the first backward
+    equivalents: np.ndarray  # the stage's micro-batches of activations they hold then / at a later backward
+    equivalents_later: np.ndarray
     grads: np.ndarray  # gradients exist then (bool)
     later: np.ndarray  # a later backward is a phase: gradients were absent at the first and held > 1
     saved: np.ndarray  # other micro-batches' kept log-probs at the first backward / a later one (last chunk's)
@@ -103,26 +111,36 @@ class MemoryTable:
             self._arrays[key] = [fp8_linear_weights(self.spec, i, tp, ep) for i in range(self.spec.num_layers)]
         return self._arrays[key]
 
-    def states(self, tp: int, ep: int, pp: int) -> StageStates:
+    def blocks(self, pp: int, split: PipelineSplit) -> tuple[tuple[int, ...], np.ndarray]:
+        """Decoder layers per stage (contiguous blocks, as train_memory sums them) and where each block starts."""
+        key = ("blocks", pp, split)
+        if key not in self._arrays:
+            counts = tuple(map(len, stage_layer_ids(self.spec.num_layers, pp, 1, split)))
+            self._arrays[key] = counts, np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
+        return self._arrays[key]
+
+    def states(self, tp: int, ep: int, pp: int, split: PipelineSplit = EVEN) -> StageStates:
         """Per stage: its layers' parameters (`_layer_params`) plus the ends it holds (`stage_params` of no
         layer: embedding on the first stage, final norm and head on the last)."""
-        key = (tp, ep, pp)
+        key = (tp, ep, pp, split)
         if key not in self._states:
-            dense, expert, largest = (a.reshape(pp, -1) for a in self._layer_params(tp, ep))
+            counts, starts = self.blocks(pp, split)
+            dense, expert, largest = self._layer_params(tp, ep)
             ends = [stage_params(self.spec, (), s == 0, s == pp - 1, tp, ep, pp) if s in (0, pp - 1) else None
                     for s in range(pp)]
-            d = dense.sum(axis=1) + np.array([e.dense if e else 0 for e in ends])
-            x = expert.sum(axis=1) + np.array([e.expert if e else 0 for e in ends])
-            gather = 2 * largest.max(axis=1) + np.array([e.root if e else 0 for e in ends])
-            per, every = self.spec.num_layers // pp, self._fp8_linear(tp, ep) if self.fp8 else None
+            d = np.add.reduceat(dense, starts) + np.array([e.dense if e else 0 for e in ends])
+            x = np.add.reduceat(expert, starts) + np.array([e.expert if e else 0 for e in ends])
+            gather = 2 * np.maximum.reduceat(largest, starts) + np.array([e.root if e else 0 for e in ends])
+            every = self._fp8_linear(tp, ep) if self.fp8 else None
             # weight elements of the FP8 linears, summed per stage in layer order (as memory_train)
-            fp8 = [sum(every[s * per:(s + 1) * per]) if every else 0 for s in range(pp)]
+            fp8 = [sum(every[a:a + n]) if every else 0 for a, n in zip(starts.tolist(), counts)]
             self._states[key] = StageStates(*(np.asarray(c, dtype=float) for c in (d, x, d + x, gather, fp8)))
         return self._states[key]
 
-    def state_bytes(self, tp: int, ep: int, pp: int, zero: int, shard: int) -> tuple[np.ndarray, ...]:
+    def state_bytes(self, tp: int, ep: int, pp: int, zero: int, shard: int,
+                    split: PipelineSplit = EVEN) -> tuple[np.ndarray, ...]:
         """Per stage: (weights + optimizer, gradients, ZeRO-3 gathered weights) bytes (memory_train's sharding)."""
-        st, nb = self.states(tp, ep, pp), self.nbytes(zero)
+        st, nb = self.states(tp, ep, pp, split), self.nbytes(zero)
 
         def sharded(stage_min: int, per_param: float) -> np.ndarray:
             if zero < stage_min:
@@ -149,35 +167,51 @@ class MemoryTable:
                  for kind, i in first.items()}
         return np.array([value[kind] for kind in kinds])
 
-    def activation_bytes(self, tp: int, cp: int, sp: bool, recompute: str, pp: int) -> tuple[np.ndarray, ...]:
+    def activation_bytes(self, tp: int, cp: int, sp: bool, recompute: str, pp: int,
+                         pipeline: PipelineSplit = EVEN) -> tuple[np.ndarray, ...]:
         """Per stage, for ONE sequence per micro-batch: (bytes held per micro-batch in flight, bytes held once:
         max(logits temporaries, recompute working set), the loss's logits on this rank, one stage-boundary tensor)."""
-        key = (tp, cp, sp, recompute, pp)
+        key = (tp, cp, sp, recompute, pp, pipeline)
+        if key not in self._arrays:
+            kept, whole, logits, head, boundary = self._layer_activations(tp, cp, sp, recompute)
+            starts = self.blocks(pp, pipeline)[1]
+            in_flight = np.add.reduceat(kept, starts)
+            working = np.maximum.reduceat(whole, starts) if recompute == "full" else np.zeros(pp)
+            logit_count = np.zeros(pp)
+            logit_count[-1] = logits
+            in_flight[-1] += head
+            nb = self.nbytes(0, tp)
+            self._arrays[key] = (in_flight, np.maximum(logit_count * nb["logits"], working), logit_count, boundary)
+        return self._arrays[key]
+
+    def _layer_activations(self, tp: int, cp: int, sp: bool, recompute: str) -> tuple[Any, ...]:
+        """For ONE sequence per micro-batch, whatever the pipeline: each layer's kept and whole activation bytes,
+        the loss's logits on a rank, the final norm and lm_head inputs, one stage-boundary tensor."""
+        key = ("layer acts", tp, cp, sp, recompute)
         if key not in self._arrays:
             spec, nb = self.spec, self.nbytes(0, tp)
             local = self.seq // cp
             split = Split(tokens=local, keys=local, tp=tp, sp=sp, kv_div=kv_divisor(spec, tp))
-            kept, whole = self._per_layer(split, nb, recompute), self._per_layer(split, nb, "none")
-            per = spec.num_layers // pp
-            in_flight = kept.reshape(pp, per).sum(axis=1)
-            working = whole.reshape(pp, per).max(axis=1) if recompute == "full" else np.zeros(pp)
-            logit_count = np.zeros(pp)
-            logit_count[-1] = split.tokens * -(-spec.vocab_size // tp)
-            in_flight[-1] += item_bytes(Saved("final norm + lm_head inputs", 2 * spec.embed_dim, "seq"), split, nb)
-            boundary = item_bytes(Saved("stage boundary", spec.hidden_size, "seq"), split, nb)
-            self._arrays[key] = (in_flight, np.maximum(logit_count * nb["logits"], working), logit_count, boundary)
+            self._arrays[key] = (
+                self._per_layer(split, nb, recompute), self._per_layer(split, nb, "none"),
+                split.tokens * -(-spec.vocab_size // tp),
+                item_bytes(Saved("final norm + lm_head inputs", 2 * spec.embed_dim, "seq"), split, nb),
+                item_bytes(Saved("stage boundary", spec.hidden_size, "seq"), split, nb))
         return self._arrays[key]
 
-    def schedule(self, pp: int, m: int, vp: int, zero: int, replicas: int) -> Schedule:
+    def schedule(self, pp: int, m: int, vp: int, zero: int, replicas: int, split: PipelineSplit = EVEN) -> Schedule:
         """`calc.memory_schedule`'s counts per stage for 1F1B (interleaved with vp > 1)."""
-        key = (pp, m, vp, self.framework == "torch" and zero == 0 and replicas > 1)
+        key = (pp, m, vp, self.framework == "torch" and zero == 0 and replicas > 1, split)
         if key not in self._schedules:
-            rows = []
+            rows, chunks = [], chunk_layers(self.spec.num_layers, pp, vp, split)
+
+            def equivalents(s: int, held: int) -> float:  # as memory_train weighs each chunk's forwards
+                return sum(chunk_forwards(held, pp, vp, c) * n for c, n in enumerate(chunks[s])) / sum(chunks[s])
             for s in range(pp):
                 held = in_flight("1f1b", pp, s, m, vp)
                 grads = grads_resident(self.framework, "1f1b", held, m * vp, zero, replicas)
                 later = max(held - 1, 0)
-                rows.append((held, grads, not grads and held > 1,
+                rows.append((held, equivalents(s, held), equivalents(s, later), grads, not grads and held > 1,
                              max(chunk_forwards(held, pp, vp, vp - 1) - 1, 0),
                              max(chunk_forwards(later, pp, vp, vp - 1) - 1, 0),
                              receive_buffers(self.framework, pp, s, held, m, vp),
@@ -192,13 +226,15 @@ class MemoryTable:
             self._rows.append(make())
         return self._ids[key]
 
-    def state_key(self, tp: int, ep: int, pp: int, zero: int, shard: int) -> int:
+    def state_key(self, tp: int, ep: int, pp: int, zero: int, shard: int, split: PipelineSplit = EVEN) -> int:
         """The row of `state_bytes` for `peak_bytes`."""
-        return self._row(("states", tp, ep, pp, zero, shard), lambda: self.state_bytes(tp, ep, pp, zero, shard))
+        return self._row(("states", tp, ep, pp, zero, shard, split),
+                         lambda: self.state_bytes(tp, ep, pp, zero, shard, split))
 
-    def activation_key(self, tp: int, cp: int, sp: bool, recompute: str, pp: int) -> int:
+    def activation_key(self, tp: int, cp: int, sp: bool, recompute: str, pp: int, split: PipelineSplit = EVEN) -> int:
         """The row of `activation_bytes` for `peak_bytes`."""
-        return self._row(("acts", tp, cp, sp, recompute, pp), lambda: self.activation_bytes(tp, cp, sp, recompute, pp))
+        return self._row(("acts", tp, cp, sp, recompute, pp, split),
+                         lambda: self.activation_bytes(tp, cp, sp, recompute, pp, split))
 
     def _gather(self, keys: Any, count: int) -> list[np.ndarray]:
         """The first `count` arrays of each row in `keys`, stacked (one row per entry of `keys`)."""
@@ -206,37 +242,43 @@ class MemoryTable:
         return [np.stack([self._rows[r][i] for r in rows.tolist()])[inverse.reshape(-1)] for i in range(count)]
 
     def peak_bytes(self, pp: int, state_keys: Any, activation_keys: Any, micro_batch: np.ndarray,
-                   micro_batches: np.ndarray, vp: np.ndarray, zero: np.ndarray, replicas: np.ndarray) -> np.ndarray:
-        """Memory per GPU of the peak stage at its peak phase (as `train_memory`), for layouts of `pp` stages given
-        by their `state_key` and `activation_key` rows (one entry each) and their schedule (m, vp, ZeRO, dp x cp)."""
+                   micro_batches: np.ndarray, vp: np.ndarray, zero: np.ndarray, replicas: np.ndarray,
+                   split: PipelineSplit = EVEN) -> np.ndarray:
+        """Memory per GPU of the peak stage at its peak phase (as `train_memory`), for layouts of `pp` stages split
+        by `split`, given by their `state_key` and `activation_key` rows (one entry each) and their schedule (m, vp,
+        ZeRO, dp x cp)."""
         kept, grads, gather = self._gather(state_keys, 3)
         *acts, boundary = self._gather(activation_keys, 4)
         boundary = boundary[:, None]
         ddp = (self.framework == "torch") & (zero == 0) & (replicas > 1)
         code = (micro_batches.astype(np.int64) * (int(vp.max()) + 1) + vp) * 2 + ddp  # one int per (m, vp, ddp)
         _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
-        sch = [self.schedule(pp, int(micro_batches[i]), int(vp[i]), 0 if ddp[i] else 3, 2) for i in first.tolist()]
+        sch = [self.schedule(pp, int(micro_batches[i]), int(vp[i]), 0 if ddp[i] else 3, 2, split)
+               for i in first.tolist()]
         col = {f: np.stack([getattr(s, f) for s in sch])[inverse.reshape(-1)] for f in Schedule.__dataclass_fields__}
-        b, v = micro_batch[:, None], vp[:, None]
+        b = micro_batch[:, None]
         nb = self.nbytes()
         out_kept = np.where(pp > 1, micro_batches[:, None] * b * acts[2] * nb["logits_kept"], 0.0)
         fixed = kept + out_kept
 
-        def phase(held: np.ndarray, with_grads: Any, saved: np.ndarray, recv: np.ndarray) -> np.ndarray:
+        def phase(held: np.ndarray, mbs: np.ndarray, with_grads: Any, saved: np.ndarray,
+                  recv: np.ndarray) -> np.ndarray:
             busy = held > 0
             return (fixed + np.where(with_grads, grads, 0.0) + np.where(busy, gather, 0.0)
-                    + b * (held / v * acts[0] + np.where(busy, acts[1], 0.0) + saved * acts[2] * nb["logits_saved"])
+                    + b * (mbs * acts[0] + np.where(busy, acts[1], 0.0) + saved * acts[2] * nb["logits_saved"])
                     + recv * b * boundary)
 
-        first = phase(col["held"], col["grads"], col["saved"], col["recv"])
-        later = np.where(col["later"], phase(col["held"] - 1, True, col["saved_later"], col["recv_later"]), 0.0)
-        optimizer = phase(np.zeros_like(col["held"]), True, np.zeros_like(col["saved"]), col["recv_opt"])
+        first = phase(col["held"], col["equivalents"], col["grads"], col["saved"], col["recv"])
+        later = np.where(col["later"], phase(col["held"] - 1, col["equivalents_later"], True, col["saved_later"],
+                                             col["recv_later"]), 0.0)
+        none = np.zeros_like(col["held"])
+        optimizer = phase(none, none, True, none, col["recv_opt"])
         return np.maximum(np.maximum(first, later), optimizer).max(axis=1)
 
     def total_bytes(self, *, tp: int, ep: int, pp: int, cp: int, sp: bool, zero: int, shard: int, recompute: str,
-                    micro_batch: int, micro_batches: int, vp: int) -> float:
+                    micro_batch: int, micro_batches: int, vp: int, split: PipelineSplit = EVEN) -> float:
         """Memory per GPU of one layout (see `peak_bytes`); shard = dp x cp."""
-        return float(self.peak_bytes(pp, [self.state_key(tp, ep, pp, zero, shard)],
-                                     [self.activation_key(tp, cp, sp, recompute, pp)], np.array([micro_batch]),
+        return float(self.peak_bytes(pp, [self.state_key(tp, ep, pp, zero, shard, split)],
+                                     [self.activation_key(tp, cp, sp, recompute, pp, split)], np.array([micro_batch]),
                                      np.array([micro_batches]), np.array([vp]), np.array([zero]),
-                                     np.array([shard]))[0])
+                                     np.array([shard]), split)[0])

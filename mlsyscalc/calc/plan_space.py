@@ -7,7 +7,9 @@ is checked by `check_layout`; the tensor-parallel widths once per tp):
 
 - tp: divisors of the GPUs per node (tensor parallelism within a node) that the model's heads,
   KV heads and split widths allow;
-- pp: divisors of the layers; vp: divisors of layers / pp (vp > 1 needs pp > 1 and pp | m);
+- pp and vp (vp > 1 needs pp > 1 and pp | m) with a pipeline split of the layers (`pipeline_splits`): the
+  even split where pp x vp divides the layers, and Megatron-LM's uneven ones near it, so that pp need not
+  divide the layers (`--even-splits-only`: the even split alone);
 - cp: powers of two up to `max_cp` with seq % (2 cp) == 0; dp = gpus / (tp pp cp);
 - ep: divisors of dp that divide the routed experts (MoE models; 1 otherwise);
 - micro-batch: divisors of global batch / dp up to `max_micro_batch`;
@@ -16,7 +18,27 @@ is checked by `check_layout`; the tensor-parallel widths once per tp):
   layout without it is never better here (`--fix sp=off` searches those instead);
 - ZeRO 0-3, recompute none / selective / full.
 
-`--fix AXIS=VALUE` pins an axis.
+`--fix AXIS=VALUE` pins an axis; pinning any of Megatron-LM's four split options (the `layout` keys
+`decoder_first_pipeline_num_layers`, `decoder_last_pipeline_num_layers`,
+`account_for_embedding_in_pipeline_split`, `account_for_loss_in_pipeline_split`) pins the whole split:
+the options given, the others unset.
+
+Uneven splits (calc.pipeline_split has Megatron-LM's rules), per (pp, vp), each kept once per distinct
+assignment of layers to chunks (the first of equal ones in this order, so vp = 1's account-for splits
+are named as the papers name them):
+
+- account for the embedding, the loss, or both (the first / last stage one decoder layer fewer):
+  how Llama 3 405B (126 layers, 16 stages) and BLOOM 176B (70 layers, 12 stages) were split;
+- first / last stage sizes (multiples of vp: every model chunk of a stage holds the same layers): the
+  middle stages hold n layers each and each end n - vp, n or n + vp (one layer fewer or more in each of
+  its chunks), not both n; with pp = 2 the two stages differ by at most 2 vp. These are the smallest
+  departures from an even split that Megatron-LM can express: a lighter first stage holds fewer of the
+  pp micro-batches in flight (its activation peak), a lighter last stage offsets the head and the loss,
+  and a heavier end takes the layers an even split cannot place. Only where a chunk holds at least two
+  layers (n >= 2 vp; pp = 2: each stage >= 2 vp), so that one layer is at most half a chunk.
+  With pp > 2 also the split whose middle stages hold the fewest layers that leave the ends no heavier
+  (n = ceil(layers / (pp vp)) vp, n >= 2 vp) and whose ends share the rest as evenly as whole chunks
+  allow (either order): the layers a near-even split cannot place (61 on 16 stages: 3 + 14 x 4 + 2).
 
 With `--framework torch` (PyTorch's own parallelism: DDP, FSDP2, DTensor tensor and sequence
 parallelism, torch.distributed.pipelining, as `mlsys train --framework torch` prices it) the layouts
@@ -32,16 +54,21 @@ torch cannot run are left out (`TORCH_EXCLUDED`, also in the JSON as `excluded`)
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Iterator
+from typing import Any, Iterator
 
 from ..errors import MlsysError, require
 from ..specs.cluster import ClusterSpec
 from ..specs.model import ModelSpec
+from .pipeline_split import EVEN, PipelineSplit, chunk_layers
 from .tensor_parallel import check_tp
 from .train_options import RECOMPUTE, TrainStepOptions
 
 INT_AXES = ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "zero")
-AXES = INT_AXES + ("sp", "recompute")
+# Megatron-LM's split options as the `layout` JSON names them -> PipelineSplit's field
+SPLIT_AXES = {"decoder_first_pipeline_num_layers": "first", "decoder_last_pipeline_num_layers": "last",
+              "account_for_embedding_in_pipeline_split": "embedding", "account_for_loss_in_pipeline_split": "loss"}
+AXES = INT_AXES + ("sp", "recompute", *SPLIT_AXES)
+ACCOUNT_FOR = (PipelineSplit(embedding=True), PipelineSplit(loss=True), PipelineSplit(embedding=True, loss=True))
 # axis -> (values torch cannot run, why): `plan --framework torch` leaves these layouts out
 TORCH_EXCLUDED = {
     "ep": ((lambda v: v > 1), "ep > 1", "torch.distributed has no expert parallelism (torchtitan builds it on its "
@@ -71,6 +98,7 @@ class PlanOptions:
     host_source: str = TrainStepOptions.host_source  # where host_costs come from
     fp8_recipe: str = TrainStepOptions.fp8_recipe  # --dtype fp8: Transformer Engine's scaling (calc.train_fp8)
     fp8_params: bool = TrainStepOptions.fp8_params  # --dtype fp8: FP8 weights (Megatron-LM --fp8-param-gather)
+    even_splits_only: bool = False  # search the even pipeline split alone (no uneven stages)
 
     def base(self) -> TrainStepOptions:
         """The train options every candidate shares."""
@@ -110,8 +138,8 @@ def parse_fix(items: tuple[str, ...]) -> tuple[tuple[str, int | bool | str], ...
         axis = key.strip().replace("-", "_")
         require(bool(sep) and axis in AXES, f"--fix {item!r}: expected AXIS=VALUE with AXIS one of {', '.join(AXES)}")
         value = value.strip().lower()
-        if axis == "sp":
-            require(value in _BOOL, f"--fix {item!r}: sp is on or off")
+        if axis == "sp" or SPLIT_AXES.get(axis) in ("embedding", "loss"):
+            require(value in _BOOL, f"--fix {item!r}: {axis} is on or off")
             out.append((axis, _BOOL[value]))
         elif axis == "recompute":
             require(value in RECOMPUTE, f"--fix {item!r}: recompute is one of {', '.join(RECOMPUTE)}")
@@ -143,13 +171,57 @@ def _allowed(fix: dict, axis: str, values: list) -> list:
     return [v for v in values if v == fix[axis]] if axis in fix else values
 
 
+def _end_splits(layers: int, pp: int, vp: int) -> list[PipelineSplit]:
+    """First / last stage sizes near an even split (module docstring): middle stages of n >= 2 vp layers (two
+    or more a model chunk), each end within vp layers (one a chunk) of n; with pp = 2 the stages differ by
+    at most 2 vp, each of them 2 vp layers or more; and the fullest middles with the ends sharing the rest."""
+    if pp == 2:
+        return [PipelineSplit(first=f) for f in range(2 * vp, layers - 2 * vp + 1, vp)
+                if 0 < abs(2 * f - layers) <= 2 * vp]
+    out = []
+    for n in range(max(2 * vp, (layers - 2 * vp) // pp // vp * vp), (layers + 2 * vp) // pp + 1, vp):
+        rest = layers - (pp - 2) * n  # the two ends' layers
+        for first in (n - vp, n, n + vp):
+            last = rest - first
+            if first >= 1 and abs(last - n) <= vp and last >= 1 and (first, last) != (n, n):
+                out.append(PipelineSplit(first=None if first == n else first, last=None if last == n else last))
+    n = -(-layers // (pp * vp)) * vp  # the fewest layers a middle stage can hold with the ends no heavier
+    rest = layers - (pp - 2) * n
+    half = rest // 2 // vp * vp
+    if n >= 2 * vp and half >= vp:  # the ends share the rest as evenly as whole chunks allow
+        out += [PipelineSplit(first=half, last=rest - half), PipelineSplit(first=rest - half, last=half)]
+    return out
+
+
+def pipeline_splits(layers: int, pp: int, vp: int, opts: PlanOptions) -> tuple[PipelineSplit, ...]:
+    """The splits searched for (pp, vp) (module docstring), those Megatron-LM accepts, one per distinct
+    assignment of layers to model chunks; a pinned split alone when --fix names a split option."""
+    pinned: dict[str, Any] = {SPLIT_AXES[k]: v for k, v in opts.fix if k in SPLIT_AXES}
+    if pinned:
+        tried = [PipelineSplit(**pinned)]
+    else:
+        tried = [EVEN] + ([] if opts.even_splits_only or pp == 1 else [*ACCOUNT_FOR, *_end_splits(layers, pp, vp)])
+    seen: dict[tuple, PipelineSplit] = {}
+    for split in tried:
+        try:
+            seen.setdefault(chunk_layers(layers, pp, vp, split), split)
+        except MlsysError:
+            continue
+    return tuple(seen.values())
+
+
 def structures(spec: ModelSpec, cluster: ClusterSpec, opts: PlanOptions) -> Iterator[TrainStepOptions]:
-    """Every valid layout with ZeRO 0 and no recomputation (the execution options multiply these)."""
+    """Every valid layout with ZeRO 0 and no recomputation (the execution options multiply these); the
+    layouts of one structure with other pipeline splits follow it."""
     fix, L = dict(opts.fix), spec.num_layers
     base = {f.name: getattr(opts.base(), f.name) for f in fields(TrainStepOptions) if f.init}
     experts = spec.moe.num_experts if spec.moe is not None else 1
+    splits = {(pp, vp): pipeline_splits(L, pp, vp, opts)
+              for pp in range(1, L + 1) if opts.gpus % pp == 0 for vp in (range(1, (L + 2) // pp + 1) if pp > 1 else [1])}
+    split_pps = sorted({pp for (pp, _), found in splits.items() if found})
     for tp in _allowed(fix, "tp", _tp_values(spec, cluster, opts.gpus)):
-        for pp in _allowed(fix, "pp", [p for p in _divisors(L) if opts.gpus % (tp * p) == 0]):
+        pps = [p for p in split_pps if opts.gpus % (tp * p) == 0]
+        for pp in _allowed(fix, "pp", pps):
             cps = [c for c in _divisors(opts.gpus // (tp * pp), opts.max_cp) if c & (c - 1) == 0]
             for cp in _allowed(fix, "cp", cps):
                 dp = opts.gpus // (tp * pp * cp)
@@ -157,16 +229,19 @@ def structures(spec: ModelSpec, cluster: ClusterSpec, opts: PlanOptions) -> Iter
                     continue
                 for ep in _allowed(fix, "ep", [e for e in _divisors(dp) if experts % e == 0 and opts.runs("ep", e)]):
                     for mb in _allowed(fix, "micro_batch", _divisors(opts.global_batch // dp, opts.max_micro_batch)):
-                        vps = _divisors(L // pp) if pp > 1 else [1]
+                        vps = [v for v in range(1, (L + 2) // pp + 1) if splits[pp, v]] if pp > 1 else [1]
                         for vp in _allowed(fix, "vp", vps):
+                            first, *others = splits[pp, vp]
                             for sp in _allowed(fix, "sp", [True, False] if "sp" in fix else [True]) if tp > 1 else [False]:
-                                cand = TrainStepOptions(**{**base, "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep,
-                                                           "micro_batch": mb, "vp": vp, "sp": sp})
-                                try:
+                                kw = {**base, "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "micro_batch": mb,
+                                      "vp": vp, "sp": sp, "pipeline_split": first}
+                                cand = TrainStepOptions(**kw)
+                                try:  # the split is the only rule that reads it (checked above)
                                     cand.check_layout(spec, cluster)
                                 except MlsysError:
                                     continue
                                 yield cand
+                                yield from (TrainStepOptions(**{**kw, "pipeline_split": s}) for s in others)
 
 
 def execution_options(opts: PlanOptions) -> list[tuple[int, str]]:

@@ -67,12 +67,16 @@ class _Progress:
 @click.option("--framework", type=click.Choice(FRAMEWORKS), default=D.framework, show_default=True,
               help="The training code whose memory and host time are priced, as `mlsys train --framework`; torch "
                    "leaves out what it cannot run (ep > 1, ZeRO 1-2; docs/train.md).")
+@click.option("--even-splits-only", is_flag=True,
+              help="Search only pipelines whose stages hold equal layers (by default Megatron-LM's uneven splits near "
+                   "the even one are searched too: docs/plan.md).")
 @click.option("--quiet", is_flag=True, help="No progress bar (otherwise on stderr, when it is a terminal and the "
                                            "search takes over a second).")
 @fp8_options
 @render.output_options
 def plan(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq, global_batch, top, fix, dtype, overlap, capacity_factor,
-         reserve, attention, max_micro_batch, max_cp, framework, quiet, fp8_recipe, fp8_params, fmt, as_json):
+         reserve, attention, max_micro_batch, max_cp, framework, even_splits_only, quiet, fp8_recipe, fp8_params, fmt,
+         as_json):
     """Search every TP x PP x DP x CP x EP x VP x micro-batch x ZeRO x recompute layout of MODEL on
     --gpus GPUs that obeys the divisibility and node rules, drop those that do not fit in memory, and
     rank the rest by `mlsys train`'s step time; shows the top K and why the best wins (docs/train.md).
@@ -81,7 +85,8 @@ def plan(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq
     opts = PlanOptions(gpus=gpus, seq=seq, global_batch=global_batch, dtype=dtype, top=top, fix=parse_fix(fix),
                        overlap=overlap, capacity_factor=capacity_factor, reserve=reserve, attention=attention,
                        max_micro_batch=max_micro_batch, max_cp=max_cp, framework=framework, host_costs=host_costs,
-                       host_source=host_source, fp8_recipe=fp8_recipe, fp8_params=fp8_params)
+                       host_source=host_source, fp8_recipe=fp8_recipe, fp8_params=fp8_params,
+                       even_splits_only=even_splits_only)
     progress = _Progress(not quiet)
     try:
         result = search(spec, ceilings, cluster, opts, progress)
@@ -90,23 +95,34 @@ def plan(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq
     render.emit(plan_output(result), fmt, as_json)
 
 
+def _split(lay: dict) -> str:
+    """Megatron-LM's split options of a layout, short: even, first=N, last=N, emb, loss."""
+    parts = [f"{name}={lay[key]}" for name, key in (("first", "decoder_first_pipeline_num_layers"),
+                                                    ("last", "decoder_last_pipeline_num_layers")) if lay[key] is not None]
+    parts += [name for name, key in (("emb", "account_for_embedding_in_pipeline_split"),
+                                     ("loss", "account_for_loss_in_pipeline_split")) if lay[key]]
+    return "+".join(parts) or "even"
+
+
 def plan_output(result) -> render.Output:
     data = result.as_dict()
     rows = []
     for rank, c in enumerate(data["candidates"], 1):
         lay = c["layout"]
-        rows.append([rank, lay["tp"], lay["pp"], lay["dp"], lay["cp"], lay["ep"], lay["vp"], lay["micro_batch"],
-                     lay["num_micro_batches"], lay["zero"], lay["recompute"], c["step_time_s"], c["mfu"],
-                     fmt_bytes(c["memory_bytes_per_gpu"])])
+        rows.append([rank, lay["tp"], lay["pp"], _split(lay), lay["dp"], lay["cp"], lay["ep"], lay["vp"],
+                     lay["micro_batch"], lay["num_micro_batches"], lay["zero"], lay["recompute"], c["step_time_s"],
+                     c["mfu"], fmt_bytes(c["memory_bytes_per_gpu"])])
     title = (f"{result.model} on {result.options.gpus} x {result.gpu} ({result.cluster}), seq {result.options.seq}, "
              f"global batch {result.options.global_batch}: {result.searched:,} layouts timed, {result.feasible:,} fit")
-    columns = ["#", "tp", "pp", "dp", "cp", "ep", "vp", "mb", "m", "zero", "recompute", "step s", "MFU", "memory"]
+    columns = ["#", "tp", "pp", "split", "dp", "cp", "ep", "vp", "mb", "m", "zero", "recompute", "step s", "MFU", "memory"]
     tables = [render.table(title, columns, rows)]
     if data["candidates"]:
         best = data["candidates"][0]["breakdown"]
         tables.append(render.table("best layout: step time", ["part", "seconds"], [[k, v] for k, v in best.items()]))
     notes = (f"why: {result.why}", f"searched in {result.search_s:.2f} s",
              "candidates are re-evaluated by `mlsys train`; sp is on with tp > 1 unless --fix sp=off",
+             "split: Megatron-LM's pipeline split (first=N / last=N: --decoder-first/last-pipeline-num-layers; "
+             "emb / loss: --account-for-embedding/loss-in-pipeline-split)",
              *(f"left out with --framework {result.options.framework}: {e['axis']} {e['values']} ({e['reason']})"
                for e in data["excluded"]))
     return render.Output(data, tuple(tables), notes)
