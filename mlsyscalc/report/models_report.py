@@ -115,7 +115,8 @@ def rows_table(rows, fit: dict, eager: dict[str, float] | None = None, probed: d
     others (triton kernels) the stored one; rows with a host probe also their error priced with it."""
     calibrated = {r["key"]: r for r in fit["rows"]}
     eager, probed = eager or {}, probed or {}
-    out, shapes = [], {}
+    out: list[list] = []
+    shapes: dict[str, dict] = {}
     for r in sorted(rows, key=lambda r: (r.extra.get("model", ""), r.kernel, r.extra.get("kernels", ""), r.dtype,
                                          r.extra.get("batch", 0), r.extra.get("seq", 0), r.baseline)):
         x, c = r.extra, calibrated.get(r.key)
