@@ -4,12 +4,9 @@
 # after BUDGET_S).
 #   scripts/device_models_moe.sh DIR   (rows -> DIR/rows.jsonl, tables -> DIR/log.md, the test -> DIR/gpu_tests.log)
 set -u
-DIR=${1:-reports/models/moe}
-mkdir -p "$DIR"
-BUDGET_S=${BUDGET_S:-330}
 . "$(dirname "$0")/device_models_lib.sh"
+models_call reports/models/moe 330 "$@"
 run() { bench_case "$DIR/rows.jsonl" 150 "$@"; }
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$DIR/log.md" 2>&1
 timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_bench_model_builder.py -k "moe" >"$DIR/gpu_tests.log" 2>&1 \
   || echo "exit $?" >>"$DIR/gpu_tests.log"
 run mixtral-8x7b --layers 4 --phase decode --batch 1,16,64 --seq 2048
@@ -17,4 +14,4 @@ run mixtral-8x7b --layers 4 --phase prefill --batch 1,4 --seq 2048
 run deepseek-v3 --layers 4 --phase decode --batch 1,16 --seq 2048
 run deepseek-v3 --layers 4 --phase prefill --batch 1 --seq 2048
 run mixtral-8x7b --layers 2 --phase train --batch 1 --seq 2048
-echo "done t=${SECONDS}s" >>"$DIR/log.md"
+models_done

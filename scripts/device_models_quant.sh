@@ -4,13 +4,10 @@
 # On an H200 it also re-measures the older H200 rows whose peak memory missed by more than 3%.
 #   scripts/device_models_quant.sh DIR   (DIR/alloc.json, DIR/alloc.log; rows -> DIR/rows.jsonl, tables -> DIR/log.md)
 set -u
-DIR=${1:-reports/models/quant}
-mkdir -p "$DIR"
-BUDGET_S=${BUDGET_S:-300}
 . "$(dirname "$0")/device_models_lib.sh"
+models_call reports/models/quant 300 "$@"
 run() { bench_case "$DIR/rows.jsonl" 90 "$@"; }
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$DIR/log.md" 2>&1
 timeout 90 python3 -W ignore "$(dirname "$0")/allocator_check.py" --out "$DIR/alloc.json" \
   llama2-7b:decode:1:2048:graph::int4 llama2-7b:decode:1:2048:graph::bf16:triton llama2-7b:decode:16:2048:graph::bf16:triton llama2-7b:decode:1:2048:graph::bf16 \
   >"$DIR/alloc.log" 2>&1 || echo "exit $?" >>"$DIR/alloc.log"
@@ -25,4 +22,4 @@ case "$GPU" in *H200*)
   run gpt2 --phase decode --batch 1,16,64 --seq 1023 --mode graph
   run mixtral-8x7b --layers 4 --phase prefill --batch 4 --seq 2048 --mode eager ;;
 esac
-echo "done t=${SECONDS}s" >>"$DIR/log.md"
+models_done

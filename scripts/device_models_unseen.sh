@@ -7,16 +7,9 @@
 # its AdamW state exceed the card). About 8 min; no case starts after BUDGET_S.
 #   scripts/device_models_unseen.sh DIR   (rows -> DIR/rows.jsonl, tables -> DIR/log.md)
 set -u
-DIR=${1:-reports/models/unseen}
-mkdir -p "$DIR"
-BUDGET_S=${BUDGET_S:-480}
 . "$(dirname "$0")/device_models_lib.sh"
-V2LITE=(deepseek-v3 --set hidden_size=2048 --set num_attention_heads=16 --set num_key_value_heads=16
-        --set q_lora_rank=null --set n_routed_experts=64 --set num_experts_per_tok=6 --set moe_intermediate_size=1408
-        --set n_shared_experts=2 --set first_k_dense_replace=1 --set intermediate_size=10944 --set vocab_size=102400
-        --set num_hidden_layers=27)
+models_call reports/models/unseen 480 "$@"
 run() { bench_case "$DIR/rows.jsonl" 150 "$@" --mode graph; }
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$DIR/log.md" 2>&1
 run "${V2LITE[@]}" --phase decode --batch 1,8,32 --seq 2048
 run "${V2LITE[@]}" --phase prefill --batch 1 --seq 2048
 run opt-350m --phase decode --batch 1,8,32 --seq 2047
@@ -33,4 +26,4 @@ run gpt2-xl --phase decode --batch 1,8,32 --seq 1023
 run llama2-13b --phase decode --batch 1,8,32 --seq 2048
 run gpt2-xl --phase train --batch 1 --seq 1024
 run llama2-13b --layers 8 --phase train --batch 1 --seq 2048
-echo "done t=${SECONDS}s" >>"$DIR/log.md"
+models_done

@@ -137,7 +137,6 @@ class TrainOptions:
             require(world == self.world_size, f"world size {self.world_size} != dp*tp*pp*cp = "
                                               f"{self.dp}*{self.tp}*{self.pp}*{self.cp} = {world}")
 
-
     def chunks(self, spec: ModelSpec) -> tuple[tuple[int, ...], ...]:
         """Decoder layers of each stage's model chunks (calc.pipeline_split): even, or Megatron-LM's uneven split."""
         rule = "num_layers over --pp x --vp model chunks" if self.vp > 1 else "num_layers over --pp"

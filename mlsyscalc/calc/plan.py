@@ -207,7 +207,6 @@ class _Memo:
         return self.get(("opt", c.tp, c.ep, c.pp, c.pipeline_split, zero), lambda: optimizer_s(
             counts(), zero, c.data_parallel * c.cp, c.ep, c.memory_dtype, self.ceil, self.opts.framework))
 
-
     def fp8(self, c: TrainStepOptions, recompute: str, zero: int) -> tuple[float, float]:
         """(FP8 scaling seconds of one micro-batch, the step's other FP8 seconds) on the slowest stage, as
         `train.step_fp8_s`; (0, 0) unless fp8."""

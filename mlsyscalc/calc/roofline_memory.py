@@ -15,6 +15,15 @@ from ..dtypes import bytes_per_element
 from .roofline_ops import OpPrediction, predict_memory_op
 
 
+def pass_memory_op(name: str, read: float, write: float, p: Any, shape: str = "", cls: str = "memory") -> OpPrediction:
+    """A memory-bound kernel of a roofline pass `p` (its store dtype and ceilings): `read` and `write` bytes."""
+    return predict_memory_op(name, read, write, 0.0, p.store, p.ceil, shape=shape, cls=cls)
+
+
+def pass_strided_op(name: str, read: float, write: float, p: Any, shape: str = "") -> OpPrediction:
+    """A broadcasting or strided kernel TensorIterator cannot vectorise (efficiency.memory_broadcast)."""
+    return pass_memory_op(name, read, write, p, shape, "memory_broadcast")
+
 def elementwise_op(elements: float, inputs: int = 1, outputs: int = 1, flops_per_element: float = 1.0,
                    dtype: str = "bf16", gpu: Any = "H100-SXM", calibration: Any = None,
                    name: str = "elementwise") -> OpPrediction:

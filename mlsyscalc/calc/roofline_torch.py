@@ -42,8 +42,9 @@ from typing import Any, Callable
 from ..specs.model import ModelSpec
 from .layers import Linear, head_linears, layer_linears, norm_width
 from .roofline_memory import copy_cast_op, elementwise_op, embedding_op, norm_op
+from .roofline_memory import pass_memory_op as _mem, pass_strided_op as _strided
 from .cublas_split import cublas_splits
-from .roofline_ops import OpPrediction, OpRow, predict_memory_op
+from .roofline_ops import OpPrediction, OpRow
 from .roofline_torch_moe import moe_dispatch_backward, moe_dispatch_kernels
 
 FP32 = 4
@@ -51,15 +52,6 @@ ADAM_CHUNK = 65536  # elements per multi-tensor chunk (ATen's MultiTensorApply.c
 ADAM_BLOCKS = 320  # chunks per launch (depth_to_max_blocks)
 ADAM_TENSORS = 36  # tensors per launch at depth 4: param, grad, exp_avg, exp_avg_sq (depth_to_max_tensors)
 ZERO_TENSORS = 110  # tensors per launch at depth 1 (_foreach_zero_ of zero_grad)
-
-
-def _mem(name: str, read: float, write: float, p: Any, shape: str = "", cls: str = "memory") -> OpPrediction:
-    return predict_memory_op(name, read, write, 0.0, p.store, p.ceil, shape=shape, cls=cls)
-
-
-def _strided(name: str, read: float, write: float, p: Any, shape: str = "") -> OpPrediction:
-    """A broadcasting or strided kernel TensorIterator cannot vectorise (efficiency.memory_broadcast)."""
-    return _mem(name, read, write, p, shape, "memory_broadcast")
 
 
 def rotary_kernels(p: Any, rows: int, head_dim: int, rot: int, backward: bool = False) -> list[OpPrediction]:
@@ -135,8 +127,6 @@ def layer_memory_ops(p: Any, layer: int, mlp_elements: float) -> list[tuple[OpPr
     ops += [(k, "mlp") for k in _mlp_kernels(p, mlp_elements, gated, False)]
     ops += [(elementwise_op(t * h, 2, 1, 1, act, ceil, name="residual_add"), "norm")] * 2
     return ops + moe_dispatch_kernels(p, layer)
-
-
 
 
 def split_rows(p: Any, rows: list[OpRow]) -> list[OpRow]:

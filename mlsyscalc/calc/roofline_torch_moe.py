@@ -37,19 +37,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .roofline_ops import OpPrediction, predict_memory_op
+from .roofline_memory import pass_memory_op as _mem, pass_strided_op as _strided
+from .roofline_ops import OpPrediction
 
 FP32, I64, I32 = 4, 8, 4
 RADIX_BITS = 8  # bits per onesweep pass of cub's radix sort
 RADIX_BINS = 256
-
-
-def _mem(name: str, read: float, write: float, p: Any, cls: str = "memory") -> OpPrediction:
-    return predict_memory_op(name, read, write, 0.0, p.store, p.ceil, cls=cls)
-
-
-def _strided(name: str, read: float, write: float, p: Any) -> OpPrediction:
-    return _mem(name, read, write, p, "memory_broadcast")
 
 
 SMALL_SORT_MAX = 4096  # aten's Sort.cpp (should_use_small_sort): up to this many keys one in-place sort kernel

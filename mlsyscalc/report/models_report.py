@@ -27,6 +27,8 @@ from ..bench.rows import ResultStore, Row
 from ..calc.calibration import CLASSES, load_ceilings
 from ..calc.calibration_fit import PARAMS
 from ..calc.roofline_model import predict_model
+from ..errors import MlsysError
+from ..specs.lookup import load_model, parse_overrides
 from .markdown import markdown_table
 from .models_report_host import probe_error, probe_lines, probe_predictions
 from .models_report_memory import rescored_memory
@@ -137,15 +139,25 @@ def rows_table(rows, fit: dict, eager: dict[str, float] | None = None, probed: d
 
 def _model_label(x: dict, shapes: dict[str, dict]) -> str:
     """The model's name, or for a row built with --set overrides a numbered variant of it ("deepseek-v3 #1"),
-    whose overrides `shapes` collects for the note under the table: such a row is not the named model."""
+    whose overrides `shapes` collects for the note under the table: such a row is not the named model. Rows
+    whose overrides give the same spec (in any order, or restating a default) share a label."""
     if not x.get("overrides"):
         return x.get("model") or ""
+    shape = _variant_spec(x)
     for label, seen in shapes.items():
-        if seen["model"] == x.get("model") and seen["overrides"] == x["overrides"]:
+        if seen["model"] == x.get("model") and seen["spec"] == shape:
             return label
     label = f"{x.get('model')} #{1 + sum(seen['model'] == x.get('model') for seen in shapes.values())}"
-    shapes[label] = {"model": x.get("model"), "overrides": list(x["overrides"])}
+    shapes[label] = {"model": x.get("model"), "overrides": list(x["overrides"]), "spec": shape}
     return label
+
+
+def _variant_spec(x: dict):
+    """The spec a row's overrides build (its override list where it cannot be rebuilt)."""
+    try:
+        return load_model(str(x.get("model_ref") or x.get("model")), parse_overrides(x["overrides"]))
+    except MlsysError:
+        return tuple(x["overrides"])
 
 
 def op_summary(ops: list[dict], before: list[dict]) -> list[str]:
