@@ -140,25 +140,32 @@ def test_cli_refuses_last_logits_in_training(run_cli):
 
 
 INDEPENDENT_H200_MS = [  # an independent plain-torch Llama on one H200 (bf16, SDPA, decode under CUDA graphs,
-    # fused AdamW), measured outside this repository; the table of the whole-model validation issue
-    ("llama2-7b", dict(phase="prefill", seq=512, logits="last"), 12.2),
-    ("llama2-7b", dict(phase="prefill", seq=2048, logits="last"), 46.7),
-    ("llama2-7b", dict(phase="prefill", seq=2048, batch=8, logits="last"), 373),
-    ("llama2-7b", dict(phase="decode", context=2048), 5.02),
-    ("llama2-7b", dict(phase="decode", context=2048, batch=16), 8.68),
-    ("llama2-7b", dict(phase="decode", context=2048, batch=64), 19.9),
-    ("tinyllama", dict(phase="train", seq=2048, batch=4, master_weights=False), 120),
-    ("tinyllama", dict(phase="train", seq=2048, batch=8, master_weights=False), 233),
+    # fused AdamW), measured outside this repository (the table of the whole-model validation issue), and the
+    # same cases of `mlsys bench model` on a lent H200 (reports/models/h200.jsonl, torch 2.11; None: not run)
+    ("llama2-7b", dict(phase="prefill", seq=512, logits="last"), 12.2, 13.32),
+    ("llama2-7b", dict(phase="prefill", seq=2048, logits="last"), 46.7, 49.68),
+    ("llama2-7b", dict(phase="prefill", seq=2048, batch=8, logits="last"), 373, 410.0),
+    ("llama2-7b", dict(phase="decode", context=2048), 5.02, 5.99),
+    ("llama2-7b", dict(phase="decode", context=2048, batch=16), 8.68, 10.34),
+    ("llama2-7b", dict(phase="decode", context=2048, batch=64), 19.9, 21.63),
+    ("tinyllama", dict(phase="train", seq=2048, batch=4, master_weights=False), 120, None),
+    ("tinyllama", dict(phase="train", seq=2048, batch=8, master_weights=False), 233, None),
 ]
 
 
-@pytest.mark.parametrize("model,shape,measured_ms", INDEPENDENT_H200_MS)
-def test_torch_kernels_price_an_independent_runner_within_12_percent(model, shape, measured_ms):
-    """Datasheet x default efficiencies, uncalibrated: within +-12% of every measured step
-    (-10.2% to +10.4% at commit 6bbb1be); one kernel per op misses the training steps by 24%."""
+@pytest.mark.parametrize("model,shape,measured_ms,ours_ms", INDEPENDENT_H200_MS)
+def test_torch_kernels_price_an_independent_runner_within_17_percent(model, shape, measured_ms, ours_ms):
+    """Datasheet x default efficiencies, uncalibrated: within +-17% of every step the independent runner
+    measured (-16.9% to +2.7% once the stream's gap between kernels is priced) and within
+    +-10% of our own runner on a lent H200 (-4.1% to +8.0%). The independent runner is 7-19% faster than
+    ours on the same cases, the compute-bound prefill B8 S2048 included (373 vs 410 ms), so not only
+    through fewer kernels: its card or software ran faster; before the gap was priced it was -10.2% to
+    +3.0%."""
     spec = load_model("llama2-7b", parse_overrides(TINYLLAMA) if model == "tinyllama" else None)
     predicted_ms = _torch(spec, **shape).time_s * 1e3
-    assert abs(measured_ms - predicted_ms) / predicted_ms < 0.12
+    assert abs(measured_ms - predicted_ms) / predicted_ms < 0.17
+    if ours_ms is not None:
+        assert abs(ours_ms - predicted_ms) / predicted_ms < 0.10
 
 
 def test_a_long_reduction_splits_only_a_skinny_gemm():

@@ -17,7 +17,7 @@ from dataclasses import replace
 import pytest
 
 from mlsyscalc import MlsysError, load_model
-from mlsyscalc.calc.calibration import load_ceilings
+from mlsyscalc.calc.calibration import KERNEL_GAP_S, load_ceilings
 from mlsyscalc.calc.roofline_memory import copy_cast_op, elementwise_op, rotary_op
 from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model
 from mlsyscalc.calc.roofline_ops import (predict_attention, predict_grouped_matmul, predict_matmul,
@@ -977,7 +977,9 @@ def test_ridge_and_dict_fields_per_kind():
 def test_model_rows_sum_to_the_totals():
     r = predict_model(load_model("mixtral-8x7b"), H100, RooflineOptions(phase="decode", batch=8, context=512, tp=2))
     d = r.totals()
-    assert d["ops_s"] == pytest.approx(sum(row.count * row.pred.predicted_s for row in r.rows), rel=1e-12)
+    # each kernel's time plus the stream's idle gap before it
+    assert d["ops_s"] == pytest.approx(sum(row.count * row.pred.predicted_s for row in r.rows) + d["gap_s"], rel=1e-12)
+    assert d["gap_s"] == pytest.approx(KERNEL_GAP_S * d["kernels"], rel=1e-12) and d["gap_s"] > 0
     assert d["memory_s"] == pytest.approx(sum(row.count * row.pred.memory_s for row in r.rows), rel=1e-12)
     assert d["overhead_s"] == pytest.approx(2e-6 * d["kernels"], rel=1e-12)
     assert d["bytes"] == pytest.approx(sum(row.count * (row.pred.read_bytes + row.pred.write_bytes) for row in r.rows),

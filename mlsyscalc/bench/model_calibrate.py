@@ -76,16 +76,17 @@ def observation(c: Case, ceilings: Ceilings, impl: str = IMPL) -> Observation:
         raise MlsysError(f"calibrate: row {c.row.key!r} has no measured time")
     roof = predict_model(c.spec, ceilings, roofline_options(c.case, impl))
     e = ceilings.efficiency
-    terms = tuple(_term(r) for r in roof.rows)
+    terms = tuple(_term(r, step=True) for r in roof.rows)
     return Observation(c.row.key, c.row.median_ms * 1e-3, terms, tuple(getattr(e, k) for k in EFFICIENCIES),
                        roof.comm_s - roof.comm_hidden_s, roof.host_path_s)
 
 
-def _term(r) -> Term:
-    """One roofline row as a fit term, with the efficiency classes that priced its two times."""
+def _term(r, step: bool = False) -> Term:
+    """One roofline row as a fit term, with the efficiency classes that priced its two times; in a
+    step (not a profiler's kernel time) each kernel also pays the stream's gap before it."""
     p = r.pred
     return Term(r.count, p.kind, p.compute_s, p.memory_s, p.kind == "matmul", p.compute_class, p.memory_class,
-                p.floor_s)
+                p.floor_s, p.gap_s if step else 0.0)
 
 
 def linear_observations(c: Case, ceilings: Ceilings, impl: str = IMPL) -> list[Observation]:
@@ -150,7 +151,7 @@ def record(ceilings: Ceilings, params: dict, models: list[str]) -> dict:
         "peak_flops": {k: v for k, v in ceilings.base_flops.items() if v},
         "bandwidth_Bps": {"read": ceilings.read_Bps, "write": ceilings.write_Bps},
         "efficiency": {k: params.get(k, getattr(ceilings.efficiency, k)) for k in EFFICIENCIES},
-        "launch_overhead_s": params["launch_s"], "matmul_floor_s": params.get("matmul_floor_s", ceilings.matmul_floor_s),
+        "launch_overhead_s": params["launch_s"], "kernel_gap_s": ceilings.gap_s, "matmul_floor_s": params.get("matmul_floor_s", ceilings.matmul_floor_s),
         **({"memory_launch_overhead_s": params["memory_launch_s"]} if "memory_launch_s" in params else {}),
         "fitted_on": models,
         "base": ceilings.source,
@@ -184,10 +185,10 @@ def op_errors(cases: list[Case], ceilings: Ceilings) -> list[dict]:
         linear: dict[str, float] = {}
         kind: dict[str, float] = {}
         for r in roof.rows:
-            kind[r.pred.kind] = kind.get(r.pred.kind, 0.0) + r.total_s
+            kind[r.pred.kind] = kind.get(r.pred.kind, 0.0) + r.busy_s
             name = r.pred.name.removesuffix(".splitk_reduce")  # the reduction runs inside the linear's range
             if r.pass_name == "forward" and (r.pred.kind == "matmul" or name != r.pred.name):
-                linear[name] = linear.get(name, 0.0) + r.total_s
+                linear[name] = linear.get(name, 0.0) + r.busy_s
         for section, predicted in (("linears", linear), ("kinds", kind)):
             for name, entry in (ops.get(section) or {}).items():
                 measured, want = entry.get("measured_s"), predicted.get(name)

@@ -127,7 +127,7 @@ def join_roofline(prof: StepProfile, roofline) -> dict:
     kinds: dict[str, dict] = {}
     for row in roofline.rows:
         entry = kinds.setdefault(row.pred.kind, {"predicted_s": 0.0, "predicted_kernels": 0})
-        entry["predicted_s"] += row.total_s
+        entry["predicted_s"] += row.busy_s
         entry["predicted_kernels"] += row.count
     for kind in set(kinds) | set(prof.kernel_s):
         entry = kinds.setdefault(kind, {"predicted_s": 0.0, "predicted_kernels": 0})
@@ -137,12 +137,12 @@ def join_roofline(prof: StepProfile, roofline) -> dict:
         if row.pred.kind == "matmul" and row.pass_name == "forward" and row.pred.name in prof.linear_s:
             entry = linears.setdefault(row.pred.name, {"predicted_s": 0.0, "count": 0, "shape": row.pred.shape,
                                                        "bound": row.pred.bound})
-            entry["predicted_s"] += row.total_s
+            entry["predicted_s"] += row.busy_s
             entry["count"] += row.count
     for row in roofline.rows:  # a split-K reduction runs inside its linear's profiler range
         name = row.pred.name.removesuffix(".splitk_reduce")
         if row.pass_name == "forward" and name != row.pred.name and name in linears:
-            linears[name]["predicted_s"] += row.total_s
+            linears[name]["predicted_s"] += row.busy_s
     for name, entry in linears.items():
         entry["measured_s"] = prof.linear_s[name]
     for table in (kinds, linears):

@@ -27,6 +27,15 @@ from .roofline_host import HostCosts, host_from_record
 # Fixed cost of one kernel: launch, prologue/epilogue and the tail of the last wave. An assumption
 # (2 us is the usual back-to-back launch gap on a CUDA stream); a calibration file may measure it.
 LAUNCH_OVERHEAD_S = 2e-6
+# The stream's idle time between one kernel's end and the next one's start, which no kernel's own
+# duration counts: a step pays it once a kernel (calc.roofline_ops' OpRow.total_s), a profiler's kernel
+# time does not. One decode replay under torch.profiler (`experiments/graph_gaps.py`) of each model of the
+# H100 fit set (gpt2, llama2-7b, pythia-1.4b, qwen2.5-7b, TinyLlama) at B1, B8 and B32, H100 80GB HBM3,
+# torch 2.11, CUDA graphs: 0.43-0.68 us a kernel (median of the 15 replays 0.485, pooled 0.52; most
+# boundaries 0.42-0.45 us, 0.96 us before a split-K reduction, hence qwen2.5-7b's 0.66-0.68);
+# experiments/graph_gaps_fitset_h100/. The held-out models traced on an H100 and an H200 (graph_gaps_h100/,
+# graph_gaps_h200/) give 0.43-0.54: the same on both cards.
+KERNEL_GAP_S = 0.5e-6
 # The shortest time a cuBLAS GEMM/GEMV kernel runs beyond that fixed cost, however few bytes it moves:
 # gpt2's 768x768 projections (1.2 MB, 0.45 us at matmul_skinny) run 4.08-4.19 us per kernel in the
 # H100 decode profiles at B1-B16 (torch 2.11, CUDA graphs: reports/models/h100_fitset.jsonl,
@@ -57,11 +66,15 @@ class Efficiency:
     memory: float = 0.89  # H200 copy 4.26 / 4.8 TB/s datasheet (ARCHITECTURE.md, "Reference measurements")
     # GEMMs stream their operands at this fraction of the base bandwidth (not of `memory`, which is
     # that of the elementwise kernels): it sets the time of the memory-bound (skinny, decode) GEMMs;
-    # compute-bound (square) ones are unaffected. H200, torch 2.11 cuBLAS (nvjet), llama2-7b decode B1 profiler rows
-    # (reports/models/h200.jsonl): 4096x4096 10.7 us, 4096x11008 24.0 us, 11008x4096 25.1 us per
-    # kernel; with 0.5 us of graph gap added and the 2 us fixed cost taken out, 0.85, 0.94 and 0.89
-    # of bytes / (0.89 x 4.8 TB/s); weighted by calls per layer (4, 2, 1): 0.88 of the copy rate,
-    # 0.88 x 0.89 = 0.78 of the datasheet.
+    # compute-bound (square) ones are unaffected. Two readings, torch 2.11 cuBLAS (nvjet): the kernels'
+    # own times, H200 llama2-7b decode B1 profiler rows (reports/models/h200.jsonl): 4096x4096 10.7 us,
+    # 4096x11008 24.0 us, 11008x4096 25.1 us per kernel, 2 us fixed cost out: 0.90, 0.96 and 0.91 of
+    # bytes / (0.89 x 4.8 TB/s), weighted by calls per layer (4, 2, 1) 0.92 of the copy rate = 0.82 of
+    # the datasheet; the steps, H100 fit-set decode replays (28 rows of gpt2, llama2-7b, pythia-1.4b,
+    # qwen2.5-7b, TinyLlama, B1-B128) with KERNEL_GAP_S priced: 0.78 gives the smallest median |error|
+    # (1.2%; 0.76 and 0.80 give 1.8% and 1.5%). Kept 0.78, the steps' reading: at B8-B32 a timed replay
+    # runs 2-9% of the step longer than its profiled kernels and gaps (experiments/graph_gaps_fitset_h100/),
+    # time that only the steps see.
     matmul_skinny: float = 0.78
     # Classes of kernels that reach less than their kind's ceiling (docs/roofline.md, "Efficiency
     # classes"), each a fraction of the datasheet roof like the four above; H100 80GB HBM3, torch
@@ -123,6 +136,7 @@ class Ceilings:
     launch_s: float = LAUNCH_OVERHEAD_S
     matmul_floor_s: float = MATMUL_FLOOR_S  # a plain GEMM kernel runs at least this, fixed cost apart
     memory_launch_s: float | None = None  # a memory-bound kernel's fixed cost (None: launch_s)
+    gap_s: float = KERNEL_GAP_S  # the stream's idle time before each kernel (outside its duration)
     source: str = "datasheet"  # "datasheet" or the calibration file
     host: HostCosts = HostCosts()  # the host's cost of an eager one-GPU step (calc.roofline_host)
     notes: tuple[str, ...] = field(default=(), compare=False)
@@ -130,6 +144,7 @@ class Ceilings:
     def __post_init__(self) -> None:
         non_negative(self.launch_s, "launch overhead (s)")
         non_negative(self.matmul_floor_s, "GEMM floor (s)")
+        non_negative(self.gap_s, "gap between kernels (s)")
         if self.memory_launch_s is not None:
             non_negative(self.memory_launch_s, "memory-bound kernel launch overhead (s)")
         positive(self.read_Bps, "read bandwidth (B/s)")
@@ -215,7 +230,7 @@ class Ceilings:
             "datasheet_flops_per_s": self.datasheet_flops(dtype), "datasheet_Bps": self.datasheet_Bps,
             "ridge_flops_per_byte": self.ridge(dtype), "launch_overhead_s": self.launch_s,
             "memory_launch_overhead_s": self.overhead_s("memory"),
-            "matmul_floor_s": self.matmul_floor_s, "host": self.host.as_dict(),
+            "matmul_floor_s": self.matmul_floor_s, "kernel_gap_s": self.gap_s, "host": self.host.as_dict(),
             "efficiency": {k: getattr(self.efficiency, k) for k in EFFICIENCY_FIELDS}, "notes": list(self.notes),
         }
 
@@ -352,6 +367,8 @@ def calibrated_ceilings(data: Mapping[str, Any], gpu: GPUSpec | str | None = Non
     measured_launch = _positive(data.get("launch_overhead_s"), "launch_overhead_s")
     measured_floor = _positive(data.get("matmul_floor_s"), "matmul_floor_s")
     measured_memory_launch = _positive(data.get("memory_launch_overhead_s"), "memory_launch_overhead_s")
+    gap = data.get("kernel_gap_s")
+    measured_gap = 0.0 if gap == 0 and not isinstance(gap, bool) else _positive(gap, "kernel_gap_s")
     return Ceilings(
         gpu=spec, base_flops=flops,
         read_Bps=_positive(bws.get("read"), "bandwidth_Bps.read") or fallback,
@@ -359,6 +376,7 @@ def calibrated_ceilings(data: Mapping[str, Any], gpu: GPUSpec | str | None = Non
         sm_count=sm_count, efficiency=eff,
         launch_s=launch_s if launch_s is not None else measured_launch or LAUNCH_OVERHEAD_S,
         matmul_floor_s=measured_floor or MATMUL_FLOOR_S, source=where,
+        gap_s=KERNEL_GAP_S if measured_gap is None else measured_gap,
         # one fixed cost given for every kernel (--launch-us) replaces the file's two
         memory_launch_s=None if launch_s is not None else measured_memory_launch,
         host=host_from_record(data.get("host"), where) or HostCosts(), notes=tuple(notes),

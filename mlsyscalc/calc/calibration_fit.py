@@ -4,7 +4,9 @@ A model step's prediction (calc.roofline_model) is a sum over kernel rows
 
     step_s = sum_i count_i x (max(compute_i x e0_kind / e_kind, memory_i x e0_mem / e_mem, floor_i) + launch_i)
 
-(launch_i: memory_launch_s for a memory-bound kernel, else launch_s; floor_i: matmul_floor_s for a
+(plus count_i x gap_i, the stream's idle time between kernels, which is not fitted and is 0 where the
+observation is a profiler's kernel time; launch_i: memory_launch_s for a memory-bound kernel, else
+launch_s; floor_i: matmul_floor_s for a
 plain GEMM, else 0; a GEMM's memory time x e0_skinny / e_skinny
 instead of e0_mem / e_mem: GEMMs stream at their own efficiency; in
 general each row's compute and memory times scale with the efficiency class that priced them,
@@ -57,6 +59,7 @@ class Term:
     compute_class: str = ""  # the efficiency that priced compute_s (default: attention or matmul by kind)
     memory_class: str = ""  # the one that priced memory_s (default: matmul_skinny if skinny, else memory)
     floor_s: float = 0.0  # a plain GEMM's shortest busy time (re-priced as matmul_floor_s when that is fitted)
+    gap_s: float = 0.0  # the stream's idle time before each kernel (a step's; not fitted, 0 for profiler times)
 
     @property
     def classes(self) -> tuple[str, str]:
@@ -88,7 +91,8 @@ def predict(obs: Observation, params: dict[str, float]) -> float:
         compute_class, memory_class = t.classes
         floor = params.get("matmul_floor_s", t.floor_s) if t.floor_s else 0.0
         launch = params.get("memory_launch_s", params["launch_s"]) if t.kind == "memory" else params["launch_s"]
-        total += t.count * (max(t.compute_s * scale(compute_class), t.memory_s * scale(memory_class), floor) + launch)
+        total += t.count * (max(t.compute_s * scale(compute_class), t.memory_s * scale(memory_class), floor) + launch
+                            + t.gap_s)
     return max(total, obs.host_path_s)
 
 

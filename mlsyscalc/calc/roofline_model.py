@@ -3,9 +3,9 @@
 prefill: `batch` sequences of `seq` new tokens (time to first token); decode: one new token per
 sequence after `context` cached ones (time per output token); train: forward + backward + an
 AdamW step over `batch` x `seq` tokens. Each row is an `OpPrediction` from calc.roofline_ops
-times how often it runs (layers of that kind); the step time is the sum of the rows plus the
-tensor-parallel collectives (calc.roofline_comm). Kernels run one after another on one stream:
-no overlap of communication or of consecutive kernels.
+times how often it runs (layers of that kind); the step time is the sum of the rows (each kernel's
+time plus the stream's idle gap before it) plus the tensor-parallel collectives (calc.roofline_comm).
+Kernels run one after another on one stream: no overlap of communication or of consecutive kernels.
 
 Tensor parallel follows Megatron-LM (Shoeybi et al. 2019, section 3): q/k/v, gate/up and the
 vocabulary are column-parallel, o_proj and down_proj row-parallel, norms replicated; two
@@ -68,6 +68,11 @@ class ModelRoofline:
         return self._sum("overhead_s")
 
     @property
+    def gap_s(self) -> float:
+        """The stream's idle time between the step's kernels (ceilings.gap_s each)."""
+        return self._sum("gap_s")
+
+    @property
     def ops_s(self) -> float:
         return sum(r.total_s for r in self.rows)
 
@@ -126,7 +131,7 @@ class ModelRoofline:
         return {
             "predicted_s": self.time_s, latency_key: self.time_s, "bound": self.bound,
             "compute_s": self.compute_s, "memory_s": self.memory_s, "overhead_s": self.overhead_s,
-            "ops_s": self.ops_s, "comm_s": self.comm_s, "comm_hidden_s": self.comm_hidden_s,
+            "gap_s": self.gap_s, "ops_s": self.ops_s, "comm_s": self.comm_s, "comm_hidden_s": self.comm_hidden_s,
             "gpu_s": self.gpu_s, "host_path_s": self.host_path_s, "host_s": self.host_s,
             **{f"{name}_s": self.pass_s(name) for name in ("forward", "backward", "recompute", "optimizer")},
             "tp_comm_s": sum(c.total_s for c in self.comm if not c.method.startswith("comm_step")),

@@ -8,6 +8,10 @@ Every prediction is
     overhead_s  = a fixed per-kernel cost (launch, prologue, tail; a memory-bound kernel's may differ)
     floor_s     = the shortest busy time of a plain (cuBLAS) GEMM kernel (0 for other kernels)
 
+predicted_s is the kernel's own duration (what a profiler times). In a step of many kernels each one
+also waits gap_s on the stream before it starts (the idle between consecutive kernels, even in a
+replayed CUDA graph): OpRow.total_s = count x (predicted_s + gap_s).
+
 (Williams, Waterman & Patterson, "Roofline", CACM 2009, plus the tile and wave quantisation of
 NVIDIA's "Matrix Multiplication Background" performance guide). Ceilings come from
 `calc.calibration` (datasheet x efficiency, or measured). `bytes` is the fewest bytes a kernel
@@ -98,6 +102,7 @@ class OpPrediction:
     compute_class: str = "matmul"  # the efficiency field that priced compute_s (matmul, matmul_unaligned, attention, ...)
     memory_class: str = "memory"  # the one that priced memory_s (memory, matmul_skinny, memory_broadcast)
     floor_s: float = 0.0  # shortest busy time (plain GEMMs: ceilings.matmul_floor_s)
+    gap_s: float = 0.0  # the stream's idle time before the kernel starts (ceilings.gap_s; not in predicted_s)
 
     @property
     def efficiency_class(self) -> str:
@@ -115,6 +120,11 @@ class OpPrediction:
     @property
     def predicted_s(self) -> float:
         return max(self.compute_s, self.memory_s, self.floor_s) + self.overhead_s
+
+    @property
+    def step_s(self) -> float:
+        """Its share of a step of many kernels: the kernel's time plus the stream's gap before it."""
+        return self.predicted_s + self.gap_s
 
     @property
     def bound(self) -> str:
@@ -137,7 +147,7 @@ class OpPrediction:
         data = {k: v for k, v in asdict(self).items() if k not in skip and (k != "shape_class" or v)}
         data.update(
             efficiency_class=self.efficiency_class, bytes=self.bytes, intensity_flops_per_byte=self.intensity_flops_per_byte,
-            predicted_s=self.predicted_s, bound=self.bound, achievable_fraction=self.achievable_fraction,
+            predicted_s=self.predicted_s, step_s=self.step_s, bound=self.bound, achievable_fraction=self.achievable_fraction,
             attained_flops_per_s=self.attained_flops_per_s,
         )
         if self.tiling is not None:
@@ -172,7 +182,7 @@ def _finish(name: str, kind: str, dtype: str, flops: float, read: float, write: 
     return OpPrediction(
         name=name, kind=kind, dtype=dtype, flops=float(flops), read_bytes=float(read), write_bytes=float(write),
         compute_s=compute_s, memory_s=ceil.memory_s(read, write, cls=memory_class), overhead_s=ceil.overhead_s(kind),
-        roofline_s=roofline_s, ridge_flops_per_byte=ridge, tiling=tiling, shape=shape,
+        gap_s=ceil.gap_s, roofline_s=roofline_s, ridge_flops_per_byte=ridge, tiling=tiling, shape=shape,
         compute_class=compute_class, memory_class=memory_class,
     )
 
@@ -419,9 +429,15 @@ class OpRow:
     pass_name: str = "forward"  # "forward", "backward" or "optimizer"
 
     @property
-    def total_s(self) -> float:
+    def busy_s(self) -> float:
+        """The kernels' own time (what a profiler times them at)."""
         return self.count * self.pred.predicted_s
+
+    @property
+    def total_s(self) -> float:
+        """Their share of the step: busy time plus the idle gap before each kernel."""
+        return self.count * self.pred.step_s
 
     def as_dict(self) -> dict[str, Any]:
         return {"group": self.group, "layers": self.layers, "count": self.count, "pass": self.pass_name,
-                **self.pred.as_dict(), "total_s": self.total_s}
+                **self.pred.as_dict(), "busy_s": self.busy_s, "total_s": self.total_s}

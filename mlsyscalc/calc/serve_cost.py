@@ -146,7 +146,7 @@ def _fit_rows(samples: list[tuple[tuple[float, ...], list]], check: tuple[tuple[
     out = []
     for i, row in enumerate(samples[0][1]):
         coef = {p: _solve([list(x) for x, _ in samples], [getattr(rs[i].pred, p) for _, rs in samples]) for p in _PARTS}
-        fast = AffineRow(row.pred.name, row.count, coef, 0.0, row.pred.overhead_s)
+        fast = AffineRow(row.pred.name, row.count, coef, 0.0, row.pred.overhead_s + row.pred.gap_s)
         for p in _PARTS:
             want, got = getattr(check[1][i].pred, p), fast.part(p, check[0])
             if abs(want - got) > 1e-6 * max(abs(want), 1e-30):

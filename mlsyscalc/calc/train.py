@@ -199,7 +199,7 @@ def optimizer_s(counts: tuple[tuple[int, int], ...], zero: int, shard: int, ep: 
     Megatron's fused mixed-precision optimizer, or (framework "torch") plain torch's cast, step and copy."""
     most = max(d / shard + e * ep / shard if zero >= 1 else d + e for d, e in counts)
     state = torch_mixed_state_bytes(dtype, zero) if framework == "torch" else None
-    return adamw_op(max(1, round(most)), dtype, ceilings, state=state).predicted_s
+    return adamw_op(max(1, round(most)), dtype, ceilings, state=state).step_s
 
 
 def step_breakdown(*, pp: Any, vp: Any, windows: Windows, seconds: Mapping[tuple[str, str], Any], zero: Any,

@@ -55,4 +55,4 @@ def unfused_attention_s(spec: ModelSpec, ceilings: Ceilings, *, tp: int, micro_b
                         dtype: str = "bf16") -> dict[str, float]:
     """Seconds of one layer's unfused attention core per pass: {"forward": f, "backward": b}."""
     ops = unfused_attention_ops(spec, ceilings, tp=tp, micro_batch=micro_batch, seq=seq, dtype=dtype)
-    return {name: sum(op.predicted_s for op in pass_ops) for name, pass_ops in ops.items()}
+    return {name: sum(op.step_s for op in pass_ops) for name, pass_ops in ops.items()}

@@ -25,7 +25,8 @@ def _ceiling_note(ceil: Ceilings) -> str:
     fixed = (f"{ceil.launch_s * 1e6:g} us per kernel" if memory_launch == ceil.launch_s else
              f"{ceil.launch_s * 1e6:g} us per GEMM / attention kernel, {memory_launch * 1e6:g} us per memory-bound one")
     return (f"Ceilings: {where}; efficiency matmul {eff.matmul:g}, attention {eff.attention:g}, memory "
-            f"{eff.memory:g}; {ceil.sm_count} SMs; fixed cost {fixed}.")
+            f"{eff.memory:g}; {ceil.sm_count} SMs; fixed cost {fixed}; {ceil.gap_s * 1e6:g} us idle on the stream "
+            "before each kernel.")
 
 
 def op_output(pred: OpPrediction, ceil: Ceilings) -> render.Output:
@@ -87,6 +88,7 @@ def model_output(r: ModelRoofline) -> render.Output:
         ["bound (sum compute vs sum memory)", r.bound, ""],
         ["kernels: compute / memory / fixed", r.compute_s, f"{fmt_seconds(r.compute_s)} / "
          f"{fmt_seconds(r.memory_s)} / {fmt_seconds(r.overhead_s)}"],
+        ["idle between kernels", r.gap_s, f"{fmt_seconds(r.gap_s)} ({r.kernels:,} kernels)"],
         ["communication (exposed / total)", r.comm_s - r.comm_hidden_s,
          f"{fmt_seconds(r.comm_s - r.comm_hidden_s)} / {fmt_seconds(r.comm_s)}"],
         ["weights per GPU", r.weight_bytes, fmt_bytes(r.weight_bytes)],
@@ -104,7 +106,7 @@ def model_output(r: ModelRoofline) -> render.Output:
     if comm:
         tables.append(render.table("collectives (tensor parallel; data parallel with --dp)", ["collective", "pass",
                                    "count", "size", "each (us)", "total (ms)", "exposed (ms)", "share", "method"], comm))
-    notes = (FORMULA, _ceiling_note(r.ceilings),
+    notes = (FORMULA + "; total = count x (predicted + the stream's idle gap before each kernel)", _ceiling_note(r.ceilings),
              "Kernels and collectives run back to back (overlap only with --dp-overlap); MFU uses calc.flops model FLOPs "
              "(train: 3x forward), MBU every kernel's minimum bytes.", *r.notes, *r.ceilings.notes)
     return render.Output(model_data(r), tuple(tables), notes)
