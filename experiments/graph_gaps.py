@@ -2,9 +2,9 @@
 torch.profiler, each gap (next kernel's start - this kernel's end) attributed to the kernel before it and the one
 after it.
 
-The roofline prices a replayed step as the sum of its kernels; the models pages find the step longer than the
-profiled kernels' sum by 0.3-1.4 us a kernel, about twice as much at B8-B64 as at B1. This shows which kernel
-pairs carry that time.
+The roofline priced a replayed step as the sum of its kernels, and the models pages found the step longer than
+the profiled kernels' sum by 0.3-1.4 us a kernel. This shows which kernel pairs carry that time; its traces of the
+H100 fit set set the roofline's gap before each kernel (calc.calibration.KERNEL_GAP_S).
 
     python experiments/graph_gaps.py MODEL --batch 1,8 [--context 2048] [--layers N] [--set KEY=VALUE ...] --out gaps.json
 """

@@ -78,3 +78,14 @@ def test_the_gap_is_named_in_the_output(run_cli):
     assert d["totals"]["gap_s"] == pytest.approx(KERNEL_GAP_S * d["totals"]["kernels"], rel=1e-12)
     code, out, _ = run_cli("roofline", "gpt2", "--phase", "decode", "--context", "1023", "--impl", "torch")
     assert code == 0 and "idle on the stream before each kernel" in " ".join(out.split())
+
+
+def test_a_fitted_file_without_the_key_means_what_it_meant():
+    """A file `mlsys calibrate` wrote before the key existed fitted its fixed costs to steps with no gap
+    priced, so it keeps pricing none (and says so); a measured-ceilings file without it (`mlsys bench
+    ceilings`: no efficiency object) gets the default; a file with the key gets its value."""
+    fitted = {**RECORD, "efficiency": {"memory": 0.8}, "launch_overhead_s": 2.8e-6}
+    old = load_ceilings("H100-SXM", fitted)
+    assert old.gap_s == 0 and any("kernel_gap_s" in n for n in old.notes)
+    assert load_ceilings("H100-SXM", RECORD).gap_s == KERNEL_GAP_S
+    assert load_ceilings("H100-SXM", {**fitted, "kernel_gap_s": 4e-7}).gap_s == 4e-7
