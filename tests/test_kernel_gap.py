@@ -89,3 +89,23 @@ def test_a_fitted_file_without_the_key_means_what_it_meant():
     assert old.gap_s == 0 and any("kernel_gap_s" in n for n in old.notes)
     assert load_ceilings("H100-SXM", RECORD).gap_s == KERNEL_GAP_S
     assert load_ceilings("H100-SXM", {**fitted, "kernel_gap_s": 4e-7}).gap_s == 4e-7
+
+
+def test_gap_us_sets_the_gap_for_roofline_and_serve(run_cli):
+    """--gap-us 0 prices kernels back to back: the step falls by 0.5 us x its kernels; serving under the
+    same load gets no slower without the gap (a faster iteration never lengthens a latency)."""
+    args = ("roofline", "gpt2", "--phase", "decode", "--context", "1023", "--impl", "torch")
+    default, none = run_cli.json(*args)["totals"], run_cli.json(*args, "--gap-us", "0")["totals"]
+    assert none["gap_s"] == 0 and none["kernels"] == default["kernels"]
+    assert default["predicted_s"] - none["predicted_s"] == pytest.approx(0.5e-6 * default["kernels"], rel=1e-9)
+    assert run_cli.json(*args, "--gap-us", "2")["totals"]["gap_s"] == pytest.approx(2e-6 * default["kernels"], rel=1e-12)
+    load = ("serve", "gpt2", "--rate", "2", "--requests", "30", "--seed", "1")
+    with_gap, without = run_cli.json(*load), run_cli.json(*load, "--gap-us", "0")
+    assert without["tpot_p50_s"] < with_gap["tpot_p50_s"]
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "fast"])
+def test_a_bad_gap_us_exits_2(run_cli, value):
+    for args in (("roofline", "gpt2", "--phase", "decode", "--context", "1023"), ("serve", "gpt2", "--rate", "1")):
+        code, _, err = run_cli(*args, "--gap-us", value)
+        assert code == 2 and "--gap-us" in err and "Traceback" not in err

@@ -109,11 +109,15 @@ def efficiency_pairs(items: tuple[str, ...]) -> dict[str, float]:
 
 
 def ceilings_from_options(gpu: str | None, calibration: str | None, efficiency: tuple[str, ...],
-                          launch_us: float | None):
-    """The Ceilings that --gpu, --calibration, --efficiency and --launch-us describe (roofline, serve)."""
+                          launch_us: float | None, gap_us: float | None = None):
+    """The Ceilings that --gpu, --calibration, --efficiency, --launch-us and --gap-us describe (roofline, serve)."""
+    from dataclasses import replace
+
     from ..calc.calibration import load_ceilings
 
     ceilings = load_ceilings(gpu, calibration, launch_s=None if launch_us is None else launch_us * 1e-6)
+    if gap_us is not None:
+        ceilings = replace(ceilings, gap_s=gap_us * 1e-6)
     return ceilings.with_efficiency(**efficiency_pairs(efficiency)) if efficiency else ceilings
 
 

@@ -10,7 +10,7 @@ import functools
 
 import click
 
-from ..calc.calibration import EFFICIENCY_FIELDS, LAUNCH_OVERHEAD_S
+from ..calc.calibration import EFFICIENCY_FIELDS, KERNEL_GAP_S, LAUNCH_OVERHEAD_S
 from ..calc.roofline_memory import elementwise_op, embedding_op, norm_op, rotary_op, softmax_op
 from ..calc.roofline_model import predict_model
 from ..calc.roofline_options import IMPLS, LAUNCHES, LOGITS, PHASES, RECOMPUTE, WINDOW_MODES, RooflineOptions
@@ -45,11 +45,14 @@ def ceiling_options(func):
     @click.option("--launch-us", type=click.FloatRange(min=0), default=None,
                   help=f"Fixed cost per kernel in microseconds (default {LAUNCH_OVERHEAD_S * 1e6:g}, or the "
                   "calibration's).")
+    @click.option("--gap-us", type=click.FloatRange(min=0, max=1e6), default=None,
+                  help=f"Idle microseconds on the stream before each kernel of a step (default {KERNEL_GAP_S * 1e6:g}, "
+                  "or the calibration's; 0 prices kernels back to back).")
     @click.option("--plot", type=click.Path(dir_okay=False), default=None,
                   help="Write a roofline plot (PNG or SVG by extension).")
     @functools.wraps(func)
-    def wrapper(*args, gpu, calibration, efficiency, launch_us, **kwargs):
-        return func(*args, ceilings=ceilings_from_options(gpu, calibration, efficiency, launch_us), **kwargs)
+    def wrapper(*args, gpu, calibration, efficiency, launch_us, gap_us, **kwargs):
+        return func(*args, ceilings=ceilings_from_options(gpu, calibration, efficiency, launch_us, gap_us), **kwargs)
     return wrapper
 
 

@@ -112,6 +112,8 @@ def engine_options(func):
 @click.option("--efficiency", "efficiency", multiple=True, metavar="KIND=FRACTION",
               help="Override an efficiency ceiling (matmul, attention, memory), e.g. --efficiency memory=0.8.")
 @click.option("--launch-us", type=click.FloatRange(min=0), default=None, help="Fixed cost per kernel in microseconds.")
+@click.option("--gap-us", type=click.FloatRange(min=0, max=1e6), default=None,
+              help="Idle microseconds on the stream before each kernel (default 0.5, or the calibration's).")
 @click.option("--tp", type=click.IntRange(min=1), default=D.tp, show_default=True, help="Tensor-parallel GPUs per engine.")
 @click.option("--dtype", default=D.dtype, show_default=True, help="Weights and compute dtype.")
 @click.option("--kv-dtype", default=None, help="KV cache dtype (default: the activation dtype).")
@@ -142,7 +144,7 @@ def engine_options(func):
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
               help="Write latency-vs-rate (with --sweep) or latency CDFs (PNG or SVG).")
 @render.output_options
-def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, tp, dtype, kv_dtype, rate, trace_file, prompt_len, output_len,
+def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, gap_us, tp, dtype, kv_dtype, rate, trace_file, prompt_len, output_len,
           requests, seed, burstiness, scheduler, max_batch_tokens, max_seqs, chunk, block_size,
           gpu_memory_utilization, preemption, kv_blocks, iteration_overhead_us, prefix_len, prefix_caching, draft, spec_k, accept, disagg, search, max_gpus, slo, sweep, plot, fmt,
           as_json):
@@ -156,7 +158,7 @@ def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, tp
         from ..specs.cluster import load_cluster
 
         gpu = load_cluster(cluster).gpu
-    ceilings = ceilings_from_options(gpu, calibration, efficiency, launch_us)
+    ceilings = ceilings_from_options(gpu, calibration, efficiency, launch_us, gap_us)
     opts = ServeOptions(scheduler=scheduler, max_batch_tokens=max_batch_tokens, max_seqs=max_seqs, chunk=chunk,
                         block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, preemption=preemption,
                         kv_blocks=kv_blocks, tp=tp, dtype=dtype, kv_dtype=kv_dtype, cluster=cluster, slo=_slo(slo),
