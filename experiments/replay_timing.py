@@ -1,0 +1,117 @@
+"""Why a timed decode replay runs longer than its profiled kernels plus the gaps between them at B8-B32 (and
+shorter at B1): the same CUDA-graph replay timed four ways, one model and batch at a time.
+
+- isolated: CUDA events around one replay, synchronised after each (how `mlsys bench model` times a step);
+- back to back: CUDA events around N replays issued without a synchronisation, divided by N;
+- isolated under torch.profiler: as `isolated`, with the profiler recording (its own cost on the kernels);
+- profiled span: first kernel start to last kernel end of each replay, from the profiler's kernel records,
+  and the kernels' busy time inside it.
+
+Also the SM and memory clocks (NVML through torch.cuda, when it answers) right after each way.
+
+    python experiments/replay_timing.py MODEL --batch 1,8,32 [--context 2048] [--set KEY=VALUE ...] --out timing.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+
+
+def _events(fn, reps: int) -> list[float]:
+    import torch
+
+    out = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        out.append(start.elapsed_time(end) * 1e3)
+    return out
+
+
+def _clocks() -> dict:
+    import torch
+
+    try:
+        return {"sm_mhz": torch.cuda.clock_rate(), "power_w": torch.cuda.power_draw() / 1000}
+    except Exception as exc:  # NVML missing or not permitted: say so, keep the timings
+        return {"clocks": f"unavailable: {type(exc).__name__}"}
+
+
+def measure(step, reps: int) -> dict:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(10):
+        step()
+    torch.cuda.synchronize()
+    isolated = _events(step, reps)
+    after_isolated = _clocks()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        step()
+    end.record()
+    end.synchronize()
+    back_to_back = start.elapsed_time(end) * 1e3 / reps
+    after_b2b = _clocks()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        profiled = _events(step, reps)
+    kernels = sorted(((e.time_range.start, e.time_range.end) for e in prof.events()
+                      if e.device_type == torch.autograd.DeviceType.CUDA))
+    spans, busy, replay = [], [], []
+    for k in kernels:  # a replay ends where the next kernel starts more than 50 us later
+        if replay and k[0] - replay[-1][1] > 50:
+            spans.append(replay[-1][1] - replay[0][0])
+            busy.append(sum(e - s for s, e in replay))
+            replay = []
+        replay.append(k)
+    if replay:
+        spans.append(replay[-1][1] - replay[0][0])
+        busy.append(sum(e - s for s, e in replay))
+    return {"isolated_us": statistics.median(isolated), "isolated_min_us": min(isolated),
+            "back_to_back_us": back_to_back, "isolated_profiled_us": statistics.median(profiled),
+            "profiled_span_us": statistics.median(spans), "profiled_busy_us": statistics.median(busy),
+            "replays_seen": len(spans), "kernels_per_replay": len(kernels) / max(1, len(spans)),
+            "clocks_after_isolated": after_isolated, "clocks_after_back_to_back": after_b2b}
+
+
+def main() -> None:
+    import torch
+
+    from mlsyscalc.bench.cases.model import ModelCase, reduced_spec, step_fn
+    from mlsyscalc.bench.torch_models import build_model
+    from mlsyscalc.specs.lookup import load_model, parse_overrides
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model")
+    ap.add_argument("--batch", default="1,8,32")
+    ap.add_argument("--context", type=int, default=2048)
+    ap.add_argument("--layers", type=int)
+    ap.add_argument("--set", action="append", default=[])
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    spec = reduced_spec(load_model(args.model, parse_overrides(tuple(args.set)) or None), args.layers)
+    torch.manual_seed(0)
+    model = build_model(spec, "bfloat16", "cuda")
+    model.requires_grad_(False)
+    out = {"model": args.model, "overrides": args.set, "device": torch.cuda.get_device_name(), "torch": torch.__version__,
+           "rows": []}
+    for b in map(int, args.batch.split(",")):
+        step = step_fn(model, spec, ModelCase("decode", b, args.context), "cuda")
+        row = {"batch": b, **measure(step, args.reps)}
+        out["rows"].append(row)
+        print(json.dumps(row), flush=True)
+        del step
+        torch.cuda.empty_cache()
+    with open(args.out, "w") as f:
+        json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
