@@ -5,7 +5,8 @@ shorter at B1): the same CUDA-graph replay timed four ways, one model and batch 
 - back to back: CUDA events around N replays issued without a synchronisation, divided by N;
 - isolated under torch.profiler: as `isolated`, with the profiler recording (its own cost on the kernels);
 - profiled span: first kernel start to last kernel end of each replay, from the profiler's kernel records,
-  and the kernels' busy time inside it.
+  and the kernels' busy time inside it;
+- the host's cudaGraphLaunch call of an isolated replay, and the delay from its start to the first kernel.
 
 Also the SM and memory clocks (NVML through torch.cuda, when it answers) right after each way.
 
@@ -42,6 +43,23 @@ def _clocks() -> dict:
         return {"clocks": f"unavailable: {type(exc).__name__}"}
 
 
+def _launch(step, reps: int) -> dict:
+    """Isolated replays under the profiler with the host's API calls: how long cudaGraphLaunch runs on the host,
+    and how long after it starts the replay's first kernel starts (medians, us)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        _events(step, reps)
+    events = prof.events()
+    launches = sorted((e.time_range.start, e.time_range.end) for e in events if e.name == "cudaGraphLaunch")
+    kernels = sorted(e.time_range.start for e in events if e.device_type == torch.autograd.DeviceType.CUDA)
+    first = [next((k for k in kernels if k >= start), None) for start, _ in launches]
+    return {"graph_launch_host_us": statistics.median(e - s for s, e in launches) if launches else None,
+            "launch_to_first_kernel_us": statistics.median(f - s for (s, _), f in zip(launches, first) if f is not None)
+            if launches else None, "graph_launches_seen": len(launches)}
+
+
 def measure(step, reps: int) -> dict:
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -73,7 +91,8 @@ def measure(step, reps: int) -> dict:
     if replay:
         spans.append(replay[-1][1] - replay[0][0])
         busy.append(sum(e - s for s, e in replay))
-    return {"isolated_us": statistics.median(isolated), "isolated_min_us": min(isolated),
+    launch = _launch(step, reps)
+    return {**launch, "isolated_us": statistics.median(isolated), "isolated_min_us": min(isolated),
             "back_to_back_us": back_to_back, "isolated_profiled_us": statistics.median(profiled),
             "profiled_span_us": statistics.median(spans), "profiled_busy_us": statistics.median(busy),
             "replays_seen": len(spans), "kernels_per_replay": len(kernels) / max(1, len(spans)),
