@@ -6,7 +6,9 @@ shorter at B1): the same CUDA-graph replay timed four ways, one model and batch 
 - isolated under torch.profiler: as `isolated`, with the profiler recording (its own cost on the kernels);
 - profiled span: first kernel start to last kernel end of each replay, from the profiler's kernel records,
   and the kernels' busy time inside it;
-- the host's cudaGraphLaunch call of an isolated replay, and the delay from its start to the first kernel.
+- the host's cudaGraphLaunch call of an isolated replay, and the delay from its start to the first kernel
+  (under the profiler, which slows the call), the replay call's host time without it, and an isolated replay
+  queued behind a spin kernel that hides the launch.
 
 Also the SM and memory clocks (NVML through torch.cuda, when it answers) right after each way.
 
@@ -60,6 +62,33 @@ def _launch(step, reps: int) -> dict:
             if launches else None, "graph_launches_seen": len(launches)}
 
 
+def _hidden_launch(step, reps: int) -> dict:
+    """Without the profiler: the host's time in one replay call (synchronised before it, not after), and an isolated
+    replay queued behind a 2 ms spin kernel, so that the host's launch hides under it (the step: the whole minus the
+    spin kernel alone)."""
+    import time
+
+    import torch
+
+    host = []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step()
+        host.append((time.perf_counter() - t0) * 1e6)
+    torch.cuda.synchronize()
+    cycles = int(2e-3 * torch.cuda.clock_rate() * 1e6) if hasattr(torch.cuda, "clock_rate") else 3_000_000
+
+    def spin():
+        torch.cuda._sleep(cycles)
+
+    def spin_then_step():
+        spin()
+        step()
+    alone, both = statistics.median(_events(spin, reps)), statistics.median(_events(spin_then_step, reps))
+    return {"replay_call_host_us": statistics.median(host), "spin_us": alone, "behind_spin_us": both - alone}
+
+
 def measure(step, reps: int) -> dict:
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -92,6 +121,7 @@ def measure(step, reps: int) -> dict:
         spans.append(replay[-1][1] - replay[0][0])
         busy.append(sum(e - s for s, e in replay))
     launch = _launch(step, reps)
+    launch.update(_hidden_launch(step, reps))
     return {**launch, "isolated_us": statistics.median(isolated), "isolated_min_us": min(isolated),
             "back_to_back_us": back_to_back, "isolated_profiled_us": statistics.median(profiled),
             "profiled_span_us": statistics.median(spans), "profiled_busy_us": statistics.median(busy),
