@@ -72,9 +72,11 @@ class Efficiency:
     # bytes / (0.89 x 4.8 TB/s), weighted by calls per layer (4, 2, 1) 0.92 of the copy rate = 0.82 of
     # the datasheet; the steps, H100 fit-set decode replays (28 rows of gpt2, llama2-7b, pythia-1.4b,
     # qwen2.5-7b, TinyLlama, B1-B128) with KERNEL_GAP_S priced: 0.78 gives the smallest median |error|
-    # (1.2%; 0.76 and 0.80 give 1.8% and 1.5%). Kept 0.78, the steps' reading: at B8-B32 a timed replay
-    # runs 2-9% of the step longer than its profiled kernels and gaps (experiments/graph_gaps_fitset_h100/),
-    # time that only the steps see.
+    # (1.2%; 0.76 and 0.80 give 1.8% and 1.5%). Kept 0.78, the steps' reading: a step timed alone (synchronised
+    # after each replay, as a serving loop that samples every token runs it) also waits for the graph's launch,
+    # 0-1.5% of the step at B1 and 1.5-11% at B8-B32 (experiments/replay_timing_h100/: gpt2, qwen2.5-0.5b,
+    # llama2-7b on an H100; replays queued back to back or behind a spin kernel match kernels plus gaps),
+    # which the lower stream efficiency absorbs on average: priced per step it is not (it varies with the batch).
     matmul_skinny: float = 0.78
     # Classes of kernels that reach less than their kind's ceiling (docs/roofline.md, "Efficiency
     # classes"), each a fraction of the datasheet roof like the four above; H100 80GB HBM3, torch
