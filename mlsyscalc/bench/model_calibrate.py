@@ -76,17 +76,21 @@ def observation(c: Case, ceilings: Ceilings, impl: str = IMPL) -> Observation:
         raise MlsysError(f"calibrate: row {c.row.key!r} has no measured time")
     roof = predict_model(c.spec, ceilings, roofline_options(c.case, impl))
     e = ceilings.efficiency
-    terms = tuple(_term(r, step=True) for r in roof.rows)
+    terms = tuple(_term(r, ceilings, step=True) for r in roof.rows)
     return Observation(c.row.key, c.row.median_ms * 1e-3, terms, tuple(getattr(e, k) for k in EFFICIENCIES),
                        roof.comm_s - roof.comm_hidden_s, roof.host_path_s)
 
 
-def _term(r, step: bool = False) -> Term:
-    """One roofline row as a fit term, with the efficiency classes that priced its two times; in a
-    step (not a profiler's kernel time) each kernel also pays the stream's gap before it."""
+def _term(r, ceilings: Ceilings, step: bool = False) -> Term:
+    """One roofline row as a fit term, with the efficiency classes that priced its two times (the memory time
+    apart from its per-SM cap, which no efficiency moves); in a step (not a profiler's kernel time) each kernel
+    also pays the stream's gap before it."""
     p = r.pred
-    return Term(r.count, p.kind, p.compute_s, p.memory_s, p.kind == "matmul", p.compute_class, p.memory_class,
-                p.floor_s, p.gap_s if step else 0.0)
+    memory_s, cap_s = p.memory_s, 0.0
+    if p.kind == "memory" and p.memory_class == "memory":  # the class _finish prices with memory_parts
+        memory_s, cap_s = ceilings.memory_parts(p.read_bytes, p.write_bytes, cls=p.memory_class, kind=p.kind)
+    return Term(r.count, p.kind, p.compute_s, memory_s, p.kind == "matmul", p.compute_class, p.memory_class,
+                p.floor_s, p.gap_s if step else 0.0, cap_s)
 
 
 def linear_observations(c: Case, ceilings: Ceilings, impl: str = IMPL) -> list[Observation]:
@@ -101,7 +105,7 @@ def linear_observations(c: Case, ceilings: Ceilings, impl: str = IMPL) -> list[O
     for r in roof.rows:
         name = r.pred.name.removesuffix(".splitk_reduce")
         if r.pass_name == "forward" and (r.pred.kind == "matmul" or name != r.pred.name):
-            terms.setdefault(name, []).append(_term(r))
+            terms.setdefault(name, []).append(_term(r, ceilings))
     base = tuple(getattr(e, k) for k in EFFICIENCIES)
     return [Observation(f"{c.row.key}|{name}", entry["measured_s"], tuple(terms[name]), base)
             for name, entry in measured.items() if entry.get("measured_s") and name in terms]

@@ -53,6 +53,21 @@ MATMUL_FLOOR_S = 2.15e-6
 # A fraction of the datasheet chosen on the H200 rows (0.57) priced the H100's 20% long: the kernel's
 # rate does not follow the HBM. The cap's form comes from both cards; deepseek-v3's rows are held out.
 GROUPED_STREAM_SM_BPS = 20.85e9
+# PyTorch's memory-bound kernels (elementwise, norms, reductions, copies: the "memory" class) stream at most
+# this many bytes a second per SM, whatever the HBM. H200, torch 2.11, the profiled memory-bound kernels of the
+# H200 fit-set rows (reports/models/h200.jsonl and the files after it: deepseek-v3, gpt2, llama2-7b,
+# mixtral-8x7b, pythia-1.4b, qwen2.5-7b, TinyLlama; prefill and train steps with >= 5 ms of them), the other
+# classes' predicted time and the 2 us fixed cost a kernel taken out: 14.9-33.8 GB/s per SM over 16 rows,
+# median 23.75 (3.14 TB/s on 132 SMs, 0.65 of 4.8 TB/s; the training steps 23.2-25.0). A large copy reaches
+# 0.89 of the H200's datasheet (`Efficiency.memory`); the model's kernels do not: the H200 ran them only
+# 1.15-1.25x faster than the H100 (3.35 TB/s), where 0.89 of the datasheet (22.6 GB/s per SM) binds first.
+# Copies and casts inside the steps are capped too: exempting kernels that count no FLOPs left the H200's
+# training steps 5% slower than predicted on average, against 1% with them capped. A standalone 4 GiB copy
+# (`mlsys bench ceilings`) does stream faster, 4.26 TB/s (32 GB/s per SM): the cap prices PyTorch's kernels
+# in a model's step, not the best copy. The per-SM form (bytes in flight per SM over the memory latency) is
+# an assumption read on two cards of one architecture with 132 SMs each, so it applies to Hopper only.
+MEMORY_STREAM_SM_BPS = 23.75e9  # memory-bound kernels (kind "memory", class "memory") on Hopper
+MEMORY_STREAM_ARCHITECTURES = ("Hopper",)
 STREAM_CAP_SM_BPS = {"matmul_grouped_stream": GROUPED_STREAM_SM_BPS}  # class -> bytes/s per SM at most
 DEFAULT_GPU = "H100-SXM"
 
@@ -185,15 +200,24 @@ class Ceilings:
         """Achievable bandwidth of a copy (as many bytes read as written): harmonic mean."""
         return 2.0 / (1.0 / self.read_ceiling_Bps + 1.0 / self.write_ceiling_Bps)
 
-    def memory_s(self, read_bytes: float, write_bytes: float, skinny: bool = False, cls: str | None = None) -> float:
+    def memory_s(self, read_bytes: float, write_bytes: float, skinny: bool = False, cls: str | None = None,
+                 kind: str = "") -> float:
         """Reads and writes share the HBM bus: their times add. A GEMM (skinny) streams at
         efficiency.matmul_skinny of the base bandwidths, other kernels at efficiency.memory, or
         at the efficiency named by `cls` (memory_broadcast), and no faster than the class's per-SM cap
-        (STREAM_CAP_SM_BPS)."""
+        (STREAM_CAP_SM_BPS; a memory-bound kernel of the plain memory class on Hopper: MEMORY_STREAM_SM_BPS)."""
+        return max(self.memory_parts(read_bytes, write_bytes, skinny, cls, kind))
+
+    def memory_parts(self, read_bytes: float, write_bytes: float, skinny: bool = False,
+                     cls: str | None = None, kind: str = "") -> tuple[float, float]:
+        """(the bytes at the class's efficiency of the bandwidth, the bytes at the class's per-SM cap, 0 without
+        one): memory_s is the larger; only the first scales with the efficiency."""
         eff = getattr(self.efficiency, cls or ("matmul_skinny" if skinny else "memory"))
         seconds = (read_bytes / self.read_Bps + write_bytes / self.write_Bps) / eff
         cap = STREAM_CAP_SM_BPS.get(cls or "")  # a kernel's own streaming limit, whatever the HBM
-        return seconds if cap is None else max(seconds, (read_bytes + write_bytes) / (cap * self.sm_count))
+        if kind == "memory" and (cls or "memory") == "memory" and self.gpu.architecture in MEMORY_STREAM_ARCHITECTURES:
+            cap = MEMORY_STREAM_SM_BPS
+        return seconds, 0.0 if cap is None else (read_bytes + write_bytes) / (cap * self.sm_count)
 
     def ridge(self, dtype: str, kind: str = "matmul") -> float:
         """FLOP/byte where this kind's achievable compute roof meets the achievable bandwidth."""

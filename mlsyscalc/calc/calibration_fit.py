@@ -60,6 +60,7 @@ class Term:
     memory_class: str = ""  # the one that priced memory_s (default: matmul_skinny if skinny, else memory)
     floor_s: float = 0.0  # a plain GEMM's shortest busy time (re-priced as matmul_floor_s when that is fitted)
     gap_s: float = 0.0  # the stream's idle time before each kernel (a step's; not fitted, 0 for profiler times)
+    cap_s: float = 0.0  # the memory time at the class's per-SM streaming cap (not scaled by an efficiency)
 
     @property
     def classes(self) -> tuple[str, str]:
@@ -91,8 +92,8 @@ def predict(obs: Observation, params: dict[str, float]) -> float:
         compute_class, memory_class = t.classes
         floor = params.get("matmul_floor_s", t.floor_s) if t.floor_s else 0.0
         launch = params.get("memory_launch_s", params["launch_s"]) if t.kind == "memory" else params["launch_s"]
-        total += t.count * (max(t.compute_s * scale(compute_class), t.memory_s * scale(memory_class), floor) + launch
-                            + t.gap_s)
+        memory = max(t.memory_s * scale(memory_class), t.cap_s)
+        total += t.count * (max(t.compute_s * scale(compute_class), memory, floor) + launch + t.gap_s)
     return max(total, obs.host_path_s)
 
 

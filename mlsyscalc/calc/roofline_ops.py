@@ -181,7 +181,7 @@ def _finish(name: str, kind: str, dtype: str, flops: float, read: float, write: 
     ridge = ceil.ridge(peak_dtype, compute_class)
     return OpPrediction(
         name=name, kind=kind, dtype=dtype, flops=float(flops), read_bytes=float(read), write_bytes=float(write),
-        compute_s=compute_s, memory_s=ceil.memory_s(read, write, cls=memory_class), overhead_s=ceil.overhead_s(kind),
+        compute_s=compute_s, memory_s=ceil.memory_s(read, write, cls=memory_class, kind=kind), overhead_s=ceil.overhead_s(kind),
         gap_s=ceil.gap_s, roofline_s=roofline_s, ridge_flops_per_byte=ridge, tiling=tiling, shape=shape,
         compute_class=compute_class, memory_class=memory_class,
     )
