@@ -49,3 +49,15 @@ def test_the_fit_keeps_a_capped_time_and_scales_the_rest():
     assert predict(obs, {**params, "memory": 0.89}) == pytest.approx(1.4e-3, rel=1e-12)
     assert predict(obs, {**params, "memory": 0.80}) == pytest.approx(1.4e-3, rel=1e-12)  # 1.1125 ms < cap
     assert predict(obs, {**params, "memory": 0.445}) == pytest.approx(2e-3, rel=1e-12)  # the efficiency binds
+
+
+def test_the_cap_is_named_where_it_binds(run_cli):
+    """The roofline's notes name the cap on the H200 (where it is below 0.89 x 4.8 TB/s), not on the H100; the
+    JSON ceilings carry it on Hopper (null elsewhere)."""
+    args = ("roofline", "llama2-7b", "--phase", "train", "--batch", "1", "--seq", "1024")
+    h200 = run_cli.json(*args, "--gpu", "H200")["ceilings"]
+    assert h200["memory_stream_cap_Bps"] == pytest.approx(23.75e9 * 132, rel=1e-12)
+    assert run_cli.json(*args, "--gpu", "B200")["ceilings"]["memory_stream_cap_Bps"] is None
+    for gpu, named in (("H200", True), ("H100-SXM", False)):
+        code, out, _ = run_cli(*args, "--gpu", gpu)
+        assert code == 0 and ("GB/s per SM" in " ".join(out.split())) is named

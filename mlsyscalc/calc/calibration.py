@@ -208,6 +208,11 @@ class Ceilings:
         (STREAM_CAP_SM_BPS; a memory-bound kernel of the plain memory class on Hopper: MEMORY_STREAM_SM_BPS)."""
         return max(self.memory_parts(read_bytes, write_bytes, skinny, cls, kind))
 
+    @property
+    def memory_cap_Bps(self) -> float | None:
+        """The memory-bound kernels' streaming cap on this card (MEMORY_STREAM_SM_BPS x SMs; None off Hopper)."""
+        return MEMORY_STREAM_SM_BPS * self.sm_count if self.gpu.architecture in MEMORY_STREAM_ARCHITECTURES else None
+
     def memory_parts(self, read_bytes: float, write_bytes: float, skinny: bool = False,
                      cls: str | None = None, kind: str = "") -> tuple[float, float]:
         """(the bytes at the class's efficiency of the bandwidth, the bytes at the class's per-SM cap, 0 without
@@ -215,8 +220,8 @@ class Ceilings:
         eff = getattr(self.efficiency, cls or ("matmul_skinny" if skinny else "memory"))
         seconds = (read_bytes / self.read_Bps + write_bytes / self.write_Bps) / eff
         cap = STREAM_CAP_SM_BPS.get(cls or "")  # a kernel's own streaming limit, whatever the HBM
-        if kind == "memory" and (cls or "memory") == "memory" and self.gpu.architecture in MEMORY_STREAM_ARCHITECTURES:
-            cap = MEMORY_STREAM_SM_BPS
+        if kind == "memory" and (cls or "memory") == "memory" and self.memory_cap_Bps:
+            return seconds, (read_bytes + write_bytes) / self.memory_cap_Bps
         return seconds, 0.0 if cap is None else (read_bytes + write_bytes) / (cap * self.sm_count)
 
     def ridge(self, dtype: str, kind: str = "matmul") -> float:
@@ -256,7 +261,8 @@ class Ceilings:
             "datasheet_flops_per_s": self.datasheet_flops(dtype), "datasheet_Bps": self.datasheet_Bps,
             "ridge_flops_per_byte": self.ridge(dtype), "launch_overhead_s": self.launch_s,
             "memory_launch_overhead_s": self.overhead_s("memory"),
-            "matmul_floor_s": self.matmul_floor_s, "kernel_gap_s": self.gap_s, "host": self.host.as_dict(),
+            "matmul_floor_s": self.matmul_floor_s, "kernel_gap_s": self.gap_s,
+            "memory_stream_cap_Bps": self.memory_cap_Bps, "host": self.host.as_dict(),
             "efficiency": {k: getattr(self.efficiency, k) for k in EFFICIENCY_FIELDS}, "notes": list(self.notes),
         }
 

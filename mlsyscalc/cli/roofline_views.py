@@ -24,9 +24,12 @@ def _ceiling_note(ceil: Ceilings) -> str:
     memory_launch = ceil.overhead_s("memory")
     fixed = (f"{ceil.launch_s * 1e6:g} us per kernel" if memory_launch == ceil.launch_s else
              f"{ceil.launch_s * 1e6:g} us per GEMM / attention kernel, {memory_launch * 1e6:g} us per memory-bound one")
+    cap = ceil.memory_cap_Bps
+    capped = (f"; memory-bound kernels at most {cap / ceil.sm_count / 1e9:g} GB/s per SM ({cap / 1e12:.2f} TB/s, "
+              "below the memory ceiling: MEMORY_STREAM_SM_BPS)") if cap and cap < ceil.bandwidth_Bps else ""
     return (f"Ceilings: {where}; efficiency matmul {eff.matmul:g}, attention {eff.attention:g}, memory "
             f"{eff.memory:g}; {ceil.sm_count} SMs; fixed cost {fixed}; {ceil.gap_s * 1e6:g} us idle on the stream "
-            "before each kernel.")
+            f"before each kernel{capped}.")
 
 
 def op_output(pred: OpPrediction, ceil: Ceilings) -> render.Output:
