@@ -253,7 +253,7 @@ def run_model_case(spec_full, case: ModelCase, ceilings, device: str = "cuda", r
             row.rel_err, row.tol = _gate(model, spec, case, device), GATE_TOL
             require(row.rel_err <= GATE_TOL, f"correctness gate failed: triton logits differ from the torch "
                     f"attention path by {row.rel_err:.3g} (tolerance {GATE_TOL})")
-        row.median_ms, peak = _measure(model, spec, case, device, reps)
+        row.median_ms, peak = _measure(model, spec, case, device, reps, row.extra)
         row.ok = True
         row.extra.update(peak_bytes=peak, memory_error=(row.extra["predicted_peak_bytes"] - peak) / peak if peak else None)
         if spec is not spec_full:
@@ -332,10 +332,27 @@ def _build(build_model, spec, case: ModelCase, device: str):
     return model
 
 
-def _measure(model, spec, case: ModelCase, device: str, reps: int) -> tuple[float, int | None]:
+def _back_to_back_s(fn, reps: int) -> float:
+    """Seconds per step of `reps` steps issued without a synchronisation between them (CUDA events around all):
+    the GPU's time when the next step is queued before this one ends, so no launch is waited for."""
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e-3 / reps
+
+
+def _measure(model, spec, case: ModelCase, device: str, reps: int, extra: dict | None = None) -> tuple[float, int | None]:
     """(median ms, peak bytes of one step after the warm-up). The peak is an eager step's: a CUDA
     graph replays its kernels in a private memory pool whose blocks max_memory_allocated stops
-    counting once the capture has freed them, so a replay's peak misses the step's workspace."""
+    counting once the capture has freed them, so a replay's peak misses the step's workspace.
+    A one-GPU CUDA-graph step is also timed back to back (`extra`: back_to_back_ms, and launch_wait_ms, the
+    median step's excess over it: the wait for the graph's launch that a step timed alone pays;
+    experiments/replay_timing.py)."""
     import torch
 
     from ..model_parallel import max_over_ranks
@@ -344,6 +361,9 @@ def _measure(model, spec, case: ModelCase, device: str, reps: int) -> tuple[floa
     seconds = max_over_ranks(_time_s(fn, reps, warmup=3))
     if not device.startswith("cuda"):
         return seconds * 1e3, None
+    if case.mode == "graph" and case.tp == case.dp == 1 and extra is not None:
+        back = _back_to_back_s(fn, reps)
+        extra.update(back_to_back_ms=back * 1e3, launch_wait_ms=(seconds - back) * 1e3)
     if case.mode == "graph":
         del fn  # the graph, its pool and its caches: the eager step allocates its own
         fn = eager_peak_step(model, spec, case, device)
