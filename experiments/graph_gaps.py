@@ -62,22 +62,27 @@ def summarize(kernels, replays: int, wall_s: float) -> dict:
                           for (a, b), v in top]}
 
 
-def main() -> None:
-    import torch
-
-    from mlsyscalc.bench.cases.model import ModelCase, _time_s, reduced_spec, step_fn
-    from mlsyscalc.bench.torch_models import build_model
-    from mlsyscalc.specs.lookup import load_model, parse_overrides
-
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def decode_parser(doc: str, batch: str) -> argparse.ArgumentParser:
+    """The arguments every decode-replay experiment takes (MODEL, --batch, --context, --layers, --set, --out)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("model")
-    ap.add_argument("--batch", default="1,8")
+    ap.add_argument("--batch", default=batch)
     ap.add_argument("--context", type=int, default=2048)
     ap.add_argument("--layers", type=int)
     ap.add_argument("--set", action="append", default=[])
-    ap.add_argument("--replays", type=int, default=5)
     ap.add_argument("--out", required=True)
-    args = ap.parse_args()
+    return ap
+
+
+def each_batch(args, measure) -> None:
+    """The model built once (bf16, random weights); per batch of --batch, one CUDA-graph decode step and
+    measure(step) -> a row's fields; the rows and the device to args.out (JSON)."""
+    import torch
+
+    from mlsyscalc.bench.cases.model import ModelCase, reduced_spec, step_fn
+    from mlsyscalc.bench.torch_models import build_model
+    from mlsyscalc.specs.lookup import load_model, parse_overrides
+
     spec = reduced_spec(load_model(args.model, parse_overrides(tuple(args.set)) or None), args.layers)
     torch.manual_seed(0)
     model = build_model(spec, "bfloat16", "cuda")
@@ -85,16 +90,23 @@ def main() -> None:
     out = {"model": args.model, "overrides": args.set, "device": torch.cuda.get_device_name(), "torch": torch.__version__,
            "rows": []}
     for b in map(int, args.batch.split(",")):
-        case = ModelCase("decode", b, args.context)
-        step = step_fn(model, spec, case, "cuda")
-        wall = _time_s(step, 20, 5)
-        row = summarize(replay_gaps(step, args.replays), args.replays, wall)
-        out["rows"].append({"batch": b, **row})
-        print(b, json.dumps({k: v for k, v in row.items() if k != "top_pairs"}), flush=True)
+        step = step_fn(model, spec, ModelCase("decode", b, args.context), "cuda")
+        row = {"batch": b, **measure(step)}
+        out["rows"].append(row)
+        print(json.dumps({k: v for k, v in row.items() if k != "top_pairs"}), flush=True)
         del step
         torch.cuda.empty_cache()
     with open(args.out, "w") as f:
         json.dump(out, f, indent=1)
+
+
+def main() -> None:
+    from mlsyscalc.bench.cases.model import _time_s
+
+    ap = decode_parser(__doc__, "1,8")
+    ap.add_argument("--replays", type=int, default=5)
+    args = ap.parse_args()
+    each_batch(args, lambda step: summarize(replay_gaps(step, args.replays), args.replays, _time_s(step, 20, 5)))
 
 
 if __name__ == "__main__":

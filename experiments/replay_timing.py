@@ -17,8 +17,6 @@ Also the SM and memory clocks (NVML through torch.cuda, when it answers) right a
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 
 
@@ -93,18 +91,14 @@ def measure(step, reps: int) -> dict:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    from mlsyscalc.bench.cases.model import _back_to_back_s
+
     for _ in range(10):
         step()
     torch.cuda.synchronize()
     isolated = _events(step, reps)
     after_isolated = _clocks()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        step()
-    end.record()
-    end.synchronize()
-    back_to_back = start.elapsed_time(end) * 1e3 / reps
+    back_to_back = _back_to_back_s(step, reps) * 1e6
     after_b2b = _clocks()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         profiled = _events(step, reps)
@@ -130,36 +124,12 @@ def measure(step, reps: int) -> dict:
 
 
 def main() -> None:
-    import torch
+    from graph_gaps import decode_parser, each_batch  # this folder's sibling script
 
-    from mlsyscalc.bench.cases.model import ModelCase, reduced_spec, step_fn
-    from mlsyscalc.bench.torch_models import build_model
-    from mlsyscalc.specs.lookup import load_model, parse_overrides
-
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("model")
-    ap.add_argument("--batch", default="1,8,32")
-    ap.add_argument("--context", type=int, default=2048)
-    ap.add_argument("--layers", type=int)
-    ap.add_argument("--set", action="append", default=[])
+    ap = decode_parser(__doc__, "1,8,32")
     ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    spec = reduced_spec(load_model(args.model, parse_overrides(tuple(args.set)) or None), args.layers)
-    torch.manual_seed(0)
-    model = build_model(spec, "bfloat16", "cuda")
-    model.requires_grad_(False)
-    out = {"model": args.model, "overrides": args.set, "device": torch.cuda.get_device_name(), "torch": torch.__version__,
-           "rows": []}
-    for b in map(int, args.batch.split(",")):
-        step = step_fn(model, spec, ModelCase("decode", b, args.context), "cuda")
-        row = {"batch": b, **measure(step, args.reps)}
-        out["rows"].append(row)
-        print(json.dumps(row), flush=True)
-        del step
-        torch.cuda.empty_cache()
-    with open(args.out, "w") as f:
-        json.dump(out, f, indent=1)
+    each_batch(args, lambda step: measure(step, args.reps))
 
 
 if __name__ == "__main__":

@@ -208,21 +208,28 @@ class Ceilings:
         (STREAM_CAP_SM_BPS; a memory-bound kernel of the plain memory class on Hopper: MEMORY_STREAM_SM_BPS)."""
         return max(self.memory_parts(read_bytes, write_bytes, skinny, cls, kind))
 
+    def stream_cap_Bps(self, cls: str, kind: str = "") -> float | None:
+        """The bytes a second a kernel of this efficiency class (and kind) streams at most on this card, whatever
+        the HBM: STREAM_CAP_SM_BPS, or for a memory-bound kernel of the plain memory class on Hopper
+        MEMORY_STREAM_SM_BPS, times the SMs; None: no cap."""
+        per_sm = STREAM_CAP_SM_BPS.get(cls)
+        if cls == "memory" and kind == "memory" and self.gpu.architecture in MEMORY_STREAM_ARCHITECTURES:
+            per_sm = MEMORY_STREAM_SM_BPS
+        return None if per_sm is None else per_sm * self.sm_count
+
     @property
     def memory_cap_Bps(self) -> float | None:
         """The memory-bound kernels' streaming cap on this card (MEMORY_STREAM_SM_BPS x SMs; None off Hopper)."""
-        return MEMORY_STREAM_SM_BPS * self.sm_count if self.gpu.architecture in MEMORY_STREAM_ARCHITECTURES else None
+        return self.stream_cap_Bps("memory", "memory")
 
     def memory_parts(self, read_bytes: float, write_bytes: float, skinny: bool = False,
                      cls: str | None = None, kind: str = "") -> tuple[float, float]:
         """(the bytes at the class's efficiency of the bandwidth, the bytes at the class's per-SM cap, 0 without
         one): memory_s is the larger; only the first scales with the efficiency."""
-        eff = getattr(self.efficiency, cls or ("matmul_skinny" if skinny else "memory"))
-        seconds = (read_bytes / self.read_Bps + write_bytes / self.write_Bps) / eff
-        cap = STREAM_CAP_SM_BPS.get(cls or "")  # a kernel's own streaming limit, whatever the HBM
-        if kind == "memory" and (cls or "memory") == "memory" and self.memory_cap_Bps:
-            return seconds, (read_bytes + write_bytes) / self.memory_cap_Bps
-        return seconds, 0.0 if cap is None else (read_bytes + write_bytes) / (cap * self.sm_count)
+        cls = cls or ("matmul_skinny" if skinny else "memory")
+        seconds = (read_bytes / self.read_Bps + write_bytes / self.write_Bps) / getattr(self.efficiency, cls)
+        cap = self.stream_cap_Bps(cls, kind)
+        return seconds, 0.0 if cap is None else (read_bytes + write_bytes) / cap
 
     def ridge(self, dtype: str, kind: str = "matmul") -> float:
         """FLOP/byte where this kind's achievable compute roof meets the achievable bandwidth."""

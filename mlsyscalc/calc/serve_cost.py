@@ -93,7 +93,7 @@ class AffineRow:
     count: int
     coef: dict  # part -> tuple of coefficients over the row's features
     seconds_per_flop: float
-    launch_s: float
+    launch_s: float  # the kernel's fixed cost plus the stream's gap before it (OpPrediction.step_s less its busy time)
     grouped: bool = False  # MoE expert matmul: features (T, distinct experts) instead of (1, T)
     tiled: bool = False  # dense matmul over the batch's tokens: compute over padded_tokens(T)
     floor_s: float = 0.0  # a plain GEMM's shortest busy time (calc.roofline_ops)
