@@ -134,8 +134,11 @@ def test_phases_are_consistent(o, schedule):
         assert sum(stage.breakdown.values()) == stage.total
         assert sum(stage.detail.values()) == stage.breakdown["optimizer"] + stage.breakdown["activations"] + \
             stage.breakdown["temporaries"]
-        if o.framework == "megatron":  # persistent gradients: the start of backward holds everything
-            assert stage.phase == "backward" and stage.breakdown["gradients"] > 0
+        if o.framework == "megatron":  # persistent gradients: the start of backward holds everything, unless
+            # the embedding's gradient at the backward's end (first stage only) outweighs the activations
+            assert stage.breakdown["gradients"] > 0
+            assert stage.phase == "backward" or (stage.phase, stage.stage) == ("backward_end", 0)
+        assert "backward_end" not in stage.phases or stage.stage == 0
 
 
 @pytest.mark.parametrize("bad,message", [({"schedule": "zb"}, "--schedule"), ({"framework": "jax"}, "--framework"),

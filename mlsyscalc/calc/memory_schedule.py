@@ -12,6 +12,16 @@ Frameworks (what each keeps that changes the peak; `reports/train/memory.md` com
             `torch.distributed.pipelining` allocates one receive buffer per micro-batch for each activation
             and gradient a stage receives, and its last stage keeps every micro-batch's output to the step's end.
 
+The end of the backward (phase `backward_end`, on the rank holding the token embedding): the embedding's backward
+runs last and returns a table-sized gradient through autograd, which AccumulateGrad adds into an existing gradient
+or takes as the gradient when none exists. A head tied to the embedding on the same rank, whose weight gradient
+also comes back through autograd (no gradient-accumulation fusion), is a second use of the table: the engine holds
+the head's gradient from the start of the backward until the embedding's arrives, then sums the two (three
+table-sized blocks at once; `embedding_grad_blocks`). Traced on one H100 (experiments/peak_tensors.py, falcon-40b
+with fewer layers, plain torch with persistent gradients): the step's peak held exactly these three blocks beside
+the model states. Megatron-LM's gradient-accumulation fusion writes the head's weight gradient into its fp32 main
+gradient directly, so only the embedding's own block comes back through autograd.
+
 Schedules (Narayanan et al. 2021, section 2.2; GPipe: Huang et al. 2019):
 
   1f1b   stage s runs min(pp - s, m) warm-up forwards, then alternates one forward and one backward: that many
@@ -55,6 +65,24 @@ def grads_resident(framework: str, schedule: str, held: int, forwards: int, zero
     if framework == "megatron" or (zero == 0 and replicas > 1):
         return True
     return schedule == "1f1b" and forwards > held
+
+
+def grads_resident_at_end(framework: str, forwards: int, replicas: int) -> bool:
+    """Whether a parameter's gradient exists before the step's last backward adds to it: persistent buffers, an
+    earlier micro-batch's backward in the same step (`forwards` = m x vp > 1), or data parallelism (DDP's buckets
+    under ZeRO-0/1; under ZeRO-2/3 the unsharded gradient autograd returns is reduce-scattered into a separate
+    shard, so the block stays beside the stored gradient either way)."""
+    return framework == "megatron" or replicas > 1 or forwards > 1
+
+
+def embedding_grad_blocks(tied_here: bool, fusion: bool, resident: bool) -> int:
+    """Embedding-table-sized gradient blocks the autograd engine holds as the backward ends (module docstring):
+    with a tied head on the same rank and no gradient-accumulation fusion, the head's, the embedding's and their
+    sum (3), the sum becoming the gradient when none exists (2); otherwise the embedding's own (1), taken as the
+    gradient when none exists (0)."""
+    if tied_here and not fusion:
+        return 3 if resident else 2
+    return 1 if resident else 0
 
 
 def receive_buffers(framework: str, pp: int, stage: int, held: int, micro_batches: int, vp: int = 1) -> int:

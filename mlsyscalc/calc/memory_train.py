@@ -16,8 +16,10 @@ layers (stages and chunks split evenly or as Megatron-LM's uneven options do,
 `calc.pipeline_split`). Each stage's peak is the largest of its phases: the start of the step's
 first backward (every saved activation and the loss's fp32 logits temporaries alive together;
 gradients only if they exist then), a later backward (when they did not: all gradients, one
-micro-batch fewer) and the optimizer step (weights, all gradients and optimizer states; no
-activations). Gradients are resident throughout with persistent buffers (`framework="megatron"`,
+micro-batch fewer), the end of the backward on the rank holding the token embedding (model states
+with all gradients and the embedding-sized gradients autograd holds there: `calc.memory_schedule`,
+three blocks with a tied head in plain PyTorch) and the optimizer step (weights, all gradients and
+optimizer states; no activations). Gradients are resident throughout with persistent buffers (`framework="megatron"`,
 Megatron-LM and DeepSpeed); with PyTorch's `zero_grad(set_to_none=True)` (`framework="torch"`)
 they are absent until the step's first backward (`calc.memory_schedule`, which also lists torch's other buffers).
 
@@ -38,7 +40,8 @@ from ..specs.model import ModelSpec
 from ..validate import check_gpus
 from .activations import Saved, Split, item_bytes, layer_bytes, layer_saved
 from .memory_common import StageParams, merge_bytes, stage_params
-from .memory_schedule import FRAMEWORKS, SCHEDULES, chunk_forwards, grads_resident, in_flight, receive_buffers
+from .memory_schedule import (FRAMEWORKS, SCHEDULES, chunk_forwards, embedding_grad_blocks, grads_resident,
+                              grads_resident_at_end, in_flight, receive_buffers)
 from .pipeline_split import EVEN, PipelineSplit, chunk_layers, stage_layer_ids
 from .tensor_parallel import check_tp, kv_divisor
 from .train_fp8 import fp8_bytes, fp8_weight_states
@@ -49,7 +52,8 @@ OFFLOAD = ("none", "optimizer")
 FSDP_ALIASES = {"full_shard": 3, "shard_grad_op": 2, "no_shard": 0}  # FSDP sharding strategy -> ZeRO
 BREAKDOWN_KEYS = ("weights", "gradients", "optimizer", "activations", "temporaries")
 # the start of the step's first backward; of a later one (gradients set to None at the first); the optimizer step
-PHASES = ("backward", "later_backward", "optimizer")
+# the end of the backward, on the embedding's rank (calc.memory_schedule.embedding_grad_blocks)
+PHASES = ("backward", "later_backward", "backward_end", "optimizer")
 # Optimizer state elements per parameter (Adafactor: factored rows + cols, counted per matrix).
 _STATES = {"adamw": 2, "sgd-momentum": 1, "adafactor": 0, "adam8bit": 2}
 # bitsandbytes 8-bit Adam: 1 byte per state plus one fp32 absmax per 2048-element block
@@ -81,6 +85,9 @@ class TrainOptions:
     schedule: str = "1f1b"  # pipeline schedule: 1f1b or gpipe (calc.memory_schedule)
     vp: int = 1  # model chunks per pipeline rank: the interleaved 1F1B schedule
     framework: str = "megatron"  # what the training code keeps: megatron or torch (calc.memory_schedule)
+    # the head's weight gradient written straight into a persistent buffer (Megatron-LM's gradient-accumulation
+    # fusion) rather than returned through autograd; None: the framework's (megatron yes, torch no)
+    grad_accumulation_fusion: bool | None = None
     vocab_parallel: bool = True  # embedding, lm_head and logits split over the TP ranks (False: whole on each)
     world_size: int | None = None  # checked against dp * tp * pp * cp when given
     pipeline_split: PipelineSplit = EVEN  # Megatron-LM's uneven stages (calc.pipeline_split)
@@ -90,6 +97,11 @@ class TrainOptions:
     def fp8(self) -> bool:
         """FP8 linears as Transformer Engine runs them (everything else bf16)."""
         return dtype_name(self.dtype) == "fp8"
+
+    @property
+    def wgrad_fusion(self) -> bool:
+        """grad_accumulation_fusion, or the framework's default when not given."""
+        return self.framework == "megatron" if self.grad_accumulation_fusion is None else self.grad_accumulation_fusion
 
     @property
     def vocab_tp(self) -> int:
@@ -294,7 +306,16 @@ def _activations(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split
         "temporaries_receive_buffers": boundary * receive_buffers(opts.framework, opts.pp, stage, held, opts.grad_accum,
                                                                   opts.vp),
         "temporaries_zero3_gather": gather,
+        "temporaries_embedding_grads": 0.0,  # the backward's end only (_stage)
     }
+
+
+def embedding_grad_bytes(spec: ModelSpec, opts: TrainOptions, nbytes: Mapping[str, float]) -> float:
+    """Bytes of the embedding-sized gradients autograd holds as the backward ends (calc.memory_schedule): blocks of
+    this rank's table (vocabulary / vocab_tp x embedding width) in the compute dtype."""
+    resident = grads_resident_at_end(opts.framework, opts.grad_accum * opts.vp, opts.dp * opts.cp)
+    blocks = embedding_grad_blocks(spec.tie_word_embeddings and opts.pp == 1, opts.wgrad_fusion, resident)
+    return blocks * -(-spec.vocab_size // opts.vocab_tp) * spec.embed_dim * nbytes["activation"]
 
 
 def _phase(states: dict, acts: dict, grads: bool) -> tuple[dict[str, int], dict[str, int]]:
@@ -328,6 +349,12 @@ def _stage(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, stag
         at["later_backward"] = (held - 1, True)
     parts = {name: _phase(states, _activations(spec, opts, nbytes, split, sp, layers, n, stage, chunks), g)
              for name, (n, g) in at.items()}
+    if stage == 0:
+        end = embedding_grad_bytes(spec, opts, nbytes)
+        if end:
+            acts = {**_activations(spec, opts, nbytes, split, sp, layers, 0, stage, chunks),
+                    "temporaries_embedding_grads": end}
+            parts["backward_end"] = _phase(states, acts, True)
     totals = {name: sum(parts[name][0].values()) for name in PHASES if name in parts}
     peak = max(totals, key=lambda name: totals[name])  # ties: the earlier phase
     breakdown, detail = parts[peak]

@@ -23,7 +23,7 @@ A stage's layers are a contiguous block of its count (even or Megatron-LM's unev
 calc.pipeline_split), as `train_memory` sums them.
 
 Every stage's peak is the largest of `train_memory`'s phases (first backward, a later backward when
-gradients were absent at the first, the optimizer step), for either framework; the search prices
+gradients were absent at the first, the backward's end on the embedding's stage, the optimizer step), for either framework; the search prices
 1F1B (interleaved with vp > 1). tests/test_plan.py checks these totals against `train_memory` byte
 for byte (within rounding) on dense, MoE, tied-embedding, ZeRO-3, full-recompute, pipelined and
 interleaved layouts, for both frameworks.
@@ -40,7 +40,7 @@ from ..dtypes import dtype_name
 from ..specs.model import ModelSpec
 from .activations import Saved, Split, item_bytes, layer_bytes, layer_saved
 from .memory_common import stage_params
-from .memory_schedule import chunk_forwards, grads_resident, in_flight, receive_buffers
+from .memory_schedule import chunk_forwards, embedding_grad_blocks, grads_resident, in_flight, receive_buffers
 from .memory_train import _STATES, TrainOptions, default_bytes
 from .pipeline_split import EVEN, PipelineSplit, chunk_layers, stage_layer_ids
 from .tensor_parallel import kv_divisor
@@ -139,7 +139,8 @@ class MemoryTable:
 
     def state_bytes(self, tp: int, ep: int, pp: int, zero: int, shard: int,
                     split: PipelineSplit = EVEN) -> tuple[np.ndarray, ...]:
-        """Per stage: (weights + optimizer, gradients, ZeRO-3 gathered weights) bytes (memory_train's sharding)."""
+        """Per stage: (weights + optimizer, gradients, ZeRO-3 gathered weights, embedding table) bytes (memory_train's
+        sharding; the table only on the first stage)."""
         st, nb = self.states(tp, ep, pp, split), self.nbytes(zero)
 
         def sharded(stage_min: int, per_param: float) -> np.ndarray:
@@ -151,7 +152,10 @@ class MemoryTable:
         gather = st.gather * nb["gather"] if zero == 3 else np.zeros(pp)
         if self.fp8:  # FP8 weight copies; with FP8 parameters the weights themselves are 1 byte
             kept = kept + st.fp8_linear * (nb["fp8_weight_copy"] - self.fp8_params * (nb["weight"] - nb["fp8"]))
-        return kept, sharded(2, nb["grad"]), gather
+        # the embedding table's bytes in the compute dtype, on the first stage (memory_train.embedding_grad_bytes)
+        table = np.zeros(pp)
+        table[0] = -(-self.spec.vocab_size // tp) * self.spec.embed_dim * nb["activation"]
+        return kept, sharded(2, nb["grad"]), gather, table
 
     def _layer_items(self, layer: int) -> list[Saved]:
         moe = self.spec.layer_is_moe(layer)
@@ -247,7 +251,7 @@ class MemoryTable:
         """Memory per GPU of the peak stage at its peak phase (as `train_memory`), for layouts of `pp` stages split
         by `split`, given by their `state_key` and `activation_key` rows (one entry each) and their schedule (m, vp,
         ZeRO, dp x cp)."""
-        kept, grads, gather = self._gather(state_keys, 3)
+        kept, grads, gather, table = self._gather(state_keys, 4)
         *acts, boundary = self._gather(activation_keys, 4)
         boundary = boundary[:, None]
         ddp = (self.framework == "torch") & (zero == 0) & (replicas > 1)
@@ -273,7 +277,12 @@ class MemoryTable:
                                              col["recv_later"]), 0.0)
         none = np.zeros_like(col["held"])
         optimizer = phase(none, none, True, none, col["recv_opt"])
-        return np.maximum(np.maximum(first, later), optimizer).max(axis=1)
+        # the backward's end on the embedding's stage (memory_train: embedding_grad_blocks x the table)
+        resident = (self.framework == "megatron") | (replicas > 1) | (micro_batches * vp > 1)  # grads_resident_at_end
+        tied, fusion = self.spec.tie_word_embeddings and pp == 1, self.framework == "megatron"
+        blocks = np.where(resident, embedding_grad_blocks(tied, fusion, True), embedding_grad_blocks(tied, fusion, False))
+        end = optimizer + blocks[:, None] * table
+        return np.maximum(np.maximum(np.maximum(first, later), optimizer), end).max(axis=1)
 
     def total_bytes(self, *, tp: int, ep: int, pp: int, cp: int, sp: bool, zero: int, shard: int, recompute: str,
                     micro_batch: int, micro_batches: int, vp: int, split: PipelineSplit = EVEN) -> float:

@@ -135,6 +135,10 @@ def memory():
 @click.option("--framework", type=click.Choice(FRAMEWORKS), default=mt.TrainOptions.framework, show_default=True,
               help="What the training code keeps: megatron (persistent gradient buffers) or torch (gradients set to "
                    "None, DDP buckets, FSDP2 fp32 shards, loss_parallel, torch.distributed.pipelining buffers).")
+@click.option("--grad-accumulation-fusion/--no-grad-accumulation-fusion", default=None,
+              help="The head's weight gradient written straight into the gradient buffer (Megatron-LM's default) "
+                   "rather than returned through autograd (plain torch): with a tied embedding, autograd holds three "
+                   "table-sized gradients at the backward's end. Default: the --framework's.")
 @click.option("--world-size", type=click.IntRange(min=1), default=None, help="Check dp*tp*pp*cp against this.")
 @pipeline_split_options
 @click.option("--sweep", type=click.Choice(list(TRAIN_SWEEPS)), default="zero", show_default=True, help="Option swept by --plot.")
@@ -142,7 +146,7 @@ def memory():
 @render.output_options
 @click.pass_context
 def train(ctx, model, overrides, batch, seq, grad_accum, dtype, fp8_params, master_weights, optimizer, dp, tp, pp, vp, sp,
-          vocab_parallel, ep, cp, zero, fsdp, offload, recompute, flash, dropout, capacity_factor, schedule, framework, world_size, pipeline_split, sweep, plot_path,
+          vocab_parallel, ep, cp, zero, fsdp, offload, recompute, flash, dropout, capacity_factor, schedule, framework, grad_accumulation_fusion, world_size, pipeline_split, sweep, plot_path,
           byte_overrides, gpu, reserve, fmt, as_json):
     """Per-GPU memory of a training step of MODEL: weights, gradients, optimizer states,
     activations (Korthikanti et al. 2022) and temporaries at the peak, for the worst pipeline
@@ -159,6 +163,7 @@ def train(ctx, model, overrides, batch, seq, grad_accum, dtype, fp8_params, mast
                            optimizer=optimizer, dp=dp, tp=tp, pp=pp, sp=sp, ep=ep, cp=cp, zero=stage, offload=offload,
                            recompute=recompute, flash=flash, dropout=dropout, capacity_factor=capacity_factor,
                            schedule=schedule, vp=vp, framework=framework, world_size=world_size,
+                           grad_accumulation_fusion=grad_accumulation_fusion,
                            bytes_overrides=parse_bytes_overrides(byte_overrides), vocab_parallel=vocab_parallel,
                            pipeline_split=pipeline_split)
     r = mt.train_memory(spec, opts)
@@ -172,6 +177,7 @@ def train(ctx, model, overrides, batch, seq, grad_accum, dtype, fp8_params, mast
         "total_bytes": r.total, "peak_bytes": r.total, **_bytes_json(dict(r.breakdown)),
         "breakdown": _bytes_json(dict(r.breakdown)), "detail": _bytes_json(dict(peak.detail)),
         "cpu_offload_bytes": peak.cpu_bytes, "peak_stage": peak.stage, "schedule": schedule, "framework": framework,
+        "grad_accumulation_fusion": opts.wgrad_fusion,
         "peak_phase": peak.phase, "phases": _bytes_json(dict(peak.phases)),
         "model_state_bytes_unsharded": r.model_state_bytes_unsharded,
         "stages": [{"stage": s.stage, "layers": s.layers, "micro_batches_in_flight": s.micro_batches_in_flight,
@@ -196,9 +202,11 @@ def train(ctx, model, overrides, batch, seq, grad_accum, dtype, fp8_params, mast
     tables.append(_assumptions(dict(r.bytes_per_element)))
     v = _fit(data, tables, gpu, r.total, reserve)
     notes = [
-        f"Peak = the larger of two phases per stage, here the {peak.phase} phase: the start of backward (saved "
-        "activations of the micro-batches in flight, the loss's fp32 logits temporaries, gradients if they exist then) "
-        "or the optimizer step (weights, all gradients, optimizer states). " + _FRAMEWORK_NOTE[framework],
+        f"Peak = the largest of a stage's phases, here the {peak.phase} phase: the start of backward (saved "
+        "activations of the micro-batches in flight, the loss's fp32 logits temporaries, gradients if they exist then), "
+        "a later backward when gradients were absent at the first, the backward's end on the embedding's stage (all "
+        "gradients and the embedding-sized gradients autograd holds: 3 with a tied head and no gradient-accumulation "
+        "fusion, else 1) or the optimizer step (weights, all gradients, optimizer states). " + _FRAMEWORK_NOTE[framework],
         f"Model states (weights + gradients + optimizer) of all parameters on one GPU: {r.model_state_bytes_unsharded:,} bytes.",
     ]
     if opts.zero == 3:

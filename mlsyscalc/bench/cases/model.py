@@ -134,8 +134,10 @@ def predicted_peak_bytes(spec, case: ModelCase, capability: tuple[int, int] = (9
     torch_side = blas_workspace_bytes(spec, capability) + allocator_rounding_bytes(spec, case, capability)
     if case.phase == "train":
         zero = 3 if case.dp > 1 else 0
+        # persistent gradients (zero_grad(set_to_none=False)), every weight gradient through autograd
         return torch_side + train_memory(spec, TrainOptions(batch=case.batch, seq=case.seq, master_weights=False,
-                                                            tp=case.tp, dp=case.dp, zero=zero)).total
+                                                            tp=case.tp, dp=case.dp, zero=zero,
+                                                            grad_accumulation_fusion=False)).total
     tokens = case.batch * (1 if case.phase == "decode" else case.seq)
     context = case.seq + (1 if case.phase == "decode" else 0)
     opts = InferOptions(batch=case.batch, context=context, prefill_chunk=tokens, dtype=case.dtype, tp=case.tp,
