@@ -101,3 +101,19 @@ def test_bench_comm_refuses_more_processes_than_gpus(run_cli, tmp_path, monkeypa
     code, _, err = run_cli("bench", "comm", "--nproc", "4", "--out", str(tmp_path / "rows.jsonl"))
     assert code == 2 and "needs at least 4 CUDA GPUs (found 2)" in err
     assert not Path(tmp_path / "rows.jsonl").exists()  # no worker started
+
+
+def test_from_rows_are_priced_with_the_cluster_given(run_cli, tmp_path):
+    """`--from --cluster C` prices every row with C (before, the rows kept the prediction of the cluster they were
+    measured with and the table was only titled C); an unknown cluster exits 2."""
+    out = tmp_path / "rows.jsonl"
+    rows = [r | {"predicted_time_s": 1.0, "cluster": "hgx-h100"} for r in _truth_rows(4)]
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    data = run_cli.json("bench", "comm", "--from", "--out", str(out), "--cluster", "h200-nvlink-measured")
+    spec = load_cluster("h200-nvlink-measured")
+    for row in data["rows"]:
+        want = collective_cost(row["collective"], row["size_bytes"], 4, spec).time_s
+        assert row["cluster"] == "h200-nvlink-measured" and row["predicted_time_s"] == pytest.approx(want, rel=1e-12)
+        assert row["prediction_error"] == pytest.approx((row["time_s"] - want) / want, rel=1e-9)
+    code, _, err = run_cli("bench", "comm", "--from", "--out", str(out), "--cluster", "no-such-cluster")
+    assert code == 2 and "unknown cluster 'no-such-cluster'" in err

@@ -53,7 +53,8 @@ def _launch(nproc: int, worker_args: list[str]) -> None:
 @click.option("--factor", type=click.IntRange(min=2), default=2, show_default=True, help="Size step.")
 @click.option("--backend", type=click.Choice(["nccl", "gloo"]), default="nccl", show_default=True,
               help="gloo: a CPU smoke test of the code path (its times say nothing about GPUs).")
-@click.option("--cluster", help="Cluster spec for the predictions (default: by GPU name).")
+@click.option("--cluster", help="Cluster spec for the predictions (a name or JSON file; default: by GPU name); "
+              "with --from, every row is priced again with it.")
 @click.option("--graph", is_flag=True, help="Also time the calls captured in a CUDA graph and replayed (graph_* "
               "keys: device time without the host's cost to issue each call).")
 @click.option("--out", default="comm_bench.jsonl", show_default=True, type=click.Path(dir_okay=False),
@@ -132,9 +133,11 @@ class Fitting:
 def _render(rows, comm_report, out, fit: Fitting, cluster, fmt, as_json) -> None:
     import json
 
-    from ..bench.comm_bench import default_cluster
+    from ..bench.comm_bench import default_cluster, predict
 
     datasheet = cluster or default_cluster(rows[0].get("env", {}))
+    if cluster:  # the rows carry the prediction of the cluster they were measured with: price them with this one
+        rows = [{**r, **predict(r, cluster, r.get("algo", "ring"))} if r.get("ok") else r for r in rows]
     data = {"rows": rows, "cluster": datasheet}
     notes = ["busbw/algbw as nccl-tests defines them; prediction_error = (measured - predicted) / predicted"]
     fit_min, calibrate, name, report = fit.min_size, fit.calibrate, fit.name, fit.report
