@@ -113,7 +113,7 @@ def train_args(run: dict[str, Any], model: str) -> list[str]:
         if key in lay:
             args += [f"--{key}", str(lay[key])]
     args += ["--sp" if lay.get("sp") else "--no-sp", "--recompute", lay["recompute"], "--dtype", lay["dtype"]]
-    return args + attention_args(lay) + split_args(lay) + (["--overlap", lay["overlap"]] if "overlap" in lay else []) + fp8_args(lay)
+    return args + framework_args(lay) + attention_args(lay) + split_args(lay) + (["--overlap", lay["overlap"]] if "overlap" in lay else []) + fp8_args(lay)
 
 
 SPLIT_COUNTS = ("decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers")
@@ -132,6 +132,11 @@ def fp8_args(lay: dict[str, Any]) -> list[str]:
             + (["--fp8-params"] if lay.get("fp8_params") else []))
 
 
+def framework_args(lay: dict[str, Any]) -> list[str]:
+    """--framework of the run (torch for plain-PyTorch training code: its kernels, host and memory rules), if named."""
+    return ["--framework", lay["framework"]] if "framework" in lay else []
+
+
 def attention_args(lay: dict[str, Any]) -> list[str]:
     """--attention of the run (Megatron-LM's unfused core before flash attention), if the layout names it."""
     return ["--attention", lay["attention"]] if "attention" in lay else []
@@ -141,7 +146,7 @@ def plan_args(run: dict[str, Any], model: str) -> list[str]:
     lay = run["layout"]
     return ["plan", model, "--gpus", str(run["gpus"]), "--cluster", cluster_ref(run), "--seq", str(lay["seq"]),
             "--global-batch", str(lay["global_batch"]), "--dtype", lay["dtype"], "--top", "1", *attention_args(lay),
-            *(["--overlap", lay["overlap"]] if "overlap" in lay else []), *fp8_args(lay)]
+            *(["--overlap", lay["overlap"]] if "overlap" in lay else []), *fp8_args(lay), *framework_args(lay)]
 
 
 def evaluate(run: dict[str, Any], runner: Runner, folder: Path, plan: bool) -> dict[str, Any]:
@@ -159,6 +164,9 @@ def evaluate(run: dict[str, Any], runner: Runner, folder: Path, plan: bool) -> d
     predicted = PREDICTED[metric](result)
     row |= {"predicted": predicted, "error": (predicted - published) / published, "fits": result.get("fits"),
             "paper_layout_step_time_s": result["step_time_s"]}
+    lay = run["layout"]
+    if lay.get("framework") == "torch" and lay.get("zero") in (1, 2):  # `mlsys plan --framework torch`'s ZeRO: 0, 3
+        row["outside_search"] = f"the paper's ZeRO-{lay['zero']} is outside --framework torch's search (ZeRO 0 or 3)"
     if plan:
         try:
             best = runner(plan_args(run, model))["candidates"][0]
@@ -195,6 +203,8 @@ def _plan_cell(r: dict[str, Any]) -> str:
     verdict = "ok" if r["plan_not_worse"] else "WORSE"
     if not r["plan_not_worse"] and r.get("fits") is False:  # the search drops layouts over memory
         verdict = "paper layout over memory by the model, so not searched"
+    elif not r["plan_not_worse"] and r.get("outside_search"):
+        verdict = r["outside_search"]
     return f"{r['plan_step_time_s']:.3g} s vs {r['paper_layout_step_time_s']:.3g} s ({verdict}); {_plan_layout(r)}"
 
 

@@ -61,12 +61,21 @@ def test_torch_fsdp_and_ddp_host_paths_by_hand(run_cli):
     assert ddp["host_path_s"] == pytest.approx({"forward_backward": 2 * 1127 * c.op_s, "optimizer": 0.0})
 
 
+@pytest.fixture
+def fused_kernels(monkeypatch):
+    """Both frameworks priced with the fused kernel list, so a test sees the torch framework's other terms alone."""
+    import mlsyscalc.calc.train as train
+
+    monkeypatch.setattr(train, "kernel_impl", lambda framework, dtype: "fused")
+
+
 @pytest.mark.parametrize("layout", [("--tp", "2"), ("--zero", "3"), ("--pp", "2"), ()])
-def test_torch_adds_its_host_overlap_and_optimizer_and_megatron_is_unchanged(run_cli, layout):
-    """The default (megatron) is the step without the torch terms: torch - megatron = host_s + overlap_slowdown x
-    hidden seconds (comm total - exposed, dims overlapped) + the optimizer's difference (torch's cast, step and
-    copy: 40 bytes a parameter against Megatron's 30; FSDP2's fp32 shards 28) + TP's extra backward all-reduces
-    (one per column-parallel linear: 7 a llama layer against 4; TP is not overlapped by default)."""
+def test_torch_adds_its_host_overlap_and_optimizer_and_megatron_is_unchanged(run_cli, fused_kernels, layout):
+    """The default (megatron) is the step without the torch terms: with the kernels priced alike (the fixture),
+    torch - megatron = host_s + overlap_slowdown x hidden seconds (comm total - exposed, dims overlapped) + the
+    optimizer's difference (torch's cast, step and copy: 40 bytes a parameter against Megatron's 30; FSDP2's fp32
+    shards 28) + TP's extra backward all-reduces (one per column-parallel linear: 7 a llama layer against 4; TP is
+    not overlapped by default)."""
     base = ("--global-batch", "4", "--micro-batch", "1", *layout)
     default = _train(run_cli, *base)
     assert _train(run_cli, *base, "--framework", "megatron") == default
@@ -198,3 +207,29 @@ def test_torch_optimizer_moves_the_bytes_of_its_cast_step_and_copy():
     # ZeRO-3 over 4 ranks: a quarter of the parameters, 28 bytes each
     fsdp = optimizer_s(counts, 3, 4, 1, "bf16", ceil, "torch")
     assert (fsdp - fixed) / (megatron - fixed) == pytest.approx(28 / 30 / 4, rel=1e-9)
+
+
+@pytest.mark.parametrize("layout", [("--tp", "2"), ("--zero", "3"), ("--pp", "2"), ("--cp", "2")])
+def test_torch_prices_plain_torch_kernels_and_counts_host_work_in_fused_ones(run_cli, layout):
+    """--framework torch times the step's kernels with plain PyTorch's list (calc.roofline_model --impl torch: the
+    separate elementwise, norm and cast kernels Megatron-LM fuses), so its compute is longer; the host's work stays
+    counted in the fused list's kernels, the unit its costs were fitted in (same host_work as megatron's)."""
+    from mlsyscalc.calc.calibration import load_ceilings
+    from mlsyscalc.calc.train import train_parts
+    from mlsyscalc.calc.train_options import TrainStepOptions
+    from mlsyscalc.calc.train_parts import pipeline_stages, slowest_stage
+    from mlsyscalc.specs.lookup import load_model
+
+    base = ("--global-batch", "4", "--micro-batch", "1", *layout)
+    torch, megatron = _train(run_cli, *base, "--framework", "torch"), _train(run_cli, *base)
+    assert (torch["kernels"], megatron["kernels"]) == ("torch", "fused")
+    assert torch["host_work"] == megatron["host_work"]
+    assert torch["breakdown"]["compute_s"] > 1.05 * megatron["breakdown"]["compute_s"]
+    lay = dict(zip(layout[::2], map(int, layout[1::2])))
+    pp, tp, cp = lay.get("--pp", 1), lay.get("--tp", 1), lay.get("--cp", 1)
+    opts = TrainStepOptions(gpus=2, seq=2048, global_batch=4, micro_batch=1, tp=tp, pp=pp, cp=cp,
+                            zero=lay.get("--zero", 0), sp=False, framework="torch")
+    spec, ceil = load_model("llama2-7b"), load_ceilings("H200")
+    for impl, data in (("torch", torch), ("fused", megatron)):
+        f, b, _ = slowest_stage(train_parts(spec, ceil, opts, impl), pipeline_stages(spec, pp, 1), "none")
+        assert data["breakdown"]["compute_s"] == pytest.approx(opts.num_micro_batches * (f + b), rel=1e-12)

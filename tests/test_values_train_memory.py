@@ -236,10 +236,14 @@ def test_host_term_is_what_the_host_adds_beyond_the_gpu(run_cli):
     assert d["step_time_s"] == pytest.approx(sum(b.values()), rel=1e-12, abs=0)
 
 
-def test_interleaved_schedule_adds_the_p2p_slowdown(run_cli):
+def test_interleaved_schedule_adds_the_p2p_slowdown(run_cli, monkeypatch):
     # torch pipelining with vp > 1 loses p2p_slowdown x (compute + bubble) to its interleaved p2p (the
     # framework's fitted share, calc.train_host); megatron's share is 0, everything else is the same layout
+    # (both priced with the fused kernel list here, so the compute is the same)
+    import mlsyscalc.calc.train as train
     from mlsyscalc.calc.train_host import FRAMEWORKS
+
+    monkeypatch.setattr(train, "kernel_impl", lambda framework, dtype: "fused")
 
     args = ("--pp", "2", "--vp", "2", "--global-batch", "4", "--micro-batch", "1", "--seq", "512")
     torch, megatron = _train(run_cli, *args, "--framework", "torch"), _train(run_cli, *args)

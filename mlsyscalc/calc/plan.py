@@ -53,7 +53,7 @@ from .train import (TP_INPUT_REDUCE, core_attention, fp8_weight_casts, optimizer
 from .train_comm import Windows, traffic
 from .train_host import framework_costs, host_paths, stage_work, tensor_counts
 from .train_options import TrainStepOptions
-from .train_parts import Stage, StageParts, pipeline_stages, roofline_pass, slowest_stage, stage_parts
+from .train_parts import Stage, StageParts, kernel_impl, pipeline_stages, roofline_pass, slowest_stage, stage_parts
 
 Progress = Callable[[int, int], None]
 
@@ -75,10 +75,12 @@ class _Memo:
             self._cache[key] = make()
         return self._cache[key]
 
-    def parts(self, c: TrainStepOptions) -> StageParts:
-        result = self.get(("roofline", c.tp, c.cp, c.micro_batch), lambda: roofline_pass(
-            self.spec, self.ceil, tp=c.tp, cp=c.cp, micro_batch=c.micro_batch, seq=c.seq, dtype=c.dtype))
-        return self.get(("parts", c.tp, c.cp, c.micro_batch, c.sp_active), lambda: stage_parts(
+    def parts(self, c: TrainStepOptions, impl: str | None = None) -> StageParts:
+        """Per-layer seconds priced with `impl` (default: the framework's kernels, kernel_impl)."""
+        impl = impl or kernel_impl(c.framework, c.dtype)
+        result = self.get(("roofline", c.tp, c.cp, c.micro_batch, impl), lambda: roofline_pass(
+            self.spec, self.ceil, tp=c.tp, cp=c.cp, micro_batch=c.micro_batch, seq=c.seq, dtype=c.dtype, impl=impl))
+        return self.get(("parts", c.tp, c.cp, c.micro_batch, c.sp_active, impl), lambda: stage_parts(
             self.spec, result, sp=c.sp_active, capacity_factor=c.capacity_factor,
             attention=core_attention(self.spec, self.ceil, c), fp8_recipe=c.fp8_recipe))
 
@@ -113,7 +115,7 @@ class _Memo:
         shapes, stages = self.get(("host stages", c.pp, c.vp, c.pipeline_split), lambda: _host_stages(
             self.stages(c.pp, c.vp, c.pipeline_split), counts[0]))
         work = self.get(("work", c.tp, c.cp, c.micro_batch, c.sp_active, shapes, recompute),
-                        lambda: stage_work(self.spec, self.parts(c), stages, recompute, counts))
+                        lambda: stage_work(self.spec, self.parts(c, "fused"), stages, recompute, counts))
         m = c.num_micro_batches if micro_batches is None else micro_batches
         return host_paths(work, self.costs, micro_batches=m, tp=c.tp, zero=zero)
 
@@ -350,8 +352,10 @@ def plan(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec, opts: PlanOp
     order = fits[np.argsort(step[fits], kind="stable")]
     pick = lambda j: replace(layouts[j // len(grid)], zero=grid[j % len(grid)][0],  # noqa: E731
                              recompute=grid[j % len(grid)][1])
-    best = [train_step(spec, ceilings, cluster, c, parts=memo.parts(c)) for c in map(pick, order[:opts.top])]
+    best = [train_step(spec, ceilings, cluster, c, parts=memo.parts(c), host_parts=memo.parts(c, "fused"))
+            for c in map(pick, order[:opts.top])]
     rival = next((pick(j) for j in order if best and decisions(pick(j)) != decisions(best[0].options)), None)
-    other = train_step(spec, ceilings, cluster, rival, parts=memo.parts(rival)) if rival is not None else None
+    other = (train_step(spec, ceilings, cluster, rival, parts=memo.parts(rival), host_parts=memo.parts(rival, "fused"))
+             if rival is not None else None)
     return Plan(spec.name, ceilings.gpu.name, cluster.name, opts, tuple(best), len(step), len(fits),
                 time.perf_counter() - start, why(best[0] if best else None, other))

@@ -3,7 +3,9 @@
 The step (Narayanan et al. 2021, PTD-P, section 2.2; Korthikanti et al. 2022):
 
     compute   = m x (f + b) of the slowest pipeline stage, per micro-batch (calc.train_parts:
-                the roofline's op times, b includes the recomputed forward)
+                the roofline's op times, b includes the recomputed forward), priced with the framework's
+                kernels: Megatron-LM's fused list (megatron, and fp8 under either framework) or plain
+                PyTorch's (torch: `--impl torch`); the host's work is counted in the fused list either way
     contention = (comm_sms / sm_count + overlap_slowdown) x overlapped (hidden) comm seconds: the
                 compute lost to the SMs NCCL holds while it runs beside the kernels (calc.train_comm)
                 and, with --framework torch, the rest of the slowdown measured beside torch DDP's
@@ -51,7 +53,8 @@ from .train_host import FRAMEWORK_SOURCES, StageWork, exposed_host_s, framework_
 from .train_attention import unfused_attention_s
 from .train_options import TrainStepOptions
 from .train_fp8 import stage_fp8_s, weight_cast_s
-from .train_parts import Stage, StageParts, pipeline_stages, roofline_pass, slowest_stage, stage_parts, stage_time
+from .train_parts import (Stage, StageParts, kernel_impl, pipeline_stages, roofline_pass, slowest_stage, stage_parts,
+                          stage_time)
 
 FLOP_CONVENTION = ("model FLOPs: calc.flops (2 per multiply-add, matmuls only, causal attention halved, "
                    "backward = 2 x forward); hfu adds the recomputed forward")
@@ -126,6 +129,7 @@ class TrainStep:
                 "recompute_flops": self.recompute_flops, "peak_flops": self.peak_flops,
                 "layout": self.options.layout(), "overlap": list(self.options.overlap),
                 "comm_sms": self.options.comm_sms, "framework": self.options.framework,
+                "kernels": kernel_impl(self.options.framework, self.options.dtype),
                 "host_path_s": dict(self.host_path_s), "host_work": asdict(self.host_work),
                 "framework_source": FRAMEWORK_SOURCES[self.options.framework] + (
                     f"; overridden by {self.options.host_source}" if self.host_calibrated else ""),
@@ -274,22 +278,32 @@ def step_memory(spec: ModelSpec, opts: TrainStepOptions) -> TrainMemory:
     return mem
 
 
+def train_parts(spec: ModelSpec, ceilings: Ceilings, opts: TrainStepOptions, impl: str) -> StageParts:
+    """One micro-batch's per-layer and head seconds on one GPU's shard, priced with the kernel list `impl`."""
+    result = roofline_pass(spec, ceilings, tp=opts.tp, cp=opts.cp, micro_batch=opts.micro_batch, seq=opts.seq,
+                           dtype=opts.dtype, impl=impl)
+    return stage_parts(spec, result, sp=opts.sp_active, capacity_factor=opts.capacity_factor,
+                       attention=core_attention(spec, ceilings, opts), fp8_recipe=opts.fp8_recipe)
+
+
 def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, opts: TrainStepOptions,
-               parts: StageParts | None = None) -> TrainStep:
-    """Step time, rates, memory and fit of one layout (module docstring); `parts` may be passed in
-    when the caller already holds them (plan)."""
+               parts: StageParts | None = None, host_parts: StageParts | None = None) -> TrainStep:
+    """Step time, rates, memory and fit of one layout (module docstring); `parts` (priced with the framework's
+    kernels, `kernel_impl`) and `host_parts` (the fused list, the unit the host costs count kernels in) may be
+    passed in when the caller already holds them (plan)."""
     cluster = load_cluster(cluster)
     opts.validate(spec, cluster)
     RooflineOptions(phase="train", seq=opts.seq, dtype=opts.dtype).validate(spec)  # positions, dtype
+    impl = kernel_impl(opts.framework, opts.dtype)
     if parts is None:
-        result = roofline_pass(spec, ceilings, tp=opts.tp, cp=opts.cp, micro_batch=opts.micro_batch, seq=opts.seq,
-                               dtype=opts.dtype)
-        parts = stage_parts(spec, result, sp=opts.sp_active, capacity_factor=opts.capacity_factor,
-                            attention=core_attention(spec, ceilings, opts), fp8_recipe=opts.fp8_recipe)
+        parts = train_parts(spec, ceilings, opts, impl)
+    if host_parts is None:
+        host_parts = parts if impl == "fused" else train_parts(spec, ceilings, opts, "fused")
     stages = pipeline_stages(spec, opts.pp, opts.vp, opts.pipeline_split)
     f, b, a = slowest_stage(parts, stages, opts.recompute)
     fp8 = step_fp8_s(parts, stages, opts, ceilings, cluster)
-    work, costs = stage_work(spec, parts, stages, opts.recompute), framework_costs(opts.framework, opts.host_costs)
+    work = stage_work(spec, host_parts, stages, opts.recompute)
+    costs = framework_costs(opts.framework, opts.host_costs)
     host = host_paths(work, costs,
                       micro_batches=opts.num_micro_batches, tp=opts.tp, zero=opts.zero)
     comm = step_comm(spec, StepOptions(

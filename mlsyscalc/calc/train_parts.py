@@ -70,13 +70,25 @@ def _scale(row: OpRow, tp: int, sp: bool, capacity_factor: float) -> float:
     return row.total_s
 
 
+# The kernels a framework's step runs (calc.roofline_model's --impl): Megatron-LM's fused ones, or plain
+# PyTorch's (torch's FSDP2/DDP/DTensor code: the one-GPU kernel list checked against measured training steps,
+# reports/models). FP8 is Transformer Engine's, priced with the fused list whatever the framework.
+FRAMEWORK_IMPL = {"megatron": "fused", "torch": "torch"}
+
+
+def kernel_impl(framework: str, dtype: str) -> str:
+    """The roofline impl a framework's training step is priced with (FRAMEWORK_IMPL; fp8: fused)."""
+    return "fused" if dtype == "fp8" else FRAMEWORK_IMPL[framework]
+
+
 def roofline_pass(spec: ModelSpec, ceilings: Ceilings, *, tp: int, cp: int, micro_batch: int, seq: int,
-                  dtype: str, cluster: str | None = None) -> ModelRoofline:
-    """The roofline of one micro-batch on one GPU's TP/CP shard (phase train, no recomputation)."""
+                  dtype: str, cluster: str | None = None, impl: str = "fused") -> ModelRoofline:
+    """The roofline of one micro-batch on one GPU's TP/CP shard (phase train, no recomputation), with the
+    kernel list `impl` (kernel_impl)."""
     local = seq // cp
     return predict_model(spec, ceilings, RooflineOptions(phase="train", batch=micro_batch, seq=local,
                                                          context=(seq - local) // 2, tp=tp, dtype=dtype,
-                                                         cluster=cluster, recompute="none"))
+                                                         cluster=cluster, recompute="none", impl=impl))
 
 
 def stage_parts(spec: ModelSpec, result: ModelRoofline, *, sp: bool, capacity_factor: float = 1.0,

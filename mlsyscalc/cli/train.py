@@ -211,6 +211,8 @@ def step_output(step) -> render.Output:
     notes = (step.as_dict()["flop_convention"],
              f"overlap: {', '.join(step.options.overlap) or 'none'} (docs/train.md says which window hides what); "
              f"contention_s: compute lost to the {step.options.comm_sms} SMs NCCL holds while overlapped traffic runs",
+             f"kernels: {data['kernels']} (the {step.options.framework} framework's list: fused = Megatron-LM's fused "
+             "kernels, torch = plain PyTorch's, `mlsys roofline model --impl`)",
              f"host_s: the {step.options.framework} host's issue time beyond the GPU's (0 when the host keeps ahead); "
              f"costs: {data['framework_source']}",
              "tflops_per_gpu is in FLOP/s (base units); the table shows TFLOP/s.")
