@@ -233,3 +233,11 @@ def test_torch_prices_plain_torch_kernels_and_counts_host_work_in_fused_ones(run
     for impl, data in (("torch", torch), ("fused", megatron)):
         f, b, _ = slowest_stage(train_parts(spec, ceil, opts, impl), pipeline_stages(spec, pp, 1), "none")
         assert data["breakdown"]["compute_s"] == pytest.approx(opts.num_micro_batches * (f + b), rel=1e-12)
+
+
+def test_fp8_is_priced_with_transformer_engines_fused_kernels_under_either_framework(run_cli):
+    """--dtype fp8 is Transformer Engine's: its kernels are the fused list whatever --framework says."""
+    base = ("--global-batch", "4", "--micro-batch", "1", "--dtype", "fp8")
+    torch, megatron = _train(run_cli, *base, "--framework", "torch"), _train(run_cli, *base)
+    assert torch["kernels"] == megatron["kernels"] == "fused"
+    assert torch["breakdown"]["compute_s"] == pytest.approx(megatron["breakdown"]["compute_s"], rel=1e-12)
