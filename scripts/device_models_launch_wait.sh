@@ -10,7 +10,7 @@
 #         llama3-8b B64 (reports/models)
 set -u
 . "$(dirname "$0")/device_models_lib.sh"
-models_call reports/models/launch_wait 360 "$1"
+models_call reports/models/launch_wait 360 "${1:-reports/models/launch_wait}"
 run() { bench_case "$DIR/rows.jsonl" 90 "$@" --mode graph; }
 if [ "${2:-h200}" = h100 ]; then
   run falcon-7b --phase decode --batch 8 --seq 2048
