@@ -76,7 +76,8 @@ def test_mpt_configs_have_the_tables_parameter_counts(run_cli, tmp_path):
 def test_held_out_runs_are_marked_and_summarised_on_their_own(tmp_path):
     """A run carrying `held_out` gets '(held out)' on the page and a 'held out' line beside 'all'."""
     held = [r for r in _runs() if r.get("held_out")]
-    assert {r["group"] for r in held} == {"llm-foundry-mpt-h100", "llm-foundry-mpt-a100", "torchtitan-h100"}
+    assert {r["group"] for r in held} == {"llm-foundry-mpt-h100", "llm-foundry-mpt-a100", "torchtitan-h100",
+                                         "megatron-bridge-h100"}
     base = {"group": "g", "model": "llama2-7b", "cluster": "c", "gpus": 8, "measurement": True,
             "layout": {"tp": 8, "pp": 1, "dp": 1, "micro_batch": 1, "global_batch": 8, "seq": 2048,
                        "recompute": "full", "dtype": "bf16"}, "citation": {"paper": "P", "table": "T"}}
