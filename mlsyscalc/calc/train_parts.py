@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from ..dtypes import dtype_name
 from ..specs.model import ModelSpec
 from .calibration import Ceilings
 from .roofline_model import ModelRoofline, predict_model
@@ -78,7 +79,7 @@ FRAMEWORK_IMPL = {"megatron": "fused", "torch": "torch"}
 
 def kernel_impl(framework: str, dtype: str) -> str:
     """The roofline impl a framework's training step is priced with (FRAMEWORK_IMPL; fp8: fused)."""
-    return "fused" if dtype == "fp8" else FRAMEWORK_IMPL[framework]
+    return "fused" if dtype_name(dtype) == "fp8" else FRAMEWORK_IMPL[framework]
 
 
 def roofline_pass(spec: ModelSpec, ceilings: Ceilings, *, tp: int, cp: int, micro_batch: int, seq: int,
