@@ -34,6 +34,8 @@ Schedules (Narayanan et al. 2021, section 2.2; GPipe: Huang et al. 2019):
 
 from __future__ import annotations
 
+from typing import Any
+
 FRAMEWORKS = ("megatron", "torch")
 SCHEDULES = ("1f1b", "gpipe")
 
@@ -67,12 +69,12 @@ def grads_resident(framework: str, schedule: str, held: int, forwards: int, zero
     return schedule == "1f1b" and forwards > held
 
 
-def grads_resident_at_end(framework: str, forwards: int, replicas: int) -> bool:
+def grads_resident_at_end(framework: str, forwards: Any, replicas: Any) -> Any:
     """Whether a parameter's gradient exists before the step's last backward adds to it: persistent buffers, an
     earlier micro-batch's backward in the same step (`forwards` = m x vp > 1), or data parallelism (DDP's buckets
     under ZeRO-0/1; under ZeRO-2/3 the unsharded gradient autograd returns is reduce-scattered into a separate
-    shard, so the block stays beside the stored gradient either way)."""
-    return framework == "megatron" or replicas > 1 or forwards > 1
+    shard, so the block stays beside the stored gradient either way). Elementwise over numpy arrays too (plan)."""
+    return (framework == "megatron") | (replicas > 1) | (forwards > 1)
 
 
 def embedding_grad_blocks(tied_here: bool, fusion: bool, resident: bool) -> int:

@@ -315,7 +315,12 @@ def embedding_grad_bytes(spec: ModelSpec, opts: TrainOptions, nbytes: Mapping[st
     this rank's table (vocabulary / vocab_tp x embedding width) in the compute dtype."""
     resident = grads_resident_at_end(opts.framework, opts.grad_accum * opts.vp, opts.dp * opts.cp)
     blocks = embedding_grad_blocks(spec.tie_word_embeddings and opts.pp == 1, opts.wgrad_fusion, resident)
-    return blocks * -(-spec.vocab_size // opts.vocab_tp) * spec.embed_dim * nbytes["activation"]
+    return blocks * embedding_table_bytes(spec, opts.vocab_tp, nbytes)
+
+
+def embedding_table_bytes(spec: ModelSpec, vocab_tp: int, nbytes: Mapping[str, float]) -> float:
+    """One rank's token-embedding table (vocabulary / vocab_tp x embedding width) in the compute dtype."""
+    return -(-spec.vocab_size // vocab_tp) * spec.embed_dim * nbytes["activation"]
 
 
 def _phase(states: dict, acts: dict, grads: bool) -> tuple[dict[str, int], dict[str, int]]:

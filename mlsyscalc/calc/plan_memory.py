@@ -40,8 +40,9 @@ from ..dtypes import dtype_name
 from ..specs.model import ModelSpec
 from .activations import Saved, Split, item_bytes, layer_bytes, layer_saved
 from .memory_common import stage_params
-from .memory_schedule import chunk_forwards, embedding_grad_blocks, grads_resident, in_flight, receive_buffers
-from .memory_train import _STATES, TrainOptions, default_bytes
+from .memory_schedule import (chunk_forwards, embedding_grad_blocks, grads_resident, grads_resident_at_end, in_flight,
+                              receive_buffers)
+from .memory_train import _STATES, TrainOptions, default_bytes, embedding_table_bytes
 from .pipeline_split import EVEN, PipelineSplit, chunk_layers, stage_layer_ids
 from .tensor_parallel import kv_divisor
 from .train_fp8 import fp8_linear_weights
@@ -152,9 +153,8 @@ class MemoryTable:
         gather = st.gather * nb["gather"] if zero == 3 else np.zeros(pp)
         if self.fp8:  # FP8 weight copies; with FP8 parameters the weights themselves are 1 byte
             kept = kept + st.fp8_linear * (nb["fp8_weight_copy"] - self.fp8_params * (nb["weight"] - nb["fp8"]))
-        # the embedding table's bytes in the compute dtype, on the first stage (memory_train.embedding_grad_bytes)
-        table = np.zeros(pp)
-        table[0] = -(-self.spec.vocab_size // tp) * self.spec.embed_dim * nb["activation"]
+        table = np.zeros(pp)  # the embedding's rank only (memory_train.embedding_grad_bytes)
+        table[0] = embedding_table_bytes(self.spec, tp, nb)
         return kept, sharded(2, nb["grad"]), gather, table
 
     def _layer_items(self, layer: int) -> list[Saved]:
@@ -278,7 +278,7 @@ class MemoryTable:
         none = np.zeros_like(col["held"])
         optimizer = phase(none, none, True, none, col["recv_opt"])
         # the backward's end on the embedding's stage (memory_train: embedding_grad_blocks x the table)
-        resident = (self.framework == "megatron") | (replicas > 1) | (micro_batches * vp > 1)  # grads_resident_at_end
+        resident = grads_resident_at_end(self.framework, micro_batches * vp, replicas)
         tied, fusion = self.spec.tie_word_embeddings and pp == 1, self.framework == "megatron"
         blocks = np.where(resident, embedding_grad_blocks(tied, fusion, True), embedding_grad_blocks(tied, fusion, False))
         end = optimizer + blocks[:, None] * table
