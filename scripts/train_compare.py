@@ -50,6 +50,8 @@ def train_args(row: dict, model: str, cluster: str, calibration: str | None = No
         args += ["--no-vocab-parallel"]  # scripts/train_measure.py leaves the embedding and head whole in tp-pp
     if row["case"] in ("fsdp", "fsdp-tp"):
         args += ["--zero", "3"]  # FSDP2 full sharding = ZeRO-3
+    if row.get("sdpa_backend") == "flash":
+        args += ["--attention", "flash2"]  # SDPA's FLASH backend is FlashAttention-2
     args += ["--calibration", calibration] if calibration else []
     args += ["--comm-sms", str(comm_sms)] if comm_sms is not None else []
     args += ["--framework", framework] if framework else []
@@ -67,7 +69,9 @@ def compare(rows: list[dict], cluster: str, runner: Runner, calibration: str | N
     out = []
     with tempfile.TemporaryDirectory() as folder:
         for row in rows:
-            entry = {"case": row["case"], "gpus": row["gpus"], "seqs_per_gpu": row["global_batch"] / row["gpus"],
+            backend = row.get("sdpa_backend", "default")
+            entry = {"case": row["case"] + ("" if backend == "default" else f" (SDPA {backend}, S{row['seq']})"),
+                     "gpus": row["gpus"], "seqs_per_gpu": row["global_batch"] / row["gpus"],
                      "measured_step_s": row["step_time_s"],
                      "measured_bytes": max(row["peak_bytes_per_rank"])}
             try:

@@ -381,6 +381,7 @@ def run(args) -> None:
     from mlsyscalc.specs.lookup import load_model
 
     cuda = args.device == "cuda"
+    restrict_sdpa(args.sdpa_backend)
     dist.init_process_group("nccl" if cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if cuda else torch.device("cpu")
@@ -408,7 +409,7 @@ def run(args) -> None:
                    **({"profile_per_rank": [r["profile"] for r in every]} if args.profile else {}),
                    **({"host_probe": probe} if probe else {}),
                    **({"host_probe_after": after} if after else {}),
-                   "warmup": args.warmup, "steps": args.steps,
+                   "warmup": args.warmup, "steps": args.steps, "sdpa_backend": args.sdpa_backend,
                    "env": {"torch": torch.__version__, "device": torch.cuda.get_device_name(device) if cuda else "cpu",
                            "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
                            "nvls": os.environ.get("NCCL_NVLS_ENABLE"),
@@ -418,6 +419,20 @@ def run(args) -> None:
             print(json.dumps(row), flush=True)
         dist.barrier()
     dist.destroy_process_group()
+
+
+SDPA_BACKENDS = ("default", "flash", "cudnn")
+
+
+def restrict_sdpa(backend: str) -> None:
+    """Leave SDPA only `backend` ("flash": FlashAttention-2, "cudnn"; "default": torch's own choice). A shape the
+    backend cannot run then fails instead of falling back, so a row's backend is the one that ran."""
+    if backend == "default":
+        return
+    import torch
+
+    for name in ("flash", "cudnn", "mem_efficient", "math"):
+        getattr(torch.backends.cuda, f"enable_{name}_sdp")(name == backend)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -431,6 +446,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--profile", help="profile two more steps; Chrome traces (gzipped) go to this folder")
     ap.add_argument("--tiny", action="store_true", help="a 4-layer 64-wide llama (CPU smoke test)")
+    ap.add_argument("--sdpa-backend", default="default", choices=SDPA_BACKENDS,
+                    help="the only SDPA backend left on (the row's sdpa_backend; mlsys train --attention flash2 "
+                         "prices flash on Hopper) [default: torch's choice]")
     ap.add_argument("--host-probe", action=argparse.BooleanOptionalAction, default=None,
                     help="before each case, time the tiny model in its layout and solve the torch host costs "
                          "(scripts/train_host_probe.py; the row's host_probe) [default: on with cuda]")

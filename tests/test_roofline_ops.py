@@ -57,6 +57,20 @@ def test_low_precision_outputs_and_weight_only_bytes():
     assert w4.read_bytes == 4096 * 2 + 4096 * 4096 * 0.5 + 4096 * (4096 // 128) * 2  # packed int4 + bf16 scales
 
 
+def test_fp8_gemms_compute_at_their_own_efficiency():
+    """A compute-bound fp8 GEMM runs at efficiency.matmul_fp8 of the fp8 datasheet (the measured fp8 / bf16 ratio is
+    1.56-1.87, not 2); bf16 at matmul; a measured fp8 peak is the ceiling itself (calibrated matmul_fp8 1.0)."""
+    e = Efficiency()
+    shape = (8192, 8192, 8192)
+    fp8, bf16 = predict_matmul(*shape, "fp8", "H100"), predict_matmul(*shape, "bf16", "H100")
+    assert fp8.compute_class == "matmul_fp8" and bf16.compute_class == "matmul"
+    assert bf16.compute_s / fp8.compute_s == pytest.approx(1979 * e.matmul_fp8 / (989.5 * e.matmul), rel=1e-9)
+    measured = load_ceilings("H100", {"gpu": "NVIDIA H100 80GB HBM3", "peak_flops": {"fp8": 1.2e15}})
+    assert measured.flops_per_s("fp8", "matmul_fp8") == pytest.approx(1.2e15)
+    unmeasured = load_ceilings("H100", {"gpu": "NVIDIA H100 80GB HBM3", "peak_flops": {"bf16": 7e14}})
+    assert unmeasured.flops_per_s("fp8", "matmul_fp8") == pytest.approx(1979e12 * e.matmul_fp8)
+
+
 def test_attention_flops_match_flop_calculator_and_io_aware_bytes():
     spec = load_model("llama2-7b")
     p = predict_attention(2, 32, 32, 1024, 1024, 128, True, "bf16", "H100")

@@ -1,13 +1,14 @@
-"""`mlsys train --attention unfused`: Megatron-LM's S x S attention core, by hand arithmetic."""
+"""`mlsys train --attention unfused`: Megatron-LM's S x S attention core, by hand arithmetic; `--attention flash2`:
+the flash kernels at FlashAttention-2's efficiency on Hopper, and nowhere else."""
 
 from __future__ import annotations
 
 import pytest
 
 from mlsyscalc.calc.calibration import load_ceilings
-from mlsyscalc.calc.roofline_ops import predict_matmul, predict_memory_op
+from mlsyscalc.calc.roofline_ops import predict_attention, predict_matmul, predict_memory_op
 from mlsyscalc.calc.train import train_step
-from mlsyscalc.calc.train_attention import unfused_attention_ops, unfused_attention_s
+from mlsyscalc.calc.train_attention import attention_ceilings, unfused_attention_ops, unfused_attention_s
 from mlsyscalc.calc.train_options import TrainStepOptions
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.lookup import load_model
@@ -73,4 +74,42 @@ def test_cli_flag_reaches_train_and_plan(run_cli):
                         "--fix", "pp=1", "--fix", "micro_batch=1", "--fix", "zero=0", "--fix", "recompute=none")
     assert best["candidates"][0]["step_time_s"] == pytest.approx(unfused["step_time_s"], rel=1e-9)
     code, _, err = run_cli("train", *args, "--gpus", "8", "--attention", "sliding")
-    assert code == 2 and "Invalid value for '--attention': 'sliding' is not one of 'flash', 'unfused'" in err
+    assert code == 2 and "Invalid value for '--attention': 'sliding' is not one of 'flash', 'flash2', 'unfused'" in err
+
+
+def test_flash2_prices_attention_kernels_at_their_efficiency_on_hopper_only():
+    h100 = load_ceilings("H100-SXM")
+    fa2 = attention_ceilings(h100, "flash2")
+    e = h100.efficiency
+    assert fa2.efficiency.attention == e.attention_flash2 < e.attention
+    assert fa2.efficiency.attention_small_head == pytest.approx(e.attention_small_head * e.attention_flash2 / e.attention)
+    assert fa2.efficiency.matmul == e.matmul and fa2.efficiency.memory == e.memory  # nothing else moves
+    assert attention_ceilings(fa2, "flash2") == fa2  # twice is once
+    assert attention_ceilings(h100, "flash") is h100 and attention_ceilings(h100, "unfused") is h100
+    a100 = load_ceilings("A100-80GB-SXM")
+    assert attention_ceilings(a100, "flash2") is a100  # FlashAttention-2 is Ampere's own kernel
+    # a compute-bound causal forward: its time scales by the efficiencies' ratio exactly (same tiling)
+    shape = (4, 32, 32, 4096, 4096, 128, True)
+    fast, slow = predict_attention(*shape, gpu=h100), predict_attention(*shape, gpu=fa2)
+    assert slow.compute_s == pytest.approx(fast.compute_s * e.attention / e.attention_flash2, rel=1e-12)
+
+
+def test_flash2_in_train_and_plan(run_cli):
+    """flash2 adds the attention kernels' extra time to the compute (nothing else moves: memory, traffic); plan
+    prices it as train does."""
+    args = ("llama3-8b", "--cluster", "hgx-h100", "--seq", "4096", "--global-batch", "16", "--gpus", "8",
+            "--framework", "torch")
+    layout = ("--dp", "8", "--micro-batch", "1", "--zero", "3", "--recompute", "selective")
+    flash = run_cli.json("train", *args, *layout)
+    fa2 = run_cli.json("train", *args, *layout, "--attention", "flash2")
+    assert fa2["breakdown"]["compute_s"] > flash["breakdown"]["compute_s"]
+    assert fa2["memory_bytes_per_gpu"] == flash["memory_bytes_per_gpu"]
+    assert {k: v for k, v in fa2["breakdown"].items() if k != "compute_s"} == pytest.approx(
+        {k: v for k, v in flash["breakdown"].items() if k != "compute_s"}, rel=1e-9)
+    best = run_cli.json("plan", *args, "--top", "1", "--attention", "flash2", "--fix", "tp=1", "--fix", "pp=1",
+                        "--fix", "cp=1", "--fix", "micro_batch=1", "--fix", "zero=3", "--fix", "recompute=selective")
+    assert best["candidates"][0]["step_time_s"] == pytest.approx(fa2["step_time_s"], rel=1e-9)
+    a100 = ("--cluster", "dgx-a100")
+    same = [run_cli.json("train", *args[:1], *a100, *args[3:], *layout, "--attention", a)["step_time_s"]
+            for a in ("flash", "flash2")]
+    assert same[0] == same[1]

@@ -121,6 +121,18 @@ class Efficiency:
     # d64 / d128 ratio of measured cuDNN efficiencies at S2048 (forward 0.36 vs 0.47, backward 0.35
     # vs 0.41: TinyLlama vs pythia-1.4b B4 S2048 train), 0.8, times the attention default 0.61.
     attention_small_head: float = 0.49
+    # FP8 GEMMs (cuBLASLt, as torch._scaled_mm and Transformer Engine run them) reach a smaller share of the
+    # fp8 datasheet than bf16 GEMMs of theirs: H200, torch 2.11, one `mlsys bench ceilings` run
+    # (reports/matmul/ceilings.json): fp8 1224 / 1284 / 1284 TFLOP/s at 4096^3 / 8192^3 / 16384x8192x8192
+    # against bf16 784 / 687 / 703, 1.56-1.87x (mean 1.75x) where the datasheet says 2x; the best fp8
+    # reading is 0.65 of 1979, and `matmul` x 1.75 / 2 is 0.65 too.
+    matmul_fp8: float = 0.65
+    # FlashAttention-2-generation kernels (Ampere's mma.sync, no wgmma: flash-attn 2.x, SDPA's FLASH backend,
+    # Triton kernels built without Hopper's instructions) on Hopper, `--attention flash2`: SDPA FLASH against
+    # cuDNN on the same shapes of one H200 (reports/attention/rows.jsonl, torch 2.11, 43 forward and 10
+    # backward pairs, d 64-256, causal and full): median 0.59 (forward 0.49-0.67, backward 0.56-0.61), times
+    # the attention default 0.61 (cuDNN's). Off Hopper `flash2` prices as `attention` (attention_ceilings).
+    attention_flash2: float = 0.36
 
     def validate(self) -> None:
         for name in EFFICIENCY_FIELDS:
@@ -129,14 +141,15 @@ class Efficiency:
 
 # With measured ceilings the matmul and memory ceilings are the measurement itself; attention keeps
 # the measured gap between SDPA cuDNN and cuBLAS on the same H200: 603 / 732 TFLOP/s (ARCHITECTURE.md, "Reference measurements").
-# The classes keep their ratio to their kind's default (0.32 / 0.89, 0.12 / 0.74, 0.8 x 0.82).
+# The classes keep their ratio to their kind's default (0.32 / 0.89, 0.12 / 0.74, 0.8 x 0.82, 0.59 x 0.82); the
+# measured fp8 peak is the fp8 GEMMs' ceiling itself (1.0).
 CALIBRATED_EFFICIENCY = Efficiency(matmul=1.0, attention=0.82, memory=1.0, matmul_skinny=0.88,
                                    memory_broadcast=0.36, matmul_unaligned=0.16, matmul_unaligned_stream=0.25,
                                    matmul_grouped_stream=0.88,
-                                   attention_small_head=0.66)
+                                   attention_small_head=0.66, matmul_fp8=1.0, attention_flash2=0.48)
 KINDS = ("matmul", "attention", "memory")
 CLASSES = ("matmul_skinny", "memory_broadcast", "matmul_unaligned", "matmul_unaligned_stream", "matmul_grouped_stream",
-           "attention_small_head")
+           "attention_small_head", "matmul_fp8", "attention_flash2")
 EFFICIENCY_FIELDS = KINDS + CLASSES  # kinds plus the shape classes that price some kernels of a kind
 
 
@@ -391,9 +404,10 @@ def calibrated_ceilings(data: Mapping[str, Any], gpu: GPUSpec | str | None = Non
     for dtype, value in base.base_flops.items():
         measured = _positive(measured_peaks.get(dtype), f"peak_flops.{dtype}")
         # A dtype without a measurement keeps its datasheet peak scaled to match the measured ones.
-        flops[dtype] = measured if measured else (value * Efficiency().matmul if value else None)
+        scale = Efficiency().matmul_fp8 if dtype == "fp8" else Efficiency().matmul
+        flops[dtype] = measured if measured else (value * scale if value else None)
         if value and not measured:
-            notes.append(f"{dtype}: not in the calibration file; datasheet x {Efficiency().matmul}")
+            notes.append(f"{dtype}: not in the calibration file; datasheet x {scale}")
     bws = data.get("bandwidth_Bps") or {}
     require(isinstance(bws, dict), f"{where}: bandwidth_Bps must be an object")
     copy = _positive(bws.get("copy"), "bandwidth_Bps.copy")

@@ -50,6 +50,7 @@ from .plan_result import Plan, decisions, why
 from .plan_space import PlanOptions, execution_options, structures
 from .train import (TP_INPUT_REDUCE, core_attention, fp8_weight_casts, optimizer_s, step_breakdown,
                     step_fp8_s, train_step)
+from .train_attention import attention_ceilings
 from .train_comm import Windows, traffic
 from .train_host import framework_costs, host_paths, stage_work, tensor_counts
 from .train_options import TrainStepOptions
@@ -62,9 +63,10 @@ class _Memo:
     """The pieces of `train_step`, each computed once per distinct key."""
 
     def __init__(self, spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec, opts: PlanOptions):
-        self.spec, self.ceil, self.cluster, self.opts = spec, ceilings, cluster, opts
+        self.spec, self.cluster, self.opts = spec, cluster, opts
+        self.ceil = attention_ceilings(ceilings, opts.attention)
         self.memory = MemoryTable(spec, opts.seq, opts.base().dtype, opts.capacity_factor,
-                                  flash=opts.attention == "flash", framework=opts.framework, fp8_params=opts.fp8_params)
+                                  flash=opts.attention != "unfused", framework=opts.framework, fp8_params=opts.fp8_params)
         self.costs = framework_costs(opts.framework, opts.host_costs)
         self.usable = verdict(ceilings.gpu, 0, opts.reserve).usable_bytes
         self.wire = opts.base().memory_dtype  # activations and parameters on the wire

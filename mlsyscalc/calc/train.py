@@ -50,7 +50,7 @@ from .roofline_options import RooflineOptions
 from .roofline_train import adamw_op, torch_mixed_state_bytes
 from .train_comm import DIMS, Windows, contention_s, dim_times, traffic
 from .train_host import FRAMEWORK_SOURCES, StageWork, exposed_host_s, framework_costs, host_paths, interleaved_contention_s, stage_work
-from .train_attention import unfused_attention_s
+from .train_attention import attention_ceilings, unfused_attention_s
 from .train_options import TrainStepOptions
 from .train_fp8 import stage_fp8_s, weight_cast_s
 from .train_parts import (Stage, StageParts, kernel_impl, pipeline_stages, roofline_pass, slowest_stage, stage_parts,
@@ -238,7 +238,7 @@ def _floats(values: Mapping[str, Any]) -> dict[str, float]:
 def core_attention(spec: ModelSpec, ceilings: Ceilings, opts: TrainStepOptions) -> dict[str, float] | None:
     """One layer's unfused attention-core seconds per pass with --attention unfused, else None (the
     roofline's flash kernel stays)."""
-    if opts.attention == "flash":
+    if opts.attention != "unfused":
         return None
     return unfused_attention_s(spec, ceilings, tp=opts.tp, micro_batch=opts.micro_batch, seq=opts.seq,
                                dtype=opts.memory_dtype)
@@ -272,7 +272,7 @@ def step_memory(spec: ModelSpec, opts: TrainStepOptions) -> TrainMemory:
         batch=opts.micro_batch, seq=opts.seq, grad_accum=opts.num_micro_batches,
         dtype=dtype_name(opts.dtype), fp8_params=opts.fp8_params, dp=opts.data_parallel, tp=opts.tp, pp=opts.pp,
         sp=opts.sp_active, ep=opts.ep, cp=opts.cp, zero=opts.zero,
-        recompute=opts.recompute, capacity_factor=opts.capacity_factor, flash=opts.attention == "flash",
+        recompute=opts.recompute, capacity_factor=opts.capacity_factor, flash=opts.attention != "unfused",
         schedule=opts.schedule, framework=opts.framework, vp=opts.vp, vocab_parallel=opts.vocab_parallel,
         pipeline_split=opts.pipeline_split))
     return mem
@@ -294,6 +294,7 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
     cluster = load_cluster(cluster)
     opts.validate(spec, cluster)
     RooflineOptions(phase="train", seq=opts.seq, dtype=opts.dtype).validate(spec)  # positions, dtype
+    ceilings = attention_ceilings(ceilings, opts.attention)
     impl = kernel_impl(opts.framework, opts.dtype)
     if parts is None:
         parts = train_parts(spec, ceilings, opts, impl)

@@ -30,7 +30,22 @@ from ..specs.model import ModelSpec
 from .calibration import Ceilings
 from .roofline_ops import OpPrediction, predict_matmul, predict_memory_op
 
-ATTENTION = ("flash", "unfused")
+ATTENTION = ("flash", "flash2", "unfused")
+# `--attention flash2`: a FlashAttention-2-generation kernel, which Hopper runs below its own flash kernels
+# (calc.calibration's Efficiency.attention_flash2); elsewhere it is the flash kernel of its card.
+FLASH2_ARCHITECTURES = ("Hopper",)
+
+
+def attention_ceilings(ceilings: Ceilings, attention: str) -> Ceilings:
+    """The ceilings a step with this attention core is priced with: with `flash2` on Hopper the attention
+    kernels run at efficiency.attention_flash2, and the small-head class keeps its ratio to `attention`;
+    otherwise `ceilings` itself. Applying it twice changes nothing."""
+    e = ceilings.efficiency
+    if attention != "flash2" or ceilings.gpu.architecture not in FLASH2_ARCHITECTURES or e.attention == e.attention_flash2:
+        return ceilings
+    scale = e.attention_flash2 / e.attention
+    return ceilings.with_efficiency(attention=e.attention_flash2,
+                                    attention_small_head=min(1.0, e.attention_small_head * scale))
 
 
 def unfused_attention_ops(spec: ModelSpec, ceilings: Ceilings, *, tp: int, micro_batch: int, seq: int,

@@ -59,7 +59,8 @@ class TrainStepOptions:
     comm_sms: int = DEFAULT_COMM_SMS  # SMs NCCL holds while overlapped traffic runs (0: overlap is free)
     capacity_factor: float = 1.0  # MoE: expert slots per routed token (1.0 = dropless, balanced)
     reserve: str = "10%"  # memory kept back for the CUDA context and allocator (as `mlsys memory`)
-    attention: str = "flash"  # attention core: one flash kernel, or Megatron's unfused S x S kernels
+    # attention core: one flash kernel (flash2: one of FlashAttention-2's generation), or Megatron's unfused S x S ones
+    attention: str = "flash"
     # memory (calc.memory_schedule): pipeline schedule (1f1b or gpipe; --vp interleaves 1F1B)
     schedule: str = "1f1b"
     # the training code (calc.memory_schedule for memory, calc.train_host for host time): megatron (persistent
@@ -166,7 +167,7 @@ class TrainStepOptions:
     def _validate_model(self, spec: ModelSpec) -> None:
         chunk_layers(spec.num_layers, self.pp, self.vp, self.pipeline_split)  # even, or one of Megatron's uneven splits
         if self.cp > 1:
-            require(self.attention == "flash", "--attention unfused has no context parallelism (ring attention is flash)")
+            require(self.attention != "unfused", "--attention unfused has no context parallelism (ring attention is flash)")
             divide(self.seq, 2 * self.cp, "rule seq % (2*cp) == 0: load-balanced context parallelism splits each "
                                           "sequence into 2*cp chunks")
         if self.sp_active:

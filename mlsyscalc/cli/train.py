@@ -95,8 +95,10 @@ def step_options(func):
                   help="MoE: expert slots per routed token.")
     @click.option("--reserve", default=D.reserve, show_default=True, help="GPU memory kept back (size or share).")
     @click.option("--attention", type=click.Choice(ATTENTION), default=D.attention, show_default=True,
-                  help="Attention core: one flash kernel, or the unfused S x S kernels of Megatron-LM before flash "
-                       "attention (Korthikanti et al. 2022, section 4.1).")
+                  help="Attention core: one flash kernel (the card's best: cuDNN, FlashAttention-3), flash2 (one of "
+                       "FlashAttention-2's generation: flash-attn 2, SDPA's FLASH backend; on Hopper 0.59 of flash's "
+                       "rate, measured), or the unfused S x S kernels of Megatron-LM before flash attention "
+                       "(Korthikanti et al. 2022, section 4.1).")
     @functools.wraps(func)
     def wrapper(*args, overlap, **kwargs):
         return func(*args, overlap=parse_overlap(overlap), **kwargs)
