@@ -69,8 +69,8 @@ def compare(rows: list[dict], cluster: str, runner: Runner, calibration: str | N
     out = []
     with tempfile.TemporaryDirectory() as folder:
         for row in rows:
-            backend = row.get("sdpa_backend", "default")
-            entry = {"case": row["case"] + ("" if backend == "default" else f" (SDPA {backend}, S{row['seq']})"),
+            backend = row.get("sdpa_backend")  # rows from before the flag ran torch's choice and say nothing
+            entry = {"case": row["case"] + ("" if backend is None else f" (SDPA {backend}, S{row['seq']})"),
                      "gpus": row["gpus"], "seqs_per_gpu": row["global_batch"] / row["gpus"],
                      "measured_step_s": row["step_time_s"],
                      "measured_bytes": max(row["peak_bytes_per_rank"])}

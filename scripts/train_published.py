@@ -210,14 +210,14 @@ def _plan_cell(r: dict[str, Any]) -> str:
 
 PLAN_AXES = (("tp", "tp"), ("pp", "pp"), ("dp", "dp"), ("cp", "cp"), ("ep", "ep"), ("vp", "vp"), ("micro_batch", "mb"),
              ("zero", "ZeRO"), ("recompute", "recompute"))
-SPLIT_NAMES = (("decoder_first_pipeline_num_layers", "first {}"), ("decoder_last_pipeline_num_layers", "last {}"),
-               ("account_for_embedding_in_pipeline_split", "emb"), ("account_for_loss_in_pipeline_split", "loss"))
 
 
 def _plan_layout(r: dict[str, Any]) -> str:
     """The plan's best layout, short: its axes and, for an uneven pipeline, Megatron-LM's split options."""
+    from mlsyscalc.calc.pipeline_split import split_text
+
     lay = r.get("plan_layout", {})
-    split = "+".join(name.format(lay[key]) for key, name in SPLIT_NAMES if lay.get(key) not in (None, False))
+    split = split_text(lay)
     axes = [f"{name} {lay[key]}" + (f" ({split})" if key == "pp" and split else "")
             for key, name in PLAN_AXES if key in lay]
     return "plan: " + ", ".join(axes)

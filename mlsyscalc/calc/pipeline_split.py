@@ -24,6 +24,7 @@ hold at least one decoder layer; a chunk may hold none (the embedding alone, as 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Mapping
 
 from ..errors import require
 
@@ -52,6 +53,13 @@ class PipelineSplit:
 
 
 EVEN = PipelineSplit()
+SPLIT_NAMES = (("decoder_first_pipeline_num_layers", "first {}"), ("decoder_last_pipeline_num_layers", "last {}"),
+               ("account_for_embedding_in_pipeline_split", "emb"), ("account_for_loss_in_pipeline_split", "loss"))
+
+
+def split_text(layout: Mapping[str, Any]) -> str:
+    """The split options a layout (`PipelineSplit.as_dict` keys among others) sets, short: 'first 21+loss'; '' if even."""
+    return "+".join(name.format(layout[key]) for key, name in SPLIT_NAMES if layout.get(key) not in (None, False))
 
 
 def _ends(num_layers: int, pp: int, vp: int, split: PipelineSplit) -> list[int]:

@@ -4,6 +4,7 @@ render from the JSON contract they publish, once the CLI has them."""
 
 from __future__ import annotations
 
+from ..calc.pipeline_split import SPLIT_NAMES, split_text
 from ..errors import MlsysError
 from .markdown import markdown_table
 from .model_report import Context, Section
@@ -58,9 +59,15 @@ def _batch_args(ctx: Context) -> list[str]:
     return ["--gpus", str(o.gpus), *hardware_args(ctx), "--seq", str(o.seq), "--global-batch", str(o.global_batch)]
 
 
+SPLIT_KEYS = {key for key, _ in SPLIT_NAMES}
+
+
 def layout_text(layout: dict) -> str:
-    """{'tp': 8, 'pp': 2, 'zero': 1} -> 'tp 8, pp 2, zero 1' (the order the command gives)."""
-    return ", ".join(f"{k} {v}" for k, v in layout.items())
+    """{'tp': 8, 'pp': 2, 'zero': 1} -> 'tp 8, pp 2, zero 1' (the order the command gives); an uneven pipeline's
+    split options join pp ('pp 4 (first 21+last 19)'), an even one's are left out."""
+    split = split_text(layout)
+    return ", ".join(f"{k} {v}" + (f" ({split})" if k == "pp" and split else "")
+                     for k, v in layout.items() if k not in SPLIT_KEYS)
 
 
 def train_part(ctx: Context, sect: Section) -> None:
