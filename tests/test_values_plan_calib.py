@@ -330,10 +330,12 @@ def test_bandwidth_note_only_when_read_and_write_or_copy_are_missing(bws, noted)
 
 def test_unmeasured_dtypes_are_noted_and_scaled_measured_ones_are_not():
     c = calibrated_ceilings(MEASURED)
-    eff = datasheet_ceilings("H100-SXM").efficiency.matmul
+    eff = datasheet_ceilings("H100-SXM").efficiency
     assert not any(n.startswith("bf16:") for n in c.notes)
     assert any(n.startswith("fp8: not in the calibration file") for n in c.notes)
-    assert c.peak("bf16") == 800e12 and c.peak("fp8") == pytest.approx(1979e12 * eff, rel=1e-12)
+    # an unmeasured fp8 peak is the datasheet's at the fp8 GEMMs' share (matmul_fp8), tf32 at matmul's
+    assert c.peak("bf16") == 800e12 and c.peak("fp8") == pytest.approx(1979e12 * eff.matmul_fp8, rel=1e-12)
+    assert c.peak("tf32") == pytest.approx(494.5e12 * eff.matmul, rel=1e-12)
 
 
 def test_a_file_measured_on_another_gpu_is_noted():
@@ -680,6 +682,11 @@ def test_calibration_record_fields_are_used():
     c = load_ceilings(calibration=data)
     assert (c.sm_count, c.launch_s, c.peak("bf16"), c.source) == (66, 3e-6, 7e14, "calibration record")
     assert c.efficiency == replace(CALIBRATED_EFFICIENCY, matmul=0.9)
+    # a fitted file from before matmul_fp8 and attention_flash2 takes what calibrate writes for a class it does not
+    # fit: its base's value (the datasheet defaults over a datasheet base, which carries the datasheet fp8 peak)
+    old = load_ceilings(calibration={**data, "peak_flops": {"bf16": 9.895e14, "fp8": 1.979e15}, "base": "datasheet"})
+    assert (old.efficiency.matmul_fp8, old.efficiency.attention_flash2) == (0.65, 0.36)
+    assert old.flops_per_s("fp8", "matmul_fp8") == pytest.approx(1.979e15 * 0.65)
     assert c.flops_per_s("bf16") == pytest.approx(7e14 * 0.9, rel=1e-15)
     # the caller's launch cost wins over the file's; without either, 2 us (one back-to-back launch gap)
     assert load_ceilings(calibration=data, launch_s=1e-6).launch_s == 1e-6
@@ -981,7 +988,8 @@ def test_datasheet_as_dict_keys():
                                "matmul_skinny": e.matmul_skinny, "memory_broadcast": e.memory_broadcast,
                                "matmul_unaligned": e.matmul_unaligned,
                                "matmul_unaligned_stream": e.matmul_unaligned_stream,
-                               "matmul_grouped_stream": e.matmul_grouped_stream, "attention_small_head": e.attention_small_head}
+                               "matmul_grouped_stream": e.matmul_grouped_stream, "attention_small_head": e.attention_small_head,
+                               "matmul_fp8": e.matmul_fp8, "attention_flash2": e.attention_flash2}
     assert datasheet_ceilings("H100-SXM").launch_s == 2e-6
     with pytest.raises(MlsysError, match="launch overhead"):
         datasheet_ceilings("H100-SXM", launch_s=-1e-6)

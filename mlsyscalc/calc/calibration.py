@@ -151,6 +151,7 @@ KINDS = ("matmul", "attention", "memory")
 CLASSES = ("matmul_skinny", "memory_broadcast", "matmul_unaligned", "matmul_unaligned_stream", "matmul_grouped_stream",
            "attention_small_head", "matmul_fp8", "attention_flash2")
 EFFICIENCY_FIELDS = KINDS + CLASSES  # kinds plus the shape classes that price some kernels of a kind
+LATER_CLASSES = ("matmul_fp8", "attention_flash2")  # classes fitted files from before them lack
 
 
 @dataclass(frozen=True)
@@ -387,7 +388,11 @@ def file_efficiency(data: Mapping[str, Any], where: str = "calibration") -> Effi
         if number is None:  # a JSON null
             raise MlsysError(f"calibration: efficiency.{k} must be a number, got None")
         values[k] = number
-    return replace(CALIBRATED_EFFICIENCY, **values)
+    # classes added after a file was fitted take what `mlsys calibrate` writes for a class it does not fit: its
+    # base's value, the datasheet defaults over a datasheet base (`base`), else CALIBRATED_EFFICIENCY's
+    base = Efficiency() if data.get("base") == "datasheet" else CALIBRATED_EFFICIENCY
+    later = {k: getattr(base, k) for k in LATER_CLASSES if k not in values}
+    return replace(CALIBRATED_EFFICIENCY, **later, **values)
 
 
 def calibrated_ceilings(data: Mapping[str, Any], gpu: GPUSpec | str | None = None, where: str = "calibration",
