@@ -75,7 +75,7 @@ def test_k_is_padded_to_one_128_byte_row(dtype, k):
     # compute time is exactly waves x 2 x BLOCK_M x BLOCK_N x K / (achievable FLOP/s per SM)
     p = predict_matmul(1024, 4096, k, dtype)
     t = p.tiling
-    per_sm = H100.flops_per_s(dtype, "matmul") / SMS
+    per_sm = H100.flops_per_s(dtype, p.compute_class) / SMS  # fp8 GEMMs price at the matmul_fp8 class
     assert t.split == 1
     assert p.compute_s == pytest.approx(t.waves * 2.0 * t.block_m * t.block_n * k / per_sm, rel=1e-12, abs=0)
 
