@@ -50,6 +50,8 @@ def train_args(row: dict, model: str, cluster: str, calibration: str | None = No
         args += ["--no-vocab-parallel"]  # scripts/train_measure.py leaves the embedding and head whole in tp-pp
     if row["case"] in ("fsdp", "fsdp-tp"):
         args += ["--zero", "3"]  # FSDP2 full sharding = ZeRO-3
+    if row["case"] == "fsdp-zero2":
+        args += ["--zero", "2"]  # FSDP2 without resharding after the forward
     if row.get("sdpa_backend") == "flash":
         args += ["--attention", "flash2"]  # SDPA's FLASH backend is FlashAttention-2
     args += ["--calibration", calibration] if calibration else []

@@ -11,6 +11,7 @@ Steps per case (each adds one cost; calc.train_probe):
   ddp              the DDP step                                                          op_s
   tp               plain step, then DTensor TP over all ranks                            op_s, dtensor_matmul_s
   fsdp             plain step, then FSDP2 over all ranks                                 op_s, fsdp_layer_s
+  fsdp-zero2       the same, FSDP2 without resharding after the forward                   op_s, fsdp_layer_s
   fsdp-tp          plain step, TP over rank pairs, then FSDP2 x TP                       op_s, dtensor_matmul_s, fsdp_layer_s
   tp-pp            plain step, then TP over rank pairs (vocabulary not split, as tp-pp)  op_s, dtensor_matmul_s
 dtensor_param_s = the last DTensor step's optimizer time / its parameter tensors.
@@ -23,7 +24,7 @@ from dataclasses import asdict
 
 PROBE_SEQ = 128  # tokens per sequence of the probe's steps
 PROBE_WARMUP, PROBE_STEPS = 2, 5
-FSDP_CASES = ("fsdp", "fsdp-tp")
+FSDP_CASES = {"fsdp": 3, "fsdp-tp": 3, "fsdp-zero2": 2}  # case -> the ZeRO stage its FSDP2 runs
 
 
 def probe_plan(case: str, lay: dict) -> list[tuple[str, dict]]:
@@ -33,7 +34,7 @@ def probe_plan(case: str, lay: dict) -> list[tuple[str, dict]]:
     if case == "ddp":
         return [("ddp", lay)]
     steps = [("single", one)]
-    if case in ("tp", "fsdp"):
+    if case in ("tp", "fsdp", "fsdp-zero2"):
         steps.append((case, lay))
     if case in ("fsdp-tp", "tp-pp"):
         steps.append(("tp", one | {"tp": lay["tp"]}))  # TP over rank pairs (the case's tp group)
@@ -73,7 +74,7 @@ def host_probe(measure, case: str, spec, lay: dict, device, *, seq: int = PROBE_
         every: list = [None] * world
         dist.all_gather_object(every, mine)
         fb, opt = (max(r[k] for r in every) for k in ("fwd_bwd_s", "optimizer_s"))
-        zero = 3 if name in FSDP_CASES else 0
+        zero = FSDP_CASES.get(name, 0)
         work = tiny_work(tiny, plan, seq, zero)
         timed.append(ProbeStep(work, plan["micro_batches"], plan["tp"], zero, fb, opt))
         rows.append({"step": name, **plan, "zero": zero, "fwd_bwd_s": fb, "optimizer_s": opt, "work": asdict(work)})

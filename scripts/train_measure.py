@@ -10,6 +10,8 @@ Every case does the same work per GPU (--seqs-per-gpu sequences of --seq tokens 
   ddp          DistributedDataParallel over all ranks (ZeRO-0): bf16 gradient all-reduce in buckets
   fsdp         FSDP2 `fully_shard` per decoder layer and the root (ZeRO-3): fp32 sharded parameters,
                MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), fused AdamW on the shards
+  fsdp-zero2   the same with reshard_after_forward=False on the layers (ZeRO-2, FSDP1's SHARD_GRAD_OP): each
+               layer's gathered bf16 parameters stay from its forward to its backward, no backward all-gather
   tp           DTensor tensor parallel: q/k/v/gate/up colwise, o/down rowwise, vocab-parallel embedding and
                lm_head with loss_parallel (Megatron's split, no sequence parallelism)
   pp-gpipe, pp-1f1b, pp-interleaved
@@ -43,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from train_host_probe import PROBE_SEQ, PROBE_STEPS, host_probe  # noqa: E402
 
-CASES = ("single", "ddp", "fsdp", "tp", "pp-gpipe", "pp-1f1b", "pp-interleaved", "fsdp-tp", "tp-pp")
+CASES = ("single", "ddp", "fsdp", "fsdp-zero2", "tp", "pp-gpipe", "pp-1f1b", "pp-interleaved", "fsdp-tp", "tp-pp")
 # A 2.7B llama (hidden 2560, 32 layers, 20 heads of 128, MLP 6912, vocab 32000): big enough that a step of
 # 2 x 2048 tokens a GPU is compute-bound on an H200 (about 35 TFLOP of matmuls a GPU).
 MODEL = ("llama2-7b", {"hidden_size": 2560, "num_hidden_layers": 32, "num_attention_heads": 20,
@@ -146,13 +148,15 @@ def tp_plan(model, mesh, vocab: bool) -> None:
                                          "lm_head": ColwiseParallel(output_layouts=Shard(-1), use_local_output=False)})
 
 
-def shard_fsdp(model, mesh) -> None:
+def shard_fsdp(model, mesh, reshard: bool = True) -> None:
+    """FSDP2 on every decoder layer and the root; reshard=False keeps each layer's gathered parameters from its
+    forward to its backward (ZeRO-2, FSDP1's SHARD_GRAD_OP; the root keeps them either way)."""
     import torch
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for layer in model.layers:
-        fully_shard(layer, mesh=mesh, mp_policy=policy)
+        fully_shard(layer, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard)
     fully_shard(model, mesh=mesh, mp_policy=policy)
 
 
@@ -265,14 +269,14 @@ def build_case(case: str, spec, world: int, rank: int, lay: dict, seq: int, devi
     from mlsyscalc.bench.torch_models import build_model
 
     model = build_model(spec, "float32", device, flash=True)
-    if case in ("fsdp", "fsdp-tp"):
+    if case in ("fsdp", "fsdp-zero2", "fsdp-tp"):
         if case == "fsdp-tp":
             mesh = init_device_mesh(device.type, (2, 2), mesh_dim_names=("dp", "tp"))
             tp_plan(model, mesh["tp"], vocab=True)
             logits_forward(model)
             shard_fsdp(model, mesh["dp"])
         else:
-            shard_fsdp(model, init_device_mesh(device.type, (world,)))
+            shard_fsdp(model, init_device_mesh(device.type, (world,)), reshard=case == "fsdp")
         opt = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)
         return plain_step(model, vocab_parallel=case == "fsdp-tp"), opt
     model = model.to(torch.bfloat16)

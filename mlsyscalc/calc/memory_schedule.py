@@ -37,6 +37,13 @@ from __future__ import annotations
 from typing import Any
 
 FRAMEWORKS = ("megatron", "torch")
+
+
+def fsdp_sharded(zero: Any) -> Any:
+    """Whether PyTorch runs this ZeRO stage as FSDP2 (`fully_shard`): ZeRO-3 resharding after the forward, ZeRO-2
+    with reshard_after_forward=False (FSDP1's SHARD_GRAD_OP); ZeRO-0 is DDP and ZeRO-1 has no torch form.
+    Elementwise over numpy arrays too (plan)."""
+    return zero >= 2
 SCHEDULES = ("1f1b", "gpipe")
 
 

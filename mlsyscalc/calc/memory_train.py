@@ -40,7 +40,7 @@ from ..specs.model import ModelSpec
 from ..validate import check_gpus
 from .activations import Saved, Split, item_bytes, layer_bytes, layer_saved
 from .memory_common import StageParams, merge_bytes, stage_params
-from .memory_schedule import (FRAMEWORKS, SCHEDULES, chunk_forwards, embedding_grad_blocks, grads_resident,
+from .memory_schedule import (FRAMEWORKS, SCHEDULES, chunk_forwards, embedding_grad_blocks, fsdp_sharded, grads_resident,
                               grads_resident_at_end, in_flight, receive_buffers)
 from .pipeline_split import EVEN, PipelineSplit, chunk_layers, stage_layer_ids
 from .tensor_parallel import check_tp, kv_divisor
@@ -162,11 +162,14 @@ def default_bytes(opts: TrainOptions) -> dict[str, float]:
     mixed = base < 4 and opts.master_weights
     state = _ADAM8BIT_STATE_BYTES if opts.optimizer == "adam8bit" else (4.0 if mixed or base == 4 else base)
     torch = opts.framework == "torch"
-    # FSDP2 (ZeRO-3) keeps fp32 sharded parameters, which are the master weights, and fp32 sharded gradients
-    fsdp2 = torch and opts.zero == 3 and mixed
+    # torch runs ZeRO-2 and 3 as FSDP2 (calc.memory_schedule.fsdp_sharded), whose fp32 sharded parameters are the master
+    # weights and whose gradients are fp32 shards; ZeRO-3 keeps only those shards (its weights), ZeRO-2
+    # (reshard_after_forward=False) also the bf16 parameters it gathered, from the forward to the end of backward
+    fsdp2 = torch and fsdp_sharded(opts.zero) and mixed
+    full_shard = fsdp2 and opts.zero == 3
     return {
-        "weight": 4.0 if fsdp2 else base, "grad": 4.0 if fsdp2 else base,
-        "master": 4.0 if mixed and not fsdp2 else 0.0, "state": state,
+        "weight": 4.0 if full_shard else base, "grad": 4.0 if fsdp2 else base,
+        "master": 4.0 if mixed and not full_shard else 0.0, "state": state,
         "activation": base, "mask": 1.0,  # dropout masks: 1 byte (Korthikanti et al.)
         "gather": base,  # ZeRO-3's gathered weights, in the compute dtype
         # fp32 cross-entropy at the start of backward: log-probs, their gradient and the logits' gradient;

@@ -46,9 +46,10 @@ torch cannot run are left out (`TORCH_EXCLUDED`, also in the JSON as `excluded`)
 
 - ep > 1: torch.distributed has no expert parallelism (routed experts stay whole on every rank;
   torchtitan builds EP on its own all-to-all code);
-- ZeRO 1 and 2: torch shards states only as FSDP2 (`fully_shard`, ZeRO-3) or not at all (DDP, ZeRO-0);
-  the torch host costs and memory (DDP's gradient buckets, FSDP2's fp32 shards) were fitted and
-  checked on those two only.
+- ZeRO 1: torch shards optimizer states only with the gradients, as FSDP2 does (`fully_shard`: ZeRO-3, or
+  ZeRO-2 with reshard_after_forward=False, FSDP1's SHARD_GRAD_OP; calc.memory_schedule.fsdp_sharded); ZeRO-0
+  is DDP. The torch host costs were fitted on DDP and ZeRO-3 steps; ZeRO-2 is priced with ZeRO-3's per-layer
+  FSDP2 hook cost and checked on measured steps (reports/train/README.md).
 """
 
 from __future__ import annotations
@@ -73,8 +74,8 @@ ACCOUNT_FOR = (PipelineSplit(embedding=True), PipelineSplit(loss=True), Pipeline
 TORCH_EXCLUDED = {
     "ep": ((lambda v: v > 1), "ep > 1", "torch.distributed has no expert parallelism (torchtitan builds it on its "
                                         "own all-to-all)"),
-    "zero": ((lambda v: v in (1, 2)), "1, 2", "torch shards states only as FSDP2 (fully_shard, ZeRO-3) or not at "
-                                              "all (DDP, ZeRO-0); its host costs and memory were fitted on those two"),
+    "zero": ((lambda v: v == 1), "1", "torch shards optimizer states only with the gradients and parameters, as "
+                                      "FSDP2 (fully_shard: ZeRO-3, or ZeRO-2 with reshard_after_forward=False)"),
 }
 _BOOL = {"true": True, "on": True, "1": True, "yes": True, "false": False, "off": False, "0": False, "no": False}
 

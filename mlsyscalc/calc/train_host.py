@@ -10,8 +10,11 @@ the GPU needs to run it, the GPU waits (measured: reports/train/measured.md, "Wh
 
 The host seconds of one step on one GPU (stage s, m micro-batches):
 
-    host_fb  = m x ( ops_s x op_s  +  matmuls_s x dtensor_matmul_s [tp > 1]  +  layers_s x fsdp_layer_s [ZeRO-3] )
-    host_opt = tensors_s x dtensor_param_s   [parameters are DTensors: tp > 1 or ZeRO-3]
+    host_fb  = m x ( ops_s x op_s  +  matmuls_s x dtensor_matmul_s [tp > 1]  +  layers_s x fsdp_layer_s [FSDP2] )
+    host_opt = tensors_s x dtensor_param_s   [parameters are DTensors: tp > 1 or FSDP2]
+
+(FSDP2: ZeRO-2 or 3, calc.memory_schedule.fsdp_sharded; ZeRO-2's hooks gather no parameters in the backward, and
+are priced at ZeRO-3's fitted per-layer cost.)
 
 ops_s and matmuls_s are the kernels the roofline prices for one micro-batch on the stage (forward,
 backward, a recomputed forward: `calc.train_parts.StageParts`' counts), layers_s its decoder layers
@@ -57,6 +60,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from ..errors import require
+from .memory_schedule import fsdp_sharded
 
 DEFAULT_FRAMEWORK = "megatron"
 
@@ -103,9 +107,9 @@ class StageWork:
 
 def host_paths(work: StageWork, costs: FrameworkCosts, *, micro_batches: int, tp: int, zero: int) -> tuple[float, float]:
     """(host_fb, host_opt) seconds of one step (module docstring)."""
-    dtensor = tp > 1 or zero == 3
+    dtensor = tp > 1 or fsdp_sharded(zero)
     per_micro = (work.ops * costs.op_s + (work.matmuls * costs.dtensor_matmul_s if tp > 1 else 0.0)
-                 + (work.layers * costs.fsdp_layer_s if zero == 3 else 0.0))
+                 + (work.layers * costs.fsdp_layer_s if fsdp_sharded(zero) else 0.0))
     return micro_batches * per_micro, (work.tensors * costs.dtensor_param_s if dtensor else 0.0)
 
 

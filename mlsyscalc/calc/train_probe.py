@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from ..errors import require
+from .memory_schedule import fsdp_sharded
 from .train_host import StageWork
 
 UNKNOWNS = ("op_s", "dtensor_matmul_s", "fsdp_layer_s")
@@ -52,11 +53,11 @@ class ProbeStep:
         """fb's coefficient of each unknown (module docstring)."""
         m, w = self.micro_batches, self.work
         return {"op_s": m * w.ops, "dtensor_matmul_s": m * w.matmuls if self.tp > 1 else 0.0,
-                "fsdp_layer_s": m * w.layers if self.zero == 3 else 0.0}
+                "fsdp_layer_s": m * w.layers if fsdp_sharded(self.zero) else 0.0}
 
     @property
     def dtensor(self) -> bool:
-        return self.tp > 1 or self.zero == 3
+        return self.tp > 1 or fsdp_sharded(self.zero)
 
 
 @dataclass(frozen=True)
