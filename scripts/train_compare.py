@@ -71,8 +71,10 @@ def compare(rows: list[dict], cluster: str, runner: Runner, calibration: str | N
     out = []
     with tempfile.TemporaryDirectory() as folder:
         for row in rows:
-            backend = row.get("sdpa_backend")  # rows from before the flag ran torch's choice and say nothing
-            entry = {"case": row["case"] + ("" if backend is None else f" (SDPA {backend}, S{row['seq']})"),
+            # SDPA's backend when not torch's choice (rows from before the flag say nothing) and a sequence not 2048
+            notes = [f"SDPA {row['sdpa_backend']}"] if row.get("sdpa_backend", "default") != "default" else []
+            notes += [f"S{row['seq']}"] if row["seq"] != 2048 else []
+            entry = {"case": row["case"] + (f" ({', '.join(notes)})" if notes else ""),
                      "gpus": row["gpus"], "seqs_per_gpu": row["global_batch"] / row["gpus"],
                      "measured_step_s": row["step_time_s"],
                      "measured_bytes": max(row["peak_bytes_per_rank"])}

@@ -31,6 +31,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+from mlsyscalc.calc.plan_space import TORCH_EXCLUDED
+
 ROOT = Path(__file__).resolve().parents[1]
 Runner = Callable[[list[str]], dict[str, Any]]  # CLI arguments -> the command's JSON (raises on failure)
 
@@ -165,8 +167,9 @@ def evaluate(run: dict[str, Any], runner: Runner, folder: Path, plan: bool) -> d
     row |= {"predicted": predicted, "error": (predicted - published) / published, "fits": result.get("fits"),
             "paper_layout_step_time_s": result["step_time_s"]}
     lay = run["layout"]
-    if lay.get("framework") == "torch" and lay.get("zero") in (1, 2):  # `mlsys plan --framework torch`'s ZeRO: 0, 3
-        row["outside_search"] = f"the paper's ZeRO-{lay['zero']} is outside --framework torch's search (ZeRO 0 or 3)"
+    excluded, values, _ = TORCH_EXCLUDED["zero"]  # the ZeRO stages `mlsys plan --framework torch` leaves out
+    if lay.get("framework") == "torch" and excluded(lay.get("zero", 0)):
+        row["outside_search"] = f"the paper's ZeRO-{lay['zero']} is outside --framework torch's search (not {values})"
     if plan:
         try:
             best = runner(plan_args(run, model))["candidates"][0]

@@ -42,6 +42,21 @@ def test_zero_volumes_match_rajbhandari_2020():
     assert [r.calls for r in z2.rows] == [4, 1]
     z3 = step_comm(LLAMA7, StepOptions(dp=16, zero=3, grad_accum=4), "hgx-h100")
     assert [(r.collective, r.calls) for r in z3.rows] == [("all-gather", 8), ("reduce-scatter", 4)]
+    # FSDP2 as ZeRO-2 reshards at each backward's end: it gathers again every micro-batch; ZeRO-3 is unchanged
+    fsdp2 = step_comm(LLAMA7, StepOptions(dp=16, zero=2, grad_accum=4, fsdp=True), "hgx-h100")
+    assert [(r.collective, r.calls) for r in fsdp2.rows] == [("reduce-scatter", 4), ("all-gather", 4)]
+    assert step_comm(LLAMA7, StepOptions(dp=16, zero=3, grad_accum=4, fsdp=True), "hgx-h100").rows == z3.rows
+
+
+def test_fsdp2_zero2_gathers_hide_behind_every_forward(run_cli):
+    """`mlsys train --framework torch --zero 2` with 4 micro-batches: 4 all-gathers behind 4 forwards; the same
+    layout priced as Megatron-LM gathers once behind the first forward."""
+    args = ("train", "llama2-7b", "--gpus", "16", "--cluster", "hgx-h100", "--seq", "2048", "--global-batch", "64",
+            "--micro-batch", "1", "--zero", "2", "--dp", "16", "--overlap", "none")
+    torch, megatron = run_cli.json(*args, "--framework", "torch"), run_cli.json(*args, "--framework", "megatron")
+    (gather,) = [r.time_s for r in step_comm(LLAMA7, StepOptions(dp=16, zero=2), "hgx-h100").rows
+                 if r.collective == "all-gather"]  # one call over 2 nodes
+    assert torch["comm_total_s"]["dp"] - megatron["comm_total_s"]["dp"] == pytest.approx(3 * gather, rel=1e-9)
 
 
 def test_tensor_parallel_by_hand_and_sequence_parallel_same_bytes():

@@ -46,11 +46,16 @@ def test_more_batch_or_seq_never_less(name, opts, factor):
 @settings(max_examples=40, deadline=None)
 @given(model, train_opts)
 def test_higher_zero_stage_never_more_per_gpu(name, opts):
-    totals = [train_memory(MODELS[name], replace(opts, zero=z)).total for z in range(3)]
+    # torch has no ZeRO-1 and runs ZeRO-2 as FSDP2, whose fp32 gradient shards outweigh what one replica saves:
+    # at dp 1 it holds 18 bytes a parameter (bf16 gathered, fp32 shard, fp32 gradient, two fp32 moments) against
+    # DDP's 16 (bf16 weight and gradient, fp32 master and moments)
+    torch = opts.framework == "torch"
+    assume(not torch or opts.dp > 1)
+    totals = [train_memory(MODELS[name], replace(opts, zero=z)).total for z in ((0, 2) if torch else range(3))]
     assert totals == sorted(totals, reverse=True)
     # ZeRO-3 adds the gathered layers, but never exceeds ZeRO-2 once dp shards them
     if opts.dp >= 4:
-        assert train_memory(MODELS[name], replace(opts, zero=3)).total <= totals[2]
+        assert train_memory(MODELS[name], replace(opts, zero=3)).total <= totals[-1]
 
 
 @settings(max_examples=40, deadline=None)

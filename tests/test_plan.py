@@ -15,7 +15,8 @@ import pytest
 from mlsyscalc.calc.calibration import load_ceilings
 from mlsyscalc.calc.memory_train import TrainOptions, train_memory
 from mlsyscalc.calc.comm_step import StepOptions, step_comm
-from mlsyscalc.calc.plan import PER_MICRO_BATCH, _Memo, _search, plan
+from mlsyscalc.calc.comm_step import PER_MICRO_BATCH
+from mlsyscalc.calc.plan import _Memo, _search, plan
 from mlsyscalc.calc.plan_memory import MemoryTable
 from mlsyscalc.calc.plan_result import full_layout
 from mlsyscalc.calc.pipeline_split import PipelineSplit, chunk_layers
@@ -107,12 +108,14 @@ def test_enumeration_is_every_valid_layout(name, gpus, batch, even_only):
     assert len(execution_options(opts)) == 12
 
 
-@pytest.mark.parametrize("name", ["llama2-13b", "mixtral-8x7b"])
-def test_dp_traffic_from_one_call_is_step_comm_at_every_m(name):
-    """PER_MICRO_BATCH against comm_step itself: for every ZeRO stage, step_comm's DP seconds at m = 1, 3
-    and 8 micro-batches are a + b m of the memo's (a, b), taken from one call at m = 1."""
+@pytest.mark.parametrize("name,framework", [("llama2-13b", "megatron"), ("mixtral-8x7b", "megatron"),
+                                            ("llama2-13b", "torch")])
+def test_dp_traffic_from_one_call_is_step_comm_at_every_m(name, framework):
+    """per_micro_batch against comm_step itself: for every ZeRO stage, step_comm's DP seconds at m = 1, 3
+    and 8 micro-batches are a + b m of the memo's (a, b), taken from one call at m = 1 (torch: FSDP2's ZeRO-2
+    gathers every micro-batch)."""
     spec, cluster = load_model(name), load_cluster("hgx-h100")
-    opts = PlanOptions(gpus=64, seq=2048, global_batch=64, max_micro_batch=1, max_cp=2)
+    opts = PlanOptions(gpus=64, seq=2048, global_batch=64, max_micro_batch=1, max_cp=2, framework=framework)
     memo = _Memo(spec, H100, cluster, opts)
     layouts = [c for c in structures(spec, cluster, opts) if c.data_parallel > 1 and c.vp == 1]
     assert len(layouts) > 5 and (spec.moe is None or any(c.ep > 1 for c in layouts))
@@ -120,7 +123,8 @@ def test_dp_traffic_from_one_call_is_step_comm_at_every_m(name):
     for c, zero in itertools.product(layouts, PER_MICRO_BATCH):
         ab = memo.dp_traffic(c, zero)
         for m in (1, 3, 8):
-            o = StepOptions(dp=c.data_parallel, tp=c.tp, pp=c.pp, ep=c.ep, cp=c.cp, zero=zero, seq=c.seq, grad_accum=m)
+            o = StepOptions(dp=c.data_parallel, tp=c.tp, pp=c.pp, ep=c.ep, cp=c.cp, zero=zero, seq=c.seq, grad_accum=m,
+                            fsdp=framework == "torch")
             ref = traffic(step_comm(spec, o, cluster, parts=("dp",)).rows)
             assert ref.keys() == ab.keys() and ref
             for k, (a, b) in ab.items():
@@ -138,12 +142,12 @@ def test_memoised_search_equals_train_step(name, gpus, batch):
 @pytest.mark.parametrize("name,gpus,batch", [("llama3-8b", 16, 64), ("mixtral-8x7b", 16, 32)])
 def test_torch_search_equals_train_step(name, gpus, batch):
     """--framework torch (GQA and MoE): sampled candidates and the search's own top K price host time and
-    memory as train_step --framework torch does; ep > 1 and ZeRO 1-2 are left out."""
+    memory as train_step --framework torch does; ep > 1 and ZeRO-1 are left out."""
     spec, cluster = load_model(name), load_cluster("hgx-h100")
     opts = PlanOptions(gpus=gpus, seq=2048, global_batch=batch, max_micro_batch=2, max_cp=2, framework="torch")
     assert_search_equals_train_step(spec, H100, cluster, opts, samples=20, seed=1, top=6)
     assert all(c.ep == 1 for c in structures(spec, cluster, opts))
-    assert {z for z, _ in execution_options(opts)} == {0, 3}
+    assert {z for z, _ in execution_options(opts)} == {0, 2, 3}
 
 
 def test_torch_host_moves_the_search():

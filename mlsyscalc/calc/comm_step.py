@@ -71,6 +71,9 @@ class StepOptions:
     # and gate/up, so one all-reduce of its gradient) or "each" (plain torch DTensor TP: every column-parallel
     # linear's input gradient is all-reduced on its own: q, k, v, gate and up, 5 a llama layer)
     tp_input_reduce: str = "shared"
+    # ZeRO-2/3 as PyTorch's FSDP2 runs them (calc.memory_schedule.fsdp_sharded): ZeRO-2 (reshard_after_forward=False)
+    # reshards at each backward's end and gathers the parameters again every micro-batch (per_micro_batch)
+    fsdp: bool = False
     # the decoder layers of each pipeline stage when they split unevenly (calc.pipeline_split); () splits evenly
     stages: tuple[tuple[int, ...], ...] = ()
 
@@ -218,10 +221,16 @@ class _Pricer:
 PER_MICRO_BATCH: dict[int, tuple[str, ...]] = {0: (), 1: (), 2: ("grad",), 3: ("grad", "param")}
 
 
+def per_micro_batch(zero: int, fsdp: bool = False) -> tuple[str, ...]:
+    """The DP traffic kinds issued every micro-batch: PER_MICRO_BATCH, and with FSDP2 (`StepOptions.fsdp`) ZeRO-2's
+    parameter all-gather too."""
+    return ("grad", "param") if fsdp and zero == 2 else PER_MICRO_BATCH[zero]
+
+
 def _dp_rows(pr: _Pricer, o: StepOptions, dense_params: float, expert_params: float) -> None:
     grad_bytes = bytes_per_element(o.grad_dtype or o.dtype)
     param_bytes = bytes_per_element(o.dtype)
-    calls = {kind: o.grad_accum if kind in PER_MICRO_BATCH[o.zero] else 1 for kind in ("grad", "param")}
+    calls = {kind: o.grad_accum if kind in per_micro_batch(o.zero, o.fsdp) else 1 for kind in ("grad", "param")}
     dp_cp = pr.group("dp", o.dp * o.cp, pr.stride[o.order[min(o.order.index("dp"), o.order.index("cp"))]])
     groups = [("", dense_params, dp_cp)]
     if expert_params:
@@ -233,7 +242,9 @@ def _dp_rows(pr: _Pricer, o: StepOptions, dense_params: float, expert_params: fl
         elif o.zero in (1, 2):
             every = calls["grad"]
             pr.add("dp", "reduce-scatter", f"ZeRO-{o.zero} gradient reduce-scatter, {every}x per step{tag}", group, g, every)
-            pr.add("dp", "all-gather", f"ZeRO-{o.zero} all-gather of updated parameters{tag}", group, p, calls["param"])
+            what = ("FSDP2 parameter all-gather, forward of each micro-batch" if o.fsdp and o.zero == 2
+                    else f"ZeRO-{o.zero} all-gather of updated parameters")
+            pr.add("dp", "all-gather", f"{what}{tag}", group, p, calls["param"])
         else:
             pr.add("dp", "all-gather", f"ZeRO-3/FSDP parameter all-gather, forward and backward of each micro-batch{tag}",
                    group, p, 2 * calls["param"])

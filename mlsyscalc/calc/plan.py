@@ -12,7 +12,7 @@ every piece is computed once per distinct value of what it depends on and reused
                      and only the PP sends scale with vp (per vp where vp changes the MoE
                      layers of the busiest stage)
     DP traffic       step_comm per (tp, pp, cp, ep, zero) at m = 1: a + b m, each kind of it
-                     once per step or once per micro-batch (comm_step.PER_MICRO_BATCH)
+                     once per step or once per micro-batch (comm_step.per_micro_batch)
     optimizer        per (tp, pp, split, ep, zero)
     memory           calc.plan_memory (memory_train's sums and phases, memoised; either framework)
     host time        --framework torch: calc.train_host's stage work per (parts, recompute, the
@@ -42,7 +42,7 @@ from ..errors import require
 from ..specs.cluster import ClusterSpec
 from ..specs.model import ModelSpec
 from .calibration import Ceilings
-from .comm_step import PER_MICRO_BATCH, StepOptions, step_comm
+from .comm_step import StepOptions, per_micro_batch, step_comm
 from .memory_common import verdict
 from .pipeline_split import EVEN, PipelineSplit
 from .plan_memory import MemoryTable
@@ -104,7 +104,7 @@ class _Memo:
         """Seconds per (dimension, kind) of one side of the step's traffic: "dp" or "model" (step_comm's parts)."""
         o = StepOptions(dp=c.data_parallel, tp=c.tp, pp=c.pp, ep=c.ep, cp=c.cp, sp=sp, zero=zero, batch=batch,
                         seq=c.seq, grad_accum=grad_accum, interleave=interleave, dtype=self.wire,
-                        tp_input_reduce=TP_INPUT_REDUCE[c.framework], stages=stages)
+                        tp_input_reduce=TP_INPUT_REDUCE[c.framework], fsdp=c.framework == "torch", stages=stages)
         return traffic(step_comm(self.spec, o, self.cluster, parts=(part,)).rows)
 
     def host(self, c: TrainStepOptions, recompute: str, zero: int,
@@ -195,13 +195,14 @@ class _Memo:
 
     def dp_traffic(self, c: TrainStepOptions, zero: int) -> dict[tuple[str, str], tuple[float, float]]:
         """DP seconds as (a, b) of a + b m, from the call at m = 1: each kind of DP traffic is issued
-        once per step or once per micro-batch, as PER_MICRO_BATCH says for the ZeRO stage. The pipeline
+        once per step or once per micro-batch, as per_micro_batch says for the ZeRO stage. The pipeline
         split does not enter it (the stages are passed only to be checked)."""
         def make() -> dict[tuple[str, str], tuple[float, float]]:
             split = c.pipeline_split
             stages = () if split.even else tuple(st.layers for st in self.stages(c.pp, 1, split))
             one = self._comm(c, "dp", zero=zero, sp=False, batch=1, interleave=1, grad_accum=1, stages=stages)
-            return {k: (0.0, v) if k[1] in PER_MICRO_BATCH[zero] else (v, 0.0) for k, v in one.items()}
+            every = per_micro_batch(zero, c.framework == "torch")
+            return {k: (0.0, v) if k[1] in every else (v, 0.0) for k, v in one.items()}
         return self.get(("dp", c.tp, c.pp, c.cp, c.ep, zero), make)
 
     def optimizer(self, c: TrainStepOptions, zero: int) -> float:
@@ -324,7 +325,8 @@ def _search(memo: _Memo, layouts: list[TrainStepOptions], grid: list[tuple[int, 
         zero=np.array(zeros)[None, :, None], recompute=np.array(modes)[None, None, :], overlap=memo.opts.overlap,
         optimizer=optimizer, sm_share=memo.opts.base().comm_sm_share(memo.ceil.gpu.sm_count),
         host=(lay(m) * host[..., 0].transpose(0, 2, 1), host[..., 1].transpose(0, 2, 1)),
-        p2p_slowdown=memo.costs.p2p_slowdown, overlap_slowdown=memo.costs.overlap_slowdown, fp8=_fp8(models, m_row))
+        p2p_slowdown=memo.costs.p2p_slowdown, overlap_slowdown=memo.costs.overlap_slowdown, fp8=_fp8(models, m_row),
+        fsdp=memo.opts.framework == "torch")
     step = sum((np.broadcast_to(v, shape) for v in breakdown.values()), np.zeros(shape)).reshape(-1)
     flat = lambda x: np.broadcast_to(x, shape).reshape(-1)  # noqa: E731
     every = {"state_keys": flat(np.array([[s for _, _, s in row] for row in shards.values])[s_row][:, :, None]),

@@ -210,15 +210,15 @@ def step_breakdown(*, pp: Any, vp: Any, windows: Windows, seconds: Mapping[tuple
                    recompute: Any, overlap: tuple[str, ...], optimizer: Any,
                    sm_share: float = 0.0, host: tuple[Any, Any] = (0.0, 0.0),
                    p2p_slowdown: float = 0.0, overlap_slowdown: float = 0.0,
-                   fp8: tuple[Any, Any] = (0.0, 0.0)) -> tuple[dict[str, Any], dict[str, Any]]:
+                   fp8: tuple[Any, Any] = (0.0, 0.0), fsdp: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
     """(breakdown whose parts sum to the step time, total comm seconds per dimension); elementwise
     over numpy arrays of layouts too (plan). sm_share: comm_sms / sm_count (calc.train_comm); host:
     the host's (forward+backward, optimizer) issue seconds, p2p_slowdown the interleaved schedule's
     lost compute share and overlap_slowdown the share of the overlapped span lost beyond the SMs
     (calc.train_host). fp8: (FP8 scaling seconds of one micro-batch, inside the windows' forward and backward;
     the step's other FP8 seconds: amax all-reduces and weight casts), shown together as fp8_scaling_s
-    (calc.train_fp8)."""
-    total, exposed = dim_times(seconds, zero=zero, recompute=recompute, overlap=overlap, windows=windows)
+    (calc.train_fp8). fsdp: ZeRO-2/3 as PyTorch's FSDP2 (StepOptions.fsdp)."""
+    total, exposed = dim_times(seconds, zero=zero, recompute=recompute, overlap=overlap, windows=windows, fsdp=fsdp)
     bubble = (pp - 1) / vp * (windows.forward_s + windows.backward_s)
     lost = contention_s(total, exposed, overlap, sm_share + overlap_slowdown) + interleaved_contention_s(
         p2p_slowdown, vp, windows.compute_s, bubble)
@@ -310,7 +310,7 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
     comm = step_comm(spec, StepOptions(
         dp=opts.data_parallel, tp=opts.tp, pp=opts.pp, ep=opts.ep, cp=opts.cp, sp=opts.sp_active, zero=opts.zero,
         batch=opts.micro_batch, seq=opts.seq, grad_accum=opts.num_micro_batches, interleave=opts.vp,
-        dtype=opts.memory_dtype, tp_input_reduce=TP_INPUT_REDUCE[opts.framework],
+        dtype=opts.memory_dtype, tp_input_reduce=TP_INPUT_REDUCE[opts.framework], fsdp=opts.framework == "torch",
         stages=() if opts.pipeline_split.even else tuple(st.layers for st in stages)), cluster)
     counts = stage_param_counts(spec, opts.tp, opts.ep, opts.pp, opts.pipeline_split)
     breakdown, total = step_breakdown(
@@ -319,7 +319,7 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
         optimizer=optimizer_s(counts, opts.zero, opts.data_parallel * opts.cp, opts.ep, opts.memory_dtype, ceilings,
                               opts.framework),
         sm_share=opts.comm_sm_share(ceilings.gpu.sm_count), host=host, p2p_slowdown=costs.p2p_slowdown,
-        overlap_slowdown=costs.overlap_slowdown, fp8=fp8)
+        overlap_slowdown=costs.overlap_slowdown, fp8=fp8, fsdp=opts.framework == "torch")
     mem = step_memory(spec, opts)
     usable = verdict(ceilings.gpu, 0, opts.reserve).usable_bytes
     flops, recompute = model_flops(spec, opts)

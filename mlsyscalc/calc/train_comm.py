@@ -10,7 +10,8 @@ exceeds the window is exposed (Calculon, Isaev et al. 2023, models overlap the s
 - dp: the gradient all-reduce / reduce-scatter of ZeRO 0-1 runs behind the backward of the last
   micro-batch (DDP and Megatron gradient buckets, Li et al. 2020), ZeRO-2's per-micro-batch
   reduce-scatter behind every micro-batch's backward, ZeRO-1/2's parameter all-gather behind the
-  first micro-batch's forward (Megatron's overlapped parameter gather), ZeRO-3's prefetched gathers
+  first micro-batch's forward (Megatron's overlapped parameter gather; FSDP2's ZeRO-2 gathers behind
+  every micro-batch's forward), ZeRO-3's prefetched gathers
   and reduce-scatters behind forward + backward of every micro-batch (FSDP prefetch);
 - cp: ring attention exchanges K,V blocks while it computes on the previous ones: behind the
   attention kernels (Liu et al. 2023);
@@ -71,7 +72,7 @@ def _max0(x: Any) -> Any:  # a float or a numpy array (the batched sweep)
 
 
 def dim_times(seconds: Mapping[tuple[str, str], Any], *, zero: Any, recompute: Any, overlap: tuple[str, ...],
-              windows: Windows) -> tuple[dict[str, Any], dict[str, Any]]:
+              windows: Windows, fsdp: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
     """({dim: total seconds}, {dim: exposed seconds}) for tp, cp, dp, pp, ep from `traffic`.
 
     Elementwise: `seconds`, `zero`, `recompute` and the windows may be numpy arrays (one entry per
@@ -88,7 +89,8 @@ def dim_times(seconds: Mapping[tuple[str, str], Any], *, zero: Any, recompute: A
     grad, param = seconds.get(("dp", "grad"), 0.0), seconds.get(("dp", "param"), 0.0)
     total["dp"] = grad + param
     if "dp" in overlap:
-        split = _max0(grad - w.backward_s * np.where(np.asarray(zero) == 2, m, 1)) + _max0(param - w.forward_s)
+        zero2 = np.asarray(zero) == 2  # FSDP2's ZeRO-2 (fsdp) gathers behind every micro-batch's forward
+        split = _max0(grad - w.backward_s * np.where(zero2, m, 1)) + _max0(param - w.forward_s * np.where(zero2 & fsdp, m, 1))
         exposed["dp"] = np.where(np.asarray(zero) == 3, _max0(grad + param - w.compute_s), split)
     else:
         exposed["dp"] = grad + param

@@ -217,8 +217,22 @@ def step_output(step) -> render.Output:
              "kernels, torch = plain PyTorch's, `mlsys roofline model --impl`)",
              f"host_s: the {step.options.framework} host's issue time beyond the GPU's (0 when the host keeps ahead); "
              f"costs: {data['framework_source']}",
-             "tflops_per_gpu is in FLOP/s (base units); the table shows TFLOP/s.")
+             "tflops_per_gpu is in FLOP/s (base units); the table shows TFLOP/s.", *_kernel_notes(step.options))
     return render.Output(data, tuple(tables), notes)
+
+
+def _kernel_notes(opts) -> tuple[str, ...]:
+    """What a non-default attention core or fp8 changes in the kernels' ceilings (docs/roofline.md, classes)."""
+    out = []
+    if opts.attention == "flash2":
+        out.append("attention flash2: FlashAttention-2's generation, on Hopper at efficiency attention_flash2 (0.59 of "
+                   "the flash kernels' rate, measured); elsewhere priced as flash")
+    elif opts.attention == "unfused":
+        out.append("attention unfused: Megatron-LM's S x S kernels before flash attention (docs/train.md)")
+    if opts.dtype == "fp8":
+        out.append("fp8: linear GEMMs at efficiency matmul_fp8 of the fp8 datasheet (default 0.65: cuBLASLt's fp8 GEMMs reach "
+                   "1.6-1.9x bf16's, not 2x); attention and the head stay bf16")
+    return tuple(out)
 
 
 def _ends(stage) -> str:
