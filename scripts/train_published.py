@@ -115,7 +115,14 @@ def train_args(run: dict[str, Any], model: str) -> list[str]:
         if key in lay:
             args += [f"--{key}", str(lay[key])]
     args += ["--sp" if lay.get("sp") else "--no-sp", "--recompute", lay["recompute"], "--dtype", lay["dtype"]]
-    return args + framework_args(lay) + attention_args(lay) + split_args(lay) + (["--overlap", lay["overlap"]] if "overlap" in lay else []) + fp8_args(lay)
+    return (args + framework_args(lay) + attention_args(lay) + split_args(lay) + overlap_args(lay) + fp8_args(lay)
+            + (["--ep", str(lay["ep"])] if "ep" in lay else []))
+
+
+def overlap_args(lay: dict[str, Any]) -> list[str]:
+    """--overlap and --comm-sms of the run (what hides behind compute, the SMs its communication holds), if named."""
+    return ((["--overlap", lay["overlap"]] if "overlap" in lay else [])
+            + (["--comm-sms", str(lay["comm_sms"])] if "comm_sms" in lay else []))
 
 
 SPLIT_COUNTS = ("decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers")
@@ -148,7 +155,7 @@ def plan_args(run: dict[str, Any], model: str) -> list[str]:
     lay = run["layout"]
     return ["plan", model, "--gpus", str(run["gpus"]), "--cluster", cluster_ref(run), "--seq", str(lay["seq"]),
             "--global-batch", str(lay["global_batch"]), "--dtype", lay["dtype"], "--top", "1", *attention_args(lay),
-            *(["--overlap", lay["overlap"]] if "overlap" in lay else []), *fp8_args(lay), *framework_args(lay)]
+            *overlap_args(lay), *fp8_args(lay), *framework_args(lay)]
 
 
 def evaluate(run: dict[str, Any], runner: Runner, folder: Path, plan: bool) -> dict[str, Any]:

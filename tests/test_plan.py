@@ -246,6 +246,16 @@ def test_plan_cli_json_and_fix(run_cli):
                                  "--global-batch", "32")
 
 
+def test_plan_comm_sms_prices_as_train(run_cli):
+    """--comm-sms reaches the search: its candidates are `mlsys train --comm-sms` of their layouts, and more SMs for
+    NCCL never make the best step faster."""
+    base = ("llama2-7b", "--gpus", "16", "--gpu", "H100-SXM", "--seq", "2048", "--global-batch", "32")
+    data = run_cli.json("plan", *base, "--top", "3", "--comm-sms", "32", "--quiet")
+    _assert_candidates_are_train(run_cli, data, *base, "--comm-sms", "32")
+    free = run_cli.json("plan", *base, "--top", "1", "--comm-sms", "0", "--quiet")
+    assert free["candidates"][0]["step_time_s"] <= data["candidates"][0]["step_time_s"]
+
+
 
 
 @pytest.mark.parametrize("fix,message", [(("bogus=1",), "AXIS=VALUE"), (("tp=3",), "no layout"),

@@ -100,6 +100,7 @@ class PlanOptions:
     fp8_recipe: str = TrainStepOptions.fp8_recipe  # --dtype fp8: Transformer Engine's scaling (calc.train_fp8)
     fp8_params: bool = TrainStepOptions.fp8_params  # --dtype fp8: FP8 weights (Megatron-LM --fp8-param-gather)
     even_splits_only: bool = False  # search the even pipeline split alone (no uneven stages)
+    comm_sms: int = TrainStepOptions.comm_sms  # SMs NCCL holds while overlapped traffic runs (calc.train_comm)
 
     def base(self) -> TrainStepOptions:
         """The train options every candidate shares."""
@@ -107,7 +108,7 @@ class PlanOptions:
                                 overlap=self.overlap, capacity_factor=self.capacity_factor, reserve=self.reserve,
                                 attention=self.attention, framework=self.framework,
                                 host_costs=self.host_costs, host_source=self.host_source,
-                                fp8_recipe=self.fp8_recipe, fp8_params=self.fp8_params)
+                                fp8_recipe=self.fp8_recipe, fp8_params=self.fp8_params, comm_sms=self.comm_sms)
 
     def validate(self) -> None:
         for name in ("gpus", "seq", "global_batch", "top", "max_micro_batch", "max_cp"):

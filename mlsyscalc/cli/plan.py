@@ -66,7 +66,9 @@ class _Progress:
 @positive_int("--max-cp", D.max_cp, "Largest context-parallel size searched.")
 @click.option("--framework", type=click.Choice(FRAMEWORKS), default=D.framework, show_default=True,
               help="The training code whose memory and host time are priced, as `mlsys train --framework`; torch "
-                   "leaves out what it cannot run (ep > 1, ZeRO 1-2; docs/train.md).")
+                   "leaves out what it cannot run (ep > 1, ZeRO-1; docs/train.md).")
+@click.option("--comm-sms", type=click.IntRange(min=0), default=D.comm_sms, show_default=True,
+              help="SMs NCCL holds while overlapped traffic runs, as `mlsys train --comm-sms`.")
 @click.option("--even-splits-only", is_flag=True,
               help="Search only pipelines whose stages hold equal layers (by default Megatron-LM's uneven splits near "
                    "the even one are searched too: docs/plan.md).")
@@ -75,8 +77,8 @@ class _Progress:
 @fp8_options
 @render.output_options
 def plan(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq, global_batch, top, fix, dtype, overlap, capacity_factor,
-         reserve, attention, max_micro_batch, max_cp, framework, even_splits_only, quiet, fp8_recipe, fp8_params, fmt,
-         as_json):
+         reserve, attention, max_micro_batch, max_cp, framework, comm_sms, even_splits_only, quiet, fp8_recipe, fp8_params,
+         fmt, as_json):
     """Search every TP x PP x DP x CP x EP x VP x micro-batch x ZeRO x recompute layout of MODEL on
     --gpus GPUs that obeys the divisibility and node rules, drop those that do not fit in memory, and
     rank the rest by `mlsys train`'s step time; shows the top K and why the best wins (docs/train.md).
@@ -86,7 +88,7 @@ def plan(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq
                        overlap=overlap, capacity_factor=capacity_factor, reserve=reserve, attention=attention,
                        max_micro_batch=max_micro_batch, max_cp=max_cp, framework=framework, host_costs=host_costs,
                        host_source=host_source, fp8_recipe=fp8_recipe, fp8_params=fp8_params,
-                       even_splits_only=even_splits_only)
+                       even_splits_only=even_splits_only, comm_sms=comm_sms)
     progress = _Progress(not quiet)
     try:
         result = search(spec, ceilings, cluster, opts, progress)
