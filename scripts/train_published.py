@@ -116,7 +116,8 @@ def train_args(run: dict[str, Any], model: str) -> list[str]:
             args += [f"--{key}", str(lay[key])]
     args += ["--sp" if lay.get("sp") else "--no-sp", "--recompute", lay["recompute"], "--dtype", lay["dtype"]]
     return (args + framework_args(lay) + attention_args(lay) + split_args(lay) + overlap_args(lay) + fp8_args(lay)
-            + (["--ep", str(lay["ep"])] if "ep" in lay else []))
+            + (["--ep", str(lay["ep"])] if "ep" in lay else [])
+            + (["--schedule", lay["schedule"]] if "schedule" in lay else []))
 
 
 def overlap_args(lay: dict[str, Any]) -> list[str]:

@@ -30,6 +30,11 @@ Schedules (Narayanan et al. 2021, section 2.2; GPipe: Huang et al. 2019):
          stage it is Korthikanti et al.'s (1 + (pp - 1) / (pp vp)) x the 1F1B activations (2022, section 4.2.3).
   gpipe  every forward before any backward: all m micro-batches are in flight on every stage, and no backward
          has run when the last forward ends.
+  zb1p   zero-bubble 1F1B (Qi et al. 2023, ZB-H1): the backward split into input and weight gradients, the weight
+         gradients filling the drain; 1F1B's activations (DeepSeek-AI 2024, DeepSeek-V3 report, Table 2: PP).
+  dualpipe  DeepSeek-V3's bidirectional schedule (its report, section 3.2.1, Table 2): rank s holds stages s and
+         pp - 1 - s (two copies of the parameters), micro-batches enter from both ends, and each rank holds
+         PP + 1 stage-forwards' activations, balanced over its two stages (`in_flight`; calc.memory_train).
 """
 
 from __future__ import annotations
@@ -44,7 +49,8 @@ def fsdp_sharded(zero: Any) -> Any:
     with reshard_after_forward=False (FSDP1's SHARD_GRAD_OP); ZeRO-0 is DDP and ZeRO-1 has no torch form.
     Elementwise over numpy arrays too (plan)."""
     return zero >= 2
-SCHEDULES = ("1f1b", "gpipe")
+SCHEDULES = ("1f1b", "gpipe", "zb1p", "dualpipe")
+SPLIT_BACKWARD = ("zb1p", "dualpipe")  # schedules of Megatron-style code only, vp 1 (calc.train_options)
 
 
 def in_flight(schedule: str, pp: int, stage: int, micro_batches: int, vp: int = 1) -> int:
@@ -53,6 +59,8 @@ def in_flight(schedule: str, pp: int, stage: int, micro_batches: int, vp: int = 
     2 (pp - s - 1) + (vp - 1) pp forwards, then one more before the first backward), at most m x vp; GPipe m."""
     if schedule == "gpipe":
         return micro_batches * vp
+    if schedule == "dualpipe":  # both of the rank's stages together (DeepSeek-V3 report, Table 2)
+        return min(pp + 1, micro_batches)
     if vp == 1:
         return min(pp - stage, micro_batches)
     return min(2 * (pp - stage - 1) + (vp - 1) * pp + 1, micro_batches * vp)
@@ -73,7 +81,7 @@ def grads_resident(framework: str, schedule: str, held: int, forwards: int, zero
     accumulation without pp)."""
     if framework == "megatron" or (zero == 0 and replicas > 1):
         return True
-    return schedule == "1f1b" and forwards > held
+    return schedule != "gpipe" and forwards > held
 
 
 def grads_resident_at_end(framework: str, forwards: Any, replicas: Any) -> Any:

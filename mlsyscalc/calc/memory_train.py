@@ -118,6 +118,12 @@ class TrainOptions:
         require(self.offload in OFFLOAD, f"--offload must be one of {', '.join(OFFLOAD)}")
         require(self.schedule in SCHEDULES, f"--schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
         require(self.framework in FRAMEWORKS, f"--framework must be one of {', '.join(FRAMEWORKS)}, got {self.framework!r}")
+        if self.schedule == "dualpipe":
+            require(self.pp >= 2 and self.pp % 2 == 0, f"--schedule dualpipe pairs stage s with pp - 1 - s: --pp must be "
+                                                       f"even, got {self.pp}")
+            require(self.grad_accum >= self.pp and self.grad_accum % 2 == 0,
+                    f"--schedule dualpipe feeds half the micro-batches from each end: an even count of at least --pp "
+                    f"{self.pp}, got {self.grad_accum}")
         if self.vp > 1:
             require(self.pp > 1 and self.schedule == "1f1b", "--vp interleaves the 1F1B schedule of a pipeline (--pp > 1)")
             self.chunks(spec)
@@ -276,9 +282,13 @@ def _activations(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split
     """Saved activations of `held` micro-batches in flight and the temporaries beside them at the start of a
     backward (held = 0: between steps, at the optimizer step: only the persistent buffers and kept outputs)."""
     first, last = stage == 0, stage == opts.pp - 1
+    if opts.schedule == "dualpipe":  # ranks 0 and pp - 1 hold the first and the last stage both
+        first = last = stage in (0, opts.pp - 1)
     # stage-equivalents of micro-batches: each chunk's forwards in flight x its share of the stage's layers
     # (held / vp when the chunks hold equal layers)
     mbs = sum(chunk_forwards(held, opts.pp, opts.vp, c) * n for c, n in enumerate(chunks)) / sum(chunks)
+    if opts.schedule == "dualpipe":  # `layers` are the rank's two stages; `held` stage-forwards spread over both
+        mbs = held / 2
     items = [layer_saved(spec, layer, opts.flash, opts.dropout, opts.capacity_factor, opts.fp8) for layer in layers]
     per_mb_layers = sum(layer_bytes(it, split, nbytes, opts.recompute, spec.hidden_size) for it in items)
     ends = 0.0
@@ -303,7 +313,8 @@ def _activations(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split
         "activations_layers": mbs * per_mb_layers, "activations_embedding_head": mbs * ends,
         "activations_recompute_working": working, "temporaries_logits": logits,
         # the other micro-batches in flight keep their loss's log-probs until their backward (GPipe)
-        "temporaries_logits_saved": max(chunk_forwards(held, opts.pp, opts.vp, opts.vp - 1) - 1, 0) * logit_count
+        "temporaries_logits_saved": (0 if opts.schedule == "dualpipe" else  # the head's backward follows its forward
+                                     max(chunk_forwards(held, opts.pp, opts.vp, opts.vp - 1) - 1, 0)) * logit_count
         * nbytes["logits_saved"],
         "temporaries_logits_kept": opts.grad_accum * logit_count * nbytes["logits_kept"] if opts.pp > 1 else 0.0,
         "temporaries_receive_buffers": boundary * receive_buffers(opts.framework, opts.pp, stage, held, opts.grad_accum,
@@ -344,8 +355,14 @@ def _stage(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, stag
     """The stage's peak over its phases (PHASES): the first backward of the step, a later backward (only when
     gradients were absent at the first: all of them exist, one micro-batch fewer in flight) and the optimizer."""
     chunks = opts.chunks(spec)[stage]
-    layers = stage_layer_ids(spec.num_layers, opts.pp, 1, opts.pipeline_split)[stage]  # one block of the stage's count
-    sp = stage_params(spec, layers, stage == 0, stage == opts.pp - 1, opts.tp, opts.ep, opts.pp, opts.vocab_parallel)
+    blocks = stage_layer_ids(spec.num_layers, opts.pp, 1, opts.pipeline_split)
+    layers = blocks[stage]  # one block of the stage's count
+    ends = stage == 0, stage == opts.pp - 1
+    if opts.schedule == "dualpipe":  # rank s also holds stage pp - 1 - s, the ends on ranks 0 and pp - 1 both
+        mirror = opts.pp - 1 - stage
+        layers, ends = tuple(layers) + tuple(blocks[mirror]), (0 in (stage, mirror), opts.pp - 1 in (stage, mirror))
+        chunks = (len(layers),)
+    sp = stage_params(spec, layers, *ends, opts.tp, opts.ep, opts.pp, opts.vocab_parallel)
     states = _states(opts, nbytes, sp)
     if opts.fp8:
         states["fp8_weight_copies"], saving = fp8_weight_states(spec, layers, opts.tp, opts.ep, nbytes, opts.fp8_params)
@@ -357,7 +374,7 @@ def _stage(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, stag
         at["later_backward"] = (held - 1, True)
     parts = {name: _phase(states, _activations(spec, opts, nbytes, split, sp, layers, n, stage, chunks), g)
              for name, (n, g) in at.items()}
-    if stage == 0:
+    if ends[0]:
         end = embedding_grad_bytes(spec, opts, nbytes)
         if end:
             acts = {**_activations(spec, opts, nbytes, split, sp, layers, 0, stage, chunks),

@@ -54,7 +54,7 @@ from .train_attention import attention_ceilings, unfused_attention_s
 from .train_options import TrainStepOptions
 from .train_fp8 import stage_fp8_s, weight_cast_s
 from .train_parts import (Stage, StageParts, kernel_impl, pipeline_stages, roofline_pass, slowest_stage, stage_parts,
-                          stage_time)
+                          stage_time, stage_wgrad_s)
 
 FLOP_CONVENTION = ("model FLOPs: calc.flops (2 per multiply-add, matmuls only, causal attention halved, "
                    "backward = 2 x forward); hfu adds the recomputed forward")
@@ -210,16 +210,19 @@ def step_breakdown(*, pp: Any, vp: Any, windows: Windows, seconds: Mapping[tuple
                    recompute: Any, overlap: tuple[str, ...], optimizer: Any,
                    sm_share: float = 0.0, host: tuple[Any, Any] = (0.0, 0.0),
                    p2p_slowdown: float = 0.0, overlap_slowdown: float = 0.0,
-                   fp8: tuple[Any, Any] = (0.0, 0.0), fsdp: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+                   fp8: tuple[Any, Any] = (0.0, 0.0), fsdp: bool = False,
+                   bubble: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(breakdown whose parts sum to the step time, total comm seconds per dimension); elementwise
     over numpy arrays of layouts too (plan). sm_share: comm_sms / sm_count (calc.train_comm); host:
     the host's (forward+backward, optimizer) issue seconds, p2p_slowdown the interleaved schedule's
     lost compute share and overlap_slowdown the share of the overlapped span lost beyond the SMs
     (calc.train_host). fp8: (FP8 scaling seconds of one micro-batch, inside the windows' forward and backward;
     the step's other FP8 seconds: amax all-reduces and weight casts), shown together as fp8_scaling_s
-    (calc.train_fp8). fsdp: ZeRO-2/3 as PyTorch's FSDP2 (StepOptions.fsdp)."""
+    (calc.train_fp8). fsdp: ZeRO-2/3 as PyTorch's FSDP2 (StepOptions.fsdp). bubble: the schedule's
+    (pipeline_bubble_s; default 1F1B's, interleaved with vp)."""
     total, exposed = dim_times(seconds, zero=zero, recompute=recompute, overlap=overlap, windows=windows, fsdp=fsdp)
-    bubble = (pp - 1) / vp * (windows.forward_s + windows.backward_s)
+    if bubble is None:
+        bubble = (pp - 1) / vp * (windows.forward_s + windows.backward_s)
     lost = contention_s(total, exposed, overlap, sm_share + overlap_slowdown) + interleaved_contention_s(
         p2p_slowdown, vp, windows.compute_s, bubble)
     scaling = windows.micro_batches * fp8[0]
@@ -229,6 +232,19 @@ def step_breakdown(*, pp: Any, vp: Any, windows: Windows, seconds: Mapping[tuple
     gpu_fb = sum(gpu.values()) + sum(comm.values())
     breakdown = {**gpu, "optimizer_s": optimizer, "host_s": exposed_host_s(host, gpu_fb, optimizer), **comm}
     return breakdown, total
+
+
+def pipeline_bubble_s(schedule: str, pp: int, vp: int, f: float, b: float, w: float) -> float:
+    """Fill and drain of the pipeline, from one micro-batch's forward f, backward b (recomputation included) and its
+    weight-gradient part w on the slowest stage (DeepSeek-AI 2024, DeepSeek-V3 report, Table 2): 1F1B and GPipe
+    (pp - 1) / vp (f + b) (Narayanan et al. 2021, interleaved with vp); zb1p (pp - 1)(f + b - 2w) (Qi et al. 2023,
+    ZB-H1); dualpipe (pp/2 - 1)(F&B + b - 3w), a forward and a backward chunk run together taken as F&B = f + b
+    (DualPipe overlaps their communication, not their kernels)."""
+    if schedule == "zb1p":
+        return max(0.0, (pp - 1) * (f + b - 2 * w))
+    if schedule == "dualpipe":
+        return max(0.0, (pp / 2 - 1) * (f + 2 * b - 3 * w))
+    return (pp - 1) / vp * (f + b)
 
 
 def _floats(values: Mapping[str, Any]) -> dict[str, float]:
@@ -302,6 +318,8 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
         host_parts = parts if impl == "fused" else train_parts(spec, ceilings, opts, "fused")
     stages = pipeline_stages(spec, opts.pp, opts.vp, opts.pipeline_split)
     f, b, a = slowest_stage(parts, stages, opts.recompute)
+    slow = max(stages, key=lambda st: sum(stage_time(parts, st, opts.recompute)[:2]))
+    bubble = pipeline_bubble_s(opts.schedule, opts.pp, opts.vp, f, b, stage_wgrad_s(parts, slow))
     fp8 = step_fp8_s(parts, stages, opts, ceilings, cluster)
     work = stage_work(spec, host_parts, stages, opts.recompute)
     costs = framework_costs(opts.framework, opts.host_costs)
@@ -319,7 +337,7 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
         optimizer=optimizer_s(counts, opts.zero, opts.data_parallel * opts.cp, opts.ep, opts.memory_dtype, ceilings,
                               opts.framework),
         sm_share=opts.comm_sm_share(ceilings.gpu.sm_count), host=host, p2p_slowdown=costs.p2p_slowdown,
-        overlap_slowdown=costs.overlap_slowdown, fp8=fp8, fsdp=opts.framework == "torch")
+        overlap_slowdown=costs.overlap_slowdown, fp8=fp8, fsdp=opts.framework == "torch", bubble=bubble)
     mem = step_memory(spec, opts)
     usable = verdict(ceilings.gpu, 0, opts.reserve).usable_bytes
     flops, recompute = model_flops(spec, opts)

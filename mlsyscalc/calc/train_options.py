@@ -17,7 +17,7 @@ from ..errors import MlsysError, divide, require
 from ..specs.cluster import ClusterSpec
 from ..specs.model import ModelSpec
 from .comm_step import placement
-from .memory_schedule import FRAMEWORKS, SCHEDULES
+from .memory_schedule import FRAMEWORKS, SCHEDULES, SPLIT_BACKWARD
 from .pipeline_split import EVEN, PipelineSplit, chunk_layers
 from .tensor_parallel import check_tp
 from .train_attention import ATTENTION
@@ -120,7 +120,11 @@ class TrainStepOptions:
         require(self.attention in ATTENTION, f"--attention must be one of {', '.join(ATTENTION)}, got {self.attention!r}")
         require(self.schedule in SCHEDULES, f"--schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
         require(self.framework in FRAMEWORKS, f"--framework must be one of {', '.join(FRAMEWORKS)}, got {self.framework!r}")
-        require(self.schedule == "1f1b" or self.vp == 1, "--vp interleaves the 1F1B schedule: not with --schedule gpipe")
+        require(self.schedule == "1f1b" or self.vp == 1,
+                f"--vp interleaves the 1F1B schedule: not with --schedule {self.schedule}")
+        require(self.schedule not in SPLIT_BACKWARD or self.framework == "megatron",
+                f"--schedule {self.schedule} is priced for Megatron-style code (--framework megatron): torch's "
+                "host, memory and kernel rules were measured with its own 1F1B and GPipe")
         require(isinstance(self.comm_sms, int) and self.comm_sms >= 0,
                 f"--comm-sms must be a non-negative integer, got {self.comm_sms}")
         require(0 < self.capacity_factor < 100, f"--capacity-factor must be in (0, 100), got {self.capacity_factor}")

@@ -51,6 +51,9 @@ class StageParts:
     # one layer's FP8 GEMM groups (kind -> groups), whose weights are cast once a step
     fp8_s: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     fp8_gemms: Mapping[str, tuple[Gemm, ...]] = field(default_factory=dict)
+    # the weight-gradient part of the backward (the linears' wgrad GEMMs; the embedding's backward is all weight
+    # gradient): "dense"/"moe" -> one layer's seconds, "first"/"last" -> the ends' (zero-bubble schedules: train)
+    wgrad_s: Mapping[str, float] = field(default_factory=dict)
 
     def layer_time(self, kind: str, recompute: str) -> tuple[float, float]:
         """(forward, backward incl. recomputation) seconds of one layer of `kind`."""
@@ -135,7 +138,11 @@ def stage_parts(spec: ModelSpec, result: ModelRoofline, *, sp: bool, capacity_fa
             "last": {p: count(rows[p], is_last) for p in ("forward", "backward")}}
     fp8 = any(r.group == "fp8" for r in forward)
     gemms = {kind: tuple(layer_gemms(forward).get(where[kind], ())) for kind in KINDS} if fp8 else {}
-    return StageParts(layer_s, attention_s, first, last, ops, fp8_s, gemms)
+    wgrad = lambda r: r.pred.name.endswith(".wgrad")  # noqa: E731
+    wgrad_s = {**{kind: total(rows["backward"], lambda r: r.layers == where[kind] and wgrad(r)) / max(counts[kind], 1)
+                  for kind in KINDS},
+               "first": first["backward"], "last": total(rows["backward"], lambda r: is_last(r) and wgrad(r))}
+    return StageParts(layer_s, attention_s, first, last, ops, fp8_s, gemms, wgrad_s)
 
 
 @dataclass(frozen=True)
@@ -172,6 +179,13 @@ def stage_time(parts: StageParts, stage: Stage, recompute: str) -> tuple[float, 
         if held:
             fwd, bwd = fwd + ends["forward"], bwd + ends["backward"]
     return fwd, bwd, attn
+
+
+def stage_wgrad_s(parts: StageParts, stage: Stage) -> float:
+    """Seconds of one micro-batch's weight-gradient kernels on `stage` (StageParts.wgrad_s): the part of its
+    backward a zero-bubble schedule defers (calc.train.pipeline_bubble_s)."""
+    w = sum(n * parts.wgrad_s.get(kind, 0.0) for kind, n in (("dense", stage.dense), ("moe", stage.moe)))
+    return w + sum(parts.wgrad_s.get(end, 0.0) for end, held in (("first", stage.first), ("last", stage.last)) if held)
 
 
 def stage_ops(parts: StageParts, stage: Stage, recompute: str) -> tuple[float, float]:

@@ -131,7 +131,8 @@ def memory():
 @click.option("--dropout/--no-dropout", default=False, show_default=True, help="Dropout masks (1 byte per element).")
 @click.option("--capacity-factor", type=POSITIVE, default=1.0, show_default=True, help="MoE: expert slots per routed token.")
 @click.option("--schedule", type=click.Choice(SCHEDULES), default=mt.TrainOptions.schedule, show_default=True,
-              help="Pipeline schedule: 1f1b (stage s holds min(pp - s, m) micro-batches) or gpipe (all m).")
+              help="Pipeline schedule: 1f1b (stage s holds min(pp - s, m) micro-batches), gpipe (all m), zb1p (as "
+                   "1f1b) or dualpipe (rank s holds stages s and pp - 1 - s and pp + 1 micro-batches of them).")
 @click.option("--framework", type=click.Choice(FRAMEWORKS), default=mt.TrainOptions.framework, show_default=True,
               help="What the training code keeps: megatron (persistent gradient buffers) or torch (gradients set to "
                    "None, DDP buckets, FSDP2 fp32 shards, loss_parallel, torch.distributed.pipelining buffers).")

@@ -161,7 +161,10 @@ def parse_overlap(text: str) -> tuple[str, ...]:
               help="SMs NCCL holds while overlapped traffic runs (one per channel); compute beside it runs on "
                    "the rest. 0: overlapped traffic is free.")
 @click.option("--schedule", type=click.Choice(SCHEDULES), default=D.schedule, show_default=True,
-              help="Pipeline schedule for memory: 1f1b (--vp interleaves it) or gpipe (all micro-batches in flight).")
+              help="Pipeline schedule: 1f1b (--vp interleaves it), gpipe (all micro-batches in flight; the same "
+                   "bubble), zb1p (zero-bubble 1F1B: weight gradients fill the drain) or dualpipe (DeepSeek-V3's "
+                   "bidirectional schedule: two copies of the parameters, pp + 1 micro-batches held); bubbles by the "
+                   "DeepSeek-V3 report's Table 2 (docs/train.md).")
 @click.option("--framework", type=click.Choice(FRAMEWORKS), default=D.framework, show_default=True,
               help="The training code: megatron (persistent gradient buffers; the host keeps ahead of the GPU) or "
                    "torch (gradients set to None, FSDP2, DTensor, torch pipelining; the host's time per op can pace "
