@@ -22,7 +22,7 @@ def test_runs_file_is_complete_and_consistent():
     assert {r["group"] for r in runs} == {"korthikanti-2022-table5", "narayanan-2021-table1", "llama3-2024-table4",
                                           "smith-2022-mtnlg", "bigscience-2022-bloom", "black-2022-neox",
                                           "megatron-bridge-h100", "llm-foundry-mpt-h100", "llm-foundry-mpt-a100",
-                                          "torchtitan-h100", "deepseek-v3-2024"}
+                                          "torchtitan-h100", "deepseek-v3-2024", "deepseek-v2-2024"}
     for r in runs:
         lay = r["layout"]
         assert lay["tp"] * lay["pp"] * lay["dp"] * lay.get("cp", 1) == r["gpus"], r["name"]
@@ -77,7 +77,7 @@ def test_held_out_runs_are_marked_and_summarised_on_their_own(tmp_path):
     """A run carrying `held_out` gets '(held out)' on the page and a 'held out' line beside 'all'."""
     held = [r for r in _runs() if r.get("held_out")]
     assert {r["group"] for r in held} == {"llm-foundry-mpt-h100", "llm-foundry-mpt-a100", "torchtitan-h100",
-                                         "megatron-bridge-h100", "deepseek-v3-2024"}
+                                         "megatron-bridge-h100", "deepseek-v3-2024", "deepseek-v2-2024"}
     base = {"group": "g", "model": "llama2-7b", "cluster": "c", "gpus": 8, "measurement": True,
             "layout": {"tp": 8, "pp": 1, "dp": 1, "micro_batch": 1, "global_batch": 8, "seq": 2048,
                        "recompute": "full", "dtype": "bf16"}, "citation": {"paper": "P", "table": "T"}}
