@@ -67,6 +67,10 @@ def test_fp8_gemms_compute_at_their_own_efficiency():
     assert bf16.compute_s / fp8.compute_s == pytest.approx(1979 * e.matmul_fp8 / (989.5 * e.matmul), rel=1e-9)
     measured = load_ceilings("H100", {"gpu": "NVIDIA H100 80GB HBM3", "peak_flops": {"fp8": 1.2e15}})
     assert measured.flops_per_s("fp8", "matmul_fp8") == pytest.approx(1.2e15)
+    # the matmul ceiling a caller asks for in fp8 (the JSON's, the roofline plot's) is the one fp8 GEMMs get
+    datasheet = load_ceilings("H100")
+    assert datasheet.flops_per_s("fp8") == datasheet.flops_per_s("fp8", "matmul_fp8") == pytest.approx(1979e12 * 0.65)
+    assert datasheet.as_dict("fp8")["matmul_flops_per_s"] == datasheet.flops_per_s("fp8", "matmul_fp8")
     unmeasured = load_ceilings("H100", {"gpu": "NVIDIA H100 80GB HBM3", "peak_flops": {"bf16": 7e14}})
     assert unmeasured.flops_per_s("fp8", "matmul_fp8") == pytest.approx(1979e12 * e.matmul_fp8)
 

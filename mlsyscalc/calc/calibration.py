@@ -198,7 +198,10 @@ class Ceilings:
                          self.gpu.name + ": no {key} peak (datasheet or calibration) for this GPU")
 
     def flops_per_s(self, dtype: str, kind: str = "matmul") -> float:
-        """Achievable FLOP/s of one kind of kernel: base peak x efficiency of that kind."""
+        """Achievable FLOP/s of one kind of kernel: base peak x efficiency of that kind (a GEMM in fp8: matmul_fp8,
+        so the JSON's matmul ceiling and ridge are the ones fp8 GEMMs are priced at)."""
+        if kind == "matmul" and normalise_dtype(dtype) == "fp8":
+            kind = "matmul_fp8"
         return self.peak(dtype) * getattr(self.efficiency, kind)
 
     @property
