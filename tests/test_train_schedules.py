@@ -5,11 +5,14 @@ a rank (dualpipe); the rules."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mlsyscalc import load_model
 from mlsyscalc.calc.calibration import load_ceilings
 from mlsyscalc.calc.memory_train import TrainOptions, train_memory
-from mlsyscalc.calc.train import pipeline_bubble_s
+from mlsyscalc.calc.train import pipeline_bubble_s, train_step
+from mlsyscalc.calc.train_options import TrainStepOptions
 from mlsyscalc.calc.train_parts import pipeline_stages, roofline_pass, stage_parts, stage_wgrad_s
 
 ARGS = ("train", "llama2-7b", "--gpus", "8", "--gpu", "H100-SXM", "--seq", "2048", "--global-batch", "16",
@@ -81,3 +84,25 @@ def test_dualpipe_rules_exit_2(run_cli, extra, message):
 def test_zero_bubble_has_no_interleaving(run_cli):
     code, _, err = run_cli(*ARGS, "--vp", "2", "--schedule", "zb1p")
     assert code == 2 and "--vp interleaves the 1F1B schedule: not with --schedule zb1p" in err
+
+
+@settings(max_examples=25, deadline=None)
+@given(pp=st.sampled_from([2, 4, 8]), m_per_pp=st.integers(1, 4), recompute=st.sampled_from(["none", "selective", "full"]),
+       micro_batch=st.sampled_from([1, 2]))
+def test_schedules_never_lengthen_1f1b_or_go_negative(pp, m_per_pp, recompute, micro_batch):
+    """Over pipeline depths, micro-batch counts and recomputation: every schedule's step is its parts' sum, no part is
+    negative, zero-bubble 1F1B is never slower than 1F1B, and the schedules differ in the bubble alone."""
+    spec, ceil = load_model("llama2-7b"), load_ceilings("H100-SXM")
+    m = m_per_pp * pp  # even (pp is) and at least pp: DualPipe's rule
+    steps = {}
+    for schedule in ("1f1b", "zb1p", "dualpipe"):
+        opts = TrainStepOptions(gpus=pp, pp=pp, seq=2048, micro_batch=micro_batch, global_batch=micro_batch * m,
+                                recompute=recompute, schedule=schedule)
+        s = train_step(spec, ceil, "hgx-h100", opts)
+        assert all(v >= 0 for v in s.breakdown.values())
+        assert s.step_time_s == pytest.approx(sum(s.breakdown.values()), rel=1e-12)
+        steps[schedule] = s
+    assert steps["zb1p"].step_time_s <= steps["1f1b"].step_time_s
+    for other in ("zb1p", "dualpipe"):
+        assert steps[other].step_time_s - steps[other].breakdown["bubble_s"] == pytest.approx(
+            steps["1f1b"].step_time_s - steps["1f1b"].breakdown["bubble_s"], rel=1e-12)
