@@ -15,11 +15,7 @@ mkdir -p "$DIR"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 BUDGET_S=${BUDGET_S:-420}   # start nothing new after this many seconds
 LOG="$DIR/log.txt"
-step() {  # TIMEOUT_S COMMAND...
-  if [ "$SECONDS" -gt "$BUDGET_S" ]; then echo "## skipped (time): ${*:2}" >>"$LOG"; return; fi
-  echo "## ${*:2}  (t=${SECONDS}s)" >>"$LOG"
-  timeout "$1" "${@:2}" >>"$LOG" 2>&1 || echo "exit $?" >>"$LOG"
-}
+. "$(dirname "$0")/device_train_lib.sh"  # step
 EXTRA=(--steps 8)
 [ "$MODE" = profile ] && mkdir -p "$DIR/traces" && EXTRA=(--warmup 2 --steps 4 --profile "$DIR/traces")
 measure() {  # NPROC CASE

@@ -12,11 +12,7 @@ mkdir -p "$DIR"
 export PYTHONUNBUFFERED=1
 BUDGET_S=${BUDGET_S:-420}
 LOG="$DIR/log.txt"
-step() {  # TIMEOUT_S COMMAND...
-  if [ "$SECONDS" -gt "$BUDGET_S" ]; then echo "## skipped (time): ${*:2}" >>"$LOG"; return; fi
-  echo "## ${*:2}  (t=${SECONDS}s)" >>"$LOG"
-  timeout "$1" "${@:2}" >>"$LOG" 2>&1 || echo "exit $?" >>"$LOG"
-}
+. "$(dirname "$0")/device_train_lib.sh"  # step
 { nvidia-smi -L; python3 -c "import torch; print(torch.__version__, torch.version.cuda)"; } >>"$LOG" 2>&1
 for pair in ${SEQS:-2048:2 8192:1 16384:1}; do  # SEQ:SEQUENCES_PER_GPU
   for backend in default flash; do

@@ -21,11 +21,7 @@ mkdir -p "$DIR"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 BUDGET_S=${BUDGET_S:-200}
 LOG="$DIR/log.txt"
-step() {  # TIMEOUT_S COMMAND...
-  if [ "$SECONDS" -gt "$BUDGET_S" ]; then echo "## skipped (time): ${*:2}" >>"$LOG"; return; fi
-  echo "## ${*:2}  (t=${SECONDS}s)" >>"$LOG"
-  timeout "$1" "${@:2}" >>"$LOG" 2>&1 || echo "exit $?" >>"$LOG"
-}
+. "$(dirname "$0")/device_train_lib.sh"  # step
 measure() {  # NPROC CASE SEQS_PER_GPU [MORE FLAGS]
   step 85 python3 -m torch.distributed.run --standalone --nproc_per_node "$1" scripts/train_measure.py --case "$2" --seqs-per-gpu "$3" \
     --out "$DIR" --warmup 2 --steps 6 --host-probe "${@:4}" ${EXTRA:-}

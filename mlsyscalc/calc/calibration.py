@@ -154,6 +154,11 @@ EFFICIENCY_FIELDS = KINDS + CLASSES  # kinds plus the shape classes that price s
 LATER_CLASSES = ("matmul_fp8", "attention_flash2")  # classes fitted files from before them lack
 
 
+def gemm_class(dtype: str) -> str:
+    """The efficiency class of a plain GEMM computing in `dtype`: matmul_fp8 in fp8, else matmul."""
+    return "matmul_fp8" if normalise_dtype(dtype) == "fp8" else "matmul"
+
+
 @dataclass(frozen=True)
 class Ceilings:
     """Base ceilings (datasheet or measured) and the efficiencies applied to them."""
@@ -198,11 +203,9 @@ class Ceilings:
                          self.gpu.name + ": no {key} peak (datasheet or calibration) for this GPU")
 
     def flops_per_s(self, dtype: str, kind: str = "matmul") -> float:
-        """Achievable FLOP/s of one kind of kernel: base peak x efficiency of that kind (a GEMM in fp8: matmul_fp8,
-        so the JSON's matmul ceiling and ridge are the ones fp8 GEMMs are priced at)."""
-        if kind == "matmul" and normalise_dtype(dtype) == "fp8":
-            kind = "matmul_fp8"
-        return self.peak(dtype) * getattr(self.efficiency, kind)
+        """Achievable FLOP/s of one kind of kernel: base peak x efficiency of that kind (a GEMM's, `matmul`, is
+        gemm_class's for the dtype, so the JSON's matmul ceiling and ridge are the ones its GEMMs are priced at)."""
+        return self.peak(dtype) * getattr(self.efficiency, gemm_class(dtype) if kind == "matmul" else kind)
 
     @property
     def read_ceiling_Bps(self) -> float:

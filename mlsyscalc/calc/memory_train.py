@@ -277,13 +277,18 @@ def _states(opts: TrainOptions, nbytes: dict, sp: StageParams) -> dict[str, floa
     return out
 
 
+def rank_ends(opts: TrainOptions, stage: int) -> tuple[bool, bool]:
+    """(holds the embedding, holds the final norm and head) of pipeline rank `stage`: the first and the last; with
+    DualPipe, whose rank s also holds stage pp - 1 - s, ranks 0 and pp - 1 both hold both."""
+    ranks = (stage, opts.pp - 1 - stage) if opts.schedule == "dualpipe" else (stage,)
+    return 0 in ranks, opts.pp - 1 in ranks
+
+
 def _activations(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, sp: StageParams,
                  layers: Sequence[int], held: int, stage: int, chunks: tuple[int, ...]) -> dict[str, float]:
     """Saved activations of `held` micro-batches in flight and the temporaries beside them at the start of a
     backward (held = 0: between steps, at the optimizer step: only the persistent buffers and kept outputs)."""
-    first, last = stage == 0, stage == opts.pp - 1
-    if opts.schedule == "dualpipe":  # ranks 0 and pp - 1 hold the first and the last stage both
-        first = last = stage in (0, opts.pp - 1)
+    first, last = rank_ends(opts, stage)
     # stage-equivalents of micro-batches: each chunk's forwards in flight x its share of the stage's layers
     # (held / vp when the chunks hold equal layers)
     mbs = sum(chunk_forwards(held, opts.pp, opts.vp, c) * n for c, n in enumerate(chunks)) / sum(chunks)
@@ -357,10 +362,9 @@ def _stage(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, stag
     chunks = opts.chunks(spec)[stage]
     blocks = stage_layer_ids(spec.num_layers, opts.pp, 1, opts.pipeline_split)
     layers = blocks[stage]  # one block of the stage's count
-    ends = stage == 0, stage == opts.pp - 1
-    if opts.schedule == "dualpipe":  # rank s also holds stage pp - 1 - s, the ends on ranks 0 and pp - 1 both
-        mirror = opts.pp - 1 - stage
-        layers, ends = tuple(layers) + tuple(blocks[mirror]), (0 in (stage, mirror), opts.pp - 1 in (stage, mirror))
+    ends = rank_ends(opts, stage)
+    if opts.schedule == "dualpipe":  # rank s also holds stage pp - 1 - s
+        layers = tuple(layers) + tuple(blocks[opts.pp - 1 - stage])
         chunks = (len(layers),)
     sp = stage_params(spec, layers, *ends, opts.tp, opts.ep, opts.pp, opts.vocab_parallel)
     states = _states(opts, nbytes, sp)

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from ..errors import require
 from ..specs.gpu import GPUSpec, normalise_dtype
-from .calibration import Ceilings, load_ceilings
+from .calibration import Ceilings, gemm_class, load_ceilings
 from .cublas_split import cublas_splits
 from .attention import BACKWARD_FLOPS_FACTOR, AttentionShape, attention_bytes, attention_flops, causal_fraction
 from ..dtypes import bytes_per_element, dtype_name
@@ -278,8 +278,7 @@ def predict_grouped_matmul(tokens: int, groups: float, n: int, k: int, dtype: st
         weight_bytes += groups * n * math.ceil(k / WEIGHT_GROUP) * bytes_per_element("bf16")
     read = tokens * k * bytes_per_element(act) + weight_bytes
     write = tokens * n * bytes_per_element(out)
-    cls = ("matmul_unaligned" if unaligned(lead_dims or (n, k), act, w_dtype)
-           else "matmul_fp8" if act == "fp8" else "matmul")
+    cls = "matmul_unaligned" if unaligned(lead_dims or (n, k), act, w_dtype) else gemm_class(act)
     stream = ("matmul_unaligned_stream" if cls == "matmul_unaligned" and m >= UNALIGNED_TILE_ROWS
               else "matmul_grouped_stream" if experts and groups > 1 else "")
     per_sm = ceil.flops_per_s(act, cls) / ceil.sm_count

@@ -53,7 +53,7 @@ from .train_host import FRAMEWORK_SOURCES, StageWork, exposed_host_s, framework_
 from .train_attention import attention_ceilings, unfused_attention_s
 from .train_options import TrainStepOptions
 from .train_fp8 import stage_fp8_s, weight_cast_s
-from .train_parts import (Stage, StageParts, kernel_impl, pipeline_stages, roofline_pass, slowest_stage, stage_parts,
+from .train_parts import (Stage, StageParts, kernel_impl, pipeline_stages, roofline_pass, slowest_of, stage_parts,
                           stage_time, stage_wgrad_s)
 
 FLOP_CONVENTION = ("model FLOPs: calc.flops (2 per multiply-add, matmuls only, causal attention halved, "
@@ -264,9 +264,9 @@ def step_fp8_s(parts: StageParts, stages: tuple[Stage, ...], opts: TrainStepOpti
                cluster: ClusterSpec, weights: Mapping[str, float] | None = None) -> tuple[float, float]:
     """(FP8 scaling kernels of one micro-batch, inside its forward and backward; the step's other FP8 seconds:
     m x the amax all-reduces of a micro-batch, over the TP group, plus the weight casts) on the slowest stage,
-    the one `slowest_stage` picks; (0, 0) unless fp8 (calc.train_fp8). `weights`: `fp8_weight_casts` of the
+    the one `slowest_of` picks; (0, 0) unless fp8 (calc.train_fp8). `weights`: `fp8_weight_casts` of the
     layout, when the caller holds them (plan)."""
-    slowest = max(stages, key=lambda st: sum(stage_time(parts, st, opts.recompute)[:2]))
+    slowest = slowest_of(parts, stages, opts.recompute)
     reduce_s = collective_cost("all-reduce", 4, opts.tp, cluster).time_s if opts.tp > 1 else 0.0  # one fp32 amax
     kernels, reduces, casts = stage_fp8_s(
         parts, slowest.dense, slowest.moe, opts.recompute, recipe=opts.fp8_recipe, tp=opts.tp, sp=opts.sp_active,
@@ -317,8 +317,8 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
     if host_parts is None:
         host_parts = parts if impl == "fused" else train_parts(spec, ceilings, opts, "fused")
     stages = pipeline_stages(spec, opts.pp, opts.vp, opts.pipeline_split)
-    f, b, a = slowest_stage(parts, stages, opts.recompute)
-    slow = max(stages, key=lambda st: sum(stage_time(parts, st, opts.recompute)[:2]))
+    slow = slowest_of(parts, stages, opts.recompute)
+    f, b, a = stage_time(parts, slow, opts.recompute)
     bubble = pipeline_bubble_s(opts.schedule, opts.pp, opts.vp, f, b, stage_wgrad_s(parts, slow))
     fp8 = step_fp8_s(parts, stages, opts, ceilings, cluster)
     work = stage_work(spec, host_parts, stages, opts.recompute)

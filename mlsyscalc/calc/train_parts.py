@@ -202,8 +202,12 @@ def stage_ops(parts: StageParts, stage: Stage, recompute: str) -> tuple[float, f
     return ops, matmuls
 
 
-def slowest_stage(parts: StageParts, stages: tuple[Stage, ...], recompute: str) -> tuple[float, float, float]:
-    """(forward, backward, attention) of one micro-batch on the stage with the most kernel time."""
+def slowest_of(parts: StageParts, stages: tuple[Stage, ...], recompute: str) -> Stage:
+    """The stage with the most kernel time (forward + backward of one micro-batch), each shape of stage timed once."""
     kinds = {(st.dense, st.moe, st.first, st.last): st for st in stages}
-    times = [stage_time(parts, st, recompute) for st in kinds.values()]
-    return max(times, key=lambda t: t[0] + t[1])
+    return max(kinds.values(), key=lambda st: sum(stage_time(parts, st, recompute)[:2]))
+
+
+def slowest_stage(parts: StageParts, stages: tuple[Stage, ...], recompute: str) -> tuple[float, float, float]:
+    """(forward, backward, attention) of one micro-batch on the stage with the most kernel time (slowest_of)."""
+    return stage_time(parts, slowest_of(parts, stages, recompute), recompute)
