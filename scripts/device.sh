@@ -10,11 +10,13 @@
 #   comm       NCCL collectives over every GPU of the host (scripts/device_comm.sh)
 #   memory     the memory calculator against torch.cuda.max_memory_allocated (bench/cases/memory.py)
 #   models     whole-model prefill/decode/train runs (scripts/device_models.sh, when it exists)
+#   sustained  each ceiling back to back until the card settles (mlsys bench ceilings --sustained), the training
+#              step's extra ops and a training step run for SECONDS (scripts/train_ops_measure.py --steady)
 # Rows land in $OUT/<family>/rows.jsonl, the layout of reports/; the family's committed rows are
 # copied in first (not with FRESH=1), so a sweep resumes and keeps them. Afterwards, on any machine:
 #   mlsys bench report <fetched OUT> --out reports
 set -uo pipefail
-MODE=${1:?usage: scripts/device.sh tests|kernels|attention|spot|comm|memory|models}
+MODE=${1:?usage: scripts/device.sh tests|kernels|attention|spot|comm|memory|models|sustained}
 OUT=${OUT:-device_out}
 BUDGET_S=${BUDGET_S:-540}
 mkdir -p "$OUT"
@@ -95,6 +97,14 @@ case "$MODE" in
   models)   # hook: the whole-model validation writes its own script; this mode runs it when it lands
     if [ -f scripts/device_models.sh ]; then OUT="$OUT/models" bash scripts/device_models.sh
     else echo "no scripts/device_models.sh yet: nothing to run"; exit 2; fi ;;
-  *) echo "unknown mode $MODE (tests, kernels, attention, spot, comm, memory, models)"; exit 2 ;;
+  sustained)
+    mkdir -p "$OUT/sustained"
+    timeout "$(left)" python3 -m mlsyscalc bench ceilings --sustained --seconds "${SECONDS_EACH:-20}" \
+      --out "$OUT/sustained/ceilings.json" --format csv > "$OUT/sustained/ceilings.csv" 2>>"$OUT/log.txt"
+    echo "ceilings --sustained -> exit $? at $(( $(date +%s) - start )) s"
+    timeout "$(left)" python3 scripts/train_ops_measure.py --out "$OUT/sustained/train_ops.jsonl" \
+      --steady "${STEADY_S:-25}" --model llama3-8b --layers 8 --seq 8192
+    echo "train_ops_measure -> exit $? at $(( $(date +%s) - start )) s" ;;
+  *) echo "unknown mode $MODE (tests, kernels, attention, spot, comm, memory, models, sustained)"; exit 2 ;;
 esac
 echo "== done after $(( $(date +%s) - start )) s"
