@@ -29,6 +29,7 @@ from .roofline_comm import CommRow, dp_comm_rows, tp_comm_rows
 from .roofline_host import eager_host_path_s
 from .roofline_memory import copy_cast_op, elementwise_op, embedding_op, norm_op, rotary_op
 from .roofline_mem_efficient import mem_efficient_attention, runs_mem_efficient
+from .roofline_head import loss_forward_ops
 from .roofline_notes import model_notes
 from .roofline_ops import (OpPrediction, OpRow, predict_attention, predict_grouped_matmul, predict_matmul,
                            predict_memory_op, window_fraction)
@@ -288,8 +289,18 @@ def _memory_ops(p: _Pass, layer: int) -> list[tuple[OpPrediction, str]]:
     ops.append((elementwise_op(_mlp_widths(p, layer), 2 if gated else 1, 1, 5, act, ceil,
                                name="mlp_act" + ("*up" if gated else "")), "mlp"))
     adds = 1 if spec.parallel_attention else 2
-    ops += [(elementwise_op(t * h, 2, 1, 1, act, ceil, name="residual_add"), "norm")] * adds
+    ops += [(_residual_add(p), "norm")] * adds
     return ops + _moe_ops(p, layer)
+
+
+def _residual_add(p: _Pass) -> OpPrediction:
+    """x + f(x): read both, write the sum; with dropout in training the fused bias-dropout-add also writes its
+    1-byte mask (read back in the backward)."""
+    elements = p.tokens * p.spec.hidden_size
+    if p.opts.phase == "train" and p.opts.dropout > 0:
+        return predict_memory_op("residual_add", 2 * elements * p.a, elements * (p.a + 1), elements, p.store, p.ceil,
+                                 shape=f"{elements:.0f} 2->1 + mask")
+    return elementwise_op(elements, 2, 1, 1, p.store, p.ceil, name="residual_add")
 
 
 def _moe_ops(p: _Pass, layer: int) -> list[tuple[OpPrediction, str]]:
@@ -344,6 +355,8 @@ def head_rows(p: _Pass) -> list[OpRow]:
     ops += [_linear_op(p, lin, p.opts.logit_tokens if lin.name == "lm_head" else None) for lin in head_linears(spec)]
     if torch_impl:
         ops += roofline_torch.loss_ops(p, False) if p.opts.phase == "train" else [roofline_torch.logits_cast(p)]
+    elif p.opts.phase == "train":
+        ops += loss_forward_ops(p)
     rows = [OpRow(op, "head", "head", 1) for op in ops]
     return rows + (roofline_torch.split_rows(p, rows) if torch_impl else [])
 
@@ -382,6 +395,7 @@ def predict_model(spec: ModelSpec, ceilings: Ceilings, options: RooflineOptions 
     """Per-kernel roofline rows and totals for one prefill, decode step or training step."""
     opts = options or RooflineOptions()
     opts.validate(spec)
+    ceilings = ceilings.at_clocks(opts.clocks_mode)
     p = _Pass(spec, ceilings, opts)
     weights, kv = _fit(p)
     rows = forward_rows(p)

@@ -26,12 +26,12 @@ def ceilings(out, sustained, seconds, interpret, fmt, as_json):
     from ..bench import harness
     from ..bench.cases import ceilings as measure_ceilings
 
+    if sustained and interpret:
+        raise click.UsageError("--sustained needs a CUDA GPU (it times the card's steady state), not --interpret")
     backend = harness.use_backend(interpret)
     record = measure_ceilings.measure(small=backend == "interpret")
     tables = []
     if sustained:
-        if backend == "interpret":
-            raise click.UsageError("--sustained needs a CUDA GPU (it times the card's steady state)")
         from ..bench.cases import sustained as measure_sustained
 
         record["sustained"] = measure_sustained.measure(seconds)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import statistics
 import threading
+from functools import partial
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -49,17 +50,17 @@ def workloads(small: bool = False) -> list[tuple[Workload, Callable[[], Callable
     out: list[tuple[Workload, Callable[[], Callable[[], Any]]]] = []
     for n in sizes:
         out.append((Workload(f"matmul_bf16_{n}", "matmul", "bf16", 2.0 * n ** 3, "flops"),
-                    lambda n=n: _matmul_fn("bf16", n, n, n)))
+                    partial(_matmul_fn, "bf16", n, n, n)))
     if not small:
         n = sizes[0]
         out.append((Workload(f"matmul_fp8_{n}", "matmul_fp8", "fp8", 2.0 * n ** 3, "flops"),
-                    lambda: _matmul_fn("fp8", n, n, n)))
+                    partial(_matmul_fn, "fp8", n, n, n)))
     b, h, s, d = (1, 2, 128, 64) if small else (4, 32, 4096, 128)
     causal_flops = 4.0 * b * h * s * s * d / 2  # QK^T and PV, causal half
     out.append((Workload(f"attention_bf16_B{b}H{h}S{s}d{d}", "attention", "bf16", causal_flops, "flops"),
-                lambda: _attention_fn(b, h, s, d)))
+                partial(_attention_fn, b, h, s, d)))
     nbytes = 8 * 1024 ** 2 if small else 2 * 1024 ** 3
-    out.append((Workload("copy", "memory", "float32", 2.0 * nbytes, "bytes"), lambda: _copy_fn(nbytes)))
+    out.append((Workload("copy", "memory", "float32", 2.0 * nbytes, "bytes"), partial(_copy_fn, nbytes)))
     return out
 
 
