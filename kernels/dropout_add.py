@@ -42,7 +42,7 @@ def _keep(seed, counter, threshold):
     return draw >= threshold
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["seed"])   # one build for every seed (the JIT would specialise 1 in 16 seeds)
 def dropout_add_fwd_kernel(
     # tensors: x, residual, out (M, N); bias (N,)
     x_ptr, bias_ptr, res_ptr, out_ptr,
@@ -65,7 +65,7 @@ def dropout_add_fwd_kernel(
     tl.store(out_ptr + row * stride_om + cols, out.to(out_ptr.dtype.element_ty), mask=ok)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["seed"])
 def dropout_add_bwd_kernel(
     # tensors: dy, dx (M, N); partials (P, N) fp32 (the bias gradient's, HAS_BIAS only)
     dy_ptr, dx_ptr, part_ptr,
@@ -125,6 +125,11 @@ def _blocks(n: int) -> tuple[int, int, int]:
     return triton.cdiv(n, LANES), groups_per_program, warps_for(groups_per_program * LANES)
 
 
+def bias_grad_programs(rows: int, width: int, device: torch.device, programs: int | None = None) -> int:
+    """Row programs of the backward with a bias (each sums its rows' dx into one fp32 partial row of dbias)."""
+    return programs_for(rows, 1, device, _blocks(width)[2], programs)
+
+
 def bias_dropout_add_forward(x: torch.Tensor, bias: torch.Tensor | None, residual: torch.Tensor, p: float,
                              seed: int) -> torch.Tensor:
     """residual + dropout(x + bias, p), a new (tokens, hidden) tensor in x's dtype."""
@@ -152,7 +157,7 @@ def bias_dropout_add_backward(dy: torch.Tensor, p: float, seed: int, has_bias: b
     threshold, scale = dropout_threshold(p)
     dx = torch.empty((m, n), device=dy.device, dtype=dy.dtype)
     g, groups, warps = _blocks(n)
-    p_rows = programs_for(m, 1, dy.device, warps, programs) if has_bias else m
+    p_rows = bias_grad_programs(m, n, dy.device, programs) if has_bias else m
     partial = torch.empty((p_rows, n) if has_bias else (1, 1), device=dy.device, dtype=torch.float32)
     if m and n:
         dropout_add_bwd_kernel[(p_rows, triton.cdiv(g, groups))](

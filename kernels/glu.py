@@ -39,6 +39,18 @@ def _act_and_grad(g, ACT: tl.constexpr):
 
 
 @triton.jit
+def _row_block(N, BLOCK_C: tl.constexpr):
+    """This program's row (int64), its BLOCK_C columns and which of them are inside the width."""
+    cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    return tl.program_id(0).to(tl.int64), cols, cols < N
+
+
+@triton.jit
+def _load(ptr, row, stride, cols, ok):
+    return tl.load(ptr + row * stride + cols, mask=ok, other=0.0).to(tl.float32)
+
+
+@triton.jit
 def glu_fwd_kernel(
     # tensors: gate, up, y (M, N)
     gate_ptr, up_ptr, y_ptr,
@@ -47,12 +59,9 @@ def glu_fwd_kernel(
     # meta
     BLOCK_C: tl.constexpr, ACT: tl.constexpr,
 ):
-    row = tl.program_id(0).to(tl.int64)
-    cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
-    ok = cols < N
-    g = tl.load(gate_ptr + row * stride_gm + cols, mask=ok, other=0.0).to(tl.float32)
-    u = tl.load(up_ptr + row * stride_um + cols, mask=ok, other=0.0).to(tl.float32)
-    a, _ = _act_and_grad(g, ACT)
+    row, cols, ok = _row_block(N, BLOCK_C)
+    a, _ = _act_and_grad(_load(gate_ptr, row, stride_gm, cols, ok), ACT)
+    u = _load(up_ptr, row, stride_um, cols, ok)
     tl.store(y_ptr + row * stride_ym + cols, (a * u).to(y_ptr.dtype.element_ty), mask=ok)
 
 
@@ -65,13 +74,10 @@ def glu_bwd_kernel(
     # meta
     BLOCK_C: tl.constexpr, ACT: tl.constexpr,
 ):
-    row = tl.program_id(0).to(tl.int64)
-    cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
-    ok = cols < N
-    dy = tl.load(dy_ptr + row * stride_dym + cols, mask=ok, other=0.0).to(tl.float32)
-    g = tl.load(gate_ptr + row * stride_gm + cols, mask=ok, other=0.0).to(tl.float32)
-    u = tl.load(up_ptr + row * stride_um + cols, mask=ok, other=0.0).to(tl.float32)
-    a, da = _act_and_grad(g, ACT)
+    row, cols, ok = _row_block(N, BLOCK_C)
+    dy = _load(dy_ptr, row, stride_dym, cols, ok)
+    a, da = _act_and_grad(_load(gate_ptr, row, stride_gm, cols, ok), ACT)
+    u = _load(up_ptr, row, stride_um, cols, ok)
     tl.store(dg_ptr + row * stride_dgm + cols, (dy * u * da).to(dg_ptr.dtype.element_ty), mask=ok)
     tl.store(du_ptr + row * stride_dum + cols, (dy * a).to(du_ptr.dtype.element_ty), mask=ok)
 

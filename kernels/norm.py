@@ -134,6 +134,12 @@ def _forward(x, weight, bias, eps: float, layer: bool):
     return y, mean, rstd
 
 
+def backward_programs(rows: int, width: int, device: torch.device, programs: int | None = None) -> int:
+    """P, the backward's persistent programs (and fp32 partial rows of each weight gradient) for this shape."""
+    block_rows, block_n = row_tile(width)
+    return programs_for(triton.cdiv(rows, block_rows), block_rows, device, warps_for(block_rows * block_n), programs)
+
+
 def _backward(dy, x, weight, mean, rstd, layer: bool, has_bias: bool, programs: int | None):
     m, n = _check(x, weight)
     if dy.shape != x.shape or dy.dtype != x.dtype or dy.stride(1) != 1:
@@ -144,7 +150,7 @@ def _backward(dy, x, weight, mean, rstd, layer: bool, has_bias: bool, programs: 
     dx = torch.empty_like(x, memory_format=torch.contiguous_format)
     block_rows, block_n = row_tile(n)
     warps = warps_for(block_rows * block_n)
-    p = programs_for(triton.cdiv(m, block_rows), block_rows, x.device, warps, programs)
+    p = backward_programs(m, n, x.device, programs)
     width = 2 * n if has_bias else n
     partial = torch.empty((p, width), device=x.device, dtype=torch.float32)
     norm_bwd_kernel[(p,)](
