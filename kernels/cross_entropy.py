@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .rowwise import col_tile, warps_for
+from .rowwise import warps_for
 
 LOG2E: tl.constexpr = tl.constexpr(1.4426950408889634)   # exp(x) = exp2(x * log2(e))
 BLOCK_ELEMENTS = 4096   # vocabulary chunk a program holds
@@ -81,7 +81,7 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor, ignore_index: int 
         raise ValueError(f"target must be a ({m},) int32/int64 tensor, got {tuple(target.shape)} {target.dtype}")
     n_valid = (target != ignore_index).sum()
     loss_row = torch.empty(m, device=logits.device, dtype=torch.float32)
-    block_v = col_tile(v, BLOCK_ELEMENTS)
+    block_v = min(triton.next_power_of_2(v), BLOCK_ELEMENTS)   # a loop over chunks: padding costs one chunk
     if m and v:
         cross_entropy_kernel[(m,)](logits, target, loss_row, n_valid, v, logits.stride(0), ignore_index,
                                    BLOCK_V=block_v, num_warps=warps_for(block_v))

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 
+import triton
+
 from . import cross_entropy, dropout_add, glu, norm, rotary
 from .matmul_compile import compile_for_hopper
 from .rowwise import col_tile, row_tile, sum_partials_kernel, warps_for
@@ -62,7 +64,7 @@ def _dropout(width: int, backward: bool) -> tuple:
 
 
 def _cross_entropy(vocab: int) -> tuple:
-    block_v = col_tile(vocab, cross_entropy.BLOCK_ELEMENTS)
+    block_v = min(triton.next_power_of_2(vocab), cross_entropy.BLOCK_ELEMENTS)
     types = dict(logits_ptr=BF16, target_ptr=I64, loss_ptr=F32, n_valid_ptr=I64, V=I32, stride_lm=I32,
                  ignore_index=I32)
     return cross_entropy.cross_entropy_kernel, types, dict(BLOCK_V=block_v), warps_for(block_v)

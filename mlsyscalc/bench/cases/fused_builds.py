@@ -43,7 +43,7 @@ def _bench(run: Callable, reference_parts: list, baseline: Callable | None, extr
     if len(reference_parts) == 1:
         ref = reference_parts[0].float()
         return Bench(run=run, reference=lambda: ref, baseline=baseline, extra=extra or {})
-    norms = [max(p.double().norm().item(), 1e-30) for p in reference_parts]
+    norms = [max(p.float().norm().item(), 1e-30) for p in reference_parts]
     ref = _joined(reference_parts, norms)
     return Bench(run=run, reference=lambda: ref, baseline=baseline, extra=extra or {},
                  view=lambda outs: _joined(outs, norms))
