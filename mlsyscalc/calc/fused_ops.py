@@ -17,22 +17,22 @@ for a deterministic reduction, not bytes the op must move.
 | op, pass | W | read bytes | write bytes |
 | --- | --- | --- | --- |
 | rmsnorm_fwd | hidden | x T W a, weight W w | y T W a, rstd 4 T |
-| rmsnorm_bwd | hidden | dy, x 2 T W a, weight W w, rstd 4 T, (partials 4 P W) | dx T W a, dweight W w, (partials 4 P W) |
+| rmsnorm_bwd | hidden | dy, x 2 T W a, weight W w, rstd 4 T, (dweight partials 4 P W) | dx T W a, dweight W w, (dweight partials 4 P W) |
 | layernorm_fwd | hidden | x T W a, weight W w, [bias W w] | y T W a, mean 4 T, rstd 4 T |
-| layernorm_bwd | hidden | dy, x 2 T W a, weight W w, mean, rstd 8 T, (partials 4 P W, [+ 4 P W]) | dx T W a, dweight W w, [dbias W w], (partials) |
+| layernorm_bwd | hidden | dy, x 2 T W a, weight W w, mean and rstd 8 T, (dweight partials 4 P W), [(dbias partials 4 P W)] | dx T W a, dweight W w, [dbias W w], (the same partials) |
 | swiglu_fwd, geglu_fwd | intermediate I | gate, up 2 T W a | y T W a |
 | swiglu_bwd, geglu_bwd | intermediate I | dy, gate, up 3 T W a | dgate, dup 2 T W a |
 | rotary_fwd, rotary_bwd | heads x D | x (dy) T W a, positions T i, cos and sin 2 T (D/2) t | y (dx) T W a |
-| dropout_add_fwd | hidden | x, residual 2 T W a, [bias W a], {mask: none} | out T W a, {mask T W} |
-| dropout_add_bwd | hidden | dy T W a, {mask T W} | dx T W a, [dbias W a, partials 4 P W both ways] |
+| dropout_add_fwd | hidden | x, residual 2 T W a, [bias W a] | out T W a, {mask T W} |
+| dropout_add_bwd | hidden | dy T W a, {mask T W}, [(dbias partials 4 P W)] | dx T W a, [dbias W a], [(dbias partials 4 P W)] |
 | cross_entropy_fwdbwd | vocab V | logits T V a, targets T i | gradient T V a (in place), loss 4 T |
 
-[ ] only with `bias` (default True); { } only with `mask` (default False: the mask is regenerated
-from the seed, as kernels/dropout_add.py does; True prices a saved byte mask, as torch's dropout
-keeps). The residual's gradient is dy itself (no bytes). Rotary reads one table row per token (T
-rows; repeated positions would hit the L2). Cross-entropy counts the logits read once: the kernel
-reads them twice (its second pass partly from L2), so its measured rate over these bytes is an
-effective one, the rate a user compares with torch's fp32-upcast loss.
+( ) zero unless `partials` = P is given; [ ] only with `bias` (default True); { } only with `mask`
+(default False: the mask is regenerated from the seed, as kernels/dropout_add.py does; True prices a
+saved byte mask, as torch's dropout keeps). The residual's gradient is dy itself (no bytes). Rotary
+reads one table row per token (T rows; repeated positions would hit the L2). Cross-entropy counts the
+logits read once: the kernel reads them twice (its second pass partly from L2), so its measured rate
+over these bytes is an effective one, the rate a user compares with torch's fp32-upcast loss.
 """
 
 from __future__ import annotations
