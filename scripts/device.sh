@@ -5,6 +5,7 @@
 #   tests      every GPU test, one file at a time, each test's outcome in $OUT/tests.txt
 #   kernels    ceilings, matmul (bf16 + fp8 prefill), quant (quantize, W8A16/W4A16 decode and prefill, W8A8)
 #   attention  flash attention forward/backward/decode goals, then the extra shapes
+#   fused      the fused memory-bound kernels' GPU tests, then `mlsys bench fused --sweep train` (every op, pass)
 #   spot       a quick check that behaviour is unchanged: quant GPU tests, the W8A16/W4A16 decode and
 #              prefill sweeps, W8A8 at M = 1, and a few matmul and attention shapes of the committed reports
 #   comm       NCCL collectives over every GPU of the host (scripts/device_comm.sh)
@@ -16,7 +17,7 @@
 # copied in first (not with FRESH=1), so a sweep resumes and keeps them. Afterwards, on any machine:
 #   mlsys bench report <fetched OUT> --out reports
 set -uo pipefail
-MODE=${1:?usage: scripts/device.sh tests|kernels|attention|spot|comm|memory|models|sustained}
+MODE=${1:?usage: scripts/device.sh tests|kernels|attention|fused|spot|comm|memory|models|sustained}
 OUT=${OUT:-device_out}
 BUDGET_S=${BUDGET_S:-540}
 mkdir -p "$OUT"
@@ -64,6 +65,7 @@ case "$MODE" in
     gpu_tests tests/test_kernels_quant_gemv.py
     gpu_tests tests/test_kernels_quant.py
     gpu_tests tests/test_kernels_attention.py
+    gpu_tests tests/test_kernels_fused.py
     gpu_tests tests/test_memory_torch.py ;;
   kernels)
     ceilings
@@ -77,6 +79,9 @@ case "$MODE" in
   attention)
     bench attention --sweep goals
     bench attention --sweep extra --kind fwd --kind decode ;;
+  fused)   # tests first (about a minute with compiles), then about 4 minutes of sweep (docs/bench.md)
+    gpu_tests tests/test_kernels_fused.py
+    bench fused --sweep train ;;
   spot)   # fresh rows (FRESH=1): compare them with the committed ones before merging any
     export FRESH=1
     ceilings
@@ -105,6 +110,6 @@ case "$MODE" in
     timeout "$(left)" python3 scripts/train_ops_measure.py --out "$OUT/sustained/train_ops.jsonl" \
       --steady "${STEADY_S:-25}" --model llama3-8b --layers 8 --seq 8192
     echo "train_ops_measure -> exit $? at $(( $(date +%s) - start )) s" ;;
-  *) echo "unknown mode $MODE (tests, kernels, attention, spot, comm, memory, models, sustained)"; exit 2 ;;
+  *) echo "unknown mode $MODE (tests, kernels, attention, fused, spot, comm, memory, models, sustained)"; exit 2 ;;
 esac
 echo "== done after $(( $(date +%s) - start )) s"

@@ -38,6 +38,7 @@ class Case:
     variant: str = ""
     gate: str = ""          # TOLERANCES key; defaults to dtype
     tol: float | None = None
+    predicted_ms: float | None = None   # the roofline's time for it, where the case module prices it
 
     @property
     def key(self) -> str:
@@ -48,7 +49,7 @@ def run_case(case: Case) -> Row:
     """Gate, then time kernel and baseline; any exception becomes the row's `error`."""
     row = Row(kernel=case.kernel, baseline=case.baseline, shape=case.shape, dtype=case.dtype,
               variant=case.variant, flops=case.flops or None, bytes=case.bytes or None,
-              env=dict(harness.env_metadata()), measured_at=harness.now())
+              predicted_ms=case.predicted_ms, env=dict(harness.env_metadata()), measured_at=harness.now())
     bench = None
     try:
         bench = case.build()
