@@ -7,7 +7,8 @@ backward), the embedding's backward (torch's embedding_dense_backward, then the 
 fp32 main gradient as Megatron-LM's DDP does for parameters outside its fused GEMMs), gradient clipping
 (torch.nn.utils.clip_grad_norm_ over fp32 gradients: a norm pass, then a scale), the fused AdamW step over fp32
 master weights, gradients and moments, and dropout before a residual add. Each row: the bytes the op must move,
-its median time (do_bench, L2 flushed) and the rate.
+its median time (do_bench, L2 flushed) and the rate. Then cuBLAS GEMMs of the shapes small-hidden models train with
+(TRAINING_GEMMS), bf16, do_bench medians.
 
 `--steady SECONDS`: a model's training step (`--model`, `--layers` of it, micro-batch 1, `--seq`) run back to
 back for SECONDS; per step its time, and the card's SM clock, power and throttle reasons over the run
@@ -19,6 +20,8 @@ back for SECONDS; per step its time, and the card's SM clock, power and throttle
 from __future__ import annotations
 
 import argparse
+import functools
+import itertools
 import json
 import statistics
 import time
@@ -102,6 +105,28 @@ def _rows_ops(device: str):
         torch.cuda.empty_cache()
 
 
+# cuBLAS GEMMs of training steps whose K or N is small (hidden 1024-4096 models): forward (tokens x out x in), input
+# gradient (tokens x in x out) and weight gradient (in x out x tokens) shapes of their projections, MxNxK
+TRAINING_GEMMS = ("16384x1024x1024", "16384x4096x1024", "16384x1024x4096", "16384x2048x2048", "16384x3072x2048",
+                  "16384x8192x2048", "16384x2048x8192", "2048x8192x16384", "2048x2048x16384", "8192x2048x2048",
+                  "16384x6144x4096", "16384x4096x14336", "4096x14336x16384", "16384x4096x4096")
+
+
+def _rows_gemms(device: str):
+    """Each TRAINING_GEMMS shape through torch.matmul in bf16, do_bench median (burst clocks)."""
+    import torch
+
+    from mlsyscalc.bench import harness
+
+    for shape in TRAINING_GEMMS:
+        m, n, k = (int(x) for x in shape.split("x"))
+        a = torch.randn(m, k, device=device, dtype=torch.bfloat16)
+        w = torch.randn(n, k, device=device, dtype=torch.bfloat16)
+        ms = harness.time_ms(functools.partial(torch.matmul, a, w.T))
+        yield {"op": "cublas_gemm", "shape": shape, "flops": 2.0 * m * n * k, "median_ms": ms,
+               "TFLOPps": 2.0 * m * n * k / (ms * 1e-3) / 1e12}
+
+
 def steady_step(model_name: str, layers: int, seq: int, seconds: float) -> dict:
     """One model's eager training step back to back for `seconds`: step times and the card's state."""
     from dataclasses import replace
@@ -164,7 +189,7 @@ def main() -> None:
     env = dict(harness.env_metadata())
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("a") as f:
-        for row in _rows_ops("cuda"):
+        for row in itertools.chain(_rows_ops("cuda"), _rows_gemms("cuda")):
             f.write(json.dumps({**row, "env": env, "measured_at": harness.now()}) + "\n")
             f.flush()
             print(row.get("op"), row.get("shape"), row.get("GBps", row.get("error")))
