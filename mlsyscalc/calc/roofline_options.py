@@ -20,6 +20,8 @@ RECOMPUTE = ("none", "selective", "full")  # Korthikanti et al. 2022: selective 
 IMPLS = ("fused", "torch")  # one kernel per op, or the kernels plain PyTorch runs (calc.roofline_torch)
 LAUNCHES = ("graph", "eager")  # prefill/decode: replayed from a CUDA graph, or issued op by op from Python
 LOGITS = ("all", "last")  # prefill lm_head over every position (calc.flops' convention) or the last one
+KV_LAYOUTS = ("contiguous", "paged")  # KV cache in one tensor, or in pages read through a block table (calc.roofline_paged)
+ALL_REDUCES = ("nccl", "custom")  # TP all-reduce on NCCL, or on the custom kernel serving engines run (calc.roofline_comm)
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,8 @@ class RooflineOptions:
     # "graph": replayed from a CUDA graph (no host path); "eager": issued op by op from Python (calc.roofline_host's
     # host path); None: graph for prefill/decode (as serving engines run them), eager for a training step
     launch: str | None = None
+    kv_layout: str = "contiguous"  # "paged": the KV cache in pages, attention on the paged kernels (serving)
+    all_reduce: str = "nccl"  # "custom": small TP all-reduces on the one-shot custom kernel (serving engines)
 
     @property
     def flop_options(self) -> FlopOptions:
@@ -110,6 +114,8 @@ class RooflineOptions:
         require(self.logits == "all" or self.phase != "train", "--logits last is an inference convention; "
                 "a training step computes the loss at every position")
         require(self.window in WINDOW_MODES, f"window must be one of {', '.join(WINDOW_MODES)}, got {self.window!r}")
+        require(self.kv_layout in KV_LAYOUTS, f"kv_layout must be one of {', '.join(KV_LAYOUTS)}, got {self.kv_layout!r}")
+        require(self.all_reduce in ALL_REDUCES, f"all_reduce must be one of {', '.join(ALL_REDUCES)}, got {self.all_reduce!r}")
         require(self.recompute in RECOMPUTE, f"recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r}")
         require(self.dp >= 1, f"dp must be a positive integer, got {self.dp}")
         require(self.zero in (0, 1, 2, 3), f"zero stage must be 0, 1, 2 or 3, got {self.zero}")
