@@ -23,15 +23,15 @@ def test_every_case_names_its_source_and_kind():
 
 def test_first_token_case_is_one_prefill():
     from mlsyscalc.calc.roofline_ops import resolve_ceilings
-    from mlsyscalc.calc.roofline_options import RooflineOptions
-    from mlsyscalc.calc.serve_cost import Batch, IterationCost
+    from mlsyscalc.calc.serve import ServeOptions, iteration_cost
+    from mlsyscalc.calc.serve_cost import Batch
     from mlsyscalc.specs.lookup import load_model
 
     script = load_script("serve_published")
     case = next(c for c in CASES if c["metric"] == "ttft_s" and c["gpu"] == "H100-SXM" and c["tp"] == 1)
     n = case["workload"]["prompt_len"]
-    cost = IterationCost(load_model(case["model"]), resolve_ceilings(case["gpu"]),
-                         RooflineOptions(dtype=case["dtype"], kv_dtype=case["kv_dtype"]))
+    cost = iteration_cost(load_model(case["model"]), resolve_ceilings(case["gpu"]),
+                          ServeOptions(dtype=case["dtype"], kv_dtype=case["kv_dtype"]))
     assert script.predict(case) == pytest.approx(cost.time_s(Batch.of(chunks=((n, 0),))), rel=1e-9)
 
 
