@@ -5,6 +5,8 @@
 #   tests      every GPU test, one file at a time, each test's outcome in $OUT/tests.txt
 #   kernels    ceilings, matmul (bf16 + fp8 prefill), quant (quantize, W8A16/W4A16 decode and prefill, W8A8)
 #   attention  flash attention forward/backward/decode goals, then the extra shapes
+#   serve-attention  our paged decode kernel at batch 1-16 (Llama-3-8B heads, 1k and 4k keys): the few-CTA
+#              regime calc.roofline_paged prices for `mlsys serve`; about 2 minutes (BUDGET_S=120)
 #   spot       a quick check that behaviour is unchanged: quant GPU tests, the W8A16/W4A16 decode and
 #              prefill sweeps, W8A8 at M = 1, and a few matmul and attention shapes of the committed reports
 #   comm       NCCL collectives over every GPU of the host (scripts/device_comm.sh)
@@ -14,7 +16,7 @@
 # copied in first (not with FRESH=1), so a sweep resumes and keeps them. Afterwards, on any machine:
 #   mlsys bench report <fetched OUT> --out reports
 set -uo pipefail
-MODE=${1:?usage: scripts/device.sh tests|kernels|attention|spot|comm|memory|models}
+MODE=${1:?usage: scripts/device.sh tests|kernels|attention|serve-attention|spot|comm|memory|models}
 OUT=${OUT:-device_out}
 BUDGET_S=${BUDGET_S:-540}
 mkdir -p "$OUT"
@@ -72,6 +74,8 @@ case "$MODE" in
     bench quant --kind w8a8
     bench quant --kind w8a8 --shapes 1x8192x8192,16x8192x8192,1x12288x4096
     bench quant --kind quantize ;;
+  serve-attention)  # decode at batch 1-16, the paged serving kernels' few-CTA regime (docs/serving.md); ~2 min
+    bench attention --sweep serving --kind decode ;;
   attention)
     bench attention --sweep goals
     bench attention --sweep extra --kind fwd --kind decode ;;
@@ -95,6 +99,6 @@ case "$MODE" in
   models)   # hook: the whole-model validation writes its own script; this mode runs it when it lands
     if [ -f scripts/device_models.sh ]; then OUT="$OUT/models" bash scripts/device_models.sh
     else echo "no scripts/device_models.sh yet: nothing to run"; exit 2; fi ;;
-  *) echo "unknown mode $MODE (tests, kernels, attention, spot, comm, memory, models)"; exit 2 ;;
+  *) echo "unknown mode $MODE (tests, kernels, attention, serve-attention, spot, comm, memory, models)"; exit 2 ;;
 esac
 echo "== done after $(( $(date +%s) - start )) s"
