@@ -6,6 +6,8 @@
 #   kernels    ceilings, matmul (bf16 + fp8 prefill), quant (quantize, W8A16/W4A16 decode and prefill, W8A8)
 #   attention  flash attention forward/backward/decode goals, then the extra shapes
 #   fused      the fused memory-bound kernels' GPU tests, then `mlsys bench fused --sweep train` (every op, pass)
+#   serve-attention  our paged decode kernel at batch 1-16 (Llama-3-8B heads, 1k and 4k keys): the few-CTA
+#              regime calc.roofline_paged prices for `mlsys serve`; about 2 minutes (BUDGET_S=120)
 #   spot       a quick check that behaviour is unchanged: quant GPU tests, the W8A16/W4A16 decode and
 #              prefill sweeps, W8A8 at M = 1, and a few matmul and attention shapes of the committed reports
 #   comm       NCCL collectives over every GPU of the host (scripts/device_comm.sh)
@@ -17,7 +19,7 @@
 # copied in first (not with FRESH=1), so a sweep resumes and keeps them. Afterwards, on any machine:
 #   mlsys bench report <fetched OUT> --out reports
 set -uo pipefail
-MODE=${1:?usage: scripts/device.sh tests|kernels|attention|fused|spot|comm|memory|models|sustained}
+MODE=${1:?usage: scripts/device.sh tests|kernels|attention|fused|serve-attention|spot|comm|memory|models|sustained}
 OUT=${OUT:-device_out}
 BUDGET_S=${BUDGET_S:-540}
 mkdir -p "$OUT"
@@ -76,6 +78,8 @@ case "$MODE" in
     bench quant --kind w8a8
     bench quant --kind w8a8 --shapes 1x8192x8192,16x8192x8192,1x12288x4096
     bench quant --kind quantize ;;
+  serve-attention)  # decode at batch 1-16, the paged serving kernels' few-CTA regime (docs/serving.md); ~2 min
+    bench attention --sweep serving --kind decode ;;
   attention)
     bench attention --sweep goals
     bench attention --sweep extra --kind fwd --kind decode ;;
@@ -110,6 +114,6 @@ case "$MODE" in
     timeout "$(left)" python3 scripts/train_ops_measure.py --out "$OUT/sustained/train_ops.jsonl" \
       --steady "${STEADY_S:-25}" --model llama3-8b --layers 8 --seq 8192
     echo "train_ops_measure -> exit $? at $(( $(date +%s) - start )) s" ;;
-  *) echo "unknown mode $MODE (tests, kernels, attention, fused, spot, comm, memory, models, sustained)"; exit 2 ;;
+  *) echo "unknown mode $MODE (tests, kernels, attention, fused, serve-attention, spot, comm, memory, models, sustained)"; exit 2 ;;
 esac
 echo "== done after $(( $(date +%s) - start )) s"

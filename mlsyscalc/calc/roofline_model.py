@@ -31,6 +31,7 @@ from .roofline_memory import copy_cast_op, elementwise_op, embedding_op, norm_op
 from .roofline_mem_efficient import mem_efficient_attention, runs_mem_efficient
 from .roofline_head import loss_forward_ops
 from .roofline_notes import model_notes
+from .roofline_paged import paged_attention
 from .roofline_ops import (OpPrediction, OpRow, predict_attention, predict_grouped_matmul, predict_matmul,
                            predict_memory_op, window_fraction)
 from .roofline_options import PHASES, RooflineOptions  # noqa: F401  (re-exported)
@@ -252,12 +253,18 @@ def _attention_op(p: _Pass, windowed: bool, backward: bool = False) -> OpPredict
         if o.impl == "torch" and runs_mem_efficient(width, mla.kv_lora_rank):  # SDPA's CUTLASS kernel
             return mem_efficient_attention(o.batch, p.heads, kv_len, width, mla.kv_lora_rank, p.store, p.ceil,
                                            kv_dtype, name=name)
-        return predict_attention(o.batch, p.heads, 1, 1, kv_len, width, False,
+        pred = predict_attention(o.batch, p.heads, 1, 1, kv_len, width, False,
                                  p.store, p.ceil, v_head_dim=mla.kv_lora_rank, kv_dtype=kv_dtype, v_in_k=True, name=name)
-    return predict_attention(o.batch, p.heads, p.kv_heads, o.new_tokens, kv_len, spec.head_dim, causal, p.store,
-                             p.ceil, v_head_dim=spec.v_head_dim, kv_dtype=None if backward else kv_dtype,
-                             backward=backward, window=window, pad_head_dim=o.impl == "torch" and spec.mla is None,
-                             name=name)
+        kv_heads = 1
+    else:
+        pred = predict_attention(o.batch, p.heads, p.kv_heads, o.new_tokens, kv_len, spec.head_dim, causal, p.store,
+                                 p.ceil, v_head_dim=spec.v_head_dim, kv_dtype=None if backward else kv_dtype,
+                                 backward=backward, window=window, pad_head_dim=o.impl == "torch" and spec.mla is None,
+                                 name=name)
+        kv_heads = p.kv_heads
+    if o.kv_layout != "paged" or o.phase == "train":
+        return pred
+    return paged_attention(pred, p.ceil, o.batch, kv_heads, o.new_tokens, kv_len, p.heads // kv_heads)
 
 
 def _mlp_widths(p: _Pass, layer: int) -> float:

@@ -22,6 +22,8 @@ IMPLS = ("fused", "torch")  # one kernel per op, or the kernels plain PyTorch ru
 LAUNCHES = ("graph", "eager")  # prefill/decode: replayed from a CUDA graph, or issued op by op from Python
 LOGITS = ("all", "last")  # prefill lm_head over every position (calc.flops' convention) or the last one
 LOSSES = ("fp32", "fused")  # train, fused list: Megatron-LM's vocab-parallel fp32 loss, or one fused kernel (roofline_head)
+KV_LAYOUTS = ("contiguous", "paged")  # KV cache in one tensor, or in pages read through a block table (calc.roofline_paged)
+ALL_REDUCES = ("nccl", "custom")  # TP all-reduce on NCCL, or on the custom kernel serving engines run (calc.roofline_comm)
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,8 @@ class RooflineOptions:
     clocks: str | None = None
     loss: str = "fp32"  # train with impl "fused": the loss's kernels (calc.roofline_head)
     dropout: float = 0.0  # train: hidden dropout before each residual add (a 1-byte mask written and read back)
+    kv_layout: str = "contiguous"  # "paged": the KV cache in pages, attention on the paged kernels (serving)
+    all_reduce: str = "nccl"  # "custom": small TP all-reduces on the one-shot custom kernel (serving engines)
 
     @property
     def flop_options(self) -> FlopOptions:
@@ -122,6 +126,8 @@ class RooflineOptions:
         require(self.logits == "all" or self.phase != "train", "--logits last is an inference convention; "
                 "a training step computes the loss at every position")
         require(self.window in WINDOW_MODES, f"window must be one of {', '.join(WINDOW_MODES)}, got {self.window!r}")
+        require(self.kv_layout in KV_LAYOUTS, f"kv_layout must be one of {', '.join(KV_LAYOUTS)}, got {self.kv_layout!r}")
+        require(self.all_reduce in ALL_REDUCES, f"all_reduce must be one of {', '.join(ALL_REDUCES)}, got {self.all_reduce!r}")
         require(self.recompute in RECOMPUTE, f"recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r}")
         require(self.clocks is None or self.clocks in CLOCKS,
                 f"clocks must be one of {', '.join(CLOCKS)}, got {self.clocks!r}")
