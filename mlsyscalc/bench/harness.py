@@ -157,6 +157,31 @@ def time_ms(fn: Callable[[], Any], warmup_ms: int = 25, rep_ms: int = 100) -> fl
     return float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
 
 
+def graphed(fn: Callable[[], Any]) -> tuple[Callable[[], Any], str]:
+    """(a call that replays a CUDA graph of `fn`, "graph"), so that do_bench times the GPU and not the host's
+    launch path (a Python launcher's 20-150 us would otherwise pace a small kernel); `fn` itself and the reason
+    where it cannot be captured (the interpreter, an op that refuses capture), with "eager: <reason>"."""
+    if interpreting():
+        return fn, "eager: interpreter"
+    import torch
+
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):  # warm-up outside the capture: compiles, allocator pools
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+        torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001 - an op that cannot be captured is timed as it is
+        torch.cuda.synchronize()
+        return fn, f"eager: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
+    return graph.replay, "graph"
+
+
 @functools.lru_cache(maxsize=1)
 def env_metadata() -> dict[str, Any]:
     """GPU name, SM count, clocks (if nvidia-smi answers), driver, CUDA, torch, triton, commit."""

@@ -272,28 +272,32 @@ class Ceilings:
         eff.validate()
         return replace(self, efficiency=eff)
 
-    def at_clocks(self, clocks: str) -> "Ceilings":
-        """These ceilings at `clocks` (calc.steady): "burst" as they are; "sustained" with the GEMM efficiencies
-        capped at the steady state's share of the datasheet (the unaligned class keeps its ratio to matmul),
-        attention's efficiencies times its steady / burst ratio and the memory efficiency capped likewise. A card
-        without a steady state (none measured) stays as it is, and says so in its notes."""
+    def at_clocks(self, clocks: str, mix: Mapping[str, float] | None = None) -> "Ceilings":
+        """These ceilings at `clocks` (calc.steady): "burst" as they are; "sustained" at the clock the step's kernel
+        `mix` (seconds per calc.steady.MIX_KINDS kind at burst rates; None: a lone GEMM) holds under the power cap:
+        each GEMM kind's efficiency capped at its steady share of the datasheet times that clock over its own steady
+        clock (the unaligned class keeps its ratio to matmul), attention's times its steady / burst ratio at that
+        clock over its own (at most 1), memory-bound kernels as they are. A card without a steady state (none
+        measured) stays as it is, and says so in its notes."""
         require(clocks in CLOCKS, f"clocks must be one of {', '.join(CLOCKS)}, got {clocks!r}")
         if clocks == self.clocks:
             return self
         s = self.steady
-        if s is None:
-            note = f"sustained clocks: no steady-state measurement for {self.gpu.name} ({self.source}); efficiencies kept"
+        if s is None or clocks == "burst":
+            note = (f"sustained clocks: no steady-state measurement for {self.gpu.name} ({self.source}); efficiencies "
+                    "kept") if clocks == "sustained" else "burst clocks"
             return replace(self, clocks=clocks, notes=self.notes + (note,))
         e = self.efficiency
-        matmul = min(e.matmul, s.matmul * self.datasheet_flops("bf16") / self.peak("bf16"))
-        memory = min(e.memory, s.memory * self.datasheet_Bps / self.read_Bps)
-        changes = {"matmul": matmul, "matmul_unaligned": e.matmul_unaligned * matmul / e.matmul, "memory": memory,
-                   "memory_broadcast": e.memory_broadcast * memory / e.memory,
-                   **{k: getattr(e, k) * s.attention for k in ("attention", "attention_small_head", "attention_flash2")}}
+        mhz = s.clock_MHz(mix)
+        matmul = min(e.matmul, s.matmul * mhz / s.matmul_MHz * self.datasheet_flops("bf16") / self.peak("bf16"))
+        attention = min(1.0, s.attention * mhz / s.attention_MHz)
+        changes = {"matmul": matmul, "matmul_unaligned": e.matmul_unaligned * matmul / e.matmul,
+                   **{k: getattr(e, k) * attention for k in ("attention", "attention_small_head", "attention_flash2")}}
         if s.matmul_fp8 is not None and self.base_flops.get("fp8"):
-            changes["matmul_fp8"] = min(e.matmul_fp8, s.matmul_fp8 * self.datasheet_flops("fp8") / self.peak("fp8"))
-        return replace(self.with_efficiency(**changes), clocks=clocks,
-                       notes=self.notes + (f"sustained clocks: {s.source}",))
+            changes["matmul_fp8"] = min(e.matmul_fp8, s.matmul_fp8 * mhz / s.kind_MHz("matmul_fp8")
+                                        * self.datasheet_flops("fp8") / self.peak("fp8"))
+        note = f"sustained clocks: {mhz:.0f} MHz for this step's kernel mix; {s.source}"
+        return replace(self.with_efficiency(**changes), clocks=clocks, notes=self.notes + (note,))
 
     def with_host(self, s_per_kernel: float | None = None, s_per_layer: float | None = None,
                   source: str = "command line") -> "Ceilings":

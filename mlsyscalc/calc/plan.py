@@ -84,7 +84,7 @@ class _Memo:
             loss=c.loss, dropout=c.dropout, clocks=c.clocks))
         return self.get(("parts", c.tp, c.cp, c.micro_batch, c.sp_active, impl), lambda: stage_parts(
             self.spec, result, sp=c.sp_active, capacity_factor=c.capacity_factor,
-            attention=core_attention(self.spec, self.ceil, c), fp8_recipe=c.fp8_recipe))
+            attention=core_attention(self.spec, result.ceilings, c), fp8_recipe=c.fp8_recipe))
 
     def stages(self, pp: int, vp: int, split: PipelineSplit) -> tuple[Stage, ...]:
         return self.get(("stages", pp, vp, split), lambda: pipeline_stages(self.spec, pp, vp, split))

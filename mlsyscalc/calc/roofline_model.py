@@ -30,6 +30,7 @@ from .roofline_host import eager_host_path_s
 from .roofline_memory import copy_cast_op, elementwise_op, embedding_op, norm_op, rotary_op
 from .roofline_mem_efficient import mem_efficient_attention, runs_mem_efficient
 from .roofline_head import loss_forward_ops
+from .steady import MIX_KINDS
 from .roofline_notes import model_notes
 from .roofline_paged import paged_attention
 from .roofline_ops import (OpPrediction, OpRow, predict_attention, predict_grouped_matmul, predict_matmul,
@@ -399,10 +400,37 @@ def _fit(p: _Pass) -> tuple[float, float]:
 
 
 def predict_model(spec: ModelSpec, ceilings: Ceilings, options: RooflineOptions | None = None) -> ModelRoofline:
-    """Per-kernel roofline rows and totals for one prefill, decode step or training step."""
+    """Per-kernel roofline rows and totals for one prefill, decode step or training step; at sustained clocks the
+    step is priced at the clock its own kernel mix holds under the power cap (calc.steady), read off a pass at
+    burst clocks (ceilings already at sustained clocks are used as they are)."""
     opts = options or RooflineOptions()
     opts.validate(spec)
-    ceilings = ceilings.at_clocks(opts.clocks_mode)
+    if opts.clocks_mode == "sustained" and ceilings.clocks != "sustained":
+        burst = _predict(spec, ceilings.at_clocks("burst"), opts)
+        ceilings = ceilings.at_clocks("sustained", kernel_mix(burst.rows))
+    return _predict(spec, ceilings.at_clocks(opts.clocks_mode), opts)
+
+
+def kernel_mix(rows: tuple[OpRow, ...] | list[OpRow]) -> dict[str, float]:
+    """Seconds of the forward and backward rows by what draws the card's power (calc.steady.MIX_KINDS):
+    compute-bound GEMMs (bf16, or fp8), attention, and the rest (memory-bound kernels, streaming GEMMs). The
+    optimizer step is left out: a phase of its own, after the backward, which the card's power controller (its
+    clock moves within 50-100 ms: reports/train/runs/h200-step-ops/) does not average with the layers'."""
+    mix = dict.fromkeys(MIX_KINDS, 0.0)
+    for r in rows:
+        if r.pass_name == "optimizer":
+            continue
+        p = r.pred
+        if p.kind == "matmul" and p.compute_s >= p.memory_s:
+            mix["matmul_fp8" if p.compute_class == "matmul_fp8" else "matmul"] += r.total_s
+        elif p.kind == "attention":
+            mix["attention"] += r.total_s
+        else:
+            mix["memory"] += r.total_s
+    return mix
+
+
+def _predict(spec: ModelSpec, ceilings: Ceilings, opts: RooflineOptions) -> ModelRoofline:
     p = _Pass(spec, ceilings, opts)
     weights, kv = _fit(p)
     rows = forward_rows(p)

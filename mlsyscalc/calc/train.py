@@ -301,9 +301,10 @@ def step_memory(spec: ModelSpec, opts: TrainStepOptions) -> TrainMemory:
 
 
 def step_ceilings(ceilings: Ceilings, opts: TrainStepOptions) -> Ceilings:
-    """The ceilings a step is priced at: the card at the step's clocks (calc.steady), with its attention kernel's
-    efficiency (calc.train_attention)."""
-    return attention_ceilings(ceilings.at_clocks(opts.clocks), opts.attention)
+    """The ceilings a step is priced at, with its attention kernel's efficiency (calc.train_attention); its kernels'
+    clocks are set by the micro-batch's own kernel mix (roofline_pass, calc.steady), and the memory-bound rest of
+    the step (the optimizer, FP8 casts) does not move with the clock."""
+    return attention_ceilings(ceilings, opts.attention)
 
 
 def train_parts(spec: ModelSpec, ceilings: Ceilings, opts: TrainStepOptions, impl: str) -> StageParts:
@@ -312,7 +313,7 @@ def train_parts(spec: ModelSpec, ceilings: Ceilings, opts: TrainStepOptions, imp
                            dtype=opts.dtype, impl=impl, loss=opts.loss, dropout=opts.dropout,
                            clocks=opts.clocks)
     return stage_parts(spec, result, sp=opts.sp_active, capacity_factor=opts.capacity_factor,
-                       attention=core_attention(spec, ceilings, opts), fp8_recipe=opts.fp8_recipe)
+                       attention=core_attention(spec, result.ceilings, opts), fp8_recipe=opts.fp8_recipe)
 
 
 def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, opts: TrainStepOptions,
