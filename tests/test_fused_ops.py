@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from mlsyscalc.calc.calibration import load_ceilings
+
 from mlsyscalc.calc.fused_ops import FUSED_OPS, fused_bytes, fused_count, predict_fused
 from mlsyscalc.calc.roofline_ops import predict_memory_op
 from mlsyscalc.errors import MlsysError
@@ -66,11 +68,17 @@ def test_bad_input_is_a_clear_error():
 
 
 def test_prediction_is_the_memory_roofline_of_these_bytes():
+    """Each op's bytes at its class's share of the datasheet bandwidth (memory_fused; the norms' backward
+    memory_fused_norm_bwd), without the per-SM cap of PyTorch's own kernels."""
+    h200 = load_ceilings("H200")
     for op in FUSED_OPS:
         pred = predict_fused(op, 4096, 4096, "bf16", "H200", head_dim=128)
         read, write = fused_bytes(op, 4096, 4096, "bf16", head_dim=128)
-        same = predict_memory_op(op, read, write, pred.flops, "bf16", "H200")
+        same = predict_memory_op(op, read, write, pred.flops, "bf16", "H200", cls=FUSED_OPS[op].cls)
         assert pred.predicted_s == same.predicted_s and pred.memory_s > pred.compute_s   # memory-bound
+        share = getattr(h200.efficiency, FUSED_OPS[op].cls)
+        assert pred.memory_s == pytest.approx((read + write) / (share * 4.8e12))
+    assert {o.cls for o in FUSED_OPS.values()} == {"memory_fused", "memory_fused_norm_bwd"}
 
 
 # --- against the kernels' own tensors (CPU interpreter) --------------------------------------------
@@ -116,4 +124,6 @@ def test_bytes_are_the_tensors_the_launchers_take_and_give(kernels):
     logits, target = torch.randn(T, W, dtype=h), torch.randint(0, W, (T,))
     loss, grad = ce.cross_entropy(logits, target)
     loss_rows = torch.empty(T)   # the kernel's per-row losses (fp32) before the mean
-    assert fused_bytes("cross_entropy_fwdbwd", T, W, "fp16") == (_nbytes(logits, target), _nbytes(grad, loss_rows))
+    # the logits are read twice (the online max and sum, then the gradient): a chunked kernel's two passes
+    assert fused_bytes("cross_entropy_fwdbwd", T, W, "fp16") == (_nbytes(logits, logits, target),
+                                                                 _nbytes(grad, loss_rows))

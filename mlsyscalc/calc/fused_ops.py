@@ -25,14 +25,15 @@ for a deterministic reduction, not bytes the op must move.
 | rotary_fwd, rotary_bwd | heads x D | x (dy) T W a, positions T i, cos and sin 2 T (D/2) t | y (dx) T W a |
 | dropout_add_fwd | hidden | x, residual 2 T W a, [bias W a] | out T W a, {mask T W} |
 | dropout_add_bwd | hidden | dy T W a, {mask T W}, [(dbias partials 4 P W)] | dx T W a, [dbias W a], [(dbias partials 4 P W)] |
-| cross_entropy_fwdbwd | vocab V | logits T V a, targets T i | gradient T V a (in place), loss 4 T |
+| cross_entropy_fwdbwd | vocab V | logits 2 T V a (two passes), targets T i | gradient T V a (in place), loss 4 T |
 
 ( ) zero unless `partials` = P is given; [ ] only with `bias` (default True); { } only with `mask`
 (default False: the mask is regenerated from the seed, as kernels/dropout_add.py does; True prices a
 saved byte mask, as torch's dropout keeps). The residual's gradient is dy itself (no bytes). Rotary
 reads one table row per token (T rows; repeated positions would hit the L2). Cross-entropy counts the
-logits read once: the kernel reads them twice (its second pass partly from L2), so its measured rate
-over these bytes is an effective one, the rate a user compares with torch's fp32-upcast loss.
+logits read twice: a row of a large vocabulary does not fit a program's registers, so a chunked kernel
+reads it once for the online max and sum and once more for the gradient (calc.roofline_head prices the
+fused loss with the same 3 T V a bytes).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class FusedOp:
     read: tuple[Term, ...]
     write: tuple[Term, ...]
     flops_per_element: float     # CUDA-core FLOPs per T x W element, roughly
+    cls: str = "memory_fused"    # the efficiency class its bytes are priced at (calc.calibration.Efficiency)
 
 
 def _t(tensor: str, size: str = "TW", unit: str = "a", when: str = "") -> Term:
@@ -78,13 +80,13 @@ _ROTARY_READ = (_t("positions", "T", "index"), _t("cos", "TD", "table"), _t("sin
 FUSED_OPS: dict[str, FusedOp] = {
     "rmsnorm_fwd": FusedOp("hidden", (_t("x"), _t("weight", "W", "w")), (_t("y"), _t("rstd", "T", "f32")), 4.0),
     "rmsnorm_bwd": FusedOp("hidden", (_t("dy"), _t("x"), _t("weight", "W", "w"), _t("rstd", "T", "f32")) + _PARTIALS,
-                           (_t("dx"), _t("dweight", "W", "w")) + _PARTIALS, 8.0),
+                           (_t("dx"), _t("dweight", "W", "w")) + _PARTIALS, 8.0, cls="memory_fused_norm_bwd"),
     "layernorm_fwd": FusedOp("hidden", (_t("x"), _t("weight", "W", "w"), _t("bias", "W", "w", "bias")),
                              (_t("y"), _t("mean", "T", "f32"), _t("rstd", "T", "f32")), 6.0),
     "layernorm_bwd": FusedOp("hidden", (_t("dy"), _t("x"), _t("weight", "W", "w"), _t("mean", "T", "f32"),
                                         _t("rstd", "T", "f32")) + _PARTIALS_BIAS,
                              (_t("dx"), _t("dweight", "W", "w"), _t("dbias", "W", "w", "bias")) + _PARTIALS_BIAS,
-                             11.0),
+                             11.0, cls="memory_fused_norm_bwd"),
     "swiglu_fwd": _GLU_FWD,
     "swiglu_bwd": _GLU_BWD,
     "geglu_fwd": replace(_GLU_FWD, flops_per_element=11.0),    # tanh's exp and the cubic
@@ -97,7 +99,7 @@ FUSED_OPS: dict[str, FusedOp] = {
                                           _t("dbias partials", "PW", "f32", "bias")),
                                (_t("dx"), _t("dbias", "W", "a", "bias"), _t("dbias partials", "PW", "f32", "bias")),
                                2.0),
-    "cross_entropy_fwdbwd": FusedOp("vocab", (_t("logits"), _t("targets", "T", "index")),
+    "cross_entropy_fwdbwd": FusedOp("vocab", (_t("logits"), _t("logits, second pass"), _t("targets", "T", "index")),
                                     (_t("gradient"), _t("loss", "T", "f32")), 8.0),
 }
 
@@ -190,7 +192,8 @@ def fused_bytes(op: str, tokens: int, width: int, dtype: str = "bf16", **shape: 
 
 def predict_fused(op: str, tokens: int, width: int, dtype: str = "bf16",
                   gpu: str | GPUSpec | Ceilings = "H100-SXM", calibration: Any = None, **shape: Any) -> OpPrediction:
-    """The roofline time of one call: its bytes at the memory ceilings (predict_memory_op)."""
+    """The roofline time of one call: its bytes at its class's share of the bandwidth (memory_fused, the norms'
+    backward memory_fused_norm_bwd: calc.calibration, read off these kernels' own rows)."""
     count = fused_count(op, tokens, width, dtype, **shape)
     return predict_memory_op(op, count.read_bytes, count.write_bytes, count.flops, dtype, gpu, calibration,
-                             shape=f"{tokens}x{width}")
+                             shape=f"{tokens}x{width}", cls=FUSED_OPS[op].cls)

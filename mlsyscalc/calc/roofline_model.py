@@ -285,20 +285,24 @@ def _memory_ops(p: _Pass, layer: int) -> list[tuple[OpPrediction, str]]:
         return roofline_torch.layer_memory_ops(p, layer, _mlp_widths(p, layer))
     spec, o, t, act, ceil = p.spec, p.opts, p.tokens, p.store, p.ceil
     h = spec.hidden_size
-    ops = [(norm_op(t, h, act, ceil), "norm")] * spec.norms_per_layer  # with or without affine weights
+    fused = FUSED_MEMORY_CLASS  # one kernel each, at the fused kernels' measured bandwidth (calc.calibration)
+    ops = [(norm_op(t, h, act, ceil, cls=fused), "norm")] * spec.norms_per_layer  # with or without affine weights
     if spec.position_embedding == "rope":
         rot = spec.mla.qk_rope_head_dim if spec.mla else int(spec.head_dim * spec.rotary_fraction)
         heads = p.heads + (1 if spec.mla else p.kv_heads)
-        ops.append((rotary_op(t, heads, rot, act, ceil, positions=o.new_tokens), "attention"))
+        ops.append((rotary_op(t, heads, rot, act, ceil, positions=o.new_tokens, cls=fused), "attention"))
     if o.phase != "train":
         per_token = spec.kv_cache_elements_per_token if spec.mla else p.kv_heads * (spec.head_dim + spec.v_head_dim)
         ops.append((copy_cast_op(t * per_token, act, o.kv_dtype_name, ceil), "attention"))
     gated = spec.gated_mlp or spec.layer_is_moe(layer)
     ops.append((elementwise_op(_mlp_widths(p, layer), 2 if gated else 1, 1, 5, act, ceil,
-                               name="mlp_act" + ("*up" if gated else "")), "mlp"))
+                               name="mlp_act" + ("*up" if gated else ""), cls=fused), "mlp"))
     adds = 1 if spec.parallel_attention else 2
     ops += [(_residual_add(p), "norm")] * adds
     return ops + _moe_ops(p, layer)
+
+
+FUSED_MEMORY_CLASS = "memory_fused"  # the fused list's norms, rotary, activations and residual adds
 
 
 def _residual_add(p: _Pass) -> OpPrediction:
@@ -307,8 +311,8 @@ def _residual_add(p: _Pass) -> OpPrediction:
     elements = p.tokens * p.spec.hidden_size
     if p.opts.phase == "train" and p.opts.dropout > 0:
         return predict_memory_op("residual_add", 2 * elements * p.a, elements * (p.a + 1), elements, p.store, p.ceil,
-                                 shape=f"{elements:.0f} 2->1 + mask")
-    return elementwise_op(elements, 2, 1, 1, p.store, p.ceil, name="residual_add")
+                                 shape=f"{elements:.0f} 2->1 + mask", cls=FUSED_MEMORY_CLASS)
+    return elementwise_op(elements, 2, 1, 1, p.store, p.ceil, name="residual_add", cls=FUSED_MEMORY_CLASS)
 
 
 def _moe_ops(p: _Pass, layer: int) -> list[tuple[OpPrediction, str]]:
@@ -359,7 +363,8 @@ def head_rows(p: _Pass) -> list[OpRow]:
     extra = spec.hidden_size if spec.learned_positions else 0
     ops = roofline_torch.head_ops(p) if torch_impl else [embedding_op(t, spec.embed_dim, act, p.ceil, extra_width=extra)]
     if spec.final_norm:
-        ops.append(norm_op(t, spec.hidden_size, act, p.ceil, name="final_norm"))
+        ops.append(norm_op(t, spec.hidden_size, act, p.ceil, name="final_norm",
+                           cls="memory" if torch_impl else FUSED_MEMORY_CLASS))
     ops += [_linear_op(p, lin, p.opts.logit_tokens if lin.name == "lm_head" else None) for lin in head_linears(spec)]
     if torch_impl:
         ops += roofline_torch.loss_ops(p, False) if p.opts.phase == "train" else [roofline_torch.logits_cast(p)]

@@ -58,7 +58,7 @@ def backward_rows(p: Any, forward: list[OpRow]) -> list[OpRow]:
             op = p.attention(pred.name.startswith("attention (window)"), backward=True)
         else:
             op = predict_memory_op(pred.name + ".bwd", pred.read_bytes + pred.write_bytes, pred.read_bytes,
-                                   pred.flops, p.store, p.ceil, shape=pred.shape)
+                                   pred.flops, p.store, p.ceil, shape=pred.shape, cls=backward_class(row))
         rows.append(OpRow(op, row.group, row.layers, row.count, "backward"))
     if torch_impl:
         from .roofline_torch import split_rows
@@ -67,6 +67,16 @@ def backward_rows(p: Any, forward: list[OpRow]) -> list[OpRow]:
     else:  # the fused list's loss and embedding backward (calc.roofline_head)
         rows += [OpRow(op, "head", "head", 1, "backward") for op in loss_backward_ops(p) + embedding_backward_ops(p)]
     return rows
+
+
+NORMS = ("norm", "final_norm")  # the fused list's normalisation kernels (calc.roofline_model)
+
+
+def backward_class(row: OpRow) -> str:
+    """The efficiency class of a memory-bound kernel's backward: a fused norm's (its weight-gradient reduction)
+    memory_fused_norm_bwd, other fused kernels' memory_fused, the rest the forward's class."""
+    cls = row.pred.memory_class
+    return "memory_fused_norm_bwd" if cls == "memory_fused" and row.pred.name in NORMS else cls
 
 
 def recompute_rows(forward: list[OpRow], mode: str) -> list[OpRow]:
