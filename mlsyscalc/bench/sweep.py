@@ -24,7 +24,7 @@ class Bench:
     baseline: Callable[[], Any] | None = None  # torch/cuBLAS path timed beside it -> tensor
     extra: dict[str, Any] = field(default_factory=dict)   # measured side numbers (quant error, ...)
     view: Callable[[Any], Any] | None = None  # maps run()/baseline() results to the tensor gated
-    graph: bool = False  # time replays of a CUDA graph of the call (no host launch cost; harness.graphed)
+    graph: bool = False  # time replays of a CUDA graph of `run` (no host launch cost; harness.graphed); baseline eager
 
 
 @dataclass(frozen=True)
@@ -66,9 +66,8 @@ def run_case(case: Case) -> Row:
         if bench.baseline is not None:
             base = harness.check_close(view(bench.baseline()), bench.reference(), case.gate or case.dtype, case.tol)
             row.extra["baseline_rel_err"] = base.rel_err
-            baseline, row.extra["baseline_timing"] = (harness.graphed(bench.baseline) if bench.graph
-                                                      else (bench.baseline, "eager"))
-            row.baseline_median_ms = harness.time_ms(baseline)
+            row.extra["baseline_timing"] = "eager"  # torch's paths (autograd) run on their own streams: not captured
+            row.baseline_median_ms = harness.time_ms(bench.baseline)
     except Exception as exc:  # noqa: BLE001 - compile errors, OOM: record and go on
         row.error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}"
     finally:
