@@ -989,7 +989,8 @@ def test_datasheet_as_dict_keys():
                                "matmul_unaligned": e.matmul_unaligned,
                                "matmul_unaligned_stream": e.matmul_unaligned_stream,
                                "matmul_grouped_stream": e.matmul_grouped_stream, "attention_small_head": e.attention_small_head,
-                               "matmul_fp8": e.matmul_fp8, "attention_flash2": e.attention_flash2}
+                               "matmul_fp8": e.matmul_fp8, "attention_flash2": e.attention_flash2,
+                               "memory_fused": e.memory_fused, "memory_fused_norm_bwd": e.memory_fused_norm_bwd}
     assert datasheet_ceilings("H100-SXM").launch_s == 2e-6
     with pytest.raises(MlsysError, match="launch overhead"):
         datasheet_ceilings("H100-SXM", launch_s=-1e-6)

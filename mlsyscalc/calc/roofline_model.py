@@ -420,10 +420,11 @@ def kernel_mix(rows: tuple[OpRow, ...] | list[OpRow]) -> dict[str, float]:
     """Seconds of the forward and backward rows by what draws the card's power (calc.steady.MIX_KINDS):
     compute-bound GEMMs (bf16, or fp8), attention, and the rest (memory-bound kernels, streaming GEMMs). The
     optimizer step is left out: a phase of its own, after the backward, which the card's power controller (its
-    clock moves within 50-100 ms: reports/train/runs/h200-step-ops/) does not average with the layers'."""
+    clock moves within 50-100 ms: reports/train/runs/h200-step-ops/) does not average with the layers'. So is a
+    recomputed forward, which repeats the forward's mix (and so a step's clock does not depend on it)."""
     mix = dict.fromkeys(MIX_KINDS, 0.0)
     for r in rows:
-        if r.pass_name == "optimizer":
+        if r.pass_name in ("optimizer", "recompute"):
             continue
         p = r.pred
         if p.kind == "matmul" and p.compute_s >= p.memory_s:
