@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..dtypes import bytes_per_element
-from .roofline_ops import OpRow, predict_grouped_matmul, predict_matmul, predict_memory_op
+from .roofline_ops import OpRow, attention_kind, predict_grouped_matmul, predict_matmul, predict_memory_op
 
 ADAMW_READ_BYTES = 16  # fp32 master weight, fp32 gradient, fp32 m, fp32 v
 ADAMW_WRITE_BYTES = 12  # fp32 master weight, m, v (plus the weight copy in the model dtype)
@@ -52,7 +52,7 @@ def backward_rows(p: Any, forward: list[OpRow]) -> list[OpRow]:
         if pred.kind == "memory" and torch_impl:
             continue
         if pred.kind == "attention":
-            op = p.attention(pred.name.startswith("attention (window)"), backward=True)
+            op = p.attention(attention_kind(pred.name), backward=True)
         else:
             op = predict_memory_op(pred.name + ".bwd", pred.read_bytes + pred.write_bytes, pred.read_bytes,
                                    pred.flops, p.store, p.ceil, shape=pred.shape)
