@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ..errors import MlsysError
+
 
 @dataclass(frozen=True)
 class MoESpec:
@@ -27,7 +29,7 @@ class MoESpec:
 
     def __post_init__(self) -> None:
         if self.experts_per_token > self.num_experts:  # normalisers name the key; this guards direct use
-            raise ValueError(f"top-k {self.experts_per_token} exceeds the {self.num_experts} experts")
+            raise MlsysError(f"top-k {self.experts_per_token} exceeds the {self.num_experts} experts")
 
 
 @dataclass(frozen=True)
@@ -125,8 +127,10 @@ class ModelSpec:
         return layer % moe.layer_freq == 0
 
     def layer_type(self, layer: int) -> str:
-        """Attention kind of one layer ("full_attention" where layer_types lists none)."""
-        return self.layer_types[layer] if self.layer_types else "full_attention"
+        """Attention kind of one layer: "full_attention" where layer_types lists none, or where the
+        kind's window or chunk is unset (a sliding layer without a sliding_window attends to all)."""
+        kind = self.layer_types[layer] if self.layer_types else "full_attention"
+        return kind if self.mask_size(kind) is not None else "full_attention"
 
     def mask_size(self, kind: str) -> int | None:
         """The window W or chunk C that bounds a layer kind's keys (None for full attention)."""
@@ -135,7 +139,7 @@ class ModelSpec:
     @property
     def sliding_window_layers(self) -> int:
         """How many layers use the sliding window (gemma2: every other one; gemma3: 5 of 6)."""
-        return sum(t == "sliding_attention" for t in self.layer_types) if self.sliding_window else 0
+        return sum(self.layer_type(i) == "sliding_attention" for i in range(self.num_layers)) if self.layer_types else 0
 
     def layer_uses_rope(self, layer: int) -> bool:
         return self.position_embedding == "rope" and layer not in self.nope_layers
