@@ -55,6 +55,10 @@ FAMILY_DEFAULTS = {
     "nemotron": {"num_key_value_heads": 8}, "qwen3_moe": {}, "gpt_oss": {},
 }
 
+# Forward FLOPs of the dense family defaults on meta: model_type -> (batch, seq).
+FAMILY_FLOPS = {"olmo2": (1, 128), "granite": (1, 128), "ministral": (1, 128), "ministral3": (1, 128),
+                "nemotron": (1, 128), "gemma3_text": (1, 128)}
+
 # MoE routing is data dependent: shrunk copies with real random weights run on the CPU.
 # key -> (built-in or "family:<model_type>", (batch, seq), overrides, decode context or None)
 _TINY = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2}

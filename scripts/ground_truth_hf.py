@@ -22,8 +22,8 @@ import transformers
 from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from ground_truth_cases import (DECODE, DENSE_FLOPS, FAMILY_DEFAULTS, SHRUNK_MOE, TRAIN,  # noqa: E402
-                                VARIANTS)
+from ground_truth_cases import (DECODE, DENSE_FLOPS, FAMILY_DEFAULTS, FAMILY_FLOPS, SHRUNK_MOE,  # noqa: E402
+                                TRAIN, VARIANTS)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MODELS = ROOT / "model_specs" / "models"
@@ -150,10 +150,12 @@ def count_flops(model, input_ids, **kwargs):
     return {"forward_flops": counter.get_total_flops(), "by_op": by_op, "breakdown": flop_breakdown(model, counter)}
 
 
-def dense_flops(name, batch, seq):
-    model = build(load_config(name))
+def dense_flops(name, batch, seq, cfg=None):
+    """A prefill on meta of a built-in (or of `cfg`, recorded beside the count)."""
+    model = build(cfg or load_config(name))
     ids = torch.zeros(batch, seq, dtype=torch.long, device="meta")
-    return {"model": name, "batch": batch, "seq": seq, "phase": "prefill", "device": "meta", **count_flops(model, ids)}
+    rec = {"model": name, "batch": batch, "seq": seq, "phase": "prefill", "device": "meta", **count_flops(model, ids)}
+    return {**rec, "config": cfg} if cfg else rec
 
 
 def decode_flops(model, context, device="meta"):
@@ -208,11 +210,19 @@ def shrunk_moe_flops(base, shape, overrides, context):
 
 def kv_cache(cfg, context):
     """Tokens and bytes per layer of the DynamicCache a bf16 prefill of `context` tokens leaves (meta
-    device; MoE experts through grouped_mm, which runs on meta)."""
-    moe = any(text_dict(cfg).get(k) for k in EXPERT_COUNT_KEYS) and cfg["model_type"] != "llama4"  # dense bmm
-    model = build(cfg, experts="grouped_mm" if moe else "eager", dtype=torch.bfloat16)
-    with torch.no_grad():
-        cache = model(input_ids=torch.zeros(1, context, dtype=torch.long, device="meta"), use_cache=True).cache
+    device; MoE experts through grouped_mm, or batched_mm where its rows are not 16-byte aligned:
+    both run on meta, where the eager experts' data-dependent loop cannot)."""
+    moe = any(text_dict(cfg).get(k) for k in EXPERT_COUNT_KEYS) and cfg["model_type"] not in ("llama4", "llama4_text")
+    ids = torch.zeros(1, context, dtype=torch.long, device="meta")
+    for experts in ("grouped_mm", "batched_mm") if moe else ("eager",):  # grouped_mm wants 16-byte rows
+        model = build(cfg, experts=experts, dtype=torch.bfloat16)
+        try:
+            with torch.no_grad():
+                cache = model(input_ids=ids, use_cache=True).cache
+            break
+        except RuntimeError:
+            if experts == "batched_mm":
+                raise
     tokens = [layer.keys.shape[-2] for layer in cache.layers]
     nbytes = [layer.keys.numel() * layer.keys.element_size() + layer.values.numel() * layer.values.element_size()
               for layer in cache.layers]
@@ -262,6 +272,9 @@ def main():
         print(f"{name:24s} {batch}x{seq:<5d} {flops[name]['forward_flops']:>22,d}")
     for name, context in DECODE.items():
         flops[f"{name}-decode"] = {"model": name, **decode_flops(build(load_config(name)), context)}
+    for model_type, (batch, seq) in FAMILY_FLOPS.items():
+        cfg = family_config(model_type, FAMILY_DEFAULTS[model_type])
+        flops[f"family:{model_type}"] = dense_flops(f"family:{model_type}", batch, seq, cfg)
     for name, (batch, seq) in TRAIN.items():
         flops[f"{name}-train"] = train_flops(name, batch, seq)
     for key, (base, shape, overrides, context) in SHRUNK_MOE.items():
@@ -274,7 +287,11 @@ def main():
     for path in sorted(MODELS.glob("*.json")):
         cfg = load_config(path.stem)
         kv[path.stem] = [kv_cache(cfg, n) for n in (16, *[s + 5 for s in mask_sizes(cfg)])]
-    write(DATA / "hf_kv.json", kv)
+    families = {}
+    for model_type, overrides in FAMILY_DEFAULTS.items():
+        cfg = family_config(model_type, overrides)
+        families[model_type] = {"config": cfg, "cases": [kv_cache(cfg, n) for n in (16, *[s + 5 for s in mask_sizes(cfg)])]}
+    write(DATA / "hf_kv.json", kv, family_defaults=families)
 
 
 if __name__ == "__main__":

@@ -29,8 +29,10 @@ def _options(case: dict) -> FlopOptions:
 
 
 def _spec(case: dict):
-    return from_hf_config(case["config"], name=case["model"], source="hf_flops.json") if case.get("shrunk") \
-        else load_model(case["model"])
+    """The built-in, or the config recorded with the count (shrunk MoE models, family defaults)."""
+    if "config" in case:
+        return from_hf_config(case["config"], name=case["model"], source="hf_flops.json")
+    return load_model(case["model"])
 
 
 def _unrouted_flops(spec, tokens: int) -> int:
