@@ -23,6 +23,7 @@ from ..specs.gpu import AmbiguousGPU, GPUSpec, builtin_gpus, load_gpu, normalise
 from ..specs.lookup import read_json
 from ..validate import fraction, non_negative, positive
 from .roofline_host import HostCosts, host_from_record
+from .steady import CLOCKS, STEADY, SteadyState, steady_from_record
 
 # Fixed cost of one kernel: launch, prologue/epilogue and the tail of the last wave. An assumption
 # (2 us is the usual back-to-back launch gap on a CUDA stream); a calibration file may measure it.
@@ -176,6 +177,8 @@ class Ceilings:
     source: str = "datasheet"  # "datasheet" or the calibration file
     host: HostCosts = HostCosts()  # the host's cost of an eager one-GPU step (calc.roofline_host)
     notes: tuple[str, ...] = field(default=(), compare=False)
+    steady: SteadyState | None = None  # the card's steady-state ceilings (calc.steady), None: not measured
+    clocks: str = "burst"  # the efficiencies are burst figures, or have been capped to the steady state (at_clocks)
 
     def __post_init__(self) -> None:
         non_negative(self.launch_s, "launch overhead (s)")
@@ -269,6 +272,33 @@ class Ceilings:
         eff.validate()
         return replace(self, efficiency=eff)
 
+    def at_clocks(self, clocks: str, mix: Mapping[str, float] | None = None) -> "Ceilings":
+        """These ceilings at `clocks` (calc.steady): "burst" as they are; "sustained" at the clock the step's kernel
+        `mix` (seconds per calc.steady.MIX_KINDS kind at burst rates; None: a lone GEMM) holds under the power cap:
+        each GEMM kind's efficiency capped at its steady share of the datasheet times that clock over its own steady
+        clock (the unaligned class keeps its ratio to matmul), attention's times its steady / burst ratio at that
+        clock over its own (at most 1), memory-bound kernels as they are. A card without a steady state (none
+        measured) stays as it is, and says so in its notes."""
+        require(clocks in CLOCKS, f"clocks must be one of {', '.join(CLOCKS)}, got {clocks!r}")
+        if clocks == self.clocks:
+            return self
+        s = self.steady
+        if s is None or clocks == "burst":
+            note = (f"sustained clocks: no steady-state measurement for {self.gpu.name} ({self.source}); efficiencies "
+                    "kept") if clocks == "sustained" else "burst clocks"
+            return replace(self, clocks=clocks, notes=self.notes + (note,))
+        e = self.efficiency
+        mhz = s.clock_MHz(mix)
+        matmul = min(e.matmul, s.matmul * mhz / s.matmul_MHz * self.datasheet_flops("bf16") / self.peak("bf16"))
+        attention = min(1.0, s.attention * mhz / s.attention_MHz)
+        changes = {"matmul": matmul, "matmul_unaligned": e.matmul_unaligned * matmul / e.matmul,
+                   **{k: getattr(e, k) * attention for k in ("attention", "attention_small_head", "attention_flash2")}}
+        if s.matmul_fp8 is not None and self.base_flops.get("fp8"):
+            changes["matmul_fp8"] = min(e.matmul_fp8, s.matmul_fp8 * mhz / s.kind_MHz("matmul_fp8")
+                                        * self.datasheet_flops("fp8") / self.peak("fp8"))
+        note = f"sustained clocks: {mhz:.0f} MHz for this step's kernel mix; {s.source}"
+        return replace(self.with_efficiency(**changes), clocks=clocks, notes=self.notes + (note,))
+
     def with_host(self, s_per_kernel: float | None = None, s_per_layer: float | None = None,
                   source: str = "command line") -> "Ceilings":
         """These ceilings with the host's costs replaced where given (the others kept)."""
@@ -289,7 +319,8 @@ class Ceilings:
             "ridge_flops_per_byte": self.ridge(dtype), "launch_overhead_s": self.launch_s,
             "memory_launch_overhead_s": self.overhead_s("memory"),
             "matmul_floor_s": self.matmul_floor_s, "kernel_gap_s": self.gap_s,
-            "memory_stream_cap_Bps": self.memory_cap_Bps, "host": self.host.as_dict(),
+            "memory_stream_cap_Bps": self.memory_cap_Bps, "host": self.host.as_dict(), "clocks": self.clocks,
+            "steady_source": self.steady.source if self.steady else None,
             "efficiency": {k: getattr(self.efficiency, k) for k in EFFICIENCY_FIELDS}, "notes": list(self.notes),
         }
 
@@ -305,7 +336,7 @@ def datasheet_ceilings(gpu: GPUSpec | str, efficiency: Efficiency | None = None,
     return Ceilings(
         gpu=spec, base_flops=dict(spec.peak_flops_by_dtype), read_Bps=bw, write_Bps=bw,
         sm_count=spec.sm_count, efficiency=eff,
-        launch_s=LAUNCH_OVERHEAD_S if launch_s is None else launch_s,
+        launch_s=LAUNCH_OVERHEAD_S if launch_s is None else launch_s, steady=STEADY.get(spec.name),
     )
 
 
@@ -433,6 +464,8 @@ def calibrated_ceilings(data: Mapping[str, Any], gpu: GPUSpec | str | None = Non
     measured_memory_launch = _positive(data.get("memory_launch_overhead_s"), "memory_launch_overhead_s")
     gap = data.get("kernel_gap_s")
     measured_gap = 0.0 if gap == 0 and not isinstance(gap, bool) else _positive(gap, "kernel_gap_s")
+    if data.get("efficiency") is not None:  # `mlsys calibrate` fitted them to measured steps, clocks and all
+        notes.append("efficiencies fitted to measured steps: their clocks are in the fit, none derated for sustained")
     if measured_gap is None and data.get("efficiency") is not None:
         # a fitted file (`mlsys calibrate`) from before the key existed: its fixed costs absorbed the gap
         measured_gap = 0.0
@@ -448,6 +481,8 @@ def calibrated_ceilings(data: Mapping[str, Any], gpu: GPUSpec | str | None = Non
         # one fixed cost given for every kernel (--launch-us) replaces the file's two
         memory_launch_s=None if launch_s is not None else measured_memory_launch,
         host=host_from_record(data.get("host"), where) or HostCosts(), notes=tuple(notes),
+        steady=None if data.get("efficiency") is not None else steady_from_record(
+            data.get("sustained"), spec.peak_flops_by_dtype, spec.memory_bandwidth_Bps, where) or STEADY.get(spec.name),
     )
 
 

@@ -49,8 +49,7 @@ from .plan_memory import MemoryTable
 from .plan_result import Plan, decisions, why
 from .plan_space import PlanOptions, execution_options, structures
 from .train import (TP_INPUT_REDUCE, core_attention, fp8_weight_casts, optimizer_s, step_breakdown,
-                    step_fp8_s, train_step)
-from .train_attention import attention_ceilings
+                    step_ceilings, step_fp8_s, train_step)
 from .train_comm import Windows, traffic
 from .train_host import framework_costs, host_paths, stage_work, tensor_counts
 from .train_options import TrainStepOptions
@@ -64,7 +63,7 @@ class _Memo:
 
     def __init__(self, spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec, opts: PlanOptions):
         self.spec, self.cluster, self.opts = spec, cluster, opts
-        self.ceil = attention_ceilings(ceilings, opts.attention)
+        self.ceil = step_ceilings(ceilings, opts.base())
         self.memory = MemoryTable(spec, opts.seq, opts.base().dtype, opts.capacity_factor,
                                   flash=opts.attention != "unfused", framework=opts.framework, fp8_params=opts.fp8_params)
         self.costs = framework_costs(opts.framework, opts.host_costs)
@@ -81,10 +80,11 @@ class _Memo:
         """Per-layer seconds priced with `impl` (default: the framework's kernels, kernel_impl)."""
         impl = impl or kernel_impl(c.framework, c.dtype)
         result = self.get(("roofline", c.tp, c.cp, c.micro_batch, impl), lambda: roofline_pass(
-            self.spec, self.ceil, tp=c.tp, cp=c.cp, micro_batch=c.micro_batch, seq=c.seq, dtype=c.dtype, impl=impl))
+            self.spec, self.ceil, tp=c.tp, cp=c.cp, micro_batch=c.micro_batch, seq=c.seq, dtype=c.dtype, impl=impl,
+            loss=c.loss, dropout=c.dropout, clocks=c.clocks))
         return self.get(("parts", c.tp, c.cp, c.micro_batch, c.sp_active, impl), lambda: stage_parts(
             self.spec, result, sp=c.sp_active, capacity_factor=c.capacity_factor,
-            attention=core_attention(self.spec, self.ceil, c), fp8_recipe=c.fp8_recipe))
+            attention=core_attention(self.spec, result.ceilings, c), fp8_recipe=c.fp8_recipe))
 
     def stages(self, pp: int, vp: int, split: PipelineSplit) -> tuple[Stage, ...]:
         return self.get(("stages", pp, vp, split), lambda: pipeline_stages(self.spec, pp, vp, split))
@@ -210,7 +210,8 @@ class _Memo:
             st = self.memory.states(c.tp, c.ep, c.pp, c.pipeline_split)  # the same stage_params as stage_param_counts
             return tuple(zip(st.dense.astype(int).tolist(), st.expert.astype(int).tolist()))
         return self.get(("opt", c.tp, c.ep, c.pp, c.pipeline_split, zero), lambda: optimizer_s(
-            counts(), zero, c.data_parallel * c.cp, c.ep, c.memory_dtype, self.ceil, self.opts.framework))
+            counts(), zero, c.data_parallel * c.cp, c.ep, c.memory_dtype, self.ceil, self.opts.framework,
+            self.opts.clip_grad))
 
     def fp8(self, c: TrainStepOptions, recompute: str, zero: int) -> tuple[float, float]:
         """(FP8 scaling seconds of one micro-batch, the step's other FP8 seconds) on the slowest stage, as

@@ -101,6 +101,10 @@ class PlanOptions:
     fp8_params: bool = TrainStepOptions.fp8_params  # --dtype fp8: FP8 weights (Megatron-LM --fp8-param-gather)
     even_splits_only: bool = False  # search the even pipeline split alone (no uneven stages)
     comm_sms: int = TrainStepOptions.comm_sms  # SMs NCCL holds while overlapped traffic runs (calc.train_comm)
+    clocks: str = TrainStepOptions.clocks  # sustained (a long run's steady state) or burst (calc.steady)
+    loss: str = TrainStepOptions.loss  # the fused list's loss kernels (calc.roofline_head)
+    dropout: float = TrainStepOptions.dropout  # hidden dropout before each residual add
+    clip_grad: bool = TrainStepOptions.clip_grad  # gradient norm and clipping before the optimizer
 
     def base(self) -> TrainStepOptions:
         """The train options every candidate shares."""
@@ -108,7 +112,8 @@ class PlanOptions:
                                 overlap=self.overlap, capacity_factor=self.capacity_factor, reserve=self.reserve,
                                 attention=self.attention, framework=self.framework,
                                 host_costs=self.host_costs, host_source=self.host_source,
-                                fp8_recipe=self.fp8_recipe, fp8_params=self.fp8_params, comm_sms=self.comm_sms)
+                                fp8_recipe=self.fp8_recipe, fp8_params=self.fp8_params, comm_sms=self.comm_sms,
+                                clocks=self.clocks, loss=self.loss, dropout=self.dropout, clip_grad=self.clip_grad)
 
     def validate(self) -> None:
         for name in ("gpus", "seq", "global_batch", "top", "max_micro_batch", "max_cp"):

@@ -30,7 +30,10 @@ from .roofline_comm import CommRow, dp_comm_rows, tp_comm_rows
 from .roofline_host import eager_host_path_s
 from .roofline_memory import copy_cast_op, elementwise_op, embedding_op, norm_op, rotary_op
 from .roofline_mem_efficient import mem_efficient_attention, runs_mem_efficient
+from .roofline_head import loss_forward_ops
+from .steady import MIX_KINDS
 from .roofline_notes import model_notes
+from .roofline_paged import paged_attention
 from .roofline_ops import (ATTENTION_ROWS, OpPrediction, OpRow, predict_attention, predict_grouped_matmul,
                            predict_matmul, predict_memory_op)
 from .roofline_options import PHASES, RooflineOptions  # noqa: F401  (re-exported)
@@ -253,12 +256,18 @@ def _attention_op(p: _Pass, kind: str, backward: bool = False) -> OpPrediction:
         if o.impl == "torch" and runs_mem_efficient(width, mla.kv_lora_rank):  # SDPA's CUTLASS kernel
             return mem_efficient_attention(o.batch, p.heads, kv_len, width, mla.kv_lora_rank, p.store, p.ceil,
                                            kv_dtype, name=name)
-        return predict_attention(o.batch, p.heads, 1, 1, kv_len, width, False,
+        pred = predict_attention(o.batch, p.heads, 1, 1, kv_len, width, False,
                                  p.store, p.ceil, v_head_dim=mla.kv_lora_rank, kv_dtype=kv_dtype, v_in_k=True, name=name)
-    return predict_attention(o.batch, p.heads, p.kv_heads, o.new_tokens, kv_len, spec.head_dim, causal, p.store,
-                             p.ceil, v_head_dim=spec.v_head_dim, kv_dtype=None if backward else kv_dtype,
-                             backward=backward, window=size, pad_head_dim=o.impl == "torch" and spec.mla is None,
-                             name=name, mask=kind, sinks=spec.attention_sinks)
+        kv_heads = 1
+    else:
+        pred = predict_attention(o.batch, p.heads, p.kv_heads, o.new_tokens, kv_len, spec.head_dim, causal, p.store,
+                                 p.ceil, v_head_dim=spec.v_head_dim, kv_dtype=None if backward else kv_dtype,
+                                 backward=backward, window=size, pad_head_dim=o.impl == "torch" and spec.mla is None,
+                                 name=name, mask=kind, sinks=spec.attention_sinks)
+        kv_heads = p.kv_heads
+    if o.kv_layout != "paged" or o.phase == "train":
+        return pred
+    return paged_attention(pred, p.ceil, o.batch, kv_heads, o.new_tokens, kv_len, p.heads // kv_heads)
 
 
 def _mlp_widths(p: _Pass, layer: int) -> float:
@@ -290,8 +299,18 @@ def _memory_ops(p: _Pass, layer: int) -> list[tuple[OpPrediction, str]]:
     ops.append((elementwise_op(_mlp_widths(p, layer), 2 if gated else 1, 1, 5, act, ceil,
                                name="mlp_act" + ("*up" if gated else "")), "mlp"))
     adds = 1 if spec.parallel_attention else 2
-    ops += [(elementwise_op(t * h, 2, 1, 1, act, ceil, name="residual_add"), "norm")] * adds
+    ops += [(_residual_add(p), "norm")] * adds
     return ops + _moe_ops(p, layer)
+
+
+def _residual_add(p: _Pass) -> OpPrediction:
+    """x + f(x): read both, write the sum; with dropout in training the fused bias-dropout-add also writes its
+    1-byte mask (read back in the backward)."""
+    elements = p.tokens * p.spec.hidden_size
+    if p.opts.phase == "train" and p.opts.dropout > 0:
+        return predict_memory_op("residual_add", 2 * elements * p.a, elements * (p.a + 1), elements, p.store, p.ceil,
+                                 shape=f"{elements:.0f} 2->1 + mask")
+    return elementwise_op(elements, 2, 1, 1, p.store, p.ceil, name="residual_add")
 
 
 def _moe_ops(p: _Pass, layer: int) -> list[tuple[OpPrediction, str]]:
@@ -341,6 +360,8 @@ def head_rows(p: _Pass) -> list[OpRow]:
     ops += [_linear_op(p, lin, p.opts.logit_tokens if lin.name == "lm_head" else None) for lin in head_linears(spec)]
     if torch_impl:
         ops += roofline_torch.loss_ops(p, False) if p.opts.phase == "train" else [roofline_torch.logits_cast(p)]
+    elif p.opts.phase == "train":
+        ops += loss_forward_ops(p)
     rows = [OpRow(op, "head", "head", 1) for op in ops]
     return rows + (roofline_torch.split_rows(p, rows) if torch_impl else [])
 
@@ -376,9 +397,37 @@ def _fit(p: _Pass) -> tuple[float, float]:
 
 
 def predict_model(spec: ModelSpec, ceilings: Ceilings, options: RooflineOptions | None = None) -> ModelRoofline:
-    """Per-kernel roofline rows and totals for one prefill, decode step or training step."""
+    """Per-kernel roofline rows and totals for one prefill, decode step or training step; at sustained clocks the
+    step is priced at the clock its own kernel mix holds under the power cap (calc.steady), read off a pass at
+    burst clocks (ceilings already at sustained clocks are used as they are)."""
     opts = options or RooflineOptions()
     opts.validate(spec)
+    if opts.clocks_mode == "sustained" and ceilings.clocks != "sustained":
+        burst = _predict(spec, ceilings.at_clocks("burst"), opts)
+        ceilings = ceilings.at_clocks("sustained", kernel_mix(burst.rows))
+    return _predict(spec, ceilings.at_clocks(opts.clocks_mode), opts)
+
+
+def kernel_mix(rows: tuple[OpRow, ...] | list[OpRow]) -> dict[str, float]:
+    """Seconds of the forward and backward rows by what draws the card's power (calc.steady.MIX_KINDS):
+    compute-bound GEMMs (bf16, or fp8), attention, and the rest (memory-bound kernels, streaming GEMMs). The
+    optimizer step is left out: a phase of its own, after the backward, which the card's power controller (its
+    clock moves within 50-100 ms: reports/train/runs/h200-step-ops/) does not average with the layers'."""
+    mix = dict.fromkeys(MIX_KINDS, 0.0)
+    for r in rows:
+        if r.pass_name == "optimizer":
+            continue
+        p = r.pred
+        if p.kind == "matmul" and p.compute_s >= p.memory_s:
+            mix["matmul_fp8" if p.compute_class == "matmul_fp8" else "matmul"] += r.total_s
+        elif p.kind == "attention":
+            mix["attention"] += r.total_s
+        else:
+            mix["memory"] += r.total_s
+    return mix
+
+
+def _predict(spec: ModelSpec, ceilings: Ceilings, opts: RooflineOptions) -> ModelRoofline:
     p = _Pass(spec, ceilings, opts)
     weights, kv = _fit(p)
     rows = forward_rows(p)

@@ -25,7 +25,7 @@ from .comm_collectives import collective_cost
 from .memory_infer import InferOptions, infer_memory
 from .serve import ServeOptions, ServeResult, engine_limits, iteration_cost, kv_capacity, simulate
 from .serve_cost import IterationCost
-from .serve_engine import Engine, Trace
+from .serve_engine import ITERATION_LEVEL, POLICIES, Engine, Trace
 from .serve_metrics import summary
 from .serve_workload import Requests, Workload
 
@@ -94,7 +94,8 @@ def _pool(requests: Requests, cost: IterationCost, ceilings: Ceilings, opts: Ser
 def simulate_disagg(spec: ModelSpec, ceilings: Ceilings, workload: Workload, opts: ServeOptions, layout: Layout,
                     cluster: ClusterSpec, costs: dict[int, IterationCost] | None = None) -> DisaggResult:
     opts.validate()
-    require(opts.scheduler != "static", "--disagg needs an iteration-level scheduler (orca, vllm or sarathi)")
+    require(POLICIES[opts.scheduler].iteration_level, f"--disagg needs an iteration-level scheduler ({ITERATION_LEVEL})")
+    require(not workload.concurrency, "--disagg does not combine with --concurrency")
     costs = costs if costs is not None else {}
     for tp in {layout.tp_prefill, layout.tp_decode}:
         costs.setdefault(tp, iteration_cost(spec, ceilings, replace(opts, tp=tp)))

@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
-from ..dtypes import dtype_name
+from ..dtypes import bytes_per_element, dtype_name
 from ..specs.cluster import ClusterSpec, builtin_clusters, load_cluster
 from ..specs.gpu import load_gpu
 from ..specs.model import ModelSpec
@@ -47,7 +47,7 @@ from .memory_common import stage_params, verdict
 from .memory_train import TrainMemory, TrainOptions, train_memory
 from .pipeline_split import EVEN, PipelineSplit, stage_layer_ids
 from .roofline_options import RooflineOptions
-from .roofline_train import adamw_op, torch_mixed_state_bytes
+from .roofline_train import adamw_op, clip_ops, torch_mixed_state_bytes
 from .train_comm import DIMS, Windows, contention_s, dim_times, traffic
 from .train_host import FRAMEWORK_SOURCES, StageWork, exposed_host_s, framework_costs, host_paths, interleaved_contention_s, stage_work
 from .train_attention import attention_ceilings, unfused_attention_s
@@ -197,13 +197,19 @@ TP_INPUT_REDUCE = {"megatron": "shared", "torch": "each"}
 
 
 def optimizer_s(counts: tuple[tuple[int, int], ...], zero: int, shard: int, ep: int, dtype: str,
-                ceilings: Ceilings, framework: str = "megatron") -> float:
+                ceilings: Ceilings, framework: str = "megatron", clip: bool = False) -> float:
     """AdamW on the stage with the most parameters per GPU; ZeRO >= 1 shards dense parameters over
     shard = dp x cp ranks and routed experts over dp x cp / ep (as calc.memory_train shards them).
-    Megatron's fused mixed-precision optimizer, or (framework "torch") plain torch's cast, step and copy."""
-    most = max(d / shard + e * ep / shard if zero >= 1 else d + e for d, e in counts)
+    Megatron's fused mixed-precision optimizer, or (framework "torch") plain torch's cast, step and copy.
+    `clip`: the gradient norm and clipping before it, over the same parameters' gradients (fp32 main gradients
+    under Megatron and FSDP2's ZeRO-3, the model dtype's otherwise)."""
+    most = max(1, round(max(d / shard + e * ep / shard if zero >= 1 else d + e for d, e in counts)))
     state = torch_mixed_state_bytes(dtype, zero) if framework == "torch" else None
-    return adamw_op(max(1, round(most)), dtype, ceilings, state=state).step_s
+    seconds = adamw_op(most, dtype, ceilings, state=state).step_s
+    if clip:
+        grad_bytes = 4.0 if framework == "megatron" or zero == 3 else bytes_per_element(dtype)
+        seconds += sum(op.step_s for op in clip_ops(most, grad_bytes, ceilings))
+    return seconds
 
 
 def step_breakdown(*, pp: Any, vp: Any, windows: Windows, seconds: Mapping[tuple[str, str], Any], zero: Any,
@@ -294,12 +300,20 @@ def step_memory(spec: ModelSpec, opts: TrainStepOptions) -> TrainMemory:
     return mem
 
 
+def step_ceilings(ceilings: Ceilings, opts: TrainStepOptions) -> Ceilings:
+    """The ceilings a step is priced at, with its attention kernel's efficiency (calc.train_attention); its kernels'
+    clocks are set by the micro-batch's own kernel mix (roofline_pass, calc.steady), and the memory-bound rest of
+    the step (the optimizer, FP8 casts) does not move with the clock."""
+    return attention_ceilings(ceilings, opts.attention)
+
+
 def train_parts(spec: ModelSpec, ceilings: Ceilings, opts: TrainStepOptions, impl: str) -> StageParts:
     """One micro-batch's per-layer and head seconds on one GPU's shard, priced with the kernel list `impl`."""
     result = roofline_pass(spec, ceilings, tp=opts.tp, cp=opts.cp, micro_batch=opts.micro_batch, seq=opts.seq,
-                           dtype=opts.dtype, impl=impl)
+                           dtype=opts.dtype, impl=impl, loss=opts.loss, dropout=opts.dropout,
+                           clocks=opts.clocks)
     return stage_parts(spec, result, sp=opts.sp_active, capacity_factor=opts.capacity_factor,
-                       attention=core_attention(spec, ceilings, opts), fp8_recipe=opts.fp8_recipe)
+                       attention=core_attention(spec, result.ceilings, opts), fp8_recipe=opts.fp8_recipe)
 
 
 def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, opts: TrainStepOptions,
@@ -310,7 +324,7 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
     cluster = load_cluster(cluster)
     opts.validate(spec, cluster)
     RooflineOptions(phase="train", seq=opts.seq, dtype=opts.dtype).validate(spec)  # positions, dtype
-    ceilings = attention_ceilings(ceilings, opts.attention)
+    ceilings = step_ceilings(ceilings, opts)
     impl = kernel_impl(opts.framework, opts.dtype)
     if parts is None:
         parts = train_parts(spec, ceilings, opts, impl)
@@ -335,7 +349,7 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
         pp=opts.pp, vp=opts.vp, windows=Windows(f, b, a, opts.num_micro_batches), seconds=traffic(comm.rows),
         zero=opts.zero, recompute=opts.recompute, overlap=opts.overlap,
         optimizer=optimizer_s(counts, opts.zero, opts.data_parallel * opts.cp, opts.ep, opts.memory_dtype, ceilings,
-                              opts.framework),
+                              opts.framework, opts.clip_grad),
         sm_share=opts.comm_sm_share(ceilings.gpu.sm_count), host=host, p2p_slowdown=costs.p2p_slowdown,
         overlap_slowdown=costs.overlap_slowdown, fp8=fp8, fsdp=opts.framework == "torch", bubble=bubble)
     mem = step_memory(spec, opts)

@@ -19,6 +19,8 @@ from ..specs.model import ModelSpec
 from .comm_step import placement
 from .memory_schedule import FRAMEWORKS, SCHEDULES, SPLIT_BACKWARD
 from .pipeline_split import EVEN, PipelineSplit, chunk_layers
+from .roofline_options import LOSSES
+from .steady import CLOCKS
 from .tensor_parallel import check_tp
 from .train_attention import ATTENTION
 from .train_fp8 import DEFAULT_RECIPE, RECIPES
@@ -71,6 +73,12 @@ class TrainStepOptions:
     # where host_costs come from (the JSON's framework_source names it)
     host_source: str = "the calibration file's torch_host"
     pipeline_split: PipelineSplit = EVEN  # Megatron-LM's uneven stages (calc.pipeline_split)
+    # the card's clocks: "sustained" (the steady state a long run reaches under the power cap, calc.steady) or
+    # "burst" (the short-call efficiencies the roofline keeps for single kernels)
+    clocks: str = "sustained"
+    loss: str = "fp32"  # the fused list's loss: Megatron-LM's vocab-parallel fp32 cross-entropy, or "fused" (one kernel)
+    dropout: float = 0.0  # hidden dropout before each residual add (the recipe's; 0 in most recipes since Llama)
+    clip_grad: bool = True  # the gradient norm and clipping before the optimizer (Megatron-LM's --clip-grad 1.0)
 
     @property
     def data_parallel(self) -> int:
@@ -120,6 +128,11 @@ class TrainStepOptions:
         require(self.attention in ATTENTION, f"--attention must be one of {', '.join(ATTENTION)}, got {self.attention!r}")
         require(self.schedule in SCHEDULES, f"--schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
         require(self.framework in FRAMEWORKS, f"--framework must be one of {', '.join(FRAMEWORKS)}, got {self.framework!r}")
+        require(self.clocks in CLOCKS, f"--clocks must be one of {', '.join(CLOCKS)}, got {self.clocks!r}")
+        require(self.loss in LOSSES, f"--loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
+        require(self.loss == "fp32" or self.framework == "megatron",
+                "--loss fused prices the fused kernel list (--framework megatron); torch runs its own cross-entropy")
+        require(0.0 <= self.dropout < 1.0, f"--dropout must be in [0, 1), got {self.dropout}")
         require(self.schedule == "1f1b" or self.vp == 1,
                 f"--vp interleaves the 1F1B schedule: not with --schedule {self.schedule}")
         require(self.schedule not in SPLIT_BACKWARD or self.framework == "megatron",

@@ -86,13 +86,17 @@ def kernel_impl(framework: str, dtype: str) -> str:
 
 
 def roofline_pass(spec: ModelSpec, ceilings: Ceilings, *, tp: int, cp: int, micro_batch: int, seq: int,
-                  dtype: str, cluster: str | None = None, impl: str = "fused") -> ModelRoofline:
+                  dtype: str, cluster: str | None = None, impl: str = "fused", loss: str = "fp32",
+                  dropout: float = 0.0, clocks: str = "sustained") -> ModelRoofline:
     """The roofline of one micro-batch on one GPU's TP/CP shard (phase train, no recomputation), with the
-    kernel list `impl` (kernel_impl)."""
+    kernel list `impl` (kernel_impl); `loss`, `dropout` and `clocks` as RooflineOptions takes them (the fused
+    list's loss kernels; plain PyTorch's list has its own loss)."""
     local = seq // cp
     return predict_model(spec, ceilings, RooflineOptions(phase="train", batch=micro_batch, seq=local,
                                                          context=(seq - local) // 2, tp=tp, dtype=dtype,
-                                                         cluster=cluster, recompute="none", impl=impl))
+                                                         cluster=cluster, recompute="none", impl=impl,
+                                                         loss=loss if impl == "fused" else "fp32", dropout=dropout,
+                                                         clocks=clocks))
 
 
 def stage_parts(spec: ModelSpec, result: ModelRoofline, *, sp: bool, capacity_factor: float = 1.0,

@@ -77,8 +77,8 @@ class _Progress:
 @fp8_options
 @render.output_options
 def plan(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq, global_batch, top, fix, dtype, overlap, capacity_factor,
-         reserve, attention, max_micro_batch, max_cp, framework, comm_sms, even_splits_only, quiet, fp8_recipe, fp8_params,
-         fmt, as_json):
+         reserve, attention, clocks, loss_kernels, dropout, clip_grad, max_micro_batch, max_cp, framework, comm_sms, even_splits_only, quiet, fp8_recipe,
+         fp8_params, fmt, as_json):
     """Search every TP x PP x DP x CP x EP x VP x micro-batch x ZeRO x recompute layout of MODEL on
     --gpus GPUs that obeys the divisibility and node rules, drop those that do not fit in memory, and
     rank the rest by `mlsys train`'s step time; shows the top K and why the best wins (docs/train.md).
@@ -88,7 +88,8 @@ def plan(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq
                        overlap=overlap, capacity_factor=capacity_factor, reserve=reserve, attention=attention,
                        max_micro_batch=max_micro_batch, max_cp=max_cp, framework=framework, host_costs=host_costs,
                        host_source=host_source, fp8_recipe=fp8_recipe, fp8_params=fp8_params,
-                       even_splits_only=even_splits_only, comm_sms=comm_sms)
+                       even_splits_only=even_splits_only, comm_sms=comm_sms, clocks=clocks,
+                       loss=loss_kernels, dropout=dropout, clip_grad=clip_grad)
     progress = _Progress(not quiet)
     try:
         result = search(spec, ceilings, cluster, opts, progress)

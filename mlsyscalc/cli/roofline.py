@@ -13,7 +13,8 @@ import click
 from ..calc.calibration import EFFICIENCY_FIELDS, KERNEL_GAP_S, LAUNCH_OVERHEAD_S
 from ..calc.roofline_memory import elementwise_op, embedding_op, norm_op, rotary_op, softmax_op
 from ..calc.roofline_model import predict_model
-from ..calc.roofline_options import IMPLS, LAUNCHES, LOGITS, PHASES, RECOMPUTE, WINDOW_MODES, RooflineOptions
+from ..calc.roofline_options import IMPLS, LAUNCHES, LOGITS, LOSSES, PHASES, RECOMPUTE, WINDOW_MODES, RooflineOptions
+from ..calc.steady import CLOCKS
 from ..calc.roofline_ops import predict_attention, predict_matmul
 from ..calc.roofline_sweep import sweep_batch
 from ..errors import MlsysError, require
@@ -210,13 +211,22 @@ def _sweep_values(text: str) -> list[int]:
                    "\"Host path\"). Default: graph for prefill/decode, eager for train.")
 @click.option("--master-weights/--no-master-weights", default=RooflineOptions.master_weights, show_default=True,
               help="train: AdamW over fp32 master weights and moments, or states in --dtype.")
+@click.option("--clocks", type=click.Choice(CLOCKS), default=None,
+              help="sustained: the steady rates back-to-back heavy kernels reach under the card's power cap; burst: "
+                   "short calls' efficiencies (docs/roofline.md, \"Sustained clocks\"). Default: sustained for "
+                   "train, burst for prefill and decode.")
+@click.option("--loss", "loss_kernels", type=click.Choice(LOSSES), default=RooflineOptions.loss, show_default=True,
+              help="train with --impl fused: the loss's kernels, fp32 (Megatron-LM's vocab-parallel cross-entropy) or "
+                   "fused (one chunked kernel).")
+@click.option("--dropout", type=click.FloatRange(0.0, 1.0, max_open=True), default=RooflineOptions.dropout,
+              show_default=True, help="train: hidden dropout before each residual add (its 1-byte mask).")
 @host_options
 @ceiling_options
 @render.output_options
 @click.pass_context
 def model(ctx, model, overrides, phase, batch, seq, context, tp, dtype, kv_dtype, cluster, no_fit_check, sweep,
-          window, recompute, dp, zero, dp_overlap, impl, logits, launch, master_weights, host, ceilings, plot, fmt,
-          as_json):
+          window, recompute, dp, zero, dp_overlap, impl, logits, launch, master_weights, clocks, loss_kernels, dropout,
+          host, ceilings, plot, fmt, as_json):
     """Per-kernel roofline of one layer (and the head) of MODEL, and the step's totals.
 
     prefill: time to first token; decode: time per output token (needs --context); train:
@@ -230,7 +240,8 @@ def model(ctx, model, overrides, phase, batch, seq, context, tp, dtype, kv_dtype
     opts = RooflineOptions(phase=phase, batch=batch, seq=seq, context=context, tp=tp, dtype=dtype,
                            kv_dtype=kv_dtype, cluster=cluster, check_fit=not no_fit_check, window=window,
                            recompute=recompute, dp=dp, zero=zero, dp_overlap=dp_overlap, impl=impl, logits=logits,
-                           master_weights=master_weights, launch=launch)
+                           master_weights=master_weights, launch=launch, clocks=clocks, loss=loss_kernels,
+                           dropout=dropout)
     if sweep:
         swept = sweep_batch(spec, ceilings, opts, _sweep_values(sweep))
         output = sweep_output(swept)

@@ -46,10 +46,10 @@ def _length(text: str, what: str) -> LengthDist:
     return parse_length(text, what)
 
 
-def _trace(path: str, prefix: int = 0):
+def _trace(path: str, prefix: int = 0, concurrency: int = 0):
     rows = _rows(path, "--trace")
     return from_trace([(_number(r, "arrival_s", "--trace"), _number(r, "prompt_len", "--trace", int),
-                        _number(r, "output_len", "--trace", int)) for r in rows], f"trace {path}", prefix)
+                        _number(r, "output_len", "--trace", int)) for r in rows], f"trace {path}", prefix, concurrency)
 
 
 def _slo(text: str | None) -> Slo:
@@ -80,11 +80,13 @@ def _sweep(text: str | None) -> tuple[float, ...] | None:
 def engine_options(func):
     """Scheduler and KV options shared by `mlsys serve` and its scripts."""
     @click.option("--scheduler", type=click.Choice(tuple(POLICIES)), default=D.scheduler, show_default=True,
-                  help="static batching, orca (iteration-level), vllm (paged, prefill first), sarathi (chunked).")
-    @click.option("--max-batch-tokens", type=click.IntRange(min=1), default=D.max_batch_tokens, show_default=True,
-                  help="Prompt tokens per iteration (non-chunked schedulers).")
-    @click.option("--max-seqs", type=click.IntRange(min=1), default=D.max_seqs, show_default=True,
-                  help="Running sequences at most.")
+                  help="static batching, orca (iteration-level), vllm (V0: paged, prefill first), sarathi (chunked, "
+                  "--chunk budget), vllm-v1 (chunked prefill mixed with decodes under --max-batch-tokens).")
+    @click.option("--max-batch-tokens", type=click.IntRange(min=1), default=D.max_batch_tokens,
+                  help="Tokens per iteration (default: vllm-v1 takes vLLM V1's for the card, 8192 on cards of "
+                  ">= 70 GiB other than A100, else 2048; the other schedulers 8192).")
+    @click.option("--max-seqs", type=click.IntRange(min=1), default=D.max_seqs,
+                  help="Running sequences at most (default: vllm-v1 1024 or 256 by card as above; else 256).")
     @click.option("--chunk", type=click.IntRange(min=1), default=D.chunk, show_default=True,
                   help="sarathi: token budget per iteration.")
     @click.option("--block-size", type=click.IntRange(min=1), default=D.block_size, show_default=True,
@@ -97,6 +99,9 @@ def engine_options(func):
     @click.option("--iteration-overhead-us", type=click.FloatRange(min=0), default=D.iteration_overhead_s * 1e6,
                   show_default=True, help="Host time every iteration pays on top of its kernels (scheduling, "
                   "sampling, detokenising), in microseconds.")
+    @click.option("--iteration-overhead-per-seq-us", type=click.FloatRange(min=0),
+                  default=D.iteration_overhead_per_seq_s * 1e6, show_default=True,
+                  help="And host time per sequence that samples a token in the iteration, in microseconds.")
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         return func(*args, **kwargs)
@@ -126,6 +131,9 @@ def engine_options(func):
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the workload draws.")
 @click.option("--burstiness", type=float, default=1.0, show_default=True,
               help="Gamma shape of the inter-arrival times: 1 Poisson, < 1 burstier.")
+@click.option("--concurrency", type=click.IntRange(min=0), default=0, show_default=True,
+              help="A closed loop of this many clients: each sends its next request when its last one finishes "
+              "(with --rate: not before its arrival); 0: open loop.")
 @engine_options
 @click.option("--prefix-len", type=click.IntRange(min=0), default=0, show_default=True,
               help="Tokens of a prefix every prompt shares (added before --prompt-len draws; a trace's prompts include it).")
@@ -145,8 +153,8 @@ def engine_options(func):
               help="Write latency-vs-rate (with --sweep) or latency CDFs (PNG or SVG).")
 @render.output_options
 def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, gap_us, tp, dtype, kv_dtype, rate, trace_file, prompt_len, output_len,
-          requests, seed, burstiness, scheduler, max_batch_tokens, max_seqs, chunk, block_size,
-          gpu_memory_utilization, preemption, kv_blocks, iteration_overhead_us, prefix_len, prefix_caching, draft, spec_k, accept, disagg, search, max_gpus, slo, sweep, plot, fmt,
+          requests, seed, burstiness, concurrency, scheduler, max_batch_tokens, max_seqs, chunk, block_size,
+          gpu_memory_utilization, preemption, kv_blocks, iteration_overhead_us, iteration_overhead_per_seq_us, prefix_len, prefix_caching, draft, spec_k, accept, disagg, search, max_gpus, slo, sweep, plot, fmt,
           as_json):
     """Simulate serving MODEL under load: TTFT, TPOT, latency percentiles, throughput and goodput.
 
@@ -163,23 +171,26 @@ def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, ga
                         block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, preemption=preemption,
                         kv_blocks=kv_blocks, tp=tp, dtype=dtype, kv_dtype=kv_dtype, cluster=cluster, slo=_slo(slo),
                         spec_k=spec_k, accept=accept, prefix_caching=prefix_caching,
-                        iteration_overhead_s=iteration_overhead_us * 1e-6)
+                        iteration_overhead_s=iteration_overhead_us * 1e-6,
+                        iteration_overhead_per_seq_s=iteration_overhead_per_seq_us * 1e-6)
     draft_spec = resolve_model(draft, ()) if draft else None
     rates = _sweep(sweep)
     require(not (rates and trace_file), "--sweep varies --rate: it does not combine with --trace")
+    if concurrency and rate is None and trace_file is None and rates is None:
+        rate = float("inf")  # a closed loop alone: every client starts at time 0
     require((rate is None) != (trace_file is None) or (rates is not None and trace_file is None),
             "give exactly one of --rate R or --trace FILE (or --sweep rate=...)")
     if disagg or search:
         require(not (draft or sweep or plot), "--disagg/--search do not combine with --draft, --sweep or --plot")
-        work = _trace(trace_file, prefix_len) if trace_file else WorkloadSpec(
+        work = _trace(trace_file, prefix_len, concurrency) if trace_file else WorkloadSpec(
             _length(prompt_len, "--prompt-len"), _length(output_len, "--output-len"), rate, requests, seed,
-            burstiness, prefix_len).build()
+            burstiness, prefix_len, concurrency).build()
         return render.emit(_disagg(spec, ceilings, work, opts, disagg, search, max_gpus), fmt, as_json)
     if trace_file:
-        result = simulate(spec, ceilings, _trace(trace_file, prefix_len), opts, draft=draft_spec)
+        result = simulate(spec, ceilings, _trace(trace_file, prefix_len, concurrency), opts, draft=draft_spec)
         return render.emit(_plot(plot, [result], None, serve_output(result)), fmt, as_json)
     work = WorkloadSpec(_length(prompt_len, "--prompt-len"), _length(output_len, "--output-len"),
-                        rate if rate is not None else 1.0, requests, seed, burstiness, prefix_len)
+                        rate if rate is not None else 1.0, requests, seed, burstiness, prefix_len, concurrency)
     if rates:
         results = sweep_rates(spec, ceilings, work, rates, opts, draft_spec)
         return render.emit(_plot(plot, list(results), rates, sweep_output(results, rates)), fmt, as_json)

@@ -14,6 +14,8 @@ from ..calc.train_fp8 import RECIPES
 from ..calc.memory_schedule import FRAMEWORKS, SCHEDULES
 from ..calc.train_options import DTYPES, OVERLAP_DIMS, RECOMPUTE, TrainStepOptions
 from ..calc.memory_train import zero_from_fsdp
+from ..calc.roofline_options import LOSSES
+from ..calc.steady import CLOCKS
 from ..calc.pipeline_split import PipelineSplit
 from ..errors import MlsysError, require
 from ..units import fmt_bytes
@@ -94,6 +96,19 @@ def step_options(func):
     @click.option("--capacity-factor", type=float, default=D.capacity_factor, show_default=True,
                   help="MoE: expert slots per routed token.")
     @click.option("--reserve", default=D.reserve, show_default=True, help="GPU memory kept back (size or share).")
+    @click.option("--clocks", type=click.Choice(CLOCKS), default=D.clocks, show_default=True,
+                  help="sustained: kernels at the steady rates an hours-long run reaches under the card's power cap "
+                       "(measured: H100/H200 GEMMs 0.658 of the datasheet, not do_bench's 0.74); burst: the short-call "
+                       "efficiencies (docs/train.md, \"Sustained clocks\").")
+    @click.option("--loss", "loss_kernels", type=click.Choice(LOSSES), default=D.loss, show_default=True,
+                  help="--framework megatron: the loss's kernels, fp32 (Megatron-LM's vocab-parallel cross-entropy "
+                       "on logits cast to fp32, its default) or fused (one chunked kernel, as Liger-Kernel, Transformer "
+                       "Engine and Megatron-Bridge's --cross-entropy-loss-fusion run it).")
+    @click.option("--dropout", type=click.FloatRange(0.0, 1.0, max_open=True), default=D.dropout, show_default=True,
+                  help="Hidden dropout before each residual add (its 1-byte mask is written and read back); "
+                       "Megatron's GPT recipes use 0.1, Llama-style ones 0.")
+    @click.option("--clip-grad/--no-clip-grad", default=D.clip_grad, show_default=True,
+                  help="The gradient norm and clipping before the optimizer step (Megatron-LM's --clip-grad 1.0).")
     @click.option("--attention", type=click.Choice(ATTENTION), default=D.attention, show_default=True,
                   help="Attention core: one flash kernel (the card's best: cuDNN, FlashAttention-3), flash2 (one of "
                        "FlashAttention-2's generation: flash-attn 2, SDPA's FLASH backend; on Hopper 0.59 of flash's "
@@ -175,7 +190,7 @@ def parse_overlap(text: str) -> tuple[str, ...]:
 @render.output_options
 def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq, global_batch, micro_batch, tp, pp, dp, cp, ep, vp, sp,
           vocab_parallel, zero, fsdp, recompute, comm_sms, schedule, framework, pipeline_split, fp8_recipe, fp8_params, dtype, overlap,
-          capacity_factor, reserve, attention, fmt, as_json):
+          capacity_factor, reserve, attention, clocks, loss_kernels, dropout, clip_grad, fmt, as_json):
     """Step time, tokens/s, MFU, HFU and memory per GPU of one training step of MODEL on a full
     TP x PP x DP x CP x EP layout: the roofline's kernel times per pipeline stage, the 1F1B bubble
     (p-1)/(v m), each dimension's exposed communication and the AdamW step (docs/train.md).
@@ -187,7 +202,8 @@ def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, se
                             recompute=recompute, dtype=dtype, overlap=overlap, comm_sms=comm_sms,
                             capacity_factor=capacity_factor, reserve=reserve, attention=attention,
                             schedule=schedule, framework=framework, host_costs=host_costs, host_source=host_source,
-                            vocab_parallel=vocab_parallel, pipeline_split=pipeline_split, fp8_recipe=fp8_recipe, fp8_params=fp8_params)
+                            vocab_parallel=vocab_parallel, pipeline_split=pipeline_split, fp8_recipe=fp8_recipe, fp8_params=fp8_params,
+                            clocks=clocks, loss=loss_kernels, dropout=dropout, clip_grad=clip_grad)
     render.emit(step_output(train_step(spec, ceilings, cluster, opts)), fmt, as_json)
 
 
