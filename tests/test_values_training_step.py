@@ -138,12 +138,14 @@ def test_falcon_old_architecture_without_multi_query_key_is_multi_query():
 
 def test_qwen2_sliding_window_needs_use_sliding_window():
     """transformers Qwen2Config: use_sliding_window=False by default, so a sliding_window value alone does
-    not make any layer local."""
+    not make any layer local; with it, the layers from max_window_layers on slide (qwen2.5-7b lists 28
+    of its 28 layers there, so none does)."""
     raw = _raw("qwen2.5-7b", drop=("use_sliding_window",))
     spec = _spec(raw)
     assert (spec.sliding_window, spec.sliding_window_layers) == (None, 0)
     on = _spec({**raw, "use_sliding_window": True})
-    assert on.sliding_window == 131072 and on.sliding_window_layers > 0
+    assert (on.sliding_window, on.sliding_window_layers) == (131072, 0)
+    assert _spec({**raw, "use_sliding_window": True, "max_window_layers": 20}).sliding_window_layers == 8
 
 
 @pytest.mark.parametrize("name", ["llama3-8b", "mistral-7b", "qwen2.5-7b", "phi3-mini", "deepseek-v3"])

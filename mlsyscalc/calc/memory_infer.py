@@ -5,7 +5,9 @@ context that fits a GPU.
 KV cache per token per layer (`ModelSpec.kv_cache_elements_per_token`): K and V of every KV
 head (GQA/MQA: fewer than the query heads), or DeepSeek MLA's compressed latent plus the
 shared rotary key (arXiv:2405.04434, section 2.1.2). Layers with a sliding window keep at
-most `sliding_window` tokens. Paged attention (Kwon et al. 2023, vLLM) allocates whole blocks
+most `sliding_window` tokens, chunked-attention layers (Llama 4) at most `attention_chunk_size`
+(one chunk: calc.attention.MASKS). The count is the cache at a step, its newest token included;
+transformers' DynamicCache keeps W - 1 (C - 1) tokens of such a layer between steps. Paged attention (Kwon et al. 2023, vLLM) allocates whole blocks
 of `block_size` tokens: the last block of each sequence is partly empty.
 
 Tensor parallelism splits the weights as Megatron-LM does (`calc.memory_common`) and the KV
@@ -22,6 +24,8 @@ from ..dtypes import bytes_per_element, dtype_name
 from ..errors import require
 from ..specs.model import ModelSpec
 from ..validate import check_gpus
+from .attention import MASKS
+from .flops import layer_kinds
 from .layers import layer_linears
 from .memory_common import linear_weight_per_rank, merge_bytes, stage_params
 from .tensor_parallel import check_tp, kv_divisor, tp_kind
@@ -147,13 +151,15 @@ def _weights(spec: ModelSpec, opts: InferOptions, nbytes: Mapping[str, float],
 
 
 def _kv_slots(spec: ModelSpec, opts: InferOptions) -> int:
-    """Token slots per sequence summed over layers (window layers keep at most the window)."""
-    window_layers = spec.sliding_window_layers if spec.sliding_window else 0
-    full = opts.context
-    windowed = min(opts.context, spec.sliding_window) if spec.sliding_window else full
-    if opts.block_size:
-        full, windowed = (-(-n // opts.block_size) * opts.block_size for n in (full, windowed))
-    return (spec.num_layers - window_layers) * full + window_layers * windowed
+    """Token slots per sequence summed over layers, each layer by its attention kind (calc.attention.MASKS:
+    a window layer keeps at most W tokens, a chunked one at most C; paging rounds each up to blocks)."""
+    slots = 0
+    for kind, layers in layer_kinds(spec).items():
+        held = MASKS[kind].held(opts.context, spec.mask_size(kind))
+        if opts.block_size:
+            held = -(-held // opts.block_size) * opts.block_size
+        slots += layers * held
+    return slots
 
 
 def _workspace(spec: ModelSpec, opts: InferOptions, nbytes: Mapping[str, float]) -> tuple[float, float]:
@@ -197,8 +203,10 @@ def solve_max(spec: ModelSpec, opts: InferOptions, target: str, usable_bytes: in
     lo, hi = 1, 2
     while fits(hi) is not None:
         # Any growth of >= 1 byte per token exceeds every GPU long before 2^40 tokens.
-        require(hi < 1 << 40, f"--max {target}: memory stops growing with {target} (every layer keeps a "
-                              f"{spec.sliding_window}-token sliding window), so no largest value exists")
+        bounded = (f"a {spec.sliding_window}-token sliding window" if spec.sliding_window_layers == spec.num_layers
+                   else "at most a window or a chunk of tokens")
+        require(hi < 1 << 40, f"--max {target}: memory stops growing with {target} (every layer keeps {bounded}), "
+                              "so no largest value exists")
         lo, hi = hi, hi * 2
     while hi - lo > 1:
         mid = (lo + hi) // 2

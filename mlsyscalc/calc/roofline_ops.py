@@ -31,7 +31,9 @@ from ..errors import require
 from ..specs.gpu import GPUSpec, normalise_dtype
 from .calibration import Ceilings, gemm_class, load_ceilings
 from .cublas_split import cublas_splits
-from .attention import BACKWARD_FLOPS_FACTOR, AttentionShape, attention_bytes, attention_flops, causal_fraction
+from .attention import (BACKWARD_FLOPS_FACTOR, MASKS, AttentionShape, attention_bytes, attention_flops,
+                        causal_fraction, keys_read)
+from .attention import window_fraction  # noqa: F401  (re-exported: callers found it here before calc.attention's MASKS)
 from ..dtypes import bytes_per_element, dtype_name
 
 # Output tile (BLOCK_M, BLOCK_N) candidates: CUTLASS/cuBLAS bf16 tiles on Hopper (128x256 with
@@ -332,22 +334,6 @@ def predict_matmul(m: int, n: int, k: int, dtype: str = "bf16", gpu: str | GPUSp
                                   weight_dtype=weight_dtype, out_dtype=out_dtype, lead_dims=lead_dims, name=name)
 
 
-def window_fraction(seq_q: int, seq_kv: int, window: int) -> float:
-    """Share of the Sq x Skv score rectangle a causal sliding-window kernel computes when it skips
-    KV tiles outside the window (FlashAttention-2's `window_size`): query at position p sees
-    min(p, W) keys, so the area is the integral of min(p, W) over p in [Skv - Sq, Skv] (the
-    continuous convention of causal_fraction, which it equals for W >= Skv; S x W - W^2/2 for
-    Sq = Skv = S > W)."""
-    a, b, w = seq_kv - seq_q, seq_kv, window
-    if w >= b:
-        area = (b * b - a * a) / 2.0
-    elif w <= a:
-        area = w * (b - a)
-    else:
-        area = (w * w - a * a) / 2.0 + w * (b - w)
-    return area / (seq_q * seq_kv)
-
-
 def _attention_tiling(rows: int, units0: int, seq_kv: int, per_row_flops: float, per_sm: float,
                       sms: int) -> tuple[float, Tiling]:
     """FlashAttention-2 grid (128 query rows per CTA, whole KV per CTA) while it fills the SMs and
@@ -369,11 +355,23 @@ def _attention_tiling(rows: int, units0: int, seq_kv: int, per_row_flops: float,
     return _least_time(configs(), sms, block_time)
 
 
+# the row name of each attention kind's kernel (backward and recompute rows find the kind back from it)
+ATTENTION_ROWS = {"full_attention": "attention", "sliding_attention": "attention (window)",
+                  "chunked_attention": "attention (chunked)"}
+
+
+def attention_kind(row_name: str) -> str:
+    """The attention kind whose kernel a row (forward, recompute or backward) prices."""
+    base = row_name.removesuffix(".bwd")
+    return next(kind for kind, name in ATTENTION_ROWS.items() if name == base)
+
+
 def predict_attention(batch: int, heads: int, kv_heads: int, seq_q: int, seq_kv: int, head_dim: int,
                       causal: bool = False, dtype: str = "bf16", gpu: str | GPUSpec | Ceilings = "H100-SXM",
                       calibration: Any = None, *, v_head_dim: int | None = None, kv_dtype: str | None = None,
                       backward: bool = False, v_in_k: bool = False, window: int | None = None,
-                      pad_head_dim: bool = False, name: str = "attention") -> OpPrediction:
+                      pad_head_dim: bool = False, name: str = "attention", mask: str = "sliding_attention",
+                      sinks: bool = False) -> OpPrediction:
     """Flash-style attention softmax(Q K^T) V with the IO-aware byte count (no S x S round trip).
 
     FLOPs = 2*B*Sq*Skv*H*(d_qk + d_v) (x causal_fraction); bytes = Q + K + V read once, O written
@@ -382,8 +380,10 @@ def predict_attention(batch: int, heads: int, kv_heads: int, seq_q: int, seq_kv:
     one tile, as decode kernels do. backward: FA2's 5 matmuls vs 2 (FLOPs x 2.5), reads Q, K, V,
     O, dO and writes dQ, dK, dV (Dao 2023, FlashAttention-2, algorithm 2). v_in_k: V is a slice
     of the cached K (absorbed MLA decode, DeepSeek-V2 section 2.1.2), read once. window (with
-    causal): a sliding-window kernel that skips tiles outside the window: FLOPs x window_fraction,
-    and only the last Sq + W - 1 keys are read. pad_head_dim (cuDNN's SDPA, `--impl torch`): the
+    causal): a kernel that skips the tiles outside the mask of kind `mask` (calc.attention.MASKS; a
+    sliding window W, or chunks of C = window): FLOPs x the mask's kept share, and only the keys from
+    the first query's earliest visible one are read (Sq + W - 1 for a window). sinks (gpt-oss): one
+    learned logit per head joins each softmax: no matmul, no cache, an fp32 logit read per query row. pad_head_dim (cuDNN's SDPA, `--impl torch`): the
     tiles compute on head dims padded to HEAD_DIM_TILES, and a 64-wide tile runs at
     efficiency.attention_small_head; FLOPs stay the useful ones.
     """
@@ -398,9 +398,10 @@ def predict_attention(batch: int, heads: int, kv_heads: int, seq_q: int, seq_kv:
     frac = causal_fraction(seq_q, seq_kv) if causal else 1.0
     keys = seq_kv
     if window is not None:
-        frac, keys = window_fraction(seq_q, seq_kv, window), min(seq_kv, seq_q + window - 1)
+        frac, keys = MASKS[mask].kept(seq_q, seq_kv, window), keys_read(mask, window, seq_q, seq_kv)
     flops = attention_flops(shape_, fraction=frac)
     read, write = attention_bytes(shape_, bytes_per_element(act), bytes_per_element(kv), backward, keys, v_in_k)
+    read += batch * seq_q * heads * 4 if sinks else 0  # each query row's softmax reads its head's fp32 sink logit
     scale = BACKWARD_FLOPS_FACTOR if backward else 1.0
     d_qk, d_v, cls = head_dim, dv, "attention"
     if pad_head_dim:
@@ -414,7 +415,7 @@ def predict_attention(batch: int, heads: int, kv_heads: int, seq_q: int, seq_kv:
         factor, keys0 = ATTENTION_SHAPE[("backward" if backward else "forward", causal)]
         compute_s *= factor * (1.0 + keys0 / keys)
     shape = (f"B{batch} H{heads}/{kv_heads} {seq_q}x{seq_kv} d{head_dim}" + (" causal" if causal else "")
-             + (f" window {window}" if window is not None else ""))
+             + (f" {'chunk' if mask == 'chunked_attention' else 'window'} {window}" if window is not None else "") + (" sinks" if sinks else ""))
     return _finish(name, "attention", act, flops * scale, read, write, compute_s, ceil, tiling, shape, act,
                    compute_class=cls)
 

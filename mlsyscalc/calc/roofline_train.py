@@ -22,7 +22,7 @@ from typing import Any
 
 from ..dtypes import bytes_per_element
 from .roofline_head import embedding_backward_ops, loss_backward_ops
-from .roofline_ops import OpRow, predict_grouped_matmul, predict_matmul, predict_memory_op
+from .roofline_ops import OpRow, attention_kind, predict_grouped_matmul, predict_matmul, predict_memory_op
 
 EXPLICIT_BACKWARD = ("embedding", "loss.")  # fused-list head rows whose backward kernels are listed, not derived
 
@@ -55,7 +55,7 @@ def backward_rows(p: Any, forward: list[OpRow]) -> list[OpRow]:
         if pred.kind == "memory" and (torch_impl or (row.layers == "head" and pred.name.startswith(EXPLICIT_BACKWARD))):
             continue
         if pred.kind == "attention":
-            op = p.attention(pred.name.startswith("attention (window)"), backward=True)
+            op = p.attention(attention_kind(pred.name), backward=True)
         else:
             op = predict_memory_op(pred.name + ".bwd", pred.read_bytes + pred.write_bytes, pred.read_bytes,
                                    pred.flops, p.store, p.ceil, shape=pred.shape, cls=backward_class(row))

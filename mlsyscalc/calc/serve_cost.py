@@ -26,7 +26,8 @@ the rows are fitted on the contiguous kernel's FLOPs and bytes, prefill rows com
 PAGED_PREFILL_RATIO of its rate, and a decode pass takes FlashAttention's split rule, its CTAs'
 streaming cap and the split's combine kernel at the batch's mean context (cached per batch size and
 KV blocks).
-Sliding-window layers are priced as full causal attention (an upper bound for Mistral/Gemma-2).
+Sliding-window and chunked layers are priced as full causal attention (an upper bound for Mistral,
+Gemma-2/3, gpt-oss and Llama 4).
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ from .roofline_options import RooflineOptions
 
 # Shapes the coefficients are solved at and checked at (small: exact arithmetic, any model's positions).
 _FIT_TOKENS = (1, 2)
+# expert rows: from 2 tokens on, where even top-1 routing reaches more than one expert (one token's
+# single expert streams as a plain GEMM, a class of its own)
+_GROUPED_FIT_TOKENS = (2, 3)
 _CHECK_TOKENS = 7
 _RATE_TOKENS = 8192  # seconds per FLOP of compute-bound rows are read at this many tokens
 _PARTS = ("flops", "read_bytes", "write_bytes", "memory_s")
@@ -206,13 +210,16 @@ class IterationCost:
         wide = (UNALIGNED_TILE_ROWS, 2 * UNALIGNED_TILE_ROWS + 1)
         tall = (CTA_ROWS + 1, 2 * CTA_ROWS + 1)
         runs = {t: self._model("prefill", 1, t).rows
-                for t in (*_FIT_TOKENS, _CHECK_TOKENS, *wide, *tall, self._rate_tokens())}
+                for t in (*_FIT_TOKENS, *_GROUPED_FIT_TOKENS, _CHECK_TOKENS, *wide, *tall, self._rate_tokens())}
         out: dict[str, list[AffineRow]] = {"token": [], "sample": []}
         for i, row in enumerate(runs[1]):
             if row.pred.kind == "attention":
                 continue
-            grouped = len(row.pred.dims) > 1 and row.pred.dims[1] != 1
-            fitted = _fit_rows([(features(t, grouped), [runs[t][i]]) for t in _FIT_TOKENS],
+            # an expert row's groups: distinct experts at two tokens (one token reaches top-k of them, 1 with top-1)
+            at_two = runs[_GROUPED_FIT_TOKENS[0]][i].pred
+            grouped = len(at_two.dims) > 1 and at_two.dims[1] != 1
+            fit_tokens = _GROUPED_FIT_TOKENS if grouped else _FIT_TOKENS
+            fitted = _fit_rows([(features(t, grouped), [runs[t][i]]) for t in fit_tokens],
                                (features(_CHECK_TOKENS, grouped), [runs[_CHECK_TOKENS][i]]),
                                [runs[self._rate_tokens()][i]])[0]
             if not grouped:  # bytes stay affine; the unaligned GEMMs' efficiency changes at UNALIGNED_TILE_ROWS,
@@ -227,7 +234,8 @@ class IterationCost:
 
     def _rate_tokens(self) -> int:
         """A large prefill (capped by a learned position table) for the compute-bound rate."""
-        return min(_RATE_TOKENS, self.spec.learned_positions or self.spec.max_position_embeddings or _RATE_TOKENS)
+        # the positions calc.flops.check_positions allows (OPT's table has 2 rows beyond them)
+        return min(_RATE_TOKENS, self.spec.max_position_embeddings or self.spec.learned_positions or _RATE_TOKENS)
 
     def _fit_attention(self, phase: str, shapes: list[tuple[int, int, int]], check: tuple[int, int, int]) -> list[AffineRow]:
         """Attention rows over (prefill_tokens, prefill_pairs, prefill_keys) or (decodes, decode_keys);

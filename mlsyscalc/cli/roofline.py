@@ -17,7 +17,7 @@ from ..calc.roofline_options import IMPLS, LAUNCHES, LOGITS, LOSSES, PHASES, REC
 from ..calc.steady import CLOCKS
 from ..calc.roofline_ops import predict_attention, predict_matmul
 from ..calc.roofline_sweep import sweep_batch
-from ..errors import MlsysError
+from ..errors import MlsysError, require
 from ..units import parse_count
 from ..validate import count as whole
 from . import render
@@ -113,16 +113,20 @@ def matmul(m, n, k, batch, dtype, weight_dtype, ceilings, plot, fmt, as_json):
 @click.option("--causal", is_flag=True, help="Causal mask (keeps 1 - Sq/(2 Skv) of the scores).")
 @click.option("--window", type=click.IntRange(min=1), default=None,
               help="Sliding window W (with --causal): skip KV tiles outside it (FLOPs ~ Sq x min(Skv, W)).")
+@click.option("--chunk", type=click.IntRange(min=1), default=None,
+              help="Chunked attention C (with --causal; Llama 4): each query sees its own chunk's keys only.")
 @click.option("--backward", is_flag=True, help="FlashAttention-2 backward instead of forward.")
 @_dtype_option()
 @click.option("--kv-dtype", default=None, help="K/V storage dtype (e.g. fp8 cache); default --dtype.")
 @ceiling_options
 @render.output_options
-def attention(batch, heads, kv_heads, seq, kv_len, head_dim, v_head_dim, causal, window, backward, dtype, kv_dtype,
-              ceilings, plot, fmt, as_json):
+def attention(batch, heads, kv_heads, seq, kv_len, head_dim, v_head_dim, causal, window, chunk, backward, dtype,
+              kv_dtype, ceilings, plot, fmt, as_json):
     """Flash-style attention: Q, K, V read once, O written once (no S x S round trip)."""
+    require(window is None or chunk is None, "--window and --chunk are two attention kinds: give one")
     pred = predict_attention(batch, heads, kv_heads or heads, seq, kv_len or seq, head_dim, causal, dtype, ceilings,
-                             v_head_dim=v_head_dim, kv_dtype=kv_dtype, backward=backward, window=window)
+                             v_head_dim=v_head_dim, kv_dtype=kv_dtype, backward=backward, window=window or chunk,
+                             mask="chunked_attention" if chunk else "sliding_attention")
     _emit_op(pred, ceilings, plot, fmt, as_json)
 
 
