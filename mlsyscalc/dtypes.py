@@ -26,3 +26,12 @@ def dtype_name(dtype: str) -> str:
 
 def bytes_per_element(dtype: str) -> float:
     return BYTES_PER_ELEMENT[dtype_name(dtype)]
+
+
+# Storage formats that compute at another dtype's tensor rate (a key of GPUSpec.peak_dense_tflops).
+COMPUTE_RATE: dict[str, str] = {}
+
+
+def compute_rate(dtype: str) -> str:
+    """The tensor rate a storage dtype computes at (the dtype itself unless COMPUTE_RATE says otherwise)."""
+    return COMPUTE_RATE.get(dtype, dtype)
