@@ -144,8 +144,8 @@ def test_resolve_cluster_picks_the_gpus_own_cluster(gpu, cluster):
 
 
 def test_resolve_cluster_without_a_cluster_of_that_gpu():
-    with pytest.raises(MlsysError, match="no built-in cluster of B200 GPUs"):
-        resolve_cluster("B200", None, 8)
+    with pytest.raises(MlsysError, match="no built-in cluster of RTX-4090 GPUs"):
+        resolve_cluster("RTX-4090", None, 8)
 
 
 def test_optimizer_counts_sharded_parameters():

@@ -9,6 +9,11 @@ Optional, as NCCL's tuner models time (src/graph/tuning.cc: a latency and a band
 the fastest wins): `protocols`, each a per-step latency, a per-call base latency, a bandwidth and
 optionally a buffer bandwidth (a cost per byte of the message plus one GPU's share of it), and
 `call_overhead_us`, the host time to issue one call. Without them a link is the single alpha-beta pair.
+
+A scale-up domain can be larger than a node: `nvlink_domain_gpus` is how many GPUs one `intra_node` link
+class joins (GB200 NVL72: 72 GPUs on 18 trays of 4 through the rack's NVLink switches); without it the
+domain is the node. Collectives inside a domain use the intra link, across domains the inter link
+(docs/hardware.md, "Scale-up domains").
 """
 
 from __future__ import annotations
@@ -91,6 +96,12 @@ class ClusterSpec:
     notes: str = ""
     aliases: tuple[str, ...] = ()
     measured: bool = False  # True when the links come from a fit to NCCL measurements
+    domain_gpus: int = 0  # GPUs one intra link class joins (an NVLink domain of several nodes); 0: the node
+
+    @property
+    def scale_up_gpus(self) -> int:
+        """GPUs of one scale-up (NVLink) domain: the intra link joins them, the inter link joins domains."""
+        return self.domain_gpus or self.gpus_per_node
 
     def link(self, across_nodes: bool) -> Link:
         if not across_nodes:
@@ -114,6 +125,8 @@ class ClusterSpec:
         data: dict[str, Any] = {"name": self.name, "aliases": list(self.aliases), "gpu": self.gpu,
                                 "gpus_per_node": self.gpus_per_node, "measured": self.measured,
                                 "intra_node": _link_dict(self.intra)}
+        if self.domain_gpus:
+            data["nvlink_domain_gpus"] = self.domain_gpus
         if self.inter is not None:
             data["inter_node"] = _link_dict(self.inter)
         data.update(source=list(self.source), notes=self.notes)
@@ -191,12 +204,15 @@ def cluster_from_dict(data: Mapping[str, Any], where: str) -> ClusterSpec:
         gpus_per_node = int(data["gpus_per_node"])
         if gpus_per_node < 1:
             raise ValueError("gpus_per_node must be at least 1")
+        domain = int(data.get("nvlink_domain_gpus") or 0)
+        if domain and (domain < gpus_per_node or domain % gpus_per_node):
+            raise ValueError(f"nvlink_domain_gpus {domain} must be a multiple of gpus_per_node {gpus_per_node}")
         inter = data.get("inter_node")
         return ClusterSpec(
             name=str(data["name"]), gpu=str(data.get("gpu", "")), gpus_per_node=gpus_per_node,
             intra=_link_from_dict(data["intra_node"]), inter=None if inter is None else _link_from_dict(inter),
             source=tuple(data.get("source") or ()), notes=str(data.get("notes", "")),
-            aliases=tuple(data.get("aliases", ())), measured=bool(data.get("measured", False)),
+            aliases=tuple(data.get("aliases", ())), measured=bool(data.get("measured", False)), domain_gpus=domain,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise MlsysError(f"{where}: malformed cluster spec ({exc.__class__.__name__}: {exc})") from None
