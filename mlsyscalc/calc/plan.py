@@ -37,7 +37,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..dtypes import dtype_name
 from ..errors import require
 from ..specs.cluster import ClusterSpec
 from ..specs.model import ModelSpec
@@ -50,6 +49,7 @@ from .plan_result import Plan, decisions, why
 from .plan_space import PlanOptions, execution_options, structures
 from .train import (TP_INPUT_REDUCE, core_attention, fp8_weight_casts, optimizer_s, step_breakdown,
                     step_fp8_s, train_step)
+from .train_fp4 import low_precision
 from .train_attention import attention_ceilings
 from .train_comm import Windows, traffic
 from .train_host import framework_costs, host_paths, stage_work, tensor_counts
@@ -84,7 +84,7 @@ class _Memo:
             self.spec, self.ceil, tp=c.tp, cp=c.cp, micro_batch=c.micro_batch, seq=c.seq, dtype=c.dtype, impl=impl))
         return self.get(("parts", c.tp, c.cp, c.micro_batch, c.sp_active, impl), lambda: stage_parts(
             self.spec, result, sp=c.sp_active, capacity_factor=c.capacity_factor,
-            attention=core_attention(self.spec, self.ceil, c), fp8_recipe=c.fp8_recipe))
+            attention=core_attention(self.spec, self.ceil, c), fp8_recipe=c.scaling_recipe))
 
     def stages(self, pp: int, vp: int, split: PipelineSplit) -> tuple[Stage, ...]:
         return self.get(("stages", pp, vp, split), lambda: pipeline_stages(self.spec, pp, vp, split))
@@ -214,8 +214,8 @@ class _Memo:
 
     def fp8(self, c: TrainStepOptions, recompute: str, zero: int) -> tuple[float, float]:
         """(FP8 scaling seconds of one micro-batch, the step's other FP8 seconds) on the slowest stage, as
-        `train.step_fp8_s`; (0, 0) unless fp8."""
-        if dtype_name(c.dtype) != "fp8":
+        `train.step_fp8_s`; (0, 0) unless fp8, mxfp8 or nvfp4."""
+        if not low_precision(c.dtype):
             return 0.0, 0.0
         lay = replace(c, zero=zero, recompute=recompute)
         shard = c.data_parallel * c.cp if zero >= 1 and c.fp8_params else 1  # only FP8 weights cast ZeRO shards
@@ -227,8 +227,8 @@ class _Memo:
 
     def fp8_pieces(self, c: TrainStepOptions, zeros: list[int], modes: list[str]) -> list | None:
         """`fp8` per ZeRO stage and recompute mode (depends on the structure, the mode and ZeRO's shard);
-        None unless fp8."""
-        if dtype_name(c.dtype) != "fp8":
+        None unless fp8, mxfp8 or nvfp4."""
+        if not low_precision(c.dtype):
             return None
         return [[self.fp8(c, r, z) for r in modes] for z in zeros]
 

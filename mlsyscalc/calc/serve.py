@@ -43,6 +43,7 @@ class ServeOptions:
     kv_blocks: int | None = None  # override the KV capacity (blocks per GPU)
     tp: int = 1
     dtype: str = "bf16"
+    matmul_dtype: str | None = None  # the GEMMs' activation dtype when not --dtype's (RooflineOptions.matmul_dtype)
     kv_dtype: str | None = None
     cluster: str | None = None  # cluster spec for the TP collectives
     slo: Slo = field(default_factory=Slo)
@@ -70,7 +71,8 @@ class ServeOptions:
 
     @property
     def roofline(self) -> RooflineOptions:
-        return RooflineOptions(tp=self.tp, dtype=self.dtype, kv_dtype=self.kv_dtype, cluster=self.cluster)
+        return RooflineOptions(tp=self.tp, dtype=self.dtype, matmul_dtype=self.matmul_dtype, kv_dtype=self.kv_dtype,
+                               cluster=self.cluster)
 
     @property
     def iteration_tokens(self) -> int:

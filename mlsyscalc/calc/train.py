@@ -136,6 +136,7 @@ class TrainStep:
                 "host_costs": asdict(framework_costs(self.options.framework, self.options.host_costs)),
                 "attention": self.options.attention, "memory": self.memory_parts(), "pipeline": self.pipeline_parts(),
                 "fp8_recipe": self.options.fp8_recipe, "fp8_params": self.options.fp8_params,
+                "scaling_recipe": self.options.scaling_recipe,
                 "flop_convention": FLOP_CONVENTION}
 
     def pipeline_parts(self) -> dict[str, Any]:
@@ -269,7 +270,7 @@ def step_fp8_s(parts: StageParts, stages: tuple[Stage, ...], opts: TrainStepOpti
     slowest = slowest_of(parts, stages, opts.recompute)
     reduce_s = collective_cost("all-reduce", 4, opts.tp, cluster).time_s if opts.tp > 1 else 0.0  # one fp32 amax
     kernels, reduces, casts = stage_fp8_s(
-        parts, slowest.dense, slowest.moe, opts.recompute, recipe=opts.fp8_recipe, tp=opts.tp, sp=opts.sp_active,
+        parts, slowest.dense, slowest.moe, opts.recompute, recipe=opts.scaling_recipe, tp=opts.tp, sp=opts.sp_active,
         amax_reduce_s=reduce_s, weights=fp8_weight_casts(parts, opts, ceilings) if weights is None else weights)
     return kernels, opts.num_micro_batches * reduces + casts
 
@@ -278,7 +279,7 @@ def fp8_weight_casts(parts: StageParts, opts: TrainStepOptions, ceilings: Ceilin
     """One layer's FP8 weight-cast seconds per layer kind (calc.train_fp8.weight_cast_s): the ZeRO shard
     matters only with FP8 parameters (the optimizer casts its fp32 master shard)."""
     shard = opts.data_parallel * opts.cp if opts.zero >= 1 and opts.fp8_params else 1
-    return weight_cast_s(parts.fp8_gemms, ceilings, recipe=opts.fp8_recipe, fp8_params=opts.fp8_params, shard=shard,
+    return weight_cast_s(parts.fp8_gemms, ceilings, recipe=opts.scaling_recipe, fp8_params=opts.fp8_params, shard=shard,
                          ep=opts.ep)
 
 
@@ -299,7 +300,7 @@ def train_parts(spec: ModelSpec, ceilings: Ceilings, opts: TrainStepOptions, imp
     result = roofline_pass(spec, ceilings, tp=opts.tp, cp=opts.cp, micro_batch=opts.micro_batch, seq=opts.seq,
                            dtype=opts.dtype, impl=impl)
     return stage_parts(spec, result, sp=opts.sp_active, capacity_factor=opts.capacity_factor,
-                       attention=core_attention(spec, ceilings, opts), fp8_recipe=opts.fp8_recipe)
+                       attention=core_attention(spec, ceilings, opts), fp8_recipe=opts.scaling_recipe)
 
 
 def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, opts: TrainStepOptions,

@@ -21,12 +21,14 @@ from .memory_schedule import FRAMEWORKS, SCHEDULES, SPLIT_BACKWARD
 from .pipeline_split import EVEN, PipelineSplit, chunk_layers
 from .tensor_parallel import check_tp
 from .train_attention import ATTENTION
+from .train_fp4 import BLOCK_RECIPES, low_precision
 from .train_fp8 import DEFAULT_RECIPE, RECIPES
 from .train_host import DEFAULT_FRAMEWORK
 
 RECOMPUTE = ("none", "selective", "full")  # Korthikanti et al. 2022: selective = attention core only
-# matmul dtype; fp8: Transformer Engine's FP8 linears (calc.train_fp8), bf16 elsewhere and on the wire
-DTYPES = ("bf16", "fp16", "fp8")
+# matmul dtype; fp8: Transformer Engine's FP8 linears (calc.train_fp8), bf16 elsewhere and on the wire; mxfp8 and
+# nvfp4 its block-scaled recipes (calc.train_fp4)
+DTYPES = ("bf16", "fp16", "fp8", *BLOCK_RECIPES)
 OVERLAP_DIMS = ("tp", "dp", "pp", "cp", "ep")
 DEFAULT_OVERLAP = ("dp", "cp")  # DDP/Megatron gradient buckets; ring attention's KV exchange
 # SMs that NCCL's kernels hold while overlapped traffic runs: one CTA per channel, and NCCL logs on
@@ -90,8 +92,13 @@ class TrainStepOptions:
 
     @property
     def memory_dtype(self) -> str:
-        """Weights, gradients and activations in memory and on the wire (fp8 training keeps them in bf16)."""
-        return "bf16" if dtype_name(self.dtype) == "fp8" else dtype_name(self.dtype)
+        """Weights, gradients and activations in memory and on the wire (fp8, mxfp8 and nvfp4 training keep them in bf16)."""
+        return "bf16" if low_precision(self.dtype) else dtype_name(self.dtype)
+
+    @property
+    def scaling_recipe(self) -> str:
+        """How the low-precision linears scale (calc.train_fp8): --fp8-recipe for fp8, the dtype for mxfp8 / nvfp4."""
+        return dtype_name(self.dtype) if dtype_name(self.dtype) in BLOCK_RECIPES else self.fp8_recipe
 
     def layout(self) -> dict[str, int | bool | str]:
         return {"tp": self.tp, "pp": self.pp, "dp": self.data_parallel, "cp": self.cp, "ep": self.ep,

@@ -115,7 +115,11 @@ def engine_options(func):
 @click.option("--gap-us", type=click.FloatRange(min=0, max=1e6), default=None,
               help="Idle microseconds on the stream before each kernel (default 0.5, or the calibration's).")
 @click.option("--tp", type=click.IntRange(min=1), default=D.tp, show_default=True, help="Tensor-parallel GPUs per engine.")
-@click.option("--dtype", default=D.dtype, show_default=True, help="Weights and compute dtype.")
+@click.option("--dtype", default=D.dtype, show_default=True,
+              help="Weights and compute dtype (nvfp4/mxfp4: block-scaled FP4 weights and activations, docs/formats.md).")
+@click.option("--matmul-dtype", default=None,
+              help="The GEMMs' activation dtype when not --dtype's: --dtype nvfp4 --matmul-dtype bf16 serves FP4 "
+                   "weights only (W4A16), fp8 W4A8.")
 @click.option("--kv-dtype", default=None, help="KV cache dtype (default: the activation dtype).")
 @click.option("--rate", type=float, default=None, help="Arrivals per second (Poisson, or gamma with --burstiness).")
 @click.option("--trace", "trace_file", type=click.Path(dir_okay=False), default=None,
@@ -144,7 +148,7 @@ def engine_options(func):
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
               help="Write latency-vs-rate (with --sweep) or latency CDFs (PNG or SVG).")
 @render.output_options
-def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, gap_us, tp, dtype, kv_dtype, rate, trace_file, prompt_len, output_len,
+def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, gap_us, tp, dtype, matmul_dtype, kv_dtype, rate, trace_file, prompt_len, output_len,
           requests, seed, burstiness, scheduler, max_batch_tokens, max_seqs, chunk, block_size,
           gpu_memory_utilization, preemption, kv_blocks, iteration_overhead_us, prefix_len, prefix_caching, draft, spec_k, accept, disagg, search, max_gpus, slo, sweep, plot, fmt,
           as_json):
@@ -161,7 +165,7 @@ def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, ga
     ceilings = ceilings_from_options(gpu, calibration, efficiency, launch_us, gap_us)
     opts = ServeOptions(scheduler=scheduler, max_batch_tokens=max_batch_tokens, max_seqs=max_seqs, chunk=chunk,
                         block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, preemption=preemption,
-                        kv_blocks=kv_blocks, tp=tp, dtype=dtype, kv_dtype=kv_dtype, cluster=cluster, slo=_slo(slo),
+                        kv_blocks=kv_blocks, tp=tp, dtype=dtype, matmul_dtype=matmul_dtype, kv_dtype=kv_dtype, cluster=cluster, slo=_slo(slo),
                         spec_k=spec_k, accept=accept, prefix_caching=prefix_caching,
                         iteration_overhead_s=iteration_overhead_us * 1e-6)
     draft_spec = resolve_model(draft, ()) if draft else None

@@ -232,6 +232,10 @@ def _kernel_notes(opts) -> tuple[str, ...]:
                    "the flash kernels' rate, measured); elsewhere priced as flash")
     elif opts.attention == "unfused":
         out.append("attention unfused: Megatron-LM's S x S kernels before flash attention (docs/train.md)")
+    if opts.dtype in ("mxfp8", "nvfp4"):
+        out.append(f"{opts.dtype}: Transformer Engine's block-scaled recipe (docs/formats.md): every decoder linear's three "
+                   "GEMMs at the format's datasheet rate x the GEMM efficiency, its cast kernels in fp8_scaling_s; "
+                   "attention and the head stay bf16")
     if opts.dtype == "fp8":
         out.append("fp8: linear GEMMs at efficiency matmul_fp8 of the fp8 datasheet (default 0.65: cuBLASLt's fp8 GEMMs reach "
                    "1.6-1.9x bf16's, not 2x); attention and the head stay bf16")
