@@ -960,7 +960,7 @@ def test_pipeline_stages_by_hand():
 @pytest.mark.parametrize("opts,message", [
     (dict(zero=4), "--zero must be 0, 1, 2 or 3, got 4"),
     (dict(optimizer="lion"), "--optimizer must be one of adamw, sgd-momentum, adafactor, adam8bit"),
-    (dict(dtype="int8"), "--dtype for training: fp32, bf16, fp16 or fp8, not int8"),
+    (dict(dtype="int8"), "--dtype for training: fp32, bf16, fp16, fp8, mxfp8 or nvfp4, not int8"),
     (dict(fp8_params=True), "--fp8-params needs --dtype fp8"),
     (dict(offload="optimizer"), "--offload optimizer needs --zero 1, 2 or 3"),
     (dict(capacity_factor=1.5), "--capacity-factor applies to MoE models; gpt2 has no experts"),

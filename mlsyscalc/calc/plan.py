@@ -346,6 +346,7 @@ def plan(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec, opts: PlanOp
     """The fastest fitting layouts (module docstring); `progress(done, total)` is called as layouts finish."""
     start = time.perf_counter()
     opts.validate()
+    cluster = cluster.for_job(opts.gpus)  # the GPUs the job takes in each NVLink domain (ClusterSpec.for_job)
     memo = _Memo(spec, ceilings, cluster, opts)
     layouts = list(structures(spec, cluster, opts))
     grid = execution_options(opts)

@@ -88,6 +88,7 @@ class TrainStep:
     host_path_s: Mapping[str, float]  # the host's issue time: forward_backward, optimizer (calc.train_host)
     host_work: StageWork  # what the host issues on the busiest stage
     pipeline: tuple[PipelineStage, ...] = ()  # every stage's layers and seconds per micro-batch
+    domain_gpus: int = 0  # GPUs the job takes in each NVLink domain (ClusterSpec.for_job; the node on 8-GPU boxes)
 
     @property
     def step_time_s(self) -> float:
@@ -136,7 +137,7 @@ class TrainStep:
                 "host_costs": asdict(framework_costs(self.options.framework, self.options.host_costs)),
                 "attention": self.options.attention, "memory": self.memory_parts(), "pipeline": self.pipeline_parts(),
                 "fp8_recipe": self.options.fp8_recipe, "fp8_params": self.options.fp8_params,
-                "scaling_recipe": self.options.scaling_recipe,
+                "scaling_recipe": self.options.scaling_recipe, "nvlink_domain_gpus": self.domain_gpus,
                 "flop_convention": FLOP_CONVENTION}
 
     def pipeline_parts(self) -> dict[str, Any]:
@@ -168,7 +169,7 @@ def resolve_cluster(gpu: str | None, cluster: str | ClusterSpec | None, gpus: in
         raise MlsysError("give --gpu NAME or --cluster NAME|FILE")
     name = load_gpu(gpu).name
     nodes = sorted((c for c in builtin_clusters().values() if c.gpu == name and not c.measured),
-                   key=lambda c: (c.inter is not None or gpus <= c.gpus_per_node, c.gpus_per_node))
+                   key=lambda c: (c.inter is not None or gpus <= c.scale_up_gpus, c.scale_up_gpus))
     require(bool(nodes), f"no built-in cluster of {name} GPUs; pass --cluster NAME or FILE")
     return nodes[-1]
 
@@ -308,7 +309,7 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
     """Step time, rates, memory and fit of one layout (module docstring); `parts` (priced with the framework's
     kernels, `kernel_impl`) and `host_parts` (the fused list, the unit the host costs count kernels in) may be
     passed in when the caller already holds them (plan)."""
-    cluster = load_cluster(cluster)
+    cluster = load_cluster(cluster).for_job(opts.gpus)  # the GPUs it takes in each NVLink domain
     opts.validate(spec, cluster)
     RooflineOptions(phase="train", seq=opts.seq, dtype=opts.dtype).validate(spec)  # positions, dtype
     ceilings = attention_ceilings(ceilings, opts.attention)
@@ -346,7 +347,7 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
     return TrainStep(spec.name, ceilings.gpu.name, cluster.name, opts, _floats(breakdown), _floats(total), flops,
                      recompute, peak, mem, usable,
                      {"forward_backward": float(host[0]), "optimizer": float(host[1])}, work,
-                     pipeline_report(parts, stages, opts.recompute))
+                     pipeline_report(parts, stages, opts.recompute), min(cluster.scale_up_gpus, opts.gpus))
 
 
 def pipeline_report(parts: StageParts, stages: tuple[Stage, ...], recompute: str) -> tuple[PipelineStage, ...]:

@@ -154,11 +154,12 @@ class TrainStepOptions:
         require(world == self.gpus, f"rule tp*pp*dp*cp == gpus: {self.tp}*{self.pp}*{dp}*{self.cp} = {world}, "
                                     f"not --gpus {self.gpus}")
         _ = self.num_micro_batches
-        node = cluster.gpus_per_node
+        node, word = cluster.scale_up_gpus, cluster.domain_word  # a node, or an NVLink domain of several (NVL72)
+        a = "an" if word.startswith("NV") else "a"
         require(self.tp <= node and node % self.tp == 0,
-                f"rule TP within a node: --tp {self.tp} must divide the {node} GPUs of a {cluster.name} node")
+                f"rule TP within {a} {word}: --tp {self.tp} must divide the {node} GPUs of a {cluster.name} {word}")
         if self.gpus > node:
-            divide(self.gpus, node, f"rule whole nodes: --gpus over the {node} GPUs of a {cluster.name} node")
+            divide(self.gpus, node, f"rule whole {word}s: --gpus over the {node} GPUs of a {cluster.name} {word}")
             require(cluster.inter is not None, f"{self.gpus} GPUs span nodes, but {cluster.name} has no inter-node link")
         require(self.vp == 1 or self.pp > 1, "rule vp needs pp > 1: the interleaved schedule splits a pipeline")
         if self.vp > 1:

@@ -39,11 +39,14 @@ def cluster_options(func):
                        "op_s, dtensor_matmul_s, fsdp_layer_s, dtensor_param_s (seconds), p2p_slowdown, "
                        "overlap_slowdown (shares), any subset; e.g. a row's host_probe.costs of "
                        "scripts/train_measure.py. Replaces the built-in costs and the calibration's torch_host.")
+    @click.option("--nvlink-domain", type=click.IntRange(min=1), default=None,
+                  help="GPUs the job takes in each NVLink domain (default: all of one domain, or across domains the "
+                       "most that divides --gpus in whole nodes: 64 of a GB200 NVL72 rack's 72 for 256 GPUs).")
     @positive_int("--seq", D.seq, "Tokens per sequence.")
     @positive_int("--global-batch", D.global_batch, "Sequences per optimizer step, all replicas.")
     @functools.wraps(func)
-    def wrapper(*args, gpus, gpu, cluster, calibration, host_us_per_kernel, host_costs, **kwargs):
-        spec = resolve_cluster(gpu, cluster, gpus)
+    def wrapper(*args, gpus, gpu, cluster, calibration, host_us_per_kernel, host_costs, nvlink_domain, **kwargs):
+        spec = resolve_cluster(gpu, cluster, gpus).for_job(gpus, nvlink_domain)
         ceilings = load_ceilings(gpu or spec.gpu, calibration)
         host, source = torch_host_costs(read_calibration(calibration) if calibration else None, host_costs,
                                         host_us_per_kernel, kwargs.get("framework"))

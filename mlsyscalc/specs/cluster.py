@@ -103,6 +103,31 @@ class ClusterSpec:
         """GPUs of one scale-up (NVLink) domain: the intra link joins them, the inter link joins domains."""
         return self.domain_gpus or self.gpus_per_node
 
+    @property
+    def domain_word(self) -> str:
+        """What the rules call one scale-up domain: "node", or "NVLink domain" when it holds several nodes."""
+        return "NVLink domain" if self.scale_up_gpus > self.gpus_per_node else "node"
+
+    def for_job(self, gpus: int, domain: int | None = None) -> "ClusterSpec":
+        """The cluster as a job of `gpus` GPUs uses it, the placement rule across scale-up domains: a job within one
+        domain takes its GPUs from it; a job spanning domains takes the same number from each, `domain` when given,
+        else the most that divides the job in whole nodes, up to the domain (GB200 NVL72: 256 GPUs are 4 racks of
+        64, 576 are 8 of 72). The copy's domain_gpus is that number; the links are the same."""
+        full = self.scale_up_gpus
+        if domain is not None:
+            require(isinstance(domain, int) and self.gpus_per_node <= domain <= full and domain % self.gpus_per_node == 0,
+                    f"--nvlink-domain {domain}: a multiple of the {self.gpus_per_node} GPUs of a {self.name} node, at most "
+                    f"its {full}-GPU {self.domain_word}")
+            used = domain
+        elif gpus <= full or full == self.gpus_per_node:
+            return self
+        else:
+            fits = [d for d in range(self.gpus_per_node, full + 1, self.gpus_per_node) if gpus % d == 0]
+            require(bool(fits), f"rule whole nodes: {gpus} GPUs do not fill whole {self.gpus_per_node}-GPU nodes of "
+                                f"{self.name}")
+            used = max(fits)
+        return self if used == full else replace(self, domain_gpus=used)
+
     def link(self, across_nodes: bool) -> Link:
         if not across_nodes:
             return self.intra
