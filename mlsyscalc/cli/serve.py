@@ -13,6 +13,7 @@ from ..calc.serve_engine import POLICIES
 from ..calc.serve_metrics import Slo
 from ..calc.serve_workload import LengthDist, from_trace, parse_length
 from ..errors import MlsysError, require
+from .cost_views import price_option, with_serving_cost
 from . import render
 from .options import ceilings_from_options, model_argument, resolve_model
 from .serve_views import serve_output, sweep_output
@@ -147,11 +148,12 @@ def engine_options(func):
 @click.option("--sweep", default=None, help="rate=R1,R2,...: one simulation per rate.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
               help="Write latency-vs-rate (with --sweep) or latency CDFs (PNG or SVG).")
+@price_option
 @render.output_options
 def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, gap_us, tp, dtype, matmul_dtype, kv_dtype, rate, trace_file, prompt_len, output_len,
           requests, seed, burstiness, scheduler, max_batch_tokens, max_seqs, chunk, block_size,
-          gpu_memory_utilization, preemption, kv_blocks, iteration_overhead_us, prefix_len, prefix_caching, draft, spec_k, accept, disagg, search, max_gpus, slo, sweep, plot, fmt,
-          as_json):
+          gpu_memory_utilization, preemption, kv_blocks, iteration_overhead_us, prefix_len, prefix_caching, draft, spec_k, accept, disagg, search, max_gpus, slo, sweep, plot,
+          price_per_gpu_hour, fmt, as_json):
     """Simulate serving MODEL under load: TTFT, TPOT, latency percentiles, throughput and goodput.
 
     A discrete-event simulation of the engine's scheduler whose every iteration costs the roofline
@@ -178,17 +180,24 @@ def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, ga
         work = _trace(trace_file, prefix_len) if trace_file else WorkloadSpec(
             _length(prompt_len, "--prompt-len"), _length(output_len, "--output-len"), rate, requests, seed,
             burstiness, prefix_len).build()
-        return render.emit(_disagg(spec, ceilings, work, opts, disagg, search, max_gpus), fmt, as_json)
+        require(price_per_gpu_hour is None or not search, "--price-per-gpu-hour prices one layout: not with --search")
+        out = _disagg(spec, ceilings, work, opts, disagg, search, max_gpus)
+        if price_per_gpu_hour is not None:
+            out = with_serving_cost(out, out.data, out.data["gpus"], price_per_gpu_hour)
+        return render.emit(out, fmt, as_json)
     if trace_file:
         result = simulate(spec, ceilings, _trace(trace_file, prefix_len), opts, draft=draft_spec)
-        return render.emit(_plot(plot, [result], None, serve_output(result)), fmt, as_json)
+        out = with_serving_cost(serve_output(result), result.metrics, opts.tp, price_per_gpu_hour)
+        return render.emit(_plot(plot, [result], None, out), fmt, as_json)
     work = WorkloadSpec(_length(prompt_len, "--prompt-len"), _length(output_len, "--output-len"),
                         rate if rate is not None else 1.0, requests, seed, burstiness, prefix_len)
     if rates:
+        require(price_per_gpu_hour is None, "--price-per-gpu-hour prices one rate: not with --sweep")
         results = sweep_rates(spec, ceilings, work, rates, opts, draft_spec)
         return render.emit(_plot(plot, list(results), rates, sweep_output(results, rates)), fmt, as_json)
     result = simulate(spec, ceilings, work.build(), opts, draft=draft_spec)
-    render.emit(_plot(plot, [result], None, serve_output(result)), fmt, as_json)
+    out = with_serving_cost(serve_output(result), result.metrics, opts.tp, price_per_gpu_hour)
+    render.emit(_plot(plot, [result], None, out), fmt, as_json)
 
 
 def _disagg(spec, ceilings, work, opts, layout, search, max_gpus):

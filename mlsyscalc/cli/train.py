@@ -18,6 +18,7 @@ from ..calc.pipeline_split import PipelineSplit
 from ..errors import MlsysError, require
 from ..units import fmt_bytes
 from . import render
+from .cost_views import run_options, with_step_cost
 from .options import POSITIVE, model_argument, positive_int, resolve_model
 
 D = TrainStepOptions
@@ -175,10 +176,11 @@ def parse_overlap(text: str) -> tuple[str, ...]:
 @pipeline_split_options
 @fp8_options
 @step_options
+@run_options
 @render.output_options
 def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq, global_batch, micro_batch, tp, pp, dp, cp, ep, vp, sp,
           vocab_parallel, zero, fsdp, recompute, comm_sms, schedule, framework, pipeline_split, fp8_recipe, fp8_params, dtype, overlap,
-          capacity_factor, reserve, attention, fmt, as_json):
+          capacity_factor, reserve, attention, price_per_gpu_hour, train_tokens, fmt, as_json):
     """Step time, tokens/s, MFU, HFU and memory per GPU of one training step of MODEL on a full
     TP x PP x DP x CP x EP layout: the roofline's kernel times per pipeline stage, the 1F1B bubble
     (p-1)/(v m), each dimension's exposed communication and the AdamW step (docs/train.md).
@@ -191,7 +193,8 @@ def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, se
                             capacity_factor=capacity_factor, reserve=reserve, attention=attention,
                             schedule=schedule, framework=framework, host_costs=host_costs, host_source=host_source,
                             vocab_parallel=vocab_parallel, pipeline_split=pipeline_split, fp8_recipe=fp8_recipe, fp8_params=fp8_params)
-    render.emit(step_output(train_step(spec, ceilings, cluster, opts)), fmt, as_json)
+    step = train_step(spec, ceilings, cluster, opts)
+    render.emit(with_step_cost(step_output(step), step, price_per_gpu_hour, train_tokens), fmt, as_json)
 
 
 def step_output(step) -> render.Output:
