@@ -67,3 +67,12 @@ def test_gpus_command_lists_fp4_and_citations(run_cli):
     assert set(NEW) <= set(gpus)
     assert gpus["GB300"]["peak_flops"]["fp4"] == 15e15 and gpus["H100-SXM"]["peak_flops"]["fp4"] is None
     assert "HGX" in gpus["B300"]["citations"]["peak_dense_tflops.fp4"]
+
+
+def test_a_card_without_a_measured_ceiling_says_so(run_cli):
+    args = ("train", "llama3-8b", "--gpus", "8", "--seq", "2048", "--global-batch", "8", "--json")
+    gb200 = run_cli.json(*args, "--gpu", "GB200")["notes"]
+    assert any("GB200: no measured ceiling; a datasheet prediction" in n for n in gb200)
+    assert not any("no measured ceiling" in n for n in run_cli.json(*args, "--gpu", "H100")["notes"])
+    serve = run_cli.json("serve", "llama3-8b", "--gpu", "MI355X", "--rate", "5", "--requests", "20")["notes"]
+    assert any("MI355X: no measured ceiling" in n for n in serve)

@@ -15,6 +15,7 @@ from ..units import fmt_bytes
 from . import render
 from .options import model_argument, positive_int, resolve_model
 from .cost_views import run_options, step_cost
+from .hardware_notes import with_ceilings_note
 from .train import cluster_options, fp8_options, step_options
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ def plan(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq
         result = search(spec, ceilings, cluster, opts, progress)
     finally:
         progress.close()
-    render.emit(plan_output(result, price_per_gpu_hour, train_tokens), fmt, as_json)
+    render.emit(with_ceilings_note(plan_output(result, price_per_gpu_hour, train_tokens), ceilings), fmt, as_json)
 
 
 def _split(lay: dict) -> str:

@@ -14,6 +14,7 @@ from ..calc.serve_metrics import Slo
 from ..calc.serve_workload import LengthDist, from_trace, parse_length
 from ..errors import MlsysError, require
 from .cost_views import price_option, with_serving_cost
+from .hardware_notes import with_ceilings_note
 from . import render
 from .options import ceilings_from_options, model_argument, resolve_model
 from .serve_views import serve_output, sweep_output
@@ -197,7 +198,7 @@ def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, ga
         return render.emit(_plot(plot, list(results), rates, sweep_output(results, rates)), fmt, as_json)
     result = simulate(spec, ceilings, work.build(), opts, draft=draft_spec)
     out = with_serving_cost(serve_output(result), result.metrics, opts.tp, price_per_gpu_hour)
-    render.emit(_plot(plot, [result], None, out), fmt, as_json)
+    render.emit(_plot(plot, [result], None, with_ceilings_note(out, ceilings)), fmt, as_json)
 
 
 def _disagg(spec, ceilings, work, opts, layout, search, max_gpus):

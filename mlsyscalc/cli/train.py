@@ -19,6 +19,7 @@ from ..errors import MlsysError, require
 from ..units import fmt_bytes
 from . import render
 from .cost_views import run_options, with_step_cost
+from .hardware_notes import with_ceilings_note
 from .options import POSITIVE, model_argument, positive_int, resolve_model
 
 D = TrainStepOptions
@@ -194,7 +195,8 @@ def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, se
                             schedule=schedule, framework=framework, host_costs=host_costs, host_source=host_source,
                             vocab_parallel=vocab_parallel, pipeline_split=pipeline_split, fp8_recipe=fp8_recipe, fp8_params=fp8_params)
     step = train_step(spec, ceilings, cluster, opts)
-    render.emit(with_step_cost(step_output(step), step, price_per_gpu_hour, train_tokens), fmt, as_json)
+    output = with_step_cost(step_output(step), step, price_per_gpu_hour, train_tokens)
+    render.emit(with_ceilings_note(output, ceilings), fmt, as_json)
 
 
 def step_output(step) -> render.Output:
