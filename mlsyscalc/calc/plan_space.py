@@ -163,7 +163,7 @@ def _divisors(n: int, limit: int | None = None) -> list[int]:
 
 def _tp_values(spec: ModelSpec, cluster: ClusterSpec, gpus: int) -> list[int]:
     out = []
-    for tp in _divisors(cluster.gpus_per_node):
+    for tp in _divisors(cluster.scale_up_gpus):  # TP inside the NVLink domain (a node, or a 72-GPU rack)
         if gpus % tp:
             continue
         try:

@@ -76,9 +76,9 @@ def _cluster_for(gpu: GPUSpec, tp: int, cluster: str | None
         return load_cluster(cluster), collective_cost
     nodes = [spec for spec in builtin_clusters().values() if spec.gpu == gpu.name]
     for spec in nodes:
-        if spec.gpus_per_node >= tp:
+        if spec.scale_up_gpus >= tp:
             return spec, collective_cost
-    most = max((spec.gpus_per_node for spec in nodes), default=tp)
+    most = max((spec.scale_up_gpus for spec in nodes), default=tp)
     require(tp <= most, f"--tp {tp} exceeds the {most} GPUs per node of every built-in {gpu.name} cluster "
             f"({', '.join(s.name for s in nodes)}); tensor parallel across nodes is not modelled")
     return None, collective_cost
@@ -89,7 +89,8 @@ def collective_s(collective: str, size_bytes: float, gpu: GPUSpec, tp: int,
     """(seconds, how it was computed) of one collective over tp GPUs of one node."""
     spec, cost_fn = _cluster_for(gpu, tp, cluster)
     if spec is not None and cost_fn is not None:
-        require(tp <= spec.gpus_per_node, f"--tp {tp} exceeds the {spec.gpus_per_node} GPUs of a {spec.name} node")
+        require(tp <= spec.scale_up_gpus,
+                f"--tp {tp} exceeds the {spec.scale_up_gpus} GPUs of a {spec.name} {spec.domain_word}")
         cost = cost_fn(collective, max(1, int(size_bytes)), tp, spec, 1, "auto")
         return cost.time_s, f"comm calculator: {cost.algo} {collective} on {spec.name}"
     link_Bps = gpu.nvlink_Bps or gpu.pcie_Bps

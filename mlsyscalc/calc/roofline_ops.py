@@ -34,7 +34,8 @@ from .cublas_split import cublas_splits
 from .attention import (BACKWARD_FLOPS_FACTOR, MASKS, AttentionShape, attention_bytes, attention_flops,
                         causal_fraction, keys_read)
 from .attention import window_fraction  # noqa: F401  (re-exported: callers found it here before calc.attention's MASKS)
-from ..dtypes import bytes_per_element, dtype_name
+from ..block_formats import FORMATS
+from ..dtypes import bytes_per_element, dtype_name, value_bytes
 
 # Output tile (BLOCK_M, BLOCK_N) candidates: CUTLASS/cuBLAS bf16 tiles on Hopper (128x256 with
 # two consumer warpgroups, 128x128), smaller ones for shapes that cannot fill the SMs, and 16-row
@@ -59,7 +60,8 @@ KV_SPLITS = (1, 2, 4, 8, 16, 32, 64)  # flash-decoding splits of the KV sequence
 ATTENTION_SHAPE = {("forward", False): (1.0, 0.0), ("forward", True): (1.008, 357.0),
                    ("backward", False): (1.080, 375.0), ("backward", True): (1.079, 1027.0)}
 # Accumulator/output dtype where it differs from the inputs (torch._scaled_mm, torch._int_mm).
-OUT_DTYPE = {"fp8": "bf16", "int8": "fp32"}  # int8 -> int32: 4 bytes, as fp32
+OUT_DTYPE = {"fp8": "bf16", "int8": "fp32",  # int8 -> int32: 4 bytes, as fp32
+             **{name: "bf16" for name in FORMATS}}  # block-scaled GEMMs (NVFP4, MXFP4, MXFP6, MXFP8) write bf16
 WEIGHT_GROUP = 128  # 4-bit weight-only: one bf16 scale per 128 weights
 ALIGN_BYTES = 16  # cuBLAS's TMA/wgmma GEMMs need 16-byte aligned rows; others take its unaligned kernels
 UNALIGNED_TILE_ROWS = 8  # from this many rows cuBLAS runs an unaligned GEMM on CUTLASS align1 kernels (below: GEMV, gemmSN)
@@ -229,7 +231,7 @@ def _matmul_tiling(groups: int, m: int, n: int, k: int, dtype: str, per_sm: floa
     """Large tiles (128x256, 128x128, no split) for shapes they fill well, as cuBLAS heuristics pick;
     for skinny (M < 128) or poorly filled shapes (the best large-tile grid keeps fewer than
     MIN_WAVE_FILL of its SM-waves busy), smaller tiles and split-K as well: the least padded time."""
-    block_k = max(16, int(BLOCK_K_BYTES / bytes_per_element(dtype)))
+    block_k = max(16, int(BLOCK_K_BYTES / value_bytes(dtype)))  # a block-scaled format's scales ride beside
 
     def block_time(bm: int, bn: int, padded_k: int) -> float:
         return 2.0 * bm * bn * padded_k / per_sm
@@ -245,7 +247,7 @@ def unaligned(lead_dims: tuple[int, ...], dtype: str, weight_dtype: str) -> bool
     16-byte aligned."""
     if dtype_name(weight_dtype) != dtype_name(dtype):
         return False
-    elements = max(1, int(ALIGN_BYTES / bytes_per_element(dtype)))
+    elements = max(1, int(ALIGN_BYTES / value_bytes(dtype)))
     return any(d % elements for d in lead_dims)
 
 
@@ -280,7 +282,8 @@ def predict_grouped_matmul(tokens: int, groups: float, n: int, k: int, dtype: st
     """
     require(min(tokens, n, k) >= 1 and groups > 0, f"{name}: sizes must be positive")
     ceil = resolve_ceilings(gpu, calibration)
-    act = normalise_dtype(dtype)
+    act = dtype_name(dtype)  # the inputs' storage (nvfp4: values and block scales); computes at normalise_dtype's rate
+    normalise_dtype(act)  # a storage-only dtype (int4) is not a compute dtype: an error here
     w_dtype = dtype_name(weight_dtype or act)
     out = dtype_name(out_dtype or OUT_DTYPE.get(act, act))
     m = math.ceil(tokens / groups)
@@ -390,7 +393,8 @@ def predict_attention(batch: int, heads: int, kv_heads: int, seq_q: int, seq_kv:
     require(min(batch, heads, kv_heads, seq_q, seq_kv, head_dim) >= 1, f"{name}: sizes must be positive")
     require(heads % kv_heads == 0, f"{name}: heads {heads} not divisible by kv_heads {kv_heads}")
     ceil = resolve_ceilings(gpu, calibration)
-    act = normalise_dtype(dtype)
+    act = dtype_name(dtype)
+    normalise_dtype(act)  # attention computes in a compute dtype
     kv = dtype_name(kv_dtype or act)
     dv = v_head_dim or head_dim
     require(window is None or (causal and window >= 1), f"{name}: a window needs a causal mask and W >= 1")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..dtypes import dtype_name
+from ..dtypes import block_format, dtype_name
 from ..errors import require
 from ..specs.model import ModelSpec
 from ..validate import check_gpus
@@ -34,6 +34,9 @@ class RooflineOptions:
     context: int = 0  # decode: tokens already in the KV cache
     tp: int = 1  # tensor-parallel GPUs
     dtype: str = "bf16"  # weights, activations and the matmul compute dtype
+    # the GEMMs' activation (input) dtype when it differs from the weights' (--matmul-dtype): nvfp4 weights with
+    # bf16 activations are W4A16, with fp8 W4A8; None: --dtype's (int4/nf4: bf16; a block format: itself, W4A4)
+    matmul_dtype: str | None = None
     kv_dtype: str | None = None  # KV cache dtype (default: dtype)
     cluster: str | None = None  # cluster spec for the TP collectives (default: one matching the GPU)
     check_fit: bool = True  # inference: weights + KV cache must fit in the GPU's memory
@@ -74,15 +77,18 @@ class RooflineOptions:
 
     @property
     def compute_dtype(self) -> str:
-        """The matmul dtype: int4/nf4 weight-only models compute in bf16."""
+        """The matmul dtype: --matmul-dtype, else int4/nf4 weight-only models compute in bf16, others in --dtype
+        (a block-scaled format quantizes the activations too: W4A4 in nvfp4)."""
+        if self.matmul_dtype:
+            return dtype_name(self.matmul_dtype)
         name = dtype_name(self.dtype)
         return "bf16" if name in ("int4", "nf4") else name
 
     @property
     def activation_dtype(self) -> str:
-        """Activations between kernels: bf16 when matmuls run in fp8/int8 or weights are 4-bit."""
+        """Activations between kernels: bf16 when matmuls run in fp8/int8, a block-scaled format or weights are 4-bit."""
         name = dtype_name(self.dtype)
-        return "bf16" if name in ("fp8", "int8", "int4", "nf4") else name
+        return "bf16" if name in ("fp8", "int8", "int4", "nf4") or block_format(name) else name
 
     @property
     def kv_dtype_name(self) -> str:
@@ -111,6 +117,9 @@ class RooflineOptions:
         check_gpus(self.tp * self.dp, "--tp x --dp GPUs")
         self.flop_options.validate()  # batch, seq, context; decode needs a context
         _ = self.kv_dtype_name, self.compute_dtype  # unknown dtypes are an error here
+        require(self.compute_dtype not in ("int4", "nf4"),
+                f"--matmul-dtype {self.matmul_dtype}: int4/nf4 are weight formats; the GEMMs compute in bf16, fp8 or a "
+                "block-scaled format")
         self._validate_positions(spec)
         self._validate_train()
         check_tp(spec, self.tp)  # heads, KV heads (split or replicated) and every split width

@@ -58,6 +58,7 @@ class ServeOptions:
     kv_blocks: int | None = None  # override the KV capacity (blocks per GPU)
     tp: int = 1
     dtype: str = "bf16"
+    matmul_dtype: str | None = None  # the GEMMs' activation dtype when not --dtype's (RooflineOptions.matmul_dtype)
     kv_dtype: str | None = None
     cluster: str | None = None  # cluster spec for the TP collectives
     slo: Slo = field(default_factory=Slo)
@@ -92,8 +93,8 @@ class ServeOptions:
     @property
     def roofline(self) -> RooflineOptions:
         """As serving engines run: KV read through a block table, TP all-reduces on the custom kernel."""
-        return RooflineOptions(tp=self.tp, dtype=self.dtype, kv_dtype=self.kv_dtype, cluster=self.cluster,
-                               kv_layout="paged", all_reduce="custom")
+        return RooflineOptions(tp=self.tp, dtype=self.dtype, matmul_dtype=self.matmul_dtype, kv_dtype=self.kv_dtype,
+                               cluster=self.cluster, kv_layout="paged", all_reduce="custom")
 
     def resolved(self, gpu: GPUSpec) -> "ServeOptions":
         """The options with the policy's default token budget and sequence limit for this card filled in."""

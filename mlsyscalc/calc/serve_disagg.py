@@ -69,7 +69,7 @@ def _transfer(spec: ModelSpec, opts: ServeOptions, layout: Layout, cluster: Clus
     """Seconds to move one prompt's KV from a prefill instance to a decode instance (cached per length)."""
     ro = opts.roofline
     per_token = infer_memory(spec, InferOptions(kv_dtype=ro.kv_dtype_name, tp=1)).kv_bytes_per_token
-    nodes = 1 if layout.gpus <= cluster.gpus_per_node else 2
+    nodes = 1 if layout.gpus <= cluster.scale_up_gpus else 2
     memo: dict[int, float] = {}
 
     def seconds(prompt: int) -> float:
@@ -153,7 +153,7 @@ class Search:
 
 
 def _tp_ok(spec: ModelSpec, ceilings: Ceilings, opts: ServeOptions, tp: int, cluster: ClusterSpec) -> bool:
-    if tp > cluster.gpus_per_node:
+    if tp > cluster.scale_up_gpus:
         return False
     try:
         kv_capacity(spec, ceilings, replace(opts, tp=tp))

@@ -88,6 +88,7 @@ class TrainStep:
     host_path_s: Mapping[str, float]  # the host's issue time: forward_backward, optimizer (calc.train_host)
     host_work: StageWork  # what the host issues on the busiest stage
     pipeline: tuple[PipelineStage, ...] = ()  # every stage's layers and seconds per micro-batch
+    domain_gpus: int = 0  # GPUs the job takes in each NVLink domain (ClusterSpec.for_job; the node on 8-GPU boxes)
 
     @property
     def step_time_s(self) -> float:
@@ -136,6 +137,7 @@ class TrainStep:
                 "host_costs": asdict(framework_costs(self.options.framework, self.options.host_costs)),
                 "attention": self.options.attention, "memory": self.memory_parts(), "pipeline": self.pipeline_parts(),
                 "fp8_recipe": self.options.fp8_recipe, "fp8_params": self.options.fp8_params,
+                "scaling_recipe": self.options.scaling_recipe, "nvlink_domain_gpus": self.domain_gpus,
                 "flop_convention": FLOP_CONVENTION}
 
     def pipeline_parts(self) -> dict[str, Any]:
@@ -167,7 +169,7 @@ def resolve_cluster(gpu: str | None, cluster: str | ClusterSpec | None, gpus: in
         raise MlsysError("give --gpu NAME or --cluster NAME|FILE")
     name = load_gpu(gpu).name
     nodes = sorted((c for c in builtin_clusters().values() if c.gpu == name and not c.measured),
-                   key=lambda c: (c.inter is not None or gpus <= c.gpus_per_node, c.gpus_per_node))
+                   key=lambda c: (c.inter is not None or gpus <= c.scale_up_gpus, c.scale_up_gpus))
     require(bool(nodes), f"no built-in cluster of {name} GPUs; pass --cluster NAME or FILE")
     return nodes[-1]
 
@@ -275,7 +277,7 @@ def step_fp8_s(parts: StageParts, stages: tuple[Stage, ...], opts: TrainStepOpti
     slowest = slowest_of(parts, stages, opts.recompute)
     reduce_s = collective_cost("all-reduce", 4, opts.tp, cluster).time_s if opts.tp > 1 else 0.0  # one fp32 amax
     kernels, reduces, casts = stage_fp8_s(
-        parts, slowest.dense, slowest.moe, opts.recompute, recipe=opts.fp8_recipe, tp=opts.tp, sp=opts.sp_active,
+        parts, slowest.dense, slowest.moe, opts.recompute, recipe=opts.scaling_recipe, tp=opts.tp, sp=opts.sp_active,
         amax_reduce_s=reduce_s, weights=fp8_weight_casts(parts, opts, ceilings) if weights is None else weights)
     return kernels, opts.num_micro_batches * reduces + casts
 
@@ -284,7 +286,7 @@ def fp8_weight_casts(parts: StageParts, opts: TrainStepOptions, ceilings: Ceilin
     """One layer's FP8 weight-cast seconds per layer kind (calc.train_fp8.weight_cast_s): the ZeRO shard
     matters only with FP8 parameters (the optimizer casts its fp32 master shard)."""
     shard = opts.data_parallel * opts.cp if opts.zero >= 1 and opts.fp8_params else 1
-    return weight_cast_s(parts.fp8_gemms, ceilings, recipe=opts.fp8_recipe, fp8_params=opts.fp8_params, shard=shard,
+    return weight_cast_s(parts.fp8_gemms, ceilings, recipe=opts.scaling_recipe, fp8_params=opts.fp8_params, shard=shard,
                          ep=opts.ep)
 
 
@@ -313,7 +315,7 @@ def train_parts(spec: ModelSpec, ceilings: Ceilings, opts: TrainStepOptions, imp
                            dtype=opts.dtype, impl=impl, loss=opts.loss, dropout=opts.dropout,
                            clocks=opts.clocks)
     return stage_parts(spec, result, sp=opts.sp_active, capacity_factor=opts.capacity_factor,
-                       attention=core_attention(spec, result.ceilings, opts), fp8_recipe=opts.fp8_recipe)
+                       attention=core_attention(spec, result.ceilings, opts), fp8_recipe=opts.scaling_recipe)
 
 
 def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, opts: TrainStepOptions,
@@ -321,7 +323,7 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
     """Step time, rates, memory and fit of one layout (module docstring); `parts` (priced with the framework's
     kernels, `kernel_impl`) and `host_parts` (the fused list, the unit the host costs count kernels in) may be
     passed in when the caller already holds them (plan)."""
-    cluster = load_cluster(cluster)
+    cluster = load_cluster(cluster).for_job(opts.gpus)  # the GPUs it takes in each NVLink domain
     opts.validate(spec, cluster)
     RooflineOptions(phase="train", seq=opts.seq, dtype=opts.dtype).validate(spec)  # positions, dtype
     ceilings = step_ceilings(ceilings, opts)
@@ -359,7 +361,7 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
     return TrainStep(spec.name, ceilings.gpu.name, cluster.name, opts, _floats(breakdown), _floats(total), flops,
                      recompute, peak, mem, usable,
                      {"forward_backward": float(host[0]), "optimizer": float(host[1])}, work,
-                     pipeline_report(parts, stages, opts.recompute))
+                     pipeline_report(parts, stages, opts.recompute), min(cluster.scale_up_gpus, opts.gpus))
 
 
 def pipeline_report(parts: StageParts, stages: tuple[Stage, ...], recompute: str) -> tuple[PipelineStage, ...]:

@@ -23,12 +23,14 @@ from .roofline_options import LOSSES
 from .steady import CLOCKS
 from .tensor_parallel import check_tp
 from .train_attention import ATTENTION
+from .train_fp4 import BLOCK_RECIPES, low_precision
 from .train_fp8 import DEFAULT_RECIPE, RECIPES
 from .train_host import DEFAULT_FRAMEWORK
 
 RECOMPUTE = ("none", "selective", "full")  # Korthikanti et al. 2022: selective = attention core only
-# matmul dtype; fp8: Transformer Engine's FP8 linears (calc.train_fp8), bf16 elsewhere and on the wire
-DTYPES = ("bf16", "fp16", "fp8")
+# matmul dtype; fp8: Transformer Engine's FP8 linears (calc.train_fp8), bf16 elsewhere and on the wire; mxfp8 and
+# nvfp4 its block-scaled recipes (calc.train_fp4)
+DTYPES = ("bf16", "fp16", "fp8", *BLOCK_RECIPES)
 OVERLAP_DIMS = ("tp", "dp", "pp", "cp", "ep")
 DEFAULT_OVERLAP = ("dp", "cp")  # DDP/Megatron gradient buckets; ring attention's KV exchange
 # SMs that NCCL's kernels hold while overlapped traffic runs: one CTA per channel, and NCCL logs on
@@ -98,8 +100,13 @@ class TrainStepOptions:
 
     @property
     def memory_dtype(self) -> str:
-        """Weights, gradients and activations in memory and on the wire (fp8 training keeps them in bf16)."""
-        return "bf16" if dtype_name(self.dtype) == "fp8" else dtype_name(self.dtype)
+        """Weights, gradients and activations in memory and on the wire (fp8, mxfp8 and nvfp4 training keep them in bf16)."""
+        return "bf16" if low_precision(self.dtype) else dtype_name(self.dtype)
+
+    @property
+    def scaling_recipe(self) -> str:
+        """How the low-precision linears scale (calc.train_fp8): --fp8-recipe for fp8, the dtype for mxfp8 / nvfp4."""
+        return dtype_name(self.dtype) if dtype_name(self.dtype) in BLOCK_RECIPES else self.fp8_recipe
 
     def layout(self) -> dict[str, int | bool | str]:
         return {"tp": self.tp, "pp": self.pp, "dp": self.data_parallel, "cp": self.cp, "ep": self.ep,
@@ -160,11 +167,12 @@ class TrainStepOptions:
         require(world == self.gpus, f"rule tp*pp*dp*cp == gpus: {self.tp}*{self.pp}*{dp}*{self.cp} = {world}, "
                                     f"not --gpus {self.gpus}")
         _ = self.num_micro_batches
-        node = cluster.gpus_per_node
+        node, word = cluster.scale_up_gpus, cluster.domain_word  # a node, or an NVLink domain of several (NVL72)
+        a = "an" if word.startswith("NV") else "a"
         require(self.tp <= node and node % self.tp == 0,
-                f"rule TP within a node: --tp {self.tp} must divide the {node} GPUs of a {cluster.name} node")
+                f"rule TP within {a} {word}: --tp {self.tp} must divide the {node} GPUs of a {cluster.name} {word}")
         if self.gpus > node:
-            divide(self.gpus, node, f"rule whole nodes: --gpus over the {node} GPUs of a {cluster.name} node")
+            divide(self.gpus, node, f"rule whole {word}s: --gpus over the {node} GPUs of a {cluster.name} {word}")
             require(cluster.inter is not None, f"{self.gpus} GPUs span nodes, but {cluster.name} has no inter-node link")
         require(self.vp == 1 or self.pp > 1, "rule vp needs pp > 1: the interleaved schedule splits a pipeline")
         if self.vp > 1:

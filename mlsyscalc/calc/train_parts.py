@@ -23,7 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from ..dtypes import dtype_name
 from ..specs.model import ModelSpec
 from .calibration import Ceilings
 from .roofline_model import ModelRoofline, predict_model
@@ -31,6 +30,7 @@ from .pipeline_split import EVEN, PipelineSplit, stage_layer_ids
 from .roofline_ops import OpRow
 from .roofline_options import RooflineOptions
 from .roofline_train import recompute_rows
+from .train_fp4 import low_precision
 from .train_fp8 import DEFAULT_RECIPE, Gemm, layer_gemms, pass_rows
 
 PASSES = ("forward", "backward", "recompute_selective", "recompute_full")
@@ -82,7 +82,7 @@ FRAMEWORK_IMPL = {"megatron": "fused", "torch": "torch"}
 
 def kernel_impl(framework: str, dtype: str) -> str:
     """The roofline impl a framework's training step is priced with (FRAMEWORK_IMPL; fp8: fused)."""
-    return "fused" if dtype_name(dtype) == "fp8" else FRAMEWORK_IMPL[framework]
+    return "fused" if low_precision(dtype) else FRAMEWORK_IMPL[framework]
 
 
 def roofline_pass(spec: ModelSpec, ceilings: Ceilings, *, tp: int, cp: int, micro_batch: int, seq: int,

@@ -25,7 +25,7 @@ from .options import ceilings_from_options, host_options, model_argument, positi
 from .plots import with_plot
 from .roofline_views import model_output, op_output, sweep_output
 
-DTYPES = ("bf16", "fp16", "fp8", "int8", "tf32", "fp32")
+DTYPES = ("bf16", "fp16", "fp8", "int8", "tf32", "fp32", "nvfp4", "mxfp4", "mxfp6", "mxfp8")
 
 
 class _ModelDefaultGroup(click.Group):
@@ -187,7 +187,11 @@ def _sweep_values(text: str) -> list[int]:
               help="decode: tokens already in the KV cache (required).")
 @positive_int("--tp", RooflineOptions.tp, "Tensor-parallel GPUs (Megatron-style).")
 @click.option("--dtype", default=RooflineOptions.dtype, show_default=True,
-              help="Weights/activations: bf16, fp16, fp8, int8, fp32; int4/nf4 = weight-only (bf16 compute).")
+              help="Weights/activations: bf16, fp16, fp8, int8, fp32; int4/nf4 = weight-only (bf16 compute); "
+                   "nvfp4, mxfp4, mxfp6, mxfp8 = block-scaled weights and activations (docs/formats.md).")
+@click.option("--matmul-dtype", default=None,
+              help="The GEMMs' activation dtype when it differs from --dtype's weights: --dtype nvfp4 --matmul-dtype "
+                   "bf16 is W4A16, --matmul-dtype fp8 W4A8 (default: --dtype's; int4/nf4 compute in bf16).")
 @click.option("--kv-dtype", default=None, help="KV cache dtype; default --dtype.")
 @click.option("--cluster", default=None, help="Cluster spec for the TP collectives; default: one with this GPU.")
 @click.option("--no-fit-check", is_flag=True, help="Predict even if weights + KV cache exceed GPU memory.")
@@ -224,9 +228,9 @@ def _sweep_values(text: str) -> list[int]:
 @ceiling_options
 @render.output_options
 @click.pass_context
-def model(ctx, model, overrides, phase, batch, seq, context, tp, dtype, kv_dtype, cluster, no_fit_check, sweep,
-          window, recompute, dp, zero, dp_overlap, impl, logits, launch, master_weights, clocks, loss_kernels, dropout,
-          host, ceilings, plot, fmt, as_json):
+def model(ctx, model, overrides, phase, batch, seq, context, tp, dtype, matmul_dtype, kv_dtype, cluster, no_fit_check,
+          sweep, window, recompute, dp, zero, dp_overlap, impl, logits, launch, master_weights, clocks, loss_kernels,
+          dropout, host, ceilings, plot, fmt, as_json):
     """Per-kernel roofline of one layer (and the head) of MODEL, and the step's totals.
 
     prefill: time to first token; decode: time per output token (needs --context); train:
@@ -238,7 +242,7 @@ def model(ctx, model, overrides, phase, batch, seq, context, tp, dtype, kv_dtype
     spec = resolve_model(model, overrides)
     ceilings = ceilings.with_host(*host, source="--host-us-per-kernel/--host-ms-per-layer")
     opts = RooflineOptions(phase=phase, batch=batch, seq=seq, context=context, tp=tp, dtype=dtype,
-                           kv_dtype=kv_dtype, cluster=cluster, check_fit=not no_fit_check, window=window,
+                           matmul_dtype=matmul_dtype, kv_dtype=kv_dtype, cluster=cluster, check_fit=not no_fit_check, window=window,
                            recompute=recompute, dp=dp, zero=zero, dp_overlap=dp_overlap, impl=impl, logits=logits,
                            master_weights=master_weights, launch=launch, clocks=clocks, loss=loss_kernels,
                            dropout=dropout)

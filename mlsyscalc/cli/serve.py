@@ -13,6 +13,8 @@ from ..calc.serve_engine import POLICIES
 from ..calc.serve_metrics import Slo
 from ..calc.serve_workload import LengthDist, from_trace, parse_length
 from ..errors import MlsysError, require
+from .cost_views import price_option, with_serving_cost
+from .hardware_notes import with_ceilings_note
 from . import render
 from .options import ceilings_from_options, model_argument, resolve_model
 from .serve_views import serve_output, sweep_output
@@ -120,7 +122,11 @@ def engine_options(func):
 @click.option("--gap-us", type=click.FloatRange(min=0, max=1e6), default=None,
               help="Idle microseconds on the stream before each kernel (default 0.5, or the calibration's).")
 @click.option("--tp", type=click.IntRange(min=1), default=D.tp, show_default=True, help="Tensor-parallel GPUs per engine.")
-@click.option("--dtype", default=D.dtype, show_default=True, help="Weights and compute dtype.")
+@click.option("--dtype", default=D.dtype, show_default=True,
+              help="Weights and compute dtype (nvfp4/mxfp4: block-scaled FP4 weights and activations, docs/formats.md).")
+@click.option("--matmul-dtype", default=None,
+              help="The GEMMs' activation dtype when not --dtype's: --dtype nvfp4 --matmul-dtype bf16 serves FP4 "
+                   "weights only (W4A16), fp8 W4A8.")
 @click.option("--kv-dtype", default=None, help="KV cache dtype (default: the activation dtype).")
 @click.option("--rate", type=float, default=None, help="Arrivals per second (Poisson, or gamma with --burstiness).")
 @click.option("--trace", "trace_file", type=click.Path(dir_okay=False), default=None,
@@ -151,11 +157,13 @@ def engine_options(func):
 @click.option("--sweep", default=None, help="rate=R1,R2,...: one simulation per rate.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
               help="Write latency-vs-rate (with --sweep) or latency CDFs (PNG or SVG).")
+@price_option
 @render.output_options
-def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, gap_us, tp, dtype, kv_dtype, rate, trace_file, prompt_len, output_len,
-          requests, seed, burstiness, concurrency, scheduler, max_batch_tokens, max_seqs, chunk, block_size,
-          gpu_memory_utilization, preemption, kv_blocks, iteration_overhead_us, iteration_overhead_per_seq_us, prefix_len, prefix_caching, draft, spec_k, accept, disagg, search, max_gpus, slo, sweep, plot, fmt,
-          as_json):
+def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, gap_us, tp, dtype, matmul_dtype, kv_dtype, rate,
+          trace_file, prompt_len, output_len, requests, seed, burstiness, concurrency, scheduler, max_batch_tokens, max_seqs,
+          chunk, block_size, gpu_memory_utilization, preemption, kv_blocks, iteration_overhead_us,
+          iteration_overhead_per_seq_us, prefix_len, prefix_caching, draft, spec_k, accept, disagg, search, max_gpus, slo,
+          sweep, plot, price_per_gpu_hour, fmt, as_json):
     """Simulate serving MODEL under load: TTFT, TPOT, latency percentiles, throughput and goodput.
 
     A discrete-event simulation of the engine's scheduler whose every iteration costs the roofline
@@ -169,7 +177,7 @@ def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, ga
     ceilings = ceilings_from_options(gpu, calibration, efficiency, launch_us, gap_us)
     opts = ServeOptions(scheduler=scheduler, max_batch_tokens=max_batch_tokens, max_seqs=max_seqs, chunk=chunk,
                         block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, preemption=preemption,
-                        kv_blocks=kv_blocks, tp=tp, dtype=dtype, kv_dtype=kv_dtype, cluster=cluster, slo=_slo(slo),
+                        kv_blocks=kv_blocks, tp=tp, dtype=dtype, matmul_dtype=matmul_dtype, kv_dtype=kv_dtype, cluster=cluster, slo=_slo(slo),
                         spec_k=spec_k, accept=accept, prefix_caching=prefix_caching,
                         iteration_overhead_s=iteration_overhead_us * 1e-6,
                         iteration_overhead_per_seq_s=iteration_overhead_per_seq_us * 1e-6)
@@ -185,17 +193,24 @@ def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, ga
         work = _trace(trace_file, prefix_len, concurrency) if trace_file else WorkloadSpec(
             _length(prompt_len, "--prompt-len"), _length(output_len, "--output-len"), rate, requests, seed,
             burstiness, prefix_len, concurrency).build()
-        return render.emit(_disagg(spec, ceilings, work, opts, disagg, search, max_gpus), fmt, as_json)
+        require(price_per_gpu_hour is None or not search, "--price-per-gpu-hour prices one layout: not with --search")
+        out = _disagg(spec, ceilings, work, opts, disagg, search, max_gpus)
+        if price_per_gpu_hour is not None:
+            out = with_serving_cost(out, out.data, out.data["gpus"], price_per_gpu_hour)
+        return render.emit(out, fmt, as_json)
     if trace_file:
         result = simulate(spec, ceilings, _trace(trace_file, prefix_len, concurrency), opts, draft=draft_spec)
-        return render.emit(_plot(plot, [result], None, serve_output(result)), fmt, as_json)
+        out = with_serving_cost(serve_output(result), result.metrics, opts.tp, price_per_gpu_hour)
+        return render.emit(_plot(plot, [result], None, out), fmt, as_json)
     work = WorkloadSpec(_length(prompt_len, "--prompt-len"), _length(output_len, "--output-len"),
                         rate if rate is not None else 1.0, requests, seed, burstiness, prefix_len, concurrency)
     if rates:
+        require(price_per_gpu_hour is None, "--price-per-gpu-hour prices one rate: not with --sweep")
         results = sweep_rates(spec, ceilings, work, rates, opts, draft_spec)
         return render.emit(_plot(plot, list(results), rates, sweep_output(results, rates)), fmt, as_json)
     result = simulate(spec, ceilings, work.build(), opts, draft=draft_spec)
-    render.emit(_plot(plot, [result], None, serve_output(result)), fmt, as_json)
+    out = with_serving_cost(serve_output(result), result.metrics, opts.tp, price_per_gpu_hour)
+    render.emit(_plot(plot, [result], None, with_ceilings_note(out, ceilings)), fmt, as_json)
 
 
 def _disagg(spec, ceilings, work, opts, layout, search, max_gpus):

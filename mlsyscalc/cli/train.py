@@ -20,6 +20,8 @@ from ..calc.pipeline_split import PipelineSplit
 from ..errors import MlsysError, require
 from ..units import fmt_bytes
 from . import render
+from .cost_views import run_options, with_step_cost
+from .hardware_notes import with_ceilings_note
 from .options import POSITIVE, model_argument, positive_int, resolve_model
 
 D = TrainStepOptions
@@ -41,11 +43,14 @@ def cluster_options(func):
                        "op_s, dtensor_matmul_s, fsdp_layer_s, dtensor_param_s (seconds), p2p_slowdown, "
                        "overlap_slowdown (shares), any subset; e.g. a row's host_probe.costs of "
                        "scripts/train_measure.py. Replaces the built-in costs and the calibration's torch_host.")
+    @click.option("--nvlink-domain", type=click.IntRange(min=1), default=None,
+                  help="GPUs the job takes in each NVLink domain (default: all of one domain, or across domains the "
+                       "most that divides --gpus in whole nodes: 64 of a GB200 NVL72 rack's 72 for 256 GPUs).")
     @positive_int("--seq", D.seq, "Tokens per sequence.")
     @positive_int("--global-batch", D.global_batch, "Sequences per optimizer step, all replicas.")
     @functools.wraps(func)
-    def wrapper(*args, gpus, gpu, cluster, calibration, host_us_per_kernel, host_costs, **kwargs):
-        spec = resolve_cluster(gpu, cluster, gpus)
+    def wrapper(*args, gpus, gpu, cluster, calibration, host_us_per_kernel, host_costs, nvlink_domain, **kwargs):
+        spec = resolve_cluster(gpu, cluster, gpus).for_job(gpus, nvlink_domain)
         ceilings = load_ceilings(gpu or spec.gpu, calibration)
         host, source = torch_host_costs(read_calibration(calibration) if calibration else None, host_costs,
                                         host_us_per_kernel, kwargs.get("framework"))
@@ -187,10 +192,12 @@ def parse_overlap(text: str) -> tuple[str, ...]:
 @pipeline_split_options
 @fp8_options
 @step_options
+@run_options
 @render.output_options
 def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq, global_batch, micro_batch, tp, pp, dp, cp, ep, vp, sp,
           vocab_parallel, zero, fsdp, recompute, comm_sms, schedule, framework, pipeline_split, fp8_recipe, fp8_params, dtype, overlap,
-          capacity_factor, reserve, attention, clocks, loss_kernels, dropout, clip_grad, fmt, as_json):
+          capacity_factor, reserve, attention, clocks, loss_kernels, dropout, clip_grad, price_per_gpu_hour, train_tokens,
+          fmt, as_json):
     """Step time, tokens/s, MFU, HFU and memory per GPU of one training step of MODEL on a full
     TP x PP x DP x CP x EP layout: the roofline's kernel times per pipeline stage, the 1F1B bubble
     (p-1)/(v m), each dimension's exposed communication and the AdamW step (docs/train.md).
@@ -204,7 +211,9 @@ def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, se
                             schedule=schedule, framework=framework, host_costs=host_costs, host_source=host_source,
                             vocab_parallel=vocab_parallel, pipeline_split=pipeline_split, fp8_recipe=fp8_recipe, fp8_params=fp8_params,
                             clocks=clocks, loss=loss_kernels, dropout=dropout, clip_grad=clip_grad)
-    render.emit(step_output(train_step(spec, ceilings, cluster, opts)), fmt, as_json)
+    step = train_step(spec, ceilings, cluster, opts)
+    output = with_step_cost(step_output(step), step, price_per_gpu_hour, train_tokens)
+    render.emit(with_ceilings_note(output, ceilings), fmt, as_json)
 
 
 def step_output(step) -> render.Output:
@@ -248,6 +257,10 @@ def _kernel_notes(opts) -> tuple[str, ...]:
                    "the flash kernels' rate, measured); elsewhere priced as flash")
     elif opts.attention == "unfused":
         out.append("attention unfused: Megatron-LM's S x S kernels before flash attention (docs/train.md)")
+    if opts.dtype in ("mxfp8", "nvfp4"):
+        out.append(f"{opts.dtype}: Transformer Engine's block-scaled recipe (docs/formats.md): every decoder linear's three "
+                   "GEMMs at the format's datasheet rate x the GEMM efficiency, its cast kernels in fp8_scaling_s; "
+                   "attention and the head stay bf16")
     if opts.dtype == "fp8":
         out.append("fp8: linear GEMMs at efficiency matmul_fp8 of the fp8 datasheet (default 0.65: cuBLASLt's fp8 GEMMs reach "
                    "1.6-1.9x bf16's, not 2x); attention and the head stay bf16")
