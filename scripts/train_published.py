@@ -283,7 +283,7 @@ def git_state() -> tuple[str, bool]:
     return head, dirty
 
 
-def predict(runs: list[dict[str, Any]], runner: Runner, runs_path: str) -> dict[str, Any]:
+def predict(runs: list[dict[str, Any]], runner: Runner, runs_path: str, split: str | None = None) -> dict[str, Any]:
     """Every run's prediction with the commit that made it, reading no published value (the held-out protocol:
     predictions are committed before the set is scored; docs/train.md, "Held-out protocol")."""
     head, dirty = git_state()
@@ -304,8 +304,8 @@ def predict(runs: list[dict[str, Any]], runner: Runner, runs_path: str) -> dict[
             out.append(entry)
             print(f"{run['name']}: {entry.get('predicted', entry.get('failure'))}", file=sys.stderr, flush=True)
     return {"commit": head, "runs_file": str(Path(runs_path).resolve().relative_to(ROOT)),
-            "command": f"python scripts/train_published.py --runs {Path(runs_path).resolve().relative_to(ROOT)} "
-                       "--predict PREDICTIONS.json", "predictions": out}
+            "command": f"python scripts/train_published.py --runs {Path(runs_path).resolve().relative_to(ROOT)}"
+                       + (f" --split {split}" if split else "") + " --predict PREDICTIONS.json", "predictions": out}
 
 
 def committed(path: Path) -> bool:
@@ -367,8 +367,9 @@ def render_scored(rows: list[dict[str, Any]], predictions: dict[str, Any], predi
         "## Errors by group", "",
         *markdown_table(["group", "runs", "median |error|", "worst |error|", "median signed", "within 10%",
                          "within 25%"], stats), "",
-        f"Regenerate: `python scripts/train_published.py --runs {predictions['runs_file']} --score {predictions_path} "
-        "--out PAGE.md`", ""])
+        f"Regenerate: `python scripts/train_published.py --runs {predictions['runs_file']}"
+        + (" --split held_out" if "--split held_out" in predictions["command"] else "")
+        + f" --score {predictions_path} --out PAGE.md`", ""])
 
 
 def main(argv: list[str] | None = None, runner: Runner | None = None) -> list[dict[str, Any]]:
@@ -377,11 +378,13 @@ def main(argv: list[str] | None = None, runner: Runner | None = None) -> list[di
     parser.add_argument("--out", default=str(ROOT / "reports/train/published.md"))
     parser.add_argument("--no-plan", action="store_true", help="skip the `mlsys plan` comparison")
     parser.add_argument("--only", help="only the runs of this group")
+    parser.add_argument("--split", help="only the runs whose `split` is this (fit or held_out: the llm-foundry set)")
     parser.add_argument("--provenance", default="", help="a line under the title: the code state that computed it")
     parser.add_argument("--predict", metavar="FILE", help="write every run's prediction and the commit, score nothing")
     parser.add_argument("--score", metavar="FILE", help="score the committed predictions FILE against the runs")
     args = parser.parse_args(argv)
-    runs = [r for r in json.loads(Path(args.runs).read_text())["runs"] if args.only in (None, r["group"])]
+    runs = [r for r in json.loads(Path(args.runs).read_text())["runs"]
+            if args.only in (None, r["group"]) and args.split in (None, r.get("split"))]
     if args.score:
         if not committed(Path(args.score)):
             raise SystemExit(f"train_published --score: {args.score} is not committed as it stands; commit the "
@@ -392,7 +395,7 @@ def main(argv: list[str] | None = None, runner: Runner | None = None) -> list[di
         return rows
     runner = runner or cli_runner()
     if args.predict:
-        Path(args.predict).write_text(json.dumps(predict(runs, runner, args.runs), indent=1) + "\n")
+        Path(args.predict).write_text(json.dumps(predict(runs, runner, args.runs, args.split), indent=1) + "\n")
         return []
     with tempfile.TemporaryDirectory() as folder:
         rows = []
