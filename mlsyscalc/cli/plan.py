@@ -13,6 +13,7 @@ from ..calc.plan import plan as search
 from ..calc.plan_space import AXES, PlanOptions, parse_fix
 from ..units import fmt_bytes
 from . import render
+from .intervals import with_interval
 from .options import model_argument, positive_int, resolve_model
 from .cost_views import run_options, step_cost
 from .hardware_notes import with_ceilings_note
@@ -98,7 +99,10 @@ def plan(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq
         result = search(spec, ceilings, cluster, opts, progress)
     finally:
         progress.close()
-    render.emit(with_ceilings_note(plan_output(result, price_per_gpu_hour, train_tokens), ceilings), fmt, as_json)
+    output = plan_output(result, price_per_gpu_hour, train_tokens)
+    if result.candidates:  # the best layout's step, priced as `mlsys train` prices it
+        output = with_interval(output, "train", result.candidates[0].step_time_s, label="best step_time_s")
+    render.emit(with_ceilings_note(output, ceilings), fmt, as_json)
 
 
 def _split(lay: dict) -> str:

@@ -21,6 +21,7 @@ from ..errors import MlsysError, require
 from ..units import parse_count
 from ..validate import count as whole
 from . import render
+from .intervals import with_interval
 from .options import ceilings_from_options, host_options, model_argument, positive_int, reject_unused, resolve_model
 from .plots import with_plot
 from .roofline_views import model_output, op_output, sweep_output
@@ -256,7 +257,8 @@ def model(ctx, model, overrides, phase, batch, seq, context, tp, dtype, matmul_d
             output = with_plot(output, plot)
     else:
         result = predict_model(spec, ceilings, opts)
-        output = model_output(result)
+        output = with_interval(model_output(result), f"roofline_{opts.impl}_{opts.phase}", result.time_s,
+                               label="predicted_s")
         if plot:
             from ..report.roofline_plots import plot_model
 

@@ -16,6 +16,7 @@ from ..errors import MlsysError, require
 from .cost_views import price_option, with_serving_cost
 from .hardware_notes import with_ceilings_note
 from . import render
+from .intervals import with_interval
 from .options import ceilings_from_options, model_argument, resolve_model
 from .serve_views import serve_output, sweep_output
 
@@ -210,7 +211,16 @@ def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, ga
         return render.emit(_plot(plot, list(results), rates, sweep_output(results, rates)), fmt, as_json)
     result = simulate(spec, ceilings, work.build(), opts, draft=draft_spec)
     out = with_serving_cost(serve_output(result), result.metrics, opts.tp, price_per_gpu_hour)
+    out = _with_intervals(out)
     render.emit(_plot(plot, [result], None, with_ceilings_note(out, ceilings)), fmt, as_json)
+
+
+def _with_intervals(out: render.Output) -> render.Output:
+    """The held-out ranges beside TTFT p50 and TPOT p50 (mlsyscalc.specs.intervals)."""
+    for key, field in (("serve_ttft", "ttft_p50_s"), ("serve_tpot", "tpot_p50_s")):
+        if out.data.get(field):
+            out = with_interval(out, key, out.data[field], field=f"interval_{field}", label=field)
+    return out
 
 
 def _disagg(spec, ceilings, work, opts, layout, search, max_gpus):

@@ -20,6 +20,7 @@ from ..calc.pipeline_split import PipelineSplit
 from ..errors import MlsysError, require
 from ..units import fmt_bytes
 from . import render
+from .intervals import with_interval
 from .cost_views import run_options, with_step_cost
 from .hardware_notes import with_ceilings_note
 from .options import POSITIVE, model_argument, positive_int, resolve_model
@@ -213,6 +214,7 @@ def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, se
                             clocks=clocks, loss=loss_kernels, dropout=dropout, clip_grad=clip_grad)
     step = train_step(spec, ceilings, cluster, opts)
     output = with_step_cost(step_output(step), step, price_per_gpu_hour, train_tokens)
+    output = with_interval(output, "train", step.step_time_s, label="step_time_s")
     render.emit(with_ceilings_note(output, ceilings), fmt, as_json)
 
 
