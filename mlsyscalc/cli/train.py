@@ -243,12 +243,28 @@ def step_output(step) -> render.Output:
     notes = (step.as_dict()["flop_convention"],
              f"overlap: {', '.join(step.options.overlap) or 'none'} (docs/train.md says which window hides what); "
              f"contention_s: compute lost to the {step.options.comm_sms} SMs NCCL holds while overlapped traffic runs",
+             *_hidden_notes(step),
              f"kernels: {data['kernels']} (the {step.options.framework} framework's list: fused = Megatron-LM's fused "
              "kernels, torch = plain PyTorch's, `mlsys roofline model --impl`)",
              f"host_s: the {step.options.framework} host's issue time beyond the GPU's (0 when the host keeps ahead); "
              f"costs: {data['framework_source']}",
              "tflops_per_gpu is in FLOP/s (base units); the table shows TFLOP/s.", *_kernel_notes(step.options))
     return render.Output(data, tuple(tables), notes)
+
+
+def _hidden_notes(step) -> tuple[str, ...]:
+    """What the step assumed hidden, per dimension (traffic less its exposed part), and where that assumption is
+    known to fail: ZeRO-3's gathers hide behind compute as Megatron-LM's and FSDP2's prefetch them; DeepSpeed's ZeRO-3
+    engine of 2021 did not (docs/train.md)."""
+    hidden = {d: t - step.breakdown[f"{d}_comm_s"] for d, t in step.comm_total_s.items() if t}
+    if not any(v > 0 for v in hidden.values()):
+        return ()
+    out = ["assumed hidden behind compute: " + ", ".join(f"{d} {v:.3g} of {step.comm_total_s[d]:.3g} s"
+                                                        for d, v in hidden.items() if v > 0)]
+    if step.options.zero == 3 and hidden.get("dp", 0) > 0:
+        out.append("ZeRO-3's parameter gathers are priced as prefetched beside compute (Megatron-LM, FSDP2); an engine "
+                   "that gathers on demand (DeepSpeed's ZeRO-3) exposes them: price it with --overlap without dp")
+    return tuple(out)
 
 
 def _kernel_notes(opts) -> tuple[str, ...]:
