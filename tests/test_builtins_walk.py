@@ -26,6 +26,12 @@ def _deployment(name: str) -> tuple[str, str]:
     raise AssertionError(f"{name} fits no H200 layout")
 
 
+def _expert_tp(name: str) -> list[str]:
+    """--etp 1 where the routed experts have biases: Megatron-Core trains those only without expert TP."""
+    moe = load_model(name).moe
+    return ["--etp", "1"] if moe is not None and moe.expert_bias else []
+
+
 def _commands(name: str) -> dict[str, list[str]]:
     tp, dtype = _deployment(name)
     gpu = ["--gpu", "h200"]
@@ -40,7 +46,8 @@ def _commands(name: str) -> dict[str, list[str]]:
         "roofline decode": ["roofline", name, "--phase", "decode", "--context", "1000", "--batch", "8", "--tp", tp,
                             "--dtype", dtype, *gpu],
         "roofline train": ["roofline", name, "--phase", "train", "--seq", "256", "--tp", tp, "--no-fit-check", *gpu],
-        "train": ["train", name, "--gpus", "8", "--tp", tp, "--dp", dp, "--seq", "512", "--global-batch", dp, *gpu],
+        "train": ["train", name, "--gpus", "8", "--tp", tp, "--dp", dp, "--seq", "512", "--global-batch", dp, *gpu,
+                  *_expert_tp(name)],
         # serve on a B200: its fit of the roofline (calc.serve_cost) breaks where Hopper's few-CTA cap on a
         # skinny GEMM ends between its fit points (gemma2-9b's k_proj at 8 and 17 tokens on an H100 or H200)
         "serve": ["serve", name, "--rate", "2", "--requests", "8", "--prompt-len", "64", "--output-len", "4",

@@ -153,10 +153,11 @@ def test_parts_price_one_side_of_the_step_each_and_add_up_to_the_whole():
     model = step_comm(spec, o, "hgx-h100", parts=("model",)).rows
     assert {r.dim for r in dp} == {"dp"} and "dp" not in {r.dim for r in model}
     assert dp + model == whole and {r.dim for r in model} == {"tp", "pp", "ep", "cp"}
-    # the expert replicas' group: 2 cp ranks x 16 / 4 dp ranks = 8 ranks, cp stride 2 (tp 2 first), dp
-    # stride 4 x 4 = 16 apart: ranks 0, 2, 16, 18, 32, 34, 48, 50 on 8-GPU nodes -> nodes 0, 2, 4, 6, 2 each
+    # the expert data-parallel group (Megatron-Core's folding): a stage's tp 2 x cp 2 x dp 16 = 64 ranks hold etp 2
+    # (the default: tp) x ep 4 x edp 8, etp innermost, so one expert shard's replicas are etp x ep = 8 ranks apart:
+    # 0, 8, ..., 56, one on each of 8 nodes
     experts = [r for r in dp if "routed experts" in r.rule]
-    assert experts and {(r.group_size, r.nodes) for r in experts} == {(8, 4)}
+    assert experts and {(r.group_size, r.nodes) for r in experts} == {(8, 8)}
 
 
 def test_torch_tp_reduces_each_column_linears_input_gradient():

@@ -134,7 +134,7 @@ def test_plan_prices_nvfp4_as_train_does(run_cli):
     args = ("llama3-8b", "--gpus", "8", "--gpu", "B200", "--seq", "4096", "--global-batch", "16", "--dtype", "nvfp4")
     best = run_cli.json("plan", *args, "--top", "1", "--quiet", "--even-splits-only")["candidates"][0]
     lay = best["layout"]
-    flags = [f"--{k.replace('_', '-')}={lay[k]}" for k in ("tp", "pp", "cp", "ep", "vp", "micro_batch", "zero", "recompute")]
+    flags = [f"--{k.replace('_', '-')}={lay[k]}" for k in ("tp", "pp", "cp", "ep", "etp", "vp", "micro_batch", "zero", "recompute")]
     step = run_cli.json("train", *args, *flags, *(["--no-sp"] if not lay["sp"] else []))
     assert step["step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-9)
     assert step["memory_bytes_per_gpu"] == best["memory_bytes_per_gpu"]

@@ -166,7 +166,7 @@ def test_bytes_override_changes_the_assumption():
     (TrainOptions(zero=4), "--zero must be 0, 1, 2 or 3, got 4"),
     (TrainOptions(batch=-1), "--batch must be a positive integer, got -1"),
     (TrainOptions(dp=0), "--dp must be a positive integer, got 0"),
-    (TrainOptions(ep=2), "--ep 2: llama2-7b has no experts"),
+    (TrainOptions(ep=2), "--ep 2: llama2-7b has no routed experts"),
     (TrainOptions(world_size=8, dp=2), "world size 8 != dp*tp*pp*cp = 2*1*1*1 = 2"),
     (TrainOptions(offload="optimizer"), "--offload optimizer needs --zero 1, 2 or 3"),
     (TrainOptions(optimizer="lion"), "--optimizer must be one of adamw, sgd-momentum, adafactor, adam8bit"),
@@ -178,7 +178,7 @@ def test_bad_combinations_raise(opts, message):
 
 def test_ep_must_divide_experts_and_dp():
     spec = load_model("mixtral-8x7b")
-    with pytest.raises(MlsysError, match="experts over --ep: 8 is not divisible by 3"):
+    with pytest.raises(MlsysError, match="rule experts % ep == 0: routed experts over --ep"):
         train_memory(spec, TrainOptions(ep=3, dp=3))
     r = train_memory(spec, TrainOptions(ep=8, dp=8, zero=1))
     assert r.total < train_memory(spec, TrainOptions(dp=8, zero=1)).total

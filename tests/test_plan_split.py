@@ -64,7 +64,7 @@ SPLIT_KEYS = ("decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_la
 
 def train_args(lay: dict) -> list[str]:
     """`mlsys train` flags of a plan candidate's layout, Megatron-LM's split options included."""
-    args = [f"--{k.replace('_', '-')}={lay[k]}" for k in ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "zero",
+    args = [f"--{k.replace('_', '-')}={lay[k]}" for k in ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "micro_batch", "zero",
                                                           "recompute")]
     args += [f"--{k.replace('_', '-')}={lay[k]}" for k in SPLIT_KEYS[:2] if lay[k] is not None]
     return args + [f"--{k.replace('_', '-')}" for k in SPLIT_KEYS[2:] if lay[k]] + ["--sp" if lay["sp"] else "--no-sp"]

@@ -37,7 +37,7 @@ def test_json_contract_and_parts_add_up(run_cli):
     assert set(data["breakdown"]) == set(PARTS)
     assert data["step_time_s"] == pytest.approx(sum(data["breakdown"].values()), rel=1e-12)
     assert all(v >= 0 for v in data["breakdown"].values())
-    assert data["layout"] == {"tp": 8, "pp": 8, "dp": 16, "cp": 1, "ep": 1, "vp": 2, "sp": True, "micro_batch": 1,
+    assert data["layout"] == {"tp": 8, "pp": 8, "dp": 16, "cp": 1, "ep": 1, "etp": 8, "edp": 16, "vp": 2, "sp": True, "micro_batch": 1,
                               "num_micro_batches": 64, "zero": 1, "recompute": "selective", "dtype": "bf16"}
     assert data["tokens_per_s"] == pytest.approx(1024 * 4096 / data["step_time_s"])
     # hand arithmetic: MFU = model FLOPs / (time x GPUs x A100 bf16 dense 312 TFLOP/s)

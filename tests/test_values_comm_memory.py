@@ -762,12 +762,16 @@ def test_tensor_parallel_rows(model, layers, k):
 
 def test_expert_parallel_all_to_all():
     # mixtral, dp 8 = ep 8, 2 micro-batches: dispatch + combine forward and both backward on each of
-    # 32 MoE layers; each moves 2048 tokens x top-2 x 4096 x 2 bytes (with SP over tp 2: half the tokens)
+    # 32 MoE layers; each moves 2048 tokens x top-2 x 4096 x 2 bytes (with SP over tp 2: half the tokens,
+    # then gathered over the etp = tp = 2 expert TP ranks and reduce-scattered back, forward and backward:
+    # Megatron-Core's alltoall dispatcher)
     spec = load_model("mixtral-8x7b")
     r = step_comm(spec, StepOptions(dp=8, ep=8, grad_accum=2))
     assert _rows(r, "ep") == [("all-to-all", 2048 * 2 * 4096 * 2, 4 * 32 * 2, 8)]
     r = step_comm(spec, StepOptions(dp=4, ep=4, tp=2, sp=True))
-    assert _rows(r, "ep") == [("all-to-all", 1024 * 2 * 4096 * 2, 4 * 32, 4)]
+    routed = 1024 * 2 * 4096 * 2
+    assert _rows(r, "ep") == [("all-to-all", routed, 4 * 32, 4), ("all-gather", 2 * routed, 2 * 32, 2),
+                              ("reduce-scatter", 2 * routed, 2 * 32, 2)]
 
 
 @pytest.mark.parametrize("interleave,moe_layers", [(1, 4), (2, 3)])
@@ -964,7 +968,7 @@ def test_pipeline_stages_by_hand():
     (dict(fp8_params=True), "--fp8-params needs --dtype fp8"),
     (dict(offload="optimizer"), "--offload optimizer needs --zero 1, 2 or 3"),
     (dict(capacity_factor=1.5), "--capacity-factor applies to MoE models; gpt2 has no experts"),
-    (dict(ep=2, dp=2), "--ep 2: gpt2 has no experts"),
+    (dict(ep=2, dp=2), "--ep 2: gpt2 has no routed experts"),
     (dict(cp=3), "--seq over --cp: 2048 is not divisible by 3"),
     (dict(pp=5), "num_layers over --pp: 12 is not divisible by 5"),
 ])
@@ -1640,8 +1644,9 @@ def test_adafactor_factors_of_an_expert_parallel_rank(run_cli):
 
 @pytest.mark.parametrize("model,overrides,opts,message", [
     ("llama3-8b", {}, dict(dp=12), "GPUs over hgx-h100 nodes: 12 is not divisible by 8"),
-    ("mixtral-8x7b", {}, dict(dp=3, ep=3), "ep: routed experts: 8 is not divisible by 3"),
-    ("mixtral-8x7b", {}, dict(dp=2, ep=4), "ep: data-parallel ranks: 2 is not divisible by 4"),
+    ("mixtral-8x7b", {}, dict(dp=3, ep=3), "rule experts % ep == 0: routed experts over --ep"),
+    ("mixtral-8x7b", {}, dict(dp=2, ep=4), r"rule tp\*cp\*dp % \(etp\*ep\) == 0: .* tp\*cp\*dp = 1\*1\*2 = 2 ranks; etp\*ep = "
+                                           r"1\*4 = 4 does not divide it"),
     ("qwen2.5-7b", {"num_key_value_heads": 14}, dict(tp=4), "tp: key/value heads: 14 is not divisible by 4"),
     ("llama3-8b", {}, dict(dp=0), "dp must be at least 1, got 0"),
 ])
@@ -1687,7 +1692,7 @@ def test_deepseek_moe_layer_saves_shared_expert_intermediates():
     spec = load_model("deepseek-v3")
     got = {i.name: (i.per_token, i.region, i.kind) for i in mlp_saved(spec, 3, dropout=False)}
     assert got["router probabilities (fp32)"] == (256, "seq", "fp32")
-    assert got["dispatched expert inputs (k copies)"] == (8 * 7168, "seq", "act")
+    assert got["dispatched expert inputs (k copies)"] == (8 * 7168, "expert", "act")  # gathered over etp
     assert got["expert intermediates (k x 4I)"] == (8 * 4 * 2048, "tensor", "act")
     assert got["shared expert intermediates (4I)"] == (4 * 2048, "tensor", "act")
     dense = {i.name: i.per_token for i in mlp_saved(spec, 0, dropout=True)}

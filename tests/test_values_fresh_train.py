@@ -76,8 +76,8 @@ REFUSED = [
     (lambda: _memory(vp=2), "--vp interleaves the 1F1B schedule of a pipeline (--pp > 1)"),
     (lambda: _memory(offload="optimizer"), "--offload optimizer needs --zero 1, 2 or 3 (ZeRO-Offload)"),
     (lambda: _memory(dp=2, tp=2, world_size=8), "world size 8 != dp*tp*pp*cp = 2*2*1*1 = 4"),
-    (lambda: step_comm(MIXTRAL, StepOptions(dp=8, cp=3, ep=2, seq=3072)),
-     "a group of 12 ranks is split unevenly over nodes"),
+    (lambda: step_comm(MIXTRAL, StepOptions(dp=12, pp=2, ep=2, seq=3072)),
+     "rule whole groups per node: the group of 12 ranks (stride 1) puts an uneven share on each 8-GPU node"),
     (lambda: PlanOptions(gpus=8, framework="torch", fix=(("ep", 2),)).validate(),
      "--fix ep=2 with --framework torch: torch.distributed has no expert parallelism"),
     (lambda: parse_fix(("tq=2",)), "--fix 'tq=2': expected AXIS=VALUE with AXIS one of"),
@@ -219,9 +219,10 @@ def test_a_world_size_equal_to_the_product_of_the_ranks_is_accepted():
 
 
 def test_expert_replicas_placed_evenly_over_nodes_are_priced():
-    """comm_step's expert-gradient group of one expert shard: cp ranks x every ep-th dp rank. mixtral-8x7b,
-    dp 8, cp 2, ep 2 on 8-GPU nodes: ranks c + 2 x 2 j (c < 2, j < 4) = {0, 1, 4, 5, 8, 9, 12, 13}, four on
-    each of two nodes: accepted, and its all-reduce spans 2 nodes (the uneven 24-GPU case is refused above)."""
+    """comm_step's expert-gradient group of one expert shard, the expert data-parallel group of Megatron-Core's
+    folding (calc.expert_grid): mixtral-8x7b, dp 8, cp 2, ep 2, etp = tp = 1 on 8-GPU nodes: the stage's 16 ranks
+    hold etp 1 x ep 2 x edp 8, so the replicas are every second rank, {0, 2, ..., 14}, four on each of two nodes:
+    accepted, and its all-reduce spans 2 nodes."""
     rows = step_comm(MIXTRAL, StepOptions(dp=8, cp=2, ep=2, seq=4096)).rows
     experts = [r for r in rows if r.dim == "dp" and "routed experts" in r.rule]
     assert experts and {(r.group_size, r.nodes) for r in experts} == {(8, 2)}

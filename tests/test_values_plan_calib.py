@@ -798,7 +798,7 @@ def test_stage_time_and_the_slowest_stage():
     ("llama2-7b", dict(gpus=8, ep=2), "--ep 2: llama2-7b has no routed experts"),
     ("mixtral-8x7b", dict(gpus=8, ep=2, global_batch=24, dp=6), r"rule tp\*pp\*dp\*cp == gpus"),
     ("mixtral-8x7b", dict(gpus=12, ep=2, global_batch=12), "rule whole nodes"),
-    ("mixtral-8x7b", dict(gpus=4, ep=8, global_batch=4), r"rule dp % ep == 0"),
+    ("mixtral-8x7b", dict(gpus=4, ep=8, global_batch=4), r"rule tp\*cp\*dp % \(etp\*ep\) == 0"),
 ])
 def test_layout_rules_name_the_rule(name, lay, message):
     with pytest.raises(MlsysError, match=message):
@@ -818,7 +818,9 @@ def test_derived_layout_numbers():
     # dp = 64 / (4 x 2 x 2) = 4; micro-batches = 32 / (4 x 2) = 4; fp8 keeps bf16 in memory and on the wire
     assert (o.data_parallel, o.num_micro_batches, o.memory_dtype) == (4, 4, "bf16")
     assert replace(o, dp=2).data_parallel == 2 and TrainStepOptions(dtype="fp16").memory_dtype == "fp16"
-    assert o.layout() == {"tp": 4, "pp": 2, "dp": 4, "cp": 2, "ep": 1, "vp": 1, "sp": True, "micro_batch": 2,
+    # the routed experts' grid over a stage's 4 x 2 x 4 = 32 ranks: etp = tp = 4 (Megatron-Core's default), ep 1, edp 8
+    assert o.layout() == {"tp": 4, "pp": 2, "dp": 4, "cp": 2, "ep": 1, "etp": 4, "edp": 8, "vp": 1, "sp": True,
+                          "micro_batch": 2,
                           "num_micro_batches": 4, "zero": 0, "recompute": "none", "dtype": "fp8"}
 
 

@@ -28,6 +28,9 @@ Regions decide how parallelism shrinks an item (equations 2-5 of the paper):
   "tensor" split by tensor parallelism (heads or the MLP's intermediate width)
   "kv"     split by tensor parallelism only as far as the KV heads allow
   "scores" an S x S_kv item per head (dropped by selective recompute and by flash attention)
+  "expert" the routed tokens a rank's experts read: its sequence-split tokens gathered over the expert
+           tensor-parallel group (x etp / tp; calc.expert_grid), as Megatron-Core's dispatcher all-gathers
+           them after the all-to-all and the experts' fc1 saves that input
 """
 
 from __future__ import annotations
@@ -121,7 +124,8 @@ def mlp_saved(spec: ModelSpec, layer: int, dropout: bool, capacity_factor: float
         routed = moe.experts_per_token * capacity_factor
         out += [
             Saved("router probabilities (fp32)", moe.num_experts, "seq", "fp32"),
-            Saved("dispatched expert inputs (k copies" + (", fp8)" if fp8 else ")"), round(routed * h), "seq", lin_kind),
+            Saved("dispatched expert inputs (k copies" + (", fp8)" if fp8 else ")"), round(routed * h), "expert",
+                  lin_kind),
             *_intermediates("expert intermediates (k x 4I)", round(routed * 4 * moe.expert_intermediate_size), True, fp8),
             Saved("expert outputs for the weighted combine", round(routed * h), "seq"),
         ]
@@ -167,6 +171,7 @@ class Split:
     tp: int
     sp: bool
     kv_div: int  # divisor of "kv" items (kv heads per rank)
+    etp: int | None = None  # the routed experts' tensor-parallel size (None: tp)
 
 
 def item_bytes(item: Saved, split: Split, nbytes: dict[str, float]) -> float:
@@ -175,6 +180,8 @@ def item_bytes(item: Saved, split: Split, nbytes: dict[str, float]) -> float:
     elems = item.per_token * split.tokens
     if item.region == "scores":
         return elems * split.keys * per_elem / split.tp
+    if item.region == "expert":  # the etp ranks' sequence shards, gathered (etp = tp without SP: all tokens)
+        return elems * per_elem * (split.etp or split.tp) / split.tp
     div = {"seq": split.tp if split.sp else 1, "tensor": split.tp, "kv": split.kv_div}[item.region]
     return elems * per_elem / div
 

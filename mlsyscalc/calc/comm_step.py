@@ -9,24 +9,30 @@ act = b * (s / cp) * hidden * bytes per element):
   the reduce-scatter every micro-batch; ZeRO-3/FSDP: parameter all-gather in forward and again in
   backward plus the gradient reduce-scatter, every micro-batch (Rajbhandari et al. 2020, sec. 7:
   2 Psi for ZeRO-1/2, 3 Psi for ZeRO-3). Dense gradients reduce over dp * cp ranks; routed-expert
-  gradients over dp * cp / ep ranks.
+  gradients over the expert data-parallel group, edp = tp * cp * dp / (etp * ep) ranks (calc.expert_grid).
 - TP (Megatron, Shoeybi et al. 2019, sec. 3): 2 all-reduces of act per layer forward and 2 backward
   (1 and 1 where attention and MLP run in parallel);
   with sequence parallelism each becomes an all-gather + reduce-scatter pair (Korthikanti et al.
-  2022, sec. 4.2.2), the same bytes.
+  2022, sec. 4.2.2), the same bytes. With sequence parallelism (or tp 1) an MoE layer's MLP pair is its
+  shared experts' only (Megatron-Core's MoE layer takes the sequence-split tokens; its routed experts
+  gather them over their own etp group, below).
 - PP: a middle stage sends act / tp forward and the same gradient backward per micro-batch and
   model chunk (Megatron scatter-gather across TP ranks); bubble fraction of the step
   (p - 1) / (v m + p - 1), i.e. bubble/compute (p - 1) / (v m) (Narayanan et al. 2021, sec. 2.2).
-- EP: per MoE layer, all-to-all dispatch and combine of the routed tokens (b * s / cp * top-k *
-  hidden) forward and both again backward, for the MoE layers of the busiest stage (Lepikhin et al.
-  2020; Rajbhandari et al. 2022).
+- EP: per MoE layer, all-to-all dispatch and combine of the routed tokens (b * s / cp / tp with SP *
+  top-k * hidden) forward and both again backward over the ep group, for the MoE layers of the busiest
+  stage (Lepikhin et al. 2020; Rajbhandari et al. 2022); with etp > 1 the dispatched tokens are then
+  all-gathered over the etp group and the expert outputs reduce-scattered back (etp x the routed bytes),
+  forward and again backward (Megatron-Core's MoEAlltoAllTokenDispatcher, megatron/core/transformer/moe/
+  token_dispatcher.py at d98e8a6). Both are the MoE dispatcher's traffic, priced under "ep".
 - CP (ring attention / Megatron context parallel): per layer an all-gather of K and V forward,
   and an all-gather of K, V plus a reduce-scatter of dK, dV backward (Liu et al. 2023).
 
 Placement: ranks are numbered with `order` inner to outer (default tp, cp, dp, pp, as Megatron
-does); consecutive ranks share a node, so TP stays inside a node and DP spans nodes. A "node" here is the
-cluster's scale-up domain (`ClusterSpec.scale_up_gpus`): the GPUs one intra link joins, 72 on a GB200 NVL72
-rack, so TP and the EP groups inside DP stay on NVLink up to that size.
+does); consecutive ranks share a node, so TP stays inside a node and DP spans nodes. The routed experts'
+grid numbers each pipeline stage's ranks etp, ep, edp inner to outer (Megatron-Core's expert order; pp
+last). A "node" here is the cluster's scale-up domain (`ClusterSpec.scale_up_gpus`): the GPUs one intra
+link joins, 72 on a GB200 NVL72 rack, so TP and the EP groups stay on NVLink up to that size.
 Traffic of the dimensions in `overlap` is assumed hidden behind compute: it is counted in
 `total_time_s` but not in `exposed_time_s`.
 """
@@ -34,21 +40,21 @@ Traffic of the dimensions in `overlap` is assumed hidden behind compute: it is c
 from __future__ import annotations
 
 import math
-from collections import Counter
 from functools import lru_cache
 from dataclasses import dataclass, field
 
-from ..errors import MlsysError, divide, require
+from ..errors import divide, require
 from ..specs.cluster import ClusterSpec, load_cluster
 from ..specs.model import ModelSpec
 from ..validate import check_gpus
 from .comm_collectives import TREE_COLLECTIVES, CollectiveCost, collective_cost
+from .expert_grid import ExpertGrid
 from ..dtypes import bytes_per_element, dtype_name
 from .layers import layer_linears, mlp_linears
 from .params import count_params
 from .tensor_parallel import tp_kind
 
-DIMENSIONS = ("tp", "cp", "dp", "pp")  # the rank-order axes; ep lives inside dp
+DIMENSIONS = ("tp", "cp", "dp", "pp")  # the rank-order axes; the experts' etp, ep, edp fold into a stage's ranks
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,7 @@ class StepOptions:
     pp: int = 1
     ep: int = 1
     cp: int = 1
+    etp: int | None = None  # routed experts' tensor-parallel size (None: tp; calc.expert_grid)
     sp: bool = False  # Megatron sequence parallelism (with tp)
     zero: int = 0  # 0 plain DP, 1, 2, 3 (= FSDP full shard)
     batch: int = 1  # micro-batch: sequences per DP replica per micro-batch
@@ -82,6 +89,10 @@ class StepOptions:
     @property
     def gpus(self) -> int:
         return self.dp * self.tp * self.pp * self.cp
+
+    @property
+    def experts(self) -> ExpertGrid:
+        return ExpertGrid(tp=self.tp, cp=self.cp, dp=self.dp, ep=self.ep, etp=self.etp)
 
 
 @dataclass(frozen=True)
@@ -173,11 +184,10 @@ def _validate(spec: ModelSpec, o: StepOptions, cluster: ClusterSpec) -> None:
     divide(o.seq, o.cp, "cp: sequence length")
     if o.sp:
         divide(o.seq // o.cp, o.tp, "sp: sequence per tensor-parallel rank")
-    if o.ep > 1:
-        if spec.moe is None:
-            raise MlsysError(f"ep {o.ep}: {spec.name} has no routed experts")
-        divide(spec.moe.num_experts, o.ep, "ep: routed experts")
-        divide(o.dp, o.ep, "ep: data-parallel ranks")
+    o.experts.validate(spec, sp=o.sp)  # Megatron-Core's MoE parallel folding rules
+    require(spec.moe is None or o.pp == 1 or o.order[-1] == "pp",
+            "order: with routed experts pp must come last (Megatron-Core builds the expert grid etp x ep x edp "
+            "inside each pipeline stage's ranks)")
     if o.gpus > cluster.scale_up_gpus:
         divide(o.gpus, cluster.scale_up_gpus, f"GPUs over {cluster.name} {cluster.domain_word}s")
 
@@ -190,6 +200,7 @@ class _Pricer:
         self.node_size = min(cluster.scale_up_gpus, o.gpus)  # GPUs on one intra link: a node or an NVLink domain
         sizes = {"tp": o.tp, "cp": o.cp, "dp": o.dp, "pp": o.pp}
         self.stride = {d: math.prod(sizes[x] for x in o.order[:o.order.index(d)]) for d in o.order}
+        self.experts = o.experts.groups()  # etp, ep, edp: (size, stride) inside a stage
         self.rows: list[CommRow] = []
 
     def group(self, dim: str, size: int, stride: int | None = None) -> tuple[int, int, int]:
@@ -197,10 +208,10 @@ class _Pricer:
         nodes, _ = placement(size, stride, self.node_size)
         return size, nodes, stride
 
-    def expert_replicas(self) -> tuple[int, int, int]:
-        """The group holding the replicas of one expert shard: every cp rank x every ep-th dp rank."""
-        o = self.o
-        return _expert_replica_group(o.cp, o.dp, o.ep, self.stride["cp"], self.stride["dp"], self.node_size)
+    def expert(self, name: str) -> tuple[int, int, int]:
+        """An expert group (etp, ep or edp: calc.expert_grid) placed by Megatron-Core's expert rank order."""
+        size, stride = self.experts[name]
+        return self.group(name, size, stride)
 
     def add(self, dim: str, collective: str, rule: str, group: tuple[int, int, int], message: float,
             calls: int) -> None:
@@ -235,8 +246,8 @@ def _dp_rows(pr: _Pricer, o: StepOptions, dense_params: float, expert_params: fl
     calls = {kind: o.grad_accum if kind in per_micro_batch(o.zero, o.fsdp) else 1 for kind in ("grad", "param")}
     dp_cp = pr.group("dp", o.dp * o.cp, pr.stride[o.order[min(o.order.index("dp"), o.order.index("cp"))]])
     groups = [("", dense_params, dp_cp)]
-    if expert_params:
-        groups.append((" (routed experts)", expert_params, pr.expert_replicas()))
+    if expert_params:  # over the expert data-parallel group (calc.expert_grid)
+        groups.append((" (routed experts)", expert_params, pr.expert("edp")))
     for tag, params, group in groups:
         g, p = params * grad_bytes, params * param_bytes
         if o.zero == 0:
@@ -274,28 +285,21 @@ def _cost(collective: str, message: int, gpus: int, cluster: _Identity, nodes: i
     return collective_cost(collective, message, gpus, cluster.cluster, nodes, algo)
 
 
-@lru_cache(maxsize=4096)  # plan prices thousands of layouts with few distinct groups
-def _expert_replica_group(cp: int, dp: int, ep: int, s_cp: int, s_dp: int, node_size: int) -> tuple[int, int, int]:
-    """(size, nodes, 0) of the ranks c x s_cp + j x ep x s_dp (every cp rank, every ep-th dp rank): a group
-    given by its members, not evenly strided; each node it spans must hold an equal share."""
-    per_node = Counter((c * s_cp + j * ep * s_dp) // node_size for c in range(cp) for j in range(dp // ep))
-    size = cp * (dp // ep)
-    require(len(set(per_node.values())) == 1, f"a group of {size} ranks is split unevenly over nodes")
-    return size, len(per_node), 0
-
-
 def _model_rows(pr: _Pricer, spec: ModelSpec, o: StepOptions) -> None:
     elem = bytes_per_element(o.dtype)
     m, v = o.grad_accum, o.interleave
-    layers = max(map(len, o.stages)) if o.stages else spec.num_layers // o.pp  # on the busiest stage
+    folded = o.sp or o.tp == 1  # the MoE layers take sequence-split tokens (Megatron-Core's MoE layer)
+    layers, pairs, moe_layers = busiest_calls(spec, o.stages or _even_stages(spec, o.pp, v), folded)
     tokens = o.batch * o.seq // o.cp  # tokens of one micro-batch on one GPU's sequence shard
     act = tokens * spec.hidden_size * elem
     tp = pr.group("tp", o.tp)
     k = 1 if spec.parallel_attention else 2  # attention and MLP share one all-reduce in parallel blocks
     if o.sp:
-        pr.add("tp", "all-gather", f"SP: {k} all-gathers per layer forward, {k} backward", tp, act, 2 * k * layers * m)
-        pr.add("tp", "reduce-scatter", f"SP: {k} reduce-scatters per layer forward, {k} backward", tp, act,
-               2 * k * layers * m)
+        each = (f"{k} per layer" if spec.moe is None else  # an MoE layer: attention and shared experts only
+                f"{pairs} on the busiest stage, {tp_pairs(spec, 1, 1, True)} an MoE layer")
+        pr.add("tp", "all-gather", f"SP: all-gathers forward ({each}), as many backward", tp, act, 2 * pairs * m)
+        pr.add("tp", "reduce-scatter", f"SP: reduce-scatters forward ({each}), as many backward", tp, act,
+               2 * pairs * m)
     elif o.tp_input_reduce == "each":
         back = round(_column_linears(spec) * layers / spec.num_layers if o.stages else  # the stage's share,
                      _column_linears(spec) / o.pp)  # as `layers` is
@@ -308,19 +312,42 @@ def _model_rows(pr: _Pricer, spec: ModelSpec, o: StepOptions) -> None:
         pipeline_nodes = pr.group("pp", o.pp)[1]
         pr.add("pp", "p2p", f"activations forward + gradients backward per micro-batch and chunk (v={v}), /tp",
                (2, min(pipeline_nodes, 2), pr.stride["pp"]), act / o.tp, 2 * m * v)
-    if o.ep > 1:
-        moe_layers = (max(sum(map(spec.layer_is_moe, st)) for st in o.stages) if o.stages
-                      else _moe_layers_per_stage(spec, o.pp, v))
-        assert spec.moe is not None  # _validate refuses ep > 1 for a model without routed experts
+    if spec.moe is not None and moe_layers:
         routed = tokens // (o.tp if o.sp else 1) * spec.moe.experts_per_token * spec.hidden_size * elem
-        pr.add("ep", "all-to-all", "dispatch + combine per MoE layer forward, both again backward",
-               pr.group("ep", o.ep, pr.stride["dp"]), routed, 4 * moe_layers * m)
+        pr.add("ep", "all-to-all", "dispatch + combine per MoE layer forward, both again backward (ep group)",
+               pr.expert("ep"), routed, 4 * moe_layers * m)
+        if folded:  # the etp ranks' dispatched tokens gathered, the experts' outputs reduce-scattered back
+            etp = pr.expert("etp")
+            pr.add("ep", "all-gather", f"expert TP: dispatched tokens of the {etp[0]} etp ranks per MoE layer "
+                   "forward, output gradients backward", etp, etp[0] * routed, 2 * moe_layers * m)
+            pr.add("ep", "reduce-scatter", "expert TP: expert outputs per MoE layer forward, input gradients "
+                   "backward", etp, etp[0] * routed, 2 * moe_layers * m)
     if o.cp > 1:
         kv_heads = spec.num_kv_heads // o.tp if spec.num_kv_heads >= o.tp else 1
         kv = o.batch * o.seq * kv_heads * (spec.head_dim + spec.v_head_dim) * elem
         cp = pr.group("cp", o.cp)
         pr.add("cp", "all-gather", "K,V all-gather per layer forward and again backward", cp, kv, 2 * layers * m)
         pr.add("cp", "reduce-scatter", "dK,dV reduce-scatter per layer backward", cp, kv, layers * m)
+
+
+def tp_pairs(spec: ModelSpec, layers: int, moe: int, folded: bool) -> int:
+    """TP collectives of one pass (forward or backward) over `layers` decoder layers of which `moe` are MoE
+    layers: an all-reduce (or, with SP, an all-gather + reduce-scatter pair) for the attention and one for the
+    MLP (one for both in parallel blocks); `folded` (SP or tp 1): an MoE layer's MLP one for its shared experts
+    only, its routed experts gathering over their etp group instead (calc.expert_grid)."""
+    k = 1 if spec.parallel_attention else 2
+    if not folded or spec.moe is None:
+        return k * layers
+    per_moe = 1 if spec.parallel_attention else 1 + bool(spec.moe.num_shared_experts)
+    return k * (layers - moe) + per_moe * moe
+
+
+def busiest_calls(spec: ModelSpec, stages: tuple[tuple[int, ...], ...], folded: bool) -> tuple[int, int, int]:
+    """(layers, TP collectives of one pass (`tp_pairs`), MoE layers) of the busiest stage, each the most of any
+    stage: CP calls follow the layers, TP calls the pairs, EP calls the MoE layers."""
+    counts = [(len(st), sum(map(spec.layer_is_moe, st))) for st in stages]
+    return (max(n for n, _ in counts), max(tp_pairs(spec, n, e, folded) for n, e in counts),
+            max(e for _, e in counts))
 
 
 @lru_cache(maxsize=32)
@@ -332,11 +359,10 @@ def _column_linears(spec: ModelSpec) -> int:
 
 
 @lru_cache(maxsize=256)
-def _moe_layers_per_stage(spec: ModelSpec, pp: int, v: int) -> int:
-    """MoE layers on the busiest stage: stage s holds chunks s, s + pp, ... of layers / (pp v) layers."""
+def _even_stages(spec: ModelSpec, pp: int, v: int) -> tuple[tuple[int, ...], ...]:
+    """Layers of each stage of an even split: stage s holds chunks s, s + pp, ... of layers / (pp v) layers."""
     chunk = spec.num_layers // (pp * v)
-    return max(sum(spec.layer_is_moe(i) for c in range(s, pp * v, pp) for i in range(c * chunk, (c + 1) * chunk))
-               for s in range(pp))
+    return tuple(tuple(i for c in range(s, pp * v, pp) for i in range(c * chunk, (c + 1) * chunk)) for s in range(pp))
 
 
 def step_comm(spec: ModelSpec, options: StepOptions, cluster: ClusterSpec | str = "hgx-h100",
@@ -352,9 +378,10 @@ def step_comm(spec: ModelSpec, options: StepOptions, cluster: ClusterSpec | str 
     experts = _expert_params(spec)
     dense = count_params(spec).total - experts
     model_split = o.tp * o.pp
+    expert_split = o.experts.expert_tp * o.ep * o.pp  # E / ep experts a GPU, each split over etp ranks
     pr = _Pricer(o, cluster)
     if "dp" in parts:
-        _dp_rows(pr, o, dense / model_split, experts / (model_split * o.ep))
+        _dp_rows(pr, o, dense / model_split, experts / expert_split)
     if "model" in parts:
         _model_rows(pr, spec, o)
     by_dim: dict[str, dict[str, float]] = {}
@@ -365,7 +392,7 @@ def step_comm(spec: ModelSpec, options: StepOptions, cluster: ClusterSpec | str 
     bubble_steps = (o.pp - 1) / o.interleave
     return StepComm(
         model=spec.name, cluster=cluster.name, options=o, nodes=max(1, o.gpus // cluster.scale_up_gpus),
-        params_per_gpu=dense / model_split + experts / (model_split * o.ep), rows=tuple(pr.rows),
+        params_per_gpu=dense / model_split + experts / expert_split, rows=tuple(pr.rows),
         bubble_fraction=bubble_steps / (o.grad_accum + bubble_steps), bubble_ratio=bubble_steps / o.grad_accum,
         by_dim=by_dim,
     )

@@ -22,7 +22,7 @@ from .layers import (
     norm_width,
     sink_params,
 )
-from .tensor_parallel import kv_divisor, tp_kind, tp_split
+from .tensor_parallel import kv_divisor, rank_split, tp_kind, tp_split
 
 
 def _copies(lin: Linear, ep: int) -> int:
@@ -30,22 +30,25 @@ def _copies(lin: Linear, ep: int) -> int:
     return lin.copies // ep if lin.copies > 1 else lin.copies
 
 
-def linear_weight_per_rank(lin: Linear, tp: int, ep: int = 1, kv_split: int | None = None) -> int:
-    """Weight-matrix elements of one projection held by one rank (experts: E/ep experts, each TP-split)."""
+def linear_weight_per_rank(lin: Linear, tp: int, ep: int = 1, kv_split: int | None = None,
+                           etp: int | None = None) -> int:
+    """Weight-matrix elements of one projection held by one rank (experts: E/ep experts, each split over
+    etp ranks; etp None: tp)."""
     if lin.tied:
         return 0
-    return lin.in_features * lin.out_features * _copies(lin, ep) // tp_split(lin, tp, kv_split)
+    return lin.in_features * lin.out_features * _copies(lin, ep) // tp_split(lin, rank_split(lin, tp, etp), kv_split)
 
 
-def linear_params_per_rank(lin: Linear, tp: int, ep: int = 1, kv_split: int | None = None) -> int:
+def linear_params_per_rank(lin: Linear, tp: int, ep: int = 1, kv_split: int | None = None,
+                           etp: int | None = None) -> int:
     """Parameters of one projection held by one rank: its weight share plus its bias (split with
     column-parallel weights, replicated with row-parallel ones)."""
-    weight = linear_weight_per_rank(lin, tp, ep, kv_split)
+    weight = linear_weight_per_rank(lin, tp, ep, kv_split, etp)
     if lin.tied or not lin.bias:
         return weight
     bias = lin.out_features * _copies(lin, ep)
     if tp_kind(lin) == "column":
-        bias //= tp_split(lin, tp, kv_split)
+        bias //= tp_split(lin, rank_split(lin, tp, etp), kv_split)
     return weight + bias
 
 
@@ -54,7 +57,7 @@ class StageParams:
     """Parameters one rank of a pipeline stage holds, split by how ZeRO shards them."""
 
     dense: int  # replicated over the data-parallel group (sharded over dp*cp by ZeRO)
-    expert: int  # routed experts (sharded over the expert-data-parallel group dp*cp/ep)
+    expert: int  # routed experts (sharded over the expert data-parallel group, edp = tp*cp*dp / (etp*ep))
     largest_layer: int  # unsharded (per TP rank) parameters of the biggest layer: ZeRO-3 gathers it
     matrix_factors: int  # Adafactor: rows + cols of each matrix, plus every vector's length
     root: int = 0  # per TP rank, outside the decoder layers: embeddings (first stage), final norm and head (last)
@@ -70,22 +73,23 @@ def stage_layers(num_layers: int, pp: int, stage: int) -> range:
 
 
 def stage_params(spec: ModelSpec, layers: Iterable[int], first: bool, last: bool, tp: int, ep: int,
-                 pp: int, vocab_parallel: bool = True) -> StageParams:
+                 pp: int, vocab_parallel: bool = True, etp: int | None = None) -> StageParams:
     """Parameters per rank for the decoder layers in `layers`, plus embeddings on the first
     stage and final norm / lm_head on the last (a tied head keeps its own copy of the embedding
     on the last stage when pp > 1, as Megatron-LM does). The embedding and lm_head are split over
-    the vocabulary across the TP ranks, or whole on each with vocab_parallel False."""
+    the vocabulary across the TP ranks, or whole on each with vocab_parallel False. Routed experts:
+    E / ep of them, each split over etp ranks (None: tp; calc.expert_grid)."""
     dense = expert = largest = factors = 0
     kv_split = kv_divisor(spec, tp)
     for layer in layers:
         norms = layer_norm_params(spec, layer) + sink_params(spec) // tp  # norms replicated; sinks split with the heads
         in_layer = norms
         for lin in layer_linears(spec, layer):
-            n = linear_params_per_rank(lin, tp, ep, kv_split)
+            n = linear_params_per_rank(lin, tp, ep, kv_split, etp)
             in_layer += n
             if lin.copies > 1:
                 expert += n
-                factors += _factors(lin, tp, ep, kv_split)
+                factors += _factors(lin, rank_split(lin, tp, etp), ep, kv_split)
             else:
                 dense += n
                 factors += _factors(lin, tp, 1, kv_split)

@@ -39,6 +39,7 @@ from ..errors import MlsysError, divide, require
 from ..specs.model import ModelSpec
 from ..validate import check_gpus
 from .activations import Saved, Split, item_bytes, layer_bytes, layer_saved
+from .expert_grid import ExpertGrid
 from .memory_common import StageParams, merge_bytes, stage_params
 from .memory_schedule import (FRAMEWORKS, SCHEDULES, chunk_forwards, embedding_grad_blocks, fsdp_sharded, grads_resident,
                               grads_resident_at_end, in_flight, receive_buffers)
@@ -76,6 +77,7 @@ class TrainOptions:
     pp: int = 1
     sp: bool = False  # Megatron sequence parallelism over the TP group
     ep: int = 1
+    etp: int | None = None  # routed experts' tensor-parallel size (None: tp, Megatron-Core's default; calc.expert_grid)
     cp: int = 1
     zero: int = 0
     offload: str = "none"
@@ -109,6 +111,11 @@ class TrainOptions:
         """Ranks the embedding, lm_head and logits are split over: tp, or 1 without vocab_parallel."""
         return self.tp if self.vocab_parallel else 1
 
+    @property
+    def experts(self) -> ExpertGrid:
+        """The routed experts' grid over each stage's tp x cp x dp ranks (Megatron-Core's MoE parallel folding)."""
+        return ExpertGrid(tp=self.tp, cp=self.cp, dp=self.dp, ep=self.ep, etp=self.etp)
+
     def validate(self, spec: ModelSpec) -> None:
         for name in ("batch", "seq", "grad_accum", "dp", "tp", "pp", "ep", "cp", "vp"):
             value = getattr(self, name)
@@ -140,17 +147,13 @@ class TrainOptions:
             most = spec.moe.num_experts / spec.moe.experts_per_token
             require(self.capacity_factor <= most, f"--capacity-factor {self.capacity_factor:g}: at most "
                                                   f"experts / top-k = {most:g} ({spec.name})")
-        check_tp(spec, self.tp)
+        check_tp(spec, self.tp, experts=self.experts.expert_tp)
         check_gpus(self.dp * self.tp * self.pp * self.cp, "--dp x --tp x --pp x --cp GPUs")
         self.chunks(spec)
         divide(self.seq, self.cp, "--seq over --cp")
         if self.sp:
             divide(self.seq // self.cp, self.tp, "--seq over --tp with --sp")
-        if self.ep > 1:
-            if spec.moe is None:
-                raise MlsysError(f"--ep {self.ep}: {spec.name} has no experts")
-            divide(spec.moe.num_experts, self.ep, f"{spec.name}: experts over --ep")
-            divide(self.dp * self.cp, self.ep, "--dp x --cp over --ep (experts are split within data-parallel ranks)")
+        self.experts.validate(spec, sp=self.sp)  # Megatron-Core's MoE parallel folding rules
         if self.world_size is not None:
             world = self.dp * self.tp * self.pp * self.cp
             require(world == self.world_size, f"world size {self.world_size} != dp*tp*pp*cp = "
@@ -250,7 +253,8 @@ def train_memory(spec: ModelSpec, opts: TrainOptions = TrainOptions()) -> TrainM
 
 def _split(spec: ModelSpec, opts: TrainOptions) -> Split:
     local = opts.seq // opts.cp
-    return Split(tokens=opts.batch * local, keys=local, tp=opts.tp, sp=opts.sp, kv_div=kv_divisor(spec, opts.tp))
+    return Split(tokens=opts.batch * local, keys=local, tp=opts.tp, sp=opts.sp, kv_div=kv_divisor(spec, opts.tp),
+                 etp=opts.experts.expert_tp)
 
 
 def _optimizer_bytes_per_param(opts: TrainOptions, nbytes: Mapping[str, float]) -> float:
@@ -260,7 +264,7 @@ def _optimizer_bytes_per_param(opts: TrainOptions, nbytes: Mapping[str, float]) 
 def _states(opts: TrainOptions, nbytes: dict, sp: StageParams) -> dict[str, float]:
     """Weights, gradients, fp32 master weights, optimizer states and CPU-offloaded bytes of one rank (ZeRO)."""
     shard = opts.dp * opts.cp  # ZeRO shards over the ranks that hold the same replica
-    expert_shard = shard // opts.ep
+    expert_shard = opts.experts.edp  # routed experts: over the expert data-parallel group
 
     def sharded(stage_min: int, per_param: float) -> float:
         if opts.zero < stage_min:
@@ -367,10 +371,12 @@ def _stage(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, stag
     if opts.schedule == "dualpipe":  # rank s also holds stage pp - 1 - s
         layers = tuple(layers) + tuple(blocks[opts.pp - 1 - stage])
         chunks = (len(layers),)
-    sp = stage_params(spec, layers, *ends, opts.tp, opts.ep, opts.pp, opts.vocab_parallel)
+    etp = opts.experts.expert_tp
+    sp = stage_params(spec, layers, *ends, opts.tp, opts.ep, opts.pp, opts.vocab_parallel, etp=etp)
     states = _states(opts, nbytes, sp)
     if opts.fp8:
-        states["fp8_weight_copies"], saving = fp8_weight_states(spec, layers, opts.tp, opts.ep, nbytes, opts.fp8_params)
+        states["fp8_weight_copies"], saving = fp8_weight_states(spec, layers, opts.tp, opts.ep, nbytes, opts.fp8_params,
+                                                                etp)
         states["weights"] -= saving
     held = in_flight(opts.schedule, opts.pp, stage, opts.grad_accum, opts.vp)
     grads = grads_resident(opts.framework, opts.schedule, held, opts.grad_accum * opts.vp, opts.zero, opts.dp * opts.cp)

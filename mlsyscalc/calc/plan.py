@@ -3,7 +3,9 @@
 Each candidate's step time is `calc.train.step_breakdown` of the same pieces `train_step` uses, but
 every piece is computed once per distinct value of what it depends on and reused:
 
-    kernel times     roofline_pass per (tp, cp, micro-batch); per-layer parts per (.., sp)
+    kernel times     roofline_pass per (tp, cp, micro-batch), its routed experts re-priced per (ep, etp)
+                     (roofline_model.with_experts: one clock serves every expert grid); per-layer parts
+                     per (.., sp, ep, etp)
     stage times      per (parts, recompute, the distinct stage shapes of (pp, vp, split): layers
                      of each kind and the ends each holds)
     model traffic    step_comm per (tp, pp, cp, ep, sp, micro-batch, what the split changes of
@@ -41,12 +43,13 @@ from ..errors import require
 from ..specs.cluster import ClusterSpec
 from ..specs.model import ModelSpec
 from .calibration import Ceilings
-from .comm_step import StepOptions, per_micro_batch, step_comm
+from .comm_step import StepOptions, busiest_calls, per_micro_batch, step_comm
 from .memory_common import verdict
 from .pipeline_split import EVEN, PipelineSplit
 from .plan_memory import MemoryTable
 from .plan_result import Plan, decisions, why
 from .plan_space import PlanOptions, execution_options, structures
+from .roofline_model import ModelRoofline, with_experts
 from .train import (TP_INPUT_REDUCE, core_attention, fp8_weight_casts, optimizer_s, step_breakdown,
                     step_ceilings, step_fp8_s, train_step)
 from .train_fp4 import low_precision
@@ -79,10 +82,19 @@ class _Memo:
     def parts(self, c: TrainStepOptions, impl: str | None = None) -> StageParts:
         """Per-layer seconds priced with `impl` (default: the framework's kernels, kernel_impl)."""
         impl = impl or kernel_impl(c.framework, c.dtype)
-        result = self.get(("roofline", c.tp, c.cp, c.micro_batch, impl), lambda: roofline_pass(
-            self.spec, self.ceil, tp=c.tp, cp=c.cp, micro_batch=c.micro_batch, seq=c.seq, dtype=c.dtype, impl=impl,
-            loss=c.loss, dropout=c.dropout, clocks=c.clocks))
-        return self.get(("parts", c.tp, c.cp, c.micro_batch, c.sp_active, impl), lambda: stage_parts(
+        experts = _experts(self.spec, c)
+
+        def make(at: tuple[int, int | None]) -> ModelRoofline:
+            return roofline_pass(self.spec, self.ceil, tp=c.tp, cp=c.cp, micro_batch=c.micro_batch, seq=c.seq,
+                                 dtype=c.dtype, impl=impl, loss=c.loss, dropout=c.dropout, clocks=c.clocks,
+                                 ep=at[0], etp=at[1])
+        if impl == "fused" and self.spec.moe is not None:  # one pass of (tp, cp, micro-batch), its experts re-priced
+            first = self.get(("roofline", c.tp, c.cp, c.micro_batch, impl), lambda: make((c.ep, c.etp)))
+            result = self.get(("roofline", c.tp, c.cp, c.micro_batch, impl, experts),
+                              lambda: with_experts(self.spec, first, c.ep, c.etp))
+        else:
+            result = self.get(("roofline", c.tp, c.cp, c.micro_batch, impl, experts), lambda: make((c.ep, c.etp)))
+        return self.get(("parts", c.tp, c.cp, c.micro_batch, c.sp_active, impl, experts), lambda: stage_parts(
             self.spec, result, sp=c.sp_active, capacity_factor=c.capacity_factor,
             attention=core_attention(self.spec, result.ceilings, c), fp8_recipe=c.scaling_recipe))
 
@@ -96,13 +108,13 @@ class _Memo:
         shapes = self.get(("shapes", c.pp, c.vp, c.pipeline_split), lambda: tuple(dict.fromkeys(
             (st.dense, st.moe, st.first, st.last) for st in stages)))
         parts = self.parts(c)
-        return self.get(("stage", c.tp, c.cp, c.micro_batch, c.sp_active, shapes, recompute),
+        return self.get(("stage", c.tp, c.cp, c.micro_batch, c.sp_active, _experts(self.spec, c), shapes, recompute),
                         lambda: slowest_stage(parts, stages, recompute))
 
     def _comm(self, c: TrainStepOptions, part: str, *, zero: int, sp: bool, batch: int, interleave: int,
               grad_accum: int, stages: tuple[tuple[int, ...], ...] = ()) -> dict[tuple[str, str], float]:
         """Seconds per (dimension, kind) of one side of the step's traffic: "dp" or "model" (step_comm's parts)."""
-        o = StepOptions(dp=c.data_parallel, tp=c.tp, pp=c.pp, ep=c.ep, cp=c.cp, sp=sp, zero=zero, batch=batch,
+        o = StepOptions(dp=c.data_parallel, tp=c.tp, pp=c.pp, ep=c.ep, cp=c.cp, etp=c.etp, sp=sp, zero=zero, batch=batch,
                         seq=c.seq, grad_accum=grad_accum, interleave=interleave, dtype=self.wire,
                         tp_input_reduce=TP_INPUT_REDUCE[c.framework], fsdp=c.framework == "torch", stages=stages)
         return traffic(step_comm(self.spec, o, self.cluster, parts=(part,)).rows)
@@ -123,10 +135,11 @@ class _Memo:
 
     def shard_pieces(self, c: TrainStepOptions, zero: int) -> tuple[dict[tuple[str, str], tuple[float, float]],
                                                                      float, int]:
-        """What depends on (tp, pp, split, cp, ep) and ZeRO: DP seconds (a, b) of a + b m, optimizer seconds
+        """What depends on (tp, pp, split, cp, ep, etp) and ZeRO: DP seconds (a, b) of a + b m, optimizer seconds
         and the row of the model states in the memory table."""
         return (self.dp_traffic(c, zero), self.optimizer(c, zero),
-                self.memory.state_key(c.tp, c.ep, c.pp, zero, c.data_parallel * c.cp, c.pipeline_split))
+                self.memory.state_key(c.tp, c.ep, c.pp, zero, c.data_parallel * c.cp, c.pipeline_split, c.expert_tp,
+                                      c.experts.edp))
 
     def stage_pieces(self, c: TrainStepOptions, recompute: str,
                      zeros: list[int]) -> tuple[tuple[float, float, float], int, list[tuple[float, float]]]:
@@ -134,28 +147,32 @@ class _Memo:
         (forward, backward, attention) seconds, the row of its activations in the memory table and the
         host's seconds of ONE micro-batch per ZeRO stage (forward+backward scales with m)."""
         return (self.stage(c, recompute), self.memory.activation_key(c.tp, c.cp, c.sp_active, recompute, c.pp,
-                                                                     c.pipeline_split),
+                                                                     c.pipeline_split, c.expert_tp),
                 [self.host(c, recompute, z, micro_batches=1) for z in zeros])
 
     def model_traffic(self, c: TrainStepOptions) -> dict[tuple[str, str], float]:
         """TP, PP, CP, EP seconds of one micro-batch (times m for the step), from the call at vp = 1: only
         the pipeline's sends depend on vp, 2 per micro-batch and model chunk (calc.comm_step), so PP's
         seconds scale by vp; unless vp moves MoE layers onto the busiest stage (EP traffic follows
-        them): then from the call at this vp. An uneven split (megatron) scales the first call of its
+        them, and TP's, an MoE layer issuing fewer TP collectives than a dense one): then from the call at
+        this vp. An uneven split (megatron) scales the first call of its
         (tp, pp, cp, ep, sp, micro-batch) by `_scaled`; with torch it gets its own calls, per distinct
         busiest stage (its per-linear TP reduces are rounded per stage)."""
         split = c.pipeline_split
         if not split.even and self.opts.framework == "megatron":
             return self._scaled(c)
 
+        folded = c.sp_active or c.tp == 1
+
         def at(vp: int) -> dict[tuple[str, str], float]:
-            shape = () if split.even else self._busiest(c.pp, vp, split)
-            return self.get(("model", c.tp, c.pp, c.cp, c.ep, c.sp_active, c.micro_batch, vp, shape),
+            shape = () if split.even else self._busiest(c.pp, vp, split, folded)
+            return self.get(("model", c.tp, c.pp, c.cp, c.ep, c.expert_tp, c.sp_active, c.micro_batch, vp, shape),
                             lambda: self._model_call(c, vp))
         if c.vp == 1:
             return at(1)
-        if c.ep > 1 and self._busiest_moe(c.pp, 1, split) != self._busiest_moe(c.pp, c.vp, split):
-            return at(c.vp)  # EP traffic follows the MoE layers on the busiest stage, which vp moves
+        if self.spec.moe is not None and self._busiest(c.pp, 1, split, folded) != self._busiest(c.pp, c.vp, split,
+                                                                                                 folded):
+            return at(c.vp)  # EP and TP traffic follow the MoE layers on the busiest stage, which vp moves
         return {k: v * c.vp if k[0] == "pp" else v for k, v in at(1).items()}
 
     def _model_call(self, c: TrainStepOptions, vp: int) -> dict[tuple[str, str], float]:
@@ -170,28 +187,28 @@ class _Memo:
         the busiest stage, EP calls per MoE layer of it and PP sends per model chunk, each of the same
         size whatever the split, so each dimension's seconds scale by that count (a reference without
         MoE layers on its busiest stage cannot scale EP: then a call of its own)."""
-        def reference() -> tuple[tuple[int, int], dict[tuple[str, str], float]]:
+        folded = c.sp_active or c.tp == 1
+
+        def reference() -> tuple[tuple[int, int, int], dict[tuple[str, str], float]]:
             if self.spec.num_layers % c.pp == 0:  # the even split's call, which the even layouts use too
-                return self._busiest(c.pp, 1, EVEN), self.get(
-                    ("model", c.tp, c.pp, c.cp, c.ep, c.sp_active, c.micro_batch, 1, ()),
+                return self._busiest(c.pp, 1, EVEN, folded), self.get(
+                    ("model", c.tp, c.pp, c.cp, c.ep, c.expert_tp, c.sp_active, c.micro_batch, 1, ()),
                     lambda: self._model_call(replace(c, pipeline_split=EVEN), 1))
-            return self._busiest(c.pp, 1, c.pipeline_split), self._model_call(c, 1)
-        (layers0, moe0), seconds = self.get(("model ref", c.tp, c.pp, c.cp, c.ep, c.sp_active, c.micro_batch),
-                                            reference)
-        layers, moe = self._busiest(c.pp, c.vp, c.pipeline_split)
-        if moe and not moe0 and c.ep > 1:
-            return self.get(("model", c.tp, c.pp, c.cp, c.ep, c.sp_active, c.micro_batch, c.vp, (layers, moe)),
-                            lambda: self._model_call(c, c.vp))
-        factor = {"tp": layers / layers0, "cp": layers / layers0, "ep": moe / moe0 if moe0 else 0.0, "pp": c.vp}
+            return self._busiest(c.pp, 1, c.pipeline_split, folded), self._model_call(c, 1)
+        (layers0, pairs0, moe0), seconds = self.get(
+            ("model ref", c.tp, c.pp, c.cp, c.ep, c.expert_tp, c.sp_active, c.micro_batch), reference)
+        layers, pairs, moe = self._busiest(c.pp, c.vp, c.pipeline_split, folded)
+        if moe and not moe0 and self.spec.moe is not None:
+            return self.get(("model", c.tp, c.pp, c.cp, c.ep, c.expert_tp, c.sp_active, c.micro_batch, c.vp,
+                             (layers, pairs, moe)), lambda: self._model_call(c, c.vp))
+        factor = {"tp": pairs / pairs0, "cp": layers / layers0, "ep": moe / moe0 if moe0 else 0.0, "pp": c.vp}
         return {k: v * factor[k[0]] for k, v in seconds.items()}
 
-    def _busiest(self, pp: int, vp: int, split: PipelineSplit) -> tuple[int, int]:
-        """(layers, MoE layers) of the busiest stage, as calc.comm_step counts them."""
-        return self.get(("busiest", pp, vp, split), lambda: (
-            max(len(st.layers) for st in self.stages(pp, vp, split)), self._busiest_moe(pp, vp, split)))
-
-    def _busiest_moe(self, pp: int, vp: int, split: PipelineSplit) -> int:
-        return max(st.moe for st in self.stages(pp, vp, split))
+    def _busiest(self, pp: int, vp: int, split: PipelineSplit, folded: bool) -> tuple[int, int, int]:
+        """(layers, TP collectives of one pass, MoE layers) of the busiest stage, as calc.comm_step counts them
+        (`folded`: SP or tp 1, comm_step.tp_pairs)."""
+        return self.get(("busiest", pp, vp, split, folded), lambda: busiest_calls(
+            self.spec, tuple(st.layers for st in self.stages(pp, vp, split)), folded))
 
     def dp_traffic(self, c: TrainStepOptions, zero: int) -> dict[tuple[str, str], tuple[float, float]]:
         """DP seconds as (a, b) of a + b m, from the call at m = 1: each kind of DP traffic is issued
@@ -200,18 +217,19 @@ class _Memo:
         def make() -> dict[tuple[str, str], tuple[float, float]]:
             split = c.pipeline_split
             stages = () if split.even else tuple(st.layers for st in self.stages(c.pp, 1, split))
-            one = self._comm(c, "dp", zero=zero, sp=False, batch=1, interleave=1, grad_accum=1, stages=stages)
+            one = self._comm(c, "dp", zero=zero, sp=c.sp_active, batch=1, interleave=1, grad_accum=1,
+                            stages=stages)
             every = per_micro_batch(zero, c.framework == "torch")
             return {k: (0.0, v) if k[1] in every else (v, 0.0) for k, v in one.items()}
-        return self.get(("dp", c.tp, c.pp, c.cp, c.ep, zero), make)
+        return self.get(("dp", c.tp, c.pp, c.cp, c.ep, c.expert_tp, zero), make)
 
     def optimizer(self, c: TrainStepOptions, zero: int) -> float:
         def counts() -> tuple[tuple[int, int], ...]:
-            st = self.memory.states(c.tp, c.ep, c.pp, c.pipeline_split)  # the same stage_params as stage_param_counts
+            st = self.memory.states(c.tp, c.ep, c.pp, c.pipeline_split, c.expert_tp)  # stage_param_counts' sums
             return tuple(zip(st.dense.astype(int).tolist(), st.expert.astype(int).tolist()))
-        return self.get(("opt", c.tp, c.ep, c.pp, c.pipeline_split, zero), lambda: optimizer_s(
-            counts(), zero, c.data_parallel * c.cp, c.ep, c.memory_dtype, self.ceil, self.opts.framework,
-            self.opts.clip_grad))
+        return self.get(("opt", c.tp, c.ep, c.expert_tp, c.pp, c.pipeline_split, zero, c.experts.edp),
+                        lambda: optimizer_s(counts(), zero, c.data_parallel * c.cp, c.experts.edp, c.memory_dtype,
+                                            self.ceil, self.opts.framework, self.opts.clip_grad))
 
     def fp8(self, c: TrainStepOptions, recompute: str, zero: int) -> tuple[float, float]:
         """(FP8 scaling seconds of one micro-batch, the step's other FP8 seconds) on the slowest stage, as
@@ -219,11 +237,13 @@ class _Memo:
         if not low_precision(c.dtype):
             return 0.0, 0.0
         lay = replace(c, zero=zero, recompute=recompute)
-        shard = c.data_parallel * c.cp if zero >= 1 and c.fp8_params else 1  # only FP8 weights cast ZeRO shards
-        weights = self.get(("fp8 weights", c.tp, c.cp, c.ep, c.micro_batch, c.sp_active, shard),
+        sharded = zero >= 1 and c.fp8_params  # only FP8 weights cast ZeRO shards
+        shard = (c.data_parallel * c.cp, c.experts.edp) if sharded else (1, 1)
+        experts = _experts(self.spec, c)
+        weights = self.get(("fp8 weights", c.tp, c.cp, experts, c.micro_batch, c.sp_active, shard),
                            lambda: fp8_weight_casts(self.parts(c), lay, self.ceil))
-        return self.get(("fp8", c.tp, c.cp, c.ep, c.micro_batch, c.sp_active, c.pp, c.vp, c.pipeline_split, recompute,
-                         shard), lambda: step_fp8_s(
+        return self.get(("fp8", c.tp, c.cp, experts, c.micro_batch, c.sp_active, c.pp, c.vp, c.pipeline_split,
+                         recompute, shard), lambda: step_fp8_s(
             self.parts(c), self.stages(c.pp, c.vp, c.pipeline_split), lay, self.ceil, self.cluster, weights))
 
     def fp8_pieces(self, c: TrainStepOptions, zeros: list[int], modes: list[str]) -> list | None:
@@ -232,6 +252,12 @@ class _Memo:
         if not low_precision(c.dtype):
             return None
         return [[self.fp8(c, r, z) for r in modes] for z in zeros]
+
+
+def _experts(spec: ModelSpec, c: TrainStepOptions) -> tuple[int, int]:
+    """(ep, etp) where the routed experts' kernels depend on them (an MoE model), else (1, 1): the key of the
+    roofline pass and of what is built on it."""
+    return (c.ep, c.expert_tp) if spec.moe is not None else (1, 1)
 
 
 def _host_stages(stages: tuple[Stage, ...], layer_tensors: tuple[int, ...]) -> tuple[tuple, tuple[Stage, ...]]:
@@ -270,11 +296,12 @@ def _collect(memo: _Memo, layouts: list[TrainStepOptions], zeros: list[int], mod
     n, per = len(layouts) * len(zeros) * len(modes), len(zeros) * len(modes)
     for i, c in enumerate(layouts):
         sp, shard, split = c.sp_active, c.data_parallel * c.cp, c.pipeline_split
+        experts = (c.ep, c.expert_tp)
         rows.append((c.num_micro_batches, c.pp, c.vp, c.micro_batch, shard,
-                     shards.row((c.tp, c.pp, split, c.cp, c.ep), lambda: [memo.shard_pieces(c, z) for z in zeros]),
-                     models.row((c.tp, c.pp, c.cp, c.ep, sp, c.micro_batch, c.vp, split),
+                     shards.row((c.tp, c.pp, split, c.cp, experts), lambda: [memo.shard_pieces(c, z) for z in zeros]),
+                     models.row((c.tp, c.pp, c.cp, experts, sp, c.micro_batch, c.vp, split),
                                 lambda: (memo.model_traffic(c), memo.fp8_pieces(c, zeros, modes))),
-                     stages.row((c.tp, c.cp, c.micro_batch, sp, c.pp, c.vp, split),
+                     stages.row((c.tp, c.cp, c.micro_batch, sp, c.pp, c.vp, split, _experts(memo.spec, c)),
                                 lambda: [memo.stage_pieces(c, r, zeros) for r in modes]),
                      pipes.row((c.pp, split), lambda: (c.pp, split))))
         if progress is not None:

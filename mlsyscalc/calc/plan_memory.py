@@ -7,7 +7,7 @@ building blocks (`stage_params`, `layer_saved`, `layer_bytes`, `item_bytes`, `de
 apart along what each depends on:
 
 - model states of stage s (weights, gradients, fp32 master and moments, ZeRO-3's gathered layers)
-  depend on (tp, ep, pp, the pipeline split, zero, dp x cp) only, and their bytes per element on the framework and ZeRO
+  depend on (tp, ep, etp, pp, the pipeline split, zero, dp x cp, edp) only, and their bytes per element on the framework and ZeRO
   (torch's FSDP2 keeps fp32 shards);
 - activations are linear in the micro-batch's sequences (every saved item is per token, and unfused
   attention's S x S scores are per sequence), so they are kept per sequence and scaled by the
@@ -95,21 +95,21 @@ class MemoryTable:
         return default_bytes(TrainOptions(dtype=self.dtype, framework=self.framework, zero=zero, tp=tp,
                                           fp8_params=self.fp8_params))
 
-    def _layer_params(self, tp: int, ep: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _layer_params(self, tp: int, ep: int, etp: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per decoder layer: (dense, routed-expert, all) parameters per rank, `stage_params` of that one layer:
         a stage's sums are the sums of its layers', whatever pp (only the ends depend on which stage)."""
-        key = ("layers", tp, ep)
+        key = ("layers", tp, ep, etp)
         if key not in self._arrays:
-            rows = [stage_params(self.spec, (i,), False, False, tp, ep, 1) for i in range(self.spec.num_layers)]
+            rows = [stage_params(self.spec, (i,), False, False, tp, ep, 1, etp=etp) for i in range(self.spec.num_layers)]
             self._arrays[key] = tuple(np.array(c, dtype=np.int64) for c in zip(*(
                 (p.dense, p.expert, p.largest_layer) for p in rows)))
         return self._arrays[key]
 
-    def _fp8_linear(self, tp: int, ep: int) -> list[float]:
-        """Per decoder layer: weight elements of its FP8 linears per rank (calc.train_fp8), once per (tp, ep)."""
-        key = ("fp8 layers", tp, ep)
+    def _fp8_linear(self, tp: int, ep: int, etp: int) -> list[float]:
+        """Per decoder layer: weight elements of its FP8 linears per rank (calc.train_fp8), once per (tp, ep, etp)."""
+        key = ("fp8 layers", tp, ep, etp)
         if key not in self._arrays:
-            self._arrays[key] = [fp8_linear_weights(self.spec, i, tp, ep) for i in range(self.spec.num_layers)]
+            self._arrays[key] = [fp8_linear_weights(self.spec, i, tp, ep, etp) for i in range(self.spec.num_layers)]
         return self._arrays[key]
 
     def blocks(self, pp: int, split: PipelineSplit) -> tuple[tuple[int, ...], np.ndarray]:
@@ -120,34 +120,37 @@ class MemoryTable:
             self._arrays[key] = counts, np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
         return self._arrays[key]
 
-    def states(self, tp: int, ep: int, pp: int, split: PipelineSplit = EVEN) -> StageStates:
+    def states(self, tp: int, ep: int, pp: int, split: PipelineSplit = EVEN, etp: int | None = None) -> StageStates:
         """Per stage: its layers' parameters (`_layer_params`) plus the ends it holds (`stage_params` of no
-        layer: embedding on the first stage, final norm and head on the last)."""
-        key = (tp, ep, pp, split)
+        layer: embedding on the first stage, final norm and head on the last); routed experts split over etp."""
+        etp = tp if etp is None else etp
+        key = (tp, ep, pp, split, etp)
         if key not in self._states:
             counts, starts = self.blocks(pp, split)
-            dense, expert, largest = self._layer_params(tp, ep)
+            dense, expert, largest = self._layer_params(tp, ep, etp)
             ends = [stage_params(self.spec, (), s == 0, s == pp - 1, tp, ep, pp) if s in (0, pp - 1) else None
                     for s in range(pp)]
             d = np.add.reduceat(dense, starts) + np.array([e.dense if e else 0 for e in ends])
             x = np.add.reduceat(expert, starts) + np.array([e.expert if e else 0 for e in ends])
             gather = 2 * np.maximum.reduceat(largest, starts) + np.array([e.root if e else 0 for e in ends])
-            every = self._fp8_linear(tp, ep) if self.fp8 else None
+            every = self._fp8_linear(tp, ep, etp) if self.fp8 else None
             # weight elements of the FP8 linears, summed per stage in layer order (as memory_train)
             fp8 = [sum(every[a:a + n]) if every else 0 for a, n in zip(starts.tolist(), counts)]
             self._states[key] = StageStates(*(np.asarray(c, dtype=float) for c in (d, x, d + x, gather, fp8)))
         return self._states[key]
 
-    def state_bytes(self, tp: int, ep: int, pp: int, zero: int, shard: int,
-                    split: PipelineSplit = EVEN) -> tuple[np.ndarray, ...]:
+    def state_bytes(self, tp: int, ep: int, pp: int, zero: int, shard: int, split: PipelineSplit = EVEN,
+                    etp: int | None = None, expert_shard: int | None = None) -> tuple[np.ndarray, ...]:
         """Per stage: (weights + optimizer, gradients, ZeRO-3 gathered weights, embedding table) bytes (memory_train's
-        sharding; the table only on the first stage)."""
-        st, nb = self.states(tp, ep, pp, split), self.nbytes(zero)
+        sharding: dense parameters over shard = dp x cp, routed experts over expert_shard = edp, default
+        shard / ep; the table only on the first stage)."""
+        st, nb = self.states(tp, ep, pp, split, etp), self.nbytes(zero)
+        experts = shard // ep if expert_shard is None else expert_shard
 
         def sharded(stage_min: int, per_param: float) -> np.ndarray:
             if zero < stage_min:
                 return st.total * per_param
-            return st.dense * per_param / shard + st.expert * per_param / (shard // ep)
+            return st.dense * per_param / shard + st.expert * per_param / experts
 
         kept = sharded(3, nb["weight"]) + sharded(1, nb["master"]) + sharded(1, _STATES["adamw"] * nb["state"])
         gather = st.gather * nb["gather"] if zero == 3 else np.zeros(pp)
@@ -172,12 +175,13 @@ class MemoryTable:
         return np.array([value[kind] for kind in kinds])
 
     def activation_bytes(self, tp: int, cp: int, sp: bool, recompute: str, pp: int,
-                         pipeline: PipelineSplit = EVEN) -> tuple[np.ndarray, ...]:
+                         pipeline: PipelineSplit = EVEN, etp: int | None = None) -> tuple[np.ndarray, ...]:
         """Per stage, for ONE sequence per micro-batch: (bytes held per micro-batch in flight, bytes held once:
         max(logits temporaries, recompute working set), the loss's logits on this rank, one stage-boundary tensor)."""
-        key = (tp, cp, sp, recompute, pp, pipeline)
+        etp = tp if etp is None else etp
+        key = (tp, cp, sp, recompute, pp, pipeline, etp)
         if key not in self._arrays:
-            kept, whole, logits, head, boundary = self._layer_activations(tp, cp, sp, recompute)
+            kept, whole, logits, head, boundary = self._layer_activations(tp, cp, sp, recompute, etp)
             starts = self.blocks(pp, pipeline)[1]
             in_flight = np.add.reduceat(kept, starts)
             working = np.maximum.reduceat(whole, starts) if recompute == "full" else np.zeros(pp)
@@ -188,14 +192,14 @@ class MemoryTable:
             self._arrays[key] = (in_flight, np.maximum(logit_count * nb["logits"], working), logit_count, boundary)
         return self._arrays[key]
 
-    def _layer_activations(self, tp: int, cp: int, sp: bool, recompute: str) -> tuple[Any, ...]:
+    def _layer_activations(self, tp: int, cp: int, sp: bool, recompute: str, etp: int) -> tuple[Any, ...]:
         """For ONE sequence per micro-batch, whatever the pipeline: each layer's kept and whole activation bytes,
         the loss's logits on a rank, the final norm and lm_head inputs, one stage-boundary tensor."""
-        key = ("layer acts", tp, cp, sp, recompute)
+        key = ("layer acts", tp, cp, sp, recompute, etp)
         if key not in self._arrays:
             spec, nb = self.spec, self.nbytes(0, tp)
             local = self.seq // cp
-            split = Split(tokens=local, keys=local, tp=tp, sp=sp, kv_div=kv_divisor(spec, tp))
+            split = Split(tokens=local, keys=local, tp=tp, sp=sp, kv_div=kv_divisor(spec, tp), etp=etp)
             self._arrays[key] = (
                 self._per_layer(split, nb, recompute), self._per_layer(split, nb, "none"),
                 split.tokens * -(-spec.vocab_size // tp),
@@ -230,15 +234,17 @@ class MemoryTable:
             self._rows.append(make())
         return self._ids[key]
 
-    def state_key(self, tp: int, ep: int, pp: int, zero: int, shard: int, split: PipelineSplit = EVEN) -> int:
+    def state_key(self, tp: int, ep: int, pp: int, zero: int, shard: int, split: PipelineSplit = EVEN,
+                  etp: int | None = None, expert_shard: int | None = None) -> int:
         """The row of `state_bytes` for `peak_bytes`."""
-        return self._row(("states", tp, ep, pp, zero, shard, split),
-                         lambda: self.state_bytes(tp, ep, pp, zero, shard, split))
+        return self._row(("states", tp, ep, pp, zero, shard, split, etp, expert_shard),
+                         lambda: self.state_bytes(tp, ep, pp, zero, shard, split, etp, expert_shard))
 
-    def activation_key(self, tp: int, cp: int, sp: bool, recompute: str, pp: int, split: PipelineSplit = EVEN) -> int:
+    def activation_key(self, tp: int, cp: int, sp: bool, recompute: str, pp: int, split: PipelineSplit = EVEN,
+                       etp: int | None = None) -> int:
         """The row of `activation_bytes` for `peak_bytes`."""
-        return self._row(("acts", tp, cp, sp, recompute, pp, split),
-                         lambda: self.activation_bytes(tp, cp, sp, recompute, pp, split))
+        return self._row(("acts", tp, cp, sp, recompute, pp, split, etp),
+                         lambda: self.activation_bytes(tp, cp, sp, recompute, pp, split, etp))
 
     def _gather(self, keys: Any, count: int) -> list[np.ndarray]:
         """The first `count` arrays of each row in `keys`, stacked (one row per entry of `keys`)."""
@@ -285,9 +291,10 @@ class MemoryTable:
         return np.maximum(np.maximum(np.maximum(first, later), optimizer), end).max(axis=1)
 
     def total_bytes(self, *, tp: int, ep: int, pp: int, cp: int, sp: bool, zero: int, shard: int, recompute: str,
-                    micro_batch: int, micro_batches: int, vp: int, split: PipelineSplit = EVEN) -> float:
-        """Memory per GPU of one layout (see `peak_bytes`); shard = dp x cp."""
-        return float(self.peak_bytes(pp, [self.state_key(tp, ep, pp, zero, shard, split)],
-                                     [self.activation_key(tp, cp, sp, recompute, pp, split)], np.array([micro_batch]),
+                    micro_batch: int, micro_batches: int, vp: int, split: PipelineSplit = EVEN,
+                    etp: int | None = None, expert_shard: int | None = None) -> float:
+        """Memory per GPU of one layout (see `peak_bytes`); shard = dp x cp, expert_shard = edp (default shard / ep)."""
+        return float(self.peak_bytes(pp, [self.state_key(tp, ep, pp, zero, shard, split, etp, expert_shard)],
+                                     [self.activation_key(tp, cp, sp, recompute, pp, split, etp)], np.array([micro_batch]),
                                      np.array([micro_batches]), np.array([vp]), np.array([zero]),
                                      np.array([shard]), split)[0])

@@ -11,7 +11,12 @@ is checked by `check_layout`; the tensor-parallel widths once per tp):
   even split where pp x vp divides the layers, and Megatron-LM's uneven ones near it, so that pp need not
   divide the layers (`--even-splits-only`: the even split alone);
 - cp: powers of two up to `max_cp` with seq % (2 cp) == 0; dp = gpus / (tp pp cp);
-- ep: divisors of dp that divide the routed experts (MoE models; 1 otherwise);
+- ep and etp (MoE models; otherwise ep 1 and etp = tp), as Megatron-Core folds the routed experts into each
+  pipeline stage's tp x cp x dp ranks (calc.expert_grid): ep over divisors of the routed experts, etp 1 or
+  tp (Megatron-Core's recommendation for fine-grained experts, megatron/core/transformer/moe/README.md, and
+  its default; `--fix etp=N` searches any divisor of the GPUs per node), with etp x ep dividing tp x cp x dp;
+  each (ep, etp) then passes the folding rules (expert widths % etp, expert biases only with etp 1, SP with
+  tp > 1) in `check_layout`;
 - micro-batch: divisors of global batch / dp up to `max_micro_batch`;
 - sp on with tp > 1: sequence parallelism moves the same bytes as the all-reduces it replaces and
   shrinks activations and the norms' work by tp (Korthikanti et al. 2022, section 4.2.2), so a
@@ -45,7 +50,7 @@ parallelism, torch.distributed.pipelining, as `mlsys train --framework torch` pr
 torch cannot run are left out (`TORCH_EXCLUDED`, also in the JSON as `excluded`):
 
 - ep > 1: torch.distributed has no expert parallelism (routed experts stay whole on every rank;
-  torchtitan builds EP on its own all-to-all code);
+  torchtitan builds EP on its own all-to-all code); nor an expert tensor-parallel group of its own: etp = tp;
 - ZeRO 1: torch shards optimizer states only with the gradients, as FSDP2 does (`fully_shard`: ZeRO-3, or
   ZeRO-2 with reshard_after_forward=False, FSDP1's SHARD_GRAD_OP; calc.memory_schedule.fsdp_sharded); ZeRO-0
   is DDP. The torch host costs were fitted on DDP and ZeRO-3 steps; ZeRO-2 is priced with ZeRO-3's per-layer
@@ -64,7 +69,7 @@ from .pipeline_split import EVEN, PipelineSplit, chunk_layers
 from .tensor_parallel import check_tp
 from .train_options import RECOMPUTE, TrainStepOptions
 
-INT_AXES = ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "zero")
+INT_AXES = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "micro_batch", "zero")
 # Megatron-LM's split options as the `layout` JSON names them -> PipelineSplit's field
 SPLIT_AXES = {"decoder_first_pipeline_num_layers": "first", "decoder_last_pipeline_num_layers": "last",
               "account_for_embedding_in_pipeline_split": "embedding", "account_for_loss_in_pipeline_split": "loss"}
@@ -77,6 +82,7 @@ TORCH_EXCLUDED = {
     "zero": ((lambda v: v == 1), "1", "torch shards optimizer states only with the gradients and parameters, as "
                                       "FSDP2 (fully_shard: ZeRO-3, or ZeRO-2 with reshard_after_forward=False)"),
 }
+TORCH_ETP = "torch.distributed has no expert tensor-parallel group: the routed experts shard over the TP ranks"
 _BOOL = {"true": True, "on": True, "1": True, "yes": True, "false": False, "off": False, "0": False, "no": False}
 
 
@@ -130,7 +136,10 @@ class PlanOptions:
 
     def excluded(self) -> list[dict[str, str]]:
         """What the search leaves out for this framework, and why (the `excluded` JSON key)."""
-        return [{"axis": axis, "values": values, "reason": reason} for axis, (_, values, reason) in self.rules().items()]
+        out = [{"axis": axis, "values": values, "reason": reason} for axis, (_, values, reason) in self.rules().items()]
+        if self.framework == "torch":  # relative to tp, so not a TORCH_EXCLUDED value
+            out.append({"axis": "etp", "values": "other than tp", "reason": TORCH_ETP})
+        return out
 
     def runs(self, axis: str, value: int) -> bool:
         """Whether the framework can run this value of the axis."""
@@ -222,7 +231,6 @@ def structures(spec: ModelSpec, cluster: ClusterSpec, opts: PlanOptions) -> Iter
     layouts of one structure with other pipeline splits follow it."""
     fix, L = dict(opts.fix), spec.num_layers
     base = {f.name: getattr(opts.base(), f.name) for f in fields(TrainStepOptions) if f.init}
-    experts = spec.moe.num_experts if spec.moe is not None else 1
     splits = {(pp, vp): pipeline_splits(L, pp, vp, opts)
               for pp in range(1, L + 1) if opts.gpus % pp == 0 for vp in (range(1, (L + 2) // pp + 1) if pp > 1 else [1])}
     split_pps = sorted({pp for (pp, _), found in splits.items() if found})
@@ -234,14 +242,14 @@ def structures(spec: ModelSpec, cluster: ClusterSpec, opts: PlanOptions) -> Iter
                 dp = opts.gpus // (tp * pp * cp)
                 if "dp" in fix and fix["dp"] != dp or opts.global_batch % dp:
                     continue
-                for ep in _allowed(fix, "ep", [e for e in _divisors(dp) if experts % e == 0 and opts.runs("ep", e)]):
+                for ep, etp in _expert_grids(fix, opts, spec, cluster, tp, tp * cp * dp):
                     for mb in _allowed(fix, "micro_batch", _divisors(opts.global_batch // dp, opts.max_micro_batch)):
                         vps = [v for v in range(1, (L + 2) // pp + 1) if splits[pp, v]] if pp > 1 else [1]
                         for vp in _allowed(fix, "vp", vps):
                             first, *others = splits[pp, vp]
                             for sp in _allowed(fix, "sp", [True, False] if "sp" in fix else [True]) if tp > 1 else [False]:
-                                kw = {**base, "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "micro_batch": mb,
-                                      "vp": vp, "sp": sp, "pipeline_split": first}
+                                kw = {**base, "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "etp": etp,
+                                      "micro_batch": mb, "vp": vp, "sp": sp, "pipeline_split": first}
                                 cand = TrainStepOptions(**kw)
                                 try:  # the split is the only rule that reads it (checked above)
                                     cand.check_layout(spec, cluster)
@@ -249,6 +257,21 @@ def structures(spec: ModelSpec, cluster: ClusterSpec, opts: PlanOptions) -> Iter
                                     continue
                                 yield cand
                                 yield from (TrainStepOptions(**{**kw, "pipeline_split": s}) for s in others)
+
+
+def _expert_grids(fix: dict, opts: PlanOptions, spec: ModelSpec, cluster: ClusterSpec, tp: int,
+                  stage: int) -> list[tuple[int, int | None]]:
+    """(ep, etp) of the routed experts' grid over a stage's `stage` = tp x cp x dp ranks (Megatron-Core's folding,
+    calc.expert_grid): ep dividing the experts, etp x ep dividing the stage; etp 1 or tp (Megatron-Core's
+    recommendation for fine-grained experts, and its default), any divisor of the node's GPUs when pinned;
+    torch: etp = tp. A dense model: ep 1, etp None (= tp)."""
+    if spec.moe is None:
+        return [(1, None)] if _allowed(fix, "ep", [1]) and "etp" not in fix else []
+    eps = [e for e in _divisors(spec.moe.num_experts) if stage % e == 0 and opts.runs("ep", e)]
+    etps = ([tp] if opts.framework == "torch" else
+            _divisors(cluster.scale_up_gpus) if "etp" in fix else sorted({1, tp}))
+    return [(ep, etp) for ep in _allowed(fix, "ep", eps) for etp in _allowed(fix, "etp", etps)
+            if stage % (etp * ep) == 0]
 
 
 def execution_options(opts: PlanOptions) -> list[tuple[int, str]]:

@@ -19,9 +19,9 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from ..dtypes import bytes_per_element, dtype_name
-from ..errors import MlsysError, divide
+from ..errors import MlsysError, divide, require
 from ..specs.model import ModelSpec
-from .calibration import Ceilings
+from .calibration import Ceilings, gemm_class
 from .attention import keys_read
 from .flops import attention_layer_flops, count_flops, layer_kinds
 from .layers import Linear, head_linears, layer_linears
@@ -38,8 +38,8 @@ from .roofline_ops import (ATTENTION_ROWS, OpPrediction, OpRow, predict_attentio
                            predict_matmul, predict_memory_op)
 from .roofline_options import PHASES, RooflineOptions  # noqa: F401  (re-exported)
 from . import roofline_torch
-from .roofline_train import backward_rows, optimizer_row, recompute_rows
-from .tensor_parallel import tp_kind
+from .roofline_train import backward_rows, matmul_backward, optimizer_row, recompute_rows
+from .tensor_parallel import rank_split, tp_kind
 
 
 @dataclass(frozen=True)
@@ -214,8 +214,8 @@ class _Pass:
 
 
 def _shard(p: _Pass, lin: Linear) -> tuple[int, int]:
-    """(in, out) features of one GPU's slice of a Linear."""
-    tp, base, kind = p.opts.tp, lin.name.split(".")[-1], tp_kind(lin)
+    """(in, out) features of one GPU's slice of a Linear (a routed expert's: split over etp)."""
+    tp, base, kind = rank_split(lin, p.opts.tp, p.opts.etp), lin.name.split(".")[-1], tp_kind(lin)
     if tp == 1 or kind == "replicated":
         return lin.in_features, lin.out_features
     if kind == "row":
@@ -233,8 +233,13 @@ def _linear_op(p: _Pass, lin: Linear, tokens: int | None = None) -> OpPrediction
     if lin.copies == 1:
         return predict_matmul(tokens or p.tokens, n, k, p.act, p.ceil, weight_dtype=w_dtype, out_dtype=p.store,
                               name=lin.name)
-    routed = p.tokens * lin.active
-    groups = expected_distinct_experts(lin.copies, lin.active, p.tokens)
+    # routed experts (calc.expert_grid): the rank holds E / ep of them and reads the routed copies of the tokens
+    # of its tp ep group, tokens x etp / tp of them (the sequence shards of its etp ranks, gathered); etp = tp,
+    # ep = 1: every token of the pass over all E experts
+    o = p.opts
+    etp = o.etp or o.tp
+    routed = p.tokens * lin.active * etp // o.tp
+    groups = expected_distinct_experts(lin.copies, lin.active, p.tokens * etp * o.ep // o.tp) / o.ep
     return predict_grouped_matmul(routed, groups, n, k, p.act, p.ceil, weight_dtype=w_dtype, out_dtype=p.store,
                                   name=lin.name, experts=True)
 
@@ -408,23 +413,33 @@ def predict_model(spec: ModelSpec, ceilings: Ceilings, options: RooflineOptions 
     opts = options or RooflineOptions()
     opts.validate(spec)
     if opts.clocks_mode == "sustained" and ceilings.clocks != "sustained":
-        burst = _predict(spec, ceilings.at_clocks("burst"), opts)
-        ceilings = ceilings.at_clocks("sustained", kernel_mix(burst.rows))
+        burst_ceilings = ceilings.at_clocks("burst")
+        burst = _predict(spec, burst_ceilings, opts)
+        ceilings = ceilings.at_clocks("sustained", kernel_mix(burst.rows, burst_ceilings))
     return _predict(spec, ceilings.at_clocks(opts.clocks_mode), opts)
 
 
-def kernel_mix(rows: tuple[OpRow, ...] | list[OpRow]) -> dict[str, float]:
+def kernel_mix(rows: tuple[OpRow, ...] | list[OpRow], ceilings: Ceilings | None = None) -> dict[str, float]:
     """Seconds of the forward and backward rows by what draws the card's power (calc.steady.MIX_KINDS):
     compute-bound GEMMs (bf16, or fp8), attention, and the rest (memory-bound kernels, streaming GEMMs). The
     optimizer step is left out: a phase of its own, after the backward, which the card's power controller (its
     clock moves within 50-100 ms: reports/train/runs/h200-step-ops/) does not average with the layers'. So is a
-    recomputed forward, which repeats the forward's mix (and so a step's clock does not depend on it)."""
+    recomputed forward, which repeats the forward's mix (and so a step's clock does not depend on it).
+    With `ceilings` (the pass's burst ones) the routed experts' grouped GEMMs count as GEMMs at their FLOPs
+    over the GEMM rate, each forward one with its dgrad and wgrad (3 x its FLOPs, unpadded): a GPU's routed work,
+    which its experts' grid (ep, etp: calc.expert_grid) does not change under balanced routing, so every expert
+    layout of a pass runs at one clock (`with_experts`)."""
     mix = dict.fromkeys(MIX_KINDS, 0.0)
     for r in rows:
         if r.pass_name in ("optimizer", "recompute"):
             continue
         p = r.pred
-        if p.kind == "matmul" and p.compute_s >= p.memory_s:
+        if ceilings is not None and p.kind == "matmul" and _routed(p.name):
+            cls = gemm_class(p.dtype)
+            if r.pass_name == "forward":  # its backward rows counted here
+                mix["matmul_fp8" if cls == "matmul_fp8" else "matmul"] += 3 * r.count * (
+                    p.flops / ceilings.flops_per_s(p.dtype) + p.overhead_s + p.gap_s)
+        elif p.kind == "matmul" and p.compute_s >= p.memory_s:
             mix["matmul_fp8" if p.compute_class == "matmul_fp8" else "matmul"] += r.total_s
         elif p.kind == "attention":
             mix["attention"] += r.total_s
@@ -454,6 +469,33 @@ def _predict(spec: ModelSpec, ceilings: Ceilings, opts: RooflineOptions) -> Mode
     return ModelRoofline(spec.name, ceilings.gpu.name, opts, ceilings, tuple(rows), tuple(comm),
                          forward * (3 if opts.phase == "train" else 1), weights, kv,
                          model_notes(spec, opts, ceilings.host), host)
+
+
+def _routed(name: str) -> bool:
+    """A routed expert's GEMM (forward, dgrad or wgrad): the rows that depend on the experts' grid."""
+    return name.startswith("experts.")
+
+
+def with_experts(spec: ModelSpec, result: ModelRoofline, ep: int, etp: int | None) -> ModelRoofline:
+    """`result` (a training pass of the fused kernel list) with its routed experts on another grid (ep, etp:
+    calc.expert_grid): what `predict_model` gives for those options, priced again only where they enter, the
+    routed experts' forward, dgrad and wgrad GEMMs. Every other row is the same, and so is the clock (the kernel
+    mix counts the routed GEMMs by their FLOPs, which the grid does not change: `kernel_mix`)."""
+    o = replace(result.options, ep=ep, etp=etp)
+    require(o.phase == "train" and o.impl == "fused" and o.recompute == "none",
+            "with_experts re-prices a training pass of the fused list without recomputation")
+    o.validate(spec)
+    p = _Pass(spec, result.ceilings, o)
+    moe = next((i for i in range(spec.num_layers) if spec.layer_is_moe(i)), None)
+    routed = {lin.name: lin for lin in layer_linears(spec, moe)} if moe is not None else {}
+    forward = {r.pred.name: replace(r, pred=_linear_op(p, routed[r.pred.name])) for r in result.rows
+               if r.pass_name == "forward" and r.pred.kind == "matmul" and _routed(r.pred.name)}
+    backward = {row.pred.name: row for r in forward.values() for row in matmul_backward(p, r)}
+    if not forward:
+        return replace(result, options=o)
+    rows = tuple((forward if r.pass_name == "forward" else backward).get(r.pred.name, r)
+                 if r.pred.kind == "matmul" and _routed(r.pred.name) else r for r in result.rows)
+    return replace(result, options=o, rows=rows)
 
 
 def _logit_saving_flops(spec: ModelSpec, opts: RooflineOptions) -> float:

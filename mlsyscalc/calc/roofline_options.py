@@ -58,6 +58,10 @@ class RooflineOptions:
     dropout: float = 0.0  # train: hidden dropout before each residual add (a 1-byte mask written and read back)
     kv_layout: str = "contiguous"  # "paged": the KV cache in pages, attention on the paged kernels (serving)
     all_reduce: str = "nccl"  # "custom": small TP all-reduces on the one-shot custom kernel (serving engines)
+    # train: the routed experts' layout (Megatron-Core's MoE parallel folding, calc.expert_grid): a GPU holds E / ep
+    # experts, each split over etp ranks (None: tp), and runs them on the sequence-split tokens of its etp ranks
+    ep: int = 1
+    etp: int | None = None
 
     @property
     def flop_options(self) -> FlopOptions:
@@ -122,7 +126,10 @@ class RooflineOptions:
                 "block-scaled format")
         self._validate_positions(spec)
         self._validate_train()
-        check_tp(spec, self.tp)  # heads, KV heads (split or replicated) and every split width
+        require(self.ep >= 1 and (self.etp is None or self.etp >= 1), "ep and etp must be positive integers")
+        require(self.phase == "train" or (self.ep == 1 and self.etp is None),
+                "ep and etp (the routed experts' training layout) apply to --phase train only")
+        check_tp(spec, self.tp, experts=self.etp)  # heads, KV heads (split or replicated) and every split width
 
     def _validate_positions(self, spec: ModelSpec) -> None:
         check_positions(spec, self.kv_len, self.phase)

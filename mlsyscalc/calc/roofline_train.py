@@ -31,7 +31,8 @@ ADAMW_WRITE_BYTES = 12  # fp32 master weight, m, v (plus the weight copy in the 
 ADAMW_FLOPS = 12
 
 
-def _matmul_backward(p: Any, row: OpRow) -> list[OpRow]:
+def matmul_backward(p: Any, row: OpRow) -> list[OpRow]:
+    """The dgrad and wgrad rows of one forward matmul row (a routed expert's: grouped, as its forward)."""
     name = row.pred.name
     tokens, groups, n, k = row.pred.dims
     tokens, n, k = int(tokens), int(n), int(k)
@@ -50,7 +51,7 @@ def backward_rows(p: Any, forward: list[OpRow]) -> list[OpRow]:
     for row in forward:
         pred = row.pred
         if pred.kind == "matmul":
-            rows += _matmul_backward(p, row)
+            rows += matmul_backward(p, row)
             continue
         if pred.kind == "memory" and (torch_impl or (row.layers == "head" and pred.name.startswith(EXPLICIT_BACKWARD))):
             continue

@@ -56,9 +56,10 @@ def check_heads(spec: ModelSpec, tp: int) -> int:
 
 
 @lru_cache(maxsize=256)  # pure in the frozen spec; a layout search checks the same few tp for every layout
-def check_tp(spec: ModelSpec, tp: int) -> None:
+def check_tp(spec: ModelSpec, tp: int, experts: int | None = None) -> None:
     """Heads (`check_heads`) and every split width (MLP and expert intermediates) divide by tp,
-    as Megatron-LM's and vLLM's parallel linears require."""
+    as Megatron-LM's and vLLM's parallel linears require; the routed experts' widths by `experts`
+    instead when given (their own expert tensor-parallel size, calc.expert_grid)."""
     check_heads(spec, tp)
     seen = set()
     for layer in range(spec.num_layers):
@@ -68,7 +69,16 @@ def check_tp(spec: ModelSpec, tp: int) -> None:
             if kind == "replicated" or lin.name.rsplit(".", 1)[-1] in _KV_PROJ or (lin.name, width) in seen:
                 continue
             seen.add((lin.name, width))
-            divide(width, tp, f"{spec.name}: {lin.name} width over --tp")
+            if lin.copies > 1 and experts is not None:
+                divide(width, experts, f"{spec.name}: {lin.name} width over --etp")
+            else:
+                divide(width, tp, f"{spec.name}: {lin.name} width over --tp")
+
+
+def rank_split(lin: Linear, tp: int, etp: int | None = None) -> int:
+    """The tensor-parallel size a projection is split over: etp for a routed expert's (its own expert
+    tensor-parallel group, calc.expert_grid; None: tp), tp for every other."""
+    return etp if lin.copies > 1 and etp is not None else tp
 
 
 def kv_divisor(spec: ModelSpec, tp: int) -> int:

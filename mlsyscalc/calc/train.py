@@ -183,12 +183,13 @@ def model_flops(spec: ModelSpec, opts: TrainStepOptions) -> tuple[float, float]:
 
 
 def stage_param_counts(spec: ModelSpec, tp: int, ep: int, pp: int,
-                       split: PipelineSplit = EVEN) -> tuple[tuple[int, int], ...]:
+                       split: PipelineSplit = EVEN, etp: int | None = None) -> tuple[tuple[int, int], ...]:
     """(dense, routed-expert) parameters per GPU of each pipeline stage, stages as calc.memory_train
     splits the layers (pp contiguous blocks of each stage's count, even or `split`'s; interleaving moves
-    layers between stages, not their count per stage, for a model whose layers are alike)."""
+    layers between stages, not their count per stage, for a model whose layers are alike); the routed
+    experts E / ep a GPU, each split over etp ranks (None: tp)."""
     return tuple((p.dense, p.expert) for p in (
-        stage_params(spec, layers, s == 0, s == pp - 1, tp, ep, pp)
+        stage_params(spec, layers, s == 0, s == pp - 1, tp, ep, pp, etp=etp)
         for s, layers in enumerate(stage_layer_ids(spec.num_layers, pp, 1, split))))
 
 
@@ -198,14 +199,15 @@ def stage_param_counts(spec: ModelSpec, tp: int, ep: int, pp: int,
 TP_INPUT_REDUCE = {"megatron": "shared", "torch": "each"}
 
 
-def optimizer_s(counts: tuple[tuple[int, int], ...], zero: int, shard: int, ep: int, dtype: str,
+def optimizer_s(counts: tuple[tuple[int, int], ...], zero: int, shard: int, expert_shard: int, dtype: str,
                 ceilings: Ceilings, framework: str = "megatron", clip: bool = False) -> float:
     """AdamW on the stage with the most parameters per GPU; ZeRO >= 1 shards dense parameters over
-    shard = dp x cp ranks and routed experts over dp x cp / ep (as calc.memory_train shards them).
+    shard = dp x cp ranks and routed experts over the expert data-parallel group, expert_shard = edp =
+    tp x cp x dp / (etp x ep) ranks (as calc.memory_train shards them).
     Megatron's fused mixed-precision optimizer, or (framework "torch") plain torch's cast, step and copy.
     `clip`: the gradient norm and clipping before it, over the same parameters' gradients (fp32 main gradients
     under Megatron and FSDP2's ZeRO-3, the model dtype's otherwise)."""
-    most = max(1, round(max(d / shard + e * ep / shard if zero >= 1 else d + e for d, e in counts)))
+    most = max(1, round(max(d / shard + e / expert_shard if zero >= 1 else d + e for d, e in counts)))
     state = torch_mixed_state_bytes(dtype, zero) if framework == "torch" else None
     seconds = adamw_op(most, dtype, ceilings, state=state).step_s
     if clip:
@@ -285,9 +287,10 @@ def step_fp8_s(parts: StageParts, stages: tuple[Stage, ...], opts: TrainStepOpti
 def fp8_weight_casts(parts: StageParts, opts: TrainStepOptions, ceilings: Ceilings) -> dict[str, float]:
     """One layer's FP8 weight-cast seconds per layer kind (calc.train_fp8.weight_cast_s): the ZeRO shard
     matters only with FP8 parameters (the optimizer casts its fp32 master shard)."""
-    shard = opts.data_parallel * opts.cp if opts.zero >= 1 and opts.fp8_params else 1
-    return weight_cast_s(parts.fp8_gemms, ceilings, recipe=opts.scaling_recipe, fp8_params=opts.fp8_params, shard=shard,
-                         ep=opts.ep)
+    sharded = opts.zero >= 1 and opts.fp8_params
+    return weight_cast_s(parts.fp8_gemms, ceilings, recipe=opts.scaling_recipe, fp8_params=opts.fp8_params,
+                         shard=opts.data_parallel * opts.cp if sharded else 1,
+                         expert_shard=opts.experts.edp if sharded else 1)
 
 
 def step_memory(spec: ModelSpec, opts: TrainStepOptions) -> TrainMemory:
@@ -295,7 +298,7 @@ def step_memory(spec: ModelSpec, opts: TrainStepOptions) -> TrainMemory:
     mem = train_memory(spec, TrainOptions(
         batch=opts.micro_batch, seq=opts.seq, grad_accum=opts.num_micro_batches,
         dtype=dtype_name(opts.dtype), fp8_params=opts.fp8_params, dp=opts.data_parallel, tp=opts.tp, pp=opts.pp,
-        sp=opts.sp_active, ep=opts.ep, cp=opts.cp, zero=opts.zero,
+        sp=opts.sp_active, ep=opts.ep, etp=opts.etp, cp=opts.cp, zero=opts.zero,
         recompute=opts.recompute, capacity_factor=opts.capacity_factor, flash=opts.attention != "unfused",
         schedule=opts.schedule, framework=opts.framework, vp=opts.vp, vocab_parallel=opts.vocab_parallel,
         pipeline_split=opts.pipeline_split))
@@ -313,7 +316,7 @@ def train_parts(spec: ModelSpec, ceilings: Ceilings, opts: TrainStepOptions, imp
     """One micro-batch's per-layer and head seconds on one GPU's shard, priced with the kernel list `impl`."""
     result = roofline_pass(spec, ceilings, tp=opts.tp, cp=opts.cp, micro_batch=opts.micro_batch, seq=opts.seq,
                            dtype=opts.dtype, impl=impl, loss=opts.loss, dropout=opts.dropout,
-                           clocks=opts.clocks)
+                           clocks=opts.clocks, ep=opts.ep, etp=opts.etp)
     return stage_parts(spec, result, sp=opts.sp_active, capacity_factor=opts.capacity_factor,
                        attention=core_attention(spec, result.ceilings, opts), fp8_recipe=opts.scaling_recipe)
 
@@ -342,15 +345,16 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
     host = host_paths(work, costs,
                       micro_batches=opts.num_micro_batches, tp=opts.tp, zero=opts.zero)
     comm = step_comm(spec, StepOptions(
-        dp=opts.data_parallel, tp=opts.tp, pp=opts.pp, ep=opts.ep, cp=opts.cp, sp=opts.sp_active, zero=opts.zero,
+        dp=opts.data_parallel, tp=opts.tp, pp=opts.pp, ep=opts.ep, cp=opts.cp, etp=opts.etp, sp=opts.sp_active,
+        zero=opts.zero,
         batch=opts.micro_batch, seq=opts.seq, grad_accum=opts.num_micro_batches, interleave=opts.vp,
         dtype=opts.memory_dtype, tp_input_reduce=TP_INPUT_REDUCE[opts.framework], fsdp=opts.framework == "torch",
         stages=() if opts.pipeline_split.even else tuple(st.layers for st in stages)), cluster)
-    counts = stage_param_counts(spec, opts.tp, opts.ep, opts.pp, opts.pipeline_split)
+    counts = stage_param_counts(spec, opts.tp, opts.ep, opts.pp, opts.pipeline_split, opts.etp)
     breakdown, total = step_breakdown(
         pp=opts.pp, vp=opts.vp, windows=Windows(f, b, a, opts.num_micro_batches), seconds=traffic(comm.rows),
         zero=opts.zero, recompute=opts.recompute, overlap=opts.overlap,
-        optimizer=optimizer_s(counts, opts.zero, opts.data_parallel * opts.cp, opts.ep, opts.memory_dtype, ceilings,
+        optimizer=optimizer_s(counts, opts.zero, opts.data_parallel * opts.cp, opts.experts.edp, opts.memory_dtype, ceilings,
                               opts.framework, opts.clip_grad),
         sm_share=opts.comm_sm_share(ceilings.gpu.sm_count), host=host, p2p_slowdown=costs.p2p_slowdown,
         overlap_slowdown=costs.overlap_slowdown, fp8=fp8, fsdp=opts.framework == "torch", bubble=bubble)

@@ -66,18 +66,20 @@ def fp8_bytes(fp8_params: bool, dtype: str = "fp8") -> dict[str, float]:
 
 
 def fp8_weight_states(spec: ModelSpec, layers: Iterable[int], tp: int, ep: int, nbytes: Mapping[str, float],
-                      fp8_params: bool) -> tuple[float, float]:
+                      fp8_params: bool, etp: int | None = None) -> tuple[float, float]:
     """(FP8 weight copies, bytes the weights shrink by) of one rank holding `layers`: per FP8-linear weight
     element fp8_weight_copy bytes; with FP8 parameters the weight itself is `fp8` bytes, not `weight`."""
-    elements = sum(fp8_linear_weights(spec, layer, tp, ep) for layer in layers)
+    elements = sum(fp8_linear_weights(spec, layer, tp, ep, etp) for layer in layers)
     saving = elements * (nbytes["weight"] - nbytes["fp8"]) if fp8_params else 0.0
     return elements * nbytes["fp8_weight_copy"], saving
 
 
-def fp8_linear_weights(spec: ModelSpec, layer: int, tp: int, ep: int = 1) -> int:
-    """Weight elements of one layer's FP8 linears on one rank (the router is not one)."""
+def fp8_linear_weights(spec: ModelSpec, layer: int, tp: int, ep: int = 1, etp: int | None = None) -> int:
+    """Weight elements of one layer's FP8 linears on one rank (the router is not one; routed experts split
+    over etp, None: tp)."""
     kv = kv_divisor(spec, tp)
-    return sum(linear_weight_per_rank(lin, tp, ep, kv) for lin in layer_linears(spec, layer) if lin.name != "router")
+    return sum(linear_weight_per_rank(lin, tp, ep, kv, etp) for lin in layer_linears(spec, layer)
+               if lin.name != "router")
 
 
 @dataclass(frozen=True)
@@ -152,12 +154,14 @@ def gemm_kernels(g: Gemm, tp: int, sp: bool, recipe: str) -> dict[str, list[tupl
     return {"forward": fwd, "backward": bwd}
 
 
-def weight_kernels(g: Gemm, recipe: str, fp8_params: bool, shard: int, ep: int = 1) -> list[tuple[str, float, float]]:
+def weight_kernels(g: Gemm, recipe: str, fp8_params: bool, shard: int,
+                   expert_shard: int | None = None) -> list[tuple[str, float, float]]:
     """The kernels making a GEMM group's FP8 weights once per step: cast + transpose of the bf16 weight, or
-    with FP8 parameters the optimizer's cast of the fp32 master shard (1 / shard of it) and the transpose."""
+    with FP8 parameters the optimizer's cast of the fp32 master shard (1 / shard of it) and the transpose.
+    The routed experts' (the rank's E / ep of them, the roofline's groups) shard over expert_shard ranks."""
     w, name = float(g.weights), f"{g.key}.fp8 weight"
-    if g.key.startswith("experts."):  # the rank's E / ep routed experts (the roofline's groups: the experts hit),
-        w, shard = w / ep, max(1, shard // ep)  # sharded by ZeRO over dp x cp / ep
+    if g.key.startswith("experts.") and expert_shard is not None:  # ZeRO over the expert data-parallel group
+        shard = expert_shard
     if recipe in BLOCK_RECIPES:
         return train_fp4.weight_kernels(g.key, w, recipe)
     if not fp8_params:
@@ -202,10 +206,11 @@ def fp8_rows(result: Any, *, sp: bool, recipe: str) -> list[OpRow]:
 
 
 def weight_cast_s(gemms: Mapping[str, Iterable[Gemm]], ceil: Ceilings, *, recipe: str, fp8_params: bool,
-                  shard: int, ep: int = 1) -> dict[str, float]:
+                  shard: int, expert_shard: int | None = None) -> dict[str, float]:
     """Seconds of one layer's once-a-step weight casts, per layer kind ("dense", "moe") of `StageParts.fp8_gemms`."""
     return {kind: sum(r.total_s for g in groups
-                      for r in _rows(weight_kernels(g, recipe, fp8_params, shard, ep), kind, 1, "step", ceil))
+                      for r in _rows(weight_kernels(g, recipe, fp8_params, shard, expert_shard), kind, 1, "step",
+                                     ceil))
             for kind, groups in gemms.items()}
 
 

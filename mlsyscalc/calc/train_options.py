@@ -1,11 +1,13 @@
 """Options of one training step of a full parallel layout (`mlsys train`) and the rules a layout obeys.
 
 The rules follow Megatron-LM (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training
-on GPU Clusters Using Megatron-LM", sections 2-3): GPUs = tp x pp x dp x cp, expert parallelism folds
-into the data-parallel ranks (dp % ep), tensor parallelism stays inside a node, the layers split
-evenly into pp x vp model chunks, the global batch into dp x micro-batch x micro-batches, and the
-interleaved schedule needs the micro-batches to be a multiple of pp; uneven stages follow Megatron-LM's
-options (calc.pipeline_split). Each violated rule is an MlsysError that names the rule.
+on GPU Clusters Using Megatron-LM", sections 2-3): GPUs = tp x pp x dp x cp, tensor parallelism stays
+inside a node, the layers split evenly into pp x vp model chunks, the global batch into dp x micro-batch
+x micro-batches, and the interleaved schedule needs the micro-batches to be a multiple of pp; uneven
+stages follow Megatron-LM's options (calc.pipeline_split). The routed experts fold into each pipeline
+stage's tp x cp x dp ranks as their own etp x ep x edp grid, with Megatron-Core's rules (MoE parallel
+folding, calc.expert_grid: tp*cp*dp % (etp*ep), experts % ep, ...). Each violated rule is an MlsysError
+that names the rule.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..dtypes import dtype_name
-from ..errors import MlsysError, divide, require
+from ..errors import divide, require
 from ..specs.cluster import ClusterSpec
 from ..specs.model import ModelSpec
 from .comm_step import placement
+from .expert_grid import ExpertGrid, check_experts
 from .memory_schedule import FRAMEWORKS, SCHEDULES, SPLIT_BACKWARD
 from .pipeline_split import EVEN, PipelineSplit, chunk_layers
 from .roofline_options import LOSSES
@@ -50,7 +53,8 @@ class TrainStepOptions:
     pp: int = 1
     dp: int | None = None  # default: gpus / (tp pp cp)
     cp: int = 1
-    ep: int = 1  # expert-parallel ranks inside the data-parallel group
+    ep: int = 1  # expert-parallel ranks: routed experts split over ep of a stage's tp x cp x dp ranks
+    etp: int | None = None  # expert tensor-parallel size (None: tp, Megatron-Core's default; calc.expert_grid)
     vp: int = 1  # virtual pipeline stages (model chunks) per GPU: the interleaved 1F1B schedule
     sp: bool = True  # Megatron sequence parallelism over the TP ranks (no effect at tp 1)
     vocab_parallel: bool = True  # memory: embedding, lm_head and logits split over the TP ranks (False: whole)
@@ -99,6 +103,15 @@ class TrainStepOptions:
         return self.sp and self.tp > 1
 
     @property
+    def experts(self) -> ExpertGrid:
+        """The routed experts' etp x ep x edp grid over each stage's tp x cp x dp ranks (calc.expert_grid)."""
+        return ExpertGrid(tp=self.tp, cp=self.cp, dp=self.data_parallel, ep=self.ep, etp=self.etp)
+
+    @property
+    def expert_tp(self) -> int:
+        return self.tp if self.etp is None else self.etp
+
+    @property
     def memory_dtype(self) -> str:
         """Weights, gradients and activations in memory and on the wire (fp8, mxfp8 and nvfp4 training keep them in bf16)."""
         return "bf16" if low_precision(self.dtype) else dtype_name(self.dtype)
@@ -110,7 +123,7 @@ class TrainStepOptions:
 
     def layout(self) -> dict[str, int | bool | str]:
         return {"tp": self.tp, "pp": self.pp, "dp": self.data_parallel, "cp": self.cp, "ep": self.ep,
-                "vp": self.vp, "sp": self.sp_active, "micro_batch": self.micro_batch,
+                "etp": self.expert_tp, "edp": self.experts.edp, "vp": self.vp, "sp": self.sp_active, "micro_batch": self.micro_batch,
                 "num_micro_batches": self.num_micro_batches, "zero": self.zero, "recompute": self.recompute,
                 "dtype": self.dtype}
 
@@ -119,10 +132,12 @@ class TrainStepOptions:
             value = getattr(self, name)
             require(isinstance(value, int) and value >= 1, f"--{name.replace('_', '-')} must be a positive integer, got {value}")
         require(self.dp is None or self.dp >= 1, f"--dp must be a positive integer, got {self.dp}")
+        require(self.etp is None or (isinstance(self.etp, int) and self.etp >= 1),
+                f"--etp must be a positive integer, got {self.etp}")
         require(self.zero in (0, 1, 2, 3), f"--zero must be 0, 1, 2 or 3, got {self.zero}")
         require(self.recompute in RECOMPUTE, f"--recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r}")
         self.validate_scalars()
-        check_tp(spec, self.tp)  # heads % tp, KV heads split or replicated, every split width
+        check_tp(spec, self.tp, experts=self.expert_tp)  # heads % tp, KV heads, every split width (experts: etp)
         self.check_layout(spec, cluster)
 
     def validate_scalars(self) -> None:
@@ -157,9 +172,13 @@ class TrainStepOptions:
         return self.comm_sms / sm_count
 
     def check_layout(self, spec: ModelSpec, cluster: ClusterSpec) -> None:
-        """Every layout rule except the tensor-parallel widths (`check_tp`, the costly one)."""
+        """Every layout rule except the tensor-parallel widths (`check_tp`, the costly one; the experts' by etp
+        are checked, once per (tp, etp))."""
         self._validate_model(spec)
         self._validate_world(cluster)
+        self.experts.validate(spec, sp=self.sp_active, node=cluster.scale_up_gpus, megatron=self.framework == "megatron")
+        for dim, (size, stride) in self.experts.groups().items():  # whole expert groups per node, as comm_step
+            placement(size, stride, min(cluster.scale_up_gpus, self.gpus), f"expert {dim} group")  # places them
 
     def _validate_world(self, cluster: ClusterSpec) -> None:
         dp = self.data_parallel
@@ -178,12 +197,11 @@ class TrainStepOptions:
         if self.vp > 1:
             divide(self.num_micro_batches, self.pp, "rule num_micro_batches % pp == 0 with --vp (Megatron-LM's "
                                                     "interleaved schedule)")
-        divide(dp, self.ep, "rule dp % ep == 0: expert parallelism folds into the data-parallel ranks")
         self._validate_nodes(node)
 
     def _validate_nodes(self, node: int) -> None:
         """Rule whole groups per node, as comm_step places ranks (tp, cp, dp, pp inner to outer): `plan`
-        skips a layout that breaks it, `train` names it."""
+        skips a layout that breaks it, `train` names it (the experts' groups: check_layout)."""
         stride = 1
         for dim, size in (("tp", self.tp), ("cp", self.cp), ("dp", self.data_parallel), ("pp", self.pp)):
             placement(size, stride, min(node, self.gpus), f"{dim} group")
@@ -197,7 +215,5 @@ class TrainStepOptions:
                                           "sequence into 2*cp chunks")
         if self.sp_active:
             divide(self.seq // self.cp, self.tp, "rule (seq/cp) % tp == 0 with --sp")
-        if self.ep > 1:
-            if spec.moe is None:
-                raise MlsysError(f"--ep {self.ep}: {spec.name} has no routed experts")
-            divide(spec.moe.num_experts, self.ep, "rule experts % ep == 0")
+        check_experts(spec, self.tp, self.ep, self.etp)  # ep, etp and the experts; their grid: check_layout
+

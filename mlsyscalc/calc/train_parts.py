@@ -10,9 +10,10 @@ of the forward rows. Three shardings are applied to the roofline's op times, eac
 - sequence parallelism (Korthikanti et al. 2022, section 4.2.2) runs the norms and residual adds
   (the roofline's `norm` group) on tokens / tp;
 - the MoE capacity factor pads every expert's token slots: routed-expert matmuls x capacity factor;
-- expert parallelism leaves each GPU's routed-expert FLOPs unchanged (it receives as many routed
-  tokens as it sends, for E/ep experts); the grouped matmuls are compute-bound at training sizes,
-  so their time is the roofline's for the rank's tokens.
+- the routed experts run on their own grid (Megatron-Core's MoE parallel folding, calc.expert_grid):
+  the roofline prices each GPU's E / ep experts, split over etp ranks, on the routed copies of the
+  sequence-split tokens of its etp ranks (as many as it sends: balanced routing), so expert
+  parallelism leaves a GPU's routed FLOPs unchanged and shrinks the weights its grouped GEMMs read.
 
 Per layer kind (dense, MoE) and pass the time of ONE layer is kept, so a stage's time is a count of
 layers of each kind; the head rows go to the first stage (embedding) and the last (final norm, lm_head).
@@ -87,16 +88,17 @@ def kernel_impl(framework: str, dtype: str) -> str:
 
 def roofline_pass(spec: ModelSpec, ceilings: Ceilings, *, tp: int, cp: int, micro_batch: int, seq: int,
                   dtype: str, cluster: str | None = None, impl: str = "fused", loss: str = "fp32",
-                  dropout: float = 0.0, clocks: str = "sustained") -> ModelRoofline:
+                  dropout: float = 0.0, clocks: str = "sustained", ep: int = 1,
+                  etp: int | None = None) -> ModelRoofline:
     """The roofline of one micro-batch on one GPU's TP/CP shard (phase train, no recomputation), with the
     kernel list `impl` (kernel_impl); `loss`, `dropout` and `clocks` as RooflineOptions takes them (the fused
-    list's loss kernels; plain PyTorch's list has its own loss)."""
+    list's loss kernels; plain PyTorch's list has its own loss); the routed experts on the ep x etp grid."""
     local = seq // cp
     return predict_model(spec, ceilings, RooflineOptions(phase="train", batch=micro_batch, seq=local,
                                                          context=(seq - local) // 2, tp=tp, dtype=dtype,
                                                          cluster=cluster, recompute="none", impl=impl,
                                                          loss=loss if impl == "fused" else "fp32", dropout=dropout,
-                                                         clocks=clocks))
+                                                         clocks=clocks, ep=ep, etp=etp))
 
 
 def stage_parts(spec: ModelSpec, result: ModelRoofline, *, sp: bool, capacity_factor: float = 1.0,

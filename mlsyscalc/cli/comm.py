@@ -106,7 +106,10 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
 @positive_int("--dp", _STEP.dp, "Data-parallel replicas.")
 @positive_int("--tp", _STEP.tp, "Tensor-parallel ranks (Megatron), inside a node by default.")
 @positive_int("--pp", _STEP.pp, "Pipeline stages.")
-@positive_int("--ep", _STEP.ep, "Expert-parallel ranks (carved out of dp; MoE models).")
+@positive_int("--ep", _STEP.ep, "Expert-parallel ranks: the routed experts split over ep of each stage's "
+              "tp x cp x dp ranks (MoE models).")
+@click.option("--etp", type=click.IntRange(min=1), default=None,
+              help="Expert tensor-parallel ranks: each routed expert split over etp ranks [default: --tp].")
 @positive_int("--cp", _STEP.cp, "Context-parallel ranks (sequence split, ring attention).")
 @click.option("--sp", is_flag=True, help="Megatron sequence parallelism with tp.")
 @click.option("--zero", type=click.Choice(["0", "1", "2", "3", "fsdp"]), default=str(_STEP.zero), show_default=True,
@@ -125,15 +128,16 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--gpus", type=click.IntRange(min=1), help="Check: must equal dp x tp x pp x cp.")
 @cluster_options
 @render.output_options
-def step(model, overrides, dp, tp, pp, ep, cp, sp, zero, batch, seq, grad_accum, interleave, dtype, grad_dtype,
+def step(model, overrides, dp, tp, pp, ep, etp, cp, sp, zero, batch, seq, grad_accum, interleave, dtype, grad_dtype,
          overlap, order, algo, gpus, cluster, bandwidth, latency, inter_bandwidth, inter_latency, fmt, as_json):
     """Bytes and time per training step of each parallel dimension of MODEL.
 
     DP gradient all-reduce (or ZeRO-1/2/3, FSDP), Megatron TP (+SP), pipeline p2p and bubble,
-    expert all-to-all, context-parallel K/V exchange; each row prints the rule it uses.
+    expert all-to-all (and the experts' own TP over --etp), context-parallel K/V exchange; each row prints the
+    rule it uses.
     """
     spec = resolve_model(model, overrides)
-    opts = StepOptions(dp=dp, tp=tp, pp=pp, ep=ep, cp=cp, sp=sp, zero=3 if zero == "fsdp" else int(zero),
+    opts = StepOptions(dp=dp, tp=tp, pp=pp, ep=ep, etp=etp, cp=cp, sp=sp, zero=3 if zero == "fsdp" else int(zero),
                        batch=batch, seq=seq, grad_accum=grad_accum, interleave=interleave, dtype=dtype,
                        grad_dtype=grad_dtype, overlap=_split(overlap), algo=algo, order=_split((order,)))
     if gpus is not None and gpus != opts.gpus:
@@ -146,7 +150,8 @@ def _emit_step(r, o: StepOptions, fmt: str, as_json: bool) -> None:
     rows = [{"dim": x.dim, "collective": x.collective, "rule": x.rule, "group_size": x.group_size, "nodes": x.nodes,
              "message_bytes": x.message_bytes, "calls": x.calls, "bytes_per_gpu": x.bytes_per_gpu,
              "time_per_call_s": x.time_per_call_s, "time_s": x.time_s, "overlapped": x.overlapped} for x in r.rows]
-    layout = {k: getattr(o, k) for k in ("dp", "tp", "pp", "ep", "cp", "sp", "zero", "interleave", "algo")}
+    layout = {**{k: getattr(o, k) for k in ("dp", "tp", "pp", "ep", "cp", "sp", "zero", "interleave", "algo")},
+              "etp": o.experts.expert_tp, "edp": o.experts.edp}
     data = {"model": r.model, "cluster": r.cluster, "gpus": o.gpus, "nodes": r.nodes, "layout": layout,
             "order": list(o.order), "overlap": list(o.overlap), "batch": o.batch, "seq": o.seq,
             "grad_accum": o.grad_accum, "global_batch": o.batch * o.grad_accum * o.dp,

@@ -120,7 +120,11 @@ def memory():
 @click.option("--sp/--no-sp", default=False, show_default=True, help="Megatron sequence parallelism over the TP ranks.")
 @click.option("--vocab-parallel/--no-vocab-parallel", default=mt.TrainOptions.vocab_parallel, show_default=True,
               help="With --tp: embedding, lm_head and logits split over the vocabulary, or whole on every TP rank.")
-@click.option("--ep", type=click.IntRange(min=1), default=1, show_default=True, help="Expert-parallel ranks (within dp x cp).")
+@click.option("--ep", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Expert-parallel ranks: the routed experts split over ep of each stage's tp x cp x dp ranks.")
+@click.option("--etp", type=click.IntRange(min=1), default=None,
+              help="Expert tensor-parallel ranks: each routed expert split over etp ranks; etp x ep divides "
+                   "tp x cp x dp, the experts' states shard by ZeRO over the rest (edp) [default: --tp].")
 @click.option("--cp", type=click.IntRange(min=1), default=1, show_default=True, help="Context-parallel ranks (sequence split, ring attention).")
 @click.option("--zero", type=click.IntRange(0, 3), default=None, help="ZeRO stage 0-3 (default 0), sharded over dp x cp: 1 optimizer states, 2 + gradients, 3 + weights.")
 @click.option("--fsdp", default=None, help="FSDP strategy: full_shard (= --zero 3), shard_grad_op (= 2), no_shard (= 0).")
@@ -147,7 +151,7 @@ def memory():
 @render.output_options
 @click.pass_context
 def train(ctx, model, overrides, batch, seq, grad_accum, dtype, fp8_params, master_weights, optimizer, dp, tp, pp, vp, sp,
-          vocab_parallel, ep, cp, zero, fsdp, offload, recompute, flash, dropout, capacity_factor, schedule, framework, grad_accumulation_fusion, world_size, pipeline_split, sweep, plot_path,
+          vocab_parallel, ep, etp, cp, zero, fsdp, offload, recompute, flash, dropout, capacity_factor, schedule, framework, grad_accumulation_fusion, world_size, pipeline_split, sweep, plot_path,
           byte_overrides, gpu, reserve, fmt, as_json):
     """Per-GPU memory of a training step of MODEL: weights, gradients, optimizer states,
     activations (Korthikanti et al. 2022) and temporaries at the peak, for the worst pipeline
@@ -161,7 +165,8 @@ def train(ctx, model, overrides, batch, seq, grad_accum, dtype, fp8_params, mast
     stage = mt.zero_from_fsdp(fsdp) if fsdp else (0 if zero is None else zero)
     opts = mt.TrainOptions(batch=batch, seq=seq, grad_accum=grad_accum, dtype=dtype, fp8_params=fp8_params,
                            master_weights=master_weights,
-                           optimizer=optimizer, dp=dp, tp=tp, pp=pp, sp=sp, ep=ep, cp=cp, zero=stage, offload=offload,
+                           optimizer=optimizer, dp=dp, tp=tp, pp=pp, sp=sp, ep=ep, etp=etp, cp=cp, zero=stage,
+                           offload=offload,
                            recompute=recompute, flash=flash, dropout=dropout, capacity_factor=capacity_factor,
                            schedule=schedule, vp=vp, framework=framework, world_size=world_size,
                            grad_accumulation_fusion=grad_accumulation_fusion,
@@ -172,7 +177,8 @@ def train(ctx, model, overrides, batch, seq, grad_accum, dtype, fp8_params, mast
     data = {
         "model": r.model, "batch": batch, "seq": seq, "grad_accum": grad_accum, "dtype": dtype, "fp8_params": fp8_params,
         "master_weights": master_weights, "optimizer": optimizer,
-        "parallel": {"dp": dp, "tp": tp, "pp": pp, "vp": vp, "sp": sp, "ep": ep, "cp": cp, "world_size": r.world_size,
+        "parallel": {"dp": dp, "tp": tp, "pp": pp, "vp": vp, "sp": sp, "ep": ep, "etp": opts.experts.expert_tp,
+                     "edp": opts.experts.edp, "cp": cp, "world_size": r.world_size,
                      "vocab_parallel": vocab_parallel, "pipeline_split": pipeline_split.as_dict()},
         "zero": stage, "offload": offload, "recompute": recompute, "flash": flash, "dropout": dropout,
         "total_bytes": r.total, "peak_bytes": r.total, **_bytes_json(dict(r.breakdown)),
@@ -188,7 +194,7 @@ def train(ctx, model, overrides, batch, seq, grad_accum, dtype, fp8_params, mast
         "bytes_per_element": dict(r.bytes_per_element),
     }
     title = (f"{spec.name}: training, micro-batch {batch} x {seq} tokens, {dtype}, {optimizer}, "
-             f"dp{dp} tp{tp} pp{pp} cp{cp} ep{ep}, ZeRO-{stage}, recompute {recompute} (per GPU, stage {peak.stage})")
+             f"dp{dp} tp{tp} pp{pp} cp{cp} ep{ep} etp{opts.experts.expert_tp}, ZeRO-{stage}, recompute {recompute} (per GPU, stage {peak.stage})")
     tables = [_parts_table(title, dict(r.breakdown), r.total),
               _parts_table("detail", dict(peak.detail), r.total)]
     layer_total = sum(b for _, b in r.activation_items)

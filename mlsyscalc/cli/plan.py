@@ -83,7 +83,7 @@ class _Progress:
 def plan(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq, global_batch, top, fix, dtype, overlap, capacity_factor,
          reserve, attention, clocks, loss_kernels, dropout, clip_grad, max_micro_batch, max_cp, framework, comm_sms,
          even_splits_only, quiet, fp8_recipe, fp8_params, price_per_gpu_hour, train_tokens, fmt, as_json):
-    """Search every TP x PP x DP x CP x EP x VP x micro-batch x ZeRO x recompute layout of MODEL on
+    """Search every TP x PP x DP x CP x EP x ETP x VP x micro-batch x ZeRO x recompute layout of MODEL on
     --gpus GPUs that obeys the divisibility and node rules, drop those that do not fit in memory, and
     rank the rest by `mlsys train`'s step time; shows the top K and why the best wins (docs/train.md).
     """
@@ -121,7 +121,7 @@ def plan_output(result, price: float | None = None, run_tokens: float | None = N
     rows = []
     for rank, c in enumerate(data["candidates"], 1):
         lay = c["layout"]
-        rows.append([rank, lay["tp"], lay["pp"], _split(lay), lay["dp"], lay["cp"], lay["ep"], lay["vp"],
+        rows.append([rank, lay["tp"], lay["pp"], _split(lay), lay["dp"], lay["cp"], lay["ep"], lay["etp"], lay["vp"],
                      lay["micro_batch"], lay["num_micro_batches"], lay["zero"], lay["recompute"], c["step_time_s"],
                      c["mfu"], fmt_bytes(c["memory_bytes_per_gpu"]),
                      *([c["cost"]["cost_per_step"]] if price is not None else []),
@@ -129,7 +129,7 @@ def plan_output(result, price: float | None = None, run_tokens: float | None = N
                      *([c["run"]["cost_per_run"]] if price is not None and run_tokens is not None else [])])
     title = (f"{result.model} on {result.options.gpus} x {result.gpu} ({result.cluster}), seq {result.options.seq}, "
              f"global batch {result.options.global_batch}: {result.searched:,} layouts timed, {result.feasible:,} fit")
-    columns = ["#", "tp", "pp", "split", "dp", "cp", "ep", "vp", "mb", "m", "zero", "recompute", "step s", "MFU", "memory",
+    columns = ["#", "tp", "pp", "split", "dp", "cp", "ep", "etp", "vp", "mb", "m", "zero", "recompute", "step s", "MFU", "memory",
                *(["cost/step"] if price is not None else []), *(["run days"] if run_tokens is not None else []),
                *(["cost/run"] if price is not None and run_tokens is not None else [])]
     tables = [render.table(title, columns, rows)]

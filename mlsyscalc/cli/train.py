@@ -168,7 +168,11 @@ def parse_overlap(text: str) -> tuple[str, ...]:
 @positive_int("--pp", D.pp, "Pipeline stages (1F1B).")
 @click.option("--dp", type=click.IntRange(min=1), default=None, help="Data-parallel replicas [default: gpus/(tp*pp*cp)].")
 @positive_int("--cp", D.cp, "Context-parallel GPUs (sequence split, ring attention).")
-@positive_int("--ep", D.ep, "Expert-parallel GPUs, inside the data-parallel ranks.")
+@positive_int("--ep", D.ep, "Expert-parallel GPUs: the routed experts split over ep of each stage's tp x cp x dp ranks "
+              "(Megatron-Core's MoE parallel folding).")
+@click.option("--etp", type=click.IntRange(min=1), default=None,
+              help="Expert tensor-parallel GPUs: each routed expert split over etp ranks; etp x ep must divide "
+                   "tp x cp x dp [default: --tp, as Megatron-Core].")
 @positive_int("--vp", D.vp, "Model chunks per GPU: the interleaved 1F1B schedule.")
 @click.option("--sp/--no-sp", default=D.sp, show_default=True, help="Megatron sequence parallelism with --tp.")
 @click.option("--vocab-parallel/--no-vocab-parallel", default=D.vocab_parallel, show_default=True,
@@ -195,18 +199,19 @@ def parse_overlap(text: str) -> tuple[str, ...]:
 @step_options
 @run_options
 @render.output_options
-def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq, global_batch, micro_batch, tp, pp, dp, cp, ep, vp, sp,
+def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq, global_batch, micro_batch, tp, pp, dp, cp, ep, etp, vp, sp,
           vocab_parallel, zero, fsdp, recompute, comm_sms, schedule, framework, pipeline_split, fp8_recipe, fp8_params, dtype, overlap,
           capacity_factor, reserve, attention, clocks, loss_kernels, dropout, clip_grad, price_per_gpu_hour, train_tokens,
           fmt, as_json):
     """Step time, tokens/s, MFU, HFU and memory per GPU of one training step of MODEL on a full
-    TP x PP x DP x CP x EP layout: the roofline's kernel times per pipeline stage, the 1F1B bubble
+    TP x PP x DP x CP layout with its routed experts on an ETP x EP x EDP grid of each stage (Megatron-Core's
+    MoE parallel folding): the roofline's kernel times per pipeline stage, the 1F1B bubble
     (p-1)/(v m), each dimension's exposed communication and the AdamW step (docs/train.md).
     """
     spec = resolve_model(model, overrides)
     require(zero is None or fsdp is None, "give --zero or --fsdp, not both")
     opts = TrainStepOptions(gpus=gpus, seq=seq, global_batch=global_batch, micro_batch=micro_batch, tp=tp, pp=pp,
-                            dp=dp, cp=cp, ep=ep, vp=vp, sp=sp, zero=zero_from_fsdp(fsdp) if fsdp else (zero or 0),
+                            dp=dp, cp=cp, ep=ep, etp=etp, vp=vp, sp=sp, zero=zero_from_fsdp(fsdp) if fsdp else (zero or 0),
                             recompute=recompute, dtype=dtype, overlap=overlap, comm_sms=comm_sms,
                             capacity_factor=capacity_factor, reserve=reserve, attention=attention,
                             schedule=schedule, framework=framework, host_costs=host_costs, host_source=host_source,
@@ -225,7 +230,7 @@ def step_output(step) -> render.Output:
     rows.append(["step_time_s", total, "100.0%"])
     lay = data["layout"]
     title = (f"{step.model} on {step.options.gpus} x {step.gpu} ({step.cluster}): tp{lay['tp']} pp{lay['pp']} "
-             f"dp{lay['dp']} cp{lay['cp']} ep{lay['ep']} vp{lay['vp']}, micro-batch {lay['micro_batch']} x "
+             f"dp{lay['dp']} cp{lay['cp']} ep{lay['ep']} etp{lay['etp']} vp{lay['vp']}, micro-batch {lay['micro_batch']} x "
              f"{lay['num_micro_batches']}, ZeRO-{lay['zero']}, recompute {lay['recompute']}")
     rates = [["tokens/s", step.tokens_per_s], ["model TFLOP/s per GPU", step.tflops_per_gpu / 1e12],
              ["MFU", step.mfu], ["HFU", step.hfu],
