@@ -167,7 +167,7 @@ def _emit_step(r, o: StepOptions, fmt: str, as_json: bool) -> None:
               ["exposed (not overlapped)", r.exposed_time_s, fmt_seconds(r.exposed_time_s)],
               ["pipeline bubble, share of step", r.bubble_fraction, f"{100 * r.bubble_fraction:.1f}%"]]
     title = (f"{r.model} on {o.gpus} GPUs ({r.nodes} node(s) of {r.cluster}): dp {o.dp} tp {o.tp} pp {o.pp} "
-             f"ep {o.ep} cp {o.cp}{' sp' if o.sp else ''}, ZeRO-{o.zero}, micro-batch {o.batch} x {o.seq}, m={o.grad_accum}")
+             f"ep {o.ep} etp {o.experts.expert_tp} cp {o.cp}{' sp' if o.sp else ''}, ZeRO-{o.zero}, micro-batch {o.batch} x {o.seq}, m={o.grad_accum}")
     notes = ("Per GPU per step; layers split evenly over stages (embedding and head traffic not counted).",
              "Overlap is an assumption you choose (--overlap): overlapped rows count in the total, not in 'exposed'.",
              "Bubble fraction (p-1)/(v m + p-1) of the step; the bubble ratio (p-1)/(v m) is in the JSON.")
