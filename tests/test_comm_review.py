@@ -54,14 +54,18 @@ def test_ep_counts_the_moe_layers_of_the_busiest_stage():
                                       StepOptions(dp=8, ep=8, pp=2, interleave=2), "hgx-h100"), "ep")[0].calls
 
 
-def test_expert_gradient_group_with_context_parallel_stays_in_its_node():
-    """Default order tp, cp, dp: cp=2 and ep=8 over dp=8 -> each expert's replicas are ranks 2d and 2d+1."""
+def test_expert_gradient_group_with_context_parallel_follows_the_expert_grid():
+    """cp=2 and ep=8 over dp=8 (tp 1, etp 1): Megatron-Core folds the experts into the stage's 16 ranks as ep 8
+    (ranks 0-7, cp ranks included) x edp 2, so each expert's replicas are ranks r and r + 8, on two nodes, whatever
+    the attention's order of cp and dp."""
     r = step_comm(MIXTRAL, StepOptions(dp=8, ep=8, cp=2), "hgx-h100")
     dense, experts = rows_of(r, "dp")
     assert (dense.group_size, dense.nodes) == (16, 2)
-    assert (experts.group_size, experts.nodes) == (2, 1)
+    assert (experts.group_size, experts.nodes) == (2, 2)
+    (a2a,) = rows_of(r, "ep")
+    assert (a2a.group_size, a2a.nodes) == (8, 1)  # the all-to-all stays in a node
     flipped = step_comm(MIXTRAL, StepOptions(dp=8, ep=8, cp=2, order=("tp", "dp", "cp", "pp")), "hgx-h100")
-    assert rows_of(flipped, "dp")[1].nodes == 2  # ranks d0 and d0 + 8: the next node
+    assert rows_of(flipped, "dp")[1].nodes == 2
 
 
 def test_pipeline_p2p_crosses_nodes_when_the_stages_do():

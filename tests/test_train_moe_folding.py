@@ -259,3 +259,16 @@ def test_deepseek_v3_plans_on_512_h100s_in_seconds():
     pinned = plan(spec, H100, cluster, replace(opts, fix=issue)).candidates[0]
     assert pinned.options.layout() | {"ep": 64, "etp": 1, "edp": 1} == pinned.options.layout()
     assert result.candidates[0].step_time_s <= pinned.step_time_s
+
+
+def test_expert_widths_divide_by_etp_not_tp(run_cli):
+    """Expert widths split over etp only: mixtral with 14,340-wide experts (4 x 3585) trains at tp 8 with etp 1, and
+    plan searches tp 8 for it (with etp 1); etp = tp = 8 exits 2 naming the experts' width."""
+    spec = load_model("mixtral-8x7b", {"num_hidden_layers": 4, "intermediate_size": 14340})
+    base = ("train", "mixtral-8x7b", "--set", "num_hidden_layers=4", "--set", "intermediate_size=14340", "--gpus", "8",
+            *GH, "--tp", "8", "--global-batch", "1")
+    assert run_cli.json(*base, "--etp", "1")["layout"]["etp"] == 1
+    code, _, err = run_cli(*base)
+    assert code == 2 and "experts.gate_proj width over --etp: 14340 is not divisible by 8" in err
+    opts = PlanOptions(gpus=8, seq=2048, global_batch=8, max_micro_batch=1, fix=(("tp", 8),))
+    assert {c.expert_tp for c in structures(spec, HGX, opts)} == {1}

@@ -220,11 +220,11 @@ def test_gpt2_pipeline_stages_each_hold_the_tied_table(run_cli):
 
 
 def test_ep_divides_the_dp_x_cp_ranks():
-    # experts are split over the dp x cp ranks of a model replica (Megatron-Core's expert-data
-    # group): ep=8 fits dp=4 x cp=2 = 8 ranks, not dp=2 x cp=2 = 4
+    # experts fold into the tp x cp x dp ranks of a stage (Megatron-Core's MoE parallel folding):
+    # ep=8 x etp 1 fits tp 1 x dp=4 x cp=2 = 8 ranks, not dp=2 x cp=2 = 4
     spec = load_model("mixtral-8x7b")
     assert train_memory(spec, TrainOptions(ep=8, dp=4, cp=2)).total > 0
-    with pytest.raises(MlsysError, match="--dp x --cp over --ep .*: 4 is not divisible by 8"):
+    with pytest.raises(MlsysError, match=r"rule tp\*cp\*dp % \(etp\*ep\) == 0: .* = 4 ranks; etp\*ep = 1\*8 = 8"):
         train_memory(spec, TrainOptions(ep=8, dp=2, cp=2))
 
 

@@ -56,7 +56,8 @@ def why(best: TrainStep | None, rival: TrainStep | None) -> str:
     if rival is None:
         return f"{best.step_time_s:.4g} s per step; every other fitting layout makes the same tp/pp/ZeRO/recompute choices"
     a, b = full_layout(best.options), full_layout(rival.options)
-    derived = {"edp"} | ({"etp"} if best.options.etp is None and rival.options.etp is None else set())  # follow tp, dp
+    # edp follows the others; etp too where it is tp on both sides (Megatron-Core's default, a dense model's)
+    derived = {"edp"} | ({"etp"} if a.get("etp") == a["tp"] and b.get("etp") == b["tp"] else set())
     diff = ", ".join(f"{k} {b[k]}->{a[k]}" for k in a if a[k] != b[k] and k not in derived)
     deltas = {k: rival.breakdown[k] - best.breakdown[k] for k in best.breakdown}
     part = max(deltas, key=lambda k: deltas[k])

@@ -176,7 +176,7 @@ def _tp_values(spec: ModelSpec, cluster: ClusterSpec, gpus: int) -> list[int]:
         if gpus % tp:
             continue
         try:
-            check_tp(spec, tp)
+            check_tp(spec, tp, experts=1)  # heads and dense widths; the experts' by etp: check_layout
         except MlsysError:
             continue
         out.append(tp)
