@@ -11,7 +11,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 
 @dataclass
@@ -113,18 +113,17 @@ class ResultStore:
         self.path = Path(path) if path else None
         self._csv_columns: list[str] | None = None
 
-    def rows(self) -> list[Row]:
-        """Every stored row, later rows for the same key replacing earlier ones."""
+    def rows(self, check: Callable[[dict[str, Any], str, bool], None] | None = None) -> list[Row]:
+        """Every stored row, later rows for the same key replacing earlier ones; a file that is not rows, or a
+        malformed record, is an MlsysError naming the file, line and key (mlsyscalc.readers.rows). `check`
+        (record, where, from_csv) checks each record further, e.g. readers.model_rows.check_model_record."""
+        from ..readers.rows import read_row_records
+
         if self.path is None or not self.path.exists():
             return []
-        if self.path.suffix == ".csv":
-            with self.path.open(newline="") as handle:
-                raw = list(csv.DictReader(handle))
-        else:
-            raw = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
         latest: dict[str, Row] = {}
-        for data in raw:
-            row = row_from_flat(data, from_text=self.path.suffix == ".csv")
+        for line in read_row_records(self.path, check=check):
+            row = row_from_flat(line.record, from_text=self.path.suffix.lower() == ".csv")
             latest[row.key] = row
         return list(latest.values())
 

@@ -14,7 +14,7 @@ from ..calc.plan_space import AXES, PlanOptions, parse_fix
 from ..units import fmt_bytes
 from . import render
 from .options import model_argument, positive_int, resolve_model
-from .train import cluster_options, fp8_options, step_options
+from .train import cluster_options, fp8_options, reject_step_unused, step_options
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -83,6 +83,7 @@ def plan(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq
     --gpus GPUs that obeys the divisibility and node rules, drop those that do not fit in memory, and
     rank the rest by `mlsys train`'s step time; shows the top K and why the best wins (docs/train.md).
     """
+    reject_step_unused(dtype, framework)
     spec = resolve_model(model, overrides)
     opts = PlanOptions(gpus=gpus, seq=seq, global_batch=global_batch, dtype=dtype, top=top, fix=parse_fix(fix),
                        overlap=overlap, capacity_factor=capacity_factor, reserve=reserve, attention=attention,

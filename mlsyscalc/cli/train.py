@@ -18,7 +18,7 @@ from ..calc.pipeline_split import PipelineSplit
 from ..errors import MlsysError, require
 from ..units import fmt_bytes
 from . import render
-from .options import POSITIVE, model_argument, positive_int, resolve_model
+from .options import POSITIVE, model_argument, positive_int, reject_unused, resolve_model
 
 D = TrainStepOptions
 
@@ -132,6 +132,16 @@ def fp8_options(func):
                              "pass before each cast); docs/train_fp8.md.")(func)
 
 
+def reject_step_unused(dtype: str, framework: str) -> None:
+    """Options of train and plan that the chosen dtype or framework ignores (docs/cli.md)."""
+    unused = {}
+    if dtype != "fp8":
+        unused["fp8_recipe"] = "without --dtype fp8 (Transformer Engine scales FP8 GEMMs only)"
+    if framework != "torch":
+        unused["host_us_per_kernel"] = f"with --framework {framework} (only torch's host time paces a step)"
+    reject_unused(click.get_current_context(), unused)
+
+
 def parse_overlap(text: str) -> tuple[str, ...]:
     names = tuple(x.strip() for x in text.split(",") if x.strip() and x.strip() != "none")
     require(set(names) <= set(OVERLAP_DIMS), f"--overlap: use a comma list of {', '.join(OVERLAP_DIMS)} "
@@ -180,6 +190,7 @@ def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, se
     TP x PP x DP x CP x EP layout: the roofline's kernel times per pipeline stage, the 1F1B bubble
     (p-1)/(v m), each dimension's exposed communication and the AdamW step (docs/train.md).
     """
+    reject_step_unused(dtype, framework)
     spec = resolve_model(model, overrides)
     require(zero is None or fsdp is None, "give --zero or --fsdp, not both")
     opts = TrainStepOptions(gpus=gpus, seq=seq, global_batch=global_batch, micro_batch=micro_batch, tp=tp, pp=pp,

@@ -150,12 +150,19 @@ def _gemma2(c: ConfigReader) -> dict[str, Any]:
     return spec
 
 
+def _top_k(c: ConfigReader, experts_key: str, experts_default: Any = _MISSING, top_k_default: Any = _MISSING) -> tuple[int, int]:
+    """(routed experts, experts a token uses): a token cannot use more experts than the layer has."""
+    experts, top_k = c.int(experts_key, experts_default), c.int("num_experts_per_tok", top_k_default)
+    if top_k > experts:
+        raise MlsysError(f"{c.blame('num_experts_per_tok', experts_key)}: num_experts_per_tok {top_k} is more than the "
+                         f"{experts} routed experts ({experts_key})")
+    return experts, top_k
+
+
 def _mixtral(c: ConfigReader) -> dict[str, Any]:
     spec = _llama(c)
-    spec["moe"] = MoESpec(
-        num_experts=c.int("num_local_experts"), experts_per_token=c.int("num_experts_per_tok"),
-        expert_intermediate_size=spec["intermediate_size"],
-    )
+    experts, top_k = _top_k(c, "num_local_experts")
+    spec["moe"] = MoESpec(num_experts=experts, experts_per_token=top_k, expert_intermediate_size=spec["intermediate_size"])
     return spec
 
 
@@ -170,13 +177,14 @@ def _deepseek_v3(c: ConfigReader) -> dict[str, Any]:
     )
     moe_inter = c.int("moe_intermediate_size", 2048)
     shared = c.int("n_shared_experts", 1, minimum=0)
+    experts, top_k = _top_k(c, "n_routed_experts", 256, 8)
     spec.update(
         head_dim=mla.qk_nope_head_dim + mla.qk_rope_head_dim, v_head_dim=mla.v_head_dim,
         num_kv_heads=spec["num_heads"],  # MLA expands the latent into one K/V per query head
         o_bias=c.bool("attention_bias", False), mla=mla,
         rotary_fraction=mla.qk_rope_head_dim / (mla.qk_nope_head_dim + mla.qk_rope_head_dim),
         moe=MoESpec(
-            num_experts=c.int("n_routed_experts", 256), experts_per_token=c.int("num_experts_per_tok", 8),
+            num_experts=experts, experts_per_token=top_k,
             expert_intermediate_size=moe_inter, num_shared_experts=shared,
             shared_intermediate_size=moe_inter * shared,
             first_dense_layers=c.int("first_k_dense_replace", 3, minimum=0),
