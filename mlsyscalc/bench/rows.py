@@ -11,7 +11,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass
@@ -113,16 +113,15 @@ class ResultStore:
         self.path = Path(path) if path else None
         self._csv_columns: list[str] | None = None
 
-    def rows(self, check: Callable[[dict[str, Any], str, bool], None] | None = None) -> list[Row]:
+    def rows(self) -> list[Row]:
         """Every stored row, later rows for the same key replacing earlier ones; a file that is not rows, or a
-        malformed record, is an MlsysError naming the file, line and key (mlsyscalc.readers.rows). `check`
-        (record, where, from_csv) checks each record further, e.g. readers.model_rows.check_model_record."""
+        malformed record, is an MlsysError naming the file, line and key (mlsyscalc.readers.rows)."""
         from ..readers.rows import read_row_records
 
         if self.path is None or not self.path.exists():
             return []
         latest: dict[str, Row] = {}
-        for line in read_row_records(self.path, check=check):
+        for line in read_row_records(self.path):
             row = row_from_flat(line.record, from_text=self.path.suffix.lower() == ".csv")
             latest[row.key] = row
         return list(latest.values())

@@ -177,7 +177,7 @@ def search_layouts(spec: ModelSpec, ceilings: Ceilings, workload: Workload, opts
     costs: dict[int, IterationCost] = {}
     layouts = [Layout(p, d, tp_p, tp_d) for tp_p in tps for tp_d in tps
                for p in range(1, (max_gpus - tp_d) // tp_p + 1) for d in range(1, (max_gpus - p * tp_p) // tp_d + 1)]
-    check_workload(workload, len(layouts), f"--search --max-gpus {max_gpus}", max_simulations=None)
+    check_workload(workload, len(layouts), f"--search --max-gpus {max_gpus}", sweep=False)
     results = [simulate_disagg(spec, ceilings, workload, opts, layout, cluster, costs) for layout in layouts]
     ranked = tuple(sorted(results, key=lambda r: (-r.pools["goodput_per_gpu_requests_per_s"], r.layout.gpus,
                                                   r.metrics["ttft_p99_s"])))

@@ -25,12 +25,11 @@ def check_requests(requests: int, what: str = "--requests") -> None:
     require(requests <= MAX_REQUESTS, f"{what}: {requests:,} requests; at most {MAX_REQUESTS:,} are simulated")
 
 
-def check_workload(workload: Workload, simulations: int = 1, what: str = "one simulation",
-                   max_simulations: int | None = MAX_SIMULATIONS) -> None:
-    """The requests and the output tokens that `simulations` runs of this workload decode, within the caps."""
+def check_workload(workload: Workload, simulations: int = 1, what: str = "one simulation", sweep: bool = True) -> None:
+    """The requests and the output tokens that `simulations` runs of this workload decode, within the caps
+    (a sweep's simulations at most MAX_SIMULATIONS; sweep=False: --search, whose layouts MAX_SEARCH_GPUS bounds)."""
     check_requests(len(workload.requests), f"the workload ({workload.source})")
-    require(max_simulations is None or simulations <= max_simulations,
-            f"{what}: {simulations:,} simulations; at most {max_simulations}")
+    require(not sweep or simulations <= MAX_SIMULATIONS, f"{what}: {simulations:,} simulations; at most {MAX_SIMULATIONS}")
     tokens = simulations * sum(o for _, _, o in workload.requests)
     require(tokens <= MAX_OUTPUT_TOKENS,
             f"{what}: {tokens:,} output tokens to simulate ({simulations} x {len(workload.requests):,} requests); at "

@@ -28,10 +28,9 @@ def calibrate(rows, hold_out, gpu, base, fit_only, steps_only, out, fmt, as_json
     from ..bench.rows import ResultStore
     from ..calc.calibration import load_ceilings, match_gpu
     from ..errors import MlsysError, require
-    from ..readers.model_rows import check_model_record
 
-    measured = [r for path in (*rows, *fit_only) for r in ResultStore(path).rows(check_model_record)]
-    fit_keys = {r.key for path in fit_only for r in ResultStore(path).rows(check_model_record)} if fit_only else None
+    measured = [r for path in (*rows, *fit_only) for r in ResultStore(path).rows()]
+    fit_keys = {r.key for path in fit_only for r in ResultStore(path).rows()} if fit_only else None
     require(bool(measured), f"calibrate: no rows in {', '.join(rows)}")
     held = {m.strip() for m in (hold_out or "").split(",") if m.strip()}
     models = {r.extra.get("model") for r in measured}

@@ -9,7 +9,8 @@ import click
 
 from ..calc.serve import PREEMPTION, ServeOptions, WorkloadSpec, simulate, sweep_rates
 from ..calc.serve_engine import POLICIES
-from ..calc.serve_limits import MAX_REQUESTS, MAX_SIMULATIONS, check_requests
+from ..calc import serve_limits
+from ..calc.serve_limits import check_requests
 from ..calc.serve_metrics import Slo
 from ..calc.serve_workload import LengthDist, from_trace, parse_length
 from ..errors import MlsysError, require
@@ -27,12 +28,12 @@ def _length(text: str, what: str) -> LengthDist:
     if text.startswith("csv:"):
         path, sep, column = text[4:].rpartition(":")
         require(bool(sep and path and column), f"{what}: expected csv:FILE:COLUMN, got {text!r}")
-        return parse_length(text, what, read_length_column(path, column, what, MAX_REQUESTS))
+        return parse_length(text, what, read_length_column(path, column, what, serve_limits.MAX_REQUESTS))
     return parse_length(text, what)
 
 
 def _trace(path: str, prefix: int = 0):
-    return from_trace(read_trace(path, MAX_REQUESTS), f"trace {path}", prefix)
+    return from_trace(read_trace(path, serve_limits.MAX_REQUESTS), f"trace {path}", prefix)
 
 
 def _slo(text: str | None) -> Slo:
@@ -55,9 +56,8 @@ def _sweep(text: str | None) -> tuple[float, ...] | None:
         return None
     key, sep, values = text.partition("=")
     require(bool(sep) and key.strip() == "rate", f"--sweep expects rate=R1,R2,..., got {text!r}")
-    items = values.split(",")
-    require(len(items) <= MAX_SIMULATIONS, f"--sweep: {len(items):,} rates; at most {MAX_SIMULATIONS} (each is a whole "
-                                           "simulation)")
+    items, cap = values.split(","), serve_limits.MAX_SIMULATIONS
+    require(len(items) <= cap, f"--sweep: {len(items):,} rates; at most {cap} (each is a whole simulation)")
     try:
         rates = tuple(float(v) for v in items)
     except ValueError:
@@ -166,7 +166,8 @@ def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, ga
     time of the batch it forms; KV capacity in blocks from the memory calculator. See docs/serving.md.
     """
     _reject_unused(scheduler, trace_file is not None, draft is not None, search)
-    check_requests(requests)
+    if trace_file is None:
+        check_requests(requests)
     spec = resolve_model(model, overrides)
     if gpu is None and cluster is not None:
         from ..specs.cluster import load_cluster

@@ -17,6 +17,7 @@ from ..calc.memory_train import zero_from_fsdp
 from ..calc.pipeline_split import PipelineSplit
 from ..errors import MlsysError, require
 from ..units import fmt_bytes
+from ..validate import check_gpus
 from . import render
 from .options import POSITIVE, model_argument, positive_int, reject_unused, resolve_model
 
@@ -43,6 +44,7 @@ def cluster_options(func):
     @positive_int("--global-batch", D.global_batch, "Sequences per optimizer step, all replicas.")
     @functools.wraps(func)
     def wrapper(*args, gpus, gpu, cluster, calibration, host_us_per_kernel, host_costs, **kwargs):
+        check_gpus(gpus, "--gpus")
         spec = resolve_cluster(gpu, cluster, gpus)
         ceilings = load_ceilings(gpu or spec.gpu, calibration)
         host, source = torch_host_costs(read_calibration(calibration) if calibration else None, host_costs,

@@ -1,12 +1,12 @@
-"""`mlsys bench model` rows as `mlsys calibrate` reads them: benchmark rows (readers.rows) whose whole-model
-fields are checked too.
+"""`mlsys bench model` rows: the whole-model fields of a benchmark row (readers.rows checks them on every
+read, so `mlsys calibrate`, `mlsys bench rows` and `--measured` see the same rules).
 
 A row whose kernel starts with `model.` and that has no `error` must carry: median_ms > 0; extra_phase
 prefill, decode or train; extra_batch and extra_seq whole numbers >= 1 (extra_layers, extra_tp, extra_dp
 too when present); extra_mode graph or eager and extra_kernels, extra_model, extra_model_ref strings
 when present; extra_overrides a list of KEY=VALUE strings; extra_ops an object whose `linears` and
 `kinds` are objects of objects, each measured_s a number >= 0 when present. Other rows (kernel
-benchmarks) pass as rows and are left out of the fit.
+benchmarks) are left to readers.rows.
 """
 
 from __future__ import annotations

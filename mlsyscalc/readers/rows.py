@@ -2,7 +2,8 @@
 
 Each record must be a row: it has the key fields (kernel, baseline, shape, dtype; variant optional) as
 strings, `ok` as a boolean, every measured number (times, FLOPs, bytes, rates, errors) finite or
-absent, times, counts and rates >= 0, and `extra_*` / `env_*` keys for the rest. A file whose records
+absent, times, counts and rates >= 0, and `extra_*` / `env_*` keys for the rest; a whole-model row
+(`mlsys bench model`) its fields too (readers.model_rows). A file whose records
 are not rows at all (NCCL rows, memory-case records, any other JSON Lines) raises NotRows, which
 names what it looks like; callers that scan a folder (`--measured`) skip those files.
 """
@@ -10,11 +11,12 @@ names what it looks like; callers that scan a folder (`--measured`) skip those f
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import MlsysError
 from . import schema
 from .files import Line, read_csv, read_jsonl
+from .model_rows import check_model_record
 
 KEY_FIELDS = ("kernel", "baseline", "shape", "dtype")
 TEXT_FIELDS = ("variant", "error", "measured_at")
@@ -30,16 +32,12 @@ class NotRows(MlsysError):
     """The file holds records, but not benchmark rows."""
 
 
-def read_row_records(path: str | Path, what: str = "rows",
-                     check: Callable[[dict[str, Any], str, bool], None] | None = None) -> list[Line]:
-    """Every record of a rows file (.csv or JSON Lines), checked (and by `check`, if given); CSV values are
-    left as text."""
+def read_row_records(path: str | Path, what: str = "rows") -> list[Line]:
+    """Every record of a rows file (.csv or JSON Lines), checked; CSV values are left as text."""
     text = Path(path).suffix.lower() == ".csv"
     lines = read_csv(path, what)[1] if text else read_jsonl(path, what)
     for line in lines:
         check_row(line.record, f"{what} {line.where}", text)
-        if check is not None:
-            check(line.record, f"{what} {line.where}", text)
     return lines
 
 
@@ -63,3 +61,4 @@ def check_row(record: dict[str, Any], where: str, text: bool = False) -> None:
     for key in ("extra", "env"):
         if key in record:
             schema.mapping(record, key, where)
+    check_model_record(record, where, text)

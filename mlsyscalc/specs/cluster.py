@@ -165,8 +165,9 @@ def _link_dict(link: Link) -> dict[str, Any]:
 
 def _terms_from_dict(data: Mapping[str, Any], where: str, default: LinkTerms | None = None) -> LinkTerms:
     """Figures from JSON; a per-collective entry takes what it leaves out from its link (`default`)."""
-    def get(key: str, scale: float, fallback: float | None, **bound: float) -> float:
-        value = schema.number(data, key, where, required=fallback is None, **bound)
+    def get(key: str, scale: float, fallback: float | None, above: float | None = None,
+            minimum: float | None = None) -> float:
+        value = schema.number(data, key, where, required=fallback is None, above=above, minimum=minimum)
         return fallback if value is None else value * scale  # type: ignore[return-value]
 
     base = default or LinkTerms(get("bandwidth_GBps", 1e9, None, above=0), get("latency_us", 1e-6, None, minimum=0))
