@@ -423,9 +423,20 @@ def file_efficiency(data: Mapping[str, Any], where: str = "calibration") -> Effi
     return replace(CALIBRATED_EFFICIENCY, **later, **values)
 
 
+# The keys a calibration record may hold: what `mlsys bench ceilings` and `mlsys calibrate` write, and the
+# optional host objects (docs/roofline.md, docs/train.md). Any other key means the file is something else
+# (a cluster spec, a benchmark row) given where a calibration belongs.
+CALIBRATION_KEYS = ("gpu", "sm_count", "source", "peak_flops", "bandwidth_Bps", "efficiency", "launch_overhead_s",
+                    "kernel_gap_s", "matmul_floor_s", "memory_launch_overhead_s", "fitted_on", "base", "host",
+                    "torch_host", "matmul_runs", "env", "measured_at", "notes")
+
+
 def calibrated_ceilings(data: Mapping[str, Any], gpu: GPUSpec | str | None = None, where: str = "calibration",
                         efficiency: Efficiency | None = None, launch_s: float | None = None) -> Ceilings:
     """Ceilings from a calibration record; dtypes or bandwidths it lacks fall back to the datasheet."""
+    unknown = sorted(map(str, set(data) - set(CALIBRATION_KEYS)))
+    require(not unknown, f"{where}: not a calibration: unknown key {', '.join(unknown[:4])} (a calibration holds "
+                         f"{', '.join(CALIBRATION_KEYS[:6])}, ...: docs/roofline.md)")
     spec = gpu if isinstance(gpu, GPUSpec) else find_gpu(gpu) if gpu else match_gpu(data.get("gpu", ""))
     base = datasheet_ceilings(spec)
     eff = efficiency or file_efficiency(data, where) or CALIBRATED_EFFICIENCY

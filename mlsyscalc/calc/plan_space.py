@@ -249,7 +249,7 @@ def structures(spec: ModelSpec, cluster: ClusterSpec, opts: PlanOptions) -> Iter
                         vps = [v for v in range(1, (L + 2) // pp + 1) if splits[pp, v]] if pp > 1 else [1]
                         for vp in _allowed(fix, "vp", vps):
                             first, *others = splits[pp, vp]
-                            for sp in _allowed(fix, "sp", [True, False] if "sp" in fix else [True]) if tp > 1 else [False]:
+                            for sp in _allowed(fix, "sp", ([True, False] if "sp" in fix else [True]) if tp > 1 else [False]):
                                 kw = {**base, "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "micro_batch": mb,
                                       "vp": vp, "sp": sp, "pipeline_split": first}
                                 cand = TrainStepOptions(**kw)

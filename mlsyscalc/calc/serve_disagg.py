@@ -101,7 +101,8 @@ def simulate_disagg(spec: ModelSpec, ceilings: Ceilings, workload: Workload, opt
     require(opts.scheduler != "static", "--disagg needs an iteration-level scheduler (orca, vllm or sarathi)")
     costs = costs if costs is not None else {}
     for tp in {layout.tp_prefill, layout.tp_decode}:
-        costs.setdefault(tp, iteration_cost(spec, ceilings, replace(opts, tp=tp)))
+        if tp not in costs:  # (setdefault would fit a new cost for every layout of a search)
+            costs[tp] = iteration_cost(spec, ceilings, replace(opts, tp=tp))
     reqs = workload.requests
     n = len(reqs)
     sched, first, finish = [0.0] * n, [0.0] * n, [0.0] * n
