@@ -4,7 +4,8 @@ showing its neighbour's key, GB for GiB, a count from the wrong option, a check 
 written by hand, not generated; `scripts/mutation.py` plants the operator-level ones.
 
 Every bug is one exact text replacement (`old` must occur once in `path`). It is applied to a scratch
-copy of the repository (scripts/mutation.py's `prepare_copy`) and the area's test files run against it,
+copy of the repository (scripts/mutation.py's `prepare_copy`) and the area's test files (mutation.py's
+OUTSIDE_TESTS) run against it,
 one file at a time, until one fails (killed) or all pass (survived); the same forked runner as
 scripts/mutation.py, so a bug costs its tests' time.
 
@@ -24,21 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mutation import ROOT, _warm_imports, prepare_copy, run_tests  # noqa: E402  (scripts/mutation.py)
-
-VIEWS = ["test_values_views.py", "test_serve_cli.py", "test_csv_tidy.py", "test_render_80col.py"]
-SYSTEM = ["test_fuzz_system.py", "test_fuzz_inputs.py", "test_cli_foundation.py", "test_readers.py"]
-REPORT = ["test_values_report_text.py", "test_report.py", "test_report_sections.py", "test_report_markdown.py"]
-READERS = ["test_readers.py", "test_fuzz_system.py", "test_rows_families.py", "test_bench_report.py"]
-BENCH = ["test_values_views.py", "test_bench_model_cli.py", "test_rows_families.py", "test_bench_harness.py",
-         "test_bench_report.py"]
-# the area's test files, by the planted file's folder or name (first match wins)
-AREAS = {"mlsyscalc/readers/": READERS + SYSTEM, "mlsyscalc/report/": REPORT + VIEWS,
-         "mlsyscalc/bench/": BENCH + READERS, "mlsyscalc/cli/plan.py": VIEWS + ["test_plan.py"] + SYSTEM,
-         "mlsyscalc/cli/train.py": VIEWS + ["test_train.py", "test_train_fp8.py"] + SYSTEM,
-         "mlsyscalc/cli/": VIEWS + SYSTEM + ["test_memory_cli.py", "test_roofline_cli.py"],
-         "mlsyscalc/units.py": VIEWS + SYSTEM + REPORT}
-
+from mutation import ROOT, _warm_imports, prepare_copy, run_tests, tests_for  # noqa: E402  (scripts/mutation.py)
 
 @dataclass(frozen=True)
 class Bug:
@@ -166,11 +153,7 @@ BUGS = [
 ]
 
 
-def tests_for(path: str) -> list[str]:
-    return next(files for prefix, files in AREAS.items() if path.startswith(prefix))
-
-
-def run(out: Path, without: list[str], scratch: Path) -> None:
+def run(out: Path, without: list[str], scratch: Path, rerun_survived: bool = False) -> None:
     prepare_copy(scratch)
     _warm_imports()
     skip = {Path(w).name for w in without}
@@ -178,7 +161,12 @@ def run(out: Path, without: list[str], scratch: Path) -> None:
                             text=True).stdout.strip()
     baselines: dict[tuple[str, ...], float] = {}
     out.parent.mkdir(parents=True, exist_ok=True)
+    rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()] if out.exists() else []
+    done = {(r["path"], r["what"], tuple(r["without"])): r["status"] for r in rows}  # the latest row wins
     for bug in BUGS:
+        previous = done.get((bug.path, bug.what, tuple(sorted(skip))))
+        if previous is not None and not (rerun_survived and previous == "survived"):
+            continue  # a rerun resumes (--rerun-survived: only the survivors run again, after new tests)
         tests = [t for t in dict.fromkeys(tests_for(bug.path)) if t not in skip]
         if tuple(tests) not in baselines:
             t0 = time.monotonic()
@@ -208,7 +196,7 @@ def report(out: Path) -> str:
     latest = {(r["path"], r["what"]): r for r in rows}
     by_area: dict[str, list[dict]] = {}
     for r in latest.values():
-        by_area.setdefault(r["path"].split("/")[1] if "/" in r["path"][10:] else r["path"], []).append(r)
+        by_area.setdefault(r["path"].split("/")[1] if r["path"].count("/") > 1 else Path(r["path"]).name, []).append(r)
     lines = ["| area | bugs | caught | survived |", "| --- | ---: | ---: | ---: |"]
     for area, members in sorted(by_area.items()):
         caught = sum(m["status"] in ("killed", "timeout") for m in members)
@@ -225,6 +213,7 @@ def main() -> None:
     parser.add_argument("--without", nargs="*", default=[], help="test files left out (the suite before they existed)")
     parser.add_argument("--scratch", type=Path, default=Path("/tmp/mlsys_planted"))
     parser.add_argument("--only-existing", action="store_true", help="only bugs whose file exists on main")
+    parser.add_argument("--rerun-survived", action="store_true", help="run the survivors of --out again")
     parser.add_argument("--report", action="store_true")
     opts = parser.parse_args()
     if opts.report:
@@ -233,7 +222,7 @@ def main() -> None:
     if opts.only_existing:
         global BUGS
         BUGS = [b for b in BUGS if subprocess.run(["git", "cat-file", "-e", f"main:{b.path}"], cwd=ROOT).returncode == 0]
-    run(opts.out, opts.without, opts.scratch)
+    run(opts.out, opts.without, opts.scratch, opts.rerun_survived)
 
 
 if __name__ == "__main__":

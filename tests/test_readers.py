@@ -125,6 +125,18 @@ def test_rows_name_the_family_they_belong_to():
         check_row({**row, "speedup": -2}, "w")
 
 
+def test_rows_from_csv_read_ok_in_any_spelling_csv_writers_use(tmp_path):
+    """A rows CSV saved by pandas or a spreadsheet spells booleans True/true/1: each is a passed row."""
+    from mlsyscalc.bench.rows import ResultStore
+
+    path = tmp_path / "rows.csv"
+    lines = ["kernel,baseline,shape,dtype,variant,ok,median_ms"]
+    lines += [f"k,b,{i}x{i}x{i},bf16,,{ok},1.5" for i, ok in enumerate(("True", "true", "1", "False", "false", "0", ""))]
+    path.write_text("\n".join(lines) + "\n")
+    assert [r.ok for r in ResultStore(path).rows()] == [True, True, True, False, False, False, False]
+    assert all(r.median_ms == 1.5 and isinstance(r.median_ms, float) for r in ResultStore(path).rows())
+
+
 def test_length_column(tmp_path):
     path = tmp_path / "l.csv"
     path.write_text("\ufefflen,other\n3,x\n9,y\n")

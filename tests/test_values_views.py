@@ -166,7 +166,7 @@ def test_serve_disaggregated_tables(run_cli):
 
 def test_serve_search_table_rows_are_the_layouts(run_cli):
     data, views = run_both(run_cli, "serve", "llama2-7b", "--rate", "4", "--requests", "20", "--search",
-                           "--max-gpus", "3", "--slo", "ttft=0.5,tpot=0.05")
+                           "--max-gpus", "3", "--slo", "ttft=0.5,tpot=0.05", "--tp", "2")
     rows = table(views, "disaggregated layouts within 3 GPUs")
     assert len(rows) == len(data["layouts"]) + 1
     for row, layout in zip(rows, data["layouts"]):
@@ -175,15 +175,16 @@ def test_serve_search_table_rows_are_the_layouts(run_cli):
             want = layout["goodput_per_gpu_requests_per_s"] if key == "goodput_per_gpu" else layout[key]
             assert close(row[key], want, 4), key
     colocated = rows[-1]
-    assert colocated["layout"] == "colocated (one engine, tp 1)"
-    assert close(colocated["goodput_per_gpu"], data["colocated"]["goodput_requests_per_s"], 4)
+    assert colocated["layout"] == "colocated (one engine, tp 2)" and quantity(colocated["GPUs"]) == 2
+    assert close(colocated["goodput_per_gpu"], data["colocated"]["goodput_requests_per_s"] / 2, 4)  # per GPU of 2
+    assert data["colocated"]["goodput_requests_per_s"] > 0
 
 
 # ---- mlsys train / plan -------------------------------------------------------------------------------------
 
 def test_train_tables(run_cli):
     data, views = run_both(run_cli, "train", "llama2-7b", "--gpu", "H100-SXM", "--gpus", "8", "--pp", "2",
-                           "--global-batch", "16", "--seq", "2048")
+                           "--global-batch", "16", "--seq", "2048", "--recompute", "full")
     parts = {r["part"]: r for r in table(views, "tp1 pp2 dp4")}
     total = data["step_time_s"]
     assert close(parts["step_time_s"]["seconds"], total, 4) and parts["step_time_s"]["share"] == "100.0%"
@@ -193,6 +194,7 @@ def test_train_tables(run_cli):
     assert sum(data["breakdown"].values()) == pytest.approx(total, rel=1e-12)
     rates = {r[""]: r["value"] for r in table(views, "^rates$")}
     assert close(rates["tokens/s"], data["tokens_per_s"], 4) and close(rates["MFU"], data["mfu"], 4)
+    assert close(rates["HFU"], data["hfu"], 4) and data["hfu"] > 1.2 * data["mfu"]  # full recomputation: 4/3 x
     assert close(rates["model TFLOP/s per GPU"], data["tflops_per_gpu"] / 1e12, 4)
     assert close(rates["memory per GPU"], data["memory_bytes_per_gpu"], 4)  # GiB: bytes / 2^30
     assert close(rates["usable per GPU"], data["usable_bytes"], 4) and rates["fits"] == ("yes" if data["fits"] else "no")
@@ -312,6 +314,16 @@ def test_bench_model_case_table_from_measured_rows():
             assert got["peak_GiB"] == pytest.approx(x["peak_bytes"] / 2**30, rel=1e-12)
             assert got["predicted_peak_GiB"] == pytest.approx(x["predicted_peak_bytes"] / 2**30, rel=1e-12)
         assert got["status"] == "ok"
+
+
+def test_the_result_guard_refuses_any_negative_size_and_keeps_signed_keys():
+    from mlsyscalc.cli.render import check_numbers
+    from mlsyscalc.errors import MlsysError
+
+    for bad in ({"weights_bytes": -0.5}, {"step_time_s": -1e-9}, {"a": {"b": [{"tokens": -2}]}}, {"x_flops": float("nan")}):
+        with pytest.raises(MlsysError):
+            check_numbers(bad)
+    check_numbers({"prediction_error": -0.4, "headroom_bytes": -5e9, "loss_delta": -1.0, "weights_bytes": 0})
 
 
 def test_units_formatters_by_hand():
