@@ -122,9 +122,10 @@ for _file, _stems in AREA_TESTS.items():
 
 # test files of the --outside modules, by path prefix (the first that matches); scripts/mutation_planted.py
 # runs its hand-planted bugs against the same lists
-VIEWS = ["test_values_views.py", "test_serve_cli.py", "test_csv_tidy.py", "test_render_80col.py"]
+VIEWS = ["test_values_views.py", "test_values_outside.py", "test_serve_cli.py", "test_csv_tidy.py", "test_render_80col.py"]
 SYSTEM = ["test_fuzz_system.py", "test_fuzz_inputs.py", "test_cli_foundation.py", "test_readers.py"]
-REPORT = ["test_values_report_text.py", "test_report.py", "test_report_sections.py", "test_report_markdown.py"]
+REPORT = ["test_values_report_text.py", "test_values_outside.py", "test_report.py", "test_report_sections.py",
+          "test_report_markdown.py"]
 READERS = ["test_readers.py", "test_fuzz_system.py", "test_rows_families.py", "test_bench_report.py"]
 BENCH = ["test_values_views.py", "test_bench_model_cli.py", "test_rows_families.py", "test_bench_harness.py",
          "test_bench_report.py"]
@@ -133,14 +134,15 @@ OUTSIDE_TESTS: list[tuple[str, list[str]]] = [
     ("mlsyscalc/readers/", READERS + SYSTEM),
     ("mlsyscalc/report/comm", [*COMM_PAGES, "test_bench_report.py"]),
     ("mlsyscalc/report/models_report", ["test_models_report_fresh.py", "test_models_report_memory.py"]),
-    ("mlsyscalc/report/kernels.py", ["test_bench_report.py", "test_rows_families.py"]),
-    ("mlsyscalc/report/attention.py", ["test_bench_report.py"]),
+    ("mlsyscalc/report/kernels.py", ["test_values_outside.py", "test_bench_report.py", "test_rows_families.py"]),
+    ("mlsyscalc/report/attention.py", ["test_values_outside.py", "test_bench_report.py"]),
     ("mlsyscalc/report/memory", ["test_bench_report.py", "test_report_plots.py"]),
     ("mlsyscalc/report/bench.py", ["test_bench_report.py", *SYSTEM]),
     ("mlsyscalc/report/model_report_build.py", REPORT + SYSTEM),
     ("mlsyscalc/report/", REPORT + ["test_report_plots.py", "test_serve_cli.py"]),
     ("mlsyscalc/bench/comm", [*COMM_PAGES]),
-    ("mlsyscalc/bench/model_calibrate.py", ["test_calibrate_models.py", "test_calibration_split.py", "test_readers.py"]),
+    ("mlsyscalc/bench/model_calibrate.py", ["test_values_outside.py", "test_calibrate_models.py",
+                                            "test_calibration_split.py", "test_readers.py"]),
     ("mlsyscalc/bench/", BENCH + READERS),
     ("mlsyscalc/cli/plan.py", VIEWS + ["test_plan.py"] + SYSTEM),
     ("mlsyscalc/cli/train.py", VIEWS + ["test_train.py", "test_train_fp8.py"] + SYSTEM),
