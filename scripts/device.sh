@@ -5,16 +5,21 @@
 #   tests      every GPU test, one file at a time, each test's outcome in $OUT/tests.txt
 #   kernels    ceilings, matmul (bf16 + fp8 prefill), quant (quantize, W8A16/W4A16 decode and prefill, W8A8)
 #   attention  flash attention forward/backward/decode goals, then the extra shapes
+#   fused      the fused memory-bound kernels' GPU tests, then `mlsys bench fused --sweep train` (every op, pass)
+#   serve-attention  our paged decode kernel at batch 1-16 (Llama-3-8B heads, 1k and 4k keys): the few-CTA
+#              regime calc.roofline_paged prices for `mlsys serve`; about 2 minutes (BUDGET_S=120)
 #   spot       a quick check that behaviour is unchanged: quant GPU tests, the W8A16/W4A16 decode and
 #              prefill sweeps, W8A8 at M = 1, and a few matmul and attention shapes of the committed reports
 #   comm       NCCL collectives over every GPU of the host (scripts/device_comm.sh)
 #   memory     the memory calculator against torch.cuda.max_memory_allocated (bench/cases/memory.py)
 #   models     whole-model prefill/decode/train runs (scripts/device_models.sh, when it exists)
+#   sustained  each ceiling back to back until the card settles (mlsys bench ceilings --sustained), the training
+#              step's extra ops and a training step run for SECONDS (scripts/train_ops_measure.py --steady)
 # Rows land in $OUT/<family>/rows.jsonl, the layout of reports/; the family's committed rows are
 # copied in first (not with FRESH=1), so a sweep resumes and keeps them. Afterwards, on any machine:
 #   mlsys bench report <fetched OUT> --out reports
 set -uo pipefail
-MODE=${1:?usage: scripts/device.sh tests|kernels|attention|spot|comm|memory|models}
+MODE=${1:?usage: scripts/device.sh tests|kernels|attention|fused|serve-attention|spot|comm|memory|models|sustained}
 OUT=${OUT:-device_out}
 BUDGET_S=${BUDGET_S:-540}
 mkdir -p "$OUT"
@@ -62,6 +67,7 @@ case "$MODE" in
     gpu_tests tests/test_kernels_quant_gemv.py
     gpu_tests tests/test_kernels_quant.py
     gpu_tests tests/test_kernels_attention.py
+    gpu_tests tests/test_kernels_fused.py
     gpu_tests tests/test_memory_torch.py ;;
   kernels)
     ceilings
@@ -72,9 +78,14 @@ case "$MODE" in
     bench quant --kind w8a8
     bench quant --kind w8a8 --shapes 1x8192x8192,16x8192x8192,1x12288x4096
     bench quant --kind quantize ;;
+  serve-attention)  # decode at batch 1-16, the paged serving kernels' few-CTA regime (docs/serving.md); ~2 min
+    bench attention --sweep serving --kind decode ;;
   attention)
     bench attention --sweep goals
     bench attention --sweep extra --kind fwd --kind decode ;;
+  fused)   # tests first (about a minute with compiles), then about 4 minutes of sweep (docs/bench.md)
+    gpu_tests tests/test_kernels_fused.py
+    bench fused --sweep train ;;
   spot)   # fresh rows (FRESH=1): compare them with the committed ones before merging any
     export FRESH=1
     ceilings
@@ -95,6 +106,14 @@ case "$MODE" in
   models)   # hook: the whole-model validation writes its own script; this mode runs it when it lands
     if [ -f scripts/device_models.sh ]; then OUT="$OUT/models" bash scripts/device_models.sh
     else echo "no scripts/device_models.sh yet: nothing to run"; exit 2; fi ;;
-  *) echo "unknown mode $MODE (tests, kernels, attention, spot, comm, memory, models)"; exit 2 ;;
+  sustained)
+    mkdir -p "$OUT/sustained"
+    timeout "$(left)" python3 -m mlsyscalc bench ceilings --sustained --seconds "${SECONDS_EACH:-20}" \
+      --out "$OUT/sustained/ceilings.json" --format csv > "$OUT/sustained/ceilings.csv" 2>>"$OUT/log.txt"
+    echo "ceilings --sustained -> exit $? at $(( $(date +%s) - start )) s"
+    timeout "$(left)" python3 scripts/train_ops_measure.py --out "$OUT/sustained/train_ops.jsonl" \
+      --steady "${STEADY_S:-25}" --model llama3-8b --layers 8 --seq 8192
+    echo "train_ops_measure -> exit $? at $(( $(date +%s) - start )) s" ;;
+  *) echo "unknown mode $MODE (tests, kernels, attention, fused, serve-attention, spot, comm, memory, models, sustained)"; exit 2 ;;
 esac
 echo "== done after $(( $(date +%s) - start )) s"

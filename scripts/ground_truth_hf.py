@@ -1,10 +1,11 @@
-"""Ground truth for mlsyscalc's parameter and FLOP counters, measured with Hugging Face transformers.
+"""Ground truth for mlsyscalc's parameter, FLOP and KV-cache counters, measured with Hugging Face transformers.
 
 Builds every built-in model in model_specs/models with transformers (on the meta device: no weights
-are allocated) and records
+are allocated), the variants and family defaults of scripts/ground_truth_cases.py, and records
 
   tests/data/hf_params.json  total / embedding / lm_head / active (MoE) parameters and per-category sums
   tests/data/hf_flops.json   forward FLOPs counted by torch.utils.flop_counter.FlopCounterMode
+  tests/data/hf_kv.json      the DynamicCache a prefill leaves: tokens and bytes per layer
 
 Needs torch and transformers (not run in CI). Regenerate with
     python scripts/ground_truth_hf.py
@@ -14,46 +15,32 @@ import copy
 import json
 import pathlib
 import re
+import sys
 
 import torch
 import transformers
 from torch.utils.flop_counter import FlopCounterMode
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from ground_truth_cases import (DECODE, DENSE_FLOPS, FAMILY_DEFAULTS, FAMILY_FLOPS, SHRUNK_MOE,  # noqa: E402
+                                TRAIN, VARIANTS)
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MODELS = ROOT / "model_specs" / "models"
 DATA = ROOT / "tests" / "data"
+TEXT_MODELS = ("gemma3", "llama4", "mistral3")  # vision-language configs: the language model is counted
 
 # Parameter (and module) name -> category; the first pattern that matches wins.
 CATEGORIES = (
     ("lm_head", r"^(lm_head|embed_out)\."),
     ("embedding_projection", r"\.(project_in|project_out)\."),  # OPT-350m: 512 <-> 1024
     ("embeddings", r"\.(embed_tokens|embed_in|wte|wpe|embed_positions|word_embeddings)\."),
-    ("norms", r"(norm|\.ln_)"),  # LayerNorm / RMSNorm, incl. MLA's q_a_layernorm, kv_a_layernorm
-    ("attention", r"\.(self_attn|attn|attention|self_attention)\."),
-    ("mlp", r"\.(mlp|fc1|fc2)\."),  # dense MLP, MoE router, routed and shared experts
+    ("norms", r"(norm|\.ln_)"),  # LayerNorm / RMSNorm, incl. MLA's latent norms and q/k norms
+    ("attention", r"\.(self_attn|attn|attention|self_attention)\."),  # incl. gpt-oss's sinks
+    ("mlp", r"\.(mlp|fc1|fc2|feed_forward)\."),  # dense MLP, MoE router, routed and shared experts
 )
 POSITION_EMBEDDINGS = r"\.(wpe|embed_positions)\."  # learned absolute position embeddings
-
-# Forward passes on the meta device: model -> (batch, seq).
-DENSE_FLOPS = {
-    "llama2-7b": (1, 2048), "gpt2": (2, 128), "pythia-1.4b": (1, 512), "opt-6.7b": (1, 256),
-    "falcon-7b": (1, 256), "phi-2": (1, 256), "phi3-mini": (1, 256), "gemma2-9b": (1, 256),
-    "qwen2.5-7b": (1, 256), "llama3-8b": (2, 128), "opt-350m": (1, 128), "falcon-40b": (1, 128),
-}
-DECODE = ("llama2-7b", 100)
-TRAIN = {"gpt2": (2, 128), "llama3-8b": (1, 128)}  # forward + backward of the logits' sum  # prefill this many tokens into a cache, then count one new token
-
-# MoE routing is data dependent: shrunk copies with real random weights run on the CPU.
-SHRUNK_MOE = {
-    "mixtral-8x7b": ((2, 16), {
-        "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256}),
-    "deepseek-v3": ((2, 16), {
-        "hidden_size": 64, "intermediate_size": 128, "moe_intermediate_size": 32,
-        "num_hidden_layers": 3, "first_k_dense_replace": 1, "num_attention_heads": 4,
-        "num_key_value_heads": 4, "q_lora_rank": 32, "kv_lora_rank": 16, "qk_nope_head_dim": 16,
-        "qk_rope_head_dim": 8, "v_head_dim": 16, "vocab_size": 512}),
-}
+EXPERT_COUNT_KEYS = ("num_local_experts", "n_routed_experts", "num_experts")
 
 
 def load_config(name):
@@ -62,14 +49,32 @@ def load_config(name):
     return {k: v for k, v in raw.items() if not k.startswith("_")}
 
 
-def build(cfg, device="meta"):
-    """Eager attention (scores and p@v as plain matmuls) and eager experts (a loop of F.linear over the
-    experts hit; the default grouped_mm kernel is invisible to FlopCounterMode)."""
+def with_overrides(cfg, overrides):
+    """The overrides as `--set` applies them: into text_config for a vision-language config."""
+    if cfg["model_type"] in TEXT_MODELS:
+        return {**cfg, "text_config": {**cfg["text_config"], **overrides}}
+    return {**cfg, **overrides}
+
+
+def hf_config(cfg):
     kwargs = copy.deepcopy({k: v for k, v in cfg.items() if k != "model_type"})  # HF edits nested dicts
     config = transformers.AutoConfig.for_model(cfg["model_type"], **kwargs)
+    return config.text_config if cfg["model_type"] in TEXT_MODELS else config
+
+
+def text_dict(cfg):
+    """The language model's keys (what the expert counts and top-k are read from)."""
+    return cfg["text_config"] if cfg["model_type"] in TEXT_MODELS else cfg
+
+
+def build(cfg, device="meta", experts="eager", dtype=None):
+    """Eager attention (scores and p@v as plain matmuls) and eager experts (a loop over the experts
+    hit; the default grouped_mm kernel is invisible to FlopCounterMode); a vision-language config
+    builds its language model alone."""
     with torch.device(device):
         return transformers.AutoModelForCausalLM.from_config(
-            config, attn_implementation="eager", experts_implementation="eager")
+            hf_config(cfg), attn_implementation="eager", experts_implementation=experts,
+            **({"dtype": dtype} if dtype else {}))
 
 
 def category(name):
@@ -93,13 +98,13 @@ def count_params(model, cfg):
            "token_embedding_params": token, "position_embedding_params": position,
            "lm_head_params": by_cat["lm_head"], "tied_embeddings": by_cat["lm_head"] == 0,
            "by_category": by_cat}
-    rec.update(moe_active(model, cfg, total))
+    rec.update(moe_active(model, text_dict(cfg), total))
     return rec
 
 
 def moe_active(model, cfg, total):
     """Active params per token: each MoE layer's routed experts count k/E of their parameters."""
-    n_experts = cfg.get("num_local_experts") or cfg.get("n_routed_experts")
+    n_experts = next((cfg[k] for k in EXPERT_COUNT_KEYS if cfg.get(k)), None)
     if not n_experts:
         return {"active_params": total}
     top_k = cfg["num_experts_per_tok"]
@@ -115,22 +120,26 @@ def moe_active(model, cfg, total):
 
 
 def flop_breakdown(model, counter):
-    """Split FlopCounterMode's per-module counts: modules that own weights (nn.Linear, Conv1D, the fused
-    experts, the router) by category; the rest is attention core (the eager q@k^T and p@v matmuls run in
-    the attention module itself)."""
+    """Split FlopCounterMode's per-module counts: modules that own weights and have no children with
+    weights (nn.Linear, Conv1D, the fused experts, the router) by category; the rest is attention core
+    (the eager q@k^T and p@v matmuls, which run in the attention module itself)."""
     counts = counter.get_flop_counts()
     prefix = type(model).__name__ + "."
-    leaves = {n for n, m in model.named_modules() if n and any(True for _ in m.parameters(recurse=False))}
+    leaves = {n for n, m in model.named_modules()
+              if n and any(True for _ in m.parameters(recurse=False))
+              and not any(any(True for _ in c.parameters()) for c in m.children())}
     parts = {"attention_projections": 0, "attention_core": 0, "mlp": 0, "lm_head": 0,
              "embedding_projection": 0}
+    leaf_bmm = 0
     for key, ops in counts.items():
         name = key[len(prefix):] if key.startswith(prefix) else None
         if name in leaves:
             cat = category(name + ".")
             parts["attention_projections" if cat == "attention" else cat] += sum(ops.values())
+            leaf_bmm += ops.get(torch.ops.aten.bmm, 0)
     total = counter.get_total_flops()
     parts["attention_core"] = total - sum(parts.values())
-    assert parts["attention_core"] == counts["Global"].get(torch.ops.aten.bmm, 0), parts
+    assert parts["attention_core"] == counts["Global"].get(torch.ops.aten.bmm, 0) - leaf_bmm, parts
     return parts
 
 
@@ -138,29 +147,27 @@ def count_flops(model, input_ids, **kwargs):
     with FlopCounterMode(display=False) as counter:
         model(input_ids=input_ids, **kwargs)
     by_op = {str(op): n for op, n in counter.get_flop_counts()["Global"].items()}
-    rec = {"forward_flops": counter.get_total_flops(), "by_op": by_op,
-           "breakdown": flop_breakdown(model, counter)}
-    return rec
+    return {"forward_flops": counter.get_total_flops(), "by_op": by_op, "breakdown": flop_breakdown(model, counter)}
 
 
-def dense_flops(name, batch, seq):
-    model = build(load_config(name))
+def dense_flops(name, batch, seq, cfg=None):
+    """A prefill on meta of a built-in (or of `cfg`, recorded beside the count)."""
+    model = build(cfg or load_config(name))
     ids = torch.zeros(batch, seq, dtype=torch.long, device="meta")
-    rec = count_flops(model, ids)
-    return {"model": name, "batch": batch, "seq": seq, "phase": "prefill", "device": "meta", **rec}
+    rec = {"model": name, "batch": batch, "seq": seq, "phase": "prefill", "device": "meta", **count_flops(model, ids)}
+    return {**rec, "config": cfg} if cfg else rec
 
 
-def decode_flops(name, context):
+def decode_flops(model, context, device="meta"):
     """One new token per sequence (batch 1) after a prefill of `context` tokens into a DynamicCache."""
-    model = build(load_config(name))
     with torch.no_grad():
-        out = model(input_ids=torch.zeros(1, context, dtype=torch.long, device="meta"), use_cache=True)
+        out = model(input_ids=torch.zeros(1, context, dtype=torch.long, device=device), use_cache=True)
         cache = out.cache  # transformers 5 name (was past_key_values)
         assert cache.get_seq_length() == context
-        rec = count_flops(model, torch.zeros(1, 1, dtype=torch.long, device="meta"), cache=cache,
-                          use_cache=True)
+        held = [layer.keys.shape[-2] for layer in cache.layers]
+        rec = count_flops(model, torch.zeros(1, 1, dtype=torch.long, device=device), cache=cache, use_cache=True)
     return {"batch": 1, "seq": 1, "phase": "decode", "context": context,
-            "attended_kv_len": cache.get_seq_length(), "device": "meta", **rec}
+            "attended_kv_len": cache.get_seq_length(), "cached_tokens_per_layer": held, "device": device, **rec}
 
 
 def train_flops(name, batch, seq):
@@ -175,47 +182,116 @@ def train_flops(name, batch, seq):
             "forward_flops": forward, "backward_flops": counter.get_total_flops() - forward}
 
 
-def shrunk_moe_flops(name, shape, overrides):
-    cfg = {**load_config(name), **overrides}
-    cfg.pop("quantization_config", None)  # DeepSeek-V3's FP8 block quantisation: not for CPU weights
+def family_config(model_type, overrides):
+    """The family's transformers config-class defaults, as transformers saves them (to_dict)."""
+    cfg = transformers.AutoConfig.for_model(model_type, **copy.deepcopy(overrides)).to_dict()
+    drop = [k for k in cfg if k.startswith("_") or k in ("transformers_version",)]
+    for k in drop:
+        cfg.pop(k)
+    return json.loads(json.dumps(cfg))
+
+
+def shrunk_moe_flops(base, shape, overrides, context):
+    cfg = family_config(base.split(":", 1)[1], {}) if base.startswith("family:") else load_config(base)
+    cfg = with_overrides(cfg, overrides)
+    cfg.pop("quantization_config", None)  # FP8 / MXFP4 checkpoints: not for CPU weights
     torch.manual_seed(0)
     model = build(cfg, device="cpu").eval()
-    ids = torch.randint(0, cfg["vocab_size"], shape, generator=torch.Generator().manual_seed(0))
+    vocab = text_dict(cfg)["vocab_size"]
+    ids = torch.randint(0, vocab, shape, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         rec = count_flops(model, ids)
     params = count_params(model, cfg)
-    return {"batch": shape[0], "seq": shape[1], "phase": "prefill", "device": "cpu", "shrunk": True,
-            "config": cfg, "total_params": params["total_params"],
-            "active_params": params["active_params"], **rec}
+    out = {"model": base, "batch": shape[0], "seq": shape[1], "phase": "prefill", "device": "cpu", "shrunk": True,
+           "config": cfg, "total_params": params["total_params"], "active_params": params["active_params"], **rec}
+    decode = {**decode_flops(model, context, "cpu"), "config": cfg, "shrunk": True} if context else None
+    return out, decode
 
 
-def write(path, models):
-    doc = {"models": models,
+def kv_cache(cfg, context):
+    """Tokens and bytes per layer of the DynamicCache a bf16 prefill of `context` tokens leaves (meta
+    device; MoE experts through grouped_mm, or batched_mm where its rows are not 16-byte aligned:
+    both run on meta, where the eager experts' data-dependent loop cannot)."""
+    moe = any(text_dict(cfg).get(k) for k in EXPERT_COUNT_KEYS) and cfg["model_type"] not in ("llama4", "llama4_text")
+    ids = torch.zeros(1, context, dtype=torch.long, device="meta")
+    for experts in ("grouped_mm", "batched_mm") if moe else ("eager",):  # grouped_mm wants 16-byte rows
+        model = build(cfg, experts=experts, dtype=torch.bfloat16)
+        try:
+            with torch.no_grad():
+                cache = model(input_ids=ids, use_cache=True).cache
+            break
+        except RuntimeError:
+            if experts == "batched_mm":
+                raise
+    tokens = [layer.keys.shape[-2] for layer in cache.layers]
+    nbytes = [layer.keys.numel() * layer.keys.element_size() + layer.values.numel() * layer.values.element_size()
+              for layer in cache.layers]
+    return {"context": context, "dtype": "bf16", "tokens_per_layer": tokens, "bytes_per_layer": nbytes,
+            "total_bytes": sum(nbytes)}
+
+
+def mask_sizes(cfg):
+    """The windows and chunks in effect (after the config class's own rules, e.g. Qwen2's use_sliding_window)."""
+    config = hf_config(cfg)
+    return sorted({s for s in (getattr(config, "sliding_window", None), getattr(config, "attention_chunk_size", None))
+                   if s})
+
+
+def write(path, models, **sections):
+    doc = {"models": models, **sections,
            "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
            "generated_by": "scripts/ground_truth_hf.py"}
     path.write_text(json.dumps(doc, indent=1) + "\n")
     print("wrote", path.relative_to(ROOT))
 
 
-def main():
+def params_doc():
     params = {}
     for path in sorted(MODELS.glob("*.json")):
         cfg = load_config(path.stem)
         params[path.stem] = count_params(build(cfg), cfg)
-        print(f"{path.stem:16s} {params[path.stem]['total_params']:>18,d}")
-    write(DATA / "hf_params.json", params)
+        print(f"{path.stem:24s} {params[path.stem]['total_params']:>18,d}")
+    variants = {}
+    for key, (base, overrides) in VARIANTS.items():
+        cfg = with_overrides(load_config(base), overrides)
+        variants[key] = {"model": base, "overrides": overrides, **count_params(build(cfg), cfg)}
+    families = {}
+    for model_type, overrides in FAMILY_DEFAULTS.items():
+        cfg = family_config(model_type, overrides)
+        families[model_type] = {"config": cfg, **count_params(build(cfg), cfg)}
+    return params, variants, families
+
+
+def main():
+    params, variants, families = params_doc()
+    write(DATA / "hf_params.json", params, variants=variants, family_defaults=families)
 
     flops = {}
     for name, (batch, seq) in DENSE_FLOPS.items():
         flops[name] = dense_flops(name, batch, seq)
-        print(f"{name:16s} {batch}x{seq:<5d} {flops[name]['forward_flops']:>22,d}")
-    name, context = DECODE
-    flops[f"{name}-decode"] = {"model": name, **decode_flops(name, context)}
+        print(f"{name:24s} {batch}x{seq:<5d} {flops[name]['forward_flops']:>22,d}")
+    for name, context in DECODE.items():
+        flops[f"{name}-decode"] = {"model": name, **decode_flops(build(load_config(name)), context)}
+    for model_type, (batch, seq) in FAMILY_FLOPS.items():
+        cfg = family_config(model_type, FAMILY_DEFAULTS[model_type])
+        flops[f"family:{model_type}"] = dense_flops(f"family:{model_type}", batch, seq, cfg)
     for name, (batch, seq) in TRAIN.items():
         flops[f"{name}-train"] = train_flops(name, batch, seq)
-    for name, (shape, overrides) in SHRUNK_MOE.items():
-        flops[f"{name}-shrunk"] = {"model": name, **shrunk_moe_flops(name, shape, overrides)}
+    for key, (base, shape, overrides, context) in SHRUNK_MOE.items():
+        flops[key], decode = shrunk_moe_flops(base, shape, overrides, context)
+        if decode:
+            flops[f"{key}-decode"] = {"model": base, **decode}
     write(DATA / "hf_flops.json", flops)
+
+    kv = {}
+    for path in sorted(MODELS.glob("*.json")):
+        cfg = load_config(path.stem)
+        kv[path.stem] = [kv_cache(cfg, n) for n in (16, *[s + 5 for s in mask_sizes(cfg)])]
+    families = {}
+    for model_type, overrides in FAMILY_DEFAULTS.items():
+        cfg = family_config(model_type, overrides)
+        families[model_type] = {"config": cfg, "cases": [kv_cache(cfg, n) for n in (16, *[s + 5 for s in mask_sizes(cfg)])]}
+    write(DATA / "hf_kv.json", kv, family_defaults=families)
 
 
 if __name__ == "__main__":

@@ -21,8 +21,8 @@ import subprocess
 from pathlib import Path
 
 from mlsyscalc.calc.roofline_ops import resolve_ceilings
-from mlsyscalc.calc.serve import ServeOptions, simulate
-from mlsyscalc.calc.serve_cost import Batch, IterationCost
+from mlsyscalc.calc.serve import ServeOptions, iteration_cost, simulate
+from mlsyscalc.calc.serve_cost import Batch
 from mlsyscalc.calc.serve_workload import from_trace
 from mlsyscalc.report.markdown import markdown_table
 from mlsyscalc.specs.gpu import gpu_from_dict
@@ -65,7 +65,7 @@ def predict_paper(case: dict) -> float:
                         chunk=case.get("chunk", ServeOptions.chunk), max_seqs=case.get("max_seqs", ServeOptions.max_seqs))
     if case["metric"] == "iteration_s":
         batch = Batch.of(chunks=tuple((c, p) for c, p in w["prefill"]), contexts=tuple(w["decode_contexts"]))
-        return IterationCost(spec, ceil, opts.roofline).time_s(batch)
+        return iteration_cost(spec, ceil, opts).time_s(batch)  # the simulator's own iteration cost
     res = simulate(spec, ceil, from_trace([(0.0, w["prompt_len"], w["output_len"])] * w["requests"], case["id"]), opts)
     if case["metric"] == "prefill_s":
         return res.metrics["ttft_p50_s"]

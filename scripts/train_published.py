@@ -2,6 +2,8 @@
 
     python scripts/train_published.py [--runs reports/train/published_runs.json]
                                       [--out reports/train/published.md] [--no-plan] [--only GROUP]
+    python scripts/train_published.py --runs RUNS --predict PREDICTIONS.json   # held-out sets: predict first,
+    python scripts/train_published.py --runs RUNS --score PREDICTIONS.json --out PAGE.md   # commit, then score
 
 Each run of the runs file (paper, table, layout, one published number) goes through `mlsys train`
 in-process (click's CliRunner, --json); the page lists predicted against published, the error
@@ -265,16 +267,136 @@ def render(rows: list[dict[str, Any]], summary: dict[str, dict[str, float]], com
     return "\n".join(lines)
 
 
+def compared_metric(run: dict[str, Any]) -> str:
+    """The quantity a run is compared in (published_target's metric), read without its published value."""
+    metric = run["published"]["metric"]
+    return "step_time_s" if metric == "tokens_per_s_per_gpu" or run.get("flop_formula") else metric
+
+
+def git_state() -> tuple[str, bool]:
+    """(HEAD, whether tracked files differ from it)."""
+    import subprocess
+
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD", "--"], capture_output=True).returncode != 0
+    return head, dirty
+
+
+def predict(runs: list[dict[str, Any]], runner: Runner, runs_path: str, split: str | None = None) -> dict[str, Any]:
+    """Every run's prediction with the commit that made it, reading no published value (the held-out protocol:
+    predictions are committed before the set is scored; docs/train.md, "Held-out protocol")."""
+    head, dirty = git_state()
+    if dirty:
+        raise SystemExit("train_published --predict: commit first (tracked files differ from HEAD), so that the "
+                         "predictions name the code that made them")
+    out = []
+    with tempfile.TemporaryDirectory() as folder:
+        for run in runs:
+            entry: dict[str, Any] = {"name": run["name"], "metric": compared_metric(run)}
+            try:
+                result = runner(train_args(run, model_ref(run, Path(folder))))
+            except Exception as exc:  # a refused layout is a prediction of its own: the reason
+                entry["failure"] = f"train: {exc}"
+            else:
+                entry |= {"predicted": PREDICTED[entry["metric"]](result), "step_time_s": result["step_time_s"],
+                          "mfu": result["mfu"], "fits": result["fits"], "breakdown": result["breakdown"]}
+            out.append(entry)
+            print(f"{run['name']}: {entry.get('predicted', entry.get('failure'))}", file=sys.stderr, flush=True)
+    return {"commit": head, "runs_file": str(Path(runs_path).resolve().relative_to(ROOT)),
+            "command": f"python scripts/train_published.py --runs {Path(runs_path).resolve().relative_to(ROOT)}"
+                       + (f" --split {split}" if split else "") + " --predict PREDICTIONS.json", "predictions": out}
+
+
+def committed(path: Path) -> bool:
+    import subprocess
+
+    rel = str(path.resolve().relative_to(ROOT))
+    tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files", "--error-unmatch", rel], capture_output=True)
+    changed = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD", "--", rel], capture_output=True)
+    return tracked.returncode == 0 and changed.returncode == 0
+
+
+def score(runs: list[dict[str, Any]], predictions: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each run's committed prediction against its published number: error = (predicted - published) / published."""
+    by_name = {p["name"]: p for p in predictions["predictions"]}
+    rows = []
+    for run in runs:
+        metric, published = published_target(run)
+        p = by_name.get(run["name"], {"failure": "no prediction"})
+        row: dict[str, Any] = {"name": run["name"], "group": run["group"], "metric": metric, "published": published,
+                               "as_published": f"{run['published']['value']} ({run['published']['metric']})",
+                               "measurement": run["measurement"], "citation": run["citation"],
+                               "assumed": run.get("assumed", []), "held_out": True}
+        if "predicted" in p:
+            row |= {"predicted": p["predicted"], "error": (p["predicted"] - published) / published}
+        else:
+            row["failure"] = p.get("failure", "no prediction")
+        rows.append(row)
+    return rows
+
+
+def signed_summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per group and over all: runs, median and worst |error|, median signed error (negative: predicted fast)."""
+    groups: dict[str, list[float]] = {}
+    for r in rows:
+        if "error" in r:
+            groups.setdefault(r["group"], []).append(r["error"])
+    groups["all"] = [e for g in list(groups.values()) for e in g]
+    return {g: {"runs": len(e), "median_abs_error": statistics.median(abs(x) for x in e),
+                "max_abs_error": max(abs(x) for x in e), "median_signed_error": statistics.median(e),
+                "within_25": sum(abs(x) <= 0.25 for x in e), "within_10": sum(abs(x) <= 0.10 for x in e)}
+            for g, e in groups.items() if e}
+
+
+def render_scored(rows: list[dict[str, Any]], predictions: dict[str, Any], predictions_path: str) -> str:
+    from mlsyscalc.report.markdown import markdown_table
+
+    table = [[r["name"], r["as_published"], _fmt(r["published"], r["metric"]),
+              _fmt(r["predicted"], r["metric"]) if "predicted" in r else r.get("failure", "-"),
+              f"{100 * r['error']:+.1f}%" if "error" in r else "-", ", ".join(r["assumed"]) or "-"] for r in rows]
+    summary = signed_summary(rows)
+    stats = [[g, s["runs"], f"{100 * s['median_abs_error']:.1f}%", f"{100 * s['max_abs_error']:.1f}%",
+              f"{100 * s['median_signed_error']:+.1f}%", s["within_10"], s["within_25"]] for g, s in summary.items()]
+    return "\n".join([
+        "# `mlsys train` on held-out published runs, scored after the predictions were committed", "",
+        f"Predictions: `{predictions_path}`, made at commit `{predictions['commit']}` by `{predictions['command']}` "
+        "and committed before this page was written; every run was priced once. error = (predicted - published) / "
+        "published (negative: the prediction is faster than the run).", "",
+        *markdown_table(["run", "as published", "compared", "predicted", "error", "assumed"], table, "llrrrl"), "",
+        "## Errors by group", "",
+        *markdown_table(["group", "runs", "median |error|", "worst |error|", "median signed", "within 10%",
+                         "within 25%"], stats), "",
+        f"Regenerate: `python scripts/train_published.py --runs {predictions['runs_file']}"
+        + (" --split held_out" if "--split held_out" in predictions["command"] else "")
+        + f" --score {predictions_path} --out PAGE.md`", ""])
+
+
 def main(argv: list[str] | None = None, runner: Runner | None = None) -> list[dict[str, Any]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", default=str(ROOT / "reports/train/published_runs.json"))
     parser.add_argument("--out", default=str(ROOT / "reports/train/published.md"))
     parser.add_argument("--no-plan", action="store_true", help="skip the `mlsys plan` comparison")
     parser.add_argument("--only", help="only the runs of this group")
+    parser.add_argument("--split", help="only the runs whose `split` is this (fit or held_out: the llm-foundry set)")
     parser.add_argument("--provenance", default="", help="a line under the title: the code state that computed it")
+    parser.add_argument("--predict", metavar="FILE", help="write every run's prediction and the commit, score nothing")
+    parser.add_argument("--score", metavar="FILE", help="score the committed predictions FILE against the runs")
     args = parser.parse_args(argv)
-    runs = [r for r in json.loads(Path(args.runs).read_text())["runs"] if args.only in (None, r["group"])]
+    runs = [r for r in json.loads(Path(args.runs).read_text())["runs"]
+            if args.only in (None, r["group"]) and args.split in (None, r.get("split"))]
+    if args.score:
+        if not committed(Path(args.score)):
+            raise SystemExit(f"train_published --score: {args.score} is not committed as it stands; commit the "
+                             "predictions before scoring them")
+        predictions = json.loads(Path(args.score).read_text())
+        rows = score(runs, predictions)
+        Path(args.out).write_text(render_scored(rows, predictions, str(Path(args.score).resolve().relative_to(ROOT))))
+        return rows
     runner = runner or cli_runner()
+    if args.predict:
+        Path(args.predict).write_text(json.dumps(predict(runs, runner, args.runs, args.split), indent=1) + "\n")
+        return []
     with tempfile.TemporaryDirectory() as folder:
         rows = []
         for run in runs:

@@ -28,6 +28,8 @@ COMMANDS = [
     ["comm", "all-reduce", "--size", "256MiB", "--nodes", "2", "--gpus", "16"],
     ["comm", "step", "mixtral-8x7b", "--dp", "8", "--ep", "8", "--tp", "2", "--pp", "2"],
     ["comm", "clusters"],
+    ["compare", "llama3-8b", "--gpus", "h100,b200,gb200-nvl72", "--price-per-gpu-hour", "h100=2.5,b200=4"],
+    ["compare", "llama3-8b", "--task", "memory", "--gpus", "h20,l20,mi355x", "--dtype", "nvfp4"],
 ]
 
 

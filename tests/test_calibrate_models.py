@@ -4,6 +4,7 @@ the fit recovers known ceilings from rows made with them (held-out rows included
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -31,8 +32,8 @@ def _ceilings_dict(ceil, params):
 
 @pytest.mark.parametrize("phase,batch,seq", [("prefill", 2, 512), ("decode", 16, 1024), ("train", 1, 1024)])
 def test_fast_repricing_equals_the_roofline_with_the_written_file(phase, batch, seq):
-    from mlsyscalc.bench.cases.model import ModelCase, roofline_options
-    from mlsyscalc.bench.model_calibrate import Case, observation
+    from mlsyscalc.bench.cases.model import ModelCase
+    from mlsyscalc.bench.model_calibrate import Case, fit_options, observation
     from mlsyscalc.bench.rows import Row
 
     spec = load_model("llama3-8b")
@@ -43,10 +44,12 @@ def test_fast_repricing_equals_the_roofline_with_the_written_file(phase, batch, 
     assert predict(obs, {"matmul": base.efficiency.matmul, "attention": base.efficiency.attention,
                          "memory": base.efficiency.memory, "matmul_skinny": base.efficiency.matmul_skinny,
                          "launch_s": base.launch_s}) == pytest.approx(
-        predict_model(spec, base, roofline_options(case)).time_s, rel=1e-12)
+        predict_model(spec, base, fit_options(case)).time_s, rel=1e-12)  # a fit prices at burst clocks
     fitted = load_ceilings("H200", _ceilings_dict(base, KNOWN))
     assert fitted.efficiency.matmul == KNOWN["matmul"] and fitted.launch_s == KNOWN["launch_s"]
-    assert predict(obs, KNOWN) == pytest.approx(predict_model(spec, fitted, roofline_options(case)).time_s, rel=1e-9)
+    # a fitted file is used as fitted at either clocks (its efficiencies took in the measured rows' clocks)
+    for options in (fit_options(case), replace(fit_options(case), clocks="sustained")):
+        assert predict(obs, KNOWN) == pytest.approx(predict_model(spec, fitted, options).time_s, rel=1e-9)
 
 
 def _synthetic_rows(tmp_path):

@@ -10,7 +10,8 @@ from mlsyscalc.calc.calibration import EFFICIENCY_FIELDS
 
 BASE = {"matmul": 0.74, "attention": 0.61, "memory": 0.89, "matmul_skinny": 0.78, "memory_broadcast": 0.32,
         "matmul_unaligned": 0.12, "matmul_unaligned_stream": 0.22, "matmul_grouped_stream": 0.78,
-        "attention_small_head": 0.49, "matmul_fp8": 0.65, "attention_flash2": 0.36}
+        "attention_small_head": 0.49, "matmul_fp8": 0.65, "attention_flash2": 0.36, "memory_fused": 0.85,
+        "memory_fused_norm_bwd": 0.44}
 START = {**BASE, "launch_s": 2e-6, "matmul_floor_s": 2.15e-6}
 
 

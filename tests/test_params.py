@@ -5,34 +5,50 @@ from __future__ import annotations
 import pytest
 
 from mlsyscalc import count_params, load_model
+from mlsyscalc.specs.hf import NORMALISERS, TEXT_MODELS, from_hf_config
 from mlsyscalc.specs.lookup import builtin_configs
 
 from .conftest import load_data
 
-HF = load_data("hf_params.json")["models"]
+DOC = load_data("hf_params.json")
+HF = DOC["models"]
+# every built-in; other sizes of the same families and --set keys (scripts/ground_truth_cases.py
+# VARIANTS); the families without a built-in, at their transformers config class's defaults
+CASES = {**{name: (lambda n=name: load_model(n)) for name in HF},
+         **{key: (lambda c=case: load_model(c["model"], c["overrides"])) for key, case in DOC["variants"].items()},
+         **{f"family:{mt}": (lambda c=case, m=mt: from_hf_config(c["config"], name=m, source="hf_params.json"))
+            for mt, case in DOC["family_defaults"].items()}}
+TRUTH = {**HF, **DOC["variants"], **{f"family:{mt}": c for mt, c in DOC["family_defaults"].items()}}
 
 
 def test_every_builtin_has_ground_truth():
     assert set(HF) == set(builtin_configs())
 
 
-@pytest.mark.parametrize("name", sorted(HF))
-def test_counts_equal_transformers(name):
-    truth = HF[name]
-    got = count_params(load_model(name))
+def test_ground_truth_covers_every_supported_model_type():
+    """Each model_type is checked against transformers: by a built-in, a variant or its class defaults."""
+    checked = {load_model(name).model_type for name in HF} | set(DOC["family_defaults"])
+    assert checked >= set(NORMALISERS) | set(TEXT_MODELS)
+    assert len(set(NORMALISERS) | set(TEXT_MODELS)) >= 22
+
+
+@pytest.mark.parametrize("key", sorted(CASES))
+def test_counts_equal_transformers(key):
+    truth = TRUTH[key]
+    got = count_params(CASES[key]())
     assert got.total == truth["total_params"]
     assert got.embedding == truth["embedding_params"]
     assert got.lm_head == truth["lm_head_params"]
     assert got.active == truth["active_params"]
 
 
-@pytest.mark.parametrize("name", sorted(HF))
-def test_breakdown_matches_transformers_module_names(name):
-    cats = HF[name]["by_category"]
-    got = count_params(load_model(name)).breakdown
+@pytest.mark.parametrize("key", sorted(CASES))
+def test_breakdown_matches_transformers_module_names(key):
+    cats = TRUTH[key]["by_category"]
+    got = count_params(CASES[key]()).breakdown
     assert got["embeddings"] == cats["embeddings"] + cats["embedding_projection"]
-    for key in ("attention", "mlp", "norms", "lm_head"):
-        assert got[key] == cats[key], key
+    for part in ("attention", "mlp", "norms", "lm_head"):
+        assert got[part] == cats[part], part
 
 
 @pytest.mark.parametrize("name, total, active", [

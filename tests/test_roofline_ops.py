@@ -88,10 +88,26 @@ def test_attention_flops_match_flop_calculator_and_io_aware_bytes():
 
 
 def test_attention_backward_is_two_and_a_half_forward():
+    """2.5x the FLOPs; the time also carries each pass's measured shape factor (ATTENTION_SHAPE: causal S2048,
+    forward 1.008 x (1 + 357/2048), backward 1.079 x (1 + 1027/2048)); without a mask (full) and long rows both
+    approach their factors' ratio, 1.08 / 1.0."""
     fwd = predict_attention(1, 16, 16, 2048, 2048, 128, True, "bf16", "H100")
     bwd = predict_attention(1, 16, 16, 2048, 2048, 128, True, "bf16", "H100", backward=True)
     assert bwd.flops == pytest.approx(2.5 * fwd.flops)
-    assert bwd.compute_s == pytest.approx(2.5 * fwd.compute_s)
+    ratio = 1.079 * (1 + 1027 / 2048) / (1.008 * (1 + 357 / 2048))
+    assert bwd.compute_s == pytest.approx(2.5 * fwd.compute_s * ratio)
+    fwd, bwd = (predict_attention(1, 16, 16, 2048, 2**20, 128, False, "bf16", "H100", backward=b) for b in (False, True))
+    assert bwd.compute_s / fwd.compute_s == pytest.approx(2.5 * 1.08, rel=2e-3)
+
+
+def test_attention_shape_factor_matches_the_measured_cudnn_rows():
+    """The H200 cuDNN rows the factors were read from (reports/attention/rows.jsonl, B x S = 16k tokens, H32,
+    d128): measured TFLOP/s of the causal forward at S1k and S16k, and of the causal backward at the same, over
+    the priced rate, within 4%."""
+    measured = {("fwd", 1024): 423e12, ("fwd", 16384): 554e12, ("bwd", 1024): 270e12, ("bwd", 16384): 510e12}
+    for (passname, s), rate in measured.items():
+        p = predict_attention(16384 // s, 32, 32, s, s, 128, True, "bf16", "H200", backward=passname == "bwd")
+        assert p.flops / p.compute_s == pytest.approx(rate, rel=0.04), (passname, s)
 
 
 def test_memory_ops_count_their_bytes():

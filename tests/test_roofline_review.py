@@ -72,7 +72,7 @@ def test_training_4bit_weights_is_an_error(run_cli, dtype):
 
 from mlsyscalc import count_params, load_model  # noqa: E402
 from mlsyscalc.calc.comm_step import StepOptions, step_comm  # noqa: E402
-from mlsyscalc.calc.flops import attention_core_flops  # noqa: E402
+from mlsyscalc.calc.flops import attention_layer_flops  # noqa: E402
 from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model  # noqa: E402
 from mlsyscalc.calc.roofline_ops import predict_attention, window_fraction  # noqa: E402
 
@@ -104,8 +104,8 @@ def test_gemma2_prefill_skips_tiles_outside_the_window_and_full_is_selectable():
     assert win.pred.flops == pytest.approx(glob.pred.flops * 0.375 / 0.5)  # 3/4 of the causal work
     assert _rows(full, "attention (window)")[0].pred.flops == glob.pred.flops
     assert skip.time_s < full.time_s
-    # model FLOPs: calc.flops' full causal count less 21 x (full - windowed) core per layer
-    per_layer = attention_core_flops(spec, 1, 8192, 8192, True) / 42
+    # model FLOPs: the full causal count less 21 x (full - windowed) core per layer
+    per_layer = attention_layer_flops(spec, "full_attention", 1, 8192, 8192, True)
     assert full.model_flops - skip.model_flops == pytest.approx(21 * per_layer * (1 - 0.375 / 0.5))
     assert any("skip KV tiles" in n for n in skip.notes) and any("window full" in n for n in full.notes)
 

@@ -140,7 +140,8 @@ def test_head_runs_in_bf16():
     from mlsyscalc.calc.train_parts import roofline_pass, stage_parts
 
     spec, ceil = load_model("llama2-7b"), load_ceilings("H100-SXM")
-    parts = {d: stage_parts(spec, roofline_pass(spec, ceil, tp=2, cp=1, micro_batch=1, seq=SEQ, dtype=d), sp=True)
+    parts = {d: stage_parts(spec, roofline_pass(spec, ceil, tp=2, cp=1, micro_batch=1, seq=SEQ, dtype=d,
+                                                clocks="burst"), sp=True)  # one clock for both (calc.steady)
              for d in ("bf16", "fp8")}
     assert parts["fp8"].last_s == parts["bf16"].last_s and parts["fp8"].first_s == parts["bf16"].first_s
     fp8_layer = parts["fp8"].layer_s["dense"]["forward"] - parts["fp8"].fp8_s["dense"]["forward"]

@@ -18,9 +18,12 @@ from mlsyscalc.errors import MlsysError
 from .conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
-# A 4-layer llama's work (tests/test_train_host.py: 35 kernels of which 21 matmuls and 9 tensors a layer; the
-# ends 7 kernels, 3 matmuls, 3 tensors): 4 x 35 + 7 = 147 ops, 4 x 21 + 3 = 87 matmuls, 4 x 9 + 3 = 39 tensors.
+# A work count for the solver's algebra (any counts do): 147 ops, 87 matmuls, 4 layers, 39 tensors.
 TINY4 = StageWork(ops=147, matmuls=87, layers=4, tensors=39)
+# A 4-layer llama's work as `mlsys train` counts it (tests/test_train_host.py: 35 kernels of which 21 matmuls and 9
+# tensors a layer; the ends 18 kernels (the embedding's 5, the final norm's 2, lm_head's 3, the loss's 8), 3 matmuls,
+# 3 tensors): 4 x 35 + 18 = 158 ops, 4 x 21 + 3 = 87 matmuls, 4 x 9 + 3 = 39 tensors.
+TINY4_TRAIN = StageWork(ops=158, matmuls=87, layers=4, tensors=39)
 TINY_SET = ("--set", "hidden_size=128", "--set", "num_attention_heads=4", "--set", "num_key_value_heads=4",
             "--set", "intermediate_size=256", "--set", "vocab_size=1024", "--set", "num_hidden_layers=4")
 
@@ -67,14 +70,14 @@ def test_mlsys_train_prices_the_probe_step_at_its_measured_time(run_cli):
     """Exact for the tiny step: solved from a plain step of 10 ms and a TP 2 step of 50 ms (optimizer 3 ms),
     `mlsys train --framework torch --host-costs` of the same tiny layout prices host paths of 50 ms and 3 ms
     (the measured times are the oracle)."""
-    costs = solve_probe([_step(10e-3), _step(50e-3, 3e-3, tp=2)]).costs
+    costs = solve_probe([_step(10e-3, work=TINY4_TRAIN), _step(50e-3, 3e-3, tp=2, work=TINY4_TRAIN)]).costs
     assert costs["dtensor_matmul_s"] == pytest.approx(40e-3 / 87)
     data = run_cli.json("train", "llama2-7b", *TINY_SET, "--gpus", "2", "--gpu", "H200", "--seq", "128",
                         "--global-batch", "4", "--micro-batch", "4", "--tp", "2", "--no-sp", "--framework", "torch",
                         "--host-costs", json.dumps(costs))
-    assert data["host_work"] == {"ops": 147, "matmuls": 87, "layers": 4, "tensors": 39}
+    assert data["host_work"] == {"ops": 158, "matmuls": 87, "layers": 4, "tensors": 39}
     assert data["host_path_s"] == pytest.approx({"forward_backward": 50e-3, "optimizer": 3e-3})
-    assert data["host_costs"]["op_s"] == pytest.approx(10e-3 / 147)
+    assert data["host_costs"]["op_s"] == pytest.approx(10e-3 / 158)
     assert data["host_costs"]["fsdp_layer_s"] == 4.30e-3  # not probed: the built-in cost stays
     assert data["framework_source"].endswith("; overridden by --host-costs")
 
@@ -102,7 +105,7 @@ def test_host_costs_from_a_file_over_the_calibration_and_in_plan(run_cli, tmp_pa
     ('{"launch_s": 5e-5}', "--host-costs keys are op_s, "),
     ("[5e-5]", "--host-costs must be an object"),
     ('{"op_s": 5e-5', "--host-costs: not valid JSON"),
-    ("missing.json", "--host-costs: cannot read missing.json"),
+    ("missing.json", "--host-costs: no such file 'missing.json'"),
 ])
 def test_bad_host_costs_exit_2(run_cli, value, message):
     code, out, err = run_cli("train", "llama2-7b", "--gpus", "2", "--gpu", "H200", "--seq", "2048", "--global-batch",
@@ -175,11 +178,11 @@ def test_two_gloo_ranks_probe_then_measure(tmp_path):
         costs = probe["costs"]
         assert set(costs) == {"op_s", second, "dtensor_param_s"} and all(math.isfinite(v) and v >= 0 for v in costs.values())
         plain, probed = probe["steps"]
-        assert plain["work"] == {"ops": 147, "matmuls": 87, "layers": 4, "tensors": 39}
-        assert plain["fwd_bwd_s"] == pytest.approx(147 * costs["op_s"])
+        assert plain["work"] == {"ops": 158, "matmuls": 87, "layers": 4, "tensors": 39}
+        assert plain["fwd_bwd_s"] == pytest.approx(158 * costs["op_s"])
         count = 87 if second == "dtensor_matmul_s" else 4
         if second not in probe["clamped"]:
-            assert probed["fwd_bwd_s"] == pytest.approx(147 * costs["op_s"] + count * costs[second])
+            assert probed["fwd_bwd_s"] == pytest.approx(158 * costs["op_s"] + count * costs[second])
         assert probed["optimizer_s"] == pytest.approx(39 * costs["dtensor_param_s"])
         # --probe-after: the same probe once more after the case
         assert [s["step"] for s in row["host_probe_after"]["steps"]] == ["single", row["case"]]

@@ -196,3 +196,40 @@ def test_a_tokens_rate_becomes_the_step_time_it_implies():
     run = next(r for r in _runs() if r["name"].startswith("Llama 3 70B, 64 H100, FP8, GBS 128"))
     assert tp.published_target(run) == ("step_time_s", pytest.approx(10.2272, abs=1e-4))
     assert tp.PREDICTED["tokens_per_s_per_gpu"]({"tokens_per_s": 102528.0, "gpus": 64}) == 1602.0
+
+
+def _fake_runs():
+    base = {"group": "g", "gpus": 8, "measurement": True, "citation": {"paper": "p", "table": "t"}, "model": "llama2-7b",
+            "cluster": "hgx-h100", "layout": {"tp": 1, "pp": 1, "dp": 8, "micro_batch": 1, "global_batch": 8,
+                                              "seq": 2048, "recompute": "none", "dtype": "bf16"}}
+    return [{**base, "name": "a", "published": {"metric": "step_time_s", "value": 2.0}},
+            {**base, "name": "b", "published": {"metric": "tokens_per_s_per_gpu", "value": 1024.0}}]
+
+
+def test_predictions_read_no_published_value_and_name_their_commit(monkeypatch):
+    """--predict: the metric each run is compared in and its prediction, with HEAD; a dirty tree is refused."""
+    runs = _fake_runs()
+    for r in runs:
+        r["published"]["value"] = float("nan")  # never read by predict
+    monkeypatch.setattr(tp, "git_state", lambda: ("abc123", False))
+    out = tp.predict(runs, lambda args: {"step_time_s": 1.5, "mfu": 0.5, "fits": True, "breakdown": {},
+                                         "tokens_per_s": 8 * 2048 / 1.5, "gpus": 8}, str(ROOT / "reports/train/heldout/runs.json"))
+    assert out["commit"] == "abc123" and [p["metric"] for p in out["predictions"]] == ["step_time_s", "step_time_s"]
+    assert [p["predicted"] for p in out["predictions"]] == [1.5, 1.5]
+    monkeypatch.setattr(tp, "git_state", lambda: ("abc123", True))
+    with pytest.raises(SystemExit, match="commit first"):
+        tp.predict(runs, lambda args: {}, str(ROOT / "reports/train/heldout/runs.json"))
+
+
+def test_scores_are_signed_and_summarised():
+    """error = (predicted - published) / published: run a predicted 1.5 s for 2.0 s (-25%); run b's rate of 1024
+    tokens/s/GPU is a step of 8 x 2048 / (1024 x 8) = 2 s, predicted 3 s (+50%): median |error| 37.5%, signed +12.5%."""
+    preds = {"commit": "abc", "command": "c", "runs_file": "r",
+             "predictions": [{"name": "a", "metric": "step_time_s", "predicted": 1.5},
+                             {"name": "b", "metric": "step_time_s", "predicted": 3.0}]}
+    rows = tp.score(_fake_runs(), preds)
+    assert [r["error"] for r in rows] == [pytest.approx(-0.25), pytest.approx(0.5)]
+    s = tp.signed_summary(rows)["all"]
+    assert (s["median_abs_error"], s["max_abs_error"], s["median_signed_error"]) == (
+        pytest.approx(0.375), pytest.approx(0.5), pytest.approx(0.125))
+    assert "made at commit `abc`" in tp.render_scored(rows, preds, "p.json")

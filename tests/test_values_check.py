@@ -228,20 +228,21 @@ def test_speculation_verdict_prices_the_plain_step_at_context_plus_one_keys():
     assert v["verify_s"] == pytest.approx(sd.target.time_s(batch), rel=1e-12, abs=0)
 
 
-@pytest.mark.parametrize("scheduler", ["static", "vllm"])
+@pytest.mark.parametrize("scheduler", ["static", "vllm", "vllm-v1"])
 def test_a_lone_request_waits_one_prefill_for_its_first_token(run_cli, tmp_path, scheduler):
     from mlsyscalc.calc.roofline_ops import resolve_ceilings
-    from mlsyscalc.calc.roofline_options import RooflineOptions
-    from mlsyscalc.calc.serve_cost import Batch, IterationCost
+    from mlsyscalc.calc.serve import ServeOptions, iteration_cost
+    from mlsyscalc.calc.serve_cost import Batch
     from mlsyscalc.specs.lookup import load_model
 
     # one 4000-token prompt arriving at t = 0 on an idle H100: its first token comes after one
     # prefill iteration of 4000 new tokens (causal pairs 4000^2 / 2; at this length attention is
-    # compute-bound, so the pair count shows in the time), whatever the scheduler
+    # compute-bound, so the pair count shows in the time), whatever the scheduler (vllm-v1's 8192-token
+    # budget on an H100 takes it in one chunk); the iteration's cost is the simulator's, host time included
     trace = tmp_path / "one.csv"
     trace.write_text("arrival_s,prompt_len,output_len\n0,4000,1\n")
     d = run_cli.json("serve", "llama3-8b", "--trace", str(trace), "--scheduler", scheduler)
-    cost = IterationCost(load_model("llama3-8b"), resolve_ceilings("H100-SXM"), RooflineOptions())
+    cost = iteration_cost(load_model("llama3-8b"), resolve_ceilings("H100-SXM"), ServeOptions())
     batch = Batch.of(chunks=((4000, 0),))
     assert batch.prefill_pairs == 4000 * 4000 / 2
     assert d["ttft_p50_s"] == pytest.approx(cost.time_s(batch), rel=1e-12, abs=0)

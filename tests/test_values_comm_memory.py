@@ -523,12 +523,12 @@ def _tp_opts(**kw):
 def test_ring_estimate_without_a_cluster_spec():
     from mlsyscalc.calc.roofline_comm import collective_s
 
-    # B200 has no built-in cluster: a ring over half its 1800 GB/s NVLink (900 GB/s each way) and
+    # H100-PCIe has no built-in cluster: a ring over half its 600 GB/s NVLink bridge (300 GB/s each way) and
     # NCCL's 3.4 us a step; 4 GPUs: all-reduce 2(p-1) = 6 steps and 2(p-1)/p = 1.5 n bytes,
     # all-gather 3 steps and 0.75 n
-    gpu, n = load_gpu("B200"), 1e8
-    assert collective_s("all-reduce", n, gpu, 4)[0] == pytest.approx(1.5 * n / 900e9 + 6 * 3.4e-6, rel=1e-12)
-    assert collective_s("all-gather", n, gpu, 4)[0] == pytest.approx(0.75 * n / 900e9 + 3 * 3.4e-6, rel=1e-12)
+    gpu, n = load_gpu("H100-PCIe"), 1e8
+    assert collective_s("all-reduce", n, gpu, 4)[0] == pytest.approx(1.5 * n / 300e9 + 6 * 3.4e-6, rel=1e-12)
+    assert collective_s("all-gather", n, gpu, 4)[0] == pytest.approx(0.75 * n / 300e9 + 3 * 3.4e-6, rel=1e-12)
 
 
 @pytest.mark.parametrize("size", [1, 2**20])
@@ -960,7 +960,7 @@ def test_pipeline_stages_by_hand():
 @pytest.mark.parametrize("opts,message", [
     (dict(zero=4), "--zero must be 0, 1, 2 or 3, got 4"),
     (dict(optimizer="lion"), "--optimizer must be one of adamw, sgd-momentum, adafactor, adam8bit"),
-    (dict(dtype="int8"), "--dtype for training: fp32, bf16, fp16 or fp8, not int8"),
+    (dict(dtype="int8"), "--dtype for training: fp32, bf16, fp16, fp8, mxfp8 or nvfp4, not int8"),
     (dict(fp8_params=True), "--fp8-params needs --dtype fp8"),
     (dict(offload="optimizer"), "--offload optimizer needs --zero 1, 2 or 3"),
     (dict(capacity_factor=1.5), "--capacity-factor applies to MoE models; gpt2 has no experts"),
@@ -1598,8 +1598,8 @@ def test_smallest_group_and_reserve_bounds():
 def test_ring_estimate_says_how_it_was_computed():
     from mlsyscalc.calc.roofline_comm import collective_s
 
-    _, how = collective_s("all-reduce", 1e8, load_gpu("B200"), 4)
-    assert how == "ring estimate (no cluster spec for B200): 1.5 n / 900 GB/s + 6 x 3.4 us"
+    _, how = collective_s("all-reduce", 1e8, load_gpu("H100-PCIe"), 4)
+    assert how == "ring estimate (no cluster spec for H100-PCIe): 1.5 n / 300 GB/s + 6 x 3.4 us"
 
 
 def test_tp_rows_of_a_parallel_attention_model():

@@ -109,13 +109,13 @@ REFUSED = [
      "log(params) and log(tokens) move together (correlation 1.0000)"),
     (lambda: fit_runs(_RUNS, FitOptions(ci=1.0)), "confidence level must be in (0, 1), got 1.0"),
     (lambda: speculation(LLAMA, LLAMA, H100, ServeOptions(scheduler="static")),
-     "--draft needs an iteration-level scheduler (orca, vllm or sarathi)"),
+     "--draft needs an iteration-level scheduler (orca, vllm, sarathi, vllm-v1)"),
     (lambda: speculation(LLAMA, GPT2, H100, ServeOptions()),
      "draft gpt2 has a 50257-token vocabulary, llama3-8b 128256: speculative decoding needs the same tokenizer"),
     (lambda: sweep_rates(LLAMA, H100, WorkloadSpec(parse_length("100", "p"), parse_length("4", "o"), 1.0, 2, 5), ()),
      "--sweep rate=... needs at least one rate"),
     (lambda: simulate_disagg(LLAMA, H100, _work(), ServeOptions(scheduler="static"), Layout(1, 1), HGX),
-     "--disagg needs an iteration-level scheduler (orca, vllm or sarathi)"),
+     "--disagg needs an iteration-level scheduler (orca, vllm, sarathi, vllm-v1)"),
     (lambda: framework_costs("jax"), "--framework must be one of megatron, torch, got 'jax'"),
     (lambda: host_overrides({"torch_host": 3}), "calibration: torch_host must be an object"),
     (lambda: host_overrides({"torch_host": {"launch": 1e-6}}), "calibration: torch_host keys are "),
@@ -331,7 +331,9 @@ def test_every_training_kernel_names_its_shape_in_argument_order():
     training step of 2 x 16 tokens = 32, fused kernels. The op table's shape column, by hand: a forward GEMM
     is tokens x out x in, its input gradient tokens x in x out, its weight gradient in x out x tokens; norms
     and the embedding tokens x hidden; rotary tokens x (32 + 8 heads) x 128; elementwise ops their element
-    count (32 x 14336, 32 x 4096); attention batch, heads/KV heads, query x key tokens, head width."""
+    count (32 x 14336, 32 x 4096); attention batch, heads/KV heads, query x key tokens, head width; the loss
+    tokens x vocab; the embedding's backward its sort by tokens, its table's fill and main-gradient add vocab x
+    hidden, its scatter tokens x hidden."""
     t, h, kv, f, v = 32, 4096, 1024, 14336, 128256
     gemms = {"q_proj": (h, h), "k_proj": (kv, h), "v_proj": (kv, h), "o_proj": (h, h), "gate_proj": (f, h),
              "up_proj": (f, h), "down_proj": (h, f), "lm_head": (v, h)}
@@ -340,7 +342,10 @@ def test_every_training_kernel_names_its_shape_in_argument_order():
             "mlp_act*up.bwd": f"{t * f} 2->1", "residual_add": f"{t * h} 2->1", "residual_add.bwd": f"{t * h} 2->1",
             "adamw": "8030261248 params"}
     want |= {name: f"{t}x{h}" for name in ("norm", "norm.bwd", "final_norm", "final_norm.bwd", "embedding",
-                                           "embedding.bwd")}
+                                           "embedding.bwd_scatter")}
+    want |= {f"loss.{k}": f"{t}x{v}" for k in ("cast", "max", "subtract_max", "exp", "sum", "softmax", "bwd_scale",
+                                               "bwd_cast")}
+    want |= {"embedding.bwd_sort": f"{t} tokens", "embedding.bwd_fill": f"{v}x{h}", "embedding.main_grad_add": f"{v}x{h}"}
     for name, (out, inp) in gemms.items():
         want |= {name: f"{t}x{out}x{inp}", f"{name}.dgrad": f"{t}x{inp}x{out}", f"{name}.wgrad": f"{inp}x{out}x{t}"}
     rows = predict_model(LLAMA, H100, RooflineOptions(phase="train", seq=16, batch=2)).rows

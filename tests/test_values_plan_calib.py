@@ -146,8 +146,8 @@ def test_resolve_cluster_picks_the_gpus_own_cluster(gpu, cluster):
 
 
 def test_resolve_cluster_without_a_cluster_of_that_gpu():
-    with pytest.raises(MlsysError, match="no built-in cluster of B200 GPUs"):
-        resolve_cluster("B200", None, 8)
+    with pytest.raises(MlsysError, match="no built-in cluster of RTX-4090 GPUs"):
+        resolve_cluster("RTX-4090", None, 8)
 
 
 def test_optimizer_counts_sharded_parameters():
@@ -787,7 +787,7 @@ def test_stage_time_and_the_slowest_stage():
     ("llama2-7b", dict(gpus=8, zero=4), "--zero must be 0, 1, 2 or 3, got 4"),
     ("llama2-7b", dict(gpus=8, recompute="some"), "--recompute must be one of none, selective, full, got 'some'"),
     ("llama2-7b", dict(gpus=8, dp=0), "--dp must be a positive integer, got 0"),
-    ("llama2-7b", dict(gpus=8, dtype="int8"), "--dtype for training: one of bf16, fp16, fp8, got 'int8'"),
+    ("llama2-7b", dict(gpus=8, dtype="int8"), "--dtype for training: one of bf16, fp16, fp8, mxfp8, nvfp4, got 'int8'"),
     ("llama2-7b", dict(gpus=8, overlap=("dp", "xx")), "--overlap: dimensions are tp, dp, pp, cp, ep, got dp, xx"),
     ("llama2-7b", dict(gpus=8, attention="sdpa"), "--attention must be one of"),
     ("llama2-7b", dict(gpus=8, tp=2, dp=2), r"rule tp\*pp\*dp\*cp == gpus: 2\*1\*2\*1 = 4, not --gpus 8"),
@@ -994,7 +994,8 @@ def test_datasheet_as_dict_keys():
                                "matmul_unaligned": e.matmul_unaligned,
                                "matmul_unaligned_stream": e.matmul_unaligned_stream,
                                "matmul_grouped_stream": e.matmul_grouped_stream, "attention_small_head": e.attention_small_head,
-                               "matmul_fp8": e.matmul_fp8, "attention_flash2": e.attention_flash2}
+                               "matmul_fp8": e.matmul_fp8, "attention_flash2": e.attention_flash2,
+                               "memory_fused": e.memory_fused, "memory_fused_norm_bwd": e.memory_fused_norm_bwd}
     assert datasheet_ceilings("H100-SXM").launch_s == 2e-6
     with pytest.raises(MlsysError, match="launch overhead"):
         datasheet_ceilings("H100-SXM", launch_s=-1e-6)

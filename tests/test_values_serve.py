@@ -520,15 +520,29 @@ def _spec_and_ceilings(name="llama3-8b"):
 
 
 def test_documented_defaults():
-    """docs/serving.md: vLLM's max_num_seqs 256, max_num_batched_tokens 8192, block 16, 90% of GPU
-    memory; Sarathi-Serve's 512-token chunk; recompute preemption; no host overhead."""
+    """docs/serving.md: the vllm-v1 scheduler with vLLM V1's per-card limits (8192 tokens and 1024
+    sequences on an 80 GB H100 or a 141 GB H200; 2048 and 256 on an A100 80GB or a 24 GB RTX 4090);
+    vLLM V0's 256 sequences and 8192 tokens for the other schedulers; block 16, 90% of GPU memory;
+    Sarathi-Serve's 512-token chunk; recompute preemption; the replay's host time, 155 us + 7.4 us a
+    sequence."""
     from mlsyscalc.calc.serve import ServeOptions
+    from mlsyscalc.specs.gpu import load_gpu
 
     o = ServeOptions()
-    assert (o.max_seqs, o.max_batch_tokens, o.chunk, o.block_size) == (256, 8192, 512, 16)
-    assert (o.gpu_memory_utilization, o.preemption, o.iteration_overhead_s) == (0.9, "recompute", 0.0)
+    assert o.scheduler == "vllm-v1" and (o.max_seqs, o.max_batch_tokens, o.chunk, o.block_size) == (None, None, 512, 16)
+    assert (o.gpu_memory_utilization, o.preemption) == (0.9, "recompute")
+    assert (o.iteration_overhead_s, o.iteration_overhead_per_seq_s) == (155e-6, 7.4e-6)
     assert (o.spec_k, o.accept, o.kv_blocks, o.prefix_caching) == (4, 0.7, None, False)
-    assert o.iteration_tokens == 8192 and replace(o, scheduler="sarathi").iteration_tokens == 512
+    limits = {g: (o.resolved(load_gpu(g)).max_batch_tokens, o.resolved(load_gpu(g)).max_seqs)
+              for g in ("H100-SXM", "H200", "A100-80GB-SXM", "RTX-4090")}
+    assert limits == {"H100-SXM": (8192, 1024), "H200": (8192, 1024), "A100-80GB-SXM": (2048, 256),
+                      "RTX-4090": (2048, 256)}
+    h100 = load_gpu("H100-SXM")
+    assert o.resolved(h100).iteration_tokens == 8192
+    assert replace(o, max_batch_tokens=300).resolved(h100).max_seqs == 300  # V1: max_num_seqs <= the budget
+    for name, want in (("sarathi", 512), ("vllm", 8192), ("orca", 8192)):
+        r = replace(o, scheduler=name).resolved(h100)
+        assert (r.iteration_tokens, r.max_seqs) == (want, 256), name
 
 
 @pytest.mark.parametrize("name", ["max_batch_tokens", "max_seqs", "chunk", "block_size", "tp"])
@@ -549,9 +563,10 @@ def test_limits_must_be_positive_integers(name, value):
     ({"kv_blocks": 0}, "--kv-blocks must be >= 1, got 0"),
     ({"gpu_memory_utilization": 0.0}, "--gpu-memory-utilization must be in (0, 1], got 0.0"),
     ({"gpu_memory_utilization": 1.5}, "--gpu-memory-utilization must be in (0, 1], got 1.5"),
-    ({"scheduler": "fifo"}, "--scheduler must be one of static, orca, vllm, sarathi, got 'fifo'"),
+    ({"scheduler": "fifo"}, "--scheduler must be one of static, orca, vllm, sarathi, vllm-v1, got 'fifo'"),
     ({"preemption": "drop"}, "--preemption must be one of recompute, swap"),
-    ({"prefix_caching": True, "scheduler": "static"}, "--prefix-caching needs orca, vllm or sarathi"),
+    ({"prefix_caching": True, "scheduler": "static"},
+     "--prefix-caching needs an iteration-level scheduler (orca, vllm, sarathi, vllm-v1)"),
     ({"spec_k": 0}, "--spec-k must be >= 1, got 0"),
     ({"accept": 1.5}, "--accept must be in [0, 1], got 1.5"),
 ])
@@ -754,7 +769,9 @@ def test_synthetic_arguments_are_checked():
     one = LengthDist("fixed", (4,))
     assert len(synthetic(one, one, 2.0, 1).requests) == 1
     _raises(lambda: synthetic(one, one, 0.0, 5), "--rate must be a positive number, got 0.0")
-    _raises(lambda: synthetic(one, one, math.inf, 5), "--rate must be a positive number, got inf")
+    _raises(lambda: synthetic(one, one, math.nan, 5), "--rate must be a positive number, got nan")
+    # rate inf sends every request at time 0, as benchmark_serving's --request-rate inf
+    assert [a for a, _, _ in synthetic(one, one, math.inf, 3).requests] == [0.0, 0.0, 0.0]
     _raises(lambda: synthetic(one, one, 1.0, 0), "--requests must be >= 1, got 0")
     _raises(lambda: synthetic(one, one, 1.0, 5, burstiness=0.0), "--burstiness must be positive, got 0.0")
     prefixed = synthetic(one, one, 1.0, 3, prefix=6)
@@ -1028,7 +1045,7 @@ def test_speculative_verify_is_a_chunk_per_sequence():
         assert sd.step_s(d, d * (ctx + 1)) == pytest.approx(draft + target.time_s(batch), rel=1e-12, abs=0)
 
 
-@pytest.mark.parametrize(("opts", "tokens", "seqs"), [({}, 8192, 256), ({"scheduler": "sarathi"}, 512, 256),
+@pytest.mark.parametrize(("opts", "tokens", "seqs"), [({}, 8192, 1024), ({"scheduler": "sarathi"}, 512, 256),
                                                       ({"max_seqs": 8, "max_batch_tokens": 1024}, 1024, 8)])
 def test_kv_capacity_workspace_is_one_iteration_of_the_engine(opts, tokens, seqs):
     """docs/serving.md: the workspace is the inference memory calculator's for one iteration's token
@@ -1141,8 +1158,8 @@ def test_kv_capacity_in_fp32_counts_four_bytes_everywhere():
     kv = kv_capacity(spec, ceil, ServeOptions(dtype="fp32"))
     assert kv.weights_bytes == 4 * 8_030_261_248
     assert kv.block_bytes == 16 * 32 * 8 * 128 * 2 * 4
-    mem = infer_memory(spec, InferOptions(batch=256, context=8192, dtype="fp32", base_dtype="fp32", kv_dtype="fp32",
-                                          prefill_chunk=8192))
+    mem = infer_memory(spec, InferOptions(batch=1024, context=8192, dtype="fp32", base_dtype="fp32", kv_dtype="fp32",
+                                          prefill_chunk=8192))  # vllm-v1 on an H100: 8192 tokens, 1024 sequences
     assert kv.activations_bytes == mem.breakdown["activations"]
 
 

@@ -164,11 +164,12 @@ _KV = KvCapacity(blocks=100, block_bytes=1e6, weights_bytes=0, activations_bytes
                                                          (40, False, 16, 0), (48, True, 16, 48), (5, True, 1, 5)])
 def test_engine_limits_shared_prefix_in_whole_blocks(prefix, caching, block, shared):
     """Prefix caching keeps whole blocks of the shared prefix: 40 tokens in 16-token blocks -> 2 blocks
-    = 32 tokens; no prefix given (a disaggregated pool) or caching off -> 0, even with 1-token blocks."""
+    = 32 tokens; no prefix given (a disaggregated pool) or caching off -> 0, even with 1-token blocks.
+    The default vllm-v1 runs up to 1024 sequences on an 80 GB H100 (vLLM V1's default for the card)."""
     opts = ServeOptions(prefix_caching=caching, block_size=block)
     lim = engine_limits(_KV, CEIL, opts) if prefix is None else engine_limits(_KV, CEIL, opts, prefix)
     assert lim.shared_prefix == shared
-    assert (lim.block_size, lim.total_blocks, lim.max_seqs) == (block, 100, 256)
+    assert (lim.block_size, lim.total_blocks, lim.max_seqs, lim.max_batch_tokens) == (block, 100, 1024, 8192)
 
 
 def test_workload_spec_default_requests_match_the_cli():
@@ -345,7 +346,7 @@ def test_engine_limits_swap_time_per_block():
     assert CEIL.gpu.pcie_Bps == 128e9
     assert lim.swap_s_per_block == pytest.approx(2e6 / 64e9, rel=1e-12, abs=0)
     assert (lim.scheduler, lim.max_batch_tokens, lim.max_seqs, lim.chunk, lim.block_size, lim.total_blocks,
-            lim.preemption) == ("vllm", 4096, 64, 256, 32, 77, "swap")
+            lim.preemption) == ("vllm-v1", 4096, 64, 256, 32, 77, "swap")
 
 
 def test_iteration_tokens_follow_the_scheduler():

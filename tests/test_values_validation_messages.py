@@ -45,5 +45,5 @@ def test_unfused_attention_core_runs_one_batch_per_query_head():
 
 def test_builtin_aliases_are_whole_names():
     """model_specs' stored aliases come back as the names themselves, not their characters."""
-    assert load_model("falcon-7b").aliases == ("tiiuae/falcon-7b", "falcon7b")
+    assert load_model("falcon-7b").aliases == ("tiiuae/falcon-7b", "falcon7b", "tiiuae/falcon-7b-instruct")
     assert load_model("falcon7b").name == "falcon-7b"

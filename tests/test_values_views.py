@@ -92,7 +92,7 @@ def bursty(request):
 
 def test_serve_latency_table_shows_each_percentile_in_its_column(bursty):
     data, views = bursty
-    rows = {r["latency"]: r for r in table(views, r"^llama2-7b on H100-SXM \(vllm, tp 1\)")}
+    rows = {r["latency"]: r for r in table(views, r"^llama2-7b on H100-SXM \([a-z0-9-]+, tp 1\): rate 30/s")}
     assert set(rows) == set(LATENCY_ROWS)
     for label, key in LATENCY_ROWS.items():
         for column, suffix in (("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("mean", "mean")):

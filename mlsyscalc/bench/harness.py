@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import math
 import os
 import subprocess
 import time
@@ -100,22 +101,41 @@ class Check:
 def check_close(out, ref, dtype: str, tol: float | None = None) -> Check:
     """Relative Frobenius error of `out` against `ref` (both upcast to float64), gated by dtype.
 
-    NaN/inf anywhere, a shape mismatch, or an all-zero reference fails the gate.
+    NaN/inf anywhere, a shape mismatch, or an all-zero reference fails the gate. The sums run on out's
+    device (`_square_sums`).
     """
-    import torch
-
     tol = TOLERANCES[dtype] if tol is None else tol
     if tuple(out.shape) != tuple(ref.shape):
         return Check(False, float("nan"), tol, f"shape {tuple(out.shape)} != reference {tuple(ref.shape)}")
-    out64, ref64 = out.detach().double().cpu(), ref.detach().double().cpu()
-    if not torch.isfinite(out64).all():
+    finite, err_sq, ref_sq = _square_sums(out, ref)
+    if not finite:
         return Check(False, float("nan"), tol, "output has NaN/inf (unwritten or overflowed elements)")
-    ref_norm = torch.linalg.vector_norm(ref64).item()
-    if ref_norm == 0.0:
+    if ref_sq == 0.0:
         return Check(False, float("nan"), tol, "reference is all zeros: the check would prove nothing")
-    err = torch.linalg.vector_norm(out64 - ref64).item() / ref_norm
+    err = math.sqrt(err_sq / ref_sq)
     ok = err <= tol
     return Check(ok, err, tol, "ok" if ok else f"relative error {err:.3e} > tolerance {tol:.1e}")
+
+
+GATE_CHUNK = 1 << 26   # elements upcast to float64 at a time (512 MB): a 1G-element output stays on its card
+
+
+def _square_sums(out, ref) -> tuple[bool, float, float]:
+    """(all of out finite, ||out - ref||^2, ||ref||^2) in float64, on out's device, GATE_CHUNK elements at a
+    time: the 1G-element outputs of the fused sweeps gate in well under a second, where a float64 copy
+    to the host took seconds."""
+    import torch
+
+    o, r = out.detach().reshape(-1), ref.detach().reshape(-1).to(out.device)
+    finite = torch.ones((), dtype=torch.bool, device=o.device)
+    err_sq = torch.zeros((), dtype=torch.float64, device=o.device)
+    ref_sq = torch.zeros((), dtype=torch.float64, device=o.device)
+    for start in range(0, o.numel(), GATE_CHUNK):
+        oc, rc = o[start:start + GATE_CHUNK].double(), r[start:start + GATE_CHUNK].double()
+        finite &= torch.isfinite(oc).all()
+        err_sq += torch.linalg.vector_norm(oc - rc) ** 2
+        ref_sq += torch.linalg.vector_norm(rc) ** 2
+    return bool(finite.item()), err_sq.item(), ref_sq.item()
 
 
 def time_ms(fn: Callable[[], Any], warmup_ms: int = 25, rep_ms: int = 100) -> float:
@@ -135,6 +155,31 @@ def time_ms(fn: Callable[[], Any], warmup_ms: int = 25, rep_ms: int = 100) -> fl
     import triton.testing
 
     return float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
+
+
+def graphed(fn: Callable[[], Any]) -> tuple[Callable[[], Any], str]:
+    """(a call that replays a CUDA graph of `fn`, "graph"), so that do_bench times the GPU and not the host's
+    launch path (a Python launcher's 20-150 us would otherwise pace a small kernel); `fn` itself and the reason
+    where it cannot be captured (the interpreter, an op that refuses capture), with "eager: <reason>"."""
+    if interpreting():
+        return fn, "eager: interpreter"
+    import torch
+
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):  # warm-up outside the capture: compiles, allocator pools
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+        torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001 - an op that cannot be captured is timed as it is
+        torch.cuda.synchronize()
+        return fn, f"eager: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
+    return graph.replay, "graph"
 
 
 @functools.lru_cache(maxsize=1)

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..calc.calibration import Ceilings
 from ..calc.calibration_fit import EFFICIENCIES, Observation, Term, fit, predict
-from ..calc.roofline_model import predict_model
+from ..calc.roofline_model import RooflineOptions, predict_model
 from ..errors import MlsysError, require
 from .cases.model import IMPL, ModelCase, reduced_spec, roofline_options
 
@@ -71,10 +71,16 @@ def load_cases(rows, hold_out: set[str], keep=usable) -> list[Case]:
     return out
 
 
+def fit_options(case: ModelCase, impl: str = IMPL) -> RooflineOptions:
+    """The roofline options a fit prices a row with: burst clocks, so that the fitted efficiencies take in whatever
+    clocks the measured rows ran at (a fitted file is then never derated again: calc.steady)."""
+    return replace(roofline_options(case, impl), clocks="burst")
+
+
 def observation(c: Case, ceilings: Ceilings, impl: str = IMPL) -> Observation:
     if not c.row.median_ms:  # load_cases keeps only timed rows (usable)
         raise MlsysError(f"calibrate: row {c.row.key!r} has no measured time")
-    roof = predict_model(c.spec, ceilings, roofline_options(c.case, impl))
+    roof = predict_model(c.spec, ceilings, fit_options(c.case, impl))
     e = ceilings.efficiency
     terms = tuple(_term(r, ceilings, step=True) for r in roof.rows)
     return Observation(c.row.key, c.row.median_ms * 1e-3, terms, tuple(getattr(e, k) for k in EFFICIENCIES),
@@ -105,7 +111,7 @@ def linear_observations(c: Case, ceilings: Ceilings, impl: str = IMPL) -> list[O
     measured = _ops(c.row).get("linears") or {}
     if not measured:
         return []
-    roof = predict_model(c.spec, ceilings, roofline_options(c.case, impl))
+    roof = predict_model(c.spec, ceilings, fit_options(c.case, impl))
     e = ceilings.efficiency
     terms: dict[str, list[Term]] = {}
     for r in roof.rows:

@@ -24,6 +24,7 @@ class Bench:
     baseline: Callable[[], Any] | None = None  # torch/cuBLAS path timed beside it -> tensor
     extra: dict[str, Any] = field(default_factory=dict)   # measured side numbers (quant error, ...)
     view: Callable[[Any], Any] | None = None  # maps run()/baseline() results to the tensor gated
+    graph: bool = False  # time replays of a CUDA graph of `run` (no host launch cost; harness.graphed); baseline eager
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class Case:
     variant: str = ""
     gate: str = ""          # TOLERANCES key; defaults to dtype
     tol: float | None = None
+    predicted_ms: float | None = None   # the roofline's time for it, where the case module prices it
 
     @property
     def key(self) -> str:
@@ -48,7 +50,7 @@ def run_case(case: Case) -> Row:
     """Gate, then time kernel and baseline; any exception becomes the row's `error`."""
     row = Row(kernel=case.kernel, baseline=case.baseline, shape=case.shape, dtype=case.dtype,
               variant=case.variant, flops=case.flops or None, bytes=case.bytes or None,
-              env=dict(harness.env_metadata()), measured_at=harness.now())
+              predicted_ms=case.predicted_ms, env=dict(harness.env_metadata()), measured_at=harness.now())
     bench = None
     try:
         bench = case.build()
@@ -59,10 +61,12 @@ def run_case(case: Case) -> Row:
         if not check.ok:
             row.error = f"correctness gate failed: {check.message}"
             return row.finish()
-        row.median_ms = harness.time_ms(bench.run)
+        run, row.extra["timing"] = harness.graphed(bench.run) if bench.graph else (bench.run, "eager")
+        row.median_ms = harness.time_ms(run)
         if bench.baseline is not None:
             base = harness.check_close(view(bench.baseline()), bench.reference(), case.gate or case.dtype, case.tol)
             row.extra["baseline_rel_err"] = base.rel_err
+            row.extra["baseline_timing"] = "eager"  # torch's paths (autograd) run on their own streams: not captured
             row.baseline_median_ms = harness.time_ms(bench.baseline)
     except Exception as exc:  # noqa: BLE001 - compile errors, OOM: record and go on
         row.error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}"

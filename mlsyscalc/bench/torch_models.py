@@ -40,6 +40,11 @@ def require_supported(spec, kernels="torch", quant_bits=None) -> None:
     require(spec.norm in ("rmsnorm", "layernorm"), f"{spec.name}: norm {spec.norm} is not built")
     require(spec.norms_per_layer in (1, 2, 4), f"{spec.name}: {spec.norms_per_layer} norms per layer")
     require(spec.norms_per_layer != 1 or spec.parallel_attention, f"{spec.name}: one norm needs parallel attention")
+    require(not spec.qk_norm or spec.qk_norm_type == "layernorm", f"{spec.name}: q/k norm {spec.qk_norm_type} is not built")
+    require(not (spec.attention_sinks or spec.nope_layers or spec.attention_chunk_size),
+            f"{spec.name}: attention sinks, NoPE and chunked layers are not built")
+    require(spec.moe is None or not (spec.moe.router_bias or spec.moe.expert_bias or spec.moe.layers is not None),
+            f"{spec.name}: MoE biases and listed MoE layers are not built")
     require(kernels in KERNELS, f"kernels must be one of {', '.join(KERNELS)}, got {kernels!r}")
     require(quant_bits in (None, 4, 8), f"weight-only quantization is 8 or 4 bits, got {quant_bits}")
     require(not quant_bits or kernels == "triton", "quantized weights run on the triton kernels (--kernels triton)")

@@ -59,7 +59,7 @@ class Saved:
     kind: str = "act"  # which byte assumption applies: "act", "mask" (dropout), "fp32" or "fp8" (FP8 linear input)
 
 
-def attention_saved(spec: ModelSpec, flash: bool, dropout: bool, fp8: bool = False) -> list[Saved]:
+def attention_saved(spec: ModelSpec, flash: bool, dropout: bool, fp8: bool = False, layer: int = 0) -> list[Saved]:
     items: dict[str, Saved] = {}
     for lin in attention_linears(spec):
         source = LINEAR_INPUT[lin.name]
@@ -84,7 +84,7 @@ def attention_saved(spec: ModelSpec, flash: bool, dropout: bool, fp8: bool = Fal
         Saved("K (after rotary)", k_width, kv_region),
         Saved("V", v_width, kv_region),
     ]
-    if spec.qk_norm:
+    if spec.layer_has_qk_norm(layer):  # (llama4: its RoPE layers only)
         out.append(Saved("q/k norm inputs", spec.q_dim + spec.kv_dim, "tensor"))
     if not flash:  # softmax output (also the input of attention-times-V), per head per key
         out.append(Saved("softmax output", heads, "scores"))
@@ -154,7 +154,7 @@ def norm_inputs(spec: ModelSpec) -> Saved:
 
 def layer_saved(spec: ModelSpec, layer: int, flash: bool, dropout: bool, capacity_factor: float = 1.0,
                 fp8: bool = False) -> list[Saved]:
-    return ([norm_inputs(spec)] + attention_saved(spec, flash, dropout, fp8)
+    return ([norm_inputs(spec)] + attention_saved(spec, flash, dropout, fp8, layer)
             + mlp_saved(spec, layer, dropout, capacity_factor, fp8))
 
 

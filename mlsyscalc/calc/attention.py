@@ -13,6 +13,7 @@ once and O written once; backward reads Q, K, V, O, dO and writes dQ, dK, dV.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable
 
 from ..errors import require
 
@@ -71,3 +72,60 @@ def attention_bytes(shape: AttentionShape, act_bytes: float = 2, kv_bytes: float
     if backward:
         return q + kv + 2 * o, q + kv
     return q + kv, o
+
+
+# ---- attention kinds: which keys a query sees ---------------------------------------------------
+# Queries are end-aligned: a call of Sq queries over Skv keys holds positions Skv - Sq .. Skv - 1. The
+# shares use the continuous convention of causal_fraction (a W or C at least Skv gives its 1 - Sq/(2 Skv)).
+
+def window_fraction(seq_q: int, seq_kv: int, window: int) -> float:
+    """Share of the Sq x Skv score rectangle a causal sliding-window kernel computes when it skips
+    KV tiles outside the window (FlashAttention-2's `window_size`): query at position p sees
+    min(p, W) keys, so the area is the integral of min(p, W) over p in [Skv - Sq, Skv] (the
+    continuous convention of causal_fraction, which it equals for W >= Skv; S x W - W^2/2 for
+    Sq = Skv = S > W)."""
+    a, b, w = seq_kv - seq_q, seq_kv, window
+    if w >= b:
+        area = (b * b - a * a) / 2.0
+    elif w <= a:
+        area = w * (b - a)
+    else:
+        area = (w * w - a * a) / 2.0 + w * (b - w)
+    return area / (seq_q * seq_kv)
+
+
+def chunk_fraction(seq_q: int, seq_kv: int, chunk: int) -> float:
+    """Share of the Sq x Skv rectangle a chunked-attention kernel computes (Llama 4): query at
+    position p sees the keys of its own chunk, p mod C of them; the area is the integral of p mod C
+    over p in [Skv - Sq, Skv] (causal_fraction's convention, which it equals for C >= Skv)."""
+    def area(x: int) -> float:
+        return (x // chunk) * chunk * chunk / 2.0 + (x % chunk) ** 2 / 2.0
+    return (area(seq_kv) - area(seq_kv - seq_q)) / (seq_q * seq_kv)
+
+
+@dataclass(frozen=True)
+class Mask:
+    """One attention kind, priced by its size (window W, chunk C; None for full attention)."""
+
+    kept: Callable[[int, int, Any], float]  # share of the Sq x Skv rectangle a tile-skipping kernel computes
+    first_key: Callable[[int, Any], int]  # earliest key the query at position p sees
+    held: Callable[[int, Any], int]  # KV tokens a sequence of L tokens keeps at a step (its newest included)
+
+
+MASKS = {
+    "full_attention": Mask(lambda q, k, _: causal_fraction(q, k), lambda p, _: 0, lambda n, _: n),
+    "sliding_attention": Mask(window_fraction, lambda p, w: max(0, p - w + 1), lambda n, w: min(n, w)),
+    "chunked_attention": Mask(chunk_fraction, lambda p, c: p // c * c, lambda n, c: min(n, c)),
+}
+
+
+def keys_read(kind: str, size: int | None, seq_q: int, seq_kv: int) -> int:
+    """Keys a kernel that skips masked tiles reads for Sq end-aligned queries over Skv keys."""
+    return seq_kv - MASKS[kind].first_key(seq_kv - seq_q, size)
+
+
+def eager_keys(kind: str, size: int | None, new: int, context: int) -> int:
+    """Keys an eager (masking) implementation multiplies: transformers' DynamicCache keeps the last
+    size - 1 tokens of a windowed or chunked layer between steps (DynamicSlidingWindowLayer), all
+    tokens of a full one; a step attends over those plus its `new` tokens."""
+    return (context if size is None else min(context, size - 1)) + new

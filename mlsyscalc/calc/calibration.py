@@ -23,6 +23,7 @@ from ..specs.gpu import AmbiguousGPU, GPUSpec, builtin_gpus, load_gpu, normalise
 from ..specs.lookup import read_json
 from ..validate import fraction, non_negative, positive
 from .roofline_host import HostCosts, host_from_record
+from .steady import CLOCKS, STEADY, SteadyState, steady_from_record
 
 # Fixed cost of one kernel: launch, prologue/epilogue and the tail of the last wave. An assumption
 # (2 us is the usual back-to-back launch gap on a CUDA stream); a calibration file may measure it.
@@ -133,6 +134,19 @@ class Efficiency:
     # backward pairs, d 64-256, causal and full): median 0.59 (forward 0.49-0.67, backward 0.56-0.61), times
     # the attention default 0.61 (cuDNN's). Off Hopper `flash2` prices as `attention` (attention_ceilings).
     attention_flash2: float = 0.36
+    # The fused list's memory-bound kernels (`--impl fused`: the norms, rotary, gated activations and residual adds
+    # that Megatron-LM / Transformer Engine and serving engines run as one kernel each): the bandwidth this
+    # project's own Triton kernels of those ops reach, as a share of the datasheet, not the per-SM cap of
+    # PyTorch's kernels (which a fused kernel exceeds). `mlsys bench fused --sweep train` on one H200 (torch 2.11,
+    # triton 3.6, CUDA-graph replays; reports/fused/), every row of 1-65536 tokens, time = t0 + bytes / B fitted per
+    # kernel: B / 4.8 TB/s = SwiGLU and GeGLU 0.85 forward and backward, rotary 0.81 / 0.81, dropout + residual add
+    # forward 0.86, RMSNorm forward 0.84, LayerNorm forward 0.71, the chunked cross-entropy 0.87: the median 0.85
+    # (each fit within 14% of every row but LayerNorm's, 28%; t0 5.4-6.5 us, do_bench's cold start included).
+    memory_fused: float = 0.85
+    # Their norms' backward (dx with the dw/db partial sums and their reduction), the same rows: RMSNorm 0.50,
+    # LayerNorm 0.37; 0.44. These kernels run few programs at mid token counts, and no t0 + bytes / B form fits them
+    # within 15% (reports/fused/).
+    memory_fused_norm_bwd: float = 0.44
 
     def validate(self) -> None:
         for name in EFFICIENCY_FIELDS:
@@ -141,17 +155,19 @@ class Efficiency:
 
 # With measured ceilings the matmul and memory ceilings are the measurement itself; attention keeps
 # the measured gap between SDPA cuDNN and cuBLAS on the same H200: 603 / 732 TFLOP/s (ARCHITECTURE.md, "Reference measurements").
-# The classes keep their ratio to their kind's default (0.32 / 0.89, 0.12 / 0.74, 0.8 x 0.82, 0.59 x 0.82); the
-# measured fp8 peak is the fp8 GEMMs' ceiling itself (1.0).
+# The classes keep their ratio to their kind's default (0.32 / 0.89, 0.12 / 0.74, 0.8 x 0.82, 0.59 x 0.82, 0.85 / 0.89,
+# 0.44 / 0.89); the measured fp8 peak is the fp8 GEMMs' ceiling itself (1.0).
 CALIBRATED_EFFICIENCY = Efficiency(matmul=1.0, attention=0.82, memory=1.0, matmul_skinny=0.88,
                                    memory_broadcast=0.36, matmul_unaligned=0.16, matmul_unaligned_stream=0.25,
                                    matmul_grouped_stream=0.88,
-                                   attention_small_head=0.66, matmul_fp8=1.0, attention_flash2=0.48)
+                                   attention_small_head=0.66, matmul_fp8=1.0, attention_flash2=0.48,
+                                   memory_fused=0.96, memory_fused_norm_bwd=0.49)
 KINDS = ("matmul", "attention", "memory")
 CLASSES = ("matmul_skinny", "memory_broadcast", "matmul_unaligned", "matmul_unaligned_stream", "matmul_grouped_stream",
-           "attention_small_head", "matmul_fp8", "attention_flash2")
+           "attention_small_head", "matmul_fp8", "attention_flash2", "memory_fused", "memory_fused_norm_bwd")
 EFFICIENCY_FIELDS = KINDS + CLASSES  # kinds plus the shape classes that price some kernels of a kind
-LATER_CLASSES = ("matmul_fp8", "attention_flash2")  # classes fitted files from before them lack
+# classes fitted files from before them lack
+LATER_CLASSES = ("matmul_fp8", "attention_flash2", "memory_fused", "memory_fused_norm_bwd")
 
 
 def gemm_class(dtype: str) -> str:
@@ -176,6 +192,8 @@ class Ceilings:
     source: str = "datasheet"  # "datasheet" or the calibration file
     host: HostCosts = HostCosts()  # the host's cost of an eager one-GPU step (calc.roofline_host)
     notes: tuple[str, ...] = field(default=(), compare=False)
+    steady: SteadyState | None = None  # the card's steady-state ceilings (calc.steady), None: not measured
+    clocks: str = "burst"  # the efficiencies are burst figures, or have been capped to the steady state (at_clocks)
 
     def __post_init__(self) -> None:
         non_negative(self.launch_s, "launch overhead (s)")
@@ -269,6 +287,33 @@ class Ceilings:
         eff.validate()
         return replace(self, efficiency=eff)
 
+    def at_clocks(self, clocks: str, mix: Mapping[str, float] | None = None) -> "Ceilings":
+        """These ceilings at `clocks` (calc.steady): "burst" as they are; "sustained" at the clock the step's kernel
+        `mix` (seconds per calc.steady.MIX_KINDS kind at burst rates; None: a lone GEMM) holds under the power cap:
+        each GEMM kind's efficiency capped at its steady share of the datasheet times that clock over its own steady
+        clock (the unaligned class keeps its ratio to matmul), attention's times its steady / burst ratio at that
+        clock over its own (at most 1), memory-bound kernels as they are. A card without a steady state (none
+        measured) stays as it is, and says so in its notes."""
+        require(clocks in CLOCKS, f"clocks must be one of {', '.join(CLOCKS)}, got {clocks!r}")
+        if clocks == self.clocks:
+            return self
+        s = self.steady
+        if s is None or clocks == "burst":
+            note = (f"sustained clocks: no steady-state measurement for {self.gpu.name} ({self.source}); efficiencies "
+                    "kept") if clocks == "sustained" else "burst clocks"
+            return replace(self, clocks=clocks, notes=self.notes + (note,))
+        e = self.efficiency
+        mhz = s.clock_MHz(mix)
+        matmul = min(e.matmul, s.matmul * mhz / s.matmul_MHz * self.datasheet_flops("bf16") / self.peak("bf16"))
+        attention = min(1.0, s.attention * mhz / s.attention_MHz)
+        changes = {"matmul": matmul, "matmul_unaligned": e.matmul_unaligned * matmul / e.matmul,
+                   **{k: getattr(e, k) * attention for k in ("attention", "attention_small_head", "attention_flash2")}}
+        if s.matmul_fp8 is not None and self.base_flops.get("fp8"):
+            changes["matmul_fp8"] = min(e.matmul_fp8, s.matmul_fp8 * mhz / s.kind_MHz("matmul_fp8")
+                                        * self.datasheet_flops("fp8") / self.peak("fp8"))
+        note = f"sustained clocks: {mhz:.0f} MHz for this step's kernel mix; {s.source}"
+        return replace(self.with_efficiency(**changes), clocks=clocks, notes=self.notes + (note,))
+
     def with_host(self, s_per_kernel: float | None = None, s_per_layer: float | None = None,
                   source: str = "command line") -> "Ceilings":
         """These ceilings with the host's costs replaced where given (the others kept)."""
@@ -289,7 +334,8 @@ class Ceilings:
             "ridge_flops_per_byte": self.ridge(dtype), "launch_overhead_s": self.launch_s,
             "memory_launch_overhead_s": self.overhead_s("memory"),
             "matmul_floor_s": self.matmul_floor_s, "kernel_gap_s": self.gap_s,
-            "memory_stream_cap_Bps": self.memory_cap_Bps, "host": self.host.as_dict(),
+            "memory_stream_cap_Bps": self.memory_cap_Bps, "host": self.host.as_dict(), "clocks": self.clocks,
+            "steady_source": self.steady.source if self.steady else None,
             "efficiency": {k: getattr(self.efficiency, k) for k in EFFICIENCY_FIELDS}, "notes": list(self.notes),
         }
 
@@ -305,7 +351,7 @@ def datasheet_ceilings(gpu: GPUSpec | str, efficiency: Efficiency | None = None,
     return Ceilings(
         gpu=spec, base_flops=dict(spec.peak_flops_by_dtype), read_Bps=bw, write_Bps=bw,
         sm_count=spec.sm_count, efficiency=eff,
-        launch_s=LAUNCH_OVERHEAD_S if launch_s is None else launch_s,
+        launch_s=LAUNCH_OVERHEAD_S if launch_s is None else launch_s, steady=STEADY.get(spec.name),
     )
 
 
@@ -428,7 +474,7 @@ def file_efficiency(data: Mapping[str, Any], where: str = "calibration") -> Effi
 # (a cluster spec, a benchmark row) given where a calibration belongs.
 CALIBRATION_KEYS = ("gpu", "sm_count", "source", "peak_flops", "bandwidth_Bps", "efficiency", "launch_overhead_s",
                     "kernel_gap_s", "matmul_floor_s", "memory_launch_overhead_s", "fitted_on", "base", "host",
-                    "torch_host", "matmul_runs", "env", "measured_at", "notes")
+                    "torch_host", "matmul_runs", "env", "measured_at", "notes", "sustained", "sustained_fraction")
 
 
 def calibrated_ceilings(data: Mapping[str, Any], gpu: GPUSpec | str | None = None, where: str = "calibration",
@@ -469,6 +515,8 @@ def calibrated_ceilings(data: Mapping[str, Any], gpu: GPUSpec | str | None = Non
     measured_memory_launch = _positive(data.get("memory_launch_overhead_s"), "memory_launch_overhead_s", where)
     gap = data.get("kernel_gap_s")
     measured_gap = 0.0 if gap == 0 and not isinstance(gap, bool) else _positive(gap, "kernel_gap_s", where)
+    if data.get("efficiency") is not None:  # `mlsys calibrate` fitted them to measured steps, clocks and all
+        notes.append("efficiencies fitted to measured steps: their clocks are in the fit, none derated for sustained")
     if measured_gap is None and data.get("efficiency") is not None:
         # a fitted file (`mlsys calibrate`) from before the key existed: its fixed costs absorbed the gap
         measured_gap = 0.0
@@ -483,6 +531,8 @@ def calibrated_ceilings(data: Mapping[str, Any], gpu: GPUSpec | str | None = Non
         # one fixed cost given for every kernel (--launch-us) replaces the file's two
         memory_launch_s=None if launch_s is not None else measured_memory_launch,
         host=host_from_record(data.get("host"), where) or HostCosts(), notes=tuple(notes),
+        steady=None if data.get("efficiency") is not None else steady_from_record(
+            data.get("sustained"), spec.peak_flops_by_dtype, spec.memory_bandwidth_Bps, where) or STEADY.get(spec.name),
     )
 
 

@@ -45,6 +45,7 @@ BOUNDS = {"matmul": (0.05, 1.0), "matmul_skinny": (0.05, 1.0), "attention": (0.0
           "memory_broadcast": (0.02, 1.0), "matmul_unaligned": (0.02, 1.0), "matmul_unaligned_stream": (0.02, 1.0),
           "matmul_grouped_stream": (0.02, 1.0),
           "attention_small_head": (0.05, 1.0), "matmul_fp8": (0.05, 1.0), "attention_flash2": (0.05, 1.0),
+          "memory_fused": (0.05, 1.0), "memory_fused_norm_bwd": (0.05, 1.0),
           "launch_s": (1e-7, 5e-5), "matmul_floor_s": (1e-7, 2e-5), "memory_launch_s": (1e-7, 5e-5)}
 
 

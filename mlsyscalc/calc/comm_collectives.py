@@ -231,8 +231,9 @@ def _check_layout(collective: str, gpus: int, nodes: int, cluster: ClusterSpec) 
     require(nodes >= 1, f"nodes must be at least 1, got {nodes}")
     require(gpus % nodes == 0, f"{gpus} GPUs do not split evenly over {nodes} nodes")
     per_node = gpus // nodes
-    require(per_node <= cluster.gpus_per_node,
-            f"{per_node} GPUs per node, but a {cluster.name} node has {cluster.gpus_per_node}")
+    word = cluster.domain_word  # a node, or an NVLink domain of several nodes (its GPUs share the intra link)
+    require(per_node <= cluster.scale_up_gpus,
+            f"{per_node} GPUs per {word}, but a {cluster.name} {word} has {cluster.scale_up_gpus}")
     return per_node
 
 

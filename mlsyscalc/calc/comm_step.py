@@ -24,7 +24,9 @@ act = b * (s / cp) * hidden * bytes per element):
   and an all-gather of K, V plus a reduce-scatter of dK, dV backward (Liu et al. 2023).
 
 Placement: ranks are numbered with `order` inner to outer (default tp, cp, dp, pp, as Megatron
-does); consecutive ranks share a node, so TP stays inside a node and DP spans nodes.
+does); consecutive ranks share a node, so TP stays inside a node and DP spans nodes. A "node" here is the
+cluster's scale-up domain (`ClusterSpec.scale_up_gpus`): the GPUs one intra link joins, 72 on a GB200 NVL72
+rack, so TP and the EP groups inside DP stay on NVLink up to that size.
 Traffic of the dimensions in `overlap` is assumed hidden behind compute: it is counted in
 `total_time_s` but not in `exposed_time_s`.
 """
@@ -176,8 +178,8 @@ def _validate(spec: ModelSpec, o: StepOptions, cluster: ClusterSpec) -> None:
             raise MlsysError(f"ep {o.ep}: {spec.name} has no routed experts")
         divide(spec.moe.num_experts, o.ep, "ep: routed experts")
         divide(o.dp, o.ep, "ep: data-parallel ranks")
-    if o.gpus > cluster.gpus_per_node:
-        divide(o.gpus, cluster.gpus_per_node, f"GPUs over {cluster.name} nodes")
+    if o.gpus > cluster.scale_up_gpus:
+        divide(o.gpus, cluster.scale_up_gpus, f"GPUs over {cluster.name} {cluster.domain_word}s")
 
 
 class _Pricer:
@@ -185,7 +187,7 @@ class _Pricer:
 
     def __init__(self, o: StepOptions, cluster: ClusterSpec):
         self.o, self.cluster = o, cluster
-        self.node_size = min(cluster.gpus_per_node, o.gpus)
+        self.node_size = min(cluster.scale_up_gpus, o.gpus)  # GPUs on one intra link: a node or an NVLink domain
         sizes = {"tp": o.tp, "cp": o.cp, "dp": o.dp, "pp": o.pp}
         self.stride = {d: math.prod(sizes[x] for x in o.order[:o.order.index(d)]) for d in o.order}
         self.rows: list[CommRow] = []
@@ -342,8 +344,8 @@ def step_comm(spec: ModelSpec, options: StepOptions, cluster: ClusterSpec | str 
     """Bytes and alpha-beta time of every parallel dimension's traffic in one training step. `parts`:
     "dp" (the data-parallel gradient and parameter traffic) and/or "model" (TP, PP, EP and CP traffic);
     a search that needs one of them prices only it."""
-    cluster = load_cluster(cluster)
     o = options
+    cluster = load_cluster(cluster).for_job(o.gpus)  # the GPUs the job takes in each NVLink domain
     for dtype in (o.dtype, o.grad_dtype or o.dtype):
         dtype_name(dtype)  # an unknown dtype is an MlsysError here, before any arithmetic
     _validate(spec, o, cluster)
@@ -362,7 +364,7 @@ def step_comm(spec: ModelSpec, options: StepOptions, cluster: ClusterSpec | str 
         entry["time_s"] += r.time_s
     bubble_steps = (o.pp - 1) / o.interleave
     return StepComm(
-        model=spec.name, cluster=cluster.name, options=o, nodes=max(1, o.gpus // cluster.gpus_per_node),
+        model=spec.name, cluster=cluster.name, options=o, nodes=max(1, o.gpus // cluster.scale_up_gpus),
         params_per_gpu=dense / model_split + experts / (model_split * o.ep), rows=tuple(pr.rows),
         bubble_fraction=bubble_steps / (o.grad_accum + bubble_steps), bubble_ratio=bubble_steps / o.grad_accum,
         by_dim=by_dim,

@@ -1,11 +1,15 @@
 """FLOPs of a forward pass, counted the way torch.utils.flop_counter.FlopCounterMode counts them.
 
 Convention: 2 FLOPs per multiply-add; matrix multiplications only (no norms, activations,
-softmax, bias adds or rotary); attention scores (QK^T) and attention-times-V over the full
-S x S_kv rectangle, halved with `causal` (FlashAttention's benchmarking convention; the exact
-count of unmasked pairs is S(S+1)/2); MoE experts as routed, top-k per token. Backward is 2x
-forward (gradients w.r.t. inputs and weights); a training step 3x, or 4x with full
-activation recomputation.
+softmax, bias adds or rotary); attention scores (QK^T) and attention-times-V over the keys an
+eager implementation multiplies: the full S x S_kv rectangle (the mask applied afterwards), where
+a sliding-window or chunked layer's cache holds at most W - 1 (C - 1) earlier tokens, as
+transformers' DynamicCache keeps them. With `causal` (prefill), each layer counts the pairs its
+mask keeps instead (calc.attention.MASKS): half the rectangle on full layers (FlashAttention's
+benchmarking convention; the exact count of unmasked pairs is S(S+1)/2), the window's or chunk's
+share on the others. MoE experts as routed, top-k per token; attention sinks (gpt-oss) add no
+matmul. Backward is 2x forward (gradients w.r.t. inputs and weights); a training step 3x, or 4x
+with full activation recomputation.
 """
 
 from __future__ import annotations
@@ -13,8 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from collections import Counter
+
 from ..errors import MlsysError
 from ..specs.model import ModelSpec
+from .attention import MASKS, eager_keys
 from .layers import head_linears, layer_linears
 
 PHASES = ("prefill", "decode")
@@ -87,12 +94,27 @@ def check_positions(spec: ModelSpec, kv_len: int, phase: str) -> None:
                          "(--context + --seq, or --context + 1 for decode)")
 
 
+def layer_kinds(spec: ModelSpec) -> Counter[str]:
+    """How many layers of each attention kind (full, sliding, chunked) the model has."""
+    return Counter(spec.layer_type(i) for i in range(spec.num_layers))
+
+
+def attention_layer_flops(spec: ModelSpec, kind: str, batch: int, q_len: int, kv_len: int, causal: bool) -> int:
+    """QK^T and PV of one layer of `kind`: 2 * B * Sq * keys * heads * (d_qk + d_v), keys as the
+    module docstring says (causal: the mask's kept share of Sq x Skv)."""
+    per_key = 2 * batch * q_len * spec.num_heads * (spec.head_dim + spec.v_head_dim)
+    size = spec.mask_size(kind)
+    if not causal:
+        return per_key * eager_keys(kind, size, q_len, kv_len - q_len)
+    if size is None:
+        return per_key * kv_len // 2
+    return round(per_key * kv_len * MASKS[kind].kept(q_len, kv_len, size))
+
+
 def attention_core_flops(spec: ModelSpec, batch: int, q_len: int, kv_len: int, causal: bool) -> int:
-    """QK^T and PV for all layers: 2 * B * Sq * Skv * heads * (d_qk + d_v) per layer."""
-    per_layer = 2 * batch * q_len * kv_len * spec.num_heads * (spec.head_dim + spec.v_head_dim)
-    if causal:
-        per_layer //= 2
-    return per_layer * spec.num_layers
+    """QK^T and PV for all layers, each by its attention kind."""
+    return sum(count * attention_layer_flops(spec, kind, batch, q_len, kv_len, causal)
+               for kind, count in layer_kinds(spec).items())
 
 
 def count_flops(spec: ModelSpec, options: FlopOptions | None = None) -> FlopCount:

@@ -86,8 +86,9 @@ def mlp_linears(spec: ModelSpec, layer: int) -> list[Linear]:
         return _mlp("", h, spec.intermediate_size, spec.gated_mlp, spec.mlp_bias)
     moe = spec.moe
     assert moe is not None
-    parts = [Linear("router", h, moe.num_experts, False, "mlp")]
-    parts += _mlp("experts.", h, moe.expert_intermediate_size, True, False, moe.num_experts, moe.experts_per_token)
+    parts = [Linear("router", h, moe.num_experts, moe.router_bias, "mlp")]
+    parts += _mlp("experts.", h, moe.expert_intermediate_size, True, moe.expert_bias, moe.num_experts,
+                  moe.experts_per_token)
     if moe.num_shared_experts:
         parts += _mlp("shared_experts.", h, moe.shared_intermediate_size, True, False)
     return parts
@@ -114,14 +115,42 @@ def norm_width(spec: ModelSpec) -> int:
     return {"rmsnorm": 1, "layernorm": 2 if spec.norm_bias else 1, "none": 0}[spec.norm]
 
 
-def layer_norm_params(spec: ModelSpec) -> int:
-    """Norm parameters in one decoder layer (incl. MLA's latent norms and phi's q/k norms)."""
+@dataclass(frozen=True)
+class QKNorm:
+    """One kind of normalisation of the queries and keys before attention."""
+
+    per_head: bool  # normalised over each head's head_dim (else over all heads of q, and of k, at once)
+    params_per_element: int  # 2: LayerNorm weight + bias, 1: RMSNorm weight, 0: L2 norm (no weights)
+
+
+QK_NORMS = {
+    "layernorm": QKNorm(True, 2),  # phi qk_layernorm: LayerNorm(head_dim) with a bias
+    "rmsnorm": QKNorm(True, 1),  # qwen3, gemma3, glm4_moe: RMSNorm(head_dim)
+    "rmsnorm_across_heads": QKNorm(False, 1),  # olmo2: RMSNorm(heads x head_dim) on q, (kv heads x head_dim) on k
+    "l2": QKNorm(True, 0),  # llama4: L2 norm of each head, no weights
+}
+
+
+def qk_norm_params(spec: ModelSpec, layer: int) -> int:
+    """Weights of the q and k norms of one layer (0 where the layer has none)."""
+    if not spec.layer_has_qk_norm(layer):
+        return 0
+    kind = QK_NORMS[spec.qk_norm_type]
+    width = 2 * spec.head_dim if kind.per_head else spec.q_dim + spec.kv_dim
+    return width * kind.params_per_element
+
+
+def layer_norm_params(spec: ModelSpec, layer: int = 0) -> int:
+    """Norm parameters in one decoder layer (incl. MLA's latent norms and the q/k norms)."""
     params = spec.norms_per_layer * spec.hidden_size * norm_width(spec)
     if spec.mla is not None:  # RMSNorms on the compressed query and K/V latents
         params += (spec.mla.q_lora_rank or 0) + spec.mla.kv_lora_rank
-    if spec.qk_norm:  # phi qk_layernorm: LayerNorm(head_dim) on queries and keys, with bias
-        params += 2 * 2 * spec.head_dim
-    return params
+    return params + qk_norm_params(spec, layer)
+
+
+def sink_params(spec: ModelSpec) -> int:
+    """gpt-oss attention sinks: one learned logit per query head in every layer (attention parameters)."""
+    return spec.num_heads if spec.attention_sinks else 0
 
 
 def embedding_params(spec: ModelSpec) -> tuple[int, int]:

@@ -20,6 +20,7 @@ from .layers import (
     layer_linears,
     layer_norm_params,
     norm_width,
+    sink_params,
 )
 from .tensor_parallel import kv_divisor, tp_kind, tp_split
 
@@ -75,9 +76,9 @@ def stage_params(spec: ModelSpec, layers: Iterable[int], first: bool, last: bool
     on the last stage when pp > 1, as Megatron-LM does). The embedding and lm_head are split over
     the vocabulary across the TP ranks, or whole on each with vocab_parallel False."""
     dense = expert = largest = factors = 0
-    norms = layer_norm_params(spec)
     kv_split = kv_divisor(spec, tp)
     for layer in layers:
+        norms = layer_norm_params(spec, layer) + sink_params(spec) // tp  # norms replicated; sinks split with the heads
         in_layer = norms
         for lin in layer_linears(spec, layer):
             n = linear_params_per_rank(lin, tp, ep, kv_split)

@@ -5,7 +5,9 @@ context that fits a GPU.
 KV cache per token per layer (`ModelSpec.kv_cache_elements_per_token`): K and V of every KV
 head (GQA/MQA: fewer than the query heads), or DeepSeek MLA's compressed latent plus the
 shared rotary key (arXiv:2405.04434, section 2.1.2). Layers with a sliding window keep at
-most `sliding_window` tokens. Paged attention (Kwon et al. 2023, vLLM) allocates whole blocks
+most `sliding_window` tokens, chunked-attention layers (Llama 4) at most `attention_chunk_size`
+(one chunk: calc.attention.MASKS). The count is the cache at a step, its newest token included;
+transformers' DynamicCache keeps W - 1 (C - 1) tokens of such a layer between steps. Paged attention (Kwon et al. 2023, vLLM) allocates whole blocks
 of `block_size` tokens: the last block of each sequence is partly empty.
 
 Tensor parallelism splits the weights as Megatron-LM does (`calc.memory_common`) and the KV
@@ -18,15 +20,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
-from ..dtypes import bytes_per_element, dtype_name
+from ..block_formats import FORMATS
+from ..dtypes import block_format, bytes_per_element, dtype_name, value_bytes
 from ..errors import require
 from ..specs.model import ModelSpec
 from ..validate import check_gpus
+from .attention import MASKS
+from .flops import layer_kinds
 from .layers import layer_linears
 from .memory_common import linear_weight_per_rank, merge_bytes, stage_params
 from .tensor_parallel import check_tp, kv_divisor, tp_kind
 
-WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4")
+WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", *FORMATS)
 BREAKDOWN_KEYS = ("weights", "kv_cache", "activations")
 # Default quantisation groups: GPTQ/AWQ int4 use 128 input columns per scale; bitsandbytes nf4
 # blocks of 64; int8 (LLM.int8 / SmoothQuant) one scale per output channel; fp8 one per tensor.
@@ -34,6 +39,10 @@ DEFAULT_GROUP = {"int4": 128, "nf4": 64, "int8": 0, "fp8": -1}  # 0: per channel
 # Bytes per group: int4 fp16 scale + packed 4-bit zero point; nf4 fp32 absmax; int8/fp8 an fp16/fp32 scale.
 SCALE_BYTES = {"int4": 2.0, "nf4": 4.0, "int8": 2.0, "fp8": 4.0}
 ZERO_BYTES = {"int4": 0.5, "nf4": 0.0, "int8": 0.0, "fp8": 0.0}
+# Block-scaled formats (mlsyscalc.block_formats) fix their group: one scale per `block` input columns (NVFP4: an
+# E4M3 byte per 16; MX: an E8M0 byte per 32), and NVFP4 one fp32 scale per tensor besides.
+for _name, _fmt in FORMATS.items():
+    DEFAULT_GROUP[_name], SCALE_BYTES[_name], ZERO_BYTES[_name] = _fmt.block, _fmt.scale_bytes, 0.0
 
 
 @dataclass(frozen=True)
@@ -68,8 +77,8 @@ class InferOptions:
         """A quantisation group spans input columns of one rank's weight: never wider than the narrowest."""
         assert self.group_size is not None  # called only with --group-size
         q = dtype_name(self.dtype)
-        require(q in DEFAULT_GROUP, f"--group-size applies to quantised --dtype ({', '.join(DEFAULT_GROUP)}), "
-                                    f"not {self.dtype}")
+        require(q in DEFAULT_GROUP and q not in FORMATS, f"--group-size applies to quantised --dtype (int4, nf4, int8, fp8), "
+                                                         f"not {self.dtype}" + (" (its format fixes the block)" if q in FORMATS else ""))
         narrowest = min(lin.in_features // (self.tp if tp_kind(lin) == "row" else 1)
                         for layer in {0, spec.num_layers - 1} for lin in layer_linears(spec, layer))
         require(self.group_size <= narrowest, f"--group-size {self.group_size} is wider than the narrowest weight "
@@ -79,7 +88,7 @@ class InferOptions:
 def default_bytes(opts: InferOptions) -> dict[str, float]:
     q = dtype_name(opts.dtype)
     return {
-        "weight": bytes_per_element(q), "base": bytes_per_element(opts.base_dtype),
+        "weight": value_bytes(q), "base": bytes_per_element(opts.base_dtype),  # a block format's scales: "scale"
         "kv": bytes_per_element(opts.kv_dtype), "activation": bytes_per_element(opts.base_dtype),
         "scale": SCALE_BYTES.get(q, 0.0), "zero": ZERO_BYTES.get(q, 0.0),
         "logits": 4.0,  # fp32 logits of the last token of each sequence
@@ -131,29 +140,34 @@ def _weights(spec: ModelSpec, opts: InferOptions, nbytes: Mapping[str, float],
     q = dtype_name(opts.dtype)
     group = opts.group_size if opts.group_size is not None else DEFAULT_GROUP.get(q)
     weight_elems = scale_groups = 0
+    tensor_scales = 0.0
     for layer in range(spec.num_layers):
         for lin in layer_linears(spec, layer):
             elems = linear_weight_per_rank(lin, opts.tp, 1, kv_split)
             weight_elems += elems
             if group is None:
                 continue
+            fmt = block_format(q)
+            tensor_scales += lin.copies * (fmt.tensor_scale_bytes if fmt else 0.0)  # NVFP4's fp32 scale a tensor
             if group == -1:  # one scale per tensor (per expert copy)
                 scale_groups += lin.copies
             else:
                 cols = lin.in_features // (opts.tp if tp_kind(lin) == "row" else 1)
                 size = cols if group == 0 else group
                 scale_groups += -(-cols // size) * (elems // cols)
-    return weight_elems, weight_elems * nbytes["weight"], scale_groups * (nbytes["scale"] + nbytes["zero"])
+    return weight_elems, weight_elems * nbytes["weight"], scale_groups * (nbytes["scale"] + nbytes["zero"]) + tensor_scales
 
 
 def _kv_slots(spec: ModelSpec, opts: InferOptions) -> int:
-    """Token slots per sequence summed over layers (window layers keep at most the window)."""
-    window_layers = spec.sliding_window_layers if spec.sliding_window else 0
-    full = opts.context
-    windowed = min(opts.context, spec.sliding_window) if spec.sliding_window else full
-    if opts.block_size:
-        full, windowed = (-(-n // opts.block_size) * opts.block_size for n in (full, windowed))
-    return (spec.num_layers - window_layers) * full + window_layers * windowed
+    """Token slots per sequence summed over layers, each layer by its attention kind (calc.attention.MASKS:
+    a window layer keeps at most W tokens, a chunked one at most C; paging rounds each up to blocks)."""
+    slots = 0
+    for kind, layers in layer_kinds(spec).items():
+        held = MASKS[kind].held(opts.context, spec.mask_size(kind))
+        if opts.block_size:
+            held = -(-held // opts.block_size) * opts.block_size
+        slots += layers * held
+    return slots
 
 
 def _workspace(spec: ModelSpec, opts: InferOptions, nbytes: Mapping[str, float]) -> tuple[float, float]:
@@ -197,8 +211,10 @@ def solve_max(spec: ModelSpec, opts: InferOptions, target: str, usable_bytes: in
     lo, hi = 1, 2
     while fits(hi) is not None:
         # Any growth of >= 1 byte per token exceeds every GPU long before 2^40 tokens.
-        require(hi < 1 << 40, f"--max {target}: memory stops growing with {target} (every layer keeps a "
-                              f"{spec.sliding_window}-token sliding window), so no largest value exists")
+        bounded = (f"a {spec.sliding_window}-token sliding window" if spec.sliding_window_layers == spec.num_layers
+                   else "at most a window or a chunk of tokens")
+        require(hi < 1 << 40, f"--max {target}: memory stops growing with {target} (every layer keeps {bounded}), "
+                              "so no largest value exists")
         lo, hi = hi, hi * 2
     while hi - lo > 1:
         mid = (lo + hi) // 2

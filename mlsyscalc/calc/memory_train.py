@@ -44,6 +44,7 @@ from .memory_schedule import (FRAMEWORKS, SCHEDULES, chunk_forwards, embedding_g
                               grads_resident_at_end, in_flight, receive_buffers)
 from .pipeline_split import EVEN, PipelineSplit, chunk_layers, stage_layer_ids
 from .tensor_parallel import check_tp, kv_divisor
+from .train_fp4 import BLOCK_RECIPES, low_precision
 from .train_fp8 import fp8_bytes, fp8_weight_states
 
 OPTIMIZERS = ("adamw", "sgd-momentum", "adafactor", "adam8bit")
@@ -95,8 +96,8 @@ class TrainOptions:
 
     @property
     def fp8(self) -> bool:
-        """FP8 linears as Transformer Engine runs them (everything else bf16)."""
-        return dtype_name(self.dtype) == "fp8"
+        """FP8 (or block-scaled MXFP8 / NVFP4) linears as Transformer Engine runs them (everything else bf16)."""
+        return low_precision(self.dtype)
 
     @property
     def wgrad_fusion(self) -> bool:
@@ -128,8 +129,8 @@ class TrainOptions:
             require(self.pp > 1 and self.schedule == "1f1b", "--vp interleaves the 1F1B schedule of a pipeline (--pp > 1)")
             self.chunks(spec)
             divide(self.grad_accum, self.pp, "--grad-accum over --pp with --vp (interleaved micro-batch groups)")
-        require(dtype_name(self.dtype) in ("fp32", "bf16", "fp16", "fp8"),
-                f"--dtype for training: fp32, bf16, fp16 or fp8, not {self.dtype}")
+        require(dtype_name(self.dtype) in ("fp32", "bf16", "fp16", "fp8", *BLOCK_RECIPES),
+                f"--dtype for training: fp32, bf16, fp16, fp8, mxfp8 or nvfp4, not {self.dtype}")
         require(not self.fp8_params or self.fp8, "--fp8-params needs --dtype fp8")
         require(self.offload == "none" or self.zero >= 1, "--offload optimizer needs --zero 1, 2 or 3 (ZeRO-Offload)")
         require(0 < self.capacity_factor < float("inf"), f"--capacity-factor must be positive and finite, got {self.capacity_factor}")
@@ -164,7 +165,7 @@ class TrainOptions:
 def default_bytes(opts: TrainOptions) -> dict[str, float]:
     """Bytes per element, before --bytes overrides. `state` is per optimizer-state element; the `logits*`
     keys are per logit of this rank (tokens x vocabulary / tp)."""
-    base = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 2.0}[dtype_name(opts.dtype)]
+    base = 2.0 if opts.fp8 else {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}[dtype_name(opts.dtype)]
     mixed = base < 4 and opts.master_weights
     state = _ADAM8BIT_STATE_BYTES if opts.optimizer == "adam8bit" else (4.0 if mixed or base == 4 else base)
     torch = opts.framework == "torch"
@@ -183,7 +184,7 @@ def default_bytes(opts: TrainOptions) -> dict[str, float]:
         "logits": 18.0 if torch and opts.vocab_tp > 1 else 12.0,
         "logits_saved": 4.0,  # fp32 log-probs a micro-batch's loss keeps from its forward to its backward
         "logits_kept": base if torch else 0.0,  # pipeline outputs kept to the end of the step (torch pipelining)
-        **(fp8_bytes(opts.fp8_params) if opts.fp8 else {}),
+        **(fp8_bytes(opts.fp8_params, dtype_name(opts.dtype)) if opts.fp8 else {}),
     }
 
 

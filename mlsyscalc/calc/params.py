@@ -11,7 +11,7 @@ from functools import lru_cache
 from typing import Mapping
 
 from ..specs.model import ModelSpec
-from .layers import embedding_params, head_linears, layer_linears, layer_norm_params, norm_width
+from .layers import embedding_params, head_linears, layer_linears, layer_norm_params, norm_width, sink_params
 
 BREAKDOWN_KEYS = ("embeddings", "attention", "mlp", "norms", "lm_head")
 
@@ -39,14 +39,16 @@ def count_params(spec: ModelSpec) -> ParamCount:
     parts["embeddings"] = tokens + positions
     inactive = 0
     per_layer = []
-    layer_norms = layer_norm_params(spec)
+    sinks = sink_params(spec)
     for layer in range(spec.num_layers):
         linears = layer_linears(spec, layer)
         for lin in linears:
             parts[lin.group] += lin.params
             inactive += lin.params - lin.active_params
-        parts["norms"] += layer_norms
-        per_layer.append(sum(lin.params for lin in linears) + layer_norms)
+        norms = layer_norm_params(spec, layer)
+        parts["norms"] += norms
+        parts["attention"] += sinks
+        per_layer.append(sum(lin.params for lin in linears) + norms + sinks)
     if spec.final_norm:
         parts["norms"] += spec.hidden_size * norm_width(spec)
     head = 0

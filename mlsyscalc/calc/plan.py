@@ -37,7 +37,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..dtypes import dtype_name
 from ..errors import require
 from ..specs.cluster import ClusterSpec
 from ..specs.model import ModelSpec
@@ -49,8 +48,8 @@ from .plan_memory import MemoryTable
 from .plan_result import Plan, decisions, why
 from .plan_space import PlanOptions, execution_options, structures
 from .train import (TP_INPUT_REDUCE, core_attention, fp8_weight_casts, optimizer_s, step_breakdown,
-                    step_fp8_s, train_step)
-from .train_attention import attention_ceilings
+                    step_ceilings, step_fp8_s, train_step)
+from .train_fp4 import low_precision
 from .train_comm import Windows, traffic
 from .train_host import framework_costs, host_paths, stage_work, tensor_counts
 from .train_options import TrainStepOptions
@@ -64,7 +63,7 @@ class _Memo:
 
     def __init__(self, spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec, opts: PlanOptions):
         self.spec, self.cluster, self.opts = spec, cluster, opts
-        self.ceil = attention_ceilings(ceilings, opts.attention)
+        self.ceil = step_ceilings(ceilings, opts.base())
         self.memory = MemoryTable(spec, opts.seq, opts.base().dtype, opts.capacity_factor,
                                   flash=opts.attention != "unfused", framework=opts.framework, fp8_params=opts.fp8_params)
         self.costs = framework_costs(opts.framework, opts.host_costs)
@@ -81,10 +80,11 @@ class _Memo:
         """Per-layer seconds priced with `impl` (default: the framework's kernels, kernel_impl)."""
         impl = impl or kernel_impl(c.framework, c.dtype)
         result = self.get(("roofline", c.tp, c.cp, c.micro_batch, impl), lambda: roofline_pass(
-            self.spec, self.ceil, tp=c.tp, cp=c.cp, micro_batch=c.micro_batch, seq=c.seq, dtype=c.dtype, impl=impl))
+            self.spec, self.ceil, tp=c.tp, cp=c.cp, micro_batch=c.micro_batch, seq=c.seq, dtype=c.dtype, impl=impl,
+            loss=c.loss, dropout=c.dropout, clocks=c.clocks))
         return self.get(("parts", c.tp, c.cp, c.micro_batch, c.sp_active, impl), lambda: stage_parts(
             self.spec, result, sp=c.sp_active, capacity_factor=c.capacity_factor,
-            attention=core_attention(self.spec, self.ceil, c), fp8_recipe=c.fp8_recipe))
+            attention=core_attention(self.spec, result.ceilings, c), fp8_recipe=c.scaling_recipe))
 
     def stages(self, pp: int, vp: int, split: PipelineSplit) -> tuple[Stage, ...]:
         return self.get(("stages", pp, vp, split), lambda: pipeline_stages(self.spec, pp, vp, split))
@@ -210,12 +210,13 @@ class _Memo:
             st = self.memory.states(c.tp, c.ep, c.pp, c.pipeline_split)  # the same stage_params as stage_param_counts
             return tuple(zip(st.dense.astype(int).tolist(), st.expert.astype(int).tolist()))
         return self.get(("opt", c.tp, c.ep, c.pp, c.pipeline_split, zero), lambda: optimizer_s(
-            counts(), zero, c.data_parallel * c.cp, c.ep, c.memory_dtype, self.ceil, self.opts.framework))
+            counts(), zero, c.data_parallel * c.cp, c.ep, c.memory_dtype, self.ceil, self.opts.framework,
+            self.opts.clip_grad))
 
     def fp8(self, c: TrainStepOptions, recompute: str, zero: int) -> tuple[float, float]:
         """(FP8 scaling seconds of one micro-batch, the step's other FP8 seconds) on the slowest stage, as
-        `train.step_fp8_s`; (0, 0) unless fp8."""
-        if dtype_name(c.dtype) != "fp8":
+        `train.step_fp8_s`; (0, 0) unless fp8, mxfp8 or nvfp4."""
+        if not low_precision(c.dtype):
             return 0.0, 0.0
         lay = replace(c, zero=zero, recompute=recompute)
         shard = c.data_parallel * c.cp if zero >= 1 and c.fp8_params else 1  # only FP8 weights cast ZeRO shards
@@ -227,8 +228,8 @@ class _Memo:
 
     def fp8_pieces(self, c: TrainStepOptions, zeros: list[int], modes: list[str]) -> list | None:
         """`fp8` per ZeRO stage and recompute mode (depends on the structure, the mode and ZeRO's shard);
-        None unless fp8."""
-        if dtype_name(c.dtype) != "fp8":
+        None unless fp8, mxfp8 or nvfp4."""
+        if not low_precision(c.dtype):
             return None
         return [[self.fp8(c, r, z) for r in modes] for z in zeros]
 
@@ -346,6 +347,7 @@ def plan(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec, opts: PlanOp
     """The fastest fitting layouts (module docstring); `progress(done, total)` is called as layouts finish."""
     start = time.perf_counter()
     opts.validate()
+    cluster = cluster.for_job(opts.gpus)  # the GPUs the job takes in each NVLink domain (ClusterSpec.for_job)
     memo = _Memo(spec, ceilings, cluster, opts)
     layouts = list(structures(spec, cluster, opts))
     grid = execution_options(opts)

@@ -36,7 +36,6 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import dtype_name
 from ..specs.model import ModelSpec
 from .activations import Saved, Split, item_bytes, layer_bytes, layer_saved
 from .memory_common import stage_params
@@ -45,6 +44,7 @@ from .memory_schedule import (chunk_forwards, embedding_grad_blocks, grads_resid
 from .memory_train import _STATES, TrainOptions, default_bytes, embedding_table_bytes
 from .pipeline_split import EVEN, PipelineSplit, chunk_layers, stage_layer_ids
 from .tensor_parallel import kv_divisor
+from .train_fp4 import low_precision
 from .train_fp8 import fp8_linear_weights
 
 
@@ -82,7 +82,7 @@ class MemoryTable:
                  framework: str = "megatron", fp8_params: bool = False):
         self.spec, self.seq, self.capacity_factor, self.flash = spec, seq, capacity_factor, flash
         self.dtype, self.framework = dtype, framework
-        self.fp8, self.fp8_params = dtype_name(dtype) == "fp8", fp8_params  # Transformer Engine's FP8 (calc.train_fp8)
+        self.fp8, self.fp8_params = low_precision(dtype), fp8_params  # TE's FP8/FP4 linears (calc.train_fp8, train_fp4)
         self._states: dict[tuple, StageStates] = {}
         self._arrays: dict[tuple, Any] = {}  # activation bytes by (tp, cp, sp, recompute, pp)
         self._ids: dict[tuple, int] = {}  # a state or activation key -> its row in _rows

@@ -106,6 +106,10 @@ class PlanOptions:
     fp8_params: bool = TrainStepOptions.fp8_params  # --dtype fp8: FP8 weights (Megatron-LM --fp8-param-gather)
     even_splits_only: bool = False  # search the even pipeline split alone (no uneven stages)
     comm_sms: int = TrainStepOptions.comm_sms  # SMs NCCL holds while overlapped traffic runs (calc.train_comm)
+    clocks: str = TrainStepOptions.clocks  # sustained (a long run's steady state) or burst (calc.steady)
+    loss: str = TrainStepOptions.loss  # the fused list's loss kernels (calc.roofline_head)
+    dropout: float = TrainStepOptions.dropout  # hidden dropout before each residual add
+    clip_grad: bool = TrainStepOptions.clip_grad  # gradient norm and clipping before the optimizer
 
     def base(self) -> TrainStepOptions:
         """The train options every candidate shares."""
@@ -113,11 +117,15 @@ class PlanOptions:
                                 overlap=self.overlap, capacity_factor=self.capacity_factor, reserve=self.reserve,
                                 attention=self.attention, framework=self.framework,
                                 host_costs=self.host_costs, host_source=self.host_source,
-                                fp8_recipe=self.fp8_recipe, fp8_params=self.fp8_params, comm_sms=self.comm_sms)
+                                fp8_recipe=self.fp8_recipe, fp8_params=self.fp8_params, comm_sms=self.comm_sms,
+                                clocks=self.clocks, loss=self.loss, dropout=self.dropout, clip_grad=self.clip_grad)
 
     def validate(self) -> None:
         for name in ("gpus", "seq", "global_batch", "top", "max_micro_batch", "max_cp"):
             require(getattr(self, name) >= 1, f"--{name.replace('_', '-')} must be a positive integer")
+        fixed = dict(self.fix)
+        require(not (fixed.get("sp") is True and fixed.get("tp") == 1),
+                "--fix sp=on and --fix tp=1 conflict: sequence parallelism splits over tp > 1")
         for name, cap in (("top", MAX_TOP), ("max_micro_batch", MAX_MICRO_BATCH)):
             require(getattr(self, name) <= cap, f"--{name.replace('_', '-')}: {getattr(self, name):,} is above the cap of "
                                                 f"{cap:,} (docs/cli.md)")
@@ -173,7 +181,7 @@ def _divisors(n: int, limit: int | None = None) -> list[int]:
 
 def _tp_values(spec: ModelSpec, cluster: ClusterSpec, gpus: int) -> list[int]:
     out = []
-    for tp in _divisors(cluster.gpus_per_node):
+    for tp in _divisors(cluster.scale_up_gpus):  # TP inside the NVLink domain (a node, or a 72-GPU rack)
         if gpus % tp:
             continue
         try:
@@ -249,7 +257,7 @@ def structures(spec: ModelSpec, cluster: ClusterSpec, opts: PlanOptions) -> Iter
                         vps = [v for v in range(1, (L + 2) // pp + 1) if splits[pp, v]] if pp > 1 else [1]
                         for vp in _allowed(fix, "vp", vps):
                             first, *others = splits[pp, vp]
-                            for sp in _allowed(fix, "sp", ([True, False] if "sp" in fix else [True]) if tp > 1 else [False]):
+                            for sp in _allowed(fix, "sp", [True, False] if "sp" in fix else [True]) if tp > 1 else [False]:
                                 kw = {**base, "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "micro_batch": mb,
                                       "vp": vp, "sp": sp, "pipeline_split": first}
                                 cand = TrainStepOptions(**kw)

@@ -26,6 +26,17 @@ if TYPE_CHECKING:
 
 # Fallback only: NCCL's per-step NVLink latency for ring/Simple (nccl src/graph/tuning.cc, hwLat).
 RING_STEP_LATENCY_S = 3.4e-6
+# Serving engines (vLLM's custom_all_reduce, SGLang's, TensorRT-LLM's AllReduceStrategy AUTO) reduce small TP
+# messages on a one-shot custom kernel over NVLink peer memory rather than NCCL. Measured on H100 (SGLang PR
+# #2904, github.com/sgl-project/sglang/pull/2904, its "custom allreduce" table, TensorRT-LLM's kernel): message
+# bytes -> microseconds per call, by TP size. Between rows: linear; below the first: the first; past the last
+# (1 MiB) and on architectures without a table: NCCL (the comm calculator). Timed outside CUDA graphs, so each
+# row holds one launch, which a replayed graph mostly hides: an upper bound there.
+CUSTOM_ALL_REDUCE_US = {"Hopper": {
+    2: ((512, 3.7), (4096, 3.9), (32768, 4.5), (262144, 7.9), (524288, 12.5), (1048576, 19.9)),
+    4: ((512, 4.8), (4096, 3.7), (32768, 4.8), (262144, 13.9), (524288, 20.2), (1048576, 31.1)),
+    8: ((512, 5.9), (4096, 5.7), (32768, 7.8), (262144, 16.7), (524288, 22.1), (1048576, 33.8)),
+}}
 
 
 @dataclass(frozen=True)
@@ -65,9 +76,9 @@ def _cluster_for(gpu: GPUSpec, tp: int, cluster: str | None
         return load_cluster(cluster), collective_cost
     nodes = [spec for spec in builtin_clusters().values() if spec.gpu == gpu.name]
     for spec in nodes:
-        if spec.gpus_per_node >= tp:
+        if spec.scale_up_gpus >= tp:
             return spec, collective_cost
-    most = max((spec.gpus_per_node for spec in nodes), default=tp)
+    most = max((spec.scale_up_gpus for spec in nodes), default=tp)
     require(tp <= most, f"--tp {tp} exceeds the {most} GPUs per node of every built-in {gpu.name} cluster "
             f"({', '.join(s.name for s in nodes)}); tensor parallel across nodes is not modelled")
     return None, collective_cost
@@ -78,7 +89,8 @@ def collective_s(collective: str, size_bytes: float, gpu: GPUSpec, tp: int,
     """(seconds, how it was computed) of one collective over tp GPUs of one node."""
     spec, cost_fn = _cluster_for(gpu, tp, cluster)
     if spec is not None and cost_fn is not None:
-        require(tp <= spec.gpus_per_node, f"--tp {tp} exceeds the {spec.gpus_per_node} GPUs of a {spec.name} node")
+        require(tp <= spec.scale_up_gpus,
+                f"--tp {tp} exceeds the {spec.scale_up_gpus} GPUs of a {spec.name} {spec.domain_word}")
         cost = cost_fn(collective, max(1, int(size_bytes)), tp, spec, 1, "auto")
         return cost.time_s, f"comm calculator: {cost.algo} {collective} on {spec.name}"
     link_Bps = gpu.nvlink_Bps or gpu.pcie_Bps
@@ -91,14 +103,31 @@ def collective_s(collective: str, size_bytes: float, gpu: GPUSpec, tp: int,
                   f"+ {steps} x {RING_STEP_LATENCY_S * 1e6:.1f} us")
 
 
+def custom_all_reduce_s(size_bytes: float, gpu: GPUSpec, tp: int) -> float | None:
+    """Seconds of one all-reduce on the custom kernel (CUSTOM_ALL_REDUCE_US); None where it has no row."""
+    rows = CUSTOM_ALL_REDUCE_US.get(gpu.architecture, {}).get(tp)
+    if rows is None or size_bytes > rows[-1][0]:
+        return None
+    if size_bytes <= rows[0][0]:
+        return rows[0][1] * 1e-6
+    for (n0, t0), (n1, t1) in zip(rows, rows[1:]):
+        if size_bytes <= n1:
+            return (t0 + (t1 - t0) * (size_bytes - n0) / (n1 - n0)) * 1e-6
+    return None  # not reached: size_bytes <= the last row's
+
+
 def tp_comm_rows(spec: ModelSpec, gpu: GPUSpec, opts: Any, act_bytes: float) -> list["CommRow"]:
-    """The collectives of one step under tensor parallelism (none for tp = 1)."""
+    """The collectives of one step under tensor parallelism (none for tp = 1); with all_reduce "custom"
+    an all-reduce takes the custom kernel's time where it has a row and that is faster than NCCL's."""
     tp = opts.tp
     if tp == 1:
         return []
     size = opts.tokens * spec.hidden_size * act_bytes
     per_layer = 1 if spec.parallel_attention else 2
     ar_s, ar_how = collective_s("all-reduce", size, gpu, tp, opts.cluster)
+    custom = custom_all_reduce_s(size, gpu, tp) if getattr(opts, "all_reduce", "nccl") == "custom" else None
+    if custom is not None and custom < ar_s:
+        ar_s, ar_how = custom, f"custom all-reduce (one-shot, measured on H100: SGLang PR #2904), tp {tp}"
     rows = [CommRow("layer all-reduce", "forward", "all-reduce", size, per_layer * spec.num_layers, ar_s, ar_how),
             CommRow("embedding all-reduce", "forward", "all-reduce", size, 1, ar_s, ar_how)]
     if opts.phase == "train":

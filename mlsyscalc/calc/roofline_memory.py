@@ -26,20 +26,21 @@ def pass_strided_op(name: str, read: float, write: float, p: Any, shape: str = "
 
 def elementwise_op(elements: float, inputs: int = 1, outputs: int = 1, flops_per_element: float = 1.0,
                    dtype: str = "bf16", gpu: Any = "H100-SXM", calibration: Any = None,
-                   name: str = "elementwise") -> OpPrediction:
-    """y = f(x1, ..., xn) over `elements`: read inputs x elements, write outputs x elements."""
+                   name: str = "elementwise", cls: str = "memory") -> OpPrediction:
+    """y = f(x1, ..., xn) over `elements`: read inputs x elements, write outputs x elements; `cls` the efficiency
+    class of its bytes (memory_fused: the fused list's kernels)."""
     require(elements >= 1 and inputs >= 0 and outputs >= 0, f"{name}: sizes must be positive")
     a = bytes_per_element(dtype)
     return predict_memory_op(name, inputs * elements * a, outputs * elements * a, flops_per_element * elements,
-                             dtype, gpu, calibration, shape=f"{elements:.0f} {inputs}->{outputs}")
+                             dtype, gpu, calibration, shape=f"{elements:.0f} {inputs}->{outputs}", cls=cls)
 
 
 def norm_op(tokens: int, hidden: int, dtype: str = "bf16", gpu: Any = "H100-SXM", calibration: Any = None,
-            name: str = "norm") -> OpPrediction:
+            name: str = "norm", cls: str = "memory") -> OpPrediction:
     """RMSNorm/LayerNorm: read x (tokens, hidden) and the weight, write y."""
     a = bytes_per_element(dtype)
     return predict_memory_op(name, (tokens + 1) * hidden * a, tokens * hidden * a, 4.0 * tokens * hidden,
-                             dtype, gpu, calibration, shape=f"{tokens}x{hidden}")
+                             dtype, gpu, calibration, shape=f"{tokens}x{hidden}", cls=cls)
 
 
 def softmax_op(rows: int, cols: int, dtype: str = "bf16", gpu: Any = "H100-SXM", calibration: Any = None,
@@ -51,14 +52,15 @@ def softmax_op(rows: int, cols: int, dtype: str = "bf16", gpu: Any = "H100-SXM",
 
 
 def rotary_op(tokens: int, heads: int, rotary_dim: int, dtype: str = "bf16", gpu: Any = "H100-SXM",
-              calibration: Any = None, positions: int | None = None, name: str = "rotary") -> OpPrediction:
+              calibration: Any = None, positions: int | None = None, name: str = "rotary",
+              cls: str = "memory") -> OpPrediction:
     """RoPE (Su et al. 2021) on `heads` (query + key heads) of `rotary_dim` dims: read x and the
     cos/sin tables for `positions` positions (default: tokens), write x."""
     a = bytes_per_element(dtype)
     elements = tokens * heads * rotary_dim
     table = 2 * (positions or tokens) * rotary_dim * a
     return predict_memory_op(name, elements * a + table, elements * a, 3.0 * elements, dtype, gpu, calibration,
-                             shape=f"{tokens}x{heads}x{rotary_dim}")
+                             shape=f"{tokens}x{heads}x{rotary_dim}", cls=cls)
 
 
 def embedding_op(tokens: int, hidden: int, dtype: str = "bf16", gpu: Any = "H100-SXM", calibration: Any = None,

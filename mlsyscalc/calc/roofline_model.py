@@ -22,16 +22,20 @@ from ..dtypes import bytes_per_element, dtype_name
 from ..errors import MlsysError, divide
 from ..specs.model import ModelSpec
 from .calibration import Ceilings
-from .flops import attention_core_flops, count_flops
+from .attention import keys_read
+from .flops import attention_layer_flops, count_flops, layer_kinds
 from .layers import Linear, head_linears, layer_linears
 from .params import count_params
 from .roofline_comm import CommRow, dp_comm_rows, tp_comm_rows
 from .roofline_host import eager_host_path_s
 from .roofline_memory import copy_cast_op, elementwise_op, embedding_op, norm_op, rotary_op
 from .roofline_mem_efficient import mem_efficient_attention, runs_mem_efficient
+from .roofline_head import loss_forward_ops
+from .steady import MIX_KINDS
 from .roofline_notes import model_notes
-from .roofline_ops import (OpPrediction, OpRow, predict_attention, predict_grouped_matmul, predict_matmul,
-                           predict_memory_op, window_fraction)
+from .roofline_paged import paged_attention
+from .roofline_ops import (ATTENTION_ROWS, OpPrediction, OpRow, predict_attention, predict_grouped_matmul,
+                           predict_matmul, predict_memory_op)
 from .roofline_options import PHASES, RooflineOptions  # noqa: F401  (re-exported)
 from . import roofline_torch
 from .roofline_train import backward_rows, optimizer_row, recompute_rows
@@ -204,8 +208,8 @@ class _Pass:
     def kv_heads(self) -> int:
         return max(1, self.spec.num_kv_heads // self.opts.tp)
 
-    def attention(self, windowed: bool, backward: bool = False) -> OpPrediction:
-        return _attention_op(self, windowed, backward)
+    def attention(self, kind: str, backward: bool = False) -> OpPrediction:
+        return _attention_op(self, kind, backward)
 
 
 
@@ -235,28 +239,35 @@ def _linear_op(p: _Pass, lin: Linear, tokens: int | None = None) -> OpPrediction
                                   name=lin.name, experts=True)
 
 
-def _attention_op(p: _Pass, windowed: bool, backward: bool = False) -> OpPrediction:
-    """Attention of one layer; on a sliding-window layer with window "skip", decode reads at most W
-    cached keys and prefill/train count only the tiles inside the window (window_fraction)."""
+def _attention_op(p: _Pass, kind: str, backward: bool = False) -> OpPrediction:
+    """Attention of one layer of `kind`; on a windowed or chunked layer with window "skip", decode
+    reads only the keys the mask lets the new token see and prefill/train count only the tiles
+    inside the mask (calc.attention.MASKS); "full" prices the whole causal sequence."""
     spec, o = p.spec, p.opts
-    window = spec.sliding_window if windowed and o.window == "skip" else None
+    size = spec.mask_size(kind) if o.window == "skip" else None
     kv_len = o.kv_len
-    if window is not None and o.phase == "decode":
-        kv_len, window = min(kv_len, window), None
+    if size is not None and o.phase == "decode":
+        kv_len, size = keys_read(kind, size, 1, kv_len), None
     causal, kv_dtype = o.phase != "decode", o.kv_dtype_name
-    name = ("attention (window)" if windowed else "attention") + (".bwd" if backward else "")
+    name = ATTENTION_ROWS[kind] + (".bwd" if backward else "")
     if spec.mla is not None and o.phase == "decode":  # absorbed MLA: MQA over the cached latent
         mla = spec.mla
         width = mla.kv_lora_rank + mla.qk_rope_head_dim
         if o.impl == "torch" and runs_mem_efficient(width, mla.kv_lora_rank):  # SDPA's CUTLASS kernel
             return mem_efficient_attention(o.batch, p.heads, kv_len, width, mla.kv_lora_rank, p.store, p.ceil,
                                            kv_dtype, name=name)
-        return predict_attention(o.batch, p.heads, 1, 1, kv_len, width, False,
+        pred = predict_attention(o.batch, p.heads, 1, 1, kv_len, width, False,
                                  p.store, p.ceil, v_head_dim=mla.kv_lora_rank, kv_dtype=kv_dtype, v_in_k=True, name=name)
-    return predict_attention(o.batch, p.heads, p.kv_heads, o.new_tokens, kv_len, spec.head_dim, causal, p.store,
-                             p.ceil, v_head_dim=spec.v_head_dim, kv_dtype=None if backward else kv_dtype,
-                             backward=backward, window=window, pad_head_dim=o.impl == "torch" and spec.mla is None,
-                             name=name)
+        kv_heads = 1
+    else:
+        pred = predict_attention(o.batch, p.heads, p.kv_heads, o.new_tokens, kv_len, spec.head_dim, causal, p.store,
+                                 p.ceil, v_head_dim=spec.v_head_dim, kv_dtype=None if backward else kv_dtype,
+                                 backward=backward, window=size, pad_head_dim=o.impl == "torch" and spec.mla is None,
+                                 name=name, mask=kind, sinks=spec.attention_sinks)
+        kv_heads = p.kv_heads
+    if o.kv_layout != "paged" or o.phase == "train":
+        return pred
+    return paged_attention(pred, p.ceil, o.batch, kv_heads, o.new_tokens, kv_len, p.heads // kv_heads)
 
 
 def _mlp_widths(p: _Pass, layer: int) -> float:
@@ -276,20 +287,34 @@ def _memory_ops(p: _Pass, layer: int) -> list[tuple[OpPrediction, str]]:
         return roofline_torch.layer_memory_ops(p, layer, _mlp_widths(p, layer))
     spec, o, t, act, ceil = p.spec, p.opts, p.tokens, p.store, p.ceil
     h = spec.hidden_size
-    ops = [(norm_op(t, h, act, ceil), "norm")] * spec.norms_per_layer  # with or without affine weights
-    if spec.position_embedding == "rope":
+    fused = FUSED_MEMORY_CLASS  # one kernel each, at the fused kernels' measured bandwidth (calc.calibration)
+    ops = [(norm_op(t, h, act, ceil, cls=fused), "norm")] * spec.norms_per_layer  # with or without affine weights
+    if spec.layer_uses_rope(layer):
         rot = spec.mla.qk_rope_head_dim if spec.mla else int(spec.head_dim * spec.rotary_fraction)
         heads = p.heads + (1 if spec.mla else p.kv_heads)
-        ops.append((rotary_op(t, heads, rot, act, ceil, positions=o.new_tokens), "attention"))
+        ops.append((rotary_op(t, heads, rot, act, ceil, positions=o.new_tokens, cls=fused), "attention"))
     if o.phase != "train":
         per_token = spec.kv_cache_elements_per_token if spec.mla else p.kv_heads * (spec.head_dim + spec.v_head_dim)
         ops.append((copy_cast_op(t * per_token, act, o.kv_dtype_name, ceil), "attention"))
     gated = spec.gated_mlp or spec.layer_is_moe(layer)
     ops.append((elementwise_op(_mlp_widths(p, layer), 2 if gated else 1, 1, 5, act, ceil,
-                               name="mlp_act" + ("*up" if gated else "")), "mlp"))
+                               name="mlp_act" + ("*up" if gated else ""), cls=fused), "mlp"))
     adds = 1 if spec.parallel_attention else 2
-    ops += [(elementwise_op(t * h, 2, 1, 1, act, ceil, name="residual_add"), "norm")] * adds
+    ops += [(_residual_add(p), "norm")] * adds
     return ops + _moe_ops(p, layer)
+
+
+FUSED_MEMORY_CLASS = "memory_fused"  # the fused list's norms, rotary, activations and residual adds
+
+
+def _residual_add(p: _Pass) -> OpPrediction:
+    """x + f(x): read both, write the sum; with dropout in training the fused bias-dropout-add also writes its
+    1-byte mask (read back in the backward)."""
+    elements = p.tokens * p.spec.hidden_size
+    if p.opts.phase == "train" and p.opts.dropout > 0:
+        return predict_memory_op("residual_add", 2 * elements * p.a, elements * (p.a + 1), elements, p.store, p.ceil,
+                                 shape=f"{elements:.0f} 2->1 + mask", cls=FUSED_MEMORY_CLASS)
+    return elementwise_op(elements, 2, 1, 1, p.store, p.ceil, name="residual_add", cls=FUSED_MEMORY_CLASS)
 
 
 def _moe_ops(p: _Pass, layer: int) -> list[tuple[OpPrediction, str]]:
@@ -305,30 +330,25 @@ def _moe_ops(p: _Pass, layer: int) -> list[tuple[OpPrediction, str]]:
             (elementwise_op(2 * t * k * h, 1, 1, 1, act, ceil, name="moe_permute"), "mlp")]
 
 
-def _layer_kinds(spec: ModelSpec) -> list[tuple[int, int, int]]:
-    """(example layer index, layer count, windowed count) per MLP kind (dense, MoE)."""
-    kinds = []
-    moe_layers = [i for i in range(spec.num_layers) if spec.layer_is_moe(i)]
-    dense_layers = [i for i in range(spec.num_layers) if not spec.layer_is_moe(i)]
-    windowed = spec.sliding_window_layers if spec.sliding_window else 0
-    for layers in (dense_layers, moe_layers):
-        if layers:
-            share = round(windowed * len(layers) / spec.num_layers)
-            kinds.append((layers[0], len(layers), share))
-    return kinds
+def _layer_kinds(spec: ModelSpec) -> list[tuple[int, int, str]]:
+    """(example layer index, layer count, attention kind) per kind of layer: layers that run the same
+    kernels (the same MLP kind, attention kind, RoPE or NoPE, q/k norm or not) share one set of rows."""
+    groups: dict[tuple, list[int]] = {}
+    for i in range(spec.num_layers):
+        key = (spec.layer_is_moe(i), spec.layer_type(i), spec.layer_uses_rope(i), spec.layer_has_qk_norm(i))
+        groups.setdefault(key, []).append(i)
+    ordered = sorted(groups.items(), key=lambda item: (item[0][0], item[1][0]))  # dense kinds first
+    return [(layers[0], len(layers), key[1]) for key, layers in ordered]
 
 
 def forward_rows(p: _Pass) -> list[OpRow]:
     rows: list[OpRow] = []
     spec = p.spec
-    for layer, count, windowed in _layer_kinds(spec):
+    for layer, count, kind in _layer_kinds(spec):
         where = "moe layers" if spec.layer_is_moe(layer) else "layers"
         ops = [(_linear_op(p, lin), lin.group) for lin in layer_linears(spec, layer)] + _memory_ops(p, layer)
         kind_rows = [OpRow(op, group, where, count) for op, group in ops]
-        if count - windowed:
-            kind_rows.append(OpRow(_attention_op(p, False), "attention", where, count - windowed))
-        if windowed:
-            kind_rows.append(OpRow(_attention_op(p, True), "attention", where, windowed))
+        kind_rows.append(OpRow(_attention_op(p, kind), "attention", where, count))
         rows += kind_rows + (roofline_torch.split_rows(p, kind_rows) if p.opts.impl == "torch" else [])
     return _merge(rows) + head_rows(p)
 
@@ -340,10 +360,13 @@ def head_rows(p: _Pass) -> list[OpRow]:
     extra = spec.hidden_size if spec.learned_positions else 0
     ops = roofline_torch.head_ops(p) if torch_impl else [embedding_op(t, spec.embed_dim, act, p.ceil, extra_width=extra)]
     if spec.final_norm:
-        ops.append(norm_op(t, spec.hidden_size, act, p.ceil, name="final_norm"))
+        ops.append(norm_op(t, spec.hidden_size, act, p.ceil, name="final_norm",
+                           cls="memory" if torch_impl else FUSED_MEMORY_CLASS))
     ops += [_linear_op(p, lin, p.opts.logit_tokens if lin.name == "lm_head" else None) for lin in head_linears(spec)]
     if torch_impl:
         ops += roofline_torch.loss_ops(p, False) if p.opts.phase == "train" else [roofline_torch.logits_cast(p)]
+    elif p.opts.phase == "train":
+        ops += loss_forward_ops(p)
     rows = [OpRow(op, "head", "head", 1) for op in ops]
     return rows + (roofline_torch.split_rows(p, rows) if torch_impl else [])
 
@@ -379,9 +402,38 @@ def _fit(p: _Pass) -> tuple[float, float]:
 
 
 def predict_model(spec: ModelSpec, ceilings: Ceilings, options: RooflineOptions | None = None) -> ModelRoofline:
-    """Per-kernel roofline rows and totals for one prefill, decode step or training step."""
+    """Per-kernel roofline rows and totals for one prefill, decode step or training step; at sustained clocks the
+    step is priced at the clock its own kernel mix holds under the power cap (calc.steady), read off a pass at
+    burst clocks (ceilings already at sustained clocks are used as they are)."""
     opts = options or RooflineOptions()
     opts.validate(spec)
+    if opts.clocks_mode == "sustained" and ceilings.clocks != "sustained":
+        burst = _predict(spec, ceilings.at_clocks("burst"), opts)
+        ceilings = ceilings.at_clocks("sustained", kernel_mix(burst.rows))
+    return _predict(spec, ceilings.at_clocks(opts.clocks_mode), opts)
+
+
+def kernel_mix(rows: tuple[OpRow, ...] | list[OpRow]) -> dict[str, float]:
+    """Seconds of the forward and backward rows by what draws the card's power (calc.steady.MIX_KINDS):
+    compute-bound GEMMs (bf16, or fp8), attention, and the rest (memory-bound kernels, streaming GEMMs). The
+    optimizer step is left out: a phase of its own, after the backward, which the card's power controller (its
+    clock moves within 50-100 ms: reports/train/runs/h200-step-ops/) does not average with the layers'. So is a
+    recomputed forward, which repeats the forward's mix (and so a step's clock does not depend on it)."""
+    mix = dict.fromkeys(MIX_KINDS, 0.0)
+    for r in rows:
+        if r.pass_name in ("optimizer", "recompute"):
+            continue
+        p = r.pred
+        if p.kind == "matmul" and p.compute_s >= p.memory_s:
+            mix["matmul_fp8" if p.compute_class == "matmul_fp8" else "matmul"] += r.total_s
+        elif p.kind == "attention":
+            mix["attention"] += r.total_s
+        else:
+            mix["memory"] += r.total_s
+    return mix
+
+
+def _predict(spec: ModelSpec, ceilings: Ceilings, opts: RooflineOptions) -> ModelRoofline:
     p = _Pass(spec, ceilings, opts)
     weights, kv = _fit(p)
     rows = forward_rows(p)
@@ -395,7 +447,9 @@ def predict_model(spec: ModelSpec, ceilings: Ceilings, options: RooflineOptions 
         if opts.impl == "torch":
             rows.append(roofline_torch.zero_grad_row(p, _params(spec)))
         comm += dp_comm_rows(spec, ceilings.gpu, opts, forward_s, backward_s)
-    forward = count_flops(spec, opts.flop_options).forward - _window_saving_flops(spec, opts) - _logit_saving_flops(spec, opts)
+    counted = count_flops(spec, opts.flop_options)
+    forward = (counted.forward - counted.breakdown["attention_core"] + _attention_model_flops(spec, opts)
+               - _logit_saving_flops(spec, opts))
     host = eager_host_path_s(opts, sum(r.count for r in rows), spec.num_layers, ceilings.host)
     return ModelRoofline(spec.name, ceilings.gpu.name, opts, ceilings, tuple(rows), tuple(comm),
                          forward * (3 if opts.phase == "train" else 1), weights, kv,
@@ -408,18 +462,19 @@ def _logit_saving_flops(spec: ModelSpec, opts: RooflineOptions) -> float:
     return sum(lin.forward_flops(skipped) for lin in head_linears(spec) if lin.name == "lm_head") if skipped else 0.0
 
 
-def _window_saving_flops(spec: ModelSpec, opts: RooflineOptions) -> float:
-    """Attention FLOPs that calc.flops counts (full causal) but a window-skipping kernel does not do,
-    so that MFU counts the model's own work: per windowed layer, full core - windowed core."""
-    layers = spec.sliding_window_layers if spec.sliding_window else 0
-    if not layers or opts.window != "skip" or spec.mla is not None:
-        return 0.0
-    o, w = opts.flop_options, spec.sliding_window
-    assert w is not None  # layers > 0 above
-    full = attention_core_flops(spec, o.batch, o.new_tokens, o.kv_len, opts.phase != "decode") / spec.num_layers
-    per_pair = 2.0 * o.batch * spec.num_heads * (spec.head_dim + spec.v_head_dim)
-    if opts.phase == "decode":
-        windowed = per_pair * min(o.kv_len, w)
-    else:
-        windowed = per_pair * o.new_tokens * o.kv_len * window_fraction(o.new_tokens, o.kv_len, w)
-    return layers * (full - windowed)
+def _attention_model_flops(spec: ModelSpec, opts: RooflineOptions) -> float:
+    """The attention FLOPs of the step's kernels, so that MFU counts the model's own work: with window
+    "skip", a windowed or chunked layer computes the pairs its mask keeps (decode: the keys the new
+    token sees); with "full", every layer the whole causal sequence (decode: every cached key)."""
+    o = opts.flop_options
+    total = 0.0
+    for kind, layers in layer_kinds(spec).items():
+        size = spec.mask_size(kind) if opts.window == "skip" else None
+        if opts.phase == "decode":
+            keys = o.kv_len if size is None else keys_read(kind, size, 1, o.kv_len)
+            per_layer = attention_layer_flops(spec, "full_attention", o.batch, 1, keys, False)
+        else:
+            per_layer = attention_layer_flops(spec, kind if size else "full_attention", o.batch, o.new_tokens,
+                                              o.kv_len, True)
+        total += layers * per_layer
+    return total

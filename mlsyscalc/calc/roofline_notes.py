@@ -16,6 +16,14 @@ def model_notes(spec: ModelSpec, opts: RooflineOptions, host: HostCosts | None =
                "skipping); decode reads the whole context")
         notes.append(f"sliding window {spec.sliding_window} on {spec.sliding_window_layers} of {spec.num_layers} "
                      f"layers: {how}")
+    chunked = sum(spec.layer_type(i) == "chunked_attention" for i in range(spec.num_layers))
+    if chunked:
+        how = ("kernels skip KV tiles outside each query's chunk (a decode reads its chunk's keys only)"
+               if opts.window == "skip" else "counted over the full causal sequence (--sliding-window full)")
+        notes.append(f"chunked attention ({spec.attention_chunk_size} tokens) on {chunked} of {spec.num_layers} "
+                     f"layers: {how}")
+    if spec.attention_sinks:
+        notes.append("attention sinks: one learned logit per head joins each softmax (no matmul, no cache)")
     if spec.mla is not None:
         notes.append("MLA: decode attends over the cached latent with absorbed up-projections (MQA, "
                      "d_qk = kv_lora_rank + rope, d_v = kv_lora_rank); prefill over expanded per-head K/V")

@@ -31,8 +31,11 @@ from ..errors import require
 from ..specs.gpu import GPUSpec, normalise_dtype
 from .calibration import Ceilings, gemm_class, load_ceilings
 from .cublas_split import cublas_splits
-from .attention import BACKWARD_FLOPS_FACTOR, AttentionShape, attention_bytes, attention_flops, causal_fraction
-from ..dtypes import bytes_per_element, dtype_name
+from .attention import (BACKWARD_FLOPS_FACTOR, MASKS, AttentionShape, attention_bytes, attention_flops,
+                        causal_fraction, keys_read)
+from .attention import window_fraction  # noqa: F401  (re-exported: callers found it here before calc.attention's MASKS)
+from ..block_formats import FORMATS
+from ..dtypes import bytes_per_element, dtype_name, value_bytes
 
 # Output tile (BLOCK_M, BLOCK_N) candidates: CUTLASS/cuBLAS bf16 tiles on Hopper (128x256 with
 # two consumer warpgroups, 128x128), smaller ones for shapes that cannot fill the SMs, and 16-row
@@ -46,8 +49,19 @@ BLOCK_K_BYTES = 128  # BLOCK_K x element size: 64 for 16-bit, 128 for 8-bit (one
 ATTN_BLOCK_M = (128, 64, 16)
 ATTN_BLOCK_N = 128
 KV_SPLITS = (1, 2, 4, 8, 16, 32, 64)  # flash-decoding splits of the KV sequence
+# Prefill and training attention (more than one query a sequence) at short sequences and in the backward: the
+# measured over the priced time of cuDNN's SDPA kernels on an H200 (reports/attention/rows.jsonl, torch 2.11, bf16,
+# d128, H32, B x S = 16k tokens, S 1k-16k, three runs of the forward, one of the backward) follows
+# factor x (1 + keys0 / Skv), per pass and mask: (factor, keys0). Forward full 0.95-1.08 (no correction); forward
+# causal 1.33-1.37 at S1k, 1.17-1.22 at 2k, 1.08-1.13 at 4k, 1.04-1.08 at 8k, 1.01-1.06 at 16k; backward full 1.48,
+# 1.30, 1.20, 1.13, 1.10; backward causal 2.16, 1.56, 1.37, 1.23, 1.15. Fitted through the 1k and 16k points; the
+# 2k-8k points lie within 4% of the fit. A per-row-block fixed cost (softmax rescaling, the causal diagonal, the
+# backward's dQ accumulation) that long rows amortise. Read on Hopper's cuDNN kernels, applied to every card.
+ATTENTION_SHAPE = {("forward", False): (1.0, 0.0), ("forward", True): (1.008, 357.0),
+                   ("backward", False): (1.080, 375.0), ("backward", True): (1.079, 1027.0)}
 # Accumulator/output dtype where it differs from the inputs (torch._scaled_mm, torch._int_mm).
-OUT_DTYPE = {"fp8": "bf16", "int8": "fp32"}  # int8 -> int32: 4 bytes, as fp32
+OUT_DTYPE = {"fp8": "bf16", "int8": "fp32",  # int8 -> int32: 4 bytes, as fp32
+             **{name: "bf16" for name in FORMATS}}  # block-scaled GEMMs (NVFP4, MXFP4, MXFP6, MXFP8) write bf16
 WEIGHT_GROUP = 128  # 4-bit weight-only: one bf16 scale per 128 weights
 ALIGN_BYTES = 16  # cuBLAS's TMA/wgmma GEMMs need 16-byte aligned rows; others take its unaligned kernels
 UNALIGNED_TILE_ROWS = 8  # from this many rows cuBLAS runs an unaligned GEMM on CUTLASS align1 kernels (below: GEMV, gemmSN)
@@ -217,7 +231,7 @@ def _matmul_tiling(groups: int, m: int, n: int, k: int, dtype: str, per_sm: floa
     """Large tiles (128x256, 128x128, no split) for shapes they fill well, as cuBLAS heuristics pick;
     for skinny (M < 128) or poorly filled shapes (the best large-tile grid keeps fewer than
     MIN_WAVE_FILL of its SM-waves busy), smaller tiles and split-K as well: the least padded time."""
-    block_k = max(16, int(BLOCK_K_BYTES / bytes_per_element(dtype)))
+    block_k = max(16, int(BLOCK_K_BYTES / value_bytes(dtype)))  # a block-scaled format's scales ride beside
 
     def block_time(bm: int, bn: int, padded_k: int) -> float:
         return 2.0 * bm * bn * padded_k / per_sm
@@ -233,7 +247,7 @@ def unaligned(lead_dims: tuple[int, ...], dtype: str, weight_dtype: str) -> bool
     16-byte aligned."""
     if dtype_name(weight_dtype) != dtype_name(dtype):
         return False
-    elements = max(1, int(ALIGN_BYTES / bytes_per_element(dtype)))
+    elements = max(1, int(ALIGN_BYTES / value_bytes(dtype)))
     return any(d % elements for d in lead_dims)
 
 
@@ -268,7 +282,8 @@ def predict_grouped_matmul(tokens: int, groups: float, n: int, k: int, dtype: st
     """
     require(min(tokens, n, k) >= 1 and groups > 0, f"{name}: sizes must be positive")
     ceil = resolve_ceilings(gpu, calibration)
-    act = normalise_dtype(dtype)
+    act = dtype_name(dtype)  # the inputs' storage (nvfp4: values and block scales); computes at normalise_dtype's rate
+    normalise_dtype(act)  # a storage-only dtype (int4) is not a compute dtype: an error here
     w_dtype = dtype_name(weight_dtype or act)
     out = dtype_name(out_dtype or OUT_DTYPE.get(act, act))
     m = math.ceil(tokens / groups)
@@ -322,22 +337,6 @@ def predict_matmul(m: int, n: int, k: int, dtype: str = "bf16", gpu: str | GPUSp
                                   weight_dtype=weight_dtype, out_dtype=out_dtype, lead_dims=lead_dims, name=name)
 
 
-def window_fraction(seq_q: int, seq_kv: int, window: int) -> float:
-    """Share of the Sq x Skv score rectangle a causal sliding-window kernel computes when it skips
-    KV tiles outside the window (FlashAttention-2's `window_size`): query at position p sees
-    min(p, W) keys, so the area is the integral of min(p, W) over p in [Skv - Sq, Skv] (the
-    continuous convention of causal_fraction, which it equals for W >= Skv; S x W - W^2/2 for
-    Sq = Skv = S > W)."""
-    a, b, w = seq_kv - seq_q, seq_kv, window
-    if w >= b:
-        area = (b * b - a * a) / 2.0
-    elif w <= a:
-        area = w * (b - a)
-    else:
-        area = (w * w - a * a) / 2.0 + w * (b - w)
-    return area / (seq_q * seq_kv)
-
-
 def _attention_tiling(rows: int, units0: int, seq_kv: int, per_row_flops: float, per_sm: float,
                       sms: int) -> tuple[float, Tiling]:
     """FlashAttention-2 grid (128 query rows per CTA, whole KV per CTA) while it fills the SMs and
@@ -359,11 +358,23 @@ def _attention_tiling(rows: int, units0: int, seq_kv: int, per_row_flops: float,
     return _least_time(configs(), sms, block_time)
 
 
+# the row name of each attention kind's kernel (backward and recompute rows find the kind back from it)
+ATTENTION_ROWS = {"full_attention": "attention", "sliding_attention": "attention (window)",
+                  "chunked_attention": "attention (chunked)"}
+
+
+def attention_kind(row_name: str) -> str:
+    """The attention kind whose kernel a row (forward, recompute or backward) prices."""
+    base = row_name.removesuffix(".bwd")
+    return next(kind for kind, name in ATTENTION_ROWS.items() if name == base)
+
+
 def predict_attention(batch: int, heads: int, kv_heads: int, seq_q: int, seq_kv: int, head_dim: int,
                       causal: bool = False, dtype: str = "bf16", gpu: str | GPUSpec | Ceilings = "H100-SXM",
                       calibration: Any = None, *, v_head_dim: int | None = None, kv_dtype: str | None = None,
                       backward: bool = False, v_in_k: bool = False, window: int | None = None,
-                      pad_head_dim: bool = False, name: str = "attention") -> OpPrediction:
+                      pad_head_dim: bool = False, name: str = "attention", mask: str = "sliding_attention",
+                      sinks: bool = False) -> OpPrediction:
     """Flash-style attention softmax(Q K^T) V with the IO-aware byte count (no S x S round trip).
 
     FLOPs = 2*B*Sq*Skv*H*(d_qk + d_v) (x causal_fraction); bytes = Q + K + V read once, O written
@@ -372,15 +383,18 @@ def predict_attention(batch: int, heads: int, kv_heads: int, seq_q: int, seq_kv:
     one tile, as decode kernels do. backward: FA2's 5 matmuls vs 2 (FLOPs x 2.5), reads Q, K, V,
     O, dO and writes dQ, dK, dV (Dao 2023, FlashAttention-2, algorithm 2). v_in_k: V is a slice
     of the cached K (absorbed MLA decode, DeepSeek-V2 section 2.1.2), read once. window (with
-    causal): a sliding-window kernel that skips tiles outside the window: FLOPs x window_fraction,
-    and only the last Sq + W - 1 keys are read. pad_head_dim (cuDNN's SDPA, `--impl torch`): the
+    causal): a kernel that skips the tiles outside the mask of kind `mask` (calc.attention.MASKS; a
+    sliding window W, or chunks of C = window): FLOPs x the mask's kept share, and only the keys from
+    the first query's earliest visible one are read (Sq + W - 1 for a window). sinks (gpt-oss): one
+    learned logit per head joins each softmax: no matmul, no cache, an fp32 logit read per query row. pad_head_dim (cuDNN's SDPA, `--impl torch`): the
     tiles compute on head dims padded to HEAD_DIM_TILES, and a 64-wide tile runs at
     efficiency.attention_small_head; FLOPs stay the useful ones.
     """
     require(min(batch, heads, kv_heads, seq_q, seq_kv, head_dim) >= 1, f"{name}: sizes must be positive")
     require(heads % kv_heads == 0, f"{name}: heads {heads} not divisible by kv_heads {kv_heads}")
     ceil = resolve_ceilings(gpu, calibration)
-    act = normalise_dtype(dtype)
+    act = dtype_name(dtype)
+    normalise_dtype(act)  # attention computes in a compute dtype
     kv = dtype_name(kv_dtype or act)
     dv = v_head_dim or head_dim
     require(window is None or (causal and window >= 1), f"{name}: a window needs a causal mask and W >= 1")
@@ -388,9 +402,10 @@ def predict_attention(batch: int, heads: int, kv_heads: int, seq_q: int, seq_kv:
     frac = causal_fraction(seq_q, seq_kv) if causal else 1.0
     keys = seq_kv
     if window is not None:
-        frac, keys = window_fraction(seq_q, seq_kv, window), min(seq_kv, seq_q + window - 1)
+        frac, keys = MASKS[mask].kept(seq_q, seq_kv, window), keys_read(mask, window, seq_q, seq_kv)
     flops = attention_flops(shape_, fraction=frac)
     read, write = attention_bytes(shape_, bytes_per_element(act), bytes_per_element(kv), backward, keys, v_in_k)
+    read += batch * seq_q * heads * 4 if sinks else 0  # each query row's softmax reads its head's fp32 sink logit
     scale = BACKWARD_FLOPS_FACTOR if backward else 1.0
     d_qk, d_v, cls = head_dim, dv, "attention"
     if pad_head_dim:
@@ -400,8 +415,11 @@ def predict_attention(batch: int, heads: int, kv_heads: int, seq_q: int, seq_kv:
     group = heads // kv_heads
     per_row = 2.0 * (d_qk + d_v) * frac * scale
     compute_s, tiling = _attention_tiling(seq_q * group, batch * kv_heads, seq_kv, per_row, per_sm, ceil.sm_count)
+    if seq_q > 1:
+        factor, keys0 = ATTENTION_SHAPE[("backward" if backward else "forward", causal)]
+        compute_s *= factor * (1.0 + keys0 / keys)
     shape = (f"B{batch} H{heads}/{kv_heads} {seq_q}x{seq_kv} d{head_dim}" + (" causal" if causal else "")
-             + (f" window {window}" if window is not None else ""))
+             + (f" {'chunk' if mask == 'chunked_attention' else 'window'} {window}" if window is not None else "") + (" sinks" if sinks else ""))
     return _finish(name, "attention", act, flops * scale, read, write, compute_s, ceil, tiling, shape, act,
                    compute_class=cls)
 

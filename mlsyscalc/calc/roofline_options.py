@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..dtypes import dtype_name
+from ..dtypes import block_format, dtype_name
 from ..errors import require
 from ..specs.model import ModelSpec
 from ..validate import check_gpus
+from .steady import CLOCKS
 from .flops import FlopOptions, check_positions
 from .tensor_parallel import check_tp
 
@@ -20,6 +21,9 @@ RECOMPUTE = ("none", "selective", "full")  # Korthikanti et al. 2022: selective 
 IMPLS = ("fused", "torch")  # one kernel per op, or the kernels plain PyTorch runs (calc.roofline_torch)
 LAUNCHES = ("graph", "eager")  # prefill/decode: replayed from a CUDA graph, or issued op by op from Python
 LOGITS = ("all", "last")  # prefill lm_head over every position (calc.flops' convention) or the last one
+LOSSES = ("fp32", "fused")  # train, fused list: Megatron-LM's vocab-parallel fp32 loss, or one fused kernel (roofline_head)
+KV_LAYOUTS = ("contiguous", "paged")  # KV cache in one tensor, or in pages read through a block table (calc.roofline_paged)
+ALL_REDUCES = ("nccl", "custom")  # TP all-reduce on NCCL, or on the custom kernel serving engines run (calc.roofline_comm)
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,9 @@ class RooflineOptions:
     context: int = 0  # decode: tokens already in the KV cache
     tp: int = 1  # tensor-parallel GPUs
     dtype: str = "bf16"  # weights, activations and the matmul compute dtype
+    # the GEMMs' activation (input) dtype when it differs from the weights' (--matmul-dtype): nvfp4 weights with
+    # bf16 activations are W4A16, with fp8 W4A8; None: --dtype's (int4/nf4: bf16; a block format: itself, W4A4)
+    matmul_dtype: str | None = None
     kv_dtype: str | None = None  # KV cache dtype (default: dtype)
     cluster: str | None = None  # cluster spec for the TP collectives (default: one matching the GPU)
     check_fit: bool = True  # inference: weights + KV cache must fit in the GPU's memory
@@ -44,6 +51,13 @@ class RooflineOptions:
     # "graph": replayed from a CUDA graph (no host path); "eager": issued op by op from Python (calc.roofline_host's
     # host path); None: graph for prefill/decode (as serving engines run them), eager for a training step
     launch: str | None = None
+    # the card's clocks (calc.steady): "sustained" (the steady state of back-to-back heavy kernels under the power
+    # cap) or "burst" (short calls); None: sustained for a training step, burst for a prefill or decode step
+    clocks: str | None = None
+    loss: str = "fp32"  # train with impl "fused": the loss's kernels (calc.roofline_head)
+    dropout: float = 0.0  # train: hidden dropout before each residual add (a 1-byte mask written and read back)
+    kv_layout: str = "contiguous"  # "paged": the KV cache in pages, attention on the paged kernels (serving)
+    all_reduce: str = "nccl"  # "custom": small TP all-reduces on the one-shot custom kernel (serving engines)
 
     @property
     def flop_options(self) -> FlopOptions:
@@ -57,16 +71,24 @@ class RooflineOptions:
         return self.launch or ("eager" if self.phase == "train" else "graph")
 
     @property
+    def clocks_mode(self) -> str:
+        """The clocks the pass is priced at: `clocks`, or its phase's default (sustained for training)."""
+        return self.clocks or ("sustained" if self.phase == "train" else "burst")
+
+    @property
     def compute_dtype(self) -> str:
-        """The matmul dtype: int4/nf4 weight-only models compute in bf16."""
+        """The matmul dtype: --matmul-dtype, else int4/nf4 weight-only models compute in bf16, others in --dtype
+        (a block-scaled format quantizes the activations too: W4A4 in nvfp4)."""
+        if self.matmul_dtype:
+            return dtype_name(self.matmul_dtype)
         name = dtype_name(self.dtype)
         return "bf16" if name in ("int4", "nf4") else name
 
     @property
     def activation_dtype(self) -> str:
-        """Activations between kernels: bf16 when matmuls run in fp8/int8 or weights are 4-bit."""
+        """Activations between kernels: bf16 when matmuls run in fp8/int8, a block-scaled format or weights are 4-bit."""
         name = dtype_name(self.dtype)
-        return "bf16" if name in ("fp8", "int8", "int4", "nf4") else name
+        return "bf16" if name in ("fp8", "int8", "int4", "nf4") or block_format(name) else name
 
     @property
     def kv_dtype_name(self) -> str:
@@ -95,6 +117,9 @@ class RooflineOptions:
         check_gpus(self.tp * self.dp, "--tp x --dp GPUs")
         self.flop_options.validate()  # batch, seq, context; decode needs a context
         _ = self.kv_dtype_name, self.compute_dtype  # unknown dtypes are an error here
+        require(self.compute_dtype not in ("int4", "nf4"),
+                f"--matmul-dtype {self.matmul_dtype}: int4/nf4 are weight formats; the GEMMs compute in bf16, fp8 or a "
+                "block-scaled format")
         self._validate_positions(spec)
         self._validate_train()
         check_tp(spec, self.tp)  # heads, KV heads (split or replicated) and every split width
@@ -110,12 +135,21 @@ class RooflineOptions:
         require(self.logits == "all" or self.phase != "train", "--logits last is an inference convention; "
                 "a training step computes the loss at every position")
         require(self.window in WINDOW_MODES, f"window must be one of {', '.join(WINDOW_MODES)}, got {self.window!r}")
+        require(self.kv_layout in KV_LAYOUTS, f"kv_layout must be one of {', '.join(KV_LAYOUTS)}, got {self.kv_layout!r}")
+        require(self.all_reduce in ALL_REDUCES, f"all_reduce must be one of {', '.join(ALL_REDUCES)}, got {self.all_reduce!r}")
         require(self.recompute in RECOMPUTE, f"recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r}")
+        require(self.clocks is None or self.clocks in CLOCKS,
+                f"clocks must be one of {', '.join(CLOCKS)}, got {self.clocks!r}")
+        require(self.loss in LOSSES, f"loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
+        require(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1), got {self.dropout}")
+        require(self.loss == "fp32" or (self.phase == "train" and self.impl == "fused"),
+                "--loss fused prices the fused kernel list's training loss (--phase train --impl fused)")
         require(self.dp >= 1, f"dp must be a positive integer, got {self.dp}")
         require(self.zero in (0, 1, 2, 3), f"zero stage must be 0, 1, 2 or 3, got {self.zero}")
         if self.phase != "train":
             require(self.recompute == "none" and self.dp == 1 and self.zero == 0 and not self.dp_overlap,
                     "--recompute, --dp, --zero and --dp-overlap apply to --phase train only")
+            require(self.dropout == 0.0, "--dropout applies to --phase train only")
             return
         require(dtype_name(self.dtype) not in ("int4", "nf4"),
                 f"--dtype {self.dtype} is a weight-only inference format; training needs trainable weights "

@@ -40,7 +40,7 @@ import math
 from typing import Any, Callable
 
 from ..specs.model import ModelSpec
-from .layers import Linear, head_linears, layer_linears, norm_width
+from .layers import QK_NORMS, Linear, head_linears, layer_linears, norm_width, qk_norm_params, sink_params
 from .roofline_memory import copy_cast_op, elementwise_op, embedding_op, norm_op
 from .roofline_memory import pass_memory_op as _mem, pass_strided_op as _strided
 from .cublas_split import cublas_splits
@@ -79,16 +79,30 @@ def rotary_kernels(p: Any, rows: int, head_dim: int, rot: int, backward: bool = 
     return ops
 
 
-def _rotated(p: Any) -> list[tuple[int, int, int]]:
-    """(rows, head_dim, rotary_dim) of each tensor the rotary embedding runs on: q, then k."""
+def _rotated(p: Any, layer: int) -> list[tuple[int, int, int]]:
+    """(rows, head_dim, rotary_dim) of each tensor the rotary embedding runs on in `layer`: q, then k
+    (none on a NoPE layer)."""
     spec, t = p.spec, p.tokens
-    if spec.position_embedding != "rope":
+    if not spec.layer_uses_rope(layer):
         return []
     if spec.mla:
         r = spec.mla.qk_rope_head_dim
         return [(t * p.heads, r, r), (t, r, r)]
     rot = int(spec.head_dim * spec.rotary_fraction)
     return [(t * p.heads, spec.head_dim, rot), (t * p.kv_heads, spec.head_dim, rot)]
+
+
+def _qk_normed(p: Any, layer: int) -> list[tuple[int, int, bool]]:
+    """(rows, width, has weights) of the q and k norms of `layer` on this rank: per head (rows of
+    head_dim) or over all heads at once (olmo2: one row per token); none where the layer has none."""
+    spec, t = p.spec, p.tokens
+    if not spec.layer_has_qk_norm(layer):
+        return []
+    kind = QK_NORMS[spec.qk_norm_type]
+    weights = kind.params_per_element > 0
+    if kind.per_head:
+        return [(t * p.heads, spec.head_dim, weights), (t * p.kv_heads, spec.head_dim, weights)]
+    return [(t, p.heads * spec.head_dim, weights), (t, p.kv_heads * spec.head_dim, weights)]
 
 
 def _mlp_kernels(p: Any, elements: float, gated: bool, backward: bool) -> list[OpPrediction]:
@@ -111,9 +125,8 @@ def layer_memory_ops(p: Any, layer: int, mlp_elements: float) -> list[tuple[OpPr
     h = spec.hidden_size
     # a LayerNorm without affine weights (norm "none") still normalises: one kernel all the same
     ops: list[tuple[OpPrediction, str]] = [(norm_op(t, h, act, ceil), "norm")] * spec.norms_per_layer
-    if spec.qk_norm:
-        ops += [(norm_op(t * n, spec.head_dim, act, ceil, name="qk_norm"), "attention") for n in (p.heads, p.kv_heads)]
-    for rows, dim, rot in _rotated(p):
+    ops += [(norm_op(rows, width, act, ceil, name="qk_norm"), "attention") for rows, width, _ in _qk_normed(p, layer)]
+    for rows, dim, rot in _rotated(p, layer):
         ops += [(k, "attention") for k in rotary_kernels(p, rows, dim, rot)]
     if o.phase != "train":
         if spec.mla:
@@ -196,12 +209,11 @@ def _layer_backward(p: Any, layer: int, mlp_elements: float) -> list[tuple[OpPre
     h = spec.hidden_size
     ops: list[tuple[OpPrediction, str]] = []
     affine = norm_width(spec) > 0  # without affine weights a norm has no weight gradient
-    for n, width, weight in [(t, h, affine)] * spec.norms_per_layer + (
-            [(t * p.heads, spec.head_dim, True), (t * p.kv_heads, spec.head_dim, True)] if spec.qk_norm else []):
+    for n, width, weight in [(t, h, affine)] * spec.norms_per_layer + _qk_normed(p, layer):
         x = n * width * p.a
         ops.append((_mem("norm.bwd_input", 2 * x, x, p), "norm"))
         ops += [(_mem("norm.bwd_weight", 2 * x, width * FP32, p), "norm")] if weight else []
-    for rows, dim, rot in _rotated(p):
+    for rows, dim, rot in _rotated(p, layer):
         ops += [(k, "attention") for k in rotary_kernels(p, rows, dim, rot, backward=True)]
     out = t * p.heads * spec.v_head_dim
     ops += [(_mem("attention.bwd_dot_do_o", 2 * out * p.a, t * p.heads * FP32, p), "attention"),
@@ -253,8 +265,11 @@ def param_tensors(spec: ModelSpec, layer: int | None) -> tuple[int, int]:
         params += spec.vocab_size * spec.embed_dim + spec.learned_positions * spec.hidden_size + norms * spec.hidden_size * (1 + bias)
     else:
         norms = spec.norms_per_layer if norm_width(spec) else 0
-        tensors += norms * (1 + bias) + (4 if spec.qk_norm else 0)
-        params += norms * spec.hidden_size * (1 + bias) + (4 * spec.head_dim if spec.qk_norm else 0)
+        qk = qk_norm_params(spec, layer)
+        tensors += norms * (1 + bias) + (0 if not qk else 2 * QK_NORMS[spec.qk_norm_type].params_per_element)
+        params += norms * spec.hidden_size * (1 + bias) + qk
+        tensors += 1 if spec.attention_sinks else 0
+        params += sink_params(spec)
         if spec.mla is not None:  # RMSNorms on the compressed query (q_a_layernorm) and K/V latents (kv_a_layernorm)
             tensors += (1 if spec.mla.q_lora_rank else 0) + 1
             params += (spec.mla.q_lora_rank or 0) + spec.mla.kv_lora_rank
@@ -278,7 +293,7 @@ def zero_grad_row(p: Any, params: int) -> OpRow:
     return OpRow(op, "optimizer", "step", launches, "optimizer")
 
 
-def backward_memory_rows(p: Any, layer_kinds: list[tuple[int, int, int]], mlp_elements: Callable[[int], float]
+def backward_memory_rows(p: Any, layer_kinds: list[tuple[int, int, str]], mlp_elements: Callable[[int], float]
                          ) -> list[OpRow]:
     """The memory-bound backward kernels of a training step (matmul and attention backward rows
     come from calc.roofline_train as for impl "fused")."""

@@ -21,7 +21,10 @@ from dataclasses import replace
 from typing import Any
 
 from ..dtypes import bytes_per_element
-from .roofline_ops import OpRow, predict_grouped_matmul, predict_matmul, predict_memory_op
+from .roofline_head import embedding_backward_ops, loss_backward_ops
+from .roofline_ops import OpRow, attention_kind, predict_grouped_matmul, predict_matmul, predict_memory_op
+
+EXPLICIT_BACKWARD = ("embedding", "loss.")  # fused-list head rows whose backward kernels are listed, not derived
 
 ADAMW_READ_BYTES = 16  # fp32 master weight, fp32 gradient, fp32 m, fp32 v
 ADAMW_WRITE_BYTES = 12  # fp32 master weight, m, v (plus the weight copy in the model dtype)
@@ -49,19 +52,31 @@ def backward_rows(p: Any, forward: list[OpRow]) -> list[OpRow]:
         if pred.kind == "matmul":
             rows += _matmul_backward(p, row)
             continue
-        if pred.kind == "memory" and torch_impl:
+        if pred.kind == "memory" and (torch_impl or (row.layers == "head" and pred.name.startswith(EXPLICIT_BACKWARD))):
             continue
         if pred.kind == "attention":
-            op = p.attention(pred.name.startswith("attention (window)"), backward=True)
+            op = p.attention(attention_kind(pred.name), backward=True)
         else:
             op = predict_memory_op(pred.name + ".bwd", pred.read_bytes + pred.write_bytes, pred.read_bytes,
-                                   pred.flops, p.store, p.ceil, shape=pred.shape)
+                                   pred.flops, p.store, p.ceil, shape=pred.shape, cls=backward_class(row))
         rows.append(OpRow(op, row.group, row.layers, row.count, "backward"))
     if torch_impl:
         from .roofline_torch import split_rows
 
         rows += split_rows(p, [r for r in rows if r.pred.kind == "matmul"])
+    else:  # the fused list's loss and embedding backward (calc.roofline_head)
+        rows += [OpRow(op, "head", "head", 1, "backward") for op in loss_backward_ops(p) + embedding_backward_ops(p)]
     return rows
+
+
+NORMS = ("norm", "final_norm")  # the fused list's normalisation kernels (calc.roofline_model)
+
+
+def backward_class(row: OpRow) -> str:
+    """The efficiency class of a memory-bound kernel's backward: a fused norm's (its weight-gradient reduction)
+    memory_fused_norm_bwd, other fused kernels' memory_fused, the rest the forward's class."""
+    cls = row.pred.memory_class
+    return "memory_fused_norm_bwd" if cls == "memory_fused" and row.pred.name in NORMS else cls
 
 
 def recompute_rows(forward: list[OpRow], mode: str) -> list[OpRow]:
@@ -104,6 +119,16 @@ def torch_mixed_state_bytes(dtype: str, zero: int) -> tuple[float, float]:
         return float(ADAMW_READ_BYTES), float(ADAMW_WRITE_BYTES)
     a = bytes_per_element(dtype)
     return ADAMW_READ_BYTES + a + 4.0, ADAMW_WRITE_BYTES + 4.0 + a
+
+
+def clip_ops(params: int, grad_bytes: float, ceil: Any) -> list[Any]:
+    """Gradient clipping by the global norm over `params` gradients of `grad_bytes` each (Megatron-LM's
+    clip_grad_norm_fp32, torch.nn.utils.clip_grad_norm_ with foreach): a norm pass that reads them, then a scale that
+    reads and writes them (priced always: a step whose norm stays under the threshold skips the scale, an upper
+    bound). Measured on an H200: reports/train/runs/h200-step-ops/."""
+    size = params * grad_bytes
+    return [predict_memory_op("grad_norm", size, 4.0, 2.0 * params, "fp32", ceil, shape=f"{params} params"),
+            predict_memory_op("grad_clip_scale", size, size, params, "fp32", ceil, shape=f"{params} params")]
 
 
 def adamw_op(params: int, dtype: str, ceil: Any, master_weights: bool = True,

@@ -213,6 +213,11 @@ class Budget:
     def cost(self) -> float | None:
         return None if self.price_per_gpu_hour is None else self.gpu_hours * self.price_per_gpu_hour
 
+    @property
+    def cost_per_million_tokens(self) -> float | None:
+        """The cost of training on a million of the compute-optimal model's tokens (None without a price)."""
+        return None if self.cost is None else self.cost / self.optimum.tokens * 1e6
+
 
 def budget(peak_flops_per_s: float, *, compute_flops: float | None = None, gpu_hours: float | None = None,
            wall_days: float | None = None, cost: float | None = None, options: BudgetOptions = BudgetOptions(),

@@ -19,9 +19,15 @@ from M_TILE tokens up, a dense matmul row's FLOPs are counted over the tokens pa
 tiles (the roofline's large-tile BLOCK_M), so a 577-token prefill computes like a 640-token one.
 tests/test_serve_cost.py checks the result against predict_model on whole batches.
 Tensor-parallel collectives come from calc.roofline_comm (per distinct T and S, cached).
-`overhead_s` is a fixed time every iteration pays on top of its kernels (the engine's host work:
-scheduling, input building, sampling, detokenising; 0 unless `--iteration-overhead-us` sets it).
-Sliding-window layers are priced as full causal attention (an upper bound for Mistral/Gemma-2).
+Host time: every iteration pays `overhead_s` plus `overhead_per_seq_s` per sequence that samples a
+token in it, on top of its kernels (the engine's scheduling, input building, sampling, detokenising).
+With options.kv_layout "paged" (serving) attention runs on the paged kernels (calc.roofline_paged):
+the rows are fitted on the contiguous kernel's FLOPs and bytes, prefill rows compute at
+PAGED_PREFILL_RATIO of its rate, and a decode pass takes FlashAttention's split rule, its CTAs'
+streaming cap and the split's combine kernel at the batch's mean context (cached per batch size and
+KV blocks).
+Sliding-window and chunked layers are priced as full causal attention (an upper bound for Mistral,
+Gemma-2/3, gpt-oss and Llama 4).
 """
 
 from __future__ import annotations
@@ -35,10 +41,14 @@ from .calibration import Ceilings
 from .roofline_comm import tp_comm_rows
 from .roofline_model import ModelRoofline, expected_distinct_experts, predict_model
 from .roofline_ops import CTA_ROWS, MATMUL_TILES, UNALIGNED_TILE_ROWS
+from .roofline_paged import PAGED_PREFILL_RATIO, SPLIT_BLOCK_N, combine_s, decode_stream
 from .roofline_options import RooflineOptions
 
 # Shapes the coefficients are solved at and checked at (small: exact arithmetic, any model's positions).
 _FIT_TOKENS = (1, 2)
+# expert rows: from 2 tokens on, where even top-1 routing reaches more than one expert (one token's
+# single expert streams as a plain GEMM, a class of its own)
+_GROUPED_FIT_TOKENS = (2, 3)
 _CHECK_TOKENS = 7
 _RATE_TOKENS = 8192  # seconds per FLOP of compute-bound rows are read at this many tokens
 _PARTS = ("flops", "read_bytes", "write_bytes", "memory_s")
@@ -166,19 +176,29 @@ class IterationCost:
 
     spec: ModelSpec
     ceilings: Ceilings
-    options: RooflineOptions  # dtype, kv_dtype, tp, cluster (phase/batch/seq are set per fit)
+    options: RooflineOptions  # dtype, kv_dtype, tp, cluster, kv_layout, all_reduce (phase/batch/seq are set per fit)
     overhead_s: float = 0.0  # host time per iteration, added to every batch's kernel time
+    overhead_per_seq_s: float = 0.0  # and host time per sequence that samples a token in the iteration
     _token: dict = field(default_factory=dict, repr=False)
     _sample: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        self.options = replace(self.options, check_fit=False, window="full")
+        self.paged = self.options.kv_layout == "paged"
+        # fitted on the contiguous kernels (affine in the sums); the paged kernels' terms are applied per batch
+        self.options = replace(self.options, check_fit=False, window="full", kv_layout="contiguous")
         self.token_rows, self.sample_rows = self._fit_linear()
-        self.prefill_rows = self._fit_attention("prefill", [(1, 1, 0), (1, 2, 0), (1, 1, 4)], (2, 3, 5))
+        ratio = PAGED_PREFILL_RATIO.get(self.ceilings.gpu.architecture, 1.0) if self.paged else 1.0
+        self.prefill_rows = [replace(r, seconds_per_flop=r.seconds_per_flop / ratio)
+                             for r in self._fit_attention("prefill", [(1, 1, 0), (1, 2, 0), (1, 1, 4)], (2, 3, 5))]
         self.decode_rows = self._fit_attention("decode", [(1, 1, 1), (1, 1, 5)], (3, 1, 9))
         self._decode_base: dict[int, float] = {}
         self._decode_terms = [(r.count, r.seconds_per_flop * r.coef["flops"][0], r.seconds_per_flop * r.coef["flops"][1],
-                               *r.coef["memory_s"], r.launch_s) for r in self.decode_rows]
+                               *r.coef["memory_s"], r.coef["read_bytes"][0] + r.coef["write_bytes"][0],
+                               r.coef["read_bytes"][1] + r.coef["write_bytes"][1], r.launch_s) for r in self.decode_rows]
+        spec, tp = self.spec, self.options.tp
+        self._kv_heads = 1 if spec.mla else max(1, spec.num_kv_heads // tp)
+        self._rows_per_kv_head = spec.num_heads // tp // self._kv_heads
+        self._paged_decode: dict[tuple[int, int], tuple[float, float]] = {}
 
     def _model(self, phase: str, batch: int, seq: int, context: int = 0) -> ModelRoofline:
         return predict_model(self.spec, self.ceilings,
@@ -194,13 +214,16 @@ class IterationCost:
         wide = (UNALIGNED_TILE_ROWS, 2 * UNALIGNED_TILE_ROWS + 1)
         tall = (CTA_ROWS + 1, 2 * CTA_ROWS + 1)
         runs = {t: self._model("prefill", 1, t).rows
-                for t in (*_FIT_TOKENS, _CHECK_TOKENS, *wide, *tall, self._rate_tokens())}
+                for t in (*_FIT_TOKENS, *_GROUPED_FIT_TOKENS, _CHECK_TOKENS, *wide, *tall, self._rate_tokens())}
         out: dict[str, list[AffineRow]] = {"token": [], "sample": []}
         for i, row in enumerate(runs[1]):
             if row.pred.kind == "attention":
                 continue
-            grouped = len(row.pred.dims) > 1 and row.pred.dims[1] != 1
-            fitted = _fit_rows([(features(t, grouped), [runs[t][i]]) for t in _FIT_TOKENS],
+            # an expert row's groups: distinct experts at two tokens (one token reaches top-k of them, 1 with top-1)
+            at_two = runs[_GROUPED_FIT_TOKENS[0]][i].pred
+            grouped = len(at_two.dims) > 1 and at_two.dims[1] != 1
+            fit_tokens = _GROUPED_FIT_TOKENS if grouped else _FIT_TOKENS
+            fitted = _fit_rows([(features(t, grouped), [runs[t][i]]) for t in fit_tokens],
                                (features(_CHECK_TOKENS, grouped), [runs[_CHECK_TOKENS][i]]),
                                [runs[self._rate_tokens()][i]])[0]
             if not grouped:  # bytes stay affine; the unaligned GEMMs' efficiency changes at UNALIGNED_TILE_ROWS,
@@ -233,7 +256,7 @@ class IterationCost:
 
     def _rate_tokens(self) -> int:
         """A large prefill (capped by a learned position table) for the compute-bound rate."""
-        # the table's usable length (OPT keeps 2 rows more than max_position_embeddings: calc.flops.check_positions)
+        # the positions calc.flops.check_positions allows (OPT's table has 2 rows beyond them)
         return min(_RATE_TOKENS, self.spec.max_position_embeddings or self.spec.learned_positions or _RATE_TOKENS)
 
     def _fit_attention(self, phase: str, shapes: list[tuple[int, int, int]], check: tuple[int, int, int]) -> list[AffineRow]:
@@ -309,7 +332,7 @@ class IterationCost:
     def mixed_s(self, tokens: int, samples: int, prefill_tokens: int, prefill_pairs: float, prefill_keys: float,
                 decodes: int, decode_keys: float) -> float:
         """`time_s` of a Batch given as its sums (the simulator's hot path: no Batch object)."""
-        total = self.overhead_s + self.token_s(tokens) + self.sample_s(samples)
+        total = self.overhead_s + self.overhead_per_seq_s * samples + self.token_s(tokens) + self.sample_s(samples)
         if prefill_tokens:
             x = (prefill_tokens, prefill_pairs, prefill_keys)
             total += sum(r.time_s(x) for r in self.prefill_rows)
@@ -321,12 +344,25 @@ class IterationCost:
         """A decode-only iteration: D sequences, decode_keys keys in all."""
         base = self._decode_base.get(decodes)
         if base is None:
-            base = self._decode_base[decodes] = self.overhead_s + self.token_s(decodes) + self.sample_s(decodes)
+            base = self._decode_base[decodes] = (self.overhead_s + self.overhead_per_seq_s * decodes
+                                                 + self.token_s(decodes) + self.sample_s(decodes))
         return base + self.decode_attention_s(decodes, decode_keys)
+
+    def _paged_terms(self, d: int, keys: float) -> tuple[float, float]:
+        """(seconds per byte of the CTAs' streaming cap, the combine kernel's cost) of a paged decode pass
+        of d sequences at their mean context (cached per d and KV blocks)."""
+        blocks = max(1, -(-int(keys / d) // SPLIT_BLOCK_N))
+        key = (d, blocks)
+        if key not in self._paged_decode:
+            splits, cap_Bps = decode_stream(self.ceilings, d, self._kv_heads, self._rows_per_kv_head, blocks * SPLIT_BLOCK_N)
+            self._paged_decode[key] = (1.0 / cap_Bps, combine_s(self.ceilings, splits))
+        return self._paged_decode[key]
 
     def decode_attention_s(self, d: int, keys: float) -> float:
         total = 0.0
-        for count, cd, ck, md, mk, launch in self._decode_terms:
+        per_byte, combine = self._paged_terms(d, keys) if self.paged else (0.0, 0.0)
+        for count, cd, ck, md, mk, bd, bk, launch in self._decode_terms:
             compute, memory = cd * d + ck * keys, md * d + mk * keys
-            total += count * ((compute if compute > memory else memory) + launch)
+            memory = max(memory, per_byte * (bd * d + bk * keys))
+            total += count * ((compute if compute > memory else memory) + launch + combine)
         return total

@@ -25,7 +25,7 @@ from .comm_collectives import collective_cost
 from .memory_infer import InferOptions, infer_memory
 from .serve import ServeOptions, ServeResult, engine_limits, iteration_cost, kv_capacity, simulate
 from .serve_cost import IterationCost
-from .serve_engine import Engine, Trace
+from .serve_engine import ITERATION_LEVEL, POLICIES, Engine, Trace
 from .serve_limits import MAX_INSTANCES, MAX_SEARCH_GPUS, check_workload
 from .serve_metrics import summary
 from .serve_workload import Requests, Workload
@@ -72,7 +72,7 @@ def _transfer(spec: ModelSpec, opts: ServeOptions, layout: Layout, cluster: Clus
     """Seconds to move one prompt's KV from a prefill instance to a decode instance (cached per length)."""
     ro = opts.roofline
     per_token = infer_memory(spec, InferOptions(kv_dtype=ro.kv_dtype_name, tp=1)).kv_bytes_per_token
-    nodes = 1 if layout.gpus <= cluster.gpus_per_node else 2
+    nodes = 1 if layout.gpus <= cluster.scale_up_gpus else 2
     memo: dict[int, float] = {}
 
     def seconds(prompt: int) -> float:
@@ -98,7 +98,8 @@ def simulate_disagg(spec: ModelSpec, ceilings: Ceilings, workload: Workload, opt
                     cluster: ClusterSpec, costs: dict[int, IterationCost] | None = None) -> DisaggResult:
     opts.validate()
     check_workload(workload)
-    require(opts.scheduler != "static", "--disagg needs an iteration-level scheduler (orca, vllm or sarathi)")
+    require(POLICIES[opts.scheduler].iteration_level, f"--disagg needs an iteration-level scheduler ({ITERATION_LEVEL})")
+    require(not workload.concurrency, "--disagg does not combine with --concurrency")
     costs = costs if costs is not None else {}
     for tp in {layout.tp_prefill, layout.tp_decode}:
         if tp not in costs:  # (setdefault would fit a new cost for every layout of a search)
@@ -157,7 +158,7 @@ class Search:
 
 
 def _tp_ok(spec: ModelSpec, ceilings: Ceilings, opts: ServeOptions, tp: int, cluster: ClusterSpec) -> bool:
-    if tp > cluster.gpus_per_node:
+    if tp > cluster.scale_up_gpus:
         return False
     try:
         kv_capacity(spec, ceilings, replace(opts, tp=tp))

@@ -15,6 +15,16 @@ Schedulers (a row of `POLICIES` each):
   swap: its blocks go to host memory over PCIe and come back before new admissions).
 - sarathi: chunked prefill with stall-free batching (Agrawal et al., OSDI 2024): every iteration runs
   all decodes plus prefill chunks up to a token budget of `chunk` tokens; paged KV as vllm.
+- vllm-v1: vLLM V1's scheduler (vllm/v1/core/sched/scheduler.py, `Scheduler.schedule`): one token
+  budget of `max_batch_tokens` a step, spent on the running requests first (decodes, then the
+  partly prefilled prompt) and then on waiting prompts in arrival order, chunked to what is left;
+  paged KV without the V0 block manager's watermark. (V1 admits no waiting request in a step that
+  preempted; here the preempted request heads the queue and never fits back in that step, so no
+  request behind it is admitted either: the same rule.)
+
+A closed loop of `concurrency` clients (vLLM's benchmark_serving --max-concurrency, genai-perf's
+--concurrency) releases request k + concurrency when the k-th request finishes, at that moment
+(or at its own arrival time, whichever is later).
 
 Per-iteration time is `IterationCost.time_s` of the batch formed. Decoding sequences are kept as
 sums (count, total keys, per-phase block counters) and a heap of finish steps, so one iteration
@@ -41,17 +51,25 @@ WATERMARK = 0.01  # vLLM keeps 1% of the KV blocks free when admitting prompts (
 
 @dataclass(frozen=True)
 class Policy:
+    """A scheduler as the flags the engine reads (a new scheduler is a new row, never a test of its name)."""
+
     mixed: bool  # prefills and decodes share an iteration
     paged: bool  # KV grows block by block (else reserved for prompt + output on admission)
     chunked: bool  # prefills split into chunks under a per-iteration token budget
+    chunk_budget: bool = False  # that budget is `chunk` (Sarathi-Serve's setting), else `max_batch_tokens`
+    watermark: bool = True  # admission keeps WATERMARK of the blocks free (vLLM V0's block manager)
+    engine_defaults: bool = False  # unset token budget and sequence limit take vLLM V1's per-GPU defaults
+    iteration_level: bool = True  # schedules every iteration (else whole batches: calc.serve_static)
 
 
 POLICIES = {
-    "static": Policy(mixed=False, paged=False, chunked=False),
+    "static": Policy(mixed=False, paged=False, chunked=False, iteration_level=False),
     "orca": Policy(mixed=True, paged=False, chunked=False),
     "vllm": Policy(mixed=False, paged=True, chunked=False),
-    "sarathi": Policy(mixed=True, paged=True, chunked=True),
+    "sarathi": Policy(mixed=True, paged=True, chunked=True, chunk_budget=True),
+    "vllm-v1": Policy(mixed=True, paged=True, chunked=True, watermark=False, engine_defaults=True),
 }
+ITERATION_LEVEL = ", ".join(name for name, p in POLICIES.items() if p.iteration_level)
 
 
 @dataclass(frozen=True)
@@ -59,7 +77,7 @@ class EngineLimits:
     scheduler: str
     max_batch_tokens: int  # prompt tokens per iteration (non-chunked schedulers)
     max_seqs: int
-    chunk: int  # sarathi's token budget per iteration
+    chunk: int  # the token budget per iteration of a policy whose chunk_budget is set (sarathi)
     block_size: int
     total_blocks: int
     preemption: str  # "recompute" or "swap"
@@ -80,6 +98,7 @@ class Trace:
     iter_in_system: list[int]  # requests arrived and not finished, after the iteration
     preempt_s: list[float]
     busy_s: float
+    arrival_s: list[float] | None = None  # when each request reached the engine (a closed loop sets them); None: the workload's
 
 
 class Engine:
@@ -88,11 +107,18 @@ class Engine:
     # spec is a SpecDecode, typed Any: its expected tokens per step is a float, which would make the
     # engine's token and block counts floats; they are integers whenever blocks are paged (no spec)
     def __init__(self, requests: Requests, cost: IterationCost, limits: EngineLimits, spec: Any = None,
-                 prefilled: bool = False) -> None:
+                 prefilled: bool = False, concurrency: int = 0) -> None:
         """spec: a calc.serve_spec.SpecDecode (decode steps then emit its expected tokens each, and
         KV is reserved for prompt + output on admission). prefilled: requests arrive with their prompt's
-        KV and first token (a disaggregated decode instance); a preempted one is prefilled again here."""
+        KV and first token (a disaggregated decode instance); a preempted one is prefilled again here.
+        concurrency: clients of a closed loop (0: every request arrives at its own time)."""
         self.req, self.cost, self.lim, self.spec = requests, cost, limits, spec
+        self.arrival = [a for a, _, _ in requests]
+        self.concurrency = concurrency
+        if concurrency:
+            for i in range(concurrency, len(requests)):
+                self.arrival[i] = math.inf  # released when an earlier request finishes
+        self.released = min(concurrency, len(requests)) if concurrency else len(requests)
         self.policy = POLICIES[limits.scheduler]
         self.E = spec.tokens_per_step if spec else 1  # tokens per decode step and sequence
         self.step_cost = spec.step_s if spec else cost.decode_s
@@ -128,7 +154,7 @@ class Engine:
         self.swapped: deque[int] = deque()
         self.prefilling: list[int] = []
         self.now, self.next_arrival, self.busy = 0.0, 0, 0.0
-        self.trace = Trace(self.sched_s, self.first_s, self.finish_s, [], [], [], [], [], 0.0)
+        self.trace = Trace(self.sched_s, self.first_s, self.finish_s, [], [], [], [], [], 0.0, self.arrival)
 
     # ----- decode set -------------------------------------------------------------------------
     def _kv(self, i: int) -> int:
@@ -160,6 +186,9 @@ class Engine:
         self.finish_s[i] = self.now
         self.n_running -= 1
         self.n_done += 1
+        if self.released < len(self.req):  # a closed loop's client sends its next request
+            self.arrival[self.released] = max(self.req[self.released][0], self.now)
+            self.released += 1
 
     def _emit_first(self, i: int) -> None:
         """Prefill of i is complete: it samples a token and decodes or finishes."""
@@ -173,7 +202,7 @@ class Engine:
 
     # ----- admission and preemption -----------------------------------------------------------
     def _arrivals(self) -> None:
-        while self.next_arrival < len(self.req) and self.req[self.next_arrival][0] <= self.now:
+        while self.next_arrival < len(self.req) and self.arrival[self.next_arrival] <= self.now:
             self.waiting.append(self.next_arrival)
             self.next_arrival += 1
 
@@ -199,7 +228,7 @@ class Engine:
             return False
         if not self.policy.chunked and not self.cached[i] and tokens and tokens + self.L[i] > lim.max_batch_tokens:
             return False
-        reserve = int(WATERMARK * lim.total_blocks) if self.policy.paged and self.n_running else 0
+        reserve = int(WATERMARK * lim.total_blocks) if self.policy.paged and self.policy.watermark and self.n_running else 0
         return self._blocks_for(i) <= self.free - reserve
 
     def _preempt_last(self) -> float:
@@ -290,7 +319,10 @@ class Engine:
         swap_s = self._swap_in() if self.policy.paged else 0.0
         if self.policy.mixed:  # decodes first, then prefill work in what is left of the budget
             swap_s += self._grow_decodes()
-            budget = self.lim.chunk - self.d if self.policy.chunked else self.lim.max_batch_tokens
+            if self.policy.chunked:
+                budget = (self.lim.chunk if self.policy.chunk_budget else self.lim.max_batch_tokens) - self.d
+            else:
+                budget = self.lim.max_batch_tokens
             chunks = self._take_prefills(budget) if budget > 0 else []
             d = self.d
         else:  # prefill first: a decode step only when no prompt can be admitted
@@ -300,8 +332,8 @@ class Engine:
                 swap_s += self._grow_decodes()
                 d = self.d
         if not chunks and not d:
-            if self.next_arrival < len(self.req):
-                self.now = max(self.now, self.req[self.next_arrival][0])
+            if self.next_arrival < len(self.req) and self.arrival[self.next_arrival] < math.inf:
+                self.now = max(self.now, self.arrival[self.next_arrival])
                 return True
             require(not (self.waiting or self.swapped), "serve: no request can be scheduled (internal)")
             return False
@@ -343,7 +375,7 @@ class Engine:
         finishes, a request arrives, or a step lacks KV blocks (then the next `step` preempts).
         The hot loop of the simulator: locals only."""
         heap, t, bs, paged, phase = self.heap, self.trace, self.lim.block_size, self.policy.paged, self.phase
-        arrival = self.req[self.next_arrival][0] if self.next_arrival < len(self.req) else float("inf")
+        arrival = self.arrival[self.next_arrival] if self.next_arrival < len(self.req) else math.inf
         in_system, d, total = self.next_arrival - self.n_done, self.d, self.lim.total_blocks
         step_s, tokens_per_step = self.step_cost, self.E
         now, g, keys, free, busy = self.now, self.g, self.keys, self.free, self.busy
@@ -378,7 +410,7 @@ class Engine:
                 self._finish(i)
 
     def run(self) -> Trace:
-        if self.lim.scheduler == "static":
+        if not self.policy.iteration_level:
             from .serve_static import run_static
 
             return run_static(self)

@@ -41,8 +41,11 @@ def percentile(values: list[float], q: float) -> float | None:
 
 
 def latencies(requests: Requests, trace: Trace) -> dict[str, list[float]]:
+    """Per request; arrival is when the request reached the engine (a closed loop's clients send late)."""
     out: dict[str, list[float]] = {"ttft": [], "tpot": [], "e2e": [], "queue": []}
-    for i, (arrival, _, output) in enumerate(requests):
+    arrivals = trace.arrival_s or [a for a, _, _ in requests]
+    for i, (_, _, output) in enumerate(requests):
+        arrival = arrivals[i]
         out["ttft"].append(trace.first_s[i] - arrival)
         out["e2e"].append(trace.finish_s[i] - arrival)
         out["queue"].append(trace.sched_s[i] - arrival)

@@ -6,7 +6,9 @@ Continuous draws round to the nearest integer and clip at 1. Arrivals: a Poisson
 requests/s, or a gamma renewal process of shape `burstiness` (mean gap 1/rate, coefficient of
 variation 1/sqrt(burstiness): 1 is Poisson, below 1 burstier), as vLLM's benchmark_serving draws them.
 A trace gives (arrival_s, prompt_len, output_len) directly. Everything draws from one seeded
-random.Random, so a seed reproduces the workload.
+random.Random, so a seed reproduces the workload. `concurrency` C makes it a closed loop of C clients
+(vLLM's benchmark_serving --max-concurrency, genai-perf --concurrency): a request is sent when one of
+the C before it has finished, or at its own arrival time if that is later (rate inf: all at time 0).
 """
 
 from __future__ import annotations
@@ -86,9 +88,12 @@ class Workload:
     requests: tuple[tuple[float, int, int], ...]
     source: str
     shared_prefix: int = 0  # every prompt starts with the same this-many tokens (a system prompt)
+    concurrency: int = 0  # clients of a closed loop (0: open loop, every request at its arrival time)
 
     def __post_init__(self) -> None:
         require(len(self.requests) > 0, "the workload has no requests")
+        require(isinstance(self.concurrency, int) and self.concurrency >= 0,
+                f"--concurrency must be a non-negative integer, got {self.concurrency}")
         require(self.shared_prefix >= 0, f"--prefix-len must be >= 0, got {self.shared_prefix}")
         short = min(p for _, p, _ in self.requests)
         require(short >= self.shared_prefix, f"--prefix-len {self.shared_prefix} is longer than a {short}-token prompt")
@@ -102,20 +107,23 @@ class Workload:
 
 
 def synthetic(prompt: LengthDist, output: LengthDist, rate: float, requests: int, seed: int = 0,
-              burstiness: float = 1.0, prefix: int = 0) -> Workload:
+              burstiness: float = 1.0, prefix: int = 0, concurrency: int = 0) -> Workload:
     """`requests` requests arriving at `rate` per second (Poisson, or gamma of shape `burstiness`);
     `prefix` shared tokens are put before every drawn prompt."""
-    require(rate > 0 and math.isfinite(rate), f"--rate must be a positive number, got {rate}")
+    require(rate > 0 and not math.isnan(rate), f"--rate must be a positive number, got {rate}")
     require(requests >= 1, f"--requests must be >= 1, got {requests}")
     require(burstiness > 0 and math.isfinite(burstiness), f"--burstiness must be positive, got {burstiness}")
     rng = random.Random(seed)
     t, out = 0.0, []
-    for _ in range(requests):
-        t += rng.gammavariate(burstiness, 1.0 / (rate * burstiness))
+    for _ in range(requests):  # rate inf: every request at time 0 (benchmark_serving's --request-rate inf)
+        t += rng.gammavariate(burstiness, 1.0 / (rate * burstiness)) if math.isfinite(rate) else 0.0
         out.append((t, prefix + prompt.draw(rng), output.draw(rng)))
     shared = f", {prefix}-token shared prefix" if prefix else ""
-    return Workload(tuple(out), f"rate {rate:g}/s, burstiness {burstiness:g}, seed {seed}{shared}", prefix)
+    loop = f", {concurrency} clients" if concurrency else ""
+    return Workload(tuple(out), f"rate {rate:g}/s, burstiness {burstiness:g}, seed {seed}{shared}{loop}", prefix,
+                    concurrency)
 
 
-def from_trace(rows: list[tuple[float, int, int]], source: str, prefix: int = 0) -> Workload:
-    return Workload(tuple(sorted(rows)), source, prefix)
+def from_trace(rows: list[tuple[float, int, int]], source: str, prefix: int = 0, concurrency: int = 0) -> Workload:
+    return Workload(tuple(sorted(rows)), source + (f", {concurrency} clients" if concurrency else ""), prefix,
+                    concurrency)

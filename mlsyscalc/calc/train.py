@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
-from ..dtypes import dtype_name
+from ..dtypes import bytes_per_element, dtype_name
 from ..specs.cluster import ClusterSpec, builtin_clusters, load_cluster
 from ..specs.gpu import load_gpu
 from ..specs.model import ModelSpec
@@ -47,7 +47,7 @@ from .memory_common import stage_params, verdict
 from .memory_train import TrainMemory, TrainOptions, train_memory
 from .pipeline_split import EVEN, PipelineSplit, stage_layer_ids
 from .roofline_options import RooflineOptions
-from .roofline_train import adamw_op, torch_mixed_state_bytes
+from .roofline_train import adamw_op, clip_ops, torch_mixed_state_bytes
 from .train_comm import DIMS, Windows, contention_s, dim_times, traffic
 from .train_host import FRAMEWORK_SOURCES, StageWork, exposed_host_s, framework_costs, host_paths, interleaved_contention_s, stage_work
 from .train_attention import attention_ceilings, unfused_attention_s
@@ -88,6 +88,7 @@ class TrainStep:
     host_path_s: Mapping[str, float]  # the host's issue time: forward_backward, optimizer (calc.train_host)
     host_work: StageWork  # what the host issues on the busiest stage
     pipeline: tuple[PipelineStage, ...] = ()  # every stage's layers and seconds per micro-batch
+    domain_gpus: int = 0  # GPUs the job takes in each NVLink domain (ClusterSpec.for_job; the node on 8-GPU boxes)
 
     @property
     def step_time_s(self) -> float:
@@ -136,6 +137,7 @@ class TrainStep:
                 "host_costs": asdict(framework_costs(self.options.framework, self.options.host_costs)),
                 "attention": self.options.attention, "memory": self.memory_parts(), "pipeline": self.pipeline_parts(),
                 "fp8_recipe": self.options.fp8_recipe, "fp8_params": self.options.fp8_params,
+                "scaling_recipe": self.options.scaling_recipe, "nvlink_domain_gpus": self.domain_gpus,
                 "flop_convention": FLOP_CONVENTION}
 
     def pipeline_parts(self) -> dict[str, Any]:
@@ -167,7 +169,7 @@ def resolve_cluster(gpu: str | None, cluster: str | ClusterSpec | None, gpus: in
         raise MlsysError("give --gpu NAME or --cluster NAME|FILE")
     name = load_gpu(gpu).name
     nodes = sorted((c for c in builtin_clusters().values() if c.gpu == name and not c.measured),
-                   key=lambda c: (c.inter is not None or gpus <= c.gpus_per_node, c.gpus_per_node))
+                   key=lambda c: (c.inter is not None or gpus <= c.scale_up_gpus, c.scale_up_gpus))
     require(bool(nodes), f"no built-in cluster of {name} GPUs; pass --cluster NAME or FILE")
     return nodes[-1]
 
@@ -197,13 +199,19 @@ TP_INPUT_REDUCE = {"megatron": "shared", "torch": "each"}
 
 
 def optimizer_s(counts: tuple[tuple[int, int], ...], zero: int, shard: int, ep: int, dtype: str,
-                ceilings: Ceilings, framework: str = "megatron") -> float:
+                ceilings: Ceilings, framework: str = "megatron", clip: bool = False) -> float:
     """AdamW on the stage with the most parameters per GPU; ZeRO >= 1 shards dense parameters over
     shard = dp x cp ranks and routed experts over dp x cp / ep (as calc.memory_train shards them).
-    Megatron's fused mixed-precision optimizer, or (framework "torch") plain torch's cast, step and copy."""
-    most = max(d / shard + e * ep / shard if zero >= 1 else d + e for d, e in counts)
+    Megatron's fused mixed-precision optimizer, or (framework "torch") plain torch's cast, step and copy.
+    `clip`: the gradient norm and clipping before it, over the same parameters' gradients (fp32 main gradients
+    under Megatron and FSDP2's ZeRO-3, the model dtype's otherwise)."""
+    most = max(1, round(max(d / shard + e * ep / shard if zero >= 1 else d + e for d, e in counts)))
     state = torch_mixed_state_bytes(dtype, zero) if framework == "torch" else None
-    return adamw_op(max(1, round(most)), dtype, ceilings, state=state).step_s
+    seconds = adamw_op(most, dtype, ceilings, state=state).step_s
+    if clip:
+        grad_bytes = 4.0 if framework == "megatron" or zero == 3 else bytes_per_element(dtype)
+        seconds += sum(op.step_s for op in clip_ops(most, grad_bytes, ceilings))
+    return seconds
 
 
 def step_breakdown(*, pp: Any, vp: Any, windows: Windows, seconds: Mapping[tuple[str, str], Any], zero: Any,
@@ -269,7 +277,7 @@ def step_fp8_s(parts: StageParts, stages: tuple[Stage, ...], opts: TrainStepOpti
     slowest = slowest_of(parts, stages, opts.recompute)
     reduce_s = collective_cost("all-reduce", 4, opts.tp, cluster).time_s if opts.tp > 1 else 0.0  # one fp32 amax
     kernels, reduces, casts = stage_fp8_s(
-        parts, slowest.dense, slowest.moe, opts.recompute, recipe=opts.fp8_recipe, tp=opts.tp, sp=opts.sp_active,
+        parts, slowest.dense, slowest.moe, opts.recompute, recipe=opts.scaling_recipe, tp=opts.tp, sp=opts.sp_active,
         amax_reduce_s=reduce_s, weights=fp8_weight_casts(parts, opts, ceilings) if weights is None else weights)
     return kernels, opts.num_micro_batches * reduces + casts
 
@@ -278,7 +286,7 @@ def fp8_weight_casts(parts: StageParts, opts: TrainStepOptions, ceilings: Ceilin
     """One layer's FP8 weight-cast seconds per layer kind (calc.train_fp8.weight_cast_s): the ZeRO shard
     matters only with FP8 parameters (the optimizer casts its fp32 master shard)."""
     shard = opts.data_parallel * opts.cp if opts.zero >= 1 and opts.fp8_params else 1
-    return weight_cast_s(parts.fp8_gemms, ceilings, recipe=opts.fp8_recipe, fp8_params=opts.fp8_params, shard=shard,
+    return weight_cast_s(parts.fp8_gemms, ceilings, recipe=opts.scaling_recipe, fp8_params=opts.fp8_params, shard=shard,
                          ep=opts.ep)
 
 
@@ -294,12 +302,20 @@ def step_memory(spec: ModelSpec, opts: TrainStepOptions) -> TrainMemory:
     return mem
 
 
+def step_ceilings(ceilings: Ceilings, opts: TrainStepOptions) -> Ceilings:
+    """The ceilings a step is priced at, with its attention kernel's efficiency (calc.train_attention); its kernels'
+    clocks are set by the micro-batch's own kernel mix (roofline_pass, calc.steady), and the memory-bound rest of
+    the step (the optimizer, FP8 casts) does not move with the clock."""
+    return attention_ceilings(ceilings, opts.attention)
+
+
 def train_parts(spec: ModelSpec, ceilings: Ceilings, opts: TrainStepOptions, impl: str) -> StageParts:
     """One micro-batch's per-layer and head seconds on one GPU's shard, priced with the kernel list `impl`."""
     result = roofline_pass(spec, ceilings, tp=opts.tp, cp=opts.cp, micro_batch=opts.micro_batch, seq=opts.seq,
-                           dtype=opts.dtype, impl=impl)
+                           dtype=opts.dtype, impl=impl, loss=opts.loss, dropout=opts.dropout,
+                           clocks=opts.clocks)
     return stage_parts(spec, result, sp=opts.sp_active, capacity_factor=opts.capacity_factor,
-                       attention=core_attention(spec, ceilings, opts), fp8_recipe=opts.fp8_recipe)
+                       attention=core_attention(spec, result.ceilings, opts), fp8_recipe=opts.scaling_recipe)
 
 
 def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, opts: TrainStepOptions,
@@ -307,10 +323,10 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
     """Step time, rates, memory and fit of one layout (module docstring); `parts` (priced with the framework's
     kernels, `kernel_impl`) and `host_parts` (the fused list, the unit the host costs count kernels in) may be
     passed in when the caller already holds them (plan)."""
-    cluster = load_cluster(cluster)
+    cluster = load_cluster(cluster).for_job(opts.gpus)  # the GPUs it takes in each NVLink domain
     opts.validate(spec, cluster)
     RooflineOptions(phase="train", seq=opts.seq, dtype=opts.dtype).validate(spec)  # positions, dtype
-    ceilings = attention_ceilings(ceilings, opts.attention)
+    ceilings = step_ceilings(ceilings, opts)
     impl = kernel_impl(opts.framework, opts.dtype)
     if parts is None:
         parts = train_parts(spec, ceilings, opts, impl)
@@ -335,7 +351,7 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
         pp=opts.pp, vp=opts.vp, windows=Windows(f, b, a, opts.num_micro_batches), seconds=traffic(comm.rows),
         zero=opts.zero, recompute=opts.recompute, overlap=opts.overlap,
         optimizer=optimizer_s(counts, opts.zero, opts.data_parallel * opts.cp, opts.ep, opts.memory_dtype, ceilings,
-                              opts.framework),
+                              opts.framework, opts.clip_grad),
         sm_share=opts.comm_sm_share(ceilings.gpu.sm_count), host=host, p2p_slowdown=costs.p2p_slowdown,
         overlap_slowdown=costs.overlap_slowdown, fp8=fp8, fsdp=opts.framework == "torch", bubble=bubble)
     mem = step_memory(spec, opts)
@@ -345,7 +361,7 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
     return TrainStep(spec.name, ceilings.gpu.name, cluster.name, opts, _floats(breakdown), _floats(total), flops,
                      recompute, peak, mem, usable,
                      {"forward_backward": float(host[0]), "optimizer": float(host[1])}, work,
-                     pipeline_report(parts, stages, opts.recompute))
+                     pipeline_report(parts, stages, opts.recompute), min(cluster.scale_up_gpus, opts.gpus))
 
 
 def pipeline_report(parts: StageParts, stages: tuple[Stage, ...], recompute: str) -> tuple[PipelineStage, ...]:

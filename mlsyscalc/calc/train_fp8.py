@@ -45,6 +45,8 @@ from .layers import Linear, layer_linears
 from .memory_common import linear_weight_per_rank
 from .roofline_ops import OpRow, predict_memory_op
 from .tensor_parallel import kv_divisor, tp_kind
+from . import train_fp4
+from .train_fp4 import AMAX_RECIPES, BLOCK_RECIPES, low_precision
 
 RECIPES = ("delayed", "current")  # TE's DelayedScaling and Float8CurrentScaling
 DEFAULT_RECIPE = "delayed"  # TE's default recipe, and Megatron-LM's --fp8-recipe default
@@ -54,10 +56,12 @@ _NORM_FED = ("attn_in", "mlp_in", "q_latent", "kv_latent")  # a TE LayerNormLine
 _INPUT = {**{k: v for k, v in LINEAR_INPUT.items() if k != "router"}, "down_proj": "mlp_act"}
 
 
-def fp8_bytes(fp8_params: bool) -> dict[str, float]:
+def fp8_bytes(fp8_params: bool, dtype: str = "fp8") -> dict[str, float]:
     """`memory_train.default_bytes` keys of FP8 training: an FP8 activation element, and the FP8 copies TE
     keeps of each FP8 linear's weight element (rowwise + transpose; the transpose only when the weight
-    itself is FP8)."""
+    itself is FP8); a block-scaled dtype's (mxfp8, nvfp4: calc.train_fp4) with its scales."""
+    if dtype in BLOCK_RECIPES:
+        return {"fp8": train_fp4.saved_bytes(dtype), "fp8_weight_copy": train_fp4.weight_copy_bytes(dtype)}
     return {"fp8": FP8, "fp8_weight_copy": FP8 if fp8_params else 2 * FP8}
 
 
@@ -127,6 +131,8 @@ def gemm_kernels(g: Gemm, tp: int, sp: bool, recipe: str) -> dict[str, list[tupl
     gather_in = sp and tp > 1 and g.kind == "column" and g.norm_fed  # the norm output is sequence-split
     gather_dy = sp and tp > 1 and g.kind == "row"  # the output gradient arrives sequence-split
     x, dy = g.tokens * g.width, g.tokens * g.out
+    if recipe in BLOCK_RECIPES:  # MXFP8 / NVFP4: both copies of each tensor cast from bf16 (calc.train_fp4)
+        return train_fp4.gemm_kernels(g.key, x, dy, recipe)
     fwd: list[tuple[str, float, float]] = []
     bwd: list[tuple[str, float, float]] = []
     name = f"{g.key}.fp8"  # "experts.*": scaled by the capacity factor as the expert GEMMs are (train_parts)
@@ -152,6 +158,8 @@ def weight_kernels(g: Gemm, recipe: str, fp8_params: bool, shard: int, ep: int =
     w, name = float(g.weights), f"{g.key}.fp8 weight"
     if g.key.startswith("experts."):  # the rank's E / ep routed experts (the roofline's groups: the experts hit),
         w, shard = w / ep, max(1, shard // ep)  # sharded by ZeRO over dp x cp / ep
+    if recipe in BLOCK_RECIPES:
+        return train_fp4.weight_kernels(g.key, w, recipe)
     if not fp8_params:
         return _cast(name, w, 2 * FP8, recipe, amax=True)
     kernels = [(f"{name} amax", w / shard * FP32, 4.0), (f"{name} scale", 4.0, 8.0)] if recipe == "current" else []
@@ -180,8 +188,9 @@ def fp8_rows(result: Any, *, sp: bool, recipe: str) -> list[OpRow]:
     """Forward and backward scaling rows of one micro-batch (layer counts as the roofline's rows), from a
     `calc.roofline_model.ModelRoofline` of phase train in fp8; [] for another dtype."""
     o = result.options
-    if o.compute_dtype != "fp8":
+    if not low_precision(o.compute_dtype):
         return []
+    recipe = o.compute_dtype if o.compute_dtype in BLOCK_RECIPES else recipe  # a block-scaled dtype is its recipe
     forward = [r for r in result.rows if r.pass_name == "forward"]
     counts = {r.layers: r.count for r in forward if r.pred.kind == "matmul" and r.layers != "head"}
     rows: list[OpRow] = []
@@ -205,7 +214,7 @@ def amax_reductions(gemms: Iterable[Gemm], tp: int, sp: bool, recipe: str) -> tu
     under sequence parallelism each rank casts its sequence shard, so the amax of a column-parallel input
     (forward) and of a row-parallel output gradient (backward) is reduced first (linear.py and
     layernorm_linear.py `set_quantizer_amax_reduction_group`; csrc/quantizer.cpp `with_amax_reduction`)."""
-    if recipe != "current" or not sp or tp == 1:
+    if recipe not in AMAX_RECIPES or not sp or tp == 1:
         return 0, 0
     gemms = list(gemms)
     return sum(g.kind == "column" and g.norm_fed for g in gemms), sum(g.kind == "row" for g in gemms)

@@ -19,14 +19,18 @@ from ..specs.model import ModelSpec
 from .comm_step import placement
 from .memory_schedule import FRAMEWORKS, SCHEDULES, SPLIT_BACKWARD
 from .pipeline_split import EVEN, PipelineSplit, chunk_layers
+from .roofline_options import LOSSES
+from .steady import CLOCKS
 from .tensor_parallel import check_tp
 from .train_attention import ATTENTION
+from .train_fp4 import BLOCK_RECIPES, low_precision
 from .train_fp8 import DEFAULT_RECIPE, RECIPES
 from .train_host import DEFAULT_FRAMEWORK
 
 RECOMPUTE = ("none", "selective", "full")  # Korthikanti et al. 2022: selective = attention core only
-# matmul dtype; fp8: Transformer Engine's FP8 linears (calc.train_fp8), bf16 elsewhere and on the wire
-DTYPES = ("bf16", "fp16", "fp8")
+# matmul dtype; fp8: Transformer Engine's FP8 linears (calc.train_fp8), bf16 elsewhere and on the wire; mxfp8 and
+# nvfp4 its block-scaled recipes (calc.train_fp4)
+DTYPES = ("bf16", "fp16", "fp8", *BLOCK_RECIPES)
 OVERLAP_DIMS = ("tp", "dp", "pp", "cp", "ep")
 DEFAULT_OVERLAP = ("dp", "cp")  # DDP/Megatron gradient buckets; ring attention's KV exchange
 # SMs that NCCL's kernels hold while overlapped traffic runs: one CTA per channel, and NCCL logs on
@@ -71,6 +75,12 @@ class TrainStepOptions:
     # where host_costs come from (the JSON's framework_source names it)
     host_source: str = "the calibration file's torch_host"
     pipeline_split: PipelineSplit = EVEN  # Megatron-LM's uneven stages (calc.pipeline_split)
+    # the card's clocks: "sustained" (the steady state a long run reaches under the power cap, calc.steady) or
+    # "burst" (the short-call efficiencies the roofline keeps for single kernels)
+    clocks: str = "sustained"
+    loss: str = "fp32"  # the fused list's loss: Megatron-LM's vocab-parallel fp32 cross-entropy, or "fused" (one kernel)
+    dropout: float = 0.0  # hidden dropout before each residual add (the recipe's; 0 in most recipes since Llama)
+    clip_grad: bool = True  # the gradient norm and clipping before the optimizer (Megatron-LM's --clip-grad 1.0)
 
     @property
     def data_parallel(self) -> int:
@@ -90,8 +100,13 @@ class TrainStepOptions:
 
     @property
     def memory_dtype(self) -> str:
-        """Weights, gradients and activations in memory and on the wire (fp8 training keeps them in bf16)."""
-        return "bf16" if dtype_name(self.dtype) == "fp8" else dtype_name(self.dtype)
+        """Weights, gradients and activations in memory and on the wire (fp8, mxfp8 and nvfp4 training keep them in bf16)."""
+        return "bf16" if low_precision(self.dtype) else dtype_name(self.dtype)
+
+    @property
+    def scaling_recipe(self) -> str:
+        """How the low-precision linears scale (calc.train_fp8): --fp8-recipe for fp8, the dtype for mxfp8 / nvfp4."""
+        return dtype_name(self.dtype) if dtype_name(self.dtype) in BLOCK_RECIPES else self.fp8_recipe
 
     def layout(self) -> dict[str, int | bool | str]:
         return {"tp": self.tp, "pp": self.pp, "dp": self.data_parallel, "cp": self.cp, "ep": self.ep,
@@ -120,6 +135,11 @@ class TrainStepOptions:
         require(self.attention in ATTENTION, f"--attention must be one of {', '.join(ATTENTION)}, got {self.attention!r}")
         require(self.schedule in SCHEDULES, f"--schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
         require(self.framework in FRAMEWORKS, f"--framework must be one of {', '.join(FRAMEWORKS)}, got {self.framework!r}")
+        require(self.clocks in CLOCKS, f"--clocks must be one of {', '.join(CLOCKS)}, got {self.clocks!r}")
+        require(self.loss in LOSSES, f"--loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
+        require(self.loss == "fp32" or self.framework == "megatron",
+                "--loss fused prices the fused kernel list (--framework megatron); torch runs its own cross-entropy")
+        require(0.0 <= self.dropout < 1.0, f"--dropout must be in [0, 1), got {self.dropout}")
         require(self.schedule == "1f1b" or self.vp == 1,
                 f"--vp interleaves the 1F1B schedule: not with --schedule {self.schedule}")
         require(self.schedule not in SPLIT_BACKWARD or self.framework == "megatron",
@@ -147,11 +167,12 @@ class TrainStepOptions:
         require(world == self.gpus, f"rule tp*pp*dp*cp == gpus: {self.tp}*{self.pp}*{dp}*{self.cp} = {world}, "
                                     f"not --gpus {self.gpus}")
         _ = self.num_micro_batches
-        node = cluster.gpus_per_node
+        node, word = cluster.scale_up_gpus, cluster.domain_word  # a node, or an NVLink domain of several (NVL72)
+        a = "an" if word.startswith("NV") else "a"
         require(self.tp <= node and node % self.tp == 0,
-                f"rule TP within a node: --tp {self.tp} must divide the {node} GPUs of a {cluster.name} node")
+                f"rule TP within {a} {word}: --tp {self.tp} must divide the {node} GPUs of a {cluster.name} {word}")
         if self.gpus > node:
-            divide(self.gpus, node, f"rule whole nodes: --gpus over the {node} GPUs of a {cluster.name} node")
+            divide(self.gpus, node, f"rule whole {word}s: --gpus over the {node} GPUs of a {cluster.name} {word}")
             require(cluster.inter is not None, f"{self.gpus} GPUs span nodes, but {cluster.name} has no inter-node link")
         require(self.vp == 1 or self.pp > 1, "rule vp needs pp > 1: the interleaved schedule splits a pipeline")
         if self.vp > 1:

@@ -23,7 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from ..dtypes import dtype_name
 from ..specs.model import ModelSpec
 from .calibration import Ceilings
 from .roofline_model import ModelRoofline, predict_model
@@ -31,6 +30,7 @@ from .pipeline_split import EVEN, PipelineSplit, stage_layer_ids
 from .roofline_ops import OpRow
 from .roofline_options import RooflineOptions
 from .roofline_train import recompute_rows
+from .train_fp4 import low_precision
 from .train_fp8 import DEFAULT_RECIPE, Gemm, layer_gemms, pass_rows
 
 PASSES = ("forward", "backward", "recompute_selective", "recompute_full")
@@ -82,17 +82,21 @@ FRAMEWORK_IMPL = {"megatron": "fused", "torch": "torch"}
 
 def kernel_impl(framework: str, dtype: str) -> str:
     """The roofline impl a framework's training step is priced with (FRAMEWORK_IMPL; fp8: fused)."""
-    return "fused" if dtype_name(dtype) == "fp8" else FRAMEWORK_IMPL[framework]
+    return "fused" if low_precision(dtype) else FRAMEWORK_IMPL[framework]
 
 
 def roofline_pass(spec: ModelSpec, ceilings: Ceilings, *, tp: int, cp: int, micro_batch: int, seq: int,
-                  dtype: str, cluster: str | None = None, impl: str = "fused") -> ModelRoofline:
+                  dtype: str, cluster: str | None = None, impl: str = "fused", loss: str = "fp32",
+                  dropout: float = 0.0, clocks: str = "sustained") -> ModelRoofline:
     """The roofline of one micro-batch on one GPU's TP/CP shard (phase train, no recomputation), with the
-    kernel list `impl` (kernel_impl)."""
+    kernel list `impl` (kernel_impl); `loss`, `dropout` and `clocks` as RooflineOptions takes them (the fused
+    list's loss kernels; plain PyTorch's list has its own loss)."""
     local = seq // cp
     return predict_model(spec, ceilings, RooflineOptions(phase="train", batch=micro_batch, seq=local,
                                                          context=(seq - local) // 2, tp=tp, dtype=dtype,
-                                                         cluster=cluster, recompute="none", impl=impl))
+                                                         cluster=cluster, recompute="none", impl=impl,
+                                                         loss=loss if impl == "fused" else "fp32", dropout=dropout,
+                                                         clocks=clocks))
 
 
 def stage_parts(spec: ModelSpec, result: ModelRoofline, *, sp: bool, capacity_factor: float = 1.0,

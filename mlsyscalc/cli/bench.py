@@ -21,6 +21,7 @@ BENCH_COMMANDS = {
     "quant": "mlsyscalc.cli.bench_kernels:quant",
     "ceilings": "mlsyscalc.cli.bench_ceilings:ceilings",
     "attention": "mlsyscalc.cli.bench_attention:attention",
+    "fused": "mlsyscalc.cli.bench_fused:fused",
     "comm": "mlsyscalc.cli.bench_comm:comm",
     "report": "mlsyscalc.cli.bench_report:report",
     "rows": "mlsyscalc.cli.bench_report:rows",

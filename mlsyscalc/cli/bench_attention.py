@@ -13,9 +13,10 @@ DTYPES = ("bfloat16", "float16", "float32")
 @click.command()
 @click.option("--kind", "kinds", multiple=True, type=click.Choice(KINDS),
               help="Repeatable; default all: HBM read bandwidth, forward, backward, decode.")
-@click.option("--sweep", type=click.Choice(["goals", "extra", "smoke"]), default="goals", show_default=True,
+@click.option("--sweep", type=click.Choice(["goals", "extra", "smoke", "serving"]), default="goals", show_default=True,
               help="goals: the issue's shapes (d=128, H=32, B*S=16k; decode B=64, KV 1k..32k); "
-                   "extra: d=64/256, GQA, multi-token decode; --interpret always runs tiny shapes.")
+                   "extra: d=64/256, GQA, multi-token decode; serving: decode at batch 1-16 (Llama-3-8B heads); "
+                   "--interpret always runs tiny shapes.")
 @click.option("--dtype", type=click.Choice(DTYPES), help="Default bfloat16 (float16 under --interpret).")
 @sweep_options
 def attention(kinds, sweep, dtype, interpret, out, quiet, fmt, as_json):

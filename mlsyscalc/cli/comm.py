@@ -175,12 +175,13 @@ def _emit_step(r, o: StepOptions, fmt: str, as_json: bool) -> None:
 @comm.command()
 @render.output_options
 def clusters(fmt, as_json):
-    """Built-in cluster specs: GPUs per node, links (per GPU, per direction) and latencies."""
+    """Built-in cluster specs: GPUs per node and per NVLink domain, links (per GPU, per direction) and latencies."""
     specs = builtin_clusters().values()
     data = {"clusters": [s.to_dict() for s in specs]}
-    rows = [[s.name, s.gpu, s.gpus_per_node, s.intra.bandwidth_Bps / 1e9, s.intra.latency_s * 1e6,
+    rows = [[s.name, s.gpu, s.gpus_per_node, s.scale_up_gpus, s.intra.bandwidth_Bps / 1e9, s.intra.latency_s * 1e6,
              None if s.inter is None else s.inter.bandwidth_Bps / 1e9,
              None if s.inter is None else s.inter.latency_s * 1e6, "yes" if s.measured else ""] for s in specs]
-    render.emit(render.Output(data, (render.table("clusters", ["name", "gpu", "gpus/node", "intra GB/s", "intra us",
+    render.emit(render.Output(data, (render.table("clusters", ["name", "gpu", "gpus/node", "domain", "intra GB/s", "intra us",
                                                                 "inter GB/s", "inter us", "measured"], rows),),
-                              ("GB/s per GPU per direction; us per algorithm step.",)), fmt, as_json)
+                              ("GB/s per GPU per direction; us per algorithm step. domain: GPUs one intra link joins (an NVLink domain; "
+                               "the node unless nvlink_domain_gpus says more).",)), fmt, as_json)

@@ -90,7 +90,8 @@ def flops(ctx, model, overrides, batch, seq, phase, context, causal, fmt, as_jso
     rows = [[k, v, fmt_flops(v), f"{100 * v / r.forward:.1f}%"] for k, v in r.breakdown.items()]
     notes = (
         "2 FLOPs per multiply-add; matmuls only, as torch.utils.flop_counter counts them.",
-        "Attention over the full S x S_kv" + (", halved for causal." if causal and phase == "prefill" else "."),
+        ("Attention: the pairs each layer's mask keeps (full layers half the rectangle)." if causal and phase == "prefill"
+         else "Attention over the full S x S_kv (a window or chunk layer: its cache's last W - 1 tokens + the new)."),
         "N in the approximations: active parameters that multiply activations (no embedding tables).",
     )
     title = f"{spec.name}: {phase}, batch {batch}, " + (

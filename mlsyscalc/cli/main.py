@@ -32,6 +32,7 @@ COMMANDS = {
     "serve": "serve:serve",
     "report": "report:report",
     "plan": "plan:plan",
+    "compare": "compare:compare",
 }
 
 

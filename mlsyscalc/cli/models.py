@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 
 import click
 
@@ -39,6 +40,7 @@ def spec_dict(spec) -> dict:
     data.pop("raw_config", None)
     data["aliases"] = list(spec.aliases)
     data.update(q_dim=spec.q_dim, kv_dim=spec.kv_dim, num_moe_layers=spec.num_moe_layers,
+                sliding_window_layers=spec.sliding_window_layers,
                 kv_cache_elements_per_token_per_layer=spec.kv_cache_elements_per_token)
     return data
 
@@ -51,9 +53,17 @@ def show(model, overrides, fmt, as_json):
     spec = resolve_model(model, overrides)
     data = spec_dict(spec)
     rows: list[list] = []
+    def cell(value):
+        """A list as one line: long per-layer lists (layer_types) as counts of each entry."""
+        if not isinstance(value, (list, tuple)):
+            return value
+        if len(value) > 8 and all(isinstance(v, str) for v in value):
+            return ", ".join(f"{n} x {v}" for v, n in Counter(value).items())
+        return ", ".join(map(str, value))
+
     for key, value in data.items():
         if isinstance(value, dict):
-            rows.extend([f"{key}.{k}", v] for k, v in value.items())
+            rows.extend([f"{key}.{k}", cell(v)] for k, v in value.items())
         else:
-            rows.append([key, ", ".join(value) if isinstance(value, list) else value])
+            rows.append([key, cell(value)])
     render.emit(render.Output(data, (render.table(f"{spec.name} (normalised)", ["field", "value"], rows),)), fmt, as_json)

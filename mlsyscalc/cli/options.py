@@ -141,7 +141,10 @@ def ceilings_from_options(gpu: str | None, calibration: str | None, efficiency: 
     ceilings = load_ceilings(gpu, calibration, launch_s=None if launch_us is None else launch_us * 1e-6)
     if gap_us is not None:
         ceilings = replace(ceilings, gap_s=gap_us * 1e-6)
-    return ceilings.with_efficiency(**efficiency_pairs(efficiency)) if efficiency else ceilings
+    if not efficiency:
+        return ceilings
+    note = "efficiencies set with --efficiency are used as given at any --clocks (no steady-state derating)"
+    return replace(ceilings.with_efficiency(**efficiency_pairs(efficiency)), steady=None, notes=ceilings.notes + (note,))
 
 
 def host_options(func: Callable) -> Callable:

@@ -13,7 +13,10 @@ from ..calc.plan import plan as search
 from ..calc.plan_space import AXES, PlanOptions, parse_fix
 from ..units import fmt_bytes
 from . import render
+from .intervals import with_interval
 from .options import model_argument, positive_int, resolve_model
+from .cost_views import run_options, step_cost
+from .hardware_notes import with_ceilings_note
 from .train import cluster_options, fp8_options, reject_step_unused, step_options
 
 if TYPE_CHECKING:
@@ -75,10 +78,11 @@ class _Progress:
 @click.option("--quiet", is_flag=True, help="No progress bar (otherwise on stderr, when it is a terminal and the "
                                            "search takes over a second).")
 @fp8_options
+@run_options
 @render.output_options
 def plan(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq, global_batch, top, fix, dtype, overlap, capacity_factor,
-         reserve, attention, max_micro_batch, max_cp, framework, comm_sms, even_splits_only, quiet, fp8_recipe, fp8_params,
-         fmt, as_json):
+         reserve, attention, clocks, loss_kernels, dropout, clip_grad, max_micro_batch, max_cp, framework, comm_sms,
+         even_splits_only, quiet, fp8_recipe, fp8_params, price_per_gpu_hour, train_tokens, fmt, as_json):
     """Search every TP x PP x DP x CP x EP x VP x micro-batch x ZeRO x recompute layout of MODEL on
     --gpus GPUs that obeys the divisibility and node rules, drop those that do not fit in memory, and
     rank the rest by `mlsys train`'s step time; shows the top K and why the best wins (docs/train.md).
@@ -89,13 +93,17 @@ def plan(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq
                        overlap=overlap, capacity_factor=capacity_factor, reserve=reserve, attention=attention,
                        max_micro_batch=max_micro_batch, max_cp=max_cp, framework=framework, host_costs=host_costs,
                        host_source=host_source, fp8_recipe=fp8_recipe, fp8_params=fp8_params,
-                       even_splits_only=even_splits_only, comm_sms=comm_sms)
+                       even_splits_only=even_splits_only, comm_sms=comm_sms, clocks=clocks,
+                       loss=loss_kernels, dropout=dropout, clip_grad=clip_grad)
     progress = _Progress(not quiet)
     try:
         result = search(spec, ceilings, cluster, opts, progress)
     finally:
         progress.close()
-    render.emit(plan_output(result), fmt, as_json)
+    output = plan_output(result, price_per_gpu_hour, train_tokens)
+    if result.candidates:  # the best layout's step, priced as `mlsys train` prices it
+        output = with_interval(output, "train", result.candidates[0].step_time_s, label="best step_time_s")
+    render.emit(with_ceilings_note(output, ceilings), fmt, as_json)
 
 
 def _split(lay: dict) -> str:
@@ -107,17 +115,24 @@ def _split(lay: dict) -> str:
     return "+".join(parts) or "even"
 
 
-def plan_output(result) -> render.Output:
+def plan_output(result, price: float | None = None, run_tokens: float | None = None) -> render.Output:
     data = result.as_dict()
+    for c, step in zip(data["candidates"], result.candidates):  # each candidate's cost and run (calc.cost)
+        c.update(step_cost(step, price, run_tokens))
     rows = []
     for rank, c in enumerate(data["candidates"], 1):
         lay = c["layout"]
         rows.append([rank, lay["tp"], lay["pp"], _split(lay), lay["dp"], lay["cp"], lay["ep"], lay["vp"],
                      lay["micro_batch"], lay["num_micro_batches"], lay["zero"], lay["recompute"], c["step_time_s"],
-                     c["mfu"], fmt_bytes(c["memory_bytes_per_gpu"])])
+                     c["mfu"], fmt_bytes(c["memory_bytes_per_gpu"]),
+                     *([c["cost"]["cost_per_step"]] if price is not None else []),
+                     *([c["run"]["run_wall_s"] / 86400] if run_tokens is not None else []),
+                     *([c["run"]["cost_per_run"]] if price is not None and run_tokens is not None else [])])
     title = (f"{result.model} on {result.options.gpus} x {result.gpu} ({result.cluster}), seq {result.options.seq}, "
              f"global batch {result.options.global_batch}: {result.searched:,} layouts timed, {result.feasible:,} fit")
-    columns = ["#", "tp", "pp", "split", "dp", "cp", "ep", "vp", "mb", "m", "zero", "recompute", "step s", "MFU", "memory"]
+    columns = ["#", "tp", "pp", "split", "dp", "cp", "ep", "vp", "mb", "m", "zero", "recompute", "step s", "MFU", "memory",
+               *(["cost/step"] if price is not None else []), *(["run days"] if run_tokens is not None else []),
+               *(["cost/run"] if price is not None and run_tokens is not None else [])]
     tables = [render.table(title, columns, rows)]
     if data["candidates"]:
         best = data["candidates"][0]["breakdown"]

@@ -13,18 +13,20 @@ import click
 from ..calc.calibration import EFFICIENCY_FIELDS, KERNEL_GAP_S, LAUNCH_OVERHEAD_S
 from ..calc.roofline_memory import elementwise_op, embedding_op, norm_op, rotary_op, softmax_op
 from ..calc.roofline_model import predict_model
-from ..calc.roofline_options import IMPLS, LAUNCHES, LOGITS, PHASES, RECOMPUTE, WINDOW_MODES, RooflineOptions
+from ..calc.roofline_options import IMPLS, LAUNCHES, LOGITS, LOSSES, PHASES, RECOMPUTE, WINDOW_MODES, RooflineOptions
+from ..calc.steady import CLOCKS
 from ..calc.roofline_ops import predict_attention, predict_matmul
 from ..calc.roofline_sweep import sweep_batch
-from ..errors import MlsysError
+from ..errors import MlsysError, require
 from ..units import parse_count
 from ..validate import count as whole
 from . import render
+from .intervals import with_interval
 from .options import ceilings_from_options, host_options, model_argument, positive_int, reject_unused, resolve_model
 from .plots import with_plot
 from .roofline_views import model_output, op_output, sweep_output
 
-DTYPES = ("bf16", "fp16", "fp8", "int8", "tf32", "fp32")
+DTYPES = ("bf16", "fp16", "fp8", "int8", "tf32", "fp32", "nvfp4", "mxfp4", "mxfp6", "mxfp8")
 
 
 class _ModelDefaultGroup(click.Group):
@@ -112,16 +114,20 @@ def matmul(m, n, k, batch, dtype, weight_dtype, ceilings, plot, fmt, as_json):
 @click.option("--causal", is_flag=True, help="Causal mask (keeps 1 - Sq/(2 Skv) of the scores).")
 @click.option("--window", type=click.IntRange(min=1), default=None,
               help="Sliding window W (with --causal): skip KV tiles outside it (FLOPs ~ Sq x min(Skv, W)).")
+@click.option("--chunk", type=click.IntRange(min=1), default=None,
+              help="Chunked attention C (with --causal; Llama 4): each query sees its own chunk's keys only.")
 @click.option("--backward", is_flag=True, help="FlashAttention-2 backward instead of forward.")
 @_dtype_option()
 @click.option("--kv-dtype", default=None, help="K/V storage dtype (e.g. fp8 cache); default --dtype.")
 @ceiling_options
 @render.output_options
-def attention(batch, heads, kv_heads, seq, kv_len, head_dim, v_head_dim, causal, window, backward, dtype, kv_dtype,
-              ceilings, plot, fmt, as_json):
+def attention(batch, heads, kv_heads, seq, kv_len, head_dim, v_head_dim, causal, window, chunk, backward, dtype,
+              kv_dtype, ceilings, plot, fmt, as_json):
     """Flash-style attention: Q, K, V read once, O written once (no S x S round trip)."""
+    require(window is None or chunk is None, "--window and --chunk are two attention kinds: give one")
     pred = predict_attention(batch, heads, kv_heads or heads, seq, kv_len or seq, head_dim, causal, dtype, ceilings,
-                             v_head_dim=v_head_dim, kv_dtype=kv_dtype, backward=backward, window=window)
+                             v_head_dim=v_head_dim, kv_dtype=kv_dtype, backward=backward, window=window or chunk,
+                             mask="chunked_attention" if chunk else "sliding_attention")
     _emit_op(pred, ceilings, plot, fmt, as_json)
 
 
@@ -182,7 +188,11 @@ def _sweep_values(text: str) -> list[int]:
               help="decode: tokens already in the KV cache (required).")
 @positive_int("--tp", RooflineOptions.tp, "Tensor-parallel GPUs (Megatron-style).")
 @click.option("--dtype", default=RooflineOptions.dtype, show_default=True,
-              help="Weights/activations: bf16, fp16, fp8, int8, fp32; int4/nf4 = weight-only (bf16 compute).")
+              help="Weights/activations: bf16, fp16, fp8, int8, fp32; int4/nf4 = weight-only (bf16 compute); "
+                   "nvfp4, mxfp4, mxfp6, mxfp8 = block-scaled weights and activations (docs/formats.md).")
+@click.option("--matmul-dtype", default=None,
+              help="The GEMMs' activation dtype when it differs from --dtype's weights: --dtype nvfp4 --matmul-dtype "
+                   "bf16 is W4A16, --matmul-dtype fp8 W4A8 (default: --dtype's; int4/nf4 compute in bf16).")
 @click.option("--kv-dtype", default=None, help="KV cache dtype; default --dtype.")
 @click.option("--cluster", default=None, help="Cluster spec for the TP collectives; default: one with this GPU.")
 @click.option("--no-fit-check", is_flag=True, help="Predict even if weights + KV cache exceed GPU memory.")
@@ -206,13 +216,22 @@ def _sweep_values(text: str) -> list[int]:
                    "\"Host path\"). Default: graph for prefill/decode, eager for train.")
 @click.option("--master-weights/--no-master-weights", default=RooflineOptions.master_weights, show_default=True,
               help="train: AdamW over fp32 master weights and moments, or states in --dtype.")
+@click.option("--clocks", type=click.Choice(CLOCKS), default=None,
+              help="sustained: the steady rates back-to-back heavy kernels reach under the card's power cap; burst: "
+                   "short calls' efficiencies (docs/roofline.md, \"Sustained clocks\"). Default: sustained for "
+                   "train, burst for prefill and decode.")
+@click.option("--loss", "loss_kernels", type=click.Choice(LOSSES), default=RooflineOptions.loss, show_default=True,
+              help="train with --impl fused: the loss's kernels, fp32 (Megatron-LM's vocab-parallel cross-entropy) or "
+                   "fused (one chunked kernel).")
+@click.option("--dropout", type=click.FloatRange(0.0, 1.0, max_open=True), default=RooflineOptions.dropout,
+              show_default=True, help="train: hidden dropout before each residual add (its 1-byte mask).")
 @host_options
 @ceiling_options
 @render.output_options
 @click.pass_context
-def model(ctx, model, overrides, phase, batch, seq, context, tp, dtype, kv_dtype, cluster, no_fit_check, sweep,
-          window, recompute, dp, zero, dp_overlap, impl, logits, launch, master_weights, host, ceilings, plot, fmt,
-          as_json):
+def model(ctx, model, overrides, phase, batch, seq, context, tp, dtype, matmul_dtype, kv_dtype, cluster, no_fit_check,
+          sweep, window, recompute, dp, zero, dp_overlap, impl, logits, launch, master_weights, clocks, loss_kernels,
+          dropout, host, ceilings, plot, fmt, as_json):
     """Per-kernel roofline of one layer (and the head) of MODEL, and the step's totals.
 
     prefill: time to first token; decode: time per output token (needs --context); train:
@@ -224,9 +243,10 @@ def model(ctx, model, overrides, phase, batch, seq, context, tp, dtype, kv_dtype
     spec = resolve_model(model, overrides)
     ceilings = ceilings.with_host(*host, source="--host-us-per-kernel/--host-ms-per-layer")
     opts = RooflineOptions(phase=phase, batch=batch, seq=seq, context=context, tp=tp, dtype=dtype,
-                           kv_dtype=kv_dtype, cluster=cluster, check_fit=not no_fit_check, window=window,
+                           matmul_dtype=matmul_dtype, kv_dtype=kv_dtype, cluster=cluster, check_fit=not no_fit_check, window=window,
                            recompute=recompute, dp=dp, zero=zero, dp_overlap=dp_overlap, impl=impl, logits=logits,
-                           master_weights=master_weights, launch=launch)
+                           master_weights=master_weights, launch=launch, clocks=clocks, loss=loss_kernels,
+                           dropout=dropout)
     if sweep:
         swept = sweep_batch(spec, ceilings, opts, _sweep_values(sweep))
         output = sweep_output(swept)
@@ -237,7 +257,8 @@ def model(ctx, model, overrides, phase, batch, seq, context, tp, dtype, kv_dtype
             output = with_plot(output, plot)
     else:
         result = predict_model(spec, ceilings, opts)
-        output = model_output(result)
+        output = with_interval(model_output(result), f"roofline_{opts.impl}_{opts.phase}", result.time_s,
+                               label="predicted_s")
         if plot:
             from ..report.roofline_plots import plot_model
 

@@ -191,13 +191,18 @@ def budget(compute, gpu_hours, days, cost, gpu, dtype, peak_tflops, gpus, mfu, p
         "law": b.optimum.law.name, "params": b.optimum.params, "tokens": b.optimum.tokens,
         "loss": b.optimum.loss.total, "loss_law": b.optimum.loss_law,
     }
+    cost_rows: list[list[Any]] = [["cost", b.cost, "price units"],
+                                  ["cost per 1M training tokens", b.cost_per_million_tokens, "price units"]]
     rows: list[list[Any]] = [
         ["compute C", b.compute_flops, "FLOP"], ["peak per GPU", b.peak_flops_per_s, "FLOP/s"],
         ["MFU", b.mfu, "achieved / peak"], ["GPUs", b.gpus, "count"],
         ["sustained, all GPUs", b.sustained_flops_per_s, "FLOP/s"], ["GPU-hours", b.gpu_hours, "h"],
-        ["wall clock", b.wall_days, "days"], ["cost", b.cost, "price units"],
+        ["wall clock", b.wall_days, "days"],
+        *(cost_rows if b.cost is not None else []),  # no price, no cost (calc.cost)
         ["compute-optimal N", b.optimum.params, "count"], ["compute-optimal D", b.optimum.tokens, "count"],
     ]
+    if b.cost is not None:
+        data["cost_per_million_tokens"] = b.cost_per_million_tokens
     notes = [f"peak: {peak_label}", "MFU is an assumption: 0.3-0.5 is typical for large dense training",
              f"wall clock {fmt_seconds(b.wall_s)} on {b.gpus} GPU(s); compute-optimal model by {b.optimum.law.name}: "
              f"N = {fmt_count(b.optimum.params)}, D = {fmt_count(b.optimum.tokens)}", CONVENTION]

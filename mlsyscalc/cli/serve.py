@@ -16,7 +16,10 @@ from ..calc.serve_workload import LengthDist, from_trace, parse_length
 from ..errors import MlsysError, require
 from ..readers.trace import read_length_column, read_trace
 from ..validate import MAX_FLOAT
+from .cost_views import price_option, with_serving_cost
+from .hardware_notes import with_ceilings_note
 from . import render
+from .intervals import with_interval
 from .options import ceilings_from_options, given, model_argument, reject_unused, resolve_model
 from .serve_views import serve_output, sweep_output
 
@@ -32,8 +35,8 @@ def _length(text: str, what: str) -> LengthDist:
     return parse_length(text, what)
 
 
-def _trace(path: str, prefix: int = 0):
-    return from_trace(read_trace(path, serve_limits.MAX_REQUESTS), f"trace {path}", prefix)
+def _trace(path: str, prefix: int = 0, concurrency: int = 0):
+    return from_trace(read_trace(path, serve_limits.MAX_REQUESTS), f"trace {path}", prefix, concurrency)
 
 
 def _slo(text: str | None) -> Slo:
@@ -68,16 +71,18 @@ def _sweep(text: str | None) -> tuple[float, ...] | None:
 
 
 def _reject_unused(scheduler: str, trace: bool, draft: bool, search: bool) -> None:
-    """Options given that this call would ignore (docs/cli.md, "options that do not apply")."""
+    """Options given that this call would ignore (docs/cli.md, "options that do not apply"), by the scheduler's
+    policy flags (calc.serve_engine.POLICIES), never by its name."""
     ctx = click.get_current_context()
+    policy = POLICIES[scheduler]
     unused = {"spec_k": "without --draft", "accept": "without --draft"} if not draft else {}
-    if scheduler != "sarathi":
-        unused["chunk"] = f"with --scheduler {scheduler} (only sarathi chunks prefills; its budget is --chunk)"
-    if scheduler in ("sarathi", "static"):
-        unused["max_batch_tokens"] = f"with --scheduler {scheduler} (orca and vllm cap prompt tokens with it)"
-    if scheduler in ("static", "orca") or draft:
+    if not policy.chunk_budget:
+        unused["chunk"] = f"with --scheduler {scheduler} (its prefill budget is not --chunk: sarathi's is)"
+    if policy.chunk_budget or not policy.iteration_level:
+        unused["max_batch_tokens"] = f"with --scheduler {scheduler} (its token budget is not --max-batch-tokens)"
+    if not policy.paged or draft:
         unused["preemption"] = ("with --draft (KV is reserved for prompt + output)" if draft else
-                                f"with --scheduler {scheduler} (only the paged vllm and sarathi preempt)")
+                                f"with --scheduler {scheduler} (only the paged schedulers preempt)")
     if trace:
         unused |= {k: "with --trace (the trace gives every request)" for k in
                    ("prompt_len", "output_len", "requests", "seed", "burstiness")}
@@ -92,11 +97,13 @@ def _reject_unused(scheduler: str, trace: bool, draft: bool, search: bool) -> No
 def engine_options(func):
     """Scheduler and KV options shared by `mlsys serve` and its scripts."""
     @click.option("--scheduler", type=click.Choice(tuple(POLICIES)), default=D.scheduler, show_default=True,
-                  help="static batching, orca (iteration-level), vllm (paged, prefill first), sarathi (chunked).")
-    @click.option("--max-batch-tokens", type=click.IntRange(min=1), default=D.max_batch_tokens, show_default=True,
-                  help="Prompt tokens per iteration (non-chunked schedulers).")
-    @click.option("--max-seqs", type=click.IntRange(min=1), default=D.max_seqs, show_default=True,
-                  help="Running sequences at most.")
+                  help="static batching, orca (iteration-level), vllm (V0: paged, prefill first), sarathi (chunked, "
+                  "--chunk budget), vllm-v1 (chunked prefill mixed with decodes under --max-batch-tokens).")
+    @click.option("--max-batch-tokens", type=click.IntRange(min=1), default=D.max_batch_tokens,
+                  help="Tokens per iteration (default: vllm-v1 takes vLLM V1's for the card, 8192 on cards of "
+                  ">= 70 GiB other than A100, else 2048; the other schedulers 8192).")
+    @click.option("--max-seqs", type=click.IntRange(min=1), default=D.max_seqs,
+                  help="Running sequences at most (default: vllm-v1 1024 or 256 by card as above; else 256).")
     @click.option("--chunk", type=click.IntRange(min=1), default=D.chunk, show_default=True,
                   help="sarathi: token budget per iteration.")
     @click.option("--block-size", type=click.IntRange(min=1), default=D.block_size, show_default=True,
@@ -109,6 +116,9 @@ def engine_options(func):
     @click.option("--iteration-overhead-us", type=click.FloatRange(min=0), default=D.iteration_overhead_s * 1e6,
                   show_default=True, help="Host time every iteration pays on top of its kernels (scheduling, "
                   "sampling, detokenising), in microseconds.")
+    @click.option("--iteration-overhead-per-seq-us", type=click.FloatRange(min=0),
+                  default=D.iteration_overhead_per_seq_s * 1e6, show_default=True,
+                  help="And host time per sequence that samples a token in the iteration, in microseconds.")
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         return func(*args, **kwargs)
@@ -127,7 +137,11 @@ def engine_options(func):
 @click.option("--gap-us", type=click.FloatRange(min=0, max=1e6), default=None,
               help="Idle microseconds on the stream before each kernel (default 0.5, or the calibration's).")
 @click.option("--tp", type=click.IntRange(min=1), default=D.tp, show_default=True, help="Tensor-parallel GPUs per engine.")
-@click.option("--dtype", default=D.dtype, show_default=True, help="Weights and compute dtype.")
+@click.option("--dtype", default=D.dtype, show_default=True,
+              help="Weights and compute dtype (nvfp4/mxfp4: block-scaled FP4 weights and activations, docs/formats.md).")
+@click.option("--matmul-dtype", default=None,
+              help="The GEMMs' activation dtype when not --dtype's: --dtype nvfp4 --matmul-dtype bf16 serves FP4 "
+                   "weights only (W4A16), fp8 W4A8.")
 @click.option("--kv-dtype", default=None, help="KV cache dtype (default: the activation dtype).")
 @click.option("--rate", type=float, default=None, help="Arrivals per second (Poisson, or gamma with --burstiness).")
 @click.option("--trace", "trace_file", type=click.Path(dir_okay=False), default=None,
@@ -138,6 +152,9 @@ def engine_options(func):
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the workload draws.")
 @click.option("--burstiness", type=float, default=1.0, show_default=True,
               help="Gamma shape of the inter-arrival times: 1 Poisson, < 1 burstier.")
+@click.option("--concurrency", type=click.IntRange(min=0), default=0, show_default=True,
+              help="A closed loop of this many clients: each sends its next request when its last one finishes "
+              "(with --rate: not before its arrival); 0: open loop.")
 @engine_options
 @click.option("--prefix-len", type=click.IntRange(min=0), default=0, show_default=True,
               help="Tokens of a prefix every prompt shares (added before --prompt-len draws; a trace's prompts include it).")
@@ -155,11 +172,13 @@ def engine_options(func):
 @click.option("--sweep", default=None, help="rate=R1,R2,...: one simulation per rate.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
               help="Write latency-vs-rate (with --sweep) or latency CDFs (PNG or SVG).")
+@price_option
 @render.output_options
-def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, gap_us, tp, dtype, kv_dtype, rate, trace_file, prompt_len, output_len,
-          requests, seed, burstiness, scheduler, max_batch_tokens, max_seqs, chunk, block_size,
-          gpu_memory_utilization, preemption, kv_blocks, iteration_overhead_us, prefix_len, prefix_caching, draft, spec_k, accept, disagg, search, max_gpus, slo, sweep, plot, fmt,
-          as_json):
+def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, gap_us, tp, dtype, matmul_dtype, kv_dtype, rate,
+          trace_file, prompt_len, output_len, requests, seed, burstiness, concurrency, scheduler, max_batch_tokens, max_seqs,
+          chunk, block_size, gpu_memory_utilization, preemption, kv_blocks, iteration_overhead_us,
+          iteration_overhead_per_seq_us, prefix_len, prefix_caching, draft, spec_k, accept, disagg, search, max_gpus, slo,
+          sweep, plot, price_per_gpu_hour, fmt, as_json):
     """Simulate serving MODEL under load: TTFT, TPOT, latency percentiles, throughput and goodput.
 
     A discrete-event simulation of the engine's scheduler whose every iteration costs the roofline
@@ -176,30 +195,49 @@ def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, ga
     ceilings = ceilings_from_options(gpu, calibration, efficiency, launch_us, gap_us)
     opts = ServeOptions(scheduler=scheduler, max_batch_tokens=max_batch_tokens, max_seqs=max_seqs, chunk=chunk,
                         block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, preemption=preemption,
-                        kv_blocks=kv_blocks, tp=tp, dtype=dtype, kv_dtype=kv_dtype, cluster=cluster, slo=_slo(slo),
+                        kv_blocks=kv_blocks, tp=tp, dtype=dtype, matmul_dtype=matmul_dtype, kv_dtype=kv_dtype, cluster=cluster, slo=_slo(slo),
                         spec_k=spec_k, accept=accept, prefix_caching=prefix_caching,
-                        iteration_overhead_s=iteration_overhead_us * 1e-6)
+                        iteration_overhead_s=iteration_overhead_us * 1e-6,
+                        iteration_overhead_per_seq_s=iteration_overhead_per_seq_us * 1e-6)
     draft_spec = resolve_model(draft, ()) if draft else None
     rates = _sweep(sweep)
     require(not (rates and trace_file), "--sweep varies --rate: it does not combine with --trace")
+    if concurrency and rate is None and trace_file is None and rates is None:
+        rate = float("inf")  # a closed loop alone: every client starts at time 0
     require((rate is None) != (trace_file is None) or (rates is not None and trace_file is None),
             "give exactly one of --rate R or --trace FILE (or --sweep rate=...)")
     if disagg or search:
         require(not (draft or sweep or plot), "--disagg/--search do not combine with --draft, --sweep or --plot")
-        work = _trace(trace_file, prefix_len) if trace_file else WorkloadSpec(
+        work = _trace(trace_file, prefix_len, concurrency) if trace_file else WorkloadSpec(
             _length(prompt_len, "--prompt-len"), _length(output_len, "--output-len"), rate, requests, seed,
-            burstiness, prefix_len).build()
-        return render.emit(_disagg(spec, ceilings, work, opts, disagg, search, max_gpus), fmt, as_json)
+            burstiness, prefix_len, concurrency).build()
+        require(price_per_gpu_hour is None or not search, "--price-per-gpu-hour prices one layout: not with --search")
+        out = _disagg(spec, ceilings, work, opts, disagg, search, max_gpus)
+        if price_per_gpu_hour is not None:
+            out = with_serving_cost(out, out.data, out.data["gpus"], price_per_gpu_hour)
+        return render.emit(out, fmt, as_json)
     if trace_file:
-        result = simulate(spec, ceilings, _trace(trace_file, prefix_len), opts, draft=draft_spec)
-        return render.emit(_plot(plot, [result], None, serve_output(result)), fmt, as_json)
+        result = simulate(spec, ceilings, _trace(trace_file, prefix_len, concurrency), opts, draft=draft_spec)
+        out = with_serving_cost(serve_output(result), result.metrics, opts.tp, price_per_gpu_hour)
+        return render.emit(_plot(plot, [result], None, out), fmt, as_json)
     work = WorkloadSpec(_length(prompt_len, "--prompt-len"), _length(output_len, "--output-len"),
-                        rate if rate is not None else 1.0, requests, seed, burstiness, prefix_len)
+                        rate if rate is not None else 1.0, requests, seed, burstiness, prefix_len, concurrency)
     if rates:
+        require(price_per_gpu_hour is None, "--price-per-gpu-hour prices one rate: not with --sweep")
         results = sweep_rates(spec, ceilings, work, rates, opts, draft_spec)
         return render.emit(_plot(plot, list(results), rates, sweep_output(results, rates)), fmt, as_json)
     result = simulate(spec, ceilings, work.build(), opts, draft=draft_spec)
-    render.emit(_plot(plot, [result], None, serve_output(result)), fmt, as_json)
+    out = with_serving_cost(serve_output(result), result.metrics, opts.tp, price_per_gpu_hour)
+    out = _with_intervals(out)
+    render.emit(_plot(plot, [result], None, with_ceilings_note(out, ceilings)), fmt, as_json)
+
+
+def _with_intervals(out: render.Output) -> render.Output:
+    """The held-out ranges beside TTFT p50 and TPOT p50 (mlsyscalc.specs.intervals)."""
+    for key, field in (("serve_ttft", "ttft_p50_s"), ("serve_tpot", "tpot_p50_s")):
+        if out.data.get(field):
+            out = with_interval(out, key, out.data[field], field=f"interval_{field}", label=field)
+    return out
 
 
 def _disagg(spec, ceilings, work, opts, layout, search, max_gpus):

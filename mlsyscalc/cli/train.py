@@ -14,11 +14,16 @@ from ..calc.train_fp8 import RECIPES
 from ..calc.memory_schedule import FRAMEWORKS, SCHEDULES
 from ..calc.train_options import DTYPES, OVERLAP_DIMS, RECOMPUTE, TrainStepOptions
 from ..calc.memory_train import zero_from_fsdp
+from ..calc.roofline_options import LOSSES
+from ..calc.steady import CLOCKS
 from ..calc.pipeline_split import PipelineSplit
 from ..errors import MlsysError, require
 from ..units import fmt_bytes
 from ..validate import check_gpus
 from . import render
+from .intervals import with_interval
+from .cost_views import run_options, with_step_cost
+from .hardware_notes import with_ceilings_note
 from .options import POSITIVE, model_argument, positive_int, reject_unused, resolve_model
 
 D = TrainStepOptions
@@ -40,12 +45,15 @@ def cluster_options(func):
                        "op_s, dtensor_matmul_s, fsdp_layer_s, dtensor_param_s (seconds), p2p_slowdown, "
                        "overlap_slowdown (shares), any subset; e.g. a row's host_probe.costs of "
                        "scripts/train_measure.py. Replaces the built-in costs and the calibration's torch_host.")
+    @click.option("--nvlink-domain", type=click.IntRange(min=1), default=None,
+                  help="GPUs the job takes in each NVLink domain (default: all of one domain, or across domains the "
+                       "most that divides --gpus in whole nodes: 64 of a GB200 NVL72 rack's 72 for 256 GPUs).")
     @positive_int("--seq", D.seq, "Tokens per sequence.")
     @positive_int("--global-batch", D.global_batch, "Sequences per optimizer step, all replicas.")
     @functools.wraps(func)
-    def wrapper(*args, gpus, gpu, cluster, calibration, host_us_per_kernel, host_costs, **kwargs):
+    def wrapper(*args, gpus, gpu, cluster, calibration, host_us_per_kernel, host_costs, nvlink_domain, **kwargs):
         check_gpus(gpus, "--gpus")
-        spec = resolve_cluster(gpu, cluster, gpus)
+        spec = resolve_cluster(gpu, cluster, gpus).for_job(gpus, nvlink_domain)
         ceilings = load_ceilings(gpu or spec.gpu, calibration)
         host, source = torch_host_costs(read_calibration(calibration) if calibration else None, host_costs,
                                         host_us_per_kernel, kwargs.get("framework"))
@@ -96,6 +104,19 @@ def step_options(func):
     @click.option("--capacity-factor", type=float, default=D.capacity_factor, show_default=True,
                   help="MoE: expert slots per routed token.")
     @click.option("--reserve", default=D.reserve, show_default=True, help="GPU memory kept back (size or share).")
+    @click.option("--clocks", type=click.Choice(CLOCKS), default=D.clocks, show_default=True,
+                  help="sustained: kernels at the steady rates an hours-long run reaches under the card's power cap "
+                       "(measured: H100/H200 GEMMs 0.658 of the datasheet, not do_bench's 0.74); burst: the short-call "
+                       "efficiencies (docs/train.md, \"Sustained clocks\").")
+    @click.option("--loss", "loss_kernels", type=click.Choice(LOSSES), default=D.loss, show_default=True,
+                  help="--framework megatron: the loss's kernels, fp32 (Megatron-LM's vocab-parallel cross-entropy "
+                       "on logits cast to fp32, its default) or fused (one chunked kernel, as Liger-Kernel, Transformer "
+                       "Engine and Megatron-Bridge's --cross-entropy-loss-fusion run it).")
+    @click.option("--dropout", type=click.FloatRange(0.0, 1.0, max_open=True), default=D.dropout, show_default=True,
+                  help="Hidden dropout before each residual add (its 1-byte mask is written and read back); "
+                       "Megatron's GPT recipes use 0.1, Llama-style ones 0.")
+    @click.option("--clip-grad/--no-clip-grad", default=D.clip_grad, show_default=True,
+                  help="The gradient norm and clipping before the optimizer step (Megatron-LM's --clip-grad 1.0).")
     @click.option("--attention", type=click.Choice(ATTENTION), default=D.attention, show_default=True,
                   help="Attention core: one flash kernel (the card's best: cuDNN, FlashAttention-3), flash2 (one of "
                        "FlashAttention-2's generation: flash-attn 2, SDPA's FLASH backend; on Hopper 0.59 of flash's "
@@ -184,10 +205,12 @@ def parse_overlap(text: str) -> tuple[str, ...]:
 @pipeline_split_options
 @fp8_options
 @step_options
+@run_options
 @render.output_options
 def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq, global_batch, micro_batch, tp, pp, dp, cp, ep, vp, sp,
           vocab_parallel, zero, fsdp, recompute, comm_sms, schedule, framework, pipeline_split, fp8_recipe, fp8_params, dtype, overlap,
-          capacity_factor, reserve, attention, fmt, as_json):
+          capacity_factor, reserve, attention, clocks, loss_kernels, dropout, clip_grad, price_per_gpu_hour, train_tokens,
+          fmt, as_json):
     """Step time, tokens/s, MFU, HFU and memory per GPU of one training step of MODEL on a full
     TP x PP x DP x CP x EP layout: the roofline's kernel times per pipeline stage, the 1F1B bubble
     (p-1)/(v m), each dimension's exposed communication and the AdamW step (docs/train.md).
@@ -200,8 +223,12 @@ def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, se
                             recompute=recompute, dtype=dtype, overlap=overlap, comm_sms=comm_sms,
                             capacity_factor=capacity_factor, reserve=reserve, attention=attention,
                             schedule=schedule, framework=framework, host_costs=host_costs, host_source=host_source,
-                            vocab_parallel=vocab_parallel, pipeline_split=pipeline_split, fp8_recipe=fp8_recipe, fp8_params=fp8_params)
-    render.emit(step_output(train_step(spec, ceilings, cluster, opts)), fmt, as_json)
+                            vocab_parallel=vocab_parallel, pipeline_split=pipeline_split, fp8_recipe=fp8_recipe, fp8_params=fp8_params,
+                            clocks=clocks, loss=loss_kernels, dropout=dropout, clip_grad=clip_grad)
+    step = train_step(spec, ceilings, cluster, opts)
+    output = with_step_cost(step_output(step), step, price_per_gpu_hour, train_tokens)
+    output = with_interval(output, "train", step.step_time_s, label="step_time_s")
+    render.emit(with_ceilings_note(output, ceilings), fmt, as_json)
 
 
 def step_output(step) -> render.Output:
@@ -245,6 +272,10 @@ def _kernel_notes(opts) -> tuple[str, ...]:
                    "the flash kernels' rate, measured); elsewhere priced as flash")
     elif opts.attention == "unfused":
         out.append("attention unfused: Megatron-LM's S x S kernels before flash attention (docs/train.md)")
+    if opts.dtype in ("mxfp8", "nvfp4"):
+        out.append(f"{opts.dtype}: Transformer Engine's block-scaled recipe (docs/formats.md): every decoder linear's three "
+                   "GEMMs at the format's datasheet rate x the GEMM efficiency, its cast kernels in fp8_scaling_s; "
+                   "attention and the head stay bf16")
     if opts.dtype == "fp8":
         out.append("fp8: linear GEMMs at efficiency matmul_fp8 of the fp8 datasheet (default 0.65: cuBLASLt's fp8 GEMMs reach "
                    "1.6-1.9x bf16's, not 2x); attention and the head stay bf16")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import require
-from . import attention, comm, kernels, memory
+from . import attention, comm, fused, kernels, memory
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,7 @@ PAGES = (
     Page("matmul", partial(kernels.write, "matmul"), ("rows.jsonl", "ceilings.json")),
     Page("quant", partial(kernels.write, "quant"), ("rows.jsonl", "ceilings.json")),
     Page("attention", attention.write),
+    Page("fused", fused.write, ("rows.jsonl", "ceilings.json")),
     Page("comm", comm.write),
     Page("memory", memory.write),
 )

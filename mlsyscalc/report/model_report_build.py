@@ -88,7 +88,7 @@ def _resolve_hardware(options: ReportOptions) -> tuple[str, int]:
 
     if options.cluster:
         cluster = load_cluster(options.cluster)
-        return load_gpu(options.gpu or cluster.gpu).name, cluster.gpus_per_node
+        return load_gpu(options.gpu or cluster.gpu).name, cluster.scale_up_gpus  # TP choices: the NVLink domain
     return load_gpu(options.gpu or DEFAULT_GPU).name, 8
 
 

@@ -9,6 +9,11 @@ Optional, as NCCL's tuner models time (src/graph/tuning.cc: a latency and a band
 the fastest wins): `protocols`, each a per-step latency, a per-call base latency, a bandwidth and
 optionally a buffer bandwidth (a cost per byte of the message plus one GPU's share of it), and
 `call_overhead_us`, the host time to issue one call. Without them a link is the single alpha-beta pair.
+
+A scale-up domain can be larger than a node: `nvlink_domain_gpus` is how many GPUs one `intra_node` link
+class joins (GB200 NVL72: 72 GPUs on 18 trays of 4 through the rack's NVLink switches); without it the
+domain is the node. Collectives inside a domain use the intra link, across domains the inter link
+(docs/hardware.md, "Scale-up domains").
 """
 
 from __future__ import annotations
@@ -97,6 +102,37 @@ class ClusterSpec:
     notes: str = ""
     aliases: tuple[str, ...] = ()
     measured: bool = False  # True when the links come from a fit to NCCL measurements
+    domain_gpus: int = 0  # GPUs one intra link class joins (an NVLink domain of several nodes); 0: the node
+
+    @property
+    def scale_up_gpus(self) -> int:
+        """GPUs of one scale-up (NVLink) domain: the intra link joins them, the inter link joins domains."""
+        return self.domain_gpus or self.gpus_per_node
+
+    @property
+    def domain_word(self) -> str:
+        """What the rules call one scale-up domain: "node", or "NVLink domain" when it holds several nodes."""
+        return "NVLink domain" if self.scale_up_gpus > self.gpus_per_node else "node"
+
+    def for_job(self, gpus: int, domain: int | None = None) -> "ClusterSpec":
+        """The cluster as a job of `gpus` GPUs uses it, the placement rule across scale-up domains: a job within one
+        domain takes its GPUs from it; a job spanning domains takes the same number from each, `domain` when given,
+        else the most that divides the job in whole nodes, up to the domain (GB200 NVL72: 256 GPUs are 4 racks of
+        64, 576 are 8 of 72). The copy's domain_gpus is that number; the links are the same."""
+        full = self.scale_up_gpus
+        if domain is not None:
+            require(isinstance(domain, int) and self.gpus_per_node <= domain <= full and domain % self.gpus_per_node == 0,
+                    f"--nvlink-domain {domain}: a multiple of the {self.gpus_per_node} GPUs of a {self.name} node, at most "
+                    f"its {full}-GPU {self.domain_word}")
+            used = domain
+        elif gpus <= full or full == self.gpus_per_node:
+            return self
+        else:
+            fits = [d for d in range(self.gpus_per_node, full + 1, self.gpus_per_node) if gpus % d == 0]
+            require(bool(fits), f"rule whole nodes: {gpus} GPUs do not fill whole {self.gpus_per_node}-GPU nodes of "
+                                f"{self.name}")
+            used = max(fits)
+        return self if used == full else replace(self, domain_gpus=used)
 
     def link(self, across_nodes: bool) -> Link:
         if not across_nodes:
@@ -120,6 +156,8 @@ class ClusterSpec:
         data: dict[str, Any] = {"name": self.name, "aliases": list(self.aliases), "gpu": self.gpu,
                                 "gpus_per_node": self.gpus_per_node, "measured": self.measured,
                                 "intra_node": _link_dict(self.intra)}
+        if self.domain_gpus:
+            data["nvlink_domain_gpus"] = self.domain_gpus
         if self.inter is not None:
             data["inter_node"] = _link_dict(self.inter)
         data.update(source=list(self.source), notes=self.notes)
@@ -216,14 +254,19 @@ def cluster_from_dict(data: Mapping[str, Any], where: str) -> ClusterSpec:
     try:
         if not isinstance(data, dict):
             raise MlsysError("a cluster spec must be a JSON object")
+        gpus_per_node = schema.integer(data, "gpus_per_node", "", maximum=MAX_GPUS_PER_NODE)
+        domain = schema.integer(data, "nvlink_domain_gpus", "", required=False, default=0, minimum=0,
+                                maximum=MAX_GPUS_PER_NODE)
+        if domain and (domain < gpus_per_node or domain % gpus_per_node):
+            raise schema.fail("", "nvlink_domain_gpus", f"{domain} must be a multiple of gpus_per_node {gpus_per_node}")
         inter = data.get("inter_node")
         return ClusterSpec(
             name=schema.string(data, "name", ""), gpu=schema.string(data, "gpu", "", required=False, default=""),
-            gpus_per_node=schema.integer(data, "gpus_per_node", "", maximum=MAX_GPUS_PER_NODE),
+            gpus_per_node=gpus_per_node,
             intra=_link_from_dict(schema.mapping(data, "intra_node", "", required=True), "intra_node"),
             inter=None if inter is None else _link_from_dict(inter, "inter_node"),
             source=_strings(data, "source", ""), notes=str(data.get("notes", "")),
-            aliases=_strings(data, "aliases", ""), measured=schema.boolean(data, "measured", ""),
+            aliases=_strings(data, "aliases", ""), measured=schema.boolean(data, "measured", ""), domain_gpus=domain,
         )
     except MlsysError as exc:
         raise MlsysError(f"{where}: malformed cluster spec: {exc}") from None

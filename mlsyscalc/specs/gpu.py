@@ -1,7 +1,10 @@
 """GPUSpec: datasheet figures of an accelerator, read from model_specs/gpus/*.json.
 
-Figures are the vendor's dense (non-sparse) peaks; each file names its sources. A calibration
-file measured by `mlsys bench ceilings` can replace the peaks with achievable ones.
+Figures are the vendor's dense (non-sparse) peaks; each file names its sources (`source`, and per
+figure `citations`: datasheet, URL, table). A calibration file measured by `mlsys bench ceilings`
+can replace the peaks with achievable ones. fp6 and fp4 are the tensor rates of 6- and 4-bit
+elements; the block-scaled formats that compute at them (NVFP4, MXFP4, MXFP6) are in
+`mlsyscalc.block_formats`.
 """
 
 from __future__ import annotations
@@ -11,16 +14,20 @@ from functools import lru_cache
 from typing import Any, Mapping
 
 from ..errors import MlsysError, require
-from ..dtypes import dtype_name
+from ..dtypes import compute_rate, dtype_name
 from .lookup import all_names, find_named, load_spec_dir, suggest
 
-COMPUTE_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")  # the keys of peak_dense_tflops
+COMPUTE_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp6", "fp4")  # the keys of peak_dense_tflops
 
 
 def normalise_dtype(dtype: str) -> str:
-    """A compute dtype's canonical name (aliases as in mlsyscalc.dtypes); storage-only ones are errors."""
+    """A compute dtype's canonical name (aliases as in mlsyscalc.dtypes; a block-scaled format computes at its
+    elements' rate: nvfp4 and mxfp4 at fp4's, mxfp6 at fp6's, mxfp8 at fp8's); storage-only ones are errors."""
+    text = str(dtype).lower()
+    if text in COMPUTE_DTYPES:
+        return text
     try:
-        key = dtype_name(dtype)
+        key: str | None = compute_rate(dtype_name(dtype))
     except MlsysError:
         key = None
     if key not in COMPUTE_DTYPES:
@@ -92,7 +99,7 @@ def gpu_from_dict(data: Mapping[str, Any], where: str) -> GPUSpec:
             sm_count=data.get("sm_count"), boost_clock_hz=_opt_scale(data.get("boost_clock_MHz"), 1e6),
             nvlink_Bps=_opt_scale(data.get("nvlink_GBps"), 1e9), pcie_Bps=_opt_scale(data.get("pcie_GBps"), 1e9),
             tdp_w=data.get("tdp_W"), source=tuple(data.get("source") or ()), notes=data.get("notes", ""),
-            aliases=tuple(data.get("aliases", ())),
+            aliases=tuple(data.get("aliases", ())), extra={"citations": dict(data.get("citations") or {})},
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise MlsysError(f"{where}: malformed GPU spec ({exc.__class__.__name__}: {exc})") from None

@@ -69,11 +69,22 @@ def builtin_configs() -> dict[str, dict[str, Any]]:
 
 @lru_cache(maxsize=None)
 def _index() -> dict[str, str]:
+    """Lower-cased name, alias or an alias's repository name without its organisation -> built-in
+    name (`Llama-2-7b-chat-hf` finds the alias `meta-llama/Llama-2-7b-chat-hf`); an exact name or
+    alias wins over a shortened one."""
     index: dict[str, str] = {}
+    short: dict[str, str] = {}
     for name, config in builtin_configs().items():
         for key in (name, *config.get("_aliases", ())):
             index[key.lower()] = name
-    return index
+            if "/" in key:
+                short.setdefault(key.rsplit("/", 1)[1].lower(), name)
+    return {**short, **index}
+
+
+def _known_names() -> list[str]:
+    """Every name and alias, as spelled in the built-ins (the choices of "did you mean")."""
+    return [n for name, config in builtin_configs().items() for n in (name, *config.get("_aliases", ()))]
 
 
 def suggest(word: str, choices: Iterable[str], n: int = 3) -> str:
@@ -108,9 +119,9 @@ def resolve_config(ref: str) -> tuple[dict[str, Any], str, str, tuple[str, ...]]
         return raw, raw.get("_name", stem), str(path), ()
     if "/" in str(ref) or "\\" in str(ref) or str(ref).lower().endswith(".json") or str(ref).startswith("."):
         raise MlsysError(f"{ref}: no such file or folder, nor a built-in name or alias"
-                         f"{suggest(str(ref), list(builtin_configs()))}")
-    names = list(builtin_configs())
-    raise MlsysError(f"unknown model {ref!r}: not a built-in name or alias, nor a config.json path{suggest(str(ref), names)}")
+                         f"{suggest(str(ref), _known_names())}")
+    raise MlsysError(f"unknown model {ref!r}: not a built-in name or alias, nor a config.json path"
+                     f"{suggest(str(ref), _known_names())}")
 
 
 def load_model(ref: str, overrides: Mapping[str, Any] | None = None) -> ModelSpec:

@@ -77,6 +77,8 @@ def prefill_shapes(sweep: str) -> list[Shape]:
     if sweep == "goals":
         return [Shape(16384 // s, 32, 32, s, 128, causal=c) for c in (False, True)
                 for s in (1024, 2048, 4096, 8192, 16384)]
+    if sweep == "serving":
+        return []  # the serving sweep is decode-only
     if sweep == "extra":
         return [Shape(4, 32, kv, 4096, d, causal=c) for c in (False, True)
                 for d, kv in ((64, 32), (256, 32), (128, 8))] + [Shape(2, 32, 32, 16384, 128, causal=True)]
@@ -93,7 +95,10 @@ def decode_shapes(sweep: str) -> list[Shape]:
         return [Shape(64, 32, kv, n, 128, n_q=1) for kv in (8, 32) for n in (1024, 2048, 4096, 8192, 16384, 32768)]
     if sweep == "extra":
         return [Shape(16, 32, 8, 8192, 128, n_q=4)]
-    raise ValueError(f"unknown decode sweep {sweep!r} (interpret, smoke, goals, extra)")
+    if sweep == "serving":  # few CTAs: the batches <= 16 where the flash-decoding split decides (calc.roofline_paged)
+        return [Shape(b, 32, 8, n, 128, n_q=1) for b in (1, 4, 8, 16) for n in (1024, 4096)] + [
+            Shape(4, 32, 8, 4096, 128, n_q=16)]
+    raise ValueError(f"unknown decode sweep {sweep!r} (interpret, smoke, goals, extra, serving)")
 
 
 # --- inputs and references ------------------------------------------------------------------------

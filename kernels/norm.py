@@ -1,0 +1,200 @@
+"""RMSNorm and LayerNorm, forward and backward, in Triton: one kernel pair for both norms.
+
+Forward (one program per BLOCK_ROWS rows, the whole row in registers, fp32 arithmetic):
+    RMSNorm    y = x * rstd * w,               rstd = 1 / sqrt(mean(x^2) + eps)
+    LayerNorm  y = (x - mean) * rstd * w + b,  rstd = 1 / sqrt(mean((x - mean)^2) + eps)
+The per-row statistics (rstd, and mean for LayerNorm) are saved in fp32 for the backward.
+
+Backward, with xhat = (x - mean) * rstd (mean = 0 for RMSNorm) and g = dy * w:
+    dx = rstd * (g - xhat * mean(g * xhat) - mean(g))     (the last term for LayerNorm only)
+    dw = sum over rows of dy * xhat,  db = sum over rows of dy
+A persistent grid of P programs (rowwise.programs_for: about what fits on the card, each summing
+at least 16 rows) walks the row blocks pid, pid + P, ...; each program keeps its dw (and db) in
+fp32 registers and stores one partial row at the end; `rowwise.sum_partials` adds the P partial
+rows in a second launch. Deterministic (no atomics); the partials cost 8 bytes a column per
+program (fp32, written and read once), counted apart in calc/fused_ops.py.
+
+Inputs are 2-D (rows, width) with a unit last stride (any row stride); x, dy and y share a dtype
+(fp16, bf16 or fp32), the weight and bias may be another float dtype and their gradients come
+back in it.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .rowwise import check_width, programs_for, row_tile, sum_partials, warps_for
+
+FLOATS = (torch.float16, torch.bfloat16, torch.float32)
+
+
+@triton.jit
+def norm_fwd_kernel(
+    # tensors: x, y (M, N); w, b (N,); mean, rstd (M,) fp32
+    x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr,
+    # sizes and row strides
+    M, N, stride_xm, stride_ym, eps,
+    # meta
+    BLOCK_ROWS: tl.constexpr, BLOCK_N: tl.constexpr,
+    LAYER: tl.constexpr,      # LayerNorm (subtract the mean) rather than RMSNorm
+    HAS_BIAS: tl.constexpr,
+):
+    rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    cols = tl.arange(0, BLOCK_N)
+    in_rows = rows < M
+    in_cols = cols < N
+    ok = in_rows[:, None] & in_cols[None, :]
+    rows64 = rows.to(tl.int64)
+    x = tl.load(x_ptr + rows64[:, None] * stride_xm + cols[None, :], mask=ok, other=0.0).to(tl.float32)
+    if LAYER:
+        mean = tl.sum(x, axis=1) / N
+        x = tl.where(ok, x - mean[:, None], 0.0)
+        tl.store(mean_ptr + rows, mean, mask=in_rows)
+    rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
+    tl.store(rstd_ptr + rows, rstd, mask=in_rows)
+    w = tl.load(w_ptr + cols, mask=in_cols, other=0.0).to(tl.float32)
+    y = x * rstd[:, None] * w[None, :]
+    if HAS_BIAS:
+        y += tl.load(b_ptr + cols, mask=in_cols, other=0.0).to(tl.float32)[None, :]
+    tl.store(y_ptr + rows64[:, None] * stride_ym + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def norm_bwd_kernel(
+    # tensors: dy, x, dx (M, N); w (N,); mean, rstd (M,) fp32; partials (P, N or 2N) fp32
+    dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, part_ptr,
+    # sizes and row strides
+    M, N, P, stride_dym, stride_xm, stride_dxm, stride_pp,
+    # meta
+    BLOCK_ROWS: tl.constexpr, BLOCK_N: tl.constexpr, LAYER: tl.constexpr, HAS_BIAS: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    in_cols = cols < N
+    dw = tl.zeros([BLOCK_N], dtype=tl.float32)
+    db = tl.zeros([BLOCK_N], dtype=tl.float32)
+    n_blocks = (M + BLOCK_ROWS - 1) // BLOCK_ROWS
+    for block in range(pid, n_blocks, P):
+        rows = block * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+        in_rows = rows < M
+        ok = in_rows[:, None] & in_cols[None, :]
+        rows64 = rows.to(tl.int64)
+        x = tl.load(x_ptr + rows64[:, None] * stride_xm + cols[None, :], mask=ok, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + rows64[:, None] * stride_dym + cols[None, :], mask=ok, other=0.0).to(tl.float32)
+        rstd = tl.load(rstd_ptr + rows, mask=in_rows, other=0.0)
+        if LAYER:
+            mean = tl.load(mean_ptr + rows, mask=in_rows, other=0.0)
+            xhat = tl.where(ok, (x - mean[:, None]) * rstd[:, None], 0.0)
+        else:
+            xhat = x * rstd[:, None]
+        w = tl.load(w_ptr + cols, mask=in_cols, other=0.0).to(tl.float32)   # in the loop: fewer live registers
+        g = dy * w[None, :]
+        dx = g - xhat * (tl.sum(g * xhat, axis=1) / N)[:, None]
+        if LAYER:
+            dx -= (tl.sum(g, axis=1) / N)[:, None]
+        dx *= rstd[:, None]
+        tl.store(dx_ptr + rows64[:, None] * stride_dxm + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=ok)
+        dw += tl.sum(dy * xhat, axis=0)
+        if HAS_BIAS:
+            db += tl.sum(dy, axis=0)
+    tl.store(part_ptr + pid * stride_pp + cols, dw, mask=in_cols)
+    if HAS_BIAS:
+        tl.store(part_ptr + pid * stride_pp + N + cols, db, mask=in_cols)
+
+
+# --- launchers ------------------------------------------------------------------------------------
+
+def _check(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> tuple[int, int]:
+    if x.dim() != 2 or x.stride(1) != 1:
+        raise ValueError(f"x must be 2-D (rows, width) with a unit last stride, got shape {tuple(x.shape)}, "
+                         f"strides {x.stride()}")
+    m, n = x.shape
+    check_width(n, "norm")
+    if x.dtype not in FLOATS:
+        raise ValueError(f"x must be fp16, bf16 or fp32, got {x.dtype}")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and (t.shape != (n,) or not t.is_contiguous() or t.dtype not in FLOATS):
+            raise ValueError(f"{name} must be a contiguous float ({n},) vector, got {tuple(t.shape)} {t.dtype}")
+    return m, n
+
+
+def _forward(x, weight, bias, eps: float, layer: bool):
+    m, n = _check(x, weight, bias)
+    y = torch.empty_like(x, memory_format=torch.contiguous_format)
+    rstd = torch.empty(m, device=x.device, dtype=torch.float32)
+    mean = torch.empty(m, device=x.device, dtype=torch.float32) if layer else rstd
+    block_rows, block_n = row_tile(n)
+    norm_fwd_kernel[(triton.cdiv(m, block_rows),)](
+        x, weight, bias if bias is not None else weight, y, mean, rstd,
+        m, n, x.stride(0), y.stride(0), eps,
+        BLOCK_ROWS=block_rows, BLOCK_N=block_n, LAYER=layer, HAS_BIAS=bias is not None,
+        num_warps=warps_for(block_rows * block_n))
+    return y, mean, rstd
+
+
+def backward_programs(rows: int, width: int, device: torch.device, programs: int | None = None) -> int:
+    """P, the backward's persistent programs (and fp32 partial rows of each weight gradient) for this shape."""
+    block_rows, block_n = row_tile(width)
+    return programs_for(triton.cdiv(rows, block_rows), block_rows, device, warps_for(block_rows * block_n), programs)
+
+
+def _backward(dy, x, weight, mean, rstd, layer: bool, has_bias: bool, programs: int | None):
+    m, n = _check(x, weight)
+    if dy.shape != x.shape or dy.dtype != x.dtype or dy.stride(1) != 1:
+        raise ValueError(f"dy must match x: {tuple(dy.shape)} {dy.dtype} vs {tuple(x.shape)} {x.dtype}")
+    for name, t in (("rstd", rstd), ("mean", mean)):
+        if t.shape != (m,) or t.dtype != torch.float32 or not t.is_contiguous():
+            raise ValueError(f"{name} must be the forward's contiguous float32 ({m},) statistics")
+    dx = torch.empty_like(x, memory_format=torch.contiguous_format)
+    block_rows, block_n = row_tile(n)
+    warps = warps_for(block_rows * block_n)
+    p = backward_programs(m, n, x.device, programs)
+    width = 2 * n if has_bias else n
+    partial = torch.empty((p, width), device=x.device, dtype=torch.float32)
+    norm_bwd_kernel[(p,)](
+        dy, x, weight, mean, rstd, dx, partial,
+        m, n, p, dy.stride(0), x.stride(0), dx.stride(0), partial.stride(0),
+        BLOCK_ROWS=block_rows, BLOCK_N=block_n, LAYER=layer, HAS_BIAS=has_bias, num_warps=warps)
+    sums = sum_partials(partial, weight.dtype)
+    return dx, sums[:n], (sums[n:] if has_bias else None)
+
+
+def rms_norm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6):
+    """(y, rstd): y in x's dtype, rstd (rows,) float32."""
+    y, _, rstd = _forward(x, weight, None, eps, layer=False)
+    return y, rstd
+
+
+def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, rstd: torch.Tensor,
+                      programs: int | None = None):
+    """(dx, dw) from the forward's rstd; `programs` forces the persistent grid's size (tests)."""
+    dx, dw, _ = _backward(dy, x, weight, rstd, rstd, False, False, programs)
+    return dx, dw
+
+
+def layer_norm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, eps: float = 1e-5):
+    """(y, mean, rstd): y in x's dtype, mean and rstd (rows,) float32."""
+    return _forward(x, weight, bias, eps, layer=True)
+
+
+def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mean: torch.Tensor,
+                        rstd: torch.Tensor, has_bias: bool = True, programs: int | None = None):
+    """(dx, dw, db) from the forward's mean and rstd; db is None without a bias."""
+    return _backward(dy, x, weight, mean, rstd, True, has_bias, programs)
+
+
+# --- references -----------------------------------------------------------------------------------
+
+def rms_norm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """Plain torch in fp32 (differentiable), rounded once to x's dtype."""
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype)
+
+
+def layer_norm_ref(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, eps: float = 1e-5) -> torch.Tensor:
+    xf = x.float()
+    mean = xf.mean(-1, keepdim=True)
+    y = (xf - mean) * torch.rsqrt((xf - mean).pow(2).mean(-1, keepdim=True) + eps) * weight.float()
+    return (y if bias is None else y + bias.float()).to(x.dtype)

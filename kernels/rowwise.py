@@ -1,0 +1,124 @@
+"""Shared pieces of the row-wise fused kernels (norm, glu, rotary, dropout_add, cross_entropy).
+
+- `row_tile(width)`: the (rows, columns) a program holds, chosen from the width by a small rule (no
+  autotuning: compile time on the card is scarce). Columns are the width rounded up to a power of
+  two; narrow rows are stacked so that one program holds about TILE_ELEMENTS values, enough bytes
+  in flight to cover the memory latency.
+- `warps_for(elements)`: num_warps from the elements a program holds, about 16 per thread at 4-16
+  warps (two 16-byte vectors of a 16-bit tensor), 32 warps from 16384 (the widest norm rows).
+- `programs_for(...)`: the program count of a persistent backward whose programs each sum a
+  weight gradient over many rows (one fp32 partial row each), capped by the card's SM count.
+- `sum_partials(partial, dtype)`: the reduction of those per-program partial rows (P, N) -> (N,).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+MAX_WIDTH = 65536        # widest row a program holds in registers (the norms' and the bias gradient's bound)
+TILE_ELEMENTS = 4096     # values one program of a narrow-row kernel holds (rows x columns)
+MIN_ROWS_PER_PROGRAM = 16  # a persistent backward's program sums at least this many rows into its partial,
+                           # so the fp32 partials (8 bytes a column, written and read) stay under ~10%
+                           # of the rows' own traffic (>= 6 bytes a column a row in 16 bits)
+INTERPRETER_SMS = 4      # "SMs" under TRITON_INTERPRET: small, so that programs loop over several row blocks
+
+
+def interpreting() -> bool:
+    """True when Triton runs kernels through its numpy interpreter (TRITON_INTERPRET=1)."""
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+@functools.lru_cache(maxsize=8)
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def num_sms(device: torch.device) -> int:
+    """Streaming multiprocessors of the tensor's card (INTERPRETER_SMS on the CPU)."""
+    if device.type != "cuda" or interpreting():
+        return INTERPRETER_SMS
+    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+
+
+def check_width(width: int, what: str) -> None:
+    if not 1 <= width <= MAX_WIDTH:
+        raise ValueError(f"{what}: width {width} is outside 1..{MAX_WIDTH}")
+
+
+def row_tile(width: int, elements: int = TILE_ELEMENTS) -> tuple[int, int]:
+    """(BLOCK_ROWS, BLOCK_W): the whole row (a power of two at least `width`), and as many rows as fit
+    `elements` values (one row when the row alone is that wide)."""
+    block_w = triton.next_power_of_2(width)
+    return max(1, elements // block_w), block_w
+
+
+def col_tile(width: int, elements: int = TILE_ELEMENTS, smallest: int = 1024) -> int:
+    """BLOCK_C of an elementwise kernel that splits a row over programs: the power of two from `smallest` to
+    `elements` columns that pads the row least (the larger on a tie); narrower rows take their own width
+    rounded up. E.g. 2816 -> 1024 (3 blocks, 8% idle lanes, where 4096 idles 31%), 5632 -> 2048, 4096 -> 4096."""
+    if width <= smallest:
+        return triton.next_power_of_2(width)
+    blocks = [b for b in (elements >> k for k in range(8)) if b >= smallest]
+    return min(blocks, key=lambda b: (triton.cdiv(width, b) * b, -b))
+
+
+def warps_for(elements: int) -> int:
+    """num_warps for a program holding `elements` values of each tensor: 4 up to 2048, then one warp per
+    512 values up to 16, and 32 from 16384 values. The norm backward of a 16384-wide bf16 row needs it: its
+    sm_90 build (triton 3.6, cuobjdump -res-usage) holds 64 registers and a 240-byte stack at 32 warps,
+    where at 16 warps LayerNorm's took a 1248-byte stack of spills."""
+    if elements >= 16384:
+        return 32
+    return max(4, min(16, elements // 512))
+
+
+def programs_for(row_blocks: int, rows_per_block: int, device: torch.device, warps: int,
+                 programs: int | None = None) -> int:
+    """Programs of a persistent kernel over `row_blocks` blocks of rows: about as many as fit on the card
+    at once (32 // warps a SM), but never so many that a program sums fewer than MIN_ROWS_PER_PROGRAM rows.
+    `programs` forces a count (tests use it to make programs loop)."""
+    if programs is not None:
+        return max(1, min(programs, row_blocks))
+    resident = num_sms(device) * max(1, 32 // warps)
+    wanted = triton.cdiv(row_blocks * rows_per_block, MIN_ROWS_PER_PROGRAM)
+    return max(1, min(resident, wanted, row_blocks))
+
+
+@triton.jit
+def sum_partials_kernel(
+    # tensors: partial (P, N) fp32, out (N,)
+    part_ptr, out_ptr,
+    # sizes and strides
+    P, N, stride_pp,
+    # meta
+    BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    in_cols = cols < N
+    acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    for p0 in range(0, P, BLOCK_P):
+        rows = p0 + tl.arange(0, BLOCK_P)
+        ok = (rows[:, None] < P) & in_cols[None, :]
+        acc += tl.sum(tl.load(part_ptr + rows[:, None] * stride_pp + cols[None, :], mask=ok, other=0.0), axis=0)
+    tl.store(out_ptr + cols, acc.to(out_ptr.dtype.element_ty), mask=in_cols)
+
+
+def sum_partials(partial: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Column sums of a (P, N) fp32 partial buffer, in `dtype`: the reduction after a persistent backward."""
+    if partial.dim() != 2 or partial.dtype != torch.float32 or partial.stride(1) != 1:
+        raise ValueError("partials must be a 2-D float32 tensor with contiguous rows")
+    p, n = partial.shape
+    out = torch.empty(n, device=partial.device, dtype=dtype)
+    block_n = min(256, triton.next_power_of_2(n))
+    sum_partials_kernel[(triton.cdiv(n, block_n),)](partial, out, p, n, partial.stride(0),
+                                                    BLOCK_P=32, BLOCK_N=block_n, num_warps=4)
+    return out
+
+
+def sum_partials_ref(partial: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return partial.double().sum(0).to(dtype)

@@ -1,0 +1,104 @@
+"""How far to trust a time prediction: each command's error on runs it was not developed on, for
+model_specs/intervals.json (what `mlsys train`, `plan`, `serve` and `roofline --impl torch` print beside a time).
+
+    python scripts/intervals.py            # writes model_specs/intervals.json
+
+For every source the error of a run is e = predicted / measured - 1, and the printed range is where the measured
+time lies relative to the prediction, 1 / (1 + e) - 1, at its 10th and 90th percentiles over the runs (80% of
+them), with the median. Sources:
+- train (and plan, which prices with it): the committed predictions of the held-out published runs
+  (reports/train/heldout/predictions.json, reports/train/llm_foundry_fitset/predictions_held_out.json), scored
+  against their runs files (scripts/train_published.py --score reads the same).
+- serve TTFT and TPOT (p50 at the runs' concurrency): the held-out NVIDIA NIM sweep (set `nim-dli` of
+  reports/serving/published_nim.json) against the committed predictions of its default variant
+  (reports/serving/predictions_nim.json).
+- roofline with --impl torch, per phase: the whole-model steps of reports/models/h100*.jsonl of the models held
+  out of its calibration, replayed from CUDA graphs, against today's uncalibrated prediction (H100 SXM datasheet).
+  Several efficiency classes were read off rows of these files, so this range is optimistic; the page says so.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+OUT = ROOT / "model_specs" / "intervals.json"
+COVERAGE = 0.8
+MODELS_HELD_OUT = ("falcon-40b", "falcon-7b", "gemma2-9b", "gpt2-xl", "llama2-13b", "llama3-70b", "llama3-8b",
+                   "mistral-7b", "opt-350m", "opt-6.7b", "phi-2", "phi3-mini", "qwen2.5-0.5b")  # reports/models README
+
+
+def spread(errors: list[float], source: str, note: str) -> dict[str, Any]:
+    """The measured time relative to the prediction, 1 / (1 + e) - 1: its 10th, 50th and 90th percentiles."""
+    rel = sorted(1.0 / (1.0 + e) - 1.0 for e in errors)
+    q = statistics.quantiles(rel, n=10, method="inclusive")
+    return {"runs": len(rel), "low": q[0], "median": statistics.median(rel), "high": q[-1], "coverage": COVERAGE,
+            "source": source, "note": note}
+
+
+def train_errors() -> tuple[list[float], str]:
+    import train_published as tp
+
+    errors, sources = [], []
+    for runs_file, preds_file, split in (("reports/train/heldout/runs.json", "reports/train/heldout/predictions.json", None),
+                                         ("reports/train/llm_foundry_fitset/runs.json",
+                                          "reports/train/llm_foundry_fitset/predictions_held_out.json", "held_out")):
+        runs = [r for r in json.loads((ROOT / runs_file).read_text())["runs"] if split in (None, r.get("split"))]
+        preds = json.loads((ROOT / preds_file).read_text())
+        errors += [r["error"] for r in tp.score(runs, preds) if "error" in r]
+        sources.append(f"{preds_file} (made at {preds['commit'][:7]})")
+    return errors, "; ".join(sources)
+
+
+def serve_errors(metric: str) -> list[float]:
+    cases = json.loads((ROOT / "reports/serving/published_nim.json").read_text())["cases"]
+    preds = json.loads((ROOT / "reports/serving/predictions_nim.json").read_text())["predictions"]
+    return [preds[c["id"]]["default"][metric] / c["measured"][metric] - 1 for c in cases
+            if c["set"] == "nim-dli" and c["id"] in preds and c["measured"].get(metric)]
+
+
+def roofline_errors() -> dict[str, list[float]]:
+    from mlsyscalc.bench.cases.model import roofline_options
+    from mlsyscalc.bench.model_calibrate import load_cases
+    from mlsyscalc.bench.rows import ResultStore
+    from mlsyscalc.calc.calibration import load_ceilings
+    from mlsyscalc.calc.roofline_model import predict_model
+
+    rows = [r for path in sorted((ROOT / "reports/models").glob("h100*.jsonl")) for r in ResultStore(path).rows()]
+    latest = {r.key: r for r in rows}
+    base = load_ceilings("H100-SXM")
+    out: dict[str, list[float]] = {}
+    for c in load_cases(list(latest.values()), set(MODELS_HELD_OUT)):
+        if not c.held_out or not c.case.graphs or c.case.tp > 1 or c.case.dp > 1:
+            continue
+        predicted = predict_model(c.spec, base, roofline_options(c.case)).time_s
+        out.setdefault(c.case.phase, []).append(predicted / (c.row.median_ms * 1e-3) - 1)
+    return out
+
+
+def main() -> None:
+    errors, source = train_errors()
+    intervals = {"train": spread(errors, source, "published runs held out of the model's development, committed "
+                                                 "predictions scored after")}
+    for metric, key in (("ttft_s", "serve_ttft"), ("itl_s", "serve_tpot")):
+        intervals[key] = spread(serve_errors(metric), "reports/serving/predictions_nim.json, set nim-dli",
+                                "NVIDIA NIM concurrency sweeps held out of the serving defaults, committed before scoring")
+    for phase, errs in roofline_errors().items():
+        intervals[f"roofline_torch_{phase}"] = spread(
+            errs, "reports/models/h100*.jsonl, the held-out models' CUDA-graph steps (H100 80GB HBM3)",
+            "models held out of the calibration; some efficiency classes were read off these files' rows, so the "
+            "range is optimistic")
+    OUT.write_text(json.dumps({"about": __doc__.strip().splitlines()[0], "command": "python scripts/intervals.py",
+                               "intervals": intervals}, indent=1) + "\n")
+    for k, v in intervals.items():
+        print(f"{k}: {v['runs']} runs, measured {100 * v['low']:+.0f}% / {100 * v['high']:+.0f}% of the prediction "
+              f"(median {100 * v['median']:+.0f}%)")
+
+
+if __name__ == "__main__":
+    main()
