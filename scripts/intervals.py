@@ -7,7 +7,8 @@ For every source the error of a run is e = predicted / measured - 1, and the pri
 time lies relative to the prediction, 1 / (1 + e) - 1, at its 10th and 90th percentiles over the runs (80% of
 them), with the median. Sources:
 - train (and plan, which prices with it): the committed predictions of the held-out published runs
-  (reports/train/heldout/predictions.json, reports/train/llm_foundry_fitset/predictions_held_out.json), scored
+  (reports/train/heldout/predictions.json, reports/train/llm_foundry_fitset/predictions_held_out.json,
+  reports/train/heldout2/predictions.json), scored
   against their runs files (scripts/train_published.py --score reads the same).
 - serve TTFT and TPOT (p50 at the runs' concurrency): the held-out NVIDIA NIM sweep (set `nim-dli` of
   reports/serving/published_nim.json) against the committed predictions of its default variant
@@ -47,7 +48,9 @@ def train_errors() -> tuple[list[float], str]:
     errors, sources = [], []
     for runs_file, preds_file, split in (("reports/train/heldout/runs.json", "reports/train/heldout/predictions.json", None),
                                          ("reports/train/llm_foundry_fitset/runs.json",
-                                          "reports/train/llm_foundry_fitset/predictions_held_out.json", "held_out")):
+                                          "reports/train/llm_foundry_fitset/predictions_held_out.json", "held_out"),
+                                         ("reports/train/heldout2/runs.json", "reports/train/heldout2/predictions.json",
+                                          None)):
         runs = [r for r in json.loads((ROOT / runs_file).read_text())["runs"] if split in (None, r.get("split"))]
         preds = json.loads((ROOT / preds_file).read_text())
         errors += [r["error"] for r in tp.score(runs, preds) if "error" in r]

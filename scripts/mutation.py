@@ -32,6 +32,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGETS = ("mlsyscalc/calc", "mlsyscalc/specs")
+# --outside: the code around the calculators (views, report writer, bench summaries, readers, units). The bench
+# harness's torch and GPU modules and the GPU commands are left out: the CPU suite cannot run their code.
+OUTSIDE = ("mlsyscalc/cli", "mlsyscalc/report", "mlsyscalc/bench", "mlsyscalc/readers")
+OUTSIDE_FILES = ("mlsyscalc/units.py",)
+OUTSIDE_SKIP = {"_torch_attention", "_torch_decoder", "_torch_layers", "torch_models", "torch_alloc", "model_parallel",
+                "model_profile", "comm_bench", "harness", "summary", "bench_attention", "bench_ceilings", "bench_host",
+                "bench_kernels", "bench_model", "comm_timing"}
 
 # module stem -> the test files that test it directly (kept small: a surviving mutant runs all
 # of them, on two shared cores). A mutant some other file would kill counts as a survivor here,
@@ -113,9 +120,54 @@ for _file, _stems in AREA_TESTS.items():
     for _stem in _stems:
         TESTS[_stem] = [_file, *TESTS[_stem]]
 
+# test files of the --outside modules, by path prefix (the first that matches); scripts/mutation_planted.py
+# runs its hand-planted bugs against the same lists
+VIEWS = ["test_values_views.py", "test_values_outside.py", "test_serve_cli.py", "test_csv_tidy.py", "test_render_80col.py"]
+SYSTEM = ["test_fuzz_system.py", "test_fuzz_inputs.py", "test_cli_foundation.py", "test_readers.py"]
+REPORT = ["test_values_report_text.py", "test_values_outside.py", "test_report.py", "test_report_sections.py",
+          "test_report_markdown.py"]
+READERS = ["test_readers.py", "test_fuzz_system.py", "test_rows_families.py", "test_bench_report.py"]
+BENCH = ["test_values_views.py", "test_bench_model_cli.py", "test_rows_families.py", "test_bench_harness.py",
+         "test_bench_report.py"]
+COMM_PAGES = ["test_comm_bench.py", "test_comm_shared.py", "test_comm_shared_fit.py", "test_comm_transfer.py"]
+OUTSIDE_TESTS: list[tuple[str, list[str]]] = [
+    ("mlsyscalc/readers/", READERS + SYSTEM),
+    ("mlsyscalc/report/comm", [*COMM_PAGES, "test_bench_report.py"]),
+    ("mlsyscalc/report/models_report", ["test_models_report_fresh.py", "test_models_report_memory.py"]),
+    ("mlsyscalc/report/kernels.py", ["test_values_outside.py", "test_bench_report.py", "test_rows_families.py"]),
+    ("mlsyscalc/report/attention.py", ["test_values_outside.py", "test_bench_report.py"]),
+    ("mlsyscalc/report/memory", ["test_bench_report.py", "test_report_plots.py"]),
+    ("mlsyscalc/report/bench.py", ["test_bench_report.py", *SYSTEM]),
+    ("mlsyscalc/report/model_report_build.py", REPORT + SYSTEM),
+    ("mlsyscalc/report/", REPORT + ["test_report_plots.py", "test_serve_cli.py"]),
+    ("mlsyscalc/bench/comm", [*COMM_PAGES]),
+    ("mlsyscalc/bench/model_calibrate.py", ["test_values_outside.py", "test_calibrate_models.py",
+                                            "test_calibration_split.py", "test_readers.py"]),
+    ("mlsyscalc/bench/", BENCH + READERS),
+    ("mlsyscalc/cli/plan.py", VIEWS + ["test_plan.py"] + SYSTEM),
+    ("mlsyscalc/cli/train.py", VIEWS + ["test_train.py", "test_train_fp8.py"] + SYSTEM),
+    ("mlsyscalc/cli/scaling.py", ["test_scaling_cli.py", *SYSTEM]),
+    ("mlsyscalc/cli/comm.py", ["test_comm_cli.py", *VIEWS, *SYSTEM]),
+    ("mlsyscalc/cli/bench", [*COMM_PAGES, "test_bench_report.py", *BENCH, *SYSTEM]),
+    ("mlsyscalc/cli/calibrate.py", ["test_calibrate_models.py", *SYSTEM]),
+    ("mlsyscalc/cli/report.py", REPORT + SYSTEM),
+    ("mlsyscalc/cli/", VIEWS + SYSTEM + ["test_memory_cli.py", "test_roofline_cli.py"]),
+    ("mlsyscalc/units.py", VIEWS + SYSTEM + REPORT),
+]
+
+
+def tests_for(path: str) -> list[str]:
+    """The test files a mutant of `path` runs: TESTS by stem for calc/ and specs/, OUTSIDE_TESTS elsewhere."""
+    if path.startswith(TARGETS):
+        return TESTS[Path(path).stem]
+    return next(files for prefix, files in OUTSIDE_TESTS if path.startswith(prefix))
+
+
 # wall-clock checks: they measure the machine, not the calculators, and fail on a loaded box
 DESELECT = ["tests/test_cli_foundation.py::test_cli_is_import_light_and_fast",
-            "tests/test_roofline_model.py::test_compute_bound_crossing_and_sweep_speed"]
+            "tests/test_roofline_model.py::test_compute_bound_crossing_and_sweep_speed",
+            # reads the committed figures, which the scratch copy leaves out (*.png, *.svg)
+            "tests/test_report.py::test_committed_sample_links_its_figures_and_fetches_nothing"]
 
 # the modules behind the core quantities (params, FLOPs, memory parts, KV bytes, collective
 # bytes, op times): mutated first, so a time budget spends itself on them
@@ -429,6 +481,8 @@ def main() -> None:
                              "swapped arguments (sets MUTATION_KINDS for child processes)")
     parser.add_argument("--half", choices=["train", "holdout"],
                         help="only the sites of this half of the fixed hash split (mutation_sample.half_of)")
+    parser.add_argument("--outside", action="store_true",
+                        help="mutate the modules around the calculators (OUTSIDE: cli, report, bench, readers, units)")
     parser.add_argument("--report", action="store_true", help="print the markdown summary")
     parser.add_argument("--show", nargs=2, metavar=("PATH", "INDEX"), help="print one mutant's diff")
     opts = parser.parse_args()
@@ -473,8 +527,12 @@ def _plan(opts: argparse.Namespace) -> list[Site]:
     """The sites this run mutates, CORE modules first: a seeded random draw over every module
     (--seed, --count, --exclude; --modules then picks among the drawn sites, so the draw stays
     the same) or every Nth site of each selected module (--sample, --offset)."""
-    paths = sorted((str(p.relative_to(ROOT)) for t in TARGETS for p in (ROOT / t).glob("*.py")),
-                   key=lambda p: (Path(p).stem not in CORE, p))
+    if opts.outside:
+        paths = sorted([*(str(p.relative_to(ROOT)) for t in OUTSIDE for p in (ROOT / t).glob("*.py")), *OUTSIDE_FILES])
+        paths = [p for p in paths if Path(p).stem not in OUTSIDE_SKIP]
+    else:
+        paths = sorted((str(p.relative_to(ROOT)) for t in TARGETS for p in (ROOT / t).glob("*.py")),
+                       key=lambda p: (Path(p).stem not in CORE, p))
     paths = [p for p in paths if Path(p).stem != "__init__"]
     selected = [p for p in paths if not opts.modules or Path(p).stem in opts.modules]
     if opts.sites is not None:
@@ -549,7 +607,7 @@ def run(opts: argparse.Namespace) -> None:
             continue  # done already, or a rerun of others
         if opts.rerun == "survived" and _equivalent(site):
             continue  # explained in mutation_report.EQUIVALENT: no test can kill it
-        tests = TESTS[stem]
+        tests = tests_for(path)
         if tuple(tests) not in baselines:
             t0 = time.monotonic()
             state = run_tests(opts.scratch, tests, 900)[0]

@@ -80,7 +80,7 @@ def test_cli_fits_on_2_gpus_and_checks_4(run_cli, tmp_path):
     out.write_text("".join(json.dumps(r) + "\n" for r in _truth_rows(2) + _truth_rows(4)))
     spec_path, report = tmp_path / "fit.json", tmp_path / "report"
     data = run_cli.json("bench", "comm", "--from", "--out", str(out), "--calibrate", str(spec_path), "--name", "t",
-                        "--report", str(report), "--fit-gpus", "2", "--node-gpus", "8", "--collective", "all-reduce")
+                        "--report", str(report), "--fit-gpus", "2", "--node-gpus", "8")
     assert data["calibrated"]["gpus_per_node"] == 8
     fitted = json.loads(spec_path.read_text())
     assert fitted["gpus_per_node"] == 8 and "base_latency_us" in json.dumps(fitted)

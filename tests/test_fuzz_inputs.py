@@ -142,12 +142,12 @@ SPECIAL_CASES = [
 ]
 
 
-def _invoke(args: list[str]):
+def _invoke(args: list[str], timeout_s: int = 10):
     def alarm(signum, frame):
-        raise TimeoutError(f"mlsys {' '.join(args)} took more than 10 s")
+        raise TimeoutError(f"mlsys {' '.join(args)[:200]} took more than {timeout_s} s")
 
     previous = signal.signal(signal.SIGALRM, alarm)
-    signal.alarm(10)
+    signal.alarm(timeout_s)
     try:
         return CliRunner().invoke(cli, args, catch_exceptions=True)
     finally:
@@ -161,10 +161,10 @@ def _messages(stderr: str) -> list[str]:
     return [line for line in lines if not line.startswith(("Usage:", "Try '"))]
 
 
-def check_bad(args: list[str], words: list[str]) -> None:
-    result = _invoke(args)
+def check_bad(args: list[str], words: list[str], timeout_s: int = 10) -> None:
+    result = _invoke(args, timeout_s)
     assert not isinstance(result.exception, TimeoutError), result.exception
-    shown = f"mlsys {' '.join(args)!r} -> exit {result.exit_code}\nstdout: {result.stdout[:300]!r}\nstderr: {result.stderr!r}"
+    shown = f"mlsys {' '.join(args)[:300]!r} -> exit {result.exit_code}\nstdout: {result.stdout[:300]!r}\nstderr: {result.stderr!r}"
     assert result.exit_code == 2, shown
     assert result.stdout == "", shown
     assert "Traceback" not in result.stderr, shown

@@ -85,7 +85,8 @@ def test_plot_and_missing_matplotlib(run_cli, tmp_path, monkeypatch):
      "--prefix-caching"),
 ])
 def test_bad_input_exits_2(run_cli, args, message):
-    code, out, err = run_cli("serve", "llama3-8b", *args, "--requests", "5")
+    requests = [] if "--trace" in args else ["--requests", "5"]  # a trace gives the requests (--requests is refused)
+    code, out, err = run_cli("serve", "llama3-8b", *args, *requests)
     assert code == 2, (out, err)
     assert message in err and "Traceback" not in err
 

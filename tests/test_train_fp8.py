@@ -171,3 +171,15 @@ def test_amax_all_reduces_under_sequence_parallelism(run_cli):
     _, other = step_fp8_s(delayed, pipeline_stages(spec, 1, 1), replace(opts, fp8_recipe="delayed"), ceil, cluster)
     casts = weight_cast_s(delayed.fp8_gemms, ceil, recipe="delayed", fp8_params=False, shard=1)["dense"]
     assert other == pytest.approx(LAYERS * casts, rel=1e-12)  # no amax all-reduces
+
+
+def test_fp8_parameters_under_zero3_shrink_the_held_shard_not_the_whole_model(run_cli):
+    """FP8 weights under ZeRO-3 save on the shard a rank holds: the weights stay positive (they went negative
+    before, the whole model's saving taken off one shard) and more data-parallel ranks never hold more."""
+    def weights(gpus: int) -> float:
+        d = run_cli.json("train", "llama3-8b", "--gpus", str(gpus), "--cluster", "hgx-h200", "--seq", "8192",
+                         "--global-batch", "64", "--micro-batch", "2", "--zero", "3", "--no-sp", "--dtype", "fp8",
+                         "--framework", "torch", "--fp8-params")
+        return d["memory"]["breakdown"]["weights_bytes"]
+    w8, w32 = weights(8), weights(32)
+    assert 0 < w32 < w8

@@ -105,7 +105,7 @@ def test_host_costs_from_a_file_over_the_calibration_and_in_plan(run_cli, tmp_pa
     ('{"launch_s": 5e-5}', "--host-costs keys are op_s, "),
     ("[5e-5]", "--host-costs must be an object"),
     ('{"op_s": 5e-5', "--host-costs: not valid JSON"),
-    ("missing.json", "--host-costs: cannot read missing.json"),
+    ("missing.json", "--host-costs: no such file 'missing.json'"),
 ])
 def test_bad_host_costs_exit_2(run_cli, value, message):
     code, out, err = run_cli("train", "llama2-7b", "--gpus", "2", "--gpu", "H200", "--seq", "2048", "--global-batch",

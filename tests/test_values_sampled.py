@@ -355,10 +355,11 @@ def test_full_recomputation_repeats_tp_and_cp_traffic(recompute, tp_s, cp_s):
     total, exposed = dim_times(seconds, zero=0, recompute=recompute, overlap=(),
                                windows=Windows(1.0, 2.0, 0.5, 4))
     assert total == exposed == {"tp": tp_s, "cp": cp_s, "dp": 2.0, "pp": 1.0, "ep": 0.0}
-    # overlapping cp hides it behind the 4 x 0.5 s attention kernels, tp behind the 12 s of kernels
+    # overlapping cp hides it behind the 4 x 0.5 s attention kernels, tp behind the 12 s of kernels but for the
+    # 22% chunked overlap leaves exposed (train_comm.TP_OVERLAP_EXPOSED)
     _, hidden = dim_times(seconds, zero=0, recompute=recompute, overlap=("tp", "cp"),
                           windows=Windows(1.0, 2.0, 0.5, 4))
-    assert hidden["cp"] == cp_s - 2.0 and hidden["tp"] == 0.0
+    assert hidden["cp"] == cp_s - 2.0 and hidden["tp"] == pytest.approx(0.22 * tp_s)
 
 
 # --- second oracles for the check sample's single-test kills (collectives and comm step) ------------

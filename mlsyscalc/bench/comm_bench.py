@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..calc.comm_collectives import COLLECTIVES, busbw_factor, collective_cost
+from ..readers.records import read_comm_rows
 from ..units import parse_bytes
 from .comm_timing import MAX_GRAPH_ITERS, PROBE_CALLS, TRIALS, WARMUP, iters_for, summarize
 
@@ -250,9 +251,9 @@ def default_cluster(env: dict[str, Any]) -> str:
 
 
 def _done(path: Path, gpus: int, backend: str) -> set[tuple[str, int]]:
-    if not path.exists():
+    if not path.exists() or not path.stat().st_size:
         return set()
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = read_comm_rows(path, tuple(COLLECTIVES))
     return {(r["collective"], r["size_bytes"]) for r in rows
             if r.get("ok") and r.get("gpus") == gpus and r.get("backend") == backend}
 

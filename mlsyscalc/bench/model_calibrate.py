@@ -99,10 +99,16 @@ def _term(r, ceilings: Ceilings, step: bool = False) -> Term:
                 p.floor_s, p.gap_s if step else 0.0, cap_s)
 
 
+def _ops(row) -> dict:
+    """A row's per-op profile (`extra_ops`); a CSV row carries it as text, which is left out."""
+    ops = row.extra.get("ops")
+    return ops if isinstance(ops, dict) else {}
+
+
 def linear_observations(c: Case, ceilings: Ceilings, impl: str = IMPL) -> list[Observation]:
     """One observation per forward linear a row's profile timed (all layers): the roofline rows of
     that name (and their split-K reductions, which run inside the linear's range)."""
-    measured = (c.row.extra.get("ops") or {}).get("linears") or {}
+    measured = _ops(c.row).get("linears") or {}
     if not measured:
         return []
     roof = predict_model(c.spec, ceilings, fit_options(c.case, impl))
@@ -190,7 +196,7 @@ def op_errors(cases: list[Case], ceilings: Ceilings) -> list[dict]:
     error of `ceilings`' prediction: (measured - predicted) / predicted."""
     out = []
     for c in cases:
-        ops = c.row.extra.get("ops") or {}
+        ops = _ops(c.row)
         roof = predict_model(c.spec, ceilings, roofline_options(c.case))
         linear: dict[str, float] = {}
         kind: dict[str, float] = {}

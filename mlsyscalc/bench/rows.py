@@ -114,17 +114,15 @@ class ResultStore:
         self._csv_columns: list[str] | None = None
 
     def rows(self) -> list[Row]:
-        """Every stored row, later rows for the same key replacing earlier ones."""
+        """Every stored row, later rows for the same key replacing earlier ones; a file that is not rows, or a
+        malformed record, is an MlsysError naming the file, line and key (mlsyscalc.readers.rows)."""
+        from ..readers.rows import read_row_records
+
         if self.path is None or not self.path.exists():
             return []
-        if self.path.suffix == ".csv":
-            with self.path.open(newline="") as handle:
-                raw = list(csv.DictReader(handle))
-        else:
-            raw = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
         latest: dict[str, Row] = {}
-        for data in raw:
-            row = row_from_flat(data, from_text=self.path.suffix == ".csv")
+        for line in read_row_records(self.path):
+            row = row_from_flat(line.record, from_text=self.path.suffix.lower() == ".csv")
             latest[row.key] = row
         return list(latest.values())
 

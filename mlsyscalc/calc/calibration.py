@@ -401,7 +401,7 @@ def _matched_name(device_name: str) -> str | None:
         return None
 
 
-def _positive(value: Any, what: str) -> float | None:
+def _positive(value: Any, what: str, where: str = "calibration") -> float | None:
     if value is None:
         return None
     try:
@@ -409,19 +409,41 @@ def _positive(value: Any, what: str) -> float | None:
     except (TypeError, ValueError):
         number = math.nan
     require(isinstance(value, (int, float, str)) and not isinstance(value, bool) and not math.isnan(number),
-            f"calibration: {what} must be a number, got {value!r}")
-    require(number > 0, f"calibration: {what} must be positive, got {value!r}")
-    require(math.isfinite(number), f"calibration: {what} must be finite, got {value!r}")
+            f"{where}: {what} must be a number, got {value!r}")
+    require(number > 0, f"{where}: {what} must be positive, got {value!r}")
+    require(math.isfinite(number), f"{where}: {what} must be finite, got {value!r}")
     return number
 
 
-def _sm_count(value: Any, default: int) -> int:
-    """The measured SM count: a positive whole number (a MIG slice has fewer), or the spec's."""
+# A measured ceiling lies between these shares of the card's datasheet figure: above it is not a ceiling
+# (efficiencies and MFU are quoted against the datasheet and would pass 1), and below 1/1000 of it (1e-300
+# FLOP/s, say) is no measurement of the card (a MIG slice or a throttled card keeps more than a tenth).
+MEASURED_SHARE = (1e-3, 1.0)
+
+
+def _measured(value: Any, what: str, datasheet: float | None, where: str) -> float | None:
+    """A measured peak or bandwidth within MEASURED_SHARE of its datasheet figure (None: not measured)."""
+    number = _positive(value, what, where)
+    if number is None or not datasheet:
+        return number
+    low, high = MEASURED_SHARE
+    require(number <= high * datasheet,
+            f"{where}: {what} = {number:.4g} is above the datasheet's {datasheet:.4g}: a measured ceiling cannot "
+            "exceed the card's peak (is --gpu the card it was measured on?)")
+    require(number >= low * datasheet,
+            f"{where}: {what} = {number:.4g} is below 1/1000 of the datasheet's {datasheet:.4g}: not a measurement "
+            "of this card")
+    return number
+
+
+def _sm_count(value: Any, default: int, where: str = "calibration") -> int:
+    """The measured SM count: a positive whole number (a MIG slice has fewer), at most the spec's."""
     if value is None:
         return default
-    number = _positive(value, "sm_count")
+    number = _positive(value, "sm_count", where)
     if number is None or number != int(number):
-        raise MlsysError(f"calibration: sm_count must be a whole number, got {value!r}")
+        raise MlsysError(f"{where}: sm_count must be a whole number, got {value!r}")
+    require(number <= default, f"{where}: sm_count {int(number)} is more than the card's {default}")
     return int(number)
 
 
@@ -436,10 +458,10 @@ def file_efficiency(data: Mapping[str, Any], where: str = "calibration") -> Effi
     require(not unknown, f"{where}: unknown efficiency {', '.join(sorted(unknown))} (use: {', '.join(EFFICIENCY_FIELDS)})")
     values: dict[str, float] = {}
     for k, v in fitted.items():
-        number = _positive(v, f"efficiency.{k}")
+        number = _positive(v, f"efficiency.{k}", where)
         if number is None:  # a JSON null
-            raise MlsysError(f"calibration: efficiency.{k} must be a number, got None")
-        values[k] = number
+            raise MlsysError(f"{where}: efficiency.{k} must be a number, got None")
+        values[k] = fraction(number, f"{where}: efficiency.{k}")
     # classes added after a file was fitted take what `mlsys calibrate` writes for a class it does not fit: its
     # base's value, the datasheet defaults over a datasheet base (`base`), else CALIBRATED_EFFICIENCY's
     base = Efficiency() if data.get("base") == "datasheet" else CALIBRATED_EFFICIENCY
@@ -447,9 +469,20 @@ def file_efficiency(data: Mapping[str, Any], where: str = "calibration") -> Effi
     return replace(CALIBRATED_EFFICIENCY, **later, **values)
 
 
+# The keys a calibration record may hold: what `mlsys bench ceilings` and `mlsys calibrate` write, and the
+# optional host objects (docs/roofline.md, docs/train.md). Any other key means the file is something else
+# (a cluster spec, a benchmark row) given where a calibration belongs.
+CALIBRATION_KEYS = ("gpu", "sm_count", "source", "peak_flops", "bandwidth_Bps", "efficiency", "launch_overhead_s",
+                    "kernel_gap_s", "matmul_floor_s", "memory_launch_overhead_s", "fitted_on", "base", "host",
+                    "torch_host", "matmul_runs", "env", "measured_at", "notes", "sustained", "sustained_fraction")
+
+
 def calibrated_ceilings(data: Mapping[str, Any], gpu: GPUSpec | str | None = None, where: str = "calibration",
                         efficiency: Efficiency | None = None, launch_s: float | None = None) -> Ceilings:
     """Ceilings from a calibration record; dtypes or bandwidths it lacks fall back to the datasheet."""
+    unknown = sorted(map(str, set(data) - set(CALIBRATION_KEYS)))
+    require(not unknown, f"{where}: not a calibration: unknown key {', '.join(unknown[:4])} (a calibration holds "
+                         f"{', '.join(CALIBRATION_KEYS[:6])}, ...: docs/roofline.md)")
     spec = gpu if isinstance(gpu, GPUSpec) else find_gpu(gpu) if gpu else match_gpu(data.get("gpu", ""))
     base = datasheet_ceilings(spec)
     eff = efficiency or file_efficiency(data, where) or CALIBRATED_EFFICIENCY
@@ -459,7 +492,7 @@ def calibrated_ceilings(data: Mapping[str, Any], gpu: GPUSpec | str | None = Non
     require(isinstance(measured_peaks, dict), f"{where}: peak_flops must be an object")
     flops: dict[str, float | None] = {}
     for dtype, value in base.base_flops.items():
-        measured = _positive(measured_peaks.get(dtype), f"peak_flops.{dtype}")
+        measured = _measured(measured_peaks.get(dtype), f"peak_flops.{dtype}", value, where)
         # A dtype without a measurement keeps its datasheet peak scaled to match the measured ones.
         scale = Efficiency().matmul_fp8 if dtype == "fp8" else Efficiency().matmul
         flops[dtype] = measured if measured else (value * scale if value else None)
@@ -467,18 +500,21 @@ def calibrated_ceilings(data: Mapping[str, Any], gpu: GPUSpec | str | None = Non
             notes.append(f"{dtype}: not in the calibration file; datasheet x {scale}")
     bws = data.get("bandwidth_Bps") or {}
     require(isinstance(bws, dict), f"{where}: bandwidth_Bps must be an object")
-    copy = _positive(bws.get("copy"), "bandwidth_Bps.copy")
+    sheet_Bps = spec.memory_bandwidth_Bps
+    copy = _measured(bws.get("copy"), "bandwidth_Bps.copy", sheet_Bps, where)
+    read = _measured(bws.get("read"), "bandwidth_Bps.read", sheet_Bps, where)
+    write = _measured(bws.get("write"), "bandwidth_Bps.write", sheet_Bps, where)
     fallback = copy or spec.memory_bandwidth_Bps * Efficiency().memory
-    if not copy and not (bws.get("read") and bws.get("write")):
+    if not copy and not (read and write):
         notes.append("bandwidth: not measured; datasheet x the default memory efficiency")
-    sm_count = _sm_count(data.get("sm_count"), base.sm_count)
+    sm_count = _sm_count(data.get("sm_count"), base.sm_count, where)
     if gpu and data.get("gpu") and _matched_name(data["gpu"]) != spec.name:
         notes.append(f"calibration measured on {data['gpu']!r}, used with the {spec.name} datasheet")
-    measured_launch = _positive(data.get("launch_overhead_s"), "launch_overhead_s")
-    measured_floor = _positive(data.get("matmul_floor_s"), "matmul_floor_s")
-    measured_memory_launch = _positive(data.get("memory_launch_overhead_s"), "memory_launch_overhead_s")
+    measured_launch = _positive(data.get("launch_overhead_s"), "launch_overhead_s", where)
+    measured_floor = _positive(data.get("matmul_floor_s"), "matmul_floor_s", where)
+    measured_memory_launch = _positive(data.get("memory_launch_overhead_s"), "memory_launch_overhead_s", where)
     gap = data.get("kernel_gap_s")
-    measured_gap = 0.0 if gap == 0 and not isinstance(gap, bool) else _positive(gap, "kernel_gap_s")
+    measured_gap = 0.0 if gap == 0 and not isinstance(gap, bool) else _positive(gap, "kernel_gap_s", where)
     if data.get("efficiency") is not None:  # `mlsys calibrate` fitted them to measured steps, clocks and all
         notes.append("efficiencies fitted to measured steps: their clocks are in the fit, none derated for sustained")
     if measured_gap is None and data.get("efficiency") is not None:
@@ -487,8 +523,7 @@ def calibrated_ceilings(data: Mapping[str, Any], gpu: GPUSpec | str | None = Non
         notes.append("kernel_gap_s: not in this fitted file; its fixed costs include the gap (0 us)")
     return Ceilings(
         gpu=spec, base_flops=flops,
-        read_Bps=_positive(bws.get("read"), "bandwidth_Bps.read") or fallback,
-        write_Bps=_positive(bws.get("write"), "bandwidth_Bps.write") or fallback,
+        read_Bps=read or fallback, write_Bps=write or fallback,
         sm_count=sm_count, efficiency=eff,
         launch_s=launch_s if launch_s is not None else measured_launch or LAUNCH_OVERHEAD_S,
         matmul_floor_s=measured_floor or MATMUL_FLOOR_S, source=where,

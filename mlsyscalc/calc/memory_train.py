@@ -282,6 +282,13 @@ def _states(opts: TrainOptions, nbytes: dict, sp: StageParams) -> dict[str, floa
     return out
 
 
+def _held_share(opts: TrainOptions, sp: StageParams) -> float:
+    """The share of the stage's weights one rank holds under ZeRO-3 (dense over dp x cp, experts over edp)."""
+    shard = opts.dp * opts.cp
+    held = sp.dense / shard + sp.expert / opts.experts.edp
+    return held / max(sp.total, 1)
+
+
 def rank_ends(opts: TrainOptions, stage: int) -> tuple[bool, bool]:
     """(holds the embedding, holds the final norm and head) of pipeline rank `stage`: the first and the last; with
     DualPipe, whose rank s also holds stage pp - 1 - s, ranks 0 and pp - 1 both hold both."""
@@ -377,7 +384,9 @@ def _stage(spec: ModelSpec, opts: TrainOptions, nbytes: dict, split: Split, stag
     if opts.fp8:
         states["fp8_weight_copies"], saving = fp8_weight_states(spec, layers, opts.tp, opts.ep, nbytes, opts.fp8_params,
                                                                 etp)
-        states["weights"] -= saving
+        # FP8 parameters shrink the weights this rank holds: with ZeRO-3 its shard of them (the dense share; a
+        # routed expert's FP8 linears shard over the expert data-parallel group as its weights do)
+        states["weights"] -= saving * _held_share(opts, sp) if opts.zero >= 3 else saving
     held = in_flight(opts.schedule, opts.pp, stage, opts.grad_accum, opts.vp)
     grads = grads_resident(opts.framework, opts.schedule, held, opts.grad_accum * opts.vp, opts.zero, opts.dp * opts.cp)
     at = {"backward": (held, grads), "optimizer": (0, True)}

@@ -154,8 +154,9 @@ class MemoryTable:
 
         kept = sharded(3, nb["weight"]) + sharded(1, nb["master"]) + sharded(1, _STATES["adamw"] * nb["state"])
         gather = st.gather * nb["gather"] if zero == 3 else np.zeros(pp)
-        if self.fp8:  # FP8 weight copies; with FP8 parameters the weights themselves are 1 byte
-            kept = kept + st.fp8_linear * (nb["fp8_weight_copy"] - self.fp8_params * (nb["weight"] - nb["fp8"]))
+        if self.fp8:  # FP8 weight copies; with FP8 parameters the weights themselves are 1 byte (ZeRO-3: of the shard)
+            held = sharded(3, 1.0) / np.maximum(st.total, 1)  # memory_train._held_share
+            kept = kept + st.fp8_linear * (nb["fp8_weight_copy"] - self.fp8_params * (nb["weight"] - nb["fp8"]) * held)
         table = np.zeros(pp)  # the embedding's rank only (memory_train.embedding_grad_bytes)
         table[0] = embedding_table_bytes(self.spec, tp, nb)
         return kept, sharded(2, nb["grad"]), gather, table

@@ -59,6 +59,7 @@ torch cannot run are left out (`TORCH_EXCLUDED`, also in the JSON as `excluded`)
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from typing import Any, Iterator
 
@@ -83,6 +84,10 @@ TORCH_EXCLUDED = {
                                       "FSDP2 (fully_shard: ZeRO-3, or ZeRO-2 with reshard_after_forward=False)"),
 }
 TORCH_ETP = "torch.distributed has no expert tensor-parallel group: the routed experts shard over the TP ranks"
+# Caps on the search (docs/cli.md, "Caps on loops"): each candidate shown is re-timed by `train_step`, and
+# micro-batch sizes are divisors of global batch / dp up to --max-micro-batch
+MAX_TOP = 100  # --top
+MAX_MICRO_BATCH = 4096  # --max-micro-batch
 _BOOL = {"true": True, "on": True, "1": True, "yes": True, "false": False, "off": False, "0": False, "no": False}
 
 
@@ -124,6 +129,12 @@ class PlanOptions:
     def validate(self) -> None:
         for name in ("gpus", "seq", "global_batch", "top", "max_micro_batch", "max_cp"):
             require(getattr(self, name) >= 1, f"--{name.replace('_', '-')} must be a positive integer")
+        fixed = dict(self.fix)
+        require(not (fixed.get("sp") is True and fixed.get("tp") == 1),
+                "--fix sp=on and --fix tp=1 conflict: sequence parallelism splits over tp > 1")
+        for name, cap in (("top", MAX_TOP), ("max_micro_batch", MAX_MICRO_BATCH)):
+            require(getattr(self, name) <= cap, f"--{name.replace('_', '-')}: {getattr(self, name):,} is above the cap of "
+                                                f"{cap:,} (docs/cli.md)")
         self.base().validate_scalars()
         for axis, value in self.fix:
             if axis in self.rules():
@@ -153,6 +164,7 @@ def parse_fix(items: tuple[str, ...]) -> tuple[tuple[str, int | bool | str], ...
         key, sep, value = item.partition("=")
         axis = key.strip().replace("-", "_")
         require(bool(sep) and axis in AXES, f"--fix {item!r}: expected AXIS=VALUE with AXIS one of {', '.join(AXES)}")
+        require(axis not in dict(out), f"--fix {item!r}: {axis} is fixed twice (--fix {axis}={dict(out).get(axis)})")
         value = value.strip().lower()
         if axis == "sp" or SPLIT_AXES.get(axis) in ("embedding", "loss"):
             require(value in _BOOL, f"--fix {item!r}: {axis} is on or off")
@@ -161,13 +173,19 @@ def parse_fix(items: tuple[str, ...]) -> tuple[tuple[str, int | bool | str], ...
             require(value in RECOMPUTE, f"--fix {item!r}: recompute is one of {', '.join(RECOMPUTE)}")
             out.append((axis, value))
         else:
-            require(value.isdigit() and int(value) >= (0 if axis == "zero" else 1), f"--fix {item!r}: not a valid count")
+            require(value.isascii() and value.isdigit() and int(value) >= (0 if axis == "zero" else 1),
+                    f"--fix {item!r}: not a valid count")
             out.append((axis, int(value)))
     return tuple(out)
 
 
 def _divisors(n: int, limit: int | None = None) -> list[int]:
-    return [d for d in range(1, (limit or n) + 1) if n % d == 0]
+    """The divisors of n up to limit (default n), in increasing order."""
+    top = n if limit is None else min(n, limit)
+    if top <= math.isqrt(n):  # a short walk up to the limit
+        return [d for d in range(1, top + 1) if n % d == 0]
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]  # else pairs (d, n / d) up to sqrt(n)
+    return sorted({x for d in small for x in (d, n // d) if x <= top})
 
 
 def _tp_values(spec: ModelSpec, cluster: ClusterSpec, gpus: int) -> list[int]:

@@ -25,6 +25,7 @@ from .memory_infer import InferMemory, InferOptions, infer_memory
 from .roofline_options import RooflineOptions
 from .serve_cost import IterationCost
 from .serve_engine import ITERATION_LEVEL, POLICIES, Engine, EngineLimits
+from .serve_limits import check_positions, check_requests, check_workload
 from .serve_metrics import Slo, series, summary
 from .serve_spec import SpecDecode, expected_tokens
 from .serve_workload import LengthDist, Workload, synthetic
@@ -131,6 +132,7 @@ class WorkloadSpec:
     concurrency: int = 0  # clients of a closed loop (0: open loop)
 
     def build(self) -> Workload:
+        check_requests(self.requests)
         return synthetic(self.prompt, self.output, self.rate, self.requests, self.seed, self.burstiness, self.prefix,
                          self.concurrency)
 
@@ -226,6 +228,8 @@ def simulate(spec: ModelSpec, ceilings: Ceilings, workload: Workload, opts: Serv
     opts = opts.resolved(ceilings.gpu)
     require(not workload.concurrency or POLICIES[opts.scheduler].iteration_level,
             f"--concurrency needs an iteration-level scheduler ({ITERATION_LEVEL})")
+    check_workload(workload)
+    check_positions(spec, workload)
     cost = cost or iteration_cost(spec, ceilings, opts)
     sd = speculation(spec, draft, ceilings, opts, cost) if draft is not None else None
     kv = kv_capacity(spec, ceilings, opts, draft)
@@ -247,5 +251,6 @@ def sweep_rates(spec: ModelSpec, ceilings: Ceilings, workload: WorkloadSpec, rat
     """The same engine and workload shape at each arrival rate (one cost model for all)."""
     require(len(rates) >= 1, "--sweep rate=... needs at least one rate")
     opts.validate()
+    check_workload(replace(workload, rate=rates[0]).build(), len(rates), "--sweep")
     cost = iteration_cost(spec, ceilings, opts)
     return tuple(simulate(spec, ceilings, replace(workload, rate=r).build(), opts, cost, draft) for r in rates)

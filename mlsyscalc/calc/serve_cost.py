@@ -109,6 +109,7 @@ class AffineRow:
     floor_s: float = 0.0  # a plain GEMM's shortest busy time (calc.roofline_ops)
     wide_scale: float = 1.0  # memory time x this from UNALIGNED_TILE_ROWS tokens (an unaligned GEMM's slower stream)
     tall_scale: float = 1.0  # and x this past CTA_ROWS tokens (a skinny GEMM's few-CTA cap no longer applies)
+    small_memory_s: tuple[float, ...] = ()  # when set: the memory time at 1..CTA_ROWS tokens, read one by one
 
     def part(self, name: str, x: tuple[float, ...]) -> float:
         return sum(c * v for c, v in zip(self.coef[name], x))
@@ -117,19 +118,22 @@ class AffineRow:
         """x_compute: the features the compute time is counted at (default x)."""
         compute = self.seconds_per_flop * self.part("flops", x if x_compute is None else x_compute)
         memory = self.part("memory_s", x)
-        if not self.grouped:
+        if self.small_memory_s and x[1] <= len(self.small_memory_s):
+            memory = self.small_memory_s[int(x[1]) - 1]
+        elif not self.grouped:
             memory *= (self.wide_scale if x[1] >= UNALIGNED_TILE_ROWS else 1.0) * (self.tall_scale if x[1] > CTA_ROWS else 1.0)
         return self.count * (max(compute, memory, self.floor_s) + self.launch_s)
 
 
-def _step_scale(fitted: AffineRow, rows: list, steps: tuple[int, int], before: float) -> float:
+def _step_scale(fitted: AffineRow, rows: list, steps: tuple[int, int], before: float) -> float | None:
     """The factor on a row's memory time that starts at steps[0] tokens (its roofline rows at steps[0]
-    and steps[1] tokens; checked at the second); `before`: the factor already applying there."""
+    and steps[1] tokens; checked at the second); `before`: the factor already applying there. None when
+    the check fails: the memory time steps again between the two (the caller reads it token by token)."""
     base = fitted.part("memory_s", (1.0, steps[0])) * before
     scale = rows[0].pred.memory_s / base if base > 0 else 1.0
     want = rows[1].pred.memory_s
     if abs(fitted.part("memory_s", (1.0, steps[1])) * before * scale - want) > 1e-6 * max(want, 1e-30):
-        raise MlsysError(f"serve: {rows[0].pred.name} memory_s is not affine from {steps[0]} tokens (internal)")
+        return None
     return scale
 
 
@@ -224,13 +228,31 @@ class IterationCost:
                                [runs[self._rate_tokens()][i]])[0]
             if not grouped:  # bytes stay affine; the unaligned GEMMs' efficiency changes at UNALIGNED_TILE_ROWS,
                 # the few-CTA cap ends past CTA_ROWS (calc.roofline_ops.few_cta_stream)
-                wide_scale = _step_scale(fitted, [runs[t][i] for t in wide], wide, 1.0)
-                fitted = replace(fitted, wide_scale=wide_scale,
-                                 tall_scale=_step_scale(fitted, [runs[t][i] for t in tall], tall, wide_scale))
+                fitted = self._steps(fitted, i, runs, wide, tall)
             sampled = row.group == "head" and row.pred.name != "embedding"
             out["sample" if sampled else "token"].append(
                 replace(fitted, grouped=grouped, tiled=row.pred.kind == "matmul" and not grouped))
         return out["token"], out["sample"]
+
+    def _steps(self, fitted: AffineRow, i: int, runs: dict, wide: tuple[int, int], tall: tuple[int, int]) -> AffineRow:
+        """Row i's memory-time steps at UNALIGNED_TILE_ROWS and past CTA_ROWS tokens; where the time steps more
+        often below CTA_ROWS (cuBLAS's split-K choice, hence the few-CTA cap, changes with the rows: gemma2-9b's
+        k_proj at 9 and 17 tokens), it is read from the roofline at every token count up to CTA_ROWS."""
+        wide_scale = _step_scale(fitted, [runs[t][i] for t in wide], wide, 1.0)
+        tall_scale = None if wide_scale is None else _step_scale(fitted, [runs[t][i] for t in tall], tall, wide_scale)
+        if wide_scale is not None and tall_scale is not None:
+            return replace(fitted, wide_scale=wide_scale, tall_scale=tall_scale)
+        small = tuple(rows[i].pred.memory_s for rows in self._small_runs())
+        tall_scale = _step_scale(fitted, [runs[t][i] for t in tall], tall, 1.0)
+        if tall_scale is None:
+            raise MlsysError(f"serve: {fitted.name} memory_s is not affine from {tall[0]} tokens (internal)")
+        return replace(fitted, small_memory_s=small, tall_scale=tall_scale)
+
+    def _small_runs(self) -> list:
+        """The roofline's rows at 1..CTA_ROWS tokens (computed once, for the rows `_steps` reads one by one)."""
+        if not hasattr(self, "_small"):
+            self._small = [self._model("prefill", 1, t).rows for t in range(1, CTA_ROWS + 1)]
+        return self._small
 
     def _rate_tokens(self) -> int:
         """A large prefill (capped by a learned position table) for the compute-bound rate."""

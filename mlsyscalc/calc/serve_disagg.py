@@ -26,6 +26,7 @@ from .memory_infer import InferOptions, infer_memory
 from .serve import ServeOptions, ServeResult, engine_limits, iteration_cost, kv_capacity, simulate
 from .serve_cost import IterationCost
 from .serve_engine import ITERATION_LEVEL, POLICIES, Engine, Trace
+from .serve_limits import MAX_INSTANCES, MAX_SEARCH_GPUS, check_workload
 from .serve_metrics import summary
 from .serve_workload import Requests, Workload
 
@@ -55,6 +56,8 @@ def parse_layout(text: str, tp: int) -> Layout:
     except ValueError:
         raise MlsysError(f"--disagg expects P:D instance counts, e.g. 1:2, got {text!r}") from None
     require(bool(sep) and layout.prefill >= 1 and layout.decode >= 1, f"--disagg needs P >= 1 and D >= 1, got {text!r}")
+    require(max(layout.prefill, layout.decode) <= MAX_INSTANCES,
+            f"--disagg {text}: at most {MAX_INSTANCES:,} instances in each pool")
     return layout
 
 
@@ -94,11 +97,13 @@ def _pool(requests: Requests, cost: IterationCost, ceilings: Ceilings, opts: Ser
 def simulate_disagg(spec: ModelSpec, ceilings: Ceilings, workload: Workload, opts: ServeOptions, layout: Layout,
                     cluster: ClusterSpec, costs: dict[int, IterationCost] | None = None) -> DisaggResult:
     opts.validate()
+    check_workload(workload)
     require(POLICIES[opts.scheduler].iteration_level, f"--disagg needs an iteration-level scheduler ({ITERATION_LEVEL})")
     require(not workload.concurrency, "--disagg does not combine with --concurrency")
     costs = costs if costs is not None else {}
     for tp in {layout.tp_prefill, layout.tp_decode}:
-        costs.setdefault(tp, iteration_cost(spec, ceilings, replace(opts, tp=tp)))
+        if tp not in costs:  # (setdefault would fit a new cost for every layout of a search)
+            costs[tp] = iteration_cost(spec, ceilings, replace(opts, tp=tp))
     reqs = workload.requests
     n = len(reqs)
     sched, first, finish = [0.0] * n, [0.0] * n, [0.0] * n
@@ -167,16 +172,15 @@ def search_layouts(spec: ModelSpec, ceilings: Ceilings, workload: Workload, opts
                    max_gpus: int) -> Search:
     """Every (P, D, tp_prefill, tp_decode) within max_gpus, best goodput per GPU first (ties: fewer GPUs)."""
     require(max_gpus >= 2, f"--max-gpus must be >= 2 for a prefill and a decode instance, got {max_gpus}")
+    require(max_gpus <= MAX_SEARCH_GPUS, f"--max-gpus: {max_gpus:,} GPUs; --search tries every layout of at most "
+                                         f"{MAX_SEARCH_GPUS}")
     tps = [tp for tp in TP_CHOICES if tp < max_gpus and _tp_ok(spec, ceilings, opts, tp, cluster)]
     require(len(tps) > 0, f"{spec.name}: no tensor-parallel size in {TP_CHOICES} fits within {max_gpus} GPUs")
     costs: dict[int, IterationCost] = {}
-    results = []
-    for tp_p in tps:
-        for tp_d in tps:
-            for p in range(1, (max_gpus - tp_d) // tp_p + 1):
-                for d in range(1, (max_gpus - p * tp_p) // tp_d + 1):
-                    layout = Layout(p, d, tp_p, tp_d)
-                    results.append(simulate_disagg(spec, ceilings, workload, opts, layout, cluster, costs))
+    layouts = [Layout(p, d, tp_p, tp_d) for tp_p in tps for tp_d in tps
+               for p in range(1, (max_gpus - tp_d) // tp_p + 1) for d in range(1, (max_gpus - p * tp_p) // tp_d + 1)]
+    check_workload(workload, len(layouts), f"--search --max-gpus {max_gpus}", sweep=False)
+    results = [simulate_disagg(spec, ceilings, workload, opts, layout, cluster, costs) for layout in layouts]
     ranked = tuple(sorted(results, key=lambda r: (-r.pools["goodput_per_gpu_requests_per_s"], r.layout.gpus,
                                                   r.metrics["ttft_p99_s"])))
     return Search(ranked, simulate(spec, ceilings, workload, opts), max_gpus)

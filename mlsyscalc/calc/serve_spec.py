@@ -14,12 +14,14 @@ from dataclasses import dataclass
 
 from ..errors import require
 from .serve_cost import IterationCost
+from .serve_limits import MAX_SPEC_K
 
 
 def expected_tokens(accept: float, k: int) -> float:
     """Leviathan et al. 2023, equation 1: E[tokens per step] = (1 - a^(k+1)) / (1 - a)."""
     require(0 <= accept <= 1, f"--accept must be in [0, 1], got {accept}")
     require(k >= 1, f"--spec-k must be >= 1, got {k}")
+    require(k <= MAX_SPEC_K, f"--spec-k: {k:,} draft tokens a step; at most {MAX_SPEC_K}")
     return k + 1.0 if accept == 1 else (1 - accept ** (k + 1)) / (1 - accept)
 
 

@@ -13,8 +13,10 @@ import click
 
 from ..calc.comm_collectives import COLLECTIVES
 from ..errors import MlsysError
+from ..specs.cluster import MAX_GPUS_PER_NODE
 from ..units import parse_bytes
 from . import render
+from .options import reject_unused
 
 
 def _gpu_count(backend: str, nproc: int | None) -> int:
@@ -67,7 +69,7 @@ def _launch(nproc: int, worker_args: list[str]) -> None:
 @click.option("--fit-gpus", type=click.IntRange(min=2),
               help="Fit --calibrate/--report on the rows of this GPU count only; --report then also writes "
                    "transfer.md, the fit checked on every other GPU count in --out.")
-@click.option("--node-gpus", type=click.IntRange(min=2),
+@click.option("--node-gpus", type=click.IntRange(min=2, max=MAX_GPUS_PER_NODE),
               help="GPUs per node of the --calibrate spec (the links it describes reach this many); "
                    "default: the most GPUs the rows or their host had.")
 @click.option("--model", type=click.Choice(["protocol", "shared"]), default="protocol", show_default=True,
@@ -85,6 +87,13 @@ def comm(nproc, collectives, min_size, max_size, factor, backend, cluster, graph
     """
     from ..report import comm as comm_report
 
+    ctx = click.get_current_context()
+    if not (calibrate or report):
+        reject_unused(ctx, {k: "without --calibrate or --report (nothing is fitted)"
+                            for k in ("fit_min_size", "fit_gpus", "node_gpus", "model", "name")})
+    if from_rows:
+        reject_unused(ctx, {k: "with --from (nothing is measured)"
+                            for k in ("nproc", "collectives", "min_size", "max_size", "factor", "backend", "graph")})
     lo, hi, fit_min = parse_bytes(min_size, "--min-size"), parse_bytes(max_size, "--max-size"), parse_bytes(fit_min_size)
     if not from_rows:
         if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # already one of torchrun's workers

@@ -9,7 +9,7 @@ from . import render
 
 @click.command()
 @click.argument("rows", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--hold-out", default="", help="Comma-separated model names kept out of the fit (their error is the check).")
+@click.option("--hold-out", default=None, help="Comma-separated model names kept out of the fit (their error is the check).")
 @click.option("--gpu", help="GPU datasheet (default: the one the rows were measured on).")
 @click.option("--base", type=click.Path(exists=True, dir_okay=False),
               help="Start from these ceilings (e.g. `mlsys bench ceilings` output) instead of the datasheet.")
@@ -27,14 +27,18 @@ def calibrate(rows, hold_out, gpu, base, fit_only, steps_only, out, fmt, as_json
     from ..bench.model_calibrate import write_record
     from ..bench.rows import ResultStore
     from ..calc.calibration import load_ceilings, match_gpu
-    from ..errors import require
+    from ..errors import MlsysError, require
 
     measured = [r for path in (*rows, *fit_only) for r in ResultStore(path).rows()]
     fit_keys = {r.key for path in fit_only for r in ResultStore(path).rows()} if fit_only else None
     require(bool(measured), f"calibrate: no rows in {', '.join(rows)}")
-    name = gpu or match_gpu(next((r.env["gpu"] for r in measured if r.env.get("gpu")), "")).name
-    result = fit_rows(measured, load_ceilings(name, base), {m for m in hold_out.split(",") if m}, fit_keys,
-                    per_op=not steps_only)
+    held = {m.strip() for m in (hold_out or "").split(",") if m.strip()}
+    models = {r.extra.get("model") for r in measured}
+    for name in sorted(held - models):
+        raise MlsysError(f"--hold-out {name}: no row of that model (models in the rows: "
+                         f"{', '.join(sorted(map(str, models - {None}))) or 'none'})")
+    name = gpu or match_gpu(next((str(r.env["gpu"]) for r in measured if r.env.get("gpu")), "")).name
+    result = fit_rows(measured, load_ceilings(name, base), held, fit_keys, per_op=not steps_only)
     if out:
         write_record(out, result["record"])
     columns = ["model", "phase", "shape", "held_out", "fitted", "measured_s", "uncalibrated_error", "error"]

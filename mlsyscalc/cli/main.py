@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import importlib
 import sys
+import warnings
 
 import click
 
 from ..errors import MlsysError
+
+NUMPY_FP_WARNINGS = r"(invalid value|overflow|divide by zero|underflow) encountered"
 
 # command name -> "module:attribute" (modules relative to mlsyscalc.cli). One line per group.
 COMMANDS = {
@@ -67,9 +70,14 @@ class MainGroup(LazyGroup):
     def invoke(self, ctx: click.Context):
         """Bad input -> one line on stderr and exit 2; a bug -> one line and exit 1."""
         try:
-            return super().invoke(ctx)
+            with warnings.catch_warnings():
+                # numpy's floating-point warnings: a non-finite result is refused by name before it is printed
+                # (cli.render), so the warning would only stand before that one line
+                warnings.filterwarnings("ignore", NUMPY_FP_WARNINGS, RuntimeWarning)
+                return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
+
         except MlsysError as exc:
             if _debug(ctx):
                 raise

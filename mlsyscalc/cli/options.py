@@ -45,6 +45,27 @@ def _checked_convert(param_type: click.ParamType) -> Callable:
 
 
 _HARDENED: weakref.WeakSet[click.Command] = weakref.WeakSet()  # commands harden() has already seen
+# optional dependency -> the extra that installs it (pyproject.toml)
+EXTRAS = {"torch": "gpu", "triton": "gpu", "pandas": "gpu", "scipy": "science", "matplotlib": "science"}
+
+
+def _naming_extras(callback: Callable) -> Callable:
+    """callback, with a missing optional dependency turned into MlsysError naming the command and the extra."""
+    import functools
+
+    @functools.wraps(callback)
+    def run(*args, **kwargs):
+        try:
+            return callback(*args, **kwargs)
+        except ModuleNotFoundError as exc:
+            if exc.name not in EXTRAS:
+                raise
+            from ..errors import MlsysError
+
+            path = click.get_current_context().command_path.split()[1:]
+            raise MlsysError(f"mlsys {' '.join(path)} needs {exc.name}, which is not installed; pip install "
+                             f"'mlsyscalc[{EXTRAS[exc.name]}]'") from None
+    return run
 
 
 def harden(command: click.Command) -> click.Command:
@@ -56,6 +77,8 @@ def harden(command: click.Command) -> click.Command:
             checked = copy.copy(param.type)  # never the shared click.STRING/INT/FLOAT instances
             vars(checked)["convert"] = _checked_convert(checked)  # an instance attribute over the method
             param.type = checked
+    if not isinstance(command, click.Group) and command.callback is not None:
+        command.callback = _naming_extras(command.callback)
     for sub in getattr(command, "commands", {}).values():
         harden(sub)
     _HARDENED.add(command)

@@ -17,7 +17,7 @@ from .intervals import with_interval
 from .options import model_argument, positive_int, resolve_model
 from .cost_views import run_options, step_cost
 from .hardware_notes import with_ceilings_note
-from .train import cluster_options, fp8_options, step_options
+from .train import cluster_options, fp8_options, reject_step_unused, step_options
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -87,6 +87,7 @@ def plan(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq
     --gpus GPUs that obeys the divisibility and node rules, drop those that do not fit in memory, and
     rank the rest by `mlsys train`'s step time; shows the top K and why the best wins (docs/train.md).
     """
+    reject_step_unused(dtype, framework)
     spec = resolve_model(model, overrides)
     opts = PlanOptions(gpus=gpus, seq=seq, global_batch=global_batch, dtype=dtype, top=top, fix=parse_fix(fix),
                        overlap=overlap, capacity_factor=capacity_factor, reserve=reserve, attention=attention,

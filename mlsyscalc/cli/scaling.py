@@ -276,17 +276,13 @@ def _starts(ctx, param, value):
 @plot_option
 @render.output_options
 def fit(runs_csv, compute, starts, bootstrap, ci, seed, plot_path, fmt, as_json):
-    import csv
-
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # before numpy loads:
         os.environ.setdefault(var, "1")  # 40-run fits are small; extra BLAS threads only contend
     from ..calc.scaling_fit import fit_runs, parse_runs
 
-    try:
-        with open(runs_csv, newline="", encoding="utf-8-sig") as handle:  # -sig: Excel's byte-order mark
-            runs = parse_runs(csv.DictReader(handle), source=runs_csv)
-    except UnicodeDecodeError as exc:
-        raise MlsysError(f"{runs_csv}: not UTF-8 text (byte {exc.start}); save the CSV as UTF-8") from None
+    from ..readers.files import read_csv
+
+    runs = parse_runs([line.record for line in read_csv(runs_csv, "runs")[1]], source=runs_csv)
     result = fit_runs(runs, FitOptions(starts=starts, bootstrap=bootstrap, ci=ci, seed=seed), compute_flops=compute)
     law = result.fit
     intervals = {name: [lo, hi] for name, lo, hi in result.intervals}

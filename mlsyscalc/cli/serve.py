@@ -2,57 +2,41 @@
 
 from __future__ import annotations
 
-import csv
 import functools
-from pathlib import Path
+import math
 
 import click
 
 from ..calc.serve import PREEMPTION, ServeOptions, WorkloadSpec, simulate, sweep_rates
 from ..calc.serve_engine import POLICIES
+from ..calc import serve_limits
+from ..calc.serve_limits import check_requests
 from ..calc.serve_metrics import Slo
 from ..calc.serve_workload import LengthDist, from_trace, parse_length
 from ..errors import MlsysError, require
+from ..readers.trace import read_length_column, read_trace
+from ..validate import MAX_FLOAT
 from .cost_views import price_option, with_serving_cost
 from .hardware_notes import with_ceilings_note
 from . import render
 from .intervals import with_interval
-from .options import ceilings_from_options, model_argument, resolve_model
+from .options import ceilings_from_options, given, model_argument, reject_unused, resolve_model
 from .serve_views import serve_output, sweep_output
 
 D = ServeOptions()
 LENGTH_HELP = "N, uniform:a,b, normal:mu,sd, lognormal:mu,sigma or csv:FILE:COLUMN."
 
 
-def _rows(path: str, what: str) -> list[dict[str, str]]:
-    file = Path(path)
-    require(file.is_file(), f"{what}: no such file {path!r}")
-    with file.open(newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    require(len(rows) > 0, f"{what}: {path} has no data rows")
-    return rows
-
-
-def _number(row: dict[str, str], key: str, what: str, kind=float):
-    require(key in row, f"{what}: no column {key!r} (columns: {', '.join(row)})")
-    try:
-        return kind(row[key])
-    except (TypeError, ValueError):
-        raise MlsysError(f"{what}: column {key!r} holds {row[key]!r}, not a number") from None
-
-
 def _length(text: str, what: str) -> LengthDist:
     if text.startswith("csv:"):
         path, sep, column = text[4:].rpartition(":")
         require(bool(sep and path and column), f"{what}: expected csv:FILE:COLUMN, got {text!r}")
-        return parse_length(text, what, tuple(_number(r, column, what, int) for r in _rows(path, what)))
+        return parse_length(text, what, read_length_column(path, column, what, serve_limits.MAX_REQUESTS))
     return parse_length(text, what)
 
 
 def _trace(path: str, prefix: int = 0, concurrency: int = 0):
-    rows = _rows(path, "--trace")
-    return from_trace([(_number(r, "arrival_s", "--trace"), _number(r, "prompt_len", "--trace", int),
-                        _number(r, "output_len", "--trace", int)) for r in rows], f"trace {path}", prefix, concurrency)
+    return from_trace(read_trace(path, serve_limits.MAX_REQUESTS), f"trace {path}", prefix, concurrency)
 
 
 def _slo(text: str | None) -> Slo:
@@ -63,9 +47,10 @@ def _slo(text: str | None) -> Slo:
         key, sep, value = item.partition("=")
         require(bool(sep) and key.strip() in ("ttft", "tpot"), f"--slo expects ttft=SECONDS,tpot=SECONDS, got {text!r}")
         try:
-            values[key.strip() + "_s"] = float(value)
+            values[key.strip() + "_s"] = seconds = float(value)
         except ValueError:
             raise MlsysError(f"--slo {key}: {value!r} is not a number of seconds") from None
+        require(math.isfinite(seconds) and seconds <= MAX_FLOAT, f"--slo {key}: {value!r} is not a finite number")
     return Slo(**values)
 
 
@@ -74,10 +59,39 @@ def _sweep(text: str | None) -> tuple[float, ...] | None:
         return None
     key, sep, values = text.partition("=")
     require(bool(sep) and key.strip() == "rate", f"--sweep expects rate=R1,R2,..., got {text!r}")
+    items, cap = values.split(","), serve_limits.MAX_SIMULATIONS
+    require(len(items) <= cap, f"--sweep: {len(items):,} rates; at most {cap} (each is a whole simulation)")
     try:
-        return tuple(float(v) for v in values.split(","))
+        rates = tuple(float(v) for v in items)
     except ValueError:
         raise MlsysError(f"--sweep: cannot parse the rates in {text!r}") from None
+    for r in rates:
+        require(math.isfinite(r) and 0 < r <= MAX_FLOAT, f"--sweep: a rate must be a positive finite number, got {r:g}")
+    return rates
+
+
+def _reject_unused(scheduler: str, trace: bool, draft: bool, search: bool) -> None:
+    """Options given that this call would ignore (docs/cli.md, "options that do not apply"), by the scheduler's
+    policy flags (calc.serve_engine.POLICIES), never by its name."""
+    ctx = click.get_current_context()
+    policy = POLICIES[scheduler]
+    unused = {"spec_k": "without --draft", "accept": "without --draft"} if not draft else {}
+    if not policy.chunk_budget:
+        unused["chunk"] = f"with --scheduler {scheduler} (its prefill budget is not --chunk: sarathi's is)"
+    if policy.chunk_budget or not policy.iteration_level:
+        unused["max_batch_tokens"] = f"with --scheduler {scheduler} (its token budget is not --max-batch-tokens)"
+    if not policy.paged or draft:
+        unused["preemption"] = ("with --draft (KV is reserved for prompt + output)" if draft else
+                                f"with --scheduler {scheduler} (only the paged schedulers preempt)")
+    if trace:
+        unused |= {k: "with --trace (the trace gives every request)" for k in
+                   ("prompt_len", "output_len", "requests", "seed", "burstiness")}
+    if not search:
+        unused["max_gpus"] = "without --search"
+    reject_unused(ctx, unused)
+    for name, other in (("rate", "sweep"), ("disagg", "search")):
+        if given(ctx, name) and given(ctx, other):
+            raise click.UsageError(f"--{name} and --{other} conflict: give one of them", ctx)
 
 
 def engine_options(func):
@@ -170,6 +184,9 @@ def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, ga
     A discrete-event simulation of the engine's scheduler whose every iteration costs the roofline
     time of the batch it forms; KV capacity in blocks from the memory calculator. See docs/serving.md.
     """
+    _reject_unused(scheduler, trace_file is not None, draft is not None, search)
+    if trace_file is None:
+        check_requests(requests)
     spec = resolve_model(model, overrides)
     if gpu is None and cluster is not None:
         from ..specs.cluster import load_cluster

@@ -19,11 +19,12 @@ from ..calc.steady import CLOCKS
 from ..calc.pipeline_split import PipelineSplit
 from ..errors import MlsysError, require
 from ..units import fmt_bytes
+from ..validate import check_gpus
 from . import render
 from .intervals import with_interval
 from .cost_views import run_options, with_step_cost
 from .hardware_notes import with_ceilings_note
-from .options import POSITIVE, model_argument, positive_int, resolve_model
+from .options import POSITIVE, model_argument, positive_int, reject_unused, resolve_model
 
 D = TrainStepOptions
 
@@ -51,6 +52,7 @@ def cluster_options(func):
     @positive_int("--global-batch", D.global_batch, "Sequences per optimizer step, all replicas.")
     @functools.wraps(func)
     def wrapper(*args, gpus, gpu, cluster, calibration, host_us_per_kernel, host_costs, nvlink_domain, **kwargs):
+        check_gpus(gpus, "--gpus")
         spec = resolve_cluster(gpu, cluster, gpus).for_job(gpus, nvlink_domain)
         ceilings = load_ceilings(gpu or spec.gpu, calibration)
         host, source = torch_host_costs(read_calibration(calibration) if calibration else None, host_costs,
@@ -153,6 +155,16 @@ def fp8_options(func):
                              "pass before each cast); docs/train_fp8.md.")(func)
 
 
+def reject_step_unused(dtype: str, framework: str) -> None:
+    """Options of train and plan that the chosen dtype or framework ignores (docs/cli.md)."""
+    unused = {}
+    if dtype != "fp8":
+        unused["fp8_recipe"] = "without --dtype fp8 (Transformer Engine scales FP8 GEMMs only)"
+    if framework != "torch":
+        unused["host_us_per_kernel"] = f"with --framework {framework} (only torch's host time paces a step)"
+    reject_unused(click.get_current_context(), unused)
+
+
 def parse_overlap(text: str) -> tuple[str, ...]:
     names = tuple(x.strip() for x in text.split(",") if x.strip() and x.strip() != "none")
     require(set(names) <= set(OVERLAP_DIMS), f"--overlap: use a comma list of {', '.join(OVERLAP_DIMS)} "
@@ -208,6 +220,7 @@ def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, se
     MoE parallel folding): the roofline's kernel times per pipeline stage, the 1F1B bubble
     (p-1)/(v m), each dimension's exposed communication and the AdamW step (docs/train.md).
     """
+    reject_step_unused(dtype, framework)
     spec = resolve_model(model, overrides)
     require(zero is None or fsdp is None, "give --zero or --fsdp, not both")
     opts = TrainStepOptions(gpus=gpus, seq=seq, global_batch=global_batch, micro_batch=micro_batch, tp=tp, pp=pp,

@@ -40,9 +40,13 @@ class Fit:
 
 
 def load_rows(path: str | Path) -> list[dict[str, Any]]:
+    """The NCCL rows of a file (mlsyscalc.readers.records checks them), the latest per collective, size, GPUs and
+    backend."""
+    from ..readers.records import read_comm_rows
+
     path = Path(path)
     require(path.exists(), f"no measured rows at {path}")
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = read_comm_rows(path, COLLECTIVES)
     latest = {(r["collective"], r["size_bytes"], r["gpus"], r["backend"]): r for r in rows}
     return sorted(latest.values(), key=lambda r: (COLLECTIVES.index(r["collective"]), r["size_bytes"]))
 

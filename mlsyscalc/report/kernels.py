@@ -7,7 +7,6 @@ calls it. Every number in the markdown comes from those rows; nothing is typed i
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..bench.rows import ResultStore, Row
@@ -222,8 +221,10 @@ def write_report(name: str, rows: list[Row], ceilings: dict | None, out_dir: Pat
 def write(name: str, folder: Path, command: str) -> Path:
     """folder/README.md and the plot (name: matmul or quant) from folder/rows.jsonl and folder/ceilings.json
     (the same card's ceilings, for the roofline column)."""
+    from ..calc.calibration import read_calibration
+
     ceilings_path = folder / "ceilings.json"
-    ceilings = json.loads(ceilings_path.read_text()) if ceilings_path.exists() else None
+    ceilings = read_calibration(ceilings_path) if ceilings_path.exists() else None
     rows = ResultStore(folder / "rows.jsonl").rows()
     if ceilings:
         add_predictions(rows, ceilings)

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from .markdown import markdown_table
@@ -102,5 +101,6 @@ def write_report(rows: list[dict], path: Path,
 
 
 def write(folder: Path, command: str) -> Path:
-    rows = [json.loads(line) for line in (folder / "rows.jsonl").read_text().splitlines() if line.strip()]
-    return write_report(rows, folder / "validation.md", command)
+    from ..readers.records import read_memory_records
+
+    return write_report(read_memory_records(folder / "rows.jsonl"), folder / "validation.md", command)

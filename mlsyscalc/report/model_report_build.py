@@ -29,26 +29,45 @@ def build_report(options: ReportOptions, runner: Runner, available: Sequence[str
 
 
 def _validate(options: ReportOptions):
-    """Bad input stops the report (exit 2) instead of turning every section into an error line."""
+    """Bad input stops the report (exit 2) instead of turning every section into an error line: the model,
+    the dtype, the layout (tp over the heads and widths, pp over the layers, tp x pp over --gpus), --top and
+    the --measured folder."""
+    from ..calc.plan_space import MAX_TOP
+    from ..calc.tensor_parallel import check_tp
+    from ..dtypes import dtype_name
     from ..errors import require
+    from ..readers.measured import measured_records
     from ..specs.lookup import load_model, parse_overrides
+    from ..validate import check_gpus
 
     spec = load_model(options.model, parse_overrides(options.overrides) or None)
+    dtype_name(options.dtype)
+    check_gpus(options.gpus, "--gpus")
     split = (options.tp or 1) * (options.pp or 1)
     require(options.gpus % split == 0, f"--gpus {options.gpus} is not a multiple of tp x pp = {split}")
+    if options.tp:
+        check_tp(spec, options.tp)
+    require((options.pp or 1) <= spec.num_layers, f"--pp {options.pp}: {spec.name} has {spec.num_layers} layers")
+    require(options.top <= MAX_TOP, f"--top: {options.top:,} is above the cap of {MAX_TOP} (docs/cli.md)")
+    if options.measured is not None:
+        measured_records(options.measured)  # a malformed rows file stops the report; others are skipped
     return spec
 
 
 def _fit_to_model(options: ReportOptions, spec) -> tuple[ReportOptions, str | None]:
     """A model with learned position embeddings (GPT-2, OPT) has no position beyond its table: the
-    sequence and the decode context (plus the new token) are capped to it, and the header says so."""
+    sequence, the decode context (plus the new token) and a served request (prompt + output - 1
+    positions) are capped to it, and the header says so."""
     limit = spec.max_position_embeddings
-    if not spec.learned_positions or not limit or (options.seq <= limit and options.context < limit):
+    serving = options.prompt_len + options.output_len - 1
+    if not spec.learned_positions or not limit or (options.seq <= limit and options.context < limit and serving <= limit):
         return options, None
     from dataclasses import replace
 
-    capped = replace(options, seq=min(options.seq, limit), context=min(options.context, limit - 1))
-    return capped, f"sequence and context capped to {spec.name}'s {limit:,} learned positions"
+    output = min(options.output_len, limit // 4)
+    capped = replace(options, seq=min(options.seq, limit), context=min(options.context, limit - 1),
+                     output_len=output, prompt_len=min(options.prompt_len, limit - output))
+    return capped, f"sequence, context and served requests capped to {spec.name}'s {limit:,} learned positions"
 
 
 def _cached(runner: Runner) -> Runner:

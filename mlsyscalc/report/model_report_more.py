@@ -42,16 +42,16 @@ def scaling_section(ctx: Context, sect: Section) -> None:
 
 
 def _rows_in(folder: Path) -> list:
-    from ..bench.rows import ResultStore
+    from ..bench.rows import row_from_flat
+    from ..readers.measured import measured_records
 
-    files = sorted([*folder.glob("**/*.jsonl"), *folder.glob("**/*.csv")])
     rows, seen = [], set()
-    for path in files:
-        try:
-            found = ResultStore(path).rows()
-        except (ValueError, KeyError, TypeError):
-            continue  # not a file of bench rows
-        for row in found:
+    for path, lines in measured_records(folder):  # files of other records are skipped there
+        latest = {}
+        for line in lines:
+            row = row_from_flat(line.record, from_text=path.suffix.lower() == ".csv")
+            latest[row.key] = row
+        for row in latest.values():
             same = (row.key, row.measured_at, row.median_ms)  # one run saved as both .jsonl and .csv counts once
             if same not in seen:
                 seen.add(same)
@@ -69,8 +69,6 @@ def measured_section(ctx: Context, sect: Section) -> None:
     if not folder:
         raise MlsysError("No measurements given: pass `--measured DIR` with rows written by `mlsys bench`.")
     path = Path(folder)
-    if not path.is_dir():
-        raise MlsysError(f"--measured {folder}: not a folder")
     rows = [(p, r) for p, r in _rows_in(path) if _matches_gpu(r, ctx.gpu) and r.median_ms]
     model = ctx.options.model.lower()
     own = [(p, r) for p, r in rows if model in " ".join(map(str, (r.shape, r.variant, *r.extra.values()))).lower()]

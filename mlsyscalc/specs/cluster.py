@@ -24,7 +24,13 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import MlsysError, require
+from ..readers import schema
 from .lookup import all_names, find_named, load_spec_dir, read_json, suggest
+
+
+# GPUs one node (one NVLink/PCIe domain) may hold: the largest NVLink domains announced hold 576 (NVL576).
+# plan walks the divisors of it for TP, and every rank count below it is a loop (docs/cli.md, "Caps on loops").
+MAX_GPUS_PER_NODE = 1024
 
 
 @dataclass(frozen=True)
@@ -195,52 +201,75 @@ def _link_dict(link: Link) -> dict[str, Any]:
     return data
 
 
-def _terms_from_dict(data: Mapping[str, Any], default: LinkTerms | None = None) -> LinkTerms:
+def _terms_from_dict(data: Mapping[str, Any], where: str, default: LinkTerms | None = None) -> LinkTerms:
     """Figures from JSON; a per-collective entry takes what it leaves out from its link (`default`)."""
-    get = lambda key, scale, fallback: float(data[key]) * scale if key in data else fallback  # noqa: E731
-    if default is None:
-        default = LinkTerms(float(data["bandwidth_GBps"]) * 1e9, float(data["latency_us"]) * 1e-6)
-    bandwidth, latency = get("bandwidth_GBps", 1e9, default.bandwidth_Bps), get("latency_us", 1e-6, default.latency_s)
-    overhead = get("call_overhead_us", 1e-6, default.call_overhead_s)
-    protocols = default.protocols if "protocols" not in data else tuple(
-        Protocol(str(p["name"]), float(p["bandwidth_GBps"]) * 1e9, float(p["latency_us"]) * 1e-6,
-                 float(p.get("base_latency_us", 0.0)) * 1e-6, float(p.get("buffer_bandwidth_GBps", 0.0)) * 1e9)
-        for p in data["protocols"])
-    figures = [(bandwidth, latency)] + [(p.bandwidth_Bps, min(p.latency_s, p.base_latency_s, p.buffer_bandwidth_Bps))
-                                        for p in protocols]
-    if not all(bw > 0 and lat >= 0 for bw, lat in figures) or overhead < 0:
-        raise ValueError(f"bandwidth_GBps must be > 0, latency_us, call_overhead_us and buffer_bandwidth_GBps >= 0 "
-                         f"in {dict(data)}")
+    def get(key: str, scale: float, fallback: float | None, above: float | None = None,
+            minimum: float | None = None) -> float:
+        value = schema.number(data, key, where, required=fallback is None, above=above, minimum=minimum)
+        return fallback if value is None else value * scale  # type: ignore[return-value]
+
+    base = default or LinkTerms(get("bandwidth_GBps", 1e9, None, above=0), get("latency_us", 1e-6, None, minimum=0))
+    bandwidth = get("bandwidth_GBps", 1e9, base.bandwidth_Bps, above=0)
+    latency = get("latency_us", 1e-6, base.latency_s, minimum=0)
+    overhead = get("call_overhead_us", 1e-6, base.call_overhead_s, minimum=0)
+    protocols = base.protocols if data.get("protocols") is None else tuple(
+        _protocol(p, f"{where} protocols[{i}]") for i, p in enumerate(schema.sequence(data, "protocols", where)))
     return LinkTerms(bandwidth, latency, protocols, overhead)
 
 
-def _link_from_dict(data: Mapping[str, Any]) -> Link:
-    base = _terms_from_dict(data)
-    per = {k: _terms_from_dict(v, base) for k, v in (data.get("per_collective") or {}).items()}
-    line_rate = float(data.get("line_rate_GBps", 0.0)) * 1e9
-    if line_rate < 0:
-        raise ValueError(f"line_rate_GBps must be >= 0, got {line_rate / 1e9}")
+def _protocol(data: Any, where: str) -> Protocol:
+    if not isinstance(data, dict):
+        raise MlsysError(f"{where}: a protocol must be a JSON object, got {data!r}")
+    return Protocol(schema.string(data, "name", where), schema.number(data, "bandwidth_GBps", where, above=0) * 1e9,
+                    schema.number(data, "latency_us", where, minimum=0) * 1e-6,
+                    schema.number(data, "base_latency_us", where, required=False, default=0.0, minimum=0) * 1e-6,
+                    schema.number(data, "buffer_bandwidth_GBps", where, required=False, default=0.0, minimum=0) * 1e9)
+
+
+def _link_from_dict(data: Any, where: str) -> Link:
+    if not isinstance(data, dict):
+        raise MlsysError(f"{where}: a link must be a JSON object, got {data!r}")
+    base = _terms_from_dict(data, where)
+    per = {}
+    for name, entry in schema.mapping(data, "per_collective", where).items():
+        if not isinstance(entry, dict):
+            raise MlsysError(f"{where} per_collective: key {name!r}: must be a JSON object, got {entry!r}")
+        per[name] = _terms_from_dict(entry, f"{where} per_collective.{name}", base)
+    line_rate = schema.number(data, "line_rate_GBps", where, required=False, default=0.0, minimum=0) * 1e9
     return Link(str(data.get("link", "")), base.bandwidth_Bps, base.latency_s, per, base.protocols,
                 base.call_overhead_s, line_rate)
 
 
+def _strings(data: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+    value = data.get(key)
+    items = [value] if isinstance(value, str) else schema.sequence(data, key, where)
+    if not all(isinstance(x, str) for x in items):
+        raise schema.fail(where, key, "must be a list of strings")
+    return tuple(items)
+
+
 def cluster_from_dict(data: Mapping[str, Any], where: str) -> ClusterSpec:
+    """A ClusterSpec from the JSON of model_specs/clusters/*.json, every field checked: a bad one is
+    "<where>: malformed cluster spec: <section>: key '<key>': <problem>"."""
     try:
-        gpus_per_node = int(data["gpus_per_node"])
-        if gpus_per_node < 1:
-            raise ValueError("gpus_per_node must be at least 1")
-        domain = int(data.get("nvlink_domain_gpus") or 0)
+        if not isinstance(data, dict):
+            raise MlsysError("a cluster spec must be a JSON object")
+        gpus_per_node = schema.integer(data, "gpus_per_node", "", maximum=MAX_GPUS_PER_NODE)
+        domain = schema.integer(data, "nvlink_domain_gpus", "", required=False, default=0, minimum=0,
+                                maximum=MAX_GPUS_PER_NODE)
         if domain and (domain < gpus_per_node or domain % gpus_per_node):
-            raise ValueError(f"nvlink_domain_gpus {domain} must be a multiple of gpus_per_node {gpus_per_node}")
+            raise schema.fail("", "nvlink_domain_gpus", f"{domain} must be a multiple of gpus_per_node {gpus_per_node}")
         inter = data.get("inter_node")
         return ClusterSpec(
-            name=str(data["name"]), gpu=str(data.get("gpu", "")), gpus_per_node=gpus_per_node,
-            intra=_link_from_dict(data["intra_node"]), inter=None if inter is None else _link_from_dict(inter),
-            source=tuple(data.get("source") or ()), notes=str(data.get("notes", "")),
-            aliases=tuple(data.get("aliases", ())), measured=bool(data.get("measured", False)), domain_gpus=domain,
+            name=schema.string(data, "name", ""), gpu=schema.string(data, "gpu", "", required=False, default=""),
+            gpus_per_node=gpus_per_node,
+            intra=_link_from_dict(schema.mapping(data, "intra_node", "", required=True), "intra_node"),
+            inter=None if inter is None else _link_from_dict(inter, "inter_node"),
+            source=_strings(data, "source", ""), notes=str(data.get("notes", "")),
+            aliases=_strings(data, "aliases", ""), measured=schema.boolean(data, "measured", ""), domain_gpus=domain,
         )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise MlsysError(f"{where}: malformed cluster spec ({exc.__class__.__name__}: {exc})") from None
+    except MlsysError as exc:
+        raise MlsysError(f"{where}: malformed cluster spec: {exc}") from None
 
 
 @lru_cache(maxsize=None)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from ..errors import MlsysError
+from ..readers import files
 from .hf import from_hf_config
 from .model import ModelSpec
 
@@ -27,15 +28,9 @@ def _data_dir(kind: str) -> Traversable:
 
 
 def read_json(path: Any, what: str) -> Any:
-    """Read a JSON file; a missing, unreadable or malformed file is an MlsysError."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MlsysError(f"{what}: cannot read {path}: {exc.__class__.__name__}: {exc}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise MlsysError(f"{what}: {path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    """Read a JSON file; a missing, unreadable or malformed file (or one holding NaN or an infinity) is an
+    MlsysError naming it (mlsyscalc.readers.files)."""
+    return files.read_json(path, what)
 
 
 def load_spec_dir(kind: str, parse: Callable[[Any, str], Any], what: str) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from ...calc.memory_infer import InferOptions, infer_memory
 from ...calc.memory_train import TrainOptions, train_memory
+from ...readers.records import read_memory_records
 from ...specs.lookup import load_model
 from ..rows import Row
 
@@ -184,7 +185,7 @@ def run_all(out: Path, device="cuda", train_cases=TRAIN_CASES, infer_cases=INFER
 
     out.mkdir(parents=True, exist_ok=True)
     rows_path = out / "rows.jsonl"
-    done = [json.loads(x) for x in rows_path.read_text().splitlines() if x.strip()] if rows_path.exists() else []
+    done = read_memory_records(rows_path) if rows_path.exists() else []
     rows = [r for r in done if "error" not in r]  # a rerun resumes: measured cases are kept
     env = environment()
     jobs = [("train", c) for c in train_cases] + [("infer", c) for c in infer_cases]

@@ -1,0 +1,229 @@
+"""Hand-planted bugs outside calc/ and specs/: in the CLI views, the report writer, the bench summaries,
+the file readers and the unit formatters. Each is a realistic edit a reviewer could miss (a column
+showing its neighbour's key, GB for GiB, a count from the wrong option, a check that no longer fires),
+written by hand, not generated; `scripts/mutation.py` plants the operator-level ones.
+
+Every bug is one exact text replacement (`old` must occur once in `path`). It is applied to a scratch
+copy of the repository (scripts/mutation.py's `prepare_copy`) and the area's test files (mutation.py's
+OUTSIDE_TESTS) run against it,
+one file at a time, until one fails (killed) or all pass (survived); the same forked runner as
+scripts/mutation.py, so a bug costs its tests' time.
+
+    python scripts/mutation_planted.py --out reports/mutation/planted_outside.jsonl
+    python scripts/mutation_planted.py --without tests/test_values_views.py ... --out FILE   # the suite before
+    python scripts/mutation_planted.py --report --out reports/mutation/planted_outside.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mutation import ROOT, _warm_imports, prepare_copy, run_tests, tests_for  # noqa: E402  (scripts/mutation.py)
+
+@dataclass(frozen=True)
+class Bug:
+    path: str
+    old: str
+    new: str
+    what: str  # what a user would see
+
+
+BUGS = [
+    # ---- cli/: the views users read ----
+    Bug("mlsyscalc/cli/serve_views.py", 'for q in (50, 90, 99)),\n             fmt_seconds(m[f"{key}_mean_s"])',
+        'for q in (50, 90, 90)),\n             fmt_seconds(m[f"{key}_mean_s"])', "serve table: the p99 column shows p90"),
+    Bug("mlsyscalc/cli/serve_views.py", '["throughput (output tokens/s)", m["throughput_tokens_per_s"], ""]',
+        '["throughput (output tokens/s)", m["throughput_requests_per_s"], ""]', "serve: tokens/s row shows requests/s"),
+    Bug("mlsyscalc/cli/serve_views.py", "f\"{100 * m['slo_attainment']:.1f}% attain\"",
+        "f\"{100 * m['kv_utilization_mean']:.1f}% attain\"", "serve: SLO attainment shows KV utilisation"),
+    Bug("mlsyscalc/cli/serve_views.py", '["KV blocks", kv.blocks, f"{fmt_bytes(kv.block_bytes)} each"]',
+        '["KV blocks", kv.blocks, f"{fmt_bytes(kv.block_bytes / 16)} each"]', "serve: KV block size per token"),
+    Bug("mlsyscalc/cli/serve_views.py", 'keys = ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p99_s",',
+        'keys = ("ttft_p50_s", "ttft_p90_s", "tpot_p50_s", "tpot_p99_s", "e2e_p99_s",',
+        "serve sweep: the ttft_p99_s column holds p90"),
+    Bug("mlsyscalc/cli/serve_views.py", '["decode busy fraction", p["decode_busy_fraction"]]',
+        '["decode busy fraction", p["prefill_busy_fraction"]]', "disagg: decode busy shows prefill's"),
+    Bug("mlsyscalc/cli/serve_views.py", 'base.metrics["goodput_requests_per_s"] / base.options.tp',
+        'base.metrics["goodput_requests_per_s"]', "search: colocated goodput per GPU not divided by tp"),
+    Bug("mlsyscalc/cli/serve_views.py", 'fmt_seconds(v["draft_s"]), fmt_seconds(v["verify_s"])',
+        'fmt_seconds(v["verify_s"]), fmt_seconds(v["draft_s"])', "speculative: draft and verify columns swapped"),
+    Bug("mlsyscalc/cli/train.py", 'rows = [[k, v, f"{100 * v / total:.1f}%"] for k, v in step.breakdown.items()]',
+        'rows = [[k, v, f"{100 * v / step.breakdown[\'compute_s\']:.1f}%"] for k, v in step.breakdown.items()]',
+        "train: shares of compute time, not of the step"),
+    Bug("mlsyscalc/cli/train.py", '["model TFLOP/s per GPU", step.tflops_per_gpu / 1e12]',
+        '["model TFLOP/s per GPU", step.tflops_per_gpu / 1e9]', "train: TFLOP/s shown in GFLOP/s"),
+    Bug("mlsyscalc/cli/train.py", '["MFU", step.mfu], ["HFU", step.hfu]', '["MFU", step.hfu], ["HFU", step.hfu]',
+        "train: MFU row shows HFU"),
+    Bug("mlsyscalc/cli/train.py", 'comm = [[d, t, step.breakdown[f"{d}_comm_s"]]', 'comm = [[d, t, t]',
+        "train: exposed communication shows the total"),
+    Bug("mlsyscalc/cli/plan.py", 'rows.append([rank, lay["tp"], lay["pp"], _split(lay), lay["dp"], lay["cp"],',
+        'rows.append([rank, lay["tp"], lay["pp"], _split(lay), lay["cp"], lay["dp"],', "plan: dp and cp columns swapped"),
+    Bug("mlsyscalc/cli/plan.py", '{result.searched:,} layouts timed, {result.feasible:,} fit',
+        '{result.feasible:,} layouts timed, {result.searched:,} fit', "plan title: searched and feasible swapped"),
+    Bug("mlsyscalc/cli/plan.py", 'c["mfu"], fmt_bytes(c["memory_bytes_per_gpu"]),',
+        'c["hfu"], fmt_bytes(c["memory_bytes_per_gpu"]),', "plan: MFU column shows HFU"),
+    Bug("mlsyscalc/cli/roofline_views.py", '["MFU (of datasheet peak)", r.mfu, f"{100 * r.mfu:.1f}%"]',
+        '["MFU (of datasheet peak)", r.mfu, f"{100 * r.mbu:.1f}%"]', "roofline: MFU readable shows MBU"),
+    Bug("mlsyscalc/cli/roofline_views.py", '["weights per GPU", r.weight_bytes, fmt_bytes(r.weight_bytes)]',
+        '["weights per GPU", r.weight_bytes, fmt_bytes(r.kv_cache_bytes)]', "roofline: weights show the KV cache"),
+    Bug("mlsyscalc/cli/memory.py", 'return f"{value / 1e9:,.2f} GB"', 'return f"{value / 2**30:,.2f} GB"',
+        "memory: the GB column in GiB"),
+    Bug("mlsyscalc/cli/memory.py", 'rows.append(["total", total, fmt_bytes(total), _gb(total), "100.0%"])',
+        'rows.append(["total", total, fmt_bytes(total), _gb(total), f"{100 * total / max(parts.values()):.1f}%"])',
+        "memory: the total's share of the largest part"),
+    Bug("mlsyscalc/cli/serve.py", 'values[key.strip() + "_s"] = seconds = float(value)',
+        'values[("tpot" if key.strip() == "ttft" else "ttft") + "_s"] = seconds = float(value)',
+        "serve --slo: ttft and tpot swapped"),
+    Bug("mlsyscalc/cli/serve.py", 'items, cap = values.split(","), serve_limits.MAX_SIMULATIONS',
+        'items, cap = values.split(",")[1:] or values.split(","), serve_limits.MAX_SIMULATIONS',
+        "serve --sweep: the first rate dropped"),
+    Bug("mlsyscalc/cli/serve.py", 'if not policy.chunk_budget:\n        unused["chunk"]',
+        'if policy.chunk_budget:\n        unused["chunk"]', "serve: --chunk refused with sarathi, allowed elsewhere"),
+    Bug("mlsyscalc/cli/serve.py", 'for name, other in (("rate", "sweep"), ("disagg", "search")):',
+        'for name, other in (("disagg", "search"),):', "serve: --rate with --sweep silently ignored again"),
+    Bug("mlsyscalc/cli/render.py", '        return f"{value:.4g}"\n    return str(value)',
+        '        return f"{value:.2g}"\n    return str(value)', "tables: floats to 2 significant digits"),
+    Bug("mlsyscalc/cli/render.py", 'if value < 0 and key.endswith(_UNSIGNED_ENDINGS)',
+        'if value < -1 and key.endswith(_UNSIGNED_ENDINGS)', "results: small negative sizes printed"),
+    Bug("mlsyscalc/cli/options.py", 'flag = next((p.opts[0] for p in ctx.command.params if p.name == name), name)',
+        'flag = name', "options that do not apply: named by the Python name, not the flag"),
+    Bug("mlsyscalc/cli/main.py", 'click.echo(f"error: {exc}", err=True)\n            ctx.exit(2)',
+        'click.echo(f"error: {exc}", err=True)\n            ctx.exit(1)', "bad input exits 1"),
+    Bug("mlsyscalc/cli/bench_comm.py", '    if from_rows:\n        reject_unused(', '    if not from_rows:\n        reject_unused(',
+        "bench comm --from: run options silently ignored"),
+    # ---- report/ ----
+    Bug("mlsyscalc/report/model_report.py", "return _three_digits(nbytes / 2**30)", "return _three_digits(nbytes / 1e9)",
+        "report: GiB computed as GB (+7.4%)"),
+    Bug("mlsyscalc/report/model_report.py", '"pct": lambda v: f"{100 * v:.1f}%"', '"pct": lambda v: f"{v:.1f}%"',
+        "report: percentages of 1"),
+    Bug("mlsyscalc/report/model_report.py", '"ms": lambda v: _three_digits(v * 1e3)', '"ms": lambda v: _three_digits(v * 1e6)',
+        "report: ms columns in us"),
+    Bug("mlsyscalc/report/model_report_infer.py", 'f"Prefill of {o.seq:,}-token prompts', 'f"Prefill of {o.context:,}-token prompts',
+        "report: prefill sentence counts the context"),
+    Bug("mlsyscalc/report/model_report_infer.py", '("ttft_p99_s", "TTFT p99", "ms")', '("ttft_p90_s", "TTFT p99", "ms")',
+        "report: serving TTFT p99 column holds p90"),
+    Bug("mlsyscalc/report/model_report_infer.py", 'sect.q(c, "kv_cache_bytes", "GiB"), sect.q(c, "total_bytes", "GiB")',
+        'sect.q(c, "total_bytes", "GiB"), sect.q(c, "total_bytes", "GiB")', "report: KV column shows the total"),
+    Bug("mlsyscalc/report/model_report_sections.py", 'f"FLOPs of one sequence of {ctx.options.seq:,} tokens "',
+        'f"FLOPs of one sequence of {ctx.options.context:,} tokens "', "report: FLOPs sentence counts the context"),
+    Bug("mlsyscalc/report/model_report_sections.py", 'f"Per-GPU training memory in GiB, micro-batch {o.micro_batch} x',
+        'f"Per-GPU training memory in GiB, micro-batch {o.global_batch} x', "report: memory sentence's micro-batch"),
+    Bug("mlsyscalc/report/model_report_more.py", '"" if r.prediction_error is None else f"{100 * r.prediction_error:+.1f}%"',
+        '"" if r.prediction_error is None else f"{-100 * r.prediction_error:+.1f}%"', "report: measured error sign flipped"),
+    Bug("mlsyscalc/report/model_report_build.py", "if options.tp:\n        check_tp(spec, options.tp)",
+        "if options.tp and options.pp:\n        check_tp(spec, options.tp)", "report: --tp over the heads unchecked"),
+    # ---- bench/ ----
+    Bug("mlsyscalc/bench/model_report.py", "peak / 2**30 if peak else None", "peak / 1e9 if peak else None",
+        "bench model: peak_GiB in GB"),
+    Bug("mlsyscalc/bench/rows.py", "return amount / (ms * 1e-3) / unit", "return amount / (ms * 1e-6) / unit",
+        "rows: rates 1000x too large"),
+    Bug("mlsyscalc/bench/rows.py", 'row.ok = data.get("ok") in (True, "True", "true", 1, "1")',
+        'row.ok = data.get("ok") in (True, "True", 1)', "rows: a CSV's lowercase true reads as not ok"),
+    # ---- readers ----
+    Bug("mlsyscalc/readers/trace.py", 'schema.integer(r, "prompt_len", where, maximum=MAX_REQUEST_TOKENS, text=text),\n'
+        '                    schema.integer(r, "output_len"',
+        'schema.integer(r, "output_len", where, maximum=MAX_REQUEST_TOKENS, text=text),\n'
+        '                    schema.integer(r, "prompt_len"', "trace: prompt and output lengths swapped"),
+    Bug("mlsyscalc/readers/files.py", "    return text.removeprefix(BOM)", "    return text",
+        "readers: a byte-order mark kept in the first column name"),
+    Bug("mlsyscalc/readers/files.py", "        start = reader.line_num + 1\n", "        start = reader.line_num\n",
+        "CSV: line numbers one short after the first row"),
+    Bug("mlsyscalc/readers/files.py", "            found = nonfinite_path(item, f\"{path}[{i}]\")\n            if found:",
+        "            found = None\n            if found:", "JSON: NaN inside a list accepted"),
+    Bug("mlsyscalc/readers/schema.py", "    if minimum is not None and value < minimum:", "    if minimum is not None and value < minimum - 1:",
+        "schema: a number just below its minimum accepted"),
+    Bug("mlsyscalc/readers/rows.py", 'schema.number(record, key, where, required=False, minimum=None if key in SIGNED_FIELDS else 0, text=text)',
+        'schema.number(record, key, where, required=False, minimum=None, text=text)', "rows: negative times accepted"),
+    Bug("mlsyscalc/readers/measured.py", "        except NotRows:\n", "        except MlsysError:\n",
+        "--measured: a malformed rows file silently skipped"),
+    Bug("mlsyscalc/readers/model_rows.py", '    schema.number(record, "median_ms", where, above=0, text=text)\n', "",
+        "model rows: a row without a time accepted for the fit"),
+    # ---- units ----
+    Bug("mlsyscalc/units.py", '((1024**4, "TiB"), (1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB"))',
+        '((1024**4, "TiB"), (1000**3, "GiB"), (1024**2, "MiB"), (1024, "KiB"))', "fmt_bytes: GiB from 10^9 bytes"),
+    Bug("mlsyscalc/units.py", '    if value >= 1e-3:\n        return f"{value * 1e3:.3g} ms"',
+        '    if value >= 1e-2:\n        return f"{value * 1e3:.3g} ms"', "fmt_seconds: 1-10 ms shown in us"),
+]
+
+
+def run(out: Path, without: list[str], scratch: Path, rerun_survived: bool = False) -> None:
+    prepare_copy(scratch)
+    _warm_imports()
+    skip = {Path(w).name for w in without}
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
+    baselines: dict[tuple[str, ...], float] = {}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()] if out.exists() else []
+    done = {(r["path"], r["what"], tuple(r["without"])): r["status"] for r in rows}  # the latest row wins
+    for bug in BUGS:
+        previous = done.get((bug.path, bug.what, tuple(sorted(skip))))
+        if previous is not None and not (rerun_survived and previous == "survived"):
+            continue  # a rerun resumes (--rerun-survived: only the survivors run again, after new tests)
+        tests = [t for t in dict.fromkeys(tests_for(bug.path)) if t not in skip]
+        if tuple(tests) not in baselines:
+            t0 = time.monotonic()
+            state = run_tests(scratch, tests, 1200)[0]
+            if state != "survived":
+                raise SystemExit(f"{tests}: the tests fail without a bug ({state})")
+            baselines[tuple(tests)] = time.monotonic() - t0
+        target = scratch / bug.path
+        original = target.read_text()
+        if original.count(bug.old) != 1:
+            raise SystemExit(f"{bug.path}: the text of {bug.what!r} occurs {original.count(bug.old)} times")
+        target.write_text(original.replace(bug.old, bug.new))
+        t1 = time.monotonic()
+        try:
+            status, killers = run_tests(scratch, tests, 3 * baselines[tuple(tests)] + 20)
+        finally:
+            target.write_text(original)
+        row = {"path": bug.path, "what": bug.what, "status": status, "killer": killers[:1],
+               "seconds": round(time.monotonic() - t1, 2), "commit": commit, "without": sorted(skip)}
+        with out.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(f"{status:9s} {bug.path}: {bug.what}", flush=True)
+
+
+def report(out: Path) -> str:
+    rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    latest = {(r["path"], r["what"]): r for r in rows}
+    by_area: dict[str, list[dict]] = {}
+    for r in latest.values():
+        by_area.setdefault(r["path"].split("/")[1] if r["path"].count("/") > 1 else Path(r["path"]).name, []).append(r)
+    lines = ["| area | bugs | caught | survived |", "| --- | ---: | ---: | ---: |"]
+    for area, members in sorted(by_area.items()):
+        caught = sum(m["status"] in ("killed", "timeout") for m in members)
+        lines.append(f"| {area} | {len(members)} | {caught} | {len(members) - caught} |")
+    caught = sum(r["status"] in ("killed", "timeout") for r in latest.values())
+    lines.append(f"| **all** | {len(latest)} | {caught} | {len(latest) - caught} |")
+    lines += [f"- survived: `{r['path']}`: {r['what']}" for r in latest.values() if r["status"] not in ("killed", "timeout")]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "reports/mutation/planted_outside.jsonl")
+    parser.add_argument("--without", nargs="*", default=[], help="test files left out (the suite before they existed)")
+    parser.add_argument("--scratch", type=Path, default=Path("/tmp/mlsys_planted"))
+    parser.add_argument("--only-existing", action="store_true", help="only bugs whose file exists on main")
+    parser.add_argument("--rerun-survived", action="store_true", help="run the survivors of --out again")
+    parser.add_argument("--report", action="store_true")
+    opts = parser.parse_args()
+    if opts.report:
+        print(report(opts.out))
+        return
+    if opts.only_existing:
+        global BUGS
+        BUGS = [b for b in BUGS if subprocess.run(["git", "cat-file", "-e", f"main:{b.path}"], cwd=ROOT).returncode == 0]
+    run(opts.out, opts.without, opts.scratch, opts.rerun_survived)
+
+
+if __name__ == "__main__":
+    main()
