@@ -11,6 +11,9 @@
 #   spot       a quick check that behaviour is unchanged: quant GPU tests, the W8A16/W4A16 decode and
 #              prefill sweeps, W8A8 at M = 1, and a few matmul and attention shapes of the committed reports
 #   comm       NCCL collectives over every GPU of the host (scripts/device_comm.sh)
+#   eight-gpu  issue 42 on an 8-GPU host (scripts/device_8gpu.sh): collectives on 8, then 2 and 4 GPUs, and the
+#              training layouts TP 8, FSDP2 8, TP 4 x PP 2, TP 2 x FSDP2 4 (llama2-7b), held out against the committed
+#              predictions; about 6-8 minutes. Score: python scripts/score_8gpu.py <fetched OUT>/eight_gpu
 #   memory     the memory calculator against torch.cuda.max_memory_allocated (bench/cases/memory.py)
 #   models     whole-model prefill/decode/train runs (scripts/device_models.sh, when it exists)
 #   sustained  each ceiling back to back until the card settles (mlsys bench ceilings --sustained), the training
@@ -19,7 +22,7 @@
 # copied in first (not with FRESH=1), so a sweep resumes and keeps them. Afterwards, on any machine:
 #   mlsys bench report <fetched OUT> --out reports
 set -uo pipefail
-MODE=${1:?usage: scripts/device.sh tests|kernels|attention|fused|serve-attention|spot|comm|memory|models|sustained}
+MODE=${1:?usage: scripts/device.sh tests|kernels|attention|fused|serve-attention|spot|comm|eight-gpu|memory|models|sustained}
 OUT=${OUT:-device_out}
 BUDGET_S=${BUDGET_S:-540}
 mkdir -p "$OUT"
@@ -101,6 +104,9 @@ case "$MODE" in
     gpu_tests tests/test_kernels_attention.py ;;
   comm)
     OUT="$OUT/comm" bash scripts/device_comm.sh ;;
+  eight-gpu)   # its own budget: what is left of this one, less a margin for the summary below
+    OUT="$OUT/eight_gpu" BUDGET_S=$(( $(left) - 15 )) bash scripts/device_8gpu.sh
+    tail -n 30 "$OUT/eight_gpu/steps.jsonl" ;;
   memory)
     MLSYS_COMMIT=${MLSYS_GIT_COMMIT:-unknown} timeout "$(left)" python3 -m mlsyscalc.bench.cases.memory --out "$OUT/memory" ;;
   models)   # hook: the whole-model validation writes its own script; this mode runs it when it lands
@@ -114,6 +120,6 @@ case "$MODE" in
     timeout "$(left)" python3 scripts/train_ops_measure.py --out "$OUT/sustained/train_ops.jsonl" \
       --steady "${STEADY_S:-25}" --model llama3-8b --layers 8 --seq 8192
     echo "train_ops_measure -> exit $? at $(( $(date +%s) - start )) s" ;;
-  *) echo "unknown mode $MODE (tests, kernels, attention, fused, serve-attention, spot, comm, memory, models, sustained)"; exit 2 ;;
+  *) echo "unknown mode $MODE (tests, kernels, attention, fused, serve-attention, spot, comm, eight-gpu, memory, models, sustained)"; exit 2 ;;
 esac
 echo "== done after $(( $(date +%s) - start )) s"

@@ -13,7 +13,7 @@ Steps per case (each adds one cost; calc.train_probe):
   fsdp             plain step, then FSDP2 over all ranks                                 op_s, fsdp_layer_s
   fsdp-zero2       the same, FSDP2 without resharding after the forward                   op_s, fsdp_layer_s
   fsdp-tp          plain step, TP over rank pairs, then FSDP2 x TP                       op_s, dtensor_matmul_s, fsdp_layer_s
-  tp-pp            plain step, then TP over rank pairs (vocabulary not split, as tp-pp)  op_s, dtensor_matmul_s
+  tp-pp            plain step, then TP over the case's tp group (vocabulary whole)       op_s, dtensor_matmul_s
 dtensor_param_s = the last DTensor step's optimizer time / its parameter tensors.
 """
 
@@ -37,7 +37,7 @@ def probe_plan(case: str, lay: dict) -> list[tuple[str, dict]]:
     if case in ("tp", "fsdp", "fsdp-zero2"):
         steps.append((case, lay))
     if case in ("fsdp-tp", "tp-pp"):
-        steps.append(("tp", one | {"tp": lay["tp"]}))  # TP over rank pairs (the case's tp group)
+        steps.append(("tp", one | {"tp": lay["tp"]}))  # TP over the case's tp group
     if case == "fsdp-tp":
         steps.append((case, lay))
     return steps

@@ -17,13 +17,16 @@ Every case does the same work per GPU (--seqs-per-gpu sequences of --seq tokens 
   pp-gpipe, pp-1f1b, pp-interleaved
                torch.distributed.pipelining: ScheduleGPipe, Schedule1F1B, ScheduleInterleaved1F1B (2 stages a
                rank), 2 x stages micro-batches of one sequence
-  fsdp-tp      2 x 2 device mesh: TP inside pairs of ranks, FSDP2 across them
-  tp-pp        2 x 2 device mesh: DTensor TP (as tp, vocabulary not split) inside each of 2 pipeline stages,
-               Schedule1F1B across them, 8 micro-batches of one sequence
-The model is a llama built from a ModelSpec by mlsyscalc.bench.torch_models.build_model (the same seed in
-every case, so the first losses agree). Timing: CUDA-synchronised wall clock of --steps steps after --warmup
-steps, split into forward+backward (with the communication it waits for) and the optimizer; the median per
-rank, the slowest rank's. Memory: torch.cuda.max_memory_allocated per rank over the timed steps. Rank 0
+  fsdp-tp      (ranks / 2) x 2 device mesh: TP inside pairs of ranks, FSDP2 across the pairs (2 x 2 on 4 ranks,
+               TP 2 x FSDP 4 on 8)
+  tp-pp        2 x (ranks / 2) device mesh: DTensor TP (as tp, vocabulary not split) over half the ranks inside each
+               of 2 pipeline stages, Schedule1F1B across them, 2 x ranks micro-batches of one sequence (TP 2 x PP 2
+               on 4 ranks, TP 4 x PP 2 on 8)
+The model (--model) is a llama built from a ModelSpec by mlsyscalc.bench.torch_models.build_model (the same seed in
+every case, so the first losses agree): by default the 2.7B of the 2- and 4-GPU runs, llama2-7b as published for
+the 8-GPU layouts (scripts/eight_gpu_plan.py), or a tiny one for the CPU. Timing: CUDA-synchronised wall clock of
+--steps steps after --warmup steps, split into forward+backward (with the communication it waits for) and the
+optimizer; the median per rank, the slowest rank's. Memory: torch.cuda.max_memory_allocated per rank over the timed steps. Rank 0
 appends one JSON row a case to DIR/train_rows.jsonl; before each case (on by default with cuda, --host-probe) a
 host probe in the same process times a tiny model in the case's layout and records the torch host costs it
 solves as the row's `host_probe` (scripts/train_host_probe.py). On the CPU (`--device cpu`, gloo) the same code runs as
@@ -50,23 +53,28 @@ CASES = ("single", "ddp", "fsdp", "fsdp-zero2", "tp", "pp-gpipe", "pp-1f1b", "pp
 # 2 x 2048 tokens a GPU is compute-bound on an H200 (about 35 TFLOP of matmuls a GPU).
 MODEL = ("llama2-7b", {"hidden_size": 2560, "num_hidden_layers": 32, "num_attention_heads": 20,
                        "num_key_value_heads": 20, "intermediate_size": 6912})
-TINY = ("llama2-7b", {"hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 4,
+# 8 heads of 8, so that TP splits them over up to 8 CPU ranks
+TINY = ("llama2-7b", {"hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 8,
                       "intermediate_size": 128, "vocab_size": 256})
+# llama2-7b as published (hidden 4096, 32 layers, 32 heads of 128, MLP 11008, vocab 32000): the 8-GPU layouts
+MODELS = {"llama-2.7b": MODEL, "llama2-7b": ("llama2-7b", {}), "tiny": TINY}
 
 
 def layout(case: str, world: int, per_gpu: int = 2) -> dict[str, int]:
-    """dp, tp, pp, vp, micro_batch and micro-batches per step of a case on `world` ranks (`mlsys train`'s flags)."""
+    """dp, tp, pp, vp, micro_batch and micro-batches per step of a case on `world` ranks (`mlsys train`'s flags);
+    ValueError for a case the ranks cannot run."""
     if case == "single" and world != 1:
-        raise SystemExit("single is the one-GPU reference: run it on 1 rank")
-    if case in ("fsdp-tp", "tp-pp") and world != 4:
-        raise SystemExit(f"{case} is a 2 x 2 case: run it on 4 ranks")
+        raise ValueError("single is the one-GPU reference: run it on 1 rank")
+    if case in ("fsdp-tp", "tp-pp") and (world < 4 or world % 2):
+        raise ValueError(f"{case} splits the ranks in two halves of at least 2: run it on an even number of at "
+                         f"least 4 ranks, not {world}")
     base = {"dp": 1, "tp": 1, "pp": 1, "vp": 1, "micro_batch": per_gpu, "micro_batches": 1}
-    if case == "fsdp-tp":
-        return base | {"dp": 2, "tp": 2, "micro_batch": 2 * per_gpu}
+    if case == "fsdp-tp":  # TP inside pairs of ranks, FSDP2 across the pairs
+        return base | {"dp": world // 2, "tp": 2, "micro_batch": 2 * per_gpu}
     if case == "tp":
         return base | {"tp": world, "micro_batch": world * per_gpu}
-    if case == "tp-pp":
-        return base | {"tp": 2, "pp": 2, "micro_batch": 1, "micro_batches": per_gpu * world}
+    if case == "tp-pp":  # 2 pipeline stages of TP over half the ranks
+        return base | {"tp": world // 2, "pp": 2, "micro_batch": 1, "micro_batches": per_gpu * world}
     if case.startswith("pp-"):
         return base | {"pp": world, "vp": 2 if case == "pp-interleaved" else 1, "micro_batch": 1,
                        "micro_batches": per_gpu * world}
@@ -271,7 +279,7 @@ def build_case(case: str, spec, world: int, rank: int, lay: dict, seq: int, devi
     model = build_model(spec, "float32", device, flash=True)
     if case in ("fsdp", "fsdp-zero2", "fsdp-tp"):
         if case == "fsdp-tp":
-            mesh = init_device_mesh(device.type, (2, 2), mesh_dim_names=("dp", "tp"))
+            mesh = init_device_mesh(device.type, (lay["dp"], lay["tp"]), mesh_dim_names=("dp", "tp"))
             tp_plan(model, mesh["tp"], vocab=True)
             logits_forward(model)
             shard_fsdp(model, mesh["dp"])
@@ -281,9 +289,9 @@ def build_case(case: str, spec, world: int, rank: int, lay: dict, seq: int, devi
         return plain_step(model, vocab_parallel=case == "fsdp-tp"), opt
     model = model.to(torch.bfloat16)
     if case == "tp-pp":
-        mesh = init_device_mesh(device.type, (2, 2), mesh_dim_names=("pp", "tp"))
+        mesh = init_device_mesh(device.type, (lay["pp"], lay["tp"]), mesh_dim_names=("pp", "tp"))
         tp_plan(model, mesh["tp"], vocab=False)
-        step, mods = pipeline_case(model, "pp-1f1b", mesh["pp"].get_local_rank(), 2, lay["micro_batches"], seq,
+        step, mods = pipeline_case(model, "pp-1f1b", mesh["pp"].get_local_rank(), lay["pp"], lay["micro_batches"], seq,
                                    device, group=mesh["pp"].get_group())
         del model
         return step, MixedAdamW(layer_groups(mods), lr=1e-5)
@@ -391,7 +399,7 @@ def run(args) -> None:
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
-    base, overrides = TINY if args.tiny else MODEL
+    base, overrides = MODELS["tiny" if args.tiny else args.model]
     spec = load_model(base, overrides)
     probing = args.device == "cuda" if args.host_probe is None else args.host_probe
     for case in args.case:
@@ -449,7 +457,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--profile", help="profile two more steps; Chrome traces (gzipped) go to this folder")
-    ap.add_argument("--tiny", action="store_true", help="a 4-layer 64-wide llama (CPU smoke test)")
+    ap.add_argument("--model", default="llama-2.7b", choices=tuple(MODELS),
+                    help="llama-2.7b: the 2.7B of the 2- and 4-GPU runs; llama2-7b: the built-in as published; "
+                         "tiny: as --tiny [default: llama-2.7b]")
+    ap.add_argument("--tiny", action="store_true", help="a 4-layer 64-wide llama (CPU smoke test; --model tiny)")
     ap.add_argument("--sdpa-backend", default="default", choices=SDPA_BACKENDS,
                     help="the only SDPA backend left on (the row's sdpa_backend; mlsys train --attention flash2 "
                          "prices flash on Hopper) [default: torch's choice]")
@@ -460,7 +471,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--probe-steps", type=int, default=PROBE_STEPS, help="timed steps of each probe step")
     ap.add_argument("--probe-after", action="store_true",
                     help="probe again after the case (the row's host_probe_after: how far the host moved meanwhile)")
-    run(ap.parse_args(argv))
+    args = ap.parse_args(argv)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    for case in args.case:  # before any process group: a layout the ranks cannot run is bad usage (exit 2)
+        try:
+            layout(case, world, args.seqs_per_gpu)
+        except ValueError as exc:
+            ap.error(str(exc))
+    run(args)
 
 
 if __name__ == "__main__":

@@ -25,11 +25,16 @@ def test_layouts():
     assert tm.layout("fsdp-tp", 4) == {"dp": 2, "tp": 2, "pp": 1, "vp": 1, "micro_batch": 4, "micro_batches": 1}
     # 2 stages x tp 2: 8 micro-batches of one sequence over 4 GPUs is 2 sequences a GPU
     assert tm.layout("tp-pp", 4) == {"dp": 1, "tp": 2, "pp": 2, "vp": 1, "micro_batch": 1, "micro_batches": 8}
-    with pytest.raises(SystemExit, match="4 ranks"):
+    # on 8 ranks: TP 2 inside pairs x FSDP2 over 4 pairs; TP 4 inside each of 2 stages, 16 micro-batches
+    assert tm.layout("fsdp-tp", 8) == {"dp": 4, "tp": 2, "pp": 1, "vp": 1, "micro_batch": 4, "micro_batches": 1}
+    assert tm.layout("tp-pp", 8) == {"dp": 1, "tp": 4, "pp": 2, "vp": 1, "micro_batch": 1, "micro_batches": 16}
+    with pytest.raises(ValueError, match="4 ranks"):
         tm.layout("fsdp-tp", 2)
-    with pytest.raises(SystemExit, match="4 ranks"):
+    with pytest.raises(ValueError, match="even number of at least 4 ranks, not 5"):
+        tm.layout("tp-pp", 5)
+    with pytest.raises(ValueError, match="4 ranks"):
         tm.layout("tp-pp", 2)
-    with pytest.raises(SystemExit, match="1 rank"):
+    with pytest.raises(ValueError, match="1 rank"):
         tm.layout("single", 2)
 
 
@@ -152,3 +157,32 @@ def test_four_gloo_ranks_tp_inside_pipeline_stages_compute_the_unsplit_model(tmp
     assert rows[0]["first_loss"] == pytest.approx(rows[1]["first_loss"], rel=0.03)
     assert rows[0]["first_loss"] == pytest.approx(5.545, abs=0.2)  # ln(256), an untrained model
     assert len(rows[0]["peak_bytes_per_rank"]) == 4
+
+
+def test_eight_gloo_ranks_run_the_8gpu_layouts_and_compute_the_unsplit_model(tmp_path):
+    """The layouts of the 8-GPU run (scripts/eight_gpu_plan.py) on 8 CPU ranks: DTensor TP 8, FSDP2 over 8, TP 4
+    inside each of 2 1F1B stages, TP 2 x FSDP2 4. The same initial weights and tokens: the same first loss to
+    bf16 precision, so each split computes the unsplit model; every rank reports its peak."""
+    pytest.importorskip("torch.distributed.pipelining")
+    plan = load_script("eight_gpu_plan")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "8",
+           str(ROOT / "scripts/train_measure.py"), *plan.train_flags(), "--device", "cpu", "--model", "tiny",
+           "--seq", "16", "--warmup", "0", "--steps", "1", "--out", str(tmp_path)]
+    cmd += [a for case in plan.TRAIN_CASES for a in ("--case", case)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(x) for x in (tmp_path / "train_rows.jsonl").read_text().splitlines()]
+    assert [(r["case"], r["dp"], r["tp"], r["pp"], r["global_batch"]) for r in rows] == [
+        ("tp", 1, 8, 1, 16), ("fsdp", 8, 1, 1, 16), ("tp-pp", 1, 4, 2, 16), ("fsdp-tp", 4, 2, 1, 16)]
+    for row in rows:
+        assert plan.layout_of(row) == plan.layout_of(plan.planned_row(row["case"]))  # what the predictions priced
+        assert row["first_loss"] == pytest.approx(rows[0]["first_loss"], rel=0.03)
+        assert len(row["peak_bytes_per_rank"]) == 8
+    assert rows[0]["first_loss"] == pytest.approx(5.545, abs=0.2)  # ln(256), an untrained model
+
+
+def test_a_layout_the_ranks_cannot_run_is_bad_usage():
+    """Exit 2 with the reason before any process group starts (here WORLD_SIZE 2 for a two-halves case)."""
+    done = subprocess.run([sys.executable, str(ROOT / "scripts/train_measure.py"), "--case", "tp-pp", "--device", "cpu"],
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "WORLD_SIZE": "2"})
+    assert done.returncode == 2 and "even number of at least 4 ranks, not 2" in done.stderr
