@@ -4,7 +4,7 @@ after it.
 
 The roofline priced a replayed step as the sum of its kernels, and the models pages found the step longer than
 the profiled kernels' sum by 0.3-1.4 us a kernel. This shows which kernel pairs carry that time; its traces of the
-H100 fit set set the roofline's gap before each kernel (calc.calibration.KERNEL_GAP_S).
+H100 fit set set the roofline's gap before each kernel (calc.roofline.calibration.KERNEL_GAP_S).
 
     python experiments/graph_gaps.py MODEL --batch 1,8 [--context 2048] [--layers N] [--set KEY=VALUE ...] --out gaps.json
 """

@@ -12,7 +12,7 @@ A persistent grid of P programs (rowwise.programs_for: about what fits on the ca
 at least 16 rows) walks the row blocks pid, pid + P, ...; each program keeps its dw (and db) in
 fp32 registers and stores one partial row at the end; `rowwise.sum_partials` adds the P partial
 rows in a second launch. Deterministic (no atomics); the partials cost 8 bytes a column per
-program (fp32, written and read once), counted apart in calc/fused_ops.py.
+program (fp32, written and read once), counted apart in calc/roofline/fused_ops.py.
 
 Inputs are 2-D (rows, width) with a unit last stride (any row stride); x, dy and y share a dtype
 (fp16, bf16 or fp32), the weight and bias may be another float dtype and their gradients come

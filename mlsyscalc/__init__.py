@@ -5,8 +5,8 @@
     6738415616
 """
 
-from .calc.flops import FlopCount, FlopOptions, count_flops
-from .calc.params import ParamCount, count_params
+from .calc.counts.flops import FlopCount, FlopOptions, count_flops
+from .calc.counts.params import ParamCount, count_params
 from .errors import MlsysError
 from .specs.gpu import GPUSpec, load_gpu
 from .specs.lookup import load_model

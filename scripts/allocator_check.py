@@ -1,4 +1,4 @@
-"""The caching allocator's rounding, measured beside its replay (calc.caching_allocator over
+"""The caching allocator's rounding, measured beside its replay (calc.memory.caching_allocator over
 bench.torch_alloc's event list). Needs a GPU.
 
 For each case (MODEL:PHASE:BATCH:SEQ:MODE[:LAYERS]) this builds the model as `mlsys bench model`
@@ -39,7 +39,7 @@ def _held(torch) -> dict:
 
 
 def _point(torch, events) -> dict:
-    from mlsyscalc.calc.caching_allocator import simulate
+    from mlsyscalc.calc.memory.caching_allocator import simulate
 
     held = _held(torch)
     sim = simulate(events)
@@ -57,7 +57,7 @@ def check(text: str, device: str = "cuda") -> dict:
                                              eager_peak_step, predicted_peak_bytes, reduced_spec, step_fn)
     from mlsyscalc.bench.torch_alloc import build_events, step_events
     from mlsyscalc.bench.torch_models import build_model
-    from mlsyscalc.calc.caching_allocator import Alloc
+    from mlsyscalc.calc.memory.caching_allocator import Alloc
     from mlsyscalc.specs.lookup import load_model
 
     name, phase, batch, seq, mode, *rest = text.split(":")

@@ -7,7 +7,7 @@
 #   attention  flash attention forward/backward/decode goals, then the extra shapes
 #   fused      the fused memory-bound kernels' GPU tests, then `mlsys bench fused --sweep train` (every op, pass)
 #   serve-attention  our paged decode kernel at batch 1-16 (Llama-3-8B heads, 1k and 4k keys): the few-CTA
-#              regime calc.roofline_paged prices for `mlsys serve`; about 2 minutes (BUDGET_S=120)
+#              regime calc.roofline.paged prices for `mlsys serve`; about 2 minutes (BUDGET_S=120)
 #   spot       a quick check that behaviour is unchanged: quant GPU tests, the W8A16/W4A16 decode and
 #              prefill sweeps, W8A8 at M = 1, and a few matmul and attention shapes of the committed reports
 #   comm       NCCL collectives over every GPU of the host (scripts/device_comm.sh)

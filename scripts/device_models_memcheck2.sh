@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The caching allocator's rounding on one H100 (about 2 min: no case starts after BUDGET_S=95 s, each <= 30 s): scripts/allocator_check.py measures what
 # memory_allocated counts beyond the requested bytes after gpt2's and llama2-7b's (2 layers) build,
-# caches and warm-up step, beside calc.caching_allocator's replay; then `mlsys bench model` re-measures
+# caches and warm-up step, beside calc.memory.caching_allocator's replay; then `mlsys bench model` re-measures
 # the gpt2 rows whose peak memory missed by more than 3% (memory rows: no profiler, no host probe).
 #   scripts/device_models_memcheck2.sh DIR   (DIR/alloc.json, DIR/alloc.log; rows -> DIR/rows.jsonl, tables -> DIR/log.md)
 set -u

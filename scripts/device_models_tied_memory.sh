@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Held-out check of the memory calculator's backward-end phase (autograd's tied-embedding gradients,
-# calc.memory_schedule.embedding_grad_blocks): training steps of tied-embedding models where the model puts the
+# calc.memory.schedule.embedding_grad_blocks): training steps of tied-embedding models where the model puts the
 # peak there, none of which the phase was read off (it was read off falcon-40b's 2-layer trace): gemma2-9b with 1
 # layer at S512 (256,000 x 3,584 table: backward end 13.4 GiB against 9.9 at the start of backward), opt-6.7b with
 # 2 layers at S512, gpt2-xl with 4 layers at S256, and falcon-40b with 1 and 3 layers at S2048 and 2 at S1024 (the

@@ -42,7 +42,7 @@ def run_case(label, batch, seq, checkpoint, device, world, spec=None) -> dict:
 
     from mlsyscalc.bench.cases.memory import spec_for
     from mlsyscalc.bench.torch_models import build_model
-    from mlsyscalc.calc.memory_train import TrainOptions, train_memory
+    from mlsyscalc.calc.memory.training import TrainOptions, train_memory
 
     spec = spec or spec_for(label)
     cuda = device.startswith("cuda")

@@ -12,7 +12,7 @@ Comparing like with like:
 - train (`tokens_per_s_per_gpu`): compared as step times, the published one global batch x sequence / (rate x GPUs), as
   scripts/train_published.py does; error = (predicted step - published step) / published step (negative: predicted
   faster). The step is `mlsys train` in-process with the case's layout on the case's cluster.
-- serve (`output_tokens_per_s`): output tokens / makespan of the simulated run (`calc.serve.simulate`, all requests at
+- serve (`output_tokens_per_s`): output tokens / makespan of the simulated run (`calc.serve.simulator.simulate`, all requests at
   once, datasheet ceilings); error = (predicted - published) / published.
 - latency (`latency_s`): the simulated end of the batch's last request; error as serve.
 """
@@ -70,9 +70,9 @@ def predict_train(case: dict[str, Any]) -> dict[str, Any]:
 
 
 def predict_serve(case: dict[str, Any]) -> dict[str, Any]:
-    from mlsyscalc.calc.roofline_ops import resolve_ceilings
-    from mlsyscalc.calc.serve import ServeOptions, simulate
-    from mlsyscalc.calc.serve_workload import from_trace
+    from mlsyscalc.calc.roofline.ops import resolve_ceilings
+    from mlsyscalc.calc.serve.simulator import ServeOptions, simulate
+    from mlsyscalc.calc.serve.workload import from_trace
     from mlsyscalc.specs.lookup import load_model
 
     w = case["workload"]

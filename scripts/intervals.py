@@ -69,8 +69,8 @@ def roofline_errors() -> dict[str, list[float]]:
     from mlsyscalc.bench.cases.model import roofline_options
     from mlsyscalc.bench.model_calibrate import load_cases
     from mlsyscalc.bench.rows import ResultStore
-    from mlsyscalc.calc.calibration import load_ceilings
-    from mlsyscalc.calc.roofline_model import predict_model
+    from mlsyscalc.calc.roofline.calibration import load_ceilings
+    from mlsyscalc.calc.roofline.model import predict_model
 
     rows = [r for path in sorted((ROOT / "reports/models").glob("h100*.jsonl")) for r in ResultStore(path).rows()]
     latest = {r.key: r for r in rows}

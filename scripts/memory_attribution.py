@@ -8,7 +8,7 @@ workspaces of each stream, graph leftovers) and what the step itself allocated a
 grouped by the Python line that allocated it. The trace records each allocation's requested size,
 while max_memory_allocated counts the allocator's blocks (rounded up, unsplit remainders included):
 the difference is the caching allocator's rounding, which scripts/allocator_check.py measures and
-calc.caching_allocator replays. Needs a GPU.
+calc.memory.caching_allocator replays. Needs a GPU.
 
     python scripts/memory_attribution.py gpt2:decode:1:1023:graph gpt2:prefill:2:1024:graph --out rows.json
 """
@@ -69,7 +69,7 @@ def attribute(model_name: str, phase: str, batch: int, seq: int, mode: str) -> d
     from mlsyscalc.bench.cases.model import (ModelCase, _build, _free, _time_s, eager_peak_step, predicted_peak_bytes,
                                              step_fn)
     from mlsyscalc.bench.torch_models import build_model
-    from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
+    from mlsyscalc.calc.memory.inference import InferOptions, infer_memory
     from mlsyscalc.specs.lookup import load_model
 
     spec = load_model(model_name)

@@ -18,7 +18,7 @@ GIB = 2**30
 
 
 def options(row: dict, framework: str):
-    from mlsyscalc.calc.memory_train import TrainOptions
+    from mlsyscalc.calc.memory.training import TrainOptions
 
     return TrainOptions(batch=row["micro_batch"], seq=row["seq"], grad_accum=row["micro_batches"], dp=row["dp"],
                         tp=row["tp"], pp=row["pp"], vp=row["vp"], zero=3 if row["case"] in ("fsdp", "fsdp-tp") else 0,
@@ -34,7 +34,7 @@ def _ranks(row: dict) -> list[tuple[list[int], int]]:
 
 
 def compare(rows: list[dict], framework: str) -> list[list]:
-    from mlsyscalc.calc.memory_train import train_memory
+    from mlsyscalc.calc.memory.training import train_memory
     from mlsyscalc.specs.lookup import load_model
 
     out = []

@@ -18,8 +18,8 @@ from pathlib import Path
 from mlsyscalc.bench.cases.model import roofline_options
 from mlsyscalc.bench.model_calibrate import load_cases, usable
 from mlsyscalc.bench.rows import ResultStore
-from mlsyscalc.calc.calibration import load_ceilings
-from mlsyscalc.calc.roofline_model import predict_model
+from mlsyscalc.calc.roofline.calibration import load_ceilings
+from mlsyscalc.calc.roofline.model import predict_model
 from mlsyscalc.report.models_report import latest_rows
 
 KINDS = ("matmul", "attention", "memory")

@@ -71,7 +71,7 @@ def fitted_predictors(rows: list[dict[str, Any]], source: str) -> list[dict[str,
 def predictors() -> list[dict[str, Any]]:
     """Every predictor of the committed file, the primary first."""
     from mlsyscalc.readers.records import read_comm_rows
-    from mlsyscalc.calc.comm_collectives import COLLECTIVES
+    from mlsyscalc.calc.comm.collectives import COLLECTIVES
     from mlsyscalc.specs.cluster import load_cluster
 
     named = [{"name": n, "timing": "eager", "spec": load_cluster(n), "what": w} for n, w in NAMED.items()]
@@ -83,7 +83,7 @@ def predictors() -> list[dict[str, Any]]:
 
 def comm_predictions(entries: list[dict[str, Any]], gpus: int = plan.GPUS) -> list[dict[str, Any]]:
     """Each predictor's time per call of every collective it prices and every size of the sweep at `gpus`."""
-    from mlsyscalc.calc.comm_collectives import COLLECTIVES, collective_cost
+    from mlsyscalc.calc.comm.collectives import COLLECTIVES, collective_cost
 
     out = []
     for entry in entries:

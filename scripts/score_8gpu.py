@@ -61,7 +61,7 @@ def read_train_rows(path: Path) -> list[dict[str, Any]]:
 
 def read_inputs(run: Path, comm_path: Path, train_path: Path) -> dict[str, Any]:
     """Rows, step outcomes and predictions, read and checked."""
-    from mlsyscalc.calc.comm_collectives import COLLECTIVES
+    from mlsyscalc.calc.comm.collectives import COLLECTIVES
     from mlsyscalc.readers.files import read_json, read_jsonl
     from mlsyscalc.readers.records import read_comm_rows
 

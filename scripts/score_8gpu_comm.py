@@ -43,7 +43,7 @@ def _pct(value: float, signed: bool = False) -> str:
 
 def summary_table(entries: list[dict[str, Any]]) -> list[list[Any]]:
     """Per collective and over all: points, within 10%, median and worst |error|, median signed error."""
-    from mlsyscalc.calc.comm_collectives import COLLECTIVES
+    from mlsyscalc.calc.comm.collectives import COLLECTIVES
 
     summary = signed_summary(entries)
     order = [c for c in (*COLLECTIVES, "all") if c in summary]

@@ -6,7 +6,7 @@
 Every iteration of a replay (scripts/serve_replay.py) records its wall time and its GPU time (CUDA events
 around the forward); wall - GPU is the host's share: scheduling, building and copying the inputs,
 sampling, bookkeeping. A least-squares line over every decode iteration of every run, against the
-sequences that sample a token in it, gives calc.serve's HOST_BASE_S and HOST_PER_SEQ_S. Prints the fit,
+sequences that sample a token in it, gives calc.serve.simulator's HOST_BASE_S and HOST_PER_SEQ_S. Prints the fit,
 the per-run medians, and the rows it used; writes nothing.
 """
 

@@ -27,9 +27,9 @@ import statistics
 import subprocess
 from pathlib import Path
 
-from mlsyscalc.calc.roofline_ops import resolve_ceilings
-from mlsyscalc.calc.serve import ServeOptions, iteration_cost, simulate
-from mlsyscalc.calc.serve_workload import from_trace
+from mlsyscalc.calc.roofline.ops import resolve_ceilings
+from mlsyscalc.calc.serve.simulator import ServeOptions, iteration_cost, simulate
+from mlsyscalc.calc.serve.workload import from_trace
 from mlsyscalc.report.markdown import markdown_table
 from mlsyscalc.specs.lookup import load_model
 

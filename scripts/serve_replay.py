@@ -29,7 +29,7 @@ import torch
 
 from mlsyscalc.bench._torch_layers import apply_rope
 from mlsyscalc.bench.torch_models import build_model
-from mlsyscalc.calc.serve_workload import from_trace, parse_length, synthetic
+from mlsyscalc.calc.serve.workload import from_trace, parse_length, synthetic
 
 PAGE = 16
 
@@ -252,16 +252,16 @@ def host_overhead(rows) -> dict:
 
 
 def measured_summary(requests, times) -> dict:
-    from mlsyscalc.calc.serve_engine import Trace
-    from mlsyscalc.calc.serve_metrics import Slo, summary
+    from mlsyscalc.calc.serve.engine import Trace
+    from mlsyscalc.calc.serve.metrics import Slo, summary
 
     trace = Trace(times["sched_s"], times["first_s"], times["finish_s"], [], [], [], [], [], 0.0)
     return summary(requests, trace, 1, Slo())
 
 
 def step_times(runner: PagedRunner, cost, shapes, repeats: int = 5) -> list[dict]:
-    """Isolated iterations against calc.serve_cost: decode (batch, context) and prefill (tokens)."""
-    from mlsyscalc.calc.serve_cost import Batch
+    """Isolated iterations against calc.serve.iteration: decode (batch, context) and prefill (tokens)."""
+    from mlsyscalc.calc.serve.iteration import Batch
 
     dev, rows = runner.table.device, []
     clock = IterationClock(dev)
@@ -288,9 +288,9 @@ def step_times(runner: PagedRunner, cost, shapes, repeats: int = 5) -> list[dict
 
 
 def simulated(spec, gpu_name, requests, max_seqs, max_batch_tokens, dtype) -> tuple[dict, object]:
-    from mlsyscalc.calc.roofline_ops import resolve_ceilings
-    from mlsyscalc.calc.serve import ServeOptions, simulate
-    from mlsyscalc.calc.serve_cost import IterationCost
+    from mlsyscalc.calc.roofline.ops import resolve_ceilings
+    from mlsyscalc.calc.serve.simulator import ServeOptions, simulate
+    from mlsyscalc.calc.serve.iteration import IterationCost
 
     ceil = resolve_ceilings(gpu_name)
     opts = ServeOptions(scheduler="vllm", max_seqs=max_seqs, max_batch_tokens=max_batch_tokens,
@@ -359,7 +359,7 @@ def _round(n: int, step: int) -> int:
 
 
 def _gpu_name(device) -> str:
-    from mlsyscalc.calc.calibration import match_gpu
+    from mlsyscalc.calc.roofline.calibration import match_gpu
 
     return match_gpu(torch.cuda.get_device_name(device)).name
 

@@ -15,11 +15,11 @@ import json
 import math
 from pathlib import Path
 
-from mlsyscalc.calc.roofline_ops import resolve_ceilings
-from mlsyscalc.calc.roofline_options import RooflineOptions
-from mlsyscalc.calc.serve import ServeOptions, simulate
-from mlsyscalc.calc.serve_cost import Batch, IterationCost
-from mlsyscalc.calc.serve_workload import from_trace
+from mlsyscalc.calc.roofline.ops import resolve_ceilings
+from mlsyscalc.calc.roofline.options import RooflineOptions
+from mlsyscalc.calc.serve.simulator import ServeOptions, simulate
+from mlsyscalc.calc.serve.iteration import Batch, IterationCost
+from mlsyscalc.calc.serve.workload import from_trace
 from mlsyscalc.report.markdown import markdown_table
 from mlsyscalc.specs.lookup import load_model
 

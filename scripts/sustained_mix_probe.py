@@ -1,5 +1,5 @@
-"""The step-clock model of calc.steady, checked on mixes of known shares: bf16 GEMMs and device copies run back to
-back in a fixed ratio until the card settles, the SM clock and each kernel's time read, beside what calc.steady
+"""The step-clock model of calc.roofline.steady, checked on mixes of known shares: bf16 GEMMs and device copies run back to
+back in a fixed ratio until the card settles, the SM clock and each kernel's time read, beside what calc.roofline.steady
 predicts for that mix (the clock, and the GEMM's rate at it).
 
     python scripts/sustained_mix_probe.py --out mix.jsonl [--seconds 8]
@@ -7,7 +7,7 @@ predicts for that mix (the clock, and the GEMM's rate at it).
 Each mix is a window of G GEMMs of 8192 x 8192 x 4096 (bf16) then C copies of 1 GiB, repeated for --seconds; the GEMMs
 and the copies are timed apart with CUDA events in the last half of the run, NVML samples the clock beside it
 (bench.cases.sustained.CardSampler). The shares are each kind's share of the window's time at burst rates, the mix
-calc.steady reads.
+calc.roofline.steady reads.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def main() -> None:
 
     from mlsyscalc.bench import harness
     from mlsyscalc.bench.cases.sustained import CardSampler
-    from mlsyscalc.calc.steady import H200_STEADY
+    from mlsyscalc.calc.roofline.steady import H200_STEADY
 
     harness.use_backend(False)
     m, n, k = 8192, 8192, 4096

@@ -1,4 +1,4 @@
-"""Fit the costs of `mlsys train --framework torch` (calc.train_host) to measured training steps.
+"""Fit the costs of `mlsys train --framework torch` (calc.train.host) to measured training steps.
 
     python scripts/train_host_fit.py ROWS.jsonl [--profiled PROFILED_ROWS.jsonl] [--profile PROFILE.json]
                                      [--cluster hgx-h200] [--calibration FILE]

@@ -1,12 +1,12 @@
 """The host probe of scripts/train_measure.py: before each case, in the same process, a few training steps of a
 tiny model (every width 128, the case model's layers; calc's bench host probe model) in the case's parallel
-layout, whose kernels are so short that the step time is the host's. From them calc.train_probe solves the
+layout, whose kernels are so short that the step time is the host's. From them calc.train.probe solves the
 torch costs the case's layout uses (op_s, dtensor_matmul_s, fsdp_layer_s, dtensor_param_s, seconds) with
-calc.train_host's own work counts for the tiny model; the row carries them as `host_probe`:
+calc.train.host's own work counts for the tiny model; the row carries them as `host_probe`:
 
     python scripts/train_compare.py ROWS.jsonl --host-probe     # each row priced with its own probe's costs
 
-Steps per case (each adds one cost; calc.train_probe):
+Steps per case (each adds one cost; calc.train.probe):
   single, pp-*     plain one-GPU step on every rank                                      op_s
   ddp              the DDP step                                                          op_s
   tp               plain step, then DTensor TP over all ranks                            op_s, dtensor_matmul_s
@@ -44,10 +44,10 @@ def probe_plan(case: str, lay: dict) -> list[tuple[str, dict]]:
 
 
 def tiny_work(spec, plan: dict, seq: int, zero: int):
-    """calc.train_host's work counts (StageWork) of `spec` in the plan's layout (`mlsys train`'s host_work)."""
-    from mlsyscalc.calc.calibration import load_ceilings
-    from mlsyscalc.calc.train import train_step
-    from mlsyscalc.calc.train_options import TrainStepOptions
+    """calc.train.host's work counts (StageWork) of `spec` in the plan's layout (`mlsys train`'s host_work)."""
+    from mlsyscalc.calc.roofline.calibration import load_ceilings
+    from mlsyscalc.calc.train.step import train_step
+    from mlsyscalc.calc.train.options import TrainStepOptions
 
     dp, tp, pp = plan["dp"], plan["tp"], plan["pp"]
     opts = TrainStepOptions(gpus=dp * tp * pp, seq=seq, global_batch=plan["micro_batch"] * plan["micro_batches"] * dp,
@@ -64,7 +64,7 @@ def host_probe(measure, case: str, spec, lay: dict, device, *, seq: int = PROBE_
     import torch.distributed as dist
 
     from mlsyscalc.bench.cases.host import tiny_spec
-    from mlsyscalc.calc.train_probe import ProbeStep, solve_probe
+    from mlsyscalc.calc.train.probe import ProbeStep, solve_probe
 
     start, world = time.perf_counter(), dist.get_world_size()
     tiny = tiny_spec(spec)

@@ -33,7 +33,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from mlsyscalc.calc.plan_space import TORCH_EXCLUDED
+from mlsyscalc.calc.plan.space import TORCH_EXCLUDED
 
 ROOT = Path(__file__).resolve().parents[1]
 Runner = Callable[[list[str]], dict[str, Any]]  # CLI arguments -> the command's JSON (raises on failure)
@@ -229,7 +229,7 @@ PLAN_AXES = (("tp", "tp"), ("pp", "pp"), ("dp", "dp"), ("cp", "cp"), ("ep", "ep"
 
 def _plan_layout(r: dict[str, Any]) -> str:
     """The plan's best layout, short: its axes and, for an uneven pipeline, Megatron-LM's split options."""
-    from mlsyscalc.calc.pipeline_split import split_text
+    from mlsyscalc.calc.parallel.pipeline_split import split_text
 
     lay = r.get("plan_layout", {})
     split = split_text(lay)

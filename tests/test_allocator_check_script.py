@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 from mlsyscalc.bench.cases.model import ModelCase, predicted_peak_bytes  # noqa: E402
 from mlsyscalc.bench.torch_alloc import build_events, step_events  # noqa: E402
-from mlsyscalc.calc.caching_allocator import Alloc, simulate  # noqa: E402
+from mlsyscalc.calc.memory.caching_allocator import Alloc, simulate  # noqa: E402
 from mlsyscalc.specs.lookup import builtin_configs, load_model  # noqa: E402
 
 from .conftest import load_script  # noqa: E402

@@ -1,11 +1,11 @@
-"""Attention FLOPs/bytes are counted once (calc/attention.py); the roofline and the benchmarks use it."""
+"""Attention FLOPs/bytes are counted once (calc/counts/attention.py); the roofline and the benchmarks use it."""
 
 from __future__ import annotations
 
 import pytest
 
-from mlsyscalc.calc.attention import AttentionShape, attention_bytes, attention_flops, causal_fraction
-from mlsyscalc.calc.roofline_ops import predict_attention
+from mlsyscalc.calc.counts.attention import AttentionShape, attention_bytes, attention_flops, causal_fraction
+from mlsyscalc.calc.roofline.ops import predict_attention
 from mlsyscalc.errors import MlsysError
 
 

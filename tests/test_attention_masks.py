@@ -1,4 +1,4 @@
-"""One rule per attention kind (calc.attention.MASKS), priced the same in FLOPs, KV bytes and the roofline."""
+"""One rule per attention kind (calc.counts.attention.MASKS), priced the same in FLOPs, KV bytes and the roofline."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from dataclasses import replace
 import pytest
 
 from mlsyscalc import FlopOptions, count_flops, load_model
-from mlsyscalc.calc.attention import MASKS, causal_fraction, chunk_fraction, eager_keys, keys_read
-from mlsyscalc.calc.calibration import load_ceilings
-from mlsyscalc.calc.flops import attention_layer_flops
-from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
-from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model
+from mlsyscalc.calc.counts.attention import MASKS, causal_fraction, chunk_fraction, eager_keys, keys_read
+from mlsyscalc.calc.roofline.calibration import load_ceilings
+from mlsyscalc.calc.counts.flops import attention_layer_flops
+from mlsyscalc.calc.memory.inference import InferOptions, infer_memory
+from mlsyscalc.calc.roofline.model import RooflineOptions, predict_model
 
 H200 = load_ceilings("H200")
 

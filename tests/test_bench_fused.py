@@ -11,7 +11,7 @@ import pytest
 
 from mlsyscalc.bench.cases import fused as F
 from mlsyscalc.bench.rows import ResultStore, Row
-from mlsyscalc.calc.fused_ops import fused_bytes, predict_fused
+from mlsyscalc.calc.roofline.fused_ops import fused_bytes, predict_fused
 from mlsyscalc.report.bench import regenerate
 
 

@@ -1,5 +1,5 @@
 """The plain-torch model builder (bench.torch_models) on tiny versions of every built-in family:
-its parameter count equals `calc.params` (an independent count from the spec), and its KV-cached
+its parameter count equals `calc.counts.params` (an independent count from the spec), and its KV-cached
 decode reproduces the full forward's logits position by position."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from mlsyscalc.bench.torch_models import build_model  # noqa: E402
-from mlsyscalc.calc.params import count_params  # noqa: E402
+from mlsyscalc.calc.counts.params import count_params  # noqa: E402
 from mlsyscalc.errors import MlsysError  # noqa: E402
 from mlsyscalc.specs.lookup import builtin_configs, load_model  # noqa: E402
 

@@ -34,8 +34,8 @@ def test_cpu_rows_carry_the_roofline_prediction(tmp_path, phase, extra):
     data = json.loads(result.output)
     rows = data["rows"]
     assert [r["extra_batch"] for r in rows] == [1, 2] and all(r["error"] is None for r in rows)
-    from mlsyscalc.calc.calibration import load_ceilings
-    from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model
+    from mlsyscalc.calc.roofline.calibration import load_ceilings
+    from mlsyscalc.calc.roofline.model import RooflineOptions, predict_model
     from mlsyscalc.specs.lookup import load_model
     from mlsyscalc.specs.lookup import parse_overrides
 
@@ -62,8 +62,8 @@ def test_a_graph_replayed_training_step_is_priced_without_the_host_path(tmp_path
     """--mode graph on a training step: the row is the replay (no host path priced); by default a
     one-GPU training step gets both rows, a multi-GPU one the eager row only."""
     from mlsyscalc.bench.cases.model import model_cases
-    from mlsyscalc.calc.calibration import load_ceilings
-    from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model
+    from mlsyscalc.calc.roofline.calibration import load_ceilings
+    from mlsyscalc.calc.roofline.model import RooflineOptions, predict_model
     from mlsyscalc.specs.lookup import load_model, parse_overrides
 
     result = _run(["bench", "model", "llama3-8b", *TINY, "--phase", "train", "--seq", "16", "--mode", "graph",

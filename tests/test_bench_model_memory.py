@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from mlsyscalc.bench.cases.model import ModelCase, blas_workspace_bytes, plain_torch_live_hidden, predicted_peak_bytes
-from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
+from mlsyscalc.calc.memory.inference import InferOptions, infer_memory
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.lookup import load_model
 
@@ -97,7 +97,7 @@ def test_tied_embedding_gradients_at_the_backward_end_written_out():
     took before, is 8.7% short of it."""
     from dataclasses import replace
 
-    from mlsyscalc.calc.memory_train import TrainOptions, train_memory
+    from mlsyscalc.calc.memory.training import TrainOptions, train_memory
 
     spec = replace(load_model("falcon-40b"), num_layers=1)
     params = 75_497_472 + 67_108_864 + 2 * 268_435_456 + 2 * 2 * 8192 + 65_024 * 8192 + 2 * 8192

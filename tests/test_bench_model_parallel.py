@@ -107,8 +107,8 @@ def test_fsdp_loss_and_gradients_equal_the_unsharded_model(ranks):
 
 
 def test_cli_row_under_two_ranks_is_priced_with_tp2(ranks):
-    from mlsyscalc.calc.calibration import load_ceilings
-    from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model
+    from mlsyscalc.calc.roofline.calibration import load_ceilings
+    from mlsyscalc.calc.roofline.model import RooflineOptions, predict_model
     from mlsyscalc.specs.lookup import load_model
 
     cli = ranks["cli"]

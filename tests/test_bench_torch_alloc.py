@@ -15,7 +15,7 @@ from torch.utils._pytree import tree_flatten  # noqa: E402
 from mlsyscalc.bench.cases.model import ModelCase, predicted_peak_bytes  # noqa: E402
 from mlsyscalc.bench.torch_alloc import build_events, cache_events, param_tensors  # noqa: E402
 from mlsyscalc.bench.torch_models import build_model  # noqa: E402
-from mlsyscalc.calc.caching_allocator import Alloc  # noqa: E402
+from mlsyscalc.calc.memory.caching_allocator import Alloc  # noqa: E402
 from mlsyscalc.specs.lookup import load_model  # noqa: E402
 
 from .test_bench_model_builder import MODELS, tiny  # noqa: E402

@@ -16,7 +16,7 @@ H200_BYTES = 141e9
 
 def _deployment(name: str) -> tuple[str, str]:
     """(tp, dtype): the fewest of 1, 2, 4, 8 H200s that hold the weights at 60% of memory, in bf16,
-    else fp8 on eight; tp divides the query heads (calc.tensor_parallel's rule)."""
+    else fp8 on eight; tp divides the query heads (calc.parallel.tensor_parallel's rule)."""
     spec = load_model(name)
     total = count_params(spec).total
     for dtype, size in (("bf16", 2), ("fp8", 1)):
@@ -48,7 +48,7 @@ def _commands(name: str) -> dict[str, list[str]]:
         "roofline train": ["roofline", name, "--phase", "train", "--seq", "256", "--tp", tp, "--no-fit-check", *gpu],
         "train": ["train", name, "--gpus", "8", "--tp", tp, "--dp", dp, "--seq", "512", "--global-batch", dp, *gpu,
                   *_expert_tp(name)],
-        # serve on a B200: its fit of the roofline (calc.serve_cost) breaks where Hopper's few-CTA cap on a
+        # serve on a B200: its fit of the roofline (calc.serve.iteration) breaks where Hopper's few-CTA cap on a
         # skinny GEMM ends between its fit points (gemma2-9b's k_proj at 8 and 17 tokens on an H100 or H200)
         "serve": ["serve", name, "--rate", "2", "--requests", "8", "--prompt-len", "64", "--output-len", "4",
                   "--tp", tp, "--dtype", dtype, "--gpu", "b200"],

@@ -1,4 +1,4 @@
-"""The caching-allocator replay (calc.caching_allocator) on sequences worked out by hand from the rules
+"""The caching-allocator replay (calc.memory.caching_allocator) on sequences worked out by hand from the rules
 in torch's c10/cuda/CUDACachingAllocator.cpp: 512-byte rounding, the small pool's 2 MiB segments,
 20 MiB segments for 1-10 MiB requests, 2 MiB rounding above, best fit, and splitting only when the
 remainder is over 1 MiB (large pool) or at least 512 bytes (small pool)."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from mlsyscalc.calc.caching_allocator import Alloc, EmptyCache, Free, simulate
+from mlsyscalc.calc.memory.caching_allocator import Alloc, EmptyCache, Free, simulate
 from mlsyscalc.errors import MlsysError
 
 MiB = 2**20

@@ -8,9 +8,9 @@ from dataclasses import replace
 
 import pytest
 
-from mlsyscalc.calc.calibration import load_ceilings
-from mlsyscalc.calc.calibration_fit import Observation, Term, fit, predict
-from mlsyscalc.calc.roofline_model import predict_model
+from mlsyscalc.calc.roofline.calibration import load_ceilings
+from mlsyscalc.calc.roofline.calibration_fit import Observation, Term, fit, predict
+from mlsyscalc.calc.roofline.model import predict_model
 from mlsyscalc.specs.lookup import load_model
 
 KNOWN = {"matmul": 0.6, "matmul_skinny": 0.7, "attention": 0.45, "memory": 0.8, "launch_s": 4e-6}

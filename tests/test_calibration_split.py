@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from mlsyscalc.calc.calibration_fit import PARAMS, Observation, Term, fit, predict
-from mlsyscalc.calc.calibration import EFFICIENCY_FIELDS
+from mlsyscalc.calc.roofline.calibration_fit import PARAMS, Observation, Term, fit, predict
+from mlsyscalc.calc.roofline.calibration import EFFICIENCY_FIELDS
 
 BASE = {"matmul": 0.74, "attention": 0.61, "memory": 0.89, "matmul_skinny": 0.78, "memory_broadcast": 0.32,
         "matmul_unaligned": 0.12, "matmul_unaligned_stream": 0.22, "matmul_grouped_stream": 0.78,
@@ -54,7 +54,7 @@ def test_error_terms_add_up_to_the_step_error():
     from .conftest import load_script
     from mlsyscalc.bench.model_calibrate import load_cases
     from mlsyscalc.bench.rows import ResultStore
-    from mlsyscalc.calc.calibration import load_ceilings
+    from mlsyscalc.calc.roofline.calibration import load_ceilings
 
     terms = load_script("models_error_terms").terms
     rows = [r for r in ResultStore(Path(__file__).resolve().parents[1] / "reports/models/h100_check4.jsonl").rows()
@@ -111,8 +111,8 @@ def test_an_old_calibration_file_means_what_it_meant():
     launch_overhead_s; with the key, memory-bound kernels pay it and GEMMs keep the other. By hand
     for a 64 MiB copy-sized elementwise op on the H100 datasheet bandwidth (3.35 TB/s) at memory
     efficiency 0.8: 2 x 2^26 B / (3.35e12 x 0.8) + fixed cost."""
-    from mlsyscalc.calc.calibration import load_ceilings
-    from mlsyscalc.calc.roofline_ops import predict_matmul, predict_memory_op
+    from mlsyscalc.calc.roofline.calibration import load_ceilings
+    from mlsyscalc.calc.roofline.ops import predict_matmul, predict_memory_op
 
     old = {"gpu": "H100-SXM", "efficiency": {"memory": 0.8}, "launch_overhead_s": 3e-6,
            "bandwidth_Bps": {"read": 3.35e12, "write": 3.35e12}}
@@ -133,9 +133,9 @@ def test_serve_iterations_price_memory_kernels_at_their_fixed_cost():
     equals the roofline's step (the oracle, as in tests/test_serve_cost.py) with the
     calibration's two fixed costs, and differs from one fixed cost for every kernel by
     (2.2 - 3.4) us x the step's memory-bound kernels."""
-    from mlsyscalc.calc.calibration import load_ceilings
-    from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model
-    from mlsyscalc.calc.serve_cost import Batch, IterationCost
+    from mlsyscalc.calc.roofline.calibration import load_ceilings
+    from mlsyscalc.calc.roofline.model import RooflineOptions, predict_model
+    from mlsyscalc.calc.serve.iteration import Batch, IterationCost
     from mlsyscalc.specs.lookup import load_model
 
     record = {"gpu": "H100-SXM", "launch_overhead_s": 3.4e-6}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mlsyscalc.calc.train import resolve_cluster
+from mlsyscalc.calc.train.step import resolve_cluster
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.cluster import cluster_from_dict, load_cluster
 from mlsyscalc.specs.gpu import load_gpu

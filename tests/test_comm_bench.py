@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from mlsyscalc.report import comm as comm_report
-from mlsyscalc.calc.comm_collectives import COLLECTIVES, collective_cost
+from mlsyscalc.calc.comm.collectives import COLLECTIVES, collective_cost
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.cluster import cluster_from_dict
 

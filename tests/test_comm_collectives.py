@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mlsyscalc.calc.comm_collectives import COLLECTIVES, busbw_factor, collective_cost
+from mlsyscalc.calc.comm.collectives import COLLECTIVES, busbw_factor, collective_cost
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.cluster import builtin_clusters, load_cluster
 

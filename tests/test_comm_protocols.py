@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlsyscalc.bench import comm_fit
-from mlsyscalc.calc.comm_collectives import COLLECTIVES, collective_cost
+from mlsyscalc.calc.comm.collectives import COLLECTIVES, collective_cost
 from mlsyscalc.report import comm as comm_report
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.cluster import Link, LinkTerms, Protocol, builtin_clusters, cluster_from_dict, load_cluster
@@ -209,7 +209,7 @@ def test_refit_reproduces_the_committed_spec():
 
 def test_calculator_and_fit_modules_import_no_scipy():
     code = ("import sys, mlsyscalc.bench.comm_fit, mlsyscalc.report.comm\n"
-            "from mlsyscalc.calc.comm_collectives import collective_cost\n"
+            "from mlsyscalc.calc.comm.collectives import collective_cost\n"
             "collective_cost('all-reduce', 2**24, 2, 'h200-x2-measured')\n"
             "print(sorted(m for m in ('scipy', 'torch', 'matplotlib', 'pandas') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -6,8 +6,8 @@ import pytest
 from click.testing import CliRunner
 
 from mlsyscalc import load_model
-from mlsyscalc.calc.comm_collectives import collective_cost
-from mlsyscalc.calc.comm_step import StepOptions, step_comm
+from mlsyscalc.calc.comm.collectives import collective_cost
+from mlsyscalc.calc.comm.step import StepOptions, step_comm
 from mlsyscalc.cli.main import cli
 
 LLAMA7 = load_model("llama2-7b")  # 32 layers

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from mlsyscalc.calc.comm_collectives import collective_cost
+from mlsyscalc.calc.comm.collectives import collective_cost
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.cluster import cluster_from_dict
 

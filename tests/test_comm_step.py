@@ -7,10 +7,10 @@ from dataclasses import replace
 import pytest
 
 from mlsyscalc import load_model
-from mlsyscalc.calc.comm_collectives import collective_cost
-from mlsyscalc.calc.layers import mlp_linears
-from mlsyscalc.calc.comm_step import StepOptions, placement, step_comm
-from mlsyscalc.calc.params import count_params
+from mlsyscalc.calc.comm.collectives import collective_cost
+from mlsyscalc.calc.counts.layers import mlp_linears
+from mlsyscalc.calc.comm.step import StepOptions, placement, step_comm
+from mlsyscalc.calc.counts.params import count_params
 from mlsyscalc.errors import MlsysError
 
 LLAMA7 = load_model("llama2-7b")  # 32 layers, hidden 4096, 32 heads, 6,738,415,616 params

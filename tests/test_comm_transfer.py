@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mlsyscalc.bench import comm_fit
-from mlsyscalc.calc.comm_collectives import collective_cost, ring_terms
+from mlsyscalc.calc.comm.collectives import collective_cost, ring_terms
 from mlsyscalc.report.comm_transfer import transfer_errors
 from mlsyscalc.specs.cluster import Protocol, load_cluster
 

@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from mlsyscalc.calc.calibration import load_ceilings
-from mlsyscalc.calc.compare import CompareOptions, compare, resolve_cards
-from mlsyscalc.calc.train import train_step
-from mlsyscalc.calc.train_options import TrainStepOptions
+from mlsyscalc.calc.roofline.calibration import load_ceilings
+from mlsyscalc.calc.cost.compare import CompareOptions, compare, resolve_cards
+from mlsyscalc.calc.train.step import train_step
+from mlsyscalc.calc.train.options import TrainStepOptions
 from mlsyscalc.specs.lookup import load_model
 
 FIVE = "h100,h200,b200,gb200-nvl72,mi300x"

@@ -76,7 +76,7 @@ def test_bench_comm_checks_every_collective_on_8_gloo_ranks(tmp_path):
 def test_committed_predictions_price_exactly_the_plan():
     """The files scored later cover every planned collective, size and case, and price the rows the run will write
     (a change to the plan must come with new predictions, committed before its run)."""
-    from mlsyscalc.calc.comm_collectives import COLLECTIVES
+    from mlsyscalc.calc.comm.collectives import COLLECTIVES
 
     comm = json.loads((ROOT / "reports/comm/predictions_8gpu.json").read_text())
     assert comm["primary"] == "h200-nvlink-measured" and comm["sizes_bytes"] == plan.comm_sizes()

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from mlsyscalc import FlopOptions, count_flops, count_params, load_model
-from mlsyscalc.calc.attention import eager_keys
-from mlsyscalc.calc.layers import layer_linears
+from mlsyscalc.calc.counts.attention import eager_keys
+from mlsyscalc.calc.counts.layers import layer_linears
 from mlsyscalc.specs.hf import from_hf_config
 
 from .conftest import load_data

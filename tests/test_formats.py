@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
-from mlsyscalc.calc.memory_train import TrainOptions, train_memory
-from mlsyscalc.calc.roofline_model import predict_model
-from mlsyscalc.calc.roofline_ops import predict_matmul, resolve_ceilings
-from mlsyscalc.calc.roofline_options import RooflineOptions
-from mlsyscalc.calc.train import train_step
-from mlsyscalc.calc.train_options import TrainStepOptions
+from mlsyscalc.calc.memory.inference import InferOptions, infer_memory
+from mlsyscalc.calc.memory.training import TrainOptions, train_memory
+from mlsyscalc.calc.roofline.model import predict_model
+from mlsyscalc.calc.roofline.ops import predict_matmul, resolve_ceilings
+from mlsyscalc.calc.roofline.options import RooflineOptions
+from mlsyscalc.calc.train.step import train_step
+from mlsyscalc.calc.train.options import TrainStepOptions
 from mlsyscalc.dtypes import bytes_per_element, dtype_name
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.gpu import load_gpu

@@ -1,14 +1,14 @@
-"""calc/fused_ops.py: the fewest bytes of each fused op and pass, checked against the tensors the kernels
+"""calc/roofline/fused_ops.py: the fewest bytes of each fused op and pass, checked against the tensors the kernels
 really take and give, plus the options, the errors and the roofline time."""
 
 from __future__ import annotations
 
 import pytest
 
-from mlsyscalc.calc.calibration import load_ceilings
+from mlsyscalc.calc.roofline.calibration import load_ceilings
 
-from mlsyscalc.calc.fused_ops import FUSED_OPS, fused_bytes, fused_count, predict_fused
-from mlsyscalc.calc.roofline_ops import predict_memory_op
+from mlsyscalc.calc.roofline.fused_ops import FUSED_OPS, fused_bytes, fused_count, predict_fused
+from mlsyscalc.calc.roofline.ops import predict_memory_op
 from mlsyscalc.errors import MlsysError
 
 T, W = 37, 96   # tokens, width

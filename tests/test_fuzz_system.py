@@ -443,7 +443,7 @@ def _ok(args: list[str]) -> dict:
 
 
 def test_request_cap_allows_its_value_and_refuses_one_more(monkeypatch, files):
-    from mlsyscalc.calc import serve_limits
+    from mlsyscalc.calc.serve import limits as serve_limits
 
     monkeypatch.setattr(serve_limits, "MAX_REQUESTS", 12)
     assert _ok(["serve", "gpt2", "--rate", "1", "--requests", "12"])["requests"] == 12
@@ -454,7 +454,7 @@ def test_request_cap_allows_its_value_and_refuses_one_more(monkeypatch, files):
 
 
 def test_output_token_cap_counts_every_simulation(monkeypatch):
-    from mlsyscalc.calc import serve_limits
+    from mlsyscalc.calc.serve import limits as serve_limits
 
     monkeypatch.setattr(serve_limits, "MAX_OUTPUT_TOKENS", 3 * 10 * 8)
     sweep = ["serve", "gpt2", "--requests", "10", "--output-len", "8", "--prompt-len", "16"]
@@ -464,7 +464,7 @@ def test_output_token_cap_counts_every_simulation(monkeypatch):
 
 
 def test_sweep_cap(monkeypatch):
-    from mlsyscalc.calc import serve_limits
+    from mlsyscalc.calc.serve import limits as serve_limits
 
     monkeypatch.setattr(serve_limits, "MAX_SIMULATIONS", 2)
     assert len(_ok(["serve", "gpt2", "--requests", "5", "--sweep", "rate=1,2"])["sweep"]) == 2
@@ -472,7 +472,7 @@ def test_sweep_cap(monkeypatch):
 
 
 def test_disagg_and_search_caps(monkeypatch):
-    from mlsyscalc.calc import serve_disagg
+    from mlsyscalc.calc.serve import disagg as serve_disagg
 
     monkeypatch.setattr(serve_disagg, "MAX_INSTANCES", 3)
     base = ["serve", "gpt2", "--rate", "4", "--requests", "8", "--prompt-len", "32", "--output-len", "4"]
@@ -484,7 +484,7 @@ def test_disagg_and_search_caps(monkeypatch):
 
 
 def test_spec_k_cap(monkeypatch):
-    from mlsyscalc.calc import serve_spec
+    from mlsyscalc.calc.serve import spec as serve_spec
 
     monkeypatch.setattr(serve_spec, "MAX_SPEC_K", 6)
     args = ["serve", "llama2-13b", "--rate", "1", "--requests", "5", "--output-len", "16", "--draft", "llama2-7b"]
@@ -493,7 +493,7 @@ def test_spec_k_cap(monkeypatch):
 
 
 def test_plan_caps(monkeypatch):
-    from mlsyscalc.calc import plan_space
+    from mlsyscalc.calc.plan import space as plan_space
 
     monkeypatch.setattr(plan_space, "MAX_TOP", 2)
     monkeypatch.setattr(plan_space, "MAX_MICRO_BATCH", 2)
@@ -521,7 +521,8 @@ def test_gpus_per_node_cap(monkeypatch, tmp_path):
 
 def test_every_cap_is_listed_in_docs_cli():
     """docs/cli.md names each cap with its value (the table users read)."""
-    from mlsyscalc.calc import plan_space, serve_limits
+    from mlsyscalc.calc.plan import space as plan_space
+    from mlsyscalc.calc.serve import limits as serve_limits
     from mlsyscalc.readers import files, measured, trace
     from mlsyscalc.specs import cluster
 

@@ -1,4 +1,4 @@
-"""The host probe (bench.cases.host, calc.roofline_host.probe_costs) and the host costs it feeds:
+"""The host probe (bench.cases.host, calc.roofline.host.probe_costs) and the host costs it feeds:
 hand arithmetic with fake timings, so it runs without a GPU."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from mlsyscalc.calc.calibration import load_ceilings
-from mlsyscalc.calc.roofline_host import (EAGER_HOST_S, EAGER_LAYER_HOST_S, HostCosts, host_from_record, probe_costs,
+from mlsyscalc.calc.roofline.calibration import load_ceilings
+from mlsyscalc.calc.roofline.host import (EAGER_HOST_S, EAGER_LAYER_HOST_S, HostCosts, host_from_record, probe_costs,
                                           probe_host_costs)
-from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model
+from mlsyscalc.calc.roofline.model import RooflineOptions, predict_model
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.lookup import load_model
 

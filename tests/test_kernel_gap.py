@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from mlsyscalc.calc.calibration import KERNEL_GAP_S, load_ceilings
-from mlsyscalc.calc.calibration_fit import Observation, Term, predict
-from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model
-from mlsyscalc.calc.roofline_ops import predict_memory_op
+from mlsyscalc.calc.roofline.calibration import KERNEL_GAP_S, load_ceilings
+from mlsyscalc.calc.roofline.calibration_fit import Observation, Term, predict
+from mlsyscalc.calc.roofline.model import RooflineOptions, predict_model
+from mlsyscalc.calc.roofline.ops import predict_memory_op
 from mlsyscalc.specs.lookup import load_model
 
 RECORD = {"gpu": "H100-SXM", "bandwidth_Bps": {"read": 3.35e12, "write": 3.35e12}}
@@ -19,7 +19,7 @@ RECORD = {"gpu": "H100-SXM", "bandwidth_Bps": {"read": 3.35e12, "write": 3.35e12
 def test_a_kernel_time_excludes_the_gap_and_its_step_share_includes_it():
     """A 64 MiB copy on the datasheet ceilings: the busy time by hand, + 2 us fixed cost; its share of a
     step adds the 0.5 us gap, and a row of 7 such kernels totals 7 x (busy + 2 + 0.5) us."""
-    from mlsyscalc.calc.roofline_ops import OpRow
+    from mlsyscalc.calc.roofline.ops import OpRow
 
     ceil = load_ceilings("H100-SXM")
     op = predict_memory_op("x", 2**26, 2**26, gpu=ceil)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from mlsyscalc import load_model
-from mlsyscalc.calc.attention import MASKS, eager_keys
-from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
+from mlsyscalc.calc.counts.attention import MASKS, eager_keys
+from mlsyscalc.calc.memory.inference import InferOptions, infer_memory
 from mlsyscalc.specs.hf import from_hf_config
 from mlsyscalc.specs.lookup import builtin_configs
 

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from mlsyscalc import load_model
-from mlsyscalc.calc.memory_infer import InferOptions, infer_memory, solve_max
+from mlsyscalc.calc.memory.inference import InferOptions, infer_memory, solve_max
 from mlsyscalc.errors import MlsysError
 
 
@@ -114,7 +114,7 @@ def test_mqa_kv_projection_replicated_on_every_rank():
 
 
 def test_reserve_must_leave_memory():
-    from mlsyscalc.calc.memory_common import verdict
+    from mlsyscalc.calc.parallel.shards import verdict
     from mlsyscalc.specs.gpu import load_gpu
 
     with pytest.raises(MlsysError, match="--reserve 100GiB: 107,374,182,400 bytes leave nothing of H100-SXM"):

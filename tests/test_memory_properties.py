@@ -9,8 +9,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from mlsyscalc import load_model
-from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
-from mlsyscalc.calc.memory_train import TrainOptions, train_memory
+from mlsyscalc.calc.memory.inference import InferOptions, infer_memory
+from mlsyscalc.calc.memory.training import TrainOptions, train_memory
 
 MODELS = {name: load_model(name) for name in ("llama2-7b", "llama3-8b", "mixtral-8x7b", "gpt2", "gemma2-9b")}
 train_opts = st.builds(

@@ -1,4 +1,4 @@
-"""Pipeline schedules, gradient lifetime and framework buffers of `calc.memory_train` (`calc.memory_schedule`):
+"""Pipeline schedules, gradient lifetime and framework buffers of `calc.memory.training` (`calc.memory.schedule`):
 values by hand arithmetic on the 2.7B llama of scripts/train_measure.py (reports/train/memory.md), and
 properties over many layouts."""
 
@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlsyscalc import load_model
-from mlsyscalc.calc.memory_schedule import grads_resident, in_flight, receive_buffers
-from mlsyscalc.calc.memory_train import TrainOptions, train_memory
+from mlsyscalc.calc.memory.schedule import grads_resident, in_flight, receive_buffers
+from mlsyscalc.calc.memory.training import TrainOptions, train_memory
 
 # hidden 2560, 32 layers, MLP 6912, vocabulary 32000, untied head (scripts/train_measure.py's MODEL)
 SPEC = load_model("llama2-7b", {"hidden_size": 2560, "num_hidden_layers": 32, "num_attention_heads": 20,

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from mlsyscalc.calc.calibration import MEMORY_STREAM_SM_BPS, load_ceilings
-from mlsyscalc.calc.calibration_fit import Observation, Term, predict
-from mlsyscalc.calc.roofline_memory import elementwise_op
-from mlsyscalc.calc.roofline_ops import predict_attention, predict_matmul
+from mlsyscalc.calc.roofline.calibration import MEMORY_STREAM_SM_BPS, load_ceilings
+from mlsyscalc.calc.roofline.calibration_fit import Observation, Term, predict
+from mlsyscalc.calc.roofline.memory_bound import elementwise_op
+from mlsyscalc.calc.roofline.ops import predict_attention, predict_matmul
 
 GIB = 2**30
 

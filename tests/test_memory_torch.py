@@ -1,5 +1,5 @@
 """The torch builder mirrors the spec (exact parameter counts), and the tensors autograd
-saves in one layer match `calc.activations` on the CPU; on a GPU, the full validation."""
+saves in one layer match `calc.counts.activations` on the CPU; on a GPU, the full validation."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 from mlsyscalc import count_params  # noqa: E402
 from mlsyscalc.bench._torch_layers import rope_tables  # noqa: E402
 from mlsyscalc.bench.torch_models import build_model, saved_tensor_bytes  # noqa: E402
-from mlsyscalc.calc.activations import Split, layer_bytes, layer_saved  # noqa: E402
+from mlsyscalc.calc.counts.activations import Split, layer_bytes, layer_saved  # noqa: E402
 from mlsyscalc.specs.lookup import load_model  # noqa: E402
 
 SMALL = {"hidden_size": 128, "num_hidden_layers": 2, "intermediate_size": 352, "vocab_size": 1000}

@@ -8,9 +8,9 @@ import re
 import pytest
 
 from mlsyscalc import load_model
-from mlsyscalc.calc.activations import Split, layer_bytes, layer_saved
-from mlsyscalc.calc.memory_common import stage_params
-from mlsyscalc.calc.memory_train import TrainOptions, train_memory
+from mlsyscalc.calc.counts.activations import Split, layer_bytes, layer_saved
+from mlsyscalc.calc.parallel.shards import stage_params
+from mlsyscalc.calc.memory.training import TrainOptions, train_memory
 from mlsyscalc.errors import MlsysError
 
 from .conftest import load_data

@@ -1,4 +1,4 @@
-"""Uneven pipeline stages (calc.pipeline_split) in `mlsys train` and `mlsys memory train`: Megatron-LM's split by
+"""Uneven pipeline stages (calc.parallel.pipeline_split) in `mlsys train` and `mlsys memory train`: Megatron-LM's split by
 hand, the step and memory of an uneven split by hand, an even split given through the options equal to no options,
 and every split Megatron-LM refuses an exit 2 naming the option."""
 
@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from mlsyscalc.calc.calibration import load_ceilings
-from mlsyscalc.calc.memory_train import TrainOptions, train_memory
-from mlsyscalc.calc.pipeline_split import PipelineSplit, chunk_layers, stage_layer_ids
-from mlsyscalc.calc.train import train_step
-from mlsyscalc.calc.train_options import TrainStepOptions
-from mlsyscalc.calc.train_parts import StageParts
+from mlsyscalc.calc.roofline.calibration import load_ceilings
+from mlsyscalc.calc.memory.training import TrainOptions, train_memory
+from mlsyscalc.calc.parallel.pipeline_split import PipelineSplit, chunk_layers, stage_layer_ids
+from mlsyscalc.calc.train.step import train_step
+from mlsyscalc.calc.train.options import TrainStepOptions
+from mlsyscalc.calc.train.parts import StageParts
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.lookup import load_model
 

@@ -12,22 +12,22 @@ from dataclasses import replace
 
 import pytest
 
-from mlsyscalc.calc.calibration import load_ceilings
-from mlsyscalc.calc.memory_train import TrainOptions, train_memory
-from mlsyscalc.calc.comm_step import StepOptions, step_comm
-from mlsyscalc.calc.comm_step import PER_MICRO_BATCH
-from mlsyscalc.calc.plan import _Memo, _search, plan
-from mlsyscalc.calc.plan_memory import MemoryTable
-from mlsyscalc.calc.plan_result import full_layout
-from mlsyscalc.calc.pipeline_split import PipelineSplit, chunk_layers
-from mlsyscalc.calc.plan_space import PlanOptions, execution_options, structures
-from mlsyscalc.calc.train import train_step
-from mlsyscalc.calc.train_options import TrainStepOptions
+from mlsyscalc.calc.roofline.calibration import load_ceilings
+from mlsyscalc.calc.memory.training import TrainOptions, train_memory
+from mlsyscalc.calc.comm.step import StepOptions, step_comm
+from mlsyscalc.calc.comm.step import PER_MICRO_BATCH
+from mlsyscalc.calc.plan.search import _Memo, _search, plan
+from mlsyscalc.calc.plan.memory import MemoryTable
+from mlsyscalc.calc.plan.result import full_layout
+from mlsyscalc.calc.parallel.pipeline_split import PipelineSplit, chunk_layers
+from mlsyscalc.calc.plan.space import PlanOptions, execution_options, structures
+from mlsyscalc.calc.train.step import train_step
+from mlsyscalc.calc.train.options import TrainStepOptions
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.cluster import load_cluster
 from mlsyscalc.specs.lookup import load_model
-from mlsyscalc.calc.tensor_parallel import check_tp
-from mlsyscalc.calc.train_comm import traffic
+from mlsyscalc.calc.parallel.tensor_parallel import check_tp
+from mlsyscalc.calc.comm.exposed import traffic
 
 from .test_plan_split import _assert_candidates_are_train, _split_oracle
 
@@ -301,7 +301,7 @@ def test_plan_cli_torch_matches_train_and_names_exclusions(run_cli):
 
 def test_fp8_search_equals_train_step():
     """--dtype fp8: the search prices Transformer Engine's scaling kernels, the weight casts once a step, the
-    FP8 activations and the FP8 weight copies as train_step does (calc.train_fp8)."""
+    FP8 activations and the FP8 weight copies as train_step does (calc.precision.fp8)."""
     spec, cluster = load_model("llama3-8b"), load_cluster("hgx-h100")
     opts = PlanOptions(gpus=16, seq=2048, global_batch=32, max_micro_batch=2, max_cp=2, dtype="fp8")
     assert_search_equals_train_step(spec, H100, cluster, opts, samples=25, seed=2, top=4)

@@ -1,4 +1,4 @@
-"""`mlsys plan` with Megatron-LM's uneven pipeline splits (calc.plan_space.pipeline_splits): the splits searched
+"""`mlsys plan` with Megatron-LM's uneven pipeline splits (calc.plan.space.pipeline_splits): the splits searched
 against a brute force over the four options, uneven candidates against `mlsys train`, the top K of an evenly
 divisible model against the even-only search, and a BLOOM-shaped model."""
 
@@ -9,12 +9,12 @@ from dataclasses import replace
 
 import pytest
 
-from mlsyscalc.calc.calibration import load_ceilings
-from mlsyscalc.calc.pipeline_split import PipelineSplit, chunk_layers, stage_layer_ids
-from mlsyscalc.calc.plan import plan
-from mlsyscalc.calc.plan_result import full_layout
-from mlsyscalc.calc.plan_space import PlanOptions
-from mlsyscalc.calc.train import train_step
+from mlsyscalc.calc.roofline.calibration import load_ceilings
+from mlsyscalc.calc.parallel.pipeline_split import PipelineSplit, chunk_layers, stage_layer_ids
+from mlsyscalc.calc.plan.search import plan
+from mlsyscalc.calc.plan.result import full_layout
+from mlsyscalc.calc.plan.space import PlanOptions
+from mlsyscalc.calc.train.step import train_step
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.cluster import load_cluster
 from mlsyscalc.specs.lookup import load_model

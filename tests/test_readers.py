@@ -176,10 +176,10 @@ def test_gemma2_serves(run_cli, calibration):
 def test_gemma2_decode_steps_equal_the_roofline_at_every_batch_up_to_128():
     """gemma2-9b's k_proj steps at 9, 17 and 33 rows (cuBLAS's split-K, hence the few-CTA cap, changes):
     the serving cost reads those rows token by token and matches the roofline's decode step."""
-    from mlsyscalc.calc.roofline_model import predict_model
-    from mlsyscalc.calc.roofline_ops import resolve_ceilings
-    from mlsyscalc.calc.roofline_options import RooflineOptions
-    from mlsyscalc.calc.serve_cost import Batch, IterationCost
+    from mlsyscalc.calc.roofline.model import predict_model
+    from mlsyscalc.calc.roofline.ops import resolve_ceilings
+    from mlsyscalc.calc.roofline.options import RooflineOptions
+    from mlsyscalc.calc.serve.iteration import Batch, IterationCost
     from mlsyscalc.specs.lookup import load_model
 
     spec, ceil = load_model("gemma2-9b"), resolve_ceilings("H100-SXM")
@@ -205,7 +205,7 @@ def test_calibrate_runs_without_hold_out(run_cli, tmp_path):
 def test_a_calibration_at_the_datasheet_gives_mfu_at_most_one(run_cli, tmp_path):
     """Peaks and bandwidths equal to the datasheet (the largest a calibration may hold) and every efficiency 1:
     MFU is the share of the datasheet peak the step reaches, so at most 1."""
-    from mlsyscalc.calc.calibration import EFFICIENCY_FIELDS
+    from mlsyscalc.calc.roofline.calibration import EFFICIENCY_FIELDS
     from mlsyscalc.specs.gpu import load_gpu
 
     gpu = load_gpu("H100-SXM")
@@ -257,9 +257,9 @@ def test_iterations_are_bounded_by_output_tokens_and_prompt_chunks(requests, sch
     """With room for every sequence (no preemption), each iteration decodes a token of a running sequence
     or prefills a chunk of budget tokens (or a whole prompt), so iterations <= sum(output) + sum(ceil(prompt /
     budget)): the cost of a run grows linearly with its requests, which MAX_OUTPUT_TOKENS caps."""
-    from mlsyscalc.calc.serve import ServeOptions, engine_limits, kv_capacity
-    from mlsyscalc.calc.serve_engine import Engine
-    from mlsyscalc.calc.serve_workload import from_trace
+    from mlsyscalc.calc.serve.simulator import ServeOptions, engine_limits, kv_capacity
+    from mlsyscalc.calc.serve.engine import Engine
+    from mlsyscalc.calc.serve.workload import from_trace
 
     spec, ceil, cost = _gpt2()
     opts = ServeOptions(scheduler=scheduler, chunk=chunk, max_batch_tokens=max(chunk, 300), kv_blocks=10_000)
@@ -273,8 +273,8 @@ def test_iterations_are_bounded_by_output_tokens_and_prompt_chunks(requests, sch
 @functools.lru_cache(maxsize=1)
 def _gpt2():
     """gpt2 on an H100 and its iteration cost (one for every example)."""
-    from mlsyscalc.calc.roofline_ops import resolve_ceilings
-    from mlsyscalc.calc.serve import ServeOptions, iteration_cost
+    from mlsyscalc.calc.roofline.ops import resolve_ceilings
+    from mlsyscalc.calc.serve.simulator import ServeOptions, iteration_cost
     from mlsyscalc.specs.lookup import load_model
 
     spec, ceil = load_model("gpt2"), resolve_ceilings("H100-SXM")

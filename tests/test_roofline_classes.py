@@ -8,10 +8,10 @@ import math
 
 import pytest
 
-from mlsyscalc.calc.calibration import load_ceilings
-from mlsyscalc.calc.params import count_params
-from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model
-from mlsyscalc.calc.roofline_ops import padded_head_dim, predict_attention, predict_matmul
+from mlsyscalc.calc.roofline.calibration import load_ceilings
+from mlsyscalc.calc.counts.params import count_params
+from mlsyscalc.calc.roofline.model import RooflineOptions, predict_model
+from mlsyscalc.calc.roofline.ops import padded_head_dim, predict_attention, predict_matmul
 from mlsyscalc.specs.lookup import load_model, parse_overrides
 
 H100 = load_ceilings("H100-SXM")

@@ -1,12 +1,12 @@
-"""A skinny plain GEMM with few CTAs streams at most 59 GB/s a CTA (calc.roofline_ops.few_cta_stream),
+"""A skinny plain GEMM with few CTAs streams at most 59 GB/s a CTA (calc.roofline.ops.few_cta_stream),
 against hand arithmetic and the profiled kernel times quoted in docs/roofline.md ("Few-CTA GEMMs")."""
 
 from __future__ import annotations
 
 import pytest
 
-from mlsyscalc.calc.calibration import load_ceilings
-from mlsyscalc.calc.roofline_ops import predict_matmul
+from mlsyscalc.calc.roofline.calibration import load_ceilings
+from mlsyscalc.calc.roofline.ops import predict_matmul
 
 H100 = load_ceilings("H100-SXM")
 H200 = load_ceilings("H200")

@@ -1,11 +1,11 @@
-"""The host path of an eager one-GPU training step (calc.roofline_host): step = max(GPU path, host path)."""
+"""The host path of an eager one-GPU training step (calc.roofline.host): step = max(GPU path, host path)."""
 
 import pytest
 
-from mlsyscalc.calc.calibration import load_ceilings
-from mlsyscalc.calc.calibration_fit import Observation, Term, predict
-from mlsyscalc.calc.roofline_host import EAGER_HOST_S
-from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model
+from mlsyscalc.calc.roofline.calibration import load_ceilings
+from mlsyscalc.calc.roofline.calibration_fit import Observation, Term, predict
+from mlsyscalc.calc.roofline.host import EAGER_HOST_S
+from mlsyscalc.calc.roofline.model import RooflineOptions, predict_model
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.lookup import load_model
 
@@ -55,7 +55,7 @@ def test_a_small_gemm_runs_at_least_the_gemm_floor():
     """gpt2's 768x768 decode projection: 1.18 MB at 0.78 x 3.35 TB/s is 0.45 us, and 1.67 us by its
     12 CTAs at 59 GB/s each (the few-CTA cap), both under the 2.15 us floor, so 2.15 + 2.0 = 4.15 us
     (the H100 profiles: 4.08-4.19 us per kernel)."""
-    from mlsyscalc.calc.roofline_ops import predict_matmul
+    from mlsyscalc.calc.roofline.ops import predict_matmul
 
     small = predict_matmul(1, 768, 768, gpu=CEIL)
     assert small.memory_s == pytest.approx((768 * 768 + 768 + 768) * 2 / (12 * 59e9), rel=1e-3)

@@ -1,5 +1,5 @@
 """Absorbed MLA decode under `--impl torch`: SDPA's memory-efficient (CUTLASS) kernel, priced by its grid
-(calc.roofline_mem_efficient). Expected values are written out by hand from the kernel's tiling and the
+(calc.roofline.mem_efficient). Expected values are written out by hand from the kernel's tiling and the
 two measured per-SM rates, not taken from the code under test."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from mlsyscalc.bench.cases.model import reduced_spec
-from mlsyscalc.calc.calibration import KERNEL_GAP_S, datasheet_ceilings
-from mlsyscalc.calc.roofline_mem_efficient import mem_efficient_attention, runs_mem_efficient
-from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model
+from mlsyscalc.calc.roofline.calibration import KERNEL_GAP_S, datasheet_ceilings
+from mlsyscalc.calc.roofline.mem_efficient import mem_efficient_attention, runs_mem_efficient
+from mlsyscalc.calc.roofline.model import RooflineOptions, predict_model
 from mlsyscalc.specs.lookup import load_model
 
 PER_SM = 989.5e12 / 132  # H100/H200 datasheet bf16 dense peak, one SM's share

@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlsyscalc import MlsysError, count_flops, count_params, load_model
-from mlsyscalc.calc.calibration import load_ceilings
-from mlsyscalc.calc.roofline_comm import RING_STEP_LATENCY_S, collective_s
-from mlsyscalc.calc.roofline_model import RooflineOptions, expected_distinct_experts, predict_model
-from mlsyscalc.calc.roofline_sweep import compute_bound_batch, sweep_batch
+from mlsyscalc.calc.roofline.calibration import load_ceilings
+from mlsyscalc.calc.comm.tp_rows import RING_STEP_LATENCY_S, collective_s
+from mlsyscalc.calc.roofline.model import RooflineOptions, expected_distinct_experts, predict_model
+from mlsyscalc.calc.roofline.sweep import compute_bound_batch, sweep_batch
 
 A100 = load_ceilings("A100-80GB-SXM")
 H100 = load_ceilings("H100-SXM")

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from mlsyscalc.bench.cases.model import reduced_spec
-from mlsyscalc.calc.calibration import datasheet_ceilings
-from mlsyscalc.calc.roofline_model import RooflineOptions, _Pass, predict_model
-from mlsyscalc.calc.roofline_ops import predict_grouped_matmul
-from mlsyscalc.calc.roofline_torch_moe import moe_dispatch_backward, moe_dispatch_kernels
+from mlsyscalc.calc.roofline.calibration import datasheet_ceilings
+from mlsyscalc.calc.roofline.model import RooflineOptions, _Pass, predict_model
+from mlsyscalc.calc.roofline.ops import predict_grouped_matmul
+from mlsyscalc.calc.roofline.torch_moe import moe_dispatch_backward, moe_dispatch_kernels
 from mlsyscalc.specs.lookup import load_model
 
 

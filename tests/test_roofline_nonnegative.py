@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlsyscalc import MlsysError
-from mlsyscalc.calc.roofline_memory import (copy_cast_op, elementwise_op, embedding_op, norm_op, rotary_op,
+from mlsyscalc.calc.roofline.memory_bound import (copy_cast_op, elementwise_op, embedding_op, norm_op, rotary_op,
                                             softmax_op)
-from mlsyscalc.calc.roofline_ops import predict_attention, predict_grouped_matmul, predict_matmul
+from mlsyscalc.calc.roofline.ops import predict_attention, predict_grouped_matmul, predict_matmul
 
 GPUS = st.sampled_from(["H100-SXM", "H200", "A100-80GB-SXM", "L40S", "MI300X"])
 DTYPES = st.sampled_from(["bf16", "fp16", "fp8", "fp32"])

@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlsyscalc import MlsysError, load_gpu, load_model
-from mlsyscalc.calc.calibration import Efficiency, load_ceilings, match_gpu
-from mlsyscalc.calc.flops import attention_core_flops
-from mlsyscalc.calc.roofline_memory import elementwise_op, embedding_op, norm_op
-from mlsyscalc.calc.roofline_ops import predict_attention, predict_matmul
+from mlsyscalc.calc.roofline.calibration import Efficiency, load_ceilings, match_gpu
+from mlsyscalc.calc.counts.flops import attention_core_flops
+from mlsyscalc.calc.roofline.memory_bound import elementwise_op, embedding_op, norm_op
+from mlsyscalc.calc.roofline.ops import predict_attention, predict_matmul
 
 
 def test_matmul_counts_and_wave_quantisation_h200():

@@ -1,11 +1,11 @@
-"""calc.roofline_torch.param_tensors: the parameter tensors fused AdamW, zero_grad and the gradient
+"""calc.roofline.torch_kernels.param_tensors: the parameter tensors fused AdamW, zero_grad and the gradient
 accumulation launch over, against hand counts and the plain-torch module `mlsys bench model` builds."""
 
 from __future__ import annotations
 
 import pytest
 
-from mlsyscalc.calc.roofline_torch import param_tensors, step_param_tensors
+from mlsyscalc.calc.roofline.torch_kernels import param_tensors, step_param_tensors
 from mlsyscalc.specs.lookup import builtin_configs, load_model
 
 GPT2 = {"n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 97, "n_positions": 64}

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from mlsyscalc import MlsysError
-from mlsyscalc.calc.calibration import load_ceilings
+from mlsyscalc.calc.roofline.calibration import load_ceilings
 
 
 def _cal(tmp_path, **changes):
@@ -71,10 +71,10 @@ def test_training_4bit_weights_is_an_error(run_cli, dtype):
 # --- sliding-window attention in prefill/train: window_fraction by hand ---------------------------
 
 from mlsyscalc import count_params, load_model  # noqa: E402
-from mlsyscalc.calc.comm_step import StepOptions, step_comm  # noqa: E402
-from mlsyscalc.calc.flops import attention_layer_flops  # noqa: E402
-from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model  # noqa: E402
-from mlsyscalc.calc.roofline_ops import predict_attention, window_fraction  # noqa: E402
+from mlsyscalc.calc.comm.step import StepOptions, step_comm  # noqa: E402
+from mlsyscalc.calc.counts.flops import attention_layer_flops  # noqa: E402
+from mlsyscalc.calc.roofline.model import RooflineOptions, predict_model  # noqa: E402
+from mlsyscalc.calc.roofline.ops import predict_attention, window_fraction  # noqa: E402
 
 H100 = load_ceilings("H100-SXM")
 

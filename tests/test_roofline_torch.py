@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 
 from mlsyscalc.bench.model_profile import _range_copy, kernel_kind
-from mlsyscalc.calc.calibration import load_ceilings
-from mlsyscalc.calc.params import count_params
-from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model
-from mlsyscalc.calc.roofline_torch import adamw_launches, step_param_tensors
+from mlsyscalc.calc.roofline.calibration import load_ceilings
+from mlsyscalc.calc.counts.params import count_params
+from mlsyscalc.calc.roofline.model import RooflineOptions, predict_model
+from mlsyscalc.calc.roofline.torch_kernels import adamw_launches, step_param_tensors
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.lookup import load_model, parse_overrides
 
@@ -174,8 +174,8 @@ def test_a_long_reduction_splits_only_a_skinny_gemm():
     reduced, in a B1 S1024 prefill (1024 rows) it runs as one GEMM kernel (H100 profile: 32
     nvjet GEMMs for 32 layers, no splitKreduce). Per layer of phi-2 prefill, by hand: 6 GEMMs and
     no reduction; 32 layers + the lm_head = 193 GEMM kernels, the profile's count."""
-    from mlsyscalc.calc.roofline_ops import predict_matmul
-    from mlsyscalc.calc.cublas_split import SPLIT_LONG_K_MAX_ROWS, cublas_splits
+    from mlsyscalc.calc.roofline.ops import predict_matmul
+    from mlsyscalc.calc.roofline.cublas_split import SPLIT_LONG_K_MAX_ROWS, cublas_splits
 
     sms = H200.sm_count
     assert SPLIT_LONG_K_MAX_ROWS == 128

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from mlsyscalc.calc.comm_collectives import collective_cost
-from mlsyscalc.calc.comm_step import StepOptions, step_comm
-from mlsyscalc.calc.plan_space import PlanOptions, structures
-from mlsyscalc.calc.train_options import TrainStepOptions
+from mlsyscalc.calc.comm.collectives import collective_cost
+from mlsyscalc.calc.comm.step import StepOptions, step_comm
+from mlsyscalc.calc.plan.space import PlanOptions, structures
+from mlsyscalc.calc.train.options import TrainStepOptions
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.cluster import load_cluster
 from mlsyscalc.specs.lookup import load_model

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mlsyscalc.calc import scaling
-from mlsyscalc.calc.scaling_laws import (
+from mlsyscalc.calc.scaling import calculators as scaling
+from mlsyscalc.calc.scaling.laws import (
     CHINCHILLA_TABLE3,
     CHINCHILLA_TABLE_A3_APPROACH2,
     LAW_NAMES,

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from mlsyscalc.calc.scaling_fit import FitOptions, Runs, check_runs, fit_runs, parse_runs
-from mlsyscalc.calc.scaling_laws import Parametric
+from mlsyscalc.calc.scaling.fit import FitOptions, Runs, check_runs, fit_runs, parse_runs
+from mlsyscalc.calc.scaling.laws import Parametric
 from mlsyscalc.cli.main import cli
 from mlsyscalc.errors import MlsysError
 

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from mlsyscalc.calc.scaling_fit import FitOptions, fit_runs
-from mlsyscalc.calc.scaling_laws import Parametric
+from mlsyscalc.calc.scaling.fit import FitOptions, fit_runs
+from mlsyscalc.calc.scaling.laws import Parametric
 
 from .test_scaling_fit import isoflop_runs
 

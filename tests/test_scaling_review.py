@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from mlsyscalc.calc.scaling import optimal
-from mlsyscalc.calc.scaling_fit import parse_runs
+from mlsyscalc.calc.scaling.calculators import optimal
+from mlsyscalc.calc.scaling.fit import parse_runs
 from mlsyscalc.cli.main import cli
 from mlsyscalc.errors import MlsysError
 

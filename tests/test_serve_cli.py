@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from mlsyscalc.calc.serve_workload import parse_length, synthetic
+from mlsyscalc.calc.serve.workload import parse_length, synthetic
 
 KEYS = ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p50_s", "e2e_p99_s",
         "throughput_requests_per_s", "throughput_tokens_per_s", "goodput_requests_per_s", "ttft_p90_s",

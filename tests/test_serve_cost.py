@@ -1,4 +1,4 @@
-"""calc.serve_cost: the affine fast path against calc.roofline_model.predict_model (the oracle)."""
+"""calc.serve.iteration: the affine fast path against calc.roofline.model.predict_model (the oracle)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import random
 
 import pytest
 
-from mlsyscalc.calc.roofline_model import predict_model
-from mlsyscalc.calc.roofline_ops import resolve_ceilings
-from mlsyscalc.calc.roofline_options import RooflineOptions
-from mlsyscalc.calc.serve_cost import Batch, IterationCost
+from mlsyscalc.calc.roofline.model import predict_model
+from mlsyscalc.calc.roofline.ops import resolve_ceilings
+from mlsyscalc.calc.roofline.options import RooflineOptions
+from mlsyscalc.calc.serve.iteration import Batch, IterationCost
 from mlsyscalc.specs.lookup import load_model
 
 CEIL = resolve_ceilings("H100-SXM")
@@ -100,7 +100,7 @@ def test_dense_matmuls_compute_over_whole_128_row_tiles():
     """From 128 tokens up a GEMM computes whole 128-row tiles (the roofline's BLOCK_M): 577 tokens cost
     what 640 cost (compute-bound, so memory cannot hide it), 641 a tile more; below 128 nothing is
     padded (skinny shapes take small tiles)."""
-    from mlsyscalc.calc.serve_cost import padded_tokens
+    from mlsyscalc.calc.serve.iteration import padded_tokens
 
     assert [padded_tokens(t) for t in (1, 127, 128, 129, 577, 640, 641)] == [1, 127, 128, 256, 640, 640, 768]
     cost = _cost("llama3-8b")

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from mlsyscalc.calc.serve_engine import POLICIES, Engine, EngineLimits
+from mlsyscalc.calc.serve.engine import POLICIES, Engine, EngineLimits
 from tests.conftest import load_script
 
 STEP = 1.0
@@ -68,7 +68,7 @@ def test_v1_admits_without_the_watermark():
 def test_closed_loop_sends_the_next_request_when_one_finishes():
     """Two clients, four requests (3-token prompts, 2 outputs) all due at 0: requests 2 and 3 are sent
     when 0 and 1 finish; TTFT counts from the sending, as benchmark_serving's clients do."""
-    from mlsyscalc.calc.serve_metrics import latencies
+    from mlsyscalc.calc.serve.metrics import latencies
 
     reqs = [(0.0, 3, 2)] * 4
     calls, t = _run(reqs, concurrency=2)
@@ -99,7 +99,7 @@ def test_host_fit_reproduces_the_default():
     import json
     from pathlib import Path
 
-    from mlsyscalc.calc.serve import ServeOptions
+    from mlsyscalc.calc.serve.simulator import ServeOptions
 
     fit = load_script("serve_host_fit")
     data = json.loads((Path(__file__).resolve().parents[1] / "reports/serving/replay_h200.json").read_text())
@@ -112,8 +112,8 @@ def test_host_fit_reproduces_the_default():
 
 def test_host_time_per_sequence_that_samples():
     """A decode step of 10 sequences pays 155 us + 10 x 7.4 us on top of its kernels."""
-    from mlsyscalc.calc.roofline_ops import resolve_ceilings
-    from mlsyscalc.calc.serve import ServeOptions, iteration_cost
+    from mlsyscalc.calc.roofline.ops import resolve_ceilings
+    from mlsyscalc.calc.serve.simulator import ServeOptions, iteration_cost
     from mlsyscalc.specs.lookup import load_model
 
     spec, ceil = load_model("llama3-8b"), resolve_ceilings("H100-SXM")
@@ -126,10 +126,10 @@ def test_host_time_per_sequence_that_samples():
 def test_fast_path_matches_the_paged_roofline(d, ctx):
     """A decode-only iteration of the serving cost (paged, no host time) equals predict_model with the
     KV in pages at the same batch and context, within the fast path's 0.2% (docs/serving.md)."""
-    from mlsyscalc.calc.roofline_model import predict_model
-    from mlsyscalc.calc.roofline_ops import resolve_ceilings
-    from mlsyscalc.calc.roofline_options import RooflineOptions
-    from mlsyscalc.calc.serve_cost import IterationCost
+    from mlsyscalc.calc.roofline.model import predict_model
+    from mlsyscalc.calc.roofline.ops import resolve_ceilings
+    from mlsyscalc.calc.roofline.options import RooflineOptions
+    from mlsyscalc.calc.serve.iteration import IterationCost
     from mlsyscalc.specs.lookup import load_model
 
     spec, ceil = load_model("llama3-8b"), resolve_ceilings("H100-SXM")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from mlsyscalc.calc.roofline_model import predict_model
-from mlsyscalc.calc.roofline_ops import resolve_ceilings
-from mlsyscalc.calc.roofline_options import RooflineOptions
-from mlsyscalc.calc.serve import ServeOptions, WorkloadSpec, simulate
-from mlsyscalc.calc.serve_disagg import Layout, search_layouts, simulate_disagg
-from mlsyscalc.calc.serve_metrics import Slo
-from mlsyscalc.calc.serve_workload import parse_length
+from mlsyscalc.calc.roofline.model import predict_model
+from mlsyscalc.calc.roofline.ops import resolve_ceilings
+from mlsyscalc.calc.roofline.options import RooflineOptions
+from mlsyscalc.calc.serve.simulator import ServeOptions, WorkloadSpec, simulate
+from mlsyscalc.calc.serve.disagg import Layout, search_layouts, simulate_disagg
+from mlsyscalc.calc.serve.metrics import Slo
+from mlsyscalc.calc.serve.workload import parse_length
 from mlsyscalc.specs.cluster import load_cluster
 from mlsyscalc.specs.lookup import load_model
 
@@ -67,9 +67,9 @@ def test_cli_disagg(run_cli):
 def test_every_scheduler_finishes_under_kv_pressure(scheduler):
     """Small KV budgets force preemptions on the decode instances; every request still finishes,
     after its first token, and the engine ends holding only the blocks it started with."""
-    from mlsyscalc.calc.serve import engine_limits, kv_capacity
-    from mlsyscalc.calc.serve_cost import IterationCost
-    from mlsyscalc.calc.serve_engine import Engine
+    from mlsyscalc.calc.serve.simulator import engine_limits, kv_capacity
+    from mlsyscalc.calc.serve.iteration import IterationCost
+    from mlsyscalc.calc.serve.engine import Engine
 
     work = _work(30.0, 150, "uniform:200,800", "uniform:64,400")
     opts = ServeOptions(scheduler=scheduler, kv_blocks=300)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from mlsyscalc.calc.roofline_ops import resolve_ceilings
-from mlsyscalc.calc.serve import ServeOptions, WorkloadSpec, simulate
-from mlsyscalc.calc.serve_workload import from_trace, parse_length
+from mlsyscalc.calc.roofline.ops import resolve_ceilings
+from mlsyscalc.calc.serve.simulator import ServeOptions, WorkloadSpec, simulate
+from mlsyscalc.calc.serve.workload import from_trace, parse_length
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.lookup import load_model
 

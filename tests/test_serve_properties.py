@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from mlsyscalc.calc.roofline_model import predict_model
-from mlsyscalc.calc.roofline_ops import resolve_ceilings
-from mlsyscalc.calc.roofline_options import RooflineOptions
-from mlsyscalc.calc.serve import ServeOptions, WorkloadSpec, iteration_cost, simulate
-from mlsyscalc.calc.serve_cost import Batch, IterationCost
-from mlsyscalc.calc.serve_workload import parse_length
+from mlsyscalc.calc.roofline.model import predict_model
+from mlsyscalc.calc.roofline.ops import resolve_ceilings
+from mlsyscalc.calc.roofline.options import RooflineOptions
+from mlsyscalc.calc.serve.simulator import ServeOptions, WorkloadSpec, iteration_cost, simulate
+from mlsyscalc.calc.serve.iteration import Batch, IterationCost
+from mlsyscalc.calc.serve.workload import parse_length
 from mlsyscalc.specs.lookup import load_model
 
 SPEC = load_model("llama3-8b")
@@ -31,7 +31,7 @@ HOST_S = ServeOptions().iteration_overhead_s + ServeOptions().iteration_overhead
 def test_vanishing_rate_is_one_prefill_and_one_decode(run_cli, scheduler):
     """At 1 request per 1000 s nothing queues: TTFT is one 512-token prefill (lm_head on the last
     token only) and TPOT is one batch-1 decode step at context 512 -- the roofline's number with the
-    KV in pages (calc.roofline_paged), each plus one iteration's host time for one sequence."""
+    KV in pages (calc.roofline.paged), each plus one iteration's host time for one sequence."""
     r = _run(_work(0.001, requests=3, prompt="512", output="2"), scheduler=scheduler, chunk=512)
     decode = predict_model(SPEC, CEIL, RooflineOptions(phase="decode", context=512, kv_layout="paged")).time_s
     assert r.metrics["tpot_p50_s"] == pytest.approx(decode + HOST_S, rel=1e-3)
@@ -102,7 +102,7 @@ def test_seed_reproduces_and_changes():
 
 
 def test_goodput_counts_requests_within_slo():
-    from mlsyscalc.calc.serve_metrics import Slo
+    from mlsyscalc.calc.serve.metrics import Slo
 
     work = _work(20.0, requests=300)
     loose = simulate(SPEC, CEIL, work, ServeOptions(slo=Slo(ttft_s=100.0, tpot_s=100.0))).metrics

@@ -22,9 +22,9 @@ def test_every_case_names_its_source_and_kind():
 
 
 def test_first_token_case_is_one_prefill():
-    from mlsyscalc.calc.roofline_ops import resolve_ceilings
-    from mlsyscalc.calc.serve import ServeOptions, iteration_cost
-    from mlsyscalc.calc.serve_cost import Batch
+    from mlsyscalc.calc.roofline.ops import resolve_ceilings
+    from mlsyscalc.calc.serve.simulator import ServeOptions, iteration_cost
+    from mlsyscalc.calc.serve.iteration import Batch
     from mlsyscalc.specs.lookup import load_model
 
     script = load_script("serve_published")
@@ -70,9 +70,9 @@ def test_nim_cases_are_every_row_with_their_set():
 def test_nim_case_at_one_client_is_one_prefill_then_decodes():
     """One client: every request's TTFT is one prefill of its prompt (the simulator's own iteration cost,
     host time included) and its output tokens/s is output / end-to-end."""
-    from mlsyscalc.calc.roofline_ops import resolve_ceilings
-    from mlsyscalc.calc.serve import ServeOptions, iteration_cost
-    from mlsyscalc.calc.serve_cost import Batch
+    from mlsyscalc.calc.roofline.ops import resolve_ceilings
+    from mlsyscalc.calc.serve.simulator import ServeOptions, iteration_cost
+    from mlsyscalc.calc.serve.iteration import Batch
     from mlsyscalc.specs.lookup import load_model
 
     script = load_script("serve_published_nim")

@@ -75,9 +75,9 @@ def test_host_overhead_is_median_wall_minus_gpu():
 def test_report_fit_recovers_the_ceilings_that_made_the_steps():
     """Steps priced with known efficiencies and per-kernel cost (on the fit's grid) plus a host time:
     the GPU-time fit finds them again and its cost adds the host time once per iteration."""
-    from mlsyscalc.calc.roofline_ops import resolve_ceilings
-    from mlsyscalc.calc.roofline_options import RooflineOptions
-    from mlsyscalc.calc.serve_cost import IterationCost
+    from mlsyscalc.calc.roofline.ops import resolve_ceilings
+    from mlsyscalc.calc.roofline.options import RooflineOptions
+    from mlsyscalc.calc.serve.iteration import IterationCost
     from mlsyscalc.specs.lookup import load_model
 
     report = load_script("serve_replay_report")

@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from mlsyscalc.calc.roofline_ops import resolve_ceilings
-from mlsyscalc.calc.serve import ServeOptions, WorkloadSpec, simulate, speculation
-from mlsyscalc.calc.serve_spec import expected_tokens
-from mlsyscalc.calc.serve_workload import parse_length
+from mlsyscalc.calc.roofline.ops import resolve_ceilings
+from mlsyscalc.calc.serve.simulator import ServeOptions, WorkloadSpec, simulate, speculation
+from mlsyscalc.calc.serve.spec import expected_tokens
+from mlsyscalc.calc.serve.workload import parse_length
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.lookup import load_model
 

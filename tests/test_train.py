@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from mlsyscalc.calc.calibration import load_ceilings
-from mlsyscalc.calc.train import train_step
-from mlsyscalc.calc.train_options import TrainStepOptions
+from mlsyscalc.calc.roofline.calibration import load_ceilings
+from mlsyscalc.calc.train.step import train_step
+from mlsyscalc.calc.train.options import TrainStepOptions
 from mlsyscalc.specs.lookup import load_model
 
 A100 = ("--gpu", "A100-80GB-SXM")

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from mlsyscalc.calc.calibration import load_ceilings
-from mlsyscalc.calc.roofline_ops import predict_attention, predict_matmul, predict_memory_op
-from mlsyscalc.calc.train import train_step
-from mlsyscalc.calc.train_attention import attention_ceilings, unfused_attention_ops, unfused_attention_s
-from mlsyscalc.calc.train_options import TrainStepOptions
+from mlsyscalc.calc.roofline.calibration import load_ceilings
+from mlsyscalc.calc.roofline.ops import predict_attention, predict_matmul, predict_memory_op
+from mlsyscalc.calc.train.step import train_step
+from mlsyscalc.calc.train.attention_time import attention_ceilings, unfused_attention_ops, unfused_attention_s
+from mlsyscalc.calc.train.options import TrainStepOptions
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.lookup import load_model
 
@@ -43,7 +43,7 @@ def test_kernels_flops_and_bytes_by_hand():
 def test_step_swaps_the_flash_core_for_the_unfused_one(recompute, forwards):
     """One GPU, m micro-batches: the step grows by m x layers x (unfused - flash) attention core, the forward
     counted twice when the recomputation repeats it. The flash core is the roofline's attention rows."""
-    from mlsyscalc.calc.train_parts import roofline_pass, stage_parts
+    from mlsyscalc.calc.train.parts import roofline_pass, stage_parts
 
     spec = load_model("llama2-7b", SMALL)
     ceil = load_ceilings("H100-SXM")

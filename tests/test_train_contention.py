@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mlsyscalc.calc.calibration import load_ceilings
-from mlsyscalc.calc.train import train_step
-from mlsyscalc.calc.train_comm import contention_s
-from mlsyscalc.calc.train_options import TrainStepOptions
+from mlsyscalc.calc.roofline.calibration import load_ceilings
+from mlsyscalc.calc.train.step import train_step
+from mlsyscalc.calc.comm.exposed import contention_s
+from mlsyscalc.calc.train.options import TrainStepOptions
 from mlsyscalc.specs.lookup import load_model
 
 H100 = ("--gpu", "H100-SXM")  # 132 SMs (NVIDIA H100 datasheet)

@@ -1,4 +1,4 @@
-"""FP8 training as Transformer Engine runs it (calc.train_fp8): saved activations and weight copies in
+"""FP8 training as Transformer Engine runs it (calc.precision.fp8): saved activations and weight copies in
 memory, the scaling kernels in the step. Oracles: byte counts written out by hand from the tensors TE
 saves and casts (docs/train.md, "FP8 training"), and the datasheet ceilings' memory formula."""
 
@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 
 from mlsyscalc import load_model
-from mlsyscalc.calc.calibration import load_ceilings
-from mlsyscalc.calc.train_fp8 import Gemm, gemm_kernels, weight_kernels
+from mlsyscalc.calc.roofline.calibration import load_ceilings
+from mlsyscalc.calc.precision.fp8 import Gemm, gemm_kernels, weight_kernels
 
 H, INTER, LAYERS = 4096, 11008, 32  # llama2-7b: MHA, SwiGLU
 SEQ = 1024
@@ -137,11 +137,11 @@ def test_model_is_llama2_7b():
 def test_head_runs_in_bf16():
     """Megatron-LM's output layer is not a Transformer Engine module: with --dtype fp8 the embedding, final
     norm and lm_head cost what they cost in bf16, while the decoder layers' matmuls run at the FP8 rate."""
-    from mlsyscalc.calc.train_parts import roofline_pass, stage_parts
+    from mlsyscalc.calc.train.parts import roofline_pass, stage_parts
 
     spec, ceil = load_model("llama2-7b"), load_ceilings("H100-SXM")
     parts = {d: stage_parts(spec, roofline_pass(spec, ceil, tp=2, cp=1, micro_batch=1, seq=SEQ, dtype=d,
-                                                clocks="burst"), sp=True)  # one clock for both (calc.steady)
+                                                clocks="burst"), sp=True)  # one clock for both (calc.roofline.steady)
              for d in ("bf16", "fp8")}
     assert parts["fp8"].last_s == parts["bf16"].last_s and parts["fp8"].first_s == parts["bf16"].first_s
     fp8_layer = parts["fp8"].layer_s["dense"]["forward"] - parts["fp8"].fp8_s["dense"]["forward"]
@@ -153,10 +153,10 @@ def test_amax_all_reduces_under_sequence_parallelism(run_cli):
     o_proj's and down_proj's output-gradient shards (backward) over the TP group: 4 all-reduces of one fp32
     a layer and micro-batch, each `mlsys comm all-reduce --size 4` over the TP GPUs; the step's other FP8
     seconds are m x those plus the weight casts."""
-    from mlsyscalc.calc.train import step_fp8_s
-    from mlsyscalc.calc.train_fp8 import weight_cast_s
-    from mlsyscalc.calc.train_options import TrainStepOptions
-    from mlsyscalc.calc.train_parts import pipeline_stages, roofline_pass, stage_parts
+    from mlsyscalc.calc.train.step import step_fp8_s
+    from mlsyscalc.calc.precision.fp8 import weight_cast_s
+    from mlsyscalc.calc.train.options import TrainStepOptions
+    from mlsyscalc.calc.train.parts import pipeline_stages, roofline_pass, stage_parts
     from mlsyscalc.specs.cluster import load_cluster
 
     spec, ceil, cluster = load_model("llama2-7b"), load_ceilings("H100-SXM"), load_cluster("hgx-h100")

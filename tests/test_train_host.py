@@ -1,10 +1,10 @@
-"""`mlsys train --framework`: the host's issue time (calc.train_host) against hand arithmetic and its properties."""
+"""`mlsys train --framework`: the host's issue time (calc.train.host) against hand arithmetic and its properties."""
 
 from __future__ import annotations
 
 import pytest
 
-from mlsyscalc.calc.train_host import FRAMEWORKS, FrameworkCosts, StageWork, exposed_host_s, host_paths
+from mlsyscalc.calc.train.host import FRAMEWORKS, FrameworkCosts, StageWork, exposed_host_s, host_paths
 
 H200 = ("--gpu", "H200")
 # A llama layer's kernels as the roofline prices them: forward 7 matmuls (q, k, v, o, gate, up, down), 2 norms,
@@ -66,7 +66,7 @@ def test_torch_fsdp_and_ddp_host_paths_by_hand(run_cli):
 @pytest.fixture
 def fused_kernels(monkeypatch):
     """Both frameworks priced with the fused kernel list, so a test sees the torch framework's other terms alone."""
-    import mlsyscalc.calc.train as train
+    import mlsyscalc.calc.train.step as train
 
     monkeypatch.setattr(train, "kernel_impl", lambda framework, dtype: "fused")
 
@@ -129,8 +129,8 @@ def test_torch_interleaved_pipeline_loses_the_p2p_share(run_cli):
 
 def test_one_framework_list_for_memory_and_host_time():
     """`--framework` means one thing in `mlsys train`: the memory rules and the host costs know the same names."""
-    from mlsyscalc.calc.memory_schedule import FRAMEWORKS as MEMORY_FRAMEWORKS
-    from mlsyscalc.calc.train_host import DEFAULT_FRAMEWORK, FRAMEWORKS as HOST_FRAMEWORKS
+    from mlsyscalc.calc.memory.schedule import FRAMEWORKS as MEMORY_FRAMEWORKS
+    from mlsyscalc.calc.train.host import DEFAULT_FRAMEWORK, FRAMEWORKS as HOST_FRAMEWORKS
 
     assert tuple(HOST_FRAMEWORKS) == MEMORY_FRAMEWORKS == ("megatron", "torch")
     assert DEFAULT_FRAMEWORK == "megatron"
@@ -152,7 +152,7 @@ def test_calibration_torch_host_replaces_the_costs(run_cli, tmp_path):
     op): host_fb of tp 2, 2 micro-batches = 2 x matmuls x 378 us by hand; megatron ignores them; bad keys exit 2."""
     import json
 
-    from mlsyscalc.calc.calibration import read_calibration
+    from mlsyscalc.calc.roofline.calibration import read_calibration
 
     record = read_calibration("reports/train/h200-calibration-fused.json")
     path = tmp_path / "cal.json"
@@ -175,7 +175,7 @@ def test_plan_takes_the_calibration_host_costs(run_cli, tmp_path):
     """plan --framework torch with a torch_host calibration prices its best layout as train does with it."""
     import json
 
-    from mlsyscalc.calc.calibration import read_calibration
+    from mlsyscalc.calc.roofline.calibration import read_calibration
 
     record = read_calibration("reports/train/h200-calibration-fused.json")
     path = tmp_path / "cal.json"
@@ -195,9 +195,9 @@ def test_torch_optimizer_moves_the_bytes_of_its_cast_step_and_copy():
     write 4), fused AdamW on fp32 (read 16, write 12), copy back (read 4, write 2) = (22, 18) bytes a parameter;
     FSDP2 steps fp32 shards with fp32 gradients: (16, 12). Megatron's fused optimizer: (16, 14). Priced as one
     memory-bound op, so a billion parameters take (22 + 18) / (16 + 14) of Megatron's time less the fixed cost."""
-    from mlsyscalc.calc.calibration import load_ceilings
-    from mlsyscalc.calc.roofline_train import state_bytes, torch_mixed_state_bytes
-    from mlsyscalc.calc.train import optimizer_s
+    from mlsyscalc.calc.roofline.calibration import load_ceilings
+    from mlsyscalc.calc.roofline.training import state_bytes, torch_mixed_state_bytes
+    from mlsyscalc.calc.train.step import optimizer_s
 
     assert torch_mixed_state_bytes("bf16", 0) == (22, 18) and torch_mixed_state_bytes("bf16", 1) == (22, 18)
     assert torch_mixed_state_bytes("bf16", 3) == (16, 12) and state_bytes("bf16") == (16, 14)
@@ -213,13 +213,13 @@ def test_torch_optimizer_moves_the_bytes_of_its_cast_step_and_copy():
 
 @pytest.mark.parametrize("layout", [("--tp", "2"), ("--zero", "3"), ("--pp", "2"), ("--cp", "2")])
 def test_torch_prices_plain_torch_kernels_and_counts_host_work_in_fused_ones(run_cli, layout):
-    """--framework torch times the step's kernels with plain PyTorch's list (calc.roofline_model --impl torch: the
+    """--framework torch times the step's kernels with plain PyTorch's list (calc.roofline.model --impl torch: the
     separate elementwise, norm and cast kernels Megatron-LM fuses), so its compute is longer; the host's work stays
     counted in the fused list's kernels, the unit its costs were fitted in (same host_work as megatron's)."""
-    from mlsyscalc.calc.calibration import load_ceilings
-    from mlsyscalc.calc.train import train_parts
-    from mlsyscalc.calc.train_options import TrainStepOptions
-    from mlsyscalc.calc.train_parts import pipeline_stages, slowest_stage
+    from mlsyscalc.calc.roofline.calibration import load_ceilings
+    from mlsyscalc.calc.train.step import train_parts
+    from mlsyscalc.calc.train.options import TrainStepOptions
+    from mlsyscalc.calc.train.parts import pipeline_stages, slowest_stage
     from mlsyscalc.specs.lookup import load_model
 
     base = ("--global-batch", "4", "--micro-batch", "1", *layout)

@@ -1,4 +1,4 @@
-"""Megatron-Core's MoE parallel folding (calc.expert_grid) in train, plan, memory train and comm step: every
+"""Megatron-Core's MoE parallel folding (calc.parallel.expert_grid) in train, plan, memory train and comm step: every
 folding rule exits 2 naming it; the traffic, memory and kernels of folded layouts against hand arithmetic; the
 DeepSeek-V3 layout of 512 H100s; plan's search over ep and etp; properties over random layouts.
 
@@ -14,20 +14,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mlsyscalc.calc.calibration import load_ceilings
-from mlsyscalc.calc.comm_collectives import collective_cost
-from mlsyscalc.calc.comm_step import StepOptions, step_comm
-from mlsyscalc.calc.expert_grid import ExpertGrid
-from mlsyscalc.calc.memory_common import stage_params
-from mlsyscalc.calc.memory_train import TrainOptions, train_memory
-from mlsyscalc.calc.params import count_params
-from mlsyscalc.calc.pipeline_split import PipelineSplit, stage_layer_ids
-from mlsyscalc.calc.plan import plan
-from mlsyscalc.calc.plan_memory import MemoryTable
-from mlsyscalc.calc.plan_space import PlanOptions, structures
-from mlsyscalc.calc.train import train_step
-from mlsyscalc.calc.train_parts import roofline_pass
-from mlsyscalc.calc.train_options import TrainStepOptions
+from mlsyscalc.calc.roofline.calibration import load_ceilings
+from mlsyscalc.calc.comm.collectives import collective_cost
+from mlsyscalc.calc.comm.step import StepOptions, step_comm
+from mlsyscalc.calc.parallel.expert_grid import ExpertGrid
+from mlsyscalc.calc.parallel.shards import stage_params
+from mlsyscalc.calc.memory.training import TrainOptions, train_memory
+from mlsyscalc.calc.counts.params import count_params
+from mlsyscalc.calc.parallel.pipeline_split import PipelineSplit, stage_layer_ids
+from mlsyscalc.calc.plan.search import plan
+from mlsyscalc.calc.plan.memory import MemoryTable
+from mlsyscalc.calc.plan.space import PlanOptions, structures
+from mlsyscalc.calc.train.step import train_step
+from mlsyscalc.calc.train.parts import roofline_pass
+from mlsyscalc.calc.train.options import TrainStepOptions
 from mlsyscalc.specs.cluster import load_cluster
 from mlsyscalc.specs.lookup import load_model
 

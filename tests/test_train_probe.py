@@ -1,4 +1,4 @@
-"""The host probe (calc.train_probe, scripts/train_host_probe.py) and `mlsys train/plan --host-costs`."""
+"""The host probe (calc.train.probe, scripts/train_host_probe.py) and `mlsys train/plan --host-costs`."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from mlsyscalc.calc.train_host import StageWork
-from mlsyscalc.calc.train_probe import ProbeStep, solve_probe
+from mlsyscalc.calc.train.host import StageWork
+from mlsyscalc.calc.train.probe import ProbeStep, solve_probe
 from mlsyscalc.errors import MlsysError
 
 from .conftest import load_script

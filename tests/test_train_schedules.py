@@ -9,11 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlsyscalc import load_model
-from mlsyscalc.calc.calibration import load_ceilings
-from mlsyscalc.calc.memory_train import TrainOptions, train_memory
-from mlsyscalc.calc.train import pipeline_bubble_s, train_step
-from mlsyscalc.calc.train_options import TrainStepOptions
-from mlsyscalc.calc.train_parts import pipeline_stages, roofline_pass, stage_parts, stage_wgrad_s
+from mlsyscalc.calc.roofline.calibration import load_ceilings
+from mlsyscalc.calc.memory.training import TrainOptions, train_memory
+from mlsyscalc.calc.train.step import pipeline_bubble_s, train_step
+from mlsyscalc.calc.train.options import TrainStepOptions
+from mlsyscalc.calc.train.parts import pipeline_stages, roofline_pass, stage_parts, stage_wgrad_s
 
 ARGS = ("train", "llama2-7b", "--gpus", "8", "--gpu", "H100-SXM", "--seq", "2048", "--global-batch", "16",
         "--pp", "8", "--dp", "1", "--micro-batch", "1")

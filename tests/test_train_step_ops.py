@@ -1,14 +1,14 @@
-"""What a training step runs beside the layers (calc.roofline_head, roofline_train.clip_ops) and the sustained clocks
-it is priced at (calc.steady, Ceilings.at_clocks): counts by hand, the measured figures they come from."""
+"""What a training step runs beside the layers (calc.roofline.head, roofline_train.clip_ops) and the sustained clocks
+it is priced at (calc.roofline.steady, Ceilings.at_clocks): counts by hand, the measured figures they come from."""
 
 from __future__ import annotations
 
 import pytest
 
-from mlsyscalc.calc.calibration import load_ceilings
-from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model
-from mlsyscalc.calc.roofline_train import clip_ops
-from mlsyscalc.calc.steady import H200_STEADY, STEADY, steady_from_record
+from mlsyscalc.calc.roofline.calibration import load_ceilings
+from mlsyscalc.calc.roofline.model import RooflineOptions, predict_model
+from mlsyscalc.calc.roofline.training import clip_ops
+from mlsyscalc.calc.roofline.steady import H200_STEADY, STEADY, steady_from_record
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.lookup import load_model
 
@@ -90,7 +90,7 @@ def test_a_lone_gemm_runs_at_the_measured_steady_share():
 
 
 def test_a_step_runs_at_the_clock_its_kernel_mix_holds():
-    """1 / c = sum share_k / c_k (calc.steady): 63% GEMMs, 12% attention, 25% memory-bound (the copy's clock at the
+    """1 / c = sum share_k / c_k (calc.roofline.steady): 63% GEMMs, 12% attention, 25% memory-bound (the copy's clock at the
     cap 1980 x 700 / 675) give 1,585 MHz, where a GEMM reaches 0.658 x 1585 / 1447.5 = 0.720 of the datasheet;
     a step of memory-bound kernels alone keeps the top clock and the burst efficiencies."""
     mix = {"matmul": 0.63, "attention": 0.12, "memory": 0.25}
@@ -114,7 +114,7 @@ def test_the_clock_model_on_a_measured_training_step():
             .read_text().splitlines()]
     step = next(r for r in rows if r["op"] == "train_step_steady")
     assert "sw_power_cap" in step["card_steady"]["throttle"]
-    from mlsyscalc.calc.roofline_model import kernel_mix
+    from mlsyscalc.calc.roofline.model import kernel_mix
 
     spec = replace(LLAMA, num_layers=8)
     burst = predict_model(spec, load_ceilings("H200"), RooflineOptions(phase="train", seq=8192, impl="torch",

@@ -12,13 +12,13 @@ from dataclasses import replace
 import pytest
 
 from mlsyscalc import count_params, load_model
-from mlsyscalc.calc.activations import layer_saved
-from mlsyscalc.calc.comm_collectives import collective_cost
-from mlsyscalc.calc.flops import count_flops
-from mlsyscalc.calc.memory_common import stage_params
-from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
-from mlsyscalc.calc.memory_train import TrainOptions, train_memory
-from mlsyscalc.calc.roofline_ops import (
+from mlsyscalc.calc.counts.activations import layer_saved
+from mlsyscalc.calc.comm.collectives import collective_cost
+from mlsyscalc.calc.counts.flops import count_flops
+from mlsyscalc.calc.parallel.shards import stage_params
+from mlsyscalc.calc.memory.inference import InferOptions, infer_memory
+from mlsyscalc.calc.memory.training import TrainOptions, train_memory
+from mlsyscalc.calc.roofline.ops import (
     predict_attention,
     predict_grouped_matmul,
     predict_matmul,

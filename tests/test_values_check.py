@@ -93,7 +93,7 @@ def test_plan_shows_five_layouts_unless_told(run_cli):
 
 
 def test_kv_cache_write_casts_without_arithmetic():
-    from mlsyscalc.calc.roofline_memory import copy_cast_op
+    from mlsyscalc.calc.roofline.memory_bound import copy_cast_op
 
     # new K/V of 1000 elements: read in bf16 (2 B), written into an fp8 cache (1 B), no FLOPs
     op = copy_cast_op(1000, "bf16", "fp8")
@@ -103,7 +103,7 @@ def test_kv_cache_write_casts_without_arithmetic():
 # --- scaling-law fits --------------------------------------------------------------------------------
 
 def test_fit_starts_from_the_published_grid():
-    from mlsyscalc.calc.scaling_fit import PAPER_GRID
+    from mlsyscalc.calc.scaling.fit import PAPER_GRID
 
     # Hoffmann et al. 2022, appendix D.2: alpha, beta in {0, 0.5, ..., 2}, e in {-1, -0.5, ..., 1},
     # a, b in {0, 5, ..., 25}
@@ -116,7 +116,7 @@ def test_fit_reports_its_huber_objective_and_rms_residual():
     import math
     import random
 
-    from mlsyscalc.calc.scaling_fit import FitOptions, Runs, fit_runs
+    from mlsyscalc.calc.scaling.fit import FitOptions, Runs, fit_runs
 
     # 5 x 5 runs from L = 1.8 + 450 / N^0.34 + 1800 / D^0.37 with 2% multiplicative noise
     rng = random.Random(3)
@@ -133,7 +133,7 @@ def test_fit_reports_its_huber_objective_and_rms_residual():
 
 
 def test_roofline_accepts_zero_stages_0_to_3_only(run_cli):
-    from mlsyscalc.calc.roofline_options import RooflineOptions
+    from mlsyscalc.calc.roofline.options import RooflineOptions
     from mlsyscalc.errors import MlsysError
     from mlsyscalc.specs.lookup import load_model
 
@@ -146,7 +146,7 @@ def test_roofline_accepts_zero_stages_0_to_3_only(run_cli):
 # --- serving ---------------------------------------------------------------------------------------------
 
 def test_disaggregated_layout_counts_every_instance_gpu():
-    from mlsyscalc.calc.serve_disagg import Layout
+    from mlsyscalc.calc.serve.disagg import Layout
 
     # 2 prefill instances of tp 2 and 1 decode instance of tp 4: 2 x 2 + 1 x 4 = 8 GPUs
     assert Layout(prefill=2, decode=1, tp_prefill=2, tp_decode=4).gpus == 8
@@ -175,10 +175,10 @@ def test_chunked_prefill_packs_the_token_budget(run_cli, tmp_path):
 def test_serving_reads_the_decode_attention_rate_at_64_sequences():
     # decode attention rows take their seconds per FLOP from 64 sequences of one token over a
     # 4096-token context (the prefill rate's length)
-    from mlsyscalc.calc.roofline_model import predict_model
-    from mlsyscalc.calc.roofline_ops import resolve_ceilings
-    from mlsyscalc.calc.roofline_options import RooflineOptions
-    from mlsyscalc.calc.serve_cost import IterationCost
+    from mlsyscalc.calc.roofline.model import predict_model
+    from mlsyscalc.calc.roofline.ops import resolve_ceilings
+    from mlsyscalc.calc.roofline.options import RooflineOptions
+    from mlsyscalc.calc.serve.iteration import IterationCost
     from mlsyscalc.specs.lookup import load_model
 
     spec, ceil = load_model("llama3-8b"), resolve_ceilings("H100-SXM")
@@ -208,8 +208,8 @@ def test_swapping_keeps_the_kv_block_count_between_empty_and_full(run_cli):
 
 
 def test_speculation_verdict_prices_the_plain_step_at_context_plus_one_keys():
-    from mlsyscalc.calc.roofline_ops import resolve_ceilings
-    from mlsyscalc.calc.serve import ServeOptions, speculation
+    from mlsyscalc.calc.roofline.ops import resolve_ceilings
+    from mlsyscalc.calc.serve.simulator import ServeOptions, speculation
     from mlsyscalc.specs.lookup import load_model
 
     # a decode step of 4 sequences at context 1000 attends over 1000 cached keys + its own token:
@@ -221,7 +221,7 @@ def test_speculation_verdict_prices_the_plain_step_at_context_plus_one_keys():
     assert v["draft_s"] == sum(sd.draft.decode_s(4, 4 * 1001 + 4 * i) for i in range(4))
     # verification is a prefill of k + 1 = 5 new tokens on each of the 4 sequences over their 1000
     # cached ones, every token sampled: causal pairs 4 x (5 x 1000 + 5^2 / 2)
-    from mlsyscalc.calc.serve_cost import Batch
+    from mlsyscalc.calc.serve.iteration import Batch
 
     batch = Batch.of(chunks=((5, 1000),) * 4, samples=20)
     assert batch.prefill_pairs == 4 * (5 * 1000 + 25 / 2)
@@ -230,9 +230,9 @@ def test_speculation_verdict_prices_the_plain_step_at_context_plus_one_keys():
 
 @pytest.mark.parametrize("scheduler", ["static", "vllm", "vllm-v1"])
 def test_a_lone_request_waits_one_prefill_for_its_first_token(run_cli, tmp_path, scheduler):
-    from mlsyscalc.calc.roofline_ops import resolve_ceilings
-    from mlsyscalc.calc.serve import ServeOptions, iteration_cost
-    from mlsyscalc.calc.serve_cost import Batch
+    from mlsyscalc.calc.roofline.ops import resolve_ceilings
+    from mlsyscalc.calc.serve.simulator import ServeOptions, iteration_cost
+    from mlsyscalc.calc.serve.iteration import Batch
     from mlsyscalc.specs.lookup import load_model
 
     # one 4000-token prompt arriving at t = 0 on an idle H100: its first token comes after one
@@ -277,7 +277,7 @@ def test_adafactor_first_pipeline_stage_by_hand(run_cli):
 
 
 def test_group_size_bound_of_a_last_moe_layer_through_the_api():
-    from mlsyscalc.calc.memory_infer import InferOptions
+    from mlsyscalc.calc.memory.inference import InferOptions
     from mlsyscalc.errors import MlsysError
     from mlsyscalc.specs.hf import from_hf_config
     from mlsyscalc.specs.lookup import builtin_configs
@@ -292,9 +292,9 @@ def test_group_size_bound_of_a_last_moe_layer_through_the_api():
 
 
 def test_recomputed_flops_per_mode_by_hand():
-    from mlsyscalc.calc.flops import FlopOptions, count_flops
-    from mlsyscalc.calc.train import model_flops
-    from mlsyscalc.calc.train_options import TrainStepOptions
+    from mlsyscalc.calc.counts.flops import FlopOptions, count_flops
+    from mlsyscalc.calc.train.step import model_flops
+    from mlsyscalc.calc.train.options import TrainStepOptions
     from mlsyscalc.specs.lookup import load_model
 
     # llama3-8b, one 2048-token sequence: selective recomputation re-runs the causal attention
@@ -310,7 +310,7 @@ def test_recomputed_flops_per_mode_by_hand():
 
 @pytest.mark.parametrize("tp,weights", [(1, 357_826_560), (2, 357_826_560 // 2)])
 def test_fp8_qwen_weights_and_per_tensor_scales_through_the_api(tp, weights):
-    from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
+    from mlsyscalc.calc.memory.inference import InferOptions, infer_memory
     from mlsyscalc.specs.lookup import load_model
 
     # qwen2.5-0.5b: 24 layers of q, o (896 x 896), k, v (896 x 2 KV heads x 64) and gate, up,
@@ -324,8 +324,8 @@ def test_fp8_qwen_weights_and_per_tensor_scales_through_the_api(tp, weights):
 def test_plan_explains_the_win_by_the_part_that_shrank_most():
     from types import SimpleNamespace
 
-    from mlsyscalc.calc.pipeline_split import EVEN
-    from mlsyscalc.calc.plan import why
+    from mlsyscalc.calc.parallel.pipeline_split import EVEN
+    from mlsyscalc.calc.plan.search import why
 
     # the best layout (tp 2) against the fastest rival with other choices (tp 4): compute equal,
     # TP communication 0.9 s -> 0.5 s, bubble 0.3 s -> 0.2 s: 0.5 s less in all, mostly TP comm

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from mlsyscalc.calc.comm_collectives import CollectiveCost, collective_cost, ring_terms
-from mlsyscalc.calc.comm_step import StepOptions, step_comm
+from mlsyscalc.calc.comm.collectives import CollectiveCost, collective_cost, ring_terms
+from mlsyscalc.calc.comm.step import StepOptions, step_comm
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.cluster import cluster_from_dict, load_cluster
 from mlsyscalc.specs.gpu import load_gpu
@@ -252,7 +252,7 @@ def test_h100_spec_figures_in_base_units():
 
 
 def test_a_group_of_one_rank_sits_on_one_node():
-    from mlsyscalc.calc.comm_step import placement
+    from mlsyscalc.calc.comm.step import placement
 
     # the limit case: one rank is one GPU of one node, whatever the stride
     assert placement(1, 1, 8) == placement(1, 16, 8) == (1, 1)
@@ -261,7 +261,7 @@ def test_a_group_of_one_rank_sits_on_one_node():
 # ---- inference memory ----------------------------------------------------------------------------
 
 def _infer(model, overrides=None, **opts):
-    from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
+    from mlsyscalc.calc.memory.inference import InferOptions, infer_memory
 
     return infer_memory(load_model(model, overrides), InferOptions(**opts))
 
@@ -298,7 +298,7 @@ def test_kv_tokens_cached_per_sequence():
 
 
 def test_max_batch_of_exactly_one():
-    from mlsyscalc.calc.memory_infer import InferOptions, solve_max
+    from mlsyscalc.calc.memory.inference import InferOptions, solve_max
 
     # memory that holds batch 1 and one byte more: the largest batch is 1 (each sequence adds its
     # KV cache, megabytes)
@@ -310,7 +310,7 @@ def test_max_batch_of_exactly_one():
 
 
 def test_group_size_bound_reads_the_first_layer_kind():
-    from mlsyscalc.calc.memory_infer import InferOptions
+    from mlsyscalc.calc.memory.inference import InferOptions
 
     # deepseek-v3 cut to 4 layers, only layer 0 dense, with 1024-wide dense MLPs and 16384-wide
     # experts: under tp 8 the narrowest input is layer 0's down_proj, 1024 / 8 = 128 columns
@@ -325,7 +325,7 @@ def test_group_size_bound_reads_the_first_layer_kind():
 # ---- training memory -----------------------------------------------------------------------------
 
 def test_world_size_counts_every_dimension():
-    from mlsyscalc.calc.memory_train import TrainOptions
+    from mlsyscalc.calc.memory.training import TrainOptions
 
     spec = load_model("llama3-8b")
     TrainOptions(dp=2, tp=2, pp=2, cp=2, world_size=16).validate(spec)
@@ -334,7 +334,7 @@ def test_world_size_counts_every_dimension():
 
 
 def test_default_training_layout_is_one_gpu():
-    from mlsyscalc.calc.memory_train import train_memory
+    from mlsyscalc.calc.memory.training import train_memory
 
     r = train_memory(load_model("gpt2"))
     assert r.world_size == 1
@@ -362,7 +362,7 @@ def test_two_expert_model_splits_its_experts_over_ep(run_cli):
 
 
 def test_capacity_factor_up_to_experts_over_top_k():
-    from mlsyscalc.calc.memory_train import TrainOptions
+    from mlsyscalc.calc.memory.training import TrainOptions
 
     # mixtral: 8 experts, top-2: a capacity factor of 4 gives every expert a slot for every token
     spec = load_model("mixtral-8x7b")
@@ -485,13 +485,13 @@ def test_dense_layers_of_deepseek_v3():
 
 @pytest.mark.parametrize("model", ["llama3-8b", "gpt2", "mixtral-8x7b"])
 def test_non_embedding_params(model):
-    from mlsyscalc.calc.params import count_params
+    from mlsyscalc.calc.counts.params import count_params
 
     assert count_params(load_model(model)).non_embedding == HF[model]["total_params"] - HF[model]["embedding_params"]
 
 
 def test_each_expert_copy_has_its_own_bias():
-    from mlsyscalc.calc.layers import Linear
+    from mlsyscalc.calc.counts.layers import Linear
 
     # 8 routed experts, each a 4096 -> 14336 projection with a 14336 bias
     lin = Linear("up_proj", 4096, 14336, True, "mlp", copies=8, active=2)
@@ -500,7 +500,7 @@ def test_each_expert_copy_has_its_own_bias():
 
 @pytest.mark.parametrize("field", ["batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim"])
 def test_attention_sizes_must_be_positive(field):
-    from mlsyscalc.calc.attention import AttentionShape
+    from mlsyscalc.calc.counts.attention import AttentionShape
 
     sizes = dict(batch=2, heads=8, kv_heads=8, seq_q=16, seq_kv=16, head_dim=64)
     with pytest.raises(MlsysError, match="attention sizes must be positive"):
@@ -521,7 +521,7 @@ def _tp_opts(**kw):
 
 
 def test_ring_estimate_without_a_cluster_spec():
-    from mlsyscalc.calc.roofline_comm import collective_s
+    from mlsyscalc.calc.comm.tp_rows import collective_s
 
     # H100-PCIe has no built-in cluster: a ring over half its 600 GB/s NVLink bridge (300 GB/s each way) and
     # NCCL's 3.4 us a step; 4 GPUs: all-reduce 2(p-1) = 6 steps and 2(p-1)/p = 1.5 n bytes,
@@ -533,7 +533,7 @@ def test_ring_estimate_without_a_cluster_spec():
 
 @pytest.mark.parametrize("size", [1, 2**20])
 def test_tp_collective_on_a_full_node_uses_the_cluster(size):
-    from mlsyscalc.calc.roofline_comm import collective_s
+    from mlsyscalc.calc.comm.tp_rows import collective_s
 
     # tp 8 fills an 8-GPU hgx-h100 node: the collective calculator prices it (fastest algorithm)
     t, how = collective_s("all-reduce", size, load_gpu(H100), 8)
@@ -542,7 +542,7 @@ def test_tp_collective_on_a_full_node_uses_the_cluster(size):
 
 
 def test_tp_rows_of_an_inference_step():
-    from mlsyscalc.calc.roofline_comm import tp_comm_rows
+    from mlsyscalc.calc.comm.tp_rows import tp_comm_rows
 
     # llama3-8b, tp 2, 1024 tokens: 2 all-reduces a layer of 1024 x 4096 x 2 bytes, one for the
     # vocabulary-parallel embedding, and one all-gather of the 1024 x 128256 logits
@@ -554,7 +554,7 @@ def test_tp_rows_of_an_inference_step():
 
 
 def test_dp_gradient_all_reduce_hides_behind_backward():
-    from mlsyscalc.calc.roofline_comm import dp_comm_rows
+    from mlsyscalc.calc.comm.tp_rows import dp_comm_rows
 
     # dp 2, plain DDP: one gradient all-reduce; with overlap it hides behind the backward kernels
     # (here 1 s, longer than it), not behind the forward ones (here none): nothing is exposed
@@ -567,7 +567,7 @@ def test_dp_gradient_all_reduce_hides_behind_backward():
 
 
 def test_zero3_traffic_hides_behind_forward_and_backward_together():
-    from mlsyscalc.calc.roofline_comm import dp_comm_rows
+    from mlsyscalc.calc.comm.tp_rows import dp_comm_rows
 
     # ZeRO-3, dp 2: gathers and reduce-scatter hide behind forward + backward; with each a quarter
     # of the traffic's time, half of every row is hidden and half exposed
@@ -896,7 +896,7 @@ GPT2_LAYER = 768 * 2304 + 2304 + 768 * 768 + 768 + 768 * 3072 + 3072 + 3072 * 76
 
 
 def _train(model, **opts):
-    from mlsyscalc.calc.memory_train import TrainOptions, train_memory
+    from mlsyscalc.calc.memory.training import TrainOptions, train_memory
 
     return train_memory(load_model(model), TrainOptions(**opts))
 
@@ -1050,7 +1050,7 @@ def test_missing_config_key_is_named():
 # ---- fit verdicts, byte overrides, spec files: the remaining documented paths ----------------------
 
 def test_fit_verdict_by_hand():
-    from mlsyscalc.calc.memory_common import verdict
+    from mlsyscalc.calc.parallel.shards import verdict
 
     # H100-SXM: the driver reports 81,559 MiB; a 10% reserve keeps int(capacity x 0.1) back
     gpu = load_gpu("H100-SXM")
@@ -1071,14 +1071,14 @@ def test_fit_verdict_by_hand():
     ("90GiB", "--reserve 90GiB: 96,636,764,160 bytes leave nothing of H100-SXM's"),
 ])
 def test_reserve_errors_name_the_problem(reserve, message):
-    from mlsyscalc.calc.memory_common import verdict
+    from mlsyscalc.calc.parallel.shards import verdict
 
     with pytest.raises(MlsysError, match=message):
         verdict(load_gpu("H100-SXM"), 1, reserve)
 
 
 def test_byte_overrides_parse_and_apply():
-    from mlsyscalc.calc.memory_common import merge_bytes, parse_bytes_overrides
+    from mlsyscalc.calc.parallel.shards import merge_bytes, parse_bytes_overrides
 
     assert parse_bytes_overrides(["weight=1", " kv = 0.5"]) == (("weight", 1.0), ("kv", 0.5))
     assert merge_bytes({"weight": 2.0, "kv": 2.0}, [("kv", 1.0)]) == {"weight": 2.0, "kv": 1.0}
@@ -1116,7 +1116,7 @@ def test_single_node_cluster_has_no_network():
 
 
 def test_attention_flops_with_a_given_mask_share():
-    from mlsyscalc.calc.attention import AttentionShape, attention_flops
+    from mlsyscalc.calc.counts.attention import AttentionShape, attention_flops
 
     # 2 B Sq Skv H (d_qk + d_v) x the share; backward 2.5 x forward
     shape = AttentionShape(batch=2, heads=8, kv_heads=2, seq_q=16, seq_kv=64, head_dim=64)
@@ -1125,7 +1125,7 @@ def test_attention_flops_with_a_given_mask_share():
 
 
 def test_mla_without_a_query_latent():
-    from mlsyscalc.calc.layers import layer_linears
+    from mlsyscalc.calc.counts.layers import layer_linears
 
     # DeepSeek-V2-Lite style: no q_lora_rank, so one q_proj 7168 -> 128 heads x 192
     spec = load_model("deepseek-v3", {"q_lora_rank": None})
@@ -1149,7 +1149,7 @@ def test_falcon_new_architecture_kv_heads_must_divide():
 
 
 def test_tp_training_rows_repeat_for_full_recompute():
-    from mlsyscalc.calc.roofline_comm import tp_comm_rows
+    from mlsyscalc.calc.comm.tp_rows import tp_comm_rows
 
     # training: the layer all-reduces run forward and backward (and again in a full recompute), the
     # embedding's once; no logits gather
@@ -1233,7 +1233,7 @@ NB = {"activation": 2.0, "mask": 1.0}
     ("seq", "fp32", True, 1024 * 100 * 4 / 4),
 ])
 def test_item_bytes_by_region(region, kind, sp, want):
-    from mlsyscalc.calc.activations import Saved, Split, item_bytes
+    from mlsyscalc.calc.counts.activations import Saved, Split, item_bytes
 
     # 1024 local tokens, 512 keys a query, tp 4, KV heads split over 2
     split = Split(tokens=1024, keys=512, tp=4, sp=sp, kv_div=2)
@@ -1241,7 +1241,7 @@ def test_item_bytes_by_region(region, kind, sp, want):
 
 
 def test_recompute_policies_keep_less():
-    from mlsyscalc.calc.activations import Saved, Split, layer_bytes
+    from mlsyscalc.calc.counts.activations import Saved, Split, layer_bytes
 
     split = Split(tokens=1024, keys=1024, tp=1, sp=False, kv_div=1)
     items = [Saved("a", 10, "seq"), Saved("s", 3, "scores"), Saved("m", 5, "seq", "mask")]
@@ -1251,7 +1251,7 @@ def test_recompute_policies_keep_less():
 
 
 def test_dropout_adds_masks_and_flash_drops_scores():
-    from mlsyscalc.calc.activations import attention_saved
+    from mlsyscalc.calc.counts.activations import attention_saved
 
     spec = load_model("llama3-8b")
     names = lambda items: {i.name: (i.per_token, i.region, i.kind) for i in items}  # noqa: E731
@@ -1346,7 +1346,7 @@ def test_gpu_name_errors():
 
 @pytest.mark.parametrize("target,usable", [("batch", 40 * 10**9), ("context", 20 * 10**9), ("batch", 17 * 10**9)])
 def test_max_search_finds_the_last_fitting_value(target, usable):
-    from mlsyscalc.calc.memory_infer import InferOptions, solve_max
+    from mlsyscalc.calc.memory.inference import InferOptions, solve_max
 
     # the largest n whose total fits, and n + 1 does not (memory grows with batch and context)
     spec = load_model("llama3-8b")
@@ -1357,7 +1357,7 @@ def test_max_search_finds_the_last_fitting_value(target, usable):
 
 
 def test_max_context_of_an_all_sliding_model_is_unbounded():
-    from mlsyscalc.calc.memory_infer import InferOptions, solve_max
+    from mlsyscalc.calc.memory.inference import InferOptions, solve_max
 
     # mistral-7b slides a 4096-token window on every layer: memory stops growing with context
     with pytest.raises(MlsysError, match=r"--max context: memory stops growing with context \(every layer keeps "
@@ -1370,7 +1370,7 @@ def test_max_context_of_an_all_sliding_model_is_unbounded():
 def test_tp_beyond_a_node_is_refused_and_pcie_fallback_by_hand():
     from dataclasses import replace
 
-    from mlsyscalc.calc.roofline_comm import collective_s
+    from mlsyscalc.calc.comm.tp_rows import collective_s
 
     h100 = load_gpu(H100)
     with pytest.raises(MlsysError, match="--tp 16 exceeds the 8 GPUs per node of every built-in H100-SXM cluster"):
@@ -1392,7 +1392,7 @@ def test_tp_beyond_a_node_is_refused_and_pcie_fallback_by_hand():
     (3, 1, (1, 3)), (4, 2, (1, 4)), (8, 2, (2, 4)), (4, 8, (4, 1)), (2, 16, (2, 1)), (16, 1, (2, 8)),
 ])
 def test_placement_of_strided_groups(size, stride, want):
-    from mlsyscalc.calc.comm_step import placement
+    from mlsyscalc.calc.comm.step import placement
 
     # (nodes, GPUs a node) of `size` ranks `stride` apart on 8-GPU nodes holding consecutive ranks
     assert placement(size, stride, 8) == want
@@ -1404,7 +1404,7 @@ def test_placement_of_strided_groups(size, stride, want):
     (2, 12, "a group with stride 12 straddles 8-GPU nodes"),
 ])
 def test_placement_errors(size, stride, message):
-    from mlsyscalc.calc.comm_step import placement
+    from mlsyscalc.calc.comm.step import placement
 
     with pytest.raises(MlsysError, match=message):
         placement(size, stride, 8)
@@ -1589,7 +1589,7 @@ def test_missing_max_position_embeddings_reads_as_zero():
 
 
 def test_smallest_group_and_reserve_bounds():
-    from mlsyscalc.calc.memory_common import verdict
+    from mlsyscalc.calc.parallel.shards import verdict
 
     # a group of one column is a valid (if costly) quantisation group: one scale per weight
     r = _infer("llama2-7b", dtype="int8", group_size=1)
@@ -1600,14 +1600,14 @@ def test_smallest_group_and_reserve_bounds():
 
 
 def test_ring_estimate_says_how_it_was_computed():
-    from mlsyscalc.calc.roofline_comm import collective_s
+    from mlsyscalc.calc.comm.tp_rows import collective_s
 
     _, how = collective_s("all-reduce", 1e8, load_gpu("H100-PCIe"), 4)
     assert how == "ring estimate (no cluster spec for H100-PCIe): 1.5 n / 300 GB/s + 6 x 3.4 us"
 
 
 def test_tp_rows_of_a_parallel_attention_model():
-    from mlsyscalc.calc.roofline_comm import tp_comm_rows
+    from mlsyscalc.calc.comm.tp_rows import tp_comm_rows
 
     # pythia-1.4b runs attention and MLP in parallel: one all-reduce a layer (24), of 1024 x 2048 x 2
     rows = tp_comm_rows(load_model("pythia-1.4b"), load_gpu(H100), _tp_opts(), 2)
@@ -1685,7 +1685,7 @@ def test_moe_saved_tensors_follow_top_k_and_capacity(run_cli, cf):
 
 
 def test_deepseek_moe_layer_saves_shared_expert_intermediates():
-    from mlsyscalc.calc.activations import mlp_saved
+    from mlsyscalc.calc.counts.activations import mlp_saved
 
     # layer 3 is the first MoE layer: 256 router probabilities (fp32), top-8 routed copies, and the
     # one shared expert's 4 x 2048 intermediates

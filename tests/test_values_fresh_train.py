@@ -14,23 +14,23 @@ from dataclasses import replace
 
 import pytest
 
-from mlsyscalc.calc.attention import AttentionShape
-from mlsyscalc.calc.calibration import load_ceilings
-from mlsyscalc.calc.calibration_fit import Observation, fit
-from mlsyscalc.calc.comm_step import StepOptions, step_comm
-from mlsyscalc.calc.memory_common import reserve_bytes
-from mlsyscalc.calc.memory_train import TrainOptions
-from mlsyscalc.calc.plan_space import PlanOptions, parse_fix
-from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model
-from mlsyscalc.calc.roofline_ops import predict_attention
-from mlsyscalc.calc.roofline_sweep import sweep_batch
-from mlsyscalc.calc.scaling import BudgetOptions, budget, optimal
-from mlsyscalc.calc.scaling_fit import FitOptions, Runs, check_runs, fit_runs
-from mlsyscalc.calc.serve import ServeOptions, WorkloadSpec, speculation, sweep_rates
-from mlsyscalc.calc.serve_disagg import Layout, simulate_disagg
-from mlsyscalc.calc.serve_workload import parse_length
-from mlsyscalc.calc.train_host import framework_costs, host_overrides
-from mlsyscalc.calc.train_options import TrainStepOptions
+from mlsyscalc.calc.counts.attention import AttentionShape
+from mlsyscalc.calc.roofline.calibration import load_ceilings
+from mlsyscalc.calc.roofline.calibration_fit import Observation, fit
+from mlsyscalc.calc.comm.step import StepOptions, step_comm
+from mlsyscalc.calc.parallel.shards import reserve_bytes
+from mlsyscalc.calc.memory.training import TrainOptions
+from mlsyscalc.calc.plan.space import PlanOptions, parse_fix
+from mlsyscalc.calc.roofline.model import RooflineOptions, predict_model
+from mlsyscalc.calc.roofline.ops import predict_attention
+from mlsyscalc.calc.roofline.sweep import sweep_batch
+from mlsyscalc.calc.scaling.calculators import BudgetOptions, budget, optimal
+from mlsyscalc.calc.scaling.fit import FitOptions, Runs, check_runs, fit_runs
+from mlsyscalc.calc.serve.simulator import ServeOptions, WorkloadSpec, speculation, sweep_rates
+from mlsyscalc.calc.serve.disagg import Layout, simulate_disagg
+from mlsyscalc.calc.serve.workload import parse_length
+from mlsyscalc.calc.train.host import framework_costs, host_overrides
+from mlsyscalc.calc.train.options import TrainStepOptions
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.cluster import load_cluster
 from mlsyscalc.specs.gpu import load_gpu
@@ -175,8 +175,8 @@ def test_narrow_value_heads_in_flops_context_exchange_and_saved_activations():
     """Hand arithmetic: the attention core does 2 B Sq Skv heads (d_k + d_v) per layer (QK^T and PV);
     a context-parallel rank all-gathers K and V of its sequence, B x seq x kv_heads x (d_k + d_v) x 2 bytes;
     a layer saves V at kv_heads x d_v per token."""
-    from mlsyscalc.calc.activations import attention_saved
-    from mlsyscalc.calc.flops import attention_core_flops
+    from mlsyscalc.calc.counts.activations import attention_saved
+    from mlsyscalc.calc.counts.flops import attention_core_flops
 
     assert attention_core_flops(NARROW_V, 1, 16, 16, False) == 2 * 16 * 16 * HEADS * (DK + DV) * LAYERS
     cp = [r for r in step_comm(NARROW_V, StepOptions(dp=1, cp=2, seq=2048)).rows if r.dim == "cp"]
@@ -220,7 +220,7 @@ def test_a_world_size_equal_to_the_product_of_the_ranks_is_accepted():
 
 def test_expert_replicas_placed_evenly_over_nodes_are_priced():
     """comm_step's expert-gradient group of one expert shard, the expert data-parallel group of Megatron-Core's
-    folding (calc.expert_grid): mixtral-8x7b, dp 8, cp 2, ep 2, etp = tp = 1 on 8-GPU nodes: the stage's 16 ranks
+    folding (calc.parallel.expert_grid): mixtral-8x7b, dp 8, cp 2, ep 2, etp = tp = 1 on 8-GPU nodes: the stage's 16 ranks
     hold etp 1 x ep 2 x edp 8, so the replicas are every second rank, {0, 2, ..., 14}, four on each of two nodes:
     accepted, and its all-reduce spans 2 nodes."""
     rows = step_comm(MIXTRAL, StepOptions(dp=8, cp=2, ep=2, seq=4096)).rows
@@ -256,9 +256,9 @@ def test_every_layout_of_the_search_is_priced_as_train_step_prices_it(name, over
     ep up to 8, gpt2 under torch for the host work), each at one (ZeRO, recompute) pair taken in turn, has the
     step time and memory train_step gives it, whichever layout filled the memo first. Expert parallelism
     takes every divisor of the 8 routed experts (top-2) that divides dp."""
-    from mlsyscalc.calc.plan import _Memo, _search
-    from mlsyscalc.calc.plan_space import execution_options, structures
-    from mlsyscalc.calc.train import train_step
+    from mlsyscalc.calc.plan.search import _Memo, _search
+    from mlsyscalc.calc.plan.space import execution_options, structures
+    from mlsyscalc.calc.train.step import train_step
 
     spec = load_model(name, overrides)
     opts = PlanOptions(gpus=8, seq=1024, global_batch=8, max_micro_batch=2, max_cp=2, framework=framework)
@@ -310,9 +310,9 @@ def test_two_shared_experts_are_twice_a_routed_experts_width():
     elements, a dense layer's 16 x 18432; training saves 8 x 4 x 2048 routed and 4 x 4096 shared intermediates
     per token; inference's workspace (1024 tokens) is set by attention, 24576 + 2 x 24576 + 16384 = 90112
     wide, above the MLP's 3 x 8 x 2048 = 49152: 1024 x (2 x 7168 + 90112) x 2 bytes."""
-    from mlsyscalc.calc.activations import mlp_saved
-    from mlsyscalc.calc.layers import layer_linears
-    from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
+    from mlsyscalc.calc.counts.activations import mlp_saved
+    from mlsyscalc.calc.counts.layers import layer_linears
+    from mlsyscalc.calc.memory.inference import InferOptions, infer_memory
 
     spec = load_model("deepseek-v3", {"n_shared_experts": 2, "num_hidden_layers": 4, "first_k_dense_replace": 1})
     ups = {lin.name: lin.out_features for lin in layer_linears(spec, 2) if lin.name.endswith("up_proj")}
@@ -381,7 +381,7 @@ def test_bootstrap_interval_of_the_optimal_size_holds_the_point_estimate():
     """Noise-free IsoFLOP runs of a known law (E 1.8, A 450, B 1800, alpha 0.34, beta 0.37; 3 budgets x 5
     sizes around each optimum, Hoffmann et al. approach 2): every resample recovers the same law, so the
     percentile interval of N_opt(1e23) = k C^a (Chinchilla eq. 4) brackets the point estimate within 1%."""
-    from mlsyscalc.calc.scaling_laws import Parametric
+    from mlsyscalc.calc.scaling.laws import Parametric
 
     law = Parametric(E=1.8, A=450.0, B=1800.0, alpha=0.34, beta=0.37)
     n = [law.k * c**law.a * f for c in (1e18, 1e19, 1e20) for f in (0.1, 0.3, 1.0, 3.0, 10.0)]
@@ -435,8 +435,8 @@ def test_plan_host_work_does_not_depend_on_which_layout_filled_the_memo(first, s
     """Pinned after the holdout score (plan:111): the host's issue time of a gpt2 layout under torch is the same
     whether the memo is fresh or another layout with the same tp and a different pp filled it first (the busiest
     stage's work depends on pp, not tp)."""
-    from mlsyscalc.calc.plan import _Memo
-    from mlsyscalc.calc.plan_space import structures
+    from mlsyscalc.calc.plan.search import _Memo
+    from mlsyscalc.calc.plan.space import structures
 
     spec = load_model("gpt2")
     opts = PlanOptions(gpus=8, seq=1024, global_batch=8, max_micro_batch=1, max_cp=1, framework="torch")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from mlsyscalc.calc.flops import FlopOptions, count_flops
-from mlsyscalc.calc.memory_common import reserve_bytes
+from mlsyscalc.calc.counts.flops import FlopOptions, count_flops
+from mlsyscalc.calc.parallel.shards import reserve_bytes
 from mlsyscalc.specs.hf import from_hf_config
 from mlsyscalc.specs.lookup import builtin_configs, load_model
 
@@ -60,7 +60,7 @@ def test_dp_gradient_messages_are_the_params_of_one_model_shard():
     """Data-parallel gradients (bf16, ZeRO 0) all-reduce what one GPU holds: the whole model over tp x pp
     for dense weights, and over tp x pp x ep for routed experts. llama2-7b: 6,738,415,616 params
     (32 x (4 x 4096^2 + 3 x 4096 x 11008 + 2 x 4096) + 2 x 32000 x 4096 + 4096)."""
-    from mlsyscalc.calc.comm_step import StepOptions, step_comm
+    from mlsyscalc.calc.comm.step import StepOptions, step_comm
 
     llama = 32 * (4 * 4096 * 4096 + 3 * 4096 * 11008 + 2 * 4096) + 2 * 32000 * 4096 + 4096
     assert llama == 6_738_415_616
@@ -78,7 +78,7 @@ def test_every_routed_expert_count_is_split_over_ep(experts):
     """Each routed expert's weights (however few experts there are, two included) are expert
     parameters: split over --ep and sharded by ZeRO over dp/ep; Adafactor's factors hold rows + cols
     per local expert matrix (gate, up 14336 + 4096, down 4096 + 14336)."""
-    from mlsyscalc.calc.memory_common import stage_params
+    from mlsyscalc.calc.parallel.shards import stage_params
 
     spec = _mixtral(experts)
     for ep in (1, experts) if experts != 3 else (1, 3):
@@ -97,8 +97,8 @@ def test_partial_rotary_moves_only_the_rotated_dims(model, rot):
     """Partial rotary (pythia-1.4b: rotary_pct 0.25 of head_dim 128; phi-2: partial_rotary_factor 0.4
     of 80; both 32 dims) on q and k heads: read and write tokens x heads x 32 bf16 elements, plus the
     cos and sin tables of the 256 positions (2 x 256 x 32), shared by the batch of 2."""
-    from mlsyscalc.calc.calibration import load_ceilings
-    from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model
+    from mlsyscalc.calc.roofline.calibration import load_ceilings
+    from mlsyscalc.calc.roofline.model import RooflineOptions, predict_model
 
     spec = load_model(model)
     heads = spec.num_heads + spec.num_kv_heads
@@ -116,7 +116,7 @@ def test_batch_search_gives_up_at_the_documented_65536(monkeypatch):
     never prices a batch above 65536."""
     from types import SimpleNamespace
 
-    from mlsyscalc.calc import roofline_sweep
+    from mlsyscalc.calc.roofline import sweep as roofline_sweep
 
     for crossing, want in ((65536, 65536), (65537, None), (40000, 40000), (10**9, None)):
         seen: list[int] = []
@@ -134,8 +134,8 @@ def test_qk_norm_kernels_cover_every_query_and_key_head():
     """phi-2 with qk_layernorm and 8 KV heads (--impl torch training, batch 1 x 512 tokens): per layer
     a LayerNorm over 512 x 32 query heads and one over 512 x 8 key heads of 80 dims. Forward reads x and
     the weight, writes y; backward's input gradient reads x and dy, writes dx (bf16)."""
-    from mlsyscalc.calc.calibration import load_ceilings
-    from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model
+    from mlsyscalc.calc.roofline.calibration import load_ceilings
+    from mlsyscalc.calc.roofline.model import RooflineOptions, predict_model
 
     raw = dict(builtin_configs()["phi-2"], qk_layernorm=True, num_key_value_heads=8)
     spec = from_hf_config(raw, name="phi-qk", source="test")
@@ -169,7 +169,7 @@ def test_verify_pass_attends_each_chunk_causally_at_its_context():
     """Speculative verify of k = 3 drafts for 2 sequences at context 100: 2 x 4 tokens; each sequence's
     4 queries see its 100 cached keys (4 x 100) and causally each other (4 x 4 / 2): pairs
     2 x (400 + 8) = 816; prefill keys 2 x 100 + 8. Draft steps at keys 202, 204, 206."""
-    from mlsyscalc.calc.serve_spec import SpecDecode
+    from mlsyscalc.calc.serve.spec import SpecDecode
 
     target, draft = _Recorder(), _Recorder()
     sd = SpecDecode(target, draft, k=3, accept=0.5)
@@ -185,7 +185,7 @@ def test_batched_huber_objective_is_scipys_huber_over_delta():
     import numpy as np
     from scipy.special import huber
 
-    from mlsyscalc.calc.scaling_fit_batch import huber_sum
+    from mlsyscalc.calc.scaling.fit_batch import huber_sum
 
     thetas = np.array([[6.0, 7.0, 0.5, 0.34, 0.28], [5.0, 6.5, 0.6, 0.3, 0.3]])
     x, y = np.log([1e8, 1e9, 1e10, 3e10]), np.log([2e9, 2e10, 2e11, 5e11])
@@ -219,7 +219,7 @@ def test_nelder_mead_reflects_only_strictly_below_the_second_worst():
     accept the reflection only if f_1 <= f_r < f_n; a tie with f_n contracts. In 1-D from x0 = 0
     (simplex 0, 0.3; f = 1, 2) the reflection -0.3 ties the best (f = 1) and the inside contraction
     0.15 (f = 0) is taken: one iteration ends at 0.15."""
-    from mlsyscalc.calc.calibration_fit import _nelder_mead
+    from mlsyscalc.calc.roofline.calibration_fit import _nelder_mead
 
     table = {0.0: 1.0, 0.3: 2.0, -0.3: 1.0, 0.15: 0.0}
     got = _nelder_mead(lambda x: table.get(round(x[0], 9), 5.0), [0.0], step=0.3, iters=1, restarts=1)
@@ -231,7 +231,7 @@ def test_phi2_last_stage_keeps_the_biased_head():
     transformers' PhiForCausalLM) at tp 2, pp 2: the last stage's rank holds outside its layers the
     final LayerNorm (2 x 2560) and half the vocabulary's head rows with their biases
     (25600 x 2560 + 25600); the first stage holds half the embedding rows (25600 x 2560)."""
-    from mlsyscalc.calc.memory_common import stage_params
+    from mlsyscalc.calc.parallel.shards import stage_params
 
     spec = load_model("phi-2")
     last = stage_params(spec, range(16, 32), False, True, 2, 1, 2)
@@ -243,7 +243,7 @@ def test_phi2_last_stage_keeps_the_biased_head():
 def test_inference_weights_count_a_tied_table_once():
     """gpt2 (tied lm_head): 124,439,808 parameters (wte 50257 x 768, wpe 1024 x 768, 12 layers of
     7,087,872, ln_f 2 x 768), 2 bytes each in bf16; mixtral-8x7b (untied) 46,702,792,704."""
-    from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
+    from mlsyscalc.calc.memory.inference import InferOptions, infer_memory
 
     layer = 2 * 768 + 768 * 2304 + 2304 + 768 * 768 + 768 + 2 * 768 + 768 * 3072 + 3072 + 3072 * 768 + 768
     assert layer == 7_087_872
@@ -259,7 +259,7 @@ def test_inference_weights_count_a_tied_table_once():
 def test_capacity_factor_bound_is_experts_over_top_k(model, experts, top_k):
     """Beyond experts / top-k (deepseek-v3 config.json: 256 routed experts, 8 per token: 32; two experts,
     top-2: 1) every expert already has a slot for every token: larger factors are refused by name."""
-    from mlsyscalc.calc.memory_train import TrainOptions
+    from mlsyscalc.calc.memory.training import TrainOptions
     from mlsyscalc.errors import MlsysError
 
     spec = _mixtral(2) if model == "mixtral-2e" else load_model(model)
@@ -275,7 +275,7 @@ def test_batched_fit_stops_a_start_after_400_iterations():
     is not converged, and the default run is the 400-iteration one (one more iteration moves it)."""
     import numpy as np
 
-    from mlsyscalc.calc.scaling_fit_batch import minimise_many
+    from mlsyscalc.calc.scaling.fit_batch import minimise_many
 
     rng = np.random.default_rng(0)
     x, y = np.log(rng.uniform(1e8, 1e10, 20)), np.log(rng.uniform(1e9, 1e11, 20))

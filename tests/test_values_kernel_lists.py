@@ -10,8 +10,8 @@ import math
 
 import pytest
 
-from mlsyscalc.calc.calibration import load_ceilings
-from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model
+from mlsyscalc.calc.roofline.calibration import load_ceilings
+from mlsyscalc.calc.roofline.model import RooflineOptions, predict_model
 from mlsyscalc.specs.lookup import load_model
 
 H100 = load_ceilings("h100-sxm")
@@ -36,14 +36,14 @@ def _named(rows, name, layers=None):
     ((50257,), "bf16", "int4", False),    # weight-only quantized GEMMs are not cuBLAS's plain GEMM
 ])
 def test_unaligned_rows_need_16_bytes(dims, dtype, weight, expect):
-    from mlsyscalc.calc.roofline_ops import unaligned
+    from mlsyscalc.calc.roofline.ops import unaligned
     assert unaligned(dims, dtype, weight) is expect
 
 
 @pytest.mark.parametrize("d,padded", [(32, 64), (64, 64), (80, 128), (96, 128), (128, 128), (129, 256),
                                       (192, 256), (256, 256), (300, 512)])
 def test_head_dims_pad_to_cudnn_tiles(d, padded):
-    from mlsyscalc.calc.roofline_ops import padded_head_dim
+    from mlsyscalc.calc.roofline.ops import padded_head_dim
     assert padded_head_dim(d) == padded
 
 
@@ -54,13 +54,13 @@ def test_head_dims_pad_to_cudnn_tiles(d, padded):
     (10, 100, 20, 20 * 10),                        # every query past the window: W keys each
 ])
 def test_window_fraction_areas(sq, skv, w, area):
-    from mlsyscalc.calc.roofline_ops import window_fraction
+    from mlsyscalc.calc.roofline.ops import window_fraction
     assert window_fraction(sq, skv, w) == pytest.approx(area / (sq * skv), rel=1e-12)
 
 
 def test_memory_op_defaults_to_no_flops_and_attention_streams_at_the_memory_class():
     """Only GEMMs stream their bytes at matmul_skinny; attention and plain memory kernels at memory."""
-    from mlsyscalc.calc.roofline_ops import predict_attention, predict_matmul, predict_memory_op
+    from mlsyscalc.calc.roofline.ops import predict_attention, predict_matmul, predict_memory_op
     op = predict_memory_op("copy", 1e6, 1e6)
     assert op.flops == 0.0 and op.kind == "memory" and op.memory_class == "memory"
     assert predict_attention(1, 32, 32, 512, 512, 128).memory_class == "memory"
@@ -127,7 +127,7 @@ def test_zero_grad_launches_follow_the_chunk_limit():
 
 def test_calibrated_classes_keep_their_ratio_to_the_kind_default():
     """docs: a class keeps its ratio to its kind's default (0.32 / 0.89, 0.12 / 0.74, 0.8 x 0.82)."""
-    from mlsyscalc.calc.calibration import CALIBRATED_EFFICIENCY as c
+    from mlsyscalc.calc.roofline.calibration import CALIBRATED_EFFICIENCY as c
     assert c.memory_broadcast == pytest.approx(0.32 / 0.89, abs=0.005)
     assert c.matmul_unaligned == pytest.approx(0.12 / 0.74, abs=0.005)
     assert c.attention_small_head == pytest.approx(0.8 * 0.82, abs=0.005)
@@ -136,7 +136,7 @@ def test_calibrated_classes_keep_their_ratio_to_the_kind_default():
 @pytest.mark.parametrize("dtype,master,expect", [("fp32", False, (16.0, 12.0)), ("bf16", False, (8.0, 6.0))])
 def test_adamw_bytes_without_master_weights(dtype, master, expect):
     """torch's AdamW on parameters of the model dtype: reads weight, grad, m, v; writes weight, m, v."""
-    from mlsyscalc.calc.roofline_train import state_bytes
+    from mlsyscalc.calc.roofline.training import state_bytes
     assert state_bytes(dtype, master) == expect
 
 
@@ -147,7 +147,7 @@ def test_every_zero_stage_is_accepted_for_training(zero):
 
 def test_power_law_fit_recovers_an_exact_law():
     """N = 3 C^0.5 sampled exactly: least squares on the logs returns (0.5, 3)."""
-    from mlsyscalc.calc.scaling_laws import fit_power_law
+    from mlsyscalc.calc.scaling.laws import fit_power_law
     rows = tuple((3.0 * c ** 0.5, c, 0.0) for c in (1e18, 1e20, 1e22, 1e24))
     a, k = fit_power_law(rows)
     assert a == pytest.approx(0.5, rel=1e-9) and k == pytest.approx(3.0, rel=1e-6)
@@ -166,7 +166,7 @@ def test_affine_free_norm_has_no_parameters():
     """norm 'none' (a LayerNorm without elementwise affine): 0 parameters per element; RMSNorm 1, LayerNorm 2."""
     from dataclasses import replace
 
-    from mlsyscalc.calc.layers import norm_width
+    from mlsyscalc.calc.counts.layers import norm_width
     gpt2 = load_model("gpt2")
     assert (norm_width(replace(gpt2, norm="none")), norm_width(gpt2), norm_width(load_model("llama3-8b"))) == (0, 2, 1)
 
@@ -186,7 +186,7 @@ def test_a_config_file_is_named_by_its_folder_or_its_stem(tmp_path):
 
 def test_bootstrap_above_its_limit_is_refused():
     """--bootstrap is capped at 2,000 resamples (docs/scaling.md)."""
-    from mlsyscalc.calc.scaling_fit import FitOptions, Runs, fit_runs
+    from mlsyscalc.calc.scaling.fit import FitOptions, Runs, fit_runs
     from mlsyscalc.errors import MlsysError
     grid = [(n, d) for n in (1e8, 3e8, 1e9) for d in (2e9, 6e9, 2e10)]
     runs = Runs(tuple(n for n, _ in grid), tuple(d for _, d in grid),

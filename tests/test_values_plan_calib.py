@@ -18,16 +18,16 @@ from dataclasses import replace
 
 import pytest
 
-from mlsyscalc.calc.calibration import (CALIBRATED_EFFICIENCY, calibrated_ceilings, datasheet_ceilings,
+from mlsyscalc.calc.roofline.calibration import (CALIBRATED_EFFICIENCY, calibrated_ceilings, datasheet_ceilings,
                                         load_ceilings, match_gpu)
-from mlsyscalc.calc.calibration_fit import Observation, Term, _nelder_mead, fit, loss
-from mlsyscalc.calc.plan import _Memo, _search, plan
-from mlsyscalc.calc.plan_space import PlanOptions, execution_options, parse_fix, structures
-from mlsyscalc.calc.roofline_train import adamw_op
-from mlsyscalc.calc.train import optimizer_s, resolve_cluster, train_step
-from mlsyscalc.calc.train_comm import Windows, contention_s, dim_times, traffic
-from mlsyscalc.calc.train_options import TrainStepOptions
-from mlsyscalc.calc.train_parts import roofline_pass, stage_parts
+from mlsyscalc.calc.roofline.calibration_fit import Observation, Term, _nelder_mead, fit, loss
+from mlsyscalc.calc.plan.search import _Memo, _search, plan
+from mlsyscalc.calc.plan.space import PlanOptions, execution_options, parse_fix, structures
+from mlsyscalc.calc.roofline.training import adamw_op
+from mlsyscalc.calc.train.step import optimizer_s, resolve_cluster, train_step
+from mlsyscalc.calc.comm.exposed import Windows, contention_s, dim_times, traffic
+from mlsyscalc.calc.train.options import TrainStepOptions
+from mlsyscalc.calc.train.parts import roofline_pass, stage_parts
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.cluster import load_cluster
 from mlsyscalc.specs.lookup import load_model
@@ -36,7 +36,7 @@ H100 = load_ceilings("H100-SXM")
 HGX = load_cluster("hgx-h100")  # 8 H100 a node, NVLink inside, one NIC a GPU between nodes
 
 
-# --- train_comm: which traffic is exposed (module docstring of calc.train_comm) --------------------
+# --- train_comm: which traffic is exposed (module docstring of calc.comm.exposed) --------------------
 
 # one micro-batch of the slowest stage: forward 1 s, backward 2 s, attention 0.5 s; m = 4 micro-batches,
 # so the step's kernels take m (f + b) = 12 s and its attention m a = 2 s
@@ -501,7 +501,7 @@ def test_fit_refuses_unmeasured_steps():
 def test_chinchilla_tables_obey_c_equals_6nd():
     """Hoffmann et al. 2022 compute FLOPs as C = 6 N D (section 3): every printed (N, C, D) row of
     Table 3 and Table A3 agrees to the rounding of its 2-3 printed digits (under 5%)."""
-    from mlsyscalc.calc import scaling_laws as s
+    from mlsyscalc.calc.scaling import laws as s
 
     for table in (s.CHINCHILLA_TABLE3, s.CHINCHILLA_TABLE_A3_APPROACH2, s.CHINCHILLA_TABLE_A3_APPROACH3):
         assert [n for n, _, _ in table] == [400e6, 1e9, 10e9, 67e9, 175e9, 280e9, 520e9, 1e12, 10e12]
@@ -510,7 +510,7 @@ def test_chinchilla_tables_obey_c_equals_6nd():
 
 
 def _runs(n):
-    from mlsyscalc.calc.scaling_fit import Runs
+    from mlsyscalc.calc.scaling.fit import Runs
 
     grid = [(p, t) for p in (1e8, 2e8, 4e8, 8e8) for t in (2e9, 8e9, 3e10)][:n]
     return Runs(tuple(p for p, _ in grid), tuple(t for _, t in grid), tuple(2.0 + 1e9 / p / 10 + i * 1e-3
@@ -518,7 +518,7 @@ def _runs(n):
 
 
 def test_fit_needs_eight_runs():
-    from mlsyscalc.calc.scaling_fit import MIN_RUNS, check_runs
+    from mlsyscalc.calc.scaling.fit import MIN_RUNS, check_runs
 
     assert MIN_RUNS == 8
     check_runs(_runs(8))  # 4 sizes x 2 token counts: enough
@@ -532,7 +532,7 @@ def test_huber_objective_of_a_law_against_another():
     Epoch AI replication's (Besiroglu et al. 2024). Every residual exceeds delta: the linear branch."""
     import numpy as np
 
-    from mlsyscalc.calc.scaling_fit import _objective_batch
+    from mlsyscalc.calc.scaling.fit import _objective_batch
 
     n = np.array([1e8, 4e8, 1e9, 7e9])
     d = np.array([2e9, 2e10, 1e11, 1.4e12])
@@ -558,7 +558,7 @@ def test_huber_objective_of_a_law_against_another():
                           capacity_factor=1.25)),
 ])
 def test_train_step_rates_bubble_and_flops(name, lay):
-    from mlsyscalc.calc.flops import FlopOptions, count_flops
+    from mlsyscalc.calc.counts.flops import FlopOptions, count_flops
 
     spec = load_model(name)
     opts = TrainStepOptions(seq=2048, overlap=("dp", "cp", "tp"), **lay)
@@ -567,7 +567,7 @@ def test_train_step_rates_bubble_and_flops(name, lay):
     t, gpus, b = d["step_time_s"], lay["gpus"], d["breakdown"]
     assert t == pytest.approx(sum(b.values()), rel=1e-12)
     assert d["tokens_per_s"] == pytest.approx(lay["global_batch"] * 2048 / t, rel=1e-12)
-    # model FLOPs: calc.flops of the global batch, 3 x forward; recompute: the attention core
+    # model FLOPs: calc.counts.flops of the global batch, 3 x forward; recompute: the attention core
     # (selective) or the forward less the lm_head (full)
     flops = count_flops(spec, FlopOptions(batch=lay["global_batch"], seq=2048, causal=True))
     extra = {"none": 0, "selective": flops.breakdown["attention_core"],
@@ -582,9 +582,9 @@ def test_train_step_rates_bubble_and_flops(name, lay):
     m = lay["global_batch"] // (d["layout"]["dp"] * lay["micro_batch"])
     assert d["layout"]["num_micro_batches"] == m
     assert b["bubble_s"] == pytest.approx(b["compute_s"] * (p - 1) / (v * m), rel=1e-12)
-    # memory: calc.memory_train's total at its peak stage and phase (the interleaved schedule's extra
-    # chunk-forwards are counted there: calc.memory_schedule.in_flight)
-    from mlsyscalc.calc.memory_common import verdict
+    # memory: calc.memory.training's total at its peak stage and phase (the interleaved schedule's extra
+    # chunk-forwards are counted there: calc.memory.schedule.in_flight)
+    from mlsyscalc.calc.parallel.shards import verdict
 
     assert d["usable_bytes"] == verdict(H100.gpu, 0, "10%").usable_bytes  # `mlsys memory`'s default reserve
     assert d["memory_bytes_per_gpu"] == step.memory.total
@@ -721,7 +721,7 @@ def test_calibration_file_source_and_default_gpu(tmp_path):
 # --- calibration_fit.predict: the re-pricing formula of the module docstring -------------------------
 
 def test_predict_reprices_every_row():
-    from mlsyscalc.calc.calibration_fit import predict
+    from mlsyscalc.calc.roofline.calibration_fit import predict
 
     # priced at matmul 0.5, attention 0.4, memory 0.8, GEMM stream 0.7; refitted to half of each, launch 1 us
     base = (0.5, 0.4, 0.8, 0.7)
@@ -751,7 +751,7 @@ def test_fit_leaves_kinds_no_row_depends_on_at_their_start():
 
 def test_pipeline_stages_of_the_interleaved_schedule():
     # 12 layers, pp 3, vp 2: chunks of 2 layers, stage s holds chunks s and s + 3
-    from mlsyscalc.calc.train_parts import pipeline_stages
+    from mlsyscalc.calc.train.parts import pipeline_stages
 
     spec = load_model("deepseek-v3", {"num_hidden_layers": 12, "first_k_dense_replace": 3})
     stages = pipeline_stages(spec, 3, 2)
@@ -762,7 +762,7 @@ def test_pipeline_stages_of_the_interleaved_schedule():
 
 
 def test_stage_time_and_the_slowest_stage():
-    from mlsyscalc.calc.train_parts import Stage, StageParts, slowest_stage, stage_time
+    from mlsyscalc.calc.train.parts import Stage, StageParts, slowest_stage, stage_time
 
     layer = {"dense": {"forward": 1.0, "backward": 2.0, "recompute_selective": 0.25, "recompute_full": 1.0},
              "moe": {"forward": 3.0, "backward": 6.0, "recompute_selective": 0.5, "recompute_full": 3.0}}
@@ -842,7 +842,7 @@ def test_comm_sm_share():
 # --- scaling_fit: what the fit refuses (module docstring) -----------------------------------------
 
 def test_check_runs_refusals():
-    from mlsyscalc.calc.scaling_fit import Runs, check_runs
+    from mlsyscalc.calc.scaling.fit import Runs, check_runs
 
     good = _runs(12)
     check_runs(good)
@@ -862,7 +862,7 @@ def test_check_runs_refusals():
 
 
 def test_parse_runs_names_the_missing_column():
-    from mlsyscalc.calc.scaling_fit import parse_runs
+    from mlsyscalc.calc.scaling.fit import parse_runs
 
     runs = parse_runs([{"params": "70M", "tokens": "1.4B", "loss": "3.1"}] * 2, "runs.csv")
     assert runs.params == (70e6, 70e6) and runs.tokens == (1.4e9, 1.4e9) and runs.loss == (3.1, 3.1)
@@ -884,7 +884,7 @@ def test_huber_objective_inside_delta_is_quadratic_and_the_gradient_is_the_deriv
     objective is the same sum divided by delta, and its analytic gradient matches central differences."""
     import numpy as np
 
-    from mlsyscalc.calc.scaling_fit import _objective, _objective_batch
+    from mlsyscalc.calc.scaling.fit import _objective, _objective_batch
 
     n, d, loss_ = _chinchilla_runs()
     near = 1.691 + 406.4 / n ** 0.34 + 410.7 / d ** 0.28
@@ -909,7 +909,7 @@ def test_huber_objective_inside_delta_is_quadratic_and_the_gradient_is_the_deriv
 # --- train_comm.traffic, plan_space enumeration, plan's reason ---------------------------------------
 
 def test_traffic_sums_seconds_per_dimension_and_kind():
-    from mlsyscalc.calc.comm_step import CommRow
+    from mlsyscalc.calc.comm.step import CommRow
 
     def row(dim, collective, calls, per_call):
         return CommRow(dim, collective, "rule", 8, 1, 1024, calls, 512.0, per_call, False)
@@ -956,7 +956,7 @@ def test_why_names_the_rival_layout_and_the_part_it_loses_on():
     base = TrainStepOptions(gpus=8, seq=2048, global_batch=16)
     best = train_step(spec, H100, HGX, replace(base, tp=2, zero=1))
     rival = train_step(spec, H100, HGX, replace(base, tp=8, zero=1))
-    from mlsyscalc.calc.plan import why
+    from mlsyscalc.calc.plan.search import why
 
     deltas = {k: rival.breakdown[k] - best.breakdown[k] for k in best.breakdown}
     part = max(deltas, key=lambda k: deltas[k])

@@ -1,6 +1,6 @@
-"""Value tests of `mlsys plan`'s search (calc.plan, calc.plan_memory, calc.plan_space) written against
+"""Value tests of `mlsys plan`'s search (calc.plan.search, calc.plan.memory, calc.plan.space) written against
 the mutants the tests before them let live (docs/mutation.md). Oracles: `train_memory` and `train_step`
-(the per-layout calculators the search memoises), `calc.memory_schedule`'s documented rules for when
+(the per-layout calculators the search memoises), `calc.memory.schedule`'s documented rules for when
 gradients exist (DDP buckets vs gradients set to None), `default_bytes`' documented bytes per element,
 docs/train.md's search rules (--max-micro-batch 16; a fitting layout needs memory <= usable)."""
 
@@ -12,12 +12,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from mlsyscalc.calc.calibration import load_ceilings
-from mlsyscalc.calc.memory_train import TrainOptions, train_memory
-from mlsyscalc.calc.plan import _Memo, _search, plan
-from mlsyscalc.calc.plan_memory import MemoryTable
-from mlsyscalc.calc.plan_space import PlanOptions, execution_options, structures
-from mlsyscalc.calc.train import train_step
+from mlsyscalc.calc.roofline.calibration import load_ceilings
+from mlsyscalc.calc.memory.training import TrainOptions, train_memory
+from mlsyscalc.calc.plan.search import _Memo, _search, plan
+from mlsyscalc.calc.plan.memory import MemoryTable
+from mlsyscalc.calc.plan.space import PlanOptions, execution_options, structures
+from mlsyscalc.calc.train.step import train_step
 from mlsyscalc.specs.cluster import load_cluster
 from mlsyscalc.specs.lookup import load_model
 
@@ -117,7 +117,7 @@ def test_later_backward_with_two_forwards_held_is_the_peak(pp, zero):
 
 
 def test_schedule_gradients_follow_ddp_buckets_not_the_memo():
-    """calc.memory_schedule: with torch, gradients exist at the first backward only with DDP's buckets
+    """calc.memory.schedule: with torch, gradients exist at the first backward only with DDP's buckets
     (ZeRO 0 and more than one replica) or after an earlier backward of the step. At pp 1 and m 1 there is
     no earlier backward, so one table must answer False for one replica or ZeRO 1, True for two replicas
     at ZeRO 0, whatever order it is asked in; megatron's persistent buffers are always there."""

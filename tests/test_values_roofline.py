@@ -3,7 +3,7 @@ sweeps, notes and the plain-PyTorch kernel lists), written against surviving mut
 discovery run (docs/mutation.md). Expected numbers are hand arithmetic written out here from a
 model's config.json (model_specs/), the formulas docs/roofline.md documents (tile and wave
 quantisation, flash-decoding splits, byte counts of each kernel), or another module computing the
-same quantity (calc.flops); never the function under test.
+same quantity (calc.counts.flops); never the function under test.
 
 The tile choices are the least padded time over the documented candidates (docs/roofline.md,
 "Tiles and waves"): time of a config = waves x BLOCK_M x BLOCK_N x padded K (matmul) or waves x
@@ -17,10 +17,10 @@ from dataclasses import replace
 import pytest
 
 from mlsyscalc import MlsysError, load_model
-from mlsyscalc.calc.calibration import KERNEL_GAP_S, load_ceilings
-from mlsyscalc.calc.roofline_memory import copy_cast_op, elementwise_op, rotary_op
-from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model
-from mlsyscalc.calc.roofline_ops import (predict_attention, predict_grouped_matmul, predict_matmul,
+from mlsyscalc.calc.roofline.calibration import KERNEL_GAP_S, load_ceilings
+from mlsyscalc.calc.roofline.memory_bound import copy_cast_op, elementwise_op, rotary_op
+from mlsyscalc.calc.roofline.model import RooflineOptions, predict_model
+from mlsyscalc.calc.roofline.ops import (predict_attention, predict_grouped_matmul, predict_matmul,
                                          window_fraction)
 
 H100 = load_ceilings("H100-SXM")
@@ -166,7 +166,7 @@ def test_empty_attention_is_refused(sizes):
         predict_attention(*sizes)
 
 
-# --- memory-bound kernels (calc.roofline_memory: each input read once, each output written once) -
+# --- memory-bound kernels (calc.roofline.memory_bound: each input read once, each output written once) -
 
 def test_elementwise_defaults_read_one_input_and_write_one_output():
     p = elementwise_op(1000)  # bf16: 2 bytes an element, 1 FLOP an element
@@ -203,7 +203,7 @@ def test_kv_cache_cast_writes_the_cache_dtype():
     assert copy_cast_op(1000, "bf16", "fp32").write_bytes == 4000
 
 
-# --- model-level rows (calc.roofline_model) ---------------------------------------------------------
+# --- model-level rows (calc.roofline.model) ---------------------------------------------------------
 
 def _rows(r, name):
     return [row for row in r.rows if row.pred.name == name]
@@ -288,8 +288,8 @@ def test_decode_fit_counts_weights_plus_kv_cache():
                                               ("prefill", 2, 2048)])
 def test_sliding_window_model_flops_match_the_kernels(phase, batch, size):
     # mistral-7b (window 4096 on all 32 layers, --sliding-window skip): MFU's model FLOPs
-    # (calc.flops' forward minus the tiles the window kernel skips) equal the FLOPs of the step's
-    # GEMM and attention kernels (calc.roofline_ops), computed separately
+    # (calc.counts.flops' forward minus the tiles the window kernel skips) equal the FLOPs of the step's
+    # GEMM and attention kernels (calc.roofline.ops), computed separately
     kw = {"seq": size} if phase == "prefill" else {"context": size}
     r = predict_model(load_model("mistral-7b"), H100, RooflineOptions(phase=phase, batch=batch, check_fit=False, **kw))
     kernels = sum(row.count * row.pred.flops for row in r.rows if row.pred.kind in ("matmul", "attention"))
@@ -308,7 +308,7 @@ def test_torch_impl_prefill_ends_with_the_fp32_logits_cast():
 def test_sweep_reports_points_that_do_not_fit_instead_of_refusing():
     # llama2-7b decode at 4,096 context: batch 64 needs 13.5 + 137.5 GB (above), reported as not
     # fitting rather than refused; a single batch value is a valid sweep
-    from mlsyscalc.calc.roofline_sweep import sweep_batch
+    from mlsyscalc.calc.roofline.sweep import sweep_batch
 
     spec, opts = load_model("llama2-7b"), RooflineOptions(phase="decode", context=4096)
     sweep = sweep_batch(spec, H100, opts, [64, 1])
@@ -322,7 +322,7 @@ def test_sweep_reports_points_that_do_not_fit_instead_of_refusing():
 def test_compute_bound_search_stops_at_its_limit():
     # decode of llama2-7b at batch <= 4 reads ~13.5 GB of weights for ~4 x 13.5 GFLOP: memory-bound
     # throughout, so a search limited to 4 finds no compute-bound batch (and returns)
-    from mlsyscalc.calc.roofline_sweep import compute_bound_batch
+    from mlsyscalc.calc.roofline.sweep import compute_bound_batch
 
     opts = RooflineOptions(phase="decode", context=128)
     assert compute_bound_batch(load_model("llama2-7b"), H100, opts, limit=4) is None
@@ -337,7 +337,7 @@ def test_compute_bound_search_stops_at_its_limit():
 def test_window_note_needs_sliding_layers():
     # a config with a sliding_window but every layer listed as full attention has no windowed layer
     # (transformers' layer_types): no window note; mistral-7b (window on all 32 layers) has one
-    from mlsyscalc.calc.roofline_notes import model_notes
+    from mlsyscalc.calc.roofline.notes import model_notes
     from mlsyscalc.specs.hf import from_hf_config
     from mlsyscalc.specs.lookup import builtin_configs
 
@@ -350,7 +350,7 @@ def test_window_note_needs_sliding_layers():
     assert [n for n in notes if n.startswith("sliding window 4096 on 32 of 32 layers")]
 
 
-# --- plain-PyTorch kernels (--impl torch, calc.roofline_torch; docs/roofline.md "Kernels per op") --
+# --- plain-PyTorch kernels (--impl torch, calc.roofline.torch_kernels; docs/roofline.md "Kernels per op") --
 
 def _torch_rows(model, **opts):
     return predict_model(load_model(model) if isinstance(model, str) else model, H100,
@@ -428,7 +428,7 @@ def test_torch_partial_rotary_of_phi_2():
 
 
 def test_cublas_split_rule_boundaries():
-    from mlsyscalc.calc.roofline_torch import cublas_splits
+    from mlsyscalc.calc.roofline.torch_kernels import cublas_splits
 
     # one decode row, K = 4096: N = 4160 gives 65 tiles of 64 columns (< 132 / 2): split and reduced;
     # N = 4224 gives 66, not fewer than 66: not reduced (K < 2 N)
@@ -453,7 +453,7 @@ def test_cublas_split_rule_boundaries():
 
 
 def test_adamw_launches_follow_multi_tensor_apply():
-    from mlsyscalc.calc.roofline_torch import adamw_launches
+    from mlsyscalc.calc.roofline.torch_kernels import adamw_launches
 
     # ATen MultiTensorApply.cuh: kChunkSize 65536, 320 blocks a launch, 36 tensors at depth 4
     assert adamw_launches(320 * 65536, 36) == 1
@@ -463,7 +463,7 @@ def test_adamw_launches_follow_multi_tensor_apply():
 
 
 # parameter tensors and parameters: the plain-torch model builder (bench.torch_models) on tiny
-# versions, an independent implementation; parameters also equal calc.params
+# versions, an independent implementation; parameters also equal calc.counts.params
 _HF = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
        "intermediate_size": 96, "vocab_size": 97, "max_position_embeddings": 64}
 _TINY = {
@@ -483,8 +483,8 @@ _TINY = {
 def test_param_tensors_match_the_torch_model(name, changes):
     torch = pytest.importorskip("torch")  # noqa: F841
     from mlsyscalc.bench.torch_models import build_model
-    from mlsyscalc.calc.params import count_params
-    from mlsyscalc.calc.roofline_torch import param_tensors, step_param_tensors
+    from mlsyscalc.calc.counts.params import count_params
+    from mlsyscalc.calc.roofline.torch_kernels import param_tensors, step_param_tensors
 
     # LayerNorm(bias=False); an RMSNorm has no bias whatever the flag
     spec = replace(load_model(name, _TINY[name]), **changes)
@@ -621,8 +621,8 @@ def test_attention_bytes_forward_backward_and_window():
 
 
 def test_memory_op_requires_bytes_and_prices_flops_on_cuda_cores():
-    from mlsyscalc.calc.roofline_memory import embedding_op, norm_op, softmax_op
-    from mlsyscalc.calc.roofline_ops import predict_memory_op
+    from mlsyscalc.calc.roofline.memory_bound import embedding_op, norm_op, softmax_op
+    from mlsyscalc.calc.roofline.ops import predict_memory_op
 
     with pytest.raises(MlsysError, match="fill: no bytes moved"):
         predict_memory_op("fill", 0, 0)
@@ -672,8 +672,8 @@ def test_model_totals_follow_their_definitions():
                                             ("gemma2-9b", "prefill", 1), ("phi-2", "decode", 1),
                                             ("mixtral-8x7b", "decode", 1), ("llama3-8b", "prefill", 2)])
 def test_model_flops_match_the_kernels(model, phase, tp):
-    # calc.flops' forward (MFU's numerator) equals the FLOPs of the step's GEMM and attention
-    # kernels, counted separately by calc.roofline_ops, for learned positions, parallel attention,
+    # calc.counts.flops' forward (MFU's numerator) equals the FLOPs of the step's GEMM and attention
+    # kernels, counted separately by calc.roofline.ops, for learned positions, parallel attention,
     # sliding windows, partial rotary, MoE (k of E experts a token) and tensor parallelism (FLOPs on
     # all GPUs = tp x one GPU's; a replicated router would count tp times, hence MoE at tp 1)
     kw = {"seq": 1024} if phase == "prefill" else {"context": 1024}
@@ -743,7 +743,7 @@ def test_mla_decode_attends_over_the_latent():
 def test_compute_bound_batch_is_the_first_compute_bound_batch():
     # the search's answer b: the step is compute-bound at b and memory-bound at b - 1 (the
     # definition; checked with two direct predictions); the sweep's first compute-bound point agrees
-    from mlsyscalc.calc.roofline_sweep import compute_bound_batch, sweep_batch
+    from mlsyscalc.calc.roofline.sweep import compute_bound_batch, sweep_batch
 
     spec, opts = load_model("llama3-8b"), RooflineOptions(phase="decode", context=128)
     b = compute_bound_batch(spec, H100, opts)
@@ -761,7 +761,7 @@ def test_compute_bound_batch_is_the_first_compute_bound_batch():
 
 
 def test_sweep_refuses_bad_batch_lists_by_name():
-    from mlsyscalc.calc.roofline_sweep import MAX_SWEEP_POINTS, sweep_batch
+    from mlsyscalc.calc.roofline.sweep import MAX_SWEEP_POINTS, sweep_batch
 
     spec, opts = load_model("llama3-8b"), RooflineOptions(phase="decode")
     with pytest.raises(MlsysError, match="must be positive"):
@@ -771,7 +771,7 @@ def test_sweep_refuses_bad_batch_lists_by_name():
 
 
 def test_training_notes_name_the_options():
-    from mlsyscalc.calc.roofline_notes import model_notes
+    from mlsyscalc.calc.roofline.notes import model_notes
 
     spec = load_model("llama3-8b")
     base = RooflineOptions(phase="train", seq=256)
@@ -1046,7 +1046,7 @@ def test_training_model_flops_are_three_forwards():
 
 
 def test_memory_kernel_flops_as_documented():
-    # calc.roofline_memory's counts: 1 FLOP an add, 4 a normalised element, 3 a rotated element,
+    # calc.roofline.memory_bound's counts: 1 FLOP an add, 4 a normalised element, 3 a rotated element,
     # none for a copy; --impl torch splits SiLU-gate's 5 into 4 + 1 and adds x + y with 1
     t, h = 128, 4096
     fused = {row.pred.name: row.pred for row in predict_model(
@@ -1076,7 +1076,7 @@ def test_fa2_grid_of_exactly_one_wave_is_kept():
 
 def test_sweep_takes_up_to_512_batch_values():
     # MAX_SWEEP_POINTS = 512 values are accepted (513 are refused, above); gpt2 cut to 1 layer
-    from mlsyscalc.calc.roofline_sweep import sweep_batch
+    from mlsyscalc.calc.roofline.sweep import sweep_batch
 
     spec = replace(load_model("gpt2"), num_layers=1)
     sweep = sweep_batch(spec, H100, RooflineOptions(phase="decode", context=16), list(range(1, 513)))

@@ -3,7 +3,7 @@ block-K padding, cuBLAS's unaligned kernels by row count, cuDNN head-dim tiles),
 kernels a step runs, the host path, the fit check at the byte boundary), the calibrated efficiency
 ratios and the fit's bounds and precision. Oracles: hand arithmetic from the H100-SXM datasheet
 (989.5 TFLOP/s bf16 dense, 3.35 TB/s, 132 SMs, 80 GiB HBM3) and config.json, the measurements
-calc/calibration.py cites, and properties the docs state (docs/roofline.md, docs/calibrate.md)."""
+calc/roofline/calibration.py cites, and properties the docs state (docs/roofline.md, docs/calibrate.md)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from dataclasses import replace
 import pytest
 
 from mlsyscalc import MlsysError, count_params, load_model
-from mlsyscalc.calc.calibration import CALIBRATED_EFFICIENCY, Efficiency, datasheet_ceilings, load_ceilings
-from mlsyscalc.calc.calibration_fit import EFFICIENCIES, Observation, Term, fit, predict
-from mlsyscalc.calc.roofline_model import ModelRoofline, RooflineOptions, predict_model
-from mlsyscalc.calc.roofline_ops import predict_attention, predict_matmul
+from mlsyscalc.calc.roofline.calibration import CALIBRATED_EFFICIENCY, Efficiency, datasheet_ceilings, load_ceilings
+from mlsyscalc.calc.roofline.calibration_fit import EFFICIENCIES, Observation, Term, fit, predict
+from mlsyscalc.calc.roofline.model import ModelRoofline, RooflineOptions, predict_model
+from mlsyscalc.calc.roofline.ops import predict_attention, predict_matmul
 
 H100 = load_ceilings("H100-SXM")
 BF16_PEAK = 989.5e12  # H100-SXM datasheet, dense bf16
@@ -314,7 +314,7 @@ def test_fit_and_predict_guard_their_inputs_and_add_comm_and_host():
 ])
 def test_window_fraction_is_the_integral_of_min_p_w(seq_q, seq_kv, window, area):
     """window_fraction = (integral of min(p, W) over p in [Skv - Sq, Skv]) / (Sq x Skv), worked by hand."""
-    from mlsyscalc.calc.roofline_ops import window_fraction
+    from mlsyscalc.calc.roofline.ops import window_fraction
 
     assert window_fraction(seq_q, seq_kv, window) == pytest.approx(area / (seq_q * seq_kv), rel=1e-12, abs=0)
 

@@ -2,7 +2,7 @@
 calibration, scaling and serving modules. Expected numbers are hand arithmetic written out here
 from a model's config.json (model_specs/), the formulas docs/roofline.md documents (kernel byte
 counts of `--impl torch`, tile padding, the sliding-window area), torch's own kernels (ATen's
-multi_tensor_apply constants), another module computing the same quantity (calc.params), or a
+multi_tensor_apply constants), another module computing the same quantity (calc.counts.params), or a
 property that must hold (a limit case, a ratio); never the function under test.
 """
 
@@ -14,9 +14,9 @@ from dataclasses import replace
 import pytest
 
 from mlsyscalc import MlsysError, load_model
-from mlsyscalc.calc.calibration import CALIBRATED_EFFICIENCY, Efficiency, load_ceilings
-from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model
-from mlsyscalc.calc.roofline_ops import (padded_head_dim, predict_attention, predict_grouped_matmul,
+from mlsyscalc.calc.roofline.calibration import CALIBRATED_EFFICIENCY, Efficiency, load_ceilings
+from mlsyscalc.calc.roofline.model import RooflineOptions, predict_model
+from mlsyscalc.calc.roofline.ops import (padded_head_dim, predict_attention, predict_grouped_matmul,
                                          predict_matmul, predict_memory_op, unaligned, window_fraction)
 
 H100 = load_ceilings("H100-SXM")
@@ -34,7 +34,7 @@ def _named(r, name, layers=None):
     return rows
 
 
-# --- calc.roofline_ops ----------------------------------------------------------------------------
+# --- calc.roofline.ops ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("seq_q,seq_kv,window,area", [
     # W >= Skv: the plain causal area, the integral of p over [Skv - Sq, Skv] = (Skv^2 - (Skv-Sq)^2) / 2
@@ -108,7 +108,7 @@ def test_memory_op_defaults_to_no_flops():
         predict_memory_op("copy", 0.0, 0.0)
 
 
-# --- calc.calibration ---------------------------------------------------------------------------
+# --- calc.roofline.calibration ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("cls,kind,scale", [
     # calibration.py's comment: the classes keep their ratio to their kind's default
@@ -123,7 +123,7 @@ def test_calibrated_classes_keep_their_ratio_to_the_kind(cls, kind, scale):
                                                                  abs=0.005)
 
 
-# --- calc.roofline_torch (--impl torch, docs/roofline.md "Kernels per op") ----------------------
+# --- calc.roofline.torch_kernels (--impl torch, docs/roofline.md "Kernels per op") ----------------------
 
 def test_partial_rotary_backward_of_phi_2():
     # phi-2: 32 heads of 80 dims, 32 rotated (0.4); 128-token train step. slice_backward of the
@@ -170,8 +170,8 @@ def test_reduce_head_only_for_grouped_queries():
 
 def test_zero_grad_launches_follow_multi_tensor_apply():
     # torch._foreach_zero_: 320 chunks of 65,536 elements a launch (ATen MultiTensorApply.cuh);
-    # phi-2's 2,779,683,840 parameters (calc.params) -> ceil(P / 20,971,520) launches
-    from mlsyscalc.calc.params import count_params
+    # phi-2's 2,779,683,840 parameters (calc.counts.params) -> ceil(P / 20,971,520) launches
+    from mlsyscalc.calc.counts.params import count_params
 
     spec = load_model("phi-2")
     total = count_params(spec).total
@@ -204,7 +204,7 @@ def test_flash_decoding_combine_with_several_new_tokens():
 
 
 def test_cublas_split_rule_counts_rows_per_group():
-    from mlsyscalc.calc.roofline_torch import cublas_splits
+    from mlsyscalc.calc.roofline.torch_kernels import cublas_splits
 
     # 64 tokens over 8 experts: 8 rows each -> one 32-row tile x 64 column tiles = 64 < 66: reduced
     g = predict_grouped_matmul(64, 8, 4096, 4096)
@@ -214,7 +214,7 @@ def test_cublas_split_rule_counts_rows_per_group():
     assert one.tiling.split > 1 and cublas_splits(one, SMS) is False
 
 
-# --- calc.roofline_options, calc.roofline_train -------------------------------------------------
+# --- calc.roofline.options, calc.roofline.training -------------------------------------------------
 
 @pytest.mark.parametrize("zero", [0, 1, 2, 3])
 def test_every_zero_stage_is_accepted(zero):
@@ -229,7 +229,7 @@ def test_unknown_zero_stage_is_refused(zero):
 
 
 def test_adamw_state_bytes_by_hand():
-    from mlsyscalc.calc.roofline_train import state_bytes
+    from mlsyscalc.calc.roofline.training import state_bytes
 
     # master weights: read fp32 weight, grad, m, v (16 B); write fp32 weight, m, v and the bf16 copy
     assert state_bytes("bf16") == (16, 12 + 2)
@@ -254,17 +254,17 @@ def test_moe_weight_gradient_reduces_over_tokens_per_expert():
         assert w.pred.flops == 2.0 * k * math.ceil(groups) * n * per
 
 
-# --- calc.scaling, calc.scaling_laws, calc.scaling_fit --------------------------------------------
+# --- calc.scaling.calculators, calc.scaling.laws, calc.scaling.fit --------------------------------------------
 
 def test_table_row_params_ratio_is_ours_over_the_papers():
-    from mlsyscalc.calc.scaling import TableRow
+    from mlsyscalc.calc.scaling.calculators import TableRow
 
     row = TableRow("chinchilla", "Table 3", 1e21, paper_params=4e9, paper_tokens=8e10, params=3e9, tokens=1e11)
     assert row.params_ratio == pytest.approx(0.75, abs=0)
 
 
 def test_fit_power_law_recovers_an_exact_law():
-    from mlsyscalc.calc.scaling_laws import fit_power_law
+    from mlsyscalc.calc.scaling.laws import fit_power_law
 
     # N = 3 C^0.5 at C = 1e18, 1e20, 1e22: slope 0.5 and coefficient 3 (D is not used)
     rows = tuple((3.0 * c**0.5, c, 0.0) for c in (1e18, 1e20, 1e22))
@@ -276,7 +276,7 @@ def test_fit_power_law_recovers_an_exact_law():
 def _isoflop(law, outlier: float = 1.0):
     """Hoffmann et al. approach-2 design: 4 budgets x 5 sizes around each optimum, exact losses
     (the middle run of the second budget multiplied by `outlier`)."""
-    from mlsyscalc.calc.scaling_fit import Runs
+    from mlsyscalc.calc.scaling.fit import Runs
 
     params, tokens, loss = [], [], []
     for i, c in enumerate((1e18, 1e19, 1e20, 1e21)):
@@ -289,8 +289,8 @@ def _isoflop(law, outlier: float = 1.0):
 
 
 def test_one_start_is_enough_and_converges():
-    from mlsyscalc.calc.scaling_fit import FitOptions, fit_runs
-    from mlsyscalc.calc.scaling_laws import Parametric
+    from mlsyscalc.calc.scaling.fit import FitOptions, fit_runs
+    from mlsyscalc.calc.scaling.laws import Parametric
 
     true = Parametric(E=1.8, A=450.0, B=1800.0, alpha=0.34, beta=0.37)
     result = fit_runs(_isoflop(true), FitOptions(starts=1, bootstrap=0))
@@ -302,8 +302,8 @@ def test_one_start_is_enough_and_converges():
 def test_huber_fit_shrugs_off_one_outlier():
     # Huber loss with delta 1e-3 (Hoffmann et al. App. D.2) is nearly an absolute loss: one run of
     # 20 off by 30% barely moves the fit, which still passes through the 19 exact runs
-    from mlsyscalc.calc.scaling_fit import FitOptions, fit_runs
-    from mlsyscalc.calc.scaling_laws import Parametric
+    from mlsyscalc.calc.scaling.fit import FitOptions, fit_runs
+    from mlsyscalc.calc.scaling.laws import Parametric
 
     true = Parametric(E=1.8, A=450.0, B=1800.0, alpha=0.34, beta=0.37)
     result = fit_runs(_isoflop(true, outlier=1.3), FitOptions(starts=20, bootstrap=0))
@@ -317,8 +317,8 @@ def test_huber_fit_shrugs_off_one_outlier():
 def test_every_start_of_a_well_posed_fit_converges(wobble):
     # exact runs, or runs with a deterministic 1% wobble: from every start the Levenberg-Marquardt
     # steps stop where none lowers the objective by more than the tolerance: all count as converged
-    from mlsyscalc.calc.scaling_fit import FitOptions, Runs, fit_runs
-    from mlsyscalc.calc.scaling_laws import Parametric
+    from mlsyscalc.calc.scaling.fit import FitOptions, Runs, fit_runs
+    from mlsyscalc.calc.scaling.laws import Parametric
 
     exact = _isoflop(Parametric(E=1.8, A=450.0, B=1800.0, alpha=0.34, beta=0.37))
     runs = Runs(exact.params, exact.tokens, tuple(x * (1 + wobble * math.sin(7 * i)) for i, x in enumerate(exact.loss)))
@@ -326,7 +326,7 @@ def test_every_start_of_a_well_posed_fit_converges(wobble):
     assert (result.starts, result.converged) == (20, 20)
 
 
-# --- calc.serve_engine: speculative decoding reserves KV on admission ------------------------------
+# --- calc.serve.engine: speculative decoding reserves KV on admission ------------------------------
 
 class _Cost:
     """A serving iteration of 1 s whatever it holds (decode-only steps are speculative here)."""
@@ -356,7 +356,7 @@ class _Spec:
     (6, [0.0, 0.0], [2.0, 2.0], [6] * 5),
 ])
 def test_speculative_engine_reserves_prompt_plus_output(blocks, sched, finish, used):
-    from mlsyscalc.calc.serve_engine import Engine, EngineLimits
+    from mlsyscalc.calc.serve.engine import Engine, EngineLimits
 
     lim = EngineLimits("vllm", 1000, 8, 16, 4, blocks, "recompute", 0.5, 0)
     t = Engine([(0.0, 4, 8), (0.0, 4, 8)], _Cost(), lim, spec=_Spec()).run()
@@ -364,7 +364,7 @@ def test_speculative_engine_reserves_prompt_plus_output(blocks, sched, finish, u
     assert t.iter_used_blocks == used
 
 
-# --- more of calc.roofline_ops / roofline_train: documented outputs ---------------------------------
+# --- more of calc.roofline.ops / roofline_train: documented outputs ---------------------------------
 
 def test_naive_roofline_time_by_hand():
     # roofline_s: the datasheet roof, max(FLOPs / peak, bytes / bandwidth), no efficiencies.
@@ -391,8 +391,8 @@ def test_bound_and_efficiency_class_agree_at_a_tie():
 
 def test_fused_adamw_is_one_kernel_torch_launches_per_multi_tensor_apply():
     # impl fused: one AdamW kernel over all parameters; impl torch: ceil(P / (320 x 65536)) launches
-    # (ATen multi_tensor_apply; phi-2's P from calc.params: the chunk count binds, not the 36 tensors)
-    from mlsyscalc.calc.params import count_params
+    # (ATen multi_tensor_apply; phi-2's P from calc.counts.params: the chunk count binds, not the 36 tensors)
+    from mlsyscalc.calc.counts.params import count_params
 
     spec = load_model("phi-2")
     total = count_params(spec).total

@@ -1,11 +1,11 @@
-"""Value tests for `mlsys roofline --impl torch` (calc.roofline_torch, calc.roofline_train and
-calc.roofline_notes): parameter tensors, zero_grad and fused AdamW launches, bias and loss kernels,
+"""Value tests for `mlsys roofline --impl torch` (calc.roofline.torch_kernels, calc.roofline.training and
+calc.roofline.notes): parameter tensors, zero_grad and fused AdamW launches, bias and loss kernels,
 split-K reductions and the notes a training roofline prints.
 
 Oracles: hand counts from the HF config.json files in model_specs/models/ (DeepSeek-V3's MLA shapes,
 LlamaForCausalLM's parameter list), ATen's multi-tensor limits (MultiTensorApply.cuh:
 depth_to_max_tensors = {110, 64, 48, 36, 30}, kChunkSize 65536, depth_to_max_blocks 320), the
-parameter total of calc.params (another module counting the same weights) and properties that must
+parameter total of calc.counts.params (another module counting the same weights) and properties that must
 hold (a backward kernel per forward kernel, a head kernel once a step)."""
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import math
 
 import pytest
 
-from mlsyscalc.calc.calibration import load_ceilings
-from mlsyscalc.calc.params import count_params
-from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model
-from mlsyscalc.calc.roofline_notes import model_notes
-from mlsyscalc.calc.roofline_ops import predict_matmul
-from mlsyscalc.calc.roofline_torch import cublas_splits, param_tensors, step_param_tensors
+from mlsyscalc.calc.roofline.calibration import load_ceilings
+from mlsyscalc.calc.counts.params import count_params
+from mlsyscalc.calc.roofline.model import RooflineOptions, predict_model
+from mlsyscalc.calc.roofline.notes import model_notes
+from mlsyscalc.calc.roofline.ops import predict_matmul
+from mlsyscalc.calc.roofline.torch_kernels import cublas_splits, param_tensors, step_param_tensors
 from mlsyscalc.specs.lookup import load_model
 
 H200 = load_ceilings("H200")
@@ -69,7 +69,7 @@ def test_mla_layer_without_query_lora_has_one_latent_norm():
 
 @pytest.mark.parametrize("name", ["deepseek-v3", "phi-2", "qwen2.5-0.5b", "opt-350m", "llama2-7b"])
 def test_param_tensors_sum_to_the_parameter_count(name):
-    """The head's and every layer's parameters of param_tensors add up to calc.params' total
+    """The head's and every layer's parameters of param_tensors add up to calc.counts.params' total
     (counted there from the same config by another route)."""
     spec = load_model(name)
     total = param_tensors(spec, None)[1] + sum(param_tensors(spec, i)[1] for i in range(spec.num_layers))
@@ -224,7 +224,7 @@ def test_partial_rotary_backward_copies_the_unrotated_part():
     assert all(x.pred.read_bytes == x.pred.write_bytes == 256 * 96 * 2 for x in rows)
 
 
-# --- backward rows of calc.roofline_train -----------------------------------------------------
+# --- backward rows of calc.roofline.training -----------------------------------------------------
 
 def test_fused_memory_kernel_backward_reads_input_and_gradient():
     """impl fused: a memory-bound kernel's backward reads what its forward read plus the incoming
@@ -351,7 +351,7 @@ def test_fan_out_gradient_adds_per_layer():
     assert sum(x.count for x in _rows(_llama3_train(), "grad_accumulate")) == 32 * 5
 
 
-# --- the AdamW step of calc.roofline_train -----------------------------------------------------
+# --- the AdamW step of calc.roofline.training -----------------------------------------------------
 
 @pytest.mark.parametrize("kw,shards", [({}, 1), ({"dp": 4}, 1), ({"dp": 4, "zero": 1}, 4),
                                        ({"dp": 4, "zero": 3}, 4), ({"tp": 2, "dp": 4, "zero": 1}, 8)])

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from mlsyscalc.calc.calibration import match_gpu
-from mlsyscalc.calc.comm_collectives import collective_cost
+from mlsyscalc.calc.roofline.calibration import match_gpu
+from mlsyscalc.calc.comm.collectives import collective_cost
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.gpu import AmbiguousGPU, load_gpu
 
@@ -59,7 +59,7 @@ def test_tied_head_trains_no_weights_of_its_own(run_cli, model):
 
 
 def test_group_size_bound_at_tp_8_through_the_api():
-    from mlsyscalc.calc.memory_infer import InferOptions
+    from mlsyscalc.calc.memory.inference import InferOptions
     from mlsyscalc.specs.lookup import load_model
 
     # deepseek-v3 under tp 8: the routed experts' down_proj (2048 inputs, row-parallel) split to
@@ -173,7 +173,7 @@ def test_softmax_and_norm_ops_count_by_the_documented_rule():
     # roofline_memory's rule: one read and one write of (rows, cols) bf16, 5 FLOPs a softmax
     # element; a norm reads x and its weight row, 4 FLOPs an element; an embedding gathers its
     # tokens' rows (and learned positions) and computes nothing
-    from mlsyscalc.calc.roofline_memory import embedding_op, norm_op, softmax_op
+    from mlsyscalc.calc.roofline.memory_bound import embedding_op, norm_op, softmax_op
 
     op = softmax_op(96, 1000)
     assert (op.read_bytes, op.write_bytes, op.flops) == (96 * 1000 * 2, 96 * 1000 * 2, 5 * 96 * 1000)
@@ -224,7 +224,7 @@ def test_serve_names_what_leaves_no_room_for_a_kv_cache(run_cli, scheduler, toke
 # --- scaling laws -------------------------------------------------------------------------------------
 
 def test_paper_table_compares_approaches_2_and_3_with_their_own_tables():
-    from mlsyscalc.calc.scaling import paper_table
+    from mlsyscalc.calc.scaling.calculators import paper_table
 
     # every law is evaluated at Chinchilla Table 3's 9 budgets; approaches 2 and 3 also at the 9
     # budgets of their own Table A3; approach 1's own table is Table 3 (not repeated), the other
@@ -242,7 +242,7 @@ def test_paper_table_compares_approaches_2_and_3_with_their_own_tables():
 
 @pytest.mark.parametrize("delta", [0.0, -1e-3])
 def test_huber_delta_must_be_positive(delta):
-    from mlsyscalc.calc.scaling_fit import FitOptions, Runs, fit_runs
+    from mlsyscalc.calc.scaling.fit import FitOptions, Runs, fit_runs
 
     # a valid 3 x 3 grid (losses from a Chinchilla-like law), so only delta is wrong
     runs = Runs(tuple(n for n in (1e8, 1e9, 1e10) for _ in range(3)), (2e9, 2e10, 2e11) * 3,
@@ -264,8 +264,8 @@ def test_a_request_that_fills_the_kv_cache_exactly_is_admitted(run_cli):
 
 
 def test_series_buckets_preemptions_by_time():
-    from mlsyscalc.calc.serve_engine import Trace
-    from mlsyscalc.calc.serve_metrics import series
+    from mlsyscalc.calc.serve.engine import Trace
+    from mlsyscalc.calc.serve.metrics import series
 
     # 10 iterations ending at 1..10 s in 5 buckets of 2 s; preemptions at 2.5 s (bucket 1) and
     # 9.9 s (bucket 4); 4 of 8 blocks used throughout, 100 tokens an iteration
@@ -279,7 +279,7 @@ def test_series_buckets_preemptions_by_time():
 
 
 def test_static_batching_counts_arrivals_one_by_one():
-    from mlsyscalc.calc.serve_static import _arrived
+    from mlsyscalc.calc.serve.static import _arrived
 
     # requests (arrival_s, prompt, output) sorted by arrival; by 0.01 s the first two have arrived,
     # the one at 500 s has not (however many arrived before `start`)
@@ -294,14 +294,14 @@ def test_static_batching_counts_arrivals_one_by_one():
     ("lognormal:6,0.5", 457.1447),
 ])
 def test_length_distribution_means(text, mean):
-    from mlsyscalc.calc.serve_workload import parse_length
+    from mlsyscalc.calc.serve.workload import parse_length
 
     assert parse_length(text, "--prompt-len").mean == pytest.approx(mean, rel=1e-6)
     assert parse_length("", "--prompt-len", values=(1, 2, 6)).mean == 3
 
 
 def test_workload_duration_is_the_last_arrival():
-    from mlsyscalc.calc.serve_workload import Workload
+    from mlsyscalc.calc.serve.workload import Workload
 
     w = Workload(((0.0, 10, 1), (1.0, 10, 1), (5.0, 10, 1)), "three requests")
     assert w.duration_s == 5.0
@@ -310,10 +310,10 @@ def test_workload_duration_is_the_last_arrival():
 def test_serving_reads_the_attention_compute_rate_at_a_4096_token_prefill():
     # docs/serving.md: compute-bound attention rows take their seconds per FLOP from a 4096-token
     # prefill (the roofline's tile and wave quantisation averaged over a long prompt)
-    from mlsyscalc.calc.roofline_model import predict_model
-    from mlsyscalc.calc.roofline_ops import resolve_ceilings
-    from mlsyscalc.calc.roofline_options import RooflineOptions
-    from mlsyscalc.calc.serve_cost import IterationCost
+    from mlsyscalc.calc.roofline.model import predict_model
+    from mlsyscalc.calc.roofline.ops import resolve_ceilings
+    from mlsyscalc.calc.roofline.options import RooflineOptions
+    from mlsyscalc.calc.serve.iteration import IterationCost
     from mlsyscalc.specs.lookup import load_model
 
     spec, ceil = load_model("llama3-8b"), resolve_ceilings("H100-SXM")
@@ -326,7 +326,7 @@ def test_serving_reads_the_attention_compute_rate_at_a_4096_token_prefill():
 
 
 def test_slowest_pipeline_stage_is_the_one_with_most_kernel_time():
-    from mlsyscalc.calc.train_parts import Stage, StageParts, slowest_stage
+    from mlsyscalc.calc.train.parts import Stage, StageParts, slowest_stage
 
     # a dense layer: 1 s forward, 2 s backward, of which 0.5 s forward + 1 s backward attention;
     # embedding 0.1 + 0.1 s, final norm + lm_head 1.5 + 3 s.
@@ -347,7 +347,7 @@ def test_slowest_pipeline_stage_is_the_one_with_most_kernel_time():
     ("selective", 3.0, 6.0),
 ])
 def test_full_recomputation_repeats_tp_and_cp_traffic(recompute, tp_s, cp_s):
-    from mlsyscalc.calc.train_comm import Windows, dim_times
+    from mlsyscalc.calc.comm.exposed import Windows, dim_times
 
     seconds = {("tp", "model"): 3.0, ("cp", "model"): 6.0, ("pp", "model"): 1.0, ("dp", "grad"): 2.0}
     # 4 micro-batches of 1 s forward + 2 s backward (12 s of kernels), 0.5 s of attention each:

@@ -12,9 +12,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from mlsyscalc.calc.scaling import BudgetOptions, budget, optimal
-from mlsyscalc.calc.scaling_fit import FitOptions, Runs, _grid, _interval, _starts, fit_runs
-from mlsyscalc.calc.scaling_laws import Parametric, laws
+from mlsyscalc.calc.scaling.calculators import BudgetOptions, budget, optimal
+from mlsyscalc.calc.scaling.fit import FitOptions, Runs, _grid, _interval, _starts, fit_runs
+from mlsyscalc.calc.scaling.laws import Parametric, laws
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.cluster import builtin_clusters
 from mlsyscalc.specs.gpu import load_gpu
@@ -231,7 +231,7 @@ def test_a_start_at_an_exact_optimum_converges_when_lambda_reaches_its_cap():
     negligible (log A = log B = -1000) and E = 1 = every loss, every residual is exactly 0: no step can
     lower a zero objective, so lambda grows 1e-3 x 4^k, which first reaches 1e12 at k = 25
     (4^24 = 2.8e14, 4^25 = 1.13e15)."""
-    from mlsyscalc.calc.scaling_fit_batch import minimise_many
+    from mlsyscalc.calc.scaling.fit_batch import minimise_many
 
     assert 1e-3 * 4.0**24 < 1e12 <= 1e-3 * 4.0**25
     x, y = np.log([1e8, 1e9, 1e10]), np.log([1e10, 1e11, 1e12])

@@ -33,13 +33,13 @@ MIX_EXPERT = 3 * 4096 * 14336  # gate, up, down of one expert
 
 
 def _mem(model: str, overrides: dict | None = None, **opts):
-    from mlsyscalc.calc.memory_train import TrainOptions, train_memory
+    from mlsyscalc.calc.memory.training import TrainOptions, train_memory
 
     return train_memory(load_model(model, overrides), TrainOptions(**opts))
 
 
 def _infer(model: str, overrides: dict | None = None, **opts):
-    from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
+    from mlsyscalc.calc.memory.inference import InferOptions, infer_memory
 
     return infer_memory(load_model(model, overrides), InferOptions(**opts))
 
@@ -97,7 +97,7 @@ def test_full_recompute_activations_and_temporaries_add_up(logits_bytes):
     stage the final norm and lm_head inputs (2 x 768); the loss's logits temporaries (50257 a token at
     12 B, or 1 B by override) and the recomputed layer's working set are never both alive: the larger is
     counted, the other is exactly 0."""
-    from mlsyscalc.calc.memory_train import TrainOptions, train_memory
+    from mlsyscalc.calc.memory.training import TrainOptions, train_memory
 
     opts = TrainOptions(recompute="full", bytes_overrides=(("logits", float(logits_bytes)),))
     stage = train_memory(load_model("gpt2"), opts).stages[0]
@@ -175,7 +175,7 @@ def test_adafactor_factors_of_gpt2_at_tp_2():
     ceil(50257 / 2) = 25129 embedding rows + 768 cols, the 1024 x 768 learned positions (a matrix, whole on
     each rank: 1024 + 768), the tied head (the same table on one stage: nothing more), the final
     LayerNorm's weight and bias (2 x 768)."""
-    from mlsyscalc.calc.memory_common import stage_params
+    from mlsyscalc.calc.parallel.shards import stage_params
 
     layer = 3 * (384 + 768 + 384) + (768 + 384 + 768) + (1536 + 768 + 1536) + (768 + 1536 + 768) + 2 * 2 * 768
     factors = 12 * layer + (25129 + 768) + (1024 + 768) + 2 * 768
@@ -202,7 +202,7 @@ def test_adafactor_states_match_torch_adafactor_on_tiny_models():
     LayerNorms in the layer and a final one, token and position tables) and a llama (2 heads, 1 KV head of 4,
     intermediate 16, no biases, RMSNorm weights, rotary positions: no table, an untied head)."""
     torch = pytest.importorskip("torch")
-    from mlsyscalc.calc.memory_common import stage_params
+    from mlsyscalc.calc.parallel.shards import stage_params
 
     nn, h = torch.nn, 8
     gpt2 = [nn.Linear(h, h) for _ in range(4)] + [nn.Linear(h, 4 * h), nn.Linear(4 * h, h)]
@@ -223,7 +223,7 @@ def test_adafactor_factors_of_opt_project_out_on_the_last_stage():
     fc1 1024 -> 4096 and fc2 4096 -> 1024 with bias; two LayerNorms of 2 x 1024), the tied lm_head's own copy
     of the 50272 x 512 table (Megatron keeps one on the last stage) and project_out 1024 -> 512 (rows + cols);
     opt-350m has no final norm."""
-    from mlsyscalc.calc.memory_common import stage_params
+    from mlsyscalc.calc.parallel.shards import stage_params
 
     layer = 4 * (1024 + 1024 + 1024) + (4096 + 1024 + 4096) + (1024 + 4096 + 1024) + 2 * 2 * 1024
     got = stage_params(load_model("opt-350m"), range(12, 24), False, True, 1, 1, 2)
@@ -250,8 +250,8 @@ def test_two_experts_split_over_ep_in_zero_and_adafactor(run_cli):
 def test_a_rank_without_parallelism_holds_every_projection_whole():
     """tp 1 and no ep: each projection of a real layer (MoE experts with their copies, MLA, biases) is held
     whole on the rank, exactly Linear.params."""
-    from mlsyscalc.calc.layers import layer_linears
-    from mlsyscalc.calc.memory_common import linear_params_per_rank
+    from mlsyscalc.calc.counts.layers import layer_linears
+    from mlsyscalc.calc.parallel.shards import linear_params_per_rank
 
     for name, layer in (("mixtral-8x7b", 0), ("deepseek-v3", 3), ("gpt2", 0), ("qwen2.5-0.5b", 0)):
         for lin in layer_linears(load_model(name), layer):
@@ -382,7 +382,7 @@ def test_affine_free_layernorm_has_no_parameters_in_the_cli(run_cli):
 def test_bias_free_layernorm_has_one_parameter_per_element():
     """gpt2 with LayerNorm(bias=False) (torch >= 2.1): each of its 2 x 12 + 1 LayerNorms keeps only the
     768-wide weight, so transformers' 124,439,808 parameters lose 25 x 768 biases."""
-    from mlsyscalc.calc.params import count_params
+    from mlsyscalc.calc.counts.params import count_params
 
     gpt2 = load_model("gpt2")
     assert count_params(replace(gpt2, norm_bias=False)).total == HF["gpt2"]["total_params"] - 25 * 768
@@ -424,7 +424,7 @@ def test_palm_model_flops_approximation_through_the_cli(run_cli):
 def test_moe_mlp_saved_defaults_to_dropless_routing():
     """mlp_saved without a capacity factor is dropless (1.0): mixtral's top-2 routing keeps 2 copies of each
     token's 4096-wide input and 2 x 4 x 14336 intermediates, as layer_saved (what memory train uses) lists."""
-    from mlsyscalc.calc.activations import layer_saved, mlp_saved
+    from mlsyscalc.calc.counts.activations import layer_saved, mlp_saved
 
     spec = load_model("mixtral-8x7b")
     got = {i.name: i.per_token for i in mlp_saved(spec, 0, dropout=False)}
@@ -437,7 +437,7 @@ def test_moe_mlp_saved_defaults_to_dropless_routing():
 def test_qk_norm_inputs_of_a_gqa_model():
     """llama3-8b with q/k norms (as Qwen3 and OLMo-2 have): the norms read q (32 heads x 128) and k (8 KV
     heads x 128), bf16, 2048 tokens a layer."""
-    from mlsyscalc.calc.memory_train import train_memory
+    from mlsyscalc.calc.memory.training import train_memory
 
     items = dict(train_memory(replace(load_model("llama3-8b"), qk_norm=True)).activation_items)
     assert items["q/k norm inputs"] == 2048 * (4096 + 1024) * 2
@@ -484,7 +484,7 @@ def test_two_expert_gradients_reduce_over_the_expert_replicas(run_cli):
 
 def test_a_group_of_ranks_is_nodes_times_gpus_per_node():
     """placement's two numbers multiply to the group's size, down to a group of one rank (one GPU, one node)."""
-    from mlsyscalc.calc.comm_step import placement
+    from mlsyscalc.calc.comm.step import placement
 
     for size, stride in ((1, 1), (1, 8), (2, 1), (4, 2), (16, 1), (2, 8), (8, 4)):
         nodes, per_node = placement(size, stride, 8)
@@ -518,8 +518,8 @@ def test_optimizer_time_of_the_fullest_sharded_stage_in_the_cli(run_cli):
     4096 x 1024 x 2, router 4096 x 8, 2 norms; the final norm and the 32000 x 4096 head) has 4096 more dense
     parameters than stage 0 (embedding instead of head); ZeRO-1 shards them over dp = 2, and each GPU's 4 of
     the 8 experts (16 x 4 x 3 x 4096 x 14336) over dp / ep = 1 rank."""
-    from mlsyscalc.calc.calibration import load_ceilings
-    from mlsyscalc.calc.roofline_train import adamw_op
+    from mlsyscalc.calc.roofline.calibration import load_ceilings
+    from mlsyscalc.calc.roofline.training import adamw_op
 
     d = run_cli.json("train", "mixtral-8x7b", "--gpus", "4", "--gpu", "H100-SXM", "--pp", "2", "--dp", "2",
                      "--ep", "2", "--zero", "1", "--global-batch", "8", "--micro-batch", "1", "--no-clip-grad")
@@ -535,8 +535,8 @@ def test_step_breakdown_parts_add_up_with_the_defaults():
     0.03 s backward, 0.05 s of dp gradient traffic overlapped, 0.5 s optimizer): its parts sum to compute
     8 x 0.04 + bubble (pp - 1) / vp x 0.04 (Narayanan et al. 2021, section 2.2) + the traffic left after
     the 0.03 s backward + the optimizer; no SM contention, no interleaving slowdown, no host time."""
-    from mlsyscalc.calc.train import step_breakdown
-    from mlsyscalc.calc.train_comm import Windows
+    from mlsyscalc.calc.train.step import step_breakdown
+    from mlsyscalc.calc.comm.exposed import Windows
 
     breakdown, total = step_breakdown(pp=4, vp=2, windows=Windows(0.01, 0.03, 0.004, 8),
                                       seconds={("dp", "grad"): 0.05}, zero=0, recompute="none", overlap=("dp",),
@@ -555,8 +555,8 @@ def test_framework_source_names_an_override_exactly_when_the_costs_differ(run_cl
     import json
     from dataclasses import asdict
 
-    from mlsyscalc.calc.calibration import read_calibration
-    from mlsyscalc.calc.train_host import FRAMEWORKS
+    from mlsyscalc.calc.roofline.calibration import read_calibration
+    from mlsyscalc.calc.train.host import FRAMEWORKS
 
     record = read_calibration("reports/train/h200-calibration-fused.json")
     path = tmp_path / "cal.json"

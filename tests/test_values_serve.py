@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import pytest
 
-from mlsyscalc.calc.serve_engine import Engine, EngineLimits, Trace
+from mlsyscalc.calc.serve.engine import Engine, EngineLimits, Trace
 
 STEP = 1.0  # seconds every stand-in iteration lasts
 
@@ -38,7 +38,7 @@ class FixedCost:
         return self.step
 
     def time_s(self, b):
-        """A calc.serve_cost.Batch (static batching prices whole Batch objects)."""
+        """A calc.serve.iteration.Batch (static batching prices whole Batch objects)."""
         self.calls.append(("batch", b.tokens, b.samples, b.prefill_tokens, b.prefill_pairs, b.prefill_keys,
                            b.decodes, b.decode_keys))
         return self.step
@@ -422,7 +422,7 @@ def test_summary_of_a_hand_trace():
     """docs/serving.md: TTFT = first - arrival, TPOT = (last - first) / (outputs - 1), end-to-end =
     last - arrival, queueing = scheduled - arrival; rates over the makespan (first arrival to last
     token: 1.25 - 0.5 = 0.75 s); time averages weight each iteration by its length, from the 2nd on."""
-    from mlsyscalc.calc.serve_metrics import Slo, summary
+    from mlsyscalc.calc.serve.metrics import Slo, summary
 
     m = summary(HAND_REQS, HAND_TRACE, 10, Slo())
     assert m["ttft_mean_s"] == 0.25 and m["ttft_p99_s"] == 0.25
@@ -450,7 +450,7 @@ def test_summary_of_a_hand_trace():
 def test_slo_is_met_at_its_bound(ttft, tpot, good):
     """Goodput counts requests whose TTFT and TPOT are <= the SLO (DistServe section 2); both of
     TTFT 0.25 s, A's TPOT 0.25 s: an SLO at exactly those values keeps both."""
-    from mlsyscalc.calc.serve_metrics import Slo, summary
+    from mlsyscalc.calc.serve.metrics import Slo, summary
 
     m = summary(HAND_REQS, HAND_TRACE, 10, Slo(ttft_s=ttft, tpot_s=tpot))
     assert m["slo_attainment"] == good / 2
@@ -461,7 +461,7 @@ def test_percentile_interpolates_like_numpy():
     """numpy.percentile's default ('linear') interpolation is the documented rule."""
     import numpy as np
 
-    from mlsyscalc.calc.serve_metrics import percentile
+    from mlsyscalc.calc.serve.metrics import percentile
 
     rng = random.Random(7)
     for n in (1, 2, 3, 4, 7, 10):
@@ -475,7 +475,7 @@ def test_percentile_interpolates_like_numpy():
 def test_zero_length_run_reports_zero_rates_not_inf():
     """A run whose last token comes at its first arrival (makespan 0, no iterations): every rate,
     fraction and mean is 0, never a division by zero."""
-    from mlsyscalc.calc.serve_metrics import Slo, series, summary
+    from mlsyscalc.calc.serve.metrics import Slo, series, summary
 
     m = summary([(1.0, 5, 1)], _trace([1.0], [1.0], [1.0]), 4, Slo())
     for key in ("busy_fraction", "throughput_requests_per_s", "throughput_tokens_per_s", "input_tokens_per_s",
@@ -487,7 +487,7 @@ def test_zero_length_run_reports_zero_rates_not_inf():
 
 def test_one_iteration_means():
     """One iteration: its own batch tokens and in-system count are the means."""
-    from mlsyscalc.calc.serve_metrics import Slo, summary
+    from mlsyscalc.calc.serve.metrics import Slo, summary
 
     m = summary([(0.0, 6, 1)], _trace([0.0], [0.5], [0.5], [0.5], [2], [6], [1], (), 0.5), 4, Slo())
     assert m["mean_batch_tokens"] == 6.0
@@ -500,7 +500,7 @@ def test_one_iteration_means():
 def test_series_buckets_by_hand():
     """4 buckets over 4 s: iterations end at 1 s (4 blocks of 8, 8 tokens) and 4 s (2 blocks, 1
     token; the last end falls in the last bucket), a preemption at 2 s; empty buckets report 0."""
-    from mlsyscalc.calc.serve_metrics import series
+    from mlsyscalc.calc.serve.metrics import series
 
     s = series(_trace([0.0], [1.0], [4.0], [1.0, 4.0], [4, 2], [8, 1], [1, 1], [2.0], 2.0), 8, points=4)
     assert [b["t_s"] for b in s] == [1.0, 2.0, 3.0, 4.0]
@@ -513,7 +513,7 @@ def test_series_buckets_by_hand():
 # ----- options, KV capacity, engine limits, speculation, sweeps -----------------------------------
 
 def _spec_and_ceilings(name="llama3-8b"):
-    from mlsyscalc.calc.roofline_ops import resolve_ceilings
+    from mlsyscalc.calc.roofline.ops import resolve_ceilings
     from mlsyscalc.specs.lookup import load_model
 
     return load_model(name), resolve_ceilings("H100-SXM")
@@ -525,7 +525,7 @@ def test_documented_defaults():
     vLLM V0's 256 sequences and 8192 tokens for the other schedulers; block 16, 90% of GPU memory;
     Sarathi-Serve's 512-token chunk; recompute preemption; the replay's host time, 155 us + 7.4 us a
     sequence."""
-    from mlsyscalc.calc.serve import ServeOptions
+    from mlsyscalc.calc.serve.simulator import ServeOptions
     from mlsyscalc.specs.gpu import load_gpu
 
     o = ServeOptions()
@@ -548,7 +548,7 @@ def test_documented_defaults():
 @pytest.mark.parametrize("name", ["max_batch_tokens", "max_seqs", "chunk", "block_size", "tp"])
 @pytest.mark.parametrize("value", [0, -3])
 def test_limits_must_be_positive_integers(name, value):
-    from mlsyscalc.calc.serve import ServeOptions
+    from mlsyscalc.calc.serve.simulator import ServeOptions
     from mlsyscalc.errors import MlsysError
 
     flag = "--" + name.replace("_", "-")
@@ -571,7 +571,7 @@ def test_limits_must_be_positive_integers(name, value):
     ({"accept": 1.5}, "--accept must be in [0, 1], got 1.5"),
 ])
 def test_option_errors_name_the_problem(opts, message):
-    from mlsyscalc.calc.serve import ServeOptions
+    from mlsyscalc.calc.serve.simulator import ServeOptions
     from mlsyscalc.errors import MlsysError
 
     with pytest.raises(MlsysError) as err:
@@ -581,8 +581,8 @@ def test_option_errors_name_the_problem(opts, message):
 
 @pytest.mark.parametrize("name", ["ttft", "tpot"])
 def test_slo_must_be_positive(name):
-    from mlsyscalc.calc.serve import ServeOptions
-    from mlsyscalc.calc.serve_metrics import Slo
+    from mlsyscalc.calc.serve.simulator import ServeOptions
+    from mlsyscalc.calc.serve.metrics import Slo
     from mlsyscalc.errors import MlsysError
 
     with pytest.raises(MlsysError) as err:
@@ -598,7 +598,7 @@ def test_kv_capacity_with_a_draft_shares_the_budget():
     weights (7,615,616,512 and 494,032,768 parameters, their HF model cards) and both KV caches per
     block: 16 x (28 layers x 4 KV heads x 128 x 2 x 2 B + 24 x 2 x 64 x 2 x 2 B) = 16 x (57344 +
     12288) B."""
-    from mlsyscalc.calc.serve import ServeOptions, kv_capacity
+    from mlsyscalc.calc.serve.simulator import ServeOptions, kv_capacity
     from mlsyscalc.specs.lookup import load_model
 
     target, ceil = _spec_and_ceilings("qwen2.5-7b")
@@ -613,7 +613,7 @@ def test_kv_capacity_with_a_draft_shares_the_budget():
 
 
 def test_kv_blocks_override_and_no_room_message():
-    from mlsyscalc.calc.serve import ServeOptions, kv_capacity
+    from mlsyscalc.calc.serve.simulator import ServeOptions, kv_capacity
     from mlsyscalc.errors import MlsysError
 
     spec, ceil = _spec_and_ceilings()
@@ -628,7 +628,7 @@ def test_kv_blocks_override_and_no_room_message():
 def test_swap_time_per_block_over_one_pcie_direction():
     """H100: PCIe Gen5 x16, 128 GB/s both directions (its spec): a 16-token llama3-8b block of
     16 x 131072 B moves one way at 64 GB/s. Without a PCIe figure swap is refused; recompute needs none."""
-    from mlsyscalc.calc.serve import ServeOptions, engine_limits, kv_capacity
+    from mlsyscalc.calc.serve.simulator import ServeOptions, engine_limits, kv_capacity
     from mlsyscalc.errors import MlsysError
 
     spec, ceil = _spec_and_ceilings()
@@ -652,8 +652,8 @@ def test_speculative_verdicts_use_batch_one_and_the_mean_batch(trace, mean_batch
     outputs: every iteration has 1 token. 200 + 300 prompt tokens in one prefill, then one
     speculative step of both (llama3-8b drafting for itself, k 3, accept 1: 4 tokens a step cover the
     2 and 1 tokens left): (500 + 2) / 2 = 251."""
-    from mlsyscalc.calc.serve import ServeOptions, simulate
-    from mlsyscalc.calc.serve_workload import from_trace
+    from mlsyscalc.calc.serve.simulator import ServeOptions, simulate
+    from mlsyscalc.calc.serve.workload import from_trace
 
     spec, ceil = _spec_and_ceilings()
     opts = ServeOptions(scheduler="orca", accept=1.0, spec_k=3)
@@ -666,8 +666,8 @@ def test_speculative_verdicts_use_batch_one_and_the_mean_batch(trace, mean_batch
 
 
 def test_a_sweep_of_one_rate_and_of_none():
-    from mlsyscalc.calc.serve import ServeOptions, WorkloadSpec, sweep_rates
-    from mlsyscalc.calc.serve_workload import LengthDist
+    from mlsyscalc.calc.serve.simulator import ServeOptions, WorkloadSpec, sweep_rates
+    from mlsyscalc.calc.serve.workload import LengthDist
     from mlsyscalc.errors import MlsysError
 
     spec, ceil = _spec_and_ceilings()
@@ -681,8 +681,8 @@ def test_a_sweep_of_one_rate_and_of_none():
 def test_workload_spec_defaults_are_seed_0_and_poisson():
     """WorkloadSpec and synthetic() default to seed 0, burstiness 1 (Poisson: gamma of shape 1) and
     no shared prefix: arrivals are random.Random(0)'s gamma(1, 1/rate) gaps added up."""
-    from mlsyscalc.calc.serve import WorkloadSpec
-    from mlsyscalc.calc.serve_workload import LengthDist, synthetic
+    from mlsyscalc.calc.serve.simulator import WorkloadSpec
+    from mlsyscalc.calc.serve.workload import LengthDist, synthetic
 
     rng = random.Random(0)
     t, want = 0.0, []
@@ -707,7 +707,7 @@ def _raises(fn, message: str) -> None:
 
 
 def test_length_column_needs_positive_lengths():
-    from mlsyscalc.calc.serve_workload import LengthDist, parse_length
+    from mlsyscalc.calc.serve.workload import LengthDist, parse_length
 
     assert parse_length("", "prompt", (5,)) == LengthDist("empirical", (5,))  # one value is a column
     assert parse_length("", "prompt", (1, 7)).mean == 4.0
@@ -730,14 +730,14 @@ def test_length_column_needs_positive_lengths():
     ("uniform:a,b", "prompt: cannot parse 'uniform:a,b'"),
 ])
 def test_length_errors_name_the_problem(text, message):
-    from mlsyscalc.calc.serve_workload import parse_length
+    from mlsyscalc.calc.serve.workload import parse_length
 
     _raises(lambda: parse_length(text, "prompt"), message)
 
 
 def test_length_edges_that_are_allowed():
     """A spread of 0 (every draw the mean), uniform:a,a, lognormal of a mean below 1 (its log)."""
-    from mlsyscalc.calc.serve_workload import parse_length
+    from mlsyscalc.calc.serve.workload import parse_length
 
     rng = random.Random(3)
     assert {parse_length("normal:100,0", "p").draw(rng) for _ in range(5)} == {100}
@@ -747,7 +747,7 @@ def test_length_edges_that_are_allowed():
 
 
 def test_workload_checks_and_defaults():
-    from mlsyscalc.calc.serve_workload import Workload, from_trace
+    from mlsyscalc.calc.serve.workload import Workload, from_trace
 
     assert Workload(((0.0, 1, 1),), "x").shared_prefix == 0  # 1-token prompt and output are fine
     assert from_trace([(1.0, 5, 2), (0.0, 9, 1)], "t").requests == ((0.0, 9, 1), (1.0, 5, 2))
@@ -764,7 +764,7 @@ def test_workload_checks_and_defaults():
 
 
 def test_synthetic_arguments_are_checked():
-    from mlsyscalc.calc.serve_workload import LengthDist, synthetic
+    from mlsyscalc.calc.serve.workload import LengthDist, synthetic
 
     one = LengthDist("fixed", (4,))
     assert len(synthetic(one, one, 2.0, 1).requests) == 1
@@ -784,9 +784,9 @@ U = 100.0  # s of host overhead per iteration (docs/serving.md): kernels add mil
 
 
 def _disagg(layout, trace, cluster="hgx-h100", **opts):
-    from mlsyscalc.calc.serve import ServeOptions
-    from mlsyscalc.calc.serve_disagg import simulate_disagg
-    from mlsyscalc.calc.serve_workload import from_trace
+    from mlsyscalc.calc.serve.simulator import ServeOptions
+    from mlsyscalc.calc.serve.disagg import simulate_disagg
+    from mlsyscalc.calc.serve.workload import from_trace
     from mlsyscalc.specs.cluster import load_cluster
 
     spec, ceil = _spec_and_ceilings()
@@ -798,7 +798,7 @@ def test_disaggregated_schedule_by_hand():
     at t=0: the prefill instance prefills all three in one iteration (first tokens at U; C is done);
     A's and B's KV moves (~40 us) and the decode instance decodes both (B done at 2U), then A (3U).
     Busy: prefill U, decode 2U, over a 3U makespan. TTFT U each; TPOT (3U - U) / 2 and (2U - U) / 1."""
-    from mlsyscalc.calc.serve_disagg import Layout
+    from mlsyscalc.calc.serve.disagg import Layout
 
     r = _disagg(Layout(1, 1), [(0.0, 100, 3), (0.0, 100, 2), (0.0, 100, 1)], iteration_overhead_s=U)
     m, pools = r.metrics, r.pools
@@ -822,7 +822,7 @@ def test_disaggregated_schedule_by_hand():
 def test_disaggregated_decode_pool_busy_fraction_counts_its_instances():
     """1P:2D, the same three requests: A and B decode on one instance each (B done at 2U after one
     iteration, A at 3U after two), so the pool is busy U + 2U of its 2 instances x 3U: one half."""
-    from mlsyscalc.calc.serve_disagg import Layout
+    from mlsyscalc.calc.serve.disagg import Layout
 
     r = _disagg(Layout(1, 2), [(0.0, 100, 3), (0.0, 100, 2), (0.0, 100, 1)], iteration_overhead_s=U)
     assert r.metrics["makespan_s"] == pytest.approx(3 * U, rel=1e-4)
@@ -831,7 +831,7 @@ def test_disaggregated_decode_pool_busy_fraction_counts_its_instances():
 def _p2p_s(tokens, nodes, tp_prefill=1):
     """One prompt's llama3-8b KV (32 layers x 8 KV heads x 128 x 2 x 2 B = 131072 B a token) over
     the communication calculator's point-to-point time, 2 ranks."""
-    from mlsyscalc.calc.comm_collectives import collective_cost
+    from mlsyscalc.calc.comm.collectives import collective_cost
     from mlsyscalc.specs.cluster import load_cluster
 
     return collective_cost("p2p", tokens * 131072 // tp_prefill, 2, load_cluster("hgx-h100"), nodes).time_s
@@ -842,7 +842,7 @@ def test_kv_transfer_within_a_node_and_across(layout, nodes):
     """hgx-h100 has 8 GPUs a node: 4P:4D (8 GPUs) moves KV over NVLink (370 GB/s a direction +
     3.4 us, hgx-h100.json), 5P:4D (9) over the inter-node link. Only requests with more than one
     output move KV: the mean is over A alone."""
-    from mlsyscalc.calc.serve_disagg import Layout
+    from mlsyscalc.calc.serve.disagg import Layout
 
     r = _disagg(Layout(*layout), [(0.0, 1000, 2), (0.0, 500, 1)])
     assert r.pools["kv_transfer_mean_s"] == pytest.approx(_p2p_s(1000, nodes), rel=1e-12)
@@ -853,7 +853,7 @@ def test_kv_transfer_within_a_node_and_across(layout, nodes):
 
 def test_kv_transfer_shard_splits_over_prefill_tp():
     """Each of tp_prefill ranks sends its 1/tp share at once; an fp8 KV cache moves 1 byte an element."""
-    from mlsyscalc.calc.serve_disagg import Layout
+    from mlsyscalc.calc.serve.disagg import Layout
 
     r = _disagg(Layout(1, 1, 2, 1), [(0.0, 1000, 2)])
     assert r.pools["kv_transfer_mean_s"] == pytest.approx(_p2p_s(1000, 1, 2), rel=1e-12)
@@ -867,7 +867,7 @@ def test_kv_transfer_shard_splits_over_prefill_tp():
     ("x:1", "--disagg expects P:D instance counts, e.g. 1:2, got 'x:1'"), ("3", "--disagg expects P:D"),
 ])
 def test_layout_parsing(text, message):
-    from mlsyscalc.calc.serve_disagg import Layout, parse_layout
+    from mlsyscalc.calc.serve.disagg import Layout, parse_layout
 
     assert parse_layout("1:1", 2) == Layout(1, 1, 2, 2)
     assert parse_layout("2:3", 1).gpus == 5
@@ -877,9 +877,9 @@ def test_layout_parsing(text, message):
 def test_layout_search_tries_every_split_within_the_budget():
     """3 GPUs, TP of 1 or 2 per role (TP sizes below the budget): every (P, D, tp_p, tp_d) with
     P tp_p + D tp_d <= 3, enumerated here directly."""
-    from mlsyscalc.calc.serve import ServeOptions
-    from mlsyscalc.calc.serve_disagg import Layout, search_layouts
-    from mlsyscalc.calc.serve_workload import from_trace
+    from mlsyscalc.calc.serve.simulator import ServeOptions
+    from mlsyscalc.calc.serve.disagg import Layout, search_layouts
+    from mlsyscalc.calc.serve.workload import from_trace
     from mlsyscalc.specs.cluster import load_cluster
 
     spec, ceil = _spec_and_ceilings()
@@ -897,9 +897,9 @@ def test_layout_search_tries_every_split_within_the_budget():
 def test_layout_search_limits():
     """llama3-70b (141 GB of bf16 weights) needs TP 2 on an H100: with 4 GPUs only 1P(tp2):1D(tp2);
     with 2 GPUs no TP size fits. A budget below 2 GPUs is refused. An 8-GPU node allows TP 8."""
-    from mlsyscalc.calc.serve import ServeOptions
-    from mlsyscalc.calc.serve_disagg import _tp_ok, search_layouts
-    from mlsyscalc.calc.serve_workload import from_trace
+    from mlsyscalc.calc.serve.simulator import ServeOptions
+    from mlsyscalc.calc.serve.disagg import _tp_ok, search_layouts
+    from mlsyscalc.calc.serve.workload import from_trace
     from mlsyscalc.specs.cluster import load_cluster
 
     big, ceil = _spec_and_ceilings("llama3-70b")
@@ -916,7 +916,7 @@ def test_layout_search_limits():
 
 
 def test_cluster_for_picks_a_cluster_of_the_gpu():
-    from mlsyscalc.calc.serve_disagg import cluster_for
+    from mlsyscalc.calc.serve.disagg import cluster_for
 
     _, ceil = _spec_and_ceilings()
     assert cluster_for(ceil, None).gpu == "H100-SXM"
@@ -928,8 +928,8 @@ def test_cluster_for_picks_a_cluster_of_the_gpu():
 # ----- iteration cost and speculation ------------------------------------------------------------
 
 def _cost(name="llama3-8b", ceil=None, **ro):
-    from mlsyscalc.calc.roofline_options import RooflineOptions
-    from mlsyscalc.calc.serve_cost import IterationCost
+    from mlsyscalc.calc.roofline.options import RooflineOptions
+    from mlsyscalc.calc.serve.iteration import IterationCost
 
     spec, h100 = _spec_and_ceilings(name)
     return IterationCost(spec, ceil or h100, RooflineOptions(**ro))
@@ -937,7 +937,7 @@ def _cost(name="llama3-8b", ceil=None, **ro):
 
 def test_padded_tokens_round_up_to_128_row_tiles():
     """docs: below one 128-row tile tokens are as is; from 128 up whole tiles (577 -> 640)."""
-    from mlsyscalc.calc.serve_cost import M_TILE, padded_tokens
+    from mlsyscalc.calc.serve.iteration import M_TILE, padded_tokens
 
     assert M_TILE == 128
     assert [padded_tokens(t) for t in (1, 127, 128, 129, 256, 577)] == [1, 127, 128, 256, 256, 640]
@@ -947,7 +947,7 @@ def test_batch_sums_by_hand():
     """Batch.of: chunks (c new, p cached) of 4 @ 10 and 2 @ 0, decodes at contexts 7 and 9: tokens
     4 + 2 + 2, samples 4 (every sequence), pairs 4 x 10 + 16/2 + 0 + 4/2 = 50, prefill keys
     14 + 2, decode keys 8 + 10. The empty batch is all zeros."""
-    from mlsyscalc.calc.serve_cost import Batch
+    from mlsyscalc.calc.serve.iteration import Batch
 
     assert Batch.of(((4, 10), (2, 0)), (7, 9)) == Batch(8, 4, 6, 50.0, 16, 2, 18)
     assert Batch.of(((4, 10),), samples=0).samples == 0
@@ -963,8 +963,8 @@ def test_compute_rates_are_read_at_the_documented_large_shapes():
     """Seconds per FLOP of token rows come from an 8192-token prefill (capped below a learned
     position table: gpt2's 1024; qwen2.5's 32768 does not cap it), prefill attention from a min(4096, that - 1)-token prompt (gpt2:
     1023) and decode attention from 64 sequences at that context: predict_model at those shapes."""
-    from mlsyscalc.calc.roofline_model import predict_model
-    from mlsyscalc.calc.roofline_options import RooflineOptions
+    from mlsyscalc.calc.roofline.model import predict_model
+    from mlsyscalc.calc.roofline.options import RooflineOptions
 
     for name, rate, long in (("llama3-8b", 8192, 4096), ("qwen2.5-0.5b", 8192, 4096), ("gpt2", 1024, 1023)):
         spec, ceil = _spec_and_ceilings(name)
@@ -999,9 +999,9 @@ def test_token_rows_price_compute_over_padded_tokens():
 
 def test_tp_collectives_split_between_tokens_and_samples():
     """tp 2: the per-token collectives (all-reduces) go with the token rows, the logits all-gather
-    with the sampled rows (calc.roofline_comm's rows for a prefill of that many tokens)."""
-    from mlsyscalc.calc.roofline_comm import tp_comm_rows
-    from mlsyscalc.calc.roofline_options import RooflineOptions
+    with the sampled rows (calc.comm.tp_rows's rows for a prefill of that many tokens)."""
+    from mlsyscalc.calc.comm.tp_rows import tp_comm_rows
+    from mlsyscalc.calc.roofline.options import RooflineOptions
 
     spec, ceil = _spec_and_ceilings()
     cost, single = _cost(tp=2), _cost(tp=2)
@@ -1031,8 +1031,8 @@ def test_speculative_verify_is_a_chunk_per_sequence():
     """Leviathan et al. eq. 1 with k = 1, a = 0.5: (1 - 0.25) / 0.5 = 1.5 tokens a step. The verify
     pass of d sequences is a (k+1)-token chunk at each one's context, sampled at every token: the
     same as pricing Batch.of those chunks with every token sampled."""
-    from mlsyscalc.calc.serve_cost import Batch
-    from mlsyscalc.calc.serve_spec import SpecDecode, expected_tokens
+    from mlsyscalc.calc.serve.iteration import Batch
+    from mlsyscalc.calc.serve.spec import SpecDecode, expected_tokens
 
     assert expected_tokens(0.5, 1) == 1.5
     assert expected_tokens(1.0, 1) == 2.0
@@ -1050,8 +1050,8 @@ def test_speculative_verify_is_a_chunk_per_sequence():
 def test_kv_capacity_workspace_is_one_iteration_of_the_engine(opts, tokens, seqs):
     """docs/serving.md: the workspace is the inference memory calculator's for one iteration's token
     budget (max-batch-tokens, or sarathi's chunk) with the logits of max-seqs sequences."""
-    from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
-    from mlsyscalc.calc.serve import ServeOptions, kv_capacity
+    from mlsyscalc.calc.memory.inference import InferOptions, infer_memory
+    from mlsyscalc.calc.serve.simulator import ServeOptions, kv_capacity
 
     spec, ceil = _spec_and_ceilings()
     kv = kv_capacity(spec, ceil, ServeOptions(**opts))
@@ -1064,7 +1064,7 @@ def test_kv_capacity_workspace_is_one_iteration_of_the_engine(opts, tokens, seqs
 def test_kv_capacity_per_gpu_of_a_tp_group():
     """tp 2, fp8 KV: each GPU holds 4 of llama3-8b's 8 KV heads at 1 byte: 32 x 4 x 128 x 2 x 1 B a
     token, 16 tokens a block; weights split over the 2 GPUs (about half)."""
-    from mlsyscalc.calc.serve import ServeOptions, kv_capacity
+    from mlsyscalc.calc.serve.simulator import ServeOptions, kv_capacity
 
     spec, ceil = _spec_and_ceilings()
     kv = kv_capacity(spec, ceil, ServeOptions(tp=2, kv_dtype="fp8"))
@@ -1077,7 +1077,7 @@ def test_length_draws_replay_the_documented_rules():
     """Each kind's draw from one random.Random, replayed here: uniform a..b inclusive, an empirical
     list's uniformly chosen value, normal and lognormal rounded to the nearest integer and clipped at
     1; means (a + b) / 2, the list's mean, mu, exp(mu + sigma^2 / 2)."""
-    from mlsyscalc.calc.serve_workload import LengthDist, parse_length
+    from mlsyscalc.calc.serve.workload import LengthDist, parse_length
 
     cases = [("uniform:3,9", lambda r: r.randint(3, 9)),
              ("normal:5,4", lambda r: max(1, round(r.gauss(5.0, 4.0)))),
@@ -1096,7 +1096,7 @@ def test_length_draws_replay_the_documented_rules():
 def test_bursty_arrivals_are_gamma_gaps_with_the_rate_kept():
     """Burstiness b: gaps from gamma(shape b, scale 1 / (rate b)) (mean 1 / rate), vLLM's
     benchmark_serving rule; drawn before each request's lengths, from the same generator."""
-    from mlsyscalc.calc.serve_workload import parse_length, synthetic
+    from mlsyscalc.calc.serve.workload import parse_length, synthetic
 
     prompt = parse_length("uniform:1,50", "p")
     work = synthetic(prompt, parse_length("7", "o"), 2.0, 6, seed=9, burstiness=0.25, prefix=3)
@@ -1112,7 +1112,7 @@ def test_requests_go_round_robin_to_the_instances():
     """2P:1D, --max-seqs 1, 100 s iteration overhead: A and B (t=0) are prefilled at once on the two
     prefill instances (both first tokens at U); the decode instance then serves A (done 2U), then B
     (its one decode step at 3U). One prefill instance would give B its first token at 2U."""
-    from mlsyscalc.calc.serve_disagg import Layout
+    from mlsyscalc.calc.serve.disagg import Layout
 
     trace = [(0.0, 100, 2), (0.0, 100, 2)]
     two = _disagg(Layout(2, 1), trace, iteration_overhead_s=U, max_seqs=1)
@@ -1130,8 +1130,8 @@ def test_simulate_result_parts():
     """One request (t=0, 100-token prompt, 3 outputs) under a 100 s iteration overhead: 3 iterations
     (prefill, 2 decodes); the series spans them in 100 buckets; latencies per request; the KV
     capacity's JSON keys."""
-    from mlsyscalc.calc.serve import ServeOptions, simulate
-    from mlsyscalc.calc.serve_workload import from_trace
+    from mlsyscalc.calc.serve.simulator import ServeOptions, simulate
+    from mlsyscalc.calc.serve.workload import from_trace
 
     spec, ceil = _spec_and_ceilings()
     r = simulate(spec, ceil, from_trace([(0.0, 100, 3)], "hand"), ServeOptions(iteration_overhead_s=U))
@@ -1151,8 +1151,8 @@ def test_simulate_result_parts():
 def test_kv_capacity_in_fp32_counts_four_bytes_everywhere():
     """--dtype fp32: weights, activations and KV all in fp32 (4 B): 4 x 8,030,261,248 B of weights,
     16 x 32 x 8 x 128 x 2 x 4 B a block, the workspace of the memory calculator in fp32."""
-    from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
-    from mlsyscalc.calc.serve import ServeOptions, kv_capacity
+    from mlsyscalc.calc.memory.inference import InferOptions, infer_memory
+    from mlsyscalc.calc.serve.simulator import ServeOptions, kv_capacity
 
     spec, ceil = _spec_and_ceilings()
     kv = kv_capacity(spec, ceil, ServeOptions(dtype="fp32"))
@@ -1166,7 +1166,7 @@ def test_kv_capacity_in_fp32_counts_four_bytes_everywhere():
 def test_speculative_verdict_arithmetic():
     """k = 2 draft steps (keys growing by d a step), a = 0.7: (1 - 0.7^3) / 0.3 = 2.19 tokens a step;
     speed-up = tokens x plain step / speculative step; it pays above 1."""
-    from mlsyscalc.calc.serve_spec import SpecDecode
+    from mlsyscalc.calc.serve.spec import SpecDecode
 
     target, draft = _cost(), _cost("qwen2.5-0.5b")
     sd = SpecDecode(target, draft, 2, 0.7)

@@ -14,10 +14,10 @@ import math
 
 import pytest
 
-from mlsyscalc.calc.roofline_ops import resolve_ceilings
-from mlsyscalc.calc.serve import ServeOptions, simulate
-from mlsyscalc.calc.serve_metrics import Slo
-from mlsyscalc.calc.serve_workload import from_trace
+from mlsyscalc.calc.roofline.ops import resolve_ceilings
+from mlsyscalc.calc.serve.simulator import ServeOptions, simulate
+from mlsyscalc.calc.serve.metrics import Slo
+from mlsyscalc.calc.serve.workload import from_trace
 from mlsyscalc.specs.lookup import load_model
 
 SPEC = load_model("llama3-8b")

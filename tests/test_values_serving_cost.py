@@ -14,15 +14,15 @@ from dataclasses import replace
 import pytest
 
 from mlsyscalc import MlsysError
-from mlsyscalc.calc import serve_cost
-from mlsyscalc.calc.roofline_ops import CTA_ROWS, UNALIGNED_TILE_ROWS, resolve_ceilings
-from mlsyscalc.calc.roofline_options import RooflineOptions
-from mlsyscalc.calc.serve import KvCapacity, ServeOptions, WorkloadSpec, engine_limits
-from mlsyscalc.calc.serve_cost import AffineRow, IterationCost, _solve
-from mlsyscalc.calc.serve_disagg import Layout, cluster_for, simulate_disagg
-from mlsyscalc.calc.serve_engine import WATERMARK, Engine, EngineLimits
-from mlsyscalc.calc.serve_spec import SpecDecode
-from mlsyscalc.calc.serve_workload import LengthDist, Workload, synthetic
+from mlsyscalc.calc.serve import iteration as serve_cost
+from mlsyscalc.calc.roofline.ops import CTA_ROWS, UNALIGNED_TILE_ROWS, resolve_ceilings
+from mlsyscalc.calc.roofline.options import RooflineOptions
+from mlsyscalc.calc.serve.simulator import KvCapacity, ServeOptions, WorkloadSpec, engine_limits
+from mlsyscalc.calc.serve.iteration import AffineRow, IterationCost, _solve
+from mlsyscalc.calc.serve.disagg import Layout, cluster_for, simulate_disagg
+from mlsyscalc.calc.serve.engine import WATERMARK, Engine, EngineLimits
+from mlsyscalc.calc.serve.spec import SpecDecode
+from mlsyscalc.calc.serve.workload import LengthDist, Workload, synthetic
 from mlsyscalc.specs.lookup import load_model
 
 CEIL = resolve_ceilings("H100-SXM")
@@ -54,7 +54,7 @@ def test_affine_row_floor_is_a_lower_bound():
 @pytest.mark.parametrize("tokens,scaled", [(UNALIGNED_TILE_ROWS - 1, False), (UNALIGNED_TILE_ROWS, True),
                                            (UNALIGNED_TILE_ROWS + 1, True)])
 def test_wide_scale_applies_from_the_unaligned_row_count(tokens, scaled):
-    """The unaligned GEMM's slower stream (calc.roofline_ops: from UNALIGNED_TILE_ROWS = 8 rows cuBLAS
+    """The unaligned GEMM's slower stream (calc.roofline.ops: from UNALIGNED_TILE_ROWS = 8 rows cuBLAS
     runs CUTLASS align1 kernels) multiplies memory time from exactly 8 tokens: memory = (3 + 0.5 t) x 2
     there, x 1 below. Compute is zero here so memory decides."""
     row = AffineRow("r", 1, _ROW, 0.0, 0.0, wide_scale=2.0)
@@ -360,7 +360,7 @@ def test_kv_capacity_of_llama3_8b_by_hand():
     """Llama-3-8B (config.json: 32 layers, 8 KV heads of 128) keeps 2 x 32 x 8 x 128 x 2 bytes = 131,072
     bytes of bf16 KV per token, 16 x that = 2 MiB per block; blocks = floor((0.9 x GPU memory - weights
     - workspace) / block)."""
-    from mlsyscalc.calc.serve import kv_capacity
+    from mlsyscalc.calc.serve.simulator import kv_capacity
 
     kv = kv_capacity(load_model("llama3-8b"), CEIL, ServeOptions())
     assert kv.block_bytes == 2 * 32 * 8 * 128 * 2 * 16

@@ -183,7 +183,7 @@ def test_hf_defaults_of_missing_keys():
 
 def test_llama_rmsnorm_has_no_bias():
     # LlamaRMSNorm holds a weight only: 2 norms a layer + the final norm = (2 x 32 + 1) x 4096 parameters
-    from mlsyscalc.calc.params import count_params
+    from mlsyscalc.calc.counts.params import count_params
 
     spec = _spec("llama3-8b")
     assert (spec.norm, spec.norm_bias) == ("rmsnorm", False)
@@ -193,7 +193,7 @@ def test_llama_rmsnorm_has_no_bias():
 def test_mla_without_query_compression_has_no_query_norm():
     # DeepseekV3Attention with q_lora_rank = None (as DeepSeek-V2-Lite): a plain q_proj and no q_a_layernorm,
     # so each of the 61 layers has 2 RMSNorms of 7168 and the kv_a_layernorm of 512; plus the final norm
-    from mlsyscalc.calc.params import count_params
+    from mlsyscalc.calc.counts.params import count_params
 
     norms = count_params(_spec("deepseek-v3", q_lora_rank=None)).breakdown["norms"]
     assert norms == 61 * (2 * 7168 + 512) + 7168
@@ -238,10 +238,10 @@ def test_host_term_is_what_the_host_adds_beyond_the_gpu(run_cli):
 
 def test_interleaved_schedule_adds_the_p2p_slowdown(run_cli, monkeypatch):
     # torch pipelining with vp > 1 loses p2p_slowdown x (compute + bubble) to its interleaved p2p (the
-    # framework's fitted share, calc.train_host); megatron's share is 0, everything else is the same layout
+    # framework's fitted share, calc.train.host); megatron's share is 0, everything else is the same layout
     # (both priced with the fused kernel list here, so the compute is the same)
-    import mlsyscalc.calc.train as train
-    from mlsyscalc.calc.train_host import FRAMEWORKS
+    import mlsyscalc.calc.train.step as train
+    from mlsyscalc.calc.train.host import FRAMEWORKS
 
     monkeypatch.setattr(train, "kernel_impl", lambda framework, dtype: "fused")
 
@@ -277,8 +277,8 @@ def test_host_work_counts_kernels_and_matmuls(run_cli):
 
 
 def test_stage_parts_per_layer_counts_and_attention_override():
-    from mlsyscalc.calc.calibration import load_ceilings
-    from mlsyscalc.calc.train_parts import roofline_pass, stage_parts
+    from mlsyscalc.calc.roofline.calibration import load_ceilings
+    from mlsyscalc.calc.train.parts import roofline_pass, stage_parts
     from mlsyscalc.specs.lookup import load_model
 
     ceil = load_ceilings("H100-SXM")
@@ -357,7 +357,7 @@ def test_sequence_parallel_splits_the_context_shard(run_cli, seq, ok):
 
 
 def test_options_must_be_positive_integers():
-    from mlsyscalc.calc.memory_train import TrainOptions
+    from mlsyscalc.calc.memory.training import TrainOptions
     from mlsyscalc.errors import MlsysError
     from mlsyscalc.specs.lookup import load_model
 
@@ -474,8 +474,8 @@ def test_no_vocab_parallel_keeps_embedding_and_head_whole_on_each_tp_rank():
     whole, each is 32000 x 4096 = 131,072,000 parameters on every TP rank instead of 65,536,000, and the last
     stage's plain fp32 cross-entropy holds 12 B for each of tokens x 32000 logits (torch's loss_parallel:
     18 B for tokens x 16000)."""
-    from mlsyscalc.calc.memory_common import stage_params
-    from mlsyscalc.calc.memory_train import TrainOptions, train_memory
+    from mlsyscalc.calc.parallel.shards import stage_params
+    from mlsyscalc.calc.memory.training import TrainOptions, train_memory
     from mlsyscalc.specs.lookup import load_model
 
     spec = load_model("llama2-7b")

@@ -24,7 +24,7 @@ def test_torch_host_costs_solve_the_measured_host_bound_steps():
     fsdp_layer_s = (521.4 - 383.9) / 32, op_s = (198.0 - 32 fsdp_layer_s) / 1127,
     dtensor_matmul_s = (383.9 - 1127 op_s) / 675; dtensor_param_s: the optimizer steps 15.4, 14.6 and
     17.0 ms over 291 tensors; p2p_slowdown: 165.7 ms interleaved over 146.8 ms 1F1B, less one."""
-    from mlsyscalc.calc.train_host import framework_costs
+    from mlsyscalc.calc.train.host import framework_costs
 
     fsdp = (521.4e-3 - 383.9e-3) / 32
     op = (198.0e-3 - 32 * fsdp) / 1127
@@ -42,7 +42,7 @@ def test_torch_host_costs_solve_the_measured_host_bound_steps():
 
 def test_framework_costs_without_slowdowns_have_none():
     """A FrameworkCosts given only its four host costs loses no compute to p2p kernels or overlap."""
-    from mlsyscalc.calc.train_host import FrameworkCosts, interleaved_contention_s
+    from mlsyscalc.calc.train.host import FrameworkCosts, interleaved_contention_s
 
     costs = FrameworkCosts(1.0, 10.0, 100.0, 1000.0)
     assert costs.p2p_slowdown == 0.0 and costs.overlap_slowdown == 0.0
@@ -53,7 +53,7 @@ def test_framework_costs_without_slowdowns_have_none():
 def test_host_override_outside_zero_one_is_named(value):
     """A calibration's torch_host fields are numbers in [0, 1): a string, a bool, 1 and beyond, a negative
     number are each named in the error."""
-    from mlsyscalc.calc.train_host import host_overrides
+    from mlsyscalc.calc.train.host import host_overrides
 
     with pytest.raises(MlsysError, match=r"calibration: torch_host\.op_s must be a number in \[0, 1\)"):
         host_overrides({"torch_host": {"op_s": value}})
@@ -61,7 +61,7 @@ def test_host_override_outside_zero_one_is_named(value):
 
 def test_host_override_inside_zero_one_replaces_the_field():
     """0 and 0.999 are accepted; fields come back in FrameworkCosts order, as floats."""
-    from mlsyscalc.calc.train_host import framework_costs, host_overrides
+    from mlsyscalc.calc.train.host import framework_costs, host_overrides
 
     got = host_overrides({"torch_host": {"p2p_slowdown": 0.999, "op_s": 0}})
     assert got == (("op_s", 0.0), ("p2p_slowdown", 0.999))
@@ -75,7 +75,7 @@ def test_first_stage_tensors_are_embeddings_and_learned_positions():
     tensors) on the first stage; ln_f weight and bias on the last (lm_head is tied to wte); each block q, k,
     v, o, up and down with weight and bias (12) and two LayerNorms with weight and bias (4): 16. Llama:
     embed_tokens (1); norm and lm_head (2); each layer 7 bias-free projections and 2 RMSNorms: 9."""
-    from mlsyscalc.calc.train_host import tensor_counts
+    from mlsyscalc.calc.train.host import tensor_counts
 
     layers, first, last = tensor_counts(load_model("gpt2"))
     assert (first, last) == (2, 2) and layers == (16,) * 12
@@ -86,9 +86,9 @@ def test_first_stage_tensors_are_embeddings_and_learned_positions():
 def test_stage_work_counts_the_ends_only_where_the_stage_holds_them():
     """gpt2 at pp 2: stage 0 holds 6 layers of 16 tensors and the 2 embeddings (98); stage 1 the 6 layers and
     ln_f's 2 (98); pp 3's middle stage holds 4 layers and no end (64)."""
-    from mlsyscalc.calc.calibration import load_ceilings
-    from mlsyscalc.calc.train_host import stage_work
-    from mlsyscalc.calc.train_parts import pipeline_stages, roofline_pass, stage_parts
+    from mlsyscalc.calc.roofline.calibration import load_ceilings
+    from mlsyscalc.calc.train.host import stage_work
+    from mlsyscalc.calc.train.parts import pipeline_stages, roofline_pass, stage_parts
 
     spec = load_model("gpt2")
     result = roofline_pass(spec, load_ceilings("h100-sxm"), tp=1, cp=1, micro_batch=1, seq=128, dtype="bf16")
@@ -105,7 +105,7 @@ def test_stage_work_counts_the_ends_only_where_the_stage_holds_them():
 
 
 def _windows():
-    from mlsyscalc.calc.train_comm import Windows
+    from mlsyscalc.calc.comm.exposed import Windows
 
     return Windows(0.01, 0.02, 0.005, 4)  # compute 4 x 0.03 = 0.12 s
 
@@ -113,7 +113,7 @@ def _windows():
 def test_step_breakdown_defaults_add_no_contention_and_no_host():
     """pp 2, vp 2: bubble (pp - 1) / vp x (f + b) = 0.015 s; 0.01 s of dp gradient traffic hides under the
     0.02 s backward. With no sm_share, slowdowns or host seconds given, nothing else is added."""
-    from mlsyscalc.calc.train import step_breakdown
+    from mlsyscalc.calc.train.step import step_breakdown
 
     breakdown, total = step_breakdown(pp=2, vp=2, windows=_windows(), seconds={("dp", "grad"): 0.01}, zero=0,
                                       recompute="none", overlap=("dp",), optimizer=0.25)
@@ -129,7 +129,7 @@ def test_step_breakdown_terms_when_given():
     """sm_share 0.5 + overlap_slowdown 0.25 of the 0.01 s hidden: 0.0075 s; p2p_slowdown 0.1 x (compute 0.12 +
     bubble 0.015) = 0.0135 s; host (0.2, 0.3): 0.2 - GPU forward+backward (0.12 + 0.021 + 0.015 = 0.156) plus
     0.3 - optimizer 0.25, so 0.094 s."""
-    from mlsyscalc.calc.train import step_breakdown
+    from mlsyscalc.calc.train.step import step_breakdown
 
     breakdown, _ = step_breakdown(pp=2, vp=2, windows=_windows(), seconds={("dp", "grad"): 0.01}, zero=0,
                                   recompute="none", overlap=("dp",), optimizer=0.25, sm_share=0.5,
@@ -143,9 +143,9 @@ def test_step_breakdown_terms_when_given():
 
 
 def _step(framework="megatron", host_costs=(), **opts):
-    from mlsyscalc.calc.calibration import load_ceilings
-    from mlsyscalc.calc.train import train_step
-    from mlsyscalc.calc.train_options import TrainStepOptions
+    from mlsyscalc.calc.roofline.calibration import load_ceilings
+    from mlsyscalc.calc.train.step import train_step
+    from mlsyscalc.calc.train.options import TrainStepOptions
 
     options = TrainStepOptions(**{"gpus": 1, "seq": 128, "global_batch": 1, **opts}, framework=framework,
                                host_costs=host_costs)
@@ -169,14 +169,14 @@ def test_host_calibration_is_reported_only_for_torch():
 
 
 def _layout(**kw):
-    from mlsyscalc.calc.train_options import TrainStepOptions
+    from mlsyscalc.calc.train.options import TrainStepOptions
 
     return TrainStepOptions(**{"seq": 1024, "global_batch": 8, **kw})
 
 
 def test_every_overlap_dimension_together_is_valid():
     """--overlap takes any subset of the dimensions, all of them included; an unknown one is named."""
-    from mlsyscalc.calc.train_options import OVERLAP_DIMS
+    from mlsyscalc.calc.train.options import OVERLAP_DIMS
 
     _layout(gpus=1, overlap=tuple(OVERLAP_DIMS)).validate_scalars()
     with pytest.raises(MlsysError, match="--overlap: dimensions are"):
@@ -229,7 +229,7 @@ def test_dp_group_placement_uses_the_tp_stride():
 def test_slowest_stage_is_the_one_with_most_forward_plus_backward():
     """Stage 0 holds 2 dense layers (f 3, b 1: 8 s), stage 1 two MoE layers (f 0.5, b 2: 5 s): the slowest is
     stage 0 although stage 1's backward is longer."""
-    from mlsyscalc.calc.train_parts import StageParts, pipeline_stages, slowest_stage
+    from mlsyscalc.calc.train.parts import StageParts, pipeline_stages, slowest_stage
 
     spec = load_model("deepseek-v3", {"num_hidden_layers": 4, "first_k_dense_replace": 2})
     stages = pipeline_stages(spec, 2, 1)
@@ -242,8 +242,8 @@ def test_slowest_stage_is_the_one_with_most_forward_plus_backward():
 
 def test_stage_parts_default_capacity_factor_is_one():
     """Without a capacity factor the routed experts' matmuls are not padded: the same seconds as 1.0."""
-    from mlsyscalc.calc.calibration import load_ceilings
-    from mlsyscalc.calc.train_parts import roofline_pass, stage_parts
+    from mlsyscalc.calc.roofline.calibration import load_ceilings
+    from mlsyscalc.calc.train.parts import roofline_pass, stage_parts
 
     spec = load_model("mixtral-8x7b", {"num_hidden_layers": 2})
     result = roofline_pass(spec, load_ceilings("h100-sxm"), tp=1, cp=1, micro_batch=1, seq=256, dtype="bf16")
@@ -253,8 +253,8 @@ def test_stage_parts_default_capacity_factor_is_one():
 
 def test_unfused_memory_kernels_have_no_flops():
     """The softmax and dropout kernels of the unfused attention core are priced by their bytes alone."""
-    from mlsyscalc.calc.calibration import load_ceilings
-    from mlsyscalc.calc.train_attention import unfused_attention_ops
+    from mlsyscalc.calc.roofline.calibration import load_ceilings
+    from mlsyscalc.calc.train.attention_time import unfused_attention_ops
 
     ops = unfused_attention_ops(load_model("gpt2"), load_ceilings("h100-sxm"), tp=1, micro_batch=1, seq=128)
     memory = [op for pass_ops in ops.values() for op in pass_ops if op.kind == "memory"]
@@ -266,7 +266,7 @@ def test_unfused_memory_kernels_have_no_flops():
 
 def test_step_comm_overlaps_every_dimension_together():
     """overlap may name every dimension at once (each row then runs beside compute); an unknown one is named."""
-    from mlsyscalc.calc.comm_step import StepOptions, step_comm
+    from mlsyscalc.calc.comm.step import StepOptions, step_comm
 
     spec = load_model("llama3-8b")
     rows = step_comm(spec, StepOptions(dp=2, tp=2, pp=2, seq=1024, overlap=("dp", "tp", "pp", "ep", "cp")),
@@ -280,7 +280,7 @@ def test_step_comm_overlaps_every_dimension_together():
 def test_a_one_byte_message_is_priced_as_one_byte():
     """A 2-wide toy gpt2 (2 heads, 2 layers), one fp8 token, tp 2, pp 2: the p2p activation is 1 token x 2 x 1 B
     / tp 2 = 1 byte, sent once a call; the tp all-reduce of 2 bytes over 2 ranks sends 2 (2 - 1) / 2 x 2 = 2."""
-    from mlsyscalc.calc.comm_step import StepOptions, step_comm
+    from mlsyscalc.calc.comm.step import StepOptions, step_comm
 
     spec = load_model("gpt2", {"n_embd": 2, "n_head": 2, "n_layer": 2})
     rows = {r.dim: r for r in step_comm(spec, StepOptions(pp=2, tp=2, seq=1, dtype="fp8"), "hgx-h100").rows}
@@ -293,7 +293,7 @@ def test_a_one_byte_message_is_priced_as_one_byte():
 def test_active_params_of_two_experts_top_one():
     """Two expert copies of a 4 x 8 matrix with bias, one active per token: 2 x (32 + 8) = 80 parameters,
     40 of them active; a single (dense) projection's are all active."""
-    from mlsyscalc.calc.layers import Linear
+    from mlsyscalc.calc.counts.layers import Linear
 
     experts = Linear("experts.up_proj", 4, 8, True, "mlp", 2, 1)
     assert experts.params == 80 and experts.active_params == 40
@@ -305,7 +305,7 @@ def test_uncompressed_mla_query_has_no_bias():
     """DeepSeek-V3 with q_lora_rank null (DeepSeek-V2-Lite's form): one bias-free q_proj 7168 -> 128 heads x
     192 replaces q_a_proj (7168 -> 1536), its RMSNorm (1536) and q_b_proj (1536 -> 24576), in each of 61
     layers (transformers DeepseekV3Attention: q_proj bias=False)."""
-    from mlsyscalc.calc.params import count_params
+    from mlsyscalc.calc.counts.params import count_params
 
     base = load_model("deepseek-v3")
     plain = load_model("deepseek-v3", {"q_lora_rank": None})
@@ -315,8 +315,8 @@ def test_uncompressed_mla_query_has_no_bias():
 
 def test_linear_params_per_rank_defaults_to_every_expert():
     """Without ep a rank holds all 8 experts of 64 x 32 with bias: 8 x (2048 + 32)."""
-    from mlsyscalc.calc.layers import Linear
-    from mlsyscalc.calc.memory_common import linear_params_per_rank, linear_weight_per_rank
+    from mlsyscalc.calc.counts.layers import Linear
+    from mlsyscalc.calc.parallel.shards import linear_params_per_rank, linear_weight_per_rank
 
     up = Linear("experts.up_proj", 64, 32, True, "mlp", 8, 2)
     assert linear_params_per_rank(up, 1) == 8 * (64 * 32 + 32)
@@ -335,7 +335,7 @@ def _chunk_of_forward(i: int, pp: int, vp: int) -> int:
 @pytest.mark.parametrize("pp,vp", [(2, 2), (4, 2), (2, 3), (3, 4)])
 def test_chunk_forwards_counts_the_schedule_order(pp, vp):
     """chunk_forwards(held, pp, vp, c) = how many of the first `held` forwards are of chunk c, enumerated."""
-    from mlsyscalc.calc.memory_schedule import chunk_forwards
+    from mlsyscalc.calc.memory.schedule import chunk_forwards
 
     for held in range(3 * pp * vp + 1):
         for chunk in range(vp):
@@ -347,7 +347,7 @@ def test_chunk_forwards_counts_the_schedule_order(pp, vp):
 
 
 def _train(name="gpt2", **kw):
-    from mlsyscalc.calc.memory_train import TrainOptions, train_memory
+    from mlsyscalc.calc.memory.training import TrainOptions, train_memory
 
     return train_memory(load_model(name), TrainOptions(**{"seq": 128, **kw}))
 
@@ -410,7 +410,7 @@ def test_full_recompute_working_set_is_the_largest_layer():
     being recomputed holds its full activations, the larger of a dense and a MoE layer's. Each layer's full
     activations are read from pp 4 with no recomputation (one layer a stage; stage s holds pp - s
     micro-batches under 1F1B)."""
-    from mlsyscalc.calc.memory_train import TrainOptions, train_memory
+    from mlsyscalc.calc.memory.training import TrainOptions, train_memory
 
     spec = load_model("deepseek-v3", {"num_hidden_layers": 4, "first_k_dense_replace": 2, "vocab_size": 1000})
     split = train_memory(spec, TrainOptions(seq=128, pp=4, grad_accum=4))
@@ -427,7 +427,7 @@ def test_full_recompute_working_set_is_the_largest_layer():
 def test_unquantised_weights_carry_no_scale_bytes():
     """bf16 weights have no quantisation scales or zero points (0 bytes each); int4 (GPTQ/AWQ) an fp16 scale
     and a packed 4-bit zero point per group of 128: 2 + 0.5 bytes."""
-    from mlsyscalc.calc.memory_infer import InferOptions, infer_memory
+    from mlsyscalc.calc.memory.inference import InferOptions, infer_memory
 
     bf16 = infer_memory(load_model("gpt2"), InferOptions(context=128))
     assert (bf16.bytes_per_element["scale"], bf16.bytes_per_element["zero"]) == (0.0, 0.0)
@@ -439,7 +439,7 @@ def test_unquantised_weights_carry_no_scale_bytes():
 def test_solve_max_keeps_a_total_equal_to_the_usable_bytes():
     """A batch fits when its total is at most the usable bytes: with exactly batch 3's total usable, the
     largest batch is 3; one byte less, 2."""
-    from mlsyscalc.calc.memory_infer import InferOptions, infer_memory, solve_max
+    from mlsyscalc.calc.memory.inference import InferOptions, infer_memory, solve_max
 
     spec, opts = load_model("gpt2"), InferOptions(context=512)
     three = infer_memory(spec, InferOptions(context=512, batch=3)).total
@@ -452,7 +452,7 @@ def test_group_size_is_checked_against_the_last_layers_experts():
     the last, is MoE. Its experts' down_proj reads moe_intermediate_size = 256 columns (128 per rank at tp 2,
     row-parallel), narrower than any dense layer's weight (kv_b_proj reads kv_lora_rank = 512), so an int4 group
     of 384 columns does not fit; 256 does at tp 1."""
-    from mlsyscalc.calc.memory_infer import InferOptions
+    from mlsyscalc.calc.memory.inference import InferOptions
 
     spec = load_model("deepseek-v3", {"num_hidden_layers": 4, "first_k_dense_replace": 1, "moe_layer_freq": 3,
                                       "moe_intermediate_size": 256})
@@ -472,7 +472,7 @@ def test_group_size_is_checked_against_the_last_layers_experts():
 ])
 def test_in_flight_follows_the_schedules(schedule, pp, stage, m, vp, want):
     """Narayanan et al. 2021, section 2.2: forwards a stage holds at its first backward, written out."""
-    from mlsyscalc.calc.memory_schedule import in_flight
+    from mlsyscalc.calc.memory.schedule import in_flight
 
     assert in_flight(schedule, pp, stage, m, vp) == want
 
@@ -488,6 +488,6 @@ def test_in_flight_follows_the_schedules(schedule, pp, stage, m, vp, want):
 def test_gradients_resident_at_the_activation_peak(framework, schedule, held, forwards, zero, replicas, want):
     """memory_schedule's rule: persistent buffers or DDP buckets always hold gradients; gradients set to None
     exist only once a backward of the step has run (1F1B with more forwards than are in flight)."""
-    from mlsyscalc.calc.memory_schedule import grads_resident
+    from mlsyscalc.calc.memory.schedule import grads_resident
 
     assert grads_resident(framework, schedule, held, forwards, zero, replicas) is want

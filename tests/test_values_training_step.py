@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from mlsyscalc.calc.memory_train import TrainOptions, default_bytes, train_memory, zero_from_fsdp
+from mlsyscalc.calc.memory.training import TrainOptions, default_bytes, train_memory, zero_from_fsdp
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.lookup import load_model
 
@@ -159,7 +159,7 @@ def test_rmsnorm_families_have_no_norm_bias(name):
 def test_mla_without_query_compression_has_only_the_kv_latent_norm():
     """DeepSeek-V2-Lite style (q_lora_rank null): one RMSNorm of kv_lora_rank (512) beside the layer's two
     hidden-size norms; with q_lora_rank 1536 a second latent norm of 1536."""
-    from mlsyscalc.calc.layers import layer_norm_params
+    from mlsyscalc.calc.counts.layers import layer_norm_params
     no_q = load_model("deepseek-v3", {"q_lora_rank": None})
     assert layer_norm_params(no_q) == 2 * 7168 + 512
     assert layer_norm_params(load_model("deepseek-v3")) == 2 * 7168 + 1536 + 512
@@ -168,8 +168,8 @@ def test_mla_without_query_compression_has_only_the_kv_latent_norm():
 def test_expert_bias_per_rank_follows_expert_parallelism():
     """8 routed experts with biased 64 -> 32 projections over ep 2: each rank holds 4 experts, so
     4 x (64 x 32) weights and 4 x 32 bias elements."""
-    from mlsyscalc.calc.layers import Linear
-    from mlsyscalc.calc.memory_common import linear_params_per_rank
+    from mlsyscalc.calc.counts.layers import Linear
+    from mlsyscalc.calc.parallel.shards import linear_params_per_rank
     up = Linear("experts.up", 64, 32, True, "mlp", copies=8, active=2)
     assert linear_params_per_rank(up, tp=1, ep=2) == 4 * 64 * 32 + 4 * 32
     assert linear_params_per_rank(up, tp=1, ep=1) == 8 * 64 * 32 + 8 * 32
@@ -178,8 +178,8 @@ def test_expert_bias_per_rank_follows_expert_parallelism():
 def test_adafactor_factors_of_a_dense_projection_ignore_expert_parallelism():
     """Adafactor keeps rows + cols per matrix (Shazeer & Stern 2018); a dense (one-copy) projection is
     whole on every expert-parallel rank, so ep does not divide it."""
-    from mlsyscalc.calc.layers import Linear
-    from mlsyscalc.calc.memory_common import _factors
+    from mlsyscalc.calc.counts.layers import Linear
+    from mlsyscalc.calc.parallel.shards import _factors
     dense = Linear("mlp.up", 64, 32, False, "mlp")
     assert _factors(dense, 1, 2, 1) == _factors(dense, 1, 1, 1) == 64 + 32
     experts = Linear("experts.up", 64, 32, True, "mlp", copies=8, active=2)
@@ -190,7 +190,7 @@ def test_learned_positions_limit_without_max_position_embeddings():
     """gpt2 has 1024 learned rows: 1024 positions embed, 1025 do not, whatever max_position_embeddings says."""
     from dataclasses import replace
 
-    from mlsyscalc.calc.flops import check_positions
+    from mlsyscalc.calc.counts.flops import check_positions
     spec = replace(load_model("gpt2"), max_position_embeddings=0)
     check_positions(spec, 1024, "prefill")
     with pytest.raises(MlsysError, match="1024 learned position embeddings; prefill needs 1025"):
@@ -202,7 +202,7 @@ def test_learned_positions_limit_without_max_position_embeddings():
 def test_tp_all_reduces_count_only_this_stages_layers():
     """llama2-7b (32 layers), tp 2, pp 4, m 2: each rank runs 32 / 4 = 8 layers, 4 all-reduces a layer
     (2 forward, 2 backward, Megatron-LM) per micro-batch: 8 x 4 x 2 = 64 calls of B x S x h x 2 bytes."""
-    from mlsyscalc.calc.comm_step import StepOptions, step_comm
+    from mlsyscalc.calc.comm.step import StepOptions, step_comm
     rows = step_comm(load_model("llama2-7b"), StepOptions(tp=2, pp=4, grad_accum=2, seq=1024), "hgx-h100").rows
     (tp,) = [r for r in rows if r.dim == "tp"]
     assert (tp.collective, tp.calls, tp.message_bytes) == ("all-reduce", 8 * 4 * 2, 1024 * 4096 * 2)
@@ -211,9 +211,9 @@ def test_tp_all_reduces_count_only_this_stages_layers():
 # --- the training step: host path, fits, kernel counts ------------------------------------------------
 
 def _train(name="llama3-8b", overrides=None, **opts):
-    from mlsyscalc.calc.calibration import load_ceilings
-    from mlsyscalc.calc.train import train_step
-    from mlsyscalc.calc.train_options import TrainStepOptions
+    from mlsyscalc.calc.roofline.calibration import load_ceilings
+    from mlsyscalc.calc.train.step import train_step
+    from mlsyscalc.calc.train.options import TrainStepOptions
     return train_step(load_model(name, overrides), load_ceilings("h100-sxm"), "hgx-h100", TrainStepOptions(**opts))
 
 
@@ -238,7 +238,7 @@ def test_host_bound_step_exposes_host_minus_gpu_path():
 
 def test_compute_is_linear_in_layers():
     """Each decoder layer costs the same at one clock: 1 -> 2 -> 3 layers add equal compute time (at sustained
-    clocks the step's clock follows its kernel mix, which the head's share moves: calc.steady)."""
+    clocks the step's clock follows its kernel mix, which the head's share moves: calc.roofline.steady)."""
     c = [_train(overrides={"num_hidden_layers": n}, seq=1024, clocks="burst").breakdown["compute_s"] for n in (1, 2, 3)]
     assert c[2] - c[1] == pytest.approx(c[1] - c[0], rel=1e-9)
     assert c[1] - c[0] > 0
@@ -254,7 +254,7 @@ def test_fits_is_inclusive_of_the_usable_bytes():
 def test_dp_gradient_all_reduce_carries_this_ranks_model_share():
     """llama2-7b (6,738,415,616 parameters, transformers) over tp 2 x pp 2, dp 2: each rank all-reduces the
     bf16 gradients of a quarter of the model (even split, as comm step documents)."""
-    from mlsyscalc.calc.comm_step import StepOptions, step_comm
+    from mlsyscalc.calc.comm.step import StepOptions, step_comm
     comm = step_comm(load_model("llama2-7b"), StepOptions(dp=2, tp=2, pp=2, grad_accum=2, seq=1024), "hgx-h100")
     (dp,) = [r for r in comm.rows if r.dim == "dp"]
     assert dp.collective == "all-reduce" and dp.calls == 1

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from mlsyscalc.calc.calibration import load_ceilings
-from mlsyscalc.calc.flops import FlopOptions
-from mlsyscalc.calc.roofline_model import RooflineOptions, predict_model
-from mlsyscalc.calc.train_attention import unfused_attention_ops
+from mlsyscalc.calc.roofline.calibration import load_ceilings
+from mlsyscalc.calc.counts.flops import FlopOptions
+from mlsyscalc.calc.roofline.model import RooflineOptions, predict_model
+from mlsyscalc.calc.train.attention_time import unfused_attention_ops
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.lookup import load_model
 

@@ -109,7 +109,7 @@ class LatentAttention(nn.Module):
     """DeepSeek-V2/V3 multi-head latent attention (arXiv:2405.04434, section 2.1): low-rank query,
     a joint K/V latent plus one shared rotary key cached per token. Prefill/train expand the
     latent to per-head K and V; decode absorbs kv_b_proj into the query and the output (MQA over
-    the cached latent, section 2.1.2), the form `calc.roofline_model` predicts."""
+    the cached latent, section 2.1.2), the form `calc.roofline.model` predicts."""
 
     def __init__(self, spec, flash=True, kernels="torch"):
         super().__init__()

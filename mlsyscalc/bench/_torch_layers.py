@@ -4,7 +4,7 @@ loads) import it.
 
 Norms and rotary are small autograd Functions that save only their input (as fused Megatron-LM /
 Transformer Engine kernels do), so the tensors saved for backward are the ones
-`calc.activations` lists.
+`calc.counts.activations` lists.
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ class GroupedExperts(nn.Module):
     tokens sorted by expert, torch's grouped GEMM (torch._grouped_mm) runs one projection of every
     expert in one kernel, the group offsets staying on the device: no count reaches the host, so an
     MoE step can be captured in a CUDA graph, and the step runs the one GEMM per projection that the
-    roofline prices (calc.roofline_ops.predict_grouped_matmul). The grouped GEMM has no CPU backward:
+    roofline prices (calc.roofline.ops.predict_grouped_matmul). The grouped GEMM has no CPU backward:
     a training step on the CPU runs one expert at a time instead (same weights, same result)."""
 
     def __init__(self, experts: int, h: int, inter: int, act: str):

@@ -12,7 +12,7 @@
    median trial, with the best, the worst and their spread beside it (mlsyscalc.bench.comm_timing); with
    `--graph` the same calls are also captured in a CUDA graph and replayed (device time, no host);
 3. appends a row (rank 0) with algbw/busbw as nccl-tests defines them and the alpha-beta
-   prediction (mlsyscalc.calc.comm_collectives) beside it.
+   prediction (mlsyscalc.calc.comm.collectives) beside it.
 
 NVLink multicast (NVLS) stays off: NCCL_NVLS_ENABLE=0 is forced before NCCL starts.
 """
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ..calc.comm_collectives import COLLECTIVES, busbw_factor, collective_cost
+from ..calc.comm.collectives import COLLECTIVES, busbw_factor, collective_cost
 from ..readers.records import read_comm_rows
 from ..units import parse_bytes
 from .comm_timing import MAX_GRAPH_ITERS, PROBE_CALLS, TRIALS, WARMUP, iters_for, summarize

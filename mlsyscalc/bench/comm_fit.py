@@ -4,7 +4,7 @@ Per collective, over every measured size n (the small ones pin the host floor):
 
     t(n) = max(H, min over protocols p of (base_p + steps * alpha_p + bytes(n) / B_p))
 
-steps and bytes are the ring terms of `calc.comm_collectives.ring_terms`; H is the host time to
+steps and bytes are the ring terms of `calc.comm.collectives.ring_terms`; H is the host time to
 issue one call (consecutive calls overlap it with the GPU's work on the previous call, so it
 bounds the time per call from below instead of adding to it); base_p, alpha_p and B_p are the
 per-call latency, the per-step latency and the bandwidth of protocol p, the numbers NCCL's tuner
@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..calc.comm_collectives import COLLECTIVES, ring_terms
+from ..calc.comm.collectives import COLLECTIVES, ring_terms
 from ..errors import MlsysError, require
 from ..specs.cluster import LinkTerms, Protocol
 

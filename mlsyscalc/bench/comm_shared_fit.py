@@ -1,7 +1,7 @@
 """A calibration of the links, not of one GPU count: the shared fit that `mlsys bench comm --model shared` writes.
 
 Per row (collective c on p GPUs, message of n bytes as nccl-tests counts it; sent = bytes one GPU sends,
-mlsyscalc.calc.comm_collectives.ring_terms):
+mlsyscalc.calc.comm.collectives.ring_terms):
 
     device time  = f_c + sent(c, p, n) / B_g + (1 + 1/p) n / C_g
     time per call = max(H_c, device time)          (H_c: host time to issue one call; left out for graph rows)
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ..calc.comm_collectives import buffer_bytes, ring_terms
+from ..calc.comm.collectives import buffer_bytes, ring_terms
 from ..errors import MlsysError
 from ..specs.cluster import ClusterSpec, Link, LinkTerms, Protocol
 

@@ -4,8 +4,8 @@ models held out of it.
 Each usable row (no error; torch kernels; prefill/decode under a CUDA graph, or train) becomes
 an Observation:
 the roofline's kernel rows for its spec and shapes plus the measured step time. The fit
-(calc.calibration_fit) moves the matmul, attention and memory efficiencies and the per-kernel
-fixed cost; the result is a calibration file `--calibration` reads (calc.calibration).
+(calc.roofline.calibration_fit) moves the matmul, attention and memory efficiencies and the per-kernel
+fixed cost; the result is a calibration file `--calibration` reads (calc.roofline.calibration).
 Eager prefill/decode rows measure the host's launch rate as much as the kernels and are left out.
 """
 
@@ -17,9 +17,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..calc.calibration import Ceilings
-from ..calc.calibration_fit import EFFICIENCIES, Observation, Term, fit, predict
-from ..calc.roofline_model import RooflineOptions, predict_model
+from ..calc.roofline.calibration import Ceilings
+from ..calc.roofline.calibration_fit import EFFICIENCIES, Observation, Term, fit, predict
+from ..calc.roofline.model import RooflineOptions, predict_model
 from ..errors import MlsysError, require
 from .cases.model import IMPL, ModelCase, reduced_spec, roofline_options
 
@@ -73,7 +73,7 @@ def load_cases(rows, hold_out: set[str], keep=usable) -> list[Case]:
 
 def fit_options(case: ModelCase, impl: str = IMPL) -> RooflineOptions:
     """The roofline options a fit prices a row with: burst clocks, so that the fitted efficiencies take in whatever
-    clocks the measured rows ran at (a fitted file is then never derated again: calc.steady)."""
+    clocks the measured rows ran at (a fitted file is then never derated again: calc.roofline.steady)."""
     return replace(roofline_options(case, impl), clocks="burst")
 
 
@@ -127,7 +127,7 @@ def calibrate(rows, ceilings: Ceilings, hold_out: set[str], fit_keys: set[str] |
               impl: str = IMPL, per_op: bool = True) -> dict:
     """The fitted parameters, the calibration record and every row's error before/after. With
     `fit_keys`, only those rows (of models not held out) are fitted; the others are scored.
-    `impl`: the roofline's kernel lists (calc.roofline_torch) the rows are priced with. The fit
+    `impl`: the roofline's kernel lists (calc.roofline.torch_kernels) the rows are priced with. The fit
     uses the fitted rows' step times and (per_op) their per-linear profiler times."""
     cases = load_cases(rows, hold_out)
     for c in cases:

@@ -3,7 +3,7 @@
     torchrun --nproc-per-node 2 -m mlsyscalc bench model llama3-8b --phase prefill --tp 2 ...
     torchrun --nproc-per-node 4 -m mlsyscalc bench model llama3-8b --phase train --fsdp ...
 
-Tensor parallel follows Megatron-LM (Shoeybi et al. 2019, section 3), as `calc.roofline_model`
+Tensor parallel follows Megatron-LM (Shoeybi et al. 2019, section 3), as `calc.roofline.model`
 prices it: q/k/v and gate/up column-parallel, o_proj and down_proj row-parallel (an all-reduce
 after each), with torch's `parallelize_module`; each rank's attention then runs its heads / tp
 query heads and kv_heads / tp KV heads. Embeddings, norms and the lm_head stay replicated (the

@@ -14,7 +14,7 @@ def ceilings_for(gpu: str | None, calibration: str | None, cpu: bool):
     """(device, Ceilings): the card torch sees (or --gpu), datasheet or calibrated."""
     import torch
 
-    from ..calc.calibration import DEFAULT_GPU, load_ceilings, match_gpu
+    from ..calc.roofline.calibration import DEFAULT_GPU, load_ceilings, match_gpu
 
     if not cpu and not torch.cuda.is_available():
         raise MlsysError("no CUDA GPU: mlsys bench model measures on a GPU (--cpu runs a smoke test)")

@@ -1,5 +1,5 @@
 """The allocations behind a `mlsys bench model` step's persistent tensors, in the order the bench
-makes them, derived from the ModelSpec (pure: no torch). `calc.caching_allocator` replays them to
+makes them, derived from the ModelSpec (pure: no torch). `calc.memory.caching_allocator` replays them to
 price what torch's caching allocator counts beyond the requested bytes (`persistent_rounding_bytes`).
 
 How the bench allocates (bench.torch_models.build_model, cases.model.step_fn / _measure):
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..calc.caching_allocator import Alloc, EmptyCache, Event, Free, simulate
+from ..calc.memory.caching_allocator import Alloc, EmptyCache, Event, Free, simulate
 
 FP32, BF16, INT64 = 4, 2, 8
 PAGE = 64  # KV-cache page (tokens) of the paged decode kernel; triton caches are sized in whole pages

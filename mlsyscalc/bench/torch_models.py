@@ -2,7 +2,7 @@
 the memory validation measures. Import torch lazily: `build_model` is the entry point.
 
 Every family the specs describe is built with the spec's exact shapes (parameter count equal to
-`calc.params.count_params`): dense and GQA attention, MoE with routed and shared experts,
+`calc.counts.params.count_params`): dense and GQA attention, MoE with routed and shared experts,
 DeepSeek MLA, rotary (full or partial) and learned positions, parallel attention, gemma2's four
 norms, biases, q/k norms, OPT's project_in/out. Not modelled: ALiBi, sliding-window masks
 (attention is full causal), gemma2's logit soft-capping (scalar work, no extra matmul).

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 import click
 
-from ..calc.comm_collectives import COLLECTIVES
+from ..calc.comm.collectives import COLLECTIVES
 from ..errors import MlsysError
 from ..specs.cluster import MAX_GPUS_PER_NODE
 from ..units import parse_bytes

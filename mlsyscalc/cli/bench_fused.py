@@ -19,7 +19,7 @@ from .bench import emit_rows, run_sweep, sweep_options
 @click.option("--dtype", type=click.Choice(TORCH_DTYPES), help="Default bfloat16 (float16 under --interpret).")
 @sweep_options
 def fused(ops, sweep, passes, dtype, interpret, out, quiet, fmt, as_json):
-    """Fused memory-bound kernels against the torch path a framework runs, priced by calc/fused_ops.py.
+    """Fused memory-bound kernels against the torch path a framework runs, priced by calc/roofline/fused_ops.py.
 
     Bytes: each tensor once (weight-gradient partials in extra_partial_bytes); GB/s = bytes / median
     time; each row carries the roofline prediction on the card's datasheet and its error. Backward

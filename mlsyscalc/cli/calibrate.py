@@ -26,7 +26,7 @@ def calibrate(rows, hold_out, gpu, base, fit_only, steps_only, out, fmt, as_json
     from ..bench.model_calibrate import calibrate as fit_rows
     from ..bench.model_calibrate import write_record
     from ..bench.rows import ResultStore
-    from ..calc.calibration import load_ceilings, match_gpu
+    from ..calc.roofline.calibration import load_ceilings, match_gpu
     from ..errors import MlsysError, require
 
     measured = [r for path in (*rows, *fit_only) for r in ResultStore(path).rows()]

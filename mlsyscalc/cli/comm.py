@@ -6,8 +6,8 @@ from typing import Callable
 
 import click
 
-from ..calc.comm_collectives import ALGORITHMS, COLLECTIVES, busbw_factor, collective_cost
-from ..calc.comm_step import StepOptions, step_comm
+from ..calc.comm.collectives import ALGORITHMS, COLLECTIVES, busbw_factor, collective_cost
+from ..calc.comm.step import StepOptions, step_comm
 from ..errors import MlsysError
 from ..specs.cluster import ClusterSpec, builtin_clusters, load_cluster
 from ..units import fmt_bytes, fmt_seconds, parse_bytes

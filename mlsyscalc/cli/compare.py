@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
-from ..calc.compare import MAX_CARDS, TASKS, CompareOptions, compare as run_compare, resolve_cards
-from ..calc.memory_infer import InferOptions
-from ..calc.serve import ServeOptions, WorkloadSpec
-from ..calc.serve_workload import parse_length
-from ..calc.train_options import RECOMPUTE, TrainStepOptions
+from ..calc.cost.compare import MAX_CARDS, TASKS, CompareOptions, compare as run_compare, resolve_cards
+from ..calc.memory.inference import InferOptions
+from ..calc.serve.simulator import ServeOptions, WorkloadSpec
+from ..calc.serve.workload import parse_length
+from ..calc.train.options import RECOMPUTE, TrainStepOptions
 from ..errors import require
 from ..units import fmt_bytes, parse_count
 from . import render

@@ -1,6 +1,6 @@
 """`--price-per-gpu-hour` (and `--train-tokens`) on train, plan, serve: the options and how cost is shown.
 
-One rule (calc.cost): without a price there is no cost column and no `cost` object in the JSON.
+One rule (calc.cost.gpu_hours): without a price there is no cost column and no `cost` object in the JSON.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import click
 
-from ..calc.cost import ServingCost, TrainingCost, run_cost
+from ..calc.cost.gpu_hours import ServingCost, TrainingCost, run_cost
 from . import render
 from .options import POSITIVE
 

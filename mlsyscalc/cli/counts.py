@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..calc.flops import PHASES, FlopOptions, count_flops
-from ..calc.params import count_params
+from ..calc.counts.flops import PHASES, FlopOptions, count_flops
+from ..calc.counts.params import count_params
 from ..units import fmt_count, fmt_flops
 from . import render
 from .options import model_argument, positive_int, reject_unused, resolve_model

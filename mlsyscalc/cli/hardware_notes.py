@@ -6,7 +6,7 @@ from typing import Any
 
 from . import render
 
-# The cards whose kernels the default efficiencies were read on (calc/calibration.py: H200 and H100 measurements).
+# The cards whose kernels the default efficiencies were read on (calc/roofline/calibration.py: H200 and H100 measurements).
 MEASURED_CARDS = ("H100-SXM", "H200")
 
 

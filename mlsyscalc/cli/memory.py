@@ -6,10 +6,10 @@ from dataclasses import replace
 
 import click
 
-from ..calc import memory_infer as mi
-from ..calc import memory_train as mt
-from ..calc.memory_common import parse_bytes_overrides, verdict
-from ..calc.memory_schedule import FRAMEWORKS, SCHEDULES
+from ..calc.memory import inference as mi
+from ..calc.memory import training as mt
+from ..calc.parallel.shards import parse_bytes_overrides, verdict
+from ..calc.memory.schedule import FRAMEWORKS, SCHEDULES
 from ..errors import MlsysError, require
 from ..units import fmt_bytes
 from . import render

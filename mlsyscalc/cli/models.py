@@ -7,7 +7,7 @@ from collections import Counter
 
 import click
 
-from ..calc.params import count_params
+from ..calc.counts.params import count_params
 from ..specs.lookup import builtin_configs, load_model
 from ..units import fmt_count
 from . import render

@@ -136,7 +136,7 @@ def ceilings_from_options(gpu: str | None, calibration: str | None, efficiency: 
     """The Ceilings that --gpu, --calibration, --efficiency, --launch-us and --gap-us describe (roofline, serve)."""
     from dataclasses import replace
 
-    from ..calc.calibration import load_ceilings
+    from ..calc.roofline.calibration import load_ceilings
 
     ceilings = load_ceilings(gpu, calibration, launch_s=None if launch_us is None else launch_us * 1e-6)
     if gap_us is not None:

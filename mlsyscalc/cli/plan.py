@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..calc.memory_schedule import FRAMEWORKS
-from ..calc.plan import plan as search
-from ..calc.plan_space import AXES, PlanOptions, parse_fix
+from ..calc.memory.schedule import FRAMEWORKS
+from ..calc.plan.search import plan as search
+from ..calc.plan.space import AXES, PlanOptions, parse_fix
 from ..units import fmt_bytes
 from . import render
 from .intervals import with_interval
@@ -117,7 +117,7 @@ def _split(lay: dict) -> str:
 
 def plan_output(result, price: float | None = None, run_tokens: float | None = None) -> render.Output:
     data = result.as_dict()
-    for c, step in zip(data["candidates"], result.candidates):  # each candidate's cost and run (calc.cost)
+    for c, step in zip(data["candidates"], result.candidates):  # each candidate's cost and run (calc.cost.gpu_hours)
         c.update(step_cost(step, price, run_tokens))
     rows = []
     for rank, c in enumerate(data["candidates"], 1):

@@ -10,13 +10,13 @@ import functools
 
 import click
 
-from ..calc.calibration import EFFICIENCY_FIELDS, KERNEL_GAP_S, LAUNCH_OVERHEAD_S
-from ..calc.roofline_memory import elementwise_op, embedding_op, norm_op, rotary_op, softmax_op
-from ..calc.roofline_model import predict_model
-from ..calc.roofline_options import IMPLS, LAUNCHES, LOGITS, LOSSES, PHASES, RECOMPUTE, WINDOW_MODES, RooflineOptions
-from ..calc.steady import CLOCKS
-from ..calc.roofline_ops import predict_attention, predict_matmul
-from ..calc.roofline_sweep import sweep_batch
+from ..calc.roofline.calibration import EFFICIENCY_FIELDS, KERNEL_GAP_S, LAUNCH_OVERHEAD_S
+from ..calc.roofline.memory_bound import elementwise_op, embedding_op, norm_op, rotary_op, softmax_op
+from ..calc.roofline.model import predict_model
+from ..calc.roofline.options import IMPLS, LAUNCHES, LOGITS, LOSSES, PHASES, RECOMPUTE, WINDOW_MODES, RooflineOptions
+from ..calc.roofline.steady import CLOCKS
+from ..calc.roofline.ops import predict_attention, predict_matmul
+from ..calc.roofline.sweep import sweep_batch
 from ..errors import MlsysError, require
 from ..units import parse_count
 from ..validate import count as whole

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..calc.calibration import Ceilings
-from ..calc.roofline_model import ModelRoofline
-from ..calc.roofline_ops import OpPrediction
-from ..calc.roofline_sweep import Sweep
+from ..calc.roofline.calibration import Ceilings
+from ..calc.roofline.model import ModelRoofline
+from ..calc.roofline.ops import OpPrediction
+from ..calc.roofline.sweep import Sweep
 from ..units import fmt_bytes, fmt_flops, fmt_seconds
 from . import render
 
@@ -110,7 +110,7 @@ def model_output(r: ModelRoofline) -> render.Output:
         tables.append(render.table("collectives (tensor parallel; data parallel with --dp)", ["collective", "pass",
                                    "count", "size", "each (us)", "total (ms)", "exposed (ms)", "share", "method"], comm))
     notes = (FORMULA + "; total = count x (predicted + the stream's idle gap before each kernel)", _ceiling_note(r.ceilings),
-             "Kernels and collectives run back to back (overlap only with --dp-overlap); MFU uses calc.flops model FLOPs "
+             "Kernels and collectives run back to back (overlap only with --dp-overlap); MFU uses calc.counts.flops model FLOPs "
              "(train: 3x forward), MBU every kernel's minimum bytes.", *r.notes, *r.ceilings.notes)
     return render.Output(model_data(r), tuple(tables), notes)
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import click
 
-from ..calc import scaling as calc
-from ..calc.scaling_fit import FitOptions
-from ..calc.scaling_laws import LAW_NAMES, PARAMETRIC_LAW_NAMES
+from ..calc.scaling import calculators as calc
+from ..calc.scaling.fit import FitOptions
+from ..calc.scaling.laws import LAW_NAMES, PARAMETRIC_LAW_NAMES
 from ..errors import MlsysError
 from ..units import fmt_count, fmt_seconds, parse_count
 from . import render
@@ -198,7 +198,7 @@ def budget(compute, gpu_hours, days, cost, gpu, dtype, peak_tflops, gpus, mfu, p
         ["MFU", b.mfu, "achieved / peak"], ["GPUs", b.gpus, "count"],
         ["sustained, all GPUs", b.sustained_flops_per_s, "FLOP/s"], ["GPU-hours", b.gpu_hours, "h"],
         ["wall clock", b.wall_days, "days"],
-        *(cost_rows if b.cost is not None else []),  # no price, no cost (calc.cost)
+        *(cost_rows if b.cost is not None else []),  # no price, no cost (calc.cost.gpu_hours)
         ["compute-optimal N", b.optimum.params, "count"], ["compute-optimal D", b.optimum.tokens, "count"],
     ]
     if b.cost is not None:
@@ -278,7 +278,7 @@ def _starts(ctx, param, value):
 def fit(runs_csv, compute, starts, bootstrap, ci, seed, plot_path, fmt, as_json):
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # before numpy loads:
         os.environ.setdefault(var, "1")  # 40-run fits are small; extra BLAS threads only contend
-    from ..calc.scaling_fit import fit_runs, parse_runs
+    from ..calc.scaling.fit import fit_runs, parse_runs
 
     from ..readers.files import read_csv
 

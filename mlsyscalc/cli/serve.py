@@ -1,4 +1,4 @@
-"""`mlsys serve MODEL --rate R | --trace FILE`: latency and throughput under load (calc.serve)."""
+"""`mlsys serve MODEL --rate R | --trace FILE`: latency and throughput under load (calc.serve.simulator)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import math
 
 import click
 
-from ..calc.serve import PREEMPTION, ServeOptions, WorkloadSpec, simulate, sweep_rates
-from ..calc.serve_engine import POLICIES
-from ..calc import serve_limits
-from ..calc.serve_limits import check_requests
-from ..calc.serve_metrics import Slo
-from ..calc.serve_workload import LengthDist, from_trace, parse_length
+from ..calc.serve.simulator import PREEMPTION, ServeOptions, WorkloadSpec, simulate, sweep_rates
+from ..calc.serve.engine import POLICIES
+from ..calc.serve import limits as serve_limits
+from ..calc.serve.limits import check_requests
+from ..calc.serve.metrics import Slo
+from ..calc.serve.workload import LengthDist, from_trace, parse_length
 from ..errors import MlsysError, require
 from ..readers.trace import read_length_column, read_trace
 from ..validate import MAX_FLOAT
@@ -72,7 +72,7 @@ def _sweep(text: str | None) -> tuple[float, ...] | None:
 
 def _reject_unused(scheduler: str, trace: bool, draft: bool, search: bool) -> None:
     """Options given that this call would ignore (docs/cli.md, "options that do not apply"), by the scheduler's
-    policy flags (calc.serve_engine.POLICIES), never by its name."""
+    policy flags (calc.serve.engine.POLICIES), never by its name."""
     ctx = click.get_current_context()
     policy = POLICIES[scheduler]
     unused = {"spec_k": "without --draft", "accept": "without --draft"} if not draft else {}
@@ -241,7 +241,7 @@ def _with_intervals(out: render.Output) -> render.Output:
 
 
 def _disagg(spec, ceilings, work, opts, layout, search, max_gpus):
-    from ..calc.serve_disagg import cluster_for, parse_layout, search_layouts, simulate_disagg
+    from ..calc.serve.disagg import cluster_for, parse_layout, search_layouts, simulate_disagg
     from .serve_views import disagg_output, search_output
 
     cluster = cluster_for(ceilings, opts.cluster)

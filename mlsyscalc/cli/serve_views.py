@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from ..calc.serve import ServeResult
+from ..calc.serve.simulator import ServeResult
 from ..units import fmt_bytes, fmt_seconds
 from . import render
 
 LATENCIES = (("ttft", "time to first token"), ("tpot", "time per output token"), ("e2e", "end-to-end latency"),
              ("queue_delay", "queueing delay"))
-NOTES = ("Each iteration costs the roofline time of the batch it forms (calc.serve_cost); KV capacity "
+NOTES = ("Each iteration costs the roofline time of the batch it forms (calc.serve.iteration); KV capacity "
          "from the inference memory calculator; TPOT = (last token - first token) / (output - 1).",)
 
 

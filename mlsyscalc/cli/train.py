@@ -6,17 +6,17 @@ import functools
 
 import click
 
-from ..calc.calibration import load_ceilings, read_calibration
-from ..calc.train_host import host_cost_fields, host_overrides
-from ..calc.train import resolve_cluster, train_step
-from ..calc.train_attention import ATTENTION
-from ..calc.train_fp8 import RECIPES
-from ..calc.memory_schedule import FRAMEWORKS, SCHEDULES
-from ..calc.train_options import DTYPES, OVERLAP_DIMS, RECOMPUTE, TrainStepOptions
-from ..calc.memory_train import zero_from_fsdp
-from ..calc.roofline_options import LOSSES
-from ..calc.steady import CLOCKS
-from ..calc.pipeline_split import PipelineSplit
+from ..calc.roofline.calibration import load_ceilings, read_calibration
+from ..calc.train.host import host_cost_fields, host_overrides
+from ..calc.train.step import resolve_cluster, train_step
+from ..calc.train.attention_time import ATTENTION
+from ..calc.precision.fp8 import RECIPES
+from ..calc.memory.schedule import FRAMEWORKS, SCHEDULES
+from ..calc.train.options import DTYPES, OVERLAP_DIMS, RECOMPUTE, TrainStepOptions
+from ..calc.memory.training import zero_from_fsdp
+from ..calc.roofline.options import LOSSES
+from ..calc.roofline.steady import CLOCKS
+from ..calc.parallel.pipeline_split import PipelineSplit
 from ..errors import MlsysError, require
 from ..units import fmt_bytes
 from ..validate import check_gpus

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..calc.comm_collectives import COLLECTIVES, collective_cost, ring_terms
+from ..calc.comm.collectives import COLLECTIVES, collective_cost, ring_terms
 from ..errors import MlsysError, require
 from ..specs.cluster import ClusterSpec, Link, LinkTerms, load_cluster
 from ..units import fmt_bytes

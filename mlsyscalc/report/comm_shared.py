@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bench.comm_shared_fit import GROUP_OF, SharedFit, fit_shared, shared_cluster
-from ..calc.comm_collectives import COLLECTIVES, collective_cost
+from ..calc.comm.collectives import COLLECTIVES, collective_cost
 from ..specs.cluster import ClusterSpec
 from ..units import fmt_bytes
 from .markdown import markdown_table

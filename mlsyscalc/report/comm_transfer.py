@@ -13,7 +13,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from ..calc.comm_collectives import COLLECTIVES, collective_cost
+from ..calc.comm.collectives import COLLECTIVES, collective_cost
 from ..specs.cluster import ClusterSpec
 from ..units import fmt_bytes
 from .markdown import markdown_table

@@ -43,8 +43,8 @@ _MATMUL_DTYPES = {  # row dtype -> predict_matmul(dtype, weight_dtype, out_dtype
 
 def add_predictions(rows: list[Row], ceilings: dict) -> None:
     """Fill predicted_ms / prediction_error from the roofline calculator and the same card's calibration."""
-    from ..calc.calibration import load_ceilings
-    from ..calc.roofline_ops import predict_matmul, predict_memory_op
+    from ..calc.roofline.calibration import load_ceilings
+    from ..calc.roofline.ops import predict_matmul, predict_memory_op
 
     ceil = load_ceilings(calibration=ceilings)
     for r in rows:
@@ -208,7 +208,7 @@ def write_report(name: str, rows: list[Row], ceilings: dict | None, out_dir: Pat
             f"`scripts/device.sh kernels`; notes.md below says which call wrote which rows). Do not edit by hand.", "",
             _env_line(rows, ceilings), "", "## Goals", "", *goals_table(rows, ceilings), "",
             *notes, "", "## All rows", "",
-            "`roofline ms` is `mlsyscalc.calc.roofline_ops` (predict_matmul / predict_memory_op) fed with the "
+            "`roofline ms` is `mlsyscalc.calc.roofline.ops` (predict_matmul / predict_memory_op) fed with the "
             "ceilings measured in the same run; `error vs roofline` = (measured - predicted) / predicted. "
             "`host us/call`: host time per call over 20 back-to-back calls without synchronisation; do_bench's "
             "L2-flushing memset before each timed call (about 60 us on this card) hides host time below it.", "",
@@ -221,7 +221,7 @@ def write_report(name: str, rows: list[Row], ceilings: dict | None, out_dir: Pat
 def write(name: str, folder: Path, command: str) -> Path:
     """folder/README.md and the plot (name: matmul or quant) from folder/rows.jsonl and folder/ceilings.json
     (the same card's ceilings, for the roofline column)."""
-    from ..calc.calibration import read_calibration
+    from ..calc.roofline.calibration import read_calibration
 
     ceilings_path = folder / "ceilings.json"
     ceilings = read_calibration(ceilings_path) if ceilings_path.exists() else None

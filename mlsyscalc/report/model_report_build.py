@@ -32,8 +32,8 @@ def _validate(options: ReportOptions):
     """Bad input stops the report (exit 2) instead of turning every section into an error line: the model,
     the dtype, the layout (tp over the heads and widths, pp over the layers, tp x pp over --gpus), --top and
     the --measured folder."""
-    from ..calc.plan_space import MAX_TOP
-    from ..calc.tensor_parallel import check_tp
+    from ..calc.plan.space import MAX_TOP
+    from ..calc.parallel.tensor_parallel import check_tp
     from ..dtypes import dtype_name
     from ..errors import require
     from ..readers.measured import measured_records

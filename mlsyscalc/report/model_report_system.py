@@ -4,7 +4,7 @@ render from the JSON contract they publish, once the CLI has them."""
 
 from __future__ import annotations
 
-from ..calc.pipeline_split import SPLIT_NAMES, split_text
+from ..calc.parallel.pipeline_split import SPLIT_NAMES, split_text
 from ..errors import MlsysError
 from .markdown import markdown_table
 from .model_report import Context, Section

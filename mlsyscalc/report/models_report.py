@@ -24,9 +24,9 @@ from pathlib import Path
 from ..bench.cases.model import roofline_options
 from ..bench.model_calibrate import calibrate, eager_inference, load_cases, op_errors
 from ..bench.rows import ResultStore, Row
-from ..calc.calibration import CLASSES, load_ceilings
-from ..calc.calibration_fit import PARAMS
-from ..calc.roofline_model import predict_model
+from ..calc.roofline.calibration import CLASSES, load_ceilings
+from ..calc.roofline.calibration_fit import PARAMS
+from ..calc.roofline.model import predict_model
 from ..errors import MlsysError
 from ..specs.lookup import load_model, parse_overrides
 from .markdown import markdown_table
@@ -78,7 +78,7 @@ def calibrated_lines(fit: dict, ops: list[dict], label: str = "") -> list[list]:
 
 def eager_predictions(rows, hold_out: set[str], gpu: str) -> dict[str, float]:
     """Today's uncalibrated prediction (seconds) of every eager prefill/decode row: the host's path
-    per layer against the kernels (calc.roofline_host); these rows are not fitted."""
+    per layer against the kernels (calc.roofline.host); these rows are not fitted."""
     base = load_ceilings(gpu)
     return {c.row.key: predict_model(c.spec, base, roofline_options(c.case)).time_s
             for c in load_cases(rows, hold_out, keep=eager_inference)}

@@ -1,17 +1,17 @@
 """The models report's host-probe lines: rows that carry the host probe of their own call (`mlsys bench
 model` records host_s_per_kernel / host_s_per_layer, bench.cases.host) scored with the host costs it
-measured, the other rows as before (the fitted constants of calc.roofline_host). Nothing is fitted:
+measured, the other rows as before (the fitted constants of calc.roofline.host). Nothing is fitted:
 the probe is a tiny model's eager steps, not the row being predicted."""
 
 from __future__ import annotations
 
 import statistics
 
-from ..calc.roofline_host import probe_host_costs
+from ..calc.roofline.host import probe_host_costs
 from ..bench.cases.model import roofline_options
 from ..bench.model_calibrate import _timed_torch_model, load_cases
-from ..calc.calibration import load_ceilings
-from ..calc.roofline_model import predict_model
+from ..calc.roofline.calibration import load_ceilings
+from ..calc.roofline.model import predict_model
 
 LABEL = "host probe of the same call"
 

@@ -10,8 +10,8 @@ import textwrap
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..calc.calibration import Ceilings
-from ..calc.roofline_ops import OpPrediction
+from ..calc.roofline.calibration import Ceilings
+from ..calc.roofline.ops import OpPrediction
 from .plotting import check_path, plain_ticks, pyplot, save
 
 ROOF_DTYPES = ("fp32", "tf32", "bf16", "fp8", "int8")

@@ -6,7 +6,7 @@ file's suffix (.png or .svg).
 
 from __future__ import annotations
 
-from ..calc.scaling_laws import CHINCHILLA_TABLE3, FLOPS_PER_PARAM_TOKEN, LAW_NAMES, get_law, loss_model
+from ..calc.scaling.laws import CHINCHILLA_TABLE3, FLOPS_PER_PARAM_TOKEN, LAW_NAMES, get_law, loss_model
 from ..errors import MlsysError
 from .plotting import check_path, plain_ticks, pyplot, save
 

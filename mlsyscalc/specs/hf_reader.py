@@ -15,7 +15,7 @@ from ..validate import MAX_DIM, MAX_LAYERS, finite
 _MISSING = object()
 _MAXIMUM = {"num_hidden_layers": MAX_LAYERS, "n_layer": MAX_LAYERS, "num_layers": MAX_LAYERS}
 _WHY = {k: "the deepest published transformers have about 1,000 layers" for k in _MAXIMUM}
-# the attention kinds a layer_types list may name (HF's names; calc.attention.MASKS prices each)
+# the attention kinds a layer_types list may name (HF's names; calc.counts.attention.MASKS prices each)
 ATTENTION_KINDS = ("full_attention", "sliding_attention", "chunked_attention")
 
 

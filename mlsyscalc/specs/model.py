@@ -74,14 +74,14 @@ class ModelSpec:
     max_position_embeddings: int = 0
     sliding_window: int | None = None  # W of the layers whose layer_types entry is "sliding_attention"
     attention_chunk_size: int | None = None  # C of "chunked_attention" layers (Llama 4)
-    # attention kind of each layer, as HF names them (calc.attention.MASKS): "full_attention",
+    # attention kind of each layer, as HF names them (calc.counts.attention.MASKS): "full_attention",
     # "sliding_attention", "chunked_attention"; empty: every layer full
     layer_types: tuple[str, ...] = ()
     attention_sinks: bool = False  # gpt-oss: one learned softmax logit per head and layer (no K/V)
     nope_layers: tuple[int, ...] = ()  # layers without rotary embeddings (Llama 4's NoPE layers)
     embed_proj_dim: int | None = None  # OPT word_embed_proj_dim when it differs from hidden
     qk_norm: bool = False  # a norm on q and k before attention (phi, qwen3, gemma3, olmo2, llama4, ...)
-    qk_norm_type: str = "layernorm"  # which (calc.layers.QK_NORMS): "layernorm" (phi), "rmsnorm", ...
+    qk_norm_type: str = "layernorm"  # which (calc.counts.layers.QK_NORMS): "layernorm" (phi), "rmsnorm", ...
     qk_norm_layers: tuple[int, ...] | None = None  # layers that have it (None: every layer; llama4: RoPE layers)
     moe: MoESpec | None = None
     mla: MLASpec | None = None

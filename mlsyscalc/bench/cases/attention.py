@@ -1,6 +1,6 @@
 """Attention sweeps: Triton flash attention (forward, backward, decode) against SDPA's backends.
 
-FLOPs and bytes come from mlsyscalc.calc.attention, the counts the roofline uses: forward
+FLOPs and bytes come from mlsyscalc.calc.counts.attention, the counts the roofline uses: forward
 4 * B * H * S_q * S_kv * D times the causal share (queries end-aligned, 1/2 when S_q = S_kv),
 backward 2.5x forward (FlashAttention-2's 5 matmuls), bytes the IO-aware minimum (Q, K, V read
 once, O written once; backward also O, dO read and dQ, dK, dV written); decode reads the whole KV
@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from functools import partial
 
-from ...calc.attention import AttentionShape, attention_bytes, attention_flops
+from ...calc.counts.attention import AttentionShape, attention_bytes, attention_flops
 from .. import harness
 from ..sweep import Bench, Case
 
@@ -95,7 +95,7 @@ def decode_shapes(sweep: str) -> list[Shape]:
         return [Shape(64, 32, kv, n, 128, n_q=1) for kv in (8, 32) for n in (1024, 2048, 4096, 8192, 16384, 32768)]
     if sweep == "extra":
         return [Shape(16, 32, 8, 8192, 128, n_q=4)]
-    if sweep == "serving":  # few CTAs: the batches <= 16 where the flash-decoding split decides (calc.roofline_paged)
+    if sweep == "serving":  # few CTAs: the batches <= 16 where the flash-decoding split decides (calc.roofline.paged)
         return [Shape(b, 32, 8, n, 128, n_q=1) for b in (1, 4, 8, 16) for n in (1024, 4096)] + [
             Shape(4, 32, 8, 4096, 128, n_q=16)]
     raise ValueError(f"unknown decode sweep {sweep!r} (interpret, smoke, goals, extra, serving)")

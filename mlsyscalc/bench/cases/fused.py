@@ -2,7 +2,7 @@
 
 Ops (kernels/): rmsnorm, layernorm (norm.py), swiglu, geglu (glu.py), rotary (rotary.py), dropout_add
 (dropout_add.py), each with a forward and a backward pass, and cross_entropy (cross_entropy.py), whose
-one kernel is both (pass "fwdbwd"). Each case's bytes and FLOPs are calc/fused_ops.py's for
+one kernel is both (pass "fwdbwd"). Each case's bytes and FLOPs are calc/roofline/fused_ops.py's for
 "<op>_<pass>" (fewest bytes: each tensor once, weight-gradient partials left out; the partial bytes
 our backward adds are in `extra_partial_bytes`), and its predicted time is `predict_fused`'s on the
 card's datasheet (the report re-prices with a calibration where the folder holds one). Rows:
@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...calc.fused_ops import fused_count, predict_fused
+from ...calc.roofline.fused_ops import fused_count, predict_fused
 from ...errors import MlsysError, require
 from .. import harness
 from ..sweep import Bench, Case
@@ -90,7 +90,7 @@ def shapes(op: str, sweep: str) -> list[Shape]:
 
 def card_of(env: dict[str, Any]) -> str | None:
     """The built-in GPU a row's env names (None under the interpreter or for a card without a spec)."""
-    from ...calc.calibration import match_gpu
+    from ...calc.roofline.calibration import match_gpu
 
     if env.get("backend") != "cuda":
         return None

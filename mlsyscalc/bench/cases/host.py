@@ -1,7 +1,7 @@
 """The host probe: what one eager step costs this machine's CPU, measured on the machine itself.
 
 An eager PyTorch step is issued kernel by kernel from Python; for a small model or a small batch
-the host, not the GPU, sets its time, and that cost differs between hosts (calc.roofline_host). The
+the host, not the GPU, sets its time, and that cost differs between hosts (calc.roofline.host). The
 probe times two eager steps of a TINY model built from the same spec by the same builder (the same
 layers, kernels and module code; widths of 128, so every kernel runs a few microseconds and the GPU
 waits on the host):
@@ -21,8 +21,8 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from ...calc.roofline_host import probe_costs
-from ...calc.roofline_model import predict_model
+from ...calc.roofline.host import probe_costs
+from ...calc.roofline.model import predict_model
 from ..rows import Row
 
 TINY_HIDDEN = 128  # 4 heads of 32

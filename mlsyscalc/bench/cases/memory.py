@@ -22,8 +22,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
-from ...calc.memory_infer import InferOptions, infer_memory
-from ...calc.memory_train import TrainOptions, train_memory
+from ...calc.memory.inference import InferOptions, infer_memory
+from ...calc.memory.training import TrainOptions, train_memory
 from ...readers.records import read_memory_records
 from ...specs.lookup import load_model
 from ..rows import Row

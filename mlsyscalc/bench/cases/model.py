@@ -1,5 +1,5 @@
 """Whole-model benchmark case: one prefill, decode step or training step of a plain-torch model
-built from a ModelSpec, timed on the GPU beside `calc.roofline_model`'s prediction for the same
+built from a ModelSpec, timed on the GPU beside `calc.roofline.model`'s prediction for the same
 spec (and `calc.memory_*`'s peak memory), with per-kernel times from torch.profiler.
 
 Timing: CUDA events around each call, median of `reps` calls after warm-up (no L2 flush: a
@@ -19,10 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 
-from ...calc.memory_infer import InferOptions, infer_memory
-from ...calc.memory_train import TrainOptions, train_memory
-from ...calc.roofline_host import probe_host_costs
-from ...calc.roofline_model import RooflineOptions, predict_model
+from ...calc.memory.inference import InferOptions, infer_memory
+from ...calc.memory.training import TrainOptions, train_memory
+from ...calc.roofline.host import probe_host_costs
+from ...calc.roofline.model import RooflineOptions, predict_model
 from ...errors import require
 from ..rows import Row
 from ..torch_alloc import PAGE
@@ -63,7 +63,7 @@ IMPL = "torch"  # the roofline lists the kernels plain PyTorch runs, as this mod
 
 
 def roofline_options(case: ModelCase, impl: str = IMPL) -> RooflineOptions:
-    """The same step for `calc.roofline_model` (FSDP: data parallel with ZeRO-3 over dp ranks):
+    """The same step for `calc.roofline.model` (FSDP: data parallel with ZeRO-3 over dp ranks):
     plain-PyTorch kernels, logits of the last position only (this model's prefill, as serving
     engines do), and training with AdamW states in bf16 (torch's fused AdamW on bf16 parameters)."""
     options = partial(RooflineOptions, batch=case.batch, dtype=case.dtype, check_fit=False, tp=case.tp, impl=impl)

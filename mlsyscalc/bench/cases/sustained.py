@@ -9,7 +9,7 @@ waits for the host), samples the card through NVML on a thread beside it (SM and
 temperature, throttle reasons), and reports the burst rate, the rate over the last half of the run
 (the steady state) and what the card said while it ran.
 
-Workloads (the ceilings calc.calibration prices): bf16 GEMMs at 8192^3 and 4096^3, an fp8 GEMM
+Workloads (the ceilings calc.roofline.calibration prices): bf16 GEMMs at 8192^3 and 4096^3, an fp8 GEMM
 (torch._scaled_mm) at 8192^3, SDPA forward at B4 H32 S4096 d128 (cuDNN, the attention ceiling) and a
 2 GiB device copy (bytes read + written). Rates are FLOP/s, or B/s for the copy.
 """
@@ -211,8 +211,8 @@ def measure(seconds: float = 20.0, small: bool = False, only: tuple[str, ...] = 
 
 def datasheet_fractions(record: dict[str, Any]) -> dict[str, float]:
     """Per ceiling kind, the lowest steady rate of its workloads as a fraction of the card's datasheet (bf16 or
-    fp8 dense peak, HBM bandwidth): the `sustained_fraction` object calc.calibration reads."""
-    from ...calc.calibration import match_gpu
+    fp8 dense peak, HBM bandwidth): the `sustained_fraction` object calc.roofline.calibration reads."""
+    from ...calc.roofline.calibration import match_gpu
 
     spec = match_gpu(record.get("gpu") or "")
     out: dict[str, float] = {}

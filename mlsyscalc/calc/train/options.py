@@ -1,0 +1,219 @@
+"""Options of one training step of a full parallel layout (`mlsys train`) and the rules a layout obeys.
+
+The rules follow Megatron-LM (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training
+on GPU Clusters Using Megatron-LM", sections 2-3): GPUs = tp x pp x dp x cp, tensor parallelism stays
+inside a node, the layers split evenly into pp x vp model chunks, the global batch into dp x micro-batch
+x micro-batches, and the interleaved schedule needs the micro-batches to be a multiple of pp; uneven
+stages follow Megatron-LM's options (calc.parallel.pipeline_split). The routed experts fold into each pipeline
+stage's tp x cp x dp ranks as their own etp x ep x edp grid, with Megatron-Core's rules (MoE parallel
+folding, calc.parallel.expert_grid: tp*cp*dp % (etp*ep), experts % ep, ...). Each violated rule is an MlsysError
+that names the rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...dtypes import dtype_name
+from ...errors import divide, require
+from ...specs.cluster import ClusterSpec
+from ...specs.model import ModelSpec
+from ..comm.step import placement
+from ..parallel.expert_grid import ExpertGrid, check_experts
+from ..memory.schedule import FRAMEWORKS, SCHEDULES, SPLIT_BACKWARD
+from ..parallel.pipeline_split import EVEN, PipelineSplit, chunk_layers
+from ..roofline.options import LOSSES
+from ..roofline.steady import CLOCKS
+from ..parallel.tensor_parallel import check_tp
+from .attention_time import ATTENTION
+from ..precision.fp4 import BLOCK_RECIPES, low_precision
+from ..precision.fp8 import DEFAULT_RECIPE, RECIPES
+from .host import DEFAULT_FRAMEWORK
+
+RECOMPUTE = ("none", "selective", "full")  # Korthikanti et al. 2022: selective = attention core only
+# matmul dtype; fp8: Transformer Engine's FP8 linears (calc.precision.fp8), bf16 elsewhere and on the wire; mxfp8 and
+# nvfp4 its block-scaled recipes (calc.precision.fp4)
+DTYPES = ("bf16", "fp16", "fp8", *BLOCK_RECIPES)
+OVERLAP_DIMS = ("tp", "dp", "pp", "cp", "ep")
+DEFAULT_OVERLAP = ("dp", "cp")  # DDP/Megatron gradient buckets; ring attention's KV exchange
+# SMs that NCCL's kernels hold while overlapped traffic runs: one CTA per channel, and NCCL logs on
+# NVLink/NVSwitch hosts report 16 coll channels (8 x H800, NVIDIA/nccl#892) to 24-32 (H100,
+# NVIDIA/nccl#1259, #1781); NCCL_MIN_CTAS / NCCL_MAX_CTAS bound it. 16: the low end, the share a
+# user cannot easily configure away.
+DEFAULT_COMM_SMS = 16
+
+
+@dataclass(frozen=True)
+class TrainStepOptions:
+    gpus: int = 1
+    seq: int = 2048  # tokens per sequence
+    global_batch: int = 1  # sequences per optimizer step over all data-parallel replicas
+    micro_batch: int = 1  # sequences per micro-batch on one replica
+    tp: int = 1
+    pp: int = 1
+    dp: int | None = None  # default: gpus / (tp pp cp)
+    cp: int = 1
+    ep: int = 1  # expert-parallel ranks: routed experts split over ep of a stage's tp x cp x dp ranks
+    etp: int | None = None  # expert tensor-parallel size (None: tp, Megatron-Core's default; calc.parallel.expert_grid)
+    vp: int = 1  # virtual pipeline stages (model chunks) per GPU: the interleaved 1F1B schedule
+    sp: bool = True  # Megatron sequence parallelism over the TP ranks (no effect at tp 1)
+    vocab_parallel: bool = True  # memory: embedding, lm_head and logits split over the TP ranks (False: whole)
+    zero: int = 0  # 0 plain DP; 1 optimizer states, 2 + gradients, 3 + weights sharded over dp x cp
+    recompute: str = "none"
+    dtype: str = "bf16"
+    fp8_recipe: str = DEFAULT_RECIPE  # fp8: TE's scaling recipe, delayed or current (calc.precision.fp8)
+    fp8_params: bool = False  # fp8: FP8 weights themselves (Megatron-LM --fp8-param-gather), no bf16 copy
+    overlap: tuple[str, ...] = DEFAULT_OVERLAP  # dimensions whose traffic may hide behind compute
+    comm_sms: int = DEFAULT_COMM_SMS  # SMs NCCL holds while overlapped traffic runs (0: overlap is free)
+    capacity_factor: float = 1.0  # MoE: expert slots per routed token (1.0 = dropless, balanced)
+    reserve: str = "10%"  # memory kept back for the CUDA context and allocator (as `mlsys memory`)
+    # attention core: one flash kernel (flash2: one of FlashAttention-2's generation), or Megatron's unfused S x S ones
+    attention: str = "flash"
+    # memory (calc.memory.schedule): pipeline schedule (1f1b or gpipe; --vp interleaves 1F1B)
+    schedule: str = "1f1b"
+    # the training code (calc.memory.schedule for memory, calc.train.host for host time): megatron (persistent
+    # gradient buffers, no host term) or torch (gradients set to None, FSDP2, DTensor; eager host issue time)
+    framework: str = DEFAULT_FRAMEWORK
+    # a calibration file's `torch_host` costs replacing torch's built-in ones (calc.train.host.host_overrides)
+    host_costs: tuple[tuple[str, float], ...] = ()
+    # where host_costs come from (the JSON's framework_source names it)
+    host_source: str = "the calibration file's torch_host"
+    pipeline_split: PipelineSplit = EVEN  # Megatron-LM's uneven stages (calc.parallel.pipeline_split)
+    # the card's clocks: "sustained" (the steady state a long run reaches under the power cap, calc.roofline.steady) or
+    # "burst" (the short-call efficiencies the roofline keeps for single kernels)
+    clocks: str = "sustained"
+    loss: str = "fp32"  # the fused list's loss: Megatron-LM's vocab-parallel fp32 cross-entropy, or "fused" (one kernel)
+    dropout: float = 0.0  # hidden dropout before each residual add (the recipe's; 0 in most recipes since Llama)
+    clip_grad: bool = True  # the gradient norm and clipping before the optimizer (Megatron-LM's --clip-grad 1.0)
+
+    @property
+    def data_parallel(self) -> int:
+        """dp as given, else gpus / (tp pp cp)."""
+        if self.dp is not None:
+            return self.dp
+        return divide(self.gpus, self.tp * self.pp * self.cp, "rule gpus % (tp*pp*cp) == 0: --gpus over tp*pp*cp")
+
+    @property
+    def num_micro_batches(self) -> int:
+        return divide(self.global_batch, self.data_parallel * self.micro_batch,
+                      "rule global_batch % (dp*micro_batch) == 0: --global-batch over dp*micro-batch")
+
+    @property
+    def sp_active(self) -> bool:
+        return self.sp and self.tp > 1
+
+    @property
+    def experts(self) -> ExpertGrid:
+        """The routed experts' etp x ep x edp grid over each stage's tp x cp x dp ranks (calc.parallel.expert_grid)."""
+        return ExpertGrid(tp=self.tp, cp=self.cp, dp=self.data_parallel, ep=self.ep, etp=self.etp)
+
+    @property
+    def expert_tp(self) -> int:
+        return self.tp if self.etp is None else self.etp
+
+    @property
+    def memory_dtype(self) -> str:
+        """Weights, gradients and activations in memory and on the wire (fp8, mxfp8 and nvfp4 training keep them in bf16)."""
+        return "bf16" if low_precision(self.dtype) else dtype_name(self.dtype)
+
+    @property
+    def scaling_recipe(self) -> str:
+        """How the low-precision linears scale (calc.precision.fp8): --fp8-recipe for fp8, the dtype for mxfp8 / nvfp4."""
+        return dtype_name(self.dtype) if dtype_name(self.dtype) in BLOCK_RECIPES else self.fp8_recipe
+
+    def layout(self) -> dict[str, int | bool | str]:
+        return {"tp": self.tp, "pp": self.pp, "dp": self.data_parallel, "cp": self.cp, "ep": self.ep,
+                "etp": self.expert_tp, "edp": self.experts.edp, "vp": self.vp, "sp": self.sp_active, "micro_batch": self.micro_batch,
+                "num_micro_batches": self.num_micro_batches, "zero": self.zero, "recompute": self.recompute,
+                "dtype": self.dtype}
+
+    def validate(self, spec: ModelSpec, cluster: ClusterSpec) -> None:
+        for name in ("gpus", "seq", "global_batch", "micro_batch", "tp", "pp", "cp", "ep", "vp"):
+            value = getattr(self, name)
+            require(isinstance(value, int) and value >= 1, f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+        require(self.dp is None or self.dp >= 1, f"--dp must be a positive integer, got {self.dp}")
+        require(self.etp is None or (isinstance(self.etp, int) and self.etp >= 1),
+                f"--etp must be a positive integer, got {self.etp}")
+        require(self.zero in (0, 1, 2, 3), f"--zero must be 0, 1, 2 or 3, got {self.zero}")
+        require(self.recompute in RECOMPUTE, f"--recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r}")
+        self.validate_scalars()
+        check_tp(spec, self.tp, experts=self.expert_tp)  # heads % tp, KV heads, every split width (experts: etp)
+        self.check_layout(spec, cluster)
+
+    def validate_scalars(self) -> None:
+        """dtype, overlap and capacity factor: the options that are not part of the layout."""
+        require(dtype_name(self.dtype) in DTYPES, f"--dtype for training: one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        require(self.fp8_recipe in RECIPES, f"--fp8-recipe must be one of {', '.join(RECIPES)}, got {self.fp8_recipe!r}")
+        require(not self.fp8_params or dtype_name(self.dtype) == "fp8", "--fp8-params needs --dtype fp8")
+        require(set(self.overlap) <= set(OVERLAP_DIMS), f"--overlap: dimensions are {', '.join(OVERLAP_DIMS)}, "
+                                                        f"got {', '.join(self.overlap)}")
+        require(self.attention in ATTENTION, f"--attention must be one of {', '.join(ATTENTION)}, got {self.attention!r}")
+        require(self.schedule in SCHEDULES, f"--schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+        require(self.framework in FRAMEWORKS, f"--framework must be one of {', '.join(FRAMEWORKS)}, got {self.framework!r}")
+        require(self.clocks in CLOCKS, f"--clocks must be one of {', '.join(CLOCKS)}, got {self.clocks!r}")
+        require(self.loss in LOSSES, f"--loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
+        require(self.loss == "fp32" or self.framework == "megatron",
+                "--loss fused prices the fused kernel list (--framework megatron); torch runs its own cross-entropy")
+        require(0.0 <= self.dropout < 1.0, f"--dropout must be in [0, 1), got {self.dropout}")
+        require(self.schedule == "1f1b" or self.vp == 1,
+                f"--vp interleaves the 1F1B schedule: not with --schedule {self.schedule}")
+        require(self.schedule not in SPLIT_BACKWARD or self.framework == "megatron",
+                f"--schedule {self.schedule} is priced for Megatron-style code (--framework megatron): torch's "
+                "host, memory and kernel rules were measured with its own 1F1B and GPipe")
+        require(isinstance(self.comm_sms, int) and self.comm_sms >= 0,
+                f"--comm-sms must be a non-negative integer, got {self.comm_sms}")
+        require(0 < self.capacity_factor < 100, f"--capacity-factor must be in (0, 100), got {self.capacity_factor}")
+
+    def comm_sm_share(self, sm_count: int | None) -> float:
+        """comm_sms / sm_count: the share of the GPU's SMs NCCL holds (0 when the GPU spec has no SM count)."""
+        if not sm_count:
+            return 0.0
+        require(self.comm_sms < sm_count, f"--comm-sms {self.comm_sms} leaves no SM for compute ({sm_count} SMs)")
+        return self.comm_sms / sm_count
+
+    def check_layout(self, spec: ModelSpec, cluster: ClusterSpec) -> None:
+        """Every layout rule except the tensor-parallel widths (`check_tp`, the costly one; the experts' by etp
+        are checked, once per (tp, etp))."""
+        self._validate_model(spec)
+        self._validate_world(cluster)
+        self.experts.validate(spec, sp=self.sp_active, node=cluster.scale_up_gpus, megatron=self.framework == "megatron")
+        for dim, (size, stride) in self.experts.groups().items():  # whole expert groups per node, as comm_step
+            placement(size, stride, min(cluster.scale_up_gpus, self.gpus), f"expert {dim} group")  # places them
+
+    def _validate_world(self, cluster: ClusterSpec) -> None:
+        dp = self.data_parallel
+        world = self.tp * self.pp * dp * self.cp
+        require(world == self.gpus, f"rule tp*pp*dp*cp == gpus: {self.tp}*{self.pp}*{dp}*{self.cp} = {world}, "
+                                    f"not --gpus {self.gpus}")
+        _ = self.num_micro_batches
+        node, word = cluster.scale_up_gpus, cluster.domain_word  # a node, or an NVLink domain of several (NVL72)
+        a = "an" if word.startswith("NV") else "a"
+        require(self.tp <= node and node % self.tp == 0,
+                f"rule TP within {a} {word}: --tp {self.tp} must divide the {node} GPUs of a {cluster.name} {word}")
+        if self.gpus > node:
+            divide(self.gpus, node, f"rule whole {word}s: --gpus over the {node} GPUs of a {cluster.name} {word}")
+            require(cluster.inter is not None, f"{self.gpus} GPUs span nodes, but {cluster.name} has no inter-node link")
+        require(self.vp == 1 or self.pp > 1, "rule vp needs pp > 1: the interleaved schedule splits a pipeline")
+        if self.vp > 1:
+            divide(self.num_micro_batches, self.pp, "rule num_micro_batches % pp == 0 with --vp (Megatron-LM's "
+                                                    "interleaved schedule)")
+        self._validate_nodes(node)
+
+    def _validate_nodes(self, node: int) -> None:
+        """Rule whole groups per node, as comm_step places ranks (tp, cp, dp, pp inner to outer): `plan`
+        skips a layout that breaks it, `train` names it (the experts' groups: check_layout)."""
+        stride = 1
+        for dim, size in (("tp", self.tp), ("cp", self.cp), ("dp", self.data_parallel), ("pp", self.pp)):
+            placement(size, stride, min(node, self.gpus), f"{dim} group")
+            stride *= size
+
+    def _validate_model(self, spec: ModelSpec) -> None:
+        chunk_layers(spec.num_layers, self.pp, self.vp, self.pipeline_split)  # even, or one of Megatron's uneven splits
+        if self.cp > 1:
+            require(self.attention != "unfused", "--attention unfused has no context parallelism (ring attention is flash)")
+            divide(self.seq, 2 * self.cp, "rule seq % (2*cp) == 0: load-balanced context parallelism splits each "
+                                          "sequence into 2*cp chunks")
+        if self.sp_active:
+            divide(self.seq // self.cp, self.tp, "rule (seq/cp) % tp == 0 with --sp")
+        check_experts(spec, self.tp, self.ep, self.etp)  # ep, etp and the experts; their grid: check_layout
+
