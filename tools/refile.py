@@ -21,7 +21,8 @@ scaling, cost). `mlsyscalc.calc.train.X` names the new package when X is one of 
 and the old module (so it becomes `mlsyscalc.calc.train.step.X`) otherwise; `check_names` refuses
 a move map in which an old module defines a name equal to a submodule of its new package, so the
 two readings never meet. A bare `mlsyscalc.calc.train` (and `from mlsyscalc.calc import train`)
-is read as the old module; new code names the package's submodules instead.
+is read as the old module in `import X` and `python -m X`, and as the package elsewhere (prose,
+pyproject.toml's package list); new code names the package's submodules instead.
 
 Hand fixes that a rerun does not need: pyproject.toml's package list (the new sub-packages) and
 each sub-package's `__init__.py` face (`move` creates a bare one where none exists).
@@ -122,8 +123,9 @@ NEW_TO_OLD = {new: old for old, new in MOVES.items()}
 
 DOTTED = re.compile(r"(?<![\w])calc\.(\w+)((?:\.\w+)*)")
 IMPORTED = re.compile(r"\s+import\s+\(?\s*(\w+)")
+IMPORTING = re.compile(r"(?:\bimport|-m)\s+(?:mlsyscalc\.|\.+)$")
 PATH = re.compile(r"(?<![\w])calc/(\w+)\.py\b")
-FROM_CALC = re.compile(r"^([ \t]*)from ((?:mlsyscalc\.|\.+)calc) import ([\w, ]+?)[ \t]*$", re.M)
+FROM_CALC = re.compile(r"^([ \t]*)from ((?:mlsyscalc\.|\.+)calc) import ([\w, ]+?)[ \t]*(?:#.*)?$", re.M)
 
 
 def module_file(dotted_new: str) -> Path:
@@ -195,6 +197,8 @@ def rewrite_dotted(text: str) -> str:
     def swap(match: re.Match[str]) -> str:
         parts = [match.group(1)] + [p for p in match.group(2).split(".") if p]
         follow = IMPORTED.match(text, match.end())
+        if len(parts) == 1 and parts[0] in PACKAGES and not follow and not IMPORTING.search(text[max(0, match.start() - 40):match.start()]):
+            return match.group(0)  # a bare name outside `import X` / `python -m X` reads as the package
         moved = new_parts(parts, follow.group(1) if follow else None)
         return match.group(0) if moved is None else "calc." + ".".join(moved)
     return DOTTED.sub(swap, text)
@@ -208,18 +212,22 @@ def rewrite_paths(text: str) -> str:
 
 
 def rewrite_from_calc(text: str) -> str:
-    """`from mlsyscalc.calc import a, b` -> one import per moved name, binding the same names."""
+    """`from mlsyscalc.calc import a, b as c` -> one import per moved name, binding the same names."""
     def swap(match: re.Match[str]) -> str:
-        indent, base, names = match.group(1), match.group(2), [n.strip() for n in match.group(3).split(",")]
-        if not any(n in MOVES for n in names):
+        indent, base = match.group(1), match.group(2)
+        items = [item.split() for item in match.group(3).split(",")]
+        if any(len(i) not in (1, 3) or (len(i) == 3 and i[1] != "as") for i in items):
+            return match.group(0)
+        if not any(i[0] in MOVES for i in items):
             return match.group(0)
         lines = []
-        for name in names:
+        for item in items:
+            name, bound = item[0], item[-1]
             if name not in MOVES:
-                lines.append(f"{indent}from {base} import {name}")
+                lines.append(f"{indent}from {base} import {' '.join(item)}")
                 continue
             parent, leaf = MOVES[name].rsplit(".", 1)
-            alias = "" if leaf == name else f" as {name}"
+            alias = "" if leaf == bound else f" as {bound}"
             lines.append(f"{indent}from {base}.{parent} import {leaf}{alias}")
         return "\n".join(lines)
     return FROM_CALC.sub(swap, text)
