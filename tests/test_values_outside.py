@@ -1,4 +1,4 @@
-"""Outputs outside calc/ that the seeded sample of scripts/mutation.py --outside (seed 4040) found untested:
+"""Outputs outside calc/ that the seeded sample of tools/mutation.py --outside (seed 4040) found untested:
 the measured kernel pages against their committed text, the report's defaults and decode sweep, the
 memory views' notes and titles, a one-rate serving sweep, and which rows calibrate prices eagerly.
 """

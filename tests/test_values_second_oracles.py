@@ -1,5 +1,5 @@
 """Second, independent value tests for core-quantity mutants that one test function alone killed
-(scripts/mutation.py --count-killers; the sites are listed in docs/mutation.md).
+(tools/mutation.py --count-killers; the sites are listed in docs/mutation.md).
 
 Each test reaches the quantity through another entry point than the first test (the CLI's JSON where
 the first used the API, `mlsys train` or `mlsys comm step` where it used `mlsys memory train`) or checks

@@ -8,8 +8,8 @@ AdamW training steps (fp32 master weights, momentum and variance; gradients kept
 steps like Megatron-LM's buffers) and measures the second; then a KV-cache prefill. Weights,
 gradients and optimizer states are measured by tensor sizes; activations as the memory
 allocated after the forward minus before; the peak by max_memory_allocated. One JSON row per
-case is appended to DIR/rows.jsonl as soon as it is measured; DIR/validation.md is the
-table. Torch is imported inside functions only.
+case is appended to DIR/rows.jsonl as soon as it is measured; `mlsys bench report DIR --out reports`
+turns them into reports/memory/validation.md. Torch is imported inside functions only.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -273,10 +274,9 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
     args = parser.parse_args(argv)
-    from ...report.memory import write_report
-
-    rows = run_all(Path(args.out))
-    write_report(rows, Path(args.out) / "validation.md")
+    run_all(Path(args.out))
+    # the page is the report layer's: `mlsys bench report OUT --out reports` writes validation.md
+    print(f"rows in {Path(args.out) / 'rows.jsonl'}; page: mlsys bench report <OUT> --out reports", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -1,17 +1,17 @@
 """Hand-planted bugs outside calc/ and specs/: in the CLI views, the report writer, the bench summaries,
 the file readers and the unit formatters. Each is a realistic edit a reviewer could miss (a column
 showing its neighbour's key, GB for GiB, a count from the wrong option, a check that no longer fires),
-written by hand, not generated; `scripts/mutation.py` plants the operator-level ones.
+written by hand, not generated; `tools/mutation.py` plants the operator-level ones.
 
 Every bug is one exact text replacement (`old` must occur once in `path`). It is applied to a scratch
-copy of the repository (scripts/mutation.py's `prepare_copy`) and the area's test files (mutation.py's
+copy of the repository (tools/mutation.py's `prepare_copy`) and the area's test files (mutation.py's
 OUTSIDE_TESTS) run against it,
 one file at a time, until one fails (killed) or all pass (survived); the same forked runner as
-scripts/mutation.py, so a bug costs its tests' time.
+tools/mutation.py, so a bug costs its tests' time.
 
-    python scripts/mutation_planted.py --out reports/mutation/planted_outside.jsonl
-    python scripts/mutation_planted.py --without tests/test_values_views.py ... --out FILE   # the suite before
-    python scripts/mutation_planted.py --report --out reports/mutation/planted_outside.jsonl
+    python tools/mutation_planted.py --out reports/mutation/planted_outside.jsonl
+    python tools/mutation_planted.py --without tests/test_values_views.py ... --out FILE   # the suite before
+    python tools/mutation_planted.py --report --out reports/mutation/planted_outside.jsonl
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mutation import ROOT, _warm_imports, prepare_copy, run_tests, tests_for  # noqa: E402  (scripts/mutation.py)
+from mutation import ROOT, _warm_imports, prepare_copy, run_tests, tests_for  # noqa: E402  (tools/mutation.py)
 
 @dataclass(frozen=True)
 class Bug:

@@ -1,13 +1,13 @@
-"""Run a planned set of mutants over several processes (scripts/mutation.py, one scratch copy each).
+"""Run a planned set of mutants over several processes (tools/mutation.py, one scratch copy each).
 
 The plan is a `mutation.py --plan-out` file. Its sites are grouped by the test files that test
 their module and cut into contiguous chunks, so each process pays the unmutated baseline of few
 test sets; within a chunk the plan's order is kept (a `--shuffle`d draw stays random, so a time
 budget cuts each chunk uniformly). The chunks' result files are joined into --out.
 
-    python scripts/mutation.py --seed 1 --count 100000 --shuffle --exclude reports/mutation/*.jsonl \\
+    python tools/mutation.py --seed 1 --count 100000 --shuffle --exclude reports/mutation/*.jsonl \\
         --plan-out /tmp/plan.jsonl
-    python scripts/mutation_parallel.py /tmp/plan.jsonl --jobs 16 --budget-s 480 --out $OUT/rows.jsonl
+    python tools/mutation_parallel.py /tmp/plan.jsonl --jobs 16 --budget-s 480 --out $OUT/rows.jsonl
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from mutation import TESTS  # noqa: E402  (scripts/mutation.py)
+from mutation import TESTS, module_key  # noqa: E402  (tools/mutation.py)
 
 
 def module_costs(files: list[Path]) -> dict[str, float]:
@@ -32,7 +32,7 @@ def module_costs(files: list[Path]) -> dict[str, float]:
         for line in file.read_text().splitlines():
             r = json.loads(line) if line.strip() else {}
             if isinstance(r.get("seconds"), (int, float)):
-                seconds.setdefault(Path(r["path"]).stem, []).append(r["seconds"])
+                seconds.setdefault(module_key(r["path"]), []).append(r["seconds"])
     return {stem: sum(v) / len(v) for stem, v in seconds.items()}
 
 
@@ -40,9 +40,9 @@ def chunks(rows: list[dict], jobs: int, costs: dict[str, float] | None = None) -
     """`jobs` contiguous slices of the rows sorted by test set (stable: plan order kept), cut so each
     slice has about the same estimated seconds (a module's mean from `costs`, else the mean of all);
     without costs, near-equal counts."""
-    ordered = sorted(rows, key=lambda r: tuple(TESTS[Path(r["path"]).stem]))
+    ordered = sorted(rows, key=lambda r: tuple(TESTS[module_key(r["path"])]))
     default = sum(costs.values()) / len(costs) if costs else 1.0
-    weight = [costs.get(Path(r["path"]).stem, default) if costs else 1.0 for r in ordered]
+    weight = [costs.get(module_key(r["path"]), default) if costs else 1.0 for r in ordered]
     total = sum(weight)
     out: list[list[dict]] = [[] for _ in range(jobs)]
     done = 0.0

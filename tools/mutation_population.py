@@ -4,11 +4,11 @@ the status the result files give it.
 A site is *killed* when some row of the files killed it (or stopped it by timeout: kills carry over
 from earlier commits because tests are only ever added), *equivalent* when its diff is explained in
 mutation_report.EQUIVALENT, *survived* when rows ran it and none killed it, and *not run* otherwise.
-Sites are matched by module, change and source-line text (scripts/mutation_sample.py), so rows
+Sites are matched by module, change and source-line text (tools/mutation_sample.py), so rows
 written before lines moved still count.
 
-    python scripts/mutation_population.py reports/mutation/*.jsonl
-    MUTATION_KINDS=fresh python scripts/mutation_population.py reports/mutation/fresh_kinds*.jsonl
+    python tools/mutation_population.py reports/mutation/*.jsonl
+    MUTATION_KINDS=fresh python tools/mutation_population.py reports/mutation/fresh_kinds*.jsonl
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from mutation import ROOT, TARGETS, _equivalent, sites
+from mutation import ROOT, _equivalent, module_key, sites, target_paths
 from mutation_sample import earlier_keys, key, killed_keys
 
 
 def statuses(files: list[Path]) -> dict:
     """Site -> killed | equivalent | survived | not run, over every site of today's code."""
     killed, ran = killed_keys(ROOT, files), earlier_keys(ROOT, files, ("survived",))
-    paths = sorted(str(p.relative_to(ROOT)) for t in TARGETS for p in (ROOT / t).glob("*.py") if p.stem != "__init__")
+    paths = target_paths()
     out = {}
     for site in (s for p in paths for s in sites(p)):
         k = key(ROOT, "", site.path, site.line, site.change)
@@ -37,7 +37,7 @@ def statuses(files: list[Path]) -> dict:
 def render(status: dict) -> str:
     by_module: dict[str, Counter] = {}
     for site, state in status.items():
-        by_module.setdefault(Path(site.path).stem, Counter())[state] += 1
+        by_module.setdefault(module_key(site.path), Counter())[state] += 1
     total = sum(by_module.values(), Counter())
     lines = ["| module | sites | killed | survived | equivalent | not run | score |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, c in sorted(by_module.items()) + [("**all**", total)]:

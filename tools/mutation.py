@@ -12,8 +12,8 @@ forked child, so a mutant costs its tests' time, not an interpreter start. Resul
 to a JSONL file as they come (a rerun skips mutants already there); `--report` turns the file
 into the markdown table of docs/mutation.md.
 
-    nice -n 10 python scripts/mutation.py --out reports/mutation/results.jsonl
-    python scripts/mutation.py --out reports/mutation/results.jsonl --report
+    nice -n 10 python tools/mutation.py --out reports/mutation/results.jsonl
+    python tools/mutation.py --out reports/mutation/results.jsonl --report
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGETS = ("mlsyscalc/calc", "mlsyscalc/specs")
+# survivors no test can kill (the output does not change) and ones no input reaches, each with why
+NOTES = Path(__file__).resolve().with_name("mutation_equivalents.json")
 # --outside: the code around the calculators (views, report writer, bench summaries, readers, units). The bench
 # harness's torch and GPU modules and the GPU commands are left out: the CPU suite cannot run their code.
 OUTSIDE = ("mlsyscalc/cli", "mlsyscalc/report", "mlsyscalc/bench", "mlsyscalc/readers")
@@ -40,7 +42,7 @@ OUTSIDE_SKIP = {"_torch_attention", "_torch_decoder", "_torch_layers", "torch_mo
                 "model_profile", "comm_bench", "harness", "summary", "bench_attention", "bench_ceilings", "bench_host",
                 "bench_kernels", "bench_model", "comm_timing"}
 
-# module stem -> the test files that test it directly (kept small: a surviving mutant runs all
+# module (module_key) -> the test files that test it directly (kept small: a surviving mutant runs all
 # of them, on two shared cores). A mutant some other file would kill counts as a survivor here,
 # so the score is a lower bound. VALUES first: they hold the targeted value tests.
 SAMPLED = ["test_values_sampled.py", "test_values_check.py",  # tests written for sampled survivors
@@ -59,60 +61,60 @@ SERVE = ["test_values_serve_scaling.py", "test_values_serve.py", *SAMPLED, "test
 TRAIN = [*SAMPLED, "test_train.py", "test_train_published.py", "test_plan.py", "test_train_host.py"]
 PLAN = [*SAMPLED, "test_plan.py", "test_train.py"]
 TESTS: dict[str, list[str]] = {
-    "params": [*VALUES, "test_params.py", "test_flops.py"],
-    "layers": [*VALUES, "test_params.py", "test_flops.py", "test_memory_train.py",
+    "calc/counts/params": [*VALUES, "test_params.py", "test_flops.py"],
+    "calc/counts/layers": [*VALUES, "test_params.py", "test_flops.py", "test_memory_train.py",
                "test_memory_infer.py"],
-    "flops": [*VALUES, "test_flops.py", "test_roofline_ops.py"],
-    "hf": [*VALUES, "test_params.py", "test_specs.py", "test_flops.py",
+    "calc/counts/flops": [*VALUES, "test_flops.py", "test_roofline_ops.py"],
+    "specs/hf": [*VALUES, "test_params.py", "test_specs.py", "test_flops.py",
            "test_properties_foundation.py"],
-    "model": [*VALUES, "test_specs.py", "test_params.py", "test_memory_infer.py"],
-    "lookup": [*VALUES, "test_specs.py", "test_params.py", "test_cli_foundation.py"],
-    "attention": [*VALUES, "test_attention_counts.py", "test_params.py", "test_flops.py",
+    "specs/model": [*VALUES, "test_specs.py", "test_params.py", "test_memory_infer.py"],
+    "specs/lookup": [*VALUES, "test_specs.py", "test_params.py", "test_cli_foundation.py"],
+    "calc/counts/attention": [*VALUES, "test_attention_counts.py", "test_params.py", "test_flops.py",
                   "test_roofline_ops.py"],
-    "gpu": [*VALUES, "test_specs.py", "test_roofline_ops.py", "test_memory_infer.py"],
-    "cluster": [*VALUES, "test_comm_collectives.py", "test_comm_protocols.py", "test_specs.py"],
-    "activations": [*VALUES, "test_memory_train.py", "test_memory_torch.py"],
-    "memory_common": MEMORY, "memory_infer": MEMORY + ["test_memory_cli.py"],
-    "memory_train": MEMORY + ["test_memory_cli.py"],
-    "tensor_parallel": MEMORY + ["test_comm_step.py"],
-    "comm_collectives": COMM, "comm_step": COMM + ["test_comm_cli.py"],
-    "calibration": ROOFLINE + ["test_calibrate_models.py"],
-    "calibration_fit": [*SAMPLED, "test_calibrate_models.py"],
-    "roofline_comm": ROOFLINE, "roofline_memory": ROOFLINE + ["test_roofline_nonnegative.py"],
-    "roofline_model": ROOFLINE + ["test_roofline_cli.py"], "roofline_notes": ROOFLINE + ["test_roofline_cli.py"],
-    "roofline_ops": ROOFLINE, "roofline_options": ROOFLINE + ["test_serve_cost.py"],
-    "roofline_sweep": ROOFLINE + ["test_roofline_cli.py"], "roofline_train": ROOFLINE + ["test_train.py"],
-    "roofline_torch": ROOFLINE + ["test_roofline_torch.py", "test_calibrate_models.py"],
-    "roofline_host": ROOFLINE + ["test_roofline_host.py", "test_roofline_torch.py", "test_calibrate_models.py"],
-    "train_attention": [*TRAIN, "test_train_attention.py"],
-    "scaling": SCALING, "scaling_fit": SCALING, "scaling_laws": SCALING,
-    "scaling_fit_batch": SCALING,
-    "plan": PLAN, "plan_memory": PLAN, "plan_space": PLAN,
-    "train": TRAIN, "train_comm": TRAIN, "train_options": TRAIN, "train_parts": TRAIN,
-    "train_host": [*TRAIN, "test_train_host_fit.py"],
-    "memory_schedule": MEMORY + ["test_memory_schedule.py"],
-    **{m: SERVE for m in ("serve", "serve_cost", "serve_disagg", "serve_engine", "serve_metrics",
-                          "serve_spec", "serve_static", "serve_workload")},
+    "specs/gpu": [*VALUES, "test_specs.py", "test_roofline_ops.py", "test_memory_infer.py"],
+    "specs/cluster": [*VALUES, "test_comm_collectives.py", "test_comm_protocols.py", "test_specs.py"],
+    "calc/counts/activations": [*VALUES, "test_memory_train.py", "test_memory_torch.py"],
+    "calc/parallel/shards": MEMORY, "calc/memory/inference": MEMORY + ["test_memory_cli.py"],
+    "calc/memory/training": MEMORY + ["test_memory_cli.py"],
+    "calc/parallel/tensor_parallel": MEMORY + ["test_comm_step.py"],
+    "calc/comm/collectives": COMM, "calc/comm/step": COMM + ["test_comm_cli.py"],
+    "calc/roofline/calibration": ROOFLINE + ["test_calibrate_models.py"],
+    "calc/roofline/calibration_fit": [*SAMPLED, "test_calibrate_models.py"],
+    "calc/comm/tp_rows": ROOFLINE, "calc/roofline/memory_bound": ROOFLINE + ["test_roofline_nonnegative.py"],
+    "calc/roofline/model": ROOFLINE + ["test_roofline_cli.py"], "calc/roofline/notes": ROOFLINE + ["test_roofline_cli.py"],
+    "calc/roofline/ops": ROOFLINE, "calc/roofline/options": ROOFLINE + ["test_serve_cost.py"],
+    "calc/roofline/sweep": ROOFLINE + ["test_roofline_cli.py"], "calc/roofline/training": ROOFLINE + ["test_train.py"],
+    "calc/roofline/torch_kernels": ROOFLINE + ["test_roofline_torch.py", "test_calibrate_models.py"],
+    "calc/roofline/host": ROOFLINE + ["test_roofline_host.py", "test_roofline_torch.py", "test_calibrate_models.py"],
+    "calc/train/attention_time": [*TRAIN, "test_train_attention.py"],
+    "calc/scaling/calculators": SCALING, "calc/scaling/fit": SCALING, "calc/scaling/laws": SCALING,
+    "calc/scaling/fit_batch": SCALING,
+    "calc/plan/search": PLAN, "calc/plan/memory": PLAN, "calc/plan/space": PLAN,
+    "calc/train/step": TRAIN, "calc/comm/exposed": TRAIN, "calc/train/options": TRAIN, "calc/train/parts": TRAIN,
+    "calc/train/host": [*TRAIN, "test_train_host_fit.py"],
+    "calc/memory/schedule": MEMORY + ["test_memory_schedule.py"],
+    **{m: SERVE for m in ("calc/serve/simulator", "calc/serve/iteration", "calc/serve/disagg", "calc/serve/engine", "calc/serve/metrics",
+                          "calc/serve/spec", "calc/serve/static", "calc/serve/workload")},
 }
 # Value tests written for the survivors of the whole-population run (reports/mutation/unkilled*.jsonl),
 # one file per area, run first for the modules of their area.
 AREA_TESTS = {
-    "test_values_plan_search.py": ["plan_memory", "plan", "plan_space"],
-    "test_values_roofline_torch_ops.py": ["roofline_torch", "roofline_notes", "roofline_train", "roofline_host",
-                                          "roofline_memory", "roofline_comm", "roofline_sweep", "roofline_options"],
-    "test_values_roofline_calibration.py": ["roofline_model", "roofline_ops", "calibration_fit", "calibration"],
-    "test_values_serving_cost.py": ["serve_cost", "serve_engine", "serve", "serve_disagg", "serve_spec",
-                                    "serve_static", "serve_metrics", "serve_workload"],
-    "test_values_scaling_specs.py": ["scaling_fit", "scaling_fit_batch", "scaling_laws", "scaling", "lookup", "hf",
-                                     "gpu", "cluster", "model"],
-    "test_values_training_memory.py": ["train_host", "memory_train", "train", "memory_infer", "comm_step",
-                                       "train_options", "train_parts", "memory_schedule", "layers", "memory_common",
-                                       "train_attention", "train_comm", "comm_collectives", "tensor_parallel",
-                                       "activations", "params", "flops", "attention"],
+    "test_values_plan_search.py": ["calc/plan/memory", "calc/plan/search", "calc/plan/space"],
+    "test_values_roofline_torch_ops.py": ["calc/roofline/torch_kernels", "calc/roofline/notes", "calc/roofline/training", "calc/roofline/host",
+                                          "calc/roofline/memory_bound", "calc/comm/tp_rows", "calc/roofline/sweep", "calc/roofline/options"],
+    "test_values_roofline_calibration.py": ["calc/roofline/model", "calc/roofline/ops", "calc/roofline/calibration_fit", "calc/roofline/calibration"],
+    "test_values_serving_cost.py": ["calc/serve/iteration", "calc/serve/engine", "calc/serve/simulator", "calc/serve/disagg", "calc/serve/spec",
+                                    "calc/serve/static", "calc/serve/metrics", "calc/serve/workload"],
+    "test_values_scaling_specs.py": ["calc/scaling/fit", "calc/scaling/fit_batch", "calc/scaling/laws", "calc/scaling/calculators", "specs/lookup", "specs/hf",
+                                     "specs/gpu", "specs/cluster", "specs/model"],
+    "test_values_training_memory.py": ["calc/train/host", "calc/memory/training", "calc/train/step", "calc/memory/inference", "calc/comm/step",
+                                       "calc/train/options", "calc/train/parts", "calc/memory/schedule", "calc/counts/layers", "calc/parallel/shards",
+                                       "calc/train/attention_time", "calc/comm/exposed", "calc/comm/collectives", "calc/parallel/tensor_parallel",
+                                       "calc/counts/activations", "calc/counts/params", "calc/counts/flops", "calc/counts/attention"],
     # second, independent tests for core kills that rested on one test function
-    "test_values_second_oracles.py": ["memory_train", "memory_infer", "train", "comm_step", "memory_common",
-                                      "layers", "flops", "activations", "params", "attention", "tensor_parallel",
-                                      "comm_collectives"],
+    "test_values_second_oracles.py": ["calc/memory/training", "calc/memory/inference", "calc/train/step", "calc/comm/step", "calc/parallel/shards",
+                                      "calc/counts/layers", "calc/counts/flops", "calc/counts/activations", "calc/counts/params", "calc/counts/attention", "calc/parallel/tensor_parallel",
+                                      "calc/comm/collectives"],
     # tests for the survivors of the fresh family's train half (reports/mutation/fresh_train.jsonl)
     "test_values_fresh_train.py": sorted(TESTS),
 }
@@ -120,7 +122,7 @@ for _file, _stems in AREA_TESTS.items():
     for _stem in _stems:
         TESTS[_stem] = [_file, *TESTS[_stem]]
 
-# test files of the --outside modules, by path prefix (the first that matches); scripts/mutation_planted.py
+# test files of the --outside modules, by path prefix (the first that matches); tools/mutation_planted.py
 # runs its hand-planted bugs against the same lists
 VIEWS = ["test_values_views.py", "test_values_outside.py", "test_serve_cli.py", "test_csv_tidy.py", "test_render_80col.py"]
 SYSTEM = ["test_fuzz_system.py", "test_fuzz_inputs.py", "test_cli_foundation.py", "test_readers.py"]
@@ -156,10 +158,21 @@ OUTSIDE_TESTS: list[tuple[str, list[str]]] = [
 ]
 
 
+def module_key(path: str) -> str:
+    """`mlsyscalc/calc/parallel/shards.py` -> `calc/parallel/shards`: how TESTS, CORE and --modules name a module."""
+    return Path(path).with_suffix("").as_posix().removeprefix("mlsyscalc/")
+
+
+def target_paths(folders: tuple[str, ...] = TARGETS) -> list[str]:
+    """Every module under `folders` (sub-packages included), as paths from the repository root."""
+    return sorted(str(p.relative_to(ROOT)) for t in folders for p in (ROOT / t).rglob("*.py")
+                  if p.stem not in ("__init__", "_face"))
+
+
 def tests_for(path: str) -> list[str]:
-    """The test files a mutant of `path` runs: TESTS by stem for calc/ and specs/, OUTSIDE_TESTS elsewhere."""
+    """The test files a mutant of `path` runs: TESTS by module for calc/ and specs/, OUTSIDE_TESTS elsewhere."""
     if path.startswith(TARGETS):
-        return TESTS[Path(path).stem]
+        return TESTS[module_key(path)]
     return next(files for prefix, files in OUTSIDE_TESTS if path.startswith(prefix))
 
 
@@ -171,15 +184,15 @@ DESELECT = ["tests/test_cli_foundation.py::test_cli_is_import_light_and_fast",
 
 # the modules behind the core quantities (params, FLOPs, memory parts, KV bytes, collective
 # bytes, op times): mutated first, so a time budget spends itself on them
-CORE = {"params", "layers", "flops", "hf", "model", "memory_common", "memory_infer", "memory_train",
-        "activations", "tensor_parallel", "comm_collectives", "comm_step", "roofline_ops",
-        "roofline_model", "cluster", "gpu"}
+CORE = {"calc/counts/params", "calc/counts/layers", "calc/counts/flops", "specs/hf", "specs/model", "calc/parallel/shards", "calc/memory/inference", "calc/memory/training",
+        "calc/counts/activations", "calc/parallel/tensor_parallel", "calc/comm/collectives", "calc/comm/step", "calc/roofline/ops",
+        "calc/roofline/model", "specs/cluster", "specs/gpu"}
 
 # the modules behind params, FLOPs, memory parts, KV bytes, collective bytes and the pipeline
 # bubble: with --count-killers their mutants run every selected test (no -x) so the report can
 # say how many tests catch each
-KILL_COUNT = {"params", "layers", "flops", "attention", "activations", "memory_common", "memory_infer",
-              "memory_train", "tensor_parallel", "comm_collectives", "comm_step", "train"}
+KILL_COUNT = {"calc/counts/params", "calc/counts/layers", "calc/counts/flops", "calc/counts/attention", "calc/counts/activations", "calc/parallel/shards", "calc/memory/inference",
+              "calc/memory/training", "calc/parallel/tensor_parallel", "calc/comm/collectives", "calc/comm/step", "calc/train/step"}
 
 SWAP_OPS: dict[type, type] = {
     ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult,
@@ -455,7 +468,7 @@ def _warm_imports() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "reports/mutation/results.jsonl")
-    parser.add_argument("--modules", nargs="*", help="module stems to mutate (default: all)")
+    parser.add_argument("--modules", nargs="*", help="modules to mutate, as calc/parallel/shards or specs/hf (default: all)")
     parser.add_argument("--scratch", type=Path, default=Path("/tmp/mlsys_mutation"))
     parser.add_argument("--rerun", choices=["survived", "single"],
                         help="run the survivors again, or the counted kills that rest on one test function")
@@ -483,7 +496,6 @@ def main() -> None:
                         help="only the sites of this half of the fixed hash split (mutation_sample.half_of)")
     parser.add_argument("--outside", action="store_true",
                         help="mutate the modules around the calculators (OUTSIDE: cli, report, bench, readers, units)")
-    parser.add_argument("--report", action="store_true", help="print the markdown summary")
     parser.add_argument("--show", nargs=2, metavar=("PATH", "INDEX"), help="print one mutant's diff")
     opts = parser.parse_args()
     if opts.kinds != KINDS:
@@ -491,11 +503,6 @@ def main() -> None:
         os.execv(sys.executable, [sys.executable, *sys.argv])  # module constants read the variable at import
     if opts.show:
         print(show(opts.show[0], int(opts.show[1])))
-        return
-    if opts.report:
-        from mutation_report import render  # scripts/mutation_report.py
-
-        print(render(opts.out))
         return
     run(opts)
 
@@ -507,9 +514,17 @@ def _load(out: Path) -> dict[tuple[str, int], dict]:
     return {(r["path"], r["index"]): r for r in rows}  # the last row of a mutant wins
 
 
-def _equivalent(site: Site) -> bool:
-    from mutation_report import EQUIVALENT  # scripts/mutation_report.py
+def _notes(kind: str) -> dict[tuple[str, str], str]:
+    """tools/mutation_equivalents.json's `kind` list ("equivalent" or "unreached") keyed by (module path, diff)."""
+    rows = json.loads(NOTES.read_text())[kind]
+    return {(r["path"], "\n".join(r["diff"])): r["why"] for r in rows}
 
+
+EQUIVALENT = _notes("equivalent")
+UNREACHED = _notes("unreached")
+
+
+def _equivalent(site: Site) -> bool:
     return (site.path, show(site.path, site.index)) in EQUIVALENT
 
 
@@ -531,13 +546,12 @@ def _plan(opts: argparse.Namespace) -> list[Site]:
         paths = sorted([*(str(p.relative_to(ROOT)) for t in OUTSIDE for p in (ROOT / t).glob("*.py")), *OUTSIDE_FILES])
         paths = [p for p in paths if Path(p).stem not in OUTSIDE_SKIP]
     else:
-        paths = sorted((str(p.relative_to(ROOT)) for t in TARGETS for p in (ROOT / t).glob("*.py")),
-                       key=lambda p: (Path(p).stem not in CORE, p))
+        paths = sorted(target_paths(), key=lambda p: (module_key(p) not in CORE, p))
     paths = [p for p in paths if Path(p).stem != "__init__"]
-    selected = [p for p in paths if not opts.modules or Path(p).stem in opts.modules]
+    selected = [p for p in paths if not opts.modules or module_key(p) in opts.modules]
     if opts.sites is not None:
         return _listed_sites(opts.sites, selected)
-    from mutation_sample import draw, in_half, not_killed  # scripts/mutation_sample.py
+    from mutation_sample import draw, in_half, not_killed  # tools/mutation_sample.py
 
     if opts.not_killed_in:
         return [s for s in not_killed(ROOT, [s for p in selected for s in sites(p)], opts.not_killed_in)
@@ -601,12 +615,12 @@ def run(opts: argparse.Namespace) -> None:
     opts.out.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     for site in plan:
-        path, stem = site.path, Path(site.path).stem
+        path, stem = site.path, module_key(site.path)
         previous = done.get((path, site.index))
         if not _wanted(previous, opts.rerun):
             continue  # done already, or a rerun of others
         if opts.rerun == "survived" and _equivalent(site):
-            continue  # explained in mutation_report.EQUIVALENT: no test can kill it
+            continue  # explained in tools/mutation_equivalents.json: no test can kill it
         tests = tests_for(path)
         if tuple(tests) not in baselines:
             t0 = time.monotonic()

@@ -5,7 +5,7 @@ change and the text of its source line at the commit the row records, not by its
 site stays excluded after lines above it moved. Two sites with the same change on one line
 share a key: the second is excluded too (the samples stay disjoint, at the cost of a site).
 
-    python scripts/mutation.py --seed 2211 --count 90 --exclude reports/mutation/*.jsonl
+    python tools/mutation.py --seed 2211 --count 90 --exclude reports/mutation/*.jsonl
 """
 
 from __future__ import annotations
