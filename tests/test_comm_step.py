@@ -134,8 +134,8 @@ def test_overlap_is_explicit():
     (StepOptions(tp=3), "tp: attention heads: 32 is not divisible by 3"),
     (StepOptions(pp=3), "layers: 32 is not divisible by 3"),
     (StepOptions(dp=8, ep=2), "has no routed experts"),
-    (StepOptions(cp=3, seq=1000), "cp: sequence length"),
-    (StepOptions(zero=4), "zero stage"),
+    (StepOptions(cp=3, seq=1000), r"rule seq % \(2\*cp\) == 0: .*1000 is not divisible by 6"),
+    (StepOptions(zero=4), "--zero must be 0, 1, 2 or 3"),
     (StepOptions(dp=12), "divisible by 8"),
 ])
 def test_bad_layouts_are_clear_errors(opts, message):

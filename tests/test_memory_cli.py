@@ -47,7 +47,7 @@ def test_infer_json_and_max(run_cli):
     (["train", "llama2-7b", "--batch", "-1"], "'--batch': -1 is not in the range x>=1"),
     (["train", "llama2-7b", "--dp", "0"], "Invalid value for '--dp': 0 is not in the range x>=1"),
     (["train", "llama2-7b", "--ep", "2"], "--ep 2: llama2-7b has no routed experts"),
-    (["train", "llama2-7b", "--dp", "2", "--world-size", "8"], "world size 8 != dp*tp*pp*cp = 2*1*1*1 = 2"),
+    (["train", "llama2-7b", "--dp", "2", "--world-size", "8"], "rule tp*pp*dp*cp == gpus: 1*1*2*1 = 2, not --world-size 8"),
     (["train", "llama2-7b", "--fsdp", "bogus"], "--fsdp must be one of full_shard, shard_grad_op, no_shard"),
     (["infer", "llama2-7b", "--tp", "3"], "num_heads over --tp: 32 is not divisible by 3"),
     (["infer", "llama2-7b", "--max", "batch"], "--max needs --gpu"),

@@ -167,7 +167,7 @@ def test_bytes_override_changes_the_assumption():
     (TrainOptions(batch=-1), "--batch must be a positive integer, got -1"),
     (TrainOptions(dp=0), "--dp must be a positive integer, got 0"),
     (TrainOptions(ep=2), "--ep 2: llama2-7b has no routed experts"),
-    (TrainOptions(world_size=8, dp=2), "world size 8 != dp*tp*pp*cp = 2*1*1*1 = 2"),
+    (TrainOptions(world_size=8, dp=2), "rule tp*pp*dp*cp == gpus: 1*1*2*1 = 2, not --world-size 8"),
     (TrainOptions(offload="optimizer"), "--offload optimizer needs --zero 1, 2 or 3"),
     (TrainOptions(optimizer="lion"), "--optimizer must be one of adamw, sgd-momentum, adafactor, adam8bit"),
 ])

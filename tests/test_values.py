@@ -383,7 +383,7 @@ def test_hierarchical_all_gather_on_two_nodes():
 def test_sequence_parallel_needs_the_context_shard_to_split_over_tp(run_cli):
     # --seq 2052 --cp 2: 1026 tokens per context rank, not divisible by --tp 4
     code, _, err = run_cli("comm", "step", "llama3-8b", "--cp", "2", "--tp", "4", "--sp", "--seq", "2052")
-    assert code == 2 and "sp: sequence per tensor-parallel rank: 1026 is not divisible by 4" in err
+    assert code == 2 and "rule (seq/cp) % tp == 0 with --sp: 1026 is not divisible by 4" in err
 
 
 def test_host_call_overhead_is_the_largest_of_the_links_used():

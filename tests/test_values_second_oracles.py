@@ -146,11 +146,11 @@ def test_world_size_check_through_the_cli(run_cli):
 
 
 def test_sequence_parallel_needs_the_cp_shard_to_split_over_tp():
-    """--sp splits each CP rank's seq / cp tokens over TP: 4100 / 4 = 1025 tokens do not split over 2 ranks
-    (though 4100 does); 4096 / 4 = 1024 do."""
-    _mem("llama2-7b", seq=4096, cp=4, tp=2, sp=True)
-    with pytest.raises(MlsysError, match="--seq over --tp with --sp: 1025 is not divisible by 2"):
-        _mem("llama2-7b", seq=4100, cp=4, tp=2, sp=True)
+    """--sp splits each CP rank's seq / cp tokens over TP: 4104 / 4 = 1026 tokens do not split over 4 ranks
+    (though 4104 does, and 4104 % (2*4) == 0); 4096 / 4 = 1024 do."""
+    _mem("llama2-7b", seq=4096, cp=4, tp=4, sp=True)
+    with pytest.raises(MlsysError, match=r"rule \(seq/cp\) % tp == 0 with --sp: 1026 is not divisible by 4"):
+        _mem("llama2-7b", seq=4104, cp=4, tp=4, sp=True)
 
 
 def test_no_vocab_parallel_rank_through_the_cli(run_cli):

@@ -131,7 +131,7 @@ def test_per_layer_activation_items_describe_layer_0(run_cli):
 
 
 @pytest.mark.parametrize("args,message", [
-    (("--vp", "2"), "--vp interleaves the 1F1B schedule"),
+    (("--vp", "2"), "rule vp needs pp > 1: the interleaved schedule splits a pipeline"),
     (("--vp", "2", "--pp", "2", "--schedule", "gpipe"), "--vp interleaves the 1F1B schedule"),
     (("--vp", "3", "--pp", "2"), "num_layers over --pp x --vp"),  # 32 layers over 6 chunks
     (("--vp", "2", "--pp", "2", "--grad-accum", "3"), "--grad-accum over --pp"),
@@ -348,12 +348,13 @@ def test_more_hf_defaults_of_missing_keys():
     assert not _spec("pythia-1.4b", attention_bias=False).qkv_bias
 
 
-@pytest.mark.parametrize("seq,ok", [(8, True), (6, False)])
+@pytest.mark.parametrize("seq,ok", [(16, True), (12, False)])
 def test_sequence_parallel_splits_the_context_shard(run_cli, seq, ok):
-    # --sp splits each cp rank's seq / cp tokens over the tp ranks: 8 / 2 = 4 splits over 2, 6 / 2 = 3 does not
-    code, _, err = run_cli("memory", "train", "llama2-7b", "--sp", "--tp", "2", "--cp", "2", "--seq", str(seq))
+    # --sp splits each cp rank's seq / cp tokens over the tp ranks: 16 / 2 = 8 splits over 4, 12 / 2 = 6 does not
+    # (both are whole 2*cp chunks, so the sequence rule passes and the sp rule decides)
+    code, _, err = run_cli("memory", "train", "llama2-7b", "--sp", "--tp", "4", "--cp", "2", "--seq", str(seq))
     assert code == (0 if ok else 2)
-    assert ok or "--seq over --tp with --sp" in err
+    assert ok or "rule (seq/cp) % tp == 0 with --sp" in err
 
 
 def test_options_must_be_positive_integers():

@@ -90,8 +90,8 @@ def test_bytes_per_element_by_framework(framework, tp, zero, expect):
 
 
 @pytest.mark.parametrize("opts,message", [
-    (dict(vp=2), "--vp interleaves the 1F1B schedule of a pipeline"),
-    (dict(vp=2, pp=2, schedule="gpipe", grad_accum=2), "--vp interleaves the 1F1B schedule of a pipeline"),
+    (dict(vp=2), "rule vp needs pp > 1: the interleaved schedule splits a pipeline"),
+    (dict(vp=2, pp=2, schedule="gpipe", grad_accum=2), "--vp interleaves the 1F1B schedule: not with --schedule gpipe"),
     (dict(vp=5, pp=2, grad_accum=2), "num_layers over --pp x --vp"),
     (dict(vp=2, pp=2, grad_accum=3), "--grad-accum over --pp with --vp"),
 ])

@@ -49,6 +49,7 @@ from ...specs.model import ModelSpec
 from ...validate import check_gpus
 from .collectives import TREE_COLLECTIVES, CollectiveCost, collective_cost
 from ..parallel.expert_grid import ExpertGrid
+from ..parallel.layout import Layout
 from ...dtypes import bytes_per_element, dtype_name
 from ..counts.layers import layer_linears, mlp_linears
 from ..counts.params import count_params
@@ -91,8 +92,14 @@ class StepOptions:
         return self.dp * self.tp * self.pp * self.cp
 
     @property
+    def grid(self) -> Layout:
+        """The parallel layout (calc.parallel.layout), whose rules comm shares with train, plan and memory."""
+        return Layout(tp=self.tp, pp=self.pp, dp=self.dp, cp=self.cp, ep=self.ep, etp=self.etp, vp=self.interleave,
+                      sp=self.sp, micro_batch=self.batch, zero=self.zero)
+
+    @property
     def experts(self) -> ExpertGrid:
-        return ExpertGrid(tp=self.tp, cp=self.cp, dp=self.dp, ep=self.ep, etp=self.etp)
+        return self.grid.experts
 
 
 @dataclass(frozen=True)
@@ -165,9 +172,9 @@ def _expert_params(spec: ModelSpec) -> int:
 
 
 def _validate(spec: ModelSpec, o: StepOptions, cluster: ClusterSpec) -> None:
-    for name in ("dp", "tp", "pp", "ep", "cp", "batch", "seq", "grad_accum", "interleave"):
+    for name in ("batch", "seq", "grad_accum", "interleave"):
         require(getattr(o, name) >= 1, f"{name} must be at least 1, got {getattr(o, name)}")
-    require(o.zero in (0, 1, 2, 3), f"zero stage must be 0, 1, 2 or 3, got {o.zero}")
+    o.grid.validate_sizes()  # the layout's sizes, ZeRO stage and vp rules (calc.parallel.layout)
     require(o.tp_input_reduce in ("shared", "each"), f"tp_input_reduce must be shared or each, got {o.tp_input_reduce!r}")
     check_gpus(o.gpus, "dp x tp x pp x cp GPUs")
     require(sorted(o.order) == sorted(DIMENSIONS), f"order must list {', '.join(DIMENSIONS)} once each")
@@ -181,10 +188,7 @@ def _validate(spec: ModelSpec, o: StepOptions, cluster: ClusterSpec) -> None:
                 f"stages: {o.pp} stages must hold each of the {spec.num_layers} layers once")
     else:
         divide(spec.num_layers, o.pp * o.interleave, "pp x interleave: layers")
-    divide(o.seq, o.cp, "cp: sequence length")
-    if o.sp:
-        divide(o.seq // o.cp, o.tp, "sp: sequence per tensor-parallel rank")
-    o.experts.validate(spec, sp=o.sp)  # Megatron-Core's MoE parallel folding rules
+    o.grid.validate(spec, o.seq)  # sequence and experts' rules: one Layout
     require(spec.moe is None or o.pp == 1 or o.order[-1] == "pp",
             "order: with routed experts pp must come last (Megatron-Core builds the expert grid etp x ep x edp "
             "inside each pipeline stage's ranks)")

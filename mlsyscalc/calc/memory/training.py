@@ -40,6 +40,7 @@ from ...specs.model import ModelSpec
 from ...validate import check_gpus
 from ..counts.activations import Saved, Split, item_bytes, layer_bytes, layer_saved
 from ..parallel.expert_grid import ExpertGrid
+from ..parallel.layout import Layout
 from ..parallel.shards import StageParams, merge_bytes, stage_params
 from .schedule import (FRAMEWORKS, SCHEDULES, chunk_forwards, embedding_grad_blocks, fsdp_sharded, grads_resident,
                               grads_resident_at_end, in_flight, receive_buffers)
@@ -112,19 +113,25 @@ class TrainOptions:
         return self.tp if self.vocab_parallel else 1
 
     @property
+    def grid(self) -> Layout:
+        """The parallel layout (calc.parallel.layout), whose rules memory shares with train, plan and comm."""
+        return Layout(tp=self.tp, pp=self.pp, dp=self.dp, cp=self.cp, ep=self.ep, etp=self.etp, vp=self.vp, sp=self.sp,
+                      micro_batch=self.batch, zero=self.zero, schedule=self.schedule)
+
+    @property
     def experts(self) -> ExpertGrid:
         """The routed experts' grid over each stage's tp x cp x dp ranks (Megatron-Core's MoE parallel folding)."""
-        return ExpertGrid(tp=self.tp, cp=self.cp, dp=self.dp, ep=self.ep, etp=self.etp)
+        return self.grid.experts
 
     def validate(self, spec: ModelSpec) -> None:
-        for name in ("batch", "seq", "grad_accum", "dp", "tp", "pp", "ep", "cp", "vp"):
+        for name in ("batch", "seq", "grad_accum"):
             value = getattr(self, name)
             require(isinstance(value, int) and value >= 1, f"--{name.replace('_', '-')} must be a positive integer, got {value}")
-        require(self.zero in (0, 1, 2, 3), f"--zero must be 0, 1, 2 or 3, got {self.zero}")
+        require(self.schedule in SCHEDULES, f"--schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+        self.grid.validate_sizes()  # the layout's sizes, ZeRO stage and vp rules (calc.parallel.layout)
         require(self.optimizer in OPTIMIZERS, f"--optimizer must be one of {', '.join(OPTIMIZERS)}")
         require(self.recompute in RECOMPUTE, f"--recompute must be one of {', '.join(RECOMPUTE)}")
         require(self.offload in OFFLOAD, f"--offload must be one of {', '.join(OFFLOAD)}")
-        require(self.schedule in SCHEDULES, f"--schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
         require(self.framework in FRAMEWORKS, f"--framework must be one of {', '.join(FRAMEWORKS)}, got {self.framework!r}")
         if self.schedule == "dualpipe":
             require(self.pp >= 2 and self.pp % 2 == 0, f"--schedule dualpipe pairs stage s with pp - 1 - s: --pp must be "
@@ -133,7 +140,6 @@ class TrainOptions:
                     f"--schedule dualpipe feeds half the micro-batches from each end: an even count of at least --pp "
                     f"{self.pp}, got {self.grad_accum}")
         if self.vp > 1:
-            require(self.pp > 1 and self.schedule == "1f1b", "--vp interleaves the 1F1B schedule of a pipeline (--pp > 1)")
             self.chunks(spec)
             divide(self.grad_accum, self.pp, "--grad-accum over --pp with --vp (interleaved micro-batch groups)")
         require(dtype_name(self.dtype) in ("fp32", "bf16", "fp16", "fp8", *BLOCK_RECIPES),
@@ -150,14 +156,7 @@ class TrainOptions:
         check_tp(spec, self.tp, experts=self.experts.expert_tp)
         check_gpus(self.dp * self.tp * self.pp * self.cp, "--dp x --tp x --pp x --cp GPUs")
         self.chunks(spec)
-        divide(self.seq, self.cp, "--seq over --cp")
-        if self.sp:
-            divide(self.seq // self.cp, self.tp, "--seq over --tp with --sp")
-        self.experts.validate(spec, sp=self.sp)  # Megatron-Core's MoE parallel folding rules
-        if self.world_size is not None:
-            world = self.dp * self.tp * self.pp * self.cp
-            require(world == self.world_size, f"world size {self.world_size} != dp*tp*pp*cp = "
-                                              f"{self.dp}*{self.tp}*{self.pp}*{self.cp} = {world}")
+        self.grid.validate(spec, self.seq, self.world_size, gpus_flag="--world-size")  # sequence, world and experts' rules: one Layout
 
     def chunks(self, spec: ModelSpec) -> tuple[tuple[int, ...], ...]:
         """Decoder layers of each stage's model chunks (calc.parallel.pipeline_split): even, or Megatron-LM's uneven split."""

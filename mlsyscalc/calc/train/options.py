@@ -19,7 +19,8 @@ from ...errors import divide, require
 from ...specs.cluster import ClusterSpec
 from ...specs.model import ModelSpec
 from ..comm.step import placement
-from ..parallel.expert_grid import ExpertGrid, check_experts
+from ..parallel.expert_grid import ExpertGrid
+from ..parallel.layout import Layout
 from ..memory.schedule import FRAMEWORKS, SCHEDULES, SPLIT_BACKWARD
 from ..parallel.pipeline_split import EVEN, PipelineSplit, chunk_layers
 from ..roofline.options import LOSSES
@@ -103,9 +104,15 @@ class TrainStepOptions:
         return self.sp and self.tp > 1
 
     @property
+    def grid(self) -> Layout:
+        """The parallel layout (calc.parallel.layout), whose rules these options share with memory, comm and plan."""
+        return Layout(tp=self.tp, pp=self.pp, dp=self.data_parallel, cp=self.cp, ep=self.ep, etp=self.etp, vp=self.vp,
+                      sp=self.sp, micro_batch=self.micro_batch, zero=self.zero, schedule=self.schedule)
+
+    @property
     def experts(self) -> ExpertGrid:
         """The routed experts' etp x ep x edp grid over each stage's tp x cp x dp ranks (calc.parallel.expert_grid)."""
-        return ExpertGrid(tp=self.tp, cp=self.cp, dp=self.data_parallel, ep=self.ep, etp=self.etp)
+        return self.grid.experts
 
     @property
     def expert_tp(self) -> int:
@@ -128,17 +135,21 @@ class TrainStepOptions:
                 "dtype": self.dtype}
 
     def validate(self, spec: ModelSpec, cluster: ClusterSpec) -> None:
-        for name in ("gpus", "seq", "global_batch", "micro_batch", "tp", "pp", "cp", "ep", "vp"):
+        for name in ("gpus", "seq", "global_batch"):
             value = getattr(self, name)
             require(isinstance(value, int) and value >= 1, f"--{name.replace('_', '-')} must be a positive integer, got {value}")
         require(self.dp is None or self.dp >= 1, f"--dp must be a positive integer, got {self.dp}")
-        require(self.etp is None or (isinstance(self.etp, int) and self.etp >= 1),
-                f"--etp must be a positive integer, got {self.etp}")
-        require(self.zero in (0, 1, 2, 3), f"--zero must be 0, 1, 2 or 3, got {self.zero}")
+        self.grid_unchecked.validate_sizes()
         require(self.recompute in RECOMPUTE, f"--recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r}")
         self.validate_scalars()
         check_tp(spec, self.tp, experts=self.expert_tp)  # heads % tp, KV heads, every split width (experts: etp)
         self.check_layout(spec, cluster)
+
+    @property
+    def grid_unchecked(self) -> Layout:
+        """The layout before dp is known (dp 1): for the size rules, which read no dp."""
+        return Layout(tp=self.tp, pp=self.pp, cp=self.cp, ep=self.ep, etp=self.etp, vp=self.vp, sp=self.sp,
+                      micro_batch=self.micro_batch, zero=self.zero, schedule=self.schedule)
 
     def validate_scalars(self) -> None:
         """dtype, overlap and capacity factor: the options that are not part of the layout."""
@@ -155,8 +166,6 @@ class TrainStepOptions:
         require(self.loss == "fp32" or self.framework == "megatron",
                 "--loss fused prices the fused kernel list (--framework megatron); torch runs its own cross-entropy")
         require(0.0 <= self.dropout < 1.0, f"--dropout must be in [0, 1), got {self.dropout}")
-        require(self.schedule == "1f1b" or self.vp == 1,
-                f"--vp interleaves the 1F1B schedule: not with --schedule {self.schedule}")
         require(self.schedule not in SPLIT_BACKWARD or self.framework == "megatron",
                 f"--schedule {self.schedule} is priced for Megatron-style code (--framework megatron): torch's "
                 "host, memory and kernel rules were measured with its own 1F1B and GPipe")
@@ -173,18 +182,16 @@ class TrainStepOptions:
 
     def check_layout(self, spec: ModelSpec, cluster: ClusterSpec) -> None:
         """Every layout rule except the tensor-parallel widths (`check_tp`, the costly one; the experts' by etp
-        are checked, once per (tp, etp))."""
-        self._validate_model(spec)
+        are checked, once per (tp, etp)): the shared ones of `Layout.validate`, then train's own."""
+        chunk_layers(spec.num_layers, self.pp, self.vp, self.pipeline_split)  # even, or one of Megatron's uneven splits
+        require(self.cp == 1 or self.attention != "unfused",
+                "--attention unfused has no context parallelism (ring attention is flash)")
+        self.grid.validate(spec, self.seq, self.gpus, node=cluster.scale_up_gpus, megatron=self.framework == "megatron")
         self._validate_world(cluster)
-        self.experts.validate(spec, sp=self.sp_active, node=cluster.scale_up_gpus, megatron=self.framework == "megatron")
         for dim, (size, stride) in self.experts.groups().items():  # whole expert groups per node, as comm_step
             placement(size, stride, min(cluster.scale_up_gpus, self.gpus), f"expert {dim} group")  # places them
 
     def _validate_world(self, cluster: ClusterSpec) -> None:
-        dp = self.data_parallel
-        world = self.tp * self.pp * dp * self.cp
-        require(world == self.gpus, f"rule tp*pp*dp*cp == gpus: {self.tp}*{self.pp}*{dp}*{self.cp} = {world}, "
-                                    f"not --gpus {self.gpus}")
         _ = self.num_micro_batches
         node, word = cluster.scale_up_gpus, cluster.domain_word  # a node, or an NVLink domain of several (NVL72)
         a = "an" if word.startswith("NV") else "a"
@@ -193,7 +200,6 @@ class TrainStepOptions:
         if self.gpus > node:
             divide(self.gpus, node, f"rule whole {word}s: --gpus over the {node} GPUs of a {cluster.name} {word}")
             require(cluster.inter is not None, f"{self.gpus} GPUs span nodes, but {cluster.name} has no inter-node link")
-        require(self.vp == 1 or self.pp > 1, "rule vp needs pp > 1: the interleaved schedule splits a pipeline")
         if self.vp > 1:
             divide(self.num_micro_batches, self.pp, "rule num_micro_batches % pp == 0 with --vp (Megatron-LM's "
                                                     "interleaved schedule)")
@@ -206,14 +212,3 @@ class TrainStepOptions:
         for dim, size in (("tp", self.tp), ("cp", self.cp), ("dp", self.data_parallel), ("pp", self.pp)):
             placement(size, stride, min(node, self.gpus), f"{dim} group")
             stride *= size
-
-    def _validate_model(self, spec: ModelSpec) -> None:
-        chunk_layers(spec.num_layers, self.pp, self.vp, self.pipeline_split)  # even, or one of Megatron's uneven splits
-        if self.cp > 1:
-            require(self.attention != "unfused", "--attention unfused has no context parallelism (ring attention is flash)")
-            divide(self.seq, 2 * self.cp, "rule seq % (2*cp) == 0: load-balanced context parallelism splits each "
-                                          "sequence into 2*cp chunks")
-        if self.sp_active:
-            divide(self.seq // self.cp, self.tp, "rule (seq/cp) % tp == 0 with --sp")
-        check_experts(spec, self.tp, self.ep, self.etp)  # ep, etp and the experts; their grid: check_layout
-
