@@ -3,15 +3,15 @@
 # memory_allocated counts beyond the requested bytes after gpt2's and llama2-7b's (2 layers) build,
 # caches and warm-up step, beside calc.memory.caching_allocator's replay; then `mlsys bench model` re-measures
 # the gpt2 rows whose peak memory missed by more than 3% (memory rows: no profiler, no host probe).
-#   scripts/device_models_memcheck2.sh DIR   (DIR/alloc.json, DIR/alloc.log; rows -> DIR/rows.jsonl, tables -> DIR/log.md)
+#   reports/models/runs/h100-allocator-rounding/run.sh DIR   (DIR/alloc.json, DIR/alloc.log; rows -> DIR/rows.jsonl, tables -> DIR/log.md)
 set -u
 DIR=${1:-reports/models/memcheck2}
 mkdir -p "$DIR"
 BUDGET_S=${BUDGET_S:-95}
-. "$(dirname "$0")/device_models_lib.sh"
+. "$(dirname "$0")/../../../../scripts/device_models_lib.sh"
 run() { bench_case "$DIR/rows.jsonl" 30 --no-profile --no-host-probe "$@"; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$DIR/log.md" 2>&1
-timeout 30 python3 -W ignore "$(dirname "$0")/allocator_check.py" --out "$DIR/alloc.json" \
+timeout 30 python3 -W ignore "$(dirname "$0")/../../../../scripts/allocator_check.py" --out "$DIR/alloc.json" \
   gpt2:decode:1:1023:graph gpt2:decode:1:1023:eager gpt2:prefill:2:1024:graph gpt2:train:2:512:eager \
   llama2-7b:decode:1:2048:graph:2 llama2-7b:train:1:1024:eager:2 >"$DIR/alloc.log" 2>&1 || echo "exit $?" >>"$DIR/alloc.log"
 # first the rows measured before the bench cleared the cuBLAS workspaces (the misses left after the replay)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Whole-model rows on cases the roofline's --impl torch structure was not chosen on (other batch
 # sizes and sequence lengths, the held-out families), for reports/models/.
-#   scripts/device_models_fresh.sh DIR [fresh|fitset|host]   (rows -> DIR/models.jsonl, tables -> DIR/log.md)
+#   reports/models/runs/h100-torch-impl-heldout/run.sh DIR [fresh|fitset|host]   (rows -> DIR/models.jsonl, tables -> DIR/log.md)
 # fitset: the cases of the calibration's fit set (gpt2, llama2-7b, pythia-1.4b, qwen2.5-7b, TinyLlama)
 # again, for a fit on the card the fresh rows ran on.
 # host: cases where the host or the fixed cost per kernel weighs most (gpt2 decode at other batches and
@@ -15,7 +15,7 @@ mkdir -p "$DIR"
 TINY=reports/models/configs/tinyllama-1.1b
 BUDGET_S=${BUDGET_S:-300}
 LIMIT_S=150
-. "$(dirname "$0")/device_models_lib.sh"
+. "$(dirname "$0")/../../../../scripts/device_models_lib.sh"
 run() { bench_case "$DIR/models.jsonl" "$LIMIT_S" "$@"; }
 if [ "$SET" = host ]; then
   LIMIT_S=100

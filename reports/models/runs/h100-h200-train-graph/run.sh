@@ -7,12 +7,12 @@
 #        held-out families (phi-2; llama3-8b, mistral-7b, gemma2-9b, falcon-7b with 4 layers); for reports/models/
 #   h200 (<= 200 s): the training steps of reports/models/h200's table, the TinyLlama-shape B4 / B8 S2048
 #        steps first; rows -> reports/models/h200_train_graph.jsonl
-#   scripts/device_models_train_graph.sh DIR [h100|h200]   (rows -> DIR/models.jsonl, tables -> DIR/log.md)
+#   reports/models/runs/h100-h200-train-graph/run.sh DIR [h100|h200]   (rows -> DIR/models.jsonl, tables -> DIR/log.md)
 set -u
 DIR=${1:-reports/models/train_graph}
 CARD=${2:-h100}
 mkdir -p "$DIR"
-. "$(dirname "$0")/device_models_lib.sh"
+. "$(dirname "$0")/../../../../scripts/device_models_lib.sh"
 TINY=reports/models/configs/tinyllama-1.1b
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >>"$DIR/log.md" 2>&1
 if [ "$CARD" = h200 ]; then

@@ -7,12 +7,12 @@
 # gemma2-9b B2 2 (o, down; cuBLAS ran 3 at B1-B8), B12 5; llama3-8b B12 5; mistral-7b B24 3 (k, v,
 # down); phi-2 B12 1; falcon-7b B12 3.
 # For reports/models/ (--fresh): one H100, <= 150 s.
-#   scripts/device_models_check6.sh DIR     (rows -> DIR/models.jsonl, tables -> DIR/log.md)
+#   reports/models/runs/h100-decode-splitk-edges/run.sh DIR     (rows -> DIR/models.jsonl, tables -> DIR/log.md)
 set -u
 DIR=${1:-reports/models/check6}
 mkdir -p "$DIR"
 BUDGET_S=${BUDGET_S:-120}
-. "$(dirname "$0")/device_models_lib.sh"
+. "$(dirname "$0")/../../../../scripts/device_models_lib.sh"
 run() { bench_case "$DIR/models.jsonl" 45 "$@"; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$DIR/log.md" 2>&1
 run gemma2-9b --phase decode --batch 2,12 --seq 2048 --mode graph

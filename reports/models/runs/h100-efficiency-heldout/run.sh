@@ -3,13 +3,13 @@
 # kernels (chosen on reports/models/h100*.jsonl): training steps of other shapes and families,
 # prefill of the held-out families at new shapes, and the prefill memory cases re-measured with a
 # graph row's peak taken from an eager step.
-#   scripts/device_models_holdout.sh DIR   (rows -> DIR/models.jsonl and DIR/memcheck.jsonl, log -> DIR/log.md)
+#   reports/models/runs/h100-efficiency-heldout/run.sh DIR   (rows -> DIR/models.jsonl and DIR/memcheck.jsonl, log -> DIR/log.md)
 set -u
 DIR=${1:-reports/models/holdout}
 mkdir -p "$DIR"
 TINY=reports/models/configs/tinyllama-1.1b
 BUDGET_S=${BUDGET_S:-450}
-. "$(dirname "$0")/device_models_lib.sh"
+. "$(dirname "$0")/../../../../scripts/device_models_lib.sh"
 run() { local out=$1; shift; bench_case "$DIR/$out" 120 "$@"; }
 run models.jsonl "$TINY" --phase train --batch 2 --seq 2048
 run models.jsonl qwen2.5-7b --layers 4 --phase train --batch 2 --seq 2048

@@ -6,9 +6,9 @@
 # 2 layers at S512, gpt2-xl with 4 layers at S256, and falcon-40b with 1 and 3 layers at S2048 and 2 at S1024 (the
 # H200 rows' shapes, on this card). Eager steps (the peak is the same step's); about 2 min. No case starts after
 # BUDGET_S.
-#   scripts/device_models_tied_memory.sh DIR   (rows -> DIR/rows.jsonl, tables -> DIR/log.md)
+#   reports/models/runs/h100-tied-embedding-memory/run.sh DIR   (rows -> DIR/rows.jsonl, tables -> DIR/log.md)
 set -u
-. "$(dirname "$0")/device_models_lib.sh"
+. "$(dirname "$0")/../../../../scripts/device_models_lib.sh"
 models_call reports/models/tied_memory 240 "${1:-reports/models/tied_memory}"
 run() { bench_case "$DIR/rows.jsonl" 90 "$@" --mode eager --phase train --batch 1; }
 run gemma2-9b --layers 1 --seq 512

@@ -3,12 +3,12 @@
 # d64 attention (reports/models/notes.md, "Why calibrated held-out rows miss"): shapes of the held-out
 # families not measured before, prefill and CUDA-graph decode. Nothing was chosen on these rows.
 # For reports/models/ (--fresh): one H100, <= 150 s.
-#   scripts/device_models_check5.sh DIR     (rows -> DIR/models.jsonl, tables -> DIR/log.md)
+#   reports/models/runs/h100-heldout-splitk/run.sh DIR     (rows -> DIR/models.jsonl, tables -> DIR/log.md)
 set -u
 DIR=${1:-reports/models/check5}
 mkdir -p "$DIR"
 BUDGET_S=${BUDGET_S:-120}
-. "$(dirname "$0")/device_models_lib.sh"
+. "$(dirname "$0")/../../../../scripts/device_models_lib.sh"
 run() { bench_case "$DIR/models.jsonl" 45 "$@"; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$DIR/log.md" 2>&1
 # long-K down_proj (K = 4 N) at 512 and 2048 rows: no split-K reduction priced

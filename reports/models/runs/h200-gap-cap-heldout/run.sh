@@ -6,9 +6,9 @@
 # B1/B8, prefill) and 2 (training); a Qwen2.5-1.5B shape (its config.json values on qwen2.5-7b: hidden 1536,
 # 28 layers, 12 heads over 2 KV heads, MLP 8960, tied head; 1.54 B parameters) decode B1/B8/B32, prefill, training. About 6 min; no case
 # starts after BUDGET_S.
-#   scripts/device_models_gap_cap_check.sh DIR   (rows -> DIR/rows.jsonl, tables -> DIR/log.md)
+#   reports/models/runs/h200-gap-cap-heldout/run.sh DIR   (rows -> DIR/rows.jsonl, tables -> DIR/log.md)
 set -u
-. "$(dirname "$0")/device_models_lib.sh"
+. "$(dirname "$0")/../../../../scripts/device_models_lib.sh"
 models_call reports/models/gap_cap_check 420 "$@"
 run() { bench_case "$DIR/rows.jsonl" 120 "$@" --mode graph; }
 QWEN15=(qwen2.5-7b --set hidden_size=1536 --set num_hidden_layers=28 --set num_attention_heads=12

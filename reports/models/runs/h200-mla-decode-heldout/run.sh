@@ -6,9 +6,9 @@
 #  - the same with 64 heads and a 256-wide latent (Q/K 320, V 256: half the FLOPs a CTA), 4 layers;
 #  - deepseek-v3 (4 layers) decode B32 (128 CTAs, one an SM) and B64 (256 CTAs: 2 on the busiest SM).
 # About 5 min on an H100.
-#   scripts/device_models_mla.sh DIR   (rows -> DIR/rows.jsonl, tables -> DIR/log.md)
+#   reports/models/runs/h200-mla-decode-heldout/run.sh DIR   (rows -> DIR/rows.jsonl, tables -> DIR/log.md)
 set -u
-. "$(dirname "$0")/device_models_lib.sh"
+. "$(dirname "$0")/../../../../scripts/device_models_lib.sh"
 models_call reports/models/mla 480 "$@"
 LATENT256=("${V2LITE[@]}" --set num_attention_heads=64 --set num_key_value_heads=64 --set kv_lora_rank=256)
 run() { bench_case "$DIR/rows.jsonl" 150 "$@" --mode graph; }

@@ -3,13 +3,13 @@
 # decode steps, and a launch loop), then the eager rows whose host sets their time, re-measured with
 # the host probe that every `mlsys bench model` process runs first (rows carry host_s_per_kernel and
 # host_s_per_layer), beside GPU-bound controls. For reports/models/ (--fresh): one H100, <= 300 s.
-#   scripts/device_models_host.sh DIR      (rows -> DIR/models.jsonl and DIR/host.jsonl, tables -> DIR/log.md)
+#   reports/models/runs/h100-host-path/run.sh DIR      (rows -> DIR/models.jsonl and DIR/host.jsonl, tables -> DIR/log.md)
 set -u
 DIR=${1:-reports/models/host}
 mkdir -p "$DIR"
 TINY=reports/models/configs/tinyllama-1.1b
 BUDGET_S=${BUDGET_S:-240}
-. "$(dirname "$0")/device_models_lib.sh"
+. "$(dirname "$0")/../../../../scripts/device_models_lib.sh"
 run() { bench_case "$DIR/models.jsonl" 90 "$@"; }
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; lscpu | grep -E "Model name|^CPU\(s\)|MHz"; } \
   >>"$DIR/log.md" 2>&1

@@ -5,9 +5,9 @@
 # ReLU, biases), phi3-mini, qwen2.5-0.5b (tied head, 14 heads of 64 over 2 KV heads), gpt2-xl and llama2-13b, under
 # CUDA graphs: decode B1/B8/B32 at ctx 2048, prefill B1 S2048, one training step (fewer layers where the model and
 # its AdamW state exceed the card). About 8 min; no case starts after BUDGET_S.
-#   scripts/device_models_unseen.sh DIR   (rows -> DIR/rows.jsonl, tables -> DIR/log.md)
+#   reports/models/runs/h100-unseen-models/run.sh DIR   (rows -> DIR/rows.jsonl, tables -> DIR/log.md)
 set -u
-. "$(dirname "$0")/device_models_lib.sh"
+. "$(dirname "$0")/../../../../scripts/device_models_lib.sh"
 models_call reports/models/unseen 480 "$@"
 run() { bench_case "$DIR/rows.jsonl" 150 "$@" --mode graph; }
 run "${V2LITE[@]}" --phase decode --batch 1,8,32 --seq 2048
