@@ -375,7 +375,7 @@ def test_capacity_factor_up_to_experts_over_top_k():
 
 # Adafactor (Shazeer & Stern 2018): a row and a column accumulator per matrix, vectors whole, fp32
 def test_adafactor_states_shard_with_zero(run_cli):
-    # llama2-7b's 2,836,992 factors (test_values_check.py) in 4 bytes, ZeRO-1 over dp 2: half a rank
+    # llama2-7b's 2,836,992 factors (test_values_memory_serve_rules.py) in 4 bytes, ZeRO-1 over dp 2: half a rank
     d = run_cli.json("memory", "train", "llama2-7b", "--optimizer", "adafactor", "--zero", "1", "--dp", "2")
     assert d["detail"]["optimizer_states_bytes"] == 4 * 2_836_992 // 2
 

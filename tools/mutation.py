@@ -45,17 +45,17 @@ OUTSIDE_SKIP = {"_torch_attention", "_torch_decoder", "_torch_layers", "torch_mo
 # module (module_key) -> the test files that test it directly (kept small: a surviving mutant runs all
 # of them, on two shared cores). A mutant some other file would kill counts as a survivor here,
 # so the score is a lower bound. VALUES first: they hold the targeted value tests.
-SAMPLED = ["test_values_sampled.py", "test_values_check.py",  # tests written for sampled survivors
+SAMPLED = ["test_values_collectives_and_kv.py", "test_values_memory_serve_rules.py",  # tests written for sampled survivors
            "test_values_comm_memory.py", "test_values_plan_calib.py", "test_values_roofline.py",
-           "test_values_heldout.py", "test_values_training_step.py",
+           "test_values_counts_and_fits.py", "test_values_training_step.py",
            "test_values_kernel_lists.py", "test_values_train_memory.py",
            "test_values_roofline_serve.py", "test_values_validation_messages.py"]
 VALUES = ["test_values.py", *SAMPLED]  # the targeted value tests, first
 MEMORY = [*VALUES, "test_memory_train.py", "test_memory_infer.py", "test_memory_properties.py"]
-ROOFLINE = [*VALUES, "test_roofline_ops.py", "test_roofline_model.py", "test_roofline_review.py"]
+ROOFLINE = [*VALUES, "test_roofline_ops.py", "test_roofline_model.py", "test_roofline_bad_inputs.py"]
 COMM = [*VALUES, "test_comm_collectives.py", "test_comm_protocols.py", "test_comm_step.py",
-        "test_comm_review.py"]
-SCALING = ["test_values_serve_scaling.py", *SAMPLED, "test_scaling.py", "test_scaling_fit.py", "test_scaling_review.py"]
+        "test_comm_step_edges.py"]
+SCALING = ["test_values_serve_scaling.py", *SAMPLED, "test_scaling.py", "test_scaling_fit.py", "test_scaling_edges.py"]
 SERVE = ["test_values_serve_scaling.py", "test_values_serve.py", *SAMPLED, "test_serve_cost.py", "test_serve_spec.py", "test_serve_disagg.py",
          "test_serve_published.py", "test_serve_cli.py", "test_serve_properties.py"]
 TRAIN = [*SAMPLED, "test_train.py", "test_train_published.py", "test_plan.py", "test_train_host.py"]
@@ -112,11 +112,11 @@ AREA_TESTS = {
                                        "calc/train/attention_time", "calc/comm/exposed", "calc/comm/collectives", "calc/parallel/tensor_parallel",
                                        "calc/counts/activations", "calc/counts/params", "calc/counts/flops", "calc/counts/attention"],
     # second, independent tests for core kills that rested on one test function
-    "test_values_second_oracles.py": ["calc/memory/training", "calc/memory/inference", "calc/train/step", "calc/comm/step", "calc/parallel/shards",
+    "test_values_memory_cli.py": ["calc/memory/training", "calc/memory/inference", "calc/train/step", "calc/comm/step", "calc/parallel/shards",
                                       "calc/counts/layers", "calc/counts/flops", "calc/counts/activations", "calc/counts/params", "calc/counts/attention", "calc/parallel/tensor_parallel",
                                       "calc/comm/collectives"],
     # tests for the survivors of the fresh family's train half (reports/mutation/fresh_train.jsonl)
-    "test_values_fresh_train.py": sorted(TESTS),
+    "test_values_shapes_and_layouts.py": sorted(TESTS),
 }
 for _file, _stems in AREA_TESTS.items():
     for _stem in _stems:
@@ -124,9 +124,9 @@ for _file, _stems in AREA_TESTS.items():
 
 # test files of the --outside modules, by path prefix (the first that matches); tools/mutation_planted.py
 # runs its hand-planted bugs against the same lists
-VIEWS = ["test_values_views.py", "test_values_outside.py", "test_serve_cli.py", "test_csv_tidy.py", "test_render_80col.py"]
+VIEWS = ["test_values_views.py", "test_values_pages.py", "test_serve_cli.py", "test_csv_tidy.py", "test_render_80col.py"]
 SYSTEM = ["test_fuzz_system.py", "test_fuzz_inputs.py", "test_cli_foundation.py", "test_readers.py"]
-REPORT = ["test_values_report_text.py", "test_values_outside.py", "test_report.py", "test_report_sections.py",
+REPORT = ["test_values_report_text.py", "test_values_pages.py", "test_report.py", "test_report_sections.py",
           "test_report_markdown.py"]
 READERS = ["test_readers.py", "test_fuzz_system.py", "test_rows_families.py", "test_bench_report.py"]
 BENCH = ["test_values_views.py", "test_bench_model_cli.py", "test_rows_families.py", "test_bench_harness.py",
@@ -136,14 +136,14 @@ OUTSIDE_TESTS: list[tuple[str, list[str]]] = [
     ("mlsyscalc/readers/", READERS + SYSTEM),
     ("mlsyscalc/report/comm", [*COMM_PAGES, "test_bench_report.py"]),
     ("mlsyscalc/report/models_report", ["test_models_report_fresh.py", "test_models_report_memory.py"]),
-    ("mlsyscalc/report/kernels.py", ["test_values_outside.py", "test_bench_report.py", "test_rows_families.py"]),
-    ("mlsyscalc/report/attention.py", ["test_values_outside.py", "test_bench_report.py"]),
+    ("mlsyscalc/report/kernels.py", ["test_values_pages.py", "test_bench_report.py", "test_rows_families.py"]),
+    ("mlsyscalc/report/attention.py", ["test_values_pages.py", "test_bench_report.py"]),
     ("mlsyscalc/report/memory", ["test_bench_report.py", "test_report_plots.py"]),
     ("mlsyscalc/report/bench.py", ["test_bench_report.py", *SYSTEM]),
     ("mlsyscalc/report/model_report_build.py", REPORT + SYSTEM),
     ("mlsyscalc/report/", REPORT + ["test_report_plots.py", "test_serve_cli.py"]),
     ("mlsyscalc/bench/comm", [*COMM_PAGES]),
-    ("mlsyscalc/bench/model_calibrate.py", ["test_values_outside.py", "test_calibrate_models.py",
+    ("mlsyscalc/bench/model_calibrate.py", ["test_values_pages.py", "test_calibrate_models.py",
                                             "test_calibration_split.py", "test_readers.py"]),
     ("mlsyscalc/bench/", BENCH + READERS),
     ("mlsyscalc/cli/plan.py", VIEWS + ["test_plan.py"] + SYSTEM),
