@@ -154,7 +154,7 @@ def test_calibration_torch_host_replaces_the_costs(run_cli, tmp_path):
 
     from mlsyscalc.calc.roofline.calibration import read_calibration
 
-    record = read_calibration("reports/train/h200-calibration-fused.json")
+    record = read_calibration("model_specs/calibrations/h200-fused.json")
     path = tmp_path / "cal.json"
     path.write_text(json.dumps({**record, "torch_host": {"dtensor_matmul_s": 378e-6, "op_s": 0.0}}))
     args = ("--global-batch", "4", "--micro-batch", "1", "--tp", "2", "--dp", "1", "--calibration", str(path))
@@ -177,7 +177,7 @@ def test_plan_takes_the_calibration_host_costs(run_cli, tmp_path):
 
     from mlsyscalc.calc.roofline.calibration import read_calibration
 
-    record = read_calibration("reports/train/h200-calibration-fused.json")
+    record = read_calibration("model_specs/calibrations/h200-fused.json")
     path = tmp_path / "cal.json"
     path.write_text(json.dumps({**record, "torch_host": {"dtensor_matmul_s": 1e-3, "op_s": 1e-4}}))
     base = ("llama2-7b", "--gpus", "2", "--gpu", "H200", "--seq", "2048", "--global-batch", "4",

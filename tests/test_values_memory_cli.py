@@ -558,7 +558,7 @@ def test_framework_source_names_an_override_exactly_when_the_costs_differ(run_cl
     from mlsyscalc.calc.roofline.calibration import read_calibration
     from mlsyscalc.calc.train.host import FRAMEWORKS
 
-    record = read_calibration("reports/train/h200-calibration-fused.json")
+    record = read_calibration("model_specs/calibrations/h200-fused.json")
     path = tmp_path / "cal.json"
     path.write_text(json.dumps({**record, "torch_host": {"op_s": 2e-5}} if override else record))
     d = run_cli.json("train", "llama2-7b", "--gpus", "2", "--gpu", "H200", "--tp", "2", "--global-batch", "4",
