@@ -3,7 +3,7 @@ the status the result files give it.
 
 A site is *killed* when some row of the files killed it (or stopped it by timeout: kills carry over
 from earlier commits because tests are only ever added), *equivalent* when its diff is explained in
-mutation_report.EQUIVALENT, *survived* when rows ran it and none killed it, and *not run* otherwise.
+tools/mutation_equivalents.json, *survived* when rows ran it and none killed it, and *not run* otherwise.
 Sites are matched by module, change and source-line text (tools/mutation_sample.py), so rows
 written before lines moved still count.
 

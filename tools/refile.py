@@ -26,6 +26,11 @@ pyproject.toml's package list); new code names the package's submodules instead.
 
 Hand fixes that a rerun does not need: pyproject.toml's package list (the new sub-packages) and
 each sub-package's `__init__.py` face (`move` creates a bare one where none exists).
+
+After a merge, run both steps (`move`, then `imports`). What they do not cover: a module a branch
+added at the top of calc/ under a name not in MOVES (add a row, then rerun; tests/test_import_graph.py
+fails while one is left), and a file found at both its old and its new path (`move` stops and names
+it: merge the two by hand). Reports pages a branch added are indexed by `python tools/reports_index.py`.
 """
 
 from __future__ import annotations
