@@ -142,7 +142,7 @@ def test_phases_are_consistent(o, schedule):
 
 
 @pytest.mark.parametrize("bad,message", [({"schedule": "zb"}, "--schedule"), ({"framework": "jax"}, "--framework"),
-                                         ({"vp": 2}, "--vp interleaves"),
+                                         ({"vp": 2}, "rule vp needs pp > 1"),
                                          ({"vp": 2, "pp": 4, "grad_accum": 8, "schedule": "gpipe"}, "--vp interleaves"),
                                          ({"vp": 2, "pp": 4, "grad_accum": 6}, "--grad-accum over --pp")])
 def test_bad_options_are_clear_errors(bad, message):

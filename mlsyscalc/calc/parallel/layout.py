@@ -81,6 +81,9 @@ class Layout:
                 f"--etp must be a positive integer, got {self.etp}")
         require(self.zero in (0, 1, 2, 3), f"--zero must be 0, 1, 2 or 3, got {self.zero}")
         require(self.vp == 1 or self.pp > 1, "rule vp needs pp > 1: the interleaved schedule splits a pipeline")
+        self.validate_schedule()
+
+    def validate_schedule(self) -> None:
         require(self.vp == 1 or self.schedule == "1f1b",
                 f"--vp interleaves the 1F1B schedule: not with --schedule {self.schedule}")
 
