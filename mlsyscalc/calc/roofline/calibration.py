@@ -40,7 +40,7 @@ KERNEL_GAP_S = 0.5e-6
 # The shortest time a cuBLAS GEMM/GEMV kernel runs beyond that fixed cost, however few bytes it moves:
 # gpt2's 768x768 projections (1.2 MB, 0.45 us at matmul_skinny) run 4.08-4.19 us per kernel in the
 # H100 decode profiles at B1-B16 (torch 2.11, CUDA graphs: reports/models/h100_fitset.jsonl,
-# h100_decode_check.jsonl), 4.15 - 2.0 = 2.15 us. A floor, not an addition: the large decode GEMMs
+# h100_decode_gemms.jsonl), 4.15 - 2.0 = 2.15 us. A floor, not an addition: the large decode GEMMs
 # (from which matmul_skinny was derived with the 2 us fixed cost) stream for longer than it.
 MATMUL_FLOOR_S = 2.15e-6
 # A memory-bound (elementwise, norm, reduction, copy) kernel's fixed cost may differ from a GEMM's:
@@ -112,7 +112,7 @@ class Efficiency:
     # kernels (8 or more rows; one row takes its GEMV, 2-7 its small-N gemmSN kernel): gpt2 decode's
     # lm_head (77.2 MB of weights) per kernel at B8/B16/B32/B64: 105.8, 95.6, 104.1, 151.7 us,
     # 0.218 / 0.241 / 0.221 / 0.152 of 3.35 TB/s (reports/models/h100_fitset.jsonl,
-    # h100_decode_check.jsonl); the median, 0.22.
+    # h100_decode_gemms.jsonl); the median, 0.22.
     matmul_unaligned_stream: float = 0.22
     # MoE experts' GEMMs when they stream (decode, few tokens an expert), one grouped GEMM a projection
     # (torch._grouped_mm's CUTLASS grouped kernel): the fraction of the base bandwidth, as matmul_skinny,

@@ -5,7 +5,7 @@
 # the gpt2 rows whose peak memory missed by more than 3% (memory rows: no profiler, no host probe).
 #   reports/models/runs/h100-allocator-rounding/run.sh DIR   (DIR/alloc.json, DIR/alloc.log; rows -> DIR/rows.jsonl, tables -> DIR/log.md)
 set -u
-DIR=${1:-reports/models/memcheck2}
+DIR=${1:-reports/models/allocator_rounding}
 mkdir -p "$DIR"
 BUDGET_S=${BUDGET_S:-95}
 . "$(dirname "$0")/../../../../scripts/device_models_lib.sh"
