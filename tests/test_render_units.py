@@ -62,3 +62,10 @@ def test_tables_carry_suffixes_json_and_csv_raw_numbers(run_cli):
     assert data["gpu_hours"] == data["compute_flops"] / data["sustained_flops_per_s"] / 3600
     code, csv, _ = run_cli("scaling", "budget", "--compute", "1e23", "--gpu", "h100", "--format", "csv")
     assert f"gpu_hours,{data['gpu_hours']!r}" in csv
+
+
+def test_prefix_joins_the_unit():
+    from mlsyscalc.cli.render_units import eng_unit
+
+    assert eng_unit(2.9261612e13, "FLOP") == "29.3 TFLOP" and eng_unit(7.06e14, "FLOP/s") == "706 TFLOP/s"
+    assert eng_unit(512.0, "FLOP") == "512 FLOP" and eng_unit(5.76e23, "FLOP") == "576 ZFLOP"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .render_units import eng, gib, percent, seconds
+from .render_units import eng, eng_unit, gib, percent, seconds
 
 Payload = dict[str, Any]
 
@@ -51,10 +51,11 @@ def _params(d: Payload) -> list[str]:
 
 def _flops(d: Payload) -> list[str]:
     fwd = d["forward_flops"]
-    line = f"forward {eng(fwd)}FLOP ({fwd:,}) for {d['tokens']:,} tokens, {eng(d['flops_per_token'])}FLOP per token"
+    per_token = eng_unit(d["flops_per_token"], "FLOP")
+    line = f"forward {eng_unit(fwd, 'FLOP')} ({fwd:,}) for {d['tokens']:,} tokens, {per_token} per token"
     if d.get("phase") == "decode":
         return [line]
-    return [line, f"train step {eng(d['train_step_flops'])}FLOP (forward + backward = 3 x forward)"]
+    return [line, f"train step {eng_unit(d['train_step_flops'], 'FLOP')} (forward + backward = 3 x forward)"]
 
 
 def _models(d: Payload) -> list[str]:
@@ -105,7 +106,7 @@ def _roofline_op(d: Payload) -> list[str]:
     line = f"{d['name']} {d.get('shape', '')}".rstrip() + f": {seconds(d['predicted_s'])}, {d['bound']}-bound"
     if d["bound"] == "memory":
         return [f"{line}, {d['intensity_flops_per_byte']:.3g} FLOP/byte (ridge {d['ridge_flops_per_byte']:.3g})"]
-    return [f"{line}, {eng(d['attained_flops_per_s'])}FLOP/s on {d['gpu']}"]
+    return [f"{line}, {eng_unit(d['attained_flops_per_s'], 'FLOP/s')} on {d['gpu']}"]
 
 
 _PHASE_TIME = {"prefill": "prefill (TTFT)", "decode": "decode step (TPOT)", "train": "train step"}
@@ -223,18 +224,18 @@ def _serve_sweep(d: Payload) -> list[str]:
 
 
 def _scaling_optimal(d: Payload) -> list[str]:
-    return [f"compute-optimal at {eng(d['compute_flops'])}FLOP: {eng(d['params'])} params on {eng(d['tokens'])} tokens "
+    return [f"compute-optimal at {eng_unit(d['compute_flops'], 'FLOP')}: {eng(d['params'])} params on {eng(d['tokens'])} tokens "
             f"({d['tokens_per_param']:.3g} tokens/param), loss {d['loss']:.4g}"]
 
 
 def _scaling_loss(d: Payload) -> list[str]:
     return [f"loss {d['loss']:.4g} for {eng(d['params'])} params on {eng(d['tokens'])} tokens; the optimum at "
-            f"{eng(d['compute_flops'])}FLOP reaches {d['optimal_loss']:.4g} ({eng(d['optimal_params'])} params)"]
+            f"{eng_unit(d['compute_flops'], 'FLOP')} reaches {d['optimal_loss']:.4g} ({eng(d['optimal_params'])} params)"]
 
 
 def _scaling_budget(d: Payload) -> list[str]:
-    line = (f"{eng(d['compute_flops'])}FLOP = {eng(d['gpu_hours'])} GPU-hours = {eng(d['wall_days'])} days on "
-            f"{d['gpus']:,} GPUs at MFU {percent(d['mfu'])}")
+    line = (f"{eng_unit(d['compute_flops'], 'FLOP')} = {eng(d['gpu_hours'])} GPU-hours = {eng(d['wall_days'])} days on "
+            f"{d['gpus']:,} GPU{'s' if d['gpus'] != 1 else ''} at MFU {percent(d['mfu'])}")
     if d.get("cost") is not None:
         line += f", cost {eng(d['cost'])}"
     return [line]
@@ -243,13 +244,14 @@ def _scaling_budget(d: Payload) -> list[str]:
 def _scaling_table(d: Payload) -> list[str]:
     ratios = [r["params_ratio"] for r in d["rows"] if r.get("params_ratio")]
     spread = f": params within {min(ratios):.3g}-{max(ratios):.3g}x of the paper's" if ratios else ""
-    return [f"{len(d['rows'])} rows of Chinchilla's tables recomputed by {d['law']}{spread}"]
+    law = "every law" if d["law"] == "all" else d["law"]
+    return [f"{len(d['rows'])} rows of Chinchilla's tables recomputed by {law}{spread}"]
 
 
 def _scaling_fit(d: Payload) -> list[str]:
     return [f"fit over {d['n_runs']} runs: L = {d['E']:.4g} + {d['A']:.4g}/N^{d['alpha']:.3g} + "
             f"{d['B']:.4g}/D^{d['beta']:.3g}",
-            f"optimum at {eng(d['compute_flops'])}FLOP: {eng(d['params'])} params on {eng(d['tokens'])} tokens"]
+            f"optimum at {eng_unit(d['compute_flops'], 'FLOP')}: {eng(d['params'])} params on {eng(d['tokens'])} tokens"]
 
 
 def _compare(d: Payload) -> list[str]:

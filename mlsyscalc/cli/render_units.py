@@ -42,6 +42,13 @@ def eng(value: float, digits: int = 3) -> str:
     return f"{sign}{text}{PREFIXES[power]}"
 
 
+def eng_unit(value: float, unit: str, digits: int = 3) -> str:
+    """value in `unit` with its prefix joined to the unit: 2.93e13 FLOP -> "29.3 TFLOP", 8.1e4 tok/s -> "81.1 ktok/s"."""
+    text = eng(value, digits)
+    prefix = text[-1] if text[-1] in PREFIXES.values() and text[-1].isalpha() else ""
+    return f"{text[:len(text) - len(prefix)]} {prefix}{unit}"
+
+
 def _significant(mantissa: float, digits: int) -> str:
     """mantissa (>= 1 in practice) rounded to `digits` significant digits, in plain decimal form."""
     if mantissa == 0:
