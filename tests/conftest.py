@@ -56,3 +56,24 @@ def run_cli():
 
     invoke.json = as_json
     return invoke
+
+
+# `pytest -m quick`: one or more files per subject (specs, counts, memory, roofline, comm, train, serve,
+# scaling, report, readers, the CLI contract and bad input), about 1,900 tests in about a minute on one
+# busy core. Left out: the system fuzzers, Triton-interpreter kernels, torch-backed benchmarks, hypothesis
+# sweeps, the plan search (34 s) and the import-graph walk (17 s); the full run has them all.
+QUICK_FILES = frozenset({
+    "test_params.py", "test_specs_families.py", "test_specs.py", "test_validate.py", "test_readers.py",
+    "test_flops.py", "test_attention_counts.py", "test_cli_foundation.py", "test_answers.py", "test_render_80col.py",
+    "test_render_units.py", "test_csv_tidy.py", "test_memory_cli.py", "test_scaling_cli.py", "test_comm_cli.py",
+    "test_serve_cli.py", "test_roofline_cli.py", "test_fuzz_inputs.py", "test_values_comm_memory.py",
+    "test_kv_ground_truth.py", "test_comm_protocols.py", "test_values_roofline.py", "test_memory_train.py",
+    "test_train.py", "test_scaling.py", "test_report_sections.py", "test_comm_collectives.py", "test_values_serve.py",
+    "test_progress.py",
+})
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in QUICK_FILES:
+            item.add_marker(pytest.mark.quick)

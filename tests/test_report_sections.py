@@ -133,3 +133,18 @@ def test_measured_without_rows_says_why(tmp_path):
     assert "--measured DIR" in sect.unavailable
     with pytest.raises(MlsysError, match="--measured .*missing: no such folder"):  # bad input stops the report
         _build(ReportOptions("gpt2", measured=str(tmp_path / "missing")), [("measured", "Measured", measured_section)], [])
+
+
+def test_one_layout_one_pricing_and_the_roofline_says_why_it_differs(monkeypatch):
+    """Layout 1's parts come from the plan call the table quotes; the per-micro-batch roofline is labelled."""
+    from mlsyscalc.report.model_report_system import ROOFLINE_DIFFERS
+
+    monkeypatch.setitem(PLAN["candidates"][0], "breakdown", {"compute_s": 2.25, "dp_comm_s": 0.125})
+    calls = []
+    sect = _build(ReportOptions("llama2-7b", gpus=16), [("training_step", "step", step_section)], calls)["training_step"]
+    text = "\n".join(sect.lines)
+    assert "Layout 1's step time, part by part (the same `mlsys plan` pricing as the table)" in text
+    assert "| compute_s | 2.25 s |" in text and "| dp_comm_s | 125 ms |" in text
+    assert sum(c[0] == "plan" for c in calls) == 1  # the parts are the table's own call, not a second pricing
+    assert ROOFLINE_DIFFERS in text
+    assert text.index("fastest layouts") < text.index(ROOFLINE_DIFFERS) < text.index("step time of one micro-batch")

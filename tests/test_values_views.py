@@ -20,19 +20,21 @@ ROOT = Path(__file__).resolve().parents[1]
 UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "h": 3600.0, "days": 86400.0, "B": 1.0, "KiB": 2**10, "MiB": 2**20,
          "GiB": 2**30, "TiB": 2**40, "GB": 1e9, "FLOP": 1.0, "kFLOP": 1e3, "MFLOP": 1e6, "GFLOP": 1e9, "TFLOP": 1e12,
          "PFLOP": 1e15, "EFLOP": 1e18}
+SUFFIXES = {"f": 1e-15, "p": 1e-12, "n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
+            "P": 1e15, "E": 1e18, "Z": 1e21, "Y": 1e24}  # engineering suffixes of bare numbers (cli/render_units.py)
 
 
 def quantity(cell: str) -> float:
-    """A rendered number in base units: '693 us', '54.79 GiB', '61.5%', '8.655e+04', '1,234', 'yes'."""
+    """A rendered number in base units: '693 us', '54.79 GiB', '61.5%', '86.6k', '15u', '1,234', 'yes'."""
     text = cell.strip().replace(",", "")
     if text in ("yes", "no"):
         return float(text == "yes")
     if text.endswith("%"):
         return float(text[:-1]) / 100
-    match = re.fullmatch(r"([-+0-9.eE]+)\s*([A-Za-z]*)", text)
+    match = re.fullmatch(r"([-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)", text)
     assert match, f"not a number: {cell!r}"
     value, unit = match.groups()
-    return float(value) * (UNITS[unit] if unit else 1.0)
+    return float(value) * (UNITS.get(unit) or SUFFIXES[unit] if unit else 1.0)
 
 
 def close(cell: str, value: float, digits: int = 3) -> bool:

@@ -2,7 +2,10 @@
 
 `Output.data` is the JSON contract (raw numbers in base units, the unit in the key name);
 `Output.tables` are the human views of the same numbers; `Output.notes` carry the conventions
-and assumptions behind them, printed under tables and included in JSON as `notes`.
+and assumptions behind them, printed under tables and included in JSON as `notes`. The answer
+lines (`cli/answers.py`, from the JSON payload) come first in table and markdown output, are
+`answer` in JSON, and are all that `--brief` prints. Human output writes numbers with engineering
+suffixes (`cli/render_units.py`), never in scientific notation.
 """
 
 from __future__ import annotations
@@ -12,12 +15,13 @@ import math
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import click
 
 from ..report.markdown import markdown_table
 from ..errors import MlsysError
+from .render_units import number, plain_text
 
 FORMATS = ("table", "json", "csv", "markdown")
 
@@ -27,6 +31,7 @@ class Table:
     title: str
     columns: tuple[str, ...]
     rows: tuple[tuple[Any, ...], ...]
+    importance: tuple[str, ...] | None = None  # columns most important first: a narrow terminal drops the others first
 
 
 @dataclass(frozen=True)
@@ -38,12 +43,28 @@ class Output:
     calculated: bool = True  # a calculator's result: check_numbers refuses NaN/inf/negatives (not measurements)
 
 
-def table(title: str, columns: list[str] | tuple[str, ...], rows: list[list[Any]] | list[tuple]) -> Table:
-    return Table(title, tuple(columns), tuple(tuple(r) for r in rows))
+def table(title: str, columns: list[str] | tuple[str, ...], rows: list[list[Any]] | list[tuple],
+          importance: list[str] | tuple[str, ...] | None = None) -> Table:
+    """A table; importance (column names, most important first) decides what a narrow terminal drops first."""
+    return Table(title, tuple(columns), tuple(tuple(r) for r in rows), None if importance is None else tuple(importance))
+
+
+BRIEF = "mlsyscalc.brief"  # ctx.meta key: --brief was given
+
+
+def _brief(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value:
+        from .answers import lookup
+
+        if lookup(_command_name(ctx)) is None:
+            raise click.BadParameter("this command has no answer line; use --format", ctx, param)
+        ctx.meta[BRIEF] = True
 
 
 def output_options(func: Callable) -> Callable:
-    """Add --format table|json|csv|markdown and the --json shortcut to a command."""
+    """Add --format table|json|csv|markdown, the --json shortcut and --brief (the answer lines only)."""
+    func = click.option("--brief", is_flag=True, expose_value=False, callback=_brief,
+                        help="Print only the answer lines (what the tables add up to).")(func)
     func = click.option("--json", "as_json", is_flag=True, help="Shortcut for --format json.")(func)
     func = click.option(
         "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
@@ -78,24 +99,41 @@ def check_numbers(value: Any, path: str = "") -> None:
             raise MlsysError(f"these inputs give a negative {path} ({value:g}); check the sizes given")
 
 
+def _command_name(ctx: click.Context | None) -> str:
+    """The command's path under `mlsys`: "memory train", "roofline model", "params"."""
+    return " ".join(ctx.command_path.split()[1:]) if ctx is not None else ""
+
+
 def emit(output: Output, fmt: str, as_json: bool = False) -> None:
     """Render to stdout in the chosen format (after check_numbers on the JSON data)."""
+    from .answers import answer
+
     if output.calculated:
         check_numbers(output.data)
+    ctx = click.get_current_context(silent=True)
+    lines = answer(_command_name(ctx), _jsonable(output.data))
     fmt = "json" if as_json else fmt
+    if ctx is not None and ctx.meta.get(BRIEF):
+        if fmt in ("json", "csv"):
+            raise click.UsageError("--brief prints the answer lines only; it does not combine with --json or "
+                                   "--format json|csv (JSON carries them as `answer`)", ctx)
+        click.echo("\n".join(lines))
+        return
     if fmt == "json":
         payload = dict(output.data)
         if output.notes and "notes" not in payload:
             payload["notes"] = list(output.notes)
+        if lines and "answer" not in payload:
+            payload["answer"] = lines
         click.echo(json.dumps(_jsonable(payload), indent=2))
     elif fmt == "csv":
         from .render_csv import to_csv
 
         click.echo(to_csv(_jsonable(output.data), output.records or _only_list(output.data)), nl=False)
     elif fmt == "markdown":
-        click.echo(_markdown(output))
+        click.echo(_markdown(output, lines))
     else:
-        _rich(output)
+        _rich(output, lines)
 
 
 def _jsonable(value: Any) -> Any:
@@ -118,8 +156,8 @@ def _cell(value: Any) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
+        return number(value)
+    return plain_text(str(value))
 
 
 def _only_list(data: dict[str, Any]) -> str | None:
@@ -131,14 +169,14 @@ def _only_list(data: dict[str, Any]) -> str | None:
     return None
 
 
-def _markdown(output: Output) -> str:
-    parts = []
+def _markdown(output: Output, answer: Sequence[str] = ()) -> str:
+    parts = [*(f"**{line}**  " for line in answer), ""] if answer else []
     for tab in output.tables:
-        parts.append(f"### {tab.title}\n")
+        parts.append(f"### {plain_text(tab.title)}\n")
         parts.extend(markdown_table(tab.columns, [[_cell(v) for v in row] for row in tab.rows], "l" * len(tab.columns)))
         parts.append("")
     if output.notes:
-        parts.extend(f"- {note}" for note in output.notes)
+        parts.extend(f"- {plain_text(note)}" for note in output.notes)
     return "\n".join(parts).rstrip() + "\n"
 
 
@@ -162,11 +200,13 @@ def _width() -> int | None:
     return None if sys.stdout.isatty() else 120
 
 
-def _rich(output: Output) -> None:
+def _rich(output: Output, answer: Sequence[str] = ()) -> None:
     from .render_rich import rich_table
 
     out = console()
+    for line in answer:
+        out.print(line, style="bold", highlight=False, markup=False)
     for tab in output.tables:
-        out.print(rich_table(tab.title, tab.columns, tab.rows, _cell, out.width))
+        out.print(rich_table(plain_text(tab.title), tab.columns, tab.rows, _cell, out.width, tab.importance))
     for note in output.notes:
-        out.print(f"- {note}", style="dim", highlight=False, markup=False)
+        out.print(f"- {plain_text(note)}", style="dim", highlight=False, markup=False)

@@ -16,6 +16,7 @@ import click
 from ..report.model_report import CommandFailed, ReportOptions
 from . import render
 from .options import model_argument, positive_int
+from .progress import progress
 
 DEFAULTS = ReportOptions  # defaults live in ReportOptions
 
@@ -86,6 +87,7 @@ def report(model, overrides, out_dir, name, gpu, cluster, gpus, seq, context, dt
 
     from ..bench.harness import git_commit, now
     from ..report.model_report_build import build_report
+    from ..report.model_report_sections import SECTIONS
     from ..report.model_report_write import check_output, write_report
     from .main import COMMANDS
 
@@ -95,9 +97,11 @@ def report(model, overrides, out_dir, name, gpu, cluster, gpus, seq, context, dt
                             context=context, dtype=dtype, micro_batch=micro_batch, global_batch=global_batch, tp=tp,
                             pp=pp, top=top, measured=measured, figures=not no_figures)
     header = {"version": version("mlsyscalc"), "commit": git_commit(), "time": now()}
-    built = build_report(options, json_runner(), list(COMMANDS), header)
-    line = _command_line(click.get_current_context().params)
-    written = write_report(built, out_dir, name, line)
+    with progress[object](f"mlsys report {model}", total=len(SECTIONS) + 1) as step:
+        built = build_report(options, json_runner(), list(COMMANDS), header, step=step)
+        step("writing the page" + (" and figures" if options.figures else ""))
+        line = _command_line(click.get_current_context().params)
+        written = write_report(built, out_dir, name, line)
     elapsed = time.perf_counter() - started
     sections = {s.key: s.unavailable or "ok" for s in built.sections}
     data = {"out_dir": out_dir, "markdown": str(written.markdown), "html": str(written.html), "json": str(written.json),

@@ -11,13 +11,19 @@ from .model_report_sections import SECTIONS
 
 
 def build_report(options: ReportOptions, runner: Runner, available: Sequence[str], header: Mapping[str, Any],
-                 builders: Sequence[tuple[str, str, Callable[[Context, Section], None]]] | None = None) -> Report:
-    """Run every section builder; a missing command or a failing one turns its section into one line."""
+                 builders: Sequence[tuple[str, str, Callable[[Context, Section], None]]] | None = None,
+                 step: Callable[[str], None] | None = None) -> Report:
+    """Run every section builder; a missing command or a failing one turns its section into one line.
+
+    step(title), when given, is called as each section starts (the CLI draws a progress line with it).
+    """
     options, capped = _fit_to_model(options, _validate(options))
     gpu, per_node = _resolve_hardware(options)
     ctx = Context(options, gpu, per_node, frozenset(available), _cached(runner))
     sections = []
     for key, title, build in builders or SECTIONS:
+        if step is not None:
+            step(title)
         section = Section(key, title, ctx.runner)
         try:
             build(ctx, section)

@@ -97,8 +97,19 @@ def plan_part(ctx: Context, sect: Section) -> None:
              f"{sect.q(call, 'feasible', 'int')} feasible):", "")
     if rows:
         sect.add(*markdown_table(["rank", "layout", *[label for _, label, _ in keys]], rows), "")
+        _best_breakdown(call, sect, candidates[0])
     else:
         sect.add("No layout fits.", "")
+
+
+def _best_breakdown(call, sect: Section, best: dict) -> None:
+    """Layout 1's step time part by part, from the same `mlsys plan` pricing as the table."""
+    parts = [k for k, v in (best.get("breakdown") or {}).items() if isinstance(v, (int, float))]
+    if parts:
+        sect.add("Layout 1's step time, part by part (the same `mlsys plan` pricing as the table):", "",
+                 *markdown_table(["step time part", "value"],
+                                 [(k, sect.q(call, f"candidates.0.breakdown.{k}", "s" if k.endswith("_s") else "g"))
+                                  for k in parts]), "")
 
 
 def roofline_train_part(ctx: Context, sect: Section) -> None:
@@ -125,5 +136,16 @@ def roofline_train_part(ctx: Context, sect: Section) -> None:
         f"; {pp} pipeline stages are not modelled by the roofline" if pp > 1 else "")
     sect.add(f"Roofline of one training step of micro-batch {o.micro_batch} x {o.seq:,} tokens on a tensor-parallel "
              f"group of {tp} x {ctx.gpu}, gradients reduced over dp {dp}, ZeRO-{zero}, recompute {recompute} "
-             f"({verdict}); kernels and collectives back to back:", "",
+             f"({verdict}); kernels and collectives back to back.", "", ROOFLINE_DIFFERS, "",
              *markdown_table(["quantity", "value"], rows), "")
+
+
+# why the per-micro-batch roofline's step time, tokens/s and MFU differ from train/plan's for the same model
+ROOFLINE_DIFFERS = (
+    "*Not the pricing of the layouts above, and slower by design:* it prices another layout (data parallel over "
+    "every GPU with the lightest ZeRO stage and recomputation that fit, where `mlsys plan` searches tp, pp, cp, "
+    "micro-batches and ZeRO), one micro-batch per step (the gradient reduction and the optimizer are paid on every "
+    "micro-batch, not once per global batch) and no overlap (collectives after the kernels, where train and plan "
+    "hide the data-parallel reduction under the backward pass); recomputed FLOPs count in its time, not its MFU. "
+    "Read it for the split of one micro-batch into forward, backward, recomputation and communication; read the "
+    "table above for the speed of a layout.")
