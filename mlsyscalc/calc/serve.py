@@ -87,7 +87,7 @@ class ServeOptions:
         require(math.isfinite(self.iteration_overhead_per_seq_s) and self.iteration_overhead_per_seq_s >= 0,
                 f"--iteration-overhead-per-seq-us must be >= 0, got {self.iteration_overhead_per_seq_s * 1e6:g}")
         require(self.kv_blocks is None or self.kv_blocks >= 1, f"--kv-blocks must be >= 1, got {self.kv_blocks}")
-        for name in ("ttft_s", "tpot_s"):
+        for name in ("ttft_s", "tpot_s", "e2e_s"):
             value = getattr(self.slo, name)
             require(value is None or value > 0, f"--slo {name[:-2]} must be positive, got {value}")
 

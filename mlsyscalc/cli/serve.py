@@ -11,7 +11,7 @@ from ..calc.serve import PREEMPTION, ServeOptions, WorkloadSpec, simulate, sweep
 from ..calc.serve_engine import POLICIES
 from ..calc import serve_limits
 from ..calc.serve_limits import check_requests
-from ..calc.serve_metrics import Slo
+from ..calc.serve_slo import FORM as SLO_FORM, parse_slo
 from ..calc.serve_workload import LengthDist, from_trace, parse_length
 from ..errors import MlsysError, require
 from ..readers.trace import read_length_column, read_trace
@@ -37,21 +37,6 @@ def _length(text: str, what: str) -> LengthDist:
 
 def _trace(path: str, prefix: int = 0, concurrency: int = 0):
     return from_trace(read_trace(path, serve_limits.MAX_REQUESTS), f"trace {path}", prefix, concurrency)
-
-
-def _slo(text: str | None) -> Slo:
-    if not text:
-        return Slo()
-    values = {}
-    for item in text.split(","):
-        key, sep, value = item.partition("=")
-        require(bool(sep) and key.strip() in ("ttft", "tpot"), f"--slo expects ttft=SECONDS,tpot=SECONDS, got {text!r}")
-        try:
-            values[key.strip() + "_s"] = seconds = float(value)
-        except ValueError:
-            raise MlsysError(f"--slo {key}: {value!r} is not a number of seconds") from None
-        require(math.isfinite(seconds) and seconds <= MAX_FLOAT, f"--slo {key}: {value!r} is not a finite number")
-    return Slo(**values)
 
 
 def _sweep(text: str | None) -> tuple[float, ...] | None:
@@ -168,7 +153,7 @@ def engine_options(func):
               help="Disaggregate: P prefill and D decode instances of --tp GPUs each, KV moved over the cluster.")
 @click.option("--search", is_flag=True, help="Search the P:D split and TP per role for goodput per GPU under --slo.")
 @click.option("--max-gpus", type=click.IntRange(min=2), default=8, show_default=True, help="--search: GPU budget.")
-@click.option("--slo", default=None, help="Latency targets for goodput, e.g. ttft=0.5,tpot=0.05 (seconds).")
+@click.option("--slo", default=None, help="Latency targets in seconds: " + SLO_FORM + " (a threshold for goodput only).")
 @click.option("--sweep", default=None, help="rate=R1,R2,...: one simulation per rate.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
               help="Write latency-vs-rate (with --sweep) or latency CDFs (PNG or SVG).")
@@ -195,7 +180,7 @@ def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, ga
     ceilings = ceilings_from_options(gpu, calibration, efficiency, launch_us, gap_us)
     opts = ServeOptions(scheduler=scheduler, max_batch_tokens=max_batch_tokens, max_seqs=max_seqs, chunk=chunk,
                         block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, preemption=preemption,
-                        kv_blocks=kv_blocks, tp=tp, dtype=dtype, matmul_dtype=matmul_dtype, kv_dtype=kv_dtype, cluster=cluster, slo=_slo(slo),
+                        kv_blocks=kv_blocks, tp=tp, dtype=dtype, matmul_dtype=matmul_dtype, kv_dtype=kv_dtype, cluster=cluster, slo=parse_slo(slo),
                         spec_k=spec_k, accept=accept, prefix_caching=prefix_caching,
                         iteration_overhead_s=iteration_overhead_us * 1e-6,
                         iteration_overhead_per_seq_s=iteration_overhead_per_seq_us * 1e-6)
