@@ -157,3 +157,15 @@ def test_efficiency_and_launch_cost_reach_the_iterations(run_cli):
     slow = run_cli.json(*args, "--efficiency", "memory=0.445", "--efficiency", "matmul_skinny=0.39")["tpot_p50_s"]
     assert 1.8 < slow / base <= 2.0
     assert run_cli.json(*args, "--launch-us", "20")["tpot_p50_s"] > base
+
+
+def test_search_csv_is_one_row_per_layout(run_cli):
+    import io
+
+    pd = pytest.importorskip("pandas")
+    args = ("serve", "gpt2", "--rate", "4", "--requests", "20", "--search", "--max-gpus", "3", "--slo", "ttft=0.5")
+    code, text, err = run_cli(*args, "--format", "csv")
+    assert code == 0, err
+    frame = pd.read_csv(io.StringIO(text))
+    layouts = run_cli.json(*args)["layouts"]
+    assert list(frame["layout"]) == [r["layout"] for r in layouts] and set(frame["max_gpus"]) == {3}

@@ -147,4 +147,5 @@ def search_output(s) -> render.Output:
     data = {"model": base.model, "gpu": base.gpu, "max_gpus": s.max_gpus, "best": _disagg_data(s.layouts[0]),
             "layouts": [_disagg_data(r) for r in s.layouts], "colocated": result_data(base, with_series=False)}
     title = f"{base.model} on {base.gpu}: disaggregated layouts within {s.max_gpus} GPUs, best goodput per GPU first"
-    return render.Output(data, (render.table(title, ["layout", "GPUs", "goodput_per_gpu", *DISAGG_KEYS], rows),), NOTES)
+    return render.Output(data, (render.table(title, ["layout", "GPUs", "goodput_per_gpu", *DISAGG_KEYS], rows),), NOTES,
+                         records="layouts")
