@@ -48,8 +48,9 @@ def test_the_answer_is_a_simulated_point(run_cli, found):
     nxt = run_cli.json(*BASE, "--rate", repr(found["next_rate_requests_per_s"]))
     assert not nxt["slo"]["met"]
     points = found["points"]
-    assert points[0]["stage"] == "zero-load" and all(p["meets_slo"] for p in points if p["rate_requests_per_s"] <= best)
-    assert found["simulations"] == len(points) <= serve_capacity.MAX_SIMULATIONS and found["monotone"]
+    assert all(p["meets_slo"] for p in points if p["rate_requests_per_s"] <= best)
+    assert found["simulations"] == len(points) + 1 <= serve_capacity.MAX_SIMULATIONS and found["monotone"]
+    assert best < found["saturation_requests_per_s"] < 2 * best  # the bracket starts at saturation
     assert found["slo"]["met"] and [t["metric"] for t in found["slo"]["terms"]] == ["ttft", "tpot"]
 
 
@@ -66,7 +67,7 @@ def test_search_within_the_simulation_cap(run_cli, monkeypatch):
 
 def test_unbounded_slo_is_refused(run_cli):
     code, _, err = run_cli(*BASE[:2], "--slo", "ttft_p99=1000", "--max-rate", "--requests", "20")
-    assert code == 2 and "does not bound the rate" in err
+    assert code == 2 and "no rate bounds it" in err
 
 
 @pytest.mark.parametrize("args,message", [

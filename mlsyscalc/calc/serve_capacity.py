@@ -4,18 +4,21 @@ Every probe simulates the same workload recipe (lengths, seed, burstiness, reque
 Poisson (or gamma) rate. One seed draws the same gaps and lengths at every rate, scaled by 1/rate
 (calc.serve_workload), so the probes differ only in load, and latency percentiles rise with it:
 
-1. Zero load: the workload at ZERO_LOAD_RATE, where requests arrive a million seconds apart on
-   average and so run alone. If that misses a target, no rate meets it: exit 2, naming the target.
-2. Bracket: from a first rate of 1 / (GPU seconds one request costs alone), double while the SLO
-   holds and halve while it does not, until a rate that holds sits below one that does not.
+1. Saturation: every request at time 0 (rate inf); requests / makespan is the most the engine
+   completes per second, the scale of the answer (an open loop past it queues without bound).
+2. Bracket: from that rate, halve while the SLO misses and double while it holds, until a rate that
+   holds sits below one that misses. Past ZERO_CHECK_HALVINGS halvings, a zero-load probe (requests
+   a million seconds apart on average, so each runs alone) is simulated once: if even that misses a
+   target, no rate meets it, and the search exits 2 naming the target.
 3. Bisect that bracket until it is within REL_TOL of the rate that holds.
 4. Confirm: the rate CONFIRM_STEP below the answer must hold too; if it does not, the percentiles are
    not monotone there and steps 3-4 rerun below it (CONFIRM_ROUNDS times at most), so the answer is a
    rate below which every probe held.
 
-The answer is a simulated rate (never interpolated); the next probe above it missed. The search stops
-with exit 2 after MAX_SIMULATIONS probes, or when its probes would decode more than
-serve_limits.MAX_OUTPUT_TOKENS, or past MAX_RATE requests/s.
+Near the knee the engine batches, so those probes are the cheap ones (a probe at a tenth of the answer
+runs up to ten times the iterations). The answer is a simulated rate (never interpolated); the next
+probe above it missed. The search stops with exit 2 after MAX_SIMULATIONS simulations, or when they
+would decode more than serve_limits.MAX_OUTPUT_TOKENS, or past MAX_RATE requests/s.
 """
 
 from __future__ import annotations
@@ -29,12 +32,13 @@ from .calibration import Ceilings
 from .serve import ServeOptions, ServeResult, WorkloadSpec, iteration_cost, simulate
 from .serve_limits import MAX_OUTPUT_TOKENS
 from .serve_metrics import Slo
-from .serve_slo import LABELS, verdicts
+from .serve_slo import LABELS, meets, verdicts
 
 REL_TOL = 0.01  # the bracket's width at the end, as a share of the rate that holds
 CONFIRM_STEP = 0.05  # the confirming probe sits this share below the answer
 CONFIRM_ROUNDS = 2
-MAX_SIMULATIONS = 40  # probes of one search (typically 12-16: 1 + ~5 bracket + 7 bisect + 1 confirm)
+MAX_SIMULATIONS = 40  # simulations of one search (typically 11-13: saturation + 2-3 bracket + 7 bisect + 1 confirm)
+ZERO_CHECK_HALVINGS = 3  # a bracket this far below saturation asks whether any rate can hold
 ZERO_LOAD_RATE = 1e-6  # requests/s: mean gap 1e6 s, so requests do not meet
 MAX_RATE = 1e6  # requests/s: beyond it the SLO is called unbounded
 POINT_KEYS = ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s", "e2e_p50_s",
@@ -44,7 +48,7 @@ POINT_KEYS = ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_
 @dataclass(frozen=True)
 class Probe:
     rate: float
-    stage: str  # zero-load, bracket, bisect, confirm
+    stage: str  # bracket, bisect, confirm, zero-load
     result: ServeResult
 
     @property
@@ -64,6 +68,8 @@ class Capacity:
     probes: tuple[Probe, ...]  # in the order simulated
     monotone: bool  # False: a confirming probe missed below a rate that held
     at_max: ServeResult
+    saturation_rate: float  # requests/s completed with every request at time 0
+    simulations: int  # the probes and the saturation run
 
     def metrics_at(self, rate: float) -> dict[str, Any]:
         return next(p.result.metrics for p in self.probes if p.rate == rate)
@@ -78,19 +84,30 @@ def missed(metrics: dict[str, Any], slo: Slo) -> str:
 class _Prober:
     """Simulates each rate once (cached), within the caps."""
 
-    def __init__(self, run: Callable[[float], ServeResult], tokens_per_run: int):
-        self.run, self.tokens_per_run = run, tokens_per_run
+    def __init__(self, run: Callable[[float], ServeResult], tokens_per_run: int, slo: Slo):
+        self.run, self.tokens_per_run, self.slo = run, tokens_per_run, slo
         self.probes: dict[float, Probe] = {}
+        self.simulations = 0
+
+    def simulate(self, rate: float) -> ServeResult:
+        self.simulations += 1
+        n = self.simulations
+        require(n <= MAX_SIMULATIONS, f"--max-rate: no answer within {MAX_SIMULATIONS} simulations")
+        require(n * self.tokens_per_run <= MAX_OUTPUT_TOKENS,
+                f"--max-rate: {n} simulations of {self.tokens_per_run:,} output tokens each pass the cap of "
+                f"{MAX_OUTPUT_TOKENS:,} (fewer --requests or a shorter --output-len)")
+        return self.run(rate)
 
     def __call__(self, rate: float, stage: str) -> Probe:
         if rate not in self.probes:
-            n = len(self.probes) + 1
-            require(n <= MAX_SIMULATIONS, f"--max-rate: no answer within {MAX_SIMULATIONS} simulations")
-            require(n * self.tokens_per_run <= MAX_OUTPUT_TOKENS,
-                    f"--max-rate: {n} simulations of {self.tokens_per_run:,} output tokens each pass the cap of "
-                    f"{MAX_OUTPUT_TOKENS:,} (fewer --requests or a shorter --output-len)")
-            self.probes[rate] = Probe(rate, stage, self.run(rate))
+            self.probes[rate] = Probe(rate, stage, self.simulate(rate))
         return self.probes[rate]
+
+    def check_reachable(self) -> None:
+        zero = self(ZERO_LOAD_RATE, "zero-load")
+        if not zero.met:
+            raise MlsysError(f"SLO unreachable: with every request alone (rate -> 0), "
+                             f"{missed(zero.result.metrics, self.slo)}")
 
 
 def _bracket(probe: _Prober, start: float) -> tuple[float, float]:
@@ -102,8 +119,11 @@ def _bracket(probe: _Prober, start: float) -> tuple[float, float]:
                                      "rate (tighter targets, or more --requests so that queues can build)")
             rate *= 2
         return rate / 2, rate
+    halvings = 0
     while not probe(rate, "bracket").met:
-        rate /= 2
+        rate, halvings = rate / 2, halvings + 1
+        if halvings == ZERO_CHECK_HALVINGS:
+            probe.check_reachable()
         if rate <= ZERO_LOAD_RATE:
             return ZERO_LOAD_RATE, rate * 2
     return rate, rate * 2
@@ -124,7 +144,10 @@ def _confirmed(probe: _Prober, lo: float, hi: float) -> tuple[float, float, bool
         below = lo * (1 - CONFIRM_STEP)
         if below <= ZERO_LOAD_RATE or probe(below, "confirm").met:
             return lo, hi, True
-        held = max(r for r, p in probe.probes.items() if r < below and p.met)
+        held = max((r for r, p in probe.probes.items() if r < below and p.met), default=None)
+        if held is None:
+            probe.check_reachable()
+            held = ZERO_LOAD_RATE
         lo, hi = _bisect(probe, held, below)
     return lo, hi, False
 
@@ -137,14 +160,14 @@ def max_rate(spec: ModelSpec, ceilings: Ceilings, work: WorkloadSpec, opts: Serv
     require(not work.concurrency, "--max-rate varies the open-loop rate: it does not combine with --concurrency")
     opts.validate()
     cost = iteration_cost(spec, ceilings, opts)
-    first = replace(work, rate=ZERO_LOAD_RATE).build()
-    probe = _Prober(lambda r: simulate(spec, ceilings, replace(work, rate=r).build(), opts, cost, draft),
-                    sum(o for _, _, o in first.requests))
-    zero = probe(ZERO_LOAD_RATE, "zero-load")
-    if not zero.met:
-        raise MlsysError(f"SLO unreachable: with every request alone (rate -> 0), {missed(zero.result.metrics, opts.slo)}")
-    m = zero.result.metrics
-    busy_per_request_s = max(m["busy_fraction"] * m["makespan_s"] / m["requests"], 1e-9)
-    lo, hi = _bisect(probe, *_bracket(probe, 1 / busy_per_request_s))
+    tokens = sum(o for _, _, o in replace(work, rate=1.0).build().requests)
+    probe = _Prober(lambda r: simulate(spec, ceilings, replace(work, rate=r).build(), opts, cost, draft), tokens,
+                    opts.slo)
+    burst = probe.simulate(float("inf")).metrics
+    require(not meets(burst, opts.slo), f"--max-rate: the SLO holds even with all {burst['requests']:,} requests "
+            "sent at once (rate inf): no rate bounds it (tighter targets, or more --requests so that queues can build)")
+    saturation = burst["throughput_requests_per_s"]
+    lo, hi = _bisect(probe, *_bracket(probe, saturation))
     lo, hi, monotone = _confirmed(probe, lo, hi)
-    return Capacity(lo, hi, tuple(probe.probes.values()), monotone, probe.probes[lo].result)
+    return Capacity(lo, hi, tuple(probe.probes.values()), monotone, probe.probes[lo].result, saturation,
+                    probe.simulations)

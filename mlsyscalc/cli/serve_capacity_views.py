@@ -13,9 +13,10 @@ PROBE_KEYS = ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p99_s
               "goodput_requests_per_s")
 PROBE_COLUMNS = ("TTFT p50 (ms)", "TTFT p99 (ms)", "TPOT p50 (ms)", "TPOT p99 (ms)", "e2e p99 (ms)", "requests/s",
                  "goodput (req/s)")
-SEARCH_NOTE = (f"Bracket by doubling from 1 / (GPU seconds of one request alone), then bisect to {cap.REL_TOL:.0%}; "
-               f"a probe {cap.CONFIRM_STEP:.0%} below the answer confirms it. Every probe simulates the same requests "
-               "(one seed: the same gaps and lengths, the gaps scaled by 1/rate). docs/serving.md, 'Capacity'.")
+SEARCH_NOTE = ("From the saturation rate (every request at time 0), halve or double to a bracket, then bisect to "
+               f"{cap.REL_TOL:.0%}; a probe {cap.CONFIRM_STEP:.0%} below the answer confirms it. Every probe simulates "
+               "the same requests (one seed: the same gaps and lengths, the gaps scaled by 1/rate). "
+               "docs/serving.md, 'Capacity under an SLO'.")
 
 
 def _targets(slo) -> str:
@@ -32,7 +33,8 @@ def capacity_output(c: Capacity) -> render.Output:
     data = {"model": r.model, "gpu": r.gpu, "scheduler": r.options.scheduler, "tp": r.options.tp,
             "max_rate_requests_per_s": c.max_rate, "next_rate_requests_per_s": c.next_rate,
             "slo": slo_dict(r.options.slo, r.metrics), "tolerance": cap.REL_TOL, "monotone": c.monotone,
-            "simulations": len(c.probes), "requests_per_point": r.metrics["requests"], "points": points,
+            "saturation_requests_per_s": c.saturation_rate, "simulations": c.simulations,
+            "requests_per_point": r.metrics["requests"], "points": points,
             "at_max_rate": result_data(r, with_series=False)}
     title = (f"{r.model} on {r.gpu} ({r.options.scheduler}, tp {r.options.tp}): at most {c.max_rate:.4g} requests/s "
              f"within {_targets(r.options.slo)}")
@@ -59,6 +61,6 @@ def min_gpus_output(m: MinGpus, model: str, gpu: str, slo, source: str) -> rende
     rows = [[p["replicas"], p["tp"], p["gpus"], "yes" if p["meets_slo"] else "no", *_cells(p)] for p in points]
     notes = ("Replicas of one engine, requests round robin; percentiles over all requests. Per tensor-parallel size "
              "(those that fit one node and the model), the most replicas within the budget first, then a bisection "
-             "over the replica count. docs/serving.md, 'Capacity'.",)
+             "over the replica count. docs/serving.md, 'Capacity under an SLO'.",)
     return render.Output(data, (render.table(title, ["replicas", "tp", "GPUs", "meets SLO", *PROBE_COLUMNS], rows),),
                          notes, records="points")
