@@ -204,9 +204,20 @@ def engine_limits(kv: KvCapacity, ceilings: Ceilings, opts: ServeOptions, prefix
                         prefix // opts.block_size * opts.block_size if opts.prefix_caching else 0)
 
 
+_COSTS: dict[tuple, IterationCost] = {}  # the last few engines' costs: a report or a search simulates one many times
+COST_CACHE_SIZE = 8
+
+
 def iteration_cost(spec: ModelSpec, ceilings: Ceilings, opts: ServeOptions) -> IterationCost:
-    """The cost of one iteration of this engine: the roofline of its batch + its host time."""
-    return IterationCost(spec, ceilings, opts.roofline, opts.iteration_overhead_s, opts.iteration_overhead_per_seq_s)
+    """The cost of one iteration of this engine: the roofline of its batch + its host time (its fit, ~0.1 s,
+    is kept for the next call with the same model, ceilings and options; it is a pure function of them)."""
+    key = (spec, repr(ceilings), opts.roofline, opts.iteration_overhead_s, opts.iteration_overhead_per_seq_s)
+    if key not in _COSTS:
+        if len(_COSTS) >= COST_CACHE_SIZE:
+            _COSTS.pop(next(iter(_COSTS)))
+        _COSTS[key] = IterationCost(spec, ceilings, opts.roofline, opts.iteration_overhead_s,
+                                    opts.iteration_overhead_per_seq_s)
+    return _COSTS[key]
 
 
 def speculation(spec: ModelSpec, draft: ModelSpec, ceilings: Ceilings, opts: ServeOptions,
