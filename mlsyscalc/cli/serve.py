@@ -161,7 +161,7 @@ def engine_options(func):
               help="Find the highest request rate whose simulated percentiles meet every --slo target.")
 @click.option("--min-gpus", "min_gpus", is_flag=True,
               help="Find the fewest GPUs (replicas x --tp choices) that serve --rate within every --slo target.")
-@click.option("--slo", default=None, help="Latency targets in seconds: " + SLO_FORM + " (a threshold for goodput only).")
+@click.option("--slo", default=None, help="Latency targets in seconds: " + SLO_FORM + " (METRIC=SECONDS: a goodput threshold only).")
 @click.option("--sweep", default=None, help="rate=R1,R2,...: one simulation per rate.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
               help="Write latency-vs-rate (with --sweep) or latency CDFs (PNG or SVG).")
