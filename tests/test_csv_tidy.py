@@ -18,6 +18,14 @@ pd = pytest.importorskip("pandas")
 RECORDS = {"models": "models", "gpus": "gpus", "clusters": "clusters"}  # commands with one row per item
 
 
+def test_sweep_csv_has_one_row_per_point():
+    """A sweep's CSV is tidy: a header, then one row per swept value, the swept parameter first."""
+    text = _run(["roofline", "llama2-7b", "--phase", "decode", "--context", "1024", "--sweep", "batch=1,8,64"], "csv")
+    frame = pd.read_csv(io.StringIO(text))
+    assert list(frame["batch"]) == [1, 8, 64] and frame.columns[0] == "batch"
+    assert set(frame["model"]) == {"llama2-7b"} and (frame["tokens_per_s"].diff().dropna() > 0).all()
+
+
 def _leaves(value, prefix=""):
     """Independent oracle: every scalar of the JSON with its dotted path."""
     if isinstance(value, dict):
@@ -53,10 +61,14 @@ def test_csv_is_one_tidy_table_equal_to_json(index, tmp_path):
     assert not any(line.startswith("#") for line in text.splitlines())
     frame = pd.read_csv(io.StringIO(text), keep_default_na=False, na_values=[""], dtype=str)
     records = RECORDS.get(args[-1]) or RECORDS.get(args[0]) if len(data) == 1 else None
+    records = "sweep" if "--sweep" in args else records  # one row per swept point
     if records:
         items = data[records]
         assert len(frame) == len(items)
+        context = {k: v for k, v in data.items() if k != records and not isinstance(v, (dict, list))}
         for (_, row), item in zip(frame.iterrows(), items):
+            for key, value in context.items():  # the result's plain values repeat on every row
+                assert _same(None if pd.isna(row[key]) else row[key], value), (key, row[key], value)
             for key, value in _leaves(item):
                 column = key if key in frame.columns else key.rsplit(".", 1)[0]  # lists joined with ';'
                 if column == key:

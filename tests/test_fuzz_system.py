@@ -522,7 +522,9 @@ def test_gpus_per_node_cap(monkeypatch, tmp_path):
 def test_every_cap_is_listed_in_docs_cli():
     """docs/cli.md names each cap with its value (the table users read)."""
     from mlsyscalc.calc.plan import space as plan_space
+    from mlsyscalc.calc.serve import capacity as serve_capacity
     from mlsyscalc.calc.serve import limits as serve_limits
+    from mlsyscalc.calc.serve import min_gpus as serve_min_gpus
     from mlsyscalc.readers import files, measured, trace
     from mlsyscalc.specs import cluster
 
@@ -530,6 +532,7 @@ def test_every_cap_is_listed_in_docs_cli():
     caps = {"--requests": serve_limits.MAX_REQUESTS, "output tokens": serve_limits.MAX_OUTPUT_TOKENS,
             "--sweep": serve_limits.MAX_SIMULATIONS, "--spec-k": serve_limits.MAX_SPEC_K,
             "--disagg": serve_limits.MAX_INSTANCES, "--max-gpus": serve_limits.MAX_SEARCH_GPUS,
+            "--max-rate": serve_capacity.MAX_SIMULATIONS, "--min-gpus --max-gpus": serve_min_gpus.MAX_BUDGET_GPUS,
             "--top": plan_space.MAX_TOP, "--max-micro-batch": plan_space.MAX_MICRO_BATCH,
             "gpus_per_node": cluster.MAX_GPUS_PER_NODE, "input file": files.MAX_FILE_BYTES,
             "CSV field": files.MAX_CSV_FIELD_CHARS, "--measured": measured.MAX_FILES,

@@ -10,7 +10,7 @@ import pytest
 from mlsyscalc.cli.main import COMMANDS
 from mlsyscalc.cli.report import json_runner
 from mlsyscalc.errors import MlsysError
-from mlsyscalc.report.model_report import ReportOptions
+from mlsyscalc.report.model_report import CommandFailed, ReportOptions
 from mlsyscalc.report.model_report_build import build_report
 from mlsyscalc.report.model_report_more import measured_section
 from mlsyscalc.report.model_report_infer import serving_section
@@ -39,6 +39,8 @@ def _fake(calls: list):
             return TRAIN
         if argv[0] == "plan":
             return PLAN
+        if argv[0] == "serve" and "--max-rate" in argv:
+            return {"max_rate_requests_per_s": 8.0, "tolerance": 0.01, "simulations": 11}
         if argv[0] == "serve":
             return _serve(float(argv[argv.index("--rate") + 1]))
         return real(argv)
@@ -86,9 +88,34 @@ def test_serving_table_from_the_serve_contract():
     assert "| 1 | 100 | 300 | 20 | 50 | 5,000 | 9,000 | 0.99 | 253 | 0.9 |" in text
     assert "| 4 | 400 | 1,200 | 20 | 50 | 5,000 | 9,000 | 3.96 | 1,012 | 3.6 |" in text
     serve_calls = [c for c in calls if c[0] == "serve"]  # after the memory commands that choose the tp
-    assert serve_calls[0] == ["serve", "llama3-8b", "--gpu", "H100-SXM", "--rate", "1", "--prompt-len", "1024",
-                              "--output-len", "256"]
+    assert serve_calls[0] == ["serve", "llama3-8b", "--gpu", "H100-SXM", "--prompt-len", "1024", "--output-len", "256",
+                              "--requests", "200", "--slo", "ttft_p99=0.5,tpot_p99=0.05", "--rate", "1"]
+    assert len(serve_calls) == 2  # rates given: no capacity search
     assert sect.figures[0].kind == "serving_latency"
+
+
+def test_serving_rates_straddle_the_capacity_under_the_slo():
+    """Without rates, 0.25x-1.25x the highest rate `serve --max-rate` finds (8 requests/s in the fake)."""
+    calls = []
+    sect = _build(ReportOptions("llama3-8b"), [("serving", "Serving", serving_section)], calls)["serving"]
+    serve_calls = [c for c in calls if c[0] == "serve"]
+    assert serve_calls[0][-1] == "--max-rate"
+    assert [c[c.index("--rate") + 1] for c in serve_calls[1:]] == ["2", "4", "6", "8", "10"]
+    text = "\n".join(sect.lines)
+    assert "0.25x to 1.25x the highest rate" in text and "`--slo ttft_p99=0.5,tpot_p99=0.05`, 8 requests/s" in text
+    assert "| 10 | 1,000 | 3,000 |" in text
+
+
+def test_serving_falls_back_to_fixed_rates_and_says_why():
+    def run(argv):
+        if "--max-rate" in argv:
+            raise CommandFailed("`mlsys serve gpt2 ... --max-rate` failed: --max-rate: no rate bounds it")
+        return _fake([])(argv)
+
+    report = build_report(ReportOptions("gpt2"), run, (*COMMANDS, "serve"), {}, [("serving", "Serving", serving_section)])
+    text = "\n".join(report.sections[0].lines)
+    assert report.sections[0].unavailable is None and "at fixed rates" in text and "no rate bounds it" in text
+    assert "| 8 | 800 |" in text
 
 
 def test_missing_commands_leave_one_line():

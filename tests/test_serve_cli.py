@@ -23,7 +23,7 @@ def test_json_keys_and_units(run_cli):
         assert key in data, key
     assert data["requests"] == 100 and data["gpu"] == "H100-SXM" and data["scheduler"] == "vllm-v1"
     assert (data["options"]["max_batch_tokens"], data["options"]["max_seqs"]) == (8192, 1024)  # resolved for the card
-    assert data["options"]["slo"] == {"ttft_s": 0.5, "tpot_s": 0.05}
+    assert data["options"]["slo"] == {"ttft_s": 0.5, "tpot_s": 0.05, "e2e_s": None}
     assert data["throughput_tokens_per_s"] == pytest.approx(100 * 128 / data["makespan_s"])
     assert all(isinstance(data[k], float) and math.isfinite(data[k]) for k in KEYS[:9])
     assert len(data["series"]) == 100 and 0 <= max(p["kv_utilization"] for p in data["series"]) <= 1
@@ -55,6 +55,30 @@ def test_sweep(run_cli):
     assert high["ttft_p99_s"] > low["ttft_p99_s"]
 
 
+def test_sweep_csv_is_one_row_per_rate(run_cli):
+    """--format csv of a sweep: one row per rate, the rate first, each number the JSON's."""
+    import io
+
+    pd = pytest.importorskip("pandas")
+    args = ("serve", "llama3-8b", "--sweep", "rate=2,20,50", "--requests", "100", "--slo", "ttft_p99=0.05")
+    code, text, err = run_cli(*args, "--format", "csv")
+    assert code == 0, err
+    frame = pd.read_csv(io.StringIO(text))
+    data = run_cli.json(*args)
+    assert list(frame.columns[:6]) == ["rate_per_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p99_s"]
+    assert list(frame["rate_per_s"]) == [2, 20, 50]
+    assert list(frame["ttft_p99_s"]) == [p["ttft_p99_s"] for p in data["sweep"]]
+    assert list(frame["slo.met"]) == [p["slo"]["met"] for p in data["sweep"]] == [True, True, False]
+
+
+def test_sweep_table_prints_milliseconds(run_cli):
+    args = ("serve", "llama3-8b", "--sweep", "rate=2,20", "--requests", "50")
+    code, text, _ = run_cli(*args, "--format", "markdown")
+    ttft = run_cli.json(*args)["sweep"][0]["ttft_p99_s"]
+    assert code == 0 and "TTFT p99 (ms)" in text and f"{ttft * 1e3:.4g}" in text
+    assert "goodput" not in text  # no --slo: nothing to count against
+
+
 def test_plot_and_missing_matplotlib(run_cli, tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
     out = tmp_path / "cdf.png"
@@ -75,6 +99,9 @@ def test_plot_and_missing_matplotlib(run_cli, tmp_path, monkeypatch):
     (["--trace", "/nonexistent.csv"], "no such file"),
     (["--rate", "1", "--slo", "ttft=fast"], "--slo"),
     (["--rate", "1", "--slo", "latency=1"], "--slo"),
+    (["--rate", "1", "--slo", "ttft_p95=1"], "ttft_p95"),
+    (["--rate", "1", "--slo", "ttft_p99=0"], "positive"),
+    (["--rate", "1", "--slo", "ttft_p99=1,ttft_p99=2"], "twice"),
     (["--rate", "1", "--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization"),
     (["--rate", "1", "--prompt-len", "4000", "--kv-blocks", "10"], "KV blocks"),
     (["--rate", "1", "--burstiness", "0"], "--burstiness"),
@@ -130,3 +157,15 @@ def test_efficiency_and_launch_cost_reach_the_iterations(run_cli):
     slow = run_cli.json(*args, "--efficiency", "memory=0.445", "--efficiency", "matmul_skinny=0.39")["tpot_p50_s"]
     assert 1.8 < slow / base <= 2.0
     assert run_cli.json(*args, "--launch-us", "20")["tpot_p50_s"] > base
+
+
+def test_search_csv_is_one_row_per_layout(run_cli):
+    import io
+
+    pd = pytest.importorskip("pandas")
+    args = ("serve", "gpt2", "--rate", "4", "--requests", "20", "--search", "--max-gpus", "3", "--slo", "ttft=0.5")
+    code, text, err = run_cli(*args, "--format", "csv")
+    assert code == 0, err
+    frame = pd.read_csv(io.StringIO(text))
+    layouts = run_cli.json(*args)["layouts"]
+    assert list(frame["layout"]) == [r["layout"] for r in layouts] and set(frame["max_gpus"]) == {3}

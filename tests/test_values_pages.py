@@ -57,7 +57,8 @@ def _rows_lines(text: str, rows) -> list[str]:
 
 def test_report_defaults_are_the_documented_ones(run_cli, tmp_path):
     """ReportOptions' defaults (docs/report.md): 8 GPUs, 4,096 tokens, micro-batch 1, global batch 1,024, bf16,
-    decode at 8,192 tokens, serving at 0.5-8 requests/s with 1,024-token prompts and 256 output tokens."""
+    decode at 8,192 tokens, serving at 0.25x-1.25x the highest rate within ttft_p99=0.5,tpot_p99=0.05 with
+    1,024-token prompts and 256 output tokens (200 requests each)."""
     run_cli.json("report", "llama2-7b", "-o", str(tmp_path), "--no-figures")
     page = (tmp_path / "README.md").read_text()
     assert page.startswith("# llama2-7b on 8 x H100-SXM: what it costs")
@@ -66,7 +67,9 @@ def test_report_defaults_are_the_documented_ones(run_cli, tmp_path):
     serving = page.split("## Serving\n", 1)[1].split("\n## ", 1)[0]
     assert "1,024-token prompts, 256 output tokens" in serving
     rates = [line.split("|")[1].strip() for line in serving.splitlines() if line.startswith("| ") and "---" not in line]
-    assert rates[1:] == ["0.5", "1", "2", "4", "8"]
+    best = float(serving.split("`--slo ttft_p99=0.5,tpot_p99=0.05`, ", 1)[1].split(" requests/s", 1)[0])
+    assert [float(r) for r in rates[1:]] == [float(f"{f * best:.3g}") for f in (0.25, 0.5, 0.75, 1.0, 1.25)]
+    assert "200 requests with Poisson arrivals at 0.25x to 1.25x the highest rate" in serving
     inference = page.split("## Inference\n", 1)[1].split("\n## ", 1)[0]
     largest = {}
     for line in inference.splitlines():

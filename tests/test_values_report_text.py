@@ -103,10 +103,13 @@ def test_training_memory_cells_are_the_quoted_commands_in_gib(page, run_cli):
 def test_serving_columns_are_the_keys_they_name(page, run_cli):
     serving = _section(page, "Serving")
     rows = _table(serving, "rate (requests/s)")
-    assert [r["rate (requests/s)"] for r in rows] == ["0.5", "1", "2", "4", "8"]
+    args = ("serve", "llama2-7b", "--gpu", "H100-SXM", "--prompt-len", "1024", "--output-len", "256", "--requests",
+            "200", "--slo", "ttft_p99=0.5,tpot_p99=0.05")
+    best = run_cli.json(*args, "--max-rate")["max_rate_requests_per_s"]  # the rates straddle the SLO's capacity
+    assert [float(r["rate (requests/s)"]) for r in rows] == [float(f"{f * best:.3g}") for f in (0.25, 0.5, 0.75, 1, 1.25)]
+    assert f"{best:.4g} requests/s" in serving
     for row in rows[::2]:
-        data = run_cli.json("serve", "llama2-7b", "--gpu", "H100-SXM", "--rate", row["rate (requests/s)"],
-                            "--prompt-len", "1024", "--output-len", "256")
+        data = run_cli.json(*args, "--rate", row["rate (requests/s)"])
         for column, key in (("TTFT p50", "ttft_p50_s"), ("TTFT p99", "ttft_p99_s"), ("TPOT p50", "tpot_p50_s"),
                             ("TPOT p99", "tpot_p99_s"), ("e2e p50", "e2e_p50_s"), ("e2e p99", "e2e_p99_s")):
             assert close(row[column], data[key] * 1e3), (row["rate (requests/s)"], column)  # in ms

@@ -125,14 +125,19 @@ def test_serve_throughput_table_rows(bursty):
 
 
 def test_serve_sweep_table_columns_are_the_json_keys(run_cli):
+    """Latencies in ms, rates as they are; goodput only with --slo."""
     data, views = run_both(run_cli, "serve", "llama2-7b", "--requests", "60", "--sweep", "rate=2,40",
-                           "--burstiness", "0.3", "--prompt-len", "uniform:64,2048")
+                           "--burstiness", "0.3", "--prompt-len", "uniform:64,2048", "--slo", "ttft_p99=0.5")
     rows = table(views, "rate sweep$")
-    assert [quantity(r["rate_per_s"]) for r in rows] == [2, 40]
+    assert [quantity(r["rate (req/s)"]) for r in rows] == [2, 40]
+    columns = {"TTFT p50 (ms)": "ttft_p50_s", "TTFT p99 (ms)": "ttft_p99_s", "TPOT p50 (ms)": "tpot_p50_s",
+               "TPOT p99 (ms)": "tpot_p99_s", "e2e p99 (ms)": "e2e_p99_s"}
     for row, point in zip(rows, data["sweep"]):
-        for key in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p99_s", "throughput_requests_per_s",
-                    "throughput_tokens_per_s", "goodput_requests_per_s", "preemptions"):
-            assert close(row[key], point[key], 4), key
+        for column, key in columns.items():
+            assert close(row[column], point[key] * 1e3, 4), key
+        for column, key in (("requests/s", "throughput_requests_per_s"), ("tokens/s", "throughput_tokens_per_s"),
+                            ("goodput (req/s)", "goodput_requests_per_s"), ("preemptions", "preemptions")):
+            assert close(row[column], point[key], 4), key
     assert data["sweep"][0]["ttft_p99_s"] != data["sweep"][1]["ttft_p99_s"]
 
 

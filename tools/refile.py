@@ -111,6 +111,10 @@ MOVES: dict[str, str] = {
     "serve_spec": "serve.spec",
     "serve_static": "serve.static",
     "serve_workload": "serve.workload",
+    "serve_slo": "serve.slo",
+    "serve_capacity": "serve.capacity",
+    "serve_min_gpus": "serve.min_gpus",
+    "train_fit": "train.fit",
     # scaling: scaling laws
     "scaling": "scaling.calculators",
     "scaling_fit": "scaling.fit",

@@ -1,9 +1,10 @@
 """`--format csv`: one tidy table per command, raw numbers in base units.
 
 Two shapes, chosen by the command's Output:
-- records (Output.records names a list of objects in the JSON, e.g. `gpus`): one row per item,
-  one column per field; nested objects become dotted columns (`peak_flops.bf16`), lists of plain
-  values are joined with ";".
+- records (Output.records names a list of objects in the JSON, e.g. `gpus`, or a sweep's points):
+  one row per item, one column per field; nested objects become dotted columns (`peak_flops.bf16`),
+  lists of plain values are joined with ";". The result's other top-level plain values (a sweep's
+  `model`, `gpu`, `phase`) follow as columns repeated on every row, so each row stands alone.
 - otherwise the whole JSON result in long form: columns `key,value`, one row per number or
   string, nested keys dotted and list items indexed (`breakdown.weights_bytes`, `stages.0.layers`).
 Either way the unit is in the column or key name (`_bytes`, `_flops`, `_s`, `_GBps`), exactly as
@@ -54,10 +55,17 @@ def _record(item: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def _context(data: dict[str, Any], records: str) -> dict[str, Any]:
+    """The result's top-level plain values beside the records (a sweep's model and GPU)."""
+    return {k: _scalar(v) for k, v in data.items() if k != records and not isinstance(v, (dict, list, tuple))}
+
+
 def to_csv(data: dict[str, Any], records: str | None) -> str:
     buf = io.StringIO()
     if records is not None:
+        context = _context(data, records)
         rows = [_record(item) for item in data[records]]
+        rows = [{**row, **{k: v for k, v in context.items() if k not in row}} for row in rows]
         columns = list(dict.fromkeys(key for row in rows for key in row))
         records_writer = csv.DictWriter(buf, columns, restval="", lineterminator="\n")
         records_writer.writeheader()

@@ -130,4 +130,4 @@ def sweep_output(s: Sweep) -> render.Output:
     notes = (cross, "fits: weights + KV cache within one GPU's memory.", _ceiling_note(first.ceilings))
     title = f"{first.model} {o.phase} on {first.gpu}" + (f" x{o.tp} (TP)" if o.tp > 1 else "") + ": batch sweep"
     return render.Output(data, (render.table(title, ["batch", _latency_name(o.phase) + " (ms)", "tokens/s", "bound",
-                                                     "MFU", "MBU", "fits"], rows),), notes)
+                                                     "MFU", "MBU", "fits"], rows),), notes, records="sweep")

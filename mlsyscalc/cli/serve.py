@@ -11,7 +11,8 @@ from ..calc.serve.simulator import PREEMPTION, ServeOptions, WorkloadSpec, simul
 from ..calc.serve.engine import POLICIES
 from ..calc.serve import limits as serve_limits
 from ..calc.serve.limits import check_requests
-from ..calc.serve.metrics import Slo
+from ..calc.serve.min_gpus import DEFAULT_BUDGET_GPUS, MAX_BUDGET_GPUS
+from ..calc.serve.slo import FORM as SLO_FORM, parse_slo
 from ..calc.serve.workload import LengthDist, from_trace, parse_length
 from ..errors import MlsysError, require
 from ..readers.trace import read_length_column, read_trace
@@ -24,6 +25,7 @@ from .options import ceilings_from_options, given, model_argument, reject_unused
 from .serve_views import serve_output, sweep_output
 
 D = ServeOptions()
+SEARCH_GPUS = 8  # --search's budget when --max-gpus is not given
 LENGTH_HELP = "N, uniform:a,b, normal:mu,sd, lognormal:mu,sigma or csv:FILE:COLUMN."
 
 
@@ -37,21 +39,6 @@ def _length(text: str, what: str) -> LengthDist:
 
 def _trace(path: str, prefix: int = 0, concurrency: int = 0):
     return from_trace(read_trace(path, serve_limits.MAX_REQUESTS), f"trace {path}", prefix, concurrency)
-
-
-def _slo(text: str | None) -> Slo:
-    if not text:
-        return Slo()
-    values = {}
-    for item in text.split(","):
-        key, sep, value = item.partition("=")
-        require(bool(sep) and key.strip() in ("ttft", "tpot"), f"--slo expects ttft=SECONDS,tpot=SECONDS, got {text!r}")
-        try:
-            values[key.strip() + "_s"] = seconds = float(value)
-        except ValueError:
-            raise MlsysError(f"--slo {key}: {value!r} is not a number of seconds") from None
-        require(math.isfinite(seconds) and seconds <= MAX_FLOAT, f"--slo {key}: {value!r} is not a finite number")
-    return Slo(**values)
 
 
 def _sweep(text: str | None) -> tuple[float, ...] | None:
@@ -70,7 +57,7 @@ def _sweep(text: str | None) -> tuple[float, ...] | None:
     return rates
 
 
-def _reject_unused(scheduler: str, trace: bool, draft: bool, search: bool) -> None:
+def _reject_unused(scheduler: str, trace: bool, draft: bool, search: bool, min_gpus: bool) -> None:
     """Options given that this call would ignore (docs/cli.md, "options that do not apply"), by the scheduler's
     policy flags (calc.serve.engine.POLICIES), never by its name."""
     ctx = click.get_current_context()
@@ -86,8 +73,8 @@ def _reject_unused(scheduler: str, trace: bool, draft: bool, search: bool) -> No
     if trace:
         unused |= {k: "with --trace (the trace gives every request)" for k in
                    ("prompt_len", "output_len", "requests", "seed", "burstiness")}
-    if not search:
-        unused["max_gpus"] = "without --search"
+    if not (search or min_gpus):
+        unused["max_gpus"] = "without --search or --min-gpus"
     reject_unused(ctx, unused)
     for name, other in (("rate", "sweep"), ("disagg", "search")):
         if given(ctx, name) and given(ctx, other):
@@ -167,8 +154,14 @@ def engine_options(func):
 @click.option("--disagg", default=None, metavar="P:D",
               help="Disaggregate: P prefill and D decode instances of --tp GPUs each, KV moved over the cluster.")
 @click.option("--search", is_flag=True, help="Search the P:D split and TP per role for goodput per GPU under --slo.")
-@click.option("--max-gpus", type=click.IntRange(min=2), default=8, show_default=True, help="--search: GPU budget.")
-@click.option("--slo", default=None, help="Latency targets for goodput, e.g. ttft=0.5,tpot=0.05 (seconds).")
+@click.option("--max-gpus", type=click.IntRange(min=1), default=None,
+              help=f"GPU budget: of --search (default {SEARCH_GPUS}, at most {serve_limits.MAX_SEARCH_GPUS}) or "
+              f"--min-gpus (default {DEFAULT_BUDGET_GPUS}, at most {MAX_BUDGET_GPUS:,}).")
+@click.option("--max-rate", "max_rate", is_flag=True,
+              help="Find the highest request rate whose simulated percentiles meet every --slo target.")
+@click.option("--min-gpus", "min_gpus", is_flag=True,
+              help="Find the fewest GPUs (replicas x --tp choices) that serve --rate within every --slo target.")
+@click.option("--slo", default=None, help="Latency targets in seconds: " + SLO_FORM + " (METRIC=SECONDS: a goodput threshold only).")
 @click.option("--sweep", default=None, help="rate=R1,R2,...: one simulation per rate.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
               help="Write latency-vs-rate (with --sweep) or latency CDFs (PNG or SVG).")
@@ -177,14 +170,14 @@ def engine_options(func):
 def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, gap_us, tp, dtype, matmul_dtype, kv_dtype, rate,
           trace_file, prompt_len, output_len, requests, seed, burstiness, concurrency, scheduler, max_batch_tokens, max_seqs,
           chunk, block_size, gpu_memory_utilization, preemption, kv_blocks, iteration_overhead_us,
-          iteration_overhead_per_seq_us, prefix_len, prefix_caching, draft, spec_k, accept, disagg, search, max_gpus, slo,
-          sweep, plot, price_per_gpu_hour, fmt, as_json):
+          iteration_overhead_per_seq_us, prefix_len, prefix_caching, draft, spec_k, accept, disagg, search, max_gpus,
+          max_rate, min_gpus, slo, sweep, plot, price_per_gpu_hour, fmt, as_json):
     """Simulate serving MODEL under load: TTFT, TPOT, latency percentiles, throughput and goodput.
 
     A discrete-event simulation of the engine's scheduler whose every iteration costs the roofline
     time of the batch it forms; KV capacity in blocks from the memory calculator. See docs/serving.md.
     """
-    _reject_unused(scheduler, trace_file is not None, draft is not None, search)
+    _reject_unused(scheduler, trace_file is not None, draft is not None, search, min_gpus)
     if trace_file is None:
         check_requests(requests)
     spec = resolve_model(model, overrides)
@@ -195,11 +188,19 @@ def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, ga
     ceilings = ceilings_from_options(gpu, calibration, efficiency, launch_us, gap_us)
     opts = ServeOptions(scheduler=scheduler, max_batch_tokens=max_batch_tokens, max_seqs=max_seqs, chunk=chunk,
                         block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, preemption=preemption,
-                        kv_blocks=kv_blocks, tp=tp, dtype=dtype, matmul_dtype=matmul_dtype, kv_dtype=kv_dtype, cluster=cluster, slo=_slo(slo),
+                        kv_blocks=kv_blocks, tp=tp, dtype=dtype, matmul_dtype=matmul_dtype, kv_dtype=kv_dtype, cluster=cluster, slo=parse_slo(slo),
                         spec_k=spec_k, accept=accept, prefix_caching=prefix_caching,
                         iteration_overhead_s=iteration_overhead_us * 1e-6,
                         iteration_overhead_per_seq_s=iteration_overhead_per_seq_us * 1e-6)
     draft_spec = resolve_model(draft, ()) if draft else None
+    if max_rate or min_gpus:
+        require(not (max_rate and min_gpus), "--max-rate and --min-gpus ask different questions: give one of them")
+        require(not (disagg or search or sweep or plot or price_per_gpu_hour is not None),
+                "--max-rate/--min-gpus do not combine with --disagg, --search, --sweep, --plot or --price-per-gpu-hour")
+        recipe = WorkloadSpec(_length(prompt_len, "--prompt-len"), _length(output_len, "--output-len"),
+                              rate or 1.0, requests, seed, burstiness, prefix_len, concurrency)
+        return render.emit(_capacity(spec, ceilings, recipe, opts, draft_spec, max_rate, rate, trace_file, max_gpus),
+                           fmt, as_json)
     rates = _sweep(sweep)
     require(not (rates and trace_file), "--sweep varies --rate: it does not combine with --trace")
     if concurrency and rate is None and trace_file is None and rates is None:
@@ -212,7 +213,7 @@ def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, ga
             _length(prompt_len, "--prompt-len"), _length(output_len, "--output-len"), rate, requests, seed,
             burstiness, prefix_len, concurrency).build()
         require(price_per_gpu_hour is None or not search, "--price-per-gpu-hour prices one layout: not with --search")
-        out = _disagg(spec, ceilings, work, opts, disagg, search, max_gpus)
+        out = _disagg(spec, ceilings, work, opts, disagg, search, max_gpus or SEARCH_GPUS)
         if price_per_gpu_hour is not None:
             out = with_serving_cost(out, out.data, out.data["gpus"], price_per_gpu_hour)
         return render.emit(out, fmt, as_json)
@@ -238,6 +239,22 @@ def _with_intervals(out: render.Output) -> render.Output:
         if out.data.get(field):
             out = with_interval(out, key, out.data[field], field=f"interval_{field}", label=field)
     return out
+
+
+def _capacity(spec, ceilings, work, opts, draft, max_rate, rate, trace_file, max_gpus):
+    """--max-rate (the rate is searched) or --min-gpus (at --rate R or a --trace)."""
+    from ..calc.serve.capacity import max_rate as search_rate
+    from ..calc.serve.min_gpus import min_gpus
+    from .serve_capacity_views import capacity_output, min_gpus_output
+
+    if max_rate:
+        require(rate is None and trace_file is None, "--max-rate searches the rate: it does not take --rate or --trace")
+        require(max_gpus is None, "--max-gpus is the budget of --search or --min-gpus, not of --max-rate")
+        return capacity_output(search_rate(spec, ceilings, work, opts, draft))
+    require(rate is not None or trace_file is not None, "--min-gpus needs the rate to serve: --rate R or --trace FILE")
+    workload = _trace(trace_file, work.prefix, work.concurrency) if trace_file else work.build()
+    found = min_gpus(spec, ceilings, workload, opts, max_gpus or DEFAULT_BUDGET_GPUS, draft)
+    return min_gpus_output(found, spec.name, ceilings.gpu.name, opts.slo, workload.source)
 
 
 def _disagg(spec, ceilings, work, opts, layout, search, max_gpus):

@@ -37,7 +37,9 @@ class ReportOptions:
     tp: int | None = None  # a training layout given by the user (with --pp): `mlsys train` runs it
     pp: int | None = None
     top: int = 3  # layouts from `mlsys plan`
-    rates: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0, 8.0)  # `mlsys serve` request rates (requests/s)
+    rates: tuple[float, ...] | None = None  # `mlsys serve` request rates (requests/s); None: around the knee
+    serve_slo: str = "ttft_p99=0.5,tpot_p99=0.05"  # serving: the SLO whose highest rate places the rates
+    serve_requests: int = 200  # serving: requests simulated per rate (and per probe of the capacity search)
     prompt_len: int = 1024  # serving: tokens per prompt
     output_len: int = 256  # serving: tokens generated per request
     measured: str | None = None  # folder of `mlsys bench` rows

@@ -4,7 +4,8 @@ decode roofline curves over batch with the per-op share at one point, latency vs
 from __future__ import annotations
 
 from .markdown import markdown_table
-from .model_report import Context, Figure, Section, commands_block, lookup, require_command
+from .model_report import (CommandFailed, Context, Figure, ReportOptions, Section, commands_block, lookup,
+                           require_command)
 from .model_report_system import roofline_hardware
 
 TP_CHOICES = (1, 2, 4, 8)
@@ -130,21 +131,44 @@ SERVE_KEYS = (("ttft_p50_s", "TTFT p50", "ms"), ("ttft_p99_s", "TTFT p99", "ms")
               ("goodput_requests_per_s", "goodput (requests/s)", "g"))
 
 
+RATE_FRACTIONS = (0.25, 0.5, 0.75, 1.0, 1.25)  # of the highest rate within the SLO: the knee sits inside
+FALLBACK_RATES = (0.5, 1.0, 2.0, 4.0, 8.0)  # requests/s, where no rate meets the SLO (or every rate does)
+
+
+def _serving_rates(sect: Section, base: list[str], o: ReportOptions) -> tuple[tuple[float, ...], str]:
+    """The rates to simulate and a sentence saying how they were chosen."""
+    if o.rates:
+        return tuple(o.rates), "at the rates asked for"
+    try:
+        search = sect.run(*base, "--max-rate")
+    except CommandFailed as exc:
+        return FALLBACK_RATES, f"at fixed rates: the capacity search under `--slo {o.serve_slo}` found no rate ({exc})"
+    best = search.data["max_rate_requests_per_s"]
+    rates = tuple(float(f"{f * best:.3g}") for f in RATE_FRACTIONS)
+    return rates, (f"at {RATE_FRACTIONS[0]:g}x to {RATE_FRACTIONS[-1]:g}x the highest rate whose p99 TTFT and TPOT meet "
+                   f"`--slo {o.serve_slo}`, {sect.q(search, 'max_rate_requests_per_s', 'g')} requests/s (`mlsys serve "
+                   f"--max-rate`: bisection over the simulator to {search.data['tolerance']:.0%}, "
+                   f"{sect.q(search, 'simulations', 'int')} simulations), so the knee lies inside the table")
+
+
 def serving_section(ctx: Context, sect: Section) -> None:
     require_command(ctx, "serve")
     o = ctx.options
     tp, _ = _pick_tp(ctx, sect)  # the inference section's tensor-parallel size (its commands, cached)
     tp_args = ["--tp", str(tp)] if tp > 1 else []
-    calls = [sect.run("serve", *ctx.model_args(), "--gpu", ctx.gpu, *tp_args, "--rate", f"{r:g}", "--prompt-len",
-                      str(o.prompt_len), "--output-len", str(o.output_len)) for r in o.rates]
+    base = ["serve", *ctx.model_args(), "--gpu", ctx.gpu, *tp_args, "--prompt-len", str(o.prompt_len), "--output-len",
+            str(o.output_len), "--requests", str(o.serve_requests), "--slo", o.serve_slo]
+    rates, how = _serving_rates(sect, base, o)
+    calls = [sect.run(*base, "--rate", f"{r:g}") for r in rates]
     keys = [k for k in SERVE_KEYS if k[0] in calls[0].data]
-    rows = [(f"{r:g}", *[sect.q(c, k, f) for k, _, f in keys]) for r, c in zip(o.rates, calls)]
+    rows = [(f"{r:g}", *[sect.q(c, k, f) for k, _, f in keys]) for r, c in zip(rates, calls)]
     engine = f"{ctx.gpu}" + (f", tensor parallel {tp} per engine" if tp > 1 else "")
     sect.add(f"Simulated serving on {engine}: {o.prompt_len:,}-token prompts, {o.output_len:,} output tokens, "
-             "Poisson arrivals at each rate (latencies in ms):", "",
+             f"{o.serve_requests:,} requests with Poisson arrivals {how}; goodput counts the requests within the SLO's "
+             "limits (latencies in ms):", "",
              *markdown_table(["rate (requests/s)", *[label for _, label, _ in keys]], rows), "")
     sect.figures.append(Figure("serving_latency", "serving_latency",
                                f"{o.model} served on {ctx.gpu}: latency vs request rate "
                                f"(prompt {o.prompt_len}, output {o.output_len} tokens)",
-                               {"rates": list(o.rates), "points": [c.data for c in calls]}))
+                               {"rates": list(rates), "points": [c.data for c in calls]}))
     commands_block(sect, sect.calls)

@@ -22,12 +22,21 @@ SERIES_POINTS = 100  # time buckets of the KV-utilisation / preemption series
 
 @dataclass(frozen=True)
 class Slo:
+    """Per-request thresholds (goodput) and percentile targets (calc.serve.slo: `ttft_p99=0.5`)."""
+
     ttft_s: float | None = None
     tpot_s: float | None = None
+    e2e_s: float | None = None
+    terms: tuple[tuple[str, int, float], ...] = ()  # (metric, percentile, limit_s): the run's percentile <= limit
 
-    def met(self, ttft: float, tpot: float | None) -> bool:
+    def met(self, ttft: float, tpot: float | None, e2e: float | None = None) -> bool:
         return ((self.ttft_s is None or ttft <= self.ttft_s)
-                and (self.tpot_s is None or tpot is None or tpot <= self.tpot_s))
+                and (self.tpot_s is None or tpot is None or tpot <= self.tpot_s)
+                and (self.e2e_s is None or e2e is None or e2e <= self.e2e_s))
+
+    @property
+    def given(self) -> bool:
+        return bool(self.terms) or any(v is not None for v in (self.ttft_s, self.tpot_s, self.e2e_s))
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -66,7 +75,7 @@ def summary(requests: Requests, trace: Trace, total_blocks: int, slo: Slo) -> di
     good = 0
     tpots = iter(lat["tpot"])
     for i, (_, _, output) in enumerate(requests):
-        good += slo.met(lat["ttft"][i], next(tpots) if output > 1 else None)
+        good += slo.met(lat["ttft"][i], next(tpots) if output > 1 else None, lat["e2e"][i])
     out.update(_throughput(requests, trace, makespan, good))
     out.update(_kv(trace, total_blocks))
     return out

@@ -87,7 +87,7 @@ class ServeOptions:
         require(math.isfinite(self.iteration_overhead_per_seq_s) and self.iteration_overhead_per_seq_s >= 0,
                 f"--iteration-overhead-per-seq-us must be >= 0, got {self.iteration_overhead_per_seq_s * 1e6:g}")
         require(self.kv_blocks is None or self.kv_blocks >= 1, f"--kv-blocks must be >= 1, got {self.kv_blocks}")
-        for name in ("ttft_s", "tpot_s"):
+        for name in ("ttft_s", "tpot_s", "e2e_s"):
             value = getattr(self.slo, name)
             require(value is None or value > 0, f"--slo {name[:-2]} must be positive, got {value}")
 
@@ -204,9 +204,20 @@ def engine_limits(kv: KvCapacity, ceilings: Ceilings, opts: ServeOptions, prefix
                         prefix // opts.block_size * opts.block_size if opts.prefix_caching else 0)
 
 
+_COSTS: dict[tuple, IterationCost] = {}  # the last few engines' costs: a report or a search simulates one many times
+COST_CACHE_SIZE = 8
+
+
 def iteration_cost(spec: ModelSpec, ceilings: Ceilings, opts: ServeOptions) -> IterationCost:
-    """The cost of one iteration of this engine: the roofline of its batch + its host time."""
-    return IterationCost(spec, ceilings, opts.roofline, opts.iteration_overhead_s, opts.iteration_overhead_per_seq_s)
+    """The cost of one iteration of this engine: the roofline of its batch + its host time (its fit, ~0.1 s,
+    is kept for the next call with the same model, ceilings and options; it is a pure function of them)."""
+    key = (spec, repr(ceilings), opts.roofline, opts.iteration_overhead_s, opts.iteration_overhead_per_seq_s)
+    if key not in _COSTS:
+        if len(_COSTS) >= COST_CACHE_SIZE:
+            _COSTS.pop(next(iter(_COSTS)))
+        _COSTS[key] = IterationCost(spec, ceilings, opts.roofline, opts.iteration_overhead_s,
+                                    opts.iteration_overhead_per_seq_s)
+    return _COSTS[key]
 
 
 def speculation(spec: ModelSpec, draft: ModelSpec, ceilings: Ceilings, opts: ServeOptions,
