@@ -25,6 +25,7 @@ from .intervals import with_interval
 from .cost_views import run_options, with_step_cost
 from .hardware_notes import with_ceilings_note
 from .options import POSITIVE, model_argument, positive_int, reject_unused, resolve_model
+from .train_fit import fit_layout, with_fit
 
 D = TrainStepOptions
 
@@ -230,8 +231,12 @@ def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, se
                             schedule=schedule, framework=framework, host_costs=host_costs, host_source=host_source,
                             vocab_parallel=vocab_parallel, pipeline_split=pipeline_split, fp8_recipe=fp8_recipe, fp8_params=fp8_params,
                             clocks=clocks, loss=loss_kernels, dropout=dropout, clip_grad=clip_grad)
-    step = train_step(spec, ceilings, cluster, opts)
-    output = with_step_cost(step_output(step), step, price_per_gpu_hour, train_tokens)
+    fitted = fit_layout(spec, ceilings, cluster, opts, train_step(spec, ceilings, cluster, opts))
+    step = fitted.step
+    for line in (*fitted.notes, *fitted.warnings):
+        click.echo(("warning: " if line in fitted.warnings else "") + line, err=True)
+    output = with_fit(step_output(step), fitted)
+    output = with_step_cost(output, step, price_per_gpu_hour, train_tokens)
     output = with_interval(output, "train", step.step_time_s, label="step_time_s")
     render.emit(with_ceilings_note(output, ceilings), fmt, as_json)
 
