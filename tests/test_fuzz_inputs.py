@@ -90,8 +90,6 @@ SPECIAL_CASES = [
     (["memory", "train", "llama2-7b", "--bytes", "weight=-2"], ["--bytes"]),
     (["memory", "train", "llama2-7b", "--bytes", "weight"], ["--bytes"]),
     (["memory", "train", "llama2-7b", "--tp", "3"], ["tp"]),
-    (["memory", "infer", "llama2-7b", "--max", "batch"], ["--gpu"]),
-    (["memory", "infer", "llama2-7b", "--reserve", "5GiB"], ["--reserve"]),
     (["scaling", "optimal", "--params", "0.5"], ["params"]),
     (["scaling", "loss", "--params", "7B", "--tokens", "0.5"], ["tokens"]),
     (["params", ""], ["MODEL"]),

@@ -50,7 +50,6 @@ def test_infer_json_and_max(run_cli):
     (["train", "llama2-7b", "--dp", "2", "--world-size", "8"], "world size 8 != dp*tp*pp*cp = 2*1*1*1 = 2"),
     (["train", "llama2-7b", "--fsdp", "bogus"], "--fsdp must be one of full_shard, shard_grad_op, no_shard"),
     (["infer", "llama2-7b", "--tp", "3"], "num_heads over --tp: 32 is not divisible by 3"),
-    (["infer", "llama2-7b", "--max", "batch"], "--max needs --gpu"),
     (["infer", "llama2-7b", "--dtype", "int3"], "unknown dtype 'int3'"),
     (["train", "llama2-7b", "--bytes", "nonsense=2"], "--bytes: unknown key 'nonsense'"),
 ])

@@ -164,3 +164,17 @@ def host_options(func: Callable) -> Callable:
                 None if host_ms_per_layer is None else host_ms_per_layer * 1e-3)
         return func(*args, host=host, **kwargs)
     return wrapper
+
+
+def world_dp(gpus: int | None, dp: int | None, tp: int, pp: int, cp: int) -> int:
+    """dp from --gpus (the world size) as `mlsys train` derives it, gpus / (tp pp cp); --dp given too must agree
+    (exit 2 naming both); neither: 1."""
+    from ..errors import divide
+
+    if gpus is None:
+        return 1 if dp is None else dp
+    derived = divide(gpus, tp * pp * cp, f"rule gpus % (tp*pp*cp) == 0: --gpus {gpus} over tp*pp*cp = {tp * pp * cp}")
+    if dp is not None and dp != derived:
+        raise click.UsageError(f"--gpus {gpus} does not match --dp {dp}: tp*pp*dp*cp = {tp * pp * dp * cp}; give "
+                               f"one of them (--gpus {gpus} means dp {derived})", click.get_current_context())
+    return derived

@@ -18,6 +18,7 @@ from ..calc.roofline_options import LOSSES
 from ..calc.steady import CLOCKS
 from ..calc.pipeline_split import PipelineSplit
 from ..errors import MlsysError, require
+from ..specs.gpu import DEFAULT_GPU
 from ..units import fmt_bytes
 from ..validate import check_gpus
 from . import render
@@ -33,7 +34,8 @@ D = TrainStepOptions
 def cluster_options(func):
     """--gpus, --gpu, --cluster, --calibration, --seq, --global-batch: shared by train and plan."""
     @positive_int("--gpus", D.gpus, "GPUs in the job (tp x pp x dp x cp).")
-    @click.option("--gpu", default=None, help="GPU name (`mlsys gpus`); its built-in cluster links the GPUs.")
+    @click.option("--gpu", default=None, help=f"GPU name or alias (`mlsys gpus`); its built-in cluster links the GPUs "
+                                              f"[default: the cluster's GPU, else {DEFAULT_GPU}].")
     @click.option("--cluster", default=None, help="Cluster name or JSON file (`mlsys comm`); default: the GPU's.")
     @click.option("--calibration", type=click.Path(dir_okay=False), default=None,
                   help="Measured kernel ceilings from `mlsys bench ceilings` instead of datasheet x efficiency; "
@@ -54,7 +56,7 @@ def cluster_options(func):
     @functools.wraps(func)
     def wrapper(*args, gpus, gpu, cluster, calibration, host_us_per_kernel, host_costs, nvlink_domain, **kwargs):
         check_gpus(gpus, "--gpus")
-        spec = resolve_cluster(gpu, cluster, gpus).for_job(gpus, nvlink_domain)
+        spec = resolve_cluster(gpu or (None if cluster else DEFAULT_GPU), cluster, gpus).for_job(gpus, nvlink_domain)
         ceilings = load_ceilings(gpu or spec.gpu, calibration)
         host, source = torch_host_costs(read_calibration(calibration) if calibration else None, host_costs,
                                         host_us_per_kernel, kwargs.get("framework"))

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import click
 
-from ..calc.train_fit import best_fitting
+from ..calc.train import TrainStep
 from ..units import fmt_bytes
 from .options import given
 
@@ -26,7 +26,7 @@ _REPEATED = (("gpus", "--gpus"), ("gpu", "--gpu"), ("cluster", "--cluster"), ("s
 
 @dataclass(frozen=True)
 class Fitted:
-    step: object  # the TrainStep priced
+    step: TrainStep  # the step priced
     choice: str  # "given" (layout flags), "default" (tp1 x dp = gpus), "plan" (the default did not fit)
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
@@ -39,6 +39,8 @@ def fit_layout(spec, ceilings, cluster, opts, step) -> Fitted:
     choice = "given" if explicit else "default"
     if step.fits:
         return Fitted(step, choice)
+    from ..calc.train_fit import best_fitting  # the search loads only when a layout does not fit
+
     best = best_fitting(spec, ceilings, cluster, opts)
     over = (f"{short_layout(step.options.layout())} needs {fmt_bytes(step.memory_bytes_per_gpu)} per GPU, "
             f"{fmt_bytes(step.memory_bytes_per_gpu - step.usable_bytes)} over the {fmt_bytes(step.usable_bytes)} usable")

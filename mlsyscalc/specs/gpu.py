@@ -110,6 +110,9 @@ def builtin_gpus() -> dict[str, GPUSpec]:
     return load_spec_dir("gpus", gpu_from_dict, "GPU spec")
 
 
+DEFAULT_GPU = "H100-SXM"  # the GPU of every command that takes --gpu when neither --gpu nor --cluster is given
+
+
 class AmbiguousGPU(MlsysError):
     """A name that is the start of several built-in GPUs' names (A100: 40 GB or 80 GB)."""
 
