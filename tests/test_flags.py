@@ -1,5 +1,5 @@
 """One vocabulary of flags (docs/cli.md, "One vocabulary of flags"): --gpus is the world size everywhere, one
-default GPU, compare's --cards and --gpus."""
+default GPU, family names resolved by one rule in every command, --fsdp implying --framework torch."""
 
 from __future__ import annotations
 
@@ -57,6 +57,52 @@ def test_memory_max_solves_on_the_default_gpu(run_cli):
     solved = run_cli.json("memory", "infer", "llama2-7b", "--max", "batch")
     named = run_cli.json("memory", "infer", "llama2-7b", "--max", "batch", "--gpu", DEFAULT_GPU)
     assert solved["max_batch"] == named["max_batch"] > 1
+
+
+@pytest.mark.parametrize("argv", [
+    ["memory", "infer", "llama2-7b", "--gpu", "A100"],
+    ["memory", "train", "llama2-7b", "--gpu", "a100"],
+    ["roofline", "llama2-7b", "--phase", "decode", "--batch", "1", "--context", "128", "--gpu", "A100"],
+    ["train", "llama2-7b", "--gpus", "8", "--gpu", "A100", *JOB],
+    ["compare", "llama2-7b", "--task", "memory", "--cards", "A100,h100"],
+])
+def test_family_names_resolve_the_same_way_everywhere(run_cli, argv):
+    """A100 is a family (40 GB and 80 GB SXM): every command picks the 80 GB SXM card and says so once."""
+    code, out, err = run_cli(*argv, "--json")
+    assert code == 0, err
+    assert err.lower().count("note: a100 -> a100-80gb-sxm") == 1  # the name as typed
+    data = json.loads(out)
+    gpu = data["cards"][0]["gpu"] if "cards" in data else data["gpu"]
+    assert gpu == "A100-80GB-SXM"
+
+
+def test_exact_names_resolve_silently_and_unknown_ones_fail(run_cli):
+    code, out, err = run_cli("memory", "infer", "llama2-7b", "--gpu", "H100", "--json")
+    assert code == 0 and err == "" and json.loads(out)["gpu"] == "H100-SXM"
+    code, out, err = run_cli("memory", "infer", "llama2-7b", "--gpu", "A10")
+    assert code == 2 and "unknown GPU 'A10'" in err and out == ""
+
+
+def test_fsdp_implies_the_torch_framework(run_cli):
+    """--fsdp is PyTorch's FSDP: priced as --framework torch, not Megatron's ZeRO-3 under an FSDP label."""
+    base = ("train", "llama2-7b", "--gpus", "8", "--seq", "2048", "--global-batch", "8")
+    fsdp = run_cli.json(*base, "--fsdp", "full_shard")
+    torch = run_cli.json(*base, "--zero", "3", "--framework", "torch")
+    megatron = run_cli.json(*base, "--zero", "3")
+    assert fsdp["framework"] == "torch" and fsdp["layout"]["zero"] == 3
+    assert fsdp["step_time_s"] == torch["step_time_s"] != megatron["step_time_s"]
+    mem = run_cli.json("memory", "train", "llama2-7b", "--dp", "8", "--fsdp", "full_shard")
+    mem_torch = run_cli.json("memory", "train", "llama2-7b", "--dp", "8", "--zero", "3", "--framework", "torch")
+    assert mem["framework"] == "torch" and mem["total_bytes"] == mem_torch["total_bytes"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["train", "llama2-7b", "--gpus", "8", "--global-batch", "8", "--fsdp", "full_shard", "--framework", "megatron"],
+    ["memory", "train", "llama2-7b", "--fsdp", "shard_grad_op", "--framework", "megatron"],
+])
+def test_fsdp_with_megatron_is_a_conflict(run_cli, argv):
+    code, out, err = run_cli(*argv)
+    assert code == 2 and "--fsdp" in err and "--framework megatron" in err and out == ""
 
 
 def test_compare_cards_and_count(run_cli):

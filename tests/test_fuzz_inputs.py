@@ -83,8 +83,6 @@ SPECIAL_CASES = [
     (["memory", "infer", "llama2-7b", "--dtype", "int4", "--group-size", "5000"], ["--group-size"]),
     (["memory", "infer", "llama2-7b", "--group-size", "64"], ["--group-size"]),
     (["memory", "infer", "llama2-7b", "--gpu", ""], ["--gpu"]),
-    (["memory", "infer", "llama2-7b", "--gpu", "A100"], ["ambiguous"]),
-    (["roofline", "llama2-7b", "--gpu", "a100"], ["ambiguous"]),
     (["memory", "infer", "llama2-7b", "--gpu", "H300"], ["unknown GPU"]),
     (["memory", "train", "llama2-7b", "--bytes", "weight=nan"], ["--bytes"]),
     (["memory", "train", "llama2-7b", "--bytes", "weight=-2"], ["--bytes"]),

@@ -14,7 +14,7 @@ from ..errors import MlsysError, require
 from ..specs.gpu import DEFAULT_GPU
 from ..units import fmt_bytes
 from . import render
-from .options import POSITIVE, model_argument, world_dp, positive_int, reject_unused, resolve_model
+from .options import POSITIVE, fsdp_framework, model_argument, world_dp, positive_int, reject_unused, resolve_model
 from .plots import plot_note
 from .train import pipeline_split_options
 
@@ -165,6 +165,7 @@ def train(ctx, model, overrides, batch, seq, grad_accum, dtype, fp8_params, mast
     _check_unused(ctx, plot_path, gpu)
     spec = resolve_model(model, overrides)
     require(zero is None or fsdp is None, "give --zero or --fsdp, not both")
+    framework = fsdp_framework(framework, fsdp)
     dp = world_dp(gpus, dp, tp, pp, cp)
     stage = mt.zero_from_fsdp(fsdp) if fsdp else (0 if zero is None else zero)
     opts = mt.TrainOptions(batch=batch, seq=seq, grad_accum=grad_accum, dtype=dtype, fp8_params=fp8_params,

@@ -166,6 +166,19 @@ def host_options(func: Callable) -> Callable:
     return wrapper
 
 
+def fsdp_framework(framework: Any, fsdp: str | None) -> Any:
+    """The training framework --fsdp implies: FSDP is PyTorch's, so `--fsdp` without `--framework` prices
+    `--framework torch`; `--fsdp` with an explicit `--framework megatron` is a conflict (exit 2)."""
+    if fsdp is None:
+        return framework
+    if given(click.get_current_context(), "framework"):
+        if framework != "torch":
+            raise click.UsageError(f"--fsdp {fsdp} is PyTorch's FSDP, which --framework {framework} does not run: "
+                                   "drop --framework or use --zero with Megatron", click.get_current_context())
+        return framework
+    return "torch"
+
+
 def world_dp(gpus: int | None, dp: int | None, tp: int, pp: int, cp: int) -> int:
     """dp from --gpus (the world size) as `mlsys train` derives it, gpus / (tp pp cp); --dp given too must agree
     (exit 2 naming both); neither: 1."""

@@ -25,7 +25,7 @@ from . import render
 from .intervals import with_interval
 from .cost_views import run_options, with_step_cost
 from .hardware_notes import with_ceilings_note
-from .options import POSITIVE, model_argument, positive_int, reject_unused, resolve_model
+from .options import POSITIVE, fsdp_framework, model_argument, positive_int, reject_unused, resolve_model
 from .train_fit import fit_layout, with_fit
 
 D = TrainStepOptions
@@ -58,8 +58,11 @@ def cluster_options(func):
         check_gpus(gpus, "--gpus")
         spec = resolve_cluster(gpu or (None if cluster else DEFAULT_GPU), cluster, gpus).for_job(gpus, nvlink_domain)
         ceilings = load_ceilings(gpu or spec.gpu, calibration)
+        framework = kwargs.get("framework")
+        if "fsdp" in kwargs:  # train: --fsdp implies --framework torch
+            framework = fsdp_framework(framework, kwargs["fsdp"])
         host, source = torch_host_costs(read_calibration(calibration) if calibration else None, host_costs,
-                                        host_us_per_kernel, kwargs.get("framework"))
+                                        host_us_per_kernel, framework)
         return func(*args, gpus=gpus, cluster=spec, ceilings=ceilings, host_costs=host, host_source=source, **kwargs)
     return wrapper
 
@@ -223,6 +226,7 @@ def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, se
     MoE parallel folding): the roofline's kernel times per pipeline stage, the 1F1B bubble
     (p-1)/(v m), each dimension's exposed communication and the AdamW step (docs/train.md).
     """
+    framework = fsdp_framework(framework, fsdp)
     reject_step_unused(dtype, framework)
     spec = resolve_model(model, overrides)
     require(zero is None or fsdp is None, "give --zero or --fsdp, not both")
