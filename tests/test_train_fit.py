@@ -53,3 +53,17 @@ def test_nothing_fits_warns_with_what_to_change(run_cli):
     data = json.loads(out)
     assert code == 0 and not data["fits"] and data["layout_choice"] == "default"
     assert "no layout of 1 GPUs fits" in data["warnings"][0] and "warning: does not fit" in err
+
+
+def test_default_layout_that_breaks_a_rule_is_replaced_by_plans_best(run_cli):
+    """dp 16 cannot split a global batch of 8: with no layout flags, plan's best fitting layout is priced; with
+    an explicit layout the rule is still an error (exit 2 naming it)."""
+    job = ("llama2-7b", "--gpus", "16", "--gpu", "H100", "--seq", "2048", "--global-batch", "8")
+    code, out, err = run_cli("train", *job, "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    best = run_cli.json("plan", *job, "--top", "1", "--quiet")["candidates"][0]
+    assert data["layout_choice"] == "plan" and data["fits"] and data["step_time_s"] == best["step_time_s"]
+    assert data["layout"]["dp"] <= 8 and "cannot run (rule global_batch % (dp*micro_batch) == 0" in err
+    code, out, err = run_cli("train", *job, "--dp", "16")
+    assert code == 2 and "global_batch % (dp*micro_batch)" in err and out == ""

@@ -8,7 +8,7 @@ import click
 
 from ..calc.calibration import load_ceilings, read_calibration
 from ..calc.train_host import host_cost_fields, host_overrides
-from ..calc.train import resolve_cluster, train_step
+from ..calc.train import resolve_cluster
 from ..calc.train_attention import ATTENTION
 from ..calc.train_fp8 import RECIPES
 from ..calc.memory_schedule import FRAMEWORKS, SCHEDULES
@@ -237,7 +237,7 @@ def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, se
                             schedule=schedule, framework=framework, host_costs=host_costs, host_source=host_source,
                             vocab_parallel=vocab_parallel, pipeline_split=pipeline_split, fp8_recipe=fp8_recipe, fp8_params=fp8_params,
                             clocks=clocks, loss=loss_kernels, dropout=dropout, clip_grad=clip_grad)
-    fitted = fit_layout(spec, ceilings, cluster, opts, train_step(spec, ceilings, cluster, opts))
+    fitted = fit_layout(spec, ceilings, cluster, opts)
     step = fitted.step
     for line in (*fitted.notes, *fitted.warnings):
         click.echo(("warning: " if line in fitted.warnings else "") + line, err=True)

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import click
 
-from ..calc.train import TrainStep
+from ..calc.train import TrainStep, train_step
+from ..errors import MlsysError
 from ..units import fmt_bytes
 from .options import given
 
@@ -32,11 +33,17 @@ class Fitted:
     notes: tuple[str, ...] = ()
 
 
-def fit_layout(spec, ceilings, cluster, opts, step) -> Fitted:
+def fit_layout(spec, ceilings, cluster, opts) -> Fitted:
     """The step `mlsys train` reports, how its layout was chosen, and the warnings and notes that say so."""
     ctx = click.get_current_context()
     explicit = any(given(ctx, name) for name in LAYOUT_FLAGS)
     choice = "given" if explicit else "default"
+    try:
+        step = train_step(spec, ceilings, cluster, opts)
+    except MlsysError as exc:
+        if explicit:
+            raise
+        return _default_breaks_a_rule(spec, ceilings, cluster, opts, exc)
     if step.fits:
         return Fitted(step, choice)
     from ..calc.train_fit import best_fitting  # the search loads only when a layout does not fit
@@ -54,6 +61,22 @@ def fit_layout(spec, ceilings, cluster, opts, step) -> Fitted:
     return Fitted(step, choice, (f"does not fit: {over}; the best fitting layout `mlsys plan` picks is "
                                  f"{short_layout(best.options.layout())} ({best.step_time_s:.4g} s per step): "
                                  f"{command(ctx, {**best.options.layout(), **best.options.pipeline_split.as_dict()})}",))
+
+
+def _default_breaks_a_rule(spec, ceilings, cluster, opts, exc: MlsysError) -> Fitted:
+    """No layout flags and the default layout cannot run (global batch 512 over dp 1024): plan's best fitting
+    layout, said so; when plan finds none (or fails too), the default's own error."""
+    from ..calc.train_fit import best_fitting
+
+    try:
+        best = best_fitting(spec, ceilings, cluster, opts)
+    except MlsysError:
+        best = None
+    if best is None:
+        raise exc
+    note = (f"layout chosen by plan: {short_layout(best.options.layout())} ({best.step_time_s:.4g} s per step); "
+            f"the default tp1 pp1 dp{opts.gpus} cannot run ({exc})")
+    return Fitted(best, "plan", notes=(note,))
 
 
 def short_layout(lay: dict) -> str:
