@@ -143,7 +143,6 @@ SPECIAL_CASES = [
     (REPORT + ["--measured", "{tmp}/no-such-folder"], ["--measured"]),
     (REPORT + ["--measured", "{tmp}/trace.csv"], ["--measured"]),
     (REPORT + ["--measured", "{tmp}/measured-bad"], ["bad.jsonl line 2"]),
-    (REPORT + ["--gpu", "A100"], ["ambiguous"]),
     (REPORT + ["--cluster", "{tmp}/cluster-gpn-1e9.json"], ["gpus_per_node"]),
     # former hangs, refused by a cap
     (SERVE[:4] + ["--requests", "1000000000"], ["--requests"]),
@@ -172,7 +171,6 @@ SPECIAL_CASES = [
     (["params", "deepseek-v3", "--set", "n_routed_experts=4"], ["num_experts_per_tok"]),
     # calibrate: options
     (["calibrate", str(MODEL_ROWS), "--hold-out", "no-such-model"], ["--hold-out"]),
-    (["calibrate", str(MODEL_ROWS), "--gpu", "A100"], ["ambiguous"]),
     (["calibrate", str(MODEL_ROWS), "--base", "{tmp}/cal-peak-above.json"], ["peak_flops"]),
     (["calibrate", str(MODEL_ROWS), "--fit-only", str(NCCL_ROWS)], ["not a benchmark row"]),
     (["calibrate", "{tmp}/empty.jsonl"], ["no rows"]),

@@ -196,7 +196,7 @@ def test_top_k_is_train_steps_own_top_k(name, reserve, max_micro_batch, framewor
     split 2/3 or 3/2 (Megatron-LM's account-for-embedding / loss splits), four do not split them."""
     spec, cluster = load_model(name, {"num_hidden_layers": 5}), load_cluster("hgx-h100")
     opts = PlanOptions(gpus=4, seq=1024, global_batch=8, max_micro_batch=max_micro_batch, max_cp=2,
-                       framework=framework, top=6, reserve=reserve)
+                       framework=framework, top=6, reserve=reserve, all_variants=True)
     every = [train_step(spec, H100, cluster, replace(c, zero=z, recompute=r))
              for c in structures(spec, cluster, opts) for z, r in execution_options(opts)]
     fitting = sorted((s for s in every if s.fits), key=lambda s: s.step_time_s)

@@ -109,7 +109,7 @@ def test_more_gpus_never_slower_per_token_with_ideal_comm(run_cli, tmp_path):
 
 
 def test_overlap_hides_dp_traffic_only_when_asked(run_cli):
-    args = ("train", "llama2-7b", "--gpus", "64", "--gpu", "H100-SXM", "--seq", "2048", "--global-batch", "64")
+    args = ("train", "llama2-7b", "--gpus", "64", "--gpu", "H100-SXM", "--seq", "2048", "--global-batch", "64", "--tp", "1")
     hidden = run_cli.json(*args, "--overlap", "dp")
     shown = run_cli.json(*args, "--overlap", "none")
     assert shown["breakdown"]["dp_comm_s"] == pytest.approx(shown["comm_total_s"]["dp"])

@@ -1011,7 +1011,7 @@ def test_plan_ranks_exactly_as_train_step_would():
 
     spec = load_model("gpt2")
     opts = PlanOptions(gpus=2, seq=1024, global_batch=4, max_micro_batch=2, top=4, reserve="96%",
-                       fix=(("recompute", "none"),))
+                       fix=(("recompute", "none"),), all_variants=True)
     result = plan(spec, H100, HGX, opts)
     steps = []
     for lay, (zero, rc) in itertools.product(structures(spec, HGX, opts), execution_options(opts)):

@@ -32,8 +32,13 @@ def test_llama2_7b_parameter_count_by_hand():
     ("no_shard", 2 * P, 2 * P, 12 * P),
 ])
 def test_fsdp_strategies_shard_like_their_zero_stage(run_cli, fsdp, weights, grads, optimizer):
-    d = run_cli.json("memory", "train", "llama2-7b", "--fsdp", fsdp, "--dp", "2")
-    assert d["zero"] == {"full_shard": 3, "shard_grad_op": 2, "no_shard": 0}[fsdp]
+    # --fsdp prices PyTorch's FSDP (--framework torch) at its ZeRO stage; the stage's shards by hand (megatron)
+    stage = {"full_shard": 3, "shard_grad_op": 2, "no_shard": 0}[fsdp]
+    f = run_cli.json("memory", "train", "llama2-7b", "--fsdp", fsdp, "--dp", "2")
+    assert (f["zero"], f["framework"]) == (stage, "torch")
+    assert f["total_bytes"] == run_cli.json("memory", "train", "llama2-7b", "--zero", str(stage), "--dp", "2",
+                                            "--framework", "torch")["total_bytes"]
+    d = run_cli.json("memory", "train", "llama2-7b", "--zero", str(stage), "--dp", "2")
     assert (d["weights_bytes"], d["optimizer_bytes"]) == (weights, optimizer)
     assert d["phases"]["optimizer_bytes"] == weights + grads + optimizer
 

@@ -12,7 +12,7 @@ from ..errors import MlsysError
 from ..specs.cluster import ClusterSpec, builtin_clusters, load_cluster
 from ..units import fmt_bytes, fmt_seconds, parse_bytes
 from . import render
-from .options import NON_NEGATIVE, POSITIVE, model_argument, positive_int, resolve_model
+from .options import NON_NEGATIVE, POSITIVE, model_argument, positive_int, resolve_model, world_dp
 
 _STEP = StepOptions()  # the defaults live in the calculator's options
 
@@ -103,7 +103,8 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
 
 @comm.command()
 @model_argument
-@positive_int("--dp", _STEP.dp, "Data-parallel replicas.")
+@click.option("--dp", type=click.IntRange(min=1), default=None,
+              help=f"Data-parallel replicas [default: gpus/(tp*pp*cp), else {_STEP.dp}].")
 @positive_int("--tp", _STEP.tp, "Tensor-parallel ranks (Megatron), inside a node by default.")
 @positive_int("--pp", _STEP.pp, "Pipeline stages.")
 @positive_int("--ep", _STEP.ep, "Expert-parallel ranks: the routed experts split over ep of each stage's "
@@ -125,7 +126,8 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--order", default=",".join(_STEP.order), show_default=True,
               help="Rank order, inner to outer: consecutive ranks share a node.")
 @click.option("--algo", type=click.Choice(ALGORITHMS), default=_STEP.algo, show_default=True)
-@click.option("--gpus", type=click.IntRange(min=1), help="Check: must equal dp x tp x pp x cp.")
+@click.option("--gpus", type=click.IntRange(min=1), help="GPUs in the job, as `mlsys train --gpus`: dp = gpus / (tp*pp*cp); "
+                                                          "with --dp it must equal dp x tp x pp x cp.")
 @cluster_options
 @render.output_options
 def step(model, overrides, dp, tp, pp, ep, etp, cp, sp, zero, batch, seq, grad_accum, interleave, dtype, grad_dtype,
@@ -137,6 +139,7 @@ def step(model, overrides, dp, tp, pp, ep, etp, cp, sp, zero, batch, seq, grad_a
     rule it uses.
     """
     spec = resolve_model(model, overrides)
+    dp = _STEP.dp if gpus is None and dp is None else world_dp(gpus, dp, tp, pp, cp)
     opts = StepOptions(dp=dp, tp=tp, pp=pp, ep=ep, etp=etp, cp=cp, sp=sp, zero=3 if zero == "fsdp" else int(zero),
                        batch=batch, seq=seq, grad_accum=grad_accum, interleave=interleave, dtype=dtype,
                        grad_dtype=grad_dtype, overlap=_split(overlap), algo=algo, order=_split((order,)))

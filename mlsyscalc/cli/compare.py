@@ -1,4 +1,4 @@
-"""`mlsys compare MODEL --gpus h100,h200,b200,gb200-nvl72`: the same question on each card, side by side."""
+"""`mlsys compare MODEL --cards h100,h200,b200,gb200-nvl72`: the same question on each card, side by side."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def parse_prices(text: str | None, cards) -> dict[str, float]:
     for item in text.split(","):
         card, sep, value = item.partition("=")
         card = card.strip().lower()
-        require(bool(sep) and card in refs, f"--price-per-gpu-hour {item!r}: expected CARD=PRICE for a card of --gpus "
+        require(bool(sep) and card in refs, f"--price-per-gpu-hour {item!r}: expected CARD=PRICE for a card of --cards "
                                             f"({', '.join(sorted(refs))})")
         out[card] = parse_count(value, f"--price-per-gpu-hour {card}")
     return out
@@ -37,13 +37,16 @@ def parse_prices(text: str | None, cards) -> dict[str, float]:
 
 @click.command()
 @model_argument
-@click.option("--gpus", "cards", required=True, metavar="CARD,CARD,...",
+@click.option("--cards", default=None, metavar="CARD,CARD,...",
               help=f"Cards to compare (at most {MAX_CARDS}): GPU names (`mlsys gpus`) or clusters (`mlsys comm clusters`, "
                    "e.g. gb200-nvl72).")
+@click.option("--gpus", "gpus_given", default=None, metavar="N",
+              help="train: GPUs of the job on each card, as in every command [default: 8]. A card list here "
+                   "(--gpus h100,b200) still works, as --cards, with a note: it is the older spelling.")
 @click.option("--task", type=click.Choice(TASKS), default="train", show_default=True,
               help="The question: one training step of the same layout, serving the same workload, or the inference "
                    "memory of the same batch and context.")
-@positive_int("--num-gpus", 8, "train: GPUs of the job on each card.")
+@click.option("--num-gpus", type=click.IntRange(min=1), default=None, help="The older name of --gpus N.")
 @click.option("--dtype", default="bf16", show_default=True, help="Compute dtype (train: bf16, fp8, mxfp8, nvfp4; serve and "
                                                                  "memory: any weight dtype, e.g. nvfp4).")
 @click.option("--kv-dtype", default=None, help="serve, memory: KV cache dtype (default: the activations').")
@@ -69,12 +72,13 @@ def parse_prices(text: str | None, cards) -> dict[str, float]:
                    "million output tokens (serve). No price, no cost columns.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Write the bars (PNG, SVG or PDF).")
 @render.output_options
-def compare(model, overrides, cards, task, num_gpus, dtype, kv_dtype, tp, pp, cp, ep, micro_batch, zero, recompute, seq,
+def compare(model, overrides, cards, gpus_given, task, num_gpus, dtype, kv_dtype, tp, pp, cp, ep, micro_batch, zero, recompute, seq,
             global_batch, rate, prompt_len, output_len, requests, batch, context, prices, plot, fmt, as_json):
     """Ask MODEL's question of several cards side by side: the time, the cost with a price, and whether it fits.
 
     Each card is priced at its datasheet ceilings x the default efficiencies (docs/hardware.md, "mlsys compare").
     """
+    cards, num_gpus = cards_and_count(cards, gpus_given, num_gpus)
     spec = resolve_model(model, overrides)
     found = resolve_cards(cards.split(","), num_gpus)
     train = TrainStepOptions(gpus=num_gpus, seq=seq, global_batch=global_batch or 8 * num_gpus, micro_batch=micro_batch,
@@ -94,6 +98,29 @@ def compare(model, overrides, cards, task, num_gpus, dtype, kv_dtype, tp, pp, cp
         plot_compare(output.data, plot)
         output = with_plot(output, plot)
     render.emit(output, fmt, as_json)
+
+
+def cards_and_count(cards: str | None, gpus: str | None, num_gpus: int | None) -> tuple[str, int]:
+    """(card list, GPU count) from --cards, --gpus and --num-gpus: --gpus N is the count, as in every other
+    command; --gpus CARD,... is the older spelling of --cards (a note on stderr). Contradictions exit 2."""
+    ctx = click.get_current_context()
+    count = None
+    if gpus is not None and gpus.strip().isdigit():
+        count = int(gpus)
+        if count < 1:
+            raise click.BadParameter(f"{gpus!r} is not a positive GPU count", ctx, param_hint="'--gpus'")
+    elif gpus is not None:
+        if cards is not None:
+            raise click.UsageError("give the cards once: --cards (--gpus CARD,... is its older spelling)", ctx)
+        click.echo(f"note: --gpus {gpus} names cards: the spelling is now --cards {gpus} (--gpus N is the GPU "
+                   "count, as in mlsys train)", err=True)
+        cards = gpus
+    if count is not None and num_gpus is not None and count != num_gpus:
+        raise click.UsageError(f"--gpus {count} and --num-gpus {num_gpus} disagree: give one (--num-gpus is the "
+                               "older name of --gpus N)", ctx)
+    if cards is None:
+        raise click.UsageError("give the cards to compare: --cards h100,b200,gb200-nvl72", ctx)
+    return cards, count or num_gpus or CompareOptions.gpus
 
 
 COLUMNS = {"train": (("step s", "step_time_s"), ("tokens/s", "tokens_per_s"), ("MFU", "mfu")),

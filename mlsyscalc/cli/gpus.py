@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..specs.gpu import builtin_gpus
+from ..specs.gpu import DEFAULT_GPU, builtin_gpus
 from . import render
 
 DTYPES = ("fp32", "tf32", "bf16", "fp8", "int8", "fp4")
@@ -34,5 +34,6 @@ def gpus(fmt, as_json):
                      None if spec.nvlink_Bps is None else spec.nvlink_Bps / 1e9])
     columns = ["name", *(f"{d} {'TOP/s' if d == 'int8' else 'TFLOP/s'}" for d in DTYPES), "memory GB", "HBM GB/s", "L2 MB", "SMs", "NVLink GB/s"]
     notes = ("Dense (non-sparse) vendor peaks; int8 in TOP/s; empty: none recorded (no such tensor rate, or not recorded: the notes say which). GB = 1e9 bytes. "
-             "Sources and per-figure citations in --json.",)
+             "Sources and per-figure citations in --json.",
+             f"Default GPU of every command's --gpu (when no --cluster names one): {DEFAULT_GPU}.")
     render.emit(render.Output({"gpus": data}, (render.table("built-in GPUs", columns, rows),), notes), fmt, as_json)

@@ -74,6 +74,7 @@ class MainGroup(LazyGroup):
                 # numpy's floating-point warnings: a non-finite result is refused by name before it is printed
                 # (cli.render), so the warning would only stand before that one line
                 warnings.filterwarnings("ignore", NUMPY_FP_WARNINGS, RuntimeWarning)
+                _print_resolved_names()
                 return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
@@ -98,6 +99,24 @@ class MainGroup(LazyGroup):
                 raise
             click.echo(f"unexpected error ({type(exc).__name__}): {exc} [rerun with --debug for a traceback]", err=True)
             ctx.exit(1)
+
+
+def _print_resolved_names() -> None:
+    """GPU family names resolved by specs.gpu.load_gpu ('A100 -> A100-80GB-SXM'): each printed once on stderr,
+    as "note: A100 -> A100-80GB-SXM"; every other warning goes where it went (inside catch_warnings)."""
+    from ..specs.gpu import NameResolved
+
+    shown: set[str] = set()
+    previous = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if not issubclass(category, NameResolved):
+            return previous(message, category, filename, lineno, file, line)
+        if str(message) not in shown:
+            shown.add(str(message))
+            click.echo(f"note: {message}", err=True)
+    warnings.simplefilter("always", NameResolved)
+    warnings.showwarning = show
 
 
 def _file_error(exc: UnicodeDecodeError | OSError) -> str:

@@ -11,9 +11,10 @@ from ..calc.memory import training as mt
 from ..calc.parallel.shards import parse_bytes_overrides, verdict
 from ..calc.memory.schedule import FRAMEWORKS, SCHEDULES
 from ..errors import MlsysError, require
+from ..specs.gpu import DEFAULT_GPU
 from ..units import fmt_bytes
 from . import render
-from .options import POSITIVE, model_argument, positive_int, reject_unused, resolve_model
+from .options import POSITIVE, fsdp_framework, model_argument, world_dp, positive_int, reject_unused, resolve_model
 from .plots import plot_note
 from .train import pipeline_split_options
 
@@ -81,7 +82,8 @@ def _bytes_json(parts: dict[str, int]) -> dict[str, int]:
 def _gpu_options(func):
     func = click.option("--reserve", default="10%", show_default=True,
                         help="Memory kept back for the CUDA context, allocator and workspaces: a size (2GiB) or a share of the card (10%, vLLM's default utilisation 0.9).")(func)
-    func = click.option("--gpu", default=None, help="GPU for a fits verdict (see `mlsys gpus`).")(func)
+    func = click.option("--gpu", default=DEFAULT_GPU, show_default=True,
+                        help="GPU name or alias for the fits verdict (`mlsys gpus`).")(func)
     func = click.option("--bytes", "byte_overrides", multiple=True, metavar="KEY=VALUE",
                         help="Override a bytes-per-element assumption (printed in the output).")(func)
     return click.option("--plot", "plot_path", default=None, metavar="FILE",
@@ -91,8 +93,6 @@ def _gpu_options(func):
 def _check_unused(ctx, plot_path, gpu) -> None:
     if not plot_path:
         reject_unused(ctx, {"sweep": "without --plot (it names the option the plot sweeps)"})
-    if not gpu:
-        reject_unused(ctx, {"reserve": "without --gpu (it is kept back from the GPU's memory)"})
 
 
 @click.group()
@@ -112,7 +112,9 @@ def memory():
 @click.option("--master-weights/--no-master-weights", default=True, show_default=True,
               help="bf16/fp16: keep fp32 master weights and fp32 optimizer states (off: everything in --dtype).")
 @click.option("--optimizer", type=click.Choice(mt.OPTIMIZERS), default="adamw", show_default=True)
-@click.option("--dp", type=click.IntRange(min=1), default=1, show_default=True, help="Data-parallel ranks.")
+@click.option("--gpus", type=click.IntRange(min=1), default=None,
+              help="GPUs in the job (the world size, as `mlsys train --gpus`): dp = gpus / (tp*pp*cp).")
+@click.option("--dp", type=click.IntRange(min=1), default=None, help="Data-parallel ranks [default: gpus/(tp*pp*cp), else 1].")
 @click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True, help="Tensor-parallel ranks.")
 @click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline stages (see --schedule).")
 @click.option("--vp", type=click.IntRange(min=1), default=1, show_default=True,
@@ -144,13 +146,14 @@ def memory():
               help="The head's weight gradient written straight into the gradient buffer (Megatron-LM's default) "
                    "rather than returned through autograd (plain torch): with a tied embedding, autograd holds three "
                    "table-sized gradients at the backward's end. Default: the --framework's.")
-@click.option("--world-size", type=click.IntRange(min=1), default=None, help="Check dp*tp*pp*cp against this.")
+@click.option("--world-size", type=click.IntRange(min=1), default=None,
+              help="Check dp*tp*pp*cp against this (kept for scripts; --gpus also derives dp).")
 @pipeline_split_options
 @click.option("--sweep", type=click.Choice(list(TRAIN_SWEEPS)), default="zero", show_default=True, help="Option swept by --plot.")
 @_gpu_options
 @render.output_options
 @click.pass_context
-def train(ctx, model, overrides, batch, seq, grad_accum, dtype, fp8_params, master_weights, optimizer, dp, tp, pp, vp, sp,
+def train(ctx, model, overrides, batch, seq, grad_accum, dtype, fp8_params, master_weights, optimizer, gpus, dp, tp, pp, vp, sp,
           vocab_parallel, ep, etp, cp, zero, fsdp, offload, recompute, flash, dropout, capacity_factor, schedule, framework, grad_accumulation_fusion, world_size, pipeline_split, sweep, plot_path,
           byte_overrides, gpu, reserve, fmt, as_json):
     """Per-GPU memory of a training step of MODEL: weights, gradients, optimizer states,
@@ -162,6 +165,8 @@ def train(ctx, model, overrides, batch, seq, grad_accum, dtype, fp8_params, mast
     _check_unused(ctx, plot_path, gpu)
     spec = resolve_model(model, overrides)
     require(zero is None or fsdp is None, "give --zero or --fsdp, not both")
+    framework = fsdp_framework(framework, fsdp)
+    dp = world_dp(gpus, dp, tp, pp, cp)
     stage = mt.zero_from_fsdp(fsdp) if fsdp else (0 if zero is None else zero)
     opts = mt.TrainOptions(batch=batch, seq=seq, grad_accum=grad_accum, dtype=dtype, fp8_params=fp8_params,
                            master_weights=master_weights,
@@ -283,7 +288,6 @@ def infer(ctx, model, overrides, batch, context, dtype, base_dtype, kv_dtype, gr
     notes = []
     solved = 0  # with --max: the largest batch or context that fits
     if solve:
-        require(gpu is not None, "--max needs --gpu")
         from ..specs.gpu import load_gpu
 
         usable = verdict(load_gpu(gpu), 0, reserve).usable_bytes

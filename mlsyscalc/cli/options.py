@@ -164,3 +164,30 @@ def host_options(func: Callable) -> Callable:
                 None if host_ms_per_layer is None else host_ms_per_layer * 1e-3)
         return func(*args, host=host, **kwargs)
     return wrapper
+
+
+def fsdp_framework(framework: Any, fsdp: str | None) -> Any:
+    """The training framework --fsdp implies: FSDP is PyTorch's, so `--fsdp` without `--framework` prices
+    `--framework torch`; `--fsdp` with an explicit `--framework megatron` is a conflict (exit 2)."""
+    if fsdp is None:
+        return framework
+    if given(click.get_current_context(), "framework"):
+        if framework != "torch":
+            raise click.UsageError(f"--fsdp {fsdp} is PyTorch's FSDP, which --framework {framework} does not run: "
+                                   "drop --framework or use --zero with Megatron", click.get_current_context())
+        return framework
+    return "torch"
+
+
+def world_dp(gpus: int | None, dp: int | None, tp: int, pp: int, cp: int) -> int:
+    """dp from --gpus (the world size) as `mlsys train` derives it, gpus / (tp pp cp); --dp given too must agree
+    (exit 2 naming both); neither: 1."""
+    from ..errors import divide
+
+    if gpus is None:
+        return 1 if dp is None else dp
+    derived = divide(gpus, tp * pp * cp, f"rule gpus % (tp*pp*cp) == 0: --gpus {gpus} over tp*pp*cp = {tp * pp * cp}")
+    if dp is not None and dp != derived:
+        raise click.UsageError(f"--gpus {gpus} does not match --dp {dp}: tp*pp*dp*cp = {tp * pp * dp * cp}; give "
+                               f"one of them (--gpus {gpus} means dp {derived})", click.get_current_context())
+    return derived

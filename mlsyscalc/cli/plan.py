@@ -75,6 +75,9 @@ class _Progress:
 @click.option("--even-splits-only", is_flag=True,
               help="Search only pipelines whose stages hold equal layers (by default Megatron-LM's uneven splits near "
                    "the even one are searched too: docs/plan.md).")
+@click.option("--all-variants", is_flag=True,
+              help="Show every layout in the top K (by default each (tp, pp, dp, cp, ep, micro-batch) appears once, the "
+                   "best of its variants in vp, recompute, ZeRO, etp and split; `variants` counts them).")
 @click.option("--quiet", is_flag=True, help="No progress bar (otherwise on stderr, when it is a terminal and the "
                                            "search takes over a second).")
 @fp8_options
@@ -82,7 +85,7 @@ class _Progress:
 @render.output_options
 def plan(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq, global_batch, top, fix, dtype, overlap, capacity_factor,
          reserve, attention, clocks, loss_kernels, dropout, clip_grad, max_micro_batch, max_cp, framework, comm_sms,
-         even_splits_only, quiet, fp8_recipe, fp8_params, price_per_gpu_hour, train_tokens, fmt, as_json):
+         even_splits_only, all_variants, quiet, fp8_recipe, fp8_params, price_per_gpu_hour, train_tokens, fmt, as_json):
     """Search every TP x PP x DP x CP x EP x ETP x VP x micro-batch x ZeRO x recompute layout of MODEL on
     --gpus GPUs that obeys the divisibility and node rules, drop those that do not fit in memory, and
     rank the rest by `mlsys train`'s step time; shows the top K and why the best wins (docs/train.md).
@@ -94,7 +97,7 @@ def plan(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq
                        max_micro_batch=max_micro_batch, max_cp=max_cp, framework=framework, host_costs=host_costs,
                        host_source=host_source, fp8_recipe=fp8_recipe, fp8_params=fp8_params,
                        even_splits_only=even_splits_only, comm_sms=comm_sms, clocks=clocks,
-                       loss=loss_kernels, dropout=dropout, clip_grad=clip_grad)
+                       loss=loss_kernels, dropout=dropout, clip_grad=clip_grad, all_variants=all_variants)
     progress = _Progress(not quiet)
     try:
         result = search(spec, ceilings, cluster, opts, progress)
@@ -104,6 +107,15 @@ def plan(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq
     if result.candidates:  # the best layout's step, priced as `mlsys train` prices it
         output = with_interval(output, "train", result.candidates[0].step_time_s, label="best step_time_s")
     render.emit(with_ceilings_note(output, ceilings), fmt, as_json)
+
+
+def _folded_note(result) -> str:
+    """What the top K shows: one row per (tp, pp, dp, cp, ep, micro-batch), or every layout (--all-variants)."""
+    if result.options.all_variants:
+        return "every fitting layout is a row (--all-variants): rows may differ only in vp, recompute, ZeRO, etp or split"
+    counts = ", ".join(f"#{rank} {n:,}" for rank, n in enumerate(result.variants, 1))
+    return (f"one row per tp, pp, dp, cp, ep and micro-batch, the fastest of its variants (vp, recompute, ZeRO, etp, "
+            f"split) that fit: {counts or 'none'}; --all-variants shows them all")
 
 
 def _split(lay: dict) -> str:
@@ -137,7 +149,7 @@ def plan_output(result, price: float | None = None, run_tokens: float | None = N
     if data["candidates"]:
         best = data["candidates"][0]["breakdown"]
         tables.append(render.table("best layout: step time", ["part", "seconds"], [[k, v] for k, v in best.items()]))
-    notes = (f"why: {result.why}", f"searched in {result.search_s:.2f} s",
+    notes = (f"why: {result.why}", f"searched in {result.search_s:.2f} s", _folded_note(result),
              "candidates are re-evaluated by `mlsys train`; sp is on with tp > 1 unless --fix sp=off",
              "split: Megatron-LM's pipeline split (first=N / last=N: --decoder-first/last-pipeline-num-layers; "
              "emb / loss: --account-for-embedding/loss-in-pipeline-split)",

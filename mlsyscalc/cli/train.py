@@ -8,7 +8,7 @@ import click
 
 from ..calc.roofline.calibration import load_ceilings, read_calibration
 from ..calc.train.host import host_cost_fields, host_overrides
-from ..calc.train.step import resolve_cluster, train_step
+from ..calc.train.step import resolve_cluster
 from ..calc.train.attention_time import ATTENTION
 from ..calc.precision.fp8 import RECIPES
 from ..calc.memory.schedule import FRAMEWORKS, SCHEDULES
@@ -18,13 +18,15 @@ from ..calc.roofline.options import LOSSES
 from ..calc.roofline.steady import CLOCKS
 from ..calc.parallel.pipeline_split import PipelineSplit
 from ..errors import MlsysError, require
+from ..specs.gpu import DEFAULT_GPU
 from ..units import fmt_bytes
 from ..validate import check_gpus
 from . import render
 from .intervals import with_interval
 from .cost_views import run_options, with_step_cost
 from .hardware_notes import with_ceilings_note
-from .options import POSITIVE, model_argument, positive_int, reject_unused, resolve_model
+from .options import POSITIVE, fsdp_framework, model_argument, positive_int, reject_unused, resolve_model
+from .train_fit import fit_layout, with_fit
 
 D = TrainStepOptions
 
@@ -32,7 +34,8 @@ D = TrainStepOptions
 def cluster_options(func):
     """--gpus, --gpu, --cluster, --calibration, --seq, --global-batch: shared by train and plan."""
     @positive_int("--gpus", D.gpus, "GPUs in the job (tp x pp x dp x cp).")
-    @click.option("--gpu", default=None, help="GPU name (`mlsys gpus`); its built-in cluster links the GPUs.")
+    @click.option("--gpu", default=None, help=f"GPU name or alias (`mlsys gpus`); its built-in cluster links the GPUs "
+                                              f"[default: the cluster's GPU, else {DEFAULT_GPU}].")
     @click.option("--cluster", default=None, help="Cluster name or JSON file (`mlsys comm`); default: the GPU's.")
     @click.option("--calibration", type=click.Path(dir_okay=False), default=None,
                   help="Measured kernel ceilings from `mlsys bench ceilings` instead of datasheet x efficiency; "
@@ -53,10 +56,13 @@ def cluster_options(func):
     @functools.wraps(func)
     def wrapper(*args, gpus, gpu, cluster, calibration, host_us_per_kernel, host_costs, nvlink_domain, **kwargs):
         check_gpus(gpus, "--gpus")
-        spec = resolve_cluster(gpu, cluster, gpus).for_job(gpus, nvlink_domain)
+        spec = resolve_cluster(gpu or (None if cluster else DEFAULT_GPU), cluster, gpus).for_job(gpus, nvlink_domain)
         ceilings = load_ceilings(gpu or spec.gpu, calibration)
+        framework = kwargs.get("framework")
+        if "fsdp" in kwargs:  # train: --fsdp implies --framework torch
+            framework = fsdp_framework(framework, kwargs["fsdp"])
         host, source = torch_host_costs(read_calibration(calibration) if calibration else None, host_costs,
-                                        host_us_per_kernel, kwargs.get("framework"))
+                                        host_us_per_kernel, framework)
         return func(*args, gpus=gpus, cluster=spec, ceilings=ceilings, host_costs=host, host_source=source, **kwargs)
     return wrapper
 
@@ -220,6 +226,7 @@ def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, se
     MoE parallel folding): the roofline's kernel times per pipeline stage, the 1F1B bubble
     (p-1)/(v m), each dimension's exposed communication and the AdamW step (docs/train.md).
     """
+    framework = fsdp_framework(framework, fsdp)
     reject_step_unused(dtype, framework)
     spec = resolve_model(model, overrides)
     require(zero is None or fsdp is None, "give --zero or --fsdp, not both")
@@ -230,8 +237,12 @@ def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, se
                             schedule=schedule, framework=framework, host_costs=host_costs, host_source=host_source,
                             vocab_parallel=vocab_parallel, pipeline_split=pipeline_split, fp8_recipe=fp8_recipe, fp8_params=fp8_params,
                             clocks=clocks, loss=loss_kernels, dropout=dropout, clip_grad=clip_grad)
-    step = train_step(spec, ceilings, cluster, opts)
-    output = with_step_cost(step_output(step), step, price_per_gpu_hour, train_tokens)
+    fitted = fit_layout(spec, ceilings, cluster, opts)
+    step = fitted.step
+    for line in (*fitted.notes, *fitted.warnings):
+        click.echo(("warning: " if line in fitted.warnings else "") + line, err=True)
+    output = with_fit(step_output(step), fitted)
+    output = with_step_cost(output, step, price_per_gpu_hour, train_tokens)
     output = with_interval(output, "train", step.step_time_s, label="step_time_s")
     render.emit(with_ceilings_note(output, ceilings), fmt, as_json)
 

@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import MlsysError
+from ..specs.gpu import DEFAULT_GPU  # noqa: F401  (re-exported: model_report_build imports it here)
 from ..units import fmt_bytes, fmt_count, fmt_flops, fmt_seconds
-
-DEFAULT_GPU = "H100-SXM"
 
 
 @dataclass(frozen=True)

@@ -110,20 +110,46 @@ def builtin_gpus() -> dict[str, GPUSpec]:
     return load_spec_dir("gpus", gpu_from_dict, "GPU spec")
 
 
+DEFAULT_GPU = "H100-SXM"  # the GPU of every command that takes --gpu when neither --gpu nor --cluster is given
+
+
 class AmbiguousGPU(MlsysError):
-    """A name that is the start of several built-in GPUs' names (A100: 40 GB or 80 GB)."""
+    """A name that is the start of several built-in GPUs' names (kept for callers that catch it; family names
+    now resolve by `family_pick`)."""
+
+
+class NameResolved(UserWarning):
+    """A GPU family name resolved to one GPU ('A100 -> A100-80GB-SXM'); the CLI prints it once on stderr."""
+
+
+def family(name: str) -> list[GPUSpec]:
+    """The built-in GPUs of which `name` is a family name: a name or alias starts with `name-` (A100: A100-40GB-SXM
+    and A100-80GB-SXM), in name order."""
+    wanted = str(name).strip().lower() + "-"
+    return sorted((s for s in builtin_gpus().values() if any(n.lower().startswith(wanted) for n in (s.name, *s.aliases))),
+                  key=lambda s: s.name)
+
+
+def family_pick(members: list[GPUSpec]) -> GPUSpec:
+    """The one rule for a family name: its SXM variant (the NVLink board of a data-centre GPU), and among those
+    the largest memory; then the first by name."""
+    return max(members, key=lambda s: ("sxm" in " ".join((s.name, *s.aliases)).lower(), s.memory_bytes,
+                                       -members.index(s)))
 
 
 def load_gpu(name: str) -> GPUSpec:
-    """A built-in GPU by name or alias (exact, case-insensitive); a family name is ambiguous."""
+    """A built-in GPU by name or alias (exact, case-insensitive), else by family name (`family_pick`: A100 ->
+    A100-80GB-SXM, said once on stderr by the CLI through a NameResolved warning)."""
     require(bool(str(name).strip()), "empty GPU name; `mlsys gpus` lists them")
     spec = find_named(builtin_gpus(), name)
-    if spec is None:
-        wanted = str(name).strip().lower() + "-"
-        family = sorted({s.name for s in builtin_gpus().values()
-                         if any(n.lower().startswith(wanted) for n in (s.name, *s.aliases))})
-        if len(family) > 1:
-            raise AmbiguousGPU(f"GPU {name!r} is ambiguous: choose one of {', '.join(family)}")
-        suggestion = suggest(str(name), all_names(builtin_gpus()))
-        raise MlsysError(f"unknown GPU {name!r}{suggestion}; `mlsys gpus` lists them")
-    return spec
+    if spec is not None:
+        return spec
+    members = family(name)
+    if members:
+        spec = family_pick(members)
+        import warnings
+
+        warnings.warn(NameResolved(f"{str(name).strip()} -> {spec.name}"), stacklevel=2)
+        return spec
+    suggestion = suggest(str(name), all_names(builtin_gpus()))
+    raise MlsysError(f"unknown GPU {name!r}{suggestion}; `mlsys gpus` lists them")

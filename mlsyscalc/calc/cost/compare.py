@@ -1,4 +1,4 @@
-"""`mlsys compare MODEL --gpus h100,b200,gb200-nvl72 ...`: one question asked of several cards, side by side.
+"""`mlsys compare MODEL --cards h100,b200,gb200-nvl72 ...`: one question asked of several cards, side by side.
 
 The same question on each card, answered by the calculator that owns it:
 
@@ -100,9 +100,9 @@ class Comparison:
 def resolve_cards(refs: Sequence[str], gpus: int) -> tuple[Card, ...]:
     """Each reference as a card: a built-in cluster (its GPU and links), else a GPU (its built-in cluster, if any)."""
     names = [r.strip() for r in refs if r.strip()]
-    require(bool(names), "--gpus: give at least one card, e.g. --gpus h100,b200,gb200-nvl72")
-    require(len(names) <= MAX_CARDS, f"--gpus: at most {MAX_CARDS} cards, got {len(names)}")
-    require(len({n.lower() for n in names}) == len(names), f"--gpus names a card twice: {', '.join(names)}")
+    require(bool(names), "--cards: give at least one card, e.g. --cards h100,b200,gb200-nvl72")
+    require(len(names) <= MAX_CARDS, f"--cards: at most {MAX_CARDS} cards, got {len(names)}")
+    require(len({n.lower() for n in names}) == len(names), f"--cards names a card twice: {', '.join(names)}")
     cards = []
     for name in names:
         cluster = find_named(builtin_clusters(), name)

@@ -4,7 +4,9 @@ one line on why the best wins."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
+
+import numpy as np
 
 from .space import PlanOptions
 from ..train.step import TrainStep
@@ -22,19 +24,44 @@ class Plan:
     feasible: int  # of those, the ones that fit in memory
     search_s: float
     why: str
+    variants: tuple[int, ...] = ()  # per candidate: the fitting layouts of its fold group, itself included (fold)
 
     def as_dict(self) -> dict[str, Any]:
         keys = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "hfu", "memory_bytes_per_gpu", "fits",
                 "breakdown", "comm_total_s")
-        cands = [{**{k: d[k] for k in keys}, "layout": full_layout(c.options)}
-                 for d, c in ((c.as_dict(), c) for c in self.candidates)]
+        variants = self.variants or (1,) * len(self.candidates)
+        cands = [{**{k: d[k] for k in keys}, "layout": full_layout(c.options), "variants": n}
+                 for (d, c), n in zip(((c.as_dict(), c) for c in self.candidates), variants)]
         o = self.options
         return {"model": self.model, "gpu": self.gpu, "cluster": self.cluster, "gpus": o.gpus, "seq": o.seq,
                 "global_batch": o.global_batch, "dtype": o.dtype, "fix": dict(o.fix), "overlap": list(o.overlap),
                 "attention": o.attention, "framework": o.framework, "even_splits_only": o.even_splits_only,
-                "excluded": o.excluded(),
+                "excluded": o.excluded(), "all_variants": o.all_variants,
                 "candidates": cands, "searched": self.searched, "feasible": self.feasible,
                 "search_s": self.search_s, "why": self.why}
+
+
+FOLD_AXES = ("tp", "pp", "dp", "cp", "ep", "micro_batch")  # a fold group: layouts that differ only in the other axes
+
+
+def fold(order: np.ndarray, layouts: Sequence[TrainStepOptions], grid: int, top: int,
+         every: bool = False) -> tuple[np.ndarray, tuple[int, ...]]:
+    """(the top candidates of `order`, each one's variants): order ranks candidates j (layout j // grid, execution
+    option j % grid) fastest first; each (tp, pp, dp, cp, ep, micro-batch) group keeps its fastest, and counts the
+    fitting layouts it stands for (other vp, recompute, ZeRO, etp, sp or split). every: no folding (1 each)."""
+    if every or not len(order):
+        return order[:top], (1,) * len(order[:top])
+    ids: dict[tuple, int] = {}
+    ranked, where = np.unique(order // grid, return_inverse=True)  # the layouts that fit, once each
+    group_of = np.array([ids.setdefault(tuple(_axis(layouts[int(i)], a) for a in FOLD_AXES), len(ids)) for i in ranked])
+    groups = group_of[where]  # per ranked candidate, its group
+    _, first, counts = np.unique(groups, return_index=True, return_counts=True)
+    best = np.argsort(first, kind="stable")[:top]  # groups by their fastest member
+    return order[first[best]], tuple(int(n) for n in counts[best])
+
+
+def _axis(c: TrainStepOptions, axis: str) -> int:
+    return c.data_parallel if axis == "dp" else getattr(c, axis)
 
 
 def decisions(c: TrainStepOptions) -> tuple:

@@ -47,7 +47,7 @@ from ..comm.step import StepOptions, busiest_calls, per_micro_batch, step_comm
 from ..parallel.shards import verdict
 from ..parallel.pipeline_split import EVEN, PipelineSplit
 from .memory import MemoryTable
-from .result import Plan, decisions, why
+from .result import Plan, decisions, fold, why
 from .space import PlanOptions, execution_options, structures
 from ..roofline.model import ModelRoofline, with_experts
 from ..train.step import (TP_INPUT_REDUCE, core_attention, fp8_weight_casts, optimizer_s, step_breakdown,
@@ -385,10 +385,11 @@ def plan(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec, opts: PlanOp
     order = fits[np.argsort(step[fits], kind="stable")]
     pick = lambda j: replace(layouts[j // len(grid)], zero=grid[j % len(grid)][0],  # noqa: E731
                              recompute=grid[j % len(grid)][1])
+    shown, variants = fold(order, layouts, len(grid), opts.top, opts.all_variants)
     best = [train_step(spec, ceilings, cluster, c, parts=memo.parts(c), host_parts=memo.parts(c, "fused"))
-            for c in map(pick, order[:opts.top])]
+            for c in map(pick, shown)]
     rival = next((pick(j) for j in order if best and decisions(pick(j)) != decisions(best[0].options)), None)
     other = (train_step(spec, ceilings, cluster, rival, parts=memo.parts(rival), host_parts=memo.parts(rival, "fused"))
              if rival is not None else None)
     return Plan(spec.name, ceilings.gpu.name, cluster.name, opts, tuple(best), len(step), len(fits),
-                time.perf_counter() - start, why(best[0] if best else None, other))
+                time.perf_counter() - start, why(best[0] if best else None, other), variants)

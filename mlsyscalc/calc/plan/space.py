@@ -116,6 +116,9 @@ class PlanOptions:
     loss: str = TrainStepOptions.loss  # the fused list's loss kernels (calc.roofline.head)
     dropout: float = TrainStepOptions.dropout  # hidden dropout before each residual add
     clip_grad: bool = TrainStepOptions.clip_grad  # gradient norm and clipping before the optimizer
+    # the top K: one candidate per (tp, pp, dp, cp, ep, micro-batch), the best of its variants (calc.plan.result.fold),
+    # or every layout (--all-variants)
+    all_variants: bool = False
 
     def base(self) -> TrainStepOptions:
         """The train options every candidate shares."""

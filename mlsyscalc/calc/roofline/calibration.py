@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ...errors import MlsysError, require
-from ...specs.gpu import AmbiguousGPU, GPUSpec, builtin_gpus, load_gpu, normalise_dtype, peak_from
+from ...specs.gpu import DEFAULT_GPU, AmbiguousGPU, GPUSpec, builtin_gpus, load_gpu, normalise_dtype, peak_from
 from ...specs.lookup import read_json
 from ...validate import fraction, non_negative, positive
 from .host import HostCosts, host_from_record
@@ -70,7 +70,6 @@ GROUPED_STREAM_SM_BPS = 20.85e9
 MEMORY_STREAM_SM_BPS = 23.75e9  # memory-bound kernels (kind "memory", class "memory") on Hopper
 MEMORY_STREAM_ARCHITECTURES = ("Hopper",)
 STREAM_CAP_SM_BPS = {"matmul_grouped_stream": GROUPED_STREAM_SM_BPS}  # class -> bytes/s per SM at most
-DEFAULT_GPU = "H100-SXM"
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from typing import Any
 
 from ...dtypes import bytes_per_element, dtype_name
 from ...errors import MlsysError, require
-from ...specs.gpu import GPUSpec
+from ...specs.gpu import DEFAULT_GPU, GPUSpec
 from .calibration import Ceilings
 from .ops import OpPrediction, predict_memory_op
 
@@ -191,7 +191,7 @@ def fused_bytes(op: str, tokens: int, width: int, dtype: str = "bf16", **shape: 
 
 
 def predict_fused(op: str, tokens: int, width: int, dtype: str = "bf16",
-                  gpu: str | GPUSpec | Ceilings = "H100-SXM", calibration: Any = None, **shape: Any) -> OpPrediction:
+                  gpu: str | GPUSpec | Ceilings = DEFAULT_GPU, calibration: Any = None, **shape: Any) -> OpPrediction:
     """The roofline time of one call: its bytes at its class's share of the bandwidth (memory_fused, the norms'
     backward memory_fused_norm_bwd: calc.roofline.calibration, read off these kernels' own rows)."""
     count = fused_count(op, tokens, width, dtype, **shape)

@@ -13,6 +13,7 @@ from typing import Any
 from ...errors import require
 from ...dtypes import bytes_per_element
 from .ops import OpPrediction, predict_memory_op
+from ...specs.gpu import DEFAULT_GPU
 
 
 def pass_memory_op(name: str, read: float, write: float, p: Any, shape: str = "", cls: str = "memory") -> OpPrediction:
@@ -25,7 +26,7 @@ def pass_strided_op(name: str, read: float, write: float, p: Any, shape: str = "
     return pass_memory_op(name, read, write, p, shape, "memory_broadcast")
 
 def elementwise_op(elements: float, inputs: int = 1, outputs: int = 1, flops_per_element: float = 1.0,
-                   dtype: str = "bf16", gpu: Any = "H100-SXM", calibration: Any = None,
+                   dtype: str = "bf16", gpu: Any = DEFAULT_GPU, calibration: Any = None,
                    name: str = "elementwise", cls: str = "memory") -> OpPrediction:
     """y = f(x1, ..., xn) over `elements`: read inputs x elements, write outputs x elements; `cls` the efficiency
     class of its bytes (memory_fused: the fused list's kernels)."""
@@ -35,7 +36,7 @@ def elementwise_op(elements: float, inputs: int = 1, outputs: int = 1, flops_per
                              dtype, gpu, calibration, shape=f"{elements:.0f} {inputs}->{outputs}", cls=cls)
 
 
-def norm_op(tokens: int, hidden: int, dtype: str = "bf16", gpu: Any = "H100-SXM", calibration: Any = None,
+def norm_op(tokens: int, hidden: int, dtype: str = "bf16", gpu: Any = DEFAULT_GPU, calibration: Any = None,
             name: str = "norm", cls: str = "memory") -> OpPrediction:
     """RMSNorm/LayerNorm: read x (tokens, hidden) and the weight, write y."""
     a = bytes_per_element(dtype)
@@ -43,7 +44,7 @@ def norm_op(tokens: int, hidden: int, dtype: str = "bf16", gpu: Any = "H100-SXM"
                              dtype, gpu, calibration, shape=f"{tokens}x{hidden}", cls=cls)
 
 
-def softmax_op(rows: int, cols: int, dtype: str = "bf16", gpu: Any = "H100-SXM", calibration: Any = None,
+def softmax_op(rows: int, cols: int, dtype: str = "bf16", gpu: Any = DEFAULT_GPU, calibration: Any = None,
                name: str = "softmax") -> OpPrediction:
     """Row softmax of (rows, cols): read once, write once (one pass, online max and sum)."""
     a = bytes_per_element(dtype)
@@ -51,7 +52,7 @@ def softmax_op(rows: int, cols: int, dtype: str = "bf16", gpu: Any = "H100-SXM",
                              calibration, shape=f"{rows}x{cols}")
 
 
-def rotary_op(tokens: int, heads: int, rotary_dim: int, dtype: str = "bf16", gpu: Any = "H100-SXM",
+def rotary_op(tokens: int, heads: int, rotary_dim: int, dtype: str = "bf16", gpu: Any = DEFAULT_GPU,
               calibration: Any = None, positions: int | None = None, name: str = "rotary",
               cls: str = "memory") -> OpPrediction:
     """RoPE (Su et al. 2021) on `heads` (query + key heads) of `rotary_dim` dims: read x and the
@@ -63,7 +64,7 @@ def rotary_op(tokens: int, heads: int, rotary_dim: int, dtype: str = "bf16", gpu
                              shape=f"{tokens}x{heads}x{rotary_dim}", cls=cls)
 
 
-def embedding_op(tokens: int, hidden: int, dtype: str = "bf16", gpu: Any = "H100-SXM", calibration: Any = None,
+def embedding_op(tokens: int, hidden: int, dtype: str = "bf16", gpu: Any = DEFAULT_GPU, calibration: Any = None,
                  extra_width: int = 0, name: str = "embedding") -> OpPrediction:
     """Gather `tokens` rows of the table (only those rows are read), plus learned positions."""
     a = bytes_per_element(dtype)
@@ -71,7 +72,7 @@ def embedding_op(tokens: int, hidden: int, dtype: str = "bf16", gpu: Any = "H100
                              calibration, shape=f"{tokens}x{hidden}")
 
 
-def copy_cast_op(elements: float, dtype_in: str, dtype_out: str, gpu: Any = "H100-SXM", calibration: Any = None,
+def copy_cast_op(elements: float, dtype_in: str, dtype_out: str, gpu: Any = DEFAULT_GPU, calibration: Any = None,
                  name: str = "kv_cache_write") -> OpPrediction:
     """Write `elements` in another dtype (e.g. new K/V into an fp8 cache)."""
     return predict_memory_op(name, elements * bytes_per_element(dtype_in), elements * bytes_per_element(dtype_out),

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from ...errors import require
-from ...specs.gpu import GPUSpec, normalise_dtype
+from ...specs.gpu import DEFAULT_GPU, GPUSpec, normalise_dtype
 from .calibration import Ceilings, gemm_class, load_ceilings
 from .cublas_split import cublas_splits
 from ..counts.attention import (BACKWARD_FLOPS_FACTOR, MASKS, AttentionShape, attention_bytes, attention_flops,
@@ -261,7 +261,7 @@ def padded_head_dim(d: int) -> int:
 
 
 def predict_grouped_matmul(tokens: int, groups: float, n: int, k: int, dtype: str = "bf16",
-                           gpu: str | GPUSpec | Ceilings = "H100-SXM", calibration: Any = None, *,
+                           gpu: str | GPUSpec | Ceilings = DEFAULT_GPU, calibration: Any = None, *,
                            weight_dtype: str | None = None, out_dtype: str | None = None,
                            lead_dims: tuple[int, ...] | None = None, name: str = "grouped_matmul",
                            experts: bool = False) -> OpPrediction:
@@ -324,7 +324,7 @@ def few_cta_stream(pred: OpPrediction, ceil: Ceilings) -> OpPrediction:
     return replace(pred, memory_s=capped, memory_class=FEW_CTA_CLASS) if capped > pred.memory_s else pred
 
 
-def predict_matmul(m: int, n: int, k: int, dtype: str = "bf16", gpu: str | GPUSpec | Ceilings = "H100-SXM",
+def predict_matmul(m: int, n: int, k: int, dtype: str = "bf16", gpu: str | GPUSpec | Ceilings = DEFAULT_GPU,
                    calibration: Any = None, *, batch: int = 1, weight_dtype: str | None = None,
                    out_dtype: str | None = None, lead_dims: tuple[int, ...] | None = None,
                    name: str = "matmul") -> OpPrediction:
@@ -370,7 +370,7 @@ def attention_kind(row_name: str) -> str:
 
 
 def predict_attention(batch: int, heads: int, kv_heads: int, seq_q: int, seq_kv: int, head_dim: int,
-                      causal: bool = False, dtype: str = "bf16", gpu: str | GPUSpec | Ceilings = "H100-SXM",
+                      causal: bool = False, dtype: str = "bf16", gpu: str | GPUSpec | Ceilings = DEFAULT_GPU,
                       calibration: Any = None, *, v_head_dim: int | None = None, kv_dtype: str | None = None,
                       backward: bool = False, v_in_k: bool = False, window: int | None = None,
                       pad_head_dim: bool = False, name: str = "attention", mask: str = "sliding_attention",
@@ -425,7 +425,7 @@ def predict_attention(batch: int, heads: int, kv_heads: int, seq_q: int, seq_kv:
 
 
 def predict_memory_op(name: str, read_bytes: float, write_bytes: float, flops: float = 0.0,
-                      dtype: str = "bf16", gpu: str | GPUSpec | Ceilings = "H100-SXM", calibration: Any = None,
+                      dtype: str = "bf16", gpu: str | GPUSpec | Ceilings = DEFAULT_GPU, calibration: Any = None,
                       shape: str = "", cls: str = "memory") -> OpPrediction:
     """A kernel without tensor-core work: its FLOPs run on CUDA cores at the fp32 (non-tensor) peak;
     its bytes at efficiency.memory, or at the class `cls` names (memory_broadcast)."""
