@@ -72,7 +72,7 @@ def test_memory_answer_says_whether_it_fits_and_by_how_much():
 
 def test_train_answer_carries_step_time_mfu_and_the_fit():
     data, lines = _answer("train", "llama3-70b", "--gpus", "64", "--gpu", "h100", "--seq", "8192",
-                          "--global-batch", "128")
+                          "--global-batch", "128", "--tp", "1")
     assert lines[0].startswith(f"step {seconds(data['step_time_s'])}, MFU {percent(data['mfu'])}, ")
     assert "does not fit" in lines[0] and "mlsys plan" in lines[1]
 
