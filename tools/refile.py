@@ -114,7 +114,7 @@ MOVES: dict[str, str] = {
     "serve_slo": "serve.slo",
     "serve_capacity": "serve.capacity",
     "serve_min_gpus": "serve.min_gpus",
-    "train_fit": "train.fit",
+    "train_fit": "plan.fit",
     # scaling: scaling laws
     "scaling": "scaling.calculators",
     "scaling_fit": "scaling.fit",

@@ -46,7 +46,7 @@ def fit_layout(spec, ceilings, cluster, opts) -> Fitted:
         return _default_breaks_a_rule(spec, ceilings, cluster, opts, exc)
     if step.fits:
         return Fitted(step, choice)
-    from ..calc.train.fit import best_fitting  # the search loads only when a layout does not fit
+    from ..calc.plan.fit import best_fitting  # the search loads only when a layout does not fit
 
     best = best_fitting(spec, ceilings, cluster, opts)
     over = (f"{short_layout(step.options.layout())} needs {fmt_bytes(step.memory_bytes_per_gpu)} per GPU, "
@@ -66,7 +66,7 @@ def fit_layout(spec, ceilings, cluster, opts) -> Fitted:
 def _default_breaks_a_rule(spec, ceilings, cluster, opts, exc: MlsysError) -> Fitted:
     """No layout flags and the default layout cannot run (global batch 512 over dp 1024): plan's best fitting
     layout, said so; when plan finds none (or fails too), the default's own error."""
-    from ..calc.train.fit import best_fitting
+    from ..calc.plan.fit import best_fitting
 
     try:
         best = best_fitting(spec, ceilings, cluster, opts)

@@ -13,10 +13,10 @@ from dataclasses import replace
 from ...specs.cluster import ClusterSpec
 from ...specs.model import ModelSpec
 from ..roofline.calibration import Ceilings
-from ..plan.search import plan
-from ..plan.space import PlanOptions
-from .step import TrainStep, train_step
-from .options import TrainStepOptions
+from .search import plan
+from .space import PlanOptions
+from ..train.step import TrainStep, train_step
+from ..train.options import TrainStepOptions
 
 # TrainStepOptions fields that make up a layout: what plan searches and `mlsys train`'s layout flags set
 LAYOUT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "sp", "micro_batch", "zero", "recompute", "pipeline_split")
