@@ -898,7 +898,7 @@ def test_layout_search_limits():
     """llama3-70b (141 GB of bf16 weights) needs TP 2 on an H100: with 4 GPUs only 1P(tp2):1D(tp2);
     with 2 GPUs no TP size fits. A budget below 2 GPUs is refused. An 8-GPU node allows TP 8."""
     from mlsyscalc.calc.serve.simulator import ServeOptions
-    from mlsyscalc.calc.serve.disagg import _tp_ok, search_layouts
+    from mlsyscalc.calc.serve.disagg import tp_fits, search_layouts
     from mlsyscalc.calc.serve.workload import from_trace
     from mlsyscalc.specs.cluster import load_cluster
 
@@ -910,9 +910,9 @@ def test_layout_search_limits():
             "llama3-70b: no tensor-parallel size in (1, 2, 4, 8) fits within 2 GPUs")
     _raises(lambda: search_layouts(big, ceil, work, ServeOptions(tp=2), cluster, 1),
             "--max-gpus must be >= 2 for a prefill and a decode instance, got 1")
-    assert _tp_ok(big, ceil, ServeOptions(), 8, cluster)
-    assert not _tp_ok(big, ceil, ServeOptions(), 1, cluster)
-    assert not _tp_ok(big, ceil, ServeOptions(), 8, replace(cluster, gpus_per_node=4))
+    assert tp_fits(big, ceil, ServeOptions(), 8, cluster)
+    assert not tp_fits(big, ceil, ServeOptions(), 1, cluster)
+    assert not tp_fits(big, ceil, ServeOptions(), 8, replace(cluster, gpus_per_node=4))
 
 
 def test_cluster_for_picks_a_cluster_of_the_gpu():

@@ -24,12 +24,7 @@ LAYOUT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "sp", "micro_batch",
 
 def plan_options(opts: TrainStepOptions) -> PlanOptions:
     """The search `mlsys plan` runs for the job of opts (its step options, one candidate; sp off stays off)."""
-    return PlanOptions(gpus=opts.gpus, seq=opts.seq, global_batch=opts.global_batch, dtype=opts.dtype, top=1,
-                       fix=(() if opts.sp else (("sp", False),)), overlap=opts.overlap,
-                       capacity_factor=opts.capacity_factor, reserve=opts.reserve, attention=opts.attention,
-                       framework=opts.framework, host_costs=opts.host_costs, host_source=opts.host_source,
-                       fp8_recipe=opts.fp8_recipe, fp8_params=opts.fp8_params, comm_sms=opts.comm_sms,
-                       clocks=opts.clocks, loss=opts.loss, dropout=opts.dropout, clip_grad=opts.clip_grad)
+    return PlanOptions.for_job(opts, top=1, fix=(() if opts.sp else (("sp", False),)))
 
 
 def best_fitting(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec, opts: TrainStepOptions) -> TrainStep | None:

@@ -91,6 +91,12 @@ MAX_MICRO_BATCH = 4096  # --max-micro-batch
 _BOOL = {"true": True, "on": True, "1": True, "yes": True, "false": False, "off": False, "0": False, "no": False}
 
 
+# the fields a plan shares with the train step of each candidate: the job and its pricing, not its layout
+JOB_FIELDS = ("gpus", "seq", "global_batch", "dtype", "overlap", "capacity_factor", "reserve", "attention", "framework",
+              "host_costs", "host_source", "fp8_recipe", "fp8_params", "comm_sms", "clocks", "loss", "dropout",
+              "clip_grad")
+
+
 @dataclass(frozen=True)
 class PlanOptions:
     gpus: int = 1
@@ -122,12 +128,12 @@ class PlanOptions:
 
     def base(self) -> TrainStepOptions:
         """The train options every candidate shares."""
-        return TrainStepOptions(gpus=self.gpus, seq=self.seq, global_batch=self.global_batch, dtype=self.dtype,
-                                overlap=self.overlap, capacity_factor=self.capacity_factor, reserve=self.reserve,
-                                attention=self.attention, framework=self.framework,
-                                host_costs=self.host_costs, host_source=self.host_source,
-                                fp8_recipe=self.fp8_recipe, fp8_params=self.fp8_params, comm_sms=self.comm_sms,
-                                clocks=self.clocks, loss=self.loss, dropout=self.dropout, clip_grad=self.clip_grad)
+        return TrainStepOptions(**{name: getattr(self, name) for name in JOB_FIELDS})
+
+    @classmethod
+    def for_job(cls, opts: TrainStepOptions, **search: Any) -> "PlanOptions":
+        """The search for the job of a train step's options (its JOB_FIELDS), with `search`'s settings."""
+        return cls(**{name: getattr(opts, name) for name in JOB_FIELDS}, **search)
 
     def validate(self) -> None:
         for name in ("gpus", "seq", "global_batch", "top", "max_micro_batch", "max_cp"):

@@ -157,7 +157,8 @@ class Search:
     max_gpus: int
 
 
-def _tp_ok(spec: ModelSpec, ceilings: Ceilings, opts: ServeOptions, tp: int, cluster: ClusterSpec) -> bool:
+def tp_fits(spec: ModelSpec, ceilings: Ceilings, opts: ServeOptions, tp: int, cluster: ClusterSpec) -> bool:
+    """Whether a TP group of tp GPUs holds the model within one scale-up domain (the fit rule of --search and --min-gpus)."""
     if tp > cluster.scale_up_gpus:
         return False
     try:
@@ -174,7 +175,7 @@ def search_layouts(spec: ModelSpec, ceilings: Ceilings, workload: Workload, opts
     require(max_gpus >= 2, f"--max-gpus must be >= 2 for a prefill and a decode instance, got {max_gpus}")
     require(max_gpus <= MAX_SEARCH_GPUS, f"--max-gpus: {max_gpus:,} GPUs; --search tries every layout of at most "
                                          f"{MAX_SEARCH_GPUS}")
-    tps = [tp for tp in TP_CHOICES if tp < max_gpus and _tp_ok(spec, ceilings, opts, tp, cluster)]
+    tps = [tp for tp in TP_CHOICES if tp < max_gpus and tp_fits(spec, ceilings, opts, tp, cluster)]
     require(len(tps) > 0, f"{spec.name}: no tensor-parallel size in {TP_CHOICES} fits within {max_gpus} GPUs")
     costs: dict[int, IterationCost] = {}
     layouts = [Layout(p, d, tp_p, tp_d) for tp_p in tps for tp_d in tps

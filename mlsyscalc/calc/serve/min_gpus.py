@@ -23,7 +23,7 @@ from ..roofline.calibration import Ceilings
 from .simulator import ServeOptions, ServeResult, iteration_cost, simulate
 from .capacity import MAX_SIMULATIONS, POINT_KEYS, missed
 from .iteration import IterationCost
-from .disagg import TP_CHOICES, _tp_ok, cluster_for
+from .disagg import TP_CHOICES, tp_fits, cluster_for
 from .limits import MAX_OUTPUT_TOKENS
 from .metrics import PERCENTILES, percentile
 from .slo import meets
@@ -121,7 +121,7 @@ def min_gpus(spec: ModelSpec, ceilings: Ceilings, workload: Workload, opts: Serv
     require(not workload.concurrency, "--min-gpus splits an open-loop rate: it does not combine with --concurrency")
     opts.validate()
     cluster = cluster_for(ceilings, opts.cluster)
-    tps = tuple(tp for tp in TP_CHOICES if tp <= budget and _tp_ok(spec, ceilings, opts, tp, cluster))
+    tps = tuple(tp for tp in TP_CHOICES if tp <= budget and tp_fits(spec, ceilings, opts, tp, cluster))
     require(len(tps) > 0, f"{spec.name}: no tensor-parallel size in {TP_CHOICES} fits within {budget} GPUs")
     probe = _Layouts(spec, ceilings, workload, opts, draft)
     best: LayoutPoint | None = None
