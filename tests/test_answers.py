@@ -91,3 +91,10 @@ def test_brief_refuses_json_and_commands_without_an_answer():
     assert result.exit_code == 2 and "--brief" in result.stderr
     result = CliRunner().invoke(cli, ["bench", "rows", "nowhere.jsonl", "--brief"])
     assert result.exit_code == 2 and "no answer line" in result.stderr
+
+
+def test_serve_verdict_follows_the_percentile_targets():
+    """A p50 target between the run's p50 and p99 holds: the answer says so, as the JSON's slo.met does."""
+    data, lines = _answer("serve", "llama3-8b", "--rate", "2", "--requests", "30", "--slo", "ttft_p50=0.02")
+    assert data["ttft_p50_s"] <= 0.02 < data["ttft_p99_s"] and data["slo"]["met"] is True
+    assert lines[1].startswith("SLO met (ttft p50)")

@@ -206,12 +206,20 @@ def _slo_targets(d: Payload) -> dict[str, float]:
 
 
 def _slo_verdict(d: Payload) -> str:
+    """The serve command's own verdict where --slo named percentile targets (its JSON `slo.terms`);
+    per-request thresholds alone (`--slo ttft=S`) are read at p99."""
+    share = f" ({percent(d['slo_attainment'])} of requests within)" if "slo_attainment" in d else ""
+    judged = [t for t in (d.get("slo") or {}).get("terms", []) if "met" in t]
+    if judged:
+        missed = [f"{t['metric']} p{t['percentile']} {seconds(t['value_s'])} > {seconds(t['limit_s'])}"
+                  for t in judged if not t["met"]]
+        held = ", ".join(f"{t['metric']} p{t['percentile']}" for t in judged)
+        return f"SLO missed: {', '.join(missed)}{share}" if missed else f"SLO met ({held}){share}"
     targets = _slo_targets(d)
     if not targets:
         return ""
     missed = [f"{name} p99 {seconds(d[f'{name}_p99_s'])} > {seconds(limit)}"
               for name, limit in targets.items() if d.get(f"{name}_p99_s", 0) > limit]
-    share = f" ({percent(d['slo_attainment'])} of requests within)" if "slo_attainment" in d else ""
     return f"SLO missed: {', '.join(missed)}{share}" if missed else f"SLO met at p99{share}"
 
 

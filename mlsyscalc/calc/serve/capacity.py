@@ -53,7 +53,7 @@ class Probe:
 
     @property
     def met(self) -> bool:
-        return all(v["met"] for v in verdicts(self.result.metrics, self.result.options.slo))
+        return meets(self.result.metrics, self.result.options.slo)
 
     def as_dict(self) -> dict[str, Any]:
         m = self.result.metrics
