@@ -60,10 +60,9 @@ def progress_bar(quiet: bool) -> Iterator[Callable[[int, int, str], None] | None
     if quiet:
         yield None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from .progress import rich_bar
 
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   console=render.console(stderr=True), transient=True)
+    bar = rich_bar()
     task = bar.add_task("bench", total=None)
 
     def advance(finished: int, total: int, description: str) -> None:

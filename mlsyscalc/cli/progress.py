@@ -25,6 +25,16 @@ def _terminal() -> bool:
     return sys.stderr.isatty()
 
 
+def rich_bar() -> Any:
+    """The bar every command draws (description, bar, done/total, time) on the stderr console; transient."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .render import console
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console(stderr=True), transient=True)
+
+
 class progress(Generic[T]):  # noqa: N801 - used like a function: `with progress(...)`, `for x in progress(...)`
     """A progress bar on stderr: `description`, then `total` steps (the length of `items` when given)."""
 
@@ -38,12 +48,7 @@ class progress(Generic[T]):  # noqa: N801 - used like a function: `with progress
 
     def __enter__(self) -> progress[T]:
         if _terminal():
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            from .render import console
-
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), console=console(stderr=True), transient=True)
+            self._bar = rich_bar()
             self._bar.start()
             self._task = self._bar.add_task(self.description, total=self.total)
         return self
