@@ -7,8 +7,8 @@ For every source the error of a run is e = predicted / measured - 1, and the pri
 time lies relative to the prediction, 1 / (1 + e) - 1, at its 10th and 90th percentiles over the runs (80% of
 them), with the median. Sources:
 - train (and plan, which prices with it): the committed predictions of the held-out published runs
-  (reports/train/heldout/predictions.json, reports/train/llm_foundry_fitset/predictions_held_out.json,
-  reports/train/heldout2/predictions.json), scored
+  (reports/train/heldout_dgxc/predictions.json, reports/train/llm_foundry_fitset/predictions_held_out.json,
+  reports/train/heldout_public/predictions.json), scored
   against their runs files (scripts/train_published.py --score reads the same).
 - serve TTFT and TPOT (p50 at the runs' concurrency): the held-out NVIDIA NIM sweep (set `nim-dli` of
   reports/serving/published_nim.json) against the committed predictions of its default variant
@@ -46,10 +46,10 @@ def train_errors() -> tuple[list[float], str]:
     import train_published as tp
 
     errors, sources = [], []
-    for runs_file, preds_file, split in (("reports/train/heldout/runs.json", "reports/train/heldout/predictions.json", None),
+    for runs_file, preds_file, split in (("reports/train/heldout_dgxc/runs.json", "reports/train/heldout_dgxc/predictions.json", None),
                                          ("reports/train/llm_foundry_fitset/runs.json",
                                           "reports/train/llm_foundry_fitset/predictions_held_out.json", "held_out"),
-                                         ("reports/train/heldout2/runs.json", "reports/train/heldout2/predictions.json",
+                                         ("reports/train/heldout_public/runs.json", "reports/train/heldout_public/predictions.json",
                                           None)):
         runs = [r for r in json.loads((ROOT / runs_file).read_text())["runs"] if split in (None, r.get("split"))]
         preds = json.loads((ROOT / preds_file).read_text())

@@ -213,12 +213,12 @@ def test_predictions_read_no_published_value_and_name_their_commit(monkeypatch):
         r["published"]["value"] = float("nan")  # never read by predict
     monkeypatch.setattr(tp, "git_state", lambda: ("abc123", False))
     out = tp.predict(runs, lambda args: {"step_time_s": 1.5, "mfu": 0.5, "fits": True, "breakdown": {},
-                                         "tokens_per_s": 8 * 2048 / 1.5, "gpus": 8}, str(ROOT / "reports/train/heldout/runs.json"))
+                                         "tokens_per_s": 8 * 2048 / 1.5, "gpus": 8}, str(ROOT / "reports/train/heldout_dgxc/runs.json"))
     assert out["commit"] == "abc123" and [p["metric"] for p in out["predictions"]] == ["step_time_s", "step_time_s"]
     assert [p["predicted"] for p in out["predictions"]] == [1.5, 1.5]
     monkeypatch.setattr(tp, "git_state", lambda: ("abc123", True))
     with pytest.raises(SystemExit, match="commit first"):
-        tp.predict(runs, lambda args: {}, str(ROOT / "reports/train/heldout/runs.json"))
+        tp.predict(runs, lambda args: {}, str(ROOT / "reports/train/heldout_dgxc/runs.json"))
 
 
 def test_scores_are_signed_and_summarised():

@@ -1,4 +1,4 @@
-"""Writes reports/train/heldout/runs.json: the held-out published runs of NVIDIA/dgxc-benchmarking v24.11.1.
+"""Writes reports/train/heldout_dgxc/runs.json: the held-out published runs of NVIDIA/dgxc-benchmarking v24.11.1.
 
     python scripts/published_runs/dgxc_heldout.py
 
@@ -82,7 +82,7 @@ def run(name: str, group: str, config: dict, gpus: int, layout: dict, step: floa
                      "table": table, "repo": REPO, "path": path, "commit": COMMIT,
                      "url": f"https://{REPO}/blob/{COMMIT}/{path}"},
         "notes": notes,
-        "held_out": "held out: collected 2026-12-02 (reports/train/heldout), before any prediction of it was made",
+        "held_out": "held out: collected 2026-12-02 (reports/train/heldout_dgxc), before any prediction of it was made",
     }
 
 

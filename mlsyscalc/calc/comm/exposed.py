@@ -48,7 +48,7 @@ RECOMPUTE_FULL_FACTOR = {"tp": 1.5, "cp": 4 / 3}
 # split into chunks that run beside the GEMM consuming or producing them) does not all hide: the first and last
 # chunk and the per-chunk synchronisation stay on the critical path. FLUX's fused AG+GEMM / GEMM+RS kernels at TP 8
 # on GPT-3's MLP shapes leave 19-25% of the collective's time exposed on H800 and 12-14% on A800
-# (bytedance/flux docs/performance_report.md at 79807b7; reports/train/heldout2/tp_overlap_evidence.md); the
+# (bytedance/flux docs/performance_report.md at 79807b7; reports/train/heldout_public/tp_overlap_evidence.md); the
 # H800's 0.22 is taken for every card. The hidden rest still costs the SMs the collective holds (contention_s).
 TP_OVERLAP_EXPOSED = 0.22
 

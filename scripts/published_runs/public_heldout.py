@@ -1,14 +1,14 @@
-"""Writes reports/train/heldout2/runs.json: a second held-out set of published training runs.
+"""Writes reports/train/heldout_public/runs.json: a second held-out set of published training runs.
 
-    python scripts/published_runs/heldout2.py                  # candidates, selection, runs.json
-    python scripts/published_runs/heldout2.py --mlperf-mirror /work/.mirror   # re-read the MLPerf logs first
+    python scripts/published_runs/public_heldout.py                  # candidates, selection, runs.json
+    python scripts/published_runs/public_heldout.py --mlperf-mirror /work/.mirror   # re-read the MLPerf logs first
 
-The inclusion rule is reports/train/heldout2/RULE.md (written before any source was opened). This script
+The inclusion rule is reports/train/heldout_public/RULE.md (written before any source was opened). This script
 lists every row that qualified under it (CANDIDATES), keeps at most 20 a source family and 40 in all by the
 sha256 of `source|table|model|gpus|precision|gbs` (no published number enters), and writes the kept rows
 with their layouts. Numbers were copied from the cited files at the cited commits; the MLPerf step times are
 the median train-step time of every logged step of every result file of the submission
-(reports/train/heldout2/mlperf_step_times.json, which --mlperf-mirror rewrites from local copies of the
+(reports/train/heldout_public/mlperf_step_times.json, which --mlperf-mirror rewrites from local copies of the
 mlcommons/training_results_v* repositories). Nothing here runs `mlsys train`/`plan` or predicts anything.
 """
 
@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-OUT_DIR = ROOT / "reports" / "train" / "heldout2"
+OUT_DIR = ROOT / "reports" / "train" / "heldout_public"
 RULE_FILE = OUT_DIR / "RULE.md"
 STEPS_FILE = OUT_DIR / "mlperf_step_times.json"
 COLLECTED = "2026-12-02"
-HELD_OUT = "held out: collected 2026-12-02 (reports/train/heldout2), before any prediction of it was made"
+HELD_OUT = "held out: collected 2026-12-02 (reports/train/heldout_public), before any prediction of it was made"
 
 # ---------------------------------------------------------------------------------------------- sources
 NEMO_REPO, NEMO_PATH = "github.com/NVIDIA/NeMo", "docs/source/performance/performance_summary.md"
@@ -688,7 +688,7 @@ def mlperf_runs(steps: dict[str, Any]) -> dict[tuple[str, str, str], dict[str, A
         run["published"] = {"metric": "step_time_s", "value": round(st["median"], 4)}
         run["also_published"] = {k: st[k] for k in ("n", "files", "mean", "p10", "p90", "min", "max")} | {
             "per_file_median": {f: round(p["median"], 4) for f, p in st["per_file"].items()},
-            "note": "statistics of every logged train-step time of the submission's result files (reports/train/heldout2/mlperf_step_times.json); not for scoring"}
+            "note": "statistics of every logged train-step time of the submission's result files (reports/train/heldout_public/mlperf_step_times.json); not for scoring"}
         run["measurement"] = True
         run["flop_convention"] = "none needed: seconds per step, the median of the logged per-step times"
         sub = f"{org}/results/{sysn}/{bm}"
@@ -704,7 +704,7 @@ def mlperf_runs(steps: dict[str, Any]) -> dict[tuple[str, str, str], dict[str, A
                         f"{c['container']}. System (systems/{sysn}.json): 8 x {'H200 SXM 141 GB' if h200 else 'H100 SXM 80 GB'} on "
                         f"NVLink 4 a node with 8 x 400 Gb/s NICs (InfiniBand NDR, or RoCE for Oracle, Ethernet for Cisco): "
                         f"{run['cluster']}. The MLPerf logs time every step of a converging run from a checkpoint, evaluation excluded; "
-                        f"the published number here is their median (rule in reports/train/heldout2/README.md).")
+                        f"the published number here is their median (rule in reports/train/heldout_public/README.md).")
         run["not_priced"] = not_priced
         run["held_out"] = HELD_OUT
         out[(v, org, sysn)] = run
@@ -738,7 +738,7 @@ def build(mirror: Path | None) -> dict[str, Any]:
     return {
         "collected": COLLECTED,
         "rule": RULE_FILE.read_text(),
-        "about": ("Second held-out set of published training runs for scripts/train_published.py (reports/train/heldout2), collected "
+        "about": ("Second held-out set of published training runs for scripts/train_published.py (reports/train/heldout_public), collected "
                   "2026-12-02 before any prediction was made for them. Schema of reports/train/published_runs.json plus, on the "
                   "file, `collected`, `rule` (RULE.md verbatim), `selection` (every qualifying candidate, its key and sha256, and "
                   "what the cap left out) and `left_out` (rows out by a clause of the rule), and on each run `gpu`, "
