@@ -29,6 +29,7 @@ from .rowwise import col_tile, programs_for, sum_partials, warps_for
 
 LANES = 8             # columns served by one Philox call (four 32-bit words, two 16-bit draws each)
 DRAW_LEVELS = 65536   # 16-bit draws
+BWD_TILE_ELEMENTS = 8192   # values a backward program holds a step (rows x columns)
 
 
 @triton.jit
@@ -74,23 +75,32 @@ def dropout_add_bwd_kernel(
     # dropout
     seed, threshold, scale,
     # meta
-    GROUPS: tl.constexpr, HAS_BIAS: tl.constexpr,
+    BLOCK_ROWS: tl.constexpr, GROUPS: tl.constexpr, HAS_BIAS: tl.constexpr,
 ):
     pid = tl.program_id(0)
     group = tl.program_id(1) * GROUPS + tl.arange(0, GROUPS)
-    cols = group[:, None] * 8 + tl.arange(0, 8)[None, :]
-    ok = cols < N
-    acc = tl.zeros([GROUPS, 8], dtype=tl.float32)
-    for row in range(pid, M, P):   # one row a program without a bias (P = M)
-        row64 = tl.cast(row, tl.int64)
-        keep = _keep(seed, row64 * G + group, threshold)
-        dy = tl.load(dy_ptr + row64 * stride_dym + cols, mask=ok, other=0.0).to(tl.float32)
+    # the tile: BLOCK_ROWS rows x GROUPS 8-column groups, flattened to (BLOCK_ROWS * GROUPS, 8) so that one
+    # Philox call still serves one group of one row
+    flat_group = tl.reshape(tl.broadcast_to(group[None, :], [BLOCK_ROWS, GROUPS]), [BLOCK_ROWS * GROUPS])
+    flat_row = tl.reshape(tl.broadcast_to(tl.arange(0, BLOCK_ROWS)[:, None], [BLOCK_ROWS, GROUPS]),
+                          [BLOCK_ROWS * GROUPS])
+    cols = flat_group[:, None] * 8 + tl.arange(0, 8)[None, :]
+    in_cols = cols < N
+    acc = tl.zeros([BLOCK_ROWS * GROUPS, 8], dtype=tl.float32)
+    n_blocks = (M + BLOCK_ROWS - 1) // BLOCK_ROWS
+    for block in range(pid, n_blocks, P):   # one row block a program without a bias (P = the row blocks)
+        row64 = tl.cast(block, tl.int64) * BLOCK_ROWS + flat_row
+        ok = in_cols & (row64 < M)[:, None]
+        keep = _keep(seed, row64 * G + flat_group, threshold)
+        dy = tl.load(dy_ptr + row64[:, None] * stride_dym + cols, mask=ok, other=0.0).to(tl.float32)
         dx = tl.where(keep, dy * scale, 0.0)
-        tl.store(dx_ptr + row64 * stride_dxm + cols, dx.to(dx_ptr.dtype.element_ty), mask=ok)
+        tl.store(dx_ptr + row64[:, None] * stride_dxm + cols, dx.to(dx_ptr.dtype.element_ty), mask=ok)
         if HAS_BIAS:
-            acc += dx
+            acc += tl.where(ok, dx, 0.0)
     if HAS_BIAS:
-        tl.store(part_ptr + pid * stride_pp + cols, acc, mask=ok)
+        dbias = tl.sum(tl.reshape(acc, [BLOCK_ROWS, GROUPS, 8]), axis=0)
+        part_cols = group[:, None] * 8 + tl.arange(0, 8)[None, :]
+        tl.store(part_ptr + pid * stride_pp + part_cols, dbias, mask=part_cols < N)
 
 
 # --- launchers ------------------------------------------------------------------------------------
@@ -120,14 +130,23 @@ def _check_rows(*tensors: torch.Tensor) -> tuple[int, int]:
 
 
 def _blocks(n: int) -> tuple[int, int, int]:
-    """(groups a row, groups a program, warps)."""
+    """(groups a row, groups a program, warps) of the forward's one-row programs."""
     groups_per_program = max(1, col_tile(n) // LANES)
     return triton.cdiv(n, LANES), groups_per_program, warps_for(groups_per_program * LANES)
 
 
+def backward_tile(n: int) -> tuple[int, int, int]:
+    """(rows a step, groups a program, warps) of the backward: the forward's column tile, with rows stacked
+    up to BWD_TILE_ELEMENTS values a step, so that a persistent program has that many loads in flight."""
+    _, groups, _ = _blocks(n)
+    rows = max(1, BWD_TILE_ELEMENTS // (groups * LANES))
+    return rows, groups, warps_for(rows * groups * LANES)
+
+
 def bias_grad_programs(rows: int, width: int, device: torch.device, programs: int | None = None) -> int:
-    """Row programs of the backward with a bias (each sums its rows' dx into one fp32 partial row of dbias)."""
-    return programs_for(rows, 1, device, _blocks(width)[2], programs)
+    """Programs of the backward with a bias (each sums its row blocks' dx into one fp32 partial row of dbias)."""
+    block_rows, _, warps = backward_tile(width)
+    return programs_for(triton.cdiv(rows, block_rows), block_rows, device, warps, programs)
 
 
 def bias_dropout_add_forward(x: torch.Tensor, bias: torch.Tensor | None, residual: torch.Tensor, p: float,
@@ -156,13 +175,14 @@ def bias_dropout_add_backward(dy: torch.Tensor, p: float, seed: int, has_bias: b
     _check_seed(seed)
     threshold, scale = dropout_threshold(p)
     dx = torch.empty((m, n), device=dy.device, dtype=dy.dtype)
-    g, groups, warps = _blocks(n)
-    p_rows = bias_grad_programs(m, n, dy.device, programs) if has_bias else m
+    g = triton.cdiv(n, LANES)
+    block_rows, groups, warps = backward_tile(n)
+    p_rows = bias_grad_programs(m, n, dy.device, programs) if has_bias else triton.cdiv(m, block_rows)
     partial = torch.empty((p_rows, n) if has_bias else (1, 1), device=dy.device, dtype=torch.float32)
     if m and n:
         dropout_add_bwd_kernel[(p_rows, triton.cdiv(g, groups))](
             dy, dx, partial, m, n, g, p_rows, dy.stride(0), dx.stride(0), partial.stride(0),
-            seed, threshold, scale, GROUPS=groups, HAS_BIAS=has_bias, num_warps=warps)
+            seed, threshold, scale, BLOCK_ROWS=block_rows, GROUPS=groups, HAS_BIAS=has_bias, num_warps=warps)
     dbias = sum_partials(partial, bias_dtype or dy.dtype) if has_bias and m else None
     return dx, dbias, dy
 

@@ -202,6 +202,23 @@ def test_bias_dropout_add_forward_backward(shape, dtype, has_bias, poisoned):
 
 
 @interpret
+def test_dropout_add_backward_steps_over_row_blocks(monkeypatch):
+    """A small backward tile (2 rows of 40 columns a step): 5 rows are 3 row blocks, the last one half
+    full, over 2 programs that loop; dx and dbias as the reference."""
+    monkeypatch.setattr(D, "BWD_TILE_ELEMENTS", 128)
+    assert D.backward_tile(40)[:2] == (2, 8)
+    dy = randn(5, 40, dtype=torch.float32, seed=7)
+    p, seed = 0.3, 99
+    x, res, bias = randn(5, 40, dtype=torch.float32), randn(5, 40, seed=6), randn(40, seed=8)
+    for programs in (1, 2, 3):
+        dx, dbias, _ = D.bias_dropout_add_backward(dy, p, seed, has_bias=True, programs=programs)
+        ref_dx, ref_db = grads64(lambda v, b: D.bias_dropout_add_ref(v, b, res.double(), p, seed), x, bias, dy=dy)
+        assert rel_err(dx, ref_dx) < 1e-6 and rel_err(dbias, ref_db) < 1e-6
+    dx, dbias, _ = D.bias_dropout_add_backward(dy, p, seed, has_bias=False)
+    assert dbias is None and rel_err(dx, ref_dx) < 1e-6
+
+
+@interpret
 def test_dropout_keeps_one_minus_p_and_seeds_differ():
     rows, cols, p = 32, 264, 0.25
     x, res = torch.ones(rows, cols, device=DEV), torch.zeros(rows, cols, device=DEV)
