@@ -29,7 +29,9 @@ from .rowwise import col_tile, programs_for, sum_partials, warps_for
 
 LANES = 8             # columns served by one Philox call (four 32-bit words, two 16-bit draws each)
 DRAW_LEVELS = 65536   # 16-bit draws
-BWD_TILE_ELEMENTS = 8192   # values a backward program holds a step (rows x columns)
+BWD_TILE_ELEMENTS = 16384  # values a backward program holds a step (rows x columns; 32 warps): on an H200 at
+                           # 4096-65536 tokens 1.12-1.36x the one-row step by widths 1024-16384
+                           # (experiments/probe_fused_bwd.py, experiments/data/probe_fused_bwd.jsonl)
 
 
 @triton.jit

@@ -24,9 +24,11 @@ def _norm(width: int, layer: bool, backward: bool) -> tuple:
     block_rows, block_n = row_tile(width)
     consts = dict(BLOCK_ROWS=block_rows, BLOCK_N=block_n, LAYER=layer, HAS_BIAS=layer)
     if backward:
+        block_rows, block_n, warps = norm.backward_tile(width, layer)
+        consts.update(BLOCK_ROWS=block_rows, BLOCK_N=block_n)
         types = dict(dy_ptr=BF16, x_ptr=BF16, w_ptr=BF16, mean_ptr=F32, rstd_ptr=F32, dx_ptr=BF16, part_ptr=F32,
                      M=I32, N=I32, P=I32, stride_dym=I32, stride_xm=I32, stride_dxm=I32, stride_pp=I32)
-        return norm.norm_bwd_kernel, types, consts, warps_for(block_rows * block_n)
+        return norm.norm_bwd_kernel, types, consts, warps
     types = dict(x_ptr=BF16, w_ptr=BF16, b_ptr=BF16, y_ptr=BF16, mean_ptr=F32, rstd_ptr=F32, M=I32, N=I32,
                  stride_xm=I32, stride_ym=I32, eps="fp32")
     return norm.norm_fwd_kernel, types, consts, warps_for(block_rows * block_n)
@@ -55,9 +57,11 @@ def _dropout(width: int, backward: bool) -> tuple:
     consts = dict(GROUPS=groups, HAS_BIAS=True)
     drop = dict(seed=I32, threshold=I32, scale="fp32")
     if backward:
+        block_rows, groups, warps = dropout_add.backward_tile(width)
+        consts.update(BLOCK_ROWS=block_rows, GROUPS=groups)
         types = dict(dy_ptr=BF16, dx_ptr=BF16, part_ptr=F32, M=I32, N=I32, G=I32, P=I32, stride_dym=I32,
                      stride_dxm=I32, stride_pp=I32, **drop)
-        return dropout_add.dropout_add_bwd_kernel, types, consts, warps_for(groups * dropout_add.LANES)
+        return dropout_add.dropout_add_bwd_kernel, types, consts, warps
     types = dict(x_ptr=BF16, bias_ptr=BF16, res_ptr=BF16, out_ptr=BF16, N=I32, G=I32, stride_xm=I32, stride_rm=I32,
                  stride_om=I32, **drop)
     return dropout_add.dropout_add_fwd_kernel, types, consts, warps_for(groups * dropout_add.LANES)

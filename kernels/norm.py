@@ -9,7 +9,8 @@ Backward, with xhat = (x - mean) * rstd (mean = 0 for RMSNorm) and g = dy * w:
     dx = rstd * (g - xhat * mean(g * xhat) - mean(g))     (the last term for LayerNorm only)
     dw = sum over rows of dy * xhat,  db = sum over rows of dy
 A persistent grid of P programs (rowwise.programs_for: about what fits on the card, each summing
-at least 16 rows) walks the row blocks pid, pid + P, ...; each program keeps its dw (and db) in
+at least 16 rows, but at least one a SM) walks the row blocks pid, pid + P, ... of the tile
+`backward_tile` picks by width; each program keeps its dw (and db) in
 fp32 registers and stores one partial row at the end; `rowwise.sum_partials` adds the P partial
 rows in a second launch. Deterministic (no atomics); the partials cost 8 bytes a column per
 program (fp32, written and read once), counted apart in calc/roofline/fused_ops.py.
@@ -134,10 +135,31 @@ def _forward(x, weight, bias, eps: float, layer: bool):
     return y, mean, rstd
 
 
-def backward_programs(rows: int, width: int, device: torch.device, programs: int | None = None) -> int:
-    """P, the backward's persistent programs (and fp32 partial rows of each weight gradient) for this shape."""
+# The backward's tile by width: (widest row, values a program holds a step, num_warps), the first entry
+# whose width is not exceeded; wider rows take the forward's tile (row_tile, warps_for). Read off an H200
+# at 4096-65536 tokens (experiments/probe_fused_bwd.py, experiments/data/probe_fused_bwd.jsonl: time of the
+# backward and its partial sums against the forward's tile, geomean over the three token counts): RMSNorm
+# 1.12x / 1.13x / 1.13x / 1.24x at widths 1024 / 2048 / 4096 / 8192, LayerNorm 1.19x at 1024 and none better
+# than the forward's tile above it.
+BWD_TILES = {False: ((1024, 2048, 4), (2048, 2048, 8), (4096, 4096, 16), (8192, 16384, 32)),
+             True: ((1024, 2048, 4),)}
+
+
+def backward_tile(width: int, layer: bool) -> tuple[int, int, int]:
+    """(BLOCK_ROWS, BLOCK_N, num_warps) of the backward for rows of `width` (LayerNorm when `layer`)."""
+    for widest, elements, warps in BWD_TILES[layer]:
+        if width <= widest:
+            block_rows, block_n = row_tile(width, elements)
+            return block_rows, block_n, warps
     block_rows, block_n = row_tile(width)
-    return programs_for(triton.cdiv(rows, block_rows), block_rows, device, warps_for(block_rows * block_n), programs)
+    return block_rows, block_n, warps_for(block_rows * block_n)
+
+
+def backward_programs(rows: int, width: int, device: torch.device, programs: int | None = None,
+                      layer: bool = False) -> int:
+    """P, the backward's persistent programs (and fp32 partial rows of each weight gradient) for this shape."""
+    block_rows, _, warps = backward_tile(width, layer)
+    return programs_for(triton.cdiv(rows, block_rows), block_rows, device, warps, programs)
 
 
 def _backward(dy, x, weight, mean, rstd, layer: bool, has_bias: bool, programs: int | None):
@@ -148,9 +170,8 @@ def _backward(dy, x, weight, mean, rstd, layer: bool, has_bias: bool, programs: 
         if t.shape != (m,) or t.dtype != torch.float32 or not t.is_contiguous():
             raise ValueError(f"{name} must be the forward's contiguous float32 ({m},) statistics")
     dx = torch.empty_like(x, memory_format=torch.contiguous_format)
-    block_rows, block_n = row_tile(n)
-    warps = warps_for(block_rows * block_n)
-    p = backward_programs(m, n, x.device, programs)
+    block_rows, block_n, warps = backward_tile(n, layer)
+    p = backward_programs(m, n, x.device, programs, layer)
     width = 2 * n if has_bias else n
     partial = torch.empty((p, width), device=x.device, dtype=torch.float32)
     norm_bwd_kernel[(p,)](

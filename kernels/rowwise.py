@@ -7,7 +7,8 @@
 - `warps_for(elements)`: num_warps from the elements a program holds, about 16 per thread at 4-16
   warps (two 16-byte vectors of a 16-bit tensor), 32 warps from 16384 (the widest norm rows).
 - `programs_for(...)`: the program count of a persistent backward whose programs each sum a
-  weight gradient over many rows (one fp32 partial row each), capped by the card's SM count.
+  weight gradient over many rows (one fp32 partial row each): at least one a SM while there are
+  row blocks, capped by what fits on the card.
 - `sum_partials(partial, dtype)`: the reduction of those per-program partial rows (P, N) -> (N,).
 """
 
@@ -80,12 +81,15 @@ def warps_for(elements: int) -> int:
 def programs_for(row_blocks: int, rows_per_block: int, device: torch.device, warps: int,
                  programs: int | None = None) -> int:
     """Programs of a persistent kernel over `row_blocks` blocks of rows: about as many as fit on the card
-    at once (32 // warps a SM), but never so many that a program sums fewer than MIN_ROWS_PER_PROGRAM rows.
-    `programs` forces a count (tests use it to make programs loop)."""
+    at once (32 // warps a SM), each summing at least MIN_ROWS_PER_PROGRAM rows, but never fewer than one
+    a SM while there are row blocks for them (at a few hundred rows the partials' traffic costs less than
+    leaving SMs idle: experiments/probe_fused_bwd.py, rule `fill`). `programs` forces a count (tests use
+    it to make programs loop)."""
     if programs is not None:
         return max(1, min(programs, row_blocks))
-    resident = num_sms(device) * max(1, 32 // warps)
-    wanted = triton.cdiv(row_blocks * rows_per_block, MIN_ROWS_PER_PROGRAM)
+    sms = num_sms(device)
+    resident = sms * max(1, 32 // warps)
+    wanted = max(triton.cdiv(row_blocks * rows_per_block, MIN_ROWS_PER_PROGRAM), sms)
     return max(1, min(resident, wanted, row_blocks))
 
 

@@ -120,9 +120,11 @@ def test_norm_takes_strided_rows_and_fp32_weights():
 
 
 @interpret
-def test_backward_programs_sum_at_least_16_rows_and_fit_the_card():
+def test_backward_programs_sum_at_least_16_rows_fill_the_sms_and_fit_the_card():
     assert RW.programs_for(1000, 1, torch.device("cpu"), 8) == min(RW.INTERPRETER_SMS * 4, 63)
-    assert RW.programs_for(40, 1, torch.device("cpu"), 8) == 3       # ceil(40 / 16)
+    assert RW.programs_for(80, 1, torch.device("cpu"), 8) == 5       # ceil(80 / 16): more than the 4 SMs
+    assert RW.programs_for(40, 1, torch.device("cpu"), 8) == 4       # ceil(40 / 16) = 3, but one a SM
+    assert RW.programs_for(2, 8, torch.device("cpu"), 8) == 2        # one a SM while there are row blocks
     assert RW.programs_for(5, 4, torch.device("cpu"), 8, programs=9) == 5   # never more than the row blocks
     part = randn(37, 300)
     assert rel_err(RW.sum_partials(part, torch.float32), part.double().sum(0)) < 1e-6
@@ -199,6 +201,17 @@ def test_bias_dropout_add_forward_backward(shape, dtype, has_bias, poisoned):
     ref_dx, ref_db = grads64(lambda v, b: D.bias_dropout_add_ref(v, b, res.double(), p, seed), x, bias, dy=dy)
     assert rel_err(dx, ref_dx) < TOL[dtype]
     assert (dbias is None) if not has_bias else rel_err(dbias, ref_db) < TOL[dtype]
+
+
+def test_norm_backward_tile_by_width():
+    """The backward's tile table: RMSNorm's rows up to 8192 wide take their own tiles, LayerNorm's up to 1024;
+    wider rows the forward's (one 16384-wide row at 32 warps)."""
+    assert N.backward_tile(1024, False) == (2, 1024, 4)
+    assert N.backward_tile(3000, False) == (1, 4096, 16)
+    assert N.backward_tile(8192, False) == (2, 8192, 32)
+    assert N.backward_tile(1024, True) == (2, 1024, 4)
+    assert N.backward_tile(2048, True) == (2, 2048, RW.warps_for(4096)) == (2, 2048, 8)
+    assert N.backward_tile(16384, True) == N.backward_tile(16384, False) == (1, 16384, 32)
 
 
 @interpret

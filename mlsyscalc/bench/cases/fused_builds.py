@@ -98,7 +98,7 @@ def norm_bwd(op: str, tokens: int, width: int, dtype, **_: Any) -> Bench:
     from mlsyscalc.kernels import norm
 
     x, w, b, dy = norm_inputs(op, tokens, width, dtype)
-    programs = norm.backward_programs(tokens, width, x.device)
+    programs = norm.backward_programs(tokens, width, x.device, layer=op == "layernorm")
     if op == "rmsnorm":
         _, rstd = norm.rms_norm_forward(x, w, EPS[op])
         run = lambda: norm.rms_norm_backward(dy, x, w, rstd)  # noqa: E731
