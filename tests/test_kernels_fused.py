@@ -220,6 +220,7 @@ def test_dropout_add_backward_steps_over_row_blocks(monkeypatch):
     full, over 2 programs that loop; dx and dbias as the reference."""
     monkeypatch.setattr(D, "BWD_TILE_ELEMENTS", 128)
     assert D.backward_tile(40)[:2] == (2, 8)
+    assert D.backward_tile(40, rows=1)[:2] == (1, 8)       # never more rows a step than the tensor's
     dy = randn(5, 40, dtype=torch.float32, seed=7)
     p, seed = 0.3, 99
     x, res, bias = randn(5, 40, dtype=torch.float32), randn(5, 40, seed=6), randn(40, seed=8)
