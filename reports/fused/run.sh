@@ -5,4 +5,11 @@
 #   MLSYS_GIT_COMMIT=bd4fa77 BUDGET_S=400 OUT=$OUT bash scripts/device.sh fused
 # then, here: copy $OUT/fused/rows.jsonl and tests.txt (as gpu_tests.txt) into this folder and
 #   mlsys bench report reports --out reports
+# The backwards of RMSNorm, LayerNorm (commit 6c3e10a) and dropout_add (41b1173) were measured again after their
+# tile and grid changes, same machine type, torch 2.11.0+cu130, triton 3.6.0: the fused GPU tests (7 passed at
+# each commit), then
+#   MLSYS_GIT_COMMIT=6c3e10a python3 -m mlsyscalc bench fused --op rmsnorm --op layernorm --op dropout_add --pass bwd \
+#       --quiet --format csv --out $OUT/fused/rows.jsonl      (55 s)
+#   MLSYS_GIT_COMMIT=41b1173 python3 -m mlsyscalc bench fused --op dropout_add --pass bwd ...   (27 s)
+# and their rows appended here (the last row of each key counts).
 exec bash scripts/device.sh fused
