@@ -658,6 +658,8 @@ def torchtitan_runs() -> dict[tuple[str, str], dict[str, Any]]:
 GPT3_MLPERF_CONFIG = gpt(12288, 96, 96, 50688, 2048)
 V30_ATTENTION = ("flash2: the v3.0 config_common.sh sets no NVTE_FUSED_ATTN (nor NVTE_FLASH_ATTN); Transformer Engine 1.x in "
                  "these containers prefers the flash-attn package (FlashAttention-2) when it is installed")
+V31_ATTENTION = ("flash2: the v3.1 config_common.sh sets no NVTE_FUSED_ATTN (its NVTE_FLASH_ATTN=0 line is commented out); "
+                 "Transformer Engine 1.x in these containers prefers the flash-attn package (FlashAttention-2) when it is installed")
 MLPERF_ROWS: dict[tuple[str, str, str], dict[str, Any]] = {  # (round, org, system): layout pieces read from the submission's config_*.sh (+ config_common, custom.yaml)
     ("3.0", "NVIDIA", "dgxh100_n96_nemo"): dict(cfg="NVIDIA/benchmarks/gpt3/implementations/pytorch/config_DGXH100_96x8x128x4x8_mbs1.sh", tp=4, pp=8, vp=12, mbs=1, fp8_params=False, container="NeMo (MLPerf v3.0, 23.04-era)"),
     ("3.0", "NVIDIA_CoreWeave", "coreweave_hgxh100_n448_ngc23.04_pytorch"): dict(cfg="NVIDIA_CoreWeave/benchmarks/gpt3/implementations/pytorch/config_DGXH100_448x8x24x4x8_mbs1.sh", tp=4, pp=8, vp=12, mbs=1, fp8_params=False, container="NGC 23.04 PyTorch + NeMo Megatron"),
@@ -680,8 +682,10 @@ MLPERF_ROWS: dict[tuple[str, str, str], dict[str, Any]] = {  # (round, org, syst
         why={"attention": V30_ATTENTION}),
     ("3.0", "NVIDIA_CoreWeave", "coreweave_hgxh100_n192_ngc23.04_pytorch"): dict(cfg="NVIDIA_CoreWeave/benchmarks/gpt3/implementations/pytorch/config_DGXH100_192x8x64x4x8_mbs1.sh", tp=4, pp=8, vp=12, mbs=1, fp8_params=False, container="NGC 23.04 PyTorch + NeMo Megatron",
         why={"attention": V30_ATTENTION}),
-    ("3.1", "NVIDIA", "eos-dfw_n768_ngc23.09_nemo"): dict(cfg="NVIDIA/benchmarks/gpt3/implementations/pytorch/config_DGXH100_768x8x16x4x8_mbs1.sh", tp=4, pp=8, vp=12, mbs=1, fp8_params=False, container="NeMo 23.09"),
-    ("3.1", "NVIDIA", "eos-dfw_n1280_ngc23.09_nemo"): dict(cfg="NVIDIA/benchmarks/gpt3/implementations/pytorch/config_DGXH100_1280x8x8x4x8_mbs1.sh", tp=4, pp=8, vp=12, mbs=1, fp8_params=False, container="NeMo 23.09"),
+    ("3.1", "NVIDIA", "eos-dfw_n768_ngc23.09_nemo"): dict(cfg="NVIDIA/benchmarks/gpt3/implementations/pytorch/config_DGXH100_768x8x16x4x8_mbs1.sh", tp=4, pp=8, vp=12, mbs=1, fp8_params=False, container="NeMo 23.09",
+        why={"attention": V31_ATTENTION}),
+    ("3.1", "NVIDIA", "eos-dfw_n1280_ngc23.09_nemo"): dict(cfg="NVIDIA/benchmarks/gpt3/implementations/pytorch/config_DGXH100_1280x8x8x4x8_mbs1.sh", tp=4, pp=8, vp=12, mbs=1, fp8_params=False, container="NeMo 23.09",
+        why={"attention": V31_ATTENTION}),
     ("4.0", "smc", "64xSMC-H100-SXM-80GB"): dict(cfg="smc/benchmarks/gpt3/implementations/nemo/config_SMCH100_64x8x128x4x8.sh", tp=4, pp=8, vp=12, mbs=2, fp8_params=True, container="NeMo (MLPerf v4.0, NVIDIA's implementation)",
                                                 why={"vp": "12: INTERLEAVED_PIPELINE is not set by the smc configs; conf/custom.yaml defaults it to 12",
                                                      "interconnect": "hgx-h100: smc's systems JSON gives 8 H100 SXM on NVLink 4 and InfiniBand NDR a node, not the NIC count; 8 x 400 Gb/s assumed"}),
