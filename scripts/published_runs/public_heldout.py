@@ -2,6 +2,7 @@
 
     python scripts/published_runs/public_heldout.py                  # candidates, selection, runs.json
     python scripts/published_runs/public_heldout.py --mlperf-mirror /work/.mirror   # re-read the MLPerf logs first
+    python scripts/published_runs/public_heldout.py --rest [--mlperf-mirror DIR]   # reports/train/heldout_public_rest
 
 The inclusion rule is reports/train/heldout_public/RULE.md (written before any source was opened). This script
 lists every row that qualified under it (CANDIDATES), keeps at most 20 a source family and 40 in all by the
@@ -10,6 +11,10 @@ with their layouts. Numbers were copied from the cited files at the cited commit
 the median train-step time of every logged step of every result file of the submission
 (reports/train/heldout_public/mlperf_step_times.json, which --mlperf-mirror rewrites from local copies of the
 mlcommons/training_results_v* repositories). Nothing here runs `mlsys train`/`plan` or predicts anything.
+
+--rest writes the next held-out set from the same parsers: every candidate the cap left out (kept false) that still
+meets RULE.md on a full reading of its source and was not quoted elsewhere in the repository (REST_LEFT_OUT), with
+its own step-time file (reports/train/heldout_public_rest/mlperf_step_times.json).
 """
 
 from __future__ import annotations
@@ -198,10 +203,12 @@ def layout(**kw: Any) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------- S1: NeMo 24.07
-NEMO_ROWS = {  # model: (tokens/s/GPU at 4c73f77, model TFLOP/s at 4c73f77, at 3a8081f, at 8e3d65d)
-    "GPT3-5B": (22521, 736, 23574, 23406), "GPT3-20B": (5851, 750, 5894, 5851), "GPT3-175B": (782, 842, 832, 825),
-    "LLAMA2-7B": (16847, 776, 16634, 16934), "LLAMA2-13B": (8646, 754, 8715, 8715), "Nemotron-8B": (12701, 653, 12507, 12507),
-    "Nemotron-22B": (4256, 554, 4289, 4312), "Nemotron-340B": (322, 678, 328, 326),
+NEMO_ROWS = {  # (model, GPUs): (tokens/s/GPU at 4c73f77, model TFLOP/s at 4c73f77, tokens/s/GPU at 3a8081f, at 8e3d65d)
+    ("GPT3-5B", 64): (22521, 736, 23574, 23406), ("GPT3-20B", 64): (5851, 750, 5894, 5851),
+    ("GPT3-175B", 128): (726, 782, 745, 716), ("GPT3-175B", 512): (782, 842, 832, 825),
+    ("LLAMA2-7B", 8): (16847, 776, 16634, 16934), ("LLAMA2-13B", 16): (8646, 754, 8715, 8715),
+    ("LLAMA2-70B", 64): (1707, 759, 1717, 1728), ("Nemotron-8B", 64): (12701, 653, 12507, 12507),
+    ("Nemotron-22B", 64): (4256, 554, 4289, 4312), ("Nemotron-340B", 128): (322, 678, 328, 326),
 }
 NEMO_ASSUMED_WHY_COMMON = {
     "recompute": "the perf page gives TP/PP/CP/VP/MBS/GBS only; activations_checkpoint_* of the NeMo-Framework-Launcher 24.07 "
@@ -230,12 +237,13 @@ NEMO_NOTE = ("Published number: the 'Tokens / sec / GPU' cell of the first versi
 
 
 def nemo_run(model: str, cfg: dict[str, Any] | None, builtin: str | None, gpus: int, lay: dict[str, Any],
-             conf: str, extra_assumed: dict[str, str], detail: str) -> dict[str, Any]:
-    tok, tflops, vboost, final = NEMO_ROWS[model]
+             conf: str, extra_assumed: dict[str, str], detail: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    tok, tflops, vboost, final = NEMO_ROWS[(model, gpus)]
     why = dict(NEMO_ASSUMED_WHY_COMMON) | extra_assumed
     run: dict[str, Any] = {"name": f"{model}, {gpus} H100, FP8 (NeMo 24.07 perf summary)", "group": "heldout2-nemo-24.07-h100",
                            "gpu": "H100-SXM"}
     run |= {"config": cfg} if cfg else {"model": builtin}
+    run |= {"overrides": overrides} if overrides else {}
     run |= {"cluster": "hgx-h100", "gpus": gpus, "layout": lay, "assumed": sorted(why), "assumed_why": why,
             "published": {"metric": "tokens_per_s_per_gpu", "value": tok},
             "also_published": {"model_tflops_per_gpu": tflops, f"tokens_per_s_per_gpu_at_{NEMO_VBOOST[:7]}": vboost,
@@ -253,25 +261,25 @@ def nemo_run(model: str, cfg: dict[str, Any] | None, builtin: str | None, gpus: 
     return run
 
 
-def nemo_runs() -> dict[str, dict[str, Any]]:
+def nemo_runs() -> dict[tuple[str, int], dict[str, Any]]:
     fp8 = {"dtype": "fp8", "fp8_recipe": "delayed", "fp8_params": False, "attention": "flash2"}
     gpt_vocab = "NeMo pads the GPT2BPETokenizer's 50257 entries to a multiple of make_vocab_size_divisible_by 128 x TP: {}; not printed by the page"
     r = {}
-    r["GPT3-5B"] = nemo_run("GPT3-5B", gpt(4096, 24, 32, 50304, 2048), None, 64,
+    r[("GPT3-5B", 64)] = nemo_run("GPT3-5B", gpt(4096, 24, 32, 50304, 2048), None, 64,
                             layout(tp=1, pp=1, dp=64, micro_batch=4, global_batch=2048, seq=2048, overlap="dp", dropout=0.1, **fp8),
                             "launcher_scripts/conf/training/gpt3/5b.yaml + examples/training/gpt/h100/5b_fp8_8node.sh",
                             {"vocab_size": gpt_vocab.format(50304), "dropout": "hidden_dropout 0.1 (and attention_dropout 0.1) in gpt3/5b.yaml"},
                             "Model (gpt3/5b.yaml, NeMo GPT defaults otherwise): 24 layers, hidden 4096, FFN 16384, 32 heads, learned "
                             "absolute positions 2048, LayerNorm, GELU, biases, shared input/output embedding. No TP, so no "
                             "sequence parallelism or userbuffers; no recomputation.")
-    r["GPT3-20B"] = nemo_run("GPT3-20B", gpt(6144, 44, 48, 50432, 2048), None, 64,
+    r[("GPT3-20B", 64)] = nemo_run("GPT3-20B", gpt(6144, 44, 48, 50432, 2048), None, 64,
                              layout(tp=2, pp=1, dp=32, sp=True, micro_batch=2, global_batch=256, seq=2048, overlap="dp,tp", dropout=0.1, **fp8),
                              "launcher_scripts/conf/training/gpt3/20b.yaml + examples/training/gpt/h100/20b_fp8_8node.sh",
                              {"vocab_size": gpt_vocab.format(50432), "dropout": "hidden_dropout 0.1 in gpt3/20b.yaml"},
                              "Model: 44 layers, hidden 6144, FFN 24576, 48 heads, learned positions, LayerNorm, GELU, biases, tied "
                              "embedding. 20b.yaml: sequence_parallel True, ub_tp_comm_overlap True; the example script's GBS 2048 "
                              "on 8 nodes differs from the table's 256 on 64 GPUs (the table is taken).")
-    r["GPT3-175B"] = nemo_run("GPT3-175B", gpt(12288, 96, 96, 50688, 2048), None, 512,
+    r[("GPT3-175B", 512)] = nemo_run("GPT3-175B", gpt(12288, 96, 96, 50688, 2048), None, 512,
                               layout(tp=4, pp=8, vp=6, dp=16, sp=True, micro_batch=2, global_batch=2048, seq=2048, overlap="dp,pp", dropout=0.1, **fp8),
                               "launcher_scripts/conf/training/gpt3/175b.yaml (+ examples/training/gpt/h100/175b_fp8_16node.sh)",
                               {"vocab_size": gpt_vocab.format(50688), "dropout": "hidden_dropout 0.1 in gpt3/175b.yaml",
@@ -280,19 +288,41 @@ def nemo_runs() -> dict[str, dict[str, Any]]:
                               "Model: 96 layers, hidden 12288, FFN 49152, 96 heads, learned positions, LayerNorm, GELU, biases, tied "
                               "embedding. The table's VP 6 and MBS 2 (the 16-node example script has VP 12, MBS 1): 96 layers over "
                               "8 x 6 chunks, 2 a chunk. The page links its Model TFLOP/s cell of this row to mlcommons.org.")
-    r["LLAMA2-7B"] = nemo_run("LLAMA2-7B", None, "llama2-7b", 8,
+    r[("GPT3-175B", 128)] = nemo_run("GPT3-175B", gpt(12288, 96, 96, 50688, 2048), None, 128,
+                                     layout(tp=4, pp=8, vp=6, dp=4, sp=True, micro_batch=1, global_batch=256, seq=2048, overlap="dp,pp", dropout=0.1, **fp8),
+                                     "launcher_scripts/conf/training/gpt3/175b.yaml + examples/training/gpt/h100/175b_fp8_16node.sh",
+                                     dict(r[("GPT3-175B", 512)]["assumed_why"]),
+                                     "Model as the 512-GPU row (gpt3/175b.yaml). The 16-node (128-GPU) example script sets GBS 256, "
+                                     "MBS 1, TP 4, PP 8 as the table does, but VP 12; the table's VP 6 is taken: 96 layers over 8 x 6 "
+                                     "chunks, 2 a chunk. DP 4, so 64 micro-batches a step.")
+    llama_vocab = ("32256: NeMo pads the Llama 2 SentencePiece vocabulary (32000) to a multiple of make_vocab_size_divisible_by "
+                   "128 x TP 4 = 512; not printed by the page")
+    r[("LLAMA2-70B", 64)] = nemo_run("LLAMA2-70B", None, "llama2-70b", 64,
+                                     layout(tp=4, pp=4, vp=20, dp=4, sp=True, micro_batch=1, global_batch=128, seq=4096, overlap="dp,tp,pp", **fp8),
+                                     "launcher_scripts/conf/training/llama/llama2_70b.yaml + examples/training/llama/h100/llama2_70b_fp8.sh",
+                                     {"vocab_size": llama_vocab,
+                                      "fp8_recipe": "delayed: llama2_70b.yaml fp8_amax_history_len 1, most_recent, with the example "
+                                                    "script's fp8 True / fp8_hybrid True; the page says FP8"},
+                                     "Model: built-in llama2-70b (80 layers, hidden 8192, FFN 28672, 64 heads, 8 query groups, RMSNorm, "
+                                     "SwiGLU, RoPE, untied output layer) with the vocabulary padded for TP 4. llama2_70b.yaml: no "
+                                     "recomputation (block, 0 layers), sequence_parallel true, ub_tp_comm_overlap true "
+                                     "(ub_cfg_h100_h8192_tp4_mbs1_seqlen4096), overlap_p2p_comm true, distributed_fused_adam with "
+                                     "overlap_grad_sync / overlap_param_sync; no cross_entropy_loss_fusion key. The example script runs "
+                                     "8 nodes (64 GPUs) at GBS 128, as the table. 80 layers over 4 x 20 chunks, 1 a chunk.",
+                                     overrides={"vocab_size": 32256})
+    r[("LLAMA2-7B", 8)] = nemo_run("LLAMA2-7B", None, "llama2-7b", 8,
                               layout(tp=1, pp=1, dp=8, micro_batch=1, global_batch=128, seq=4096, overlap="dp", **fp8),
                               "launcher_scripts/conf/training/llama/llama2_7b.yaml + examples/training/llama/h100/llama2_7b_fp8.sh", {},
                               "Model: built-in llama2-7b (32 layers, hidden 4096, FFN 11008, 32 heads, vocabulary 32000, already a "
                               "multiple of 128). llama2_7b.yaml: activations_checkpoint_method block with 0 layers (no recomputation), "
                               "sequence_parallel false, ub_tp_comm_overlap False, use_flash_attention true; fp8_amax_history_len 1024, max.")
-    r["LLAMA2-13B"] = nemo_run("LLAMA2-13B", None, "llama2-13b", 16,
+    r[("LLAMA2-13B", 16)] = nemo_run("LLAMA2-13B", None, "llama2-13b", 16,
                                layout(tp=1, pp=4, vp=10, dp=4, micro_batch=1, global_batch=128, seq=4096, overlap="dp,pp", **fp8),
                                "launcher_scripts/conf/training/llama/llama2_13b.yaml + examples/training/llama/h100/llama2_13b_fp8.sh", {},
                                "Model: built-in llama2-13b (40 layers, hidden 5120, FFN 13824, 40 heads). 40 layers over 4 x 10 "
                                "chunks, 1 a chunk. llama2_13b.yaml: no recomputation (block, 0 layers), overlap_p2p_comm true, "
                                "fp8_amax_history_len 1, most_recent (still delayed scaling).")
-    r["Nemotron-8B"] = nemo_run("Nemotron-8B", nemotron(4096, 32, 32, 32, 16384), None, 64,
+    r[("Nemotron-8B", 64)] = nemo_run("Nemotron-8B", nemotron(4096, 32, 32, 32, 16384), None, 64,
                                 layout(tp=2, pp=1, dp=32, sp=True, micro_batch=4, global_batch=256, seq=4096, overlap="dp,tp", loss="fused", **fp8),
                                 "launcher_scripts/conf/training/nemotron/nemotron_8b.yaml + examples/training/nemotron/h100/nemotron_8b_fp8.sh",
                                 {"loss": "fused: cross_entropy_loss_fusion true in nemotron_8b.yaml"},
@@ -300,14 +330,14 @@ def nemo_runs() -> dict[str, dict[str, Any]]:
                                 "num_query_groups null (multi-head), squared-ReLU MLP without gate, LayerNorm1p, RoPE on half of "
                                 "each head (rotary_percentage 0.5), no biases, untied output layer, SentencePiece vocabulary of "
                                 "256000 (a multiple of 128 x TP). ub_tp_comm_overlap true, sequence_parallel true.")
-    r["Nemotron-22B"] = nemo_run("Nemotron-22B", nemotron(6144, 40, 48, 48, 24576), None, 64,
+    r[("Nemotron-22B", 64)] = nemo_run("Nemotron-22B", nemotron(6144, 40, 48, 48, 24576), None, 64,
                                  layout(tp=2, pp=4, vp=10, dp=8, sp=True, micro_batch=2, global_batch=256, seq=4096, overlap="dp,tp,pp", loss="fused", **fp8),
                                  "launcher_scripts/conf/training/nemotron/nemotron_22b.yaml + examples/training/nemotron/h100/nemotron_22b_fp8.sh",
                                  {"loss": "fused: cross_entropy_loss_fusion true in nemotron_22b.yaml"},
                                  "Model (nemotron_22b.yaml, 'nemotron3-22B'): 40 layers, hidden 6144, FFN 24576, 48 heads, "
                                  "multi-head, squared-ReLU, LayerNorm1p, half-rotary RoPE, no biases, untied, vocabulary 256000. "
                                  "40 layers over 4 x 10 chunks. ub_tp_comm_overlap True, overlap_p2p_comm True.")
-    r["Nemotron-340B"] = nemo_run("Nemotron-340B", nemotron(18432, 96, 96, 8, 73728), None, 128,
+    r[("Nemotron-340B", 128)] = nemo_run("Nemotron-340B", nemotron(18432, 96, 96, 8, 73728), None, 128,
                                   layout(tp=8, pp=8, vp=12, dp=2, sp=True, recompute="selective", micro_batch=1, global_batch=32, seq=4096, overlap="dp", **fp8),
                                   "launcher_scripts/conf/training/nemotron/nemotron_340b.yaml (no H100 FP8 example script at 24.07)",
                                   {"overlap": "dp only: nemotron_340b.yaml at 24.07 has ub_tp_comm_overlap False and overlap_p2p_comm False; "
@@ -332,33 +362,76 @@ def mb_runs() -> dict[str, dict[str, Any]]:
                      "published_runs.json prices its 25.11 rows",
         "overlap": "dp: the recipe's overlap_grad_reduce / overlap_param_gather (no TP, PP or CP)",
     }
-    run = {"name": "Llama 3 8B, 8 H100, FP8, Megatron FSDP (NeMo 25.09, Megatron-Bridge)", "group": "heldout2-megatron-bridge-25.09-h100",
-           "gpu": "H100-SXM", "model": "llama3-8b", "cluster": "hgx-h100", "gpus": 8,
-           "layout": layout(tp=1, pp=1, dp=8, zero=3, micro_batch=1, global_batch=128, seq=8192, dtype="fp8", fp8_recipe="current",
-                            fp8_params=True, attention="flash", overlap="dp", loss="fused"),
-           "assumed": sorted(why), "assumed_why": why,
-           "published": {"metric": "tokens_per_s_per_gpu", "value": 14079},
-           "also_published": {"model_tflops_per_gpu": 725, "ga": 16, "note": "the same row's Model TFLOP/sec/GPU and GA (not for scoring)"},
-           "measurement": True,
-           "flop_convention": "none needed: tokens/s/GPU, compared as the step time it implies (128 x 8192 / (14079 x 8) s)",
-           "citation": {"paper": "NVIDIA Megatron-Bridge, Performance summary (github.com/NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md)",
-                        "table": "25.09 NeMo Container, Pre-Training Performance, System: DGX-H100, row LLAMA3_8B (GPUs 8, GBS 128, MBS 1, "
-                                 "seq 8192, FSDP 1, TP 1, PP 1, CP 1, VP n/a, EP 1, GA 16), column 'Tokens / sec / GPU'",
-                        "repo": MB_REPO, "path": MB_PATH, "commit": MB_COMMIT,
-                        "url": f"https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/{MB_COMMIT}/{MB_PATH}",
-                        "layout_from": f"{MB_REPO} scripts/performance/configs/llama3/llama3_8b_llm_pretrain.yaml (perf_matrix h100 "
-                                       f"num_gpus_8), scripts/performance/run_script.py, scripts/performance/utils/helpers.py at "
-                                       f"branch r0.1.0 ({MB_CONFIG_COMMIT})"},
-           "notes": "DGX-H100 (8 x H100 SXM, NVLink 4, 8 x 400 Gb/s IB): hgx-h100, one node. The table's first version "
-                    "(fa0315a, 2025-10-10; the 25.09 section was re-added unchanged on 2025-12-09). Perf matrix h100 "
-                    "num_gpus_8: seq 8192, MBS 1, GBS 128, TP 1, PP 1, EP 1; fp8_ds / fp8_cs: CP 1, use_megatron_fsdp true, "
-                    "keep_fp8_transpose_cache_when_using_custom_fsdp true, nccl_ub true; no cuda graphs. run_script.py: "
-                    "gradient_accumulation_fusion off for the 8B under Megatron FSDP, rope fusion on; the llama3_8b recipe "
-                    "sets no recomputation; cross_entropy_loss_fusion True (GPTModelProvider default) with "
-                    "cross_entropy_fusion_impl 'te' (--loss fused). FP8 weights: fp8_param_gather True in both FP8 presets "
-                    "(--fp8-params).",
-           "held_out": HELD_OUT}
-    return {"LLAMA3_8B": run}
+    run: dict[str, Any] = {"name": "Llama 3 8B, 8 H100, FP8, Megatron FSDP (NeMo 25.09, Megatron-Bridge)", "group": "heldout2-megatron-bridge-25.09-h100",
+                           "gpu": "H100-SXM", "model": "llama3-8b", "cluster": "hgx-h100", "gpus": 8,
+                           "layout": layout(tp=1, pp=1, dp=8, zero=3, micro_batch=1, global_batch=128, seq=8192, dtype="fp8", fp8_recipe="current",
+                                            fp8_params=True, attention="flash", overlap="dp", loss="fused"),
+                           "assumed": sorted(why), "assumed_why": why,
+                           "published": {"metric": "tokens_per_s_per_gpu", "value": 14079},
+                           "also_published": {"model_tflops_per_gpu": 725, "ga": 16, "note": "the same row's Model TFLOP/sec/GPU and GA (not for scoring)"},
+                           "measurement": True,
+                           "flop_convention": "none needed: tokens/s/GPU, compared as the step time it implies (128 x 8192 / (14079 x 8) s)",
+                           "citation": {"paper": "NVIDIA Megatron-Bridge, Performance summary (github.com/NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md)",
+                                        "table": "25.09 NeMo Container, Pre-Training Performance, System: DGX-H100, row LLAMA3_8B (GPUs 8, GBS 128, MBS 1, "
+                                                 "seq 8192, FSDP 1, TP 1, PP 1, CP 1, VP n/a, EP 1, GA 16), column 'Tokens / sec / GPU'",
+                                        "repo": MB_REPO, "path": MB_PATH, "commit": MB_COMMIT,
+                                        "url": f"https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/{MB_COMMIT}/{MB_PATH}",
+                                        "layout_from": f"{MB_REPO} scripts/performance/configs/llama3/llama3_8b_llm_pretrain.yaml (perf_matrix h100 "
+                                                       f"num_gpus_8), scripts/performance/run_script.py, scripts/performance/utils/helpers.py at "
+                                                       f"branch r0.1.0 ({MB_CONFIG_COMMIT})"},
+                           "notes": "DGX-H100 (8 x H100 SXM, NVLink 4, 8 x 400 Gb/s IB): hgx-h100, one node. The table's first version "
+                                    "(fa0315a, 2025-10-10; the 25.09 section was re-added unchanged on 2025-12-09). Perf matrix h100 "
+                                    "num_gpus_8: seq 8192, MBS 1, GBS 128, TP 1, PP 1, EP 1; fp8_ds / fp8_cs: CP 1, use_megatron_fsdp true, "
+                                    "keep_fp8_transpose_cache_when_using_custom_fsdp true, nccl_ub true; no cuda graphs. run_script.py: "
+                                    "gradient_accumulation_fusion off for the 8B under Megatron FSDP, rope fusion on; the llama3_8b recipe "
+                                    "sets no recomputation; cross_entropy_loss_fusion True (GPTModelProvider default) with "
+                                    "cross_entropy_fusion_impl 'te' (--loss fused). FP8 weights: fp8_param_gather True in both FP8 presets "
+                                    "(--fp8-params).",
+                           "held_out": HELD_OUT}
+    qwhy = {
+        "dtype": "fp8 (current scaling): the 25.09 table prints no precision for this row; its MBS 2 is the fp8_cs entry of "
+                 "the r0.1.0 perf matrix (h100 num_gpus_16: bf16 has MBS 1, and there is no fp8_ds entry)",
+        "fp8_recipe": "current: the fp8_cs preset (bf16_with_fp8_current_scaling_mixed, first/last BF16 layers switched off by "
+                      "scripts/performance/utils/helpers.py get_precision_config)",
+        "fp8_params": "true: fp8_param_gather True in bf16_with_fp8_current_scaling_mixed (src/megatron/bridge/training/mixed_precision.py at r0.1.0)",
+        "zero": "1: the qwen3_30b_a3b recipe's use_distributed_optimizer True (fsdp false in the perf matrix), encoded as "
+                "published_runs.json encodes Megatron's distributed optimizer",
+        "vp": "24: the table's VP; the r0.1.0 perf matrix gives 12 for h100 num_gpus_16 (the table is taken: 48 layers over 2 x 24 chunks, 1 a chunk)",
+        "attention": why["attention"],
+        "overlap": "dp,pp: overlap_grad_reduce / overlap_param_gather True in the recipe and the pipeline's p2p overlap; "
+                   "tp_comm_overlap is asked for but TP is 1; overlap_moe_expert_parallel_comm is not set for Qwen3 (the "
+                   "expert-parallel all-to-all stays exposed)",
+        "recompute": "none: the perf config sets recompute_granularity null (the recipe's default is full, uniform, 1 layer)",
+    }
+    qwen = {"name": "Qwen3-30B-A3B, 16 H100, FP8, token drop (NeMo 25.09, Megatron-Bridge)", "group": "heldout2-megatron-bridge-25.09-h100",
+            "gpu": "H100-SXM", "model": "qwen3-30b-a3b", "cluster": "hgx-h100", "gpus": 16,
+            "layout": layout(tp=1, pp=2, vp=24, dp=8, ep=8, micro_batch=2, global_batch=512, seq=4096, dtype="fp8", fp8_recipe="current",
+                             fp8_params=True, attention="flash", overlap="dp,pp", loss="fused"),
+            "assumed": sorted(qwhy), "assumed_why": qwhy,
+            "published": {"metric": "tokens_per_s_per_gpu", "value": 10494},
+            "also_published": {"model_tflops_per_gpu": 241, "ga": 32, "note": "the same row's Model TFLOP/sec/GPU and GA (not for scoring)"},
+            "measurement": True,
+            "flop_convention": "none needed: tokens/s/GPU, compared as the step time it implies (512 x 4096 / (10494 x 16) s)",
+            "citation": {"paper": run["citation"]["paper"],
+                         "table": "25.09 NeMo Container, Pre-Training Performance, System: DGX-H100, row Qwen3_30B_a3B (tokendrop) (GPUs 16, "
+                                  "GBS 512, MBS 2, seq 4096, FSDP 0, TP 1, PP 2, CP 1, VP 24, EP 8, GA 32), column 'Tokens / sec / GPU'",
+                         "repo": MB_REPO, "path": MB_PATH, "commit": MB_COMMIT,
+                         "url": run["citation"]["url"],
+                         "layout_from": f"{MB_REPO} scripts/performance/configs/qwen3/qwen3_30b_a3b_llm_pretrain.yaml (perf_matrix h100 "
+                                        f"num_gpus_16), scripts/performance/run_script.py, scripts/performance/utils/helpers.py, "
+                                        f"src/megatron/bridge/recipes/qwen/qwen3_30b_a3b.py and src/megatron/bridge/training/utils/"
+                                        f"moe_token_drop.py at branch r0.1.0 ({MB_CONFIG_COMMIT})"},
+            "notes": "DGX-H100 (8 x H100 SXM, NVLink 4, 8 x 400 Gb/s IB): hgx-h100, two nodes. The table's first version "
+                     "(fa0315a, 2025-10-10). Model: built-in qwen3-30b-a3b (48 layers, 128 routed experts, 8 a token, "
+                     "vocabulary 151936, a multiple of 128). Perf matrix h100 num_gpus_16: seq 4096, GBS 512, TP 1, PP 2, "
+                     "CP 1, VP 12, EP 8, ETP 1, no FSDP, no CUDA graphs; fp8_cs MBS 2. run_script.py applies token drop "
+                     "(apply_moe_token_drop: expert capacity factor 1.0, inputs padded to capacity) and CommOverlapConfig("
+                     "tp_comm_overlap=True); moe_router_fusion and cross_entropy_fusion_impl 'te' (--loss fused). DP 8 = 16 / "
+                     "(TP x PP); the table's GA 32 = 512 / (8 x 2).",
+            "not_priced": ["token drop with capacity factor 1.0 and padding to capacity (mlsys train prices top-k routing with "
+                           "balanced experts, which gives each expert the same token count)"],
+            "held_out": HELD_OUT}
+    return {"LLAMA3_8B": run, "Qwen3_30B_a3B (tokendrop)": qwen}
 
 
 # ---------------------------------------------------------------------------------------------- S2: Megatron-LM README
@@ -400,7 +473,7 @@ def mlm_runs() -> dict[str, dict[str, Any]]:
             "interconnect": "hgx-h100 (8 x 400 Gb/s a node): the README says H100 GPUs, not the cluster",
         }
         lay = layout(tp=tp, pp=pp, dp=dp, sp=tp > 1, micro_batch=1, global_batch=batch, seq=MLM_SEQ, dtype="bf16",
-                     attention="flash", overlap="dp,tp,pp" if pp > 1 else "dp,tp")
+                     attention="flash", overlap=",".join(["dp"] + ["tp"] * (tp > 1) + ["pp"] * (pp > 1)))
         out[model] = {
             "name": f"GPT {model}, {gpus} H100, BF16 (Megatron-LM README weak scaling)", "group": "heldout2-megatron-lm-readme-h100",
             "gpu": "H100-SXM", "config": gpt(h, layers, heads, MLM_VOCAB, MLM_SEQ, tied=False), "cluster": "hgx-h100", "gpus": gpus,
@@ -478,26 +551,38 @@ def torchtitan_runs() -> dict[tuple[str, str], dict[str, Any]]:
                                             "recomputes every second matmul and keeps the attention output: between mlsys's "
                                             "selective (attention core only) and full"}
     full_why = TT_COMMON_WHY
-    for row, dtype, tps in (("FSDP + torch.compile", "bf16", 6667), ("FSDP + torch.compile + Float8", "fp8", 8532)):
-        lay = dict(tp=1, pp=1, dp=8, micro_batch=2, global_batch=16, seq=8192, recompute="selective", dtype=dtype)
+    for table, gpus, row, dtype, tps in (("Table 1", 8, "FSDP + torch.compile", "bf16", 6667),
+                                          ("Table 1", 8, "FSDP + torch.compile + Float8", "fp8", 8532),
+                                          ("Table 3", 128, "FSDP + torch.compile", "bf16", 6514),
+                                          ("Table 3", 128, "FSDP + torch.compile + Float8", "fp8", 8380)):
+        lay = dict(tp=1, pp=1, dp=gpus, micro_batch=2, global_batch=2 * gpus, seq=8192, recompute="selective", dtype=dtype)
         why = dict(sel_why)
         if dtype == "fp8":
             lay |= {"fp8_recipe": "current", "fp8_params": False}
             why["fp8_params"] = "false: enable_fsdp_float8_all_gather is not set in llama3_8b.toml at 9dec370 (default false); the page does not say"
-        r[("Table 1", row)] = tt_run(f"Llama 3.1 8B, 8 H100, {row} (torchtitan)", g, "llama3-8b", 8, lay, tps, why,
-                                     tt_cite("Table 1 (1D parallelism, FSDP, Llama 3.1 8B, 8 GPUs, local batch 2, global batch 16, selective AC)", row),
-                                     "Table 1's other rows; its FSDP row (5,762) is in published_runs.json. Sequence 8192 from "
-                                     "llama3_8b.toml at 9dec370. Llama 3.1 8B has Llama 3 8B's shape (built-in llama3-8b). " + TT_HW,
-                                     [TT_NOT_PRICED_COMPILE])
-    lay = dict(tp=1, pp=1, dp=2, cp=4, micro_batch=1, global_batch=2, seq=131072, recompute="full", dtype="fp8",
-               fp8_recipe="current", fp8_params=False, overlap="dp,cp")
-    why = full_why | {"fp8_params": "false: enable_fsdp_float8_all_gather not set in llama3_8b.toml at 9dec370",
-                      "overlap": "dp,cp: FSDP2's prefetched all-gathers and reduce-scatters and the ring-attention exchange of "
-                                 "torch's context_parallel, as mlsys's default"}
-    r[("Table 2", "FSDP 2, CP 4")] = tt_run("Llama 3.1 8B, 8 H100, FSDP 2 x CP 4, seq 131072, Float8 (torchtitan)", g, "llama3-8b", 8, lay, 1071, why,
-                                            tt_cite("Table 2 (FSDP + CP + torch.compile + Float8, Llama 3.1 8B, 8 GPUs, local batch 1, full AC)", "FSDP 2, CP 4, sequence 131072"),
-                                            "Global batch = local batch 1 x FSDP 2 (the CP ranks share a sequence). " + TT_HW,
-                                            [TT_NOT_PRICED_COMPILE, "sequence 131072 with the model's 8192-position RoPE config (torchtitan does not rescale)"])
+        first = ("Table 1's other rows; its FSDP row (5,762) is in published_runs.json. " if table == "Table 1" else
+                 "Table 3's other rows; its FSDP row is in published_runs.json. ")
+        r[(table, row)] = tt_run(f"Llama 3.1 8B, {gpus} H100, {row} (torchtitan)", g, "llama3-8b", gpus, lay, tps, why,
+                                 tt_cite(f"{table} (1D parallelism, FSDP, Llama 3.1 8B, {gpus} GPUs, local batch 2, global batch "
+                                         f"{2 * gpus}, selective AC)", row),
+                                 first + "Sequence 8192 from llama3_8b.toml at 9dec370. Llama 3.1 8B has Llama 3 8B's shape "
+                                 "(built-in llama3-8b). " + TT_HW,
+                                 [TT_NOT_PRICED_COMPILE])
+    for fsdp, cp, seq, tps in ((8, 1, 32768, 3890), (4, 2, 65536, 2540), (2, 4, 131072, 1071), (1, 8, 262144, 548)):
+        row = f"FSDP {fsdp}, CP {cp}"
+        ov = "dp,cp" if cp > 1 else "dp"
+        lay = dict(tp=1, pp=1, dp=fsdp, cp=cp, micro_batch=1, global_batch=fsdp, seq=seq, recompute="full", dtype="fp8",
+                   fp8_recipe="current", fp8_params=False, overlap=ov)
+        why = full_why | {"fp8_params": "false: enable_fsdp_float8_all_gather not set in llama3_8b.toml at 9dec370",
+                          "overlap": (f"{ov}: FSDP2's prefetched all-gathers and reduce-scatters"
+                                      + (" and the ring-attention exchange of torch's context_parallel" if cp > 1 else "")
+                                      + ", as mlsys's default")}
+        r[("Table 2", row)] = tt_run(f"Llama 3.1 8B, 8 H100, FSDP {fsdp} x CP {cp}, seq {seq}, Float8 (torchtitan)", g, "llama3-8b", 8,
+                                     lay, tps, why,
+                                     tt_cite("Table 2 (FSDP + CP + torch.compile + Float8, Llama 3.1 8B, 8 GPUs, local batch 1, full AC)",
+                                             f"{row}, sequence {seq}"),
+                                     f"Global batch = local batch 1 x FSDP {fsdp} (the CP ranks share a sequence). " + TT_HW,
+                                     [TT_NOT_PRICED_COMPILE, f"sequence {seq} with the model's 8192-position RoPE config (torchtitan does not rescale)"])
     for row, tps, ov in (("2D", 829, "dp,cp"), ("2D + AsyncTP", 876, "dp,cp,tp")):
         lay = dict(tp=8, pp=1, dp=32, sp=True, micro_batch=16, global_batch=512, seq=8192, recompute="full", dtype="fp8",
                    fp8_recipe="current", fp8_params=True, overlap=ov)
@@ -529,7 +614,8 @@ def torchtitan_runs() -> dict[tuple[str, str], dict[str, Any]]:
                                      "enable_async_tensor_parallel, full AC). " + TT_HW,
                                      [TT_NOT_PRICED_COMPILE, "AsyncTP priced as --overlap tp"],)
         r[("Table 5", row)]["layout"]["schedule"] = "1f1b"
-    for row, tps, fsdp, cp, seq in (("FSDP 8, CP 1", 76, 8, 1, 32768), ("FSDP 4, CP 2", 47, 4, 2, 65536), ("FSDP 2, CP 4", 31, 2, 4, 131072)):
+    for row, tps, fsdp, cp, seq in (("FSDP 8, CP 1", 76, 8, 1, 32768), ("FSDP 4, CP 2", 47, 4, 2, 65536), ("FSDP 2, CP 4", 31, 2, 4, 131072),
+                                    ("FSDP 1, CP 8", 16, 1, 8, 262144)):
         lay = dict(tp=8, pp=8, dp=fsdp, cp=cp, sp=True, micro_batch=1, global_batch=8 * fsdp, seq=seq, recompute="full", dtype="fp8",
                    fp8_recipe="current", fp8_params=True, overlap="dp,cp,tp", schedule="1f1b",
                    account_for_embedding_in_pipeline_split=True, account_for_loss_in_pipeline_split=True)
@@ -570,7 +656,11 @@ def torchtitan_runs() -> dict[tuple[str, str], dict[str, Any]]:
 
 # ---------------------------------------------------------------------------------------------- S5: MLPerf
 GPT3_MLPERF_CONFIG = gpt(12288, 96, 96, 50688, 2048)
-MLPERF_ROWS = {  # (round, org, system): layout pieces read from the submission's config_*.sh (+ config_common, custom.yaml)
+V30_ATTENTION = ("flash2: the v3.0 config_common.sh sets no NVTE_FUSED_ATTN (nor NVTE_FLASH_ATTN); Transformer Engine 1.x in "
+                 "these containers prefers the flash-attn package (FlashAttention-2) when it is installed")
+V31_ATTENTION = ("flash2: the v3.1 config_common.sh sets no NVTE_FUSED_ATTN (its NVTE_FLASH_ATTN=0 line is commented out); "
+                 "Transformer Engine 1.x in these containers prefers the flash-attn package (FlashAttention-2) when it is installed")
+MLPERF_ROWS: dict[tuple[str, str, str], dict[str, Any]] = {  # (round, org, system): layout pieces read from the submission's config_*.sh (+ config_common, custom.yaml)
     ("3.0", "NVIDIA", "dgxh100_n96_nemo"): dict(cfg="NVIDIA/benchmarks/gpt3/implementations/pytorch/config_DGXH100_96x8x128x4x8_mbs1.sh", tp=4, pp=8, vp=12, mbs=1, fp8_params=False, container="NeMo (MLPerf v3.0, 23.04-era)"),
     ("3.0", "NVIDIA_CoreWeave", "coreweave_hgxh100_n448_ngc23.04_pytorch"): dict(cfg="NVIDIA_CoreWeave/benchmarks/gpt3/implementations/pytorch/config_DGXH100_448x8x24x4x8_mbs1.sh", tp=4, pp=8, vp=12, mbs=1, fp8_params=False, container="NGC 23.04 PyTorch + NeMo Megatron"),
     ("3.0", "NVIDIA_CoreWeave", "coreweave_hgxh100_n96_ngc23.04_pytorch"): dict(cfg="NVIDIA_CoreWeave/benchmarks/gpt3/implementations/pytorch/config_DGXH100_96x8x128x4x8_mbs1.sh", tp=4, pp=8, vp=12, mbs=1, fp8_params=False, container="NGC 23.04 PyTorch + NeMo Megatron"),
@@ -587,23 +677,41 @@ MLPERF_ROWS = {  # (round, org, system): layout pieces read from the submission'
     ("5.1", "Cisco", "hpf_n16"): dict(cfg="Cisco/benchmarks/llama31_8b/implementations/nemo/config_DGXH100_16x8x1xtp2pp1cp1.sh", tp=2, pp=1, vp=1, cp=1, mbs=1, fp8_params=True, container="NeMo (MLPerf v5.1 reference implementation)"),
     ("5.1", "Cisco", "hpf_n8"): dict(cfg="Cisco/benchmarks/llama31_8b/implementations/nemo/config_DGXH100_8x8x1xtp1pp1cp1.sh", tp=1, pp=1, vp=1, cp=1, mbs=1, fp8_params=True, container="NeMo (MLPerf v5.1 reference implementation)"),
     ("5.1", "HPE", "HPE-Cray-XD670-H200-SXM5-141GB_n8_25.09"): dict(cfg="HPE/benchmarks/llama3_8b/implementations/nemo-x86_64/config_XD670_8x8x1xtp1pp1cp2_8b.sh", tp=1, pp=1, vp=1, cp=2, mbs=1, fp8_params=True, container="NVIDIA 25.08/25.09 NeMo"),
+    # the rest of the qualifying submissions (reports/train/heldout_public_rest)
+    ("3.0", "NVIDIA", "dgxh100_n64_nemo"): dict(cfg="NVIDIA/benchmarks/gpt3/implementations/pytorch/config_DGXH100_64x8x128x4x8_mbs1.sh", tp=4, pp=8, vp=12, mbs=1, fp8_params=False, container="NeMo (MLPerf v3.0, 23.04-era)",
+        why={"attention": V30_ATTENTION}),
+    ("3.0", "NVIDIA_CoreWeave", "coreweave_hgxh100_n192_ngc23.04_pytorch"): dict(cfg="NVIDIA_CoreWeave/benchmarks/gpt3/implementations/pytorch/config_DGXH100_192x8x64x4x8_mbs1.sh", tp=4, pp=8, vp=12, mbs=1, fp8_params=False, container="NGC 23.04 PyTorch + NeMo Megatron",
+        why={"attention": V30_ATTENTION}),
+    ("3.1", "NVIDIA", "eos-dfw_n768_ngc23.09_nemo"): dict(cfg="NVIDIA/benchmarks/gpt3/implementations/pytorch/config_DGXH100_768x8x16x4x8_mbs1.sh", tp=4, pp=8, vp=12, mbs=1, fp8_params=False, container="NeMo 23.09",
+        why={"attention": V31_ATTENTION}),
+    ("3.1", "NVIDIA", "eos-dfw_n1280_ngc23.09_nemo"): dict(cfg="NVIDIA/benchmarks/gpt3/implementations/pytorch/config_DGXH100_1280x8x8x4x8_mbs1.sh", tp=4, pp=8, vp=12, mbs=1, fp8_params=False, container="NeMo 23.09",
+        why={"attention": V31_ATTENTION}),
+    ("4.0", "smc", "64xSMC-H100-SXM-80GB"): dict(cfg="smc/benchmarks/gpt3/implementations/nemo/config_SMCH100_64x8x128x4x8.sh", tp=4, pp=8, vp=12, mbs=2, fp8_params=True, container="NeMo (MLPerf v4.0, NVIDIA's implementation)",
+                                                why={"vp": "12: INTERLEAVED_PIPELINE is not set by the smc configs; conf/custom.yaml defaults it to 12",
+                                                     "interconnect": "hgx-h100: smc's systems JSON gives 8 H100 SXM on NVLink 4 and InfiniBand NDR a node, not the NIC count; 8 x 400 Gb/s assumed"}),
+    ("4.1", "Oracle", "3072xBM.GPU.H100.8"): dict(cfg="Oracle/benchmarks/gpt3/DGXH100_384x8x32x4x8_mbs2/config_DGXH100_384x8x32x4x8_mbs2.sh", tp=4, pp=8, vp=4, mbs=2, fp8_params=True, container="NGC 24.04 PyTorch + NeMo"),
+    ("5.0", "NVIDIA", "eos-dfw_n1024_ngc25.01_nemo"): dict(cfg="NVIDIA/benchmarks/llama31_405b/implementations/eos-dfw_n1024_ngc25.01_nemo/config_DGXH100_1024x8x24xtp8pp8cp2.sh", tp=8, pp=8, vp=8, cp=2, mbs=1, fp8_params=True, container="NeMo 25.01"),
+    ("5.0", "NVIDIA", "eos-dfw_n320_ngc25.01_nemo"): dict(cfg="NVIDIA/benchmarks/llama31_405b/implementations/eos-dfw_n320_ngc25.01_nemo/config_DGXH100_320x8x56xtp8pp8cp2.sh", tp=8, pp=8, vp=8, cp=2, mbs=1, fp8_params=True, container="NeMo 25.01"),
+    ("5.0", "NVIDIA", "eos-dfw_n64_ngc25.01_nemo"): dict(cfg="NVIDIA/benchmarks/llama31_405b/implementations/eos-dfw_n64_ngc25.01_nemo/config_DGXH100_64x8x288xtp8pp8cp2.sh", tp=8, pp=8, vp=8, cp=2, mbs=1, fp8_params=True, container="NeMo 25.01"),
+    ("5.0", "Nebius", "nebius_soperator_8xH200_n64_ngc25.01_nemo"): dict(cfg="Nebius/benchmarks/llama31_405b/implementations/nebius_soperator_8xH200_n64_ngc25.01_nemo/config_DGXH200_64x8x144xtp4pp8cp2.sh", tp=4, pp=8, vp=8, cp=2, mbs=1, fp8_params=True, container="NeMo 25.01"),
 }
 
 
-def mlperf_steps(mirror: Path | None) -> dict[str, Any]:
-    """Median per-step time of every logged step of every result file; from the mirrors if given, else the stored file."""
+def mlperf_steps(mirror: Path | None, rows: list[tuple[str, str, str]], steps_file: Path) -> dict[str, Any]:
+    """Median per-step time of every logged step of every result file of `rows`; from the mirrors if given, else steps_file."""
     if mirror is None:
-        return json.loads(STEPS_FILE.read_text())["submissions"]
+        return json.loads(steps_file.read_text())["submissions"]
     out = {}
-    for (v, org, sysn), _ in MLPERF_ROWS.items():
+    for v, org, sysn in (key for key in MLPERF_ROWS if key in rows):  # the table's order
         bm = next(b for vv, o, s, b, *_ in MLPERF if (vv, o, s) == (v, org, sysn))
         repo = mirror / f"mlcommons+training_results_v{v}" / "repo"
         d = f"{org}/results/{sysn}/{bm}"
-        names = subprocess.run(["git", "-C", str(repo), "ls-tree", "--name-only", "HEAD", d + "/"], capture_output=True,
+        names = subprocess.run(["git", "-C", str(repo), "ls-tree", "--name-only", MLPERF_COMMITS[v], d + "/"], capture_output=True,
                                text=True, check=True).stdout.split()
         allv, per, incs, gbs = [], {}, set(), None
         for f in sorted(n for n in names if re.search(r"/result_[^/]*\.txt$", n)):
-            txt = subprocess.run(["git", "-C", str(repo), "show", "HEAD:" + f], capture_output=True, text=True, check=True).stdout
+            txt = subprocess.run(["git", "-C", str(repo), "show", f"{MLPERF_COMMITS[v]}:{f}"], capture_output=True, text=True,
+                                 check=True).stdout
             vals, steps = [], []
             for line in txt.split("\n"):
                 m = '"tracked_stats"' in line and re.search(r'"(train_step_timing(?: in s)?|train_step_time)": ([0-9.eE+-]+)', line)
@@ -616,17 +724,19 @@ def mlperf_steps(mirror: Path | None) -> dict[str, Any]:
             incs |= {b - a for a, b in zip(steps, steps[1:]) if a is not None and b is not None}
             per[f.split("/")[-1]] = dict(n=len(vals), median=statistics.median(vals), first=vals[0])
             allv += vals
-        s = sorted(allv)
+        srt = sorted(allv)
         out[f"v{v}/{d}"] = dict(commit=MLPERF_COMMITS[v], files=len(per), n=len(allv), median=statistics.median(allv),
-                                mean=statistics.fmean(allv), p10=s[len(s) // 10], p90=s[len(s) * 9 // 10], min=s[0], max=s[-1],
+                                mean=statistics.fmean(allv), p10=srt[len(srt) // 10], p90=srt[len(srt) * 9 // 10], min=srt[0], max=srt[-1],
                                 gbs=gbs, step_increments=sorted(incs)[:5], per_file=per)
     return out
 
 
-def mlperf_runs(steps: dict[str, Any]) -> dict[tuple[str, str, str], dict[str, Any]]:
+def mlperf_runs(steps: dict[str, Any], steps_file: Path) -> dict[tuple[str, str, str], dict[str, Any]]:
     out = {}
     for (v, org, sysn), c in MLPERF_ROWS.items():
         bm, gpus, gbs = next((b, g, gb) for vv, o, s, b, g, gb in MLPERF if (vv, o, s) == (v, org, sysn))
+        if f"v{v}/{org}/results/{sysn}/{bm}" not in steps:
+            continue
         st = steps[f"v{v}/{org}/results/{sysn}/{bm}"]
         cp = c.get("cp", 1)
         dp = gpus // (c["tp"] * c["pp"] * cp)
@@ -638,7 +748,7 @@ def mlperf_runs(steps: dict[str, Any]) -> dict[tuple[str, str, str], dict[str, A
         run: dict[str, Any] = {"gpu": "H200" if h200 else "H100-SXM", "cluster": "hgx-h200" if h200 else "hgx-h100", "gpus": gpus}
         lay = layout(tp=c["tp"], pp=c["pp"], cp=cp, dp=dp, vp=c["vp"], micro_batch=c["mbs"], global_batch=gbs, seq=seq,
                      dtype="fp8", fp8_recipe="delayed", fp8_params=c["fp8_params"])
-        not_priced: list[str] = []
+        not_priced: list[str] = list(c.get("not_priced", []))
         if bm == "gpt3":
             run["config"] = GPT3_MLPERF_CONFIG
             run["name"] = f"GPT-3 175B, {gpus} H100, FP8 (MLPerf Training v{v}, {org} {sysn})"
@@ -682,13 +792,14 @@ def mlperf_runs(steps: dict[str, Any]) -> dict[tuple[str, str, str], dict[str, A
         if c["fp8_params"] is False:
             why["fp8_params"] = "false: no FP8_PARAMS in this round's configs"
         why["fp8_recipe"] = "delayed: FP8=True, FP8_HYBRID / FP8_AMAX_HISTORY / FP8_AMAX_ALGO (Transformer Engine delayed scaling)"
+        why |= c.get("why", {})
         run["layout"] = lay
         run["assumed"] = sorted(why)
         run["assumed_why"] = why
         run["published"] = {"metric": "step_time_s", "value": round(st["median"], 4)}
         run["also_published"] = {k: st[k] for k in ("n", "files", "mean", "p10", "p90", "min", "max")} | {
             "per_file_median": {f: round(p["median"], 4) for f, p in st["per_file"].items()},
-            "note": "statistics of every logged train-step time of the submission's result files (reports/train/heldout_public/mlperf_step_times.json); not for scoring"}
+            "note": f"statistics of every logged train-step time of the submission's result files ({steps_file.relative_to(ROOT)}); not for scoring"}
         run["measurement"] = True
         run["flop_convention"] = "none needed: seconds per step, the median of the logged per-step times"
         sub = f"{org}/results/{sysn}/{bm}"
@@ -699,8 +810,10 @@ def mlperf_runs(steps: dict[str, Any]) -> dict[tuple[str, str, str], dict[str, A
                            "url": f"https://github.com/mlcommons/training_results_v{v}/tree/{commit}/{sub}",
                            "layout_from": f"{c['cfg']} (with the config_common*.sh it sources and conf/custom.yaml defaults); systems/{sysn}.json"}
         run["notes"] = (model_note + f"Layout from {c['cfg'].split('/')[-1]}: TP {c['tp']}, PP {c['pp']}, VP {c['vp']}, CP {cp}, "
-                        f"MBS {c['mbs']}; DP {dp} = {gpus} / (TP x PP x CP); the logged GBS {gbs} = DP x MINIBS and GA {ga} "
-                        f"= GBS / (DP x MBS) agree with the config. No activation recomputation (ACT_CKPT_* null). Container: "
+                        f"MBS {c['mbs']}; DP {dp} = {gpus} / (TP x PP x CP); "
+                        + (f"{c['minibs']}. " if "minibs" in c else
+                           f"the logged GBS {gbs} = DP x MINIBS and GA {ga} = GBS / (DP x MBS) agree with the config. ")
+                        + f"No activation recomputation (ACT_CKPT_* null). Container: "
                         f"{c['container']}. System (systems/{sysn}.json): 8 x {'H200 SXM 141 GB' if h200 else 'H100 SXM 80 GB'} on "
                         f"NVLink 4 a node with 8 x 400 Gb/s NICs (InfiniBand NDR, or RoCE for Oracle, Ethernet for Cisco): "
                         f"{run['cluster']}. The MLPerf logs time every step of a converging run from a checkpoint, evaluation excluded; "
@@ -712,14 +825,19 @@ def mlperf_runs(steps: dict[str, Any]) -> dict[tuple[str, str, str], dict[str, A
 
 
 # ---------------------------------------------------------------------------------------------- assemble
-def build(mirror: Path | None) -> dict[str, Any]:
-    chosen, dropped = select(CANDIDATES)
-    steps = mlperf_steps(mirror)
-    nemo, mb, mlm, tt, ml = nemo_runs(), mb_runs(), mlm_runs(), torchtitan_runs(), mlperf_runs(steps)
+def mlperf_row(c: dict[str, Any]) -> tuple[str, str, str]:
+    """(round, org, system) of an S5 candidate."""
+    org, _, sysn, _ = c["table"].split("/")
+    return c["source"].rsplit("_v", 1)[1], org, sysn
+
+
+def runs_for(cands: list[dict[str, Any]], steps: dict[str, Any], steps_file: Path) -> list[dict[str, Any]]:
+    """The runs of the candidates, in the order of the families, sources, tables, GPU counts and rows."""
+    nemo, mb, mlm, tt, ml = nemo_runs(), mb_runs(), mlm_runs(), torchtitan_runs(), mlperf_runs(steps, steps_file)
     runs = []
-    for c in sorted(chosen, key=lambda c: (c["family"], c["source"], c["table"], c["gpus"], c["row"])):
+    for c in sorted(cands, key=lambda c: (c["family"], c["source"], c["table"], c["gpus"], c["row"])):
         if c["source"] == SRC_NEMO:
-            run = nemo[c["model"]]
+            run = nemo[(c["model"], c["gpus"])]
         elif c["source"] == SRC_MB:
             run = mb[c["model"]]
         elif c["source"] == SRC_MLM:
@@ -727,12 +845,17 @@ def build(mirror: Path | None) -> dict[str, Any]:
         elif c["family"] == "S3":
             run = tt[(c["table"], c["row"])]
         else:
-            v = c["source"].rsplit("_v", 1)[1]
-            org, _, sysn, _ = c["table"].split("/")
-            run = ml[(v, org, sysn)]
+            run = ml[mlperf_row(c)]
         run = dict(run)
         run["selection"] = {"family": c["family"], "key": c["key"], "sha256": c["sha256"], "row": c["row"]}
         runs.append(run)
+    return runs
+
+
+def build(mirror: Path | None) -> dict[str, Any]:
+    chosen, dropped = select(CANDIDATES)
+    steps = mlperf_steps(mirror, [mlperf_row(c) for c in chosen if c["family"] == "S5"], STEPS_FILE)
+    runs = runs_for(chosen, steps, STEPS_FILE)
     if mirror is not None:
         STEPS_FILE.write_text(json.dumps({"about": json.loads(STEPS_FILE.read_text())["about"], "submissions": steps}, indent=1) + "\n")
     return {
@@ -757,12 +880,90 @@ def build(mirror: Path | None) -> dict[str, Any]:
     }
 
 
+# ---------------------------------------------------------------------------------------------- the rest (--rest)
+REST_DIR = ROOT / "reports" / "train" / "heldout_public_rest"
+REST_STEPS_FILE = REST_DIR / "mlperf_step_times.json"
+REST_COLLECTED = "2026-12-03"
+REST_HELD_OUT = ("held out: a qualifying row of reports/train/heldout_public left out by RULE.md's cap (selection kept false, "
+                 "its number not screened then), collected 2026-12-03 (reports/train/heldout_public_rest) before any "
+                 "prediction of it was made")
+_NO_STEP_LOG = ("the result logs carry no per-step time (no tracked_stats train_step_timing lines: only block_start / "
+                "block_stop around the evaluations; LOG_METRICS=OFF in the n1344 / n1452 configs), so the set's MLPerf "
+                "number (the median logged train-step time, fixed in reports/train/heldout_public/README.md) does not exist")
+REST_LEFT_OUT: dict[tuple[str, ...], tuple[str, str]] = {  # (source, table) or (source, table, row): (clause, why) a capped candidate is not in the rest set
+    (SRC_TT_ASYNC, "Llama3 70b on 256 H100s"): ("held out", "not held out any more: all six rows' TPS/GPU are quoted in "
+                                                "reports/train/heldout_public/tp_overlap_evidence.md (A1-A3), which was read "
+                                                "while mlsys train's TP-overlap residue (calc/comm/exposed.py) was chosen"),
+    (SRC_TT_ASYNC, "Llama3 8b on 64 H100s"): ("held out", "not held out any more: all six rows' TPS/GPU are quoted in "
+                                              "reports/train/heldout_public/tp_overlap_evidence.md (A4-A6), which was read "
+                                              "while mlsys train's TP-overlap residue was chosen"),
+    **{("mlcommons/training_results_v4.0", f"NVIDIA/results/{sysn}/gpt3"): ("(c)", _NO_STEP_LOG)
+       for sysn in ("eos-dfw_n1344_ngc24.04_nemo", "eos-dfw_n1452_ngc24.04_nemo", "eos_n64_ngc24.04_nemo")},
+}
+REST_STEPS_ABOUT = ("Per-step times read from the MLPerf Training result logs (result_*.txt) of the 10 MLPerf submissions of "
+                    "reports/train/heldout_public_rest, by scripts/published_runs/public_heldout.py --rest --mlperf-mirror, "
+                    "with the rule and fields of reports/train/heldout_public/mlperf_step_times.json (every tracked_stats "
+                    "line carrying 'train_step_timing', 'train_step_timing in s' or 'train_step_time' of every result file "
+                    "counts; per_file: count, median and first value of each run; step_increments: the distinct differences "
+                    "between consecutive logged 'step' values).")
+
+
+def rest_why_out(c: dict[str, Any]) -> tuple[str, str] | None:
+    return REST_LEFT_OUT.get((c["source"], c["table"], c["row"])) or REST_LEFT_OUT.get((c["source"], c["table"]))
+
+
+def measurement_key(run: dict[str, Any]) -> str:
+    """RULE.md (f)'s identity of a measurement: model, GPU, GPU count and the layout (precision and global batch in it)."""
+    model = run.get("model") or run["config"]
+    return json.dumps([model, run.get("overrides"), run["gpu"], run["gpus"], run["layout"]], sort_keys=True)
+
+
+def build_rest(mirror: Path | None) -> dict[str, Any]:
+    """The capped-out candidates of heldout_public that still qualify: the next held-out set, same schema."""
+    chosen, dropped = select(CANDIDATES)
+    rest = [c for c in dropped if rest_why_out(c) is None]
+    steps = mlperf_steps(mirror, [mlperf_row(c) for c in rest if c["family"] == "S5"], REST_STEPS_FILE)
+    runs = runs_for(rest, steps, REST_STEPS_FILE)
+    seen = {measurement_key(r) for r in runs_for(chosen, mlperf_steps(None, [], STEPS_FILE), STEPS_FILE)}
+    for run in runs:
+        if measurement_key(run) in seen:  # RULE.md (f): a repeat of a heldout_public run is one measurement
+            raise SystemExit(f"public_heldout --rest: {run['name']} repeats a run of heldout_public")
+        run |= {"group": run["group"].replace("heldout2-", "rest-", 1), "held_out": REST_HELD_OUT}
+    if mirror is not None:
+        REST_DIR.mkdir(parents=True, exist_ok=True)
+        REST_STEPS_FILE.write_text(json.dumps({"about": REST_STEPS_ABOUT, "submissions": steps}, indent=1) + "\n")
+    order = sorted(dropped, key=lambda c: (c["family"], c["sha256"], c["tiebreak"]))
+    families = ("S1", "S2", "S3", "S4", "S5")
+    return {
+        "collected": REST_COLLECTED,
+        "rule": RULE_FILE.read_text(),
+        "about": ("Third held-out set of published training runs for scripts/train_published.py (reports/train/heldout_public_rest): "
+                  "the candidates of reports/train/heldout_public/runs.json that RULE.md's cap left out (selection kept false), "
+                  "re-read in full against clauses (a)-(f), collected 2026-12-03 before any prediction was made for them. "
+                  "Same schema as reports/train/heldout_public/runs.json; `selection.candidates` lists the 40 capped rows, "
+                  "`kept` saying which are runs here, and `left_out` says why the others are not. Layout fields: those "
+                  "train_published.py passes (tp, pp, dp, cp, ep, vp, micro_batch, global_batch, seq, sp, recompute, zero, "
+                  "dtype, fp8_recipe, fp8_params, attention, framework, overlap, the pipeline split fields, schedule, dropout, "
+                  "loss)."),
+        "selection": {"drawn_from": "reports/train/heldout_public/runs.json selection.candidates with kept false (RULE.md's cap)",
+                      "candidates": [{k: c[k] for k in ("family", "key", "sha256", "row")} | {"kept": c in rest} for c in order],
+                      "counts": {f: {"capped": sum(c["family"] == f for c in dropped), "kept": sum(c["family"] == f for c in rest)}
+                                 for f in families}},
+        "left_out": [{"what": f"{c['source']} | {c['table']} | {c['row']}", "clause": why[0], "why": why[1]}
+                     for c in order if (why := rest_why_out(c)) is not None],
+        "runs": runs,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mlperf-mirror", type=Path, help="folder holding mlcommons+training_results_v*/repo git directories")
-    ap.add_argument("--out", type=Path, default=OUT_DIR / "runs.json")
+    ap.add_argument("--rest", action="store_true",
+                    help="write reports/train/heldout_public_rest/runs.json: the candidates the cap left out that still qualify")
+    ap.add_argument("--out", type=Path, help="default: runs.json of reports/train/heldout_public (or _rest with --rest)")
     args = ap.parse_args()
-    data = build(args.mlperf_mirror)
+    data = build_rest(args.mlperf_mirror) if args.rest else build(args.mlperf_mirror)
+    args.out = args.out or (REST_DIR if args.rest else OUT_DIR) / "runs.json"
     args.out.write_text(json.dumps(data, indent=1) + "\n")
     print(f"{len(data['runs'])} runs -> {args.out}; counts {data['selection']['counts']}")
 
