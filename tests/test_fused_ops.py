@@ -67,17 +67,23 @@ def test_bad_input_is_a_clear_error():
         fused_bytes("swiglu_fwd", T, W, "fp13")
 
 
-def test_prediction_is_the_memory_roofline_of_these_bytes():
+def test_prediction_is_the_memory_roofline_of_these_bytes_plus_the_isolated_call():
     """Each op's bytes at its class's share of the datasheet bandwidth (memory_fused; the norms' backward
-    memory_fused_norm_bwd), without the per-SM cap of PyTorch's own kernels."""
+    memory_fused_norm_bwd), without the per-SM cap of PyTorch's own kernels, plus 5.73 us an isolated call
+    pays each kernel it launches (two for the backwards that sum partials: both norms, dropout_add with a bias)."""
     h200 = load_ceilings("H200")
+    two = {"rmsnorm_bwd", "layernorm_bwd", "dropout_add_bwd"}
     for op in FUSED_OPS:
         pred = predict_fused(op, 4096, 4096, "bf16", "H200", head_dim=128)
         read, write = fused_bytes(op, 4096, 4096, "bf16", head_dim=128)
         same = predict_memory_op(op, read, write, pred.flops, "bf16", "H200", cls=FUSED_OPS[op].cls)
-        assert pred.predicted_s == same.predicted_s and pred.memory_s > pred.compute_s   # memory-bound
+        assert pred.memory_s == same.memory_s and pred.memory_s > pred.compute_s   # memory-bound
         share = getattr(h200.efficiency, FUSED_OPS[op].cls)
         assert pred.memory_s == pytest.approx((read + write) / (share * 4.8e12))
+        assert pred.overhead_s == pytest.approx((2 if op in two else 1) * 5.73e-6)
+        assert pred.predicted_s == pytest.approx(pred.memory_s + pred.overhead_s)
+    no_bias = predict_fused("dropout_add_bwd", 4096, 4096, "bf16", "H200", bias=False)
+    assert no_bias.overhead_s == pytest.approx(5.73e-6)   # no partials without a bias: one launch
     assert {o.cls for o in FUSED_OPS.values()} == {"memory_fused", "memory_fused_norm_bwd"}
 
 

@@ -13,7 +13,10 @@ TOKENSxHEADSxHEAD_DIM); `extra` holds op, pass, tokens, width, head_dim, read an
 Sweeps (`SWEEPS`): "train" = hidden 1024..16384, MLP intermediate sizes 2816..53248 (SwiGLU, GeGLU),
 rotary head_dim 128 with 8, 32 and 128 heads, all at 1..65536 tokens; cross-entropy at 1024, 4096 and
 16384 tokens x vocabularies 32000..262144; shapes whose largest tensor passes MAX_TENSOR_BYTES are
-left out. "goals": 4096 and 16384 tokens at the common sizes. "small": tiny shapes for --interpret.
+left out. "goals": 4096 and 16384 tokens at the common sizes. "heldout": 8..32768 tokens at hidden sizes
+3072..12288, MLP widths 8960..24576, 16 and 64 rotary heads and vocabularies 49152..256000, none of them
+in "train": the shapes predict_fused is scored on after its predictions are committed
+(scripts/fused_heldout.py). "small": tiny shapes for --interpret.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from ..sweep import Bench, Case
 
 OPS = ("rmsnorm", "layernorm", "swiglu", "geglu", "rotary", "dropout_add", "cross_entropy")
 PASSES = ("fwd", "bwd", "fwdbwd")
-SWEEPS = ("train", "goals", "small")
+SWEEPS = ("train", "goals", "heldout", "small")
 BASELINES = {"rmsnorm": "F.rms_norm", "layernorm": "F.layer_norm", "swiglu": "F.silu(g)*u",
              "geglu": "F.gelu_tanh(g)*u", "rotary": "rotate_half", "dropout_add": "F.dropout+add",
              "cross_entropy": "F.cross_entropy fp32"}
@@ -42,12 +45,15 @@ INTERMEDIATE = (2816, 5632, 11008, 14336, 28672, 53248)   # llama/mistral/qwen M
 HEAD_DIM = 128
 ROTARY_HEADS = (8, 32, 128)
 VOCAB = (32000, 50304, 128256, 151936, 262144)
+HELDOUT_TOKENS = (8, 512, 2048, 8192, 32768)   # the heldout sweep: token counts and widths the train sweep lacks
 Grid = dict[str, tuple[tuple[int, ...], tuple[int, ...]]]
 GRIDS: dict[str, Grid] = {   # sweep -> family -> (tokens, widths); rotary widths are heads x head_dim
     "train": {"hidden": (TOKENS, HIDDEN), "mlp": (TOKENS, INTERMEDIATE),
               "rotary": (TOKENS, tuple(h * HEAD_DIM for h in ROTARY_HEADS)), "vocab": ((1024, 4096, 16384), VOCAB)},
     "goals": {"hidden": ((4096, 16384), (4096, 8192)), "mlp": ((4096, 16384), (11008, 14336)),
               "rotary": ((4096, 16384), (32 * HEAD_DIM,)), "vocab": ((4096, 16384), (128256,))},
+    "heldout": {"hidden": (HELDOUT_TOKENS, (3072, 5120, 6144, 12288)), "mlp": (HELDOUT_TOKENS, (8960, 13824, 18944, 24576)),
+                "rotary": (HELDOUT_TOKENS, (16 * HEAD_DIM, 64 * HEAD_DIM)), "vocab": ((2048, 8192), (49152, 100352, 256000))},
     "small": {"hidden": ((1, 17), (40, 96)), "mlp": ((5,), (72,)), "rotary": ((6,), (3 * 16,)),
               "vocab": ((4,), (300, 5000))},
 }

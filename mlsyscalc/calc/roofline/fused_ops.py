@@ -34,6 +34,9 @@ reads one table row per token (T rows; repeated positions would hit the L2). Cro
 logits read twice: a row of a large vocabulary does not fit a program's registers, so a chunked kernel
 reads it once for the online max and sum and once more for the gradient (calc.roofline.head prices the
 fused loss with the same 3 T V a bytes).
+
+`predict_fused` prices one isolated call (as `mlsys bench fused` times it): the bytes at the op's efficiency
+class, plus ISOLATED_CALL_S for each kernel the call launches.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ class FusedOp:
     write: tuple[Term, ...]
     flops_per_element: float     # CUDA-core FLOPs per T x W element, roughly
     cls: str = "memory_fused"    # the efficiency class its bytes are priced at (calc.roofline.calibration.Efficiency)
+    reduction: str = ""          # a second launch sums the partials: "always", a FusedShape flag ("bias"), "" none
 
 
 def _t(tensor: str, size: str = "TW", unit: str = "a", when: str = "") -> Term:
@@ -80,13 +84,14 @@ _ROTARY_READ = (_t("positions", "T", "index"), _t("cos", "TD", "table"), _t("sin
 FUSED_OPS: dict[str, FusedOp] = {
     "rmsnorm_fwd": FusedOp("hidden", (_t("x"), _t("weight", "W", "w")), (_t("y"), _t("rstd", "T", "f32")), 4.0),
     "rmsnorm_bwd": FusedOp("hidden", (_t("dy"), _t("x"), _t("weight", "W", "w"), _t("rstd", "T", "f32")) + _PARTIALS,
-                           (_t("dx"), _t("dweight", "W", "w")) + _PARTIALS, 8.0, cls="memory_fused_norm_bwd"),
+                           (_t("dx"), _t("dweight", "W", "w")) + _PARTIALS, 8.0, cls="memory_fused_norm_bwd",
+                           reduction="always"),
     "layernorm_fwd": FusedOp("hidden", (_t("x"), _t("weight", "W", "w"), _t("bias", "W", "w", "bias")),
                              (_t("y"), _t("mean", "T", "f32"), _t("rstd", "T", "f32")), 6.0),
     "layernorm_bwd": FusedOp("hidden", (_t("dy"), _t("x"), _t("weight", "W", "w"), _t("mean", "T", "f32"),
                                         _t("rstd", "T", "f32")) + _PARTIALS_BIAS,
                              (_t("dx"), _t("dweight", "W", "w"), _t("dbias", "W", "w", "bias")) + _PARTIALS_BIAS,
-                             11.0, cls="memory_fused_norm_bwd"),
+                             11.0, cls="memory_fused_norm_bwd", reduction="always"),
     "swiglu_fwd": _GLU_FWD,
     "swiglu_bwd": _GLU_BWD,
     "geglu_fwd": replace(_GLU_FWD, flops_per_element=11.0),    # tanh's exp and the cubic
@@ -98,7 +103,7 @@ FUSED_OPS: dict[str, FusedOp] = {
     "dropout_add_bwd": FusedOp("hidden", (_t("dy"), _t("mask", "TW", "byte", "mask"),
                                           _t("dbias partials", "PW", "f32", "bias")),
                                (_t("dx"), _t("dbias", "W", "a", "bias"), _t("dbias partials", "PW", "f32", "bias")),
-                               2.0),
+                               2.0, reduction="bias"),
     "cross_entropy_fwdbwd": FusedOp("vocab", (_t("logits"), _t("logits, second pass"), _t("targets", "T", "index")),
                                     (_t("gradient"), _t("loss", "T", "f32")), 8.0),
 }
@@ -190,10 +195,29 @@ def fused_bytes(op: str, tokens: int, width: int, dtype: str = "bf16", **shape: 
     return count.read_bytes, count.write_bytes
 
 
+# The time one isolated call costs each kernel it launches beyond its bytes: the launch, and the cold start of a
+# kernel timed alone after the harness's L2 flush (CUDA-graph replays, do_bench medians). Fitted on the train sweep
+# of reports/fused/rows.jsonl (one H200, rows of bd4fa77 with the backwards of 6c3e10a / 41b1173): the median over
+# the 170 rows under 16 MB of (measured - bytes at the op's class efficiency of the datasheet bandwidth) / launches,
+# 5.73 us. In-sample there; reports/fused/heldout/ scores it on shapes the sweep does not have. It replaces the
+# roofline's memory-kernel fixed cost (Ceilings.overhead_s, 2 us on the datasheet) for these calls only: a kernel
+# inside a model step pays the step's own fixed costs (calc.roofline.training), not this.
+ISOLATED_CALL_S = 5.73e-6
+
+
 def predict_fused(op: str, tokens: int, width: int, dtype: str = "bf16",
                   gpu: str | GPUSpec | Ceilings = DEFAULT_GPU, calibration: Any = None, **shape: Any) -> OpPrediction:
-    """The roofline time of one call: its bytes at its class's share of the bandwidth (memory_fused, the norms'
-    backward memory_fused_norm_bwd: calc.roofline.calibration, read off these kernels' own rows)."""
+    """The time of one isolated call: its bytes at its class's share of the bandwidth (memory_fused, the norms'
+    backward memory_fused_norm_bwd: calc.roofline.calibration, read off these kernels' own rows), plus
+    ISOLATED_CALL_S for each kernel it launches."""
     count = fused_count(op, tokens, width, dtype, **shape)
-    return predict_memory_op(op, count.read_bytes, count.write_bytes, count.flops, dtype, gpu, calibration,
-                             shape=f"{tokens}x{width}", cls=FUSED_OPS[op].cls)
+    spec = FUSED_OPS[op]
+    pred = predict_memory_op(op, count.read_bytes, count.write_bytes, count.flops, dtype, gpu, calibration,
+                             shape=f"{tokens}x{width}", cls=spec.cls)
+    return replace(pred, overhead_s=launches(op, tokens, width, dtype, **shape) * ISOLATED_CALL_S)
+
+
+def launches(op: str, tokens: int, width: int, dtype: str = "bf16", **shape: Any) -> int:
+    """Kernels one call of `op` launches: one, and a second that sums a persistent backward's partials."""
+    spec, s = FUSED_OPS[op], fused_shape(op, tokens, width, dtype, **shape)
+    return 1 + (spec.reduction == "always" or (bool(spec.reduction) and bool(getattr(s, spec.reduction, False))))
