@@ -21,11 +21,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from mlsyscalc.bench.cases.fused import FAMILY, passes_of, shapes
+from mlsyscalc.calc.roofline.fused_ops import predict_fused
 
-from mlsyscalc.bench.cases.fused import FAMILY, passes_of, shapes  # noqa: E402
-from mlsyscalc.calc.roofline.fused_ops import predict_fused  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 DIR = ROOT / "reports" / "fused" / "heldout"
 DTYPE = "bfloat16"
