@@ -95,8 +95,49 @@ def dropout_rows(tokens: int, width: int, out) -> None:
     D.BWD_TILE_ELEMENTS = saved
 
 
+def graph_ms(fn) -> float:
+    """do_bench median of fn captured in a CUDA graph (no Python launch cost in the timing)."""
+    fn()
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return do_bench(graph.replay, warmup=10, rep=40, return_mode="median")
+
+
+def dropout_graph_rows(out) -> None:
+    """The dropout_add backward at mid token counts and widths that are not powers of two, timed as graph
+    replays: each BWD_TILE_ELEMENTS, with and without the partials' reduction launch."""
+    saved = D.BWD_TILE_ELEMENTS
+    for width in (3072, 5120, 12288, 4096):
+        for tokens in (512, 2048, 8192):
+            dy = torch.randn(tokens, width, device="cuda", dtype=torch.bfloat16)
+            nbytes = sum(fused_count("dropout_add_bwd", tokens, width, "bfloat16").__dict__[k]
+                         for k in ("read_bytes", "write_bytes"))
+            for tile in (1024, 4096, 8192, 16384):
+                D.BWD_TILE_ELEMENTS = tile
+                ms = graph_ms(lambda: D.bias_dropout_add_backward(dy, 0.1, 1234, has_bias=True))
+                ms_nb = graph_ms(lambda: D.bias_dropout_add_backward(dy, 0.1, 1234, has_bias=False))
+                rows, groups, warps = D.backward_tile(width, tokens)
+                out.write(json.dumps({"op": "dropout_add_bwd", "timing": "graph", "tokens": tokens, "width": width,
+                                      "tile": tile, "block_rows": rows, "groups": groups, "warps": warps,
+                                      "programs": D.bias_grad_programs(tokens, width, dy.device),
+                                      "us": ms * 1e3, "us_no_bias": ms_nb * 1e3,
+                                      "gbps": nbytes / (ms * 1e-3) / 1e9}) + "\n")
+                out.flush()
+    D.BWD_TILE_ELEMENTS = saved
+
+
 def main() -> None:
     path, quick = sys.argv[1], "--quick" in sys.argv
+    if "--dropout-graph" in sys.argv:
+        with open(path, "a") as out:
+            dropout_graph_rows(out)
+        return
     tokens = (16, 4096, 65536) if quick else TOKENS
     with open(path, "a") as out:
         for width in WIDTHS:

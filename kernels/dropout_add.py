@@ -25,7 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .rowwise import col_tile, programs_for, sum_partials, warps_for
+from .rowwise import col_tile, num_sms, programs_for, sum_partials, warps_for
 
 LANES = 8             # columns served by one Philox call (four 32-bit words, two 16-bit draws each)
 DRAW_LEVELS = 65536   # 16-bit draws
@@ -137,20 +137,23 @@ def _blocks(n: int) -> tuple[int, int, int]:
     return triton.cdiv(n, LANES), groups_per_program, warps_for(groups_per_program * LANES)
 
 
-def backward_tile(n: int, rows: int | None = None) -> tuple[int, int, int]:
+def backward_tile(n: int, rows: int | None = None, sms: int | None = None) -> tuple[int, int, int]:
     """(rows a step, groups a program, warps) of the backward: the forward's column tile, with rows stacked
-    up to BWD_TILE_ELEMENTS values a step (no more rows than the tensor's, rounded up to a power of two),
-    so that a persistent program has that many loads in flight."""
+    up to BWD_TILE_ELEMENTS values a step, so that a persistent program has that many loads in flight; with
+    the tensor's `rows` and the card's `sms`, no more rows a step than leave 4 row blocks a SM (a power of
+    two; at 512-2048 tokens a step of 16 rows left most programs one step and ran 1.5-2.5x slower:
+    experiments/data/probe_fused_bwd_graph.jsonl)."""
     _, groups, _ = _blocks(n)
     block_rows = max(1, BWD_TILE_ELEMENTS // (groups * LANES))
     if rows is not None:
-        block_rows = min(block_rows, triton.next_power_of_2(max(1, rows)))
+        spread = max(1, rows // (4 * sms)) if sms else max(1, rows)
+        block_rows = min(block_rows, 1 << (spread.bit_length() - 1))
     return block_rows, groups, warps_for(block_rows * groups * LANES)
 
 
 def bias_grad_programs(rows: int, width: int, device: torch.device, programs: int | None = None) -> int:
     """Programs of the backward with a bias (each sums its row blocks' dx into one fp32 partial row of dbias)."""
-    block_rows, _, warps = backward_tile(width, rows)
+    block_rows, _, warps = backward_tile(width, rows, num_sms(device))
     return programs_for(triton.cdiv(rows, block_rows), block_rows, device, warps, programs)
 
 
@@ -181,7 +184,7 @@ def bias_dropout_add_backward(dy: torch.Tensor, p: float, seed: int, has_bias: b
     threshold, scale = dropout_threshold(p)
     dx = torch.empty((m, n), device=dy.device, dtype=dy.dtype)
     g = triton.cdiv(n, LANES)
-    block_rows, groups, warps = backward_tile(n, m)
+    block_rows, groups, warps = backward_tile(n, m, num_sms(dy.device))
     p_rows = bias_grad_programs(m, n, dy.device, programs) if has_bias else triton.cdiv(m, block_rows)
     partial = torch.empty((p_rows, n) if has_bias else (1, 1), device=dy.device, dtype=torch.float32)
     if m and n:

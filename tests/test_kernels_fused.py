@@ -216,14 +216,18 @@ def test_norm_backward_tile_by_width():
 
 @interpret
 def test_dropout_add_backward_steps_over_row_blocks(monkeypatch):
-    """A small backward tile (2 rows of 40 columns a step): 5 rows are 3 row blocks, the last one half
-    full, over 2 programs that loop; dx and dbias as the reference."""
+    """A small backward tile (2 rows of 40 columns a step): 37 rows are 19 row blocks, the last one half
+    full, over programs that loop; dx and dbias as the reference."""
+    assert D.backward_tile(1024, rows=2048, sms=132)[0] == 2   # 2048 // (4 x 132) = 3 -> 2 rows a step
+    assert D.backward_tile(1024, rows=65536, sms=132)[0] == 16  # the tile's 16384 values bind
     monkeypatch.setattr(D, "BWD_TILE_ELEMENTS", 128)
     assert D.backward_tile(40)[:2] == (2, 8)
+    assert D.backward_tile(40, rows=37, sms=RW.num_sms(torch.device("cpu")))[0] == 2   # 37 // (4 x 4 "SMs") = 2
     assert D.backward_tile(40, rows=1)[:2] == (1, 8)       # never more rows a step than the tensor's
-    dy = randn(5, 40, dtype=torch.float32, seed=7)
+    assert D.backward_tile(40, rows=5)[:2] == (2, 8)       # 4 (a power of two <= 5), capped by the tile's 2
+    dy = randn(37, 40, dtype=torch.float32, seed=7)
     p, seed = 0.3, 99
-    x, res, bias = randn(5, 40, dtype=torch.float32), randn(5, 40, seed=6), randn(40, seed=8)
+    x, res, bias = randn(37, 40, dtype=torch.float32), randn(37, 40, seed=6), randn(40, seed=8)
     for programs in (1, 2, 3):
         dx, dbias, _ = D.bias_dropout_add_backward(dy, p, seed, has_bias=True, programs=programs)
         ref_dx, ref_db = grads64(lambda v, b: D.bias_dropout_add_ref(v, b, res.double(), p, seed), x, bias, dy=dy)
