@@ -1,7 +1,7 @@
 """predict_fused on shapes it was not fitted on: predictions committed first, scored against measured rows after.
 
     python scripts/fused_heldout.py predict [--gpu H200] [--out reports/fused/heldout/predictions.json]
-    python scripts/fused_heldout.py score ROWS.jsonl [--predictions ...] [--out reports/fused/heldout/scored.md]
+    python scripts/fused_heldout.py score ROWS.jsonl [--predictions ...] [--out reports/fused/heldout/scored.md] [--note TEXT]
 
 `predict` prices every case of `mlsys bench fused --sweep heldout` (bench/cases/fused.py: token counts and
 widths the train sweep lacks) with calc/roofline/fused_ops.py's predict_fused on the card's datasheet and
@@ -55,7 +55,7 @@ def measured(rows_path: Path) -> dict[tuple[str, str, str], dict]:
     return rows
 
 
-def score(rows_path: Path, predictions: dict) -> str:
+def score(rows_path: Path, predictions: dict, note: str = "") -> str:
     rows = measured(rows_path)
     by_op: dict[str, list[tuple[str, float]]] = {}
     missing, failed = [], []
@@ -70,6 +70,7 @@ def score(rows_path: Path, predictions: dict) -> str:
         by_op.setdefault(case["kernel"], []).append((case["shape"], row["median_ms"] / case["predicted_ms"] - 1))
     envs = {(r.get("env_gpu"), r.get("env_torch"), r.get("env_triton"), r.get("env_git_commit")) for r in rows.values()}
     lines = ["# predict_fused on held-out shapes, scored after the predictions were committed", "",
+             *([note, ""] if note else []),
              f"Predictions: `reports/fused/heldout/predictions.json`, made at commit `{predictions['commit']}` on the "
              f"{predictions['gpu']} datasheet by `{predictions['command']}` and committed before any of these shapes was "
              f"measured. Measured: `{rows_path.name}` ({'; '.join(' '.join(str(x) for x in e) for e in sorted(envs, key=str))}), "
@@ -103,13 +104,14 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("rows", type=Path)
     s.add_argument("--predictions", type=Path, default=DIR / "predictions.json")
     s.add_argument("--out", type=Path, default=DIR / "scored.md")
+    s.add_argument("--note", default="", help="a paragraph under the title (e.g. which rows are in-sample)")
     args = parser.parse_args(argv)
     if args.cmd == "predict":
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(predict(args.gpu), indent=1) + "\n")
         print(f"wrote {args.out}")
     else:
-        args.out.write_text(score(args.rows, json.loads(args.predictions.read_text())))
+        args.out.write_text(score(args.rows, json.loads(args.predictions.read_text()), args.note))
         print(f"wrote {args.out}")
     return 0
 

@@ -11,5 +11,7 @@
 #   MLSYS_GIT_COMMIT=6c3e10a python3 -m mlsyscalc bench fused --op rmsnorm --op layernorm --op dropout_add --pass bwd \
 #       --quiet --format csv --out $OUT/fused/rows.jsonl      (55 s)
 #   MLSYS_GIT_COMMIT=41b1173 python3 -m mlsyscalc bench fused --op dropout_add --pass bwd ...   (27 s)
-# and their rows appended here (the last row of each key counts).
+#   MLSYS_GIT_COMMIT=bdf9f47 python3 -m mlsyscalc bench fused --op dropout_add --pass bwd ...   (25 s)
+# and their rows appended here (the last row of each key counts). The heldout sweep (heldout/README.md):
+#   MLSYS_GIT_COMMIT=0afd6d7 python3 -m mlsyscalc bench fused --sweep heldout --quiet --format csv --out ...  (102 s)
 exec bash scripts/device.sh fused
