@@ -59,7 +59,8 @@ METHOD = (
 
 
 def build_cases(src: Path) -> tuple[list[dict], dict[str, int]]:
-    cases, dropped = [], {}
+    cases: list[dict] = []
+    dropped: dict[str, int] = {}
     for n, r in enumerate(csv.DictReader(src.open())):
         ttft, itl = r["1st Token Latency (ms)"], r["Token-to-token Latency (ms)"]
         if not (ttft and itl):
