@@ -11,6 +11,8 @@ from ..calc.serve.simulator import PREEMPTION, ServeOptions, WorkloadSpec, simul
 from ..calc.serve.engine import POLICIES
 from ..calc.serve import limits as serve_limits
 from ..calc.serve.limits import check_requests
+from ..calc.roofline.options import ALL_REDUCES
+from ..calc.roofline.paged import MAX_SPLITS
 from ..calc.serve.min_gpus import DEFAULT_BUDGET_GPUS, MAX_BUDGET_GPUS
 from ..calc.serve.slo import FORM as SLO_FORM, parse_slo
 from ..calc.serve.workload import LengthDist, from_trace, parse_length
@@ -106,6 +108,12 @@ def engine_options(func):
     @click.option("--iteration-overhead-per-seq-us", type=click.FloatRange(min=0),
                   default=D.iteration_overhead_per_seq_s * 1e6, show_default=True,
                   help="And host time per sequence that samples a token in the iteration, in microseconds.")
+    @click.option("--all-reduce", type=click.Choice(ALL_REDUCES), default=D.all_reduce, show_default=True,
+                  help="TP all-reduces on the one-shot custom kernel (vLLM, SGLang, current TensorRT-LLM) or on NCCL.")
+    @click.option("--max-decode-splits", type=click.IntRange(min=1, max=MAX_SPLITS), default=D.max_decode_splits,
+                  show_default=True, help="KV splits of a decode attention pass at most (FlashAttention's split "
+                  "rule below it); 1: an engine whose decode kernel never splits (TensorRT-LLM 0.9 without "
+                  "multi-block mode).")
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         return func(*args, **kwargs)
@@ -170,7 +178,7 @@ def engine_options(func):
 def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, gap_us, tp, dtype, matmul_dtype, kv_dtype, rate,
           trace_file, prompt_len, output_len, requests, seed, burstiness, concurrency, scheduler, max_batch_tokens, max_seqs,
           chunk, block_size, gpu_memory_utilization, preemption, kv_blocks, iteration_overhead_us,
-          iteration_overhead_per_seq_us, prefix_len, prefix_caching, draft, spec_k, accept, disagg, search, max_gpus,
+          iteration_overhead_per_seq_us, all_reduce, max_decode_splits, prefix_len, prefix_caching, draft, spec_k, accept, disagg, search, max_gpus,
           max_rate, min_gpus, slo, sweep, plot, price_per_gpu_hour, fmt, as_json):
     """Simulate serving MODEL under load: TTFT, TPOT, latency percentiles, throughput and goodput.
 
@@ -191,7 +199,8 @@ def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, ga
                         kv_blocks=kv_blocks, tp=tp, dtype=dtype, matmul_dtype=matmul_dtype, kv_dtype=kv_dtype, cluster=cluster, slo=parse_slo(slo),
                         spec_k=spec_k, accept=accept, prefix_caching=prefix_caching,
                         iteration_overhead_s=iteration_overhead_us * 1e-6,
-                        iteration_overhead_per_seq_s=iteration_overhead_per_seq_us * 1e-6)
+                        iteration_overhead_per_seq_s=iteration_overhead_per_seq_us * 1e-6, all_reduce=all_reduce,
+                        max_decode_splits=max_decode_splits)
     draft_spec = resolve_model(draft, ()) if draft else None
     if max_rate or min_gpus:
         require(not (max_rate and min_gpus), "--max-rate and --min-gpus ask different questions: give one of them")

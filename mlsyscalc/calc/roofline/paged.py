@@ -8,11 +8,14 @@ it. Three things differ from the contiguous flash kernel `calc.roofline.ops.pred
   of Dao-AILab/flash-attention csrc/flash_attn/flash_api.cpp (at 765fbd9): one split once the
   (batch x heads x 64-row query blocks) CTAs fill 80% of the SMs, else the fewest splits of the KV
   blocks (128 keys for head dims up to 160) whose SM-wave efficiency is within 85% of the best, at
-  most 64. Query heads that share a KV head are packed into the rows of one CTA (FlashAttention's
-  GQA decode path, as our kernel does), so the CTAs are batch x KV heads x splits. Each CTA streams at
-  most CTA_STREAM_BPS of its architecture (the rate one cuBLAS GEMM CTA streams on Hopper,
-  calc.roofline.ops; not measured for attention CTAs, and with the split rule it seldom binds), and a
-  split run adds the combine kernel (one more fixed cost and stream gap).
+  most 64 (an engine may cap them: `max_splits`; 1 is an engine that never splits the KV sequence,
+  TensorRT-LLM 0.9's decode kernels without multi-block mode). Query heads that share a KV head are
+  packed into the rows of one CTA (FlashAttention's GQA decode path, as our kernel does), so the CTAs
+  are batch x KV heads x splits. Each CTA streams at most DECODE_CTA_STREAM_BPS of its architecture
+  (below), and a split run adds the combine kernel (one more fixed cost and stream gap). With the
+  split rule the cap seldom binds; unsplit, a pass of few sequences is priced by it: at one sequence
+  its time grows with the context however the heads are spread over TP GPUs (docs/serve.md,
+  "Unsplit decode attention").
 - Prefill attention (a chunk whose keys live in pages, the cached ones included) computes at
   PAGED_PREFILL_RATIO of the contiguous kernel's rate, by architecture (below).
 - FLOPs and bytes are the contiguous kernel's (the block table itself is 4 bytes a page a sequence).
@@ -40,6 +43,13 @@ DECODE_QUERIES = 16  # a pass with at most this many query tokens a sequence run
 # their cards' flash kernels, and NIM's H100 rows (reports/serving/published_nim.json, in-sample) rule out
 # the Ampere share: with it a 20,000-token Llama-3-8B prompt would take 1.65x the measured 403 ms.
 PAGED_PREFILL_RATIO = {"Ampere": 0.45}
+# Bytes/s one decode-attention CTA streams at most, by architecture. Hopper: the rate one cuBLAS GEMM CTA
+# streams (calc.roofline.ops.CTA_STREAM_BPS, measured on an H100). Ampere: that rate scaled by the SM boost
+# clock, 1410 / 1980 MHz (A100 / H100 SXM datasheets): a lone CTA's stream is bound by its own issue and
+# latency, not the HBM. Not fitted; checked after the fact on NVIDIA DLI's TensorRT-LLM runs (in-sample):
+# the one-client ITL grows 8.0-8.4 us per layer per 1,000 keys of 16-bit KV on H100s (61-64 GB/s a CTA)
+# and 12.0-12.2 us on A100s (42-43 GB/s; 15.7 us, 33 GB/s, at TP 8), at TP 1 to 8 alike.
+DECODE_CTA_STREAM_BPS = {"Hopper": CTA_STREAM_BPS["Hopper"], "Ampere": CTA_STREAM_BPS["Hopper"] * 1410 / 1980}
 
 
 @lru_cache(maxsize=65536)
@@ -59,11 +69,13 @@ def decode_ctas(batch: int, kv_heads: int, rows_per_kv_head: int) -> int:
     return batch * kv_heads * math.ceil(rows_per_kv_head / SPLIT_BLOCK_M)
 
 
-def decode_stream(ceil: Ceilings, batch: int, kv_heads: int, rows_per_kv_head: int, seq_kv: float) -> tuple[int, float]:
-    """(splits, bytes/s the CTAs stream at most: inf without a per-CTA rate) of a paged decode pass."""
+def decode_stream(ceil: Ceilings, batch: int, kv_heads: int, rows_per_kv_head: int, seq_kv: float,
+                  max_splits: int = MAX_SPLITS) -> tuple[int, float]:
+    """(splits, bytes/s the CTAs stream at most: inf without a per-CTA rate) of a paged decode pass;
+    max_splits: the engine's cap on the KV splits (1: it never splits)."""
     ctas = decode_ctas(batch, kv_heads, rows_per_kv_head)
-    splits = decode_splits(ctas, ceil.sm_count, max(1, math.ceil(seq_kv / SPLIT_BLOCK_N)))
-    rate = CTA_STREAM_BPS.get(ceil.gpu.architecture)
+    splits = decode_splits(ctas, ceil.sm_count, max(1, math.ceil(seq_kv / SPLIT_BLOCK_N)), min(max_splits, MAX_SPLITS))
+    rate = DECODE_CTA_STREAM_BPS.get(ceil.gpu.architecture)
     return splits, math.inf if rate is None else min(ctas * splits, ceil.sm_count) * rate
 
 

@@ -23,9 +23,9 @@ Host time: every iteration pays `overhead_s` plus `overhead_per_seq_s` per seque
 token in it, on top of its kernels (the engine's scheduling, input building, sampling, detokenising).
 With options.kv_layout "paged" (serving) attention runs on the paged kernels (calc.roofline.paged):
 the rows are fitted on the contiguous kernel's FLOPs and bytes, prefill rows compute at
-PAGED_PREFILL_RATIO of its rate, and a decode pass takes FlashAttention's split rule, its CTAs'
-streaming cap and the split's combine kernel at the batch's mean context (cached per batch size and
-KV blocks).
+PAGED_PREFILL_RATIO of its rate, and a decode pass takes FlashAttention's split rule (at most
+`max_decode_splits` splits: 1 for an engine that never splits the KV sequence), its CTAs' streaming
+cap and the split's combine kernel at the batch's mean context (cached per batch size and KV blocks).
 Sliding-window and chunked layers are priced as full causal attention (an upper bound for Mistral,
 Gemma-2/3, gpt-oss and Llama 4).
 """
@@ -41,7 +41,7 @@ from ..roofline.calibration import Ceilings
 from ..comm.tp_rows import tp_comm_rows
 from ..roofline.model import ModelRoofline, expected_distinct_experts, predict_model
 from ..roofline.ops import CTA_ROWS, MATMUL_TILES, UNALIGNED_TILE_ROWS
-from ..roofline.paged import PAGED_PREFILL_RATIO, SPLIT_BLOCK_N, combine_s, decode_stream
+from ..roofline.paged import MAX_SPLITS, PAGED_PREFILL_RATIO, SPLIT_BLOCK_N, combine_s, decode_stream
 from ..roofline.options import RooflineOptions
 
 # Shapes the coefficients are solved at and checked at (small: exact arithmetic, any model's positions).
@@ -179,6 +179,7 @@ class IterationCost:
     options: RooflineOptions  # dtype, kv_dtype, tp, cluster, kv_layout, all_reduce (phase/batch/seq are set per fit)
     overhead_s: float = 0.0  # host time per iteration, added to every batch's kernel time
     overhead_per_seq_s: float = 0.0  # and host time per sequence that samples a token in the iteration
+    max_decode_splits: int = MAX_SPLITS  # the engine's cap on a paged decode pass's KV splits (1: never splits)
     _token: dict = field(default_factory=dict, repr=False)
     _sample: dict = field(default_factory=dict, repr=False)
 
@@ -354,7 +355,8 @@ class IterationCost:
         blocks = max(1, -(-int(keys / d) // SPLIT_BLOCK_N))
         key = (d, blocks)
         if key not in self._paged_decode:
-            splits, cap_Bps = decode_stream(self.ceilings, d, self._kv_heads, self._rows_per_kv_head, blocks * SPLIT_BLOCK_N)
+            splits, cap_Bps = decode_stream(self.ceilings, d, self._kv_heads, self._rows_per_kv_head, blocks * SPLIT_BLOCK_N,
+                                            self.max_decode_splits)
             self._paged_decode[key] = (1.0 / cap_Bps, combine_s(self.ceilings, splits))
         return self._paged_decode[key]
 

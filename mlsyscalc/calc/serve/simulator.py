@@ -22,7 +22,8 @@ from ...specs.gpu import GPUSpec
 from ...specs.model import ModelSpec
 from ..roofline.calibration import Ceilings
 from ..memory.inference import InferMemory, InferOptions, infer_memory
-from ..roofline.options import RooflineOptions
+from ..roofline.options import ALL_REDUCES, RooflineOptions
+from ..roofline.paged import MAX_SPLITS
 from .iteration import IterationCost
 from .engine import ITERATION_LEVEL, POLICIES, Engine, EngineLimits
 from .limits import check_positions, check_requests, check_workload
@@ -68,11 +69,14 @@ class ServeOptions:
     accept: float = 0.7  # with a draft model: per-token acceptance rate (Leviathan et al. 2023)
     iteration_overhead_s: float = HOST_BASE_S  # host time each iteration pays (scheduling, sampling, detokenising)
     iteration_overhead_per_seq_s: float = HOST_PER_SEQ_S  # and per sequence that samples a token in it
+    all_reduce: str = "custom"  # TP all-reduces on the one-shot custom kernel, or "nccl" (an engine without it)
+    max_decode_splits: int = MAX_SPLITS  # KV splits of a decode attention pass at most (1: TensorRT-LLM 0.9's kernels)
 
     def validate(self) -> None:
         require(self.scheduler in POLICIES, f"--scheduler must be one of {', '.join(POLICIES)}, got {self.scheduler!r}")
         require(self.preemption in PREEMPTION, f"--preemption must be one of {', '.join(PREEMPTION)}")
-        for name in ("max_batch_tokens", "max_seqs", "chunk", "block_size", "tp"):
+        require(self.all_reduce in ALL_REDUCES, f"--all-reduce must be one of {', '.join(ALL_REDUCES)}, got {self.all_reduce!r}")
+        for name in ("max_batch_tokens", "max_seqs", "chunk", "block_size", "tp", "max_decode_splits"):
             value = getattr(self, name)
             if value is None and name in ("max_batch_tokens", "max_seqs"):
                 continue  # the policy's default for the card (resolved)
@@ -93,9 +97,9 @@ class ServeOptions:
 
     @property
     def roofline(self) -> RooflineOptions:
-        """As serving engines run: KV read through a block table, TP all-reduces on the custom kernel."""
+        """As serving engines run: KV read through a block table, TP all-reduces on the custom kernel (or NCCL)."""
         return RooflineOptions(tp=self.tp, dtype=self.dtype, matmul_dtype=self.matmul_dtype, kv_dtype=self.kv_dtype,
-                               cluster=self.cluster, kv_layout="paged", all_reduce="custom")
+                               cluster=self.cluster, kv_layout="paged", all_reduce=self.all_reduce)
 
     def resolved(self, gpu: GPUSpec) -> "ServeOptions":
         """The options with the policy's default token budget and sequence limit for this card filled in."""
@@ -211,12 +215,13 @@ COST_CACHE_SIZE = 8
 def iteration_cost(spec: ModelSpec, ceilings: Ceilings, opts: ServeOptions) -> IterationCost:
     """The cost of one iteration of this engine: the roofline of its batch + its host time (its fit, ~0.1 s,
     is kept for the next call with the same model, ceilings and options; it is a pure function of them)."""
-    key = (spec, repr(ceilings), opts.roofline, opts.iteration_overhead_s, opts.iteration_overhead_per_seq_s)
+    key = (spec, repr(ceilings), opts.roofline, opts.iteration_overhead_s, opts.iteration_overhead_per_seq_s,
+           opts.max_decode_splits)
     if key not in _COSTS:
         if len(_COSTS) >= COST_CACHE_SIZE:
             _COSTS.pop(next(iter(_COSTS)))
         _COSTS[key] = IterationCost(spec, ceilings, opts.roofline, opts.iteration_overhead_s,
-                                    opts.iteration_overhead_per_seq_s)
+                                    opts.iteration_overhead_per_seq_s, opts.max_decode_splits)
     return _COSTS[key]
 
 
