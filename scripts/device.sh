@@ -13,7 +13,7 @@
 #   comm       NCCL collectives over every GPU of the host (scripts/device_comm.sh)
 #   eight-gpu  issue 42 on an 8-GPU host (scripts/device_8gpu.sh): collectives on 8, then 2 and 4 GPUs, and the
 #              training layouts TP 8, FSDP2 8, TP 4 x PP 2, TP 2 x FSDP2 4 (llama2-7b), held out against the committed
-#              predictions; about 6-8 minutes. Score: python scripts/score_8gpu.py <fetched OUT>/eight_gpu
+#              predictions; about 6-8 minutes. Score: python scripts/validate/score_8gpu.py <fetched OUT>/eight_gpu
 #   memory     the memory calculator against torch.cuda.max_memory_allocated (bench/cases/memory.py)
 #   models     whole-model prefill/decode/train runs (scripts/device_models.sh, when it exists)
 #   sustained  each ceiling back to back until the card settles (mlsys bench ceilings --sustained), the training

@@ -114,6 +114,11 @@ MOVES: dict[str, str] = {
     "experiments/data/probe_stream_stream.jsonl": "experiments/data/probe_stream.jsonl",
     "experiments/data/probe_persist_run1.jsonl": "experiments/data/probe_persist_9_fields.jsonl",
     "experiments/data/probe_persist_run2.jsonl": "experiments/data/probe_persist_11_fields.jsonl",
+    # validation harnesses: what scores a calculator against ground truth (scripts/validate/README.md)
+    **{f"scripts/{name}.py": f"{_V}{name}.py" for name in (
+        "comm_shared", "comm_transfer", "eight_gpu_plan", "fsdp_memory", "ground_truth_cases", "ground_truth_hf",
+        "hardware_published", "memory_compare", "models_error_terms", "predict_8gpu", "score_8gpu",
+        "score_8gpu_comm", "score_8gpu_train", "serve_replay", "serve_replay_report", "train_compare")},
 }
 
 # edited elsewhere: never rewritten here (their references move when they do)
