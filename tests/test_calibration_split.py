@@ -57,7 +57,7 @@ def test_error_terms_add_up_to_the_step_error():
     from mlsyscalc.calc.roofline.calibration import load_ceilings
 
     terms = load_script("validate/models_error_terms").terms
-    rows = [r for r in ResultStore(Path(__file__).resolve().parents[1] / "reports/models/h100_heldout_2f5bb4e.jsonl").rows()
+    rows = [r for r in ResultStore(Path(__file__).resolve().parents[1] / "reports/models/h100_memory_remeasured.jsonl").rows()
             if r.extra.get("model") == "phi-2" and r.extra.get("phase") == "prefill"]
     (case,) = load_cases(rows[:1], {"phi-2"})
     t = terms(case, load_ceilings("H100-SXM"))
