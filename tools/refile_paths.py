@@ -107,6 +107,14 @@ MOVES: dict[str, str] = {
     "reports/train/measured_h200x2_heldout_2efbeea_log.txt": _PROBE2 + "call2_log.txt",
     "reports/train/measured_rows_h200x2_heldout_72a0281.jsonl": _PROBE2 + "call3_rows.jsonl",
     "reports/train/measured_h200x2_heldout_72a0281_log.txt": _PROBE2 + "call3_log.txt",
+    # whole-model rows of one check each: named by what the check measured, not by the commit it checked
+    "reports/models/h100_heldout_3a24da3.jsonl": "reports/models/h100_torch_impl_host.jsonl",
+    "reports/models/h100_heldout_6c5fc77.jsonl": "reports/models/h100_floor_host_heldout.jsonl",
+    "reports/models/h100_heldout_2f5bb4e.jsonl": "reports/models/h100_memory_remeasured.jsonl",
+    "reports/models/h200_heldout_d37b054.jsonl": "reports/models/h200_paged_decode_b64.jsonl",
+    "reports/models/h200_heldout_11228ae.jsonl": "reports/models/h200_weight_only_quant.jsonl",
+    **{f"reports/models/h200_heldout_11228ae/{name}": f"reports/models/h200_weight_only_quant/{name}" for name in (
+        "alloc.log", "alloc2.log", "alloc3.log", "gpu_tests.log", "log.md", "log2.md", "log3.md")},
     # kernel probes: named by the probe's section (and its variant list), not by the device call
     "experiments/data/probe_flush_gemv7.jsonl": "experiments/data/probe_flush.jsonl",
     "experiments/data/probe_gemv_gemv7.jsonl": "experiments/data/probe_gemv.jsonl",
@@ -203,12 +211,13 @@ def refs(paths: list[str]) -> int:
 def check() -> int:
     files = tracked()
     stale = []
+    old = re.compile(r"(?<![\w-])(" + "|".join(re.escape(o) for o in sorted(MOVES, key=len, reverse=True)) + r")(?![\w-])")
     for path in (p for p in files if rewritable(p)):
         try:
             text = (ROOT / path).read_text()
         except (UnicodeDecodeError, FileNotFoundError):
             continue
-        stale += [f"{path}: {old}" for old in MOVES if re.search(r"(?<![\w-])" + re.escape(old) + r"(?![\w-])", text)]
+        stale += [f"{path}: {name}" for name in sorted(set(old.findall(text)))]
     for line in stale:
         print(line)
     return 1 if stale else 0
