@@ -34,8 +34,8 @@ def _historic(path: str) -> bool:
 
 
 def test_the_rule_reads_history_and_not_content():
-    assert [_historic(p) for p in ("reports/models/h100_check2.jsonl", "reports/mutation/discovery2_rerun.jsonl",
-                                   "reports/train/measured_h200x4_heldout_08b4f3d_log.txt", "tests/test_values_second.py",
+    assert [_historic(p) for p in ("reports/models/h100_check2.jsonl", "reports/mutation/discovery3_rerun.jsonl",
+                                   "reports/train/measured_h200x4_heldout_1234abc_log.txt", "tests/test_values_second.py",
                                    "reports/x/final7/log.md")] == [True] * 5
     assert [_historic(p) for p in ("reports/mutation/classic_heldout_seed20261127_plan.jsonl",
                                    "reports/train/runs/h200x4-host-probe/call3_rows.jsonl", "reports/models/h200_tp2.jsonl",
