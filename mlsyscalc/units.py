@@ -69,12 +69,27 @@ def parse_bytes(text: str | int, what: str = "size") -> int:
     return int(round(nbytes))
 
 
+def significant(value: float, digits: int = 3) -> str:
+    """value rounded to `digits` significant digits in plain decimal form, never 'e+': 1234.5 -> '1234',
+    2.50 -> '2.5', 0.042 -> '0.042' (an integer part longer than `digits` is kept whole)."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    decimals = max(digits - 1 - math.floor(math.log10(abs(value))), 0)
+    text = f"{value:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _rounded(value: float, digits: int) -> float:
+    """|value| as it prints with `digits` significant digits: picks the unit, so 999.7 ms is '1 s', not '1000 ms'."""
+    return abs(float(f"{value:.{digits}g}"))
+
+
 def fmt_count(value: float, digits: int = 3) -> str:
-    """6738415616 -> '6.74 B' (decimal: k, M, B, T)."""
+    """6738415616 -> '6.74 B' (decimal: k, M, B, T, P; plain digits beyond: 1.5e18 -> '1500 P')."""
     for scale, name in ((1e15, "P"), (1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.{digits}g} {name}"
-    return f"{value:.{digits}g}"
+        if _rounded(value, digits) >= scale:
+            return f"{significant(value / scale, digits)} {name}"
+    return significant(value, digits)
 
 
 def fmt_flops(value: float) -> str:
@@ -94,13 +109,15 @@ def fmt_bytes(value: float) -> str:
 
 
 def fmt_seconds(value: float) -> str:
-    """0.0066 -> '6.6 ms'."""
-    if value >= 86400:
-        return f"{value / 86400:.3g} days"
-    if value >= 3600:
-        return f"{value / 3600:.3g} h"
-    if value >= 1:
-        return f"{value:.3g} s"
-    if value >= 1e-3:
-        return f"{value * 1e3:.3g} ms"
-    return f"{value * 1e6:.3g} us"
+    """0.0066 -> '6.6 ms', 1500 -> '1500 s', 7200 -> '2 h' (s up to an hour, h up to a day, then days;
+    three significant digits, plain decimals: never '1.5e+03 s')."""
+    v = _rounded(value, 3)
+    if v >= 86400:
+        return f"{significant(value / 86400)} days"
+    if v >= 3600:
+        return f"{significant(value / 3600)} h"
+    if v >= 1:
+        return f"{significant(value)} s"
+    if v >= 1e-3:
+        return f"{significant(value * 1e3)} ms"
+    return f"{significant(value * 1e6)} us"

@@ -13,16 +13,29 @@
 #   comm       NCCL collectives over every GPU of the host (scripts/device_comm.sh)
 #   eight-gpu  issue 42 on an 8-GPU host (scripts/device_8gpu.sh): collectives on 8, then 2 and 4 GPUs, and the
 #              training layouts TP 8, FSDP2 8, TP 4 x PP 2, TP 2 x FSDP2 4 (llama2-7b), held out against the committed
-#              predictions; about 6-8 minutes. Score: python scripts/score_8gpu.py <fetched OUT>/eight_gpu
+#              predictions; about 6-8 minutes. Score: python scripts/validate/score_8gpu.py <fetched OUT>/eight_gpu
 #   memory     the memory calculator against torch.cuda.max_memory_allocated (bench/cases/memory.py)
 #   models     whole-model prefill/decode/train runs (scripts/device_models.sh, when it exists)
 #   sustained  each ceiling back to back until the card settles (mlsys bench ceilings --sustained), the training
 #              step's extra ops and a training step run for SECONDS (scripts/train_ops_measure.py --steady)
+#   train [measure|profile] [GPUS]   measured training steps on 2-4 GPUs (scripts/device_train.sh) -> $OUT/train
+#   train-probe [GPUS] [zero2]       host-probed steps and GPU-bound controls (scripts/device_train_probe.sh)
+#              -> $OUT/train_probe
+#   train-attention  FlashAttention-2 in one GPU's step, and the card's ceilings (scripts/device_train_attention.sh)
+#              -> $OUT/train_attention
+#   comm-transfer    collectives fitted on 2 GPUs, checked on 4, then TP x PP (scripts/device_comm_transfer.sh)
+#              -> $OUT/comm-transfer (its tar and log)
+#   mutation NAME PLAN KINDS BUDGET_S [TREE]   a mutation plan over the host's CPU cores (scripts/device_mutation.sh)
+#              -> $OUT/mutation/NAME.jsonl
+# The modes' own scripts (scripts/device_*.sh, named above) are parts of this one: they take the mode's
+# arguments after MODE and keep their own time budgets (BUDGET_S where it is set, else each one's default).
 # Rows land in $OUT/<family>/rows.jsonl, the layout of reports/; the family's committed rows are
 # copied in first (not with FRESH=1), so a sweep resumes and keeps them. Afterwards, on any machine:
 #   mlsys bench report <fetched OUT> --out reports
 set -uo pipefail
-MODE=${1:?usage: scripts/device.sh tests|kernels|attention|fused|serve-attention|spot|comm|eight-gpu|memory|models|sustained}
+MODES="tests, kernels, attention, fused, serve-attention, spot, comm, eight-gpu, memory, models, sustained, train, train-probe, train-attention, comm-transfer, mutation"
+MODE=${1:?usage: scripts/device.sh MODE [ARGS] (MODE: $MODES)}
+shift
 OUT=${OUT:-device_out}
 BUDGET_S=${BUDGET_S:-540}
 mkdir -p "$OUT"
@@ -120,6 +133,17 @@ case "$MODE" in
     timeout "$(left)" python3 scripts/train_ops_measure.py --out "$OUT/sustained/train_ops.jsonl" \
       --steady "${STEADY_S:-25}" --model llama3-8b --layers 8 --seq 8192
     echo "train_ops_measure -> exit $? at $(( $(date +%s) - start )) s" ;;
-  *) echo "unknown mode $MODE (tests, kernels, attention, fused, serve-attention, spot, comm, eight-gpu, memory, models, sustained)"; exit 2 ;;
+  train)
+    bash scripts/device_train.sh "$OUT/train" "$@" ;;
+  train-probe)
+    bash scripts/device_train_probe.sh "$OUT/train_probe" "$@" ;;
+  train-attention)
+    bash scripts/device_train_attention.sh "$OUT/train_attention" ;;
+  comm-transfer)
+    OUT="$OUT/comm-transfer" bash scripts/device_comm_transfer.sh ;;
+  mutation)
+    mkdir -p "$OUT/mutation"
+    OUT="$OUT/mutation" bash scripts/device_mutation.sh "$@" ;;
+  *) echo "unknown mode $MODE ($MODES)"; exit 2 ;;
 esac
 echo "== done after $(( $(date +%s) - start )) s"

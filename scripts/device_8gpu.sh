@@ -5,11 +5,11 @@
 #   2. scripts/train_measure.py on the 8 GPUs, one process a case: tp (TP 8), fsdp (FSDP2 8), tp-pp (TP 4 x PP 2),
 #      fsdp-tp (TP 2 x FSDP2 4), llama2-7b (held out: reports/train/predictions_8gpu.json)
 #   3. the same comm sweep on 2 and then 4 GPUs of the host (a fit on fewer GPUs of the same links)
-# What each step runs comes from scripts/eight_gpu_plan.py. Each step runs under its own timeout, cut to what is
+# What each step runs comes from scripts/validate/eight_gpu_plan.py. Each step runs under its own timeout, cut to what is
 # left of BUDGET_S (default 520 s of wall time); once it is spent nothing new starts. A step that fails or is cut
 # short is recorded and the next one runs: $OUT/steps.jsonl has one line a step (exit status, seconds).
 # Output: $OUT/comm/rows.jsonl (every GPU count, tagged by "gpus"), $OUT/train/train_rows.jsonl, $OUT/machine.txt,
-# $OUT/steps.jsonl, $OUT/log.txt. Then, on any machine: python scripts/score_8gpu.py <fetched OUT>/eight_gpu
+# $OUT/steps.jsonl, $OUT/log.txt. Then, on any machine: python scripts/validate/score_8gpu.py <fetched OUT>/eight_gpu
 # CPU dry run of the same path (gloo, tiny sizes and model; scores with --reports outside reports/):
 #   BACKEND=gloo COMM_EXTRA="--max-size 4KiB" TRAIN_EXTRA="--device cpu --model tiny --seq 16 --warmup 0 --steps 1" \
 #     OUT=/tmp/dry bash scripts/device_8gpu.sh
@@ -22,7 +22,7 @@ LOG="$OUT/log.txt"
 STEPS="$OUT/steps.jsonl"
 HERE=$(dirname "$0")
 start=$(date +%s)
-plan=$(python3 "$HERE/eight_gpu_plan.py" shell) || { echo "scripts/eight_gpu_plan.py failed" | tee -a "$LOG"; exit 1; }
+plan=$(python3 "$HERE/validate/eight_gpu_plan.py" shell) || { echo "scripts/validate/eight_gpu_plan.py failed" | tee -a "$LOG"; exit 1; }
 eval "$plan"   # GPUS, FIT_GPUS, TRAIN_CASES; TRAIN_FLAGS, COMM_FLAGS (arrays)
 read -r -a COMM_MORE <<< "${COMM_EXTRA:-}"
 read -r -a TRAIN_MORE <<< "${TRAIN_EXTRA:-}"

@@ -6,7 +6,7 @@
 # GRAPH=1 adds --graph (CUDA-graph replay beside the eager calls); TRAIN=0 skips the training step.
 # Inside the tar: rows.jsonl (bench comm rows, 2 and 4 GPUs), fit-2gpu.json (the 2-GPU calibration),
 # report/ (README.md and transfer.md: the 2-GPU fit on the 4-GPU rows), transfer_models.md
-# (scripts/comm_transfer.py), shared_fit.md (scripts/comm_shared.py), train_rows.jsonl
+# (scripts/validate/comm_transfer.py), shared_fit.md (scripts/validate/comm_shared.py), train_rows.jsonl
 # (scripts/train_measure.py --case tp-pp), machine.txt.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -32,8 +32,8 @@ step "${SWEEP_TIMEOUT_S:-130}" python3 -m mlsyscalc bench comm --nproc 4 "${RUN[
 # the 2-GPU fit, checked on the 4-GPU rows (report/transfer.md), and the link/buffer model comparison
 step 60 python3 -m mlsyscalc bench comm --from "${SWEEP[@]}" --fit-gpus 2 --fit-min-size "${FIT_MIN:-1MiB}" --node-gpus 4 \
   --calibrate "$D/fit-2gpu.json" --name "$GPU-x2-same-host" --report "$D/report" --format markdown
-step 60 python3 scripts/comm_transfer.py --rows "$D/rows.jsonl" --out "$D/transfer_models.md"
-step 60 python3 scripts/comm_shared.py --rows "$D/rows.jsonl" --out "$D/shared_fit.md"
+step 60 python3 scripts/validate/comm_transfer.py --rows "$D/rows.jsonl" --out "$D/transfer_models.md"
+step 60 python3 scripts/validate/comm_shared.py --rows "$D/rows.jsonl" --out "$D/shared_fit.md"
 # (c) TP x PP 2 x 2 (DTensor TP inside each stage, 1F1B across the stages): step time and peak memory per rank
 [ "${TRAIN:-1}" = 1 ] && step 170 torchrun --standalone --nproc_per_node 4 scripts/train_measure.py --case tp-pp --out "$D" --steps 8 ${TRAIN_EXTRA:-}
 echo "## done (t=${SECONDS}s)" | tee -a "$LOG"

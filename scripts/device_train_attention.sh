@@ -3,7 +3,7 @@
 # sequence lengths (the attention's share of the step grows with S), for `mlsys train --attention flash2`; then
 # the card's matmul ceilings (`mlsys bench ceilings`: bf16 and fp8 peaks, for Efficiency.matmul_fp8).
 #   scripts/device_train_attention.sh DIR     rows -> DIR/train_rows.jsonl, DIR/ceilings.json; log -> DIR/log.txt
-# Score: python scripts/train_compare.py DIR/train_rows.jsonl --cluster hgx-h100 --framework torch
+# Score: python scripts/validate/train_compare.py DIR/train_rows.jsonl --cluster hgx-h100 --framework torch
 # BUDGET_S (default 420): start nothing after it. EXTRA: more train_measure flags (a CPU dry run:
 # EXTRA="--device cpu --tiny" with SEQS="32:2 64:1").
 set -u

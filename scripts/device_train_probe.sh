@@ -13,7 +13,7 @@
 # rows -> DIR/train_rows.jsonl (a control is the row whose global_batch / gpus is above 2); log -> DIR/log.txt.
 # BUDGET_S (default 200): start nothing after it. EXTRA: more train_measure flags (a CPU dry run:
 # EXTRA="--device cpu --tiny --seq 32 --probe-seq 16 --probe-steps 1"). Score:
-#   python scripts/train_compare.py DIR/train_rows.jsonl --cluster hgx-h200 --calibration CEIL --host-probe
+#   python scripts/validate/train_compare.py DIR/train_rows.jsonl --cluster hgx-h200 --calibration CEIL --host-probe
 set -u
 DIR=${1:?usage: scripts/device_train_probe.sh DIR [GPUS 2|4] [zero2]}
 GPUS=${2:-2}

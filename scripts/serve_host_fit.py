@@ -3,7 +3,7 @@
     python scripts/serve_host_fit.py                                   # reports/serving/replay_h200.json
     python scripts/serve_host_fit.py reports/serving/replay_h100.json  # another replay file
 
-Every iteration of a replay (scripts/serve_replay.py) records its wall time and its GPU time (CUDA events
+Every iteration of a replay (scripts/validate/serve_replay.py) records its wall time and its GPU time (CUDA events
 around the forward); wall - GPU is the host's share: scheduling, building and copying the inputs,
 sampling, bookkeeping. A least-squares line over every decode iteration of every run, against the
 sequences that sample a token in it, gives calc.serve.simulator's HOST_BASE_S and HOST_PER_SEQ_S. Prints the fit,

@@ -37,7 +37,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent / "validate")]  # scripts/, validate/
 
 from train_compare import config_for, train_args  # noqa: E402
 from train_published import Runner, cli_runner  # noqa: E402

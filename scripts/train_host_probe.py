@@ -4,7 +4,7 @@ layout, whose kernels are so short that the step time is the host's. From them c
 torch costs the case's layout uses (op_s, dtensor_matmul_s, fsdp_layer_s, dtensor_param_s, seconds) with
 calc.train.host's own work counts for the tiny model; the row carries them as `host_probe`:
 
-    python scripts/train_compare.py ROWS.jsonl --host-probe     # each row priced with its own probe's costs
+    python scripts/validate/train_compare.py ROWS.jsonl --host-probe     # each row priced with its own probe's costs
 
 Steps per case (each adds one cost; calc.train.probe):
   single, pp-*     plain one-GPU step on every rank                                      op_s

@@ -1,7 +1,7 @@
 """Measured training steps on one host with torch.distributed's own parallelism, for `mlsys train`.
 
     NCCL_NVLS_ENABLE=0 torchrun --standalone --nproc_per_node 4 scripts/train_measure.py --case fsdp --out DIR
-    python scripts/train_compare.py DIR/train_rows.jsonl --cluster hgx-h200   # table vs mlsys train
+    python scripts/validate/train_compare.py DIR/train_rows.jsonl --cluster hgx-h200   # table vs mlsys train
 
 The layout is the one `mlsys train` prices: bf16 weights, activations and gradients, fp32 master weights
 and AdamW moments (16 bytes a parameter), one fused AdamW kernel over each decoder layer's parameters.
@@ -24,7 +24,7 @@ Every case does the same work per GPU (--seqs-per-gpu sequences of --seq tokens 
                on 4 ranks, TP 4 x PP 2 on 8)
 The model (--model) is a llama built from a ModelSpec by mlsyscalc.bench.torch_models.build_model (the same seed in
 every case, so the first losses agree): by default the 2.7B of the 2- and 4-GPU runs, llama2-7b as published for
-the 8-GPU layouts (scripts/eight_gpu_plan.py), or a tiny one for the CPU. Timing: CUDA-synchronised wall clock of
+the 8-GPU layouts (scripts/validate/eight_gpu_plan.py), or a tiny one for the CPU. Timing: CUDA-synchronised wall clock of
 --steps steps after --warmup steps, split into forward+backward (with the communication it waits for) and the
 optimizer; the median per rank, the slowest rank's. Memory: torch.cuda.max_memory_allocated per rank over the timed steps. Rank 0
 appends one JSON row a case to DIR/train_rows.jsonl; before each case (on by default with cuda, --host-probe) a

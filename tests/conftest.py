@@ -28,11 +28,12 @@ def load_data(name: str) -> dict:
 
 
 def load_script(name: str):
-    """scripts/<name>.py imported as a module (the scripts directory is not a package)."""
+    """scripts/<name>.py imported as a module (the scripts directory is not a package); `name` may name a
+    sub-folder ("validate/train_compare"), the module takes the file's own name."""
     import importlib.util
 
     path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
+    spec = importlib.util.spec_from_file_location(Path(name).name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

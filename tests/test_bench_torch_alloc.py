@@ -65,7 +65,7 @@ def test_caches_are_the_decoders(name):
 
 
 # (model, phase, batch, seq, graph row, max_memory_allocated, tolerance) measured on one H100 80GB HBM3,
-# torch 2.11.0+cu130, with one cuBLAS workspace per row (reports/models/h100_heldout_2f5bb4e.jsonl at 2f5bb4e,
+# torch 2.11.0+cu130, with one cuBLAS workspace per row (reports/models/h100_memory_remeasured.jsonl at 2f5bb4e,
 # h100_heldout_splitk.jsonl at c9cb1c8). Without the allocator's rounding the prediction ran -3.2% to -5.3% for
 # gpt2, -1.1% for phi-2 (63 MiB short) and -0.2% for falcon-7b (29 MiB short).
 MEASURED = [

@@ -45,7 +45,7 @@ def test_without_d64_rows_the_class_keeps_its_start():
 
 
 def test_error_terms_add_up_to_the_step_error():
-    """scripts/models_error_terms.py: matmul + attention + memory + gaps = (measured - predicted) /
+    """scripts/validate/models_error_terms.py: matmul + attention + memory + gaps = (measured - predicted) /
     predicted, by construction (each term is measured minus predicted time over the predicted
     step); checked on a committed held-out row (phi-2 prefill B1 S1024, H100): its matmul, attention
     and memory kernels and the step time are the row's own."""
@@ -56,8 +56,8 @@ def test_error_terms_add_up_to_the_step_error():
     from mlsyscalc.bench.rows import ResultStore
     from mlsyscalc.calc.roofline.calibration import load_ceilings
 
-    terms = load_script("models_error_terms").terms
-    rows = [r for r in ResultStore(Path(__file__).resolve().parents[1] / "reports/models/h100_heldout_2f5bb4e.jsonl").rows()
+    terms = load_script("validate/models_error_terms").terms
+    rows = [r for r in ResultStore(Path(__file__).resolve().parents[1] / "reports/models/h100_memory_remeasured.jsonl").rows()
             if r.extra.get("model") == "phi-2" and r.extra.get("phase") == "prefill"]
     (case,) = load_cases(rows[:1], {"phi-2"})
     t = terms(case, load_ceilings("H100-SXM"))

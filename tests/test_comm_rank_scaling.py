@@ -1,4 +1,4 @@
-"""scripts/comm_transfer.py: rank-independent link and buffer models of collectives, on synthetic truth."""
+"""scripts/validate/comm_transfer.py: rank-independent link and buffer models of collectives, on synthetic truth."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from .conftest import load_script
 
-ct = load_script("comm_transfer")
+ct = load_script("validate/comm_transfer")
 MiB = 2**20
 
 

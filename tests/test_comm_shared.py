@@ -1,4 +1,4 @@
-"""scripts/comm_shared.py: link and buffer parameters shared across collectives, fitted on one GPU count."""
+"""scripts/validate/comm_shared.py: link and buffer parameters shared across collectives, fitted on one GPU count."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from .conftest import load_script
 
-cs = load_script("comm_shared")
+cs = load_script("validate/comm_shared")
 GIB = 2**30
 B, C = 400e9, 1200e9  # link bandwidth and buffer cost of the ring group, bytes/s
 FLOOR = {"all-reduce": 25e-6, "all-gather": 20e-6, "reduce-scatter": 21e-6, "broadcast": 24e-6}

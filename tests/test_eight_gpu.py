@@ -13,7 +13,7 @@ import pytest
 from .conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
-plan = load_script("eight_gpu_plan")
+plan = load_script("validate/eight_gpu_plan")
 STEP_NAMES = ["comm-8", "train-tp", "train-fsdp", "train-tp-pp", "train-fsdp-tp", "comm-2", "comm-4"]
 
 
@@ -49,10 +49,10 @@ def test_device_script_starts_nothing_once_the_budget_is_spent(tmp_path):
 
 
 def test_plan_prints_bash_and_refuses_anything_else():
-    done = subprocess.run([sys.executable, str(ROOT / "scripts/eight_gpu_plan.py"), "shell"], capture_output=True,
+    done = subprocess.run([sys.executable, str(ROOT / "scripts/validate/eight_gpu_plan.py"), "shell"], capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0 and "TRAIN_CASES='tp fsdp tp-pp fsdp-tp'" in done.stdout and "FIT_GPUS='2 4'" in done.stdout
-    bad = subprocess.run([sys.executable, str(ROOT / "scripts/eight_gpu_plan.py"), "run"], capture_output=True,
+    bad = subprocess.run([sys.executable, str(ROOT / "scripts/validate/eight_gpu_plan.py"), "run"], capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode == 2 and "usage" in bad.stderr
 
@@ -132,7 +132,7 @@ def _head() -> str:
 
 def test_score_writes_both_pages_with_the_known_errors(tmp_path):
     pytest.importorskip("scipy")
-    score = load_script("score_8gpu")
+    score = load_script("validate/score_8gpu")
     run, reports = tmp_path / "run", tmp_path / "reports"
     _synthetic_run(run)
     score.main([str(run), "--reports", str(reports)])
@@ -158,7 +158,7 @@ def test_score_writes_both_pages_with_the_known_errors(tmp_path):
 
 
 def test_score_refuses_bad_input_with_exit_2(tmp_path, capsys):
-    score = load_script("score_8gpu")
+    score = load_script("validate/score_8gpu")
 
     def fails(*args: str) -> str:
         with pytest.raises(SystemExit) as stop:
@@ -177,7 +177,7 @@ def test_score_refuses_bad_input_with_exit_2(tmp_path, capsys):
 
 
 def test_score_keeps_cpu_dry_runs_out_of_reports(tmp_path, capsys):
-    score = load_script("score_8gpu")
+    score = load_script("validate/score_8gpu")
     run = tmp_path / "dry"
     (run / "comm").mkdir(parents=True)
     row = {"collective": "all-reduce", "size_bytes": 1024, "gpus": 8, "nodes": 1, "backend": "gloo", "ok": True,

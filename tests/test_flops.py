@@ -1,6 +1,6 @@
 """Forward FLOPs against torch.utils.flop_counter.FlopCounterMode on real HF models.
 
-Ground truth: scripts/ground_truth_hf.py (meta device for dense models; small CPU models with
+Ground truth: scripts/validate/ground_truth_hf.py (meta device for dense models; small CPU models with
 real weights for MoE, whose routing is data-dependent).
 """
 

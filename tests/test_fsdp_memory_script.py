@@ -1,4 +1,4 @@
-"""scripts/fsdp_memory.py on the CPU: one FSDP2 rank (gloo) runs two AdamW steps of a tiny llama, and the sharded
+"""scripts/validate/fsdp_memory.py on the CPU: one FSDP2 rank (gloo) runs two AdamW steps of a tiny llama, and the sharded
 states it holds are the ones `mlsys memory train --zero 3` predicts (fp32 parameters = master weights, the moments =
 optimizer states). The peak comparison needs GPUs (reports/memory/fsdp.md)."""
 
@@ -30,7 +30,7 @@ def test_fsdp_sharded_states_match_the_zero3_prediction():
                    name="tiny llama")
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
     try:
-        row = load_script("fsdp_memory").run_case("tiny llama", 2, 32, False, "cpu", 1, spec)
+        row = load_script("validate/fsdp_memory").run_case("tiny llama", 2, 32, False, "cpu", 1, spec)
     finally:
         dist.destroy_process_group()
     measured, predicted = row["measured"], row["predicted"]
@@ -42,5 +42,5 @@ def test_fsdp_sharded_states_match_the_zero3_prediction():
 
 
 def test_fsdp_report_table_is_the_one_its_rows_give():
-    table = load_script("fsdp_memory").table(REPORTS / "fsdp_rows.jsonl")
+    table = load_script("validate/fsdp_memory").table(REPORTS / "fsdp_rows.jsonl")
     assert table.count("\n") == 5 and table in (REPORTS / "fsdp.md").read_text()

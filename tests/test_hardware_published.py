@@ -1,4 +1,4 @@
-"""The published 2026-hardware cases: cited, well formed, and compared like with like by scripts/hardware_published.py."""
+"""The published 2026-hardware cases: cited, well formed, and compared like with like by scripts/validate/hardware_published.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = json.loads((ROOT / "reports" / "hardware" / "published.json").read_text())["cases"]
-spec = importlib.util.spec_from_file_location("hardware_published", ROOT / "scripts" / "hardware_published.py")
+spec = importlib.util.spec_from_file_location("hardware_published", ROOT / "scripts" / "validate" / "hardware_published.py")
 assert spec is not None and spec.loader is not None
 hp = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(hp)

@@ -1,4 +1,4 @@
-"""KV-cache bytes against the DynamicCache transformers leaves after a prefill (scripts/ground_truth_hf.py,
+"""KV-cache bytes against the DynamicCache transformers leaves after a prefill (scripts/validate/ground_truth_hf.py,
 tests/data/hf_kv.json: bf16, meta device, every built-in at 16 tokens and past each window or chunk)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""scripts/memory_compare.py: every rank of a measured row against `train_memory`'s stage (values by hand in
+"""scripts/validate/memory_compare.py: every rank of a measured row against `train_memory`'s stage (values by hand in
 tests/test_memory_schedule.py and reports/train/memory.md)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ GIB = 2**30
 
 
 def test_ranks_map_to_stages_and_equal_ranks_group(tmp_path):
-    mc = load_script("memory_compare")
+    mc = load_script("validate/memory_compare")
     gpipe = {"case": "pp-gpipe", "model": MODEL, "gpus": 4, "dp": 1, "tp": 1, "pp": 4, "vp": 1, "micro_batch": 1,
              "micro_batches": 8, "seq": 2048, "peak_bytes_per_rank": [23365833728, 22208467456, 22208467456,
                                                                       26901479936]}

@@ -15,7 +15,7 @@ MiB = 2**20
 def _gpt2_decode(capability: str, peak: int | None) -> Row:
     """gpt2 decode B1 ctx1023 graph as a stored row: measured on one H100 at 2f5bb4e with
     max_memory_allocated 336,346,624 B and stored predicted 321,450,820 B (-4.43%;
-    reports/models/h100_heldout_2f5bb4e.jsonl)."""
+    reports/models/h100_memory_remeasured.jsonl)."""
     extra = {"model": "gpt2", "phase": "decode", "batch": 1, "seq": 1023, "mode": "graph", "kernels": "torch",
              "tp": 1, "dp": 1, "layers": 12, "predicted_peak_bytes": 321_450_820, "memory_error": -0.0443}
     if peak:

@@ -1,4 +1,4 @@
-"""Parameter counts against transformers' own count (scripts/ground_truth_hf.py, meta device)."""
+"""Parameter counts against transformers' own count (scripts/validate/ground_truth_hf.py, meta device)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from .conftest import load_data
 
 DOC = load_data("hf_params.json")
 HF = DOC["models"]
-# every built-in; other sizes of the same families and --set keys (scripts/ground_truth_cases.py
+# every built-in; other sizes of the same families and --set keys (scripts/validate/ground_truth_cases.py
 # VARIANTS); the families without a built-in, at their transformers config class's defaults
 CASES = {**{name: (lambda n=name: load_model(n)) for name in HF},
          **{key: (lambda c=case: load_model(c["model"], c["overrides"])) for key, case in DOC["variants"].items()},

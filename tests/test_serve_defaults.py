@@ -137,3 +137,34 @@ def test_fast_path_matches_the_paged_roofline(d, ctx):
     roof = predict_model(spec, ceil, RooflineOptions(phase="decode", batch=d, context=ctx, kv_layout="paged"))
     assert cost.decode_s(d, d * (ctx + 1)) == pytest.approx(roof.time_s, rel=2e-3)
     assert not math.isclose(cost.decode_s(1, 4001), IterationCost(spec, ceil, RooflineOptions()).decode_s(1, 4001))
+
+
+def test_a_new_policy_row_takes_its_behaviour_from_its_flags(monkeypatch):
+    """Schedulers are read by their flags, never by name: a row added to POLICIES with sarathi's flags runs
+    sarathi's schedule and budget, one with vllm-v1's runs vllm-v1's (engine, options and the CLI's unused
+    options alike), so a new chunked scheduler cannot silently take the wrong token budget."""
+    from mlsyscalc.calc.serve.engine import Policy
+    from mlsyscalc.calc.serve.simulator import ServeOptions
+
+    monkeypatch.setitem(POLICIES, "new-chunked", Policy(mixed=True, paged=True, chunked=True, chunk_budget=True))
+    monkeypatch.setitem(POLICIES, "new-v1", Policy(mixed=True, paged=True, chunked=True, watermark=False,
+                                                   engine_defaults=True))
+    reqs = [(0.0, 10, 2), (0.5, 7, 3)]
+    for new, old in (("new-chunked", "sarathi"), ("new-v1", "vllm-v1")):
+        calls, trace = _run(reqs, scheduler=new, batch_tokens=6, chunk=2)
+        assert (calls, trace) == _run(reqs, scheduler=old, batch_tokens=6, chunk=2)
+    assert [c[1] for c in _run([(0.0, 10, 2)], scheduler="new-chunked", batch_tokens=6, chunk=2)[0] if c[1]] == [2] * 5
+    resolved = {name: ServeOptions(scheduler=name, max_batch_tokens=6, max_seqs=8, chunk=2).iteration_tokens
+                for name in ("new-chunked", "sarathi", "new-v1", "vllm-v1")}
+    assert resolved == {"new-chunked": 2, "sarathi": 2, "new-v1": 6, "vllm-v1": 6}
+
+
+def test_unused_option_messages_name_the_chunk_budget_policies_from_the_table(monkeypatch):
+    """--chunk is refused for a scheduler whose budget is not --chunk; the message names the rows whose
+    budget is (read from POLICIES), so a new chunk-budget row is named there too."""
+    from mlsyscalc.calc.serve.engine import Policy
+    from mlsyscalc.cli import serve as serve_cli
+
+    assert serve_cli.chunk_budget_schedulers() == "sarathi"
+    monkeypatch.setitem(POLICIES, "new-chunked", Policy(mixed=True, paged=True, chunked=True, chunk_budget=True))
+    assert serve_cli.chunk_budget_schedulers() == "sarathi, new-chunked"

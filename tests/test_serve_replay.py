@@ -1,4 +1,4 @@
-"""scripts/serve_replay.py on the CPU (fp32, Triton interpreter): its paged decode path against the
+"""scripts/validate/serve_replay.py on the CPU (fp32, Triton interpreter): its paged decode path against the
 model's own full-sequence prefill, and one short replay against the simulator's bookkeeping."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def _runner(slots=3, max_len=64):
     from mlsyscalc.bench.torch_models import build_model
     from mlsyscalc.specs.lookup import load_model, parse_overrides
 
-    replay = load_script("serve_replay")
+    replay = load_script("validate/serve_replay")
     spec = load_model("llama3-8b", parse_overrides(tuple(TINY)))
     torch.manual_seed(0)
     model = build_model(spec, "float32", "cpu").eval()
@@ -63,7 +63,7 @@ def test_replay_finishes_every_request_in_order():
 
 
 def test_host_overhead_is_median_wall_minus_gpu():
-    replay = load_script("serve_replay")
+    replay = load_script("validate/serve_replay")
     rows = [("prefill", 8, 0.030, 0.027), ("decode", 2, 0.012, 0.011), ("decode", 2, 0.013, 0.011),
             ("decode", 3, 0.020, 0.0105)]
     got = replay.host_overhead(rows)
@@ -80,7 +80,7 @@ def test_report_fit_recovers_the_ceilings_that_made_the_steps():
     from mlsyscalc.calc.serve.iteration import IterationCost
     from mlsyscalc.specs.lookup import load_model
 
-    report = load_script("serve_replay_report")
+    report = load_script("validate/serve_replay_report")
     spec, ceil = load_model("llama3-8b"), resolve_ceilings("H100-SXM")
     truth = ceil.with_efficiency(memory=0.7, matmul=0.6)
     truth = type(truth)(**{**truth.__dict__, "launch_s": 4e-6})

@@ -1,4 +1,4 @@
-"""scripts/train_measure.py (torch.distributed's own parallelism) and scripts/train_compare.py (vs mlsys train)."""
+"""scripts/train_measure.py (torch.distributed's own parallelism) and scripts/validate/train_compare.py (vs mlsys train)."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_two_gloo_ranks_run_every_parallelism_and_agree_on_the_loss(tmp_path):
 
 
 def test_compare_table_with_a_fake_train(tmp_path):
-    tc = load_script("train_compare")
+    tc = load_script("validate/train_compare")
     row = {"case": "fsdp", "model": {"base": "llama2-7b", "overrides": {"num_hidden_layers": 2}}, "gpus": 4,
            "dp": 4, "tp": 1, "pp": 1, "vp": 1, "micro_batch": 1, "seq": 2048, "global_batch": 4,
            "step_time_s": 0.5, "peak_bytes_per_rank": [2**30, 2 * 2**30, 2**30, 2**30], "env": {"device": "H200"}}
@@ -160,11 +160,11 @@ def test_four_gloo_ranks_tp_inside_pipeline_stages_compute_the_unsplit_model(tmp
 
 
 def test_eight_gloo_ranks_run_the_8gpu_layouts_and_compute_the_unsplit_model(tmp_path):
-    """The layouts of the 8-GPU run (scripts/eight_gpu_plan.py) on 8 CPU ranks: DTensor TP 8, FSDP2 over 8, TP 4
+    """The layouts of the 8-GPU run (scripts/validate/eight_gpu_plan.py) on 8 CPU ranks: DTensor TP 8, FSDP2 over 8, TP 4
     inside each of 2 1F1B stages, TP 2 x FSDP2 4. The same initial weights and tokens: the same first loss to
     bf16 precision, so each split computes the unsplit model; every rank reports its peak."""
     pytest.importorskip("torch.distributed.pipelining")
-    plan = load_script("eight_gpu_plan")
+    plan = load_script("validate/eight_gpu_plan")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "8",
            str(ROOT / "scripts/train_measure.py"), *plan.train_flags(), "--device", "cpu", "--model", "tiny",
            "--seq", "16", "--warmup", "0", "--steps", "1", "--out", str(tmp_path)]

@@ -138,7 +138,7 @@ def test_probe_plans():
 
 
 def test_compare_prices_each_row_with_its_own_probe(tmp_path):
-    tc = load_script("train_compare")
+    tc = load_script("validate/train_compare")
     row = {"case": "tp", "model": {"base": "llama2-7b", "overrides": {"num_hidden_layers": 2}}, "gpus": 2,
            "dp": 1, "tp": 2, "pp": 1, "vp": 1, "micro_batch": 4, "micro_batches": 1, "seq": 2048, "global_batch": 4,
            "step_time_s": 0.5, "peak_bytes_per_rank": [2**30, 2**30], "host_probe": {"costs": {"op_s": 4e-5}}}

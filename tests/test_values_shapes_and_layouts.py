@@ -1,5 +1,5 @@
 """Value tests for the fresh-family mutants of the train half that survived
-(reports/mutation/fresh_train.jsonl; docs/mutation.md, "Fresh family, train and holdout halves").
+(reports/mutation/fresh_train_half_seed5501.jsonl; docs/mutation.md, "Fresh family, train and holdout halves").
 
 Classes, not single sites: every `require` of the calculators that no other test triggered, each with the
 message that names the problem (a swapped `require(message, condition)` never raises); look-alike fields on

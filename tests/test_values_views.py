@@ -342,3 +342,14 @@ def test_units_formatters_by_hand():
                                                                                    "3 days"]
     assert [fmt_count(v) for v in (6_738_415_616, 1.4e12, 999, 2500)] == ["6.74 B", "1.4 T", "999", "2.5 k"]
     assert [fmt_flops(v) for v in (2.93e13, 5e9, 12)] == ["29.3 TFLOP", "5 GFLOP", "12 FLOP"]
+
+
+def test_units_formatters_never_print_exponents():
+    """Durations of 1000-3600 s, counts past the last prefix and values that round up to the next unit print
+    as plain decimals (docs/cli.md, "Numbers in tables"): no '1.5e+03 s'."""
+    from mlsyscalc.units import fmt_count, fmt_seconds, significant
+
+    assert [fmt_seconds(v) for v in (1000, 1500, 1234.5, 3599.9, 0.9997, 9.9996e-4, -0.5, 2000 * 86400)] == [
+        "1000 s", "1500 s", "1234 s", "1 h", "1 s", "1 ms", "-500 ms", "2000 days"]
+    assert [fmt_count(v) for v in (999.7, 999_960, 1.5e18, -2500)] == ["1 k", "1 M", "1500 P", "-2.5 k"]
+    assert [significant(v) for v in (1234.5, 2.5, 0.04216, 0.0)] == ["1234", "2.5", "0.0422", "0"]

@@ -12,8 +12,8 @@ forked child, so a mutant costs its tests' time, not an interpreter start. Resul
 to a JSONL file as they come (a rerun skips mutants already there); `--report` turns the file
 into the markdown table of docs/mutation.md.
 
-    nice -n 10 python tools/mutation.py --out reports/mutation/results.jsonl
-    python tools/mutation.py --out reports/mutation/results.jsonl --report
+    nice -n 10 python tools/mutation.py --out reports/mutation/classic_core_stride.jsonl
+    python tools/mutation.py --out reports/mutation/classic_core_stride.jsonl --report
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ TESTS: dict[str, list[str]] = {
     **{m: SERVE for m in ("calc/serve/simulator", "calc/serve/iteration", "calc/serve/disagg", "calc/serve/engine", "calc/serve/metrics",
                           "calc/serve/spec", "calc/serve/static", "calc/serve/workload")},
 }
-# Value tests written for the survivors of the whole-population run (reports/mutation/unkilled*.jsonl),
+# Value tests written for the survivors of the whole-population run (reports/mutation/classic_population_not_killed*.jsonl),
 # one file per area, run first for the modules of their area.
 AREA_TESTS = {
     "test_values_plan_search.py": ["calc/plan/memory", "calc/plan/search", "calc/plan/space"],
@@ -115,7 +115,7 @@ AREA_TESTS = {
     "test_values_memory_cli.py": ["calc/memory/training", "calc/memory/inference", "calc/train/step", "calc/comm/step", "calc/parallel/shards",
                                       "calc/counts/layers", "calc/counts/flops", "calc/counts/activations", "calc/counts/params", "calc/counts/attention", "calc/parallel/tensor_parallel",
                                       "calc/comm/collectives"],
-    # tests for the survivors of the fresh family's train half (reports/mutation/fresh_train.jsonl)
+    # tests for the survivors of the fresh family's train half (reports/mutation/fresh_train_half_seed5501.jsonl)
     "test_values_shapes_and_layouts.py": sorted(TESTS),
 }
 for _file, _stems in AREA_TESTS.items():
@@ -467,7 +467,7 @@ def _warm_imports() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "reports/mutation/results.jsonl")
+    parser.add_argument("--out", type=Path, default=ROOT / "reports/mutation/classic_core_stride.jsonl")
     parser.add_argument("--modules", nargs="*", help="modules to mutate, as calc/parallel/shards or specs/hf (default: all)")
     parser.add_argument("--scratch", type=Path, default=Path("/tmp/mlsys_mutation"))
     parser.add_argument("--rerun", choices=["survived", "single"],

@@ -148,8 +148,8 @@ BUGS = [
     # ---- units ----
     Bug("mlsyscalc/units.py", '((1024**4, "TiB"), (1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB"))',
         '((1024**4, "TiB"), (1000**3, "GiB"), (1024**2, "MiB"), (1024, "KiB"))', "fmt_bytes: GiB from 10^9 bytes"),
-    Bug("mlsyscalc/units.py", '    if value >= 1e-3:\n        return f"{value * 1e3:.3g} ms"',
-        '    if value >= 1e-2:\n        return f"{value * 1e3:.3g} ms"', "fmt_seconds: 1-10 ms shown in us"),
+    Bug("mlsyscalc/units.py", '    if v >= 1e-3:\n        return f"{significant(value * 1e3)} ms"',
+        '    if v >= 1e-2:\n        return f"{significant(value * 1e3)} ms"', "fmt_seconds: 1-10 ms shown in us"),
 ]
 
 

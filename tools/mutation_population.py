@@ -8,7 +8,7 @@ Sites are matched by module, change and source-line text (tools/mutation_sample.
 written before lines moved still count.
 
     python tools/mutation_population.py reports/mutation/*.jsonl
-    MUTATION_KINDS=fresh python tools/mutation_population.py reports/mutation/fresh_kinds*.jsonl
+    MUTATION_KINDS=fresh python tools/mutation_population.py reports/mutation/fresh_heldout_seed20261128*.jsonl
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The markdown summary of a mutation run: score per module and every surviving mutant with its
 diff and, where one is written down, why it survives.
 
-    python tools/mutation_report.py --out reports/mutation/results.jsonl
+    python tools/mutation_report.py --out reports/mutation/classic_core_stride.jsonl
 
 tools/mutation_equivalents.json holds the survivors that no test can kill because the program's
 output does not change ("equivalent", left out of the score) and those no realistic input reaches
@@ -86,7 +86,7 @@ def killers(rows: list[dict]) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "reports/mutation/results.jsonl",
+    parser.add_argument("--out", type=Path, default=ROOT / "reports/mutation/classic_core_stride.jsonl",
                         help="the result rows of tools/mutation.py")
     print(render(parser.parse_args().out))
 

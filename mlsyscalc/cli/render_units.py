@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 import re
 
+from ..units import significant as _significant  # one plain-decimal rounding for units.py and these
+
 # power of 1000 -> SI prefix; "u" for micro keeps the output ASCII
 PREFIXES = {-5: "f", -4: "p", -3: "n", -2: "u", -1: "m", 0: "", 1: "k", 2: "M", 3: "G", 4: "T", 5: "P", 6: "E",
             7: "Z", 8: "Y", 9: "R", 10: "Q"}
@@ -47,15 +49,6 @@ def eng_unit(value: float, unit: str, digits: int = 3) -> str:
     text = eng(value, digits)
     prefix = text[-1] if text[-1] in PREFIXES.values() and text[-1].isalpha() else ""
     return f"{text[:len(text) - len(prefix)]} {prefix}{unit}"
-
-
-def _significant(mantissa: float, digits: int) -> str:
-    """mantissa (>= 1 in practice) rounded to `digits` significant digits, in plain decimal form."""
-    if mantissa == 0:
-        return "0"
-    decimals = max(digits - 1 - math.floor(math.log10(abs(mantissa))), 0)
-    text = f"{mantissa:.{decimals}f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def number(value: float) -> str:

@@ -59,6 +59,11 @@ def _sweep(text: str | None) -> tuple[float, ...] | None:
     return rates
 
 
+def chunk_budget_schedulers() -> str:
+    """The schedulers whose per-iteration token budget is --chunk (the chunk_budget rows of POLICIES)."""
+    return ", ".join(name for name, policy in POLICIES.items() if policy.chunk_budget)
+
+
 def _reject_unused(scheduler: str, trace: bool, draft: bool, search: bool, min_gpus: bool) -> None:
     """Options given that this call would ignore (docs/cli.md, "options that do not apply"), by the scheduler's
     policy flags (calc.serve.engine.POLICIES), never by its name."""
@@ -66,7 +71,8 @@ def _reject_unused(scheduler: str, trace: bool, draft: bool, search: bool, min_g
     policy = POLICIES[scheduler]
     unused = {"spec_k": "without --draft", "accept": "without --draft"} if not draft else {}
     if not policy.chunk_budget:
-        unused["chunk"] = f"with --scheduler {scheduler} (its prefill budget is not --chunk: sarathi's is)"
+        unused["chunk"] = (f"with --scheduler {scheduler} (its prefill budget is not --chunk: "
+                           f"{chunk_budget_schedulers()}'s is)")
     if policy.chunk_budget or not policy.iteration_level:
         unused["max_batch_tokens"] = f"with --scheduler {scheduler} (its token budget is not --max-batch-tokens)"
     if not policy.paged or draft:
@@ -94,7 +100,7 @@ def engine_options(func):
     @click.option("--max-seqs", type=click.IntRange(min=1), default=D.max_seqs,
                   help="Running sequences at most (default: vllm-v1 1024 or 256 by card as above; else 256).")
     @click.option("--chunk", type=click.IntRange(min=1), default=D.chunk, show_default=True,
-                  help="sarathi: token budget per iteration.")
+                  help=f"{chunk_budget_schedulers()}: token budget per iteration.")
     @click.option("--block-size", type=click.IntRange(min=1), default=D.block_size, show_default=True,
                   help="Tokens per KV block.")
     @click.option("--gpu-memory-utilization", type=float, default=D.gpu_memory_utilization, show_default=True,

@@ -20,10 +20,10 @@ backward's sort) and the host's Python; it depends on the host CPU (docs/rooflin
 Prefill and decode are priced as CUDA-graph replays (no host path) unless `launch` is "eager". Then
 the host path is per decoder layer, not per kernel: without autograd a layer's Python (module calls,
 views, cache indexing and the launches) costs about the same whatever its kernel count. On one H100
-host (torch 2.11.0+cu130, reports/models/h100_heldout_3a24da3.jsonl) gpt2's eager decode took 0.60 ms per
+host (torch 2.11.0+cu130, reports/models/h100_torch_impl_host.jsonl) gpt2's eager decode took 0.60 ms per
 layer at B1 (12 layers, 200 kernels: 36 us each) and phi-2's 0.61 ms at B4 (32 layers, 772 kernels:
 25 us each): the same per layer, 1.4x apart per kernel. EAGER_LAYER_HOST_S is the median over the
-fit-set model's eager inference rows (gpt2 B1-B64, h100_heldout_3a24da3.jsonl and h100_heldout_2f5bb4e.jsonl:
+fit-set model's eager inference rows (gpt2 B1-B64, h100_torch_impl_host.jsonl and h100_memory_remeasured.jsonl:
 0.54-0.96 ms per layer, two hosts); phi-2 is held out. Untested on eager prefill rows. The
 multi-GPU frameworks' host terms live in calc.train.host.
 

@@ -73,7 +73,7 @@ HEAD_DIM_TILES = (64, 128, 256)
 # CTA, so one with few CTAs cannot reach the HBM's rate (few_cta_stream). H100 80GB HBM3, torch
 # 2.11, CUDA graphs, profiler time per kernel less the 2 us fixed cost: pythia-1.4b's unsplit
 # 2048 x 2048 projections (32 CTAs, 8.45 MB) 6.45 us at B8, 6.6 us at B32: 59.3 and 58.8 GB/s a
-# CTA (reports/models/h100_heldout_6c5fc77.jsonl, h100_heldout_2f5bb4e.jsonl; a fit-set model). Checked on held-out
+# CTA (reports/models/h100_floor_host_heldout.jsonl, h100_memory_remeasured.jsonl; a fit-set model). Checked on held-out
 # rows and on the H200: docs/roofline.md, "Few-CTA GEMMs". Other architectures: not measured, no cap.
 CTA_COLUMNS = 64
 CTA_ROWS = 64  # decode rows (at most this many a group) that one CTA's tile covers

@@ -6,7 +6,7 @@
 # again, for a fit on the card the fresh rows ran on.
 # host: cases where the host or the fixed cost per kernel weighs most (gpt2 decode at other batches and
 # contexts, eager too; held-out decodes at small batches; small models' eager training steps; a few
-# prefills): reports/models/h100_heldout_3a24da3.jsonl, measured before the host path, GEMM floor and unaligned
+# prefills): reports/models/h100_torch_impl_host.jsonl, measured before the host path, GEMM floor and unaligned
 # stream were added to the roofline.
 set -u
 DIR=${1:-reports/models/fresh}

@@ -1,6 +1,6 @@
 """Rows of scripts/train_measure.py against `mlsys train`: measured and predicted step time and memory per GPU.
 
-    python scripts/train_compare.py ROWS.jsonl [--cluster hgx-h200] [--calibration ceilings.json]
+    python scripts/validate/train_compare.py ROWS.jsonl [--cluster hgx-h200] [--calibration ceilings.json]
                                     [--overlap DIMS] [--comm-sms N] [--framework megatron|torch] [--host-probe]
                                     [--out FILE]
 
@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]  # validate/, scripts/
 
 from train_published import Runner, builtin_config, cli_runner  # noqa: E402
 

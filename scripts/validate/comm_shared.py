@@ -1,9 +1,9 @@
 """Collectives fitted on one GPU count with parameters shared across collectives, checked on another.
 
-    python scripts/comm_shared.py [--rows reports/comm/h200-x4-same-host/rows.jsonl] [--fit-gpus 2]
+    python scripts/validate/comm_shared.py [--rows reports/comm/h200-x4-same-host/rows.jsonl] [--fit-gpus 2]
                                   [--min-size BYTES] [--out FILE]
 
-Model (NVLS off, ring; steps and share as in scripts/comm_transfer.py and docs/comm.md):
+Model (NVLS off, ring; steps and share as in scripts/validate/comm_transfer.py and docs/comm.md):
 
     t = f_c + S share_c(n) / B_g + S / C_g
 
@@ -32,11 +32,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]  # validate/, scripts/
 
 from comm_transfer import RING  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MIB = 2**20
 GROUPS = {"ring": ("all-reduce", "all-gather", "reduce-scatter"), "all-to-all": ("all-to-all",),
           "broadcast": ("broadcast",), "reduce": ("reduce",)}
@@ -100,7 +100,7 @@ def render(rows: list[dict], fit_gpus: int, min_size: int, source: str) -> str:
                             f"{100 * max(map(abs, err.values())):.1f}%",
                             f"{100 * statistics.median(map(abs, best)):.1f}% / {100 * max(map(abs, best)):.1f}%"])
             per_size.append([c, n, kind] + [f"{100 * err[s]:+.0f}" if s in err else "-" for s in sizes])
-    lines = [f"## Shared link and buffer parameters fitted on {fit_gpus} GPUs (scripts/comm_shared.py)", "",
+    lines = [f"## Shared link and buffer parameters fitted on {fit_gpus} GPUs (scripts/validate/comm_shared.py)", "",
              f"Rows: `{source}`, sizes >= {min_size // MIB} MiB. t = f_c + S share / B_g + S / C_g (the "
              "script's docstring). Fitted on the {0}-GPU rows only (median trials).".format(fit_gpus), "",
              "Parameters: B (GB/s) " + ", ".join(f"{g} {v:.0f}" for g, v in p["B_GBps"].items())

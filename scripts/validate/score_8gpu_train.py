@@ -1,6 +1,6 @@
-"""The training page of the 8-GPU run (scripts/score_8gpu.py): each measured case against its committed prediction.
+"""The training page of the 8-GPU run (scripts/validate/score_8gpu.py): each measured case against its committed prediction.
 
-A row is scored only where it ran exactly what was priced (scripts/eight_gpu_plan.py `differences`: layout, model,
+A row is scored only where it ran exactly what was priced (scripts/validate/eight_gpu_plan.py `differences`: layout, model,
 sequence, SDPA backend). error = predicted / measured - 1; memory is the largest rank's
 torch.cuda.max_memory_allocated against `memory_bytes_per_gpu`.
 """
@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]  # validate/, scripts/
 
 import eight_gpu_plan as plan  # noqa: E402
 from train_published import signed_summary  # noqa: E402

@@ -4,7 +4,7 @@ included: a profiled kernel's duration holds its prologue and tail) and the idle
 kernels (step - profiled kernel time; the roofline prices none apart from the fixed cost, or the
 host path where it sets an eager step).
 
-    python scripts/models_error_terms.py reports/models/calibration.json ROWS.jsonl ... [--gpu H100-SXM]
+    python scripts/validate/models_error_terms.py reports/models/calibration.json ROWS.jsonl ... [--gpu H100-SXM]
 
 Each term is (measured - predicted) / predicted step, so the terms add up to the step error.
 """

@@ -1,10 +1,10 @@
-"""reports/serving/replay.md from scripts/serve_replay.py results (replay_*.json, newest first): measured
+"""reports/serving/replay.md from scripts/validate/serve_replay.py results (replay_*.json, newest first): measured
 TTFT/TPOT against `mlsys serve`, with datasheet ceilings, with ceilings fitted to the run's isolated
 iterations only (memory and matmul efficiency, per-kernel fixed cost; wall time), and -- where the run
 recorded GPU times -- with ceilings fitted to the isolated iterations' GPU time plus the host time per
 iteration measured in the lowest-rate replay (`--iteration-overhead-us`). The other replays are held out.
 
-    python scripts/serve_replay_report.py reports/serving/replay_h200.json reports/serving/replay_h100.json
+    python scripts/validate/serve_replay_report.py reports/serving/replay_h200.json reports/serving/replay_h100.json
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def page(data: dict, path: str, notes: list[str]) -> str:
     ceil = resolve_ceilings(data["gpu_spec"])
     variants = _variants(data, spec, ceil)
     lines = [f"## {data['device']}, commit {data['commit']}", "",
-             f"`scripts/serve_replay.py` at commit {data['commit']} on one {data['device']} (torch {data['torch']}, "
+             f"`scripts/validate/serve_replay.py` at commit {data['commit']} on one {data['device']} (torch {data['torch']}, "
              f"{data['dtype']}, CUDA graphs {'on' if data.get('cuda_graphs') else 'off'}; simulated as {data['gpu_spec']}): "
              f"{data['model']} with random weights, a paged KV cache read by our Triton decode kernel, the simulator's vllm "
              "policy (one prompt per prefill iteration, up to 64 running sequences), Poisson arrivals, prompts uniform "
@@ -209,10 +209,10 @@ NOTES = {"replay_h200.json": [
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", nargs="+", help="replay_*.json, newest first")
-    parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "reports" / "serving" / "replay.md"))
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parents[2] / "reports" / "serving" / "replay.md"))
     args = parser.parse_args()
     text = ["# `mlsys serve` against a measured replay", "",
-            "Regenerate with `python scripts/serve_replay_report.py " + " ".join(args.results) + "`.", ""]
+            "Regenerate with `python scripts/validate/serve_replay_report.py " + " ".join(args.results) + "`.", ""]
     for path in args.results:
         data = json.loads(Path(path).read_text())
         text.append(page(data, path, NOTES.get(Path(path).name, [])))

@@ -1,4 +1,4 @@
-"""The cases scripts/ground_truth_hf.py measures beyond the built-ins themselves (docs/ground_truth.md).
+"""The cases scripts/validate/ground_truth_hf.py measures beyond the built-ins themselves (docs/ground_truth.md).
 
 Each is data: a built-in with `--set`-style overrides, a family's transformers config-class defaults,
 or a small copy of a built-in whose MoE routing has to run on real weights.

@@ -1,6 +1,6 @@
 """Check `mlsys memory train --zero 3 --dp N` against an FSDP2 run: torch.cuda.max_memory_allocated per rank.
 
-    for k in 0 1 2 3; do torchrun --nproc_per_node 2 scripts/fsdp_memory.py --case $k --out DIR; done
+    for k in 0 1 2 3; do torchrun --nproc_per_node 2 scripts/validate/fsdp_memory.py --case $k --out DIR; done
 
 Each case builds a scaled-down model of mlsyscalc.bench.cases.memory on every rank in fp32, wraps each decoder
 layer and then the root in `fully_shard` (FSDP2) with bf16 compute and fp32 gradient reduction

@@ -1,14 +1,14 @@
 """What the 8-GPU run measures (issue 42), in one place: the device script runs it, the predictions price it,
 the scoring checks every measured row against it.
 
-    python3 scripts/eight_gpu_plan.py shell     # bash assignments scripts/device_8gpu.sh evals
+    python3 scripts/validate/eight_gpu_plan.py shell     # bash assignments scripts/device_8gpu.sh evals
 
 Collectives: `mlsys bench comm` with every collective, 1 KiB .. 1 GiB by factors of 2, eager and replayed from
 CUDA graphs, on 8 GPUs of the host first (the held-out count), then on 2 and 4 GPUs of the same host.
 Training: scripts/train_measure.py on the 8 GPUs, one process a case: TP 8, FSDP2 8, TP 4 x PP 2 (`tp-pp`), TP 2 x
 FSDP2 4 (`fsdp-tp`), llama2-7b as published, 2 sequences of 2048 tokens of work a GPU, bf16 weights with fp32
 master weights and AdamW moments, no recomputation, SDPA as torch chooses (the layouts `mlsys train` prices from
-the same rows: scripts/train_compare.py `train_args`).
+the same rows: scripts/validate/train_compare.py `train_args`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]  # validate/, scripts/
 
 import train_measure  # noqa: E402
 
@@ -96,7 +96,7 @@ def shell() -> str:
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if args != ["shell"]:
-        sys.stderr.write("usage: python3 scripts/eight_gpu_plan.py shell\n")
+        sys.stderr.write("usage: python3 scripts/validate/eight_gpu_plan.py shell\n")
         raise SystemExit(2)
     print(shell())
 

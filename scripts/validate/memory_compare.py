@@ -1,6 +1,6 @@
 """Every rank's max_memory_allocated in rows of scripts/train_measure.py against `mlsys memory train` per stage.
 
-    python scripts/memory_compare.py reports/train/measured_rows_h200.jsonl [--framework torch] [--out FILE]
+    python scripts/validate/memory_compare.py reports/train/measured_rows_h200.jsonl [--framework torch] [--out FILE]
 
 Each row's layout becomes TrainOptions (micro-batch, micro-batches, dp, tp, pp, vp; fsdp cases ZeRO-3; pp-gpipe
 the GPipe schedule; no sequence parallelism, no recomputation, bf16, flash attention). Pipeline rank r is stage r;

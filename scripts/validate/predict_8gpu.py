@@ -1,8 +1,8 @@
 """Predictions for the 8-GPU run (issue 42), written before any 8-GPU row exists, so that its rows are held out.
 
-    python scripts/predict_8gpu.py [--comm reports/comm/predictions_8gpu.json] [--train reports/train/predictions_8gpu.json]
+    python scripts/validate/predict_8gpu.py [--comm reports/comm/predictions_8gpu.json] [--train reports/train/predictions_8gpu.json]
 
-Collectives: the time per call of every collective and size of the sweep (scripts/eight_gpu_plan.py) at 8 GPUs of
+Collectives: the time per call of every collective and size of the sweep (scripts/validate/eight_gpu_plan.py) at 8 GPUs of
 one host, through `collective_cost`, by each predictor:
   h200-nvlink-measured   the committed spec: the shared link fit (`mlsys bench comm --model shared`) of the 2-GPU
                          eager rows of reports/comm/h200-x4-graph (the primary prediction)
@@ -12,10 +12,10 @@ one host, through `collective_cost`, by each predictor:
   graph-fit-2gpu, graph-fit-2+4gpu
                          the device fit of the same form (no host floor, sizes >= 1 MiB) of that run's CUDA-graph rows:
                          the prediction for graph_time_s
-Training: `mlsys train --framework torch` on hgx-h200 for each planned case, the flags scripts/train_compare.py
+Training: `mlsys train --framework torch` on hgx-h200 for each planned case, the flags scripts/validate/train_compare.py
 derives from a row (`train_args`: bf16, no recomputation, no sequence parallelism, the case's dp/tp/pp, ZeRO 3
 for FSDP2, the vocabulary whole in tp-pp): step time, memory per GPU and the breakdown.
-scripts/score_8gpu.py scores the rows of the run against these files as they are committed.
+scripts/validate/score_8gpu.py scores the rows of the run against these files as they are committed.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]  # validate/, scripts/
 
 import eight_gpu_plan as plan  # noqa: E402
 import train_compare  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIT_ROWS = "reports/comm/h200-x4-graph/rows.jsonl"  # the committed 2- and 4-GPU rows (eager and CUDA graph)
 PRIMARY = "h200-nvlink-measured"
 NAMED = {  # built-in cluster spec -> what it is
@@ -101,7 +101,7 @@ def comm_predictions(entries: list[dict[str, Any]], gpus: int = plan.GPUS) -> li
 
 def comm_file(commit: str) -> dict[str, Any]:
     entries = predictors()
-    return {"made_at_commit": commit, "command": "python scripts/predict_8gpu.py", "gpus": plan.GPUS, "card": plan.CARD,
+    return {"made_at_commit": commit, "command": "python scripts/validate/predict_8gpu.py", "gpus": plan.GPUS, "card": plan.CARD,
             "primary": PRIMARY, "goal": "time per call within 10% for sizes >= 1 MiB (eager rows: time_s; "
                                         "graph predictors: graph_time_s)",
             "sizes_bytes": plan.comm_sizes(),
@@ -111,7 +111,7 @@ def comm_file(commit: str) -> dict[str, Any]:
 
 
 def train_predictions(runner: train_compare.Runner | None = None) -> list[dict[str, Any]]:
-    """`mlsys train` of every planned case, with the flags scripts/train_compare.py derives from its row."""
+    """`mlsys train` of every planned case, with the flags scripts/validate/train_compare.py derives from its row."""
     from train_published import cli_runner
 
     run = runner or cli_runner()
@@ -130,7 +130,7 @@ def train_predictions(runner: train_compare.Runner | None = None) -> list[dict[s
 
 
 def train_file(commit: str, runner: train_compare.Runner | None = None) -> dict[str, Any]:
-    return {"made_at_commit": commit, "command": "python scripts/predict_8gpu.py", "gpus": plan.GPUS, "card": plan.CARD,
+    return {"made_at_commit": commit, "command": "python scripts/validate/predict_8gpu.py", "gpus": plan.GPUS, "card": plan.CARD,
             "cluster": plan.CLUSTER, "framework": plan.FRAMEWORK, "model": plan.TRAIN_MODEL,
             "measure_flags": plan.train_flags(), "goal": "step time within 10%, peak memory within 3% (largest rank)",
             "predictions": train_predictions(runner)}

@@ -1,14 +1,14 @@
 """Ground truth for mlsyscalc's parameter, FLOP and KV-cache counters, measured with Hugging Face transformers.
 
 Builds every built-in model in model_specs/models with transformers (on the meta device: no weights
-are allocated), the variants and family defaults of scripts/ground_truth_cases.py, and records
+are allocated), the variants and family defaults of scripts/validate/ground_truth_cases.py, and records
 
   tests/data/hf_params.json  total / embedding / lm_head / active (MoE) parameters and per-category sums
   tests/data/hf_flops.json   forward FLOPs counted by torch.utils.flop_counter.FlopCounterMode
   tests/data/hf_kv.json      the DynamicCache a prefill leaves: tokens and bytes per layer
 
 Needs torch and transformers (not run in CI). Regenerate with
-    python scripts/ground_truth_hf.py
+    python scripts/validate/ground_truth_hf.py
 See docs/ground_truth.md for what each number means.
 """
 import copy
@@ -21,11 +21,11 @@ import torch
 import transformers
 from torch.utils.flop_counter import FlopCounterMode
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path[:0] = [str(pathlib.Path(__file__).resolve().parent), str(pathlib.Path(__file__).resolve().parents[1])]  # validate/, scripts/
 from ground_truth_cases import (DECODE, DENSE_FLOPS, FAMILY_DEFAULTS, FAMILY_FLOPS, SHRUNK_MOE,  # noqa: E402
                                 TRAIN, VARIANTS)
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 MODELS = ROOT / "model_specs" / "models"
 DATA = ROOT / "tests" / "data"
 TEXT_MODELS = ("gemma3", "llama4", "mistral3")  # vision-language configs: the language model is counted
@@ -240,7 +240,7 @@ def mask_sizes(cfg):
 def write(path, models, **sections):
     doc = {"models": models, **sections,
            "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
-           "generated_by": "scripts/ground_truth_hf.py"}
+           "generated_by": "scripts/validate/ground_truth_hf.py"}
     path.write_text(json.dumps(doc, indent=1) + "\n")
     print("wrote", path.relative_to(ROOT))
 

@@ -1,6 +1,6 @@
 """Do collectives measured on 2 GPUs predict 4 GPUs of the same host? Two models, fitted on measured rows.
 
-    python scripts/comm_transfer.py [--rows reports/comm/h200-x4/rows.jsonl] [--min-size BYTES ...] [--out FILE]
+    python scripts/validate/comm_transfer.py [--rows reports/comm/h200-x4/rows.jsonl] [--min-size BYTES ...] [--out FILE]
 
 Rows: `mlsys bench comm` rows of one host at two GPU counts (time_s = the slowest rank's median trial,
 time_min_s = its best trial; size_bytes as nccl-tests counts it). Ring algorithm on n GPUs: `steps` per call
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RING = {  # collective -> (steps(n), share(n))
     "all-reduce": (lambda n: 2 * (n - 1), lambda n: 2 * (n - 1) / n),
     "all-gather": (lambda n: n - 1, lambda n: (n - 1) / n),
@@ -143,7 +143,7 @@ def render(rows: list[dict], min_sizes: list[int], source: str) -> str:
             f"link fit {low}: {high} held out", f"link fit {low}+{high}: {low}", f"link fit {low}+{high}: {high}",
             f"buffer: {high} fitted sizes", f"buffer: {low} held-out sizes", f"buffer: {high} held-out sizes",
             "alpha (us)", "B (GB/s)", "C (GB/s)"]
-    lines = [f"## Rank-independent models, {low} -> {high} GPUs (scripts/comm_transfer.py)", "",
+    lines = [f"## Rank-independent models, {low} -> {high} GPUs (scripts/validate/comm_transfer.py)", "",
              f"Rows: `{source}`. |predicted - measured| / measured, median / max. `link`: t = alpha steps + "
              "S share / B; `buffer`: + S / C (the script's docstring). Fitted parameters are the buffer model's.", ""]
     for min_size in min_sizes:

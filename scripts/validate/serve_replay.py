@@ -1,7 +1,7 @@
 """Replay a request trace through a small continuous-batching loop on a GPU and compare the measured
 TTFT/TPOT with `mlsys serve`'s simulation of the same trace.
 
-    python scripts/serve_replay.py --model llama3-8b --out OUT_DIR [--rate 4 --requests 200 ...]
+    python scripts/validate/serve_replay.py --model llama3-8b --out OUT_DIR [--rate 4 --requests 200 ...]
 
 The loop exists to check the simulator, not to serve: a plain-torch decoder from
 `mlsyscalc.bench.torch_models.build_model` (random weights, greedy tokens, outputs run to their
@@ -14,7 +14,7 @@ ends with a device synchronise, so times are what a client would see.
 Writes OUT_DIR/replay.json (per request: arrival, first token, finish; per run: the simulator's
 numbers beside the measured ones; per iteration its kind, size, wall time and GPU time, whose
 difference is the loop's host overhead; isolated step times against the fast roofline path);
-scripts/serve_replay_report.py turns it into reports/serving/replay.md. Without a GPU it runs on the CPU in fp32 (the test does this on a tiny model).
+scripts/validate/serve_replay_report.py turns it into reports/serving/replay.md. Without a GPU it runs on the CPU in fp32 (the test does this on a tiny model).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The collectives page of the 8-GPU run (scripts/score_8gpu.py): the committed predictions against the 8-GPU rows.
+"""The collectives page of the 8-GPU run (scripts/validate/score_8gpu.py): the committed predictions against the 8-GPU rows.
 
 error = predicted / measured - 1 (negative: the prediction is faster than the measurement). An eager predictor is
 scored on `time_s` (the median trial of calls issued back to back from Python), a graph predictor on `graph_time_s`
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]  # validate/, scripts/
 
 import eight_gpu_plan as plan  # noqa: E402
 from train_published import signed_summary  # noqa: E402

@@ -1,8 +1,8 @@
 """Published results on the 2026 hardware against mlsys: predict first, commit, then score.
 
-    python scripts/hardware_published.py --predict   # writes reports/hardware/predictions.json (no published value read)
+    python scripts/validate/hardware_published.py --predict   # writes reports/hardware/predictions.json (no published value read)
     git add reports/hardware/predictions.json && git commit ...
-    python scripts/hardware_published.py --score     # writes reports/hardware/published.md
+    python scripts/validate/hardware_published.py --score     # writes reports/hardware/published.md
 
 --predict needs a clean checkout (the commit it records is the code that made the numbers) and reads only each case's
 inputs from reports/hardware/published.json, never its `published` value. --score refuses predictions.json when it is
@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CASES = ROOT / "reports" / "hardware" / "published.json"
 PREDICTIONS = ROOT / "reports" / "hardware" / "predictions.json"
 OUT = ROOT / "reports" / "hardware" / "published.md"
@@ -95,7 +95,7 @@ def predict(cases: list[dict[str, Any]]) -> dict[str, Any]:
         print(f"{case['id']}: " + ", ".join(f"{k} {v:.4g}" for k, v in numbers.items() if isinstance(v, float)),
               file=sys.stderr)
     return {"about": "Predictions of reports/hardware/published.json's cases, made before they were scored (commit: the "
-                     "code that made them; scripts/hardware_published.py --predict).", "commit": _git("rev-parse", "HEAD"),
+                     "code that made them; scripts/validate/hardware_published.py --predict).", "commit": _git("rev-parse", "HEAD"),
             "predictions": out}
 
 
@@ -125,7 +125,7 @@ def score(cases: list[dict[str, Any]], made: dict[str, Any]) -> str:
     lines = ["# Published results on the 2026 hardware against mlsys", "",
              f"Predictions: `reports/hardware/predictions.json`, made by the code at commit {made['commit'][:7]} and "
              f"committed in {committed[:7]} ({committed.split()[1]}) before this page was written by "
-             "`python scripts/hardware_published.py --score`. Every card here is priced at datasheet ceilings x the default "
+             "`python scripts/validate/hardware_published.py --score`. Every card here is priced at datasheet ceilings x the default "
              "efficiencies (no measured ceiling of these cards in this project). error = (predicted - published) / "
              "published of the compared quantity: step time for training (negative: predicted faster), output tokens/s "
              "for serving throughput, seconds for batch latency. Cases, citations and assumptions: "
