@@ -126,7 +126,8 @@ def step_options(func):
     @click.option("--attention", type=click.Choice(ATTENTION), default=D.attention, show_default=True,
                   help="Attention core: one flash kernel (the card's best: cuDNN, FlashAttention-3), flash2 (one of "
                        "FlashAttention-2's generation: flash-attn 2, SDPA's FLASH backend; on Hopper 0.59 of flash's "
-                       "rate, measured), or the unfused S x S kernels of Megatron-LM before flash attention "
+                       "rate, measured), triton (the Triton flash-attention kernel of 2022 that llm-foundry runs: "
+                       "flash2's time x 1.4 forward, x 2 backward, Dao 2023 section 4.1), or the unfused S x S kernels of Megatron-LM before flash attention "
                        "(Korthikanti et al. 2022, section 4.1).")
     @functools.wraps(func)
     def wrapper(*args, overlap, **kwargs):
@@ -302,6 +303,10 @@ def _kernel_notes(opts) -> tuple[str, ...]:
     if opts.attention == "flash2":
         out.append("attention flash2: FlashAttention-2's generation, on Hopper at efficiency attention_flash2 (0.59 of "
                    "the flash kernels' rate, measured); elsewhere priced as flash")
+    elif opts.attention == "triton":
+        out.append("attention triton: the Triton flash-attention kernel of 2022 (llm-foundry's attn_impl triton), priced "
+                   "as flash2's time x 1.4 in the forward and x 2 in the backward (Dao 2023, FlashAttention-2, "
+                   "section 4.1)")
     elif opts.attention == "unfused":
         out.append("attention unfused: Megatron-LM's S x S kernels before flash attention (docs/train.md)")
     if opts.dtype in ("mxfp8", "nvfp4"):

@@ -50,7 +50,7 @@ from ..roofline.options import RooflineOptions
 from ..roofline.training import adamw_op, clip_ops, torch_mixed_state_bytes
 from ..comm.exposed import DIMS, Windows, contention_s, dim_times, traffic
 from .host import FRAMEWORK_SOURCES, StageWork, exposed_host_s, framework_costs, host_paths, interleaved_contention_s, stage_work
-from .attention_time import attention_ceilings, unfused_attention_s
+from .attention_time import attention_ceilings, attention_pass_scale, unfused_attention_s
 from .options import TrainStepOptions
 from ..precision.fp8 import stage_fp8_s, weight_cast_s
 from .parts import (Stage, StageParts, kernel_impl, pipeline_stages, roofline_pass, slowest_of, stage_parts,
@@ -318,7 +318,8 @@ def train_parts(spec: ModelSpec, ceilings: Ceilings, opts: TrainStepOptions, imp
                            dtype=opts.dtype, impl=impl, loss=opts.loss, dropout=opts.dropout,
                            clocks=opts.clocks, ep=opts.ep, etp=opts.etp)
     return stage_parts(spec, result, sp=opts.sp_active, capacity_factor=opts.capacity_factor,
-                       attention=core_attention(spec, result.ceilings, opts), fp8_recipe=opts.scaling_recipe)
+                       attention=core_attention(spec, result.ceilings, opts), fp8_recipe=opts.scaling_recipe,
+                       attention_scale=attention_pass_scale(opts.attention))
 
 
 def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, opts: TrainStepOptions,
