@@ -121,7 +121,8 @@ def train_args(run: dict[str, Any], model: str) -> list[str]:
             + (["--ep", str(lay["ep"])] if "ep" in lay else [])
             + (["--schedule", lay["schedule"]] if "schedule" in lay else [])
             + (["--dropout", str(lay["dropout"])] if lay.get("dropout") else [])
-            + (["--loss", lay["loss"]] if "loss" in lay else []))
+            + (["--loss", lay["loss"]] if "loss" in lay else [])
+            + (["--grad-reduce", lay["grad_reduce"]] if "grad_reduce" in lay else []))
 
 
 def overlap_args(lay: dict[str, Any]) -> list[str]:

@@ -12,7 +12,7 @@ from ..calc.train.step import resolve_cluster
 from ..calc.train.attention_time import ATTENTION
 from ..calc.precision.fp8 import RECIPES
 from ..calc.memory.schedule import FRAMEWORKS, SCHEDULES
-from ..calc.train.options import DTYPES, OVERLAP_DIMS, RECOMPUTE, TrainStepOptions
+from ..calc.train.options import DTYPES, GRAD_REDUCE, OVERLAP_DIMS, RECOMPUTE, TrainStepOptions
 from ..calc.memory.training import zero_from_fsdp
 from ..calc.roofline.options import LOSSES
 from ..calc.roofline.steady import CLOCKS
@@ -121,6 +121,10 @@ def step_options(func):
     @click.option("--dropout", type=click.FloatRange(0.0, 1.0, max_open=True), default=D.dropout, show_default=True,
                   help="Hidden dropout before each residual add (its 1-byte mask is written and read back); "
                        "Megatron's GPT recipes use 0.1, Llama-style ones 0.")
+    @click.option("--grad-reduce", type=click.Choice(GRAD_REDUCE), default=None,
+                  help="The data-parallel gradient reduction's dtype. Default: the framework's (megatron fp32, as "
+                       "Megatron-LM, NeMo and Megatron-Bridge reduce bf16 training's gradients; torch fp32 with FSDP, "
+                       "the model's dtype with DDP).")
     @click.option("--clip-grad/--no-clip-grad", default=D.clip_grad, show_default=True,
                   help="The gradient norm and clipping before the optimizer step (Megatron-LM's --clip-grad 1.0).")
     @click.option("--attention", type=click.Choice(ATTENTION), default=D.attention, show_default=True,
@@ -220,7 +224,7 @@ def parse_overlap(text: str) -> tuple[str, ...]:
 @render.output_options
 def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq, global_batch, micro_batch, tp, pp, dp, cp, ep, etp, vp, sp,
           vocab_parallel, zero, fsdp, recompute, comm_sms, schedule, framework, pipeline_split, fp8_recipe, fp8_params, dtype, overlap,
-          capacity_factor, reserve, attention, clocks, loss_kernels, dropout, clip_grad, price_per_gpu_hour, train_tokens,
+          capacity_factor, reserve, attention, clocks, loss_kernels, dropout, grad_reduce, clip_grad, price_per_gpu_hour, train_tokens,
           fmt, as_json):
     """Step time, tokens/s, MFU, HFU and memory per GPU of one training step of MODEL on a full
     TP x PP x DP x CP layout with its routed experts on an ETP x EP x EDP grid of each stage (Megatron-Core's
@@ -237,7 +241,8 @@ def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, se
                             capacity_factor=capacity_factor, reserve=reserve, attention=attention,
                             schedule=schedule, framework=framework, host_costs=host_costs, host_source=host_source,
                             vocab_parallel=vocab_parallel, pipeline_split=pipeline_split, fp8_recipe=fp8_recipe, fp8_params=fp8_params,
-                            clocks=clocks, loss=loss_kernels, dropout=dropout, clip_grad=clip_grad)
+                            clocks=clocks, loss=loss_kernels, dropout=dropout, clip_grad=clip_grad,
+                            grad_reduce=grad_reduce)
     fitted = fit_layout(spec, ceilings, cluster, opts)
     step = fitted.step
     for line in (*fitted.notes, *fitted.warnings):

@@ -95,6 +95,8 @@ def build() -> tuple[list[dict], list[str]]:
                "dtype": "fp8" if prec == "amp_fp8" else "bf16", "attention": attention, "framework": "torch"}
         if prec == "amp_fp8":
             lay["fp8_recipe"] = "delayed"
+        if row["MP Mode"] == "PURE":  # gradients reduced in bf16 (DEFAULT: fp32, the --framework torch FSDP default)
+            lay["grad_reduce"] = "bf16"
         even = gbs == gpus * mbs * ga
         assumed = {"interconnect": "the links of MosaicML's H100 nodes are not given; priced as hgx-h100 (NVLink 4, "
                                    "8 x 400 Gb/s a node)"} if links is None else {}
@@ -120,8 +122,8 @@ def build() -> tuple[list[dict], list[str]]:
                  "FlashAttention-2's generation on H100 (flash2). "
                  "Composer on PyTorch 2.1 FSDP1 (--framework torch). Throughput is Composer's measured rate of a short "
                  "benchmark run (the README: 12 steps). "
-                 + ("MP Mode PURE: parameters, gradients and their reduction in bf16 (no fp32 reduce); not a mlsys "
-                    "option. " if row["MP Mode"] == "PURE" else "MP Mode DEFAULT: bf16 compute, fp32 gradient reduction. ")
+                 + ("MP Mode PURE: parameters, gradients and their reduction in bf16 (no fp32 reduce: --grad-reduce "
+                    "bf16). " if row["MP Mode"] == "PURE" else "MP Mode DEFAULT: bf16 compute, fp32 gradient reduction. ")
                  + (f"Heading: '{heading}'." if links else f"Heading: '{heading}' (no interconnect named)."))
         runs.append({
             "name": f"MPT-{size}, {gpus} x {gpu}, seq {seq}, mb {mbs} x ga {ga}, gbs {gbs}, {prec}, {shard}"

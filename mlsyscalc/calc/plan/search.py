@@ -118,7 +118,7 @@ class _Memo:
         """Seconds per (dimension, kind) of one side of the step's traffic: "dp" or "model" (step_comm's parts)."""
         o = StepOptions(dp=c.data_parallel, tp=c.tp, pp=c.pp, ep=c.ep, cp=c.cp, etp=c.etp, sp=sp, zero=zero, batch=batch,
                         seq=c.seq, grad_accum=grad_accum, interleave=interleave, dtype=self.wire,
-                        tp_input_reduce=TP_INPUT_REDUCE[c.framework], fsdp=c.framework == "torch", stages=stages)
+                        grad_dtype=c.grad_reduce_dtype(zero), tp_input_reduce=TP_INPUT_REDUCE[c.framework], fsdp=c.framework == "torch", stages=stages)
         return traffic(step_comm(self.spec, o, self.cluster, parts=(part,)).rows)
 
     def host(self, c: TrainStepOptions, recompute: str, zero: int,

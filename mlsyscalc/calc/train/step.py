@@ -137,7 +137,8 @@ class TrainStep:
                 "host_costs": asdict(framework_costs(self.options.framework, self.options.host_costs)),
                 "attention": self.options.attention, "memory": self.memory_parts(), "pipeline": self.pipeline_parts(),
                 "fp8_recipe": self.options.fp8_recipe, "fp8_params": self.options.fp8_params,
-                "scaling_recipe": self.options.scaling_recipe, "nvlink_domain_gpus": self.domain_gpus,
+                "scaling_recipe": self.options.scaling_recipe, "grad_reduce": self.options.grad_reduce_dtype(),
+                "nvlink_domain_gpus": self.domain_gpus,
                 "flop_convention": FLOP_CONVENTION}
 
     def pipeline_parts(self) -> dict[str, Any]:
@@ -349,7 +350,7 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
         dp=opts.data_parallel, tp=opts.tp, pp=opts.pp, ep=opts.ep, cp=opts.cp, etp=opts.etp, sp=opts.sp_active,
         zero=opts.zero,
         batch=opts.micro_batch, seq=opts.seq, grad_accum=opts.num_micro_batches, interleave=opts.vp,
-        dtype=opts.memory_dtype, tp_input_reduce=TP_INPUT_REDUCE[opts.framework], fsdp=opts.framework == "torch",
+        dtype=opts.memory_dtype, grad_dtype=opts.grad_reduce_dtype(), tp_input_reduce=TP_INPUT_REDUCE[opts.framework], fsdp=opts.framework == "torch",
         stages=() if opts.pipeline_split.even else tuple(st.layers for st in stages)), cluster)
     counts = stage_param_counts(spec, opts.tp, opts.ep, opts.pp, opts.pipeline_split, opts.etp)
     breakdown, total = step_breakdown(
