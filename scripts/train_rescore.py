@@ -79,8 +79,8 @@ def render(result: dict[str, Any]) -> str:
     from mlsyscalc.report.markdown import markdown_table
 
     rows = result["rows"]
-    heads = ["runs", "before: median \\|error\\|", "worst", "median signed", "within 10%", "within 25%",
-             "after (in-sample): median \\|error\\|", "worst", "median signed", "within 10%", "within 25%"]
+    heads = ["runs", "before: median |error|", "worst", "median signed", "within 10%", "within 25%",
+             "after (in-sample): median |error|", "worst", "median signed", "within 10%", "within 25%"]
     commits = "; ".join(f"{name}: `{c}`" for name, c in result["prediction_commits"].items())
     runs = [[r["name"], r["set"].split(" ")[0], tp._fmt(r["published"], r["metric"]),
              tp._fmt(r["before"], r["metric"]) if "before" in r else "-",
