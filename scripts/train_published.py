@@ -4,6 +4,7 @@
                                       [--out reports/train/published.md] [--no-plan] [--only GROUP]
     python scripts/train_published.py --runs RUNS --predict PREDICTIONS.json   # held-out sets: predict first,
     python scripts/train_published.py --runs RUNS --score PREDICTIONS.json --out PAGE.md   # commit, then score
+    python scripts/train_published.py --rescore-heldout reports/train/heldout_rescored.md   # in-sample, after changes
 
 Each run of the runs file (paper, table, layout, one published number) goes through `mlsys train`
 in-process (click's CliRunner, --json); the page lists predicted against published, the error
@@ -121,7 +122,8 @@ def train_args(run: dict[str, Any], model: str) -> list[str]:
             + (["--ep", str(lay["ep"])] if "ep" in lay else [])
             + (["--schedule", lay["schedule"]] if "schedule" in lay else [])
             + (["--dropout", str(lay["dropout"])] if lay.get("dropout") else [])
-            + (["--loss", lay["loss"]] if "loss" in lay else []))
+            + (["--loss", lay["loss"]] if "loss" in lay else [])
+            + (["--grad-reduce", lay["grad_reduce"]] if "grad_reduce" in lay else []))
 
 
 def overlap_args(lay: dict[str, Any]) -> list[str]:
@@ -384,7 +386,14 @@ def main(argv: list[str] | None = None, runner: Runner | None = None) -> list[di
     parser.add_argument("--provenance", default="", help="a line under the title: the code state that computed it")
     parser.add_argument("--predict", metavar="FILE", help="write every run's prediction and the commit, score nothing")
     parser.add_argument("--score", metavar="FILE", help="score the committed predictions FILE against the runs")
+    parser.add_argument("--rescore-heldout", metavar="PAGE", help="price the three held-out sets again at HEAD beside "
+                        "their committed predictions (an in-sample page: scripts/train_rescore.py)")
     args = parser.parse_args(argv)
+    if args.rescore_heldout:
+        import train_rescore
+
+        train_rescore.main(args.rescore_heldout, runner)
+        return []
     runs = [r for r in json.loads(Path(args.runs).read_text())["runs"]
             if args.only in (None, r["group"]) and args.split in (None, r.get("split"))]
     if args.score:

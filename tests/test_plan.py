@@ -128,7 +128,7 @@ def test_dp_traffic_from_one_call_is_step_comm_at_every_m(name, framework):
         ab = memo.dp_traffic(c, zero)
         for m in (1, 3, 8):
             o = StepOptions(dp=c.data_parallel, tp=c.tp, pp=c.pp, ep=c.ep, etp=c.etp, cp=c.cp, sp=c.sp_active, zero=zero,
-                            seq=c.seq, grad_accum=m, fsdp=framework == "torch")
+                            seq=c.seq, grad_accum=m, fsdp=framework == "torch", grad_dtype=c.grad_reduce_dtype(zero))
             ref = traffic(step_comm(spec, o, cluster, parts=("dp",)).rows)
             assert ref.keys() == ab.keys() and ref
             for k, (a, b) in ab.items():

@@ -7,8 +7,9 @@ import pytest
 
 from mlsyscalc.calc.roofline.calibration import load_ceilings
 from mlsyscalc.calc.roofline.ops import predict_attention, predict_matmul, predict_memory_op
-from mlsyscalc.calc.train.step import train_step
-from mlsyscalc.calc.train.attention_time import attention_ceilings, unfused_attention_ops, unfused_attention_s
+from mlsyscalc.calc.train.step import train_parts, train_step
+from mlsyscalc.calc.train.attention_time import (TRITON_PASS_SLOWDOWN, attention_ceilings, unfused_attention_ops,
+                                                 unfused_attention_s)
 from mlsyscalc.calc.train.options import TrainStepOptions
 from mlsyscalc.errors import MlsysError
 from mlsyscalc.specs.lookup import load_model
@@ -74,7 +75,7 @@ def test_cli_flag_reaches_train_and_plan(run_cli):
                         "--fix", "pp=1", "--fix", "micro_batch=1", "--fix", "zero=0", "--fix", "recompute=none")
     assert best["candidates"][0]["step_time_s"] == pytest.approx(unfused["step_time_s"], rel=1e-9)
     code, _, err = run_cli("train", *args, "--gpus", "8", "--attention", "sliding")
-    assert code == 2 and "Invalid value for '--attention': 'sliding' is not one of 'flash', 'flash2', 'unfused'" in err
+    assert code == 2 and "Invalid value for '--attention': 'sliding' is not one of 'flash', 'flash2', 'triton', 'unfused'" in err
 
 
 def test_flash2_prices_attention_kernels_at_their_efficiency_on_hopper_only():
@@ -113,3 +114,38 @@ def test_flash2_in_train_and_plan(run_cli):
     same = [run_cli.json("train", *args[:1], *a100, *args[3:], *layout, "--attention", a)["step_time_s"]
             for a in ("flash", "flash2")]
     assert same[0] == same[1]
+
+
+def test_triton_attention_is_flash2_times_the_papers_slowdown_per_pass():
+    """llm-foundry's Triton flash attention: each pass of the attention core is FlashAttention-2's (flash2) time x
+    1.4 forward (a recomputed forward too) and x 2 backward (Dao 2023, section 4.1); nothing else in the layer moves;
+    on an A100, where flash2 is the card's flash, the same factors apply to flash."""
+    assert TRITON_PASS_SLOWDOWN == {"forward": 1.4, "backward": 2.0}
+    spec = load_model("llama3-8b")
+    for gpu, base in (("H100-SXM", "flash2"), ("A100-80GB-SXM", "flash")):
+        ceil = load_ceilings(gpu)
+        parts = {}
+        for a in (base, "triton"):
+            opts = TrainStepOptions(gpus=8, seq=8192, global_batch=8, micro_batch=1, dp=8, attention=a)
+            parts[a] = train_parts(spec, attention_ceilings(ceil, a), opts, "fused")
+        fa2, tri = parts[base], parts["triton"]
+        for p, x in (("forward", 1.4), ("backward", 2.0), ("recompute_full", 1.4), ("recompute_selective", 1.4)):
+            assert tri.attention_s["dense"][p] == pytest.approx(x * fa2.attention_s["dense"][p], rel=1e-12)
+            rest = lambda q: q.layer_s["dense"][p] - q.attention_s["dense"][p]  # noqa: E731
+            assert rest(tri) == pytest.approx(rest(fa2), rel=1e-12)
+        assert fa2.attention_s["dense"]["forward"] > 0
+
+
+def test_triton_in_train_and_plan(run_cli):
+    """train and plan price --attention triton alike; memory and traffic are flash2's."""
+    args = ("llama3-8b", "--cluster", "hgx-h100", "--seq", "8192", "--global-batch", "16", "--gpus", "8",
+            "--framework", "torch")
+    layout = ("--dp", "8", "--micro-batch", "1", "--zero", "3", "--recompute", "full")
+    fa2 = run_cli.json("train", *args, *layout, "--attention", "flash2")
+    tri = run_cli.json("train", *args, *layout, "--attention", "triton")
+    assert tri["breakdown"]["compute_s"] > 1.1 * fa2["breakdown"]["compute_s"]
+    assert tri["memory_bytes_per_gpu"] == fa2["memory_bytes_per_gpu"]
+    assert any("attention triton" in n for n in tri["notes"])
+    best = run_cli.json("plan", *args, "--top", "1", "--attention", "triton", "--fix", "tp=1", "--fix", "pp=1",
+                        "--fix", "cp=1", "--fix", "micro_batch=1", "--fix", "zero=3", "--fix", "recompute=full")
+    assert best["candidates"][0]["step_time_s"] == pytest.approx(tri["step_time_s"], rel=1e-9)

@@ -77,8 +77,8 @@ def test_torch_adds_its_host_overlap_and_optimizer_and_megatron_is_unchanged(run
     torch - megatron = host_s + overlap_slowdown x hidden seconds (comm total - exposed, dims overlapped) + the
     optimizer's difference (torch's cast, step and copy: 40 bytes a parameter against Megatron's 30; FSDP2's fp32
     shards 28) + TP's extra backward all-reduces (one per column-parallel linear: 7 a llama layer against 4; TP is
-    not overlapped by default)."""
-    base = ("--global-batch", "4", "--micro-batch", "1", *layout)
+    not overlapped by default). Both reduce gradients in bf16 (--grad-reduce), so their DP traffic is the same."""
+    base = ("--global-batch", "4", "--micro-batch", "1", "--grad-reduce", "bf16", *layout)
     default = _train(run_cli, *base)
     assert _train(run_cli, *base, "--framework", "megatron") == default
     torch = _train(run_cli, *base, "--framework", "torch")

@@ -84,7 +84,7 @@ class _Progress:
 @run_options
 @render.output_options
 def plan(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq, global_batch, top, fix, dtype, overlap, capacity_factor,
-         reserve, attention, clocks, loss_kernels, dropout, clip_grad, max_micro_batch, max_cp, framework, comm_sms,
+         reserve, attention, clocks, loss_kernels, dropout, grad_reduce, clip_grad, max_micro_batch, max_cp, framework, comm_sms,
          even_splits_only, all_variants, quiet, fp8_recipe, fp8_params, price_per_gpu_hour, train_tokens, fmt, as_json):
     """Search every TP x PP x DP x CP x EP x ETP x VP x micro-batch x ZeRO x recompute layout of MODEL on
     --gpus GPUs that obeys the divisibility and node rules, drop those that do not fit in memory, and
@@ -97,7 +97,8 @@ def plan(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq
                        max_micro_batch=max_micro_batch, max_cp=max_cp, framework=framework, host_costs=host_costs,
                        host_source=host_source, fp8_recipe=fp8_recipe, fp8_params=fp8_params,
                        even_splits_only=even_splits_only, comm_sms=comm_sms, clocks=clocks,
-                       loss=loss_kernels, dropout=dropout, clip_grad=clip_grad, all_variants=all_variants)
+                       loss=loss_kernels, dropout=dropout, clip_grad=clip_grad, grad_reduce=grad_reduce,
+                       all_variants=all_variants)
     progress = _Progress(not quiet)
     try:
         result = search(spec, ceilings, cluster, opts, progress)

@@ -12,7 +12,7 @@ from ..calc.train.step import resolve_cluster
 from ..calc.train.attention_time import ATTENTION
 from ..calc.precision.fp8 import RECIPES
 from ..calc.memory.schedule import FRAMEWORKS, SCHEDULES
-from ..calc.train.options import DTYPES, OVERLAP_DIMS, RECOMPUTE, TrainStepOptions
+from ..calc.train.options import DTYPES, GRAD_REDUCE, OVERLAP_DIMS, RECOMPUTE, TrainStepOptions
 from ..calc.memory.training import zero_from_fsdp
 from ..calc.roofline.options import LOSSES
 from ..calc.roofline.steady import CLOCKS
@@ -121,12 +121,17 @@ def step_options(func):
     @click.option("--dropout", type=click.FloatRange(0.0, 1.0, max_open=True), default=D.dropout, show_default=True,
                   help="Hidden dropout before each residual add (its 1-byte mask is written and read back); "
                        "Megatron's GPT recipes use 0.1, Llama-style ones 0.")
+    @click.option("--grad-reduce", type=click.Choice(GRAD_REDUCE), default=None,
+                  help="The data-parallel gradient reduction's dtype. Default: the framework's (megatron fp32, as "
+                       "Megatron-LM, NeMo and Megatron-Bridge reduce bf16 training's gradients; torch fp32 with FSDP, "
+                       "the model's dtype with DDP).")
     @click.option("--clip-grad/--no-clip-grad", default=D.clip_grad, show_default=True,
                   help="The gradient norm and clipping before the optimizer step (Megatron-LM's --clip-grad 1.0).")
     @click.option("--attention", type=click.Choice(ATTENTION), default=D.attention, show_default=True,
                   help="Attention core: one flash kernel (the card's best: cuDNN, FlashAttention-3), flash2 (one of "
                        "FlashAttention-2's generation: flash-attn 2, SDPA's FLASH backend; on Hopper 0.59 of flash's "
-                       "rate, measured), or the unfused S x S kernels of Megatron-LM before flash attention "
+                       "rate, measured), triton (the Triton flash-attention kernel of 2022 that llm-foundry runs: "
+                       "flash2's time x 1.4 forward, x 2 backward, Dao 2023 section 4.1), or the unfused S x S kernels of Megatron-LM before flash attention "
                        "(Korthikanti et al. 2022, section 4.1).")
     @functools.wraps(func)
     def wrapper(*args, overlap, **kwargs):
@@ -219,7 +224,7 @@ def parse_overlap(text: str) -> tuple[str, ...]:
 @render.output_options
 def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq, global_batch, micro_batch, tp, pp, dp, cp, ep, etp, vp, sp,
           vocab_parallel, zero, fsdp, recompute, comm_sms, schedule, framework, pipeline_split, fp8_recipe, fp8_params, dtype, overlap,
-          capacity_factor, reserve, attention, clocks, loss_kernels, dropout, clip_grad, price_per_gpu_hour, train_tokens,
+          capacity_factor, reserve, attention, clocks, loss_kernels, dropout, grad_reduce, clip_grad, price_per_gpu_hour, train_tokens,
           fmt, as_json):
     """Step time, tokens/s, MFU, HFU and memory per GPU of one training step of MODEL on a full
     TP x PP x DP x CP layout with its routed experts on an ETP x EP x EDP grid of each stage (Megatron-Core's
@@ -236,7 +241,8 @@ def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, se
                             capacity_factor=capacity_factor, reserve=reserve, attention=attention,
                             schedule=schedule, framework=framework, host_costs=host_costs, host_source=host_source,
                             vocab_parallel=vocab_parallel, pipeline_split=pipeline_split, fp8_recipe=fp8_recipe, fp8_params=fp8_params,
-                            clocks=clocks, loss=loss_kernels, dropout=dropout, clip_grad=clip_grad)
+                            clocks=clocks, loss=loss_kernels, dropout=dropout, clip_grad=clip_grad,
+                            grad_reduce=grad_reduce)
     fitted = fit_layout(spec, ceilings, cluster, opts)
     step = fitted.step
     for line in (*fitted.notes, *fitted.warnings):
@@ -302,6 +308,10 @@ def _kernel_notes(opts) -> tuple[str, ...]:
     if opts.attention == "flash2":
         out.append("attention flash2: FlashAttention-2's generation, on Hopper at efficiency attention_flash2 (0.59 of "
                    "the flash kernels' rate, measured); elsewhere priced as flash")
+    elif opts.attention == "triton":
+        out.append("attention triton: the Triton flash-attention kernel of 2022 (llm-foundry's attn_impl triton), priced "
+                   "as flash2's time x 1.4 in the forward and x 2 in the backward (Dao 2023, FlashAttention-2, "
+                   "section 4.1)")
     elif opts.attention == "unfused":
         out.append("attention unfused: Megatron-LM's S x S kernels before flash attention (docs/train.md)")
     if opts.dtype in ("mxfp8", "nvfp4"):

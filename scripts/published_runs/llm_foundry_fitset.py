@@ -24,7 +24,11 @@ SOURCE = "github.com/mosaicml/llm-foundry scripts/train/benchmarking/README.md"
 SIZES = {"125m": (768, 12, 12), "350m": (1024, 16, 24), "760m": (1536, 12, 24), "1b": (2048, 16, 24),
          "3b": (2560, 20, 32), "7b": (4096, 32, 32), "13b": (5120, 40, 40), "30b": (7168, 56, 48),
          "70b": (8192, 64, 80)}
-TABLES = {  # heading -> (table id, cluster, attention, what the heading says of the links)
+# The attention kernel: submit_benchmarks.py's attn_impl defaults to triton (llmfoundry/models/layers/flash_attn_triton.py,
+# the Triton flash-attention of 2022: `--attention triton`); the large-scale table's sweep.py sets flash (flash-attn
+# 2.4.2) for these sizes, priced with the table's own kind (flash2 on H100).
+FLASH_ATTN_SIZES = {"h100-large": ("1b", "3b", "7b", "70b")}
+TABLES = {  # heading -> (table id, cluster, attention with attn_impl flash, what the heading says of the links)
     "H100 80GB BF16 (Large Scale, >= 128 GPUs)": ("h100-large", "hgx-h100", "flash2", None),
     "H100 80GB BF16": ("h100", "hgx-h100", "flash2", None),
     "H100 80GB FP8": ("h100-fp8", "hgx-h100", "flash2", None),
@@ -76,6 +80,7 @@ def build() -> tuple[list[dict], list[str]]:
     for heading, row in parse(text):
         tid, cluster, attention, links = TABLES[heading]
         size, seq, gpus = row["Model"], int(row["SeqLen (T)"]), int(row["# GPUs"])
+        attention = attention if size in FLASH_ATTN_SIZES.get(tid, ()) else "triton"
         mbs, ga, gbs = int(row["MicroBatchSize"]), int(row["GradAccum"]), int(row["GlobalBatchSize"])
         gpu, prec = row["GPU"], row["Precision"]
         if (gpu, size, gpus, seq, mbs, gbs) in skip:
@@ -90,6 +95,8 @@ def build() -> tuple[list[dict], list[str]]:
                "dtype": "fp8" if prec == "amp_fp8" else "bf16", "attention": attention, "framework": "torch"}
         if prec == "amp_fp8":
             lay["fp8_recipe"] = "delayed"
+        if row["MP Mode"] == "PURE":  # gradients reduced in bf16 (DEFAULT: fp32, the --framework torch FSDP default)
+            lay["grad_reduce"] = "bf16"
         even = gbs == gpus * mbs * ga
         assumed = {"interconnect": "the links of MosaicML's H100 nodes are not given; priced as hgx-h100 (NVLink 4, "
                                    "8 x 400 Gb/s a node)"} if links is None else {}
@@ -110,12 +117,13 @@ def build() -> tuple[list[dict], list[str]]:
                  "50368; learned positions of max_seq_len = the sequence, biases, LayerNorm, GELU, tied embeddings); "
                  "submit_benchmarks.py sets low_precision_layernorm and attn_impl (default triton: the Triton "
                  "flash-attention kernel of llmfoundry/models/layers/flash_attn_triton.py; the large-scale table's "
-                 "sweep.py sets flash, flash-attn 2.4.2, for 1b, 3b, 7b, 70b), priced as FlashAttention-2's "
-                 f"generation on H100 (flash2) and as the card's best on A100 (flash), as published_runs.json does. "
+                 "sweep.py sets flash, flash-attn 2.4.2, for 1b, 3b, 7b, 70b), priced `--attention triton` (Dao 2023, "
+                 "section 4.1: FlashAttention-2 1.3-1.5x faster in the forward, 2x in the backward) and flash-attn 2 as "
+                 "FlashAttention-2's generation on H100 (flash2). "
                  "Composer on PyTorch 2.1 FSDP1 (--framework torch). Throughput is Composer's measured rate of a short "
                  "benchmark run (the README: 12 steps). "
-                 + ("MP Mode PURE: parameters, gradients and their reduction in bf16 (no fp32 reduce); not a mlsys "
-                    "option. " if row["MP Mode"] == "PURE" else "MP Mode DEFAULT: bf16 compute, fp32 gradient reduction. ")
+                 + ("MP Mode PURE: parameters, gradients and their reduction in bf16 (no fp32 reduce: --grad-reduce "
+                    "bf16). " if row["MP Mode"] == "PURE" else "MP Mode DEFAULT: bf16 compute, fp32 gradient reduction. ")
                  + (f"Heading: '{heading}'." if links else f"Heading: '{heading}' (no interconnect named)."))
         runs.append({
             "name": f"MPT-{size}, {gpus} x {gpu}, seq {seq}, mb {mbs} x ga {ga}, gbs {gbs}, {prec}, {shard}"

@@ -56,6 +56,7 @@ from ..precision.fp4 import low_precision
 from ..comm.exposed import Windows, traffic
 from ..train.host import framework_costs, host_paths, stage_work, tensor_counts
 from ..train.options import TrainStepOptions
+from ..train.attention_time import attention_pass_scale
 from ..train.parts import Stage, StageParts, kernel_impl, pipeline_stages, roofline_pass, slowest_stage, stage_parts
 
 Progress = Callable[[int, int], None]
@@ -96,7 +97,8 @@ class _Memo:
             result = self.get(("roofline", c.tp, c.cp, c.micro_batch, impl, experts), lambda: make((c.ep, c.etp)))
         return self.get(("parts", c.tp, c.cp, c.micro_batch, c.sp_active, impl, experts), lambda: stage_parts(
             self.spec, result, sp=c.sp_active, capacity_factor=c.capacity_factor,
-            attention=core_attention(self.spec, result.ceilings, c), fp8_recipe=c.scaling_recipe))
+            attention=core_attention(self.spec, result.ceilings, c), fp8_recipe=c.scaling_recipe,
+            attention_scale=attention_pass_scale(c.attention)))
 
     def stages(self, pp: int, vp: int, split: PipelineSplit) -> tuple[Stage, ...]:
         return self.get(("stages", pp, vp, split), lambda: pipeline_stages(self.spec, pp, vp, split))
@@ -116,7 +118,7 @@ class _Memo:
         """Seconds per (dimension, kind) of one side of the step's traffic: "dp" or "model" (step_comm's parts)."""
         o = StepOptions(dp=c.data_parallel, tp=c.tp, pp=c.pp, ep=c.ep, cp=c.cp, etp=c.etp, sp=sp, zero=zero, batch=batch,
                         seq=c.seq, grad_accum=grad_accum, interleave=interleave, dtype=self.wire,
-                        tp_input_reduce=TP_INPUT_REDUCE[c.framework], fsdp=c.framework == "torch", stages=stages)
+                        grad_dtype=c.grad_reduce_dtype(zero), tp_input_reduce=TP_INPUT_REDUCE[c.framework], fsdp=c.framework == "torch", stages=stages)
         return traffic(step_comm(self.spec, o, self.cluster, parts=(part,)).rows)
 
     def host(self, c: TrainStepOptions, recompute: str, zero: int,

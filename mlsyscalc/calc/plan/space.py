@@ -94,7 +94,7 @@ _BOOL = {"true": True, "on": True, "1": True, "yes": True, "false": False, "off"
 # the fields a plan shares with the train step of each candidate: the job and its pricing, not its layout
 JOB_FIELDS = ("gpus", "seq", "global_batch", "dtype", "overlap", "capacity_factor", "reserve", "attention", "framework",
               "host_costs", "host_source", "fp8_recipe", "fp8_params", "comm_sms", "clocks", "loss", "dropout",
-              "clip_grad")
+              "clip_grad", "grad_reduce")
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,7 @@ class PlanOptions:
     clocks: str = TrainStepOptions.clocks  # sustained (a long run's steady state) or burst (calc.roofline.steady)
     loss: str = TrainStepOptions.loss  # the fused list's loss kernels (calc.roofline.head)
     dropout: float = TrainStepOptions.dropout  # hidden dropout before each residual add
+    grad_reduce: str | None = TrainStepOptions.grad_reduce  # the DP gradient reduction's dtype (None: the framework's)
     clip_grad: bool = TrainStepOptions.clip_grad  # gradient norm and clipping before the optimizer
     # the top K: one candidate per (tp, pp, dp, cp, ep, micro-batch), the best of its variants (calc.plan.result.fold),
     # or every layout (--all-variants)

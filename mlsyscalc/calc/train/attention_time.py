@@ -30,22 +30,36 @@ from ...specs.model import ModelSpec
 from ..roofline.calibration import Ceilings
 from ..roofline.ops import OpPrediction, predict_matmul, predict_memory_op
 
-ATTENTION = ("flash", "flash2", "unfused")
+ATTENTION = ("flash", "flash2", "triton", "unfused")
 # `--attention flash2`: a FlashAttention-2-generation kernel, which Hopper runs below its own flash kernels
 # (calc.roofline.calibration's Efficiency.attention_flash2); elsewhere it is the flash kernel of its card.
 FLASH2_ARCHITECTURES = ("Hopper",)
+# `--attention triton`: the Triton flash-attention kernel of 2022 (flash-attn's flash_attn_triton.py, which
+# llm-foundry ships as llmfoundry/models/layers/flash_attn_triton.py and runs with attn_impl triton, on the
+# pre-MLIR Triton). Dao 2023, "FlashAttention-2" (arXiv 2307.08691), section 4.1, A100 80GB, head dims 64 and 128,
+# sequences 512-16k, with and without the causal mask: FlashAttention-2 is "around 1.3-1.5x faster than
+# FlashAttention in Triton in the forward pass and around 2x faster in the backward pass". So each pass of the
+# attention core takes the FlashAttention-2-generation kernel's time (`flash2`'s ceilings) times these; the
+# forward is the middle of the paper's range. Published, not fitted. A recomputed forward is a forward.
+TRITON_PASS_SLOWDOWN = {"forward": 1.4, "backward": 2.0}
 
 
 def attention_ceilings(ceilings: Ceilings, attention: str) -> Ceilings:
-    """The ceilings a step with this attention core is priced with: with `flash2` on Hopper the attention
-    kernels run at efficiency.attention_flash2, and the small-head class keeps its ratio to `attention`;
+    """The ceilings a step with this attention core is priced with: with `flash2` (and `triton`, which is priced
+    from it: attention_pass_scale) on Hopper the attention kernels run at efficiency.attention_flash2, and the small-head class keeps its ratio to `attention`;
     otherwise `ceilings` itself. Applying it twice changes nothing."""
     e = ceilings.efficiency
-    if attention != "flash2" or ceilings.gpu.architecture not in FLASH2_ARCHITECTURES or e.attention == e.attention_flash2:
+    if attention not in ("flash2", "triton") or ceilings.gpu.architecture not in FLASH2_ARCHITECTURES or e.attention == e.attention_flash2:
         return ceilings
     scale = e.attention_flash2 / e.attention
     return ceilings.with_efficiency(attention=e.attention_flash2,
                                     attention_small_head=min(1.0, e.attention_small_head * scale))
+
+
+def attention_pass_scale(attention: str) -> dict[str, float] | None:
+    """What each pass of the flash attention core's time is multiplied by: TRITON_PASS_SLOWDOWN for `triton`,
+    else None (the kernel's own roofline time)."""
+    return dict(TRITON_PASS_SLOWDOWN) if attention == "triton" else None
 
 
 def unfused_attention_ops(spec: ModelSpec, ceilings: Ceilings, *, tp: int, micro_batch: int, seq: int,

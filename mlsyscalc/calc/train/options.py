@@ -31,6 +31,7 @@ from ..precision.fp4 import BLOCK_RECIPES, low_precision
 from ..precision.fp8 import DEFAULT_RECIPE, RECIPES
 from .host import DEFAULT_FRAMEWORK
 
+GRAD_REDUCE = ("fp32", "bf16")  # the dtypes a data-parallel gradient reduction runs in
 RECOMPUTE = ("none", "selective", "full")  # Korthikanti et al. 2022: selective = attention core only
 # matmul dtype; fp8: Transformer Engine's FP8 linears (calc.precision.fp8), bf16 elsewhere and on the wire; mxfp8 and
 # nvfp4 its block-scaled recipes (calc.precision.fp4)
@@ -86,6 +87,8 @@ class TrainStepOptions:
     loss: str = "fp32"  # the fused list's loss: Megatron-LM's vocab-parallel fp32 cross-entropy, or "fused" (one kernel)
     dropout: float = 0.0  # hidden dropout before each residual add (the recipe's; 0 in most recipes since Llama)
     clip_grad: bool = True  # the gradient norm and clipping before the optimizer (Megatron-LM's --clip-grad 1.0)
+    # gradients on the data-parallel wire: "fp32" or "bf16"; None: the framework's default (grad_reduce_dtype)
+    grad_reduce: str | None = None
 
     @property
     def data_parallel(self) -> int:
@@ -122,6 +125,19 @@ class TrainStepOptions:
     def memory_dtype(self) -> str:
         """Weights, gradients and activations in memory and on the wire (fp8, mxfp8 and nvfp4 training keep them in bf16)."""
         return "bf16" if low_precision(self.dtype) else dtype_name(self.dtype)
+
+    def grad_reduce_dtype(self, zero: int | None = None) -> str:
+        """The dtype the data-parallel gradient reduction moves (docs/train.md, "Gradient reduction"): --grad-reduce if
+        given; an fp32 model's own; else megatron fp32 (Megatron-LM accumulates and reduces bf16 training's gradients in
+        fp32 unless --grad-reduce-in-bf16; NeMo's and Megatron-Bridge's bf16_mixed set grad_reduce_in_fp32), torch fp32
+        with FSDP (ZeRO 2-3: torchtitan's mixed_precision_reduce float32, llm-foundry's DEFAULT mixed precision) and
+        the model's dtype under DDP (ZeRO 0: the gradients of a bf16 model)."""
+        if self.grad_reduce is not None:
+            return self.grad_reduce
+        wire = self.memory_dtype
+        if wire == "fp32" or self.framework == "megatron":
+            return "fp32"
+        return "fp32" if (self.zero if zero is None else zero) >= 2 else wire
 
     @property
     def scaling_recipe(self) -> str:
@@ -167,6 +183,8 @@ class TrainStepOptions:
         require(self.loss == "fp32" or self.framework == "megatron",
                 "--loss fused prices the fused kernel list (--framework megatron); torch runs its own cross-entropy")
         require(0.0 <= self.dropout < 1.0, f"--dropout must be in [0, 1), got {self.dropout}")
+        require(self.grad_reduce in (None,) + GRAD_REDUCE,
+                f"--grad-reduce must be one of {', '.join(GRAD_REDUCE)}, got {self.grad_reduce!r}")
         require(self.schedule not in SPLIT_BACKWARD or self.framework == "megatron",
                 f"--schedule {self.schedule} is priced for Megatron-style code (--framework megatron): torch's "
                 "host, memory and kernel rules were measured with its own 1F1B and GPipe")

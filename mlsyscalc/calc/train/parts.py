@@ -102,10 +102,13 @@ def roofline_pass(spec: ModelSpec, ceilings: Ceilings, *, tp: int, cp: int, micr
 
 
 def stage_parts(spec: ModelSpec, result: ModelRoofline, *, sp: bool, capacity_factor: float = 1.0,
-                attention: Mapping[str, float] | None = None, fp8_recipe: str = DEFAULT_RECIPE) -> StageParts:
+                attention: Mapping[str, float] | None = None, fp8_recipe: str = DEFAULT_RECIPE,
+                attention_scale: Mapping[str, float] | None = None) -> StageParts:
     """Per-layer and head seconds of one micro-batch from `roofline_pass` (module docstring). `attention`
     ({"forward": s, "backward": s} of one layer, `calc.train.attention_time`) replaces the roofline's flash
-    attention-core rows; a recomputed forward repeats its forward. In fp8 the layers' FP8 scaling kernels
+    attention-core rows; a recomputed forward repeats its forward. `attention_scale` ({"forward": x, "backward": y},
+    calc.train.attention_time.attention_pass_scale) multiplies the roofline's attention-core rows of each pass (a
+    recomputed forward takes the forward's). In fp8 the layers' FP8 scaling kernels
     (with `fp8_recipe`) join their pass and the head runs in bf16 (`calc.precision.fp8.pass_rows`)."""
     tp = result.options.tp
     passes = pass_rows(spec, result, sp=sp and tp > 1, recipe=fp8_recipe)  # result.rows unless fp8
@@ -132,6 +135,8 @@ def stage_parts(spec: ModelSpec, result: ModelRoofline, *, sp: bool, capacity_fa
         core = {p: total(rows[p], lambda r: r.layers == where[kind] and r.pred.kind == "attention") / n for p in PASSES}
         if attention is not None:
             core = {p: attention["backward" if p == "backward" else "forward"] for p in PASSES}
+        elif attention_scale is not None:
+            core = {p: t * attention_scale["backward" if p == "backward" else "forward"] for p, t in core.items()}
         rest = {p: total(rows[p], lambda r: r.layers == where[kind] and r.pred.kind != "attention") / n for p in PASSES}
         layer_s[kind] = {p: rest[p] + core[p] for p in PASSES}
         attention_s[kind] = core

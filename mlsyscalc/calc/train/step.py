@@ -50,7 +50,7 @@ from ..roofline.options import RooflineOptions
 from ..roofline.training import adamw_op, clip_ops, torch_mixed_state_bytes
 from ..comm.exposed import DIMS, Windows, contention_s, dim_times, traffic
 from .host import FRAMEWORK_SOURCES, StageWork, exposed_host_s, framework_costs, host_paths, interleaved_contention_s, stage_work
-from .attention_time import attention_ceilings, unfused_attention_s
+from .attention_time import attention_ceilings, attention_pass_scale, unfused_attention_s
 from .options import TrainStepOptions
 from ..precision.fp8 import stage_fp8_s, weight_cast_s
 from .parts import (Stage, StageParts, kernel_impl, pipeline_stages, roofline_pass, slowest_of, stage_parts,
@@ -137,7 +137,8 @@ class TrainStep:
                 "host_costs": asdict(framework_costs(self.options.framework, self.options.host_costs)),
                 "attention": self.options.attention, "memory": self.memory_parts(), "pipeline": self.pipeline_parts(),
                 "fp8_recipe": self.options.fp8_recipe, "fp8_params": self.options.fp8_params,
-                "scaling_recipe": self.options.scaling_recipe, "nvlink_domain_gpus": self.domain_gpus,
+                "scaling_recipe": self.options.scaling_recipe, "grad_reduce": self.options.grad_reduce_dtype(),
+                "nvlink_domain_gpus": self.domain_gpus,
                 "flop_convention": FLOP_CONVENTION}
 
     def pipeline_parts(self) -> dict[str, Any]:
@@ -318,7 +319,8 @@ def train_parts(spec: ModelSpec, ceilings: Ceilings, opts: TrainStepOptions, imp
                            dtype=opts.dtype, impl=impl, loss=opts.loss, dropout=opts.dropout,
                            clocks=opts.clocks, ep=opts.ep, etp=opts.etp)
     return stage_parts(spec, result, sp=opts.sp_active, capacity_factor=opts.capacity_factor,
-                       attention=core_attention(spec, result.ceilings, opts), fp8_recipe=opts.scaling_recipe)
+                       attention=core_attention(spec, result.ceilings, opts), fp8_recipe=opts.scaling_recipe,
+                       attention_scale=attention_pass_scale(opts.attention))
 
 
 def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, opts: TrainStepOptions,
@@ -348,7 +350,7 @@ def train_step(spec: ModelSpec, ceilings: Ceilings, cluster: ClusterSpec | str, 
         dp=opts.data_parallel, tp=opts.tp, pp=opts.pp, ep=opts.ep, cp=opts.cp, etp=opts.etp, sp=opts.sp_active,
         zero=opts.zero,
         batch=opts.micro_batch, seq=opts.seq, grad_accum=opts.num_micro_batches, interleave=opts.vp,
-        dtype=opts.memory_dtype, tp_input_reduce=TP_INPUT_REDUCE[opts.framework], fsdp=opts.framework == "torch",
+        dtype=opts.memory_dtype, grad_dtype=opts.grad_reduce_dtype(), tp_input_reduce=TP_INPUT_REDUCE[opts.framework], fsdp=opts.framework == "torch",
         stages=() if opts.pipeline_split.even else tuple(st.layers for st in stages)), cluster)
     counts = stage_param_counts(spec, opts.tp, opts.ep, opts.pp, opts.pipeline_split, opts.etp)
     breakdown, total = step_breakdown(
