@@ -132,13 +132,19 @@ READERS = ["test_readers.py", "test_fuzz_system.py", "test_rows_families.py", "t
 BENCH = ["test_values_views.py", "test_bench_model_cli.py", "test_rows_families.py", "test_bench_harness.py",
          "test_bench_report.py"]
 COMM_PAGES = ["test_comm_bench.py", "test_comm_shared.py", "test_comm_shared_fit.py", "test_comm_transfer.py"]
+# the figures' value tests (tests/test_report_figures.py) first: they read each figure's data, the others
+# check that a figure is written
+FIGURES = ["test_report_figures.py", *REPORT, "test_report_plots.py", "test_serve_cli.py"]
 OUTSIDE_TESTS: list[tuple[str, list[str]]] = [
     ("mlsyscalc/readers/", READERS + SYSTEM),
     ("mlsyscalc/report/comm", [*COMM_PAGES, "test_bench_report.py"]),
     ("mlsyscalc/report/models_report", ["test_models_report_fresh.py", "test_models_report_memory.py"]),
     ("mlsyscalc/report/kernels.py", ["test_values_pages.py", "test_bench_report.py", "test_rows_families.py"]),
     ("mlsyscalc/report/attention.py", ["test_values_pages.py", "test_bench_report.py"]),
+    ("mlsyscalc/report/memory_plot.py", ["test_report_figures.py", "test_bench_report.py", "test_report_plots.py"]),
     ("mlsyscalc/report/memory", ["test_bench_report.py", "test_report_plots.py"]),
+    *((f"mlsyscalc/report/{stem}.py", FIGURES) for stem in ("roofline_plots", "scaling_plots", "serve_plots",
+                                                            "compare_plot", "model_report_figures", "plotting")),
     ("mlsyscalc/report/bench.py", ["test_bench_report.py", *SYSTEM]),
     ("mlsyscalc/report/model_report_build.py", REPORT + SYSTEM),
     ("mlsyscalc/report/", REPORT + ["test_report_plots.py", "test_serve_cli.py"]),
