@@ -137,6 +137,7 @@ COMM_PAGES = ["test_comm_bench.py", "test_comm_shared.py", "test_comm_shared_fit
 FIGURES = ["test_report_figures.py", *REPORT, "test_report_plots.py", "test_serve_cli.py"]
 OUTSIDE_TESTS: list[tuple[str, list[str]]] = [
     ("mlsyscalc/readers/", READERS + SYSTEM),
+    ("mlsyscalc/report/comm.py", ["test_report_comm_page.py", *COMM_PAGES, "test_bench_report.py"]),
     ("mlsyscalc/report/comm", [*COMM_PAGES, "test_bench_report.py"]),
     ("mlsyscalc/report/models_report", ["test_models_report_fresh.py", "test_models_report_memory.py"]),
     ("mlsyscalc/report/kernels.py", ["test_values_pages.py", "test_bench_report.py", "test_rows_families.py"]),

@@ -1,0 +1,206 @@
+"""The NCCL page (mlsyscalc/report/comm.py) part by part on rows written by hand: which rows each fit and each
+error band takes, the fallback fit, the fitted model's table, the observed floors and busbw, every size's row,
+the measured spec's name and the busbw figure's series. Expected values come from the rows by hand or from
+`collective_cost`, the model the page reports on."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlsyscalc.calc.comm.collectives import collective_cost, ring_terms
+from mlsyscalc.report import comm as comm_report
+from mlsyscalc.specs.cluster import ClusterSpec, Link, LinkTerms, Protocol, cluster_from_dict
+
+KiB, MiB = 2**10, 2**20
+ENV = {"gpu": "NVIDIA H100 80GB HBM3", "nccl": "2.x", "torch": "t", "cuda": "c", "git_commit": "abc",
+       "world_size": 2, "backend": "nccl"}
+
+
+def _row(size, time_s, collective="all-reduce", gpus=2, **extra):
+    busbw = size / time_s / 1e9 if time_s else None
+    return {"collective": collective, "size_bytes": size, "gpus": gpus, "nodes": 1, "backend": "nccl", "ok": True,
+            "time_s": time_s, "algbw_GBps": busbw, "busbw_GBps": busbw, "trials": 5, "measured_at": "now",
+            "env": ENV, **extra}
+
+
+def _line(bandwidth_GBps=100.0, latency_us=5.0):
+    return cluster_from_dict({"name": "line", "gpus_per_node": 8,
+                              "intra_node": {"bandwidth_GBps": bandwidth_GBps, "latency_us": latency_us}}, "test")
+
+
+def test_timed_rows_are_the_correct_single_node_ones_within_the_sizes():
+    rows = [_row(MiB - 1, 1e-5), _row(MiB, 1e-5), _row(4 * MiB, 1e-5), _row(8 * MiB, 1e-5),
+            _row(2 * MiB, 1e-5, ok=False), _row(2 * MiB, 0.0), _row(2 * MiB, 1e-5, nodes=2)]
+    assert [r["size_bytes"] for r in comm_report._timed(rows, MiB)] == [MiB, 4 * MiB, 8 * MiB]
+    assert [r["size_bytes"] for r in comm_report._timed(rows, MiB, 4 * MiB)] == [MiB, 4 * MiB]  # both ends kept
+
+
+def test_alpha_beta_fit_of_exact_rows_and_its_errors():
+    alpha, bandwidth = 7e-6, 150e9
+    rows = []
+    for size in (MiB, 4 * MiB, 16 * MiB):
+        steps, sent = ring_terms("all-gather", 4, size)
+        rows.append(_row(size, steps * alpha + sent / bandwidth, "all-gather", 4))
+    fit = comm_report.fit_alpha_beta(rows, "all-gather")
+    assert fit.collective == "all-gather" and fit.rows == 3
+    assert fit.latency_s == pytest.approx(alpha, rel=1e-9) and fit.bandwidth_Bps == pytest.approx(bandwidth, rel=1e-9)
+    assert fit.median_abs_error < 1e-12 and fit.max_abs_error < 1e-12
+    with pytest.raises(Exception, match="all-gather: need at least 2 timed rows"):
+        comm_report.fit_alpha_beta(rows[:1], "all-gather")
+
+
+def test_a_fit_with_negative_latency_falls_back_to_bandwidth_alone():
+    """t = bytes / 100 GB/s - 3 us per step pulls alpha below zero: alpha is then 0 and 1/B the weighted least
+    squares slope of t = bytes x beta with weights 1/t: beta = sum(b/t) / sum((b/t)^2)."""
+    rows = []
+    for size in (MiB, 2 * MiB, 8 * MiB):
+        steps, sent = ring_terms("all-reduce", 2, size)
+        rows.append(_row(size, sent / 100e9 - 3e-6 * steps))
+    ratios = [ring_terms("all-reduce", 2, r["size_bytes"])[1] / r["time_s"] for r in rows]
+    beta = sum(ratios) / sum(x * x for x in ratios)
+    errors = sorted(abs(beta * x - 1) for x in ratios)
+    fit = comm_report.fit_alpha_beta(rows)
+    assert fit.collective == "all" and fit.latency_s == 0.0
+    assert fit.bandwidth_Bps == pytest.approx(1 / beta, rel=1e-12)
+    assert fit.median_abs_error == pytest.approx(errors[1]) and fit.max_abs_error == pytest.approx(errors[2])
+    assert fit.max_abs_error > 0.01  # the line misses: these rows are not on one
+
+
+def test_fit_all_fits_each_collective_with_two_rows_or_more():
+    rows = [_row(MiB, 2e-5), _row(4 * MiB, 5e-5), _row(16 * MiB, 2e-4),
+            _row(MiB, 3e-5, "broadcast"), _row(2 * MiB, 4e-5, "all-gather"), _row(512 * KiB, 1e-5, "all-gather")]
+    joint, per = comm_report.fit_all(rows, MiB)
+    assert joint.rows == 5 and set(per) == {"all-reduce"} and per["all-reduce"].rows == 3
+    with pytest.raises(Exception, match="no correct timed single-node rows of 64 MiB or more to fit"):
+        comm_report.fit_all(rows, 64 * MiB)
+
+
+def _measured():
+    terms = LinkTerms(200e9, 5e-6, protocols=(Protocol("LL", 20e9, 1e-6), Protocol("Simple", 300e9, 4e-6)),
+                      call_overhead_s=15e-6)
+    link = Link("measured", 180e9, 6e-6, {"all-reduce": terms, "broadcast": LinkTerms(90e9, 2.5e-6)})
+    return ClusterSpec("h100-x2-measured", "H100", 2, link, None, measured=True)
+
+
+def test_model_section_lists_each_protocol_under_its_collective():
+    lines = comm_report._model_section(_measured(), MiB)
+    assert "single alpha-beta line (weighted least squares over sizes >= 1 MiB)" in lines[2]
+    assert "`model_specs/clusters/h100-x2-measured.json`" in lines[2] and "2 protocols at most" in lines[2]
+    table = lines[4:]
+    assert table[0] == ("| collective | H (us) | protocol | alpha_p (us per step) | B_p (GB/s) | single line: alpha "
+                        "(us) | B (GB/s) |")
+    assert table[2:] == ["| all-reduce | 15.0 | LL | 1.0 | 20.0 | 5.0 | 200.0 |",
+                         "|  |  | Simple | 4.0 | 300.0 |  |  |"]  # broadcast has no protocols: no row
+
+
+def test_error_bands_take_their_rows_and_the_held_out_column_its_own():
+    """Rows priced by one spec with errors of 50% (512 KiB, under min_size), 1%, 3% (4 MiB), 10% (16 MiB, the
+    band boundary: upper band only) and 20% (64 MiB); the held-out fit sees 4 MiB and 64 MiB."""
+    spec = _line()
+    errors = {512 * KiB: 0.5, MiB: 0.01, 4 * MiB: 0.03, 16 * MiB: 0.10, 64 * MiB: 0.20}
+    rows = [_row(s, collective_cost("all-reduce", s, 2, spec).time_s / (1 + e)) for s, e in errors.items()]
+    held = [r for r in rows if r["size_bytes"] in (4 * MiB, 64 * MiB)]
+    specs = {"datasheet": spec, "line": spec, "measured": spec, "held out": spec}
+    lines = comm_report._error_section(rows, specs, held, MiB)
+    heads = [line for line in lines if line.startswith("### ")]
+    assert heads == ["### |predicted - measured| / measured, sizes >= 1 MiB, median / max",
+                     "### |predicted - measured| / measured, sizes 1 MiB .. < 16 MiB, median / max",
+                     "### |predicted - measured| / measured, sizes >= 16 MiB, median / max"]
+    body = [line for line in lines if line.startswith("| all-reduce")]
+    assert body == ["| all-reduce | 6.5% / 20.0% | 6.5% / 20.0% | 6.5% / 20.0% | 11.5% / 20.0% | 2 |",
+                    "| all-reduce | 2.0% / 3.0% | 2.0% / 3.0% | 2.0% / 3.0% | 3.0% / 3.0% | 1 |",
+                    "| all-reduce | 15.0% / 20.0% | 15.0% / 20.0% | 15.0% / 20.0% | 20.0% / 20.0% | 1 |"]
+    assert comm_report.BAND_SPLIT == 16 * MiB
+    # a collective the held-out rows lack shows '-' and 0 rows
+    rows.append(_row(2 * MiB, collective_cost("broadcast", 2 * MiB, 2, spec).time_s / 1.04, "broadcast"))
+    lines = comm_report._error_section(rows, specs, held, MiB)
+    assert "| broadcast | 4.0% / 4.0% | 4.0% / 4.0% | 4.0% / 4.0% | - | 0 |" in lines
+
+
+def test_error_table_per_collective_median_max_and_count():
+    spec = _line()
+    rows = [_row(s, collective_cost("all-reduce", s, 2, spec).time_s / (1 + e))
+            for s, e in ((MiB, 0.02), (2 * MiB, 0.04), (4 * MiB, 0.12))]
+    table = comm_report.error_table(rows, spec, MiB, 2 * MiB)
+    assert set(table) == {"all-reduce"} and table["all-reduce"]["rows"] == 2
+    assert table["all-reduce"]["median_abs_error"] == pytest.approx(0.03)
+    assert table["all-reduce"]["max_abs_error"] == pytest.approx(0.04)
+
+
+def test_observed_floor_largest_size_and_share_of_the_datasheet_link():
+    timed = [_row(64 * KiB, 10e-6), _row(256 * KiB, 12.5e-6), _row(256 * KiB + 1, 13e-6), _row(2**30, 2**30 / 296e9),
+             _row(MiB, 30e-6, "broadcast")]
+    lines = comm_report._observations(timed, "hgx-h100")  # 370 GB/s per direction (model_specs/clusters)
+    assert lines[:3] == ["", "## Observed", ""]
+    assert lines[3] == ("| collective | time per call, sizes <= 256 KiB (us) | largest size | busbw there (GB/s) "
+                        "| share of datasheet link |")
+    assert lines[5:7] == ["| all-reduce | 10.0 .. 12.5 | 1 GiB | 296.0 | 80% |",
+                          "| broadcast | - | 1 MiB | 35.0 | 9% |"]  # 1 MiB / 30 us = 34.95 GB/s
+
+
+def test_every_size_row_with_errors_regime_and_held_out_mark():
+    line = _line(100.0, 5.0)
+    measured = _measured()
+    small, big = _row(8 * KiB, 20e-6), _row(2**30, 6e-3)
+    lines = comm_report._size_table([small, big], "hgx-h100", line, measured, {("all-reduce", 2**30, 2)})
+    assert lines[1] == "![busbw against size](busbw.png)" and lines[3] == "## Every size"
+    body = [x for x in lines if x.startswith("| all-reduce")]
+
+    def err(cost, t):
+        return f"{100 * (cost.time_s - t) / t:+.1f}%"
+
+    expected = []
+    for r, regime, held in ((small, "host", ""), (big, "Simple", "yes")):
+        size, t = r["size_bytes"], r["time_s"]
+        data, one, fitted = (collective_cost("all-reduce", size, 2, s) for s in ("hgx-h100", line, measured))
+        expected.append(f"| all-reduce | {'8 KiB' if size < MiB else '1 GiB'} | {t * 1e6:.1f} | "
+                        f"{size / t / 1e9:.2f} | {size / t / 1e9:.2f} | {data.busbw_Bps / 1e9:.1f} | {err(data, t)} | "
+                        f"{err(one, t)} | {fitted.time_s * 1e6:.1f} | {err(fitted, t)} | {regime} | {held} |")
+    assert body == expected
+    # H = 15 us floors the small call (LL: 2 steps x 1 us + 8 KiB / 20 GB/s = 2.4 us); Simple wins at 1 GiB
+    assert f"| {collective_cost('all-reduce', 8 * KiB, 2, measured).time_s * 1e6:.1f} |" == "| 15.0 |"
+    assert lines[-1].startswith("Errors are (predicted - measured) / measured: negative means")
+
+
+def test_busbw_figure_plots_measured_points_and_each_model(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import matplotlib.figure
+    import matplotlib.pyplot as plt
+
+    kept = []
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", lambda fig, path, dpi=None: kept.append((fig, path, dpi)))
+    monkeypatch.setattr(plt, "close", lambda fig: None)
+    spec, other = _line(100.0, 5.0), _line(50.0, 1.0)
+    rows = [_row(s, collective_cost(c, s, 2, spec).time_s * 1.1, c) for c in ("all-reduce", "all-gather",
+                                                                               "broadcast", "reduce", "p2p")
+            for s in (MiB, 8 * MiB)]
+    rows.append(_row(MiB, None, "all-to-all"))  # untimed: no panel
+    comm_report.plot(rows, {"model: a": spec, "model: b": other}, tmp_path / "busbw.png")
+    (fig, path, dpi), = kept
+    try:
+        assert path == tmp_path / "busbw.png" and dpi == 110
+        assert tuple(fig.get_size_inches()) == pytest.approx((16.8, 6.8))  # 5 panels: 2 rows of 4
+        axes = fig.axes
+        assert [ax.get_title() for ax in axes[:5]] == ["all-reduce", "all-gather", "broadcast", "reduce", "p2p"]
+        assert [ax.axison for ax in axes] == [True] * 5 + [False] * 3
+        first = axes[0]
+        measured, a, b = first.get_lines()
+        assert list(measured.get_xdata()) == [MiB, 8 * MiB]
+        assert list(measured.get_ydata()) == pytest.approx([r["busbw_GBps"] for r in rows[:2]])
+        assert list(a.get_ydata()) == pytest.approx([collective_cost("all-reduce", s, 2, spec).busbw_Bps / 1e9
+                                                     for s in (MiB, 8 * MiB)])
+        assert list(b.get_ydata()) == pytest.approx([collective_cost("all-reduce", s, 2, other).busbw_Bps / 1e9
+                                                     for s in (MiB, 8 * MiB)])
+        assert (a.get_linestyle(), b.get_linestyle()) == ("--", "-")
+        assert [t.get_text() for t in first.get_legend().get_texts()] == ["measured (NCCL)", "model: a", "model: b"]
+        assert first.get_xscale() == "log" and first.xaxis.get_transform().base == 2
+        assert first.get_xlabel() == "size (bytes)" and first.get_ylabel() == "busbw (GB/s)"
+        assert all(ax.get_legend() is None for ax in axes[1:5])
+    finally:
+        plt.close(fig)
+
+
+def test_one_small_row_gives_its_own_floor():
+    """A single small row gives 'x .. x' (min and max of one value), not a blank."""
+    lines = comm_report._observations([_row(8 * KiB, 9e-6)], "hgx-h100")
+    assert lines[5] == f"| all-reduce | 9.0 .. 9.0 | 8 KiB | {8 * KiB / 9e-6 / 1e9:.1f} | 0% |"
