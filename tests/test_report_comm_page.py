@@ -5,6 +5,8 @@ the measured spec's name and the busbw figure's series. Expected values come fro
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from mlsyscalc.calc.comm.collectives import collective_cost, ring_terms
@@ -160,6 +162,33 @@ def test_every_size_row_with_errors_regime_and_held_out_mark():
     # H = 15 us floors the small call (LL: 2 steps x 1 us + 8 KiB / 20 GB/s = 2.4 us); Simple wins at 1 GiB
     assert f"| {collective_cost('all-reduce', 8 * KiB, 2, measured).time_s * 1e6:.1f} |" == "| 15.0 |"
     assert lines[-1].startswith("Errors are (predicted - measured) / measured: negative means")
+
+
+def test_the_measured_spec_is_named_after_the_card_and_gpus(tmp_path, monkeypatch):
+    seen = {}
+
+    def fake_write_report(rows, folder, min_size, datasheet, measured, command):
+        seen.update(name=measured.name, datasheet=datasheet, min_size=min_size, command=command)
+        return folder / "README.md"
+
+    monkeypatch.setattr(comm_report, "write_report", fake_write_report)
+    spec = _line(120.0, 4.0)
+    rows = []
+    for c in ("all-reduce", "all-gather", "reduce-scatter", "broadcast", "reduce", "all-to-all", "p2p"):
+        for size in (MiB, 4 * MiB, 16 * MiB, 64 * MiB):
+            rows.append(_row(size, collective_cost(c, size, 2, spec).time_s, c))
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    comm_report.write(tmp_path, "mlsys bench report x")
+    assert seen["name"] == "h100-x2-measured"  # the card, not its memory (HBM3)
+    assert seen["min_size"] == MiB and seen["command"] == "mlsys bench report x"
+
+
+
+@pytest.mark.parametrize("device,card", [("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H200", "h200"),
+                                         ("NVIDIA A100-SXM4-80GB", "a100"), ("AMD Instinct MI300X", "mi300x"),
+                                         ("NVIDIA H100 PCIe", "h100"), ("", "gpu"), (None, "gpu"), ("cpu", "gpu")])
+def test_card_name_is_the_model_word_of_the_device(device, card):
+    assert comm_report.card_name(device) == card
 
 
 def test_busbw_figure_plots_measured_points_and_each_model(tmp_path, monkeypatch):
