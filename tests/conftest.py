@@ -71,7 +71,7 @@ QUICK_FILES = frozenset({
     "test_train.py", "test_scaling.py", "test_report_sections.py", "test_comm_collectives.py", "test_values_serve.py",
     "test_progress.py", "test_report_figures.py",
     "test_report_html.py", "test_report_comm_page.py",
-    "test_report_kernel_pages.py",
+    "test_report_kernel_pages.py", "test_report_attention_page.py",
 })
 
 
