@@ -139,7 +139,7 @@ OUTSIDE_TESTS: list[tuple[str, list[str]]] = [
     ("mlsyscalc/readers/", READERS + SYSTEM),
     ("mlsyscalc/report/comm.py", ["test_report_comm_page.py", *COMM_PAGES, "test_bench_report.py"]),
     ("mlsyscalc/report/comm", [*COMM_PAGES, "test_bench_report.py"]),
-    ("mlsyscalc/report/models_report", ["test_models_report_fresh.py", "test_models_report_memory.py"]),
+    ("mlsyscalc/report/models_report", ["test_report_models_page.py", "test_models_report_fresh.py", "test_models_report_memory.py"]),
     ("mlsyscalc/report/kernels.py", ["test_report_kernel_pages.py", "test_values_pages.py", "test_bench_report.py", "test_rows_families.py"]),
     ("mlsyscalc/report/attention.py", ["test_report_attention_page.py", "test_values_pages.py", "test_bench_report.py"]),
     ("mlsyscalc/report/memory_plot.py", ["test_report_figures.py", "test_bench_report.py", "test_report_plots.py"]),
