@@ -6,6 +6,7 @@ the measured spec's name and the busbw figure's series. Expected values come fro
 from __future__ import annotations
 
 import json
+import statistics
 
 import pytest
 
@@ -233,3 +234,82 @@ def test_one_small_row_gives_its_own_floor():
     """A single small row gives 'x .. x' (min and max of one value), not a blank."""
     lines = comm_report._observations([_row(8 * KiB, 9e-6)], "hgx-h100")
     assert lines[5] == f"| all-reduce | 9.0 .. 9.0 | 8 KiB | {8 * KiB / 9e-6 / 1e9:.1f} | 0% |"
+
+
+# --- comm_shared.py and comm_transfer.py: the shared-fit and transfer pages -------------------------------------
+
+def test_shared_signed_errors_per_size_and_their_median_max():
+    from mlsyscalc.report import comm_shared
+
+    spec = _line()
+    rows = [_row(s, collective_cost("all-reduce", s, 2, spec).time_s / (1 + e)) for s, e in
+            ((512 * KiB, 0.5), (MiB, -0.02), (4 * MiB, 0.06))]
+    rows += [_row(4 * MiB, 1.0, ok=False), _row(4 * MiB, 1.0, nodes=2, collective="broadcast")]
+    errs = comm_shared.signed_errors(rows, spec, "time_s", MiB)
+    assert list(errs) == [("all-reduce", 2)]
+    assert errs[("all-reduce", 2)] == {MiB: pytest.approx(-0.02), 4 * MiB: pytest.approx(0.06)}
+    assert comm_shared._stat(errs[("all-reduce", 2)]) == "4.0% / 6.0%" and comm_shared._stat(None) == "-"
+    assert comm_shared.signed_errors(rows, spec, "graph_time_s", MiB) == {}  # rows without that timing
+
+
+def test_shared_parameters_table_in_us_and_gbps():
+    from mlsyscalc.bench.comm_shared_fit import GROUP_OF, SharedFit
+    from mlsyscalc.report import comm_shared
+
+    group = GROUP_OF["all-reduce"]
+    fit = SharedFit(floor_s={"all-reduce": 12.34e-6, "broadcast": 5e-6},
+                    bandwidth_Bps={group: 352.4e9, GROUP_OF["broadcast"]: 100.6e9}, buffer_Bps={group: 2000e9},
+                    host_s={"all-reduce": 30e-6, "broadcast": 25.05e-6})
+    assert comm_shared._params(fit) == [["all-reduce", group, "30.0", "12.3", "352", "2000"],
+                                        ["broadcast", GROUP_OF["broadcast"], "25.1", "5.0", "101", "-"]]
+    graph = SharedFit(floor_s={"all-reduce": 1e-5}, bandwidth_Bps={group: 1e11}, buffer_Bps={})
+    assert comm_shared._params(graph)[0][2] == "-"  # no host floor in a device fit
+
+
+def test_shared_spread_lines_count_irreproducible_and_host_bound_rows():
+    from mlsyscalc.report import comm_shared
+
+    rows = [_row(MiB, 10e-6, time_min_s=10e-6 / 1.1, host_issue_s=9.5e-6),  # spread 10%, host-bound
+            _row(4 * MiB, 20e-6, time_min_s=20e-6 / 1.3, host_issue_s=1e-6, graph_time_s=15e-6,
+                 graph_time_min_s=15e-6 / 1.05),  # 30%: past 1.2 x best
+            _row(8 * MiB, 40e-6, time_min_s=40e-6 / 1.2),  # exactly 1.2: not counted
+            _row(512 * KiB, 5e-6, time_min_s=1e-6), _row(MiB, 20e-6, gpus=4, time_min_s=20e-6)]
+    lines = comm_shared._spread_lines(rows, MiB)
+    assert lines[0] == ("| GPUs | timing | rows | median > 1.2 x best | median spread | max spread | host-bound "
+                        "(host_issue_s >= 0.9 time_s) |")
+    assert lines[2:] == ["| 2 | eager | 3 | 1 | 20.0% | 30.0% | 1 |", "| 2 | CUDA graph | 1 | 0 | 5.0% | 5.0% | - |",
+                         "| 4 | eager | 1 | 0 | 0.0% | 0.0% | 0 |"]
+
+
+def test_transfer_page_marks_the_fitted_gpu_count_in_sample():
+    from mlsyscalc.report import comm_transfer
+
+    fitted, sheet = _line(100.0, 5.0), _line(50.0, 5.0)
+    rows = []
+    for gpus, e in ((2, 0.01), (4, 0.05)):
+        for size in (MiB, 8 * MiB):
+            t = collective_cost("all-gather", size, gpus, fitted).time_s / (1 + e * (size // MiB))
+            rows.append(_row(size, t, "all-gather", gpus))
+    rows.append(_row(512 * KiB, 1.0, "all-gather", 2))  # under min_size
+    errors = comm_transfer.transfer_errors(rows, fitted, MiB)
+    assert errors[("all-gather", 2)] == {"median_abs_error": pytest.approx(0.045), "max_abs_error": pytest.approx(0.08),
+                                         "rows": 2}
+    lines = comm_transfer.transfer_lines(rows, replace_name(fitted, "mine"), 2, sheet, MiB)
+    assert lines[0] == "# Collectives: a calibration on one GPU count, checked on the others"
+    assert lines[2].startswith("Spec `mine` fitted (protocol model, `mlsyscalc/bench/comm_fit.py`) on the 2-GPU rows only")
+    assert "Rows: NVIDIA H100 80GB HBM3, NCCL 2.x, torch t, commit abc, NVLS off." in lines[2]
+    assert lines[4] == "|predicted - measured| / measured, median / max, over sizes >= 1 MiB:"
+    assert lines[6] == "| collective | GPUs | rows the fit | rows | fitted on 2 GPUs | datasheet `line` |"
+    sheet_err = {g: [abs(collective_cost("all-gather", r["size_bytes"], g, sheet).time_s / r["time_s"] - 1)
+                     for r in rows if r["gpus"] == g and r["size_bytes"] >= MiB] for g in (2, 4)}
+    assert lines[8:10] == [
+        f"| all-gather | 2 | in-sample | 2 | 4.5% / 8.0% | {100 * statistics.median(sheet_err[2]):.1f}% / "
+        f"{100 * max(sheet_err[2]):.1f}% |",
+        f"| all-gather | 4 | held out (other GPU count) | 2 | 22.5% / 40.0% | "
+        f"{100 * statistics.median(sheet_err[4]):.1f}% / {100 * max(sheet_err[4]):.1f}% |"]
+
+
+def replace_name(spec, name):
+    from dataclasses import replace
+
+    return replace(spec, name=name)

@@ -137,12 +137,12 @@ COMM_PAGES = ["test_comm_bench.py", "test_comm_shared.py", "test_comm_shared_fit
 FIGURES = ["test_report_figures.py", *REPORT, "test_report_plots.py", "test_serve_cli.py"]
 OUTSIDE_TESTS: list[tuple[str, list[str]]] = [
     ("mlsyscalc/readers/", READERS + SYSTEM),
-    ("mlsyscalc/report/comm.py", ["test_report_comm_page.py", *COMM_PAGES, "test_bench_report.py"]),
-    ("mlsyscalc/report/comm", [*COMM_PAGES, "test_bench_report.py"]),
+    ("mlsyscalc/report/comm", ["test_report_comm_page.py", *COMM_PAGES, "test_bench_report.py"]),
     ("mlsyscalc/report/models_report", ["test_report_models_page.py", "test_models_report_fresh.py", "test_models_report_memory.py"]),
     ("mlsyscalc/report/kernels.py", ["test_report_kernel_pages.py", "test_values_pages.py", "test_bench_report.py", "test_rows_families.py"]),
     ("mlsyscalc/report/attention.py", ["test_report_attention_page.py", "test_values_pages.py", "test_bench_report.py"]),
     ("mlsyscalc/report/memory_plot.py", ["test_report_figures.py", "test_bench_report.py", "test_report_plots.py"]),
+    ("mlsyscalc/report/memory.py", ["test_report_memory_page.py", "test_bench_report.py", "test_report_plots.py"]),
     ("mlsyscalc/report/memory", ["test_bench_report.py", "test_report_plots.py"]),
     *((f"mlsyscalc/report/{stem}.py", FIGURES) for stem in ("roofline_plots", "scaling_plots", "serve_plots",
                                                             "compare_plot", "model_report_figures", "plotting")),
