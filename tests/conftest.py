@@ -75,7 +75,7 @@ QUICK_FILES = frozenset({
     "test_report_models_page.py", "test_report_fused_page.py",
     "test_report_memory_page.py", "test_report_inference_section.py",
     "test_report_writer.py", "test_report_training_section.py",
-    "test_report_building.py",
+    "test_report_building.py", "test_report_scaling_measured_sections.py",
 })
 
 

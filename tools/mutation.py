@@ -153,6 +153,7 @@ OUTSIDE_TESTS: list[tuple[str, list[str]]] = [
     ("mlsyscalc/report/model_report_html.py", ["test_report_html.py", *REPORT]),
     ("mlsyscalc/report/fused.py", ["test_report_fused_page.py", "test_bench_fused.py", *REPORT]),
     ("mlsyscalc/report/model_report_write.py", ["test_report_writer.py", *REPORT]),
+    ("mlsyscalc/report/model_report_more.py", ["test_report_scaling_measured_sections.py", *REPORT]),
     ("mlsyscalc/report/model_report_s", ["test_report_training_section.py", *REPORT, "test_report_plots.py",
                                          "test_serve_cli.py"]),  # model_report_sections.py and _system.py
     ("mlsyscalc/report/model_report_infer.py", ["test_report_inference_section.py", *REPORT, "test_report_plots.py",
