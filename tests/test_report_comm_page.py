@@ -313,3 +313,18 @@ def replace_name(spec, name):
     from dataclasses import replace
 
     return replace(spec, name=name)
+
+
+def test_rows_without_nodes_are_single_node_rows():
+    """The rows reader lets `nodes` be left out (mlsyscalc/readers/records.py); the NCCL page, its fits and the
+    transfer page read such a row as one node, as the shared fit does, instead of stopping on a KeyError."""
+    from mlsyscalc.bench import comm_fit
+    from mlsyscalc.report import comm_transfer
+
+    spec = _line()
+    rows = [_row(s, collective_cost("all-reduce", s, 2, spec).time_s) for s in (MiB, 4 * MiB, 16 * MiB)]
+    for r in rows:
+        del r["nodes"]
+    assert len(comm_report._timed(rows, MiB)) == 3
+    assert [r["size_bytes"] for r in comm_fit.by_collective(rows)["all-reduce"]] == [MiB, 4 * MiB, 16 * MiB]
+    assert comm_transfer.transfer_errors(rows, spec, MiB)[("all-reduce", 2)]["rows"] == 3

@@ -53,7 +53,7 @@ def load_rows(path: str | Path) -> list[dict[str, Any]]:
 
 def _timed(rows: Iterable[dict[str, Any]], min_size: int, max_size: float = float("inf")) -> list[dict[str, Any]]:
     return [r for r in rows if r.get("ok") and r.get("time_s") and min_size <= r["size_bytes"] <= max_size
-            and r["nodes"] == 1]
+            and r.get("nodes", 1) == 1]  # the reader lets a single-node row leave nodes out
 
 
 def fit_alpha_beta(rows: list[dict[str, Any]], collective: str = "all") -> Fit:
