@@ -115,3 +115,15 @@ def test_bench_report_copies_each_familys_rows_and_names_the_command(tmp_path, m
     with pytest.raises(MlsysError, match="no <family>/rows.jsonl under"):
         bench_pages.regenerate(rows, families=("comm",))
     assert bench_pages.FAMILIES == ("matmul", "quant", "attention", "fused", "comm", "memory")
+
+
+def test_report_defaults_are_the_documented_ones():
+    """docs/report.md's synopsis (8 GPUs, 4,096 tokens, context 8,192, bf16, micro-batch 1, global batch 1,024,
+    top 3) and the serving defaults the Serving section states (1,024-token prompts, 256 output tokens, 200
+    requests, the SLO whose highest rate places the rates)."""
+    o = ReportOptions("m")
+    assert (o.gpus, o.seq, o.context, o.dtype, o.micro_batch, o.global_batch, o.top) == (8, 4096, 8192, "bf16", 1,
+                                                                                        1024, 3)
+    assert (o.prompt_len, o.output_len, o.serve_requests, o.serve_slo) == (1024, 256, 200, "ttft_p99=0.5,tpot_p99=0.05")
+    assert (o.gpu, o.cluster, o.tp, o.pp, o.rates, o.measured, o.figures, o.overrides) == (
+        None, None, None, None, None, None, True, ())

@@ -258,6 +258,7 @@ def test_sweep_panel_plots_throughput_and_latency_per_batch(tmp_path, figures):
     assert list(cross.get_xdata()) == [6, 6]
     (note,) = left.texts
     assert note.get_text() == "compute-bound from batch 6" and note.xy[0] == 6 and note.xyann == (4, 8)
+    assert note.get_fontsize() == 8 and left.title.get_fontsize() == 10
     assert note.xy[1] == left.get_ylim()[0]
     assert left.get_title() == ("toy decode (context 128, bf16) on H100-SXM x2 (TP):\n"
                                 "throughput (solid) and latency (dashed) vs batch")
@@ -555,6 +556,8 @@ def test_fit_figure_plots_runs_fitted_curves_and_observed_against_fitted(tmp_pat
     assert left.get_xlabel() == "parameters N" and left.get_ylabel() == "loss, nats/token"
     predicted = result.fit.loss(n, d)
     assert np.allclose(right.collections[0].get_offsets(), np.column_stack([predicted, result.runs.loss]))
+    for points in (runs, right.collections[0]):  # black-edged dots of size 18 in both panels
+        assert list(points.get_sizes()) == [18] and list(points.get_linewidths()) == [0.3]
     (diag,) = right.get_lines()
     lims = [min(predicted.min(), min(result.runs.loss)), max(predicted.max(), max(result.runs.loss))]
     assert list(diag.get_xdata()) == pytest.approx(lims) and list(diag.get_ydata()) == pytest.approx(lims)
@@ -618,6 +621,7 @@ def test_report_memory_bars_stack_each_part_per_stage_and_recompute(figures):
     assert tuple(fig.get_size_inches()) == (10, 5)
     assert _margins(fig) == pytest.approx({"left": 0.08, "right": 0.8, "bottom": 0.14, "top": 0.9})
     (ax,) = fig.axes
+    assert ax.get_subplotspec().get_geometry() == (1, 1, 0, 0)  # one axes over the whole figure
     # two modes per stage: width 0.4, bars at stage -+ 0.2, each 0.4 x 0.92 wide
     rects = ax.patches
     assert len(rects) == 5 * 4
@@ -720,6 +724,7 @@ def test_report_serving_latency_plots_p50_and_p99_in_ms(figures):
     assert tuple(fig.get_size_inches()) == (9, 4.6)
     assert _margins(fig) == pytest.approx({"left": 0.1, "right": 0.97, "bottom": 0.13, "top": 0.88})
     (ax,) = fig.axes
+    assert ax.get_subplotspec().get_geometry() == (1, 1, 0, 0)
     lines = {ln.get_label(): list(ln.get_ydata()) for ln in ax.get_lines()}
     assert lines == {"TTFT p50": pytest.approx([100, 200]), "TTFT p99": pytest.approx([300, 600]),
                      "TPOT p50": pytest.approx([10, 20]), "TPOT p99": pytest.approx([30, 60]),
@@ -737,6 +742,7 @@ def test_report_frontier_puts_the_report_law_first(figures):
     assert tuple(fig.get_size_inches()) == (9, 5.2)
     assert _margins(fig) == pytest.approx({"left": 0.1, "right": 0.97, "bottom": 0.11, "top": 0.88})
     (ax,) = fig.axes
+    assert ax.get_subplotspec().get_geometry() == (1, 1, 0, 0)
     labels = [ln.get_label() for ln in ax.get_lines()]
     names = ["epoch", *[n for n in LAW_NAMES if n != "epoch"]]
     assert labels == [f"{n} {q}_opt" for n in names for q in ("N", "D")] + ["this point: N", "this point: D"]

@@ -160,3 +160,25 @@ def test_the_figure_bars_each_kernel_against_its_baseline(tmp_path, monkeypatch)
         assert fig.axes[0].get_title() == "triton_matmul bfloat16 (GB/s = the kernel's bytes / each time)"
     finally:
         plt.close(fig)
+
+
+def test_quantize_reads_its_bf16_input_and_writes_the_rest():
+    """On a card whose read and write bandwidths differ (an A100, no Hopper stream cap) the split of the row's
+    bytes matters: the bf16 input M x N x 2 is read, the rest (codes and scales) written."""
+    import json
+
+    from mlsyscalc.calc.roofline.calibration import load_ceilings
+    from mlsyscalc.calc.roofline.ops import predict_memory_op
+
+    calibration = {**json.loads((Path(__file__).parents[1] / "reports/matmul/ceilings.json").read_text()),
+                   "gpu": "NVIDIA A100-SXM4-80GB", "sm_count": 108,
+                   "peak_flops": {"bf16": 280e12, "fp16": 280e12, "tf32": 140e12, "int8": 560e12},
+                   "bandwidth_Bps": {"read": 1800e9, "write": 1500e9, "copy": 1600e9}}
+    calibration.pop("matmul_runs")
+    q = _row("triton_quantize", "4096x8192", "int8_row", ms=0.1, bytes=4096 * 8192 * 3.0 + 4096 * 4)
+    kernels.add_predictions([q], calibration)
+    ceil = load_ceilings(calibration=calibration)
+    read = 4096 * 8192 * 2.0
+    want = predict_memory_op("quantize", read, 4096 * 8192 * 1.0 + 4096 * 4, gpu=ceil).predicted_s * 1e3
+    swapped = predict_memory_op("quantize", 4096 * 8192 * 1.0 + 4096 * 4, read, gpu=ceil).predicted_s * 1e3
+    assert q.predicted_ms == pytest.approx(want, rel=1e-12) and abs(want - swapped) > 1e-3 * want
