@@ -747,3 +747,63 @@ def test_report_frontier_puts_the_report_law_first(figures):
     names = ["epoch", *[n for n in LAW_NAMES if n != "epoch"]]
     assert labels == [f"{n} {q}_opt" for n in names for q in ("N", "D")] + ["this point: N", "this point: D"]
     assert _points(ax.get_lines()[-2:]) == [1e23, 7e9, 1e23, 1.4e11]
+
+
+# --- plotting: what every figure writer shares --------------------------------------------------------------------
+
+def test_check_path_takes_known_suffixes_and_makes_the_folder(tmp_path):
+    from mlsyscalc.errors import MlsysError
+    from mlsyscalc.report.plotting import check_path
+
+    assert check_path(tmp_path / "a" / "b" / "f.PNG") == tmp_path / "a" / "b" / "f.PNG"
+    assert (tmp_path / "a" / "b").is_dir()
+    with pytest.raises(MlsysError, match=r"--plot f\.pdf: use a \.png or \.svg file name"):
+        check_path("f.pdf")
+    with pytest.raises(MlsysError, match=r"--out x\.png: use a \.svg file name"):
+        check_path("x.png", "--out", (".svg",))
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(MlsysError, match="cannot create its folder"):
+        check_path(tmp_path / "file" / "f.svg")
+
+
+def test_save_writes_every_format_reproducibly_and_closes_the_figure(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from mlsyscalc.report.plotting import pyplot, save
+
+    pyplot()
+    fig, ax = plt.subplots(figsize=(2, 1))
+    ax.plot([1, 2], [3, 4])
+    paths = save(fig, [tmp_path / "a.svg", str(tmp_path / "a.png")], dpi=50)
+    assert paths == [tmp_path / "a.svg", tmp_path / "a.png"] and not plt.fignum_exists(fig.number)
+    svg = (tmp_path / "a.svg").read_text()
+    assert "<dc:date>" not in svg  # no creation date: a rerun writes the same file
+    png = (tmp_path / "a.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    tight = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert tight != (100, 50)  # cropped to the drawing (bbox_inches="tight"), not the 2 x 1 inch canvas
+    fig, _ = plt.subplots(figsize=(2, 1))
+    save(fig, [tmp_path / "b.png"], dpi=50, tight=False)
+    png = (tmp_path / "b.png").read_bytes()
+    assert (int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")) == (100, 50)  # the whole figure
+    from mlsyscalc.errors import MlsysError
+
+    fig, _ = plt.subplots()
+    with pytest.raises(MlsysError, match="cannot write figure"):
+        save(fig, [tmp_path / "missing" / "c.png"])
+    assert not plt.fignum_exists(fig.number)
+
+
+def test_plain_ticks_print_numbers_without_mathtext():
+    import matplotlib.pyplot as plt
+
+    from mlsyscalc.report.plotting import plain_ticks
+
+    fig, ax = plt.subplots()
+    try:
+        plain_ticks(ax.xaxis)
+        major = ax.xaxis.get_major_formatter()
+        assert [major(v, 0) for v in (1, 16, 0.5, 1e20, 2.5e-7)] == ["1", "16", "0.5", "1e20", "2.5e-07"]
+        assert ax.xaxis.get_minor_formatter()(3, 0) == ""
+    finally:
+        plt.close(fig)
