@@ -513,6 +513,9 @@ def main() -> None:
                         help="only the sites of this half of the fixed hash split (mutation_sample.half_of)")
     parser.add_argument("--outside", action="store_true",
                         help="mutate the modules around the calculators (OUTSIDE: cli, report, bench, readers, units)")
+    parser.add_argument("--only-tests", nargs="+", metavar="FILE",
+                        help="run only these test files (those of them the module lists, else all of them): what a "
+                             "set of new files kills on its own, a lower bound on the full lists' score")
     parser.add_argument("--show", nargs=2, metavar=("PATH", "INDEX"), help="print one mutant's diff")
     opts = parser.parse_args()
     if opts.kinds != KINDS:
@@ -639,6 +642,8 @@ def run(opts: argparse.Namespace) -> None:
         if opts.rerun == "survived" and _equivalent(site):
             continue  # explained in tools/mutation_equivalents.json: no test can kill it
         tests = tests_for(path)
+        if opts.only_tests:  # a subset's own kills: its files among the module's, else all of it
+            tests = [t for t in tests if t in opts.only_tests] or list(opts.only_tests)
         if tuple(tests) not in baselines:
             t0 = time.monotonic()
             state = run_tests(opts.scratch, tests, 900)[0]
