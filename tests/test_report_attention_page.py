@@ -92,3 +92,19 @@ def test_the_figure_plots_each_backend_at_the_goal_shapes(tmp_path, monkeypatch)
         assert fwd_full.get_ylabel() == "TFLOP/s" and bwd_full.get_xlabel() == "sequence length"
     finally:
         plt.close(fig)
+
+
+def test_page_summary_gives_the_range_of_each_ratio(tmp_path, monkeypatch):
+    from mlsyscalc.bench.rows import ResultStore
+
+    monkeypatch.setattr(attention, "plot", lambda rows, path: None)
+    store = ResultStore(tmp_path / "rows.jsonl")
+    env = {"gpu": "NVIDIA H200", "sm_count": 132, "git_commit": "abc"}
+    for s, fwd, bwd in (("B4xH32xKV32xS4096xD128", 1.5, 0.9), ("B1xH32xKV32xS16384xD128", 1.2, 1.1),
+                        ("B2xH32xKV32xS8192xD128", 1.7, 1.0)):
+        store.append(_row("triton_fwd", s, ms=1.0, flops=1e12, base=fwd, env=env, measured_at="2026-11-01"))
+        store.append(_row("triton_bwd", s, ms=1.0, flops=1e12, base=bwd, env=env, measured_at="2026-11-02"))
+    text = attention.write(tmp_path, "mlsys bench report r").read_text()
+    assert "Summary: forward Triton/FLASH 1.20..1.70x, backward 0.90..1.10x." in text
+    assert "measured 2026-11-01 to 2026-11-02." in text and "Card: NVIDIA H200 (132 SMs" in text
+    assert text.rstrip().endswith("None.")  # no failed rows

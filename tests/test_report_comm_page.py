@@ -272,7 +272,8 @@ def test_shared_spread_lines_count_irreproducible_and_host_bound_rows():
     rows = [_row(MiB, 10e-6, time_min_s=10e-6 / 1.1, host_issue_s=9.5e-6),  # spread 10%, host-bound
             _row(4 * MiB, 20e-6, time_min_s=20e-6 / 1.3, host_issue_s=1e-6, graph_time_s=15e-6,
                  graph_time_min_s=15e-6 / 1.05),  # 30%: past 1.2 x best
-            _row(8 * MiB, 40e-6, time_min_s=40e-6 / 1.2),  # exactly 1.2: not counted
+            _row(8 * MiB, 40e-6, time_min_s=40e-6 / 1.2, graph_time_s=30e-6),  # exactly 1.2: not counted; a graph
+            # time without its best trial is no spread
             _row(512 * KiB, 5e-6, time_min_s=1e-6), _row(MiB, 20e-6, gpus=4, time_min_s=20e-6)]
     lines = comm_shared._spread_lines(rows, MiB)
     assert lines[0] == ("| GPUs | timing | rows | median > 1.2 x best | median spread | max spread | host-bound "

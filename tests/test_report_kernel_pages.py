@@ -182,3 +182,11 @@ def test_quantize_reads_its_bf16_input_and_writes_the_rest():
     want = predict_memory_op("quantize", read, 4096 * 8192 * 1.0 + 4096 * 4, gpu=ceil).predicted_s * 1e3
     swapped = predict_memory_op("quantize", 4096 * 8192 * 1.0 + 4096 * 4, read, gpu=ceil).predicted_s * 1e3
     assert q.predicted_ms == pytest.approx(want, rel=1e-12) and abs(want - swapped) > 1e-3 * want
+
+
+@pytest.mark.parametrize("speedups,met", [((4.0, 4.5), "yes"), ((3.99, 6.0), "no")])
+def test_w8a8_goal_is_4x_on_every_square(speedups, met):
+    rows = [_row("triton_w8a8", s, "int8_rowcol", ms=1.0, base=x) for s, x in zip(("4096x4096x4096", "8192x8192x8192"),
+                                                                                 speedups)]
+    (line,) = [x for x in kernels.goals_table(rows, None) if x.startswith("| W8A8")]
+    assert line.startswith("| W8A8 int8 GEMM, 4096..8192 squares | torch._int_mm | >= 4x |") and line.endswith(f"| {met} |")

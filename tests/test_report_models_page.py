@@ -244,3 +244,31 @@ def test_the_page_assembles_its_command_card_goals_and_fit_table(tmp_path, monke
         assert any(line.startswith(row) for line in lines), row
     assert text.index("## Goals") < text.index("## The fit") < text.index("## Per op") < text.index("## Every row")
     assert lines[-1] == "![errors](errors.png)"
+
+
+def test_goals_table_order_with_eager_probe_fused_and_both_fits():
+    rows = [_row("t1", 12.0), _row("e1", 9.0, memory_error=0.01)]
+    t1, e1 = (r.key for r in rows)
+    fit = _fit((t1, "train", 0.2, 0.03, True, "eager", 0.012))
+    fused = _fit((t1, "train", 0.1, 0.0, True, "eager", 0.012))
+    steps = (_fit((t1, "train", 0.2, 0.06, True, "eager", 0.012)), [])
+    table = models_report.goals(fit, [], rows, fused, steps, {e1: 0.010}, {e1: 0.009})
+    names = [line.split(" | ")[0][2:] for line in table[2:]]
+    assert names == [
+        "uncalibrated train within +-15% (--impl torch)",
+        "uncalibrated eager prefill/decode within +-15% (--impl torch, host path; not fitted)",
+        "uncalibrated train within +-15% (--impl torch, host probe of the same call: 0 rows; the others default host)",
+        "uncalibrated eager prefill/decode within +-15% (--impl torch, host probe of the same call: 1 rows; the others "
+        "default host)",
+        "uncalibrated train within +-15% (--impl fused)",
+        "calibrated (steps + per-op fit), held-out models, within +-5%",
+        "calibrated (steps + per-op fit), held-out models, mean \\|error\\| 3.0% at most 5% (the anchors are means: "
+        "LLMCompass 4.1%, Calculon 3.65%)",
+        "per-op (forward linears, held-out) median within 10% after calibration (steps + per-op fit)",
+        "calibrated (steps-only fit), held-out models, within +-5%",
+        "calibrated (steps-only fit), held-out models, mean \\|error\\| 6.0% at most 5% (the anchors are means: "
+        "LLMCompass 4.1%, Calculon 3.65%)",
+        "per-op (forward linears, held-out) median within 10% after calibration (steps-only fit)",
+        "peak memory within 3% of max_memory_allocated"]
+    assert table[3].endswith("| 1/1 | +10.0% |")  # e1 at the default host path: |9 ms / 10 ms - 1|
+    assert table[5].endswith("| 1/1 | +0.0% |")  # e1 at its probe: 9 ms against 9 ms
