@@ -151,6 +151,7 @@ OUTSIDE_TESTS: list[tuple[str, list[str]]] = [
     ("mlsyscalc/report/model_report.py", ["test_report_building.py", *REPORT, "test_report_plots.py",
                                           "test_serve_cli.py"]),
     ("mlsyscalc/report/model_report_html.py", ["test_report_html.py", *REPORT]),
+    ("mlsyscalc/report/markdown.py", ["test_report_markdown.py", "test_report_html.py", *REPORT]),
     ("mlsyscalc/report/fused.py", ["test_report_fused_page.py", "test_bench_fused.py", *REPORT]),
     ("mlsyscalc/report/model_report_write.py", ["test_report_writer.py", *REPORT]),
     ("mlsyscalc/report/model_report_more.py", ["test_report_scaling_measured_sections.py", *REPORT]),
