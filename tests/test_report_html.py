@@ -83,3 +83,11 @@ def test_emphasis_and_escaping_inline():
         "<p>a <strong>b</strong> <em>c</em> 2*3*4 x * y * z &lt;tag&gt; &amp; <code>**code**</code></p>")
     assert _body("quote \"this\" 'and'") == "<p>quote \"this\" 'and'</p>"
     assert _body("a ` b") == "<p>a ` b</p>"  # a lone backtick is text
+
+
+def test_a_list_of_three_items_ends_at_the_first_other_line():
+    assert _body("- a\n- b\n- c\nafter\n- d") == ("<ul><li>a</li><li>b</li><li>c</li></ul>\n<p>after</p>\n"
+                                                 "<ul><li>d</li></ul>")
+    assert _body("| x |\n| --- |\n| 1 |\n| 2 |\n| 3 |\nend") == (
+        "<table><thead><tr><th>x</th></tr></thead><tbody><tr><td>1</td></tr><tr><td>2</td></tr><tr><td>3</td></tr>"
+        "</tbody></table>\n<p>end</p>")
