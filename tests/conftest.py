@@ -70,7 +70,13 @@ QUICK_FILES = frozenset({
     "test_serve_cli.py", "test_roofline_cli.py", "test_fuzz_inputs.py", "test_values_comm_memory.py",
     "test_kv_ground_truth.py", "test_comm_protocols.py", "test_values_roofline.py", "test_memory_train.py",
     "test_train.py", "test_scaling.py", "test_report_sections.py", "test_comm_collectives.py", "test_values_serve.py",
-    "test_progress.py",
+    "test_progress.py", "test_report_figures.py",
+    "test_report_html.py", "test_report_comm_page.py",
+    "test_report_kernel_pages.py", "test_report_attention_page.py",
+    "test_report_models_page.py", "test_report_fused_page.py",
+    "test_report_memory_page.py", "test_report_inference_section.py",
+    "test_report_writer.py", "test_report_training_section.py",
+    "test_report_building.py", "test_report_scaling_measured_sections.py",
 })
 
 

@@ -132,15 +132,33 @@ READERS = ["test_readers.py", "test_fuzz_system.py", "test_rows_families.py", "t
 BENCH = ["test_values_views.py", "test_bench_model_cli.py", "test_rows_families.py", "test_bench_harness.py",
          "test_bench_report.py"]
 COMM_PAGES = ["test_comm_bench.py", "test_comm_shared.py", "test_comm_shared_fit.py", "test_comm_transfer.py"]
+# the figures' value tests (tests/test_report_figures.py) first: they read each figure's data, the others
+# check that a figure is written
+FIGURES = ["test_report_figures.py", *REPORT, "test_report_plots.py", "test_serve_cli.py"]
 OUTSIDE_TESTS: list[tuple[str, list[str]]] = [
     ("mlsyscalc/readers/", READERS + SYSTEM),
-    ("mlsyscalc/report/comm", [*COMM_PAGES, "test_bench_report.py"]),
-    ("mlsyscalc/report/models_report", ["test_models_report_fresh.py", "test_models_report_memory.py"]),
-    ("mlsyscalc/report/kernels.py", ["test_values_pages.py", "test_bench_report.py", "test_rows_families.py"]),
-    ("mlsyscalc/report/attention.py", ["test_values_pages.py", "test_bench_report.py"]),
+    ("mlsyscalc/report/comm", ["test_report_comm_page.py", *COMM_PAGES, "test_bench_report.py"]),
+    ("mlsyscalc/report/models_report", ["test_report_models_page.py", "test_models_report_fresh.py", "test_models_report_memory.py"]),
+    ("mlsyscalc/report/kernels.py", ["test_report_kernel_pages.py", "test_values_pages.py", "test_bench_report.py", "test_rows_families.py"]),
+    ("mlsyscalc/report/attention.py", ["test_report_attention_page.py", "test_values_pages.py", "test_bench_report.py"]),
+    ("mlsyscalc/report/memory_plot.py", ["test_report_figures.py", "test_bench_report.py", "test_report_plots.py"]),
+    ("mlsyscalc/report/memory.py", ["test_report_memory_page.py", "test_bench_report.py", "test_report_plots.py"]),
     ("mlsyscalc/report/memory", ["test_bench_report.py", "test_report_plots.py"]),
-    ("mlsyscalc/report/bench.py", ["test_bench_report.py", *SYSTEM]),
-    ("mlsyscalc/report/model_report_build.py", REPORT + SYSTEM),
+    *((f"mlsyscalc/report/{stem}.py", FIGURES) for stem in ("roofline_plots", "scaling_plots", "serve_plots",
+                                                            "compare_plot", "model_report_figures", "plotting")),
+    ("mlsyscalc/report/bench.py", ["test_report_building.py", "test_bench_report.py", *SYSTEM]),
+    ("mlsyscalc/report/model_report_build.py", ["test_report_building.py", *REPORT, *SYSTEM]),
+    ("mlsyscalc/report/model_report.py", ["test_report_building.py", *REPORT, "test_report_plots.py",
+                                          "test_serve_cli.py"]),
+    ("mlsyscalc/report/model_report_html.py", ["test_report_html.py", *REPORT]),
+    ("mlsyscalc/report/markdown.py", ["test_report_markdown.py", "test_report_html.py", *REPORT]),
+    ("mlsyscalc/report/fused.py", ["test_report_fused_page.py", "test_bench_fused.py", *REPORT]),
+    ("mlsyscalc/report/model_report_write.py", ["test_report_writer.py", *REPORT]),
+    ("mlsyscalc/report/model_report_more.py", ["test_report_scaling_measured_sections.py", *REPORT]),
+    ("mlsyscalc/report/model_report_s", ["test_report_training_section.py", *REPORT, "test_report_plots.py",
+                                         "test_serve_cli.py"]),  # model_report_sections.py and _system.py
+    ("mlsyscalc/report/model_report_infer.py", ["test_report_inference_section.py", *REPORT, "test_report_plots.py",
+                                                "test_serve_cli.py"]),
     ("mlsyscalc/report/", REPORT + ["test_report_plots.py", "test_serve_cli.py"]),
     ("mlsyscalc/bench/comm", [*COMM_PAGES]),
     ("mlsyscalc/bench/model_calibrate.py", ["test_values_pages.py", "test_calibrate_models.py",
@@ -496,6 +514,9 @@ def main() -> None:
                         help="only the sites of this half of the fixed hash split (mutation_sample.half_of)")
     parser.add_argument("--outside", action="store_true",
                         help="mutate the modules around the calculators (OUTSIDE: cli, report, bench, readers, units)")
+    parser.add_argument("--only-tests", nargs="+", metavar="FILE",
+                        help="run only these test files (those of them the module lists, else all of them): what a "
+                             "set of new files kills on its own, a lower bound on the full lists' score")
     parser.add_argument("--show", nargs=2, metavar=("PATH", "INDEX"), help="print one mutant's diff")
     opts = parser.parse_args()
     if opts.kinds != KINDS:
@@ -622,6 +643,8 @@ def run(opts: argparse.Namespace) -> None:
         if opts.rerun == "survived" and _equivalent(site):
             continue  # explained in tools/mutation_equivalents.json: no test can kill it
         tests = tests_for(path)
+        if opts.only_tests:  # a subset's own kills: its files among the module's, else all of it
+            tests = [t for t in tests if t in opts.only_tests] or list(opts.only_tests)
         if tuple(tests) not in baselines:
             t0 = time.monotonic()
             state = run_tests(opts.scratch, tests, 900)[0]

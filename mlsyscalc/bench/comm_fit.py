@@ -170,7 +170,7 @@ def by_collective(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]
     """Correct, timed single-node rows grouped by collective, each list sorted by size."""
     out: dict[str, list[dict[str, Any]]] = {}
     for r in sorted(rows, key=lambda r: r["size_bytes"]):
-        if r.get("ok") and r.get("time_s") and r["nodes"] == 1:
+        if r.get("ok") and r.get("time_s") and r.get("nodes", 1) == 1:  # nodes is optional in a rows file
             out.setdefault(r["collective"], []).append(r)
     return {c: out[c] for c in COLLECTIVES if len(out.get(c, ())) >= 3}
 

@@ -53,7 +53,7 @@ def load_rows(path: str | Path) -> list[dict[str, Any]]:
 
 def _timed(rows: Iterable[dict[str, Any]], min_size: int, max_size: float = float("inf")) -> list[dict[str, Any]]:
     return [r for r in rows if r.get("ok") and r.get("time_s") and min_size <= r["size_bytes"] <= max_size
-            and r["nodes"] == 1]
+            and r.get("nodes", 1) == 1]  # the reader lets a single-node row leave nodes out
 
 
 def fit_alpha_beta(rows: list[dict[str, Any]], collective: str = "all") -> Fit:
@@ -313,6 +313,14 @@ def _size_table(timed: list[dict[str, Any]], datasheet: str, line: ClusterSpec, 
     return lines
 
 
+def card_name(device: Any) -> str:
+    """The card's model in a device name as torch reports it: its first word with a digit, up to a dash, in lower
+    case ('NVIDIA H100 80GB HBM3' -> 'h100', 'NVIDIA A100-SXM4-80GB' -> 'a100', 'NVIDIA H200' -> 'h200');
+    'gpu' when there is none."""
+    words = [w for w in str(device or "").split() if any(ch.isdigit() for ch in w)]
+    return words[0].split("-")[0].lower() if words else "gpu"
+
+
 def write(folder: Path, command: str, min_size: int = 2**20) -> Path:
     """folder/README.md from folder/rows.jsonl: the datasheet cluster of the card, and a protocol
     model fitted to the rows (named <card>-x<gpus>-measured, as the calibration file would be)."""
@@ -321,6 +329,6 @@ def write(folder: Path, command: str, min_size: int = 2**20) -> Path:
     rows = load_rows(folder / "rows.jsonl")
     check_rows(rows)
     env = rows[0].get("env", {})
-    name = f"{str(env.get('gpu', 'gpu')).split()[-1].lower()}-x{rows[0]['gpus']}-measured"
+    name = f"{card_name(env.get('gpu'))}-x{rows[0]['gpus']}-measured"
     return write_report(rows, folder, min_size, default_cluster(env), measured_cluster(rows, min_size, name), command)
 

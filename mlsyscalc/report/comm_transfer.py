@@ -24,7 +24,7 @@ def transfer_errors(rows: list[dict[str, Any]], cluster: ClusterSpec | str,
     """(collective, gpus) -> median, max |error| and row count over correct single-node rows >= min_size."""
     groups: dict[tuple[str, int], list[float]] = {}
     for r in rows:
-        if r.get("ok") and r.get("time_s") and r["nodes"] == 1 and r["size_bytes"] >= min_size:
+        if r.get("ok") and r.get("time_s") and r.get("nodes", 1) == 1 and r["size_bytes"] >= min_size:
             predicted = collective_cost(r["collective"], r["size_bytes"], r["gpus"], cluster).time_s
             groups.setdefault((r["collective"], r["gpus"]), []).append(abs(predicted / r["time_s"] - 1))
     return {key: {"median_abs_error": statistics.median(errs), "max_abs_error": max(errs), "rows": len(errs)}
