@@ -188,7 +188,9 @@ BUGS = [
 ]
 
 
-def run(bugs: list[Bug], out: Path, without: list[str], scratch: Path, rerun_survived: bool = False) -> None:
+def run(bugs: list[Bug], out: Path, without: list[str], scratch: Path, rerun_survived: bool = False,
+        budget_s: float | None = None) -> None:
+    started = time.monotonic()
     prepare_copy(scratch)
     _warm_imports()
     skip = {Path(w).name for w in without}
@@ -199,6 +201,9 @@ def run(bugs: list[Bug], out: Path, without: list[str], scratch: Path, rerun_sur
     rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()] if out.exists() else []
     done = {(r["path"], r["what"], tuple(r["without"])): r["status"] for r in rows}  # the latest row wins
     for bug in bugs:
+        if budget_s is not None and time.monotonic() - started > budget_s:
+            print(f"budget of {budget_s:g} s spent: the rest is left for a rerun (it resumes)", flush=True)
+            break
         previous = done.get((bug.path, bug.what, tuple(sorted(skip))))
         if previous is not None and not (rerun_survived and previous == "survived"):
             continue  # a rerun resumes (--rerun-survived: only the survivors run again, after new tests)
@@ -344,6 +349,8 @@ def main() -> None:
     parser.add_argument("--check", action="store_true",
                         help="check every bug (its text once, its witness's output changed by it) and run no tests")
     parser.add_argument("--check-out", type=Path, default=None, help="with --check: one JSON line per bug")
+    parser.add_argument("--budget-s", type=float, default=None,
+                        help="start no bug after this many seconds (a rerun with the same --out resumes)")
     parser.add_argument("--only", action="append", default=[], metavar="TEXT",
                         help="only the bugs whose `what` contains TEXT (repeatable)")
     opts = parser.parse_args()
@@ -357,7 +364,7 @@ def main() -> None:
         raise SystemExit(1 if check(bugs, opts.scratch, opts.check_out) else 0)
     if opts.only_existing:
         bugs = [b for b in bugs if subprocess.run(["git", "cat-file", "-e", f"main:{b.path}"], cwd=ROOT).returncode == 0]
-    run(bugs, opts.out, opts.without, opts.scratch, opts.rerun_survived)
+    run(bugs, opts.out, opts.without, opts.scratch, opts.rerun_survived, opts.budget_s)
 
 
 if __name__ == "__main__":
