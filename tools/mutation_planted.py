@@ -231,6 +231,25 @@ def run(bugs: list[Bug], out: Path, without: list[str], scratch: Path, rerun_sur
         print(f"{status:9s} {bug.path}: {bug.what}", flush=True)
 
 
+def area(path: str) -> str:
+    """The area a bug's path counts in: cli, report, calc (calc/ and specs/) or other (bench, readers, units)."""
+    part = path.split("/")[1] if path.count("/") > 1 else ""
+    return {"specs": "calc", "cli": "cli", "report": "report", "calc": "calc"}.get(part, "other")
+
+
+def interleave(bugs: list[Bug]) -> list[Bug]:
+    """The bugs area by area in turn, each area in its own order."""
+    queues: dict[str, list[Bug]] = {}
+    for bug in bugs:
+        queues.setdefault(area(bug.path), []).append(bug)
+    out: list[Bug] = []
+    while any(queues.values()):
+        for queue in queues.values():
+            if queue:
+                out.append(queue.pop(0))
+    return out
+
+
 WITNESS_TIMEOUT_S = 300
 
 
@@ -349,6 +368,8 @@ def main() -> None:
     parser.add_argument("--check", action="store_true",
                         help="check every bug (its text once, its witness's output changed by it) and run no tests")
     parser.add_argument("--check-out", type=Path, default=None, help="with --check: one JSON line per bug")
+    parser.add_argument("--interleave", action="store_true",
+                        help="plant the areas in turn (cli, report, calc and specs, the rest), so a budget samples each")
     parser.add_argument("--budget-s", type=float, default=None,
                         help="start no bug after this many seconds (a rerun with the same --out resumes)")
     parser.add_argument("--only", action="append", default=[], metavar="TEXT",
@@ -360,6 +381,8 @@ def main() -> None:
     bugs = BUGS if opts.bugs is None else load_bugs(opts.bugs)
     if opts.only:
         bugs = [b for b in bugs if any(text in b.what for text in opts.only)]
+    if opts.interleave:
+        bugs = interleave(bugs)
     if opts.check:
         raise SystemExit(1 if check(bugs, opts.scratch, opts.check_out) else 0)
     if opts.only_existing:
