@@ -17,7 +17,7 @@ A set kept as data (`--bugs FILE`: a JSON list of {path, old, new, what, witness
 witness is a shell line run in the scratch copy (`mlsys` and `python` there run the copy's package; $W
 is an empty folder, the same path on every run) whose output, exit status included, must change when
 the bug is applied. `--check` proves that for every bug before any scoring: `old` occurs once, the
-bug's test files resolve, the witness's output is the same on two clean runs and differs with the bug
+planted file still compiles (an edit that breaks the import is a crash, not a bug), the bug's test files resolve, the witness's output is the same on two clean runs and differs with the bug
 (an edit whose output does not change is not a bug):
 
     python tools/mutation_planted.py --bugs tools/planted/fresh.json --check
@@ -283,6 +283,14 @@ def run_witness(scratch: Path, line: str) -> str:
     return f"exit {done.returncode}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
 
 
+def _compiles(source: str, path: str) -> bool:
+    try:
+        compile(source, path, "exec")
+    except SyntaxError:
+        return False
+    return True
+
+
 def check(bugs: list[Bug], scratch: Path, out: Path | None = None) -> int:
     """Every bug: its text once in the worktree, test files that resolve, a witness that is stable without the
     bug and changes with it. Prints one line per bug and returns the number that fail."""
@@ -304,6 +312,8 @@ def check(bugs: list[Bug], scratch: Path, out: Path | None = None) -> int:
             problem = f"`old` occurs {count} times"
         elif bug.old == bug.new:
             problem = "`new` equals `old`"
+        elif bug.path.endswith(".py") and not _compiles(source.replace(bug.old, bug.new), bug.path):
+            problem = "the planted file is not valid Python (a crash at import, not a bug)"
         elif not problem and len(missing) == len(tests):
             problem = "none of its test files exists"
         elif not bug.witness:
