@@ -12,12 +12,24 @@ tools/mutation.py, so a bug costs its tests' time.
     python tools/mutation_planted.py --out reports/mutation/planted_outside.jsonl
     python tools/mutation_planted.py --without tests/test_values_views.py ... --out FILE   # the suite before
     python tools/mutation_planted.py --report --out reports/mutation/planted_outside.jsonl
+
+A set kept as data (`--bugs FILE`: a JSON list of {path, old, new, what, witness}) replaces BUGS. Its
+witness is a shell line run in the scratch copy (`mlsys` and `python` there run the copy's package; $W
+is an empty folder, the same path on every run) whose output, exit status included, must change when
+the bug is applied. `--check` proves that for every bug before any scoring: `old` occurs once, the
+planted file still compiles (an edit that breaks the import is a crash, not a bug), the bug's test files resolve, the witness's output is the same on two clean runs and differs with the bug
+(an edit whose output does not change is not a bug):
+
+    python tools/mutation_planted.py --bugs tools/planted/fresh.json --check
+    python tools/mutation_planted.py --bugs tools/planted/fresh.json --out reports/mutation/planted_fresh_main.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -33,6 +45,29 @@ class Bug:
     old: str
     new: str
     what: str  # what a user would see
+    witness: str = ""  # a shell line whose output the bug changes (--bugs files; --check runs it)
+
+
+def load_bugs(path: Path) -> list[Bug]:
+    """The bugs of a JSON file: a list of objects with path, old, new, what and witness (all strings)."""
+    try:
+        items = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"--bugs {path}: cannot read it ({exc})") from None
+    if not isinstance(items, list):
+        raise SystemExit(f"--bugs {path}: expected a JSON list of bugs")
+    keys = ("path", "old", "new", "what", "witness")
+    bugs = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or sorted(item) != sorted(keys) or not all(
+                isinstance(item[k], str) and (item[k] or k == "new") for k in keys):
+            raise SystemExit(f"--bugs {path} item {i}: needs exactly the strings {', '.join(keys)}, "
+                             "none empty but `new` (a deletion)")
+        bugs.append(Bug(**item))
+    whats = [b.what for b in bugs]
+    if len(set(whats)) != len(whats):
+        raise SystemExit(f"--bugs {path}: two bugs share a `what` ({sorted({w for w in whats if whats.count(w) > 1})[0]!r})")
+    return bugs
 
 
 BUGS = [
@@ -153,7 +188,9 @@ BUGS = [
 ]
 
 
-def run(out: Path, without: list[str], scratch: Path, rerun_survived: bool = False) -> None:
+def run(bugs: list[Bug], out: Path, without: list[str], scratch: Path, rerun_survived: bool = False,
+        budget_s: float | None = None) -> None:
+    started = time.monotonic()
     prepare_copy(scratch)
     _warm_imports()
     skip = {Path(w).name for w in without}
@@ -163,7 +200,10 @@ def run(out: Path, without: list[str], scratch: Path, rerun_survived: bool = Fal
     out.parent.mkdir(parents=True, exist_ok=True)
     rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()] if out.exists() else []
     done = {(r["path"], r["what"], tuple(r["without"])): r["status"] for r in rows}  # the latest row wins
-    for bug in BUGS:
+    for bug in bugs:
+        if budget_s is not None and time.monotonic() - started > budget_s:
+            print(f"budget of {budget_s:g} s spent: the rest is left for a rerun (it resumes)", flush=True)
+            break
         previous = done.get((bug.path, bug.what, tuple(sorted(skip))))
         if previous is not None and not (rerun_survived and previous == "survived"):
             continue  # a rerun resumes (--rerun-survived: only the survivors run again, after new tests)
@@ -191,6 +231,124 @@ def run(out: Path, without: list[str], scratch: Path, rerun_survived: bool = Fal
         print(f"{status:9s} {bug.path}: {bug.what}", flush=True)
 
 
+def area(path: str) -> str:
+    """The area a bug's path counts in: cli, report, calc (calc/ and specs/) or other (bench, readers, units)."""
+    part = path.split("/")[1] if path.count("/") > 1 else ""
+    return {"specs": "calc", "cli": "cli", "report": "report", "calc": "calc"}.get(part, "other")
+
+
+def interleave(bugs: list[Bug]) -> list[Bug]:
+    """The bugs area by area in turn, each area in its own order."""
+    queues: dict[str, list[Bug]] = {}
+    for bug in bugs:
+        queues.setdefault(area(bug.path), []).append(bug)
+    out: list[Bug] = []
+    while any(queues.values()):
+        for queue in queues.values():
+            if queue:
+                out.append(queue.pop(0))
+    return out
+
+
+WITNESS_TIMEOUT_S = 300
+
+
+def _witness_bin(scratch: Path) -> Path:
+    """A folder for PATH whose `mlsys` and `python` run the scratch copy's package with this interpreter."""
+    folder = scratch / ".witness_bin"
+    folder.mkdir(exist_ok=True)
+    (folder / "python").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    (folder / "mlsys").write_text(
+        f'#!/bin/sh\nexec {sys.executable} -c "import sys, mlsyscalc; '
+        f"assert mlsyscalc.__file__.startswith({str(scratch)!r}), mlsyscalc.__file__; "
+        f'from mlsyscalc.cli.main import main; sys.argv[0] = \'mlsys\'; main()" "$@"\n')
+    for name in ("python", "mlsys"):
+        (folder / name).chmod(0o755)
+    return folder
+
+
+def run_witness(scratch: Path, line: str) -> str:
+    """The witness's exit status, stdout and stderr, run by bash in the scratch copy with $W an empty folder."""
+    folder = scratch / ".witness"
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir()
+    env = {**os.environ, "PATH": f"{_witness_bin(scratch)}:{os.environ.get('PATH', '')}", "PYTHONPATH": str(scratch),
+           "W": str(folder), "COLUMNS": "120", "MPLBACKEND": "Agg", "CUDA_VISIBLE_DEVICES": "", "PYTHONHASHSEED": "0"}
+    try:
+        done = subprocess.run(["bash", "-c", line], cwd=scratch, env=env, capture_output=True, text=True,
+                              timeout=WITNESS_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return "timeout"
+    return f"exit {done.returncode}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+
+
+def _compiles(source: str, path: str) -> bool:
+    try:
+        compile(source, path, "exec")
+    except SyntaxError:
+        return False
+    return True
+
+
+def check(bugs: list[Bug], scratch: Path, out: Path | None = None) -> int:
+    """Every bug: its text once in the worktree, test files that resolve, a witness that is stable without the
+    bug and changes with it. Prints one line per bug and returns the number that fail."""
+    prepare_copy(scratch)
+    baselines: dict[str, str] = {}
+    failed = 0
+    rows = []
+    for bug in bugs:
+        problem = ""
+        source = (ROOT / bug.path).read_text() if (ROOT / bug.path).is_file() else ""
+        count = source.count(bug.old)
+        try:
+            tests = [t for t in dict.fromkeys(tests_for(bug.path))]
+            missing = [t for t in tests if not (ROOT / "tests" / t).exists()]
+        except (KeyError, StopIteration):
+            tests, missing = [], []
+            problem = "no test files map to this path (tools/mutation.py TESTS / OUTSIDE_TESTS)"
+        if count != 1:
+            problem = f"`old` occurs {count} times"
+        elif bug.old == bug.new:
+            problem = "`new` equals `old`"
+        elif bug.path.endswith(".py") and not _compiles(source.replace(bug.old, bug.new), bug.path):
+            problem = "the planted file is not valid Python (a crash at import, not a bug)"
+        elif not problem and len(missing) == len(tests):
+            problem = "none of its test files exists"
+        elif not bug.witness:
+            problem = "no witness"
+        before = after = ""
+        if not problem:
+            if bug.witness not in baselines:
+                first, second = run_witness(scratch, bug.witness), run_witness(scratch, bug.witness)
+                baselines[bug.witness] = first if first == second else ""
+            before = baselines[bug.witness]
+            if not before or before == "timeout":
+                problem = "the witness is not reproducible without the bug" if not before else "the witness times out"
+        if not problem:
+            target = scratch / bug.path
+            original = target.read_text()
+            target.write_text(original.replace(bug.old, bug.new))
+            try:
+                after = run_witness(scratch, bug.witness)
+            finally:
+                target.write_text(original)
+            if after == before:
+                problem = "the witness's output does not change (an equivalent edit)"
+        failed += bool(problem)
+        rows.append({"path": bug.path, "what": bug.what, "ok": not problem, "problem": problem,
+                     "tests": len(tests) - len(missing), "witness_status": before.split("\n", 1)[0],
+                     "planted_status": after.split("\n", 1)[0]})
+        print(f"{'ok' if not problem else 'FAIL':4s} {bug.path}: {bug.what}" + (f"  <- {problem}" if problem else ""),
+              flush=True)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    print(f"{len(bugs) - failed} of {len(bugs)} bugs pass the check", flush=True)
+    return failed
+
+
 def report(out: Path) -> str:
     rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
     latest = {(r["path"], r["what"]): r for r in rows}
@@ -215,14 +373,31 @@ def main() -> None:
     parser.add_argument("--only-existing", action="store_true", help="only bugs whose file exists on main")
     parser.add_argument("--rerun-survived", action="store_true", help="run the survivors of --out again")
     parser.add_argument("--report", action="store_true")
+    parser.add_argument("--bugs", type=Path, default=None,
+                        help="a JSON list of {path, old, new, what, witness} to plant instead of BUGS")
+    parser.add_argument("--check", action="store_true",
+                        help="check every bug (its text once, its witness's output changed by it) and run no tests")
+    parser.add_argument("--check-out", type=Path, default=None, help="with --check: one JSON line per bug")
+    parser.add_argument("--interleave", action="store_true",
+                        help="plant the areas in turn (cli, report, calc and specs, the rest), so a budget samples each")
+    parser.add_argument("--budget-s", type=float, default=None,
+                        help="start no bug after this many seconds (a rerun with the same --out resumes)")
+    parser.add_argument("--only", action="append", default=[], metavar="TEXT",
+                        help="only the bugs whose `what` contains TEXT (repeatable)")
     opts = parser.parse_args()
     if opts.report:
         print(report(opts.out))
         return
+    bugs = BUGS if opts.bugs is None else load_bugs(opts.bugs)
+    if opts.only:
+        bugs = [b for b in bugs if any(text in b.what for text in opts.only)]
+    if opts.interleave:
+        bugs = interleave(bugs)
+    if opts.check:
+        raise SystemExit(1 if check(bugs, opts.scratch, opts.check_out) else 0)
     if opts.only_existing:
-        global BUGS
-        BUGS = [b for b in BUGS if subprocess.run(["git", "cat-file", "-e", f"main:{b.path}"], cwd=ROOT).returncode == 0]
-    run(opts.out, opts.without, opts.scratch, opts.rerun_survived)
+        bugs = [b for b in bugs if subprocess.run(["git", "cat-file", "-e", f"main:{b.path}"], cwd=ROOT).returncode == 0]
+    run(bugs, opts.out, opts.without, opts.scratch, opts.rerun_survived, opts.budget_s)
 
 
 if __name__ == "__main__":
