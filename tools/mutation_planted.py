@@ -12,6 +12,7 @@ tools/mutation.py, so a bug costs its tests' time.
     python tools/mutation_planted.py --out reports/mutation/planted_outside.jsonl
     python tools/mutation_planted.py --without tests/test_values_views.py ... --out FILE   # the suite before
     python tools/mutation_planted.py --report --out reports/mutation/planted_outside.jsonl
+    python tools/mutation_planted.py --bugs FILE --shard K/N --scratch DIR_K --out FILE_K   # N processes, then join
 
 A set kept as data (`--bugs FILE`: a JSON list of {path, old, new, what, witness}) replaces BUGS. Its
 witness is a shell line run in the scratch copy (`mlsys` and `python` there run the copy's package; $W
@@ -382,6 +383,8 @@ def main() -> None:
                         help="plant the areas in turn (cli, report, calc and specs, the rest), so a budget samples each")
     parser.add_argument("--budget-s", type=float, default=None,
                         help="start no bug after this many seconds (a rerun with the same --out resumes)")
+    parser.add_argument("--shard", metavar="K/N", help="only every Nth bug of the set from the Kth (parallel runs, each "
+                        "with its own --scratch and --out)")
     parser.add_argument("--only", action="append", default=[], metavar="TEXT",
                         help="only the bugs whose `what` contains TEXT (repeatable)")
     opts = parser.parse_args()
@@ -393,6 +396,9 @@ def main() -> None:
         bugs = [b for b in bugs if any(text in b.what for text in opts.only)]
     if opts.interleave:
         bugs = interleave(bugs)
+    if opts.shard:
+        k, n = (int(x) for x in opts.shard.split("/"))
+        bugs = bugs[k::n]
     if opts.check:
         raise SystemExit(1 if check(bugs, opts.scratch, opts.check_out) else 0)
     if opts.only_existing:
