@@ -1,0 +1,200 @@
+"""What `mlsys bench` prints about rows: derived rates, speedup = baseline ms / kernel ms, the per-group
+geomean / min / worst shape, the row store's replace-and-resume rules, and `mlsys bench rows` views.
+
+Every expected number is worked out here by hand from the row's own times and counts, never through
+the functions under test.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+import pytest
+
+from mlsyscalc.bench.rows import ResultStore, Row, row_from_flat
+from mlsyscalc.bench.summary import geomean, summarize
+
+from .test_values_views import tables
+
+
+def _row(shape: str, ms: float | None, base_ms: float | None, kernel: str = "k", dtype: str = "bf16",
+         flops: float | None = 2e12, nbytes: float | None = 4e9, predicted: float | None = None,
+         error: str | None = None) -> Row:
+    return Row(kernel=kernel, baseline="torch.matmul", shape=shape, dtype=dtype, ok=error is None, median_ms=ms,
+               baseline_median_ms=base_ms, flops=flops, bytes=nbytes, predicted_ms=predicted, error=error).finish()
+
+
+# ---- Row.finish: the rates a row carries ----------------------------------------------------------------------
+
+def test_finish_derives_every_rate_from_times_and_counts():
+    row = _row("4x4x4", 2.0, 3.0, flops=2e12, nbytes=4e9, predicted=1.6)
+    assert row.tflops_per_s == pytest.approx(1000.0)           # 2e12 FLOP in 2 ms = 1e15 FLOP/s
+    assert row.GBps == pytest.approx(2000.0)                   # 4e9 B in 2 ms = 2e12 B/s
+    assert row.baseline_tflops_per_s == pytest.approx(2e12 / 3e-3 / 1e12)
+    assert row.baseline_GBps == pytest.approx(4e9 / 3e-3 / 1e9)
+    assert row.speedup == pytest.approx(1.5)                   # baseline 3 ms over kernel 2 ms
+    assert row.prediction_error == pytest.approx(0.25)         # (2.0 - 1.6) / 1.6
+
+
+def test_finish_leaves_missing_inputs_missing():
+    untimed = _row("1x1x1", None, 3.0, predicted=1.0, error="gate failed")
+    assert (untimed.tflops_per_s, untimed.GBps, untimed.speedup, untimed.prediction_error) == (None, None, None, None)
+    assert untimed.baseline_tflops_per_s == pytest.approx(2e12 / 3e-3 / 1e12)
+    no_baseline = _row("1x1x1", 2.0, None, flops=None, nbytes=0.0)
+    assert (no_baseline.speedup, no_baseline.tflops_per_s, no_baseline.GBps) == (None, None, None)
+    assert no_baseline.baseline_tflops_per_s is None and no_baseline.prediction_error is None
+
+
+def test_key_and_flat_name_every_part():
+    row = Row(kernel="k", baseline="b", shape="s", dtype="d", variant="v", extra={"host_us": 3.5}, env={"gpu": "H200"})
+    assert row.key == "k|b|s|d|v"
+    flat = row.flat()
+    assert flat["key"] == "k|b|s|d|v" and flat["extra_host_us"] == 3.5 and flat["env_gpu"] == "H200"
+    assert "extra" not in flat and "env" not in flat
+
+
+# ---- reading rows back --------------------------------------------------------------------------------------
+
+def test_csv_text_comes_back_as_numbers_of_the_right_type():
+    row = row_from_flat({"kernel": "k", "baseline": "b", "shape": "8", "dtype": "bf16", "variant": "",
+                         "ok": "True", "median_ms": "1.25", "flops": "1000", "bytes": "1e3", "tol": "",
+                         "env_torch": "2.11", "env_sm_count": "132", "extra_note": "fast"}, from_text=True)
+    assert row.median_ms == 1.25 and row.flops == 1000 and isinstance(row.flops, int)
+    assert row.bytes == 1000.0 and isinstance(row.bytes, float)   # an exponent means a float
+    assert row.tol is None and row.ok is True and row.shape == "8"   # key fields stay text
+    assert row.env == {"torch": 2.11, "sm_count": 132} and row.extra == {"note": "fast"}
+    for text, ok in (("false", False), ("0", False), ("1", True), ("true", True)):
+        assert row_from_flat({"kernel": "k", "baseline": "b", "shape": "s", "dtype": "d", "ok": text},
+                             from_text=True).ok is ok
+    kept = row_from_flat({"kernel": "k", "baseline": "b", "shape": "s", "dtype": "d", "env_cuda": "13.0"})
+    assert kept.env == {"cuda": "13.0"}   # JSON keeps a version string a string
+
+
+def test_the_store_keeps_the_latest_row_of_a_key_and_resumes_past_timed_ones(tmp_path):
+    for name in ("rows.jsonl", "rows.csv"):
+        store = ResultStore(tmp_path / name)
+        store.append(_row("a", 2.0, 3.0))
+        store.append(_row("b", None, None, error="OOM"))
+        store.append(_row("a", 1.0, 3.0))          # a rerun of a: replaces the first
+        store.append(_row("c", float("inf"), 3.0))  # not finite: stored as missing
+        rows = store.rows()
+        assert [r.shape for r in rows] == ["a", "b", "c"], name
+        assert rows[0].median_ms == 1.0 and rows[0].speedup == pytest.approx(3.0), name
+        assert rows[2].median_ms is None, name
+        assert store.done() == {"k|torch.matmul|a|bf16|", "k|torch.matmul|c|bf16|"}, name   # b failed: run again
+    header = (tmp_path / "rows.csv").read_text().splitlines()
+    assert sum(line.startswith("kernel,") for line in header) == 1 and len(header) == 5
+
+
+# ---- summaries: geomean, min, worst shape, counts ------------------------------------------------------------
+
+def test_geomean_by_hand():
+    assert geomean([2.0, 8.0]) == pytest.approx(4.0)
+    assert geomean([1.0, 10.0, 100.0]) == pytest.approx(10.0)
+    assert geomean([4.0, 0.0, None, -1.0]) == pytest.approx(4.0)   # only positive speedups count
+    assert geomean([]) is None and geomean([0.0]) is None
+
+
+def test_summary_per_kernel_baseline_dtype():
+    rows = [_row("1024", 1.0, 0.5), _row("2048", 2.0, 4.0), _row("4096", 1.0, 8.0), _row("8192", None, 2.0, error="OOM"),
+            _row("1024", 1.0, 3.0, dtype="fp8"), _row("x", 1.0, 1.0, kernel="other")]
+    groups = {(g.kernel, g.dtype): g for g in summarize(rows)}
+    assert list(groups) == [("k", "bf16"), ("k", "fp8"), ("other", "bf16")]
+    bf16 = groups[("k", "bf16")]
+    assert (bf16.rows, bf16.timed, bf16.failed) == (4, 3, 1)
+    assert bf16.geomean_speedup == pytest.approx((0.5 * 2.0 * 8.0) ** (1 / 3))   # = 2.0
+    assert (bf16.min_speedup, bf16.max_speedup, bf16.worst_shape) == (0.5, 8.0, "1024")
+    fp8 = groups[("k", "fp8")]
+    assert (fp8.timed, fp8.failed, fp8.geomean_speedup, fp8.worst_shape) == (1, 0, pytest.approx(3.0), "1024")
+    nothing = summarize([_row("s", None, None, error="gate")])[0]
+    assert (nothing.timed, nothing.failed, nothing.geomean_speedup, nothing.min_speedup, nothing.worst_shape) == \
+        (0, 1, None, None, None)
+
+
+def test_sweep_view_tables_and_notes(monkeypatch):
+    """emit_rows (every kernel subcommand): the rows table, then the summary table, in that order."""
+    import click
+    from click.testing import CliRunner
+
+    from mlsyscalc.cli.bench import emit_rows
+
+    rows = [_row("1024", 1.0, 0.5), _row("2048", 2.0, 4.0), _row("4096", None, None, error="OOM")]
+
+    @click.command()
+    @click.option("--json", "as_json", is_flag=True)
+    @click.option("--md", is_flag=True)
+    def show(as_json, md):
+        emit_rows(rows, "markdown" if md else "table", as_json, "matmul rows")
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    data = json.loads(CliRunner().invoke(show, ["--json"]).stdout)
+    assert [r["shape"] for r in data["rows"]] == ["1024", "2048", "4096"]
+    (group,) = data["summary"]
+    assert group["geomean_speedup"] == pytest.approx(1.0) and group["min_speedup"] == 0.5
+    assert (group["timed"], group["failed"], group["worst_shape"]) == (2, 1, "1024")
+    assert data["notes"] == ["times are triton.testing.do_bench medians with L2 flushed; a row with an error was not timed"]
+    md = CliRunner().invoke(show, ["--md"]).stdout
+    views = tables(md)
+    assert list(views) == ["matmul rows", "summary (speedup = baseline ms / kernel ms)"]
+    (summary,) = views["summary (speedup = baseline ms / kernel ms)"]
+    assert list(summary.values()) == ["k", "torch.matmul", "bf16", "2", "1", "1", "0.5", "1024"]
+    assert list(summary) == ["kernel", "baseline", "dtype", "timed", "failed", "geomean", "min", "worst shape"]
+    detail = views["matmul rows"]
+    assert list(detail[1]) == ["kernel", "dtype", "shape", "variant", "ok", "rel_err", "median_ms",
+                               "baseline_median_ms", "tflops_per_s", "GBps", "speedup", "error"]
+    assert list(detail[1].values()) == ["k", "bf16", "2048", "", "yes", "", "2", "4", "1000", "2000", "2", ""]
+    assert (detail[2]["ok"], detail[2]["error"], detail[2]["median_ms"]) == ("no", "OOM", "")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    interpreted = json.loads(CliRunner().invoke(show, ["--json"]).stdout)
+    assert len(interpreted["notes"]) == 2 and "interpreter" in interpreted["notes"][1]
+
+
+# ---- mlsys bench rows ---------------------------------------------------------------------------------------
+
+def _store(tmp_path, name="rows.jsonl") -> str:
+    store = ResultStore(tmp_path / name)
+    store.append(_row("1024", 1.0, 0.5))
+    row = _row("2048", 2.0, 4.0)
+    row.extra = {"host_us": 12.5}
+    row.env = {"gpu": "NVIDIA H200"}
+    store.append(row)
+    return str(tmp_path / name)
+
+
+def test_bench_rows_views_agree(run_cli, tmp_path):
+    path = _store(tmp_path)
+    data = run_cli.json("bench", "rows", path)
+    assert [r["shape"] for r in data["rows"]] == ["1024", "2048"]
+    assert data["rows"][1]["extra_host_us"] == 12.5 and data["rows"][1]["env_gpu"] == "NVIDIA H200"
+    assert "extra_host_us" not in data["rows"][0]
+    code, out, _ = run_cli("bench", "rows", path, "--format", "csv")
+    parsed = list(csv.DictReader(io.StringIO(out)))
+    assert code == 0 and [r["speedup"] for r in parsed] == ["0.5", "2.0"]
+    assert parsed[1]["tflops_per_s"] == "1000.0" and parsed[0]["extra_host_us"] == ""
+    assert list(parsed[0])[:5] == ["kernel", "baseline", "shape", "dtype", "variant"]
+    assert list(parsed[0])[-3:] == ["key", "extra_host_us", "env_gpu"]   # first-seen order of every key
+    code, md, _ = run_cli("bench", "rows", path, "--format", "markdown")
+    assert code == 0 and "### rows.jsonl" in md
+    cell = tables(md)["rows.jsonl"][1]
+    assert (cell["speedup"], cell["GBps"], cell["extra_host_us"], cell["key"]) == ("2", "2000", "12.5",
+                                                                                   "k|torch.matmul|2048|bf16|")
+    assert math.isclose(float(cell["baseline_tflops_per_s"]), 2e12 / 4e-3 / 1e12)
+
+
+def test_bench_rows_refuses_a_file_that_is_not_rows(run_cli, tmp_path):
+    bad = tmp_path / "nccl.jsonl"
+    bad.write_text(json.dumps({"collective": "all_reduce", "bytes": 1024}) + "\n")
+    code, out, err = run_cli("bench", "rows", str(bad))
+    assert code == 2 and out == ""
+    assert "nccl.jsonl" in err and "line 1" in err and "'kernel'" in err and "NCCL rows" in err
+    negative = tmp_path / "neg.jsonl"
+    negative.write_text(json.dumps({"kernel": "k", "baseline": "b", "shape": "s", "dtype": "d", "median_ms": -1}) + "\n")
+    code, _, err = run_cli("bench", "rows", str(negative))
+    assert code == 2 and "neg.jsonl" in err and "line 1" in err and "median_ms" in err
+    text = tmp_path / "rows.csv"
+    text.write_text("kernel,baseline,shape,dtype,ok\nk,b,s,d,maybe\n")
+    code, _, err = run_cli("bench", "rows", str(text))
+    assert code == 2 and "rows.csv" in err and "line 2" in err and "ok" in err and "'maybe'" in err
