@@ -124,12 +124,12 @@ for _file, _stems in AREA_TESTS.items():
 
 # test files of the --outside modules, by path prefix (the first that matches); tools/mutation_planted.py
 # runs its hand-planted bugs against the same lists
-VIEWS = ["test_values_views.py", "test_values_pages.py", "test_serve_cli.py", "test_csv_tidy.py", "test_render_80col.py"]
+VIEWS = ["test_cli_render.py", "test_cli_answers.py", "test_values_views.py", "test_values_pages.py", "test_serve_cli.py", "test_csv_tidy.py", "test_render_80col.py"]
 SYSTEM = ["test_fuzz_system.py", "test_fuzz_inputs.py", "test_cli_foundation.py", "test_readers.py"]
 REPORT = ["test_values_report_text.py", "test_values_pages.py", "test_report.py", "test_report_sections.py",
           "test_report_markdown.py"]
-READERS = ["test_readers.py", "test_fuzz_system.py", "test_rows_families.py", "test_bench_report.py"]
-BENCH = ["test_values_views.py", "test_bench_model_cli.py", "test_rows_families.py", "test_bench_harness.py",
+READERS = ["test_readers_records.py", "test_readers.py", "test_fuzz_system.py", "test_rows_families.py", "test_bench_report.py"]
+BENCH = ["test_bench_summaries.py", "test_values_views.py", "test_bench_model_cli.py", "test_rows_families.py", "test_bench_harness.py",
          "test_bench_report.py"]
 COMM_PAGES = ["test_comm_bench.py", "test_comm_shared.py", "test_comm_shared_fit.py", "test_comm_transfer.py"]
 OUTSIDE_TESTS: list[tuple[str, list[str]]] = [
