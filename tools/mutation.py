@@ -129,7 +129,7 @@ SYSTEM = ["test_fuzz_system.py", "test_fuzz_inputs.py", "test_cli_foundation.py"
 REPORT = ["test_values_report_text.py", "test_values_pages.py", "test_report.py", "test_report_sections.py",
           "test_report_markdown.py"]
 READERS = ["test_readers_records.py", "test_readers.py", "test_fuzz_system.py", "test_rows_families.py", "test_bench_report.py"]
-BENCH = ["test_bench_summaries.py", "test_values_views.py", "test_bench_model_cli.py", "test_rows_families.py", "test_bench_harness.py",
+BENCH = ["test_bench_summaries.py", "test_bench_shapes.py", "test_values_views.py", "test_bench_model_cli.py", "test_rows_families.py", "test_bench_harness.py",
          "test_bench_report.py"]
 COMM_PAGES = ["test_bench_comm_fit.py", "test_comm_bench.py", "test_comm_shared.py", "test_comm_shared_fit.py", "test_comm_transfer.py"]
 OUTSIDE_TESTS: list[tuple[str, list[str]]] = [
