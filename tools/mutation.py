@@ -124,7 +124,7 @@ for _file, _stems in AREA_TESTS.items():
 
 # test files of the --outside modules, by path prefix (the first that matches); tools/mutation_planted.py
 # runs its hand-planted bugs against the same lists
-VIEWS = ["test_cli_render.py", "test_cli_answers.py", "test_cli_tables.py", "test_values_views.py", "test_values_pages.py", "test_serve_cli.py", "test_csv_tidy.py", "test_render_80col.py"]
+VIEWS = ["test_cli_render.py", "test_cli_answers.py", "test_cli_options.py", "test_cli_tables.py", "test_values_views.py", "test_values_pages.py", "test_serve_cli.py", "test_csv_tidy.py", "test_render_80col.py"]
 SYSTEM = ["test_fuzz_system.py", "test_fuzz_inputs.py", "test_cli_foundation.py", "test_readers.py"]
 REPORT = ["test_values_report_text.py", "test_values_pages.py", "test_report.py", "test_report_sections.py",
           "test_report_markdown.py"]
