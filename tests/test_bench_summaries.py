@@ -198,3 +198,54 @@ def test_bench_rows_refuses_a_file_that_is_not_rows(run_cli, tmp_path):
     text.write_text("kernel,baseline,shape,dtype,ok\nk,b,s,d,maybe\n")
     code, _, err = run_cli("bench", "rows", str(text))
     assert code == 2 and "rows.csv" in err and "line 2" in err and "ok" in err and "'maybe'" in err
+
+
+# ---- mlsys bench model: the case and op tables, the notes -----------------------------------------------------
+
+def _model_row(**extra) -> Row:
+    env = extra.pop("env", {"gpu": "NVIDIA H200"})
+    return Row(kernel="model.forward", baseline="graph", shape="b2s512", dtype="bf16", variant="v", median_ms=3.0,
+               predicted_ms=2.5, prediction_error=0.2, env=env,
+               extra={"model": "llama2-7b", "phase": "prefill", "kernels": "torch", "layers": 32, "full_layers": 32,
+                      **extra})
+
+
+def test_bench_model_case_table_by_hand():
+    from mlsyscalc.bench.model_report import CASE_COLUMNS, case_table
+
+    row = _model_row(peak_bytes=3 * 2**30, predicted_peak_bytes=2.5 * 2**30, memory_error=-0.1667,
+                     full_estimated_s=0.012)
+    (cells,) = case_table([row])
+    assert dict(zip(CASE_COLUMNS, cells)) == {
+        "model": "llama2-7b", "phase": "prefill", "shape": "b2s512", "mode": "graph", "kernels": "torch",
+        "dtype": "bf16", "measured_ms": 3.0, "predicted_ms": 2.5, "error": 0.2, "peak_GiB": 3.0,
+        "predicted_peak_GiB": 2.5, "memory_error": -0.1667, "full_estimated_ms": pytest.approx(12.0), "status": "ok"}
+    bare = Row(kernel="model.forward", baseline="eager", shape="s", dtype="bf16", variant="opt-125m", error="OOM")
+    (cells,) = case_table([bare])
+    got = dict(zip(CASE_COLUMNS, cells))
+    assert (got["model"], got["peak_GiB"], got["full_estimated_ms"], got["status"]) == ("opt-125m", None, None, "OOM")
+
+
+def test_bench_model_op_table_by_hand():
+    from mlsyscalc.bench.model_report import OP_COLUMNS, op_table
+
+    ops = {"kinds": {"matmul": {"measured_kernels": 224, "measured_s": 0.002, "predicted_s": 0.0016, "error": 0.25}},
+           "linears": {"o_proj": {"count": 32, "measured_s": 4e-4, "predicted_s": 5e-4, "error": -0.2},
+                       "down_proj": {"count": 32, "measured_s": 1e-3}}}
+    rows = [dict(zip(OP_COLUMNS, cells)) for cells in op_table([_model_row(ops=ops), _model_row()])]
+    assert [r["op"] for r in rows] == ["[matmul]", "down_proj", "o_proj"]   # kinds first, each section sorted
+    assert rows[0]["count"] == 224 and rows[0]["measured_ms"] == pytest.approx(2.0) and rows[0]["error"] == 0.25
+    assert rows[2] == {"model": "llama2-7b", "phase": "prefill", "shape": "b2s512", "op": "o_proj", "count": 32,
+                       "measured_ms": pytest.approx(0.4), "predicted_ms": pytest.approx(0.5), "error": -0.2}
+    assert rows[1]["predicted_ms"] is None and rows[1]["error"] is None
+
+
+def test_bench_model_notes_follow_the_rows():
+    from mlsyscalc.bench.model_report import notes
+
+    assert len(notes([_model_row()])) == 1 and notes([_model_row()])[0].startswith("measured: median of CUDA-event")
+    reduced = notes([_model_row(layers=2)])
+    assert len(reduced) == 2 and reduced[1].startswith("--layers: model and prediction both run the reduced depth")
+    cpu = notes([_model_row(env={"gpu": "cpu (x86_64)"})])
+    assert len(cpu) == 2 and cpu[1].startswith("--cpu: the model ran on the CPU")
+    assert len(notes([_model_row(env={"backend": "interpret", "gpu": "H200"})])) == 2
