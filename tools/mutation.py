@@ -147,7 +147,7 @@ OUTSIDE_TESTS: list[tuple[str, list[str]]] = [
                                             "test_calibration_split.py", "test_readers.py"]),
     ("mlsyscalc/bench/", BENCH + READERS),
     ("mlsyscalc/cli/plan.py", VIEWS + ["test_plan.py"] + SYSTEM),
-    ("mlsyscalc/cli/train.py", VIEWS + ["test_train.py", "test_train_fp8.py"] + SYSTEM),
+    ("mlsyscalc/cli/train.py", ["test_cli_train_notes.py", "test_cli_cost_compare.py"] + VIEWS + ["test_train.py", "test_train_fp8.py"] + SYSTEM),
     ("mlsyscalc/cli/scaling.py", ["test_scaling_cli.py", *SYSTEM]),
     ("mlsyscalc/cli/comm.py", ["test_comm_cli.py", *VIEWS, *SYSTEM]),
     ("mlsyscalc/cli/bench", [*COMM_PAGES, "test_bench_report.py", *BENCH, *SYSTEM]),
