@@ -146,7 +146,7 @@ OUTSIDE_TESTS: list[tuple[str, list[str]]] = [
     ("mlsyscalc/bench/model_calibrate.py", ["test_bench_calibrate_rows.py", "test_values_pages.py", "test_calibrate_models.py",
                                             "test_calibration_split.py", "test_readers.py"]),
     ("mlsyscalc/bench/", BENCH + READERS),
-    ("mlsyscalc/cli/plan.py", VIEWS + ["test_plan.py"] + SYSTEM),
+    ("mlsyscalc/cli/plan.py", ["test_cli_plan_view.py"] + VIEWS + ["test_plan.py"] + SYSTEM),
     ("mlsyscalc/cli/train.py", ["test_cli_train_notes.py", "test_cli_cost_compare.py"] + VIEWS + ["test_train.py", "test_train_fp8.py"] + SYSTEM),
     ("mlsyscalc/cli/scaling.py", ["test_scaling_cli.py", *SYSTEM]),
     ("mlsyscalc/cli/comm.py", ["test_comm_cli.py", *VIEWS, *SYSTEM]),
