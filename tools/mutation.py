@@ -154,6 +154,7 @@ OUTSIDE_TESTS: list[tuple[str, list[str]]] = [
     ("mlsyscalc/cli/calibrate.py", ["test_bench_calibrate_rows.py", "test_calibrate_models.py", *SYSTEM]),
     ("mlsyscalc/cli/report.py", REPORT + SYSTEM),
     ("mlsyscalc/cli/serve.py", ["test_cli_serve_options.py", *VIEWS, *SYSTEM, "test_memory_cli.py", "test_roofline_cli.py"]),
+    ("mlsyscalc/cli/roofline", ["test_cli_roofline_views.py", *VIEWS, *SYSTEM, "test_memory_cli.py", "test_roofline_cli.py"]),
     ("mlsyscalc/cli/compare.py", ["test_cli_cost_compare.py", *VIEWS, *SYSTEM]),
     ("mlsyscalc/cli/cost_views.py", ["test_cli_cost_compare.py", *VIEWS, *SYSTEM]),
     ("mlsyscalc/cli/", VIEWS + SYSTEM + ["test_memory_cli.py", "test_roofline_cli.py"]),
