@@ -150,6 +150,7 @@ OUTSIDE_TESTS: list[tuple[str, list[str]]] = [
     ("mlsyscalc/cli/train.py", ["test_cli_train_notes.py", "test_cli_cost_compare.py"] + VIEWS + ["test_train.py", "test_train_fp8.py"] + SYSTEM),
     ("mlsyscalc/cli/scaling.py", ["test_scaling_cli.py", *SYSTEM]),
     ("mlsyscalc/cli/comm.py", ["test_comm_cli.py", *VIEWS, *SYSTEM]),
+    ("mlsyscalc/cli/bench_comm.py", ["test_cli_bench_comm.py", *COMM_PAGES, "test_bench_report.py", *SYSTEM]),
     ("mlsyscalc/cli/bench", [*COMM_PAGES, "test_bench_report.py", *BENCH, *SYSTEM]),
     ("mlsyscalc/cli/calibrate.py", ["test_bench_calibrate_rows.py", "test_calibrate_models.py", *SYSTEM]),
     ("mlsyscalc/cli/report.py", REPORT + SYSTEM),
