@@ -71,7 +71,7 @@ QUICK_FILES = frozenset({
     "test_train.py", "test_scaling.py", "test_report_sections.py", "test_comm_collectives.py", "test_values_serve.py",
     "test_progress.py", "test_cli_render.py", "test_cli_answers.py", "test_bench_summaries.py",
     "test_readers_records.py", "test_cli_tables.py", "test_bench_shapes.py",
-    "test_cli_options.py", "test_bench_calibrate_rows.py", "test_cli_serve_options.py",
+    "test_cli_options.py", "test_bench_calibrate_rows.py", "test_cli_serve_options.py", "test_cli_main.py",
 })
 
 
