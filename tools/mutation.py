@@ -148,7 +148,7 @@ OUTSIDE_TESTS: list[tuple[str, list[str]]] = [
     ("mlsyscalc/bench/", BENCH + READERS),
     ("mlsyscalc/cli/plan.py", ["test_cli_plan_view.py"] + VIEWS + ["test_plan.py"] + SYSTEM),
     ("mlsyscalc/cli/train.py", ["test_cli_train_notes.py", "test_cli_cost_compare.py"] + VIEWS + ["test_train.py", "test_train_fp8.py"] + SYSTEM),
-    ("mlsyscalc/cli/scaling.py", ["test_scaling_cli.py", *SYSTEM]),
+    ("mlsyscalc/cli/scaling.py", ["test_cli_scaling_views.py", "test_cli_answers.py", "test_scaling_cli.py", *SYSTEM]),
     ("mlsyscalc/cli/comm.py", ["test_comm_cli.py", *VIEWS, *SYSTEM]),
     ("mlsyscalc/cli/bench_comm.py", ["test_cli_bench_comm.py", *COMM_PAGES, "test_bench_report.py", *SYSTEM]),
     ("mlsyscalc/cli/bench", [*COMM_PAGES, "test_bench_report.py", *BENCH, *SYSTEM]),
