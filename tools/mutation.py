@@ -153,7 +153,7 @@ OUTSIDE_TESTS: list[tuple[str, list[str]]] = [
     ("mlsyscalc/cli/bench_comm.py", ["test_cli_bench_comm.py", *COMM_PAGES, "test_bench_report.py", *SYSTEM]),
     ("mlsyscalc/cli/bench", [*COMM_PAGES, "test_bench_report.py", *BENCH, *SYSTEM]),
     ("mlsyscalc/cli/calibrate.py", ["test_bench_calibrate_rows.py", "test_calibrate_models.py", *SYSTEM]),
-    ("mlsyscalc/cli/report.py", REPORT + SYSTEM),
+    ("mlsyscalc/cli/report.py", ["test_cli_report_command.py"] + REPORT + SYSTEM),
     ("mlsyscalc/cli/serve_capacity_views.py", ["test_cli_serve_capacity.py", *VIEWS, *SYSTEM]),
     ("mlsyscalc/cli/serve.py", ["test_cli_serve_options.py", "test_cli_serve_capacity.py", *VIEWS, *SYSTEM, "test_memory_cli.py", "test_roofline_cli.py"]),
     ("mlsyscalc/cli/roofline", ["test_cli_roofline_views.py", *VIEWS, *SYSTEM, "test_memory_cli.py", "test_roofline_cli.py"]),
