@@ -209,3 +209,53 @@ def test_fitting_columns_drops_the_fewest():
     assert fitting_columns(columns, rows, cells, full - 11)[0] == [0, 1, 2, 3, 4]
     assert fitting_columns(columns, rows, cells, 4 + 3 * 7 + 4 * 3 + 1)[0] == [0, 1, 2, 3]   # half of six dropped
     assert fitting_columns(columns, rows, cells, 4 + 3 * 7 + 4 * 3) is None   # more than half: stacked instead
+
+
+def test_stacked_form_by_hand():
+    from mlsyscalc.cli.render_rich import _stacked
+
+    from .test_render_80col import _text
+
+    cells = [["row one", "1", "", "333"], ["row two", "4", "5", "6"]]
+    text = _text(_stacked("title", ["name", "a", "b", "c"], cells, 80))
+    assert text.splitlines() == ["title", "name: row one", "  a: 1   c: 333", "name: row two", "  a: 4   b: 5   c: 6"]
+    narrow = _text(_stacked("t", ["name", "alpha", "beta"], [["r", "1" * 8, "2" * 8]], 20), 20)
+    assert narrow.splitlines() == ["t", "name: r", "  alpha: 11111111", "  beta: 22222222"]   # pairs never split
+
+
+# ---- the notes every prediction can carry ------------------------------------------------------------------------
+
+def test_datasheet_note_only_off_the_measured_cards(run_cli, tmp_path):
+    serve = ("serve", "llama2-7b", "--requests", "10", "--rate", "2", "--gpu")
+    b200 = run_cli.json(*serve, "b200")
+    note = ("B200: no measured ceiling; a datasheet prediction (its peaks x the default efficiencies, measured on "
+            "H100/H200; --calibration with a `mlsys bench ceilings` file of the card replaces them)")
+    assert note in b200["notes"]
+    for gpu in ("h100", "h200"):
+        assert not any("no measured ceiling" in n for n in run_cli.json(*serve, gpu)["notes"])
+
+
+def test_held_out_interval_beside_the_train_step(run_cli):
+    import json
+    from pathlib import Path
+
+    data = run_cli.json("train", "qwen2.5-0.5b", "--gpus", "8", "--global-batch", "64")
+    spec = json.loads((Path(__file__).resolve().parents[1] / "model_specs" / "intervals.json").read_text())["intervals"]
+    train, step = spec["train"], data["step_time_s"]
+    got = data["interval"]
+    assert got["low_s"] == pytest.approx(step * (1 + train["low"])) and got["high_s"] == pytest.approx(step * (1 + train["high"]))
+    assert got["median_s"] == pytest.approx(step * (1 + train["median"]))
+    assert (got["runs"], got["coverage"], got["low_rel"], got["high_rel"]) == (train["runs"], train["coverage"], train["low"],
+                                                                              train["high"])
+    text = (f"step_time_s {step:.3g} s, likely {step * (1 + train['low']):.3g}-{step * (1 + train['high']):.3g} s: "
+            f"{100 * train['coverage']:.0f}% of {train['runs']} unseen runs took {100 * train['low']:+.0f}% / "
+            f"{100 * train['high']:+.0f}% of the prediction ({train['note']}; model_specs/intervals.json)")
+    assert text in data["notes"]
+
+
+def test_a_command_without_a_held_out_set_says_so():
+    from mlsyscalc.cli.intervals import with_interval
+
+    out = with_interval(render.Output({"a": 1}, (), ("n",)), "no_such_key", 2.0, label="ttft")
+    assert out.notes == ("n", "ttft: no held-out set scores this prediction (no_such_key), so no range is given")
+    assert out.data == {"a": 1}
