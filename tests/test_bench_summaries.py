@@ -249,3 +249,57 @@ def test_bench_model_notes_follow_the_rows():
     cpu = notes([_model_row(env={"gpu": "cpu (x86_64)"})])
     assert len(cpu) == 2 and cpu[1].startswith("--cpu: the model ran on the CPU")
     assert len(notes([_model_row(env={"backend": "interpret", "gpu": "H200"})])) == 2
+
+
+# ---- one case through the sweep, with the harness's gate and timer stood in -----------------------------------
+
+def _fake_harness(monkeypatch, times, gate_ok=True):
+    from mlsyscalc.bench import harness, sweep
+
+    checks = iter([harness.Check(gate_ok, 1e-3, 2e-2, "ok" if gate_ok else "relative error 1e-1 > tolerance 2e-2"),
+                   harness.Check(True, 5e-4, 2e-2, "ok")])
+    monkeypatch.setattr(sweep.harness, "check_close", lambda out, ref, dtype, tol=None: next(checks))
+    monkeypatch.setattr(sweep.harness, "time_ms", lambda fn: times.pop(0))
+    monkeypatch.setattr(sweep.harness, "env_metadata", lambda: {"gpu": "test"})
+    monkeypatch.setattr(sweep.harness, "now", lambda: "2026-12-03T00:00:00+00:00")
+
+
+def test_run_case_fills_the_row_from_gate_and_timer(monkeypatch):
+    from mlsyscalc.bench.sweep import Bench, Case, run_case
+
+    _fake_harness(monkeypatch, [2.0, 3.0])
+    case = Case("k", "torch.matmul", "8x8x8", "bf16", lambda: Bench(lambda: 1, lambda: 1, lambda: 1, extra={"q": 7}),
+                flops=4e12, bytes=2e9, variant="v", predicted_ms=1.6)
+    row = run_case(case)
+    assert (row.ok, row.rel_err, row.tol, row.error) == (True, 1e-3, 2e-2, None)
+    assert (row.median_ms, row.baseline_median_ms, row.speedup) == (2.0, 3.0, 1.5)
+    assert row.tflops_per_s == pytest.approx(2000.0) and row.GBps == pytest.approx(1000.0)
+    assert row.prediction_error == pytest.approx(0.25) and row.variant == "v" and row.predicted_ms == 1.6
+    assert row.extra == {"q": 7, "timing": "eager", "baseline_rel_err": 5e-4, "baseline_timing": "eager"}
+    assert row.env == {"gpu": "test"} and row.measured_at == "2026-12-03T00:00:00+00:00"
+
+
+def test_a_failed_gate_is_reported_not_timed(monkeypatch):
+    from mlsyscalc.bench.sweep import Bench, Case, run_case
+
+    times = [2.0, 3.0]
+    _fake_harness(monkeypatch, times, gate_ok=False)
+    row = run_case(Case("k", "b", "s", "bf16", lambda: Bench(lambda: 1, lambda: 1, lambda: 1)))
+    assert row.ok is False and row.error == "correctness gate failed: relative error 1e-1 > tolerance 2e-2"
+    assert row.median_ms is None and row.speedup is None and times == [2.0, 3.0]   # the timer never ran
+    assert row.flops is None and row.bytes is None   # a case without counts stores none (not 0)
+
+
+def test_run_cases_reports_progress_and_resumes(monkeypatch, tmp_path):
+    from mlsyscalc.bench.sweep import Bench, Case, run_cases
+
+    _fake_harness(monkeypatch, [1.0, 1.0, 1.0, 1.0])
+    cases = [Case("k", "b", s, "bf16", lambda: Bench(lambda: 1, lambda: 1)) for s in ("a", "b")]
+    store = ResultStore(tmp_path / "rows.jsonl")
+    store.append(_row("a", 1.0, 1.0, kernel="k"))   # different baseline: another key
+    seen: list[tuple[int, int, str]] = []
+    rows = run_cases(cases, store, lambda *args: seen.append(args))
+    assert [r.shape for r in rows] == ["a", "b"] and seen == [(0, 2, "k bf16 a"), (1, 2, "k bf16 b"), (2, 2, "")]
+    seen.clear()
+    again = run_cases(cases, store, lambda *args: seen.append(args))
+    assert [r.shape for r in again] == ["a", "b"] and seen == []   # both stored: nothing runs, no progress
