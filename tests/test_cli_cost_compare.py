@@ -99,3 +99,21 @@ def test_compare_a_card_that_cannot_answer_keeps_its_row(run_cli, task, extra):
     assert set(a100.values()) - {"a100", "A100-80GB-SXM", a100["note"]} == {""}
     assert h100["note"] == "" and h100["fits"] == "yes" and close(h100["x first"], 1.0)
     assert data["answer"][0].startswith("fastest: h100 ")
+
+
+def test_compare_cards_and_gpu_count_options(run_cli):
+    base = ("compare", "llama2-7b", "--task", "memory")
+    code, out, err = run_cli(*base, "--gpus", "h100,b200")   # the older spelling of --cards
+    assert code == 0 and ("note: --gpus h100,b200 names cards: the spelling is now --cards h100,b200 (--gpus N is the "
+                          "GPU count, as in mlsys train)") in err
+    assert "h100" in out and "b200" in out
+    for args, message in ((["--cards", "h100", "--gpus", "h100"], "give the cards once: --cards (--gpus CARD,... is its "
+                                                                     "older spelling)"),
+                          (["--cards", "h100", "--gpus", "8", "--num-gpus", "4"], "--gpus 8 and --num-gpus 4 disagree"),
+                          (["--gpus", "8"], "give the cards to compare: --cards h100,b200,gb200-nvl72"),
+                          (["--cards", "h100", "--gpus", "0"], "'0' is not a positive GPU count")):
+        code, _, err = run_cli(*base, *args)
+        assert code == 2 and message in " ".join(err.split()), (args, err)
+    same = run_cli.json("compare", "llama2-7b", "--cards", "h100", "--task", "train", "--gpus", "8", "--num-gpus", "8")
+    older = run_cli.json("compare", "llama2-7b", "--cards", "h100", "--task", "train", "--num-gpus", "8")
+    assert same["cards"][0]["step_time_s"] == older["cards"][0]["step_time_s"]
