@@ -204,3 +204,17 @@ def test_serve_slo_table(run_cli):
     assert ttft["value_s"] == data["ttft_p90_s"] and tpot["value_s"] == data["tpot_p50_s"]
     assert rows[0]["verdict"] == ("met" if data["ttft_p90_s"] <= 0.05 else "MISSED") == "MISSED"
     assert rows[1]["verdict"] == "met"
+
+
+def test_link_overrides_in_their_units(run_cli):
+    """--bandwidth in GB/s and --latency in us per step: a ring all-reduce of 1 GiB on 8 GPUs by hand."""
+    data = run_cli.json("comm", "all-reduce", "--size", "1GiB", "--gpus", "8", "--bandwidth", "100", "--latency", "5")
+    sent = 2 * 7 / 8 * GIB
+    assert data["latency_s"] == pytest.approx(14 * 5e-6) and data["transfer_s"] == pytest.approx(sent / 100e9)
+    assert data["time_s"] == pytest.approx(14 * 5e-6 + sent / 100e9) and data["bytes_per_gpu"] == sent
+    assert data["phases"][0]["link"].endswith("(overridden)") and data["phases"][0]["step_latency_s"] == pytest.approx(5e-6)
+    inter = run_cli.json("comm", "all-gather", "--size", "64MiB", "--gpus", "16", "--nodes", "2", "--algo", "ring",
+                         "--inter-bandwidth", "10", "--inter-latency", "20")
+    slow = run_cli.json("comm", "all-gather", "--size", "64MiB", "--gpus", "16", "--nodes", "2", "--algo", "ring",
+                        "--inter-bandwidth", "5", "--inter-latency", "20")
+    assert slow["transfer_s"] == pytest.approx(2 * inter["transfer_s"], rel=0.02)   # the ring runs at the slow link
