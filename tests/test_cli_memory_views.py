@@ -61,3 +61,27 @@ def test_training_tables(run_cli):
     plain = run_cli.json("memory", "train", "llama2-7b")
     assert not any("ZeRO-3 temporaries" in n for n in plain["notes"])
     assert "pipeline stages" not in run_both(run_cli, "memory", "train", "llama2-7b")[1]
+
+
+def test_train_defaults_bytes_overrides_and_the_swept_plot(run_cli, monkeypatch, tmp_path):
+    params = 6_738_415_616
+    data = run_cli.json("memory", "train", "llama2-7b", "--dp", "8")
+    assert data["zero"] == 0 and data["optimizer_bytes"] == 12 * params   # no ZeRO unless asked: nothing sharded
+    assert run_cli.json("memory", "train", "llama2-7b", "--dp", "8", "--zero", "1")["optimizer_bytes"] == 12 * params // 8
+    kv = run_cli.json("memory", "infer", "llama2-7b", "--context", "1024", "--bytes", "kv=1", "--bytes", "weight=1")
+    assert kv["bytes_per_element"]["kv"] == 1 and kv["kv_cache_bytes"] == 1024 * 32 * 2 * 4096
+    assert kv["detail"]["weights_quantised_bytes"] * 2 == run_cli.json(
+        "memory", "infer", "llama2-7b", "--context", "1024")["detail"]["weights_quantised_bytes"]
+    drawn = {}
+    import mlsyscalc.report.memory_plot as memory_plot
+
+    monkeypatch.setattr(memory_plot, "plot_breakdowns", lambda path, title, option, labels, parts, usable: drawn.update(
+        option=option, labels=labels, parts=parts, usable=usable, title=title))
+    plotted = run_cli.json("memory", "train", "llama2-7b", "--dp", "8", "--plot", str(tmp_path / "m.png"), "--sweep",
+                           "zero")
+    assert drawn["option"] == "zero" and drawn["labels"] == ["0", "1", "2", "3"]
+    for label, parts in zip(drawn["labels"], drawn["parts"]):
+        one = run_cli.json("memory", "train", "llama2-7b", "--dp", "8", "--zero", label)
+        assert {f"{k}_bytes": v for k, v in parts.items()} == one["breakdown"], label
+    assert drawn["usable"] == plotted["usable_bytes"] and plotted["plot"] == str(tmp_path / "m.png")
+    assert drawn["title"].startswith("llama2-7b: training memory per GPU on H100-SXM, dp 8 x tp 1 x pp 1")
