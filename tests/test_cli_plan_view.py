@@ -56,3 +56,15 @@ def test_plan_cost_and_run_columns(run_cli):
     assert notes[2].startswith("one row per tp, pp, dp, cp, ep and micro-batch")
     plain = run_cli.json("plan", "llama2-7b", "--gpus", "8", "--global-batch", "16", "--top", "2")
     assert "cost" not in plain["candidates"][0] and "run" not in plain["candidates"][0]
+
+
+def test_plan_price_alone_adds_only_the_step_cost(run_cli):
+    data, views = run_both(run_cli, "plan", "llama2-7b", "--gpus", "8", "--global-batch", "16", "--top", "2",
+                           "--price-per-gpu-hour", "2")
+    rows = next(r for t, r in views.items() if "layouts timed" in t)
+    assert list(rows[0])[-4:] == ["step s", "MFU", "memory", "cost/step"]
+    assert "run" not in data["candidates"][0]
+    tokens_only = run_both(run_cli, "plan", "llama2-7b", "--gpus", "8", "--global-batch", "16", "--top", "2",
+                           "--train-tokens", "1T")[1]
+    rows = next(r for t, r in tokens_only.items() if "layouts timed" in t)
+    assert list(rows[0])[-4:] == ["step s", "MFU", "memory", "run days"]
