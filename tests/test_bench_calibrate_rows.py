@@ -105,3 +105,34 @@ def test_ops_and_untimed_rows():
     case = mc.Case(_row(phase="train", ms=None), None, None, False)
     with pytest.raises(MlsysError, match="^calibrate: row 'model.forward|roofline|b1s128|bf16|' has no measured time$"):
         mc.observation(case, load_ceilings("h100", None))
+
+
+def test_op_errors_on_a_measured_training_row():
+    """Per forward linear: the profiler's time against the roofline's forward rows of that name (a training
+    step's backward GEMMs, q_proj.dgrad and q_proj.wgrad, are not in the forward range); per kernel kind: all."""
+    from pathlib import Path
+
+    from mlsyscalc.bench.cases.model import roofline_options
+    from mlsyscalc.bench.rows import ResultStore
+    from mlsyscalc.calc.roofline.model import predict_model
+
+    rows = ResultStore(Path(__file__).resolve().parents[1] / "reports" / "models" / "h100_fitset.jsonl").rows()
+    ceilings = load_ceilings("h100", None)
+    cases = [c for c in mc.load_cases(rows, {"llama2-7b"}) if c.case.phase == "train"][:1]
+    assert cases
+    (c,) = cases
+    roof = predict_model(c.spec, ceilings, roofline_options(c.case))
+    out = mc.op_errors(cases, ceilings)
+    linears = [e for e in out if e["section"] == "linears"]
+    kinds = {e["op"]: e for e in out if e["section"] == "kinds"}
+    assert linears and kinds
+    for e in linears:
+        forward = sum(r.busy_s for r in roof.rows if r.pass_name == "forward"
+                      and r.pred.name.removesuffix(".splitk_reduce") == e["op"])
+        assert e["predicted_s"] == pytest.approx(forward) and forward > 0, e["op"]
+        assert e["error"] == pytest.approx((e["measured_s"] - forward) / forward)
+        assert e["held_out"] is (c.row.extra.get("model") == "llama2-7b") and e["phase"] == "train"
+    measured = {name for name, v in c.row.extra["ops"]["linears"].items() if v.get("measured_s")}
+    assert {e["op"] for e in linears} == measured >= {"q_proj", "o_proj", "down_proj"}
+    for kind, e in kinds.items():
+        assert e["predicted_s"] == pytest.approx(sum(r.busy_s for r in roof.rows if r.pred.kind == kind)), kind
