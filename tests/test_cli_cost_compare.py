@@ -117,3 +117,16 @@ def test_compare_cards_and_gpu_count_options(run_cli):
     same = run_cli.json("compare", "llama2-7b", "--cards", "h100", "--task", "train", "--gpus", "8", "--num-gpus", "8")
     older = run_cli.json("compare", "llama2-7b", "--cards", "h100", "--task", "train", "--num-gpus", "8")
     assert same["cards"][0]["step_time_s"] == older["cards"][0]["step_time_s"]
+
+
+def test_disaggregated_serving_cost_counts_both_pools(run_cli):
+    data, views = run_both(run_cli, "serve", "llama2-7b", "--requests", "20", "--rate", "4", "--disagg", "1:2",
+                           "--price-per-gpu-hour", "2")
+    cost = data["cost"]
+    assert data["gpus"] == 3 and cost["gpus"] == 3 and cost["cost_per_hour"] == pytest.approx(6.0)
+    out_tps, in_tps = data["throughput_tokens_per_s"], data["input_tokens_per_s"]
+    assert cost["cost_per_million_output_tokens"] == pytest.approx(6.0 / (out_tps * 3600) * 1e6)
+    assert cost["cost_per_million_tokens"] == pytest.approx(6.0 / ((out_tps + in_tps) * 3600) * 1e6)
+    rows = {r[""]: r["value"] for r in table(views, r"^cost \(price units\)$")}
+    assert quantity(rows["GPUs"]) == 3 and close(rows["cost per hour"], 6.0, 4)
+    assert "cost" not in run_cli.json("serve", "llama2-7b", "--requests", "20", "--rate", "4", "--disagg", "1:2")
