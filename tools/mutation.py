@@ -155,7 +155,7 @@ OUTSIDE_TESTS: list[tuple[str, list[str]]] = [
     ("mlsyscalc/cli/calibrate.py", ["test_bench_calibrate_rows.py", "test_calibrate_models.py", *SYSTEM]),
     ("mlsyscalc/cli/report.py", ["test_cli_report_command.py"] + REPORT + SYSTEM),
     ("mlsyscalc/cli/serve_capacity_views.py", ["test_cli_serve_capacity.py", *VIEWS, *SYSTEM]),
-    ("mlsyscalc/cli/serve.py", ["test_cli_serve_options.py", "test_cli_serve_capacity.py", *VIEWS, *SYSTEM, "test_memory_cli.py", "test_roofline_cli.py"]),
+    ("mlsyscalc/cli/serve.py", ["test_cli_serve_options.py", "test_cli_serve_capacity.py", "test_cli_cost_compare.py", *VIEWS, *SYSTEM, "test_memory_cli.py", "test_roofline_cli.py"]),
     ("mlsyscalc/cli/roofline", ["test_cli_roofline_views.py", *VIEWS, *SYSTEM, "test_memory_cli.py", "test_roofline_cli.py"]),
     ("mlsyscalc/cli/memory.py", ["test_cli_memory_views.py", *VIEWS, *SYSTEM, "test_memory_cli.py"]),
     ("mlsyscalc/cli/train_fit.py", ["test_cli_train_fit.py", *VIEWS, *SYSTEM]),
