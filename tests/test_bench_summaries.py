@@ -303,3 +303,19 @@ def test_run_cases_reports_progress_and_resumes(monkeypatch, tmp_path):
     seen.clear()
     again = run_cases(cases, store, lambda *args: seen.append(args))
     assert [r.shape for r in again] == ["a", "b"] and seen == []   # both stored: nothing runs, no progress
+
+
+def test_store_without_a_path_and_a_csv_keeps_its_first_header(tmp_path):
+    nowhere = ResultStore(None)
+    nowhere.append(_row("a", 1.0, 1.0))
+    assert nowhere.rows() == [] and nowhere.done() == set()
+    assert ResultStore(tmp_path / "missing.jsonl").rows() == []
+    path = tmp_path / "rows.csv"
+    path.write_text("kernel,baseline,shape,dtype,variant,ok,median_ms\n")
+    store = ResultStore(path)
+    row = _row("b", 2.0, 4.0)
+    row.extra = {"new_field": 1}
+    store.append(row)
+    lines = path.read_text().splitlines()
+    assert lines == ["kernel,baseline,shape,dtype,variant,ok,median_ms", "k,torch.matmul,b,bf16,,True,2.0"]
+    assert ResultStore(path).rows()[0].median_ms == 2.0 and ResultStore(path).rows()[0].speedup is None
