@@ -319,3 +319,36 @@ def test_store_without_a_path_and_a_csv_keeps_its_first_header(tmp_path):
     lines = path.read_text().splitlines()
     assert lines == ["kernel,baseline,shape,dtype,variant,ok,median_ms", "k,torch.matmul,b,bf16,,True,2.0"]
     assert ResultStore(path).rows()[0].median_ms == 2.0 and ResultStore(path).rows()[0].speedup is None
+
+
+def test_the_sweep_progress_bar_is_fed_by_the_callback(monkeypatch):
+    from mlsyscalc.cli import bench as bench_cli
+    from mlsyscalc.cli import progress
+
+    calls: list[tuple] = []
+
+    class Bar:
+        def add_task(self, description, total):
+            calls.append(("add", description, total))
+            return 7
+
+        def start(self):
+            calls.append(("start",))
+
+        def update(self, task, **fields):
+            calls.append(("update", task, fields))
+
+        def stop(self):
+            calls.append(("stop",))
+
+    monkeypatch.setattr(progress, "rich_bar", Bar)
+    with bench_cli.progress_bar(quiet=True) as advance:
+        assert advance is None
+    with bench_cli.progress_bar(quiet=False) as advance:
+        advance(0, 2, "k bf16 a")
+        advance(1, 2, "k bf16 b")
+        advance(2, 2, "")
+    assert calls == [("add", "bench", None), ("start",),
+                     ("update", 7, {"completed": 0, "total": 2, "description": "k bf16 a"}),
+                     ("update", 7, {"completed": 1, "total": 2, "description": "k bf16 b"}),
+                     ("update", 7, {"completed": 2, "total": 2, "description": ""}), ("stop",)]
