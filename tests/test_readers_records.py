@@ -268,3 +268,19 @@ def test_measured_folder_skips_foreign_files_and_names_bad_rows(tmp_path):
                  {"kernel": "k", "baseline": "b", "shape": "s", "dtype": "d", "flops": -5}, name="sub/c.jsonl")
     with pytest.raises(MlsysError, match=re.escape(f"--measured {bad} line 2: key 'flops': must be >= 0, got -5")):
         measured_records(tmp_path)
+
+
+def test_measured_folder_file_cap_and_cache(tmp_path, monkeypatch):
+    from mlsyscalc.readers import measured
+
+    for name in ("a.jsonl", "b.jsonl"):
+        _jsonl(tmp_path, {"kernel": "k", "baseline": "b", "shape": name, "dtype": "d"}, name=name)
+    monkeypatch.setattr(measured, "MAX_FILES", 2)
+    assert len(rows_files(tmp_path)) == 2
+    monkeypatch.setattr(measured, "MAX_FILES", 1)
+    refused(f"--measured {tmp_path}: 2 files; at most 1 are read", rows_files, tmp_path)
+    monkeypatch.undo()
+    first = measured_records(tmp_path)
+    assert measured_records(tmp_path) is first   # the same files, sizes and times: read once
+    _jsonl(tmp_path, {"kernel": "k", "baseline": "b", "shape": "new", "dtype": "d"}, name="c.jsonl")
+    assert [p.name for p, _ in measured_records(tmp_path)] == ["a.jsonl", "b.jsonl", "c.jsonl"]
