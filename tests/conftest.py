@@ -77,6 +77,10 @@ QUICK_FILES = frozenset({
     "test_report_memory_page.py", "test_report_inference_section.py",
     "test_report_writer.py", "test_report_training_section.py",
     "test_report_building.py", "test_report_scaling_measured_sections.py",
+    "test_cli_render.py", "test_cli_answers.py", "test_bench_summaries.py",
+    "test_readers_records.py", "test_cli_tables.py", "test_bench_shapes.py",
+    "test_cli_options.py", "test_bench_calibrate_rows.py", "test_cli_serve_options.py", "test_cli_main.py",
+    "test_cli_report_command.py", "test_cli_scaling_views.py",
 })
 
 

@@ -124,14 +124,14 @@ for _file, _stems in AREA_TESTS.items():
 
 # test files of the --outside modules, by path prefix (the first that matches); tools/mutation_planted.py
 # runs its hand-planted bugs against the same lists
-VIEWS = ["test_values_views.py", "test_values_pages.py", "test_serve_cli.py", "test_csv_tidy.py", "test_render_80col.py"]
+VIEWS = ["test_cli_render.py", "test_cli_answers.py", "test_cli_options.py", "test_cli_tables.py", "test_values_views.py", "test_values_pages.py", "test_serve_cli.py", "test_csv_tidy.py", "test_render_80col.py"]
 SYSTEM = ["test_fuzz_system.py", "test_fuzz_inputs.py", "test_cli_foundation.py", "test_readers.py"]
 REPORT = ["test_values_report_text.py", "test_values_pages.py", "test_report.py", "test_report_sections.py",
           "test_report_markdown.py"]
-READERS = ["test_readers.py", "test_fuzz_system.py", "test_rows_families.py", "test_bench_report.py"]
-BENCH = ["test_values_views.py", "test_bench_model_cli.py", "test_rows_families.py", "test_bench_harness.py",
+READERS = ["test_readers_records.py", "test_readers.py", "test_fuzz_system.py", "test_rows_families.py", "test_bench_report.py"]
+BENCH = ["test_bench_summaries.py", "test_bench_shapes.py", "test_values_views.py", "test_bench_model_cli.py", "test_rows_families.py", "test_bench_harness.py",
          "test_bench_report.py"]
-COMM_PAGES = ["test_comm_bench.py", "test_comm_shared.py", "test_comm_shared_fit.py", "test_comm_transfer.py"]
+COMM_PAGES = ["test_bench_comm_fit.py", "test_comm_bench.py", "test_comm_shared.py", "test_comm_shared_fit.py", "test_comm_transfer.py"]
 # the figures' value tests (tests/test_report_figures.py) first: they read each figure's data, the others
 # check that a figure is written
 FIGURES = ["test_report_figures.py", *REPORT, "test_report_plots.py", "test_serve_cli.py"]
@@ -161,16 +161,25 @@ OUTSIDE_TESTS: list[tuple[str, list[str]]] = [
                                                 "test_serve_cli.py"]),
     ("mlsyscalc/report/", REPORT + ["test_report_plots.py", "test_serve_cli.py"]),
     ("mlsyscalc/bench/comm", [*COMM_PAGES]),
-    ("mlsyscalc/bench/model_calibrate.py", ["test_values_pages.py", "test_calibrate_models.py",
+    ("mlsyscalc/bench/model_calibrate.py", ["test_bench_calibrate_rows.py", "test_values_pages.py", "test_calibrate_models.py",
                                             "test_calibration_split.py", "test_readers.py"]),
     ("mlsyscalc/bench/", BENCH + READERS),
-    ("mlsyscalc/cli/plan.py", VIEWS + ["test_plan.py"] + SYSTEM),
-    ("mlsyscalc/cli/train.py", VIEWS + ["test_train.py", "test_train_fp8.py"] + SYSTEM),
-    ("mlsyscalc/cli/scaling.py", ["test_scaling_cli.py", *SYSTEM]),
+    ("mlsyscalc/cli/plan.py", ["test_cli_plan_view.py"] + VIEWS + ["test_plan.py"] + SYSTEM),
+    ("mlsyscalc/cli/train.py", ["test_cli_train_notes.py", "test_cli_cost_compare.py"] + VIEWS + ["test_train.py", "test_train_fp8.py"] + SYSTEM),
+    ("mlsyscalc/cli/scaling.py", ["test_cli_scaling_views.py", "test_cli_answers.py", "test_scaling_cli.py", *SYSTEM]),
     ("mlsyscalc/cli/comm.py", ["test_comm_cli.py", *VIEWS, *SYSTEM]),
+    ("mlsyscalc/cli/bench_comm.py", ["test_cli_bench_comm.py", *COMM_PAGES, "test_bench_report.py", *SYSTEM]),
     ("mlsyscalc/cli/bench", [*COMM_PAGES, "test_bench_report.py", *BENCH, *SYSTEM]),
-    ("mlsyscalc/cli/calibrate.py", ["test_calibrate_models.py", *SYSTEM]),
-    ("mlsyscalc/cli/report.py", REPORT + SYSTEM),
+    ("mlsyscalc/cli/calibrate.py", ["test_bench_calibrate_rows.py", "test_calibrate_models.py", *SYSTEM]),
+    ("mlsyscalc/cli/report.py", ["test_cli_report_command.py"] + REPORT + SYSTEM),
+    ("mlsyscalc/cli/serve_capacity_views.py", ["test_cli_serve_capacity.py", *VIEWS, *SYSTEM]),
+    ("mlsyscalc/cli/serve.py", ["test_cli_serve_options.py", "test_cli_serve_capacity.py", "test_cli_cost_compare.py", *VIEWS, *SYSTEM, "test_memory_cli.py", "test_roofline_cli.py"]),
+    ("mlsyscalc/cli/roofline", ["test_cli_roofline_views.py", *VIEWS, *SYSTEM, "test_memory_cli.py", "test_roofline_cli.py"]),
+    ("mlsyscalc/cli/memory.py", ["test_cli_memory_views.py", *VIEWS, *SYSTEM, "test_memory_cli.py"]),
+    ("mlsyscalc/cli/train_fit.py", ["test_cli_train_fit.py", *VIEWS, *SYSTEM]),
+    ("mlsyscalc/cli/main.py", ["test_cli_main.py", *VIEWS, *SYSTEM]),
+    ("mlsyscalc/cli/compare.py", ["test_cli_cost_compare.py", *VIEWS, *SYSTEM]),
+    ("mlsyscalc/cli/cost_views.py", ["test_cli_cost_compare.py", *VIEWS, *SYSTEM]),
     ("mlsyscalc/cli/", VIEWS + SYSTEM + ["test_memory_cli.py", "test_roofline_cli.py"]),
     ("mlsyscalc/units.py", VIEWS + SYSTEM + REPORT),
 ]

@@ -133,10 +133,12 @@ def compare_output(result) -> render.Output:
     task = result.options.task
     priced = any(c.get("cost") for c in data["cards"])
     cost_key = {"train": "cost_per_step", "serve": "cost_per_million_output_tokens"}.get(task)
+    columns = ["card", "gpu", *(name for name, _ in COLUMNS[task]), *(["x first"] if task != "memory" else []),
+               *(["memory/GPU"] if task != "serve" else []), "fits", *([cost_key.replace("_", " ")] if priced and cost_key else []), "note"]
     rows = []
     for c in data["cards"]:
-        if c["error"]:
-            rows.append([c["card"], c["gpu"], *([None] * (len(COLUMNS[task]) + 2)), *([None] if priced else []), c["error"]])
+        if c["error"]:  # card and gpu, every figure empty, the error as the note
+            rows.append([c["card"], c["gpu"], *([None] * (len(columns) - 3)), c["error"]])
             continue
         mem = c.get("memory_bytes_per_gpu", c.get("total_bytes"))
         cells = [c["card"], c["gpu"], *(c[k] for _, k in COLUMNS[task]),
@@ -144,8 +146,6 @@ def compare_output(result) -> render.Output:
                  *([fmt_bytes(mem) if mem is not None else None] if task != "serve" else []), c["fits"]]
         cells += [c["cost"][cost_key] if c.get("cost") else None] if priced else []
         rows.append(cells + [""])
-    columns = ["card", "gpu", *(name for name, _ in COLUMNS[task]), *(["x first"] if task != "memory" else []),
-               *(["memory/GPU"] if task != "serve" else []), "fits", *([cost_key.replace("_", " ")] if priced and cost_key else []), "note"]
     title = f"{result.model}: {task} on each card" + (f" ({result.options.gpus} GPUs)" if task == "train" else "")
     notes: tuple[str, ...] = ("Each card at its datasheet ceilings x the default efficiencies (no measured ceiling: a "
                               "datasheet prediction); `x first`: time relative to the first card that answered.",)
