@@ -126,13 +126,16 @@ MOVES: dict[str, str] = {
     **{f"scripts/{name}.py": f"{_V}{name}.py" for name in (
         "comm_shared", "comm_transfer", "eight_gpu_plan", "fsdp_memory", "ground_truth_cases", "ground_truth_hf",
         "hardware_published", "memory_compare", "models_error_terms", "predict_8gpu", "score_8gpu",
-        "score_8gpu_comm", "score_8gpu_train", "serve_replay", "serve_replay_report", "train_compare")},
+        "score_8gpu_comm", "score_8gpu_train", "serve_replay", "serve_replay_report", "train_compare",
+        "train_published", "train_rescore", "intervals", "serve_published", "serve_published_nim",
+        "serve_published_nim_rescore", "serve_published_trtllm09", "fused_heldout")},
+    # the published runs' readers move as one folder
+    **{f"scripts/published_runs/{name}.py": f"{_V}published_runs/{name}.py" for name in (
+        "dgxc_heldout", "encode_stated_options", "llm_foundry_fitset", "public_heldout")},
 }
 
 # edited elsewhere: never rewritten here (their references move when they do)
-FROZEN = ("reports/train/heldout_dgxc/", "reports/train/heldout_public/", "reports/train/heldout_public_rest/",
-          "reports/mutation/outside_seed5151_plan.jsonl", "scripts/train_published.py", "scripts/intervals.py",
-          "scripts/published_runs/", "scripts/serve_published.py", "scripts/serve_published_nim.py")
+FROZEN = ("reports/mutation/outside_seed5151_plan.jsonl",)
 TEXT = (".py", ".md", ".sh", ".toml", ".json", ".txt", ".yml", ".yaml", ".cfg", ".ini")
 DATA = (".jsonl", ".json", ".log", ".txt", ".csv")
 DATA_ROOTS = ("reports/", "experiments/data/", "model_specs/")
