@@ -16,8 +16,8 @@ from .conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 REST = ROOT / "reports/train/heldout_public_rest"
-tp = load_script("train_published")
-ph = load_script("published_runs/public_heldout")
+tp = load_script("validate/train_published")
+ph = load_script("validate/published_runs/public_heldout")
 
 RUN_KEYS = {"name", "group", "gpu", "cluster", "gpus", "layout", "assumed", "assumed_why", "published", "measurement",
             "flop_convention", "citation", "notes", "held_out", "selection"}

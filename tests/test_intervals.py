@@ -1,4 +1,4 @@
-"""The held-out ranges beside printed times (model_specs/intervals.json, scripts/intervals.py)."""
+"""The held-out ranges beside printed times (model_specs/intervals.json, scripts/validate/intervals.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_file_is_what_the_script_computes_from_the_committed_predictions(tmp_path, monkeypatch):
-    script = load_script("intervals")
+    script = load_script("validate/intervals")
     monkeypatch.setattr(script, "OUT", tmp_path / "intervals.json")
     script.main()
     assert json.loads((tmp_path / "intervals.json").read_text()) == json.loads(
@@ -24,7 +24,7 @@ def test_the_file_is_what_the_script_computes_from_the_committed_predictions(tmp
 
 def test_a_range_is_where_measured_times_fell_relative_to_the_prediction():
     """e = predicted / measured - 1 of -0.2 means the run took 1 / 0.8 - 1 = +25% of the prediction."""
-    script = load_script("intervals")
+    script = load_script("validate/intervals")
     got = script.spread([-0.2] * 5 + [0.0] * 5, "s", "n")
     assert got["high"] == pytest.approx(0.25) and got["low"] == pytest.approx(0.0) and got["runs"] == 10
     i = Interval(10, -0.1, 0.05, 0.3, 0.8, "s", "n")

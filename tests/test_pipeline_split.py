@@ -188,7 +188,7 @@ def test_published_llama3_and_bloom_runs_use_their_true_layers_and_split(tmp_pat
 
     from .conftest import load_script
 
-    tp, root = load_script("train_published"), Path(__file__).resolve().parents[1]
+    tp, root = load_script("validate/train_published"), Path(__file__).resolve().parents[1]
     runs = json.loads((root / "reports/train/published_runs.json").read_text())["runs"]
     expect = {"llama3-2024-table4": [7] + [8] * 14 + [7], "bigscience-2022-bloom": [5] + [6] * 10 + [5]}
     for run in (r for r in runs if r["group"] in expect):

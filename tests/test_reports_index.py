@@ -27,4 +27,4 @@ def test_the_index_is_what_the_tool_writes():
 def test_a_row_carries_family_card_commit_and_command():
     index = (ROOT / "reports" / "README.md").read_text()
     row = next(line for line in index.splitlines() if "[train/published.md]" in line)
-    assert row.startswith("| train |") and "2babfff" in row and "`python scripts/train_published.py`" in row
+    assert row.startswith("| train |") and "2babfff" in row and "`python scripts/validate/train_published.py`" in row

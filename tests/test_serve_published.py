@@ -1,4 +1,4 @@
-"""reports/serving/published.json is complete, and scripts/serve_published.py prices a case as the
+"""reports/serving/published.json is complete, and scripts/validate/serve_published.py prices a case as the
 simulator does (a batch-1 first-token case is exactly one prefill)."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def test_first_token_case_is_one_prefill():
     from mlsyscalc.calc.serve.iteration import Batch
     from mlsyscalc.specs.lookup import load_model
 
-    script = load_script("serve_published")
+    script = load_script("validate/serve_published")
     case = next(c for c in CASES if c["metric"] == "ttft_s" and c["gpu"] == "H100-SXM" and c["tp"] == 1)
     n = case["workload"]["prompt_len"]
     cost = iteration_cost(load_model(case["model"]), resolve_ceilings(case["gpu"]),
@@ -47,7 +47,7 @@ def test_second_set_names_source_reading_and_uncertainty():
 
 def test_unchunked_prefill_case_is_one_iteration():
     """A prompt shorter than the chunk is prefilled in one pass: its prefill_s is one iteration_s."""
-    script = load_script("serve_published")
+    script = load_script("validate/serve_published")
     case = next(c for c in PAPERS if c["metric"] == "prefill_s" and c["chunk"] > c["workload"]["prompt_len"])
     n = case["workload"]["prompt_len"]
     one = dict(case, metric="iteration_s", workload={"prefill": [[n, 0]], "decode_contexts": []})
@@ -75,7 +75,7 @@ def test_nim_case_at_one_client_is_one_prefill_then_decodes():
     from mlsyscalc.calc.serve.iteration import Batch
     from mlsyscalc.specs.lookup import load_model
 
-    script = load_script("serve_published_nim")
+    script = load_script("validate/serve_published_nim")
     case = next(c for c in NIM["cases"] if c["set"] == "nim-dli" and c["concurrency"] == 1 and c["tp"] == 1)
     variant = script.VARIANTS["trtllm"]
     got = script.predict_case(case, variant, {})

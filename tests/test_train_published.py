@@ -1,4 +1,4 @@
-"""scripts/train_published.py: the runs file, the arguments it passes, and the table logic (fake runner)."""
+"""scripts/validate/train_published.py: the runs file, the arguments it passes, and the table logic (fake runner)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from .conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
-tp = load_script("train_published")
+tp = load_script("validate/train_published")
 
 
 def _runs():

@@ -14,7 +14,8 @@ bare name is read as written beside the file, so it becomes the new path relativ
 (`runs/h200x4-host-probe/call1_rows.jsonl` in reports/train/README.md).
 
 What it leaves alone: measured rows and other data (.jsonl, .json, .log, .txt, .csv under reports/ and
-experiments/: their content is what was measured, including the commands they quote), the paths listed in
+experiments/: their content is what was measured, including the commands they quote), what a line says after
+"made at <commit>" (the first command it quotes there: what committed predictions were made with), the paths listed in
 FROZEN (edited elsewhere; they move later), and Python imports of moved scripts (each moved script puts its
 new folder and scripts/ on sys.path; tests load them through tests.conftest.load_script("validate/NAME")).
 """
@@ -126,16 +127,22 @@ MOVES: dict[str, str] = {
     **{f"scripts/{name}.py": f"{_V}{name}.py" for name in (
         "comm_shared", "comm_transfer", "eight_gpu_plan", "fsdp_memory", "ground_truth_cases", "ground_truth_hf",
         "hardware_published", "memory_compare", "models_error_terms", "predict_8gpu", "score_8gpu",
-        "score_8gpu_comm", "score_8gpu_train", "serve_replay", "serve_replay_report", "train_compare")},
+        "score_8gpu_comm", "score_8gpu_train", "serve_replay", "serve_replay_report", "train_compare",
+        "train_published", "train_rescore", "intervals", "serve_published", "serve_published_nim",
+        "serve_published_nim_rescore", "serve_published_trtllm09", "fused_heldout")},
+    # the published runs' readers move as one folder
+    **{f"scripts/published_runs/{name}.py": f"{_V}published_runs/{name}.py" for name in (
+        "dgxc_heldout", "encode_stated_options", "llm_foundry_fitset", "public_heldout")},
 }
 
 # edited elsewhere: never rewritten here (their references move when they do)
-FROZEN = ("reports/train/heldout_dgxc/", "reports/train/heldout_public/", "reports/train/heldout_public_rest/",
-          "reports/mutation/outside_seed5151_plan.jsonl", "scripts/train_published.py", "scripts/intervals.py",
-          "scripts/published_runs/", "scripts/serve_published.py", "scripts/serve_published_nim.py")
+FROZEN = ("reports/mutation/outside_seed5151_plan.jsonl",)
 TEXT = (".py", ".md", ".sh", ".toml", ".json", ".txt", ".yml", ".yaml", ".cfg", ".ini")
 DATA = (".jsonl", ".json", ".log", ".txt", ".csv")
 DATA_ROOTS = ("reports/", "experiments/data/", "model_specs/")
+# a page quoting the command its committed predictions were made with ("made at commit abc1234 by `python ...`")
+# keeps that command as it ran: refs and check read each line only up to this
+MADE_AT = re.compile(r"\bmade at (?:commit )?`?[0-9a-f]{7,40}\b`?")
 
 
 def tracked() -> list[str]:
@@ -184,6 +191,27 @@ def patterns(files: list[str]) -> list[tuple[re.Pattern[str], str]]:
     return out
 
 
+def _pieces(line: str) -> list[tuple[str, bool]]:
+    """A line as (text, may be rewritten) pieces: after "made at <commit>" the first quoted command (to its closing
+    backtick, else to the line's end) is what ran then and is kept."""
+    made = MADE_AT.search(line)
+    if not made:
+        return [(line, True)]
+    open_ = line.find("`", made.end())
+    close = line.find("`", open_ + 1) if open_ >= 0 else -1
+    end = len(line) if open_ < 0 or close < 0 else close + 1
+    return [(line[:made.start()], True), (line[made.start():end], False), *_pieces(line[end:])]
+
+
+def _rewrite(line: str, pats: list[tuple[re.Pattern[str], str]]) -> str:
+    out = []
+    for text, current in _pieces(line):
+        for pat, repl in pats if current else ():
+            text = pat.sub(repl, text)
+        out.append(text)
+    return "".join(out)
+
+
 def refs(paths: list[str]) -> int:
     files = tracked()
     pats = patterns(files)
@@ -197,9 +225,7 @@ def refs(paths: list[str]) -> int:
             text = full.read_text()
         except UnicodeDecodeError:
             continue
-        new = text
-        for pat, repl in pats:
-            new = pat.sub(repl, new)
+        new = "".join(_rewrite(line, pats) for line in text.splitlines(keepends=True))
         if new != text:
             full.write_text(new)
             changed += 1
@@ -217,7 +243,8 @@ def check() -> int:
             text = (ROOT / path).read_text()
         except (UnicodeDecodeError, FileNotFoundError):
             continue
-        stale += [f"{path}: {name}" for name in sorted(set(old.findall(text)))]
+        current = "\n".join(t for line in text.splitlines() for t, ok in _pieces(line) if ok)
+        stale += [f"{path}: {name}" for name in sorted(set(old.findall(current)))]
     for line in stale:
         print(line)
     return 1 if stale else 0

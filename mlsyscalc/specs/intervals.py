@@ -1,5 +1,5 @@
 """How far to trust a time: each command's error on runs it was not developed on (model_specs/intervals.json,
-written by scripts/intervals.py from committed predictions and the rows that scored them)."""
+written by scripts/validate/intervals.py from committed predictions and the rows that scored them)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ not committed or has changed since its commit.
 
 Comparing like with like:
 - train (`tokens_per_s_per_gpu`): compared as step times, the published one global batch x sequence / (rate x GPUs), as
-  scripts/train_published.py does; error = (predicted step - published step) / published step (negative: predicted
+  scripts/validate/train_published.py does; error = (predicted step - published step) / published step (negative: predicted
   faster). The step is `mlsys train` in-process with the case's layout on the case's cluster.
 - serve (`output_tokens_per_s`): output tokens / makespan of the simulated run (`calc.serve.simulator.simulate`, all requests at
   once, datasheet ceilings); error = (predicted - published) / published.

@@ -16,7 +16,7 @@ rotary head_dim 128 with 8, 32 and 128 heads, all at 1..65536 tokens; cross-entr
 left out. "goals": 4096 and 16384 tokens at the common sizes. "heldout": 8..32768 tokens at hidden sizes
 3072..12288, MLP widths 8960..24576, 16 and 64 rotary heads and vocabularies 49152..256000, none of them
 in "train": the shapes predict_fused is scored on after its predictions are committed
-(scripts/fused_heldout.py). "small": tiny shapes for --interpret.
+(scripts/validate/fused_heldout.py). "small": tiny shapes for --interpret.
 """
 
 from __future__ import annotations

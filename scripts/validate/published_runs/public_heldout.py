@@ -1,8 +1,8 @@
 """Writes reports/train/heldout_public/runs.json: a second held-out set of published training runs.
 
-    python scripts/published_runs/public_heldout.py                  # candidates, selection, runs.json
-    python scripts/published_runs/public_heldout.py --mlperf-mirror /work/.mirror   # re-read the MLPerf logs first
-    python scripts/published_runs/public_heldout.py --rest [--mlperf-mirror DIR]   # reports/train/heldout_public_rest
+    python scripts/validate/published_runs/public_heldout.py                  # candidates, selection, runs.json
+    python scripts/validate/published_runs/public_heldout.py --mlperf-mirror /work/.mirror   # re-read the MLPerf logs first
+    python scripts/validate/published_runs/public_heldout.py --rest [--mlperf-mirror DIR]   # reports/train/heldout_public_rest
 
 The inclusion rule is reports/train/heldout_public/RULE.md (written before any source was opened). This script
 lists every row that qualified under it (CANDIDATES), keeps at most 20 a source family and 40 in all by the
@@ -28,7 +28,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 OUT_DIR = ROOT / "reports" / "train" / "heldout_public"
 RULE_FILE = OUT_DIR / "RULE.md"
 STEPS_FILE = OUT_DIR / "mlperf_step_times.json"
@@ -488,7 +488,7 @@ def mlm_runs() -> dict[str, dict[str, Any]]:
                                 "(num_floating_point_operations, megatron/training/training.py: 12 B s L h^2 ((1 + g/a + s/h) + "
                                 "(f/h) x 1 + V / (2 L h)) with g = a, f = 4h; no recomputation counted, attention over the full "
                                 "s x s): the step time it implies = FLOPs / (TFLOP/s x GPUs), written as published.value; "
-                                "scripts/train_published.py has no 'megatron-core-r0.8.0' entry in FLOP_FORMULAS, so the "
+                                "scripts/validate/train_published.py has no 'megatron-core-r0.8.0' entry in FLOP_FORMULAS, so the "
                                 "step time is given directly"),
             "citation": {"paper": "NVIDIA Megatron-LM README, 'Training Speed and Scalability' / 'Performance Benchmarking' (model table image)",
                          "table": f"images/model_table.png, row '{model}' (heads {heads}, hidden {h}, layers {layers}, TP {tp}, PP {pp}, "
@@ -861,7 +861,7 @@ def build(mirror: Path | None) -> dict[str, Any]:
     return {
         "collected": COLLECTED,
         "rule": RULE_FILE.read_text(),
-        "about": ("Second held-out set of published training runs for scripts/train_published.py (reports/train/heldout_public), collected "
+        "about": ("Second held-out set of published training runs for scripts/validate/train_published.py (reports/train/heldout_public), collected "
                   "2026-12-02 before any prediction was made for them. Schema of reports/train/published_runs.json plus, on the "
                   "file, `collected`, `rule` (RULE.md verbatim), `selection` (every qualifying candidate, its key and sha256, and "
                   "what the cap left out) and `left_out` (rows out by a clause of the rule), and on each run `gpu`, "
@@ -901,7 +901,7 @@ REST_LEFT_OUT: dict[tuple[str, ...], tuple[str, str]] = {  # (source, table) or 
        for sysn in ("eos-dfw_n1344_ngc24.04_nemo", "eos-dfw_n1452_ngc24.04_nemo", "eos_n64_ngc24.04_nemo")},
 }
 REST_STEPS_ABOUT = ("Per-step times read from the MLPerf Training result logs (result_*.txt) of the 10 MLPerf submissions of "
-                    "reports/train/heldout_public_rest, by scripts/published_runs/public_heldout.py --rest --mlperf-mirror, "
+                    "reports/train/heldout_public_rest, by scripts/validate/published_runs/public_heldout.py --rest --mlperf-mirror, "
                     "with the rule and fields of reports/train/heldout_public/mlperf_step_times.json (every tracked_stats "
                     "line carrying 'train_step_timing', 'train_step_timing in s' or 'train_step_time' of every result file "
                     "counts; per_file: count, median and first value of each run; step_increments: the distinct differences "
@@ -937,7 +937,7 @@ def build_rest(mirror: Path | None) -> dict[str, Any]:
     return {
         "collected": REST_COLLECTED,
         "rule": RULE_FILE.read_text(),
-        "about": ("Third held-out set of published training runs for scripts/train_published.py (reports/train/heldout_public_rest): "
+        "about": ("Third held-out set of published training runs for scripts/validate/train_published.py (reports/train/heldout_public_rest): "
                   "the candidates of reports/train/heldout_public/runs.json that RULE.md's cap left out (selection kept false), "
                   "re-read in full against clauses (a)-(f), collected 2026-12-03 before any prediction was made for them. "
                   "Same schema as reports/train/heldout_public/runs.json; `selection.candidates` lists the 40 capped rows, "

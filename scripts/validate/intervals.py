@@ -1,7 +1,7 @@
 """How far to trust a time prediction: each command's error on runs it was not developed on, for
 model_specs/intervals.json (what `mlsys train`, `plan`, `serve` and `roofline --impl torch` print beside a time).
 
-    python scripts/intervals.py            # writes model_specs/intervals.json
+    python scripts/validate/intervals.py            # writes model_specs/intervals.json
 
 For every source the error of a run is e = predicted / measured - 1, and the printed range is where the measured
 time lies relative to the prediction, 1 / (1 + e) - 1, at its 10th and 90th percentiles over the runs (80% of
@@ -9,7 +9,7 @@ them), with the median. Sources:
 - train (and plan, which prices with it): the committed predictions of the held-out published runs
   (reports/train/heldout_dgxc/predictions.json, reports/train/llm_foundry_fitset/predictions_held_out.json,
   reports/train/heldout_public/predictions.json), scored
-  against their runs files (scripts/train_published.py --score reads the same).
+  against their runs files (scripts/validate/train_published.py --score reads the same).
 - serve TTFT and TPOT (p50 at the runs' concurrency): the held-out NVIDIA NIM sweep (set `nim-dli` of
   reports/serving/published_nim.json) against the committed predictions of its default variant
   (reports/serving/predictions_nim.json).
@@ -26,8 +26,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]  # validate/, scripts/
 OUT = ROOT / "model_specs" / "intervals.json"
 COVERAGE = 0.8
 MODELS_HELD_OUT = ("falcon-40b", "falcon-7b", "gemma2-9b", "gpt2-xl", "llama2-13b", "llama3-70b", "llama3-8b",
@@ -96,7 +96,7 @@ def main() -> None:
             errs, "reports/models/h100*.jsonl, the held-out models' CUDA-graph steps (H100 80GB HBM3)",
             "models held out of the calibration; some efficiency classes were read off these files' rows, so the "
             "range is optimistic")
-    OUT.write_text(json.dumps({"about": __doc__.strip().splitlines()[0], "command": "python scripts/intervals.py",
+    OUT.write_text(json.dumps({"about": __doc__.strip().splitlines()[0], "command": "python scripts/validate/intervals.py",
                                "intervals": intervals}, indent=1) + "\n")
     for k, v in intervals.items():
         print(f"{k}: {v['runs']} runs, measured {100 * v['low']:+.0f}% / {100 * v['high']:+.0f}% of the prediction "

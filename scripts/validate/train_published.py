@@ -1,10 +1,10 @@
 """Published training runs against `mlsys train` and `mlsys plan`: reports/train/published.md.
 
-    python scripts/train_published.py [--runs reports/train/published_runs.json]
+    python scripts/validate/train_published.py [--runs reports/train/published_runs.json]
                                       [--out reports/train/published.md] [--no-plan] [--only GROUP]
-    python scripts/train_published.py --runs RUNS --predict PREDICTIONS.json   # held-out sets: predict first,
-    python scripts/train_published.py --runs RUNS --score PREDICTIONS.json --out PAGE.md   # commit, then score
-    python scripts/train_published.py --rescore-heldout reports/train/heldout_rescored.md   # in-sample, after changes
+    python scripts/validate/train_published.py --runs RUNS --predict PREDICTIONS.json   # held-out sets: predict first,
+    python scripts/validate/train_published.py --runs RUNS --score PREDICTIONS.json --out PAGE.md   # commit, then score
+    python scripts/validate/train_published.py --rescore-heldout reports/train/heldout_rescored.md   # in-sample, after changes
 
 Each run of the runs file (paper, table, layout, one published number) goes through `mlsys train`
 in-process (click's CliRunner, --json); the page lists predicted against published, the error
@@ -36,7 +36,9 @@ from typing import Any, Callable
 
 from mlsyscalc.calc.plan.space import TORCH_EXCLUDED
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]  # validate/, scripts/
+
 Runner = Callable[[list[str]], dict[str, Any]]  # CLI arguments -> the command's JSON (raises on failure)
 
 PREDICTED = {  # published metric -> how to read the same quantity from `mlsys train` JSON
@@ -308,7 +310,7 @@ def predict(runs: list[dict[str, Any]], runner: Runner, runs_path: str, split: s
             out.append(entry)
             print(f"{run['name']}: {entry.get('predicted', entry.get('failure'))}", file=sys.stderr, flush=True)
     return {"commit": head, "runs_file": str(Path(runs_path).resolve().relative_to(ROOT)),
-            "command": f"python scripts/train_published.py --runs {Path(runs_path).resolve().relative_to(ROOT)}"
+            "command": f"python scripts/validate/train_published.py --runs {Path(runs_path).resolve().relative_to(ROOT)}"
                        + (f" --split {split}" if split else "") + " --predict PREDICTIONS.json", "predictions": out}
 
 
@@ -371,7 +373,7 @@ def render_scored(rows: list[dict[str, Any]], predictions: dict[str, Any], predi
         "## Errors by group", "",
         *markdown_table(["group", "runs", "median |error|", "worst |error|", "median signed", "within 10%",
                          "within 25%"], stats), "",
-        f"Regenerate: `python scripts/train_published.py --runs {predictions['runs_file']}"
+        f"Regenerate: `python scripts/validate/train_published.py --runs {predictions['runs_file']}"
         + (" --split held_out" if "--split held_out" in predictions["command"] else "")
         + f" --score {predictions_path} --out PAGE.md`", ""])
 
@@ -387,7 +389,7 @@ def main(argv: list[str] | None = None, runner: Runner | None = None) -> list[di
     parser.add_argument("--predict", metavar="FILE", help="write every run's prediction and the commit, score nothing")
     parser.add_argument("--score", metavar="FILE", help="score the committed predictions FILE against the runs")
     parser.add_argument("--rescore-heldout", metavar="PAGE", help="price the three held-out sets again at HEAD beside "
-                        "their committed predictions (an in-sample page: scripts/train_rescore.py)")
+                        "their committed predictions (an in-sample page: scripts/validate/train_rescore.py)")
     args = parser.parse_args(argv)
     if args.rescore_heldout:
         import train_rescore
@@ -414,7 +416,7 @@ def main(argv: list[str] | None = None, runner: Runner | None = None) -> list[di
             rows.append(evaluate(run, runner, Path(folder), not args.no_plan))
             print(f"{run['name']}: {rows[-1].get('error', rows[-1].get('failure'))}", file=sys.stderr, flush=True)
     summary = summarize(rows)
-    command = "python scripts/train_published.py" + (" --no-plan" if args.no_plan else "")
+    command = "python scripts/validate/train_published.py" + (" --no-plan" if args.no_plan else "")
     Path(args.out).write_text(render(rows, summary, command, args.provenance))
     return rows
 

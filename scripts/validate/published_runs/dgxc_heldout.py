@@ -1,6 +1,6 @@
 """Writes reports/train/heldout_dgxc/runs.json: the held-out published runs of NVIDIA/dgxc-benchmarking v24.11.1.
 
-    python scripts/published_runs/dgxc_heldout.py
+    python scripts/validate/published_runs/dgxc_heldout.py
 
 The step times below are copied from the recipe READMEs at commit 35a9aecc8d5b (release v24.11.1) and
 checked against that text when this file was written; the layouts come from the recipe YAML, configure.sh
@@ -14,7 +14,7 @@ from pathlib import Path
 
 COMMIT = "35a9aecc8d5b17d99d80f52f38c75ade0dbab7ae"
 REPO = "github.com/NVIDIA/dgxc-benchmarking"
-OUT = Path(__file__).resolve().parents[2] / "reports" / "train" / "heldout" / "runs.json"
+OUT = Path(__file__).resolve().parents[3] / "reports" / "train" / "heldout_dgxc" / "runs.json"
 
 # (GPUs, BF16 step s, BF16 tokens/s, BF16 MFU %, FP8 step s, FP8 tokens/s, FP8 MFU %) per column of each table.
 LLAMA_8B = [(8, 12.91, 81222, 59.37, 9.67, 108436, 39.63), (16, 13.00, 161319, 58.96, 9.73, 215535, 39.39),
@@ -215,7 +215,7 @@ def build() -> list[dict]:
     return runs
 
 
-ABOUT = ("Held-out published training runs for scripts/train_published.py, collected 2026-12-02 before any prediction was "
+ABOUT = ("Held-out published training runs for scripts/validate/train_published.py, collected 2026-12-02 before any prediction was "
          "made for them (the lead commits predictions first and scores afterwards). Same schema as "
          "reports/train/published_runs.json: each run has an HF-style `config`, the cluster (a built-in name), the GPU, "
          "the full layout (the fields train_published.py passes to mlsys train: tp, pp, dp, cp, vp, micro_batch, "

@@ -1,6 +1,6 @@
 """The pooled held-out sets priced again at this commit, beside their committed predictions: an IN-SAMPLE page.
 
-    python scripts/train_published.py --rescore-heldout reports/train/heldout_rescored.md
+    python scripts/validate/train_published.py --rescore-heldout reports/train/heldout_rescored.md
 
 The three held-out sets (HELDOUT) were predicted and committed before they were scored (docs/train.md, "Held-out
 protocol"); their scored pages and predictions files stay as they are. This page prices every run of them again with
@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import train_published as tp
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]  # validate/, scripts/
+
+import train_published as tp  # noqa: E402
 
 HELDOUT = (  # set name, runs file, split, committed predictions
     ("dgxc-benchmarking v24.11.1", "reports/train/heldout_dgxc/runs.json", None,
@@ -98,7 +101,7 @@ def render(result: dict[str, Any]) -> str:
         "## By group", "", *markdown_table(["group", *heads], _summary(rows, "group")), "",
         "## Runs", "",
         *markdown_table(["run", "set", "compared", "before", "error", "after", "error"], runs, "llrrrrr"), "",
-        "Regenerate: `python scripts/train_published.py --rescore-heldout reports/train/heldout_rescored.md` "
+        "Regenerate: `python scripts/validate/train_published.py --rescore-heldout reports/train/heldout_rescored.md` "
         "(on a clean tree)", ""])
 
 

@@ -1,7 +1,7 @@
 """Writes reports/train/llm_foundry_fitset/runs.json from llm_foundry_5e85bd62_tables.md (a verbatim copy of llm-foundry's
 MPT throughput tables) in the schema of reports/train/published_runs.json, with a deterministic fit / held_out split.
 
-    python scripts/published_runs/llm_foundry_fitset.py
+    python scripts/validate/published_runs/llm_foundry_fitset.py
 
 Nothing here runs `mlsys train` or predicts anything. Rows already in reports/train/published_runs.json (the 128-GPU
 rows of the large-scale H100 table and the 8-GPU sequence-2048 rows of the A100 80GB table) are left out.
@@ -13,7 +13,7 @@ import hashlib
 import json
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 HERE = ROOT / "reports" / "train" / "llm_foundry_fitset"
 COMMIT = "5e85bd62d4ec9e13353ca95877477602ab538e5b"
 SOURCE = "github.com/mosaicml/llm-foundry scripts/train/benchmarking/README.md"

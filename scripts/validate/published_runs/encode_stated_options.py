@@ -1,6 +1,6 @@
 """Encodes in the held-out runs files two layout facts their own notes state but their layouts did not carry.
 
-    python scripts/published_runs/encode_stated_options.py
+    python scripts/validate/published_runs/encode_stated_options.py
 
 - `grad_reduce: bf16` where the run's notes or assumptions say Apex distributed_fused_adam ran with
   grad_sync_dtype bf16 (NeMo 24.x's GPT/Llama recipes: dgxc-benchmarking v24.11.1 and the NeMo 24.07 perf summary),
@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FILES = ("reports/train/heldout_dgxc/runs.json", "reports/train/heldout_public/runs.json")
 
 
