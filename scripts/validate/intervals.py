@@ -73,7 +73,8 @@ def roofline_errors() -> dict[str, list[float]]:
     from mlsyscalc.calc.roofline.model import predict_model
 
     rows = [r for path in sorted((ROOT / "reports/models").glob("h100*.jsonl")) for r in ResultStore(path).rows()]
-    latest = {r.key: r for r in rows}
+    # the latest measurement of each key, whatever the files are called (a file's name no longer orders them)
+    latest = {r.key: r for r in sorted(rows, key=lambda r: str(r.measured_at or ""))}
     base = load_ceilings("H100-SXM")
     out: dict[str, list[float]] = {}
     for c in load_cases(list(latest.values()), set(MODELS_HELD_OUT)):

@@ -4,7 +4,7 @@
                                       [--out reports/train/published.md] [--no-plan] [--only GROUP]
     python scripts/validate/train_published.py --runs RUNS --predict PREDICTIONS.json   # held-out sets: predict first,
     python scripts/validate/train_published.py --runs RUNS --score PREDICTIONS.json --out PAGE.md   # commit, then score
-    python scripts/validate/train_published.py --rescore-heldout reports/train/heldout_rescored.md   # in-sample, after changes
+    python scripts/validate/train_rescore.py reports/train/heldout_rescored.md   # in-sample, after changes
 
 Each run of the runs file (paper, table, layout, one published number) goes through `mlsys train`
 in-process (click's CliRunner, --json); the page lists predicted against published, the error
@@ -388,14 +388,7 @@ def main(argv: list[str] | None = None, runner: Runner | None = None) -> list[di
     parser.add_argument("--provenance", default="", help="a line under the title: the code state that computed it")
     parser.add_argument("--predict", metavar="FILE", help="write every run's prediction and the commit, score nothing")
     parser.add_argument("--score", metavar="FILE", help="score the committed predictions FILE against the runs")
-    parser.add_argument("--rescore-heldout", metavar="PAGE", help="price the three held-out sets again at HEAD beside "
-                        "their committed predictions (an in-sample page: scripts/validate/train_rescore.py)")
     args = parser.parse_args(argv)
-    if args.rescore_heldout:
-        import train_rescore
-
-        train_rescore.main(args.rescore_heldout, runner)
-        return []
     runs = [r for r in json.loads(Path(args.runs).read_text())["runs"]
             if args.only in (None, r["group"]) and args.split in (None, r.get("split"))]
     if args.score:

@@ -1,6 +1,6 @@
 """The pooled held-out sets priced again at this commit, beside their committed predictions: an IN-SAMPLE page.
 
-    python scripts/validate/train_published.py --rescore-heldout reports/train/heldout_rescored.md
+    python scripts/validate/train_rescore.py reports/train/heldout_rescored.md
 
 The three held-out sets (HELDOUT) were predicted and committed before they were scored (docs/train.md, "Held-out
 protocol"); their scored pages and predictions files stay as they are. This page prices every run of them again with
@@ -42,7 +42,7 @@ def rescore(runner: tp.Runner) -> dict[str, Any]:
     """Every held-out run: published, committed prediction (before) and this commit's (after), with their errors."""
     head, dirty = tp.git_state()
     if dirty:
-        raise SystemExit("train_published --rescore-heldout: commit first (tracked files differ from HEAD), so that "
+        raise SystemExit("train_rescore: commit first (tracked files differ from HEAD), so that "
                          "the page names the code that priced it")
     rows, commits = [], {}
     with tempfile.TemporaryDirectory() as folder:
@@ -101,7 +101,7 @@ def render(result: dict[str, Any]) -> str:
         "## By group", "", *markdown_table(["group", *heads], _summary(rows, "group")), "",
         "## Runs", "",
         *markdown_table(["run", "set", "compared", "before", "error", "after", "error"], runs, "llrrrrr"), "",
-        "Regenerate: `python scripts/validate/train_published.py --rescore-heldout reports/train/heldout_rescored.md` "
+        "Regenerate: `python scripts/validate/train_rescore.py reports/train/heldout_rescored.md` "
         "(on a clean tree)", ""])
 
 
@@ -109,3 +109,9 @@ def main(out: str, runner: tp.Runner | None = None) -> dict[str, Any]:
     result = rescore(runner or tp.cli_runner())
     Path(out).write_text(render(result))
     return result
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: python scripts/validate/train_rescore.py PAGE.md")
+    main(sys.argv[1])
