@@ -79,7 +79,7 @@ def test_fit_all_fits_each_collective_with_two_rows_or_more():
 
 
 def _measured():
-    terms = LinkTerms(200e9, 5e-6, protocols=(Protocol("LL", 20e9, 1e-6), Protocol("Simple", 300e9, 4e-6)),
+    terms = LinkTerms(200e9, 5e-6, protocols=(Protocol("LL", 20e9, 1e-6), Protocol("Simple", 300e9, 4e-6, 2e-6)),
                       call_overhead_s=15e-6)
     link = Link("measured", 180e9, 6e-6, {"all-reduce": terms, "broadcast": LinkTerms(90e9, 2.5e-6)})
     return ClusterSpec("h100-x2-measured", "H100", 2, link, None, measured=True)
@@ -90,10 +90,10 @@ def test_model_section_lists_each_protocol_under_its_collective():
     assert "single alpha-beta line (weighted least squares over sizes >= 1 MiB)" in lines[2]
     assert "`model_specs/clusters/h100-x2-measured.json`" in lines[2] and "2 protocols at most" in lines[2]
     table = lines[4:]
-    assert table[0] == ("| collective | H (us) | protocol | alpha_p (us per step) | B_p (GB/s) | single line: alpha "
-                        "(us) | B (GB/s) |")
-    assert table[2:] == ["| all-reduce | 15.0 | LL | 1.0 | 20.0 | 5.0 | 200.0 |",
-                         "|  |  | Simple | 4.0 | 300.0 |  |  |"]  # broadcast has no protocols: no row
+    assert table[0] == ("| collective | H (us) | protocol | base_p (us per call) | alpha_p (us per step) | B_p (GB/s) | "
+                        "single line: alpha (us) | B (GB/s) |")
+    assert table[2:] == ["| all-reduce | 15.0 | LL | 0.0 | 1.0 | 20.0 | 5.0 | 200.0 |",
+                         "|  |  | Simple | 2.0 | 4.0 | 300.0 |  |  |"]  # broadcast has no protocols: no row
 
 
 def test_error_bands_take_their_rows_and_the_held_out_column_its_own():

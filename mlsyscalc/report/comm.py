@@ -3,7 +3,7 @@
 Two fits. The single alpha-beta line: weighted linear least squares (weights 1/t_measured) of the
 single-node ring model t = steps(c, p) * alpha + bytes(c, p, n) * beta over the rows of at least
 `min_size` bytes, over all collectives together and per collective, alpha held at zero or more.
-The protocol model (`comm_fit`): per collective, t = max(H, min_p(steps alpha_p + bytes / B_p))
+The protocol model (`comm_fit`): per collective, t = max(H, min_p(base_p + steps alpha_p + bytes / B_p))
 over every size. The measured spec holds both (the protocols are what the calculator uses);
 the report gives each one's error, in-sample and held out. numpy, scipy and matplotlib are
 imported inside the functions that need them.
@@ -103,8 +103,8 @@ def measured_cluster(rows: list[dict[str, Any]], min_size: int, name: str,
                 f"torch {env.get('torch')}, NCCL {env.get('nccl')}, CUDA {env.get('cuda')}",),
         notes=(f"MEASURED, not a datasheet. per_collective: call_overhead_us (host time per call, H) and up to "
                f"{PROTOCOLS} protocols (per-step latency alpha_p, bandwidth B_p), fitted per collective to {fitted} "
-               "NCCL timings of every size by least squares in log-time with scipy (bounds H, alpha >= 0, B > 0; "
-               "mlsyscalc/bench/comm_fit.py); time per call = max(H, min_p(steps alpha_p + bytes / B_p)). "
+               "NCCL timings of every size by least squares in log-time with scipy (bounds H, base, alpha >= 0, B > 0; "
+               "mlsyscalc/bench/comm_fit.py); time per call = max(H, min_p(base_p + steps alpha_p + bytes / B_p)). "
                f"bandwidth_GBps/latency_us: the single alpha-beta line, weighted least squares over {joint.rows} "
                f"timings of {fmt_bytes(min_size)} and more (link level: all collectives jointly). Single node only "
                "(no inter-node link was measured); 2 GPUs only, so per-step latency and per-call base latency "
@@ -214,10 +214,13 @@ def _line_cluster(measured: ClusterSpec, joint: Fit, per: dict[str, Fit]) -> Clu
 
 def _model_section(measured: ClusterSpec, min_size: int) -> list[str]:
     lines = ["## Fitted model (MEASURED on this machine)", "",
-             "Per collective: time per call = max(H, min over protocols p of (steps x alpha_p + bytes / B_p)), "
+             "Per collective: time per call = max(H, min over protocols p of (base_p + steps x alpha_p + bytes / B_p)), "
              "steps and bytes sent per GPU of the ring (docs/comm.md); H = host time to issue one call, alpha_p = "
-             "per-step latency, B_p = bandwidth of protocol p (NCCL's tuner keeps the same two numbers per protocol, "
-             "src/graph/tuning.cc). Least squares in log-time over every size (scipy, bounds H, alpha >= 0, B > 0), "
+             "per-step latency, base_p = per-call latency, B_p = bandwidth of protocol p (NCCL's tuner keeps the same "
+             "numbers per protocol, src/graph/tuning.cc: baseLat, hwLat, bandwidth). Least squares in log-time over "
+             "every size (scipy, bounds H, base_p, alpha_p >= 0, B_p > 0). Rows of one GPU count have the same step "
+             "count at every size, so alpha_p cannot be told from base_p there: alpha_p is then fixed at NCCL's "
+             "NVLink ring step (3.4 us, bench/comm_fit.py STEP_LATENCY_PRIOR_S) and base_p takes the rest. "
              f"{PROTOCOLS} protocols at most; written to `model_specs/clusters/{measured.name}.json`. The single "
              f"alpha-beta line (weighted least squares over sizes >= {fmt_bytes(min_size)}) is kept beside it.", ""]
     body = []
@@ -225,8 +228,9 @@ def _model_section(measured: ClusterSpec, min_size: int) -> list[str]:
         for k, proto in enumerate(t.protocols):
             head = [c, f"{t.call_overhead_s * 1e6:.1f}"] if k == 0 else ["", ""]
             tail = [f"{t.latency_s * 1e6:.1f}", f"{t.bandwidth_Bps / 1e9:.1f}"] if k == 0 else ["", ""]
-            body.append([*head, proto.name, f"{proto.latency_s * 1e6:.1f}", f"{proto.bandwidth_Bps / 1e9:.1f}", *tail])
-    return lines + _table(["collective", "H (us)", "protocol", "alpha_p (us per step)", "B_p (GB/s)",
+            body.append([*head, proto.name, f"{proto.base_latency_s * 1e6:.1f}", f"{proto.latency_s * 1e6:.1f}",
+                         f"{proto.bandwidth_Bps / 1e9:.1f}", *tail])
+    return lines + _table(["collective", "H (us)", "protocol", "base_p (us per call)", "alpha_p (us per step)", "B_p (GB/s)",
                            "single line: alpha (us)", "B (GB/s)"], body)
 
 
