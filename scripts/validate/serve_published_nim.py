@@ -20,18 +20,20 @@ prompt + output: GUARANTEED_NO_EVICT) with max_batch_tokens 8192 (max_num_tokens
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import statistics
-import subprocess
+import sys
 from pathlib import Path
 
-from mlsyscalc.calc.roofline.ops import resolve_ceilings
-from mlsyscalc.calc.serve.simulator import ServeOptions, iteration_cost, simulate
-from mlsyscalc.calc.serve.workload import from_trace
-from mlsyscalc.report.markdown import markdown_table
-from mlsyscalc.specs.lookup import load_model
+sys.path[:0] = [str(Path(__file__).resolve().parent)]  # validate/
+from serve_scoring import error_stats, run_steps, write_page, write_predictions  # noqa: E402
+
+from mlsyscalc.calc.roofline.ops import resolve_ceilings  # noqa: E402
+from mlsyscalc.calc.serve.simulator import ServeOptions, iteration_cost, simulate  # noqa: E402
+from mlsyscalc.calc.serve.workload import from_trace  # noqa: E402
+from mlsyscalc.report.markdown import markdown_table  # noqa: E402
+from mlsyscalc.specs.lookup import load_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = ROOT / "reports" / "serving" / "published_nim.json"
@@ -90,25 +92,10 @@ def predict_case(case: dict, variant: dict, costs: dict) -> dict[str, float]:
             "output_tokens_per_s": c * case["output_len"] / e2e}
 
 
-def _git(*args: str) -> str:
-    return subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT).stdout.strip()
-
-
 def predict() -> None:
-    if _git("status", "--porcelain", "--", "mlsyscalc", "model_specs", "reports/serving/specs", "scripts"):
-        raise SystemExit("commit the code first: predictions name the commit that made them")
     cases, costs = json.loads(CASES.read_text())["cases"], {}
     out = {c["id"]: {name: predict_case(c, v, costs) for name, v in VARIANTS.items()} for c in cases}
-    PREDICTIONS.write_text(json.dumps({"commit": _git("rev-parse", "HEAD"), "variants": VARIANTS,
-                                       "predictions": out}, indent=1) + "\n")
-    print(f"wrote {PREDICTIONS} ({len(out)} cases x {len(VARIANTS)} variants); commit it before scoring")
-
-
-def _stats(errors: list[float]) -> list[str]:
-    if not errors:
-        return ["0", "-", "-", "-"]
-    return [str(len(errors)), f"{100 * statistics.median(abs(e) for e in errors):.1f}%",
-            f"{100 * max(abs(e) for e in errors):.0f}%", f"{100 * statistics.median(errors):+.1f}%"]
+    write_predictions(PREDICTIONS, VARIANTS, out, ("mlsyscalc", "model_specs", "reports/serving/specs", "scripts"))
 
 
 def score() -> None:
@@ -128,27 +115,21 @@ def score() -> None:
              f"(cases, sources, method) and `reports/serving/predictions_nim.json` (made at commit {pred['commit'][:10]} "
              "and committed before this page was first generated).", "",
              *[f"- **{k}**: {v}" for k, v in data["sets"].items()], "", data["method"], ""]
-    rows = [[s, v, m, band, *_stats(e)] for (s, v, m, band), e in sorted(groups.items())]
+    rows = [[s, v, m, band, *error_stats(e)] for (s, v, m, band), e in sorted(groups.items())]
     lines += markdown_table(["set", "variant", "metric", "concurrency", "cases", "median |error|", "worst |error|",
                              "median signed"], rows, "llllrrrr")
-    findings = data.get("findings_after_scoring", [])
-    lines += ["", "## What the scores say", ""] + [f"- {f}" for f in findings] if findings else []
-    PAGE.write_text("\n".join(lines) + "\n")
-    print(f"wrote {PAGE}")
+    write_page(PAGE, lines, data)
+
+
+def write_cases(src: Path) -> None:
+    data = json.loads(CASES.read_text()) if CASES.exists() else {}
+    data["cases"] = build_cases(src)
+    CASES.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"wrote {len(data['cases'])} cases to {CASES}")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("step", choices=("cases", "predict", "score"))
-    parser.add_argument("src", nargs="?", help="cases: the folder with the source CSVs")
-    args = parser.parse_args()
-    if args.step == "cases":
-        data = json.loads(CASES.read_text()) if CASES.exists() else {}
-        data["cases"] = build_cases(Path(args.src))
-        CASES.write_text(json.dumps(data, indent=1) + "\n")
-        print(f"wrote {len(data['cases'])} cases to {CASES}")
-    else:
-        {"predict": predict, "score": score}[args.step]()
+    run_steps(__doc__.splitlines()[0], "cases: the folder with the source CSVs", write_cases, predict, score)
 
 
 if __name__ == "__main__":

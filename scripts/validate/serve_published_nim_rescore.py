@@ -30,6 +30,7 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]  # validate/, scripts/
 import serve_published_nim as nim  # noqa: E402
+from serve_scoring import error_stats, git  # noqa: E402
 
 from mlsyscalc.calc.serve.simulator import HOST_PER_SEQ_S  # noqa: E402
 
@@ -50,11 +51,11 @@ def _dli() -> list[dict]:
 
 
 def predict() -> None:
-    if nim._git("status", "--porcelain", "--", "mlsyscalc", "model_specs", "scripts"):
+    if git("status", "--porcelain", "--", "mlsyscalc", "model_specs", "scripts"):
         raise SystemExit("commit the code first: predictions name the commit that made them")
     costs: dict = {}
     out = {c["id"]: {v: nim.predict_case(_case16(c), opts, costs) for v, opts in VARIANTS.items()} for c in _dli()}
-    PREDICTIONS.write_text(json.dumps({"commit": nim._git("rev-parse", "HEAD"), "variants": VARIANTS,
+    PREDICTIONS.write_text(json.dumps({"commit": git("rev-parse", "HEAD"), "variants": VARIANTS,
                                        "in_sample": True, "predictions": out}, indent=1) + "\n")
     print(f"wrote {PREDICTIONS} ({len(out)} cases x {len(VARIANTS)} variants)")
 
@@ -81,7 +82,7 @@ def extra_per_seq_s(preds: dict) -> dict[tuple, float]:
 
 def predict_host() -> None:
     """The leave-one-group-out host-time variant, added to the committed predictions file."""
-    if nim._git("status", "--porcelain", "--", "mlsyscalc", "model_specs", "scripts", str(PREDICTIONS)):
+    if git("status", "--porcelain", "--", "mlsyscalc", "model_specs", "scripts", str(PREDICTIONS)):
         raise SystemExit("commit the code and the first predictions first")
     data = json.loads(PREDICTIONS.read_text())
     extra = extra_per_seq_s(data["predictions"])
@@ -93,7 +94,7 @@ def predict_host() -> None:
         fits[g] = HOST_PER_SEQ_S + statistics.median(others)
         opts = {**VARIANTS["trtllm09-65k"], "iteration_overhead_per_seq_s": fits[g]}
         data["predictions"][c["id"]]["trtllm09-65k-host"] = nim.predict_case(_case16(c), opts, costs)
-    data["commit_host"] = nim._git("rev-parse", "HEAD")
+    data["commit_host"] = git("rev-parse", "HEAD")
     data["host_per_seq_s_logo"] = {"|".join(map(str, g)): v for g, v in sorted(fits.items())}
     data["extra_per_seq_s"] = {"|".join(map(str, g)): v for g, v in sorted(extra.items())}
     PREDICTIONS.write_text(json.dumps(data, indent=1) + "\n")
@@ -135,7 +136,7 @@ def score() -> None:
         lines.append("")
     lines += nim.markdown_table(["metric", "concurrency", "variant", "cases", "median |error|", "worst |error|",
                                  "median signed"],
-                                [[m, band, v, *nim._stats(e)] for (m, band, v), e in sorted(groups.items())],
+                                [[m, band, v, *error_stats(e)] for (m, band, v), e in sorted(groups.items())],
                                 "lllrrrr")
     PAGE.write_text("\n".join(lines) + "\n")
     print(f"wrote {PAGE}")

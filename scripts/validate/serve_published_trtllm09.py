@@ -17,19 +17,21 @@ token-to-token latency ((latency - 1st token) / (output - 1)). Method, fixed bef
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import statistics
-import subprocess
+import sys
 from pathlib import Path
 
-from mlsyscalc.calc.roofline.ops import resolve_ceilings
-from mlsyscalc.calc.serve.iteration import kv_blocks
-from mlsyscalc.calc.serve.simulator import ServeOptions, iteration_cost, simulate
-from mlsyscalc.calc.serve.workload import from_trace
-from mlsyscalc.report.markdown import markdown_table
-from mlsyscalc.specs.lookup import load_model
+sys.path[:0] = [str(Path(__file__).resolve().parent)]  # validate/
+from serve_scoring import error_stats, run_steps, write_page, write_predictions  # noqa: E402
+
+from mlsyscalc.calc.roofline.ops import resolve_ceilings  # noqa: E402
+from mlsyscalc.calc.serve.iteration import kv_blocks  # noqa: E402
+from mlsyscalc.calc.serve.simulator import ServeOptions, iteration_cost, simulate  # noqa: E402
+from mlsyscalc.calc.serve.workload import from_trace  # noqa: E402
+from mlsyscalc.report.markdown import markdown_table  # noqa: E402
+from mlsyscalc.specs.lookup import load_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = ROOT / "reports" / "serving" / "published_trtllm09.json"
@@ -104,27 +106,14 @@ def predict_case(case: dict, variant: str) -> dict[str, float]:
 VARIANTS = ("trtllm09", "split")
 
 
-def _git(*args: str) -> str:
-    return subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT).stdout.strip()
-
-
 def predict() -> None:
-    if _git("status", "--porcelain", "--", "mlsyscalc", "model_specs", "scripts"):
-        raise SystemExit("commit the code first: predictions name the commit that made them")
     cases = json.loads(CASES.read_text())["cases"]
     out = {c["id"]: {v: predict_case(c, v) for v in VARIANTS} for c in cases}
-    PREDICTIONS.write_text(json.dumps({"commit": _git("rev-parse", "HEAD"), "variants": list(VARIANTS),
-                                       "predictions": out}, indent=1) + "\n")
-    print(f"wrote {PREDICTIONS} ({len(out)} cases x {len(VARIANTS)} variants); commit it before scoring")
+    write_predictions(PREDICTIONS, list(VARIANTS), out, ("mlsyscalc", "model_specs", "scripts"))
 
 
 def _band(b: int) -> str:
     return "1" if b == 1 else (">= 16" if b >= 16 else "2-15")
-
-
-def _stats(errors: list[float]) -> list[str]:
-    return [str(len(errors)), f"{100 * statistics.median(abs(e) for e in errors):.1f}%",
-            f"{100 * max(abs(e) for e in errors):.0f}%", f"{100 * statistics.median(errors):+.1f}%"]
 
 
 def score() -> None:
@@ -148,29 +137,23 @@ def score() -> None:
              f"Cases: {len(data['cases'])}; left out: "
              + "; ".join(f"{k}: {n}" for k, n in sorted(data["dropped"].items())) + ".", "", data["method"], ""]
     lines += markdown_table(["variant", "metric", "batch", "cases", "median |error|", "worst |error|", "median signed"],
-                            [[v, m, band, *_stats(e)] for (v, m, band), e in sorted(groups.items())], "lllrrrr")
+                            [[v, m, band, *error_stats(e)] for (v, m, band), e in sorted(groups.items())], "lllrrrr")
     lines += ["", "By GPU and precision (all batch sizes):", ""]
     lines += markdown_table(["variant", "metric", "GPU", "precision", "cases", "median |error|", "worst |error|",
                              "median signed"],
-                            [[v, m, g, p, *_stats(e)] for (v, m, g, p), e in sorted(by_gpu.items())], "llllrrrr")
-    findings = data.get("findings_after_scoring", [])
-    lines += ["", "## What the scores say", ""] + [f"- {f}" for f in findings] if findings else []
-    PAGE.write_text("\n".join(lines) + "\n")
-    print(f"wrote {PAGE}")
+                            [[v, m, g, p, *error_stats(e)] for (v, m, g, p), e in sorted(by_gpu.items())], "llllrrrr")
+    write_page(PAGE, lines, data)
+
+
+def write_cases(src: Path) -> None:
+    cases, dropped = build_cases(src)
+    CASES.write_text(json.dumps({"source": SOURCE, "method": METHOD, "dropped": dropped, "cases": cases},
+                                indent=1) + "\n")
+    print(f"wrote {len(cases)} cases to {CASES} (left out: {sum(dropped.values())})")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("step", choices=("cases", "predict", "score"))
-    parser.add_argument("src", nargs="?", help="cases: the source CSV")
-    args = parser.parse_args()
-    if args.step == "cases":
-        cases, dropped = build_cases(Path(args.src))
-        CASES.write_text(json.dumps({"source": SOURCE, "method": METHOD, "dropped": dropped, "cases": cases},
-                                    indent=1) + "\n")
-        print(f"wrote {len(cases)} cases to {CASES} (left out: {sum(dropped.values())})")
-    else:
-        {"predict": predict, "score": score}[args.step]()
+    run_steps(__doc__.splitlines()[0], "cases: the source CSV", write_cases, predict, score)
 
 
 if __name__ == "__main__":
