@@ -25,7 +25,9 @@ def test_an_explicit_layout_that_does_not_fit_warns_with_a_command_that_fits(run
     data = run_cli.json(*JOB, "--tp", "1")
     assert code == 0 and data["layout_choice"] == "given" and data["fits"] is False
     (warning,) = data["warnings"]
-    assert err.startswith(f"warning: {warning}") and data["notes"][0] == warning
+    assert " ".join(err.split()) == f"warning: {warning}" and data["notes"][0] == warning   # wrapped at 80 columns
+    assert all(len(line) <= 80 for line in err.splitlines()[:-1])
+    assert err.splitlines()[-1].startswith("  mlsys train ")   # the command on a line of its own, whole
     memory, usable = data["memory_bytes_per_gpu"], data["usable_bytes"]
     assert warning.startswith(f"does not fit: {short_layout(data['layout'])} needs {fmt_bytes(memory)} per GPU, "
                               f"{fmt_bytes(memory - usable)} over the {fmt_bytes(usable)} usable; ")

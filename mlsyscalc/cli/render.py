@@ -200,6 +200,21 @@ def _width() -> int | None:
     return None if sys.stdout.isatty() else 120
 
 
+def note(line: str, warning: bool = False) -> None:
+    """One note on stderr, wrapped at the terminal's width ($COLUMNS, else at most 80), continuation lines
+    indented; a command it ends with (`: mlsys ...`) goes on a line of its own, unwrapped, to be copied whole."""
+    import shutil
+    import textwrap
+
+    width = _width() if os.environ.get("COLUMNS") else min(shutil.get_terminal_size((80, 24)).columns, 80)
+    text, sep, cmd = (("warning: " if warning else "") + line).partition(": mlsys ")
+    lines = textwrap.wrap(text + sep[:1], width=max(width or 80, 40), subsequent_indent="  ",
+                          break_long_words=False, break_on_hyphens=False)
+    if sep:
+        lines.append("  mlsys " + cmd)
+    click.echo("\n".join(lines), err=True)
+
+
 def _rich(output: Output, answer: Sequence[str] = ()) -> None:
     from .render_rich import rich_table
 

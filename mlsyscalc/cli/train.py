@@ -246,7 +246,7 @@ def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, se
     fitted = fit_layout(spec, ceilings, cluster, opts)
     step = fitted.step
     for line in (*fitted.notes, *fitted.warnings):
-        click.echo(("warning: " if line in fitted.warnings else "") + line, err=True)
+        render.note(line, warning=line in fitted.warnings)
     output = with_fit(step_output(step), fitted)
     output = with_step_cost(output, step, price_per_gpu_hour, train_tokens)
     output = with_interval(output, "train", step.step_time_s, label="step_time_s")
