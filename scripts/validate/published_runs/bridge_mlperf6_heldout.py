@@ -87,15 +87,19 @@ def _cfg(release: str, path: str, name: str) -> str:
 FP8_WHY = {"fp8_recipe": "current: the table's FP8-CS (Transformer Engine current scaling, the fp8_cs preset of "
                          "scripts/performance/utils/helpers.py get_precision_config)",
            "fp8_params": "true: fp8_param_gather True in bf16_with_fp8_current_scaling_mixed "
-                         "(src/megatron/bridge/training/mixed_precision.py), as for the 25.09 rows"}
+                         "(src/megatron/bridge/training/mixed_precision.py, the same at v0.2.0 and v0.3.0); that the "
+                         "perf scripts keep it for these rows is not printed"}
 COMMON_WHY = {"zero": "1: the recipe's use_distributed_optimizer True (FSDP 0 in the table), encoded as published_runs.json "
                       "encodes Megatron's distributed optimizer",
               "attention": "flash: Megatron-Bridge leaves Transformer Engine's default backend (cuDNN fused attention on H100), "
                            "as published_runs.json prices its 25.11 rows"}
+LOSS_NOTE = ("The perf scripts set cross_entropy_fusion_impl 'te' for every recipe (utils/helpers.py at v0.2.0, "
+             "utils/overrides.py at v0.3.0): --loss fused. ")
 QWEN_NOTE = ("set_qwen3_common_configs: no recomputation, moe_router_fusion, moe_router_force_load_balancing (token dropless "
-             "with balanced experts, which is what top-k pricing assumes), bias_activation_fusion; cross-entropy fusion (--loss fused). ")
+             "with balanced experts, which is what top-k pricing assumes), bias_activation_fusion. " + LOSS_NOTE)
 OSS_NOTE = ("GPT-OSS 120B (36 layers, 128 experts, 4 a token, alternating sliding-window / full attention; built-in gpt-oss-120b). "
-            "gpt_oss_llm_pretrain.py sets moe_router_fusion and moe_router_force_load_balancing (token dropless, balanced). ")
+            "gpt_oss_llm_pretrain.py sets moe_router_fusion and moe_router_force_load_balancing (token dropless, balanced). "
+            + LOSS_NOTE)
 
 
 def layout_for(row: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str], list[str], str, str]:
@@ -144,7 +148,7 @@ def layout_for(row: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str], lis
                            "H100 preset sets no moe_a2a_overlap (the expert all-to-all stays exposed); how much each hides is not published",
                 "recompute": "none: the preset's recompute_modules ['layernorm', 'moe_act'] recompute the norms and the experts' "
                              "activation only, which none of mlsys train's --recompute choices is (selective is the attention core)",
-                "loss": "fused: cross_entropy_fusion as in the other Bridge recipes of the release (not printed)"}
+                }
         not_priced.append("recomputation of the layer norms and the MoE activation (recompute_modules ['layernorm', 'moe_act'])")
         notes = OSS_NOTE
         if rel == "25.11":
