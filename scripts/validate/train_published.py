@@ -122,6 +122,7 @@ def train_args(run: dict[str, Any], model: str) -> list[str]:
     args += ["--sp" if lay.get("sp") else "--no-sp", "--recompute", lay["recompute"], "--dtype", lay["dtype"]]
     return (args + framework_args(lay) + attention_args(lay) + split_args(lay) + overlap_args(lay) + fp8_args(lay)
             + (["--ep", str(lay["ep"])] if "ep" in lay else [])
+            + (["--etp", str(lay["etp"])] if "etp" in lay else [])
             + (["--schedule", lay["schedule"]] if "schedule" in lay else [])
             + (["--dropout", str(lay["dropout"])] if lay.get("dropout") else [])
             + (["--loss", lay["loss"]] if "loss" in lay else [])

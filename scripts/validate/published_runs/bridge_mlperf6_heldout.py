@@ -120,7 +120,7 @@ def layout_for(row: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str], lis
                if rel == "25.11" else
                _cfg(rel, "scripts/performance/configs/qwen/qwen3_workload_base_configs.py", f"QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_{v}"))
         src += ", with qwen3_llm_pretrain.py and src/megatron/bridge/recipes/qwen/qwen3_moe.py (qwen3_235b_a22b_pretrain_config)"
-        lay |= {"sp": True, "overlap": "dp,tp,pp,ep", "loss": "fused",
+        lay |= {"etp": 1, "sp": True, "overlap": "dp,tp,pp,ep", "loss": "fused",
                 "account_for_embedding_in_pipeline_split": True, "account_for_loss_in_pipeline_split": True}
         why |= {"sp": "true: the recipe's sequence_parallel True (TP 2); the perf config does not change it",
                 "overlap": "dp,tp,pp,ep: overlap_grad_reduce / overlap_param_gather, CommOverlapConfig(tp_comm_overlap=True), "
