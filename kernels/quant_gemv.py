@@ -295,6 +295,74 @@ def _gemv_ks_kernel(
     tl.store(ptrs, out.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
 
 
+@triton.jit(do_not_specialize=["M"])
+def _gemv_wa_kernel(
+    x_ptr, w_ptr, s_ptr, y_ptr,          # as _gemv_kernel
+    M, N, K,
+    stride_xm, stride_wn, stride_sn, stride_ym,
+    BITS: tl.constexpr, GROUP: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr,
+):
+    """_gemv_kernel with the operands swapped: y^T (BLOCK_N, 16) = dequant(W) tile (BLOCK_N, k) @ x^T (k, 16).
+
+    With the weights as the 16-row side, the tile is the B operand of a 16-row mma.sync, so every
+    converted weight is written to shared memory and read back into the operand layout. Here the
+    weights are the A operand of a BLOCK_N-row (>= 64) Hopper wgmma, which takes A from registers:
+    converted weights go from the load to the tensor cores without shared memory, and only the small
+    x^T tile (the same for every program) is staged in shared memory as the B operand."""
+    BLOCK_M: tl.constexpr = 16
+    dt = x_ptr.dtype.element_ty
+    pid = tl.program_id(0)
+    offs_n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_m = tl.arange(0, BLOCK_M)
+    n_ok = offs_n < N
+    m_ok = offs_m < M
+    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    if BITS == 8:
+        kk = tl.arange(0, BLOCK_K)
+        for k0 in range(0, K, BLOCK_K):
+            k = k0 + kk
+            k_ok = k < K
+            xt = tl.load(x_ptr + offs_m[None, :] * stride_xm + k[:, None], mask=k_ok[:, None] & m_ok[None, :],
+                         other=0.0)                                                  # (BLOCK_K, 16)
+            q = tl.load(w_ptr + offs_n[:, None] * stride_wn + k[None, :], mask=n_ok[:, None] & k_ok[None, :], other=0)
+            if ASM:
+                w = _int8_asm(q, dt)
+            else:
+                w = _int8_as_f32(q).to(dt)
+            acc = tl.dot(w, xt, acc)
+        acc = acc * tl.load(s_ptr + offs_n * stride_sn, mask=n_ok, other=0.0).to(tl.float32)[:, None]
+    else:
+        H: tl.constexpr = GROUP // 2
+        BIAS: tl.constexpr = 1032.0 if dt == tl.float16 else 136.0
+        j = tl.arange(0, H)
+        for k0 in range(0, K, BLOCK_K):
+            for g in tl.static_range(BLOCK_K // GROUP):
+                kg = k0 + g * GROUP
+                g_ok = kg < K
+                x_col = x_ptr + offs_m[None, :] * stride_xm + kg
+                x_mask = m_ok[None, :] & g_ok
+                xt_lo = tl.load(x_col + j[:, None], mask=x_mask, other=0.0)          # (H, 16)
+                xt_hi = tl.load(x_col + H + j[:, None], mask=x_mask, other=0.0)
+                byte = tl.load(w_ptr + offs_n[:, None] * stride_wn + kg // 2 + j[None, :],
+                               mask=n_ok[:, None] & g_ok, other=0)                  # (BLOCK_N, H) uint8
+                if ASM:
+                    lo, hi = _int4_asm(byte, dt)
+                    x_sum = tl.zeros((BLOCK_M,), dtype=tl.float32)
+                    bias = 0.0
+                else:
+                    lo = _int4_plus_bias(byte & 15, dt)
+                    hi = _int4_plus_bias(byte >> 4, dt)
+                    x_sum = tl.sum(xt_lo.to(tl.float32) + xt_hi.to(tl.float32), axis=0)  # (16,)
+                    bias = BIAS
+                s = tl.load(s_ptr + offs_n * stride_sn + kg // GROUP, mask=n_ok & g_ok, other=0.0).to(tl.float32)
+                part = tl.dot(lo, xt_lo)
+                part = tl.dot(hi, xt_hi, part)
+                acc += (part - bias * x_sum[None, :]) * s[:, None]
+    out = y_ptr + offs_m[None, :] * stride_ym + offs_n[:, None]
+    tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=n_ok[:, None] & m_ok[None, :])
+
+
 MAX_M = 16   # rows of x one 16-row tensor-core tile holds
 
 
