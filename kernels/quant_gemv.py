@@ -27,6 +27,11 @@ one scale multiply on the fp32 partial sum.
 
 M <= 16 rows of x ride in one 16-row tensor-core tile (masked rows read nothing); the grid is one
 program per BLOCK_N columns and no split of K, so there is one launch and no workspace.
+
+Kind "wa" (`_gemv_wa_kernel`) swaps the operands, y^T = dequant(W) @ x^T, so that on sm_90 the weight
+tile is the register A operand of a 64-row wgmma and the converted weights never pass through shared
+memory; the other kinds' 16-row dot is an mma.sync whose weight operand is stored to shared memory
+and read back (ldmatrix) every step. Which is faster is measured per shape, not assumed.
 """
 
 from __future__ import annotations
@@ -387,6 +392,16 @@ def _ks_configs():
             for bn, ks, sl, w, st in tiles]
 
 
+def _wa_configs():
+    # (BLOCK_N, BLOCK_K, warps, stages): one wgmma warpgroup (4 warps) per 64 rows of the weight tile at most,
+    # so BLOCK_N >= 64 * warps / 4 (fewer rows than that and Triton falls back to mma.sync); int4 loop in the
+    # sm_90 SASS: 3.9-4.9 instructions a weight, int8 6.8-7.3 (the 2-byte shared reads of the packed weights
+    # into the operand layout and the byte permutes that join them)
+    tiles = [(64, 128, 4, 4), (64, 256, 4, 3), (64, 256, 4, 4), (128, 128, 4, 4), (128, 256, 4, 3), (128, 128, 4, 6),
+             (128, 256, 8, 3), (256, 128, 4, 3), (256, 128, 8, 3), (256, 256, 8, 3)]
+    return [triton.Config({"BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=st) for bn, bk, w, st in tiles]
+
+
 def _ks_prune(configs, named_args, **kwargs):
     """int4 slices are whole groups: BLOCK_K == KS * GROUP."""
     bits = kwargs.get("BITS", named_args.get("BITS"))
@@ -428,7 +443,9 @@ _KEY = ["M", "N", "K", "BITS", "GROUP"]
 TUNED = {"plain": triton.autotune(_configs(), key=_KEY, do_bench=gpu_time_ms)(_gemv_kernel),
          "ks": triton.autotune(_ks_configs(), key=_KEY, do_bench=gpu_time_ms,
                                prune_configs_by={"early_config_prune": _ks_prune})(_gemv_ks_kernel),
-         "sk": triton.autotune(_sk_configs(), key=_KEY, do_bench=gpu_time_ms)(_gemv_sk_kernel)}
+         "sk": triton.autotune(_sk_configs(), key=_KEY, do_bench=gpu_time_ms)(_gemv_sk_kernel),
+         "wa": triton.autotune(_wa_configs(), key=_KEY, do_bench=gpu_time_ms)(_gemv_wa_kernel)}
+ONE_PASS = ("plain", "ks", "wa")   # the kinds without a workspace
 KINDS = tuple(TUNED)
 _CHOICE: dict = {}   # (M, N, K, bits, group, dtype) -> one of KINDS: the fastest by GPU time, measured on first use
 _FAST: dict = {}     # shapes, strides, dtypes, alignment of a chosen-kind call -> (kind, its launch entry)
@@ -454,7 +471,8 @@ def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group
     bits 8: q (N, K) int8, scale (N, 1). bits 4: q (N, K/2) uint8 in the "halves" packing
     (`quant.pack_halves(quantize(...)[0], group)`), scale (N, K/group) with group 32, 64 or 128 dividing K.
     kind: "plain" (_gemv_kernel), "ks" (_gemv_ks_kernel: K split over the warps of a program), "sk"
-    (_gemv_sk_kernel: K split over programs, reduced in the same launch), or None: on a GPU, all three
+    (_gemv_sk_kernel: K split over programs, reduced in the same launch), "wa" (_gemv_wa_kernel: the
+    weights as the tensor cores' register operand), or None: on a GPU, all four
     are tuned and timed once per shape (GPU time, kernels/tuning.py) and the fastest is kept (the split
     kernel only when SK_MARGIN faster); under the interpreter, "plain".
     config: with a kind, its tile without tuning (BLOCK_N, BLOCK_K, KS or SPLIT, num_warps, num_stages):
@@ -488,6 +506,9 @@ def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group
         if kind == "ks":
             _gemv_ks_kernel[(triton.cdiv(N, 16),)](x, q, scale, y, *tail, BITS=bits, GROUP=group, BLOCK_N=16, KS=2,
                                                   BLOCK_K=128 if bits == 8 else 2 * group, ASM=False)
+        elif kind == "wa":
+            _gemv_wa_kernel[(triton.cdiv(N, 16),)](x, q, scale, y, *tail, BITS=bits, GROUP=group, BLOCK_N=16,
+                                                  BLOCK_K=bk, ASM=False)
         elif kind == "sk":   # three slices: with K of 2-3 tiles, the last slice is partly or wholly past K
             ws = torch.empty(3 * M * N, device=x.device, dtype=torch.float32)
             lock = torch.zeros(triton.cdiv(N, 16), device=x.device, dtype=torch.int32)
@@ -504,7 +525,7 @@ def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group
         key = _choice_key(M, N, K, bits, group, x.dtype)
         if key not in _CHOICE:
             times = {k: gpu_time_ms(lambda k=k: gemv(x, q, scale, bits, group, cache, k)) for k in KINDS}
-            one_pass = min(("plain", "ks"), key=times.get)
+            one_pass = min(ONE_PASS, key=times.get)
             _CHOICE[key] = "sk" if times["sk"] < SK_MARGIN * times[one_pass] else one_pass
         kind = _CHOICE[key]
 
