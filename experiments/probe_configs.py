@@ -9,6 +9,9 @@ candidates deserve to become defaults.
     python experiments/probe_configs.py matmul|decode|forward|gemv|flush|stream|bound|kinds|wa [--out DIR]
 
 Writes DIR/probe_<section>.jsonl (one line per candidate and shape) and prints the best per shape.
+The register-operand GEMV against the other kinds (one H200, under 6 minutes), from the repository root:
+
+    PYTHONPATH=. python experiments/probe_configs.py wa --out DIR      # DIR/probe_wa.jsonl
 """
 
 from __future__ import annotations
