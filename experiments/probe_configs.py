@@ -6,12 +6,9 @@ minus the flushes) beside the torch baseline in the same process, after checking
 candidate's output against the baseline. The reports come from `mlsys bench`; this says which
 candidates deserve to become defaults.
 
-    python experiments/probe_configs.py matmul|decode|forward|gemv|flush|stream|bound|kinds|wa [--out DIR]
+    python experiments/probe_configs.py matmul|decode|forward|gemv|flush|stream|bound|kinds [--out DIR]
 
 Writes DIR/probe_<section>.jsonl (one line per candidate and shape) and prints the best per shape.
-The register-operand GEMV against the other kinds (one H200, under 6 minutes), from the repository root:
-
-    PYTHONPATH=. python experiments/probe_configs.py wa --out DIR      # DIR/probe_wa.jsonl
 """
 
 from __future__ import annotations
@@ -395,121 +392,6 @@ def probe_kinds(out, shapes):
         torch.cuda.empty_cache()
 
 
-# ---------------------------------------------------------------- wa (the register-operand GEMV against the others)
-
-WA_SHAPES = [(M, N, K) for M in (1, 4, 16) for N, K in ((57344, 8192), (28672, 8192), (8192, 8192), (4096, 4096))]
-# fixed tiles of kind "wa" timed beside its tuned best: (BLOCK_N, BLOCK_K, warps, stages)
-WA_FIXED = [(128, 256, 4, 3), (256, 128, 8, 3), (128, 128, 4, 4), (64, 256, 4, 4)]
-# the plain read's tiles (bits -> (BLOCK_N, bytes of a row per step, warps, stages)), as in probe_bound
-WA_READ_TILES = {4: [(64, 512, 4, 3), (64, 256, 4, 3)], 8: [(64, 1024, 8, 3), (64, 512, 8, 3)]}
-WA_BUDGET_S = 330.0   # shapes not started by then are skipped (a row says so): the call stays under 6 minutes
-
-
-def _commit() -> str:
-    commit = os.environ.get("MLSYS_GIT_COMMIT", "")
-    if not commit:
-        try:
-            import subprocess
-
-            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                    timeout=10, cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
-        except Exception:  # noqa: BLE001 - no git on the machine: the row says ""
-            commit = ""
-    return commit
-
-
-def probe_wa(out, shapes):
-    """Kind "wa" (quant_gemv._gemv_wa_kernel: the weights as wgmma's register operand) against the other GEMV
-    kinds on the decode shapes, int4 g128 and int8, bf16 x: each kind's tuned best, the per-shape default
-    (kind=None), a few fixed "wa" tiles, a plain read of the same weight bytes (the stream kernel, best of two
-    tiles) and bf16 torch.matmul on the weights dequantised, all by GPU time on a cold L2
-    (tuning.gpu_time_ms). Every GEMV output is checked against the fp32 reference on the GPU first. Rows:
-    shape, bits, kind, config, us, bytes, GB/s, frac_read (read time / this time: 1.0 is the read's speed),
-    rel_err, max_err (max |y - ref| / max |ref|), commit; one summary line per shape and bits.
-
-    Run on one H200 from the repository root (writes DIR/probe_wa.jsonl, appending):
-
-        PYTHONPATH=. python experiments/probe_configs.py wa --out DIR
-    """
-    from mlsyscalc.kernels import quant as Q
-    from mlsyscalc.kernels import quant_gemv as G
-
-    commit = _commit()
-    t0 = time.time()
-    torch.manual_seed(0)
-    for M, N, K in shapes:
-        shape = f"{M}x{N}x{K}"
-        if time.time() - t0 > WA_BUDGET_S:
-            out.write(json.dumps(dict(section="wa", shape=shape, error="skipped: time budget", commit=commit)) + "\n")
-            print(f"wa {shape}: skipped (time budget)", flush=True)
-            continue
-        x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
-        w = torch.randn(N, K, device="cuda")
-        for bits, group in ((4, 128), (8, None)):
-            q, sc, qk, ref = _quantised(x, w, bits, group)
-            nbytes = qk.numel() * qk.element_size() + sc.numel() * sc.element_size()
-            words = qk.view(torch.int32)
-            best_read = None
-            for bn, row_bytes, wp, st in WA_READ_TILES[bits]:
-                res = torch.empty(triton.cdiv(N, bn), device="cuda", dtype=torch.int32)
-
-                def read(res=res, bn=bn, row_bytes=row_bytes, wp=wp, st=st):
-                    return _stream(words, res, N, bn, row_bytes, wp, st)
-
-                ms = gpu_time_ms(read)
-                best_read = ms if best_read is None else min(best_read, ms)
-            rows: list[dict] = [dict(kind="read", config=f"stream best of {WA_READ_TILES[bits]}", ms=best_read,
-                                     nbytes=qk.numel())]
-            w16 = Q.dequantize_ref(q, sc, "int8" if bits == 8 else "int4", group).to(torch.bfloat16)
-            rows.append(dict(kind="torch.matmul bf16", config="", ms=gpu_time_ms(lambda: torch.matmul(x, w16.T)),
-                             nbytes=2 * N * K))
-            cands = [(kind, None) for kind in G.KINDS] + [(None, None)] + \
-                [("wa", dict(BLOCK_N=bn, BLOCK_K=bk, num_warps=wp, num_stages=st)) for bn, bk, wp, st in WA_FIXED]
-            for kind, cfg in cands:
-                def run(kind=kind, cfg=cfg):
-                    return G.gemv(x, qk, sc, bits, group, kind=kind, config=cfg)
-
-                row = dict(kind=kind or "default", nbytes=nbytes)
-                if cfg is not None:
-                    row["label"] = "wa " + "/".join(str(v) for v in cfg.values())
-                try:
-                    y = run()
-                    diff = (y.float() - ref).abs().max().item() / ref.abs().max().item()
-                    check = check_close(y, ref, "bfloat16", 2e-2)
-                    row.update(rel_err=check.rel_err, max_err=diff)
-                    if kind is None:
-                        row["config"] = G.chosen(M, N, K, bits, group, x.dtype)
-                    elif cfg is None:
-                        row["config"] = f"tuned {G.TUNED[kind].best_config}"
-                    else:
-                        row["config"] = f"fixed {cfg}"
-                    if check.ok:
-                        row["ms"] = gpu_time_ms(run)
-                    else:
-                        row["error"] = check.message
-                except Exception as e:  # noqa: BLE001 - out of resources, compile failure: a row with the error
-                    torch.cuda.synchronize()
-                    row.update(config=str(cfg), error=f"{type(e).__name__}: {str(e)[:200]}")
-                rows.append(row)
-            for row in rows:
-                ms, nb = row.get("ms"), row["nbytes"]
-                fields = {k: v for k, v in row.items() if k not in ("ms", "nbytes")}
-                out.write(json.dumps(dict(section="wa", shape=shape, bits=bits, group=group, **fields, bytes=nb,
-                                          us=None if ms is None else ms * 1e3, GBps=nb / ms / 1e6 if ms else None,
-                                          frac_read=best_read / ms if ms else None, commit=commit)) + "\n")
-            out.flush()
-            print(f"wa {shape} int{bits}: " + " | ".join(_wa_cell(r, best_read) for r in rows), flush=True)
-            del q, sc, qk, ref, words, w16
-        del x, w
-        torch.cuda.empty_cache()
-
-
-def _wa_cell(row, read_ms) -> str:
-    ms = row.get("ms")
-    name = row.get("label", row["kind"])
-    return f"{name} -" if not ms else f"{name} {ms * 1e3:.1f} us ({read_ms / ms:.2f})"
-
-
 # ---------------------------------------------------------------- bound (the fastest read of a quantised weight's bytes)
 
 def probe_bound(out, shapes):
@@ -623,20 +505,18 @@ def probe_flush(out, shapes):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("section", choices=["matmul", "decode", "forward", "gemv", "flush", "stream", "bound", "kinds",
-                                        "wa"])
+    ap.add_argument("section", choices=["matmul", "decode", "forward", "gemv", "flush", "stream", "bound", "kinds"])
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--quick", action="store_true", help="first shape only")
     ap.add_argument("--small", action="store_true", help="matmul: the few-tile shapes only")
     a = ap.parse_args()
     shapes = {"matmul": MATMUL_SHAPES, "decode": DECODE_SHAPES, "forward": FORWARD_SHAPES, "gemv": GEMV_SHAPES,
-              "flush": FLUSH_SHAPES, "stream": STREAM_SHAPES, "bound": BOUND_SHAPES, "kinds": BOUND_SHAPES, "wa": WA_SHAPES}[a.section]
+              "flush": FLUSH_SHAPES, "stream": STREAM_SHAPES, "bound": BOUND_SHAPES, "kinds": BOUND_SHAPES}[a.section]
     shapes = shapes[:1] if a.quick else shapes
     if a.small:
         shapes = [sh for sh in shapes if sh[0] * sh[1] <= 2048 * 4096]
     fn = {"matmul": probe_matmul, "decode": probe_decode, "forward": probe_forward, "gemv": probe_gemv,
-          "flush": probe_flush, "stream": probe_stream, "bound": probe_bound, "kinds": probe_kinds,
-          "wa": probe_wa}[a.section]
+          "flush": probe_flush, "stream": probe_stream, "bound": probe_bound, "kinds": probe_kinds}[a.section]
     t0 = time.time()
     with open(os.path.join(a.out, f"probe_{a.section}.jsonl"), "a") as out:
         out.write(json.dumps(dict(section=a.section, env=dict(torch=torch.__version__, triton=triton.__version__,

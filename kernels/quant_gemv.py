@@ -27,11 +27,6 @@ one scale multiply on the fp32 partial sum.
 
 M <= 16 rows of x ride in one 16-row tensor-core tile (masked rows read nothing); the grid is one
 program per BLOCK_N columns and no split of K, so there is one launch and no workspace.
-
-Kind "wa" (`_gemv_wa_kernel`) swaps the operands, y^T = dequant(W) @ x^T, so that on sm_90 the weight
-tile is the register A operand of a 64-row wgmma and the converted weights never pass through shared
-memory; the other kinds' 16-row dot is an mma.sync whose weight operand is stored to shared memory
-and read back (ldmatrix) every step. Which is faster is measured per shape, not assumed.
 """
 
 from __future__ import annotations
@@ -300,74 +295,6 @@ def _gemv_ks_kernel(
     tl.store(ptrs, out.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
 
 
-@triton.jit(do_not_specialize=["M"])
-def _gemv_wa_kernel(
-    x_ptr, w_ptr, s_ptr, y_ptr,          # as _gemv_kernel
-    M, N, K,
-    stride_xm, stride_wn, stride_sn, stride_ym,
-    BITS: tl.constexpr, GROUP: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr,
-):
-    """_gemv_kernel with the operands swapped: y^T (BLOCK_N, 16) = dequant(W) tile (BLOCK_N, k) @ x^T (k, 16).
-
-    With the weights as the 16-row side, the tile is the B operand of a 16-row mma.sync, so every
-    converted weight is written to shared memory and read back into the operand layout. Here the
-    weights are the A operand of a BLOCK_N-row (>= 64) Hopper wgmma, which takes A from registers:
-    converted weights go from the load to the tensor cores without shared memory, and only the small
-    x^T tile (the same for every program) is staged in shared memory as the B operand."""
-    BLOCK_M: tl.constexpr = 16
-    dt = x_ptr.dtype.element_ty
-    pid = tl.program_id(0)
-    offs_n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_m = tl.arange(0, BLOCK_M)
-    n_ok = offs_n < N
-    m_ok = offs_m < M
-    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    if BITS == 8:
-        kk = tl.arange(0, BLOCK_K)
-        for k0 in range(0, K, BLOCK_K):
-            k = k0 + kk
-            k_ok = k < K
-            xt = tl.load(x_ptr + offs_m[None, :] * stride_xm + k[:, None], mask=k_ok[:, None] & m_ok[None, :],
-                         other=0.0)                                                  # (BLOCK_K, 16)
-            q = tl.load(w_ptr + offs_n[:, None] * stride_wn + k[None, :], mask=n_ok[:, None] & k_ok[None, :], other=0)
-            if ASM:
-                w = _int8_asm(q, dt)
-            else:
-                w = _int8_as_f32(q).to(dt)
-            acc = tl.dot(w, xt, acc)
-        acc = acc * tl.load(s_ptr + offs_n * stride_sn, mask=n_ok, other=0.0).to(tl.float32)[:, None]
-    else:
-        H: tl.constexpr = GROUP // 2
-        BIAS: tl.constexpr = 1032.0 if dt == tl.float16 else 136.0
-        j = tl.arange(0, H)
-        for k0 in range(0, K, BLOCK_K):
-            for g in tl.static_range(BLOCK_K // GROUP):
-                kg = k0 + g * GROUP
-                g_ok = kg < K
-                x_col = x_ptr + offs_m[None, :] * stride_xm + kg
-                x_mask = m_ok[None, :] & g_ok
-                xt_lo = tl.load(x_col + j[:, None], mask=x_mask, other=0.0)          # (H, 16)
-                xt_hi = tl.load(x_col + H + j[:, None], mask=x_mask, other=0.0)
-                byte = tl.load(w_ptr + offs_n[:, None] * stride_wn + kg // 2 + j[None, :],
-                               mask=n_ok[:, None] & g_ok, other=0)                  # (BLOCK_N, H) uint8
-                if ASM:
-                    lo, hi = _int4_asm(byte, dt)
-                    x_sum = tl.zeros((BLOCK_M,), dtype=tl.float32)
-                    bias = 0.0
-                else:
-                    lo = _int4_plus_bias(byte & 15, dt)
-                    hi = _int4_plus_bias(byte >> 4, dt)
-                    x_sum = tl.sum(xt_lo.to(tl.float32) + xt_hi.to(tl.float32), axis=0)  # (16,)
-                    bias = BIAS
-                s = tl.load(s_ptr + offs_n * stride_sn + kg // GROUP, mask=n_ok & g_ok, other=0.0).to(tl.float32)
-                part = tl.dot(lo, xt_lo)
-                part = tl.dot(hi, xt_hi, part)
-                acc += (part - bias * x_sum[None, :]) * s[:, None]
-    out = y_ptr + offs_m[None, :] * stride_ym + offs_n[:, None]
-    tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=n_ok[:, None] & m_ok[None, :])
-
-
 MAX_M = 16   # rows of x one 16-row tensor-core tile holds
 
 
@@ -390,16 +317,6 @@ def _ks_configs():
              (64, 4, 128, 4, 3), (64, 4, 128, 4, 4)]   # 64 columns a warp (int4: 2.9 instructions a weight)
     return [triton.Config({"BLOCK_N": bn, "BLOCK_K": ks * sl, "KS": ks}, num_warps=w, num_stages=st)
             for bn, ks, sl, w, st in tiles]
-
-
-def _wa_configs():
-    # (BLOCK_N, BLOCK_K, warps, stages): one wgmma warpgroup (4 warps) per 64 rows of the weight tile at most,
-    # so BLOCK_N >= 64 * warps / 4 (fewer rows than that and Triton falls back to mma.sync); int4 loop in the
-    # sm_90 SASS: 3.9-4.9 instructions a weight, int8 6.8-7.3 (the 2-byte shared reads of the packed weights
-    # into the operand layout and the byte permutes that join them)
-    tiles = [(64, 128, 4, 4), (64, 256, 4, 3), (64, 256, 4, 4), (128, 128, 4, 4), (128, 256, 4, 3), (128, 128, 4, 6),
-             (128, 256, 8, 3), (256, 128, 4, 3), (256, 128, 8, 3), (256, 256, 8, 3)]
-    return [triton.Config({"BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=st) for bn, bk, w, st in tiles]
 
 
 def _ks_prune(configs, named_args, **kwargs):
@@ -443,9 +360,7 @@ _KEY = ["M", "N", "K", "BITS", "GROUP"]
 TUNED = {"plain": triton.autotune(_configs(), key=_KEY, do_bench=gpu_time_ms)(_gemv_kernel),
          "ks": triton.autotune(_ks_configs(), key=_KEY, do_bench=gpu_time_ms,
                                prune_configs_by={"early_config_prune": _ks_prune})(_gemv_ks_kernel),
-         "sk": triton.autotune(_sk_configs(), key=_KEY, do_bench=gpu_time_ms)(_gemv_sk_kernel),
-         "wa": triton.autotune(_wa_configs(), key=_KEY, do_bench=gpu_time_ms)(_gemv_wa_kernel)}
-ONE_PASS = ("plain", "ks", "wa")   # the kinds without a workspace
+         "sk": triton.autotune(_sk_configs(), key=_KEY, do_bench=gpu_time_ms)(_gemv_sk_kernel)}
 KINDS = tuple(TUNED)
 _CHOICE: dict = {}   # (M, N, K, bits, group, dtype) -> one of KINDS: the fastest by GPU time, measured on first use
 _FAST: dict = {}     # shapes, strides, dtypes, alignment of a chosen-kind call -> (kind, its launch entry)
@@ -471,8 +386,7 @@ def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group
     bits 8: q (N, K) int8, scale (N, 1). bits 4: q (N, K/2) uint8 in the "halves" packing
     (`quant.pack_halves(quantize(...)[0], group)`), scale (N, K/group) with group 32, 64 or 128 dividing K.
     kind: "plain" (_gemv_kernel), "ks" (_gemv_ks_kernel: K split over the warps of a program), "sk"
-    (_gemv_sk_kernel: K split over programs, reduced in the same launch), "wa" (_gemv_wa_kernel: the
-    weights as the tensor cores' register operand), or None: on a GPU, all four
+    (_gemv_sk_kernel: K split over programs, reduced in the same launch), or None: on a GPU, all three
     are tuned and timed once per shape (GPU time, kernels/tuning.py) and the fastest is kept (the split
     kernel only when SK_MARGIN faster); under the interpreter, "plain".
     config: with a kind, its tile without tuning (BLOCK_N, BLOCK_K, KS or SPLIT, num_warps, num_stages):
@@ -506,9 +420,6 @@ def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group
         if kind == "ks":
             _gemv_ks_kernel[(triton.cdiv(N, 16),)](x, q, scale, y, *tail, BITS=bits, GROUP=group, BLOCK_N=16, KS=2,
                                                   BLOCK_K=128 if bits == 8 else 2 * group, ASM=False)
-        elif kind == "wa":
-            _gemv_wa_kernel[(triton.cdiv(N, 16),)](x, q, scale, y, *tail, BITS=bits, GROUP=group, BLOCK_N=16,
-                                                  BLOCK_K=bk, ASM=False)
         elif kind == "sk":   # three slices: with K of 2-3 tiles, the last slice is partly or wholly past K
             ws = torch.empty(3 * M * N, device=x.device, dtype=torch.float32)
             lock = torch.zeros(triton.cdiv(N, 16), device=x.device, dtype=torch.int32)
@@ -525,7 +436,7 @@ def gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bits: int, group
         key = _choice_key(M, N, K, bits, group, x.dtype)
         if key not in _CHOICE:
             times = {k: gpu_time_ms(lambda k=k: gemv(x, q, scale, bits, group, cache, k)) for k in KINDS}
-            one_pass = min(ONE_PASS, key=times.get)
+            one_pass = min(("plain", "ks"), key=times.get)
             _CHOICE[key] = "sk" if times["sk"] < SK_MARGIN * times[one_pass] else one_pass
         kind = _CHOICE[key]
 

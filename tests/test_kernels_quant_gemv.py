@@ -22,8 +22,8 @@ def _weights(N, K, bits, group, dtype):
     return q, s, (Q.pack_halves(q, group) if bits == 4 else q)
 
 
-@pytest.mark.parametrize("kind", ["plain", "ks", "sk", "wa"])
-@pytest.mark.parametrize("bits,group", [(8, None), (4, 128), (4, 64), (4, 32)])
+@pytest.mark.parametrize("kind", ["plain", "ks", "sk"])
+@pytest.mark.parametrize("bits,group", [(8, None), (4, 128), (4, 32)])
 @pytest.mark.parametrize("M", [1, 3, 16])
 @pytest.mark.parametrize("K,N", [(256, 40), (384, 17)])
 def test_gemv_matches_reference(kind, bits, group, M, K, N):
@@ -37,25 +37,6 @@ def test_gemv_matches_reference(kind, bits, group, M, K, N):
     assert y.shape == (M, N) and y.dtype == dtype
     check = check_close(y, Q.weight_only_matmul_ref(x, q, s, bits, group), "float16")
     assert check.ok, check.message
-
-
-@pytest.mark.skipif(GPU, reason="a GPU sends fp32 activations to the dequantize path, not the GEMV")
-@pytest.mark.parametrize("bits,group", [(8, None), (4, 128), (4, 64), (4, 32)])
-def test_gemv_wa_fp32_activations(bits, group):
-    # fp32 x takes the integer constructions without PTX (on a GPU too) and, for int4, the bias trick:
-    # BIAS + n in the dot, BIAS * (sum of x over the group) subtracted from the fp32 partial. N = 17 leaves
-    # most of the second 16-column tile masked; K = 384 puts a group past the last two-group tile
-    K, N, M = 384, 17, 3
-    q, s, qk = _weights(N, K, bits, group, torch.float32)
-    x = torch.randn(M, K, device=DEV, dtype=torch.float32)
-    y = G.gemv(x, qk, s, bits, group, kind="wa")
-    assert y.shape == (M, N) and y.dtype == torch.float32
-    check = check_close(y, Q.weight_only_matmul_ref(x, q, s, bits, group), "float32")
-    assert check.ok, check.message
-
-
-def test_gemv_kinds_listed_once():
-    assert G.KINDS == ("plain", "ks", "sk", "wa") and set(G.ONE_PASS) <= set(G.KINDS) and "sk" not in G.ONE_PASS
 
 
 def test_gemv_rejects_more_rows_than_a_tile():
@@ -139,31 +120,6 @@ def test_gemv_ptx_assembles_for_sm90():
     assert len(lines) == 12
     assert all(cubin == "True" and mma == "True" and cvt == "False" and asm == "True"
                for _, _, _, cubin, mma, cvt, asm in lines), lines
-
-
-_COMPILE_WA_SM90 = """
-import re
-from mlsyscalc.kernels import quant_gemv as G
-from mlsyscalc.kernels.matmul_compile import compile_for_hopper
-for act in ("bf16", "fp16"):
-    for bits in (8, 4):
-        const = dict(BITS=bits, GROUP=128 if bits == 4 else 4096, BLOCK_N=128, BLOCK_K=256, ASM=True)
-        sig = dict(x_ptr="*" + act, w_ptr="*i8" if bits == 8 else "*u8", s_ptr="*" + act, y_ptr="*" + act, M="i32",
-                   N="i32", K="i32", stride_xm="i32", stride_wn="i32", stride_sn="i32", stride_ym="i32")
-        ptx = compile_for_hopper(G._gemv_wa_kernel, sig, const, num_warps=4, num_stages=3).asm["ptx"]
-        dots = re.findall(r"wgmma\\.mma_async\\S* (\\{[^}]*\\}|%\\w+), (\\{[^}]*\\}|%\\w+), (%\\w+)", ptx)
-        print(act, bits, len(dots), all(a.startswith("{") for _, a, _ in dots), "mma.sync" in ptx, "ldmatrix" in ptx)
-"""
-
-
-@needs_ptxas
-def test_gemv_wa_dot_takes_the_weights_from_registers_on_sm90():
-    # The point of kind "wa": on sm_90 its dot is a wgmma whose A operand (the converted weights) is a list of
-    # registers, not a shared-memory descriptor, and no ldmatrix brings weights into an operand layout.
-    lines = [line.split() for line in run_uninterpreted("-c", _COMPILE_WA_SM90).strip().splitlines()]
-    assert len(lines) == 4
-    assert all(int(n) > 0 and reg_a == "True" and sync == "False" and ldm == "False"
-               for _, _, n, reg_a, sync, ldm in lines), lines
 
 
 def test_gemv_config_needs_its_kind():
