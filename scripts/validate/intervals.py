@@ -8,7 +8,8 @@ time lies relative to the prediction, 1 / (1 + e) - 1, at its 10th and 90th perc
 them), with the median. Sources:
 - train (and plan, which prices with it): the committed predictions of the held-out published runs
   (reports/train/heldout_dgxc/predictions.json, reports/train/llm_foundry_fitset/predictions_held_out.json,
-  reports/train/heldout_public/predictions.json, reports/train/heldout_public_rest/predictions.json), scored
+  reports/train/heldout_public/predictions.json, reports/train/heldout_public_rest/predictions.json,
+  reports/train/heldout_bridge_mlperf6/predictions.json), scored
   against their runs files (scripts/validate/train_published.py --score reads the same).
 - serve TTFT and TPOT (p50 at the runs' concurrency): the held-out NVIDIA NIM sweep (set `nim-dli` of
   reports/serving/published_nim.json) against the committed predictions of its default variant
@@ -52,7 +53,9 @@ def train_errors() -> tuple[list[float], str]:
                                          ("reports/train/heldout_public/runs.json", "reports/train/heldout_public/predictions.json",
                                           None),
                                          ("reports/train/heldout_public_rest/runs.json",
-                                          "reports/train/heldout_public_rest/predictions.json", None)):
+                                          "reports/train/heldout_public_rest/predictions.json", None),
+                                         ("reports/train/heldout_bridge_mlperf6/runs.json",
+                                          "reports/train/heldout_bridge_mlperf6/predictions.json", None)):
         runs = [r for r in json.loads((ROOT / runs_file).read_text())["runs"] if split in (None, r.get("split"))]
         preds = json.loads((ROOT / preds_file).read_text())
         errors += [r["error"] for r in tp.score(runs, preds) if "error" in r]
