@@ -47,3 +47,12 @@ def test_train_plan_serve_and_the_torch_roofline_carry_their_range(run_cli):
     assert "interval" not in fused and any("no held-out set" in n for n in fused["notes"])
     served = run_cli.json("serve", "llama3-8b", "--rate", "2", "--requests", "20")
     assert served["interval_ttft_p50_s"]["median_s"] == pytest.approx(served["ttft_p50_s"] * (1 + ranges["serve_ttft"].median))
+
+
+def test_a_model_with_routed_experts_takes_the_moe_runs_range(run_cli):
+    ranges = intervals()
+    assert 0 < ranges["train_moe"].runs < ranges["train"].runs
+    step = run_cli.json("train", "gpt-oss-120b", "--gpus", "64", "--global-batch", "512", "--tp", "1", "--pp", "4",
+                        "--ep", "8")
+    assert step["interval"]["runs"] == ranges["train_moe"].runs
+    assert step["interval"]["high_s"] == pytest.approx(step["step_time_s"] * (1 + ranges["train_moe"].high))

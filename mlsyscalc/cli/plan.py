@@ -106,7 +106,8 @@ def plan(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq
         progress.close()
     output = plan_output(result, price_per_gpu_hour, train_tokens)
     if result.candidates:  # the best layout's step, priced as `mlsys train` prices it
-        output = with_interval(output, "train", result.candidates[0].step_time_s, label="best step_time_s")
+        output = with_interval(output, "train_moe" if spec.moe else "train", result.candidates[0].step_time_s,
+                               label="best step_time_s")
     render.emit(with_ceilings_note(output, ceilings), fmt, as_json)
 
 

@@ -249,7 +249,7 @@ def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, se
         render.note(line, warning=line in fitted.warnings)
     output = with_fit(step_output(step), fitted)
     output = with_step_cost(output, step, price_per_gpu_hour, train_tokens)
-    output = with_interval(output, "train", step.step_time_s, label="step_time_s")
+    output = with_interval(output, "train_moe" if spec.moe else "train", step.step_time_s, label="step_time_s")
     render.emit(with_ceilings_note(output, ceilings), fmt, as_json)
 
 
