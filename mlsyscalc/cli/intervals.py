@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import render
 from ..specs.intervals import interval
+
+if TYPE_CHECKING:
+    from ..specs.model import ModelSpec
 
 
 def with_interval(output: render.Output, key: str, seconds: float, field: str = "interval",
@@ -17,3 +22,8 @@ def with_interval(output: render.Output, key: str, seconds: float, field: str = 
     data = {**output.data, field: found.around(seconds)}
     return render.Output(data, output.tables, (*output.notes, f"{label} {found.text(seconds)}"), output.records,
                          output.calculated)
+
+
+def train_interval_key(spec: ModelSpec) -> str:
+    """The held-out range a training step of this model takes: the MoE runs' for a model with routed experts."""
+    return "train_moe" if spec.moe is not None else "train"

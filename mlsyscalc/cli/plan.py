@@ -13,7 +13,7 @@ from ..calc.plan.search import plan as search
 from ..calc.plan.space import AXES, PlanOptions, parse_fix
 from ..units import fmt_bytes
 from . import render
-from .intervals import with_interval
+from .intervals import train_interval_key, with_interval
 from .options import model_argument, positive_int, resolve_model
 from .cost_views import run_options, step_cost
 from .hardware_notes import with_ceilings_note
@@ -106,7 +106,7 @@ def plan(model, overrides, gpus, cluster, ceilings, host_costs, host_source, seq
         progress.close()
     output = plan_output(result, price_per_gpu_hour, train_tokens)
     if result.candidates:  # the best layout's step, priced as `mlsys train` prices it
-        output = with_interval(output, "train_moe" if spec.moe else "train", result.candidates[0].step_time_s,
+        output = with_interval(output, train_interval_key(spec), result.candidates[0].step_time_s,
                                label="best step_time_s")
     render.emit(with_ceilings_note(output, ceilings), fmt, as_json)
 

@@ -22,7 +22,7 @@ from ..specs.gpu import DEFAULT_GPU
 from ..units import fmt_bytes
 from ..validate import check_gpus
 from . import render
-from .intervals import with_interval
+from .intervals import train_interval_key, with_interval
 from .cost_views import run_options, with_step_cost
 from .hardware_notes import with_ceilings_note
 from .options import POSITIVE, fsdp_framework, model_argument, positive_int, reject_unused, resolve_model
@@ -249,7 +249,7 @@ def train(model, overrides, gpus, cluster, ceilings, host_costs, host_source, se
         render.note(line, warning=line in fitted.warnings)
     output = with_fit(step_output(step), fitted)
     output = with_step_cost(output, step, price_per_gpu_hour, train_tokens)
-    output = with_interval(output, "train_moe" if spec.moe else "train", step.step_time_s, label="step_time_s")
+    output = with_interval(output, train_interval_key(spec), step.step_time_s, label="step_time_s")
     render.emit(with_ceilings_note(output, ceilings), fmt, as_json)
 
 

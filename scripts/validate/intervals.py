@@ -44,6 +44,15 @@ def spread(errors: list[float], source: str, note: str) -> dict[str, Any]:
             "source": source, "note": note}
 
 
+# (runs file, committed predictions, the runs' split that was held out; None: every run)
+TRAIN_SETS = (("reports/train/heldout_dgxc/runs.json", "reports/train/heldout_dgxc/predictions.json", None),
+              ("reports/train/llm_foundry_fitset/runs.json", "reports/train/llm_foundry_fitset/predictions_held_out.json",
+               "held_out"),
+              ("reports/train/heldout_public/runs.json", "reports/train/heldout_public/predictions.json", None),
+              ("reports/train/heldout_public_rest/runs.json", "reports/train/heldout_public_rest/predictions.json", None),
+              ("reports/train/heldout_bridge_mlperf6/runs.json", "reports/train/heldout_bridge_mlperf6/predictions.json", None))
+
+
 def train_errors() -> tuple[list[float], list[float], str]:
     """Every held-out run's error, the MoE runs' errors (their model has routed experts), and the sources."""
     import tempfile
@@ -53,24 +62,16 @@ def train_errors() -> tuple[list[float], list[float], str]:
     from mlsyscalc.specs.lookup import load_model
 
     errors, moe, sources = [], [], []
-    configs = Path(tempfile.mkdtemp())   # a run given as a config is written here to be loaded
-    for runs_file, preds_file, split in (("reports/train/heldout_dgxc/runs.json", "reports/train/heldout_dgxc/predictions.json", None),
-                                         ("reports/train/llm_foundry_fitset/runs.json",
-                                          "reports/train/llm_foundry_fitset/predictions_held_out.json", "held_out"),
-                                         ("reports/train/heldout_public/runs.json", "reports/train/heldout_public/predictions.json",
-                                          None),
-                                         ("reports/train/heldout_public_rest/runs.json",
-                                          "reports/train/heldout_public_rest/predictions.json", None),
-                                         ("reports/train/heldout_bridge_mlperf6/runs.json",
-                                          "reports/train/heldout_bridge_mlperf6/predictions.json", None)):
-        runs = [r for r in json.loads((ROOT / runs_file).read_text())["runs"] if split in (None, r.get("split"))]
-        preds = json.loads((ROOT / preds_file).read_text())
-        for run, row in zip(runs, tp.score(runs, preds)):
-            if "error" in row:
-                errors.append(row["error"])
-                if load_model(tp.model_ref(run, configs)).moe is not None:
-                    moe.append(row["error"])
-        sources.append(f"{preds_file} (made at {preds['commit'][:7]})")
+    with tempfile.TemporaryDirectory() as scratch:   # a run given as a config is written here to be loaded
+        for runs_file, preds_file, split in TRAIN_SETS:
+            runs = [r for r in json.loads((ROOT / runs_file).read_text())["runs"] if split in (None, r.get("split"))]
+            preds = json.loads((ROOT / preds_file).read_text())
+            for run, row in zip(runs, tp.score(runs, preds)):
+                if "error" in row:
+                    errors.append(row["error"])
+                    if load_model(tp.model_ref(run, Path(scratch))).moe is not None:
+                        moe.append(row["error"])
+            sources.append(f"{preds_file} (made at {preds['commit'][:7]})")
     return errors, moe, "; ".join(sources)
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]  # validate/, scripts/
 import serve_published_nim as nim  # noqa: E402
-from serve_scoring import error_stats, git  # noqa: E402
+from serve_scoring import error_stats, git, write_predictions  # noqa: E402
 
 from mlsyscalc.calc.serve.simulator import HOST_PER_SEQ_S  # noqa: E402
 
@@ -51,13 +51,9 @@ def _dli() -> list[dict]:
 
 
 def predict() -> None:
-    if git("status", "--porcelain", "--", "mlsyscalc", "model_specs", "scripts"):
-        raise SystemExit("commit the code first: predictions name the commit that made them")
     costs: dict = {}
     out = {c["id"]: {v: nim.predict_case(_case16(c), opts, costs) for v, opts in VARIANTS.items()} for c in _dli()}
-    PREDICTIONS.write_text(json.dumps({"commit": git("rev-parse", "HEAD"), "variants": VARIANTS,
-                                       "in_sample": True, "predictions": out}, indent=1) + "\n")
-    print(f"wrote {PREDICTIONS} ({len(out)} cases x {len(VARIANTS)} variants)")
+    write_predictions(PREDICTIONS, VARIANTS, out, ("mlsyscalc", "model_specs", "scripts"), {"in_sample": True}, hint="")
 
 
 def _group(c: dict) -> tuple:

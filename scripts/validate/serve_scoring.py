@@ -17,14 +17,15 @@ def git(*args: str) -> str:
     return subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT).stdout.strip()
 
 
-def write_predictions(path: Path, variants: Any, predictions: dict, code_paths: tuple[str, ...]) -> None:
-    """Write {commit, variants, predictions}; refused while `code_paths` have uncommitted changes, since the
-    predictions name the commit that made them."""
+def write_predictions(path: Path, variants: Any, predictions: dict, code_paths: tuple[str, ...],
+                      extra: dict | None = None, hint: str = "; commit it before scoring") -> None:
+    """Write {commit, variants, **extra, predictions}; refused while `code_paths` have uncommitted changes, since
+    the predictions name the commit that made them."""
     if git("status", "--porcelain", "--", *code_paths):
         raise SystemExit("commit the code first: predictions name the commit that made them")
-    path.write_text(json.dumps({"commit": git("rev-parse", "HEAD"), "variants": variants,
+    path.write_text(json.dumps({"commit": git("rev-parse", "HEAD"), "variants": variants, **(extra or {}),
                                 "predictions": predictions}, indent=1) + "\n")
-    print(f"wrote {path} ({len(predictions)} cases x {len(variants)} variants); commit it before scoring")
+    print(f"wrote {path} ({len(predictions)} cases x {len(variants)} variants){hint}")
 
 
 def error_stats(errors: list[float]) -> list[str]:

@@ -84,6 +84,11 @@ def _cfg(release: str, path: str, name: str) -> str:
     return f"{BRIDGE_REPO} {path} {name} at {tag} ({commit[:8]})"
 
 
+def _preset(release: str, at_2511: tuple[str, str], at_2602: tuple[str, str]) -> str:
+    """The perf preset a release's row was run with: (path, name) at v0.2.0 for 25.11, else at v0.3.0 (renamed there)."""
+    return _cfg(release, *(at_2511 if release == "25.11" else at_2602))
+
+
 FP8_WHY = {"fp8_recipe": "current: the table's FP8-CS (Transformer Engine current scaling, the fp8_cs preset of "
                          "scripts/performance/utils/helpers.py get_precision_config)",
            "fp8_params": "true: fp8_param_gather True in bf16_with_fp8_current_scaling_mixed "
@@ -115,10 +120,8 @@ def layout_for(row: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str], lis
         lay["ep"] = ep
     why, not_priced = dict(COMMON_WHY) | (FP8_WHY if fp8 else {}), []
     if model == "qwen3-235b-a22b":
-        v = "V1" if rel == "25.11" else "V2"
-        src = (_cfg(rel, "scripts/performance/configs/qwen3/workload_base_configs.py", "QWEN3_235B_A22B_H100_FP8_CS_BASE_CONFIG")
-               if rel == "25.11" else
-               _cfg(rel, "scripts/performance/configs/qwen/qwen3_workload_base_configs.py", f"QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_{v}"))
+        src = _preset(rel, ("scripts/performance/configs/qwen3/workload_base_configs.py", "QWEN3_235B_A22B_H100_FP8_CS_BASE_CONFIG"),
+                      ("scripts/performance/configs/qwen/qwen3_workload_base_configs.py", "QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2"))
         src += ", with qwen3_llm_pretrain.py and src/megatron/bridge/recipes/qwen/qwen3_moe.py (qwen3_235b_a22b_pretrain_config)"
         lay |= {"etp": 1, "sp": True, "overlap": "dp,tp,pp,ep", "loss": "fused",
                 "account_for_embedding_in_pipeline_split": True, "account_for_loss_in_pipeline_split": True}
@@ -138,10 +141,8 @@ def layout_for(row: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str], lis
                           "prices an all-to-all over NCCL")
         notes = "Qwen3-30B-A3B (48 layers, 128 experts, 8 a token; built-in qwen3-30b-a3b). ETP 1. " + QWEN_NOTE
     elif model == "gpt-oss-120b":
-        v = "V1" if rel == "25.11" else "V2"
-        src = (_cfg(rel, "scripts/performance/configs/gpt_oss/workload_base_configs.py", "GPT_OSS_120B_H100_BF16_BASE_CONFIG")
-               if rel == "25.11" else
-               _cfg(rel, "scripts/performance/configs/gpt_oss/gpt_oss_workload_base_configs.py", f"GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_{v}"))
+        src = _preset(rel, ("scripts/performance/configs/gpt_oss/workload_base_configs.py", "GPT_OSS_120B_H100_BF16_BASE_CONFIG"),
+                      ("scripts/performance/configs/gpt_oss/gpt_oss_workload_base_configs.py", "GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_V2"))
         src += ", with gpt_oss_llm_pretrain.py and src/megatron/bridge/recipes/gpt_oss/gpt_oss.py"
         lay |= {"sp": False, "overlap": "dp,pp", "loss": "fused"}
         why |= {"overlap": "dp,pp: overlap_grad_reduce / overlap_param_gather and the pipeline's p2p overlap; TP is 1 and the "
