@@ -277,14 +277,19 @@ def build(mirror: Path | None) -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mirror", type=Path, help="folder holding NVIDIA-NeMo+Megatron-Bridge/repo (a git directory)")
-    ap.add_argument("--out", type=Path, default=OUT_DIR / "runs.json")
+def write_set(build_set: Any, doc: str, out_file: Path) -> None:
+    """The writers' command line: --mirror (re-read the sources' git objects) and --out; writes the set's runs.json."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--mirror", type=Path, help="folder holding the sources' mirrors (owner+name/repo, git directories)")
+    ap.add_argument("--out", type=Path, default=out_file)
     args = ap.parse_args()
-    data = build(args.mirror)
+    data = build_set(args.mirror)
     args.out.write_text(json.dumps(data, indent=1) + "\n")
     print(f"{len(data['runs'])} runs, {len(data['left_out'])} left out -> {args.out}")
+
+
+def main() -> None:
+    write_set(build, __doc__, OUT_DIR / "runs.json")
 
 
 if __name__ == "__main__":
