@@ -32,7 +32,7 @@ def test_the_writer_reproduces_the_file_and_accounts_for_every_row(data):
     assert {r["release"] for r in rows} <= set(mo.RELEASE_ORDER) and rows
     from_pages = [x for x in data["left_out"] if x["what"].startswith(mo.BRIDGE_REPO)]
     assert sum(r["selection"]["family"] == "B" for r in data["runs"]) + len(from_pages) == len(rows)
-    assert all(x["clause"] in ("(a)", "(b)", "(c)", "(d)", "(e)", "(f)", "not reachable") for x in data["left_out"])
+    assert all(set(x["clause"].split()) <= {"(a)", "(b)", "(c)", "(d)", "(e)", "(f)"} for x in data["left_out"])
 
 
 def test_every_run_has_the_earlier_sets_fields_and_a_consistent_layout(data):

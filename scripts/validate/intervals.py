@@ -10,7 +10,7 @@ them), with the median. Sources:
   model with routed experts): the committed predictions of the held-out published runs
   (reports/train/heldout_dgxc/predictions.json, reports/train/llm_foundry_fitset/predictions_held_out.json,
   reports/train/heldout_public/predictions.json, reports/train/heldout_public_rest/predictions.json,
-  reports/train/heldout_bridge_mlperf6/predictions.json), scored
+  reports/train/heldout_bridge_mlperf6/predictions.json, reports/train/heldout_moe26/predictions.json), scored
   against their runs files (scripts/validate/train_published.py --score reads the same).
 - serve TTFT and TPOT (p50 at the runs' concurrency): the held-out NVIDIA NIM sweep (set `nim-dli` of
   reports/serving/published_nim.json) against the committed predictions of its default variant
@@ -50,7 +50,8 @@ TRAIN_SETS = (("reports/train/heldout_dgxc/runs.json", "reports/train/heldout_dg
                "held_out"),
               ("reports/train/heldout_public/runs.json", "reports/train/heldout_public/predictions.json", None),
               ("reports/train/heldout_public_rest/runs.json", "reports/train/heldout_public_rest/predictions.json", None),
-              ("reports/train/heldout_bridge_mlperf6/runs.json", "reports/train/heldout_bridge_mlperf6/predictions.json", None))
+              ("reports/train/heldout_bridge_mlperf6/runs.json", "reports/train/heldout_bridge_mlperf6/predictions.json", None),
+              ("reports/train/heldout_moe26/runs.json", "reports/train/heldout_moe26/predictions.json", None))
 
 
 def train_errors() -> tuple[list[float], list[float], str]:

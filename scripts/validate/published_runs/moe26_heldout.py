@@ -9,7 +9,7 @@ and docs/performance-summary-archive.md at PAGE_COMMIT (stored byte for byte bes
 RULE.md (a) (a model mlsys train cannot express), (e) (a layout an existing set holds) or (f) (the layout of an
 earlier release's row) leaves it out; each one left out is listed in `left_out` with its clause. Sources A and P are
 are read by `automodel_rows` (AutoModel's page at AUTOMODEL_COMMIT, stored beside runs.json) and
-`P_NOT_REACHABLE`. Nothing here runs `mlsys train`/`plan` or predicts anything.
+`P_LEFT_OUT`. Nothing here runs `mlsys train`/`plan` or predicts anything.
 """
 
 from __future__ import annotations
@@ -321,12 +321,15 @@ def automodel_text(mirror: Path | None) -> str:
     return stored_page(AUTOMODEL_FILE, mirror, "NVIDIA-NeMo+Automodel", AUTOMODEL_COMMIT, AUTOMODEL_PATH)
 
 
-P_NOT_REACHABLE = {
-    "what": "Liu et al. 2025, MoE Parallel Folding, arXiv 2504.14960v2 (source P): its measured H100 tables",
-    "clause": "not reachable",
-    "why": "the stored copy of arxiv.org/html/2504.14960v2 (the search tool's pages corpus) is served from its beginning "
-           "only: abstract and introduction, no table; no other stored copy (emergentmind, sciencestack, bohrium, "
-           "newx.sg) holds the tables, and arXiv itself cannot be reached from this machine. No row of P was read",
+P_LEFT_OUT = {
+    "what": "Liu et al. 2025, MoE Parallel Folding, arXiv 2504.14960 (source P): Tables 2-5, 101 rows on DGX H100 (Eos)",
+    "clause": "(c) (d)",
+    "why": "read from a markdown conversion of the paper in the stored-file index (the stored arxiv.org/html/2504.14960v2 "
+           "page returns its beginning only; the conversion's repository is not shown, and its version is probably v2, "
+           "not certainly). (c): the paper gives MFU's denominator (989.5 TFLOP/s BF16) but not how a model FLOP is "
+           "counted, so no row's measurement can be turned into a step time without assuming a formula. (d): no row "
+           "states the micro batch or VP, no recipe is given, and Table 4's rows print no layout. Every row fails both; "
+           "the benchmarks also drop tokens (capacity factor 1), which top-k pricing does not model",
 }
 
 
@@ -367,7 +370,7 @@ def build(mirror: Path | None) -> dict[str, Any]:
         else:
             seen[key] = run["name"]
             runs.append(run)
-    left_out.append(P_NOT_REACHABLE)
+    left_out.append(P_LEFT_OUT)
     runs.sort(key=lambda r: r["selection"]["sha256"])
     return {
         "collected": COLLECTED,
@@ -379,7 +382,7 @@ def build(mirror: Path | None) -> dict[str, Any]:
                   "reports/train/heldout_bridge_mlperf6/runs.json."),
         "selection": {"drawn_from": f"B: {BRIDGE_REPO} docs/performance-summary.md and docs/performance-summary-archive.md "
                                     f"@{PAGE_COMMIT[:9]} (releases {', '.join(RELEASE_ORDER)}); A: {AUTOMODEL_REPO} "
-                                    f"{AUTOMODEL_PATH}@{AUTOMODEL_COMMIT[:9]}; P: not reachable",
+                                    f"{AUTOMODEL_PATH}@{AUTOMODEL_COMMIT[:9]}; P: arXiv 2504.14960 (no row qualifies)",
                       "cap": "none applied: fewer than 40 rows qualified",
                       "counts": {f: sum(r["selection"]["family"] == f for r in runs) for f in ("B", "A", "P")}},
         "left_out": left_out,
