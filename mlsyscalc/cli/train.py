@@ -115,9 +115,11 @@ def step_options(func):
                        "(measured: H100/H200 GEMMs 0.658 of the datasheet, not do_bench's 0.74); burst: the short-call "
                        "efficiencies (docs/train.md, \"Sustained clocks\").")
     @click.option("--loss", "loss_kernels", type=click.Choice(LOSSES), default=D.loss, show_default=True,
-                  help="--framework megatron: the loss's kernels, fp32 (Megatron-LM's vocab-parallel cross-entropy "
-                       "on logits cast to fp32, its default) or fused (one chunked kernel, as Liger-Kernel, Transformer "
-                       "Engine and Megatron-Bridge's --cross-entropy-loss-fusion run it).")
+                  help="The loss's kernels: fp32 (Megatron-LM's vocab-parallel cross-entropy on logits cast to fp32, "
+                       "its default; torch's F.cross_entropy(logits.float())), fused (--framework megatron: one chunked "
+                       "kernel, as Liger-Kernel, Transformer Engine and Megatron-Bridge's --cross-entropy-loss-fusion "
+                       "run it) or bf16 (--framework torch: F.cross_entropy on the bf16 logits, no upcast, as NeMo "
+                       "AutoModel's fp32_upcast false; 6 bytes a logit element, not 16).")
     @click.option("--dropout", type=click.FloatRange(0.0, 1.0, max_open=True), default=D.dropout, show_default=True,
                   help="Hidden dropout before each residual add (its 1-byte mask is written and read back); "
                        "Megatron's GPT recipes use 0.1, Llama-style ones 0.")

@@ -89,6 +89,7 @@ class TrainOptions:
     schedule: str = "1f1b"  # pipeline schedule: 1f1b or gpipe (calc.memory.schedule)
     vp: int = 1  # model chunks per pipeline rank: the interleaved 1F1B schedule
     framework: str = "megatron"  # what the training code keeps: megatron or torch (calc.memory.schedule)
+    loss: str = "fp32"  # torch: "bf16", cross-entropy on the bf16 logits themselves (no fp32 upcast)
     # the head's weight gradient written straight into a persistent buffer (Megatron-LM's gradient-accumulation
     # fusion) rather than returned through autograd; None: the framework's (megatron yes, torch no)
     grad_accumulation_fusion: bool | None = None
@@ -171,6 +172,7 @@ def default_bytes(opts: TrainOptions) -> dict[str, float]:
     mixed = base < 4 and opts.master_weights
     state = _ADAM8BIT_STATE_BYTES if opts.optimizer == "adam8bit" else (4.0 if mixed or base == 4 else base)
     torch = opts.framework == "torch"
+    bf16_loss = torch and opts.loss == "bf16" and base == 2.0 and not opts.fp8
     # torch runs ZeRO-2 and 3 as FSDP2 (calc.memory.schedule.fsdp_sharded), whose fp32 sharded parameters are the master
     # weights and whose gradients are fp32 shards; ZeRO-3 keeps only those shards (its weights), ZeRO-2
     # (reshard_after_forward=False) also the bf16 parameters it gathered, from the forward to the end of backward
@@ -183,8 +185,10 @@ def default_bytes(opts: TrainOptions) -> dict[str, float]:
         "gather": base,  # ZeRO-3's gathered weights, in the compute dtype
         # fp32 cross-entropy at the start of backward: log-probs, their gradient and the logits' gradient;
         # torch's loss_parallel (tp > 1): log-probs, zeros_like, exp and their sum, plus the caller's bf16 logits
-        "logits": 18.0 if torch and opts.vocab_tp > 1 else 12.0,
-        "logits_saved": 4.0,  # fp32 log-probs a micro-batch's loss keeps from its forward to its backward
+        # torch's cross-entropy on bf16 logits (--loss bf16): the gradient of the log-probs and the logits', 2 bytes each
+        # (with logits_saved: 6.00 bytes a logit element on one H200, 16.00 with the fp32 upcast; experiments/probe_torch_loss.py)
+        "logits": (2 * base if bf16_loss else 18.0 if torch and opts.vocab_tp > 1 else 12.0),
+        "logits_saved": base if bf16_loss else 4.0,  # log-probs a micro-batch's loss keeps from its forward to its backward
         "logits_kept": base if torch else 0.0,  # pipeline outputs kept to the end of the step (torch pipelining)
         **(fp8_bytes(opts.fp8_params, dtype_name(opts.dtype)) if opts.fp8 else {}),
     }

@@ -262,7 +262,8 @@ def structures(spec: ModelSpec, cluster: ClusterSpec, opts: PlanOptions) -> Iter
     splits = {(pp, vp): pipeline_splits(L, pp, vp, opts)
               for pp in range(1, L + 1) if opts.gpus % pp == 0 for vp in (range(1, (L + 2) // pp + 1) if pp > 1 else [1])}
     split_pps = sorted({pp for (pp, _), found in splits.items() if found})
-    for tp in _allowed(fix, "tp", _tp_values(spec, cluster, opts.gpus)):
+    tps = [1] if base["loss"] == "bf16" and base["vocab_parallel"] else _tp_values(spec, cluster, opts.gpus)
+    for tp in _allowed(fix, "tp", tps):  # --loss bf16 is priced with the whole vocabulary on a rank (TrainStepOptions)
         pps = [p for p in split_pps if opts.gpus % (tp * p) == 0]
         for pp in _allowed(fix, "pp", pps):
             cps = [c for c in _divisors(opts.gpus // (tp * pp), opts.max_cp) if c & (c - 1) == 0]

@@ -21,7 +21,8 @@ RECOMPUTE = ("none", "selective", "full")  # Korthikanti et al. 2022: selective 
 IMPLS = ("fused", "torch")  # one kernel per op, or the kernels plain PyTorch runs (calc.roofline.torch_kernels)
 LAUNCHES = ("graph", "eager")  # prefill/decode: replayed from a CUDA graph, or issued op by op from Python
 LOGITS = ("all", "last")  # prefill lm_head over every position (calc.counts.flops' convention) or the last one
-LOSSES = ("fp32", "fused")  # train, fused list: Megatron-LM's vocab-parallel fp32 loss, or one fused kernel (roofline_head)
+LOSSES = ("fp32", "fused", "bf16")  # train: the fp32 loss (Megatron-LM's vocab-parallel; torch on logits.float()), one fused
+# kernel (the fused list, roofline_head), or torch's cross-entropy on the bf16 logits themselves (torch_kernels.loss_ops)
 KV_LAYOUTS = ("contiguous", "paged")  # KV cache in one tensor, or in pages read through a block table (calc.roofline.paged)
 ALL_REDUCES = ("nccl", "custom")  # TP all-reduce on NCCL, or on the custom kernel serving engines run (calc.comm.tp_rows)
 
@@ -149,8 +150,10 @@ class RooflineOptions:
                 f"clocks must be one of {', '.join(CLOCKS)}, got {self.clocks!r}")
         require(self.loss in LOSSES, f"loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
         require(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1), got {self.dropout}")
-        require(self.loss == "fp32" or (self.phase == "train" and self.impl == "fused"),
+        require(self.loss != "fused" or (self.phase == "train" and self.impl == "fused"),
                 "--loss fused prices the fused kernel list's training loss (--phase train --impl fused)")
+        require(self.loss != "bf16" or (self.phase == "train" and self.impl == "torch"),
+                "--loss bf16 prices plain PyTorch's cross-entropy on bf16 logits (--phase train --impl torch)")
         require(self.dp >= 1, f"dp must be a positive integer, got {self.dp}")
         require(self.zero in (0, 1, 2, 3), f"zero stage must be 0, 1, 2 or 3, got {self.zero}")
         if self.phase != "train":

@@ -196,6 +196,11 @@ def loss_ops(p: Any, backward: bool) -> list[OpPrediction]:
     4096 x 128256 fp32, 2.80 / 2.88 ms, 0.90 / 0.88 of 3.35 TB/s at four passes each)."""
     t, v, a = p.tokens, _vocab(p), p.a
     tv = t * v
+    if p.opts.loss == "bf16":  # F.cross_entropy on the bf16 logits: the same passes, in the logits' dtype, no casts
+        if backward:
+            return [_mem("loss.bwd_fill", 0, tv * a, p), _mem("loss.bwd_nll", t * 8, t * a, p),
+                    _mem("loss.bwd_log_softmax", SOFTMAX_BWD_READS * tv * a, tv * a, p)]
+        return [_mem("loss.log_softmax", SOFTMAX_READS * tv * a, tv * a, p), _mem("loss.nll", t * 12, FP32, p)]
     if backward:
         return [_mem("loss.bwd_fill", 0, tv * FP32, p), _mem("loss.bwd_nll", t * 8, t * FP32, p),
                 _mem("loss.bwd_log_softmax", SOFTMAX_BWD_READS * tv * FP32, tv * FP32, p),

@@ -180,8 +180,14 @@ class TrainStepOptions:
         require(self.framework in FRAMEWORKS, f"--framework must be one of {', '.join(FRAMEWORKS)}, got {self.framework!r}")
         require(self.clocks in CLOCKS, f"--clocks must be one of {', '.join(CLOCKS)}, got {self.clocks!r}")
         require(self.loss in LOSSES, f"--loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
-        require(self.loss == "fp32" or self.framework == "megatron",
-                "--loss fused prices the fused kernel list (--framework megatron); torch runs its own cross-entropy")
+        require(self.loss != "fused" or self.framework == "megatron",
+                "--loss fused prices the fused kernel list (--framework megatron); torch runs its own cross-entropy "
+                "(--loss fp32 or bf16)")
+        require(self.loss != "bf16" or (self.framework == "torch" and dtype_name(self.dtype) in ("bf16", "fp16")
+                                        and (self.tp == 1 or not self.vocab_parallel)),
+                "--loss bf16 prices plain PyTorch's cross-entropy on the 16-bit logits (--framework torch, --dtype "
+                "bf16 or fp16, the vocabulary whole on each rank: --tp 1); measured on one H200 "
+                "(experiments/probe_torch_loss.py)")
         require(0.0 <= self.dropout < 1.0, f"--dropout must be in [0, 1), got {self.dropout}")
         require(self.grad_reduce in (None,) + GRAD_REDUCE,
                 f"--grad-reduce must be one of {', '.join(GRAD_REDUCE)}, got {self.grad_reduce!r}")

@@ -79,6 +79,7 @@ def _scale(row: OpRow, tp: int, sp: bool, capacity_factor: float) -> float:
 # PyTorch's (torch's FSDP2/DDP/DTensor code: the one-GPU kernel list checked against measured training steps,
 # reports/models). FP8 is Transformer Engine's, priced with the fused list whatever the framework.
 FRAMEWORK_IMPL = {"megatron": "fused", "torch": "torch"}
+LOSS_IMPL = {"fused": "fused", "bf16": "torch"}  # the kernel list whose loss each --loss names (fp32: both lists')
 
 
 def kernel_impl(framework: str, dtype: str) -> str:
@@ -97,7 +98,7 @@ def roofline_pass(spec: ModelSpec, ceilings: Ceilings, *, tp: int, cp: int, micr
     return predict_model(spec, ceilings, RooflineOptions(phase="train", batch=micro_batch, seq=local,
                                                          context=(seq - local) // 2, tp=tp, dtype=dtype,
                                                          cluster=cluster, recompute="none", impl=impl,
-                                                         loss=loss if impl == "fused" else "fp32", dropout=dropout,
+                                                         loss=loss if LOSS_IMPL.get(loss, impl) == impl else "fp32", dropout=dropout,
                                                          clocks=clocks, ep=ep, etp=etp))
 
 

@@ -301,7 +301,7 @@ def step_memory(spec: ModelSpec, opts: TrainStepOptions) -> TrainMemory:
         dtype=dtype_name(opts.dtype), fp8_params=opts.fp8_params, dp=opts.data_parallel, tp=opts.tp, pp=opts.pp,
         sp=opts.sp_active, ep=opts.ep, etp=opts.etp, cp=opts.cp, zero=opts.zero,
         recompute=opts.recompute, capacity_factor=opts.capacity_factor, flash=opts.attention != "unfused",
-        schedule=opts.schedule, framework=opts.framework, vp=opts.vp, vocab_parallel=opts.vocab_parallel,
+        schedule=opts.schedule, framework=opts.framework, loss=opts.loss, vp=opts.vp, vocab_parallel=opts.vocab_parallel,
         pipeline_split=opts.pipeline_split))
     return mem
 
