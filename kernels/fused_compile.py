@@ -2,19 +2,21 @@
 
 One bf16 specialisation of each kernel at the widths the benchmark sweeps use, built by triton's own
 compiler and bundled ptxas (matmul_compile.compile_for_hopper); the report counts the 16-byte vector
-loads and stores in the PTX. A build check, not a speed. Run as `python -m mlsyscalc.kernels.fused_compile`
+loads and stores in the PTX (a software-pipelined loop loads through 16-byte cp.async copies to shared memory,
+counted as vector loads too). A build check, not a speed. Run as `python -m mlsyscalc.kernels.fused_compile`
 with TRITON_INTERPRET unset (one JSON line per kernel); a CPU test does.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 import triton
 
 from . import cross_entropy, dropout_add, glu, norm, rotary
 from .matmul_compile import compile_for_hopper
-from .rowwise import col_tile, row_tile, sum_partials_kernel, warps_for
+from .rowwise import SUM_COLUMNS, SUM_ROWS, SUM_STAGES, col_tile, row_tile, sum_partials_kernel, warps_for
 
 BF16, F32, I32, I64 = "*bf16", "*fp32", "i32", "*i64"
 WIDTHS = ("N", "V", "H", "HALF", "G")   # width arguments, multiples of 16 at every swept size
@@ -25,12 +27,17 @@ def _norm(width: int, layer: bool, backward: bool) -> tuple:
     consts = dict(BLOCK_ROWS=block_rows, BLOCK_N=block_n, LAYER=layer, HAS_BIAS=layer)
     if backward:
         block_rows, block_n, warps = norm.backward_tile(width, layer)
-        consts.update(BLOCK_ROWS=block_rows, BLOCK_N=block_n)
+        consts.update(BLOCK_ROWS=block_rows, BLOCK_N=block_n, NUM_STAGES=norm.backward_stages(width, layer),
+                      HAS_BIAS=layer and width <= norm.CHUNKED_WIDTH)
         types = dict(dy_ptr=BF16, x_ptr=BF16, w_ptr=BF16, mean_ptr=F32, rstd_ptr=F32, dx_ptr=BF16, part_ptr=F32,
                      M=I32, N=I32, P=I32, stride_dym=I32, stride_xm=I32, stride_dxm=I32, stride_pp=I32)
         return norm.norm_bwd_kernel, types, consts, warps
     types = dict(x_ptr=BF16, w_ptr=BF16, b_ptr=BF16, y_ptr=BF16, mean_ptr=F32, rstd_ptr=F32, M=I32, N=I32,
                  stride_xm=I32, stride_ym=I32, eps="fp32")
+    if layer and width > norm.CHUNKED_WIDTH:
+        block_rows, block_c, warps = norm.CHUNKED_FWD_TILE
+        return norm.norm_fwd_chunked_kernel, types, dict(BLOCK_ROWS=block_rows, BLOCK_C=block_c, LAYER=layer,
+                                                         HAS_BIAS=layer), warps
     return norm.norm_fwd_kernel, types, consts, warps_for(block_rows * block_n)
 
 
@@ -76,13 +83,13 @@ def _cross_entropy(vocab: int) -> tuple:
 
 def _sum_partials() -> tuple:
     types = dict(part_ptr=F32, out_ptr=BF16, P=I32, N=I32, stride_pp=I32)
-    return sum_partials_kernel, types, dict(BLOCK_P=32, BLOCK_N=256), 4
+    return sum_partials_kernel, types, dict(BLOCK_P=SUM_ROWS, BLOCK_N=SUM_COLUMNS, NUM_STAGES=SUM_STAGES), 4
 
 
 SPECIALISATIONS = {   # name -> (kernel, argument types, constexprs, num_warps)
     "rmsnorm_fwd_4096": _norm(4096, False, False), "rmsnorm_bwd_1024": _norm(1024, False, True),
     "rmsnorm_bwd_16384": _norm(16384, False, True), "layernorm_fwd_16384": _norm(16384, True, False),
-    "layernorm_bwd_16384": _norm(16384, True, True),
+    "layernorm_bwd_16384": _norm(16384, True, True), "layernorm_fwd_4096": _norm(4096, True, False),
     "swiglu_fwd_11008": _glu(11008, 0, False), "geglu_bwd_11008": _glu(11008, 1, True),
     "rotary_fwd_32x128": _rotary(32, 128),
     "dropout_add_fwd_4096": _dropout(4096, False), "dropout_add_bwd_4096": _dropout(4096, True),
@@ -97,8 +104,10 @@ def check() -> list[dict]:
     for name, (fn, types, consts, warps) in SPECIALISATIONS.items():
         aligned = tuple(k for k, v in types.items() if v.startswith("*") or k.startswith("stride") or k in WIDTHS)
         ptx = compile_for_hopper(fn, types, consts, aligned=aligned, num_warps=warps).asm["ptx"]
-        out.append(dict(kernel=name, num_warps=warps, v4_loads=ptx.count("ld.global.v4"),
-                        v4_stores=ptx.count("st.global.v4"), loads=ptx.count("ld.global")))
+        copies16 = len(re.findall(r"cp\.async\.c[ag]\.shared\.global[^\n]*0x10", ptx))
+        out.append(dict(kernel=name, num_warps=warps, v4_loads=ptx.count("ld.global.v4") + copies16,
+                        v4_stores=ptx.count("st.global.v4"), loads=ptx.count("ld.global") + copies16,
+                        async_copies_16b=copies16))
     return out
 
 

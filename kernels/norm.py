@@ -1,6 +1,7 @@
 """RMSNorm and LayerNorm, forward and backward, in Triton: one kernel pair for both norms.
 
-Forward (one program per BLOCK_ROWS rows, the whole row in registers, fp32 arithmetic):
+Forward (one program per BLOCK_ROWS rows, the whole row in registers, fp32 arithmetic; LayerNorm rows wider
+than CHUNKED_WIDTH in column chunks instead, read three times, the second and third reads from L2):
     RMSNorm    y = x * rstd * w,               rstd = 1 / sqrt(mean(x^2) + eps)
     LayerNorm  y = (x - mean) * rstd * w + b,  rstd = 1 / sqrt(mean((x - mean)^2) + eps)
 The per-row statistics (rstd, and mean for LayerNorm) are saved in fp32 for the backward.
@@ -13,7 +14,9 @@ at least 16 rows, but at least one a SM) walks the row blocks pid, pid + P, ... 
 `backward_tile` picks by width; each program keeps its dw (and db) in
 fp32 registers and stores one partial row at the end; `rowwise.sum_partials` adds the P partial
 rows in a second launch. Deterministic (no atomics); the partials cost 8 bytes a column per
-program (fp32, written and read once), counted apart in calc/roofline/fused_ops.py.
+program (fp32, written and read once), counted apart in calc/roofline/fused_ops.py. LayerNorm rows wider than
+CHUNKED_WIDTH keep only dw in registers and sum db = dy's column sums in a third launch that reads dy again
+(two full-width fp32 accumulators do not fit a program's registers there).
 
 Inputs are 2-D (rows, width) with a unit last stride (any row stride); x, dy and y share a dtype
 (fp16, bf16 or fp32), the weight and bias may be another float dtype and their gradients come
@@ -26,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .rowwise import check_width, programs_for, row_tile, sum_partials, warps_for
+from .rowwise import check_width, column_sums, programs_for, row_tile, sum_partials, warps_for
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -63,6 +66,51 @@ def norm_fwd_kernel(
 
 
 @triton.jit
+def norm_fwd_chunked_kernel(
+    # tensors: x, y (M, N); w, b (N,); mean, rstd (M,) fp32
+    x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr,
+    # sizes and row strides
+    M, N, stride_xm, stride_ym, eps,
+    # meta
+    BLOCK_ROWS: tl.constexpr, BLOCK_C: tl.constexpr, LAYER: tl.constexpr, HAS_BIAS: tl.constexpr,
+):
+    """The forward of wide rows in column chunks of BLOCK_C: the mean, then the centred variance, then y (the
+    same two-pass statistics as norm_fwd_kernel, without holding the row in registers)."""
+    rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    in_rows = rows < M
+    rows64 = rows.to(tl.int64)
+    c0 = tl.arange(0, BLOCK_C)
+    mean = tl.zeros([BLOCK_ROWS], dtype=tl.float32)
+    if LAYER:
+        acc = tl.zeros([BLOCK_ROWS, BLOCK_C], dtype=tl.float32)
+        for c in range(0, N, BLOCK_C):
+            cols = c + c0
+            ok = in_rows[:, None] & (cols < N)[None, :]
+            acc += tl.load(x_ptr + rows64[:, None] * stride_xm + cols[None, :], mask=ok, other=0.0).to(tl.float32)
+        mean = tl.sum(acc, axis=1) / N
+        tl.store(mean_ptr + rows, mean, mask=in_rows)
+    acc = tl.zeros([BLOCK_ROWS, BLOCK_C], dtype=tl.float32)
+    for c in range(0, N, BLOCK_C):
+        cols = c + c0
+        ok = in_rows[:, None] & (cols < N)[None, :]
+        x = tl.load(x_ptr + rows64[:, None] * stride_xm + cols[None, :], mask=ok, other=0.0).to(tl.float32)
+        x = tl.where(ok, x - mean[:, None], 0.0)
+        acc += x * x
+    rstd = tl.rsqrt(tl.sum(acc, axis=1) / N + eps)
+    tl.store(rstd_ptr + rows, rstd, mask=in_rows)
+    for c in range(0, N, BLOCK_C):
+        cols = c + c0
+        in_cols = cols < N
+        ok = in_rows[:, None] & in_cols[None, :]
+        x = tl.load(x_ptr + rows64[:, None] * stride_xm + cols[None, :], mask=ok, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + cols, mask=in_cols, other=0.0).to(tl.float32)
+        y = (x - mean[:, None]) * rstd[:, None] * w[None, :]
+        if HAS_BIAS:
+            y += tl.load(b_ptr + cols, mask=in_cols, other=0.0).to(tl.float32)[None, :]
+        tl.store(y_ptr + rows64[:, None] * stride_ym + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
 def norm_bwd_kernel(
     # tensors: dy, x, dx (M, N); w (N,); mean, rstd (M,) fp32; partials (P, N or 2N) fp32
     dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, part_ptr,
@@ -70,6 +118,7 @@ def norm_bwd_kernel(
     M, N, P, stride_dym, stride_xm, stride_dxm, stride_pp,
     # meta
     BLOCK_ROWS: tl.constexpr, BLOCK_N: tl.constexpr, LAYER: tl.constexpr, HAS_BIAS: tl.constexpr,
+    NUM_STAGES: tl.constexpr = 1,   # row blocks in flight in the persistent loop (tl.range's software pipelining)
 ):
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
@@ -77,7 +126,7 @@ def norm_bwd_kernel(
     dw = tl.zeros([BLOCK_N], dtype=tl.float32)
     db = tl.zeros([BLOCK_N], dtype=tl.float32)
     n_blocks = (M + BLOCK_ROWS - 1) // BLOCK_ROWS
-    for block in range(pid, n_blocks, P):
+    for block in tl.range(pid, n_blocks, P, num_stages=NUM_STAGES):
         rows = block * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
         in_rows = rows < M
         ok = in_rows[:, None] & in_cols[None, :]
@@ -126,6 +175,12 @@ def _forward(x, weight, bias, eps: float, layer: bool):
     y = torch.empty_like(x, memory_format=torch.contiguous_format)
     rstd = torch.empty(m, device=x.device, dtype=torch.float32)
     mean = torch.empty(m, device=x.device, dtype=torch.float32) if layer else rstd
+    if layer and n > CHUNKED_WIDTH:
+        block_rows, block_c, warps = CHUNKED_FWD_TILE
+        norm_fwd_chunked_kernel[(triton.cdiv(m, block_rows),)](
+            x, weight, bias if bias is not None else weight, y, mean, rstd, m, n, x.stride(0), y.stride(0), eps,
+            BLOCK_ROWS=block_rows, BLOCK_C=block_c, LAYER=layer, HAS_BIAS=bias is not None, num_warps=warps)
+        return y, mean, rstd
     block_rows, block_n = row_tile(n)
     norm_fwd_kernel[(triton.cdiv(m, block_rows),)](
         x, weight, bias if bias is not None else weight, y, mean, rstd,
@@ -135,24 +190,48 @@ def _forward(x, weight, bias, eps: float, layer: bool):
     return y, mean, rstd
 
 
-# The backward's tile by width: (widest row, values a program holds a step, num_warps), the first entry
-# whose width is not exceeded; wider rows take the forward's tile (row_tile, warps_for). Read off an H200
-# at 4096-65536 tokens (experiments/probe_fused_bwd.py, experiments/data/probe_fused_bwd.jsonl: time of the
-# backward and its partial sums against the forward's tile, geomean over the three token counts): RMSNorm
-# 1.12x / 1.13x / 1.13x / 1.24x at widths 1024 / 2048 / 4096 / 8192, LayerNorm 1.19x at 1024 and none better
-# than the forward's tile above it.
-BWD_TILES = {False: ((1024, 2048, 4), (2048, 2048, 8), (4096, 4096, 16), (8192, 16384, 32)),
-             True: ((1024, 2048, 4),)}
+# The backward's tile by width: (widest row, values a program holds a step, num_warps, row blocks in flight), the
+# first entry whose width is not exceeded; wider rows take the forward's tile (row_tile, warps_for) with
+# WIDE_STAGES. Tiles read off an H200 at 4096-65536 tokens (experiments/probe_fused_bwd.py,
+# experiments/data/probe_fused_bwd.jsonl: time of the backward and its partial sums against the forward's tile,
+# geomean over the three token counts): RMSNorm 1.12x / 1.13x / 1.13x / 1.24x at widths 1024 / 2048 / 4096 / 8192,
+# LayerNorm 1.19x at 1024 and none better than the forward's tile above it. Row blocks in flight (tl.range's
+# software pipelining of the persistent loop) from experiments/probe_norm_chunked.py
+# (experiments/data/probe_norm_chunked.jsonl, CUDA-graph replays): 3 is within 5% of the fastest on every swept
+# shape (256-65536 tokens) except RMSNorm's 2 x 8192 tile of 32 warps, which 3 slows by 6-30%, so it keeps 1,
+# and RMSNorm at 12288 x 256 tokens (7%). With the partial-sum tile of rowwise.py the backwards run 1.0-3.0x
+# faster than before them (the rows of reports/fused/rows.jsonl at bd4fa77 / 6c3e10a against the probe's).
+BWD_TILES = {False: ((1024, 2048, 4, 3), (2048, 2048, 8, 3), (4096, 4096, 16, 3), (8192, 16384, 32, 1)),
+             True: ((1024, 2048, 4, 3),)}
+WIDE_STAGES = 3
+# LayerNorm rows wider than this: the forward in column chunks (CHUNKED_FWD_TILE = rows a program, columns a
+# chunk, num_warps), the backward's bias gradient as dy's column sums (BIAS_SUM_TILE, rowwise.column_sums).
+# From the same probe: at 16384 the chunked forward takes 0.93x / 0.71x / 0.66x the whole-row kernel's time at
+# 256 / 4096 / 16384 tokens (reports/fused/rows.jsonl), and dy's column sums make the backward 1.2-1.4x faster
+# than the row kernel with both accumulators at 12288 and 16384; at 8192 both lose (the chunked forward 9-11%
+# slower, the separate bias pass 7-52%), so 8192 keeps the whole-row kernels.
+# calc/roofline/fused_ops.py prices the extra launch (LAYERNORM_CHUNKED_WIDTH, the same number).
+CHUNKED_WIDTH = 8192
+CHUNKED_FWD_TILE = (1, 4096, 16)
+BIAS_SUM_TILE = (64, 64, 3)
 
 
 def backward_tile(width: int, layer: bool) -> tuple[int, int, int]:
     """(BLOCK_ROWS, BLOCK_N, num_warps) of the backward for rows of `width` (LayerNorm when `layer`)."""
-    for widest, elements, warps in BWD_TILES[layer]:
+    for widest, elements, warps, _ in BWD_TILES[layer]:
         if width <= widest:
             block_rows, block_n = row_tile(width, elements)
             return block_rows, block_n, warps
     block_rows, block_n = row_tile(width)
     return block_rows, block_n, warps_for(block_rows * block_n)
+
+
+def backward_stages(width: int, layer: bool) -> int:
+    """Row blocks the backward's persistent loop keeps in flight for rows of `width`."""
+    for widest, _, _, stages in BWD_TILES[layer]:
+        if width <= widest:
+            return stages
+    return WIDE_STAGES
 
 
 def backward_programs(rows: int, width: int, device: torch.device, programs: int | None = None,
@@ -172,13 +251,17 @@ def _backward(dy, x, weight, mean, rstd, layer: bool, has_bias: bool, programs: 
     dx = torch.empty_like(x, memory_format=torch.contiguous_format)
     block_rows, block_n, warps = backward_tile(n, layer)
     p = backward_programs(m, n, x.device, programs, layer)
-    width = 2 * n if has_bias else n
+    bias_pass = has_bias and n > CHUNKED_WIDTH   # db from dy's column sums, not from the row kernel
+    width = 2 * n if has_bias and not bias_pass else n
     partial = torch.empty((p, width), device=x.device, dtype=torch.float32)
     norm_bwd_kernel[(p,)](
         dy, x, weight, mean, rstd, dx, partial,
         m, n, p, dy.stride(0), x.stride(0), dx.stride(0), partial.stride(0),
-        BLOCK_ROWS=block_rows, BLOCK_N=block_n, LAYER=layer, HAS_BIAS=has_bias, num_warps=warps)
+        BLOCK_ROWS=block_rows, BLOCK_N=block_n, LAYER=layer, HAS_BIAS=has_bias and not bias_pass,
+        NUM_STAGES=backward_stages(n, layer), num_warps=warps)
     sums = sum_partials(partial, weight.dtype)
+    if bias_pass:
+        return dx, sums, column_sums(dy, weight.dtype, tile=BIAS_SUM_TILE)
     return dx, sums[:n], (sums[n:] if has_bias else None)
 
 

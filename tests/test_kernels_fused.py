@@ -128,6 +128,31 @@ def test_backward_programs_sum_at_least_16_rows_fill_the_sms_and_fit_the_card():
     assert RW.programs_for(5, 4, torch.device("cpu"), 8, programs=9) == 5   # never more than the row blocks
     part = randn(37, 300)
     assert rel_err(RW.sum_partials(part, torch.float32), part.double().sum(0)) < 1e-6
+    part = randn(300, 45)   # more partial rows than one step's SUM_ROWS, a column tile cut short
+    assert rel_err(RW.sum_partials(part, torch.float32), part.double().sum(0)) < 1e-6
+    a = randn(131, 70, dtype=torch.float16)   # column sums of a 16-bit tensor, in fp32, in a small tile
+    assert rel_err(RW.column_sums(a, torch.float32, tile=(16, 8, 3)), a.double().sum(0)) < 1e-6
+
+
+@interpret
+@pytest.mark.parametrize("has_bias", [True, False])
+def test_layer_norm_of_wide_rows_in_chunks_and_a_bias_pass(has_bias, poisoned, monkeypatch):
+    """Rows wider than CHUNKED_WIDTH (lowered here so the interpreter stays quick): the forward in column chunks
+    that do not divide the row, the backward's bias gradient as dy's column sums."""
+    monkeypatch.setattr(N, "CHUNKED_WIDTH", 64)
+    monkeypatch.setattr(N, "CHUNKED_FWD_TILE", (2, 32, 4))
+    monkeypatch.setattr(N, "BIAS_SUM_TILE", (16, 4, 2))
+    x, w, dy = randn(7, 100, dtype=torch.float16), randn(100, seed=1), randn(7, 100, dtype=torch.float16, seed=2)
+    x = x + 3   # an offset mean: the centred variance must not lose it
+    b = randn(100, seed=3) if has_bias else None
+    y, mean, rstd = N.layer_norm_forward(x, w, b)
+    assert rel_err(y, N.layer_norm_ref(x, w, b)) < TOL[torch.float16]
+    assert torch.allclose(mean.double(), x.double().mean(-1), atol=1e-4)
+    assert rel_err(rstd, torch.rsqrt(x.double().var(-1, unbiased=False) + 1e-5)) < 1e-5
+    dx, dw, db = N.layer_norm_backward(dy, x, w, mean, rstd, has_bias=has_bias, programs=3)
+    ref_dx, ref_dw, ref_db = grads64(N.layer_norm_ref, x, w, b, dy=dy)
+    assert rel_err(dx, ref_dx) < TOL[torch.float16] and rel_err(dw, ref_dw) < TOL[torch.float16]
+    assert (db is None) if not has_bias else rel_err(db, ref_db) < TOL[torch.float16]
 
 
 # --- gated linear units ---------------------------------------------------------------------------
@@ -212,6 +237,19 @@ def test_norm_backward_tile_by_width():
     assert N.backward_tile(1024, True) == (2, 1024, 4)
     assert N.backward_tile(2048, True) == (2, 2048, RW.warps_for(4096)) == (2, 2048, 8)
     assert N.backward_tile(16384, True) == N.backward_tile(16384, False) == (1, 16384, 32)
+    # row blocks in flight: 3 but RMSNorm's 2 x 8192 tile of 32 warps
+    assert [N.backward_stages(w, False) for w in (1024, 4096, 8192, 16384)] == [3, 3, 1, 3]
+    assert [N.backward_stages(w, True) for w in (1024, 8192, 16384)] == [3, 3, 3]
+
+
+def test_the_calculator_prices_the_wide_layernorm_bias_pass():
+    """calc/roofline/fused_ops.py keeps its own copy of the width above which the kernel adds a launch."""
+    from mlsyscalc.calc.roofline.fused_ops import LAYERNORM_CHUNKED_WIDTH, launches
+    assert LAYERNORM_CHUNKED_WIDTH == N.CHUNKED_WIDTH
+    assert launches("layernorm_bwd", 4096, N.CHUNKED_WIDTH) == 2
+    assert launches("layernorm_bwd", 4096, N.CHUNKED_WIDTH + 16) == 3
+    assert launches("layernorm_bwd", 4096, N.CHUNKED_WIDTH + 16, bias=False) == 2
+    assert launches("rmsnorm_bwd", 4096, 16384) == 2
 
 
 @interpret
@@ -309,7 +347,7 @@ def test_fused_kernels_compile_for_sm90_with_vector_loads():
     # The interpreter runs neither bf16 nor the GPU compiler: build one bf16 specialisation of each kernel for
     # sm_90 with triton's own compiler and ptxas (no GPU), at the swept widths; each reads 16-byte vectors.
     results = [json.loads(line) for line in run_uninterpreted("-m", "mlsyscalc.kernels.fused_compile").splitlines()]
-    assert len(results) == 12
+    assert len(results) == 13
     assert all(r["v4_loads"] > 0 for r in results), [r["kernel"] for r in results if not r["v4_loads"]]
 
 
@@ -317,7 +355,7 @@ def test_fused_kernels_compile_for_sm90_with_vector_loads():
 
 @gpu
 @pytest.mark.gpu
-@pytest.mark.parametrize("rows,width", [(4096, 4096), (1024, 16384), (3000, 2816), (1, 8192)])
+@pytest.mark.parametrize("rows,width", [(4096, 4096), (1024, 16384), (3000, 2816), (1, 8192), (77, 12300)])
 def test_gpu_bf16_norms(rows, width):
     bf = torch.bfloat16
     x, w, b, dy = randn(rows, width, dtype=bf), randn(width, dtype=bf, seed=1), randn(width, dtype=bf, seed=3), \

@@ -217,7 +217,15 @@ def predict_fused(op: str, tokens: int, width: int, dtype: str = "bf16",
     return replace(pred, overhead_s=launches(op, tokens, width, dtype, **shape) * ISOLATED_CALL_S)
 
 
+# LayerNorm rows wider than this: the backward sums its bias gradient as dy's column sums in a launch of its own
+# (kernels/norm.py CHUNKED_WIDTH, the same number; a test keeps the two equal). That pass reads dy a second
+# time, which the bytes above leave out, as they leave out the partials: the fewest bytes stay the op's measure.
+LAYERNORM_CHUNKED_WIDTH = 8192
+
+
 def launches(op: str, tokens: int, width: int, dtype: str = "bf16", **shape: Any) -> int:
-    """Kernels one call of `op` launches: one, and a second that sums a persistent backward's partials."""
+    """Kernels one call of `op` launches: one, a second that sums a persistent backward's partials, and for
+    LayerNorm's backward of rows wider than LAYERNORM_CHUNKED_WIDTH with a bias a third (the bias gradient)."""
     spec, s = FUSED_OPS[op], fused_shape(op, tokens, width, dtype, **shape)
-    return 1 + (spec.reduction == "always" or (bool(spec.reduction) and bool(getattr(s, spec.reduction, False))))
+    n = 1 + (spec.reduction == "always" or (bool(spec.reduction) and bool(getattr(s, spec.reduction, False))))
+    return n + (op == "layernorm_bwd" and s.bias and width > LAYERNORM_CHUNKED_WIDTH)

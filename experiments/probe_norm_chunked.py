@@ -1,0 +1,340 @@
+"""Probe: where the norms' slow shapes lose their time, and candidate fixes, timed on one GPU.
+
+    python experiments/probe_norm_chunked.py OUT.jsonl [--budget S] [--quick]
+
+reports/fused/README.md (rows of bd4fa77 / 6c3e10a) has the norms off their priced line in two places: the
+backwards of narrow rows at 256-16384 tokens (18-21% of copy bandwidth at 1024 x 4096-16384) and the LayerNorm
+of 16384-wide rows (backward 25% of copy, forward 57%, where RMSNorm's forward of the same rows runs at 94%).
+Per shape (bf16, widths 1024-16384, 256-65536 tokens), each candidate checked against an fp32 reference
+(rel_err) and timed as a CUDA-graph replay (bench.harness.graphed) with triton.testing.do_bench (median, L2
+flushed):
+
+- `cur`: the shipped entry points of kernels/norm.py, each output copied into a buffer made before the
+  capture, so these rows carry one extra copy per output: compare the shipped kernels through
+  reports/fused/rows.jsonl instead;
+- backward `P|P2.sS.SUM[.dbsep]`: the shipped row kernel (norm_bwd_kernel) with P = rowwise.programs_for's count
+  or twice it, S row blocks in flight in its persistent loop (tl.range num_stages 1-3), its partial rows summed
+  by rowwise.sum_partials as shipped (`sum`: 256 columns a program, width / 256 programs) or by a pipelined
+  kernel of 32 columns x 128 partial rows a step (`sum32.128`); `dbsep` (LayerNorm): dw only in the row kernel,
+  db as dy's column sums in a pass of its own (64 x 64 tiles, 3 in flight);
+- forward, rows >= 8192 wide: `chunkR.C.W` in column chunks of C (R rows a program, W warps), the row read
+  three times (mean, centred variance, output; the later reads from L2); `shiftR.C.W` in two reads (sums of
+  x - x[0] and its square, then the output).
+
+Measures only; what ships is decided from the rows (kernels/norm.py and kernels/rowwise.py say which).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import torch
+import triton
+import triton.language as tl
+from triton.testing import do_bench
+
+from mlsyscalc.calc.roofline.fused_ops import fused_count
+from mlsyscalc.kernels import norm as N
+from mlsyscalc.kernels import rowwise as RW
+
+
+@triton.jit
+def fwd_chunked(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, M, Ncols, sxm, sym, eps,
+                BLOCK_ROWS: tl.constexpr, BLOCK_C: tl.constexpr, LAYER: tl.constexpr, HAS_BIAS: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    in_rows = rows < M
+    rows64 = rows.to(tl.int64)
+    c0 = tl.arange(0, BLOCK_C)
+    acc = tl.zeros([BLOCK_ROWS, BLOCK_C], tl.float32)
+    for c in range(0, Ncols, BLOCK_C):
+        cols = c + c0
+        ok = in_rows[:, None] & (cols < Ncols)[None, :]
+        acc += tl.load(x_ptr + rows64[:, None] * sxm + cols[None, :], mask=ok, other=0.0).to(tl.float32)
+    mean = tl.sum(acc, axis=1) / Ncols
+    if not LAYER:
+        mean = mean * 0.0
+    acc = tl.zeros([BLOCK_ROWS, BLOCK_C], tl.float32)
+    for c in range(0, Ncols, BLOCK_C):
+        cols = c + c0
+        ok = in_rows[:, None] & (cols < Ncols)[None, :]
+        x = tl.load(x_ptr + rows64[:, None] * sxm + cols[None, :], mask=ok, other=0.0).to(tl.float32)
+        x = tl.where(ok, x - mean[:, None], 0.0)
+        acc += x * x
+    rstd = tl.rsqrt(tl.sum(acc, axis=1) / Ncols + eps)
+    tl.store(rstd_ptr + rows, rstd, mask=in_rows)
+    if LAYER:
+        tl.store(mean_ptr + rows, mean, mask=in_rows)
+    for c in range(0, Ncols, BLOCK_C):
+        cols = c + c0
+        in_cols = cols < Ncols
+        ok = in_rows[:, None] & in_cols[None, :]
+        x = tl.load(x_ptr + rows64[:, None] * sxm + cols[None, :], mask=ok, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + cols, mask=in_cols, other=0.0).to(tl.float32)
+        y = (x - mean[:, None]) * rstd[:, None] * w[None, :]
+        if HAS_BIAS:
+            y += tl.load(b_ptr + cols, mask=in_cols, other=0.0).to(tl.float32)[None, :]
+        tl.store(y_ptr + rows64[:, None] * sym + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def bwd_chunked(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, part_ptr, M, Ncols, P, sdym, sxm, sdxm, spp,
+                BLOCK_ROWS: tl.constexpr, BLOCK_C: tl.constexpr, LAYER: tl.constexpr, HAS_BIAS: tl.constexpr):
+    pid = tl.program_id(0)
+    c0 = tl.arange(0, BLOCK_C)
+    for c in range(0, Ncols, BLOCK_C):     # this program's partial row(s) start at zero
+        cols = c + c0
+        tl.store(part_ptr + pid * spp + cols, tl.zeros([BLOCK_C], tl.float32), mask=cols < Ncols)
+        if HAS_BIAS:
+            tl.store(part_ptr + pid * spp + Ncols + cols, tl.zeros([BLOCK_C], tl.float32), mask=cols < Ncols)
+    tl.debug_barrier()
+    n_blocks = tl.cdiv(M, BLOCK_ROWS)
+    for block in range(pid, n_blocks, P):
+        rows = block * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+        in_rows = rows < M
+        rows64 = rows.to(tl.int64)
+        rstd = tl.load(rstd_ptr + rows, mask=in_rows, other=0.0)
+        mean = tl.load(mean_ptr + rows, mask=in_rows, other=0.0) if LAYER else rstd * 0.0
+        a1 = tl.zeros([BLOCK_ROWS, BLOCK_C], tl.float32)
+        a2 = tl.zeros([BLOCK_ROWS, BLOCK_C], tl.float32)
+        for c in range(0, Ncols, BLOCK_C):
+            cols = c + c0
+            in_cols = cols < Ncols
+            ok = in_rows[:, None] & in_cols[None, :]
+            x = tl.load(x_ptr + rows64[:, None] * sxm + cols[None, :], mask=ok, other=0.0).to(tl.float32)
+            dy = tl.load(dy_ptr + rows64[:, None] * sdym + cols[None, :], mask=ok, other=0.0).to(tl.float32)
+            w = tl.load(w_ptr + cols, mask=in_cols, other=0.0).to(tl.float32)
+            xhat = tl.where(ok, (x - mean[:, None]) * rstd[:, None], 0.0)
+            g = dy * w[None, :]
+            a1 += g * xhat
+            if LAYER:
+                a2 += g
+        s1 = tl.sum(a1, axis=1) / Ncols
+        s2 = tl.sum(a2, axis=1) / Ncols
+        for c in range(0, Ncols, BLOCK_C):
+            cols = c + c0
+            in_cols = cols < Ncols
+            ok = in_rows[:, None] & in_cols[None, :]
+            x = tl.load(x_ptr + rows64[:, None] * sxm + cols[None, :], mask=ok, other=0.0).to(tl.float32)
+            dy = tl.load(dy_ptr + rows64[:, None] * sdym + cols[None, :], mask=ok, other=0.0).to(tl.float32)
+            w = tl.load(w_ptr + cols, mask=in_cols, other=0.0).to(tl.float32)
+            xhat = tl.where(ok, (x - mean[:, None]) * rstd[:, None], 0.0)
+            dx = (dy * w[None, :] - xhat * s1[:, None] - s2[:, None]) * rstd[:, None]
+            tl.store(dx_ptr + rows64[:, None] * sdxm + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=ok)
+            pw = part_ptr + pid * spp + cols
+            tl.store(pw, tl.load(pw, mask=in_cols, other=0.0) + tl.sum(dy * xhat, axis=0), mask=in_cols)
+            if HAS_BIAS:
+                pb = part_ptr + pid * spp + Ncols + cols
+                tl.store(pb, tl.load(pb, mask=in_cols, other=0.0) + tl.sum(dy, axis=0), mask=in_cols)
+        tl.debug_barrier()
+
+
+@triton.jit
+def sum_partials_pipelined(part_ptr, out_ptr, P, Ncols, spp, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr,
+                           NUM_STAGES: tl.constexpr):
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    in_cols = cols < Ncols
+    acc = tl.zeros([BLOCK_P, BLOCK_N], dtype=tl.float32)
+    for p0 in tl.range(0, P, BLOCK_P, num_stages=NUM_STAGES):
+        r = p0 + tl.arange(0, BLOCK_P)
+        acc += tl.load(part_ptr + r[:, None] * spp + cols[None, :], mask=(r[:, None] < P) & in_cols[None, :],
+                       other=0.0)
+    tl.store(out_ptr + cols, tl.sum(acc, axis=0).to(out_ptr.dtype.element_ty), mask=in_cols)
+
+
+@triton.jit
+def fwd_chunked_shifted(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, M, Ncols, sxm, sym, eps,
+                        BLOCK_ROWS: tl.constexpr, BLOCK_C: tl.constexpr, LAYER: tl.constexpr,
+                        HAS_BIAS: tl.constexpr):
+    """LayerNorm/RMSNorm forward in two reads of the row: sums of (x - x[0]) and its square in one pass (the
+    shift by the row's first value keeps the variance free of cancellation), then the normalised write."""
+    rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    in_rows = rows < M
+    rows64 = rows.to(tl.int64)
+    c0 = tl.arange(0, BLOCK_C)
+    if LAYER:
+        shift = tl.load(x_ptr + rows64 * sxm, mask=in_rows, other=0.0).to(tl.float32)
+    else:
+        shift = tl.zeros([BLOCK_ROWS], tl.float32)
+    s1 = tl.zeros([BLOCK_ROWS, BLOCK_C], tl.float32)
+    s2 = tl.zeros([BLOCK_ROWS, BLOCK_C], tl.float32)
+    for c in range(0, Ncols, BLOCK_C):
+        cols = c + c0
+        ok = in_rows[:, None] & (cols < Ncols)[None, :]
+        x = tl.load(x_ptr + rows64[:, None] * sxm + cols[None, :], mask=ok, other=0.0).to(tl.float32)
+        d = tl.where(ok, x - shift[:, None], 0.0)
+        s1 += d
+        s2 += d * d
+    m1 = tl.sum(s1, axis=1) / Ncols
+    var = tl.sum(s2, axis=1) / Ncols
+    if LAYER:
+        var = var - m1 * m1
+    mean = shift + m1 if LAYER else shift
+    rstd = tl.rsqrt(tl.maximum(var, 0.0) + eps)
+    tl.store(rstd_ptr + rows, rstd, mask=in_rows)
+    if LAYER:
+        tl.store(mean_ptr + rows, mean, mask=in_rows)
+    for c in range(0, Ncols, BLOCK_C):
+        cols = c + c0
+        in_cols = cols < Ncols
+        ok = in_rows[:, None] & in_cols[None, :]
+        x = tl.load(x_ptr + rows64[:, None] * sxm + cols[None, :], mask=ok, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + cols, mask=in_cols, other=0.0).to(tl.float32)
+        y = (x - mean[:, None]) * rstd[:, None] * w[None, :]
+        if HAS_BIAS:
+            y += tl.load(b_ptr + cols, mask=in_cols, other=0.0).to(tl.float32)[None, :]
+        tl.store(y_ptr + rows64[:, None] * sym + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def column_sum(a_ptr, out_ptr, M, Ncols, sam, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr):
+    """out[c] = sum over rows of a[:, c] in fp32 (the LayerNorm bias gradient as a pass of its own over dy)."""
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    in_cols = cols < Ncols
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for m0 in tl.range(0, M, BLOCK_M, num_stages=NUM_STAGES):
+        r = m0 + tl.arange(0, BLOCK_M)
+        acc += tl.load(a_ptr + r.to(tl.int64)[:, None] * sam + cols[None, :],
+                       mask=(r[:, None] < M) & in_cols[None, :], other=0.0).to(tl.float32)
+    tl.store(out_ptr + cols, tl.sum(acc, axis=0).to(out_ptr.dtype.element_ty), mask=in_cols)
+
+
+def rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30))
+
+
+def reference(x, w, b, dy, layer):
+    xr = x.float().requires_grad_(True)
+    wr = w.float().requires_grad_(True)
+    br = b.float().requires_grad_(True) if b is not None else None
+    if layer:
+        y = torch.nn.functional.layer_norm(xr, (x.shape[1],), wr, br, 1e-5)
+    else:
+        y = xr * torch.rsqrt(xr.pow(2).mean(-1, keepdim=True) + 1e-6) * wr
+    y.backward(dy.float())
+    return y.detach(), xr.grad, wr.grad, (br.grad if br is not None else None)
+
+
+def main() -> None:
+    from mlsyscalc.bench.harness import graphed
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out")
+    ap.add_argument("--budget", type=float, default=420.0)
+    ap.add_argument("--quick", action="store_true", help="two shapes (a check that it runs)")
+    args = ap.parse_args()
+    t_end = time.time() + args.budget
+    dev = torch.device("cuda")
+    env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+           "timing": "do_bench median of a CUDA graph replay (bench.harness.graphed), L2 flushed"}
+    f = open(args.out, "a")
+
+    def emit(row):
+        row.update(env)
+        f.write(json.dumps(row) + "\n")
+        f.flush()
+
+    def timed(base, ps, variant, fn, check, **extra):
+        """Run fn once, check it, time its graph; a failure is a row too."""
+        try:
+            fn()
+            torch.cuda.synchronize()
+            err = check()
+            replay, how = graphed(fn)
+            us = do_bench(replay, warmup=10, rep=50, return_mode="median") * 1e3
+        except Exception as exc:  # noqa: BLE001 - a config that does not compile or check is a row too
+            emit({**base, "pass": ps, "variant": variant, "error": repr(exc)[:300]})
+            return
+        emit({**base, "pass": ps, "variant": variant, "us": us, "rel_err": err, "graph": how, **extra})
+
+    narrow = [(w, t) for w in (1024, 2048, 4096, 8192) for t in (256, 1024, 4096, 16384, 65536)]
+    wide = [(w, t) for w in (12288, 16384) for t in (256, 4096, 16384)]
+    if args.quick:
+        narrow, wide = [(1024, 4096)], [(16384, 256)]
+    for layer in (False, True):
+        name = "layernorm" if layer else "rmsnorm"
+        for width, tokens in narrow + wide:
+            if time.time() > t_end:
+                emit({"stopped": "budget"})
+                return
+            x = torch.randn(tokens, width, device=dev, dtype=torch.bfloat16)
+            w = (1 + 0.1 * torch.randn(width, device=dev)).to(torch.bfloat16)
+            b = (0.1 * torch.randn(width, device=dev)).to(torch.bfloat16) if layer else None
+            dy = torch.randn_like(x)
+            y_ref, dx_ref, dw_ref, db_ref = reference(x, w, b, dy, layer)
+            if layer:
+                y, mean, rstd = N.layer_norm_forward(x, w, b)
+            else:
+                y, rstd = N.rms_norm_forward(x, w)
+                mean = rstd
+            counts = {ps: fused_count(f"{name}_{ps}", tokens, width, "bfloat16") for ps in ("fwd", "bwd")}
+            base = {"op": name, "width": width, "tokens": tokens,
+                    **{f"{ps}_bytes": c.read_bytes + c.write_bytes for ps, c in counts.items()}}
+            eps = 1e-5 if layer else 1e-6
+            cols = 2 * width if layer else width
+            # forward: shipped, and the column-chunked candidates for wide rows
+            yv = torch.empty_like(x)
+            mv = torch.empty(tokens, device=dev, dtype=torch.float32)
+            rv = torch.empty(tokens, device=dev, dtype=torch.float32)
+            def fwd_check():
+                return rel(yv, y_ref)
+
+            timed(base, "fwd", "cur", lambda: yv.copy_((N.layer_norm_forward(x, w, b) if layer
+                                                          else N.rms_norm_forward(x, w))[0]), fwd_check)
+            if width >= 8192:
+                for kern, tag in ((fwd_chunked, "chunk"), (fwd_chunked_shifted, "shift")):
+                    for r, c, wp in ((1, 4096, 8), (1, 4096, 16), (2, 4096, 16), (1, 2048, 8)):
+                        def fc(kern=kern, r=r, c=c, wp=wp):
+                            kern[(triton.cdiv(tokens, r),)](x, w, b if layer else w, yv, mv, rv, tokens, width,
+                                                            x.stride(0), yv.stride(0), eps, BLOCK_ROWS=r, BLOCK_C=c,
+                                                            LAYER=layer, HAS_BIAS=layer, num_warps=wp)
+                        timed(base, "fwd", f"{tag}{r}.{c}.{wp}", fc, fwd_check)
+            # backward: shipped entry point, then the row kernel with stages / programs / bias variants
+            dxv = torch.empty_like(x)
+            sums = torch.empty(cols, device=dev, dtype=torch.float32)
+
+            def bwd_check():
+                e = max(rel(dxv, dx_ref), rel(sums[:width], dw_ref))
+                return max(e, rel(sums[width:], db_ref)) if layer else e
+
+            def cur():
+                out = (N.layer_norm_backward(dy, x, w, mean, rstd, has_bias=True) if layer
+                       else N.rms_norm_backward(dy, x, w, rstd))
+                dxv.copy_(out[0])
+                sums[:width].copy_(out[1])
+                if layer:
+                    sums[width:].copy_(out[2])
+            timed(base, "bwd", "cur", cur, bwd_check)
+            br, bn, warps = N.backward_tile(width, layer)
+            p_cur = N.backward_programs(tokens, width, dev, None, layer)
+            blocks = triton.cdiv(tokens, br)
+            for prule, p in (("P", p_cur), ("P2", min(blocks, 2 * p_cur))):
+                for stages in (1, 2, 3):
+                    for sumk in ("sum", "sum32.128"):
+                        for bias in ((True, False) if layer else (False,)):
+                            part = torch.empty((p, cols if bias else width), device=dev, dtype=torch.float32)
+
+                            def run(p=p, stages=stages, sumk=sumk, bias=bias, part=part):
+                                N.norm_bwd_kernel[(p,)](dy, x, w, mean, rstd, dxv, part, tokens, width, p,
+                                                        dy.stride(0), x.stride(0), dxv.stride(0), part.stride(0),
+                                                        BLOCK_ROWS=br, BLOCK_N=bn, LAYER=layer, HAS_BIAS=bias,
+                                                        NUM_STAGES=stages, num_warps=warps)
+                                n = part.shape[1]
+                                if sumk == "sum":
+                                    sums[:n].copy_(RW.sum_partials(part, torch.float32))
+                                else:
+                                    sum_partials_pipelined[(triton.cdiv(n, 32),)](part, sums, p, n, part.stride(0),
+                                                                                  BLOCK_P=128, BLOCK_N=32,
+                                                                                  NUM_STAGES=2, num_warps=4)
+                                if layer and not bias:   # the bias gradient as its own pass over dy
+                                    column_sum[(triton.cdiv(width, 64),)](dy, sums[width:], tokens, width,
+                                                                          dy.stride(0), BLOCK_M=64, BLOCK_N=64,
+                                                                          NUM_STAGES=3, num_warps=4)
+                            tag = f"{prule}.s{stages}.{sumk}" + ("" if bias or not layer else ".dbsep")
+                            timed(base, "bwd", tag, run, bwd_check, programs=p, tile=[br, bn, warps])
+    f.close()
+
+
+if __name__ == "__main__":
+    main()
