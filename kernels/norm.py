@@ -199,8 +199,9 @@ def _forward(x, weight, bias, eps: float, layer: bool):
 # software pipelining of the persistent loop) from experiments/probe_norm_chunked.py
 # (experiments/data/probe_norm_chunked.jsonl, CUDA-graph replays): 3 is within 5% of the fastest on every swept
 # shape (256-65536 tokens) except RMSNorm's 2 x 8192 tile of 32 warps, which 3 slows by 6-30%, so it keeps 1,
-# and RMSNorm at 12288 x 256 tokens (7%). With the partial-sum tile of rowwise.py the backwards run 1.0-3.0x
-# faster than before them (the rows of reports/fused/rows.jsonl at bd4fa77 / 6c3e10a against the probe's).
+# and RMSNorm at 12288 x 256 tokens (7%). With the partial-sum tile of rowwise.py the backwards run up to 2.9x
+# faster than before them from 256 tokens up, 0.5-3.6 us slower at 1-16 (reports/fused/rows.jsonl, de628d9
+# against bd4fa77 / 6c3e10a; docs/bench.md).
 BWD_TILES = {False: ((1024, 2048, 4, 3), (2048, 2048, 8, 3), (4096, 4096, 16, 3), (8192, 16384, 32, 1)),
              True: ((1024, 2048, 4, 3),)}
 WIDE_STAGES = 3

@@ -70,7 +70,8 @@ def test_bad_input_is_a_clear_error():
 def test_prediction_is_the_memory_roofline_of_these_bytes_plus_the_isolated_call():
     """Each op's bytes at its class's share of the datasheet bandwidth (memory_fused; the norms' backward
     memory_fused_norm_bwd), without the per-SM cap of PyTorch's own kernels, plus 5.73 us an isolated call
-    pays each kernel it launches (two for the backwards that sum partials: both norms, dropout_add with a bias)."""
+    pays for its first kernel and 3.84 us for the partial-sum launch of the backwards that sum partials (both
+    norms, dropout_add with a bias)."""
     h200 = load_ceilings("H200")
     two = {"rmsnorm_bwd", "layernorm_bwd", "dropout_add_bwd"}
     for op in FUSED_OPS:
@@ -80,10 +81,16 @@ def test_prediction_is_the_memory_roofline_of_these_bytes_plus_the_isolated_call
         assert pred.memory_s == same.memory_s and pred.memory_s > pred.compute_s   # memory-bound
         share = getattr(h200.efficiency, FUSED_OPS[op].cls)
         assert pred.memory_s == pytest.approx((read + write) / (share * 4.8e12))
-        assert pred.overhead_s == pytest.approx((2 if op in two else 1) * 5.73e-6)
+        assert pred.overhead_s == pytest.approx(5.73e-6 + (3.84e-6 if op in two else 0.0))
         assert pred.predicted_s == pytest.approx(pred.memory_s + pred.overhead_s)
     no_bias = predict_fused("dropout_add_bwd", 4096, 4096, "bf16", "H200", bias=False)
     assert no_bias.overhead_s == pytest.approx(5.73e-6)   # no partials without a bias: one launch
+    # LayerNorm rows wider than LAYERNORM_CHUNKED_WIDTH with a bias: a third launch, and dy read twice
+    wide = predict_fused("layernorm_bwd", 4096, 16384, "bf16", "H200")
+    read, write = fused_bytes("layernorm_bwd", 4096, 16384, "bf16")
+    assert wide.overhead_s == pytest.approx(5.73e-6 + 2 * 3.84e-6)
+    assert wide.memory_s == pytest.approx((read + 4096 * 16384 * 2 + write) / (h200.efficiency.memory_fused_norm_bwd
+                                                                               * 4.8e12))
     assert {o.cls for o in FUSED_OPS.values()} == {"memory_fused", "memory_fused_norm_bwd"}
 
 

@@ -12,6 +12,11 @@
 #       --quiet --format csv --out $OUT/fused/rows.jsonl      (55 s)
 #   MLSYS_GIT_COMMIT=41b1173 python3 -m mlsyscalc bench fused --op dropout_add --pass bwd ...   (27 s)
 #   MLSYS_GIT_COMMIT=bdf9f47 python3 -m mlsyscalc bench fused --op dropout_add --pass bwd ...   (25 s)
-# and their rows appended here (the last row of each key counts). The heldout sweep (heldout/README.md):
+# and their rows appended here (the last row of each key counts). The norms and dropout_add again after the kernel
+# changes of de628d9 (partial sums, pipelined backward loop, wide LayerNorm in chunks), same machine type, torch
+# 2.11.0+cu130, triton 3.6.0, driver 580.159.04 (8 fused GPU tests passed: gpu_tests.txt), both passes:
+#   MLSYS_GIT_COMMIT=de628d9 python3 -m mlsyscalc bench fused --op rmsnorm --op layernorm --op dropout_add \
+#       --quiet --format csv --out $OUT/fused/rows.jsonl      (110 s)
+# The heldout sweep (heldout/README.md):
 #   MLSYS_GIT_COMMIT=0afd6d7 python3 -m mlsyscalc bench fused --sweep heldout --quiet --format csv --out ...  (102 s)
 exec bash scripts/device.sh fused

@@ -203,18 +203,27 @@ def fused_bytes(op: str, tokens: int, width: int, dtype: str = "bf16", **shape: 
 # roofline's memory-kernel fixed cost (Ceilings.overhead_s, 2 us on the datasheet) for these calls only: a kernel
 # inside a model step pays the step's own fixed costs (calc.roofline.training), not this.
 ISOLATED_CALL_S = 5.73e-6
+# Each launch after the first (the partial-sum reduction of a persistent backward, wide LayerNorm's bias pass): a
+# small kernel that follows the first in the same call, fitted with memory_fused_norm_bwd on the norm backwards'
+# rows (calc.roofline.calibration): 3.84 us.
+PARTIAL_SUM_CALL_S = 3.84e-6
 
 
 def predict_fused(op: str, tokens: int, width: int, dtype: str = "bf16",
                   gpu: str | GPUSpec | Ceilings = DEFAULT_GPU, calibration: Any = None, **shape: Any) -> OpPrediction:
     """The time of one isolated call: its bytes at its class's share of the bandwidth (memory_fused, the norms'
-    backward memory_fused_norm_bwd: calc.roofline.calibration, read off these kernels' own rows), plus
-    ISOLATED_CALL_S for each kernel it launches."""
+    backward memory_fused_norm_bwd: calc.roofline.calibration, read off these kernels' own rows; wide LayerNorm's
+    backward with a bias also reads dy again), plus ISOLATED_CALL_S for its first launch and
+    PARTIAL_SUM_CALL_S for each further one."""
     count = fused_count(op, tokens, width, dtype, **shape)
     spec = FUSED_OPS[op]
-    pred = predict_memory_op(op, count.read_bytes, count.write_bytes, count.flops, dtype, gpu, calibration,
+    n = launches(op, tokens, width, dtype, **shape)
+    read = count.read_bytes
+    if op == "layernorm_bwd" and n == 3:   # the bias pass reads dy a second time
+        read += dict((t, b) for t, way, b in count.parts if way == "read")["dy"]
+    pred = predict_memory_op(op, read, count.write_bytes, count.flops, dtype, gpu, calibration,
                              shape=f"{tokens}x{width}", cls=spec.cls)
-    return replace(pred, overhead_s=launches(op, tokens, width, dtype, **shape) * ISOLATED_CALL_S)
+    return replace(pred, overhead_s=ISOLATED_CALL_S + (n - 1) * PARTIAL_SUM_CALL_S)
 
 
 # LayerNorm rows wider than this: the backward sums its bias gradient as dy's column sums in a launch of its own
