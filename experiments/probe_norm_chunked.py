@@ -223,7 +223,11 @@ def main() -> None:
     ap.add_argument("out")
     ap.add_argument("--budget", type=float, default=420.0)
     ap.add_argument("--quick", action="store_true", help="two shapes (a check that it runs)")
+    ap.add_argument("--fwd-widths", default="", help="only the forwards, at these comma-separated widths: the "
+                    "whole-row kernel against column chunks that divide the row (non-power-of-two widths)")
     args = ap.parse_args()
+    if args.fwd_widths:
+        return fwd_widths([int(w) for w in args.fwd_widths.split(",")], args)
     t_end = time.time() + args.budget
     dev = torch.device("cuda")
     env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
@@ -334,6 +338,54 @@ def main() -> None:
                             tag = f"{prule}.s{stages}.{sumk}" + ("" if bias or not layer else ".dbsep")
                             timed(base, "bwd", tag, run, bwd_check, programs=p, tile=[br, bn, warps])
     f.close()
+
+
+def fwd_widths(widths: list[int], args) -> None:
+    """The forwards of rows whose width is not a power of two: norm_fwd_kernel (the row padded to a power of two
+    in registers) against fwd_chunked with chunks of 512-4096 columns, timed as CUDA-graph replays."""
+    from mlsyscalc.bench.harness import graphed
+
+    dev = torch.device("cuda")
+    env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+           "timing": "do_bench median of a CUDA graph replay (bench.harness.graphed), L2 flushed"}
+    with open(args.out, "a") as f:
+        for layer in (True, False):
+            name = "layernorm" if layer else "rmsnorm"
+            for width in widths:
+                for tokens in (16, 256, 4096, 16384):
+                    x = torch.randn(tokens, width, device=dev, dtype=torch.bfloat16)
+                    w = (1 + 0.1 * torch.randn(width, device=dev)).to(torch.bfloat16)
+                    b = (0.1 * torch.randn(width, device=dev)).to(torch.bfloat16) if layer else w
+                    y_ref = reference(x, w, b if layer else None, torch.randn_like(x), layer)[0]
+                    y = torch.empty_like(x)
+                    m = torch.empty(tokens, device=dev, dtype=torch.float32)
+                    r = torch.empty(tokens, device=dev, dtype=torch.float32)
+                    eps = 1e-5 if layer else 1e-6
+                    nbytes = fused_count(f"{name}_fwd", tokens, width, "bfloat16")
+                    base = {"op": name, "pass": "fwd", "width": width, "tokens": tokens,
+                            "fwd_bytes": nbytes.read_bytes + nbytes.write_bytes, **env}
+                    br, bn = RW.row_tile(width)
+                    cands = [("row", lambda br=br, bn=bn: N.norm_fwd_kernel[(triton.cdiv(tokens, br),)](
+                        x, w, b, y, m, r, tokens, width, x.stride(0), y.stride(0), eps, BLOCK_ROWS=br, BLOCK_N=bn,
+                        LAYER=layer, HAS_BIAS=layer, num_warps=RW.warps_for(br * bn)))]
+                    for c in (512, 1024, 2048, 4096):
+                        if width % c and c > 512:
+                            continue
+                        for rows_, wp in ((1, 4), (1, 8), (2, 8)):
+                            cands.append((f"chunk{rows_}.{c}.{wp}", lambda c=c, rows_=rows_, wp=wp: fwd_chunked[
+                                (triton.cdiv(tokens, rows_),)](x, w, b, y, m, r, tokens, width, x.stride(0), y.stride(0),
+                                                               eps, BLOCK_ROWS=rows_, BLOCK_C=c, LAYER=layer,
+                                                               HAS_BIAS=layer, num_warps=wp)))
+                    for tag, fn in cands:
+                        try:
+                            fn()
+                            torch.cuda.synchronize()
+                            err = rel(y, y_ref)
+                            replay, how = graphed(fn)
+                            us = do_bench(replay, warmup=10, rep=50, return_mode="median") * 1e3
+                            f.write(json.dumps({**base, "variant": tag, "us": us, "rel_err": err, "graph": how}) + "\n")
+                        except Exception as exc:  # noqa: BLE001
+                            f.write(json.dumps({**base, "variant": tag, "error": repr(exc)[:300]}) + "\n")
 
 
 if __name__ == "__main__":
