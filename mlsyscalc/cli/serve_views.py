@@ -12,7 +12,10 @@ from . import render
 LATENCIES = (("ttft", "time to first token"), ("tpot", "time per output token"), ("e2e", "end-to-end latency"),
              ("queue_delay", "queueing delay"))
 NOTES = ("Each iteration costs the roofline time of the batch it forms (calc.serve.iteration); KV capacity "
-         "from the inference memory calculator; TPOT = (last token - first token) / (output - 1).",)
+         "from the inference memory calculator; TPOT = (last token - first token) / (output - 1).",
+         "TTFT counts from when a request is sent; the API server in front of the scheduler costs --frontend-ms a "
+         "request, one at a time (options.frontend_s; default 0: not priced, though published runs behind an "
+         "OpenAI-compatible server pay 5-50 ms a request: docs/serving.md).")
 
 
 def _options(r: ServeResult) -> dict:

@@ -26,6 +26,12 @@ A closed loop of `concurrency` clients (vLLM's benchmark_serving --max-concurren
 --concurrency) releases request k + concurrency when the k-th request finishes, at that moment
 (or at its own arrival time, whichever is later).
 
+A request reaches the scheduler `frontend_s` after the API server takes it up, and the server takes up
+one request at a time in arrival order (the OpenAI-compatible frontend's parsing, chat template and
+tokenisation, and any proxy before it): engine arrival = max(client arrival, the previous request's
+engine arrival) + frontend_s. TTFT and end-to-end latency count from the client's arrival. 0 (the
+default): requests reach the scheduler when they are sent.
+
 Per-iteration time is `IterationCost.time_s` of the batch formed. Decoding sequences are kept as
 sums (count, total keys, per-phase block counters) and a heap of finish steps, so one iteration
 costs O(admissions + finishes), not O(batch).
@@ -98,7 +104,7 @@ class Trace:
     iter_in_system: list[int]  # requests arrived and not finished, after the iteration
     preempt_s: list[float]
     busy_s: float
-    arrival_s: list[float] | None = None  # when each request reached the engine (a closed loop sets them); None: the workload's
+    arrival_s: list[float] | None = None  # when each request was sent (a closed loop sets them); None: the workload's
 
 
 class Engine:
@@ -107,18 +113,23 @@ class Engine:
     # spec is a SpecDecode, typed Any: its expected tokens per step is a float, which would make the
     # engine's token and block counts floats; they are integers whenever blocks are paged (no spec)
     def __init__(self, requests: Requests, cost: IterationCost, limits: EngineLimits, spec: Any = None,
-                 prefilled: bool = False, concurrency: int = 0) -> None:
+                 prefilled: bool = False, concurrency: int = 0, frontend_s: float = 0.0) -> None:
         """spec: a calc.serve.spec.SpecDecode (decode steps then emit its expected tokens each, and
         KV is reserved for prompt + output on admission). prefilled: requests arrive with their prompt's
         KV and first token (a disaggregated decode instance); a preempted one is prefilled again here.
-        concurrency: clients of a closed loop (0: every request arrives at its own time)."""
+        concurrency: clients of a closed loop (0: every request arrives at its own time). frontend_s: the API
+        server's time per request, one request at a time (module docstring)."""
         self.req, self.cost, self.lim, self.spec = requests, cost, limits, spec
-        self.arrival = [a for a, _, _ in requests]
+        self.client = [a for a, _, _ in requests]  # when each request was sent
         self.concurrency = concurrency
         if concurrency:
             for i in range(concurrency, len(requests)):
-                self.arrival[i] = math.inf  # released when an earlier request finishes
+                self.client[i] = math.inf  # released when an earlier request finishes
         self.released = min(concurrency, len(requests)) if concurrency else len(requests)
+        self.frontend_s, self.frontend_free = frontend_s, 0.0
+        self.arrival = [math.inf] * len(requests)  # when each request reaches the scheduler
+        for i in range(self.released):
+            self._through_frontend(i)
         self.policy = POLICIES[limits.scheduler]
         self.E = spec.tokens_per_step if spec else 1  # tokens per decode step and sequence
         self.step_cost = spec.step_s if spec else cost.decode_s
@@ -154,7 +165,15 @@ class Engine:
         self.swapped: deque[int] = deque()
         self.prefilling: list[int] = []
         self.now, self.next_arrival, self.busy = 0.0, 0, 0.0
-        self.trace = Trace(self.sched_s, self.first_s, self.finish_s, [], [], [], [], [], 0.0, self.arrival)
+        self.trace = Trace(self.sched_s, self.first_s, self.finish_s, [], [], [], [], [], 0.0, self.client)
+
+    def _through_frontend(self, i: int) -> None:
+        """Request i, sent at client[i], reaches the scheduler after the API server's turn at it."""
+        if self.frontend_s:
+            self.frontend_free = max(self.client[i], self.frontend_free) + self.frontend_s
+            self.arrival[i] = self.frontend_free
+        else:
+            self.arrival[i] = self.client[i]
 
     # ----- decode set -------------------------------------------------------------------------
     def _kv(self, i: int) -> int:
@@ -187,7 +206,8 @@ class Engine:
         self.n_running -= 1
         self.n_done += 1
         if self.released < len(self.req):  # a closed loop's client sends its next request
-            self.arrival[self.released] = max(self.req[self.released][0], self.now)
+            self.client[self.released] = max(self.req[self.released][0], self.now)
+            self._through_frontend(self.released)
             self.released += 1
 
     def _emit_first(self, i: int) -> None:

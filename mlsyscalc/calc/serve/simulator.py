@@ -69,6 +69,7 @@ class ServeOptions:
     accept: float = 0.7  # with a draft model: per-token acceptance rate (Leviathan et al. 2023)
     iteration_overhead_s: float = HOST_BASE_S  # host time each iteration pays (scheduling, sampling, detokenising)
     iteration_overhead_per_seq_s: float = HOST_PER_SEQ_S  # and per sequence that samples a token in it
+    frontend_s: float = 0.0  # the API server's time per request, one at a time, before the scheduler (calc.serve.engine)
     all_reduce: str = "custom"  # TP all-reduces on the one-shot custom kernel, or "nccl" (an engine without it)
     max_decode_splits: int = MAX_SPLITS  # KV splits of a decode attention pass at most (1: TensorRT-LLM 0.9's kernels)
 
@@ -91,6 +92,8 @@ class ServeOptions:
         require(math.isfinite(self.iteration_overhead_per_seq_s) and self.iteration_overhead_per_seq_s >= 0,
                 f"--iteration-overhead-per-seq-us must be >= 0, got {self.iteration_overhead_per_seq_s * 1e6:g}")
         require(self.kv_blocks is None or self.kv_blocks >= 1, f"--kv-blocks must be >= 1, got {self.kv_blocks}")
+        require(math.isfinite(self.frontend_s) and self.frontend_s >= 0,
+                f"--frontend-ms must be >= 0, got {self.frontend_s * 1e3:g}")
         for name in ("ttft_s", "tpot_s", "e2e_s"):
             value = getattr(self.slo, name)
             require(value is None or value > 0, f"--slo {name[:-2]} must be positive, got {value}")
@@ -250,7 +253,7 @@ def simulate(spec: ModelSpec, ceilings: Ceilings, workload: Workload, opts: Serv
     sd = speculation(spec, draft, ceilings, opts, cost) if draft is not None else None
     kv = kv_capacity(spec, ceilings, opts, draft)
     trace = Engine(workload.requests, cost, engine_limits(kv, ceilings, opts, workload.shared_prefix), sd,
-                   concurrency=workload.concurrency).run()
+                   concurrency=workload.concurrency, frontend_s=opts.frontend_s).run()
     metrics: dict[str, Any] = summary(workload.requests, trace, kv.blocks, opts.slo)  # ServeResult.metrics
     if sd is not None:
         assert draft is not None  # sd is built only from a draft model
