@@ -14,7 +14,8 @@ them), with the median. Sources:
   against their runs files (scripts/validate/train_published.py --score reads the same).
 - serve TTFT and TPOT (p50 at the runs' concurrency): the held-out NVIDIA NIM sweep (set `nim-dli` of
   reports/serving/published_nim.json) against the committed predictions of its default variant
-  (reports/serving/predictions_nim.json).
+  (reports/serving/predictions_nim.json), and the held-out vLLM 0.11 runs (reports/serving/published_vllm.json
+  against predictions_vllm.json).
 - roofline with --impl torch, per phase: the whole-model steps of reports/models/h100*.jsonl of the models held
   out of its calibration, replayed from CUDA graphs, against today's uncalibrated prediction (H100 SXM datasheet).
   Several efficiency classes were read off rows of these files, so this range is optimistic; the page says so.
@@ -77,10 +78,17 @@ def train_errors() -> tuple[list[float], list[float], str]:
 
 
 def serve_errors(metric: str) -> list[float]:
-    cases = json.loads((ROOT / "reports/serving/published_nim.json").read_text())["cases"]
-    preds = json.loads((ROOT / "reports/serving/predictions_nim.json").read_text())["predictions"]
-    return [preds[c["id"]]["default"][metric] / c["measured"][metric] - 1 for c in cases
-            if c["set"] == "nim-dli" and c["id"] in preds and c["measured"].get(metric)]
+    """The held-out serving runs' errors of `metric` (ttft_s or itl_s): the NIM set nim-dli and the vLLM 0.11
+    set (whose TPOT is the same (last - first token) / (output - 1) as genai-perf's inter-token latency)."""
+    out = []
+    for name, keep, vllm_metric in (("nim", "nim-dli", metric), ("vllm", "vllm-gpustack", {"itl_s": "tpot_s"}.get(metric, metric))):
+        cases = json.loads((ROOT / f"reports/serving/published_{name}.json").read_text())["cases"]
+        preds = json.loads((ROOT / f"reports/serving/predictions_{name}.json").read_text())["predictions"]
+        m = metric if name == "nim" else vllm_metric
+        out += [preds[c["id"]]["default"][m] / c["measured"][m] - 1 for c in cases
+                if c["set"] == keep and c["id"] in preds and c["measured"].get(m)
+                and m in preds[c["id"]]["default"]]
+    return out
 
 
 def roofline_errors() -> dict[str, list[float]]:
@@ -110,8 +118,10 @@ def main() -> None:
                  "train_moe": spread(moe, source, "the MoE runs among them (routed experts), which the rest would "
                                                   "understate; few runs")}
     for metric, key in (("ttft_s", "serve_ttft"), ("itl_s", "serve_tpot")):
-        intervals[key] = spread(serve_errors(metric), "reports/serving/predictions_nim.json, set nim-dli",
-                                "NVIDIA NIM concurrency sweeps held out of the serving defaults, committed before scoring")
+        intervals[key] = spread(serve_errors(metric), "reports/serving/predictions_nim.json, set nim-dli; "
+                                "reports/serving/predictions_vllm.json, set vllm-gpustack",
+                                "NVIDIA NIM concurrency sweeps and published vLLM 0.11 runs held out of the serving "
+                                "defaults, committed before scoring")
     for phase, errs in roofline_errors().items():
         intervals[f"roofline_torch_{phase}"] = spread(
             errs, "reports/models/h100*.jsonl, the held-out models' CUDA-graph steps (H100 80GB HBM3)",
