@@ -200,6 +200,36 @@ def column_sum(a_ptr, out_ptr, M, Ncols, sam, BLOCK_M: tl.constexpr, BLOCK_N: tl
     tl.store(out_ptr + cols, tl.sum(acc, axis=0).to(out_ptr.dtype.element_ty), mask=in_cols)
 
 
+@triton.jit
+def dwdb_columns(dy_ptr, x_ptr, mean_ptr, rstd_ptr, dw_ptr, db_ptr, M, Ncols, sdym, sxm,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LAYER: tl.constexpr, HAS_BIAS: tl.constexpr,
+                 NUM_STAGES: tl.constexpr):
+    """dw = sum over rows of dy * xhat (and db = sum of dy) for BLOCK_N columns a program, xhat rebuilt from x and
+    the forward's statistics: the weight gradients of a dx-only row kernel, reading x and dy a second time."""
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    in_cols = cols < Ncols
+    aw = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    ab = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for m0 in tl.range(0, M, BLOCK_M, num_stages=NUM_STAGES):
+        rows = m0 + tl.arange(0, BLOCK_M)
+        in_rows = rows < M
+        ok = in_rows[:, None] & in_cols[None, :]
+        r64 = rows.to(tl.int64)
+        x = tl.load(x_ptr + r64[:, None] * sxm + cols[None, :], mask=ok, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + r64[:, None] * sdym + cols[None, :], mask=ok, other=0.0).to(tl.float32)
+        rstd = tl.load(rstd_ptr + rows, mask=in_rows, other=0.0)
+        if LAYER:
+            mean = tl.load(mean_ptr + rows, mask=in_rows, other=0.0)
+            aw += dy * ((x - mean[:, None]) * rstd[:, None])
+        else:
+            aw += dy * (x * rstd[:, None])
+        if HAS_BIAS:
+            ab += dy
+    tl.store(dw_ptr + cols, tl.sum(aw, axis=0), mask=in_cols)
+    if HAS_BIAS:
+        tl.store(db_ptr + cols, tl.sum(ab, axis=0), mask=in_cols)
+
+
 def rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30))
 
@@ -225,9 +255,13 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="two shapes (a check that it runs)")
     ap.add_argument("--fwd-widths", default="", help="only the forwards, at these comma-separated widths: the "
                     "whole-row kernel against column chunks that divide the row (non-power-of-two widths)")
+    ap.add_argument("--split-bwd", default="", help="only the backwards at these widths: the shipped entry point "
+                    "against a dx-only row kernel plus dwdb_columns")
     args = ap.parse_args()
     if args.fwd_widths:
         return fwd_widths([int(w) for w in args.fwd_widths.split(",")], args)
+    if args.split_bwd:
+        return split_bwd([int(w) for w in args.split_bwd.split(",")], args)
     t_end = time.time() + args.budget
     dev = torch.device("cuda")
     env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
@@ -381,6 +415,77 @@ def fwd_widths(widths: list[int], args) -> None:
                             fn()
                             torch.cuda.synchronize()
                             err = rel(y, y_ref)
+                            replay, how = graphed(fn)
+                            us = do_bench(replay, warmup=10, rep=50, return_mode="median") * 1e3
+                            f.write(json.dumps({**base, "variant": tag, "us": us, "rel_err": err, "graph": how}) + "\n")
+                        except Exception as exc:  # noqa: BLE001
+                            f.write(json.dumps({**base, "variant": tag, "error": repr(exc)[:300]}) + "\n")
+
+
+def split_bwd(widths: list[int], args) -> None:
+    """The backward of wide rows: the shipped entry point (as it runs, outputs allocated inside) against the row
+    kernel computing dx alone (3 row blocks in flight) followed by dwdb_columns in a few tiles."""
+    from mlsyscalc.bench.harness import graphed
+
+    dev = torch.device("cuda")
+    env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+           "timing": "do_bench median of a CUDA graph replay (bench.harness.graphed), L2 flushed"}
+    with open(args.out, "a") as f:
+        for layer in (True, False):
+            name = "layernorm" if layer else "rmsnorm"
+            for width in widths:
+                for tokens in (256, 4096, 16384):
+                    x = torch.randn(tokens, width, device=dev, dtype=torch.bfloat16)
+                    w = (1 + 0.1 * torch.randn(width, device=dev)).to(torch.bfloat16)
+                    b = (0.1 * torch.randn(width, device=dev)).to(torch.bfloat16) if layer else None
+                    dy = torch.randn_like(x)
+                    _, dx_ref, dw_ref, db_ref = reference(x, w, b, dy, layer)
+                    if layer:
+                        _, mean, rstd = N.layer_norm_forward(x, w, b)
+                    else:
+                        _, rstd = N.rms_norm_forward(x, w)
+                        mean = rstd
+                    nbytes = fused_count(f"{name}_bwd", tokens, width, "bfloat16")
+                    base = {"op": name, "pass": "bwd", "width": width, "tokens": tokens,
+                            "bwd_bytes": nbytes.read_bytes + nbytes.write_bytes, **env}
+                    out: dict = {}
+
+                    def ship():
+                        out["r"] = (N.layer_norm_backward(dy, x, w, mean, rstd, has_bias=True) if layer
+                                    else N.rms_norm_backward(dy, x, w, rstd))
+
+                    def ship_err():
+                        r = out["r"]
+                        e = max(rel(r[0], dx_ref), rel(r[1], dw_ref))
+                        return max(e, rel(r[2], db_ref)) if layer else e
+
+                    cands = [("ship", ship, ship_err)]
+                    br, bn, warps = N.backward_tile(width, layer)
+                    p = N.backward_programs(tokens, width, dev, None, layer)
+                    dx = torch.empty_like(x)
+                    dwv = torch.empty(width, device=dev, dtype=torch.float32)
+                    dbv = torch.empty(width, device=dev, dtype=torch.float32)
+                    part = torch.empty((p, width), device=dev, dtype=torch.float32)
+
+                    def split_err():
+                        e = max(rel(dx, dx_ref), rel(dwv, dw_ref))
+                        return max(e, rel(dbv, db_ref)) if layer else e
+                    for bm, bnc, st, wp in ((32, 64, 3, 4), (64, 64, 3, 8), (32, 128, 2, 8), (64, 32, 3, 4)):
+                        def split(bm=bm, bnc=bnc, st=st, wp=wp):
+                            N.norm_bwd_kernel[(p,)](dy, x, w, mean, rstd, dx, part, tokens, width, p, dy.stride(0),
+                                                    x.stride(0), dx.stride(0), part.stride(0), BLOCK_ROWS=br,
+                                                    BLOCK_N=bn, LAYER=layer, HAS_BIAS=False, NUM_STAGES=3,
+                                                    HAS_DW=False, num_warps=warps)
+                            dwdb_columns[(triton.cdiv(width, bnc),)](dy, x, mean, rstd, dwv, dbv, tokens, width,
+                                                                     dy.stride(0), x.stride(0), BLOCK_M=bm,
+                                                                     BLOCK_N=bnc, LAYER=layer, HAS_BIAS=layer,
+                                                                     NUM_STAGES=st, num_warps=wp)
+                        cands.append((f"split{bm}.{bnc}.{st}.{wp}", split, split_err))
+                    for tag, fn, check in cands:
+                        try:
+                            fn()
+                            torch.cuda.synchronize()
+                            err = check()
                             replay, how = graphed(fn)
                             us = do_bench(replay, warmup=10, rep=50, return_mode="median") * 1e3
                             f.write(json.dumps({**base, "variant": tag, "us": us, "rel_err": err, "graph": how}) + "\n")

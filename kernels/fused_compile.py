@@ -27,8 +27,9 @@ def _norm(width: int, layer: bool, backward: bool) -> tuple:
     consts = dict(BLOCK_ROWS=block_rows, BLOCK_N=block_n, LAYER=layer, HAS_BIAS=layer)
     if backward:
         block_rows, block_n, warps = norm.backward_tile(width, layer)
+        split = layer and width > norm.CHUNKED_WIDTH   # dx alone (_norm_dwdb sums dw and db)
         consts.update(BLOCK_ROWS=block_rows, BLOCK_N=block_n, NUM_STAGES=norm.backward_stages(width, layer),
-                      HAS_BIAS=layer and width <= norm.CHUNKED_WIDTH)
+                      HAS_BIAS=layer and not split, HAS_DW=not split)
         types = dict(dy_ptr=BF16, x_ptr=BF16, w_ptr=BF16, mean_ptr=F32, rstd_ptr=F32, dx_ptr=BF16, part_ptr=F32,
                      M=I32, N=I32, P=I32, stride_dym=I32, stride_xm=I32, stride_dxm=I32, stride_pp=I32)
         return norm.norm_bwd_kernel, types, consts, warps
@@ -39,6 +40,14 @@ def _norm(width: int, layer: bool, backward: bool) -> tuple:
         return norm.norm_fwd_chunked_kernel, types, dict(BLOCK_ROWS=block_rows, BLOCK_C=block_c, LAYER=layer,
                                                          HAS_BIAS=layer), warps
     return norm.norm_fwd_kernel, types, consts, warps_for(block_rows * block_n)
+
+
+def _norm_dwdb(layer: bool) -> tuple:
+    block_m, block_n, stages, warps = norm.DWDB_TILE
+    types = dict(dy_ptr=BF16, x_ptr=BF16, mean_ptr=F32, rstd_ptr=F32, dw_ptr=BF16, db_ptr=BF16, M=I32, N=I32,
+                 stride_dym=I32, stride_xm=I32)
+    return norm.norm_dwdb_kernel, types, dict(BLOCK_M=block_m, BLOCK_N=block_n, LAYER=layer, HAS_BIAS=layer,
+                                              NUM_STAGES=stages), warps
 
 
 def _glu(width: int, act: int, backward: bool) -> tuple:
@@ -89,7 +98,8 @@ def _sum_partials() -> tuple:
 SPECIALISATIONS = {   # name -> (kernel, argument types, constexprs, num_warps)
     "rmsnorm_fwd_4096": _norm(4096, False, False), "rmsnorm_bwd_1024": _norm(1024, False, True),
     "rmsnorm_bwd_16384": _norm(16384, False, True), "layernorm_fwd_16384": _norm(16384, True, False),
-    "layernorm_bwd_16384": _norm(16384, True, True), "layernorm_fwd_4096": _norm(4096, True, False),
+    "layernorm_bwd_16384": _norm(16384, True, True), "layernorm_dwdb_16384": _norm_dwdb(True),
+    "layernorm_fwd_4096": _norm(4096, True, False),
     "swiglu_fwd_11008": _glu(11008, 0, False), "geglu_bwd_11008": _glu(11008, 1, True),
     "rotary_fwd_32x128": _rotary(32, 128),
     "dropout_add_fwd_4096": _dropout(4096, False), "dropout_add_bwd_4096": _dropout(4096, True),

@@ -15,8 +15,9 @@ at least 16 rows, but at least one a SM) walks the row blocks pid, pid + P, ... 
 fp32 registers and stores one partial row at the end; `rowwise.sum_partials` adds the P partial
 rows in a second launch. Deterministic (no atomics); the partials cost 8 bytes a column per
 program (fp32, written and read once), counted apart in calc/roofline/fused_ops.py. LayerNorm rows wider than
-CHUNKED_WIDTH keep only dw in registers and sum db = dy's column sums in a third launch that reads dy again
-(two full-width fp32 accumulators do not fit a program's registers there).
+CHUNKED_WIDTH: the row kernel computes dx alone, and norm_dwdb_kernel sums dw and db over the rows in column
+blocks in a second launch that reads x and dy again (full-width fp32 accumulators do not fit a program's
+registers there).
 
 Inputs are 2-D (rows, width) with a unit last stride (any row stride); x, dy and y share a dtype
 (fp16, bf16 or fp32), the weight and bias may be another float dtype and their gradients come
@@ -29,7 +30,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .rowwise import check_width, column_sums, programs_for, row_tile, sum_partials, warps_for
+from .rowwise import check_width, programs_for, row_tile, sum_partials, warps_for
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -119,6 +120,7 @@ def norm_bwd_kernel(
     # meta
     BLOCK_ROWS: tl.constexpr, BLOCK_N: tl.constexpr, LAYER: tl.constexpr, HAS_BIAS: tl.constexpr,
     NUM_STAGES: tl.constexpr = 1,   # row blocks in flight in the persistent loop (tl.range's software pipelining)
+    HAS_DW: tl.constexpr = True,    # False: dx only (the weight gradient summed elsewhere)
 ):
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
@@ -146,12 +148,51 @@ def norm_bwd_kernel(
             dx -= (tl.sum(g, axis=1) / N)[:, None]
         dx *= rstd[:, None]
         tl.store(dx_ptr + rows64[:, None] * stride_dxm + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=ok)
-        dw += tl.sum(dy * xhat, axis=0)
+        if HAS_DW:
+            dw += tl.sum(dy * xhat, axis=0)
         if HAS_BIAS:
             db += tl.sum(dy, axis=0)
-    tl.store(part_ptr + pid * stride_pp + cols, dw, mask=in_cols)
+    if HAS_DW:
+        tl.store(part_ptr + pid * stride_pp + cols, dw, mask=in_cols)
     if HAS_BIAS:
         tl.store(part_ptr + pid * stride_pp + N + cols, db, mask=in_cols)
+
+
+@triton.jit
+def norm_dwdb_kernel(
+    # tensors: dy, x (M, N); mean, rstd (M,) fp32; dw, db (N,)
+    dy_ptr, x_ptr, mean_ptr, rstd_ptr, dw_ptr, db_ptr,
+    # sizes and row strides
+    M, N, stride_dym, stride_xm,
+    # meta
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LAYER: tl.constexpr, HAS_BIAS: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
+):
+    """dw = sum over rows of dy * xhat (and db = sum of dy) for BLOCK_N columns a program, xhat rebuilt from x
+    and the forward's statistics: the weight gradients of wide LayerNorm rows, whose row kernel computes dx
+    alone (HAS_DW False), at the cost of reading x and dy a second time."""
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    in_cols = cols < N
+    aw = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    ab = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for m0 in tl.range(0, M, BLOCK_M, num_stages=NUM_STAGES):
+        rows = m0 + tl.arange(0, BLOCK_M)
+        in_rows = rows < M
+        ok = in_rows[:, None] & in_cols[None, :]
+        rows64 = rows.to(tl.int64)
+        x = tl.load(x_ptr + rows64[:, None] * stride_xm + cols[None, :], mask=ok, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + rows64[:, None] * stride_dym + cols[None, :], mask=ok, other=0.0).to(tl.float32)
+        rstd = tl.load(rstd_ptr + rows, mask=in_rows, other=0.0)
+        if LAYER:
+            mean = tl.load(mean_ptr + rows, mask=in_rows, other=0.0)
+            aw += dy * ((x - mean[:, None]) * rstd[:, None])
+        else:
+            aw += dy * (x * rstd[:, None])
+        if HAS_BIAS:
+            ab += dy
+    tl.store(dw_ptr + cols, tl.sum(aw, axis=0).to(dw_ptr.dtype.element_ty), mask=in_cols)
+    if HAS_BIAS:
+        tl.store(db_ptr + cols, tl.sum(ab, axis=0).to(db_ptr.dtype.element_ty), mask=in_cols)
 
 
 # --- launchers ------------------------------------------------------------------------------------
@@ -206,15 +247,17 @@ BWD_TILES = {False: ((1024, 2048, 4, 3), (2048, 2048, 8, 3), (4096, 4096, 16, 3)
              True: ((1024, 2048, 4, 3),)}
 WIDE_STAGES = 3
 # LayerNorm rows wider than this: the forward in column chunks (CHUNKED_FWD_TILE = rows a program, columns a
-# chunk, num_warps), the backward's bias gradient as dy's column sums (BIAS_SUM_TILE, rowwise.column_sums).
-# From the same probe: at 16384 the chunked forward takes 0.93x / 0.71x / 0.66x the whole-row kernel's time at
-# 256 / 4096 / 16384 tokens (reports/fused/rows.jsonl), and dy's column sums make the backward 1.2-1.4x faster
-# than the row kernel with both accumulators at 12288 and 16384; at 8192 both lose (the chunked forward 9-11%
-# slower, the separate bias pass 7-52%), so 8192 keeps the whole-row kernels.
-# calc/roofline/fused_ops.py prices the extra launch (LAYERNORM_CHUNKED_WIDTH, the same number).
+# chunk, num_warps), the backward as dx alone in the row kernel and dw, db by norm_dwdb_kernel (DWDB_TILE = rows a
+# step, columns a program, steps in flight, num_warps). From experiments/probe_norm_chunked.py: at 16384 the
+# chunked forward takes 0.93x / 0.71x / 0.66x the whole-row kernel's time at 256 / 4096 / 16384 tokens
+# (reports/fused/rows.jsonl); the split backward takes 0.51-0.67x the time of the row kernel with dw in
+# registers and db as dy's column sums at 12288 and 16384 (`--split-bwd`, data/probe_norm_split_bwd.jsonl), but
+# 1.5-1.7x it at 8192 at 4096-16384 tokens, and the chunked forward is 9-11% slower there: 8192 keeps the
+# whole-row kernels. RMSNorm keeps its row kernel at every width (the split was 0.9-1.2x of it at 12288-16384).
+# calc/roofline/fused_ops.py prices the second read (LAYERNORM_CHUNKED_WIDTH, the same number).
 CHUNKED_WIDTH = 8192
 CHUNKED_FWD_TILE = (1, 4096, 16)
-BIAS_SUM_TILE = (64, 64, 3)
+DWDB_TILE = (64, 64, 3, 8)
 
 
 def backward_tile(width: int, layer: bool) -> tuple[int, int, int]:
@@ -252,17 +295,23 @@ def _backward(dy, x, weight, mean, rstd, layer: bool, has_bias: bool, programs: 
     dx = torch.empty_like(x, memory_format=torch.contiguous_format)
     block_rows, block_n, warps = backward_tile(n, layer)
     p = backward_programs(m, n, x.device, programs, layer)
-    bias_pass = has_bias and n > CHUNKED_WIDTH   # db from dy's column sums, not from the row kernel
-    width = 2 * n if has_bias and not bias_pass else n
-    partial = torch.empty((p, width), device=x.device, dtype=torch.float32)
+    split = layer and n > CHUNKED_WIDTH   # dx alone here, dw and db by norm_dwdb_kernel
+    width = n if split else (2 * n if has_bias else n)
+    partial = torch.empty((1 if split else p, width), device=x.device, dtype=torch.float32)
     norm_bwd_kernel[(p,)](
         dy, x, weight, mean, rstd, dx, partial,
         m, n, p, dy.stride(0), x.stride(0), dx.stride(0), partial.stride(0),
-        BLOCK_ROWS=block_rows, BLOCK_N=block_n, LAYER=layer, HAS_BIAS=has_bias and not bias_pass,
-        NUM_STAGES=backward_stages(n, layer), num_warps=warps)
+        BLOCK_ROWS=block_rows, BLOCK_N=block_n, LAYER=layer, HAS_BIAS=has_bias and not split,
+        NUM_STAGES=backward_stages(n, layer), HAS_DW=not split, num_warps=warps)
+    if split:
+        dw = torch.empty(n, device=x.device, dtype=weight.dtype)
+        db = torch.empty(n, device=x.device, dtype=weight.dtype) if has_bias else dw
+        block_m, block_c, stages, warps = DWDB_TILE
+        norm_dwdb_kernel[(triton.cdiv(n, block_c),)](dy, x, mean, rstd, dw, db, m, n, dy.stride(0), x.stride(0),
+                                                     BLOCK_M=block_m, BLOCK_N=block_c, LAYER=layer,
+                                                     HAS_BIAS=has_bias, NUM_STAGES=stages, num_warps=warps)
+        return dx, dw, (db if has_bias else None)
     sums = sum_partials(partial, weight.dtype)
-    if bias_pass:
-        return dx, sums, column_sums(dy, weight.dtype, tile=BIAS_SUM_TILE)
     return dx, sums[:n], (sums[n:] if has_bias else None)
 
 

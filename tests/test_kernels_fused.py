@@ -136,12 +136,12 @@ def test_backward_programs_sum_at_least_16_rows_fill_the_sms_and_fit_the_card():
 
 @interpret
 @pytest.mark.parametrize("has_bias", [True, False])
-def test_layer_norm_of_wide_rows_in_chunks_and_a_bias_pass(has_bias, poisoned, monkeypatch):
+def test_layer_norm_of_wide_rows_in_chunks_and_a_split_backward(has_bias, poisoned, monkeypatch):
     """Rows wider than CHUNKED_WIDTH (lowered here so the interpreter stays quick): the forward in column chunks
-    that do not divide the row, the backward's bias gradient as dy's column sums."""
+    that do not divide the row, the backward as dx alone and then dw, db in column blocks cut short."""
     monkeypatch.setattr(N, "CHUNKED_WIDTH", 64)
     monkeypatch.setattr(N, "CHUNKED_FWD_TILE", (2, 32, 4))
-    monkeypatch.setattr(N, "BIAS_SUM_TILE", (16, 4, 2))
+    monkeypatch.setattr(N, "DWDB_TILE", (4, 32, 2, 4))
     x, w, dy = randn(7, 100, dtype=torch.float16), randn(100, seed=1), randn(7, 100, dtype=torch.float16, seed=2)
     x = x + 3   # an offset mean: the centred variance must not lose it
     b = randn(100, seed=3) if has_bias else None
@@ -242,14 +242,13 @@ def test_norm_backward_tile_by_width():
     assert [N.backward_stages(w, True) for w in (1024, 8192, 16384)] == [3, 3, 3]
 
 
-def test_the_calculator_prices_the_wide_layernorm_bias_pass():
-    """calc/roofline/fused_ops.py keeps its own copy of the width above which the kernel adds a launch."""
-    from mlsyscalc.calc.roofline.fused_ops import LAYERNORM_CHUNKED_WIDTH, launches
+def test_the_calculator_prices_the_wide_layernorm_split():
+    """calc/roofline/fused_ops.py keeps its own copy of the width above which the kernel reads x and dy twice."""
+    from mlsyscalc.calc.roofline.fused_ops import LAYERNORM_CHUNKED_WIDTH, launches, predict_fused
     assert LAYERNORM_CHUNKED_WIDTH == N.CHUNKED_WIDTH
-    assert launches("layernorm_bwd", 4096, N.CHUNKED_WIDTH) == 2
-    assert launches("layernorm_bwd", 4096, N.CHUNKED_WIDTH + 16) == 3
-    assert launches("layernorm_bwd", 4096, N.CHUNKED_WIDTH + 16, bias=False) == 2
-    assert launches("rmsnorm_bwd", 4096, 16384) == 2
+    assert launches("layernorm_bwd", 4096, N.CHUNKED_WIDTH + 16) == launches("layernorm_bwd", 4096, 1024) == 2
+    at, above = (predict_fused("layernorm_bwd", 4096, w, "bf16", "H200") for w in (N.CHUNKED_WIDTH, N.CHUNKED_WIDTH + 1024))
+    assert above.read_bytes / above.write_bytes > at.read_bytes / at.write_bytes   # x and dy read again
 
 
 @interpret
@@ -347,7 +346,7 @@ def test_fused_kernels_compile_for_sm90_with_vector_loads():
     # The interpreter runs neither bf16 nor the GPU compiler: build one bf16 specialisation of each kernel for
     # sm_90 with triton's own compiler and ptxas (no GPU), at the swept widths; each reads 16-byte vectors.
     results = [json.loads(line) for line in run_uninterpreted("-m", "mlsyscalc.kernels.fused_compile").splitlines()]
-    assert len(results) == 13
+    assert len(results) == 14
     assert all(r["v4_loads"] > 0 for r in results), [r["kernel"] for r in results if not r["v4_loads"]]
 
 

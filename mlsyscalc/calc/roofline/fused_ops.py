@@ -203,7 +203,7 @@ def fused_bytes(op: str, tokens: int, width: int, dtype: str = "bf16", **shape: 
 # roofline's memory-kernel fixed cost (Ceilings.overhead_s, 2 us on the datasheet) for these calls only: a kernel
 # inside a model step pays the step's own fixed costs (calc.roofline.training), not this.
 ISOLATED_CALL_S = 5.73e-6
-# Each launch after the first (the partial-sum reduction of a persistent backward, wide LayerNorm's bias pass): a
+# Each launch after the first (the partial-sum reduction of a persistent backward, wide LayerNorm's dw, db pass): a
 # small kernel that follows the first in the same call, fitted with memory_fused_norm_bwd on the norm backwards'
 # rows (calc.roofline.calibration): 3.84 us.
 PARTIAL_SUM_CALL_S = 3.84e-6
@@ -213,28 +213,28 @@ def predict_fused(op: str, tokens: int, width: int, dtype: str = "bf16",
                   gpu: str | GPUSpec | Ceilings = DEFAULT_GPU, calibration: Any = None, **shape: Any) -> OpPrediction:
     """The time of one isolated call: its bytes at its class's share of the bandwidth (memory_fused, the norms'
     backward memory_fused_norm_bwd: calc.roofline.calibration, read off these kernels' own rows; wide LayerNorm's
-    backward with a bias also reads dy again), plus ISOLATED_CALL_S for its first launch and
+    backward also reads x and dy again), plus ISOLATED_CALL_S for its first launch and
     PARTIAL_SUM_CALL_S for each further one."""
     count = fused_count(op, tokens, width, dtype, **shape)
     spec = FUSED_OPS[op]
     n = launches(op, tokens, width, dtype, **shape)
     read = count.read_bytes
-    if op == "layernorm_bwd" and n == 3:   # the bias pass reads dy a second time
-        read += dict((t, b) for t, way, b in count.parts if way == "read")["dy"]
+    if op == "layernorm_bwd" and width > LAYERNORM_CHUNKED_WIDTH:   # the dw, db launch reads x and dy again
+        parts = {t: b for t, way, b in count.parts if way == "read"}
+        read += parts["dy"] + parts["x"]
     pred = predict_memory_op(op, read, count.write_bytes, count.flops, dtype, gpu, calibration,
                              shape=f"{tokens}x{width}", cls=spec.cls)
     return replace(pred, overhead_s=ISOLATED_CALL_S + (n - 1) * PARTIAL_SUM_CALL_S)
 
 
-# LayerNorm rows wider than this: the backward sums its bias gradient as dy's column sums in a launch of its own
-# (kernels/norm.py CHUNKED_WIDTH, the same number; a test keeps the two equal). That pass reads dy a second
-# time, which the bytes above leave out, as they leave out the partials: the fewest bytes stay the op's measure.
+# LayerNorm rows wider than this: the backward computes dx in one launch and dw, db in a second that reads x and
+# dy again (kernels/norm.py CHUNKED_WIDTH, the same number; a test keeps the two equal). The bytes above leave that
+# second read out, as they leave out the partials: the fewest bytes stay the op's measure; predict_fused adds it.
 LAYERNORM_CHUNKED_WIDTH = 8192
 
 
 def launches(op: str, tokens: int, width: int, dtype: str = "bf16", **shape: Any) -> int:
-    """Kernels one call of `op` launches: one, a second that sums a persistent backward's partials, and for
-    LayerNorm's backward of rows wider than LAYERNORM_CHUNKED_WIDTH with a bias a third (the bias gradient)."""
+    """Kernels one call of `op` launches: one, and a second that sums a persistent backward's partials (or, for
+    LayerNorm's backward of rows wider than LAYERNORM_CHUNKED_WIDTH, sums dw and db over the rows)."""
     spec, s = FUSED_OPS[op], fused_shape(op, tokens, width, dtype, **shape)
-    n = 1 + (spec.reduction == "always" or (bool(spec.reduction) and bool(getattr(s, spec.reduction, False))))
-    return n + (op == "layernorm_bwd" and s.bias and width > LAYERNORM_CHUNKED_WIDTH)
+    return 1 + (spec.reduction == "always" or (bool(spec.reduction) and bool(getattr(s, spec.reduction, False))))
