@@ -17,6 +17,10 @@
 # 2.11.0+cu130, triton 3.6.0, driver 580.159.04 (8 fused GPU tests passed: gpu_tests.txt), both passes:
 #   MLSYS_GIT_COMMIT=de628d9 python3 -m mlsyscalc bench fused --op rmsnorm --op layernorm --op dropout_add \
 #       --quiet --format csv --out $OUT/fused/rows.jsonl      (110 s)
+# LayerNorm's backward again after 05befe7 (wide rows: dx, then dw and db by columns), same machine type and
+# versions (8 fused GPU tests passed: gpu_tests.txt):
+#   MLSYS_GIT_COMMIT=05befe7 python3 -m mlsyscalc bench fused --op layernorm --pass bwd --quiet --format csv \
+#       --out $OUT/fused/rows.jsonl      (26 s)
 # The heldout sweep (heldout/README.md):
 #   MLSYS_GIT_COMMIT=0afd6d7 python3 -m mlsyscalc bench fused --sweep heldout --quiet --format csv --out ...  (102 s)
 exec bash scripts/device.sh fused

@@ -143,7 +143,9 @@ class Efficiency:
     # (each fit within 14% of every row but LayerNorm's, 28%; t0 5.4-6.5 us, do_bench's cold start included).
     memory_fused: float = 0.85
     # Their norms' backward (dx with the dw/db partial sums and their reduction): the kernels of de628d9 (the
-    # partial sums in 32-column programs, 3 row blocks in flight, wide LayerNorm's bias as a pass of its own),
+    # partial sums in 32-column programs, 3 row blocks in flight, wide LayerNorm's bias as a pass of its own;
+    # since 05befe7 wide LayerNorm's dw and db by columns, reading x and dy again, priced as such: 24 / 35 and
+    # 28 / 35 within 15%, median |error| 10.2% / 9.7% on the rows of both),
     # `mlsys bench fused --op rmsnorm --op layernorm` on one H200 (reports/fused/rows.jsonl, 70 rows of 1-65536
     # tokens x widths 1024-16384): time = 5.73 us + 3.84 us for the partial-sum launch (fused_ops.PARTIAL_SUM_CALL_S)
     # + bytes / B, one B for both norms fitted on relative error: B / 4.8 TB/s = 0.705 (median |error| 11%, 25 / 35
