@@ -21,7 +21,10 @@ flushed):
   three times (mean, centred variance, output; the later reads from L2); `shiftR.C.W` in two reads (sums of
   x - x[0] and its square, then the output).
 
-Measures only; what ships is decided from the rows (kernels/norm.py and kernels/rowwise.py say which).
+Measures only; what ships is decided from the rows (kernels/norm.py and kernels/rowwise.py say which). The
+`chunk` and `split` candidates now launch the shipped kernels (norm.norm_fwd_chunked_kernel, norm.norm_dwdb_kernel);
+the committed rows were made with this file's own first copies of them, the same code but for RMSNorm's chunked
+forward, which then read the row three times (the shipped one reads it twice).
 """
 
 from __future__ import annotations
@@ -38,44 +41,6 @@ from triton.testing import do_bench
 from mlsyscalc.calc.roofline.fused_ops import fused_count
 from mlsyscalc.kernels import norm as N
 from mlsyscalc.kernels import rowwise as RW
-
-
-@triton.jit
-def fwd_chunked(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, M, Ncols, sxm, sym, eps,
-                BLOCK_ROWS: tl.constexpr, BLOCK_C: tl.constexpr, LAYER: tl.constexpr, HAS_BIAS: tl.constexpr):
-    rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
-    in_rows = rows < M
-    rows64 = rows.to(tl.int64)
-    c0 = tl.arange(0, BLOCK_C)
-    acc = tl.zeros([BLOCK_ROWS, BLOCK_C], tl.float32)
-    for c in range(0, Ncols, BLOCK_C):
-        cols = c + c0
-        ok = in_rows[:, None] & (cols < Ncols)[None, :]
-        acc += tl.load(x_ptr + rows64[:, None] * sxm + cols[None, :], mask=ok, other=0.0).to(tl.float32)
-    mean = tl.sum(acc, axis=1) / Ncols
-    if not LAYER:
-        mean = mean * 0.0
-    acc = tl.zeros([BLOCK_ROWS, BLOCK_C], tl.float32)
-    for c in range(0, Ncols, BLOCK_C):
-        cols = c + c0
-        ok = in_rows[:, None] & (cols < Ncols)[None, :]
-        x = tl.load(x_ptr + rows64[:, None] * sxm + cols[None, :], mask=ok, other=0.0).to(tl.float32)
-        x = tl.where(ok, x - mean[:, None], 0.0)
-        acc += x * x
-    rstd = tl.rsqrt(tl.sum(acc, axis=1) / Ncols + eps)
-    tl.store(rstd_ptr + rows, rstd, mask=in_rows)
-    if LAYER:
-        tl.store(mean_ptr + rows, mean, mask=in_rows)
-    for c in range(0, Ncols, BLOCK_C):
-        cols = c + c0
-        in_cols = cols < Ncols
-        ok = in_rows[:, None] & in_cols[None, :]
-        x = tl.load(x_ptr + rows64[:, None] * sxm + cols[None, :], mask=ok, other=0.0).to(tl.float32)
-        w = tl.load(w_ptr + cols, mask=in_cols, other=0.0).to(tl.float32)
-        y = (x - mean[:, None]) * rstd[:, None] * w[None, :]
-        if HAS_BIAS:
-            y += tl.load(b_ptr + cols, mask=in_cols, other=0.0).to(tl.float32)[None, :]
-        tl.store(y_ptr + rows64[:, None] * sym + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=ok)
 
 
 @triton.jit
@@ -200,36 +165,6 @@ def column_sum(a_ptr, out_ptr, M, Ncols, sam, BLOCK_M: tl.constexpr, BLOCK_N: tl
     tl.store(out_ptr + cols, tl.sum(acc, axis=0).to(out_ptr.dtype.element_ty), mask=in_cols)
 
 
-@triton.jit
-def dwdb_columns(dy_ptr, x_ptr, mean_ptr, rstd_ptr, dw_ptr, db_ptr, M, Ncols, sdym, sxm,
-                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LAYER: tl.constexpr, HAS_BIAS: tl.constexpr,
-                 NUM_STAGES: tl.constexpr):
-    """dw = sum over rows of dy * xhat (and db = sum of dy) for BLOCK_N columns a program, xhat rebuilt from x and
-    the forward's statistics: the weight gradients of a dx-only row kernel, reading x and dy a second time."""
-    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    in_cols = cols < Ncols
-    aw = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    ab = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for m0 in tl.range(0, M, BLOCK_M, num_stages=NUM_STAGES):
-        rows = m0 + tl.arange(0, BLOCK_M)
-        in_rows = rows < M
-        ok = in_rows[:, None] & in_cols[None, :]
-        r64 = rows.to(tl.int64)
-        x = tl.load(x_ptr + r64[:, None] * sxm + cols[None, :], mask=ok, other=0.0).to(tl.float32)
-        dy = tl.load(dy_ptr + r64[:, None] * sdym + cols[None, :], mask=ok, other=0.0).to(tl.float32)
-        rstd = tl.load(rstd_ptr + rows, mask=in_rows, other=0.0)
-        if LAYER:
-            mean = tl.load(mean_ptr + rows, mask=in_rows, other=0.0)
-            aw += dy * ((x - mean[:, None]) * rstd[:, None])
-        else:
-            aw += dy * (x * rstd[:, None])
-        if HAS_BIAS:
-            ab += dy
-    tl.store(dw_ptr + cols, tl.sum(aw, axis=0), mask=in_cols)
-    if HAS_BIAS:
-        tl.store(db_ptr + cols, tl.sum(ab, axis=0), mask=in_cols)
-
-
 def rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30))
 
@@ -246,6 +181,26 @@ def reference(x, w, b, dy, layer):
     return y.detach(), xr.grad, wr.grad, (br.grad if br is not None else None)
 
 
+def run_env() -> dict:
+    return {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+            "timing": "do_bench median of a CUDA graph replay (bench.harness.graphed), L2 flushed"}
+
+
+def inputs(layer: bool, tokens: int, width: int, dev: torch.device) -> tuple:
+    """x, w, b (LayerNorm only), dy in bf16; the fp32 reference's y, dx, dw, db; the forward's mean, rstd."""
+    x = torch.randn(tokens, width, device=dev, dtype=torch.bfloat16)
+    w = (1 + 0.1 * torch.randn(width, device=dev)).to(torch.bfloat16)
+    b = (0.1 * torch.randn(width, device=dev)).to(torch.bfloat16) if layer else None
+    dy = torch.randn_like(x)
+    refs = reference(x, w, b, dy, layer)
+    if layer:
+        _, mean, rstd = N.layer_norm_forward(x, w, b)
+    else:
+        _, rstd = N.rms_norm_forward(x, w)
+        mean = rstd
+    return x, w, b, dy, refs, mean, rstd
+
+
 def main() -> None:
     from mlsyscalc.bench.harness import graphed
 
@@ -256,7 +211,7 @@ def main() -> None:
     ap.add_argument("--fwd-widths", default="", help="only the forwards, at these comma-separated widths: the "
                     "whole-row kernel against column chunks that divide the row (non-power-of-two widths)")
     ap.add_argument("--split-bwd", default="", help="only the backwards at these widths: the shipped entry point "
-                    "against a dx-only row kernel plus dwdb_columns")
+                    "against a dx-only row kernel plus norm_dwdb_kernel")
     args = ap.parse_args()
     if args.fwd_widths:
         return fwd_widths([int(w) for w in args.fwd_widths.split(",")], args)
@@ -296,16 +251,7 @@ def main() -> None:
             if time.time() > t_end:
                 emit({"stopped": "budget"})
                 return
-            x = torch.randn(tokens, width, device=dev, dtype=torch.bfloat16)
-            w = (1 + 0.1 * torch.randn(width, device=dev)).to(torch.bfloat16)
-            b = (0.1 * torch.randn(width, device=dev)).to(torch.bfloat16) if layer else None
-            dy = torch.randn_like(x)
-            y_ref, dx_ref, dw_ref, db_ref = reference(x, w, b, dy, layer)
-            if layer:
-                y, mean, rstd = N.layer_norm_forward(x, w, b)
-            else:
-                y, rstd = N.rms_norm_forward(x, w)
-                mean = rstd
+            x, w, b, dy, (y_ref, dx_ref, dw_ref, db_ref), mean, rstd = inputs(layer, tokens, width, dev)
             counts = {ps: fused_count(f"{name}_{ps}", tokens, width, "bfloat16") for ps in ("fwd", "bwd")}
             base = {"op": name, "width": width, "tokens": tokens,
                     **{f"{ps}_bytes": c.read_bytes + c.write_bytes for ps, c in counts.items()}}
@@ -321,7 +267,7 @@ def main() -> None:
             timed(base, "fwd", "cur", lambda: yv.copy_((N.layer_norm_forward(x, w, b) if layer
                                                           else N.rms_norm_forward(x, w))[0]), fwd_check)
             if width >= 8192:
-                for kern, tag in ((fwd_chunked, "chunk"), (fwd_chunked_shifted, "shift")):
+                for kern, tag in ((N.norm_fwd_chunked_kernel, "chunk"), (fwd_chunked_shifted, "shift")):
                     for r, c, wp in ((1, 4096, 8), (1, 4096, 16), (2, 4096, 16), (1, 2048, 8)):
                         def fc(kern=kern, r=r, c=c, wp=wp):
                             kern[(triton.cdiv(tokens, r),)](x, w, b if layer else w, yv, mv, rv, tokens, width,
@@ -376,21 +322,18 @@ def main() -> None:
 
 def fwd_widths(widths: list[int], args) -> None:
     """The forwards of rows whose width is not a power of two: norm_fwd_kernel (the row padded to a power of two
-    in registers) against fwd_chunked with chunks of 512-4096 columns, timed as CUDA-graph replays."""
+    in registers) against norm.norm_fwd_chunked_kernel with chunks of 512-4096 columns, timed as CUDA-graph replays."""
     from mlsyscalc.bench.harness import graphed
 
     dev = torch.device("cuda")
-    env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-           "timing": "do_bench median of a CUDA graph replay (bench.harness.graphed), L2 flushed"}
+    env = run_env()
     with open(args.out, "a") as f:
         for layer in (True, False):
             name = "layernorm" if layer else "rmsnorm"
             for width in widths:
                 for tokens in (16, 256, 4096, 16384):
-                    x = torch.randn(tokens, width, device=dev, dtype=torch.bfloat16)
-                    w = (1 + 0.1 * torch.randn(width, device=dev)).to(torch.bfloat16)
-                    b = (0.1 * torch.randn(width, device=dev)).to(torch.bfloat16) if layer else w
-                    y_ref = reference(x, w, b if layer else None, torch.randn_like(x), layer)[0]
+                    x, w, b, _, (y_ref, *_), _, _ = inputs(layer, tokens, width, dev)
+                    b = b if layer else w   # the kernels take a bias pointer either way
                     y = torch.empty_like(x)
                     m = torch.empty(tokens, device=dev, dtype=torch.float32)
                     r = torch.empty(tokens, device=dev, dtype=torch.float32)
@@ -406,7 +349,7 @@ def fwd_widths(widths: list[int], args) -> None:
                         if width % c and c > 512:
                             continue
                         for rows_, wp in ((1, 4), (1, 8), (2, 8)):
-                            cands.append((f"chunk{rows_}.{c}.{wp}", lambda c=c, rows_=rows_, wp=wp: fwd_chunked[
+                            cands.append((f"chunk{rows_}.{c}.{wp}", lambda c=c, rows_=rows_, wp=wp: N.norm_fwd_chunked_kernel[
                                 (triton.cdiv(tokens, rows_),)](x, w, b, y, m, r, tokens, width, x.stride(0), y.stride(0),
                                                                eps, BLOCK_ROWS=rows_, BLOCK_C=c, LAYER=layer,
                                                                HAS_BIAS=layer, num_warps=wp)))
@@ -424,27 +367,17 @@ def fwd_widths(widths: list[int], args) -> None:
 
 def split_bwd(widths: list[int], args) -> None:
     """The backward of wide rows: the shipped entry point (as it runs, outputs allocated inside) against the row
-    kernel computing dx alone (3 row blocks in flight) followed by dwdb_columns in a few tiles."""
+    kernel computing dx alone (3 row blocks in flight) followed by norm.norm_dwdb_kernel in a few tiles."""
     from mlsyscalc.bench.harness import graphed
 
     dev = torch.device("cuda")
-    env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-           "timing": "do_bench median of a CUDA graph replay (bench.harness.graphed), L2 flushed"}
+    env = run_env()
     with open(args.out, "a") as f:
         for layer in (True, False):
             name = "layernorm" if layer else "rmsnorm"
             for width in widths:
                 for tokens in (256, 4096, 16384):
-                    x = torch.randn(tokens, width, device=dev, dtype=torch.bfloat16)
-                    w = (1 + 0.1 * torch.randn(width, device=dev)).to(torch.bfloat16)
-                    b = (0.1 * torch.randn(width, device=dev)).to(torch.bfloat16) if layer else None
-                    dy = torch.randn_like(x)
-                    _, dx_ref, dw_ref, db_ref = reference(x, w, b, dy, layer)
-                    if layer:
-                        _, mean, rstd = N.layer_norm_forward(x, w, b)
-                    else:
-                        _, rstd = N.rms_norm_forward(x, w)
-                        mean = rstd
+                    x, w, b, dy, (_, dx_ref, dw_ref, db_ref), mean, rstd = inputs(layer, tokens, width, dev)
                     nbytes = fused_count(f"{name}_bwd", tokens, width, "bfloat16")
                     base = {"op": name, "pass": "bwd", "width": width, "tokens": tokens,
                             "bwd_bytes": nbytes.read_bytes + nbytes.write_bytes, **env}
@@ -476,7 +409,7 @@ def split_bwd(widths: list[int], args) -> None:
                                                     x.stride(0), dx.stride(0), part.stride(0), BLOCK_ROWS=br,
                                                     BLOCK_N=bn, LAYER=layer, HAS_BIAS=False, NUM_STAGES=3,
                                                     HAS_DW=False, num_warps=warps)
-                            dwdb_columns[(triton.cdiv(width, bnc),)](dy, x, mean, rstd, dwv, dbv, tokens, width,
+                            N.norm_dwdb_kernel[(triton.cdiv(width, bnc),)](dy, x, mean, rstd, dwv, dbv, tokens, width,
                                                                      dy.stride(0), x.stride(0), BLOCK_M=bm,
                                                                      BLOCK_N=bnc, LAYER=layer, HAS_BIAS=layer,
                                                                      NUM_STAGES=st, num_warps=wp)

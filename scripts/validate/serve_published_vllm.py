@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent)]  # validate/
-from serve_scoring import error_stats, run_steps, write_page, write_predictions  # noqa: E402
+from serve_scoring import error_stats, replace_cases, run_steps, write_page, write_predictions  # noqa: E402
 
 from mlsyscalc.calc.roofline.ops import resolve_ceilings  # noqa: E402
 from mlsyscalc.calc.serve.simulator import ServeOptions, iteration_cost, simulate  # noqa: E402
@@ -136,10 +136,7 @@ def score() -> None:
 
 
 def write_cases(src: Path) -> None:
-    data = json.loads(CASES.read_text()) if CASES.exists() else {}
-    data["cases"] = build_cases(src)
-    CASES.write_text(json.dumps(data, indent=1) + "\n")
-    print(f"wrote {len(data['cases'])} cases to {CASES}")
+    replace_cases(CASES, build_cases(src))
 
 
 def main() -> None:

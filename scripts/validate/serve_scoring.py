@@ -28,6 +28,14 @@ def write_predictions(path: Path, variants: Any, predictions: dict, code_paths: 
     print(f"wrote {path} ({len(predictions)} cases x {len(variants)} variants){hint}")
 
 
+def replace_cases(path: Path, cases: list[dict]) -> None:
+    """Put `cases` into the cases file at `path`, keeping its other keys (sources, method, findings)."""
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data["cases"] = cases
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"wrote {len(cases)} cases to {path}")
+
+
 def error_stats(errors: list[float]) -> list[str]:
     """cases, median |error|, worst |error|, median signed error, as table cells."""
     if not errors:
