@@ -13,6 +13,7 @@ from ..calc.serve import limits as serve_limits
 from ..calc.serve.limits import check_requests
 from ..calc.roofline.options import ALL_REDUCES
 from ..calc.roofline.paged import MAX_SPLITS
+from ..calc.roofline.steady import CLOCKS
 from ..calc.serve.min_gpus import DEFAULT_BUDGET_GPUS, MAX_BUDGET_GPUS
 from ..calc.serve.slo import FORM as SLO_FORM, parse_slo
 from ..calc.serve.workload import LengthDist, from_trace, parse_length
@@ -117,6 +118,9 @@ def engine_options(func):
     @click.option("--frontend-ms", type=click.FloatRange(min=0, max=1e6), default=D.frontend_s * 1e3, show_default=True,
                   help="The API server's time per request before the scheduler sees it, one request at a time "
                   "(parsing, chat template, tokenising, a proxy in front), in milliseconds; 0: none.")
+    @click.option("--clocks", type=click.Choice(CLOCKS), default=D.clocks, show_default=True,
+                  help="The card's clocks for every iteration: burst (short kernels' efficiencies) or sustained (the "
+                  "steady state under the power cap of a server kept busy; docs/roofline.md, \"Sustained clocks\").")
     @click.option("--all-reduce", type=click.Choice(ALL_REDUCES), default=D.all_reduce, show_default=True,
                   help="TP all-reduces on the one-shot custom kernel (vLLM, SGLang, current TensorRT-LLM) or on NCCL.")
     @click.option("--max-decode-splits", type=click.IntRange(min=1, max=MAX_SPLITS), default=D.max_decode_splits,
@@ -187,7 +191,7 @@ def engine_options(func):
 def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, gap_us, tp, dtype, matmul_dtype, kv_dtype, rate,
           trace_file, prompt_len, output_len, requests, seed, burstiness, concurrency, scheduler, max_batch_tokens, max_seqs,
           chunk, block_size, gpu_memory_utilization, preemption, kv_blocks, iteration_overhead_us,
-          iteration_overhead_per_seq_us, frontend_ms, all_reduce, max_decode_splits, prefix_len, prefix_caching, draft, spec_k, accept, disagg, search, max_gpus,
+          iteration_overhead_per_seq_us, frontend_ms, clocks, all_reduce, max_decode_splits, prefix_len, prefix_caching, draft, spec_k, accept, disagg, search, max_gpus,
           max_rate, min_gpus, slo, sweep, plot, price_per_gpu_hour, fmt, as_json):
     """Simulate serving MODEL under load: TTFT, TPOT, latency percentiles, throughput and goodput.
 
@@ -209,7 +213,7 @@ def serve(model, overrides, gpu, cluster, calibration, efficiency, launch_us, ga
                         spec_k=spec_k, accept=accept, prefix_caching=prefix_caching,
                         iteration_overhead_s=iteration_overhead_us * 1e-6,
                         iteration_overhead_per_seq_s=iteration_overhead_per_seq_us * 1e-6,
-                        frontend_s=frontend_ms * 1e-3, all_reduce=all_reduce,
+                        frontend_s=frontend_ms * 1e-3, clocks=clocks, all_reduce=all_reduce,
                         max_decode_splits=max_decode_splits)
     draft_spec = resolve_model(draft, ()) if draft else None
     if max_rate or min_gpus:

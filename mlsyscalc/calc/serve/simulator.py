@@ -20,6 +20,7 @@ from ...dtypes import dtype_name
 from ...errors import require
 from ...specs.gpu import GPUSpec
 from ...specs.model import ModelSpec
+from ..roofline.steady import CLOCKS
 from ..roofline.calibration import Ceilings
 from ..memory.inference import InferMemory, InferOptions, infer_memory
 from ..roofline.options import ALL_REDUCES, RooflineOptions
@@ -70,6 +71,7 @@ class ServeOptions:
     iteration_overhead_s: float = HOST_BASE_S  # host time each iteration pays (scheduling, sampling, detokenising)
     iteration_overhead_per_seq_s: float = HOST_PER_SEQ_S  # and per sequence that samples a token in it
     frontend_s: float = 0.0  # the API server's time per request, one at a time, before the scheduler (calc.serve.engine)
+    clocks: str = "burst"  # the card's clocks for every iteration (calc.roofline.steady): "burst" or "sustained"
     all_reduce: str = "custom"  # TP all-reduces on the one-shot custom kernel, or "nccl" (an engine without it)
     max_decode_splits: int = MAX_SPLITS  # KV splits of a decode attention pass at most (1: TensorRT-LLM 0.9's kernels)
 
@@ -92,6 +94,7 @@ class ServeOptions:
         require(math.isfinite(self.iteration_overhead_per_seq_s) and self.iteration_overhead_per_seq_s >= 0,
                 f"--iteration-overhead-per-seq-us must be >= 0, got {self.iteration_overhead_per_seq_s * 1e6:g}")
         require(self.kv_blocks is None or self.kv_blocks >= 1, f"--kv-blocks must be >= 1, got {self.kv_blocks}")
+        require(self.clocks in CLOCKS, f"--clocks must be one of {', '.join(CLOCKS)}, got {self.clocks!r}")
         require(math.isfinite(self.frontend_s) and self.frontend_s >= 0,
                 f"--frontend-ms must be >= 0, got {self.frontend_s * 1e3:g}")
         for name in ("ttft_s", "tpot_s", "e2e_s"):
@@ -102,7 +105,7 @@ class ServeOptions:
     def roofline(self) -> RooflineOptions:
         """As serving engines run: KV read through a block table, TP all-reduces on the custom kernel (or NCCL)."""
         return RooflineOptions(tp=self.tp, dtype=self.dtype, matmul_dtype=self.matmul_dtype, kv_dtype=self.kv_dtype,
-                               cluster=self.cluster, kv_layout="paged", all_reduce=self.all_reduce)
+                               cluster=self.cluster, kv_layout="paged", all_reduce=self.all_reduce, clocks=self.clocks)
 
     def resolved(self, gpu: GPUSpec) -> "ServeOptions":
         """The options with the policy's default token budget and sequence limit for this card filled in."""
