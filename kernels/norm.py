@@ -296,8 +296,8 @@ def _backward(dy, x, weight, mean, rstd, layer: bool, has_bias: bool, programs: 
     block_rows, block_n, warps = backward_tile(n, layer)
     p = backward_programs(m, n, x.device, programs, layer)
     split = layer and n > CHUNKED_WIDTH   # dx alone here, dw and db by norm_dwdb_kernel
-    width = n if split else (2 * n if has_bias else n)
-    partial = torch.empty((1 if split else p, width), device=x.device, dtype=torch.float32)
+    # the row kernel stores no partials when split (dx stands in for the pointer it never writes through)
+    partial = dx if split else torch.empty((p, 2 * n if has_bias else n), device=x.device, dtype=torch.float32)
     norm_bwd_kernel[(p,)](
         dy, x, weight, mean, rstd, dx, partial,
         m, n, p, dy.stride(0), x.stride(0), dx.stride(0), partial.stride(0),

@@ -128,16 +128,14 @@ def sum_partials(partial: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return column_sums(partial, dtype)
 
 
-def column_sums(a: torch.Tensor, dtype: torch.dtype, out: torch.Tensor | None = None,
+def column_sums(a: torch.Tensor, dtype: torch.dtype,
                 tile: tuple[int, int, int] = (SUM_COLUMNS, SUM_ROWS, SUM_STAGES)) -> torch.Tensor:
-    """Sums over the rows of a 2-D tensor with contiguous rows, in fp32, returned in `dtype` (or written
-    into `out`): the partial sums above, and the LayerNorm bias gradient of wide rows (kernels/norm.py).
-    `tile` = (columns a program, rows a step, steps in flight)."""
+    """Sums over the rows of a 2-D tensor with contiguous rows (of any float dtype), in fp32, returned in
+    `dtype`; `tile` = (columns a program, rows a step, steps in flight)."""
     if a.dim() != 2 or a.stride(1) != 1:
         raise ValueError("column_sums needs a 2-D tensor with contiguous rows")
     p, n = a.shape
-    if out is None:
-        out = torch.empty(n, device=a.device, dtype=dtype)
+    out = torch.empty(n, device=a.device, dtype=dtype)
     columns, rows, stages = tile
     block_n = min(columns, triton.next_power_of_2(n))
     sum_partials_kernel[(triton.cdiv(n, block_n),)](a, out, p, n, a.stride(0), BLOCK_P=rows, BLOCK_N=block_n,

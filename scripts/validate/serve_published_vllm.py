@@ -28,7 +28,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent)]  # validate/
 from serve_scoring import error_stats, replace_cases, run_steps, write_page, write_predictions  # noqa: E402
 
 from mlsyscalc.calc.roofline.ops import resolve_ceilings  # noqa: E402
-from mlsyscalc.calc.serve.simulator import ServeOptions, iteration_cost, simulate  # noqa: E402
+from mlsyscalc.calc.serve.simulator import ServeOptions, simulate  # noqa: E402
 from mlsyscalc.calc.serve.workload import from_trace  # noqa: E402
 from mlsyscalc.report.markdown import markdown_table  # noqa: E402
 from mlsyscalc.specs.lookup import load_model  # noqa: E402
@@ -73,27 +73,26 @@ def build_cases(src: Path) -> list[dict]:
     return cases
 
 
-def predict_case(case: dict, costs: dict) -> dict[str, float]:
+def predict_case(case: dict) -> dict[str, float]:
+    """The case's mean TTFT and TPOT (simulate's iteration_cost keeps each engine's cost between cases)."""
     model = case["model"]
     spec = load_model(str(ROOT / model) if model.endswith(".json") else model)
     ceil = resolve_ceilings(case["gpu"])
     opts = ServeOptions(tp=case["tp"], dtype=case["dtype"], kv_dtype=case["kv_dtype"])
-    key = (model, case["gpu"], case["tp"], case["dtype"])
-    cost = costs.setdefault(key, iteration_cost(spec, ceil, opts))
     n = case["requests"]
     clients = 0 if case["arrival"] == "all at once" else case["concurrency"]
     work = from_trace([(0.0, case["prompt_len"], case["output_len"])] * n, case["id"], 0, clients)
-    lat = simulate(spec, ceil, work, opts, cost).latencies
+    lat = simulate(spec, ceil, work, opts).latencies
     return {"ttft_s": statistics.fmean(lat["ttft"]),
             "tpot_s": statistics.fmean(lat["tpot"]) if case["output_len"] > 1 else float("nan")}
 
 
 def predict() -> None:
-    cases, costs = json.loads(CASES.read_text())["cases"], {}
+    cases = json.loads(CASES.read_text())["cases"]
     out = {}
     for c in cases:
         try:
-            out[c["id"]] = {"default": predict_case(c, costs)}
+            out[c["id"]] = {"default": predict_case(c)}
         except Exception as exc:  # noqa: BLE001 - a case the calculator refuses is a committed outcome too
             out[c["id"]] = {"default": {"refused": f"{type(exc).__name__}: {exc}"[:300]}}
     write_predictions(PREDICTIONS, VARIANTS, out, ("mlsyscalc", "model_specs", "reports/serving/specs", "scripts"))

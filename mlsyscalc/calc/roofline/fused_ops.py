@@ -208,6 +208,11 @@ ISOLATED_CALL_S = 5.73e-6
 # rows (calc.roofline.calibration): 3.84 us.
 PARTIAL_SUM_CALL_S = 3.84e-6
 
+# LayerNorm rows wider than this: the backward computes dx in one launch and dw, db in a second that reads x and
+# dy again (kernels/norm.py CHUNKED_WIDTH, the same number; a test keeps the two equal). The bytes above leave that
+# second read out, as they leave out the partials: the fewest bytes stay the op's measure; predict_fused adds it.
+LAYERNORM_CHUNKED_WIDTH = 8192
+
 
 def predict_fused(op: str, tokens: int, width: int, dtype: str = "bf16",
                   gpu: str | GPUSpec | Ceilings = DEFAULT_GPU, calibration: Any = None, **shape: Any) -> OpPrediction:
@@ -225,12 +230,6 @@ def predict_fused(op: str, tokens: int, width: int, dtype: str = "bf16",
     pred = predict_memory_op(op, read, count.write_bytes, count.flops, dtype, gpu, calibration,
                              shape=f"{tokens}x{width}", cls=spec.cls)
     return replace(pred, overhead_s=ISOLATED_CALL_S + (n - 1) * PARTIAL_SUM_CALL_S)
-
-
-# LayerNorm rows wider than this: the backward computes dx in one launch and dw, db in a second that reads x and
-# dy again (kernels/norm.py CHUNKED_WIDTH, the same number; a test keeps the two equal). The bytes above leave that
-# second read out, as they leave out the partials: the fewest bytes stay the op's measure; predict_fused adds it.
-LAYERNORM_CHUNKED_WIDTH = 8192
 
 
 def launches(op: str, tokens: int, width: int, dtype: str = "bf16", **shape: Any) -> int:
