@@ -99,3 +99,15 @@ def test_page_names_the_card_and_prices_every_row(tmp_path):
     predicted = predict_fused("rmsnorm_fwd", 4096, 4096, "bfloat16", "H200").predicted_s * 1e6
     assert f"| {predicted:.1f} |" in text                                # re-priced on the H200 datasheet
     assert f"{100 * rows[1].GBps / copy.GBps:.0f}%" in text              # fraction of the measured copy
+
+
+def test_the_held_out_sweeps_share_no_token_count_or_width_with_the_train_sweep_or_each_other():
+    from mlsyscalc.bench.cases.fused import GRIDS
+
+    for family in GRIDS["train"]:
+        seen = [set(GRIDS[s][family][0]) for s in ("train", "heldout", "fresh")]
+        widths = [set(GRIDS[s][family][1]) for s in ("train", "heldout", "fresh")]
+        for a in range(3):
+            for b in range(a + 1, 3):
+                assert not seen[a] & seen[b], (family, a, b)
+                assert not widths[a] & widths[b], (family, a, b)

@@ -16,7 +16,9 @@ rotary head_dim 128 with 8, 32 and 128 heads, all at 1..65536 tokens; cross-entr
 left out. "goals": 4096 and 16384 tokens at the common sizes. "heldout": 8..32768 tokens at hidden sizes
 3072..12288, MLP widths 8960..24576, 16 and 64 rotary heads and vocabularies 49152..256000, none of them
 in "train": the shapes predict_fused is scored on after its predictions are committed
-(scripts/validate/fused_heldout.py). "small": tiny shapes for --interpret.
+(scripts/validate/fused_heldout.py). "fresh": a second held-out grid (2..24576 tokens, hidden 1536..14336,
+MLP widths 4864..27648, 4, 24 and 40 rotary heads, vocabularies 65536..202048), in no other sweep and in no probe
+of experiments/, for scoring once the heldout shapes had been read. "small": tiny shapes for --interpret.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from ..sweep import Bench, Case
 
 OPS = ("rmsnorm", "layernorm", "swiglu", "geglu", "rotary", "dropout_add", "cross_entropy")
 PASSES = ("fwd", "bwd", "fwdbwd")
-SWEEPS = ("train", "goals", "heldout", "small")
+SWEEPS = ("train", "goals", "heldout", "fresh", "small")
 BASELINES = {"rmsnorm": "F.rms_norm", "layernorm": "F.layer_norm", "swiglu": "F.silu(g)*u",
              "geglu": "F.gelu_tanh(g)*u", "rotary": "rotate_half", "dropout_add": "F.dropout+add",
              "cross_entropy": "F.cross_entropy fp32"}
@@ -46,6 +48,7 @@ HEAD_DIM = 128
 ROTARY_HEADS = (8, 32, 128)
 VOCAB = (32000, 50304, 128256, 151936, 262144)
 HELDOUT_TOKENS = (8, 512, 2048, 8192, 32768)   # the heldout sweep: token counts and widths the train sweep lacks
+FRESH_TOKENS = (2, 64, 768, 3072, 24576)        # the fresh sweep: in neither sweep above nor in experiments/' probes
 Grid = dict[str, tuple[tuple[int, ...], tuple[int, ...]]]
 GRIDS: dict[str, Grid] = {   # sweep -> family -> (tokens, widths); rotary widths are heads x head_dim
     "train": {"hidden": (TOKENS, HIDDEN), "mlp": (TOKENS, INTERMEDIATE),
@@ -54,6 +57,9 @@ GRIDS: dict[str, Grid] = {   # sweep -> family -> (tokens, widths); rotary width
               "rotary": ((4096, 16384), (32 * HEAD_DIM,)), "vocab": ((4096, 16384), (128256,))},
     "heldout": {"hidden": (HELDOUT_TOKENS, (3072, 5120, 6144, 12288)), "mlp": (HELDOUT_TOKENS, (8960, 13824, 18944, 24576)),
                 "rotary": (HELDOUT_TOKENS, (16 * HEAD_DIM, 64 * HEAD_DIM)), "vocab": ((2048, 8192), (49152, 100352, 256000))},
+    "fresh": {"hidden": (FRESH_TOKENS, (1536, 2304, 3840, 5376, 14336)), "mlp": (FRESH_TOKENS, (4864, 9216, 21504, 27648)),
+              "rotary": (FRESH_TOKENS, (4 * HEAD_DIM, 24 * HEAD_DIM, 40 * HEAD_DIM)),
+              "vocab": ((768, 3072), (65536, 92544, 202048))},
     "small": {"hidden": ((1, 17), (40, 96)), "mlp": ((5,), (72,)), "rotary": ((6,), (3 * 16,)),
               "vocab": ((4,), (300, 5000))},
 }
