@@ -155,6 +155,30 @@ def test_layer_norm_of_wide_rows_in_chunks_and_a_split_backward(has_bias, poison
     assert (db is None) if not has_bias else rel_err(db, ref_db) < TOL[torch.float16]
 
 
+@interpret
+@pytest.mark.parametrize("chunked", [False, True])
+def test_layer_norm_statistics_survive_a_large_mean_and_an_outlier(chunked, monkeypatch):
+    """The forward's one-pass moments (shifted by each row's first element) against float64: rows far from zero
+    (mean 1e4, deviation 1), a row whose first element is the outlier (the shift at its worst, sqrt(N - 1)
+    deviations off), and a constant row (variance 0, not a negative one)."""
+    if chunked:
+        monkeypatch.setattr(N, "CHUNKED_WIDTH", 64)
+        monkeypatch.setattr(N, "CHUNKED_FWD_TILE", (2, 32, 4))
+    x = randn(6, 300) + 1e4
+    x[1] = randn(300, seed=5)
+    x[1, 0] = 1e4       # one massive activation, in the shift's place
+    x[2, 7] = -3e3      # and one elsewhere
+    x[3] = 7.0          # constant
+    w, b = randn(300, seed=1), randn(300, seed=3)
+    y, mean, rstd = N.layer_norm_forward(x, w, b)
+    x64 = x.double()
+    ref_rstd = torch.rsqrt(x64.var(-1, unbiased=False) + 1e-5)
+    scale = x64.abs().amax(-1)   # fp32 sums of elements this large: the mean within ~2^-22 of them
+    assert ((mean.double() - x64.mean(-1)).abs() <= 3e-7 * scale).all()
+    assert ((rstd.double() - ref_rstd).abs() / ref_rstd).max().item() < 1e-3
+    assert rel_err(y, N.layer_norm_ref(x64, w.double(), b.double())) < 1e-3
+
+
 # --- gated linear units ---------------------------------------------------------------------------
 
 @interpret
