@@ -23,4 +23,11 @@
 #       --out $OUT/fused/rows.jsonl      (26 s)
 # The heldout sweep (heldout/README.md):
 #   MLSYS_GIT_COMMIT=0afd6d7 python3 -m mlsyscalc bench fused --sweep heldout --quiet --format csv --out ...  (102 s)
+# LayerNorm's forward of rows wider than 8192 again after fe3d46a (its chunked kernel reads the row twice), same
+# machine type and versions (8 fused GPU tests passed), the last of three LayerNorm-forward runs of one call
+# (experiments/data/ab_layernorm_stats.jsonl); the 16384-wide rows appended here:
+#   MLSYS_GIT_COMMIT=fe3d46a python3 -m mlsyscalc bench fused --op layernorm --pass fwd --sweep train --quiet \
+#       --format csv --out $OUT/ln_new2.jsonl      (19 s)
+# The fresh sweep in the same call (heldout/README.md):
+#   MLSYS_GIT_COMMIT=fe3d46a python3 -m mlsyscalc bench fused --sweep fresh --quiet --format csv --out ...  (124 s)
 exec bash scripts/device.sh fused
