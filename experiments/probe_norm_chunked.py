@@ -1,6 +1,7 @@
 """Probe: where the norms' slow shapes lose their time, and candidate fixes, timed on one GPU.
 
     python experiments/probe_norm_chunked.py OUT.jsonl [--budget S] [--quick]
+                                             [--fwd-widths W,..] [--fwd-configs W,..] [--split-bwd W,..]
 
 reports/fused/README.md (rows of bd4fa77 / 6c3e10a) has the norms off their priced line in two places: the
 backwards of narrow rows at 256-16384 tokens (18-21% of copy bandwidth at 1024 x 4096-16384) and the LayerNorm
@@ -210,11 +211,15 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="two shapes (a check that it runs)")
     ap.add_argument("--fwd-widths", default="", help="only the forwards, at these comma-separated widths: the "
                     "whole-row kernel against column chunks that divide the row (non-power-of-two widths)")
+    ap.add_argument("--fwd-configs", default="", help="only the whole-row forwards at these widths, each (rows a "
+                    "program, num_warps) of 1-4 x 2-32 against the shipped choice")
     ap.add_argument("--split-bwd", default="", help="only the backwards at these widths: the shipped entry point "
                     "against a dx-only row kernel plus norm_dwdb_kernel")
     args = ap.parse_args()
     if args.fwd_widths:
         return fwd_widths([int(w) for w in args.fwd_widths.split(",")], args)
+    if args.fwd_configs:
+        return fwd_configs([int(w) for w in args.fwd_configs.split(",")], args)
     if args.split_bwd:
         return split_bwd([int(w) for w in args.split_bwd.split(",")], args)
     t_end = time.time() + args.budget
@@ -354,6 +359,51 @@ def fwd_widths(widths: list[int], args) -> None:
                                                                eps, BLOCK_ROWS=rows_, BLOCK_C=c, LAYER=layer,
                                                                HAS_BIAS=layer, num_warps=wp)))
                     for tag, fn in cands:
+                        try:
+                            fn()
+                            torch.cuda.synchronize()
+                            err = rel(y, y_ref)
+                            replay, how = graphed(fn)
+                            us = do_bench(replay, warmup=10, rep=50, return_mode="median") * 1e3
+                            f.write(json.dumps({**base, "variant": tag, "us": us, "rel_err": err, "graph": how}) + "\n")
+                        except Exception as exc:  # noqa: BLE001
+                            f.write(json.dumps({**base, "variant": tag, "error": repr(exc)[:300]}) + "\n")
+
+
+def fwd_configs(widths: list[int], args) -> None:
+    """norm_fwd_kernel's launch at each width: rows a program (1, 2, 4) x num_warps (2-32), against the shipped
+    row_tile / warps_for choice (`ship`), timed as CUDA-graph replays."""
+    from mlsyscalc.bench.harness import graphed
+
+    dev = torch.device("cuda")
+    env = run_env()
+    t_end = time.time() + args.budget
+    with open(args.out, "a") as f:
+        for width in widths:
+            for layer in (True, False):
+                name = "layernorm" if layer else "rmsnorm"
+                for tokens in (4096, 32768):
+                    if time.time() > t_end:
+                        f.write(json.dumps({"stopped": "budget"}) + "\n")
+                        return
+                    x, w, b, _, (y_ref, *_), _, _ = inputs(layer, tokens, width, dev)
+                    b = b if layer else w
+                    y = torch.empty_like(x)
+                    m = torch.empty(tokens, device=dev, dtype=torch.float32)
+                    r = torch.empty(tokens, device=dev, dtype=torch.float32)
+                    eps = 1e-5 if layer else 1e-6
+                    nbytes = fused_count(f"{name}_fwd", tokens, width, "bfloat16")
+                    base = {"op": name, "pass": "fwd", "width": width, "tokens": tokens,
+                            "fwd_bytes": nbytes.read_bytes + nbytes.write_bytes, **env}
+                    br0, bn = RW.row_tile(width)
+                    configs = [("ship", br0, RW.warps_for(br0 * bn))]
+                    configs += [(f"r{br}.w{wp}", br, wp) for br in (1, 2, 4) for wp in (2, 4, 8, 16, 32)
+                                if 32 * wp <= br * bn]
+                    for tag, br, wp in configs:
+                        def fn(br=br, wp=wp):
+                            N.norm_fwd_kernel[(triton.cdiv(tokens, br),)](
+                                x, w, b, y, m, r, tokens, width, x.stride(0), y.stride(0), eps, BLOCK_ROWS=br,
+                                BLOCK_N=bn, LAYER=layer, HAS_BIAS=layer, num_warps=wp)
                         try:
                             fn()
                             torch.cuda.synchronize()
