@@ -325,10 +325,38 @@ def main() -> None:
     f.close()
 
 
+def fwd_case(layer: bool, tokens: int, width: int, dev: torch.device, env: dict) -> tuple:
+    """A forward's inputs (the bias pointer is the weight's for RMSNorm: the kernels take one either way), its
+    output buffers, eps, the fp32 reference's y and the row's base fields."""
+    name = "layernorm" if layer else "rmsnorm"
+    x, w, b, _, (y_ref, *_), _, _ = inputs(layer, tokens, width, dev)
+    y = torch.empty_like(x)
+    m = torch.empty(tokens, device=dev, dtype=torch.float32)
+    r = torch.empty(tokens, device=dev, dtype=torch.float32)
+    nbytes = fused_count(f"{name}_fwd", tokens, width, "bfloat16")
+    base = {"op": name, "pass": "fwd", "width": width, "tokens": tokens,
+            "fwd_bytes": nbytes.read_bytes + nbytes.write_bytes, **env}
+    return x, w, b if layer else w, y, m, r, 1e-5 if layer else 1e-6, y_ref, base
+
+
+def time_forward(fn, y: torch.Tensor, y_ref: torch.Tensor, row: dict) -> dict:
+    """Run fn once, check y, time fn's CUDA graph: the row with us, rel_err and graph, or with the error."""
+    from mlsyscalc.bench.harness import graphed
+
+    try:
+        fn()
+        torch.cuda.synchronize()
+        err = rel(y, y_ref)
+        replay, how = graphed(fn)
+        us = do_bench(replay, warmup=10, rep=50, return_mode="median") * 1e3
+        return {**row, "us": us, "rel_err": err, "graph": how}
+    except Exception as exc:  # noqa: BLE001 - a config that does not compile or check is a row too
+        return {**row, "error": repr(exc)[:300]}
+
+
 def fwd_widths(widths: list[int], args) -> None:
     """The forwards of rows whose width is not a power of two: norm_fwd_kernel (the row padded to a power of two
     in registers) against norm.norm_fwd_chunked_kernel with chunks of 512-4096 columns, timed as CUDA-graph replays."""
-    from mlsyscalc.bench.harness import graphed
 
     dev = torch.device("cuda")
     env = run_env()
@@ -337,15 +365,7 @@ def fwd_widths(widths: list[int], args) -> None:
             name = "layernorm" if layer else "rmsnorm"
             for width in widths:
                 for tokens in (16, 256, 4096, 16384):
-                    x, w, b, _, (y_ref, *_), _, _ = inputs(layer, tokens, width, dev)
-                    b = b if layer else w   # the kernels take a bias pointer either way
-                    y = torch.empty_like(x)
-                    m = torch.empty(tokens, device=dev, dtype=torch.float32)
-                    r = torch.empty(tokens, device=dev, dtype=torch.float32)
-                    eps = 1e-5 if layer else 1e-6
-                    nbytes = fused_count(f"{name}_fwd", tokens, width, "bfloat16")
-                    base = {"op": name, "pass": "fwd", "width": width, "tokens": tokens,
-                            "fwd_bytes": nbytes.read_bytes + nbytes.write_bytes, **env}
+                    x, w, b, y, m, r, eps, y_ref, base = fwd_case(layer, tokens, width, dev, env)
                     br, bn = RW.row_tile(width)
                     cands = [("row", lambda br=br, bn=bn: N.norm_fwd_kernel[(triton.cdiv(tokens, br),)](
                         x, w, b, y, m, r, tokens, width, x.stride(0), y.stride(0), eps, BLOCK_ROWS=br, BLOCK_N=bn,
@@ -359,21 +379,12 @@ def fwd_widths(widths: list[int], args) -> None:
                                                                eps, BLOCK_ROWS=rows_, BLOCK_C=c, LAYER=layer,
                                                                HAS_BIAS=layer, num_warps=wp)))
                     for tag, fn in cands:
-                        try:
-                            fn()
-                            torch.cuda.synchronize()
-                            err = rel(y, y_ref)
-                            replay, how = graphed(fn)
-                            us = do_bench(replay, warmup=10, rep=50, return_mode="median") * 1e3
-                            f.write(json.dumps({**base, "variant": tag, "us": us, "rel_err": err, "graph": how}) + "\n")
-                        except Exception as exc:  # noqa: BLE001
-                            f.write(json.dumps({**base, "variant": tag, "error": repr(exc)[:300]}) + "\n")
+                        f.write(json.dumps(time_forward(fn, y, y_ref, {**base, "variant": tag})) + "\n")
 
 
 def fwd_configs(widths: list[int], args) -> None:
     """norm_fwd_kernel's launch at each width: rows a program (1, 2, 4) x num_warps (2-32), against the shipped
     row_tile / warps_for choice (`ship`), timed as CUDA-graph replays."""
-    from mlsyscalc.bench.harness import graphed
 
     dev = torch.device("cuda")
     env = run_env()
@@ -386,15 +397,7 @@ def fwd_configs(widths: list[int], args) -> None:
                     if time.time() > t_end:
                         f.write(json.dumps({"stopped": "budget"}) + "\n")
                         return
-                    x, w, b, _, (y_ref, *_), _, _ = inputs(layer, tokens, width, dev)
-                    b = b if layer else w
-                    y = torch.empty_like(x)
-                    m = torch.empty(tokens, device=dev, dtype=torch.float32)
-                    r = torch.empty(tokens, device=dev, dtype=torch.float32)
-                    eps = 1e-5 if layer else 1e-6
-                    nbytes = fused_count(f"{name}_fwd", tokens, width, "bfloat16")
-                    base = {"op": name, "pass": "fwd", "width": width, "tokens": tokens,
-                            "fwd_bytes": nbytes.read_bytes + nbytes.write_bytes, **env}
+                    x, w, b, y, m, r, eps, y_ref, base = fwd_case(layer, tokens, width, dev, env)
                     br0, bn = RW.row_tile(width)
                     configs = [("ship", br0, RW.warps_for(br0 * bn))]
                     configs += [(f"r{br}.w{wp}", br, wp) for br in (1, 2, 4) for wp in (2, 4, 8, 16, 32)
@@ -404,15 +407,7 @@ def fwd_configs(widths: list[int], args) -> None:
                             N.norm_fwd_kernel[(triton.cdiv(tokens, br),)](
                                 x, w, b, y, m, r, tokens, width, x.stride(0), y.stride(0), eps, BLOCK_ROWS=br,
                                 BLOCK_N=bn, LAYER=layer, HAS_BIAS=layer, num_warps=wp)
-                        try:
-                            fn()
-                            torch.cuda.synchronize()
-                            err = rel(y, y_ref)
-                            replay, how = graphed(fn)
-                            us = do_bench(replay, warmup=10, rep=50, return_mode="median") * 1e3
-                            f.write(json.dumps({**base, "variant": tag, "us": us, "rel_err": err, "graph": how}) + "\n")
-                        except Exception as exc:  # noqa: BLE001
-                            f.write(json.dumps({**base, "variant": tag, "error": repr(exc)[:300]}) + "\n")
+                        f.write(json.dumps(time_forward(fn, y, y_ref, {**base, "variant": tag})) + "\n")
 
 
 def split_bwd(widths: list[int], args) -> None:
