@@ -362,7 +362,6 @@ def fwd_widths(widths: list[int], args) -> None:
     env = run_env()
     with open(args.out, "a") as f:
         for layer in (True, False):
-            name = "layernorm" if layer else "rmsnorm"
             for width in widths:
                 for tokens in (16, 256, 4096, 16384):
                     x, w, b, y, m, r, eps, y_ref, base = fwd_case(layer, tokens, width, dev, env)
@@ -392,7 +391,6 @@ def fwd_configs(widths: list[int], args) -> None:
     with open(args.out, "a") as f:
         for width in widths:
             for layer in (True, False):
-                name = "layernorm" if layer else "rmsnorm"
                 for tokens in (4096, 32768):
                     if time.time() > t_end:
                         f.write(json.dumps({"stopped": "budget"}) + "\n")
