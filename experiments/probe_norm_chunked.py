@@ -1,7 +1,8 @@
 """Probe: where the norms' slow shapes lose their time, and candidate fixes, timed on one GPU.
 
     python experiments/probe_norm_chunked.py OUT.jsonl [--budget S] [--quick]
-                                             [--fwd-widths W,..] [--fwd-configs W,..] [--split-bwd W,..]
+                                             [--fwd-widths W,..] [--fwd-configs W,..] [--bwd-configs W,..]
+                                             [--split-bwd W,..]
 
 reports/fused/README.md (rows of bd4fa77 / 6c3e10a) has the norms off their priced line in two places: the
 backwards of narrow rows at 256-16384 tokens (18-21% of copy bandwidth at 1024 x 4096-16384) and the LayerNorm
@@ -213,11 +214,15 @@ def main() -> None:
                     "whole-row kernel against column chunks that divide the row (non-power-of-two widths)")
     ap.add_argument("--fwd-configs", default="", help="only the whole-row forwards at these widths, each (rows a "
                     "program, num_warps) of 1-4 x 2-32 against the shipped choice")
+    ap.add_argument("--bwd-configs", default="", help="only the backwards at these widths (up to 8192), each tile "
+                    "of BWD_CANDIDATES against the shipped table")
     ap.add_argument("--split-bwd", default="", help="only the backwards at these widths: the shipped entry point "
                     "against a dx-only row kernel plus norm_dwdb_kernel")
     args = ap.parse_args()
     if args.fwd_widths:
         return fwd_widths([int(w) for w in args.fwd_widths.split(",")], args)
+    if args.bwd_configs:
+        return bwd_configs([int(w) for w in args.bwd_configs.split(",")], args)
     if args.fwd_configs:
         return fwd_configs([int(w) for w in args.fwd_configs.split(",")], args)
     if args.split_bwd:
@@ -341,12 +346,17 @@ def fwd_case(layer: bool, tokens: int, width: int, dev: torch.device, env: dict)
 
 def time_forward(fn, y: torch.Tensor, y_ref: torch.Tensor, row: dict) -> dict:
     """Run fn once, check y, time fn's CUDA graph: the row with us, rel_err and graph, or with the error."""
+    return time_call(fn, lambda: rel(y, y_ref), row)
+
+
+def time_call(fn, check, row: dict) -> dict:
+    """Run fn once, check() its outputs, time fn's CUDA graph: the row with us, rel_err and graph, or the error."""
     from mlsyscalc.bench.harness import graphed
 
     try:
         fn()
         torch.cuda.synchronize()
-        err = rel(y, y_ref)
+        err = check()
         replay, how = graphed(fn)
         us = do_bench(replay, warmup=10, rep=50, return_mode="median") * 1e3
         return {**row, "us": us, "rel_err": err, "graph": how}
@@ -406,6 +416,48 @@ def fwd_configs(widths: list[int], args) -> None:
                                 x, w, b, y, m, r, tokens, width, x.stride(0), y.stride(0), eps, BLOCK_ROWS=br,
                                 BLOCK_N=bn, LAYER=layer, HAS_BIAS=layer, num_warps=wp)
                         f.write(json.dumps(time_forward(fn, y, y_ref, {**base, "variant": tag})) + "\n")
+
+
+BWD_CANDIDATES = ((2048, 8, 3), (4096, 8, 3), (4096, 16, 3), (8192, 16, 3), (8192, 32, 1), (16384, 32, 1))
+
+
+def bwd_configs(widths: list[int], args) -> None:
+    """The backwards through the shipped entry points with BWD_TILES set to each (values a program holds a step,
+    num_warps, row blocks in flight) of BWD_CANDIDATES at the width (`ship`: the shipped table); outputs copied into
+    buffers made before the capture (one extra copy an output, the same for every candidate)."""
+    dev = torch.device("cuda")
+    env = run_env()
+    t_end = time.time() + args.budget
+    shipped = dict(N.BWD_TILES)
+    with open(args.out, "a") as f:
+        for width in widths:
+            for layer in (False, True):
+                name = "layernorm" if layer else "rmsnorm"
+                for tokens in (4096, 32768):
+                    if time.time() > t_end:
+                        f.write(json.dumps({"stopped": "budget"}) + "\n")
+                        return
+                    x, w, b, dy, (_, dx_ref, dw_ref, _), mean, rstd = inputs(layer, tokens, width, dev)
+                    dxv, dwv = torch.empty_like(x), torch.empty(width, device=dev, dtype=torch.float32)
+                    nbytes = fused_count(f"{name}_bwd", tokens, width, "bfloat16")
+                    base = {"op": name, "pass": "bwd", "width": width, "tokens": tokens,
+                            "bwd_bytes": nbytes.read_bytes + nbytes.write_bytes, **env}
+
+                    def run():
+                        out = (N.layer_norm_backward(dy, x, w, mean, rstd, has_bias=True) if layer
+                               else N.rms_norm_backward(dy, x, w, rstd))
+                        dxv.copy_(out[0])
+                        dwv.copy_(out[1])
+
+                    def check():
+                        return max(rel(dxv, dx_ref), rel(dwv, dw_ref))
+                    for tag, tile in (("ship", None), *((f"e{e}.w{wp}.s{st}", (e, wp, st)) for e, wp, st in
+                                                        BWD_CANDIDATES if e >= triton.next_power_of_2(width) // 4)):
+                        N.BWD_TILES = shipped if tile is None else {layer: ((width, *tile),), not layer: shipped[not layer]}
+                        row = {**base, "variant": tag, "tile": list(N.backward_tile(width, layer)),
+                               "stages": N.backward_stages(width, layer)}
+                        f.write(json.dumps(time_call(run, check, row)) + "\n")
+                    N.BWD_TILES = shipped
 
 
 def split_bwd(widths: list[int], args) -> None:
