@@ -105,9 +105,10 @@ def test_the_held_out_sweeps_share_no_token_count_or_width_with_the_train_sweep_
     from mlsyscalc.bench.cases.fused import GRIDS
 
     for family in GRIDS["train"]:
-        seen = [set(GRIDS[s][family][0]) for s in ("train", "heldout", "fresh")]
-        widths = [set(GRIDS[s][family][1]) for s in ("train", "heldout", "fresh")]
-        for a in range(3):
-            for b in range(a + 1, 3):
+        sweeps = ("train", "heldout", "fresh", "fresh2")
+        seen = [set(GRIDS[s][family][0]) for s in sweeps]
+        widths = [set(GRIDS[s][family][1]) for s in sweeps]
+        for a in range(len(sweeps)):
+            for b in range(a + 1, len(sweeps)):
                 assert not seen[a] & seen[b], (family, a, b)
                 assert not widths[a] & widths[b], (family, a, b)
