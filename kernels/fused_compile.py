@@ -39,7 +39,7 @@ def _norm(width: int, layer: bool, backward: bool) -> tuple:
         block_rows, block_c, warps = norm.CHUNKED_FWD_TILE
         return norm.norm_fwd_chunked_kernel, types, dict(BLOCK_ROWS=block_rows, BLOCK_C=block_c, LAYER=layer,
                                                          HAS_BIAS=layer), warps
-    return norm.norm_fwd_kernel, types, consts, warps_for(block_rows * block_n)
+    return norm.norm_fwd_kernel, types, consts, norm.forward_warps(block_rows, block_n, layer)
 
 
 def _norm_dwdb(layer: bool) -> tuple:

@@ -234,8 +234,17 @@ def _forward(x, weight, bias, eps: float, layer: bool):
         x, weight, bias if bias is not None else weight, y, mean, rstd,
         m, n, x.stride(0), y.stride(0), eps,
         BLOCK_ROWS=block_rows, BLOCK_N=block_n, LAYER=layer, HAS_BIAS=bias is not None,
-        num_warps=warps_for(block_rows * block_n))
+        num_warps=forward_warps(block_rows, block_n, layer))
     return y, mean, rstd
+
+
+def forward_warps(block_rows: int, block_n: int, layer: bool) -> int:
+    """num_warps of the whole-row forward: warps_for's, halved (at least 4) for LayerNorm rows padded to 4096 or
+    more. On an H200 (experiments/probe_norm_chunked.py --fwd-configs, data/probe_norm_fwd_configs.jsonl, 4096 and
+    32768 tokens) LayerNorm's forward ran 1.03-1.17x faster so at widths 2304, 3072, 5376 and 8192 and within 1% at
+    4096; RMSNorm's gained nothing and keeps warps_for's."""
+    warps = warps_for(block_rows * block_n)
+    return max(4, warps // 2) if layer and block_n >= 4096 else warps
 
 
 # The backward's tile by width: (widest row, values a program holds a step, num_warps, row blocks in flight), the
@@ -246,11 +255,14 @@ def _forward(x, weight, bias, eps: float, layer: bool):
 # LayerNorm 1.19x at 1024 and none better than the forward's tile above it. Row blocks in flight (tl.range's
 # software pipelining of the persistent loop) from experiments/probe_norm_chunked.py
 # (experiments/data/probe_norm_chunked.jsonl, CUDA-graph replays): 3 is within 5% of the fastest on every swept
-# shape (256-65536 tokens) except RMSNorm's 2 x 8192 tile of 32 warps, which 3 slows by 6-30%, so it keeps 1,
-# and RMSNorm at 12288 x 256 tokens (7%). With the partial-sum tile of rowwise.py the backwards run up to 2.9x
+# shape (256-65536 tokens) except RMSNorm's 2 x 8192 tile of 32 warps, which 3 slows by 6-30%, and RMSNorm at
+# 12288 x 256 tokens (7%). RMSNorm's rows of 2049-8192 then took 8 warps and one row a step with 3 in flight
+# (`--bwd-configs`, data/probe_norm_bwd_configs.jsonl, 4096 and 32768 tokens, each backward plus a copy of its
+# outputs): 1.03-1.07x at 2304, 1.08-1.11x at 5376, 1.03-1.04x at 8192 against 16 warps / the 2 x 8192 tile of
+# 32 warps, within 1% at 4096; LayerNorm's tiles gained at most 2% and stay. With the partial-sum tile of rowwise.py the backwards run up to 2.9x
 # faster than before them from 256 tokens up, 0.5-3.6 us slower at 1-16 (reports/fused/rows.jsonl, de628d9
 # against bd4fa77 / 6c3e10a; docs/bench.md).
-BWD_TILES = {False: ((1024, 2048, 4, 3), (2048, 2048, 8, 3), (4096, 4096, 16, 3), (8192, 16384, 32, 1)),
+BWD_TILES = {False: ((1024, 2048, 4, 3), (2048, 2048, 8, 3), (4096, 4096, 8, 3), (8192, 8192, 8, 3)),
              True: ((1024, 2048, 4, 3),)}
 WIDE_STAGES = 3
 # LayerNorm rows wider than this: the forward in column chunks (CHUNKED_FWD_TILE = rows a program, columns a

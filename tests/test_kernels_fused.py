@@ -252,17 +252,25 @@ def test_bias_dropout_add_forward_backward(shape, dtype, has_bias, poisoned):
     assert (dbias is None) if not has_bias else rel_err(dbias, ref_db) < TOL[dtype]
 
 
+def test_norm_forward_warps():
+    """LayerNorm's whole-row forward takes half of warps_for's warps (at least 4) from rows padded to 4096;
+    RMSNorm's and narrower LayerNorm rows keep warps_for's."""
+    assert N.forward_warps(1, 4096, True) == 4 and N.forward_warps(1, 8192, True) == 8
+    assert N.forward_warps(2, 2048, True) == RW.warps_for(4096) == 8
+    assert N.forward_warps(1, 8192, False) == RW.warps_for(8192) == 16
+
+
 def test_norm_backward_tile_by_width():
     """The backward's tile table: RMSNorm's rows up to 8192 wide take their own tiles, LayerNorm's up to 1024;
     wider rows the forward's (one 16384-wide row at 32 warps)."""
     assert N.backward_tile(1024, False) == (2, 1024, 4)
-    assert N.backward_tile(3000, False) == (1, 4096, 16)
-    assert N.backward_tile(8192, False) == (2, 8192, 32)
+    assert N.backward_tile(3000, False) == (1, 4096, 8)
+    assert N.backward_tile(8192, False) == (1, 8192, 8)
     assert N.backward_tile(1024, True) == (2, 1024, 4)
     assert N.backward_tile(2048, True) == (2, 2048, RW.warps_for(4096)) == (2, 2048, 8)
     assert N.backward_tile(16384, True) == N.backward_tile(16384, False) == (1, 16384, 32)
-    # row blocks in flight: 3 but RMSNorm's 2 x 8192 tile of 32 warps
-    assert [N.backward_stages(w, False) for w in (1024, 4096, 8192, 16384)] == [3, 3, 1, 3]
+    # row blocks in flight: 3 everywhere
+    assert [N.backward_stages(w, False) for w in (1024, 4096, 8192, 16384)] == [3, 3, 3, 3]
     assert [N.backward_stages(w, True) for w in (1024, 8192, 16384)] == [3, 3, 3]
 
 
