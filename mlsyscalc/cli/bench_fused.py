@@ -14,7 +14,7 @@ from .bench import emit_rows, run_sweep, sweep_options
               help="train (default): hidden 1k-16k, MLP widths 2816-53248, rotary 8-128 heads, vocabularies "
                    "32k-262k, 1-65536 tokens; goals: 4096 and 16384 tokens at common sizes; heldout: shapes "
                    "train lacks (8-32768 tokens, hidden 3072-12288, ...), for scoring predictions; fresh: a second "
-                   "held-out grid (2-24576 tokens, hidden 1536-14336, ...) in no other sweep; fresh2: a third "
+                   "held-out grid (2-24576 tokens, hidden 1536-14336, ...) in no other sweep; blind: a third "
                    "(3-49152 tokens, hidden 1280-6656, ...); small: "
                    "tiny shapes, the only sweep under --interpret (and its default).")
 @click.option("--pass", "passes", multiple=True, type=click.Choice(PASSES),

@@ -18,7 +18,7 @@ left out. "goals": 4096 and 16384 tokens at the common sizes. "heldout": 8..3276
 in "train": the shapes predict_fused is scored on after its predictions are committed
 (scripts/validate/fused_heldout.py). "fresh": a second held-out grid (2..24576 tokens, hidden 1536..14336,
 MLP widths 4864..27648, 4, 24 and 40 rotary heads, vocabularies 65536..202048), in no other sweep and in no probe
-of experiments/, for scoring once the heldout shapes had been read; "fresh2" a third (3..49152 tokens, hidden
+of experiments/, for scoring once the heldout shapes had been read; "blind" a third (3..49152 tokens, hidden
 1280..6656, MLP widths 3456..20480, 2, 12 and 56 rotary heads, vocabularies 57344..163840), for the kernel changes
 chosen after the fresh rows were read. "small": tiny shapes for --interpret.
 """
@@ -35,7 +35,7 @@ from ..sweep import Bench, Case
 
 OPS = ("rmsnorm", "layernorm", "swiglu", "geglu", "rotary", "dropout_add", "cross_entropy")
 PASSES = ("fwd", "bwd", "fwdbwd")
-SWEEPS = ("train", "goals", "heldout", "fresh", "fresh2", "small")
+SWEEPS = ("train", "goals", "heldout", "fresh", "blind", "small")
 BASELINES = {"rmsnorm": "F.rms_norm", "layernorm": "F.layer_norm", "swiglu": "F.silu(g)*u",
              "geglu": "F.gelu_tanh(g)*u", "rotary": "rotate_half", "dropout_add": "F.dropout+add",
              "cross_entropy": "F.cross_entropy fp32"}
@@ -51,7 +51,7 @@ ROTARY_HEADS = (8, 32, 128)
 VOCAB = (32000, 50304, 128256, 151936, 262144)
 HELDOUT_TOKENS = (8, 512, 2048, 8192, 32768)   # the heldout sweep: token counts and widths the train sweep lacks
 FRESH_TOKENS = (2, 64, 768, 3072, 24576)        # the fresh sweep: in neither sweep above nor in experiments/' probes
-FRESH2_TOKENS = (3, 48, 1536, 6144, 49152)      # the fresh2 sweep: in none of the above
+BLIND_TOKENS = (3, 48, 1536, 6144, 49152)      # the blind sweep: in none of the above
 Grid = dict[str, tuple[tuple[int, ...], tuple[int, ...]]]
 GRIDS: dict[str, Grid] = {   # sweep -> family -> (tokens, widths); rotary widths are heads x head_dim
     "train": {"hidden": (TOKENS, HIDDEN), "mlp": (TOKENS, INTERMEDIATE),
@@ -63,8 +63,8 @@ GRIDS: dict[str, Grid] = {   # sweep -> family -> (tokens, widths); rotary width
     "fresh": {"hidden": (FRESH_TOKENS, (1536, 2304, 3840, 5376, 14336)), "mlp": (FRESH_TOKENS, (4864, 9216, 21504, 27648)),
               "rotary": (FRESH_TOKENS, (4 * HEAD_DIM, 24 * HEAD_DIM, 40 * HEAD_DIM)),
               "vocab": ((768, 3072), (65536, 92544, 202048))},
-    "fresh2": {"hidden": (FRESH2_TOKENS, (1280, 1792, 2816, 4352, 6656)), "mlp": (FRESH2_TOKENS, (3456, 7424, 12800, 20480)),
-               "rotary": (FRESH2_TOKENS, (2 * HEAD_DIM, 12 * HEAD_DIM, 56 * HEAD_DIM)),
+    "blind": {"hidden": (BLIND_TOKENS, (1280, 1792, 2816, 4352, 6656)), "mlp": (BLIND_TOKENS, (3456, 7424, 12800, 20480)),
+               "rotary": (BLIND_TOKENS, (2 * HEAD_DIM, 12 * HEAD_DIM, 56 * HEAD_DIM)),
                "vocab": ((1536, 6144), (57344, 131072, 163840))},
     "small": {"hidden": ((1, 17), (40, 96)), "mlp": ((5,), (72,)), "rotary": ((6,), (3 * 16,)),
               "vocab": ((4,), (300, 5000))},
