@@ -30,4 +30,9 @@
 #       --format csv --out $OUT/ln_new2.jsonl      (19 s)
 # The fresh sweep in the same call (heldout/README.md):
 #   MLSYS_GIT_COMMIT=fe3d46a python3 -m mlsyscalc bench fused --sweep fresh --quiet --format csv --out ...  (124 s)
+# RMSNorm and LayerNorm again after 2db1f4c (LayerNorm's forward warps, RMSNorm's backward tile), same machine type
+# and versions (8 fused GPU tests passed), both passes, appended here; the blind sweep in the same call:
+#   MLSYS_GIT_COMMIT=2db1f4c python3 -m mlsyscalc bench fused --op rmsnorm --op layernorm --sweep train --quiet \
+#       --format csv --out $OUT/norms_new.jsonl      (63 s)
+#   MLSYS_GIT_COMMIT=2db1f4c python3 -m mlsyscalc bench fused --sweep blind ...      (112 s; run as --sweep fresh2)
 exec bash scripts/device.sh fused

@@ -6,8 +6,8 @@
 `predict` prices every case of `mlsys bench fused --sweep heldout` (bench/cases/fused.py: token counts and
 widths the train sweep lacks; `--sweep fresh`, `blind`: the second and third held-out grids, in no sweep or probe
 before them) with calc/roofline/fused_ops.py's predict_fused on the card's datasheet and writes them with the
-commit that made them. `score` reads the rows a GPU run of that sweep wrote (the last row of each key counts) and compares each measured time with the committed prediction, never with the
-row's own `predicted_ms`: error = (measured - predicted) / predicted, positive when the kernel is slower
+commit that made them. `score` reads the rows a GPU run of that sweep wrote (the last row of each key counts)
+and compares each measured time with the committed prediction, never with the row's own `predicted_ms`: error = (measured - predicted) / predicted, positive when the kernel is slower
 than priced. The page gives, per op and pass, the median and worst |error|, the median signed error and
 how many cases fall within 15%.
 """
