@@ -204,7 +204,6 @@ def inputs(layer: bool, tokens: int, width: int, dev: torch.device) -> tuple:
 
 
 def main() -> None:
-    from mlsyscalc.bench.harness import graphed
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
@@ -240,16 +239,7 @@ def main() -> None:
 
     def timed(base, ps, variant, fn, check, **extra):
         """Run fn once, check it, time its graph; a failure is a row too."""
-        try:
-            fn()
-            torch.cuda.synchronize()
-            err = check()
-            replay, how = graphed(fn)
-            us = do_bench(replay, warmup=10, rep=50, return_mode="median") * 1e3
-        except Exception as exc:  # noqa: BLE001 - a config that does not compile or check is a row too
-            emit({**base, "pass": ps, "variant": variant, "error": repr(exc)[:300]})
-            return
-        emit({**base, "pass": ps, "variant": variant, "us": us, "rel_err": err, "graph": how, **extra})
+        emit(time_call(fn, check, {**base, "pass": ps, "variant": variant, **extra}))
 
     narrow = [(w, t) for w in (1024, 2048, 4096, 8192) for t in (256, 1024, 4096, 16384, 65536)]
     wide = [(w, t) for w in (12288, 16384) for t in (256, 4096, 16384)]
