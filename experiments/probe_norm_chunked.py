@@ -453,8 +453,6 @@ def bwd_configs(widths: list[int], args) -> None:
 def split_bwd(widths: list[int], args) -> None:
     """The backward of wide rows: the shipped entry point (as it runs, outputs allocated inside) against the row
     kernel computing dx alone (3 row blocks in flight) followed by norm.norm_dwdb_kernel in a few tiles."""
-    from mlsyscalc.bench.harness import graphed
-
     dev = torch.device("cuda")
     env = run_env()
     with open(args.out, "a") as f:
@@ -500,15 +498,7 @@ def split_bwd(widths: list[int], args) -> None:
                                                                      NUM_STAGES=st, num_warps=wp)
                         cands.append((f"split{bm}.{bnc}.{st}.{wp}", split, split_err))
                     for tag, fn, check in cands:
-                        try:
-                            fn()
-                            torch.cuda.synchronize()
-                            err = check()
-                            replay, how = graphed(fn)
-                            us = do_bench(replay, warmup=10, rep=50, return_mode="median") * 1e3
-                            f.write(json.dumps({**base, "variant": tag, "us": us, "rel_err": err, "graph": how}) + "\n")
-                        except Exception as exc:  # noqa: BLE001
-                            f.write(json.dumps({**base, "variant": tag, "error": repr(exc)[:300]}) + "\n")
+                        f.write(json.dumps(time_call(fn, check, {**base, "variant": tag})) + "\n")
 
 
 if __name__ == "__main__":
