@@ -105,7 +105,7 @@ def test_the_held_out_sweeps_share_no_token_count_or_width_with_the_train_sweep_
     from mlsyscalc.bench.cases.fused import GRIDS
 
     for family in GRIDS["train"]:
-        sweeps = ("train", "heldout", "fresh", "blind")
+        sweeps = ("train", "heldout", "fresh", "blind", "reserve")
         seen = [set(GRIDS[s][family][0]) for s in sweeps]
         widths = [set(GRIDS[s][family][1]) for s in sweeps]
         for a in range(len(sweeps)):

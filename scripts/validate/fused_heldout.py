@@ -1,10 +1,10 @@
 """predict_fused on shapes it was not fitted on: predictions committed first, scored against measured rows after.
 
-    python scripts/validate/fused_heldout.py predict [--gpu H200] [--sweep heldout|fresh|blind] [--out reports/fused/heldout/predictions.json]
+    python scripts/validate/fused_heldout.py predict [--gpu H200] [--sweep heldout|fresh|blind|reserve] [--out reports/fused/heldout/predictions.json]
     python scripts/validate/fused_heldout.py score ROWS.jsonl [--predictions ...] [--out reports/fused/heldout/scored.md] [--note TEXT]
 
 `predict` prices every case of `mlsys bench fused --sweep heldout` (bench/cases/fused.py: token counts and
-widths the train sweep lacks; `--sweep fresh`, `blind`: the second and third held-out grids, in no sweep or probe
+widths the train sweep lacks; `--sweep fresh`, `blind`, `reserve`: the second to fourth held-out grids, in no sweep or probe
 before them) with calc/roofline/fused_ops.py's predict_fused on the card's datasheet and writes them with the
 commit that made them. `score` reads the rows a GPU run of that sweep wrote (the last row of each key counts)
 and compares each measured time with the committed prediction, never with the row's own `predicted_ms`: error = (measured - predicted) / predicted, positive when the kernel is slower
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("predict")
     p.add_argument("--gpu", default="H200")
-    p.add_argument("--sweep", default="heldout", choices=("heldout", "fresh", "blind"))
+    p.add_argument("--sweep", default="heldout", choices=("heldout", "fresh", "blind", "reserve"))
     p.add_argument("--out", type=Path, default=DIR / "predictions.json")
     s = sub.add_parser("score")
     s.add_argument("rows", type=Path)

@@ -20,7 +20,9 @@ in "train": the shapes predict_fused is scored on after its predictions are comm
 MLP widths 4864..27648, 4, 24 and 40 rotary heads, vocabularies 65536..202048), in no other sweep and in no probe
 of experiments/, for scoring once the heldout shapes had been read; "blind" a third (3..49152 tokens, hidden
 1280..6656, MLP widths 3456..20480, 2, 12 and 56 rotary heads, vocabularies 57344..163840), for the kernel changes
-chosen after the fresh rows were read. "small": tiny shapes for --interpret.
+chosen after the fresh rows were read; "reserve" a fourth (5..40960 tokens, hidden 1152..9216, MLP widths
+3840..23040, 6, 20 and 48 rotary heads, vocabularies 50257..151552), kept unmeasured until a change needs it.
+"small": tiny shapes for --interpret.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from ..sweep import Bench, Case
 
 OPS = ("rmsnorm", "layernorm", "swiglu", "geglu", "rotary", "dropout_add", "cross_entropy")
 PASSES = ("fwd", "bwd", "fwdbwd")
-SWEEPS = ("train", "goals", "heldout", "fresh", "blind", "small")
+SWEEPS = ("train", "goals", "heldout", "fresh", "blind", "reserve", "small")
 BASELINES = {"rmsnorm": "F.rms_norm", "layernorm": "F.layer_norm", "swiglu": "F.silu(g)*u",
              "geglu": "F.gelu_tanh(g)*u", "rotary": "rotate_half", "dropout_add": "F.dropout+add",
              "cross_entropy": "F.cross_entropy fp32"}
@@ -52,6 +54,7 @@ VOCAB = (32000, 50304, 128256, 151936, 262144)
 HELDOUT_TOKENS = (8, 512, 2048, 8192, 32768)   # the heldout sweep: token counts and widths the train sweep lacks
 FRESH_TOKENS = (2, 64, 768, 3072, 24576)        # the fresh sweep: in neither sweep above nor in experiments/' probes
 BLIND_TOKENS = (3, 48, 1536, 6144, 49152)      # the blind sweep: in none of the above
+RESERVE_TOKENS = (5, 96, 1280, 5120, 40960)     # the reserve sweep: in none of the above
 Grid = dict[str, tuple[tuple[int, ...], tuple[int, ...]]]
 GRIDS: dict[str, Grid] = {   # sweep -> family -> (tokens, widths); rotary widths are heads x head_dim
     "train": {"hidden": (TOKENS, HIDDEN), "mlp": (TOKENS, INTERMEDIATE),
@@ -66,6 +69,10 @@ GRIDS: dict[str, Grid] = {   # sweep -> family -> (tokens, widths); rotary width
     "blind": {"hidden": (BLIND_TOKENS, (1280, 1792, 2816, 4352, 6656)), "mlp": (BLIND_TOKENS, (3456, 7424, 12800, 20480)),
                "rotary": (BLIND_TOKENS, (2 * HEAD_DIM, 12 * HEAD_DIM, 56 * HEAD_DIM)),
                "vocab": ((1536, 6144), (57344, 131072, 163840))},
+    "reserve": {"hidden": (RESERVE_TOKENS, (1152, 2688, 3328, 4992, 9216)),
+                "mlp": (RESERVE_TOKENS, (3840, 6912, 15360, 23040)),
+                "rotary": (RESERVE_TOKENS, (6 * HEAD_DIM, 20 * HEAD_DIM, 48 * HEAD_DIM)),
+                "vocab": ((1280, 5120), (50257, 100000, 151552))},
     "small": {"hidden": ((1, 17), (40, 96)), "mlp": ((5,), (72,)), "rotary": ((6,), (3 * 16,)),
               "vocab": ((4,), (300, 5000))},
 }
