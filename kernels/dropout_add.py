@@ -152,16 +152,9 @@ def backward_tile(n: int, rows: int | None = None, sms: int | None = None) -> tu
 
 
 def bias_grad_programs(rows: int, width: int, device: torch.device, programs: int | None = None) -> int:
-    """Row programs of the backward with a bias (each sums its row blocks' dx into one fp32 partial row of dbias,
-    over its column block). The grid is these times the row's column blocks, so the count that fits the card
-    (rowwise.programs_for) is shared between them: a row of 4352 (5 blocks of 1024 columns) once launched 5x that
-    many programs, 10 waves of 16-warp programs, and ran 2.15x its price at 6144 tokens
-    (reports/fused/heldout/scored_blind.md)."""
-    block_rows, groups, warps = backward_tile(width, rows, num_sms(device))
-    found = programs_for(triton.cdiv(rows, block_rows), block_rows, device, warps, programs)
-    if programs is not None:
-        return found
-    return max(1, triton.cdiv(found, triton.cdiv(triton.cdiv(width, LANES), groups)))
+    """Programs of the backward with a bias (each sums its row blocks' dx into one fp32 partial row of dbias)."""
+    block_rows, _, warps = backward_tile(width, rows, num_sms(device))
+    return programs_for(triton.cdiv(rows, block_rows), block_rows, device, warps, programs)
 
 
 def bias_dropout_add_forward(x: torch.Tensor, bias: torch.Tensor | None, residual: torch.Tensor, p: float,
