@@ -42,9 +42,9 @@ def load() -> list[dict]:
 def fit(rows: list[dict]) -> tuple[float, float]:
     """(t0, eff) with the least squared log error over rows."""
     best = None
+    logs = [math.log(r["measured_ms"] * 1e-3) for r in rows]
     for eff in EFFS:
         rates = [r["bytes"] / (eff * DATASHEET_BPS[r["card"]]) for r in rows]
-        logs = [math.log(r["measured_ms"] * 1e-3) for r in rows]
         for t0 in T0S:
             sse = sum((math.log(t0 + s) - m) ** 2 for s, m in zip(rates, logs) if t0 + s > 0)
             if best is None or sse < best[0]:

@@ -19,14 +19,14 @@ flushed):
   by rowwise.sum_partials as shipped (`sum`: 256 columns a program, width / 256 programs) or by a pipelined
   kernel of 32 columns x 128 partial rows a step (`sum32.128`); `dbsep` (LayerNorm): dw only in the row kernel,
   db as dy's column sums in a pass of its own (64 x 64 tiles, 3 in flight);
-- forward, rows >= 8192 wide: `chunkR.C.W` in column chunks of C (R rows a program, W warps), the row read
-  three times (mean, centred variance, output; the later reads from L2); `shiftR.C.W` in two reads (sums of
-  x - x[0] and its square, then the output).
+- forward, rows >= 8192 wide: `shiftR.C.W` in column chunks of C (R rows a program, W warps), the row read
+  twice (sums of x - x[0] and its square, then the output): norm.norm_fwd_chunked_kernel as it ships since
+  fe3d46a. The committed rows also have `chunkR.C.W`, the chunked kernel before fe3d46a, which read the row three
+  times (mean, centred variance, output); `git show c8944b7~2:kernels/norm.py` has it.
 
 Measures only; what ships is decided from the rows (kernels/norm.py and kernels/rowwise.py say which). The
-`chunk` and `split` candidates now launch the shipped kernels (norm.norm_fwd_chunked_kernel, norm.norm_dwdb_kernel);
-the committed rows were made with this file's own first copies of them, the same code but for RMSNorm's chunked
-forward, which then read the row three times (the shipped one reads it twice).
+`shift` and `split` candidates launch the shipped kernels (norm.norm_fwd_chunked_kernel, norm.norm_dwdb_kernel);
+the committed rows were made with this file's own first copies of them.
 """
 
 from __future__ import annotations
@@ -43,6 +43,17 @@ from triton.testing import do_bench
 from mlsyscalc.calc.roofline.fused_ops import fused_count
 from mlsyscalc.kernels import norm as N
 from mlsyscalc.kernels import rowwise as RW
+
+
+@triton.jit
+def _chunk(dy_ptr, x_ptr, w_ptr, rows64, in_rows, cols, Ncols, sdym, sxm, mean, rstd):
+    """dy, w, xhat (fp32, zero where masked), the tile's mask and the columns' of one column chunk."""
+    in_cols = cols < Ncols
+    ok = in_rows[:, None] & in_cols[None, :]
+    x = tl.load(x_ptr + rows64[:, None] * sxm + cols[None, :], mask=ok, other=0.0).to(tl.float32)
+    dy = tl.load(dy_ptr + rows64[:, None] * sdym + cols[None, :], mask=ok, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=in_cols, other=0.0).to(tl.float32)
+    return dy, w, tl.where(ok, (x - mean[:, None]) * rstd[:, None], 0.0), ok, in_cols
 
 
 @triton.jit
@@ -67,12 +78,7 @@ def bwd_chunked(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, part_ptr, M, N
         a2 = tl.zeros([BLOCK_ROWS, BLOCK_C], tl.float32)
         for c in range(0, Ncols, BLOCK_C):
             cols = c + c0
-            in_cols = cols < Ncols
-            ok = in_rows[:, None] & in_cols[None, :]
-            x = tl.load(x_ptr + rows64[:, None] * sxm + cols[None, :], mask=ok, other=0.0).to(tl.float32)
-            dy = tl.load(dy_ptr + rows64[:, None] * sdym + cols[None, :], mask=ok, other=0.0).to(tl.float32)
-            w = tl.load(w_ptr + cols, mask=in_cols, other=0.0).to(tl.float32)
-            xhat = tl.where(ok, (x - mean[:, None]) * rstd[:, None], 0.0)
+            dy, w, xhat, ok, in_cols = _chunk(dy_ptr, x_ptr, w_ptr, rows64, in_rows, cols, Ncols, sdym, sxm, mean, rstd)
             g = dy * w[None, :]
             a1 += g * xhat
             if LAYER:
@@ -81,12 +87,7 @@ def bwd_chunked(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, part_ptr, M, N
         s2 = tl.sum(a2, axis=1) / Ncols
         for c in range(0, Ncols, BLOCK_C):
             cols = c + c0
-            in_cols = cols < Ncols
-            ok = in_rows[:, None] & in_cols[None, :]
-            x = tl.load(x_ptr + rows64[:, None] * sxm + cols[None, :], mask=ok, other=0.0).to(tl.float32)
-            dy = tl.load(dy_ptr + rows64[:, None] * sdym + cols[None, :], mask=ok, other=0.0).to(tl.float32)
-            w = tl.load(w_ptr + cols, mask=in_cols, other=0.0).to(tl.float32)
-            xhat = tl.where(ok, (x - mean[:, None]) * rstd[:, None], 0.0)
+            dy, w, xhat, ok, in_cols = _chunk(dy_ptr, x_ptr, w_ptr, rows64, in_rows, cols, Ncols, sdym, sxm, mean, rstd)
             dx = (dy * w[None, :] - xhat * s1[:, None] - s2[:, None]) * rstd[:, None]
             tl.store(dx_ptr + rows64[:, None] * sdxm + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=ok)
             pw = part_ptr + pid * spp + cols
@@ -108,50 +109,6 @@ def sum_partials_pipelined(part_ptr, out_ptr, P, Ncols, spp, BLOCK_P: tl.constex
         acc += tl.load(part_ptr + r[:, None] * spp + cols[None, :], mask=(r[:, None] < P) & in_cols[None, :],
                        other=0.0)
     tl.store(out_ptr + cols, tl.sum(acc, axis=0).to(out_ptr.dtype.element_ty), mask=in_cols)
-
-
-@triton.jit
-def fwd_chunked_shifted(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, M, Ncols, sxm, sym, eps,
-                        BLOCK_ROWS: tl.constexpr, BLOCK_C: tl.constexpr, LAYER: tl.constexpr,
-                        HAS_BIAS: tl.constexpr):
-    """LayerNorm/RMSNorm forward in two reads of the row: sums of (x - x[0]) and its square in one pass (the
-    shift by the row's first value keeps the variance free of cancellation), then the normalised write."""
-    rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
-    in_rows = rows < M
-    rows64 = rows.to(tl.int64)
-    c0 = tl.arange(0, BLOCK_C)
-    if LAYER:
-        shift = tl.load(x_ptr + rows64 * sxm, mask=in_rows, other=0.0).to(tl.float32)
-    else:
-        shift = tl.zeros([BLOCK_ROWS], tl.float32)
-    s1 = tl.zeros([BLOCK_ROWS, BLOCK_C], tl.float32)
-    s2 = tl.zeros([BLOCK_ROWS, BLOCK_C], tl.float32)
-    for c in range(0, Ncols, BLOCK_C):
-        cols = c + c0
-        ok = in_rows[:, None] & (cols < Ncols)[None, :]
-        x = tl.load(x_ptr + rows64[:, None] * sxm + cols[None, :], mask=ok, other=0.0).to(tl.float32)
-        d = tl.where(ok, x - shift[:, None], 0.0)
-        s1 += d
-        s2 += d * d
-    m1 = tl.sum(s1, axis=1) / Ncols
-    var = tl.sum(s2, axis=1) / Ncols
-    if LAYER:
-        var = var - m1 * m1
-    mean = shift + m1 if LAYER else shift
-    rstd = tl.rsqrt(tl.maximum(var, 0.0) + eps)
-    tl.store(rstd_ptr + rows, rstd, mask=in_rows)
-    if LAYER:
-        tl.store(mean_ptr + rows, mean, mask=in_rows)
-    for c in range(0, Ncols, BLOCK_C):
-        cols = c + c0
-        in_cols = cols < Ncols
-        ok = in_rows[:, None] & in_cols[None, :]
-        x = tl.load(x_ptr + rows64[:, None] * sxm + cols[None, :], mask=ok, other=0.0).to(tl.float32)
-        w = tl.load(w_ptr + cols, mask=in_cols, other=0.0).to(tl.float32)
-        y = (x - mean[:, None]) * rstd[:, None] * w[None, :]
-        if HAS_BIAS:
-            y += tl.load(b_ptr + cols, mask=in_cols, other=0.0).to(tl.float32)[None, :]
-        tl.store(y_ptr + rows64[:, None] * sym + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=ok)
 
 
 @triton.jit
@@ -267,7 +224,7 @@ def main() -> None:
             timed(base, "fwd", "cur", lambda: yv.copy_((N.layer_norm_forward(x, w, b) if layer
                                                           else N.rms_norm_forward(x, w))[0]), fwd_check)
             if width >= 8192:
-                for kern, tag in ((N.norm_fwd_chunked_kernel, "chunk"), (fwd_chunked_shifted, "shift")):
+                for kern, tag in ((N.norm_fwd_chunked_kernel, "shift"),):
                     for r, c, wp in ((1, 4096, 8), (1, 4096, 16), (2, 4096, 16), (1, 2048, 8)):
                         def fc(kern=kern, r=r, c=c, wp=wp):
                             kern[(triton.cdiv(tokens, r),)](x, w, b if layer else w, yv, mv, rv, tokens, width,

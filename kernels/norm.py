@@ -119,6 +119,22 @@ def norm_fwd_chunked_kernel(
 
 
 @triton.jit
+def _dy_xhat(dy_ptr, x_ptr, mean_ptr, rstd_ptr, rows, cols, in_rows, ok, stride_dym, stride_xm, LAYER: tl.constexpr):
+    """(dy, xhat, rstd) in fp32 of a (rows, cols) tile, xhat = (x - mean) * rstd rebuilt from the forward's
+    statistics (mean = 0 for RMSNorm); dy is zero where the tile is masked, LayerNorm's xhat is not."""
+    rows64 = rows.to(tl.int64)
+    x = tl.load(x_ptr + rows64[:, None] * stride_xm + cols[None, :], mask=ok, other=0.0).to(tl.float32)
+    dy = tl.load(dy_ptr + rows64[:, None] * stride_dym + cols[None, :], mask=ok, other=0.0).to(tl.float32)
+    rstd = tl.load(rstd_ptr + rows, mask=in_rows, other=0.0)
+    if LAYER:
+        mean = tl.load(mean_ptr + rows, mask=in_rows, other=0.0)
+        xhat = (x - mean[:, None]) * rstd[:, None]
+    else:
+        xhat = x * rstd[:, None]
+    return dy, xhat, rstd
+
+
+@triton.jit
 def norm_bwd_kernel(
     # tensors: dy, x, dx (M, N); w (N,); mean, rstd (M,) fp32; partials (P, N or 2N) fp32
     dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, part_ptr,
@@ -139,22 +155,17 @@ def norm_bwd_kernel(
         rows = block * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
         in_rows = rows < M
         ok = in_rows[:, None] & in_cols[None, :]
-        rows64 = rows.to(tl.int64)
-        x = tl.load(x_ptr + rows64[:, None] * stride_xm + cols[None, :], mask=ok, other=0.0).to(tl.float32)
-        dy = tl.load(dy_ptr + rows64[:, None] * stride_dym + cols[None, :], mask=ok, other=0.0).to(tl.float32)
-        rstd = tl.load(rstd_ptr + rows, mask=in_rows, other=0.0)
+        dy, xhat, rstd = _dy_xhat(dy_ptr, x_ptr, mean_ptr, rstd_ptr, rows, cols, in_rows, ok, stride_dym, stride_xm,
+                                  LAYER)
         if LAYER:
-            mean = tl.load(mean_ptr + rows, mask=in_rows, other=0.0)
-            xhat = tl.where(ok, (x - mean[:, None]) * rstd[:, None], 0.0)
-        else:
-            xhat = x * rstd[:, None]
+            xhat = tl.where(ok, xhat, 0.0)
         w = tl.load(w_ptr + cols, mask=in_cols, other=0.0).to(tl.float32)   # in the loop: fewer live registers
         g = dy * w[None, :]
         dx = g - xhat * (tl.sum(g * xhat, axis=1) / N)[:, None]
         if LAYER:
             dx -= (tl.sum(g, axis=1) / N)[:, None]
         dx *= rstd[:, None]
-        tl.store(dx_ptr + rows64[:, None] * stride_dxm + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=ok)
+        tl.store(dx_ptr + rows.to(tl.int64)[:, None] * stride_dxm + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=ok)
         if HAS_DW:
             dw += tl.sum(dy * xhat, axis=0)
         if HAS_BIAS:
@@ -186,15 +197,9 @@ def norm_dwdb_kernel(
         rows = m0 + tl.arange(0, BLOCK_M)
         in_rows = rows < M
         ok = in_rows[:, None] & in_cols[None, :]
-        rows64 = rows.to(tl.int64)
-        x = tl.load(x_ptr + rows64[:, None] * stride_xm + cols[None, :], mask=ok, other=0.0).to(tl.float32)
-        dy = tl.load(dy_ptr + rows64[:, None] * stride_dym + cols[None, :], mask=ok, other=0.0).to(tl.float32)
-        rstd = tl.load(rstd_ptr + rows, mask=in_rows, other=0.0)
-        if LAYER:
-            mean = tl.load(mean_ptr + rows, mask=in_rows, other=0.0)
-            aw += dy * ((x - mean[:, None]) * rstd[:, None])
-        else:
-            aw += dy * (x * rstd[:, None])
+        dy, xhat, _ = _dy_xhat(dy_ptr, x_ptr, mean_ptr, rstd_ptr, rows, cols, in_rows, ok, stride_dym, stride_xm,
+                               LAYER)
+        aw += dy * xhat
         if HAS_BIAS:
             ab += dy
     tl.store(dw_ptr + cols, tl.sum(aw, axis=0).to(dw_ptr.dtype.element_ty), mask=in_cols)

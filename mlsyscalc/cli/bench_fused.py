@@ -16,8 +16,7 @@ from .bench import emit_rows, run_sweep, sweep_options
                    "train lacks (8-32768 tokens, hidden 3072-12288, ...), for scoring predictions; fresh: a second "
                    "held-out grid (2-24576 tokens, hidden 1536-14336, ...) in no other sweep; blind: a third "
                    "(3-49152 tokens, hidden 1280-6656, ...); reserve: a fourth (5-40960 tokens, hidden 1152-9216, "
-                   "...); small: "
-                   "tiny shapes, the only sweep under --interpret (and its default).")
+                   "...); small: tiny shapes, the only sweep under --interpret (and its default).")
 @click.option("--pass", "passes", multiple=True, type=click.Choice(PASSES),
               help="Repeatable; default all. Cross-entropy's one kernel (loss and gradient) is pass fwdbwd.")
 @click.option("--dtype", type=click.Choice(TORCH_DTYPES), help="Default bfloat16 (float16 under --interpret).")

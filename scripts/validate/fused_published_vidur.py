@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent)]  # validate/
-from serve_scoring import error_stats, replace_cases, run_steps, write_page, write_predictions  # noqa: E402
+from serve_scoring import error_stats, run_steps, write_page, write_predictions  # noqa: E402
 
 from mlsyscalc.report.markdown import markdown_table  # noqa: E402
 
@@ -81,20 +81,21 @@ def build_cases(src: Path) -> tuple[list[dict], dict[str, dict]]:
                 value = row.get(f"time_stats.{op}.median", "")
                 if not value:
                     continue  # phi-2 has no post-attention norm
-                configs.setdefault(model, _config(model, row))
-                require_same = configs[model] == _config(model, row)
-                assert require_same, f"{path}: the sizes change between rows"
+                config = _config(model, row)
+                assert configs.setdefault(model, config) == config, f"{path}: the sizes change between rows"
                 cases.append({"id": f"{card}|{model}|tp{tp}|{tokens}|{op}", "card": card, "gpu": CARDS[card],
                               "model": model, "tp": tp, "tokens": tokens, "op": op, "row": _row_name(op, gated),
                               "measured_ms": float(value), "seen": (card, model, tp, tokens) == SEEN})
     return cases, configs
 
 
-def _model_args(config: dict, folder: Path) -> list[str]:
+def _model_args(model: str, config: dict, folder: Path) -> list[str]:
+    """`mlsys roofline model`'s model arguments: the built-in and its overrides, or the config written to folder."""
     if "builtin" in config:
         return [config["builtin"], *[a for k, v in config["set"].items() for a in ("--set", f"{k}={v}")]]
-    path = folder / f"{abs(hash(json.dumps(config, sort_keys=True)))}.json"
-    path.write_text(json.dumps(config))
+    path = folder / (model.replace("/", "_") + ".json")
+    if not path.exists():
+        path.write_text(json.dumps(config))
     return [str(path)]
 
 
@@ -106,13 +107,12 @@ def predict() -> None:
     runner = cli_runner()
     data = json.loads(CASES.read_text())
     groups: dict[tuple, list[dict]] = {}
-    for c in data["cases"]:
-        config = json.dumps(data["configs"][c["model"]], sort_keys=True)
-        groups.setdefault((c["gpu"], config, c["tp"], c["tokens"]), []).append(c)
+    for c in data["cases"]:   # one roofline call prices every op of a (card, model, TP, tokens)
+        groups.setdefault((c["gpu"], c["model"], c["tp"], c["tokens"]), []).append(c)
     out: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as folder:
-        for (gpu, config, tp, tokens), members in groups.items():
-            args = ["roofline", "model", *_model_args(json.loads(config), Path(folder)), "--phase", "prefill",
+        for (gpu, model, tp, tokens), members in groups.items():
+            args = ["roofline", "model", *_model_args(model, data["configs"][model], Path(folder)), "--phase", "prefill",
                     "--batch", "1", "--seq", str(tokens), "--tp", str(tp), "--gpu", gpu, "--impl", "fused",
                     "--no-fit-check", "--json"]
             try:
@@ -168,10 +168,10 @@ def score() -> None:
 
 def write_cases(src: Path) -> None:
     cases, configs = build_cases(src)
-    head = {"source": f"github.com/microsoft/vidur at {COMMIT}: data/profiling/compute/<card>/<model>/mlp.csv",
-            "rule": "reports/fused/public/RULE.md", "configs": configs}
-    CASES.write_text(json.dumps(head, indent=1) + "\n")
-    replace_cases(CASES, cases)
+    CASES.write_text(json.dumps({"source": f"github.com/microsoft/vidur at {COMMIT}: data/profiling/compute/<card>/"
+                                           "<model>/mlp.csv", "rule": "reports/fused/public/RULE.md",
+                                 "configs": configs, "cases": cases}, indent=1) + "\n")
+    print(f"wrote {len(cases)} cases to {CASES}")
 
 
 def main() -> None:
